@@ -1,0 +1,178 @@
+"""Run a gate: one papermill execution per case, side by side, each with a timeout.
+
+A case notebook writes its own result; the executor records ``timeout`` (the
+kernel's process tree was killed) or ``error`` (the kernel died or a cell
+raised) itself. In every outcome the executed, possibly partial, notebook stays
+in the run directory, and a finished case result is never overwritten.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import sys
+import threading
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from kit import __version__, paths
+from kit.descriptor import LoadedDescriptor
+from kit.errors import BadInput
+from kit.jsonio import sha256_file, write_json
+from kit.kernels import KernelHandle
+from kit.preflight import Inputs, check_inputs
+from kit.records import ERROR, TIMEOUT, CaseResult
+from kit.results import gate_verdict, load_case_result, now_iso, save_case_result, status_counts
+from kit.spec import CaseSpec
+
+KERNEL_START_TIMEOUT_S = 120
+
+
+@dataclass
+class GateRun:
+    run_dir: Path
+    descriptor: LoadedDescriptor
+    specs: list[CaseSpec]
+    inputs: Inputs
+    results: dict[str, CaseResult] = field(default_factory=dict)
+    started_at: str = ""
+    finished_at: str = ""
+    duration_s: float = 0.0
+
+    @property
+    def verdict(self) -> str:
+        return gate_verdict([s.name for s in self.specs], self.results)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return status_counts([s.name for s in self.specs], self.results)
+
+    @property
+    def cases_dir(self) -> Path:
+        return self.run_dir / "cases"
+
+
+def default_run_dir(desc: LoadedDescriptor) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{desc.name}-{stamp}-{os.urandom(2).hex()}"
+
+
+def prepare_run(desc: LoadedDescriptor, out: str | Path | None, only: Sequence[str] | None = None) -> GateRun:
+    """Validate everything, then claim a fresh run directory (an existing one is never written into)."""
+    specs = desc.case_specs(list(only) if only else None)
+    inputs = check_inputs(desc, specs)
+    run_dir = Path(out) if out else default_run_dir(desc)
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise BadInput(f"run directory {run_dir} exists and is not empty; a gate run never writes over "
+                       "an earlier one (choose another --out)")
+    (run_dir / "cases").mkdir(parents=True, exist_ok=True)
+    return GateRun(run_dir.resolve(), desc, specs, inputs)
+
+
+def manifest(run: GateRun, command: Sequence[str]) -> dict:
+    return {
+        "name": run.descriptor.name,
+        "descriptor": str(run.descriptor.path),
+        "descriptor_sha256": sha256_file(run.descriptor.path),
+        "cases": [s.name for s in run.specs],
+        "kernels": {s.name: s.kernel for s in run.specs},
+        "fixture": str(run.inputs.fixture.path),
+        "fixture_sha256": run.inputs.fixture.sha256,
+        "model_digest": run.inputs.model_digest,
+        "goldens": {k: {"path": str(g.path), "sha256": g.sha256} for k, g in run.inputs.goldens.items()},
+        "kit_version": __version__,
+        "host": socket.gethostname(),
+        "platform": f"{platform.system()} {platform.machine()} python {platform.python_version()}",
+        "command": list(command),
+        "started_at": run.started_at,
+        "finished_at": run.finished_at or None,
+        "duration_s": run.duration_s or None,
+    }
+
+
+def execute_case(spec: CaseSpec, cases_dir: Path) -> CaseResult:
+    """One papermill execution of the case's notebook in the case's kernel, bounded by its timeout."""
+    import papermill as pm
+    from nbclient.exceptions import DeadKernelError
+
+    notebook = cases_dir / f"{spec.name}.ipynb"
+    result_path = cases_dir / f"{spec.name}.json"
+    handle = KernelHandle()
+    timer = threading.Timer(spec.timeout_s, handle.kill)
+    timer.daemon = True
+    started, t0 = now_iso(), time.perf_counter()
+    error = None
+    timer.start()
+    try:
+        pm.execute_notebook(
+            spec.notebook, str(notebook),
+            parameters={"spec": spec.to_dict(), "result_path": str(result_path)},
+            kernel_name=spec.kernel, progress_bar=False, start_timeout=KERNEL_START_TIMEOUT_S,
+            kernel_manager_class=handle.manager_class(),
+        )
+    except pm.PapermillExecutionError as exc:
+        error = f"cell {exc.exec_count} raised {exc.ename}: {_first_line(exc.evalue)}"
+    except DeadKernelError:
+        error = "the kernel died mid-case"
+    except Exception as exc:  # the executor must record every case, whatever broke
+        error = f"{type(exc).__name__}: {_first_line(str(exc))}"
+    finally:
+        timer.cancel()
+    duration = time.perf_counter() - t0
+    shown = paths.display(notebook)
+
+    if handle.killed:
+        result = CaseResult(case=spec.name, backend=spec.backend, status=TIMEOUT,
+                            error=f"exceeded its timeout of {spec.timeout_s:g} s; its kernel was killed; "
+                                  f"partial notebook {shown}")
+    elif error is None and result_path.is_file():
+        result = load_case_result(result_path)
+    else:
+        error = error or "the notebook finished without writing its case result"
+        result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR,
+                            error=f"{error}; partial notebook {shown}")
+    result.notebook = str(notebook)
+    result.started_at = result.started_at or started
+    result.finished_at = now_iso()
+    result.duration_s = duration
+    result.bound = result.bound if result.bound is not None else spec.bound
+    result.golden_kind = result.golden_kind or spec.golden_kind
+    save_case_result(result, result_path)
+    return result
+
+
+def run_cases(run: GateRun, jobs: int | None = None,
+              on_done: Callable[[CaseSpec, CaseResult], None] | None = None) -> None:
+    jobs = max(1, jobs or os.cpu_count() or 1)
+    with ThreadPoolExecutor(max_workers=min(jobs, len(run.specs))) as pool:
+        futures = {pool.submit(_guarded, spec, run.cases_dir): spec for spec in run.specs}
+        for fut in as_completed(futures):
+            spec = futures[fut]
+            run.results[spec.name] = fut.result()
+            if on_done:
+                on_done(spec, run.results[spec.name])
+
+
+def _guarded(spec: CaseSpec, cases_dir: Path) -> CaseResult:
+    try:
+        return execute_case(spec, cases_dir)
+    except Exception as exc:  # a bug here must not cost the other cases their results
+        traceback.print_exc(file=sys.stderr)
+        result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR,
+                            error=f"executor failed: {type(exc).__name__}: {_first_line(str(exc))}")
+        save_case_result(result, cases_dir / f"{spec.name}.json")
+        return result
+
+
+def write_manifest(run: GateRun, command: Sequence[str]) -> None:
+    write_json(run.run_dir / "manifest.json", manifest(run, command))
+
+
+def _first_line(text: str) -> str:
+    text = (text or "").strip()
+    return text.splitlines()[0] if text else ""

@@ -1,0 +1,80 @@
+"""One gate run end to end: validate, execute every case, write the artifacts."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from kit import report
+from kit.descriptor import load_descriptor
+from kit.execute import GateRun, prepare_run, run_cases, write_manifest
+from kit.records import PASSED, CaseResult
+from kit.results import now_iso
+from kit.spec import CaseSpec
+
+STATUS_STYLE = {"passed": "green", "failed": "red", "error": "magenta", "timeout": "yellow"}
+
+
+def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | None = None,
+             only: Sequence[str] | None = None, command: Sequence[str] | None = None,
+             console: Console | None = None, summary: bool = True) -> GateRun:
+    console = console or Console(stderr=True)
+    desc = load_descriptor(descriptor)
+    run = prepare_run(desc, out, only)
+    command = list(command or sys.argv)
+    run.started_at = now_iso()
+    write_manifest(run, command)
+    console.print(f"gate [bold]{desc.name}[/]: {len(run.specs)} cases -> {run.run_dir}")
+
+    t0 = time.perf_counter()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True, disable=not console.is_terminal) as progress:
+        task = progress.add_task("cases", total=len(run.specs))
+
+        def done(spec: CaseSpec, result: CaseResult) -> None:
+            progress.advance(task)
+            console.print(_case_line(result))
+
+        run_cases(run, jobs=jobs, on_done=done)
+    run.duration_s = time.perf_counter() - t0
+    run.finished_at = now_iso()
+    write_manifest(run, command)
+
+    names = [s.name for s in run.specs]
+    report.write_result(run.run_dir, report.result_document(desc.name, run.verdict, run.counts, run.duration_s,
+                                                            names, run.results))
+    from kit.jsonio import read_json
+
+    manifest = read_json(run.run_dir / "manifest.json")
+    report.write_evidence(run.run_dir, report.evidence_markdown(manifest, run.verdict, run.counts,
+                                                                run.duration_s, run.results))
+    if summary:
+        try:
+            report.build_summary(run.run_dir)
+        except Exception as exc:  # the verdict and every case result are already on disk
+            console.print(f"[red]summary notebook failed[/]: {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")
+    style = "green" if run.verdict == PASSED else "red"
+    console.print(f"[{style}]gate {run.verdict}[/]: {_sentence(run)} -> {run.run_dir / 'summary.html'}")
+    return run
+
+
+def _case_line(r: CaseResult) -> str:
+    style = STATUS_STYLE.get(r.status, "white")
+    dur = f"{r.duration_s:.1f} s" if r.duration_s is not None else ""
+    if r.status in ("error", "timeout"):
+        detail = r.error
+    else:
+        err = r.max_probability_error
+        detail = f"{r.counts()['failed']}/{r.counts()['prompts']} prompts failed, max error {err:.3g}" if err is not None else ""
+    return f"  [{style}]{r.status:>7}[/] {r.case} ({r.backend}) {dur}  {detail}"
+
+
+def _sentence(run: GateRun) -> str:
+    from kit.results import counts_sentence
+
+    return counts_sentence(run.counts, run.duration_s)

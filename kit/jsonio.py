@@ -1,0 +1,65 @@
+"""Canonical JSON, content digests and atomic writes.
+
+Every JSON file the kit writes (fixtures, goldens, case results) goes through
+here so that equal content always means equal bytes and equal digests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def canonical_bytes(obj: Any) -> bytes:
+    """Sorted keys, no spaces, UTF-8, one trailing newline."""
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return (text + "\n").encode("utf-8")
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write via a temporary file in the same folder and rename it into place,
+    so a reader (or a crash) never sees half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_canonical(path: str | os.PathLike, obj: Any) -> Path:
+    return atomic_write_bytes(path, canonical_bytes(obj))
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> Path:
+    """Human-readable (indented) but still atomic; for run artifacts, not content-addressed files."""
+    text = json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=True) + "\n"
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    with open(path, "rb") as f:
+        return json.loads(f.read().decode("utf-8"))

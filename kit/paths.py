@@ -1,0 +1,24 @@
+"""Where the project's own files are: notebooks, descriptors, the embedded default."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = PROJECT_ROOT / "notebooks"
+DESCRIPTORS = PROJECT_ROOT / "descriptors"
+EMBEDDED_DESCRIPTOR = DESCRIPTORS / "tiny-cpu.toml"
+MAIN_KERNEL = "parity-kit"
+
+
+def backend_notebook(backend: str) -> Path:
+    return NOTEBOOKS / f"parity_{backend}.ipynb"
+
+
+def display(path: str | Path) -> str:
+    """A path as a reader wants it in a message: relative to the working directory when inside it."""
+    p = Path(path)
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)

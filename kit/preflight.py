@@ -1,0 +1,72 @@
+"""Check every input of a gate before anything runs: fixture, goldens, model, kernels, notebooks.
+
+Each refusal is a BadInput with one line naming what and where.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from kit import paths
+from kit.descriptor import LoadedDescriptor
+from kit.errors import BadInput
+from kit.fixture import Fixture, load_fixture
+from kit.golden import Golden, check_golden_matches_fixture, load_golden
+from kit.modeldigest import check_model_digest
+from kit.spec import CaseSpec
+
+
+@dataclass(frozen=True)
+class Inputs:
+    fixture: Fixture
+    goldens: dict[str, Golden]
+    model_digest: str
+
+
+def installed_kernels() -> dict[str, str]:
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    return KernelSpecManager().find_kernel_specs()
+
+
+def kernel_install_hint(name: str) -> str:
+    if name == paths.MAIN_KERNEL:
+        return f"install it with: .venv/bin/python -m ipykernel install --prefix .venv --name {name}"
+    return f"install it into the environment that holds that release: python -m ipykernel install --sys-prefix --name {name}"
+
+
+def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
+    fixture = load_fixture(desc.resolve(desc.doc.fixture.path))
+    goldens = {}
+    for kind, rel in desc.doc.goldens.items():
+        golden = load_golden(desc.resolve(rel))
+        if golden.kind != kind:
+            raise BadInput(f"{desc.where('goldens', kind)}: goldens.{kind} names {rel}, which is a {golden.kind} golden")
+        check_golden_matches_fixture(golden, fixture)
+        goldens[kind] = golden
+    model_digest = check_model_digest(desc.resolve(desc.doc.model.path), desc.doc.model.digest,
+                                      desc.where("model", "digest"))
+    kernels = installed_kernels()
+    for spec in specs:
+        where = desc.where("cases", spec.name)
+        if spec.kernel not in kernels:
+            raise BadInput(f"{where}: case {spec.name} needs kernel {spec.kernel!r}, which is not installed; "
+                           + kernel_install_hint(spec.kernel))
+        if not Path(spec.notebook).is_file():
+            raise BadInput(f"{where}: case {spec.name}: notebook {spec.notebook} does not exist")
+        golden = goldens[spec.golden_kind]
+        if spec.top_n < golden.top_k:
+            raise BadInput(f"{where}: case {spec.name}: top_n {spec.top_n} is below the golden's top_k {golden.top_k}")
+        unknown_b = sorted(set(map(int, spec.bucket_bounds)) - set(fixture.buckets)) + sorted(
+            set(spec.buckets or []) - set(fixture.buckets))
+        if unknown_b:
+            raise BadInput(f"{where}: case {spec.name}: bucket {unknown_b[0]} is not in the fixture "
+                           f"(buckets: {', '.join(map(str, fixture.buckets))})")
+        unknown_p = sorted(set(spec.prompt_ids or []) - set(fixture.ids))
+        if unknown_p:
+            raise BadInput(f"{where}: case {spec.name}: prompt {unknown_p[0]!r} is not in the fixture")
+        if not fixture.select(spec.prompt_ids, spec.buckets):
+            raise BadInput(f"{where}: case {spec.name} selects no prompt of the fixture")
+    return Inputs(fixture, goldens, model_digest)

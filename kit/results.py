@@ -1,0 +1,53 @@
+"""Case results on disk and the gate verdict derived from them."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from kit.jsonio import read_json, write_json
+from kit.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
+
+GATE_PASSED, GATE_FAILED, GATE_INCOMPLETE = "passed", "failed", "incomplete"
+EXIT_CODES = {GATE_PASSED: 0, GATE_FAILED: 1, GATE_INCOMPLETE: 2}
+EXIT_BAD_INPUT = 3
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def save_case_result(result: CaseResult, path: str | Path) -> Path:
+    return write_json(path, result.to_dict())
+
+
+def load_case_result(path: str | Path) -> CaseResult:
+    return CaseResult.from_dict(read_json(path))
+
+
+def gate_verdict(expected: Sequence[str], results: Mapping[str, CaseResult]) -> str:
+    """``failed`` when any case failed (that answer stands whatever else happened),
+    else ``incomplete`` when a case errored, timed out or is missing, else ``passed``.
+    Never ``passed`` with a missing case."""
+    statuses = [results[name].status if name in results else None for name in expected]
+    if FAILED in statuses:
+        return GATE_FAILED
+    if any(s in (ERROR, TIMEOUT, None) for s in statuses) or not expected:
+        return GATE_INCOMPLETE
+    assert all(s == PASSED for s in statuses)
+    return GATE_PASSED
+
+
+def status_counts(expected: Sequence[str], results: Mapping[str, CaseResult]) -> dict[str, int]:
+    counts = {PASSED: 0, FAILED: 0, ERROR: 0, TIMEOUT: 0, "missing": 0}
+    for name in expected:
+        counts[results[name].status if name in results else "missing"] += 1
+    return counts
+
+
+def counts_sentence(counts: Mapping[str, int], duration_s: float) -> str:
+    """'1 failed, 2 passed in 991 s' (zero counts left out)."""
+    order = (FAILED, ERROR, TIMEOUT, "missing", PASSED)
+    parts = [f"{counts[k]} {k if k != ERROR else 'errored'}" for k in order if counts.get(k)]
+    return f"{', '.join(parts) or 'no cases'} in {duration_s:.0f} s"

@@ -1,0 +1,106 @@
+"""What the summary notebook shows: a run read back from its case notebooks' scraps.
+
+Every number comes from the ``case_result`` scrap of a case notebook; a case
+whose notebook never got that far (timeout, dead kernel) falls back to the
+result the executor recorded for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+import pandas as pd
+
+from kit.jsonio import read_json
+from kit.records import CaseResult
+from kit.results import counts_sentence, gate_verdict, load_case_result, status_counts
+
+CASE_SCRAP = "case_result"
+
+
+@dataclass
+class RunView:
+    run_dir: Path
+    manifest: dict
+    results: dict[str, CaseResult]
+    sources: dict[str, str]
+
+    @property
+    def expected(self) -> list[str]:
+        return list(self.manifest.get("cases", []))
+
+    @property
+    def verdict(self) -> str:
+        return gate_verdict(self.expected, self.results)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return status_counts(self.expected, self.results)
+
+
+def latest_run(runs_dir: str | Path = "runs") -> Path:
+    runs = sorted((p for p in Path(runs_dir).glob("*/manifest.json")), key=lambda p: p.stat().st_mtime)
+    if not runs:
+        raise FileNotFoundError(f"no gate run under {runs_dir}; run `parity-kit gate` first")
+    return runs[-1].parent
+
+
+def load_run(run_dir: str | Path) -> RunView:
+    import scrapbook as sb
+
+    run_dir = Path(run_dir)
+    manifest = read_json(run_dir / "manifest.json")
+    results, sources = {}, {}
+    for name in manifest.get("cases", []):
+        nb_path = run_dir / "cases" / f"{name}.ipynb"
+        scraps = sb.read_notebook(str(nb_path)).scraps if nb_path.is_file() else {}
+        if CASE_SCRAP in scraps:
+            result = CaseResult.from_dict(scraps[CASE_SCRAP].data)
+            executor_side = run_dir / "cases" / f"{name}.json"
+            if executor_side.is_file():  # duration and notebook path are known only to the executor
+                recorded = load_case_result(executor_side)
+                result.duration_s, result.notebook = recorded.duration_s, recorded.notebook
+            results[name], sources[name] = result, "scrap"
+        elif (run_dir / "cases" / f"{name}.json").is_file():
+            results[name], sources[name] = load_case_result(run_dir / "cases" / f"{name}.json"), "executor"
+    return RunView(run_dir, manifest, results, sources)
+
+
+def banner(view: RunView) -> str:
+    duration = view.manifest.get("duration_s") or sum(r.duration_s or 0 for r in view.results.values())
+    head = f"## Gate `{view.manifest.get('name', '?')}`: **{view.verdict.upper()}**"
+    return f"{head}\n\n{counts_sentence(view.counts, duration)}."
+
+
+def case_table(view: RunView) -> pd.DataFrame:
+    rows = []
+    for name in view.expected:
+        r = view.results.get(name)
+        if r is None:
+            rows.append({"case": name, "status": "missing"})
+            continue
+        worst = r.worst
+        err = r.max_probability_error
+        bound = worst.bound if worst is not None else r.bound
+        rows.append({
+            "case": name, "backend": r.backend, "status": r.status, "golden": r.golden_kind,
+            "max_probability_error": err, "bound": bound,
+            "margin": (bound - err) if (bound is not None and err is not None) else None,
+            "worst_prompt": worst.id if worst else None,
+            "failed_prompts": r.counts()["failed"], "prompts": r.counts()["prompts"],
+            "duration_s": round(r.duration_s, 1) if r.duration_s is not None else None,
+        })
+    return pd.DataFrame(rows).set_index("case")
+
+
+def prompt_frame(results: Mapping[str, CaseResult]) -> pd.DataFrame:
+    """One row per scored prompt of every case, with the case name."""
+    rows = [{"case": name, **p.to_dict()} for name, r in results.items() for p in r.prompts]
+    return pd.DataFrame(rows)
+
+
+def failure_lines(view: RunView, limit: int = 20) -> list[str]:
+    lines = [m for name in view.expected if name in view.results for m in view.results[name].failure_messages]
+    return lines[:limit] + ([f"... and {len(lines) - limit} more"] if len(lines) > limit else [])

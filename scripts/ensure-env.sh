@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Create (or reuse) the main environment .venv/ with parity-kit installed in it and
+# its Jupyter kernel registered. Idempotent: a second run only checks a stamp.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON="${PYTHON:-python3}"
+VENV=.venv
+KERNEL=parity-kit
+STAMP="$VENV/.parity-kit-installed"
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "creating $VENV with $("$PYTHON" --version)" >&2
+  "$PYTHON" -m venv "$VENV"
+fi
+
+# Reinstall only when what decides the install changed.
+want="$(cat pyproject.toml | sha256sum | cut -c1-64) $("$VENV/bin/python" --version)"
+if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$want" ]; then
+  echo "installing parity-kit into $VENV (first run: about a minute)" >&2
+  start=$(date +%s)
+  # pip warns once per package about index folders it cannot read; those lines are noise.
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[test]" 2>&1 \
+    | { grep -v "is ignored: it is neither a file nor a directory" || true; }
+  [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "pip install failed" >&2; exit 1; }
+  echo "$want" > "$STAMP"
+  echo "installed in $(( $(date +%s) - start )) s" >&2
+fi
+
+# The kernel spec holds an absolute interpreter path: re-register when it points elsewhere.
+spec="$VENV/share/jupyter/kernels/$KERNEL/kernel.json"
+if [ ! -f "$spec" ] || ! grep -qF "\"$(pwd)/$VENV/bin/python\"" "$spec"; then
+  "$VENV/bin/python" -m ipykernel install --prefix "$VENV" --name "$KERNEL" \
+    --display-name "parity-kit (main)" >/dev/null
+  echo "registered kernel $KERNEL" >&2
+fi
