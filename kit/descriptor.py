@@ -157,7 +157,8 @@ def load_descriptor(path: str | Path) -> LoadedDescriptor:
 
 
 def _format_error(shown: str, text: str, exc: ValidationError, prefix: tuple, schema: type[BaseModel] = Descriptor) -> str:
-    errors = exc.errors()
+    # A misspelt key also makes its correct spelling "missing": report the typo first.
+    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
     err = errors[0]
     loc = (*prefix, *(str(p) for p in err["loc"]))
     key = ".".join(loc) or "(top level)"

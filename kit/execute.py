@@ -12,7 +12,6 @@ import os
 import platform
 import socket
 import sys
-import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -24,14 +23,11 @@ from kit import __version__, paths
 from kit.descriptor import LoadedDescriptor
 from kit.errors import BadInput
 from kit.jsonio import sha256_file, write_json
-from kit.kernels import KernelHandle
+from kit.kernels import describe_failure, run_notebook
 from kit.preflight import Inputs, check_inputs
 from kit.records import ERROR, TIMEOUT, CaseResult
 from kit.results import gate_verdict, load_case_result, now_iso, save_case_result, status_counts
 from kit.spec import CaseSpec
-
-KERNEL_START_TIMEOUT_S = 120
-
 
 @dataclass
 class GateRun:
@@ -97,45 +93,25 @@ def manifest(run: GateRun, command: Sequence[str]) -> dict:
 
 def execute_case(spec: CaseSpec, cases_dir: Path) -> CaseResult:
     """One papermill execution of the case's notebook in the case's kernel, bounded by its timeout."""
-    import papermill as pm
-    from nbclient.exceptions import DeadKernelError
-
     notebook = cases_dir / f"{spec.name}.ipynb"
     result_path = cases_dir / f"{spec.name}.json"
-    handle = KernelHandle()
-    timer = threading.Timer(spec.timeout_s, handle.kill)
-    timer.daemon = True
     started, t0 = now_iso(), time.perf_counter()
-    error = None
-    timer.start()
-    try:
-        pm.execute_notebook(
-            spec.notebook, str(notebook),
-            parameters={"spec": spec.to_dict(), "result_path": str(result_path)},
-            kernel_name=spec.kernel, progress_bar=False, start_timeout=KERNEL_START_TIMEOUT_S,
-            kernel_manager_class=handle.manager_class(),
-        )
-    except pm.PapermillExecutionError as exc:
-        error = f"cell {exc.exec_count} raised {exc.ename}: {_first_line(exc.evalue)}"
-    except DeadKernelError:
-        error = "the kernel died mid-case"
-    except Exception as exc:  # the executor must record every case, whatever broke
-        error = f"{type(exc).__name__}: {_first_line(str(exc))}"
-    finally:
-        timer.cancel()
+    outcome = run_notebook(spec.notebook, notebook, {"spec": spec.to_dict(), "result_path": str(result_path)},
+                           spec.kernel, spec.timeout_s, cases_dir / f"{spec.name}.kernel.log")
     duration = time.perf_counter() - t0
     shown = paths.display(notebook)
 
-    if handle.killed:
+    if outcome.timed_out:
         result = CaseResult(case=spec.name, backend=spec.backend, status=TIMEOUT,
                             error=f"exceeded its timeout of {spec.timeout_s:g} s; its kernel was killed; "
                                   f"partial notebook {shown}")
-    elif error is None and result_path.is_file():
+    elif outcome.error is None and result_path.is_file():
         result = load_case_result(result_path)
     else:
-        error = error or "the notebook finished without writing its case result"
+        error = outcome.error or "the notebook finished without writing its case result"
         result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR,
                             error=f"{error}; partial notebook {shown}")
+    result.log_tail = outcome.log_tail
     result.notebook = str(notebook)
     result.started_at = result.started_at or started
     result.finished_at = now_iso()
@@ -164,15 +140,10 @@ def _guarded(spec: CaseSpec, cases_dir: Path) -> CaseResult:
     except Exception as exc:  # a bug here must not cost the other cases their results
         traceback.print_exc(file=sys.stderr)
         result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR,
-                            error=f"executor failed: {type(exc).__name__}: {_first_line(str(exc))}")
+                            error=f"executor failed: {describe_failure(exc)}")
         save_case_result(result, cases_dir / f"{spec.name}.json")
         return result
 
 
 def write_manifest(run: GateRun, command: Sequence[str]) -> None:
     write_json(run.run_dir / "manifest.json", manifest(run, command))
-
-
-def _first_line(text: str) -> str:
-    text = (text or "").strip()
-    return text.splitlines()[0] if text else ""

@@ -23,7 +23,7 @@ STATUS_STYLE = {"passed": "green", "failed": "red", "error": "magenta", "timeout
 def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | None = None,
              only: Sequence[str] | None = None, command: Sequence[str] | None = None,
              console: Console | None = None, summary: bool = True) -> GateRun:
-    console = console or Console(stderr=True)
+    console = console or Console(stderr=True, soft_wrap=True)
     desc = load_descriptor(descriptor)
     run = prepare_run(desc, out, only)
     command = list(command or sys.argv)
@@ -54,10 +54,9 @@ def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | 
     report.write_evidence(run.run_dir, report.evidence_markdown(manifest, run.verdict, run.counts,
                                                                 run.duration_s, run.results))
     if summary:
-        try:
-            report.build_summary(run.run_dir)
-        except Exception as exc:  # the verdict and every case result are already on disk
-            console.print(f"[red]summary notebook failed[/]: {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")
+        error = report.build_summary(run.run_dir)
+        if error:  # the verdict and every case result are already on disk
+            console.print(f"[red]summary notebook failed[/]: {error}; see {run.run_dir / 'summary.ipynb'}")
     style = "green" if run.verdict == PASSED else "red"
     console.print(f"[{style}]gate {run.verdict}[/]: {_sentence(run)} -> {run.run_dir / 'summary.html'}")
     return run

@@ -1,17 +1,35 @@
-"""Kernels the executor starts: track their process so a timeout can kill the whole tree."""
+"""Execute one notebook with papermill in a named kernel, under a wall-clock timeout.
+
+The kernel's process is tracked so that a timeout can kill its whole process
+tree (papermill's own timeout is per cell, and a hung kernel ignores
+interrupts). The kernel's stdout and stderr go to a log file: that is where a
+dying kernel says why, and they would otherwise interleave on the console.
+"""
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 from jupyter_client.manager import AsyncKernelManager
 
+KERNEL_START_TIMEOUT_S = 120
+
+
+@dataclass(frozen=True)
+class NotebookOutcome:
+    error: str | None  # one line; None when every cell ran
+    timed_out: bool
+    log_tail: str | None
+
 
 class KernelHandle:
-    """Filled in when the case's kernel starts; ``kill`` ends the kernel and every process under it."""
+    """Filled in when the kernel starts; ``kill`` ends the kernel and every process under it."""
 
-    def __init__(self) -> None:
+    def __init__(self, log_path: Path) -> None:
+        self.log_path = log_path
         self.pid: int | None = None
         self.killed = False
         self._lock = threading.Lock()
@@ -21,7 +39,8 @@ class KernelHandle:
 
         class TrackedKernelManager(AsyncKernelManager):
             async def start_kernel(self, **kw):  # type: ignore[override]
-                await super().start_kernel(**kw)
+                with open(handle.log_path, "ab") as log:
+                    await super().start_kernel(stdout=log, stderr=log, **kw)
                 with handle._lock:
                     handle.pid = getattr(self.provisioner, "pid", None)
                     if handle.killed:  # the timeout fired while the kernel was starting
@@ -34,6 +53,53 @@ class KernelHandle:
             self.killed = True
             if self.pid is not None:
                 kill_tree(self.pid)
+
+    def log_tail(self, lines: int = 20) -> str | None:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return None
+        return "\n".join(text.splitlines()[-lines:]) or None
+
+
+def run_notebook(notebook: str | Path, output: Path, parameters: dict, kernel_name: str,
+                 timeout_s: float | None, log_path: Path) -> NotebookOutcome:
+    """papermill's execution, saved after every cell, so a killed run leaves its partial notebook."""
+    import papermill as pm
+
+    handle = KernelHandle(log_path)
+    timer = threading.Timer(timeout_s, handle.kill) if timeout_s else None
+    error = None
+    if timer:
+        timer.daemon = True
+        timer.start()
+    try:
+        pm.execute_notebook(str(notebook), str(output), parameters=parameters, kernel_name=kernel_name,
+                            progress_bar=False, start_timeout=KERNEL_START_TIMEOUT_S,
+                            kernel_manager_class=handle.manager_class())
+    except Exception as exc:  # every failure becomes a recorded outcome, never a lost case
+        error = describe_failure(exc)
+    finally:
+        if timer:
+            timer.cancel()
+    return NotebookOutcome(error, handle.killed, handle.log_tail() if (error or handle.killed) else None)
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line for a failed notebook execution: which cell raised what, or that the kernel died."""
+    import papermill as pm
+    from nbclient.exceptions import DeadKernelError
+
+    if isinstance(exc, pm.PapermillExecutionError):
+        return f"cell {exc.exec_count} raised {exc.ename}: {first_line(exc.evalue)}"
+    if isinstance(exc, DeadKernelError):
+        return "the kernel died mid-case"
+    return f"{type(exc).__name__}: {first_line(str(exc))}"
+
+
+def first_line(text: str) -> str:
+    text = (text or "").strip()
+    return text.splitlines()[0] if text else ""
 
 
 def kill_tree(pid: int | None) -> None:

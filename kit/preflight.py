@@ -59,8 +59,9 @@ def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
         golden = goldens[spec.golden_kind]
         if spec.top_n < golden.top_k:
             raise BadInput(f"{where}: case {spec.name}: top_n {spec.top_n} is below the golden's top_k {golden.top_k}")
-        unknown_b = sorted(set(map(int, spec.bucket_bounds)) - set(fixture.buckets)) + sorted(
-            set(spec.buckets or []) - set(fixture.buckets))
+        known = {str(b) for b in fixture.buckets}
+        unknown_b = [k for k in spec.bucket_bounds if k not in known] + [
+            str(b) for b in spec.buckets or [] if str(b) not in known]
         if unknown_b:
             raise BadInput(f"{where}: case {spec.name}: bucket {unknown_b[0]} is not in the fixture "
                            f"(buckets: {', '.join(map(str, fixture.buckets))})")

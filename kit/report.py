@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Sequence
 
 from kit import paths
 from kit.jsonio import atomic_write_bytes, write_json
+from kit.kernels import run_notebook
 from kit.records import ERROR, FAILED, TIMEOUT, CaseResult
 from kit.results import counts_sentence
 
@@ -66,14 +68,15 @@ def write_evidence(run_dir: Path, text: str) -> Path:
     return atomic_write_bytes(run_dir / "evidence.md", text.encode("utf-8"))
 
 
-def build_summary(run_dir: Path, kernel: str = paths.MAIN_KERNEL) -> tuple[Path, Path]:
-    """Execute the summary notebook over the run, then render it to HTML."""
-    import papermill as pm
-
+def build_summary(run_dir: Path, kernel: str = paths.MAIN_KERNEL, timeout_s: float = 300) -> str | None:
+    """Execute the summary notebook over the run and render it to HTML (also when a cell failed,
+    so the reader sees where). Returns the failure, if any, as one line."""
     out = run_dir / "summary.ipynb"
-    pm.execute_notebook(str(SUMMARY_NOTEBOOK), str(out), parameters={"run_dir": str(run_dir)},
-                        kernel_name=kernel, progress_bar=False)
-    return out, render_html(out)
+    outcome = run_notebook(SUMMARY_NOTEBOOK, out, {"run_dir": str(run_dir)}, kernel, timeout_s,
+                           run_dir / "summary.kernel.log")
+    if out.is_file():
+        render_html(out)
+    return outcome.error or ("timed out" if outcome.timed_out else None)
 
 
 def render_html(notebook: Path) -> Path:
@@ -81,5 +84,8 @@ def render_html(notebook: Path) -> Path:
     from nbconvert import HTMLExporter
 
     exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
-    body, _ = exporter.from_notebook_node(nbformat.read(str(notebook), as_version=4))
+    with warnings.catch_warnings():
+        # Scraps are stored as outputs of their own mimetype, which HTML rightly leaves out.
+        warnings.filterwarnings("ignore", message=".*is not able to be represented", category=UserWarning)
+        body, _ = exporter.from_notebook_node(nbformat.read(str(notebook), as_version=4))
     return atomic_write_bytes(notebook.with_suffix(".html"), body.encode("utf-8"))

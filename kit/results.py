@@ -48,6 +48,6 @@ def status_counts(expected: Sequence[str], results: Mapping[str, CaseResult]) ->
 
 def counts_sentence(counts: Mapping[str, int], duration_s: float) -> str:
     """'1 failed, 2 passed in 991 s' (zero counts left out)."""
-    order = (FAILED, ERROR, TIMEOUT, "missing", PASSED)
-    parts = [f"{counts[k]} {k if k != ERROR else 'errored'}" for k in order if counts.get(k)]
+    words = {FAILED: "failed", ERROR: "errored", TIMEOUT: "timed out", "missing": "missing", PASSED: "passed"}
+    parts = [f"{counts[k]} {word}" for k, word in words.items() if counts.get(k)]
     return f"{', '.join(parts) or 'no cases'} in {duration_s:.0f} s"

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON="${PYTHON:-python3}"
-VENV=.venv
+VENV="${VENV:-.venv}"
 KERNEL=parity-kit
 STAMP="$VENV/.parity-kit-installed"
 
@@ -29,7 +29,7 @@ fi
 
 # The kernel spec holds an absolute interpreter path: re-register when it points elsewhere.
 spec="$VENV/share/jupyter/kernels/$KERNEL/kernel.json"
-if [ ! -f "$spec" ] || ! grep -qF "\"$(pwd)/$VENV/bin/python\"" "$spec"; then
+if [ ! -f "$spec" ] || ! grep -qF "\"$(cd "$VENV" && pwd)/bin/python\"" "$spec"; then
   "$VENV/bin/python" -m ipykernel install --prefix "$VENV" --name "$KERNEL" \
     --display-name "parity-kit (main)" >/dev/null
   echo "registered kernel $KERNEL" >&2

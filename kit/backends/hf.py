@@ -21,7 +21,9 @@ class HfBackend:
                  device: str = "cpu", threads: int = 1):
         import torch
         from transformers import AutoModelForCausalLM
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()  # a per-load progress bar only clutters notebooks and logs
         self._torch = torch
         if device == "cpu":
             # Cases run side by side, one core each; more threads per case only contend.

@@ -1,0 +1,85 @@
+"""Shared test set-up: the embedded default's files, descriptors written on the fly, the real CLI."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import pytest
+import tomli_w
+
+from kit import paths
+
+ROOT = paths.PROJECT_ROOT
+
+
+@dataclass(frozen=True)
+class Embedded:
+    descriptor: Path
+    doc: dict
+    model: Path
+    fixture: Path
+    goldens: dict[str, Path]
+
+
+@pytest.fixture(scope="session")
+def embedded() -> Embedded:
+    path = paths.EMBEDDED_DESCRIPTOR
+    doc = tomllib.loads(path.read_text())
+    here = path.parent
+    return Embedded(path, doc, (here / doc["model"]["path"]).resolve(), (here / doc["fixture"]["path"]).resolve(),
+                    {k: (here / v).resolve() for k, v in doc["goldens"].items()})
+
+
+def write_descriptor(folder: Path, embedded: Embedded, name: str = "test.toml", *, model: Path | None = None,
+                     model_digest: str | None = None, fixture: Path | None = None,
+                     goldens: dict | None = None, cases: dict | None = None, defaults: dict | None = None) -> Path:
+    """A descriptor like the embedded one, with absolute paths and the given parts replaced."""
+    doc = {
+        "name": "test",
+        "model": {"path": str(model or embedded.model), "digest": model_digest or embedded.doc["model"]["digest"]},
+        "fixture": {"path": str(fixture or embedded.fixture)},
+        "goldens": {k: str(v) for k, v in (goldens or embedded.goldens).items()},
+        "defaults": defaults or embedded.doc.get("defaults", {}),
+        "cases": cases if cases is not None else embedded.doc["cases"],
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / name
+    out.write_text(tomli_w.dumps(doc))
+    return out
+
+
+def parity_kit(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    """The real command, in a fresh process, as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "kit.cli", *map(str, args)], cwd=cwd or ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def copy_model(embedded: Embedded, dest: Path) -> Path:
+    shutil.copytree(embedded.model, dest)
+    return dest
+
+
+def write_notebook(path: Path, *sources: str) -> Path:
+    """A case notebook for fault injection: a papermill parameters cell, then the given cells."""
+    params = nbformat.v4.new_code_cell("spec = None\nresult_path = None")
+    params.metadata["tags"] = ["parameters"]
+    nb = nbformat.v4.new_notebook(cells=[params, *(nbformat.v4.new_code_cell(s) for s in sources)])
+    nb.metadata["kernelspec"] = {"name": paths.MAIN_KERNEL, "display_name": paths.MAIN_KERNEL, "language": "python"}
+    nbformat.write(nb, str(path))
+    return path
+
+
+def edit_weight(model_dir: Path, tensor: str, edit) -> None:
+    """Rewrite one tensor of a copied model folder in place (``edit`` maps the tensor to its new value)."""
+    from safetensors.torch import load_file, save_file
+
+    path = model_dir / "model.safetensors"
+    tensors = load_file(str(path))
+    tensors[tensor] = edit(tensors[tensor].clone()).contiguous()
+    save_file(tensors, str(path), metadata={"format": "pt"})

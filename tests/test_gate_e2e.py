@@ -1,0 +1,155 @@
+"""The gate, run for real through the CLI: it passes on the tiny model and it can fail."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import nbformat
+import pytest
+import scrapbook as sb
+import torch
+
+from conftest import copy_model, edit_weight, parity_kit, write_descriptor, write_notebook
+from kit.golden import load_golden
+from kit.modeldigest import model_digest
+
+
+def result_of(run_dir):
+    return json.loads((run_dir / "result.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def passing_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("gate") / "run"
+    proc = parity_kit("gate", "--out", run_dir)
+    return run_dir, proc
+
+
+def test_embedded_gate_passes_end_to_end(passing_run, embedded):
+    run_dir, proc = passing_run
+    assert proc.returncode == 0, proc.stderr
+    result = result_of(run_dir)
+    assert result["verdict"] == "passed"
+    assert set(result["cases"]) == set(embedded.doc["cases"])
+    for name, case in result["cases"].items():
+        assert case["status"] == "passed", (name, case["failures"])
+        assert case["counts"]["prompts"] == 64
+        assert (run_dir / "cases" / f"{name}.ipynb").is_file()
+    assert result["cases"]["checkpoint"]["max_probability_error"] == 0.0
+    assert 0 < result["cases"]["hf-bf16"]["max_probability_error"] < 0.075
+    # The summary is built from the case notebooks' scraps and rendered.
+    summary = sb.read_notebook(str(run_dir / "summary.ipynb"))
+    assert summary.scraps["gate_verdict"].data == "passed"
+    html = (run_dir / "summary.html").read_text()
+    assert "PASSED" in html and "hf-bf16" in html and "<img" in html
+    evidence = (run_dir / "evidence.md").read_text()
+    assert re.search(r"\*\*Parity gate `tiny-cpu`: passed\.\*\* 2 passed in \d+ s\.", evidence)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["fixture_sha256"] in evidence.replace("`", "") or manifest["fixture_sha256"][:16] in evidence
+    assert manifest["model_digest"][:16] in evidence
+    assert "gate passed" in proc.stderr
+
+
+def test_a_rerun_never_writes_over_an_earlier_run(passing_run):
+    run_dir, _ = passing_run
+    before = (run_dir / "result.json").read_bytes()
+    proc = parity_kit("gate", "--out", run_dir)
+    assert proc.returncode == 3
+    assert f"run directory {run_dir} exists and is not empty" in proc.stderr
+    assert (run_dir / "result.json").read_bytes() == before
+
+
+def test_perturbed_weight_fails_with_the_prompts_named(tmp_path, embedded):
+    model = copy_model(embedded, tmp_path / "perturbed")
+    gen = torch.Generator().manual_seed(0)
+    edit_weight(model, "model.layers.1.mlp.down_proj.weight",
+                lambda w: w + 0.5 * w.std() * torch.randn(w.shape, generator=gen))
+    desc = write_descriptor(tmp_path, embedded, model=model, model_digest=model_digest(model))
+    run_dir = tmp_path / "run"
+    proc = parity_kit("gate", desc, "--out", run_dir, "--no-summary")
+    assert proc.returncode == 1, proc.stderr
+    result = result_of(run_dir)
+    assert result["verdict"] == "failed"
+    bf16 = result["cases"]["hf-bf16"]
+    assert bf16["status"] == "failed"
+    failed = [p["id"] for p in bf16["prompts"] if not p["passed"]]
+    assert failed, "a perturbed model must fail some prompts"
+    for pid in failed:
+        assert any(m.startswith(f"{pid}: ") for m in bf16["failures"])
+    assert any("> bound 0.075" in m for m in bf16["failures"])
+    # The exact golden (checkpoint control) catches every prompt.
+    assert result["cases"]["checkpoint"]["counts"]["failed"] == 64
+    assert "golden" in bf16["notes"][0] and "this case scores model" in bf16["notes"][0]
+    evidence = (run_dir / "evidence.md").read_text()
+    assert "**Parity gate `test`: failed.** 2 failed in" in evidence
+    assert f"`hf-bf16` (hf): **failed** on {len(failed)} of 64 prompts" in evidence
+
+
+def test_stale_golden_fails(tmp_path, embedded):
+    # A golden made from an older build of the model: same fixture, other numbers.
+    old = copy_model(embedded, tmp_path / "old-model")
+    edit_weight(old, "lm_head.weight", lambda w: w * 1.5)
+    proc = parity_kit("golden", "make", "--model", old, "--fixture", embedded.fixture, "--kind", "semantic",
+                      "--out", tmp_path / "goldens")
+    assert proc.returncode == 0, proc.stderr
+    stale = next((tmp_path / "goldens").glob("*-semantic.json"))
+    desc = write_descriptor(tmp_path, embedded, goldens={**embedded.goldens, "semantic": stale},
+                            cases={"hf-bf16": embedded.doc["cases"]["hf-bf16"]})
+    run_dir = tmp_path / "run"
+    proc = parity_kit("gate", desc, "--out", run_dir, "--no-summary")
+    assert proc.returncode == 1, proc.stderr
+    case = result_of(run_dir)["cases"]["hf-bf16"]
+    assert case["status"] == "failed"
+    assert case["notes"] == [f"golden {stale.name} was made from model {model_digest(old)[:12]}, "
+                             f"this case scores model {embedded.doc['model']['digest'][:12]}"]
+    assert load_golden(stale).provenance["command"].startswith("parity-kit golden make")
+
+
+def test_non_finite_logprobs_fail_naming_the_prompts(tmp_path, embedded):
+    model = copy_model(embedded, tmp_path / "nan-model")
+    edit_weight(model, "lm_head.weight", lambda w: w.index_fill_(0, torch.tensor([7]), float("nan")))
+    desc = write_descriptor(tmp_path, embedded, model=model, model_digest=model_digest(model),
+                            cases={"hf-bf16": embedded.doc["cases"]["hf-bf16"]})
+    run_dir = tmp_path / "run"
+    proc = parity_kit("gate", desc, "--out", run_dir, "--no-summary")
+    assert proc.returncode == 1, proc.stderr
+    case = result_of(run_dir)["cases"]["hf-bf16"]
+    assert case["counts"]["failed"] == 64
+    first = case["prompts"][0]
+    assert case["failures"][0] == f"{first['id']}: non-finite logprob nan for token {first['backend_top'][0][0]} from the backend"
+
+
+def test_timeout_and_killed_kernel_are_recorded_and_the_rest_finishes(tmp_path, embedded):
+    sleepy = write_notebook(tmp_path / "sleepy.ipynb", "print('scoring...')", "import time\ntime.sleep(600)")
+    killer = write_notebook(tmp_path / "killer.ipynb", "print('scoring...')",
+                            "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+    cases = {
+        "hf-bf16": embedded.doc["cases"]["hf-bf16"],
+        "sleeps": {**embedded.doc["cases"]["hf-bf16"], "notebook": str(sleepy), "timeout_s": 8},
+        "dies": {**embedded.doc["cases"]["hf-bf16"], "notebook": str(killer)},
+    }
+    desc = write_descriptor(tmp_path, embedded, cases=cases)
+    run_dir = tmp_path / "run"
+    proc = parity_kit("gate", desc, "--out", run_dir, "--jobs", "3")
+    assert proc.returncode == 2, proc.stderr
+    result = result_of(run_dir)
+    assert result["verdict"] == "incomplete"
+    assert result["cases"]["hf-bf16"]["status"] == "passed"
+
+    sleeps = result["cases"]["sleeps"]
+    assert sleeps["status"] == "timeout"
+    assert sleeps["error"] == f"exceeded its timeout of 8 s; its kernel was killed; partial notebook {run_dir}/cases/sleeps.ipynb"
+    partial = nbformat.read(str(run_dir / "cases" / "sleeps.ipynb"), as_version=4)
+    assert any("scoring..." in o.get("text", "") for c in partial.cells for o in c.get("outputs", []))
+
+    dies = result["cases"]["dies"]
+    assert dies["status"] == "error"
+    assert dies["error"].startswith("the kernel died mid-case; partial notebook ")
+    partial = nbformat.read(str(run_dir / "cases" / "dies.ipynb"), as_version=4)
+    assert any("scoring..." in o.get("text", "") for c in partial.cells for o in c.get("outputs", []))
+
+    evidence = (run_dir / "evidence.md").read_text()
+    assert "1 errored, 1 timed out, 1 passed in" in evidence
+    assert "`sleeps` (hf): **timeout**: exceeded its timeout of 8 s" in evidence
+    assert (run_dir / "summary.html").is_file()

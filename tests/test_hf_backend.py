@@ -1,0 +1,45 @@
+"""The hf backend: last-position logits only, and the same numbers as a plain full forward."""
+
+from __future__ import annotations
+
+import torch
+from transformers import AutoModelForCausalLM
+
+from kit.backends.hf import HfBackend
+from kit.fixture import load_fixture
+
+
+def test_observation_equals_last_row_of_a_full_forward(embedded):
+    fixture = load_fixture(embedded.fixture)
+    cases = [fixture.cases[0], max(fixture.cases, key=lambda c: c.n_tokens)]
+    observed = HfBackend(str(embedded.model), dtype="float32").observe(cases, top_n=10)
+    model = AutoModelForCausalLM.from_pretrained(embedded.model, dtype=torch.float32, attn_implementation="eager")
+    for case, obs in zip(cases, observed):
+        with torch.inference_mode():
+            full = model(input_ids=torch.tensor([case.prompt_token_ids])).logits[0]
+        assert full.shape[0] == case.n_tokens
+        ref = torch.log_softmax(full[-1].float(), -1)
+        values, indices = torch.topk(ref, 10)
+        assert [t for t, _ in obs.top_logprobs] == indices.tolist()
+        assert max(abs(a - b) for (_, a), b in zip(obs.top_logprobs, values.tolist())) < 1e-5
+        assert obs.n_tokens == case.n_tokens
+
+
+def test_only_the_last_position_is_projected_to_the_vocabulary(embedded):
+    fixture = load_fixture(embedded.fixture)
+    backend = HfBackend(str(embedded.model), dtype="float32")
+    shapes = []
+    backend.model.lm_head.register_forward_hook(lambda m, i, o: shapes.append(tuple(o.shape)))
+    longest = max(fixture.cases, key=lambda c: c.n_tokens)
+    backend.observe([longest], top_n=5)
+    assert shapes == [(1, 1, backend.model.config.vocab_size)]
+
+
+def test_bfloat16_stays_close_to_float32(embedded):
+    fixture = load_fixture(embedded.fixture)
+    cases = fixture.cases[:4]
+    f32 = HfBackend(str(embedded.model), dtype="float32").observe(cases, top_n=5)
+    b16 = HfBackend(str(embedded.model), dtype="bfloat16").observe(cases, top_n=64)
+    for a, b in zip(f32, b16):
+        bd = dict(b.top_logprobs)
+        assert max(abs(torch.tensor(lp).exp() - torch.tensor(bd[t]).exp()) for t, lp in a.top_logprobs) < 0.075
