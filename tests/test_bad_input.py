@@ -62,12 +62,12 @@ def test_golden_with_other_case_ids(tmp_path, embedded):
 def test_model_digest_differs(tmp_path, embedded):
     model = copy_model(embedded, tmp_path / "model")
     cfg = json.loads((model / "config.json").read_text())
-    cfg["rope_theta"] = cfg.get("rope_theta", 10000.0) * 2  # a wrong RoPE setting
+    cfg["rope_parameters"]["rope_theta"] *= 2  # a wrong RoPE setting
     (model / "config.json").write_text(json.dumps(cfg))
     desc = write_descriptor(tmp_path, embedded, model=model)
     proc, out = gate(desc, tmp_path)
     line = refused(proc, out)
-    assert line.startswith(f"parity-kit: bad input: test.toml:")
+    assert line.startswith(f"parity-kit: bad input: {desc}:{_line_of(desc, 'digest =')}: ")
     assert f"model folder {model} has digest " in line
     assert embedded.doc["model"]["digest"] in line
 
