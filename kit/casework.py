@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kit.backends import open_backend
 from kit.fixture import load_fixture
-from kit.golden import check_golden_matches_fixture, load_golden
+from kit.golden import check_golden_matches_fixture, hardware, load_golden
 from kit.modeldigest import check_model_digest
 from kit.records import FAILED, PASSED, CaseResult
 from kit.results import now_iso, save_case_result
@@ -38,6 +38,9 @@ def run_case(spec: CaseSpec) -> CaseResult:
     if golden.model_digest != model_digest:
         notes.append(f"golden {Path(golden.path).name} was made from model {golden.model_digest[:12]}, "
                      f"this case scores model {model_digest[:12]}")
+    if golden.kind == "exact" and golden.provenance.get("hardware") != hardware():
+        notes.append(f"exact golden {Path(golden.path).name} was made on {golden.provenance.get('hardware')}, "
+                     f"this host is {hardware()}: bit-exact goldens hold only where they were made")
     prompts = fixture.select(spec.prompt_ids, spec.buckets)
 
     backend = open_backend(spec)

@@ -23,7 +23,7 @@ from kit import __version__, paths
 from kit.descriptor import LoadedDescriptor
 from kit.errors import BadInput
 from kit.jsonio import sha256_file, write_json
-from kit.kernels import describe_failure, run_notebook
+from kit.kernels import describe_failure, kill_all, run_notebook
 from kit.preflight import Inputs, check_inputs
 from kit.records import ERROR, TIMEOUT, CaseResult
 from kit.results import gate_verdict, load_case_result, now_iso, save_case_result, status_counts
@@ -105,6 +105,9 @@ def execute_case(spec: CaseSpec, cases_dir: Path) -> CaseResult:
         result = CaseResult(case=spec.name, backend=spec.backend, status=TIMEOUT,
                             error=f"exceeded its timeout of {spec.timeout_s:g} s; its kernel was killed; "
                                   f"partial notebook {shown}")
+    elif outcome.killed_by:
+        result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR,
+                            error=f"interrupted; its kernel was killed; partial notebook {shown}")
     elif outcome.error is None and result_path.is_file():
         result = load_case_result(result_path)
     else:
@@ -123,19 +126,28 @@ def execute_case(spec: CaseSpec, cases_dir: Path) -> CaseResult:
 
 
 def run_cases(run: GateRun, jobs: int | None = None,
+              on_start: Callable[[CaseSpec], None] | None = None,
               on_done: Callable[[CaseSpec, CaseResult], None] | None = None) -> None:
     jobs = max(1, jobs or os.cpu_count() or 1)
     with ThreadPoolExecutor(max_workers=min(jobs, len(run.specs))) as pool:
-        futures = {pool.submit(_guarded, spec, run.cases_dir): spec for spec in run.specs}
-        for fut in as_completed(futures):
-            spec = futures[fut]
-            run.results[spec.name] = fut.result()
-            if on_done:
-                on_done(spec, run.results[spec.name])
+        futures = {pool.submit(_guarded, spec, run.cases_dir, on_start): spec for spec in run.specs}
+        try:
+            for fut in as_completed(futures):
+                spec = futures[fut]
+                run.results[spec.name] = fut.result()
+                if on_done:
+                    on_done(spec, run.results[spec.name])
+        except KeyboardInterrupt:
+            for fut in futures:
+                fut.cancel()
+            kill_all()  # the running cases then end as errors, their partial notebooks kept
+            raise
 
 
-def _guarded(spec: CaseSpec, cases_dir: Path) -> CaseResult:
+def _guarded(spec: CaseSpec, cases_dir: Path, on_start: Callable[[CaseSpec], None] | None) -> CaseResult:
     try:
+        if on_start:
+            on_start(spec)
         return execute_case(spec, cases_dir)
     except Exception as exc:  # a bug here must not cost the other cases their results
         traceback.print_exc(file=sys.stderr)

@@ -32,15 +32,21 @@ def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | 
     console.print(f"gate [bold]{desc.name}[/]: {len(run.specs)} cases -> {run.run_dir}")
 
     t0 = time.perf_counter()
+    running: list[str] = []
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True, disable=not console.is_terminal) as progress:
         task = progress.add_task("cases", total=len(run.specs))
 
+        def started(spec: CaseSpec) -> None:
+            running.append(spec.name)
+            progress.update(task, description=f"running {', '.join(running)}")
+
         def done(spec: CaseSpec, result: CaseResult) -> None:
-            progress.advance(task)
+            running.remove(spec.name)
+            progress.update(task, advance=1, description=f"running {', '.join(running)}" if running else "cases")
             console.print(_case_line(result))
 
-        run_cases(run, jobs=jobs, on_done=done)
+        run_cases(run, jobs=jobs, on_start=started, on_done=done)
     run.duration_s = time.perf_counter() - t0
     run.finished_at = now_iso()
     write_manifest(run, command)

@@ -8,10 +8,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
+
+
+def json_safe(obj: Any) -> Any:
+    """NaN and infinities become null: strict JSON readers (jq, CI dashboards) refuse them."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
 
 
 def canonical_bytes(obj: Any) -> bytes:
@@ -56,7 +68,7 @@ def write_canonical(path: str | os.PathLike, obj: Any) -> Path:
 
 def write_json(path: str | os.PathLike, obj: Any) -> Path:
     """Human-readable (indented) but still atomic; for run artifacts, not content-addressed files."""
-    text = json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=True) + "\n"
+    text = json.dumps(json_safe(obj), sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 

@@ -16,13 +16,19 @@ import psutil
 from jupyter_client.manager import AsyncKernelManager
 
 KERNEL_START_TIMEOUT_S = 120
+_live: set["KernelHandle"] = set()
+_live_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
 class NotebookOutcome:
     error: str | None  # one line; None when every cell ran
-    timed_out: bool
+    killed_by: str | None  # "timeout" or "interrupt" when the kit killed the kernel
     log_tail: str | None
+
+    @property
+    def timed_out(self) -> bool:
+        return self.killed_by == "timeout"
 
 
 class KernelHandle:
@@ -31,7 +37,7 @@ class KernelHandle:
     def __init__(self, log_path: Path) -> None:
         self.log_path = log_path
         self.pid: int | None = None
-        self.killed = False
+        self.killed_by: str | None = None
         self._lock = threading.Lock()
 
     def manager_class(self) -> type[AsyncKernelManager]:
@@ -43,14 +49,14 @@ class KernelHandle:
                     await super().start_kernel(stdout=log, stderr=log, **kw)
                 with handle._lock:
                     handle.pid = getattr(self.provisioner, "pid", None)
-                    if handle.killed:  # the timeout fired while the kernel was starting
+                    if handle.killed_by:  # killed while the kernel was starting
                         kill_tree(handle.pid)
 
         return TrackedKernelManager
 
-    def kill(self) -> None:
+    def kill(self, reason: str = "timeout") -> None:
         with self._lock:
-            self.killed = True
+            self.killed_by = self.killed_by or reason
             if self.pid is not None:
                 kill_tree(self.pid)
 
@@ -73,6 +79,8 @@ def run_notebook(notebook: str | Path, output: Path, parameters: dict, kernel_na
     if timer:
         timer.daemon = True
         timer.start()
+    with _live_lock:
+        _live.add(handle)
     try:
         pm.execute_notebook(str(notebook), str(output), parameters=parameters, kernel_name=kernel_name,
                             progress_bar=False, start_timeout=KERNEL_START_TIMEOUT_S,
@@ -82,7 +90,19 @@ def run_notebook(notebook: str | Path, output: Path, parameters: dict, kernel_na
     finally:
         if timer:
             timer.cancel()
-    return NotebookOutcome(error, handle.killed, handle.log_tail() if (error or handle.killed) else None)
+        with _live_lock:
+            _live.discard(handle)
+    failed = error or handle.killed_by
+    return NotebookOutcome(error, handle.killed_by, handle.log_tail() if failed else None)
+
+
+def kill_all() -> int:
+    """Kill every kernel still running (an interrupted gate must leave no orphan kernels)."""
+    with _live_lock:
+        handles = list(_live)
+    for handle in handles:
+        handle.kill("interrupt")
+    return len(handles)
 
 
 def describe_failure(exc: BaseException) -> str:

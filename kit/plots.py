@@ -12,6 +12,7 @@ FLOOR = 1e-9  # bit-exact cases have error 0; keep them visible on a log axis
 def error_vs_length(prompts: pd.DataFrame, title: str = "max probability error per prompt"):
     """Each prompt's max probability error against its length, one colour per case, bounds dashed."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import ScalarFormatter
 
     fig, ax = plt.subplots(figsize=(8, 4.2))
     if prompts.empty:
@@ -21,7 +22,7 @@ def error_vs_length(prompts: pd.DataFrame, title: str = "max probability error p
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, case in enumerate(cases):
         rows = prompts[prompts["case"] == case]
-        err = rows["max_probability_error"].map(lambda e: FLOOR if (e is None or not math.isfinite(e) or e < FLOOR) else e)
+        err = rows["max_probability_error"].map(_plotted)
         ok = rows["passed"].astype(bool)
         c = colors[i % len(colors)]
         ax.scatter(rows["n_tokens"][ok], err[ok], s=14, color=c, label=f"{case}")
@@ -30,10 +31,21 @@ def error_vs_length(prompts: pd.DataFrame, title: str = "max probability error p
         for bound in sorted({b for b in rows["bound"] if b is not None and not pd.isna(b)}):
             ax.axhline(bound, color=c, linestyle="--", linewidth=1)
     ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.set_yscale("log")
+    ax.axhline(FLOOR, color="0.6", linewidth=0.6)
+    ax.annotate("bit-exact (0)", (0.01, FLOOR), xycoords=("axes fraction", "data"), xytext=(0, 3),
+                textcoords="offset points", fontsize=7, color="0.4")
     ax.set_xlabel("prompt length (tokens)")
     ax.set_ylabel("max |p_backend - p_golden|")
     ax.set_title(title)
     ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
     return fig
+
+
+def _plotted(err) -> float:
+    """Unscorable (non-finite) prompts sit at the worst possible error, 1; exact zeros at the floor."""
+    if err is None or not math.isfinite(err):
+        return 1.0
+    return max(err, FLOOR)

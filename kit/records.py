@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from kit.jsonio import json_safe
+
 # A case status is one of these; the gate verdict is derived from them in kit.results.
 PASSED, FAILED, ERROR, TIMEOUT = "passed", "failed", "error", "timeout"
 CASE_STATUSES = (PASSED, FAILED, ERROR, TIMEOUT)
@@ -107,21 +109,25 @@ class CaseResult:
             return None
         failing = [p for p in self.prompts if not p.passed]
         pool = failing or self.prompts
-        return max(pool, key=lambda p: (p.max_probability_error / p.bound) if p.bound else p.max_probability_error)
+        return max(pool, key=_severity)
 
     @property
     def max_probability_error(self) -> float | None:
-        return max((p.max_probability_error for p in self.prompts), default=None)
+        errors = [p.max_probability_error for p in self.prompts]
+        if any(e is None or e != e for e in errors):  # an unscorable prompt has no error to report
+            return float("nan")
+        return max(errors, default=None)
 
     def counts(self) -> dict[str, int]:
         return {"prompts": len(self.prompts), "passed": sum(p.passed for p in self.prompts),
                 "failed": sum(not p.passed for p in self.prompts)}
 
     def to_dict(self) -> dict:
+        """JSON-ready: non-finite metrics (a NaN-poisoned prompt) become None."""
         d = asdict(self)
         d["max_probability_error"] = self.max_probability_error
         d["counts"] = self.counts()
-        return d
+        return json_safe(d)
 
     @classmethod
     def from_dict(cls, d: dict) -> "CaseResult":
@@ -129,3 +135,11 @@ class CaseResult:
         kw = {k: v for k, v in d.items() if k in names}
         kw["prompts"] = [PromptScore.from_dict(p) for p in d.get("prompts", [])]
         return cls(**kw)
+
+
+def _severity(p: PromptScore) -> float:
+    """How close to (or past) its bound a prompt is; unscorable prompts are the worst."""
+    err = p.max_probability_error
+    if err is None or err != err:
+        return float("inf")
+    return err / p.bound if p.bound else err

@@ -9,7 +9,7 @@ from typing import Sequence
 from kit import paths
 from kit.jsonio import atomic_write_bytes, write_json
 from kit.kernels import run_notebook
-from kit.records import ERROR, FAILED, TIMEOUT, CaseResult
+from kit.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
 from kit.results import counts_sentence
 
 SUMMARY_NOTEBOOK = paths.NOTEBOOKS / "summary.ipynb"
@@ -43,6 +43,8 @@ def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: fl
             lines.append(f"- `{name}` ({r.backend}): **failed** on {r.counts()['failed']} of "
                          f"{r.counts()['prompts']} prompts; worst `{w.id}` (bucket {w.bucket}): "
                          f"{_worst_reason(w)}")
+        if r is not None and r.status != PASSED:
+            lines += [f"  - note: {note}" for note in r.notes]
     if len(lines) == 2:
         worst = max((r for r in results.values() if r.prompts), default=None,
                     key=lambda r: r.max_probability_error or 0)

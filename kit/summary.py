@@ -88,7 +88,7 @@ def case_table(view: RunView) -> pd.DataFrame:
             "case": name, "backend": r.backend, "status": r.status, "golden": r.golden_kind,
             "max_probability_error": err, "bound": bound,
             "margin": (bound - err) if (bound is not None and err is not None) else None,
-            "worst_prompt": worst.id if worst else None,
+            "worst_prompt": worst.id if worst and (err or not worst.passed) else None,
             "failed_prompts": r.counts()["failed"], "prompts": r.counts()["prompts"],
             "duration_s": round(r.duration_s, 1) if r.duration_s is not None else None,
         })

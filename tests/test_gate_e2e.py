@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import subprocess
+import sys
+import time
 
 import nbformat
 import pytest
@@ -118,8 +122,27 @@ def test_non_finite_logprobs_fail_naming_the_prompts(tmp_path, embedded):
     assert case["failures"][0] == f"{first['id']}: non-finite logprob nan for token {first['backend_top'][0][0]} from the backend"
 
 
+SLEEPER = """import os, pathlib, subprocess, time
+child = subprocess.Popen(["sleep", "600"])  # a worker process of the kernel, as engines start them
+pathlib.Path({pidfile!r}).write_text(f"{{os.getpid()}} {{child.pid}}")
+time.sleep(600)"""
+
+
+def gone(pids) -> bool:
+    import psutil
+
+    def dead(pid):
+        try:
+            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    return all(dead(p) for p in pids)
+
+
 def test_timeout_and_killed_kernel_are_recorded_and_the_rest_finishes(tmp_path, embedded):
-    sleepy = write_notebook(tmp_path / "sleepy.ipynb", "print('scoring...')", "import time\ntime.sleep(600)")
+    pidfile = tmp_path / "sleeper.pids"
+    sleepy = write_notebook(tmp_path / "sleepy.ipynb", "print('scoring...')", SLEEPER.format(pidfile=str(pidfile)))
     killer = write_notebook(tmp_path / "killer.ipynb", "print('scoring...')",
                             "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
     cases = {
@@ -140,6 +163,8 @@ def test_timeout_and_killed_kernel_are_recorded_and_the_rest_finishes(tmp_path, 
     assert sleeps["error"] == f"exceeded its timeout of 8 s; its kernel was killed; partial notebook {run_dir}/cases/sleeps.ipynb"
     partial = nbformat.read(str(run_dir / "cases" / "sleeps.ipynb"), as_version=4)
     assert any("scoring..." in o.get("text", "") for c in partial.cells for o in c.get("outputs", []))
+    kernel_pid, worker_pid = map(int, pidfile.read_text().split())
+    assert gone([kernel_pid, worker_pid]), "the timeout must kill the kernel's whole process tree"
 
     dies = result["cases"]["dies"]
     assert dies["status"] == "error"
@@ -151,3 +176,26 @@ def test_timeout_and_killed_kernel_are_recorded_and_the_rest_finishes(tmp_path, 
     assert "1 errored, 1 timed out, 1 passed in" in evidence
     assert "`sleeps` (hf): **timeout**: exceeded its timeout of 8 s" in evidence
     assert (run_dir / "summary.html").is_file()
+
+
+def test_interrupted_gate_leaves_no_kernel_behind(tmp_path, embedded):
+    pidfile = tmp_path / "sleeper.pids"
+    sleepy = write_notebook(tmp_path / "sleepy.ipynb", SLEEPER.format(pidfile=str(pidfile)))
+    cases = {"sleeps": {**embedded.doc["cases"]["hf-bf16"], "notebook": str(sleepy), "timeout_s": 300}}
+    run_dir = tmp_path / "run"
+    gate = subprocess.Popen([sys.executable, "-m", "kit.cli", "gate", write_descriptor(tmp_path, embedded, cases=cases),
+                             "--out", run_dir], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not pidfile.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert pidfile.exists(), "the sleeping case never started"
+    pids = list(map(int, pidfile.read_text().split()))
+    gate.send_signal(signal.SIGINT)
+    _, stderr = gate.communicate(timeout=60)
+    assert gate.returncode == 130, stderr
+    assert "parity-kit: interrupted" in stderr
+    assert gone(pids)
+    assert (run_dir / "cases" / "sleeps.ipynb").is_file()
+    recorded = json.loads((run_dir / "cases" / "sleeps.json").read_text())
+    assert recorded["status"] == "error"
+    assert recorded["error"] == f"interrupted; its kernel was killed; partial notebook {run_dir}/cases/sleeps.ipynb"
