@@ -1,4 +1,8 @@
-"""The `parity-kit` command."""
+"""The `parity-kit` command.
+
+Subcommands import what they need when they run, so `--help` and bad-input
+refusals answer without loading torch.
+"""
 
 from __future__ import annotations
 
@@ -94,7 +98,7 @@ def _gate(args) -> int:
 
 
 def _fixture_make(args) -> int:
-    from kit.fixture import load_fixture, make_fixture, summary_rows
+    from kit.fixture import load_fixture, make_fixture
 
     prompts = []
     for n, line in enumerate(Path(args.prompts).read_text(encoding="utf-8").splitlines(), start=1):
@@ -108,20 +112,24 @@ def _fixture_make(args) -> int:
     except ValueError:
         raise BadInput(f"--buckets {args.buckets!r}: expected integers separated by commas") from None
     path = make_fixture(prompts, args.model, args.out, buckets)
-    fixture = load_fixture(path)
     print(path)
-    for row in summary_rows(fixture):
-        print(f"  bucket {row['bucket']:>5}: {row['cases']:>3} cases, {row['min_tokens']}-{row['max_tokens']} tokens")
+    _print_buckets(load_fixture(path))
     return 0
 
 
+def _print_buckets(fixture) -> None:
+    from kit.fixture import summary_rows
+
+    for row in summary_rows(fixture):
+        print(f"  bucket {row['bucket']:>5}: {row['cases']:>3} cases, {row['min_tokens']}-{row['max_tokens']} tokens")
+
+
 def _fixture_verify(args) -> int:
-    from kit.fixture import summary_rows, verify_fixture
+    from kit.fixture import verify_fixture
 
     fixture = verify_fixture(args.fixture, args.model)
     print(f"ok: {args.fixture}: sha256 {fixture.sha256}, {len(fixture.cases)} cases, tokenizer {fixture.tokenizer}")
-    for row in summary_rows(fixture):
-        print(f"  bucket {row['bucket']:>5}: {row['cases']:>3} cases, {row['min_tokens']}-{row['max_tokens']} tokens")
+    _print_buckets(fixture)
     return 0
 
 

@@ -157,5 +157,7 @@ def _guarded(spec: CaseSpec, cases_dir: Path, on_start: Callable[[CaseSpec], Non
         return result
 
 
-def write_manifest(run: GateRun, command: Sequence[str]) -> None:
-    write_json(run.run_dir / "manifest.json", manifest(run, command))
+def write_manifest(run: GateRun, command: Sequence[str]) -> dict:
+    doc = manifest(run, command)
+    write_json(run.run_dir / "manifest.json", doc)
+    return doc

@@ -7,7 +7,7 @@ and refuse a file whose bytes do not match its name.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -172,6 +172,3 @@ def summary_rows(fixture: Fixture) -> list[dict]:
                      "max_tokens": max(c.n_tokens for c in cs)})
     return rows
 
-
-def as_dict(case: PromptCase) -> dict:
-    return asdict(case)

@@ -13,11 +13,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from kit import report
 from kit.descriptor import load_descriptor
 from kit.execute import GateRun, prepare_run, run_cases, write_manifest
-from kit.records import PASSED, CaseResult
-from kit.results import now_iso
+from kit.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
+from kit.results import counts_sentence, now_iso
 from kit.spec import CaseSpec
 
-STATUS_STYLE = {"passed": "green", "failed": "red", "error": "magenta", "timeout": "yellow"}
+STATUS_STYLE = {PASSED: "green", FAILED: "red", ERROR: "magenta", TIMEOUT: "yellow"}
 
 
 def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | None = None,
@@ -49,37 +49,30 @@ def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | 
         run_cases(run, jobs=jobs, on_start=started, on_done=done)
     run.duration_s = time.perf_counter() - t0
     run.finished_at = now_iso()
-    write_manifest(run, command)
+    finished = write_manifest(run, command)
 
     names = [s.name for s in run.specs]
     report.write_result(run.run_dir, report.result_document(desc.name, run.verdict, run.counts, run.duration_s,
                                                             names, run.results))
-    from kit.jsonio import read_json
-
-    manifest = read_json(run.run_dir / "manifest.json")
-    report.write_evidence(run.run_dir, report.evidence_markdown(manifest, run.verdict, run.counts,
+    report.write_evidence(run.run_dir, report.evidence_markdown(finished, run.verdict, run.counts,
                                                                 run.duration_s, run.results))
     if summary:
         error = report.build_summary(run.run_dir)
         if error:  # the verdict and every case result are already on disk
             console.print(f"[red]summary notebook failed[/]: {error}; see {run.run_dir / 'summary.ipynb'}")
     style = "green" if run.verdict == PASSED else "red"
-    console.print(f"[{style}]gate {run.verdict}[/]: {_sentence(run)} -> {run.run_dir / 'summary.html'}")
+    sentence = counts_sentence(run.counts, run.duration_s)
+    console.print(f"[{style}]gate {run.verdict}[/]: {sentence} -> {run.run_dir / 'summary.html'}")
     return run
 
 
 def _case_line(r: CaseResult) -> str:
     style = STATUS_STYLE.get(r.status, "white")
     dur = f"{r.duration_s:.1f} s" if r.duration_s is not None else ""
-    if r.status in ("error", "timeout"):
+    if r.status in (ERROR, TIMEOUT):
         detail = r.error
     else:
         err = r.max_probability_error
         detail = f"{r.counts()['failed']}/{r.counts()['prompts']} prompts failed, max error {err:.3g}" if err is not None else ""
     return f"  [{style}]{r.status:>7}[/] {r.case} ({r.backend}) {dur}  {detail}"
 
-
-def _sentence(run: GateRun) -> str:
-    from kit.results import counts_sentence
-
-    return counts_sentence(run.counts, run.duration_s)
