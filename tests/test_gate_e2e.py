@@ -64,9 +64,20 @@ def test_a_rerun_never_writes_over_an_earlier_run(passing_run):
     assert (run_dir / "result.json").read_bytes() == before
 
 
-def test_perturbed_weight_fails_with_the_prompts_named(tmp_path, embedded):
-    model = copy_model(embedded, tmp_path / "perturbed")
+def halve_v_proj(model):
     edit_weight(model, "model.layers.1.self_attn.v_proj.weight", lambda w: w * 0.5)
+
+
+def wrong_rope_base(model):
+    cfg = json.loads((model / "config.json").read_text())
+    cfg["rope_parameters"]["rope_theta"] = 20000.0  # the model was trained with 10000
+    (model / "config.json").write_text(json.dumps(cfg))
+
+
+@pytest.mark.parametrize("fault", [halve_v_proj, wrong_rope_base], ids=["perturbed-weight", "wrong-rope"])
+def test_injected_fault_fails_with_the_prompts_named(tmp_path, embedded, fault):
+    model = copy_model(embedded, tmp_path / "faulty")
+    fault(model)
     desc = write_descriptor(tmp_path, embedded, model=model, model_digest=model_digest(model))
     run_dir = tmp_path / "run"
     proc = parity_kit("gate", desc, "--out", run_dir, "--no-summary")
@@ -76,7 +87,7 @@ def test_perturbed_weight_fails_with_the_prompts_named(tmp_path, embedded):
     bf16 = result["cases"]["hf-bf16"]
     assert bf16["status"] == "failed"
     failed = [p["id"] for p in bf16["prompts"] if not p["passed"]]
-    assert failed, "a perturbed model must fail some prompts"
+    assert len(failed) >= 5, "the fixture is chosen so that these faults fail many prompts"
     for pid in failed:
         assert any(m.startswith(f"{pid}: ") for m in bf16["failures"])
     assert any("> bound 0.075" in m for m in bf16["failures"])
