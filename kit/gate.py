@@ -62,7 +62,8 @@ def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | 
             console.print(f"[red]summary notebook failed[/]: {error}; see {run.run_dir / 'summary.ipynb'}")
     style = "green" if run.verdict == PASSED else "red"
     sentence = counts_sentence(run.counts, run.duration_s)
-    console.print(f"[{style}]gate {run.verdict}[/]: {sentence} -> {run.run_dir / 'summary.html'}")
+    artifact = run.run_dir / ("summary.html" if summary else "result.json")
+    console.print(f"[{style}]gate {run.verdict}[/]: {sentence} -> {artifact}")
     return run
 
 

@@ -84,7 +84,9 @@ def run_notebook(notebook: str | Path, output: Path, parameters: dict, kernel_na
     try:
         pm.execute_notebook(str(notebook), str(output), parameters=parameters, kernel_name=kernel_name,
                             progress_bar=False, start_timeout=KERNEL_START_TIMEOUT_S,
-                            kernel_manager_class=handle.manager_class())
+                            kernel_manager_class=handle.manager_class(),
+                            # Every result is saved by then; a graceful shutdown only adds wait.
+                            shutdown_kernel="immediate")
     except Exception as exc:  # every failure becomes a recorded outcome, never a lost case
         error = describe_failure(exc)
     finally:
