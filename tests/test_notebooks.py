@@ -29,3 +29,15 @@ def test_one_tagged_parameters_cell_and_the_main_kernel(path):
     assert len(tagged) == 1
     assert nb.metadata["kernelspec"]["name"] == paths.MAIN_KERNEL
     nbformat.validate(nb)
+
+
+def test_case_notebook_runs_as_is_with_its_default_parameters(tmp_path):
+    """What a user gets when opening the notebook in JupyterLab and pressing run-all."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(str(paths.NOTEBOOKS / "parity_hf.ipynb"), as_version=4)
+    NotebookClient(nb, kernel_name=paths.MAIN_KERNEL, timeout=300,
+                   resources={"metadata": {"path": str(paths.NOTEBOOKS)}}).execute()
+    printed = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+    assert "hf-bf16: passed, 0 of 64 prompts failed" in printed
+    assert any("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
