@@ -42,7 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--no-summary", action="store_true", help="skip the summary notebook and its HTML")
     g.set_defaults(func=_gate)
 
-    f = sub.add_parser("fixture", help="make or verify a prompt fixture").add_subparsers(required=True, metavar="ACTION")
+    f = sub.add_parser("fixture", help="make or verify a prompt fixture")
+    f = f.add_subparsers(required=True, metavar="ACTION")
     fm = f.add_parser("make", help="tokenize a JSONL of {id, prompt} into fixtures/<sha256>.json")
     fm.add_argument("--prompts", required=True, help="JSONL file, one {\"id\", \"prompt\"} per line")
     fm.add_argument("--model", required=True, help="model folder whose tokenizer.json and bos token to use")

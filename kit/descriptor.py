@@ -156,7 +156,8 @@ def load_descriptor(path: str | Path) -> LoadedDescriptor:
     return LoadedDescriptor(path.resolve(), text, doc, cases)
 
 
-def _format_error(shown: str, text: str, exc: ValidationError, prefix: tuple, schema: type[BaseModel] = Descriptor) -> str:
+def _format_error(shown: str, text: str, exc: ValidationError, prefix: tuple,
+                  schema: type[BaseModel] = Descriptor) -> str:
     # A misspelt key also makes its correct spelling "missing": report the typo first.
     errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
     err = errors[0]

@@ -29,6 +29,7 @@ from kit.records import ERROR, TIMEOUT, CaseResult
 from kit.results import gate_verdict, load_case_result, now_iso, save_case_result, status_counts
 from kit.spec import CaseSpec
 
+
 @dataclass
 class GateRun:
     run_dir: Path
@@ -63,10 +64,15 @@ def prepare_run(desc: LoadedDescriptor, out: str | Path | None, only: Sequence[s
     specs = desc.case_specs(list(only) if only else None)
     inputs = check_inputs(desc, specs)
     run_dir = Path(out) if out else default_run_dir(desc)
-    if run_dir.exists() and any(run_dir.iterdir()):
-        raise BadInput(f"run directory {run_dir} exists and is not empty; a gate run never writes over "
+    refusal = BadInput(f"run directory {run_dir} exists and is not empty; a gate run never writes over "
                        "an earlier one (choose another --out)")
-    (run_dir / "cases").mkdir(parents=True, exist_ok=True)
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise refusal
+    run_dir.mkdir(parents=True, exist_ok=True)
+    try:  # creating cases/ is the atomic claim: of two runs started at once, one gets it
+        (run_dir / "cases").mkdir()
+    except FileExistsError:
+        raise refusal from None
     return GateRun(run_dir.resolve(), desc, specs, inputs)
 
 

@@ -74,6 +74,8 @@ def _case_line(r: CaseResult) -> str:
         detail = r.error
     else:
         err = r.max_probability_error
-        detail = f"{r.counts()['failed']}/{r.counts()['prompts']} prompts failed, max error {err:.3g}" if err is not None else ""
+        counts = r.counts()
+        detail = f"{counts['failed']}/{counts['prompts']} prompts failed"
+        detail += f", max error {err:.3g}" if err is not None else ""
     return f"  [{style}]{r.status:>7}[/] {r.case} ({r.backend}) {dur}  {detail}"
 

@@ -34,7 +34,8 @@ def installed_kernels() -> dict[str, str]:
 def kernel_install_hint(name: str) -> str:
     if name == paths.MAIN_KERNEL:
         return f"install it with: .venv/bin/python -m ipykernel install --prefix .venv --name {name}"
-    return f"install it into the environment that holds that release: python -m ipykernel install --sys-prefix --name {name}"
+    return ("install it into the environment that holds that release: "
+            f"python -m ipykernel install --sys-prefix --name {name}")
 
 
 def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
@@ -43,7 +44,8 @@ def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
     for kind, rel in desc.doc.goldens.items():
         golden = load_golden(desc.resolve(rel))
         if golden.kind != kind:
-            raise BadInput(f"{desc.where('goldens', kind)}: goldens.{kind} names {rel}, which is a {golden.kind} golden")
+            raise BadInput(f"{desc.where('goldens', kind)}: goldens.{kind} names {rel}, "
+                           f"which is a {golden.kind} golden")
         check_golden_matches_fixture(golden, fixture)
         goldens[kind] = golden
     model_digest = check_model_digest(desc.resolve(desc.doc.model.path), desc.doc.model.digest,

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
-
 from conftest import copy_model, parity_kit, write_descriptor
+
 from kit.fixture import load_fixture, make_fixture
 from kit.jsonio import canonical_bytes
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import parity_kit
+
 from kit.errors import BadInput
 from kit.fixture import bucket_for, load_fixture, make_fixture, verify_fixture
 from kit.golden import check_golden_matches_fixture, diff_goldens, load_golden

@@ -13,8 +13,8 @@ import nbformat
 import pytest
 import scrapbook as sb
 import torch
-
 from conftest import copy_model, edit_weight, parity_kit, write_descriptor, write_notebook
+
 from kit.golden import load_golden
 from kit.modeldigest import model_digest
 
