@@ -14,7 +14,7 @@ def error_vs_length(prompts: pd.DataFrame, title: str = "max probability error p
     import matplotlib.pyplot as plt
     from matplotlib.ticker import ScalarFormatter
 
-    fig, ax = plt.subplots(figsize=(8, 4.2))
+    fig, ax = plt.subplots(figsize=(9, 4.2))
     if prompts.empty:
         ax.text(0.5, 0.5, "no scored prompts", ha="center", va="center", transform=ax.transAxes)
         return fig
@@ -39,7 +39,7 @@ def error_vs_length(prompts: pd.DataFrame, title: str = "max probability error p
     ax.set_xlabel("prompt length (tokens)")
     ax.set_ylabel("max |p_backend - p_golden|")
     ax.set_title(title)
-    ax.legend(fontsize=8, loc="best")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
     return fig
 

@@ -101,7 +101,7 @@ class CaseResult:
         """One line per reason this case did not pass."""
         if self.status in (ERROR, TIMEOUT):
             return [f"{self.case}: {self.status}: {self.error}"]
-        return list(self.failures)
+        return [f"{self.case}: {message}" for message in self.failures]
 
     @property
     def worst(self) -> PromptScore | None:

@@ -101,6 +101,23 @@ def prompt_frame(results: Mapping[str, CaseResult]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def failure_lines(view: RunView, limit: int = 20) -> list[str]:
-    lines = [m for name in view.expected if name in view.results for m in view.results[name].failure_messages]
-    return lines[:limit] + ([f"... and {len(lines) - limit} more"] if len(lines) > limit else [])
+TABLE_FORMAT = {"max_probability_error": "{:.4g}", "bound": "{:g}", "margin": "{:+.4g}", "duration_s": "{:.1f}"}
+
+
+def styled_case_table(view: RunView):
+    """The case table as a reader wants it: few digits, a dash where a number does not apply."""
+    return case_table(view).style.format(TABLE_FORMAT, na_rep="—")
+
+
+def failure_lines(view: RunView, per_case: int = 5) -> list[str]:
+    """The first failure messages of every case, so one noisy case cannot hide another."""
+    lines = []
+    for name in view.expected:
+        if name not in view.results:
+            lines.append(f"{name}: missing (no result was recorded)")
+            continue
+        messages = view.results[name].failure_messages
+        lines += messages[:per_case]
+        if len(messages) > per_case:
+            lines.append(f"{name}: ... and {len(messages) - per_case} more")
+    return lines
