@@ -158,7 +158,7 @@ def test_timeout_and_killed_kernel_are_recorded_and_the_rest_finishes(tmp_path, 
                             "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
     cases = {
         "hf-bf16": embedded.doc["cases"]["hf-bf16"],
-        "sleeps": {**embedded.doc["cases"]["hf-bf16"], "notebook": str(sleepy), "timeout_s": 8},
+        "sleeps": {**embedded.doc["cases"]["hf-bf16"], "notebook": str(sleepy), "timeout_s": 15},
         "dies": {**embedded.doc["cases"]["hf-bf16"], "notebook": str(killer)},
     }
     desc = write_descriptor(tmp_path, embedded, cases=cases)
@@ -171,7 +171,7 @@ def test_timeout_and_killed_kernel_are_recorded_and_the_rest_finishes(tmp_path, 
 
     sleeps = result["cases"]["sleeps"]
     assert sleeps["status"] == "timeout"
-    assert sleeps["error"] == f"exceeded its timeout of 8 s; its kernel was killed; partial notebook {run_dir}/cases/sleeps.ipynb"
+    assert sleeps["error"] == f"exceeded its timeout of 15 s; its kernel was killed; partial notebook {run_dir}/cases/sleeps.ipynb"
     partial = nbformat.read(str(run_dir / "cases" / "sleeps.ipynb"), as_version=4)
     assert any("scoring..." in o.get("text", "") for c in partial.cells for o in c.get("outputs", []))
     kernel_pid, worker_pid = map(int, pidfile.read_text().split())
@@ -185,8 +185,11 @@ def test_timeout_and_killed_kernel_are_recorded_and_the_rest_finishes(tmp_path, 
 
     evidence = (run_dir / "evidence.md").read_text()
     assert "1 errored, 1 timed out, 1 passed in" in evidence
-    assert "`sleeps` (hf): **timeout**: exceeded its timeout of 8 s" in evidence
-    assert (run_dir / "summary.html").is_file()
+    assert "`sleeps` (hf): **timeout**: exceeded its timeout of 15 s" in evidence
+    html = (run_dir / "summary.html").read_text()
+    assert "INCOMPLETE" in html
+    assert "sleeps: timeout: exceeded its timeout of 15 s" in html
+    assert "dies: error: the kernel died mid-case" in html
 
 
 def test_interrupted_gate_leaves_no_kernel_behind(tmp_path, embedded):
