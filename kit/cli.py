@@ -95,6 +95,7 @@ def _gate(args) -> int:
     run = run_gate(args.descriptor, out=args.out, jobs=args.jobs, only=args.cases,
                    command=["parity-kit", "gate", *sys.argv[2:]] if sys.argv[1:2] == ["gate"] else None,
                    summary=not args.no_summary)
+    print(run.run_dir)  # stdout carries only the run directory, for scripts: RUN=$(parity-kit gate ...)
     return EXIT_CODES[run.verdict]
 
 

@@ -57,7 +57,9 @@ def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
             raise BadInput(f"{where}: case {spec.name} needs kernel {spec.kernel!r}, which is not installed; "
                            + kernel_install_hint(spec.kernel))
         if not Path(spec.notebook).is_file():
-            raise BadInput(f"{where}: case {spec.name}: notebook {spec.notebook} does not exist")
+            hint = "" if paths.NOTEBOOKS.is_dir() else (
+                "; the kit's notebooks ship with its source tree: install it with `pip install -e` from a checkout")
+            raise BadInput(f"{where}: case {spec.name}: notebook {spec.notebook} does not exist{hint}")
         golden = goldens[spec.golden_kind]
         if spec.top_n < golden.top_k:
             raise BadInput(f"{where}: case {spec.name}: top_n {spec.top_n} is below the golden's top_k {golden.top_k}")

@@ -213,3 +213,8 @@ def test_interrupted_gate_leaves_no_kernel_behind(tmp_path, embedded):
     recorded = json.loads((run_dir / "cases" / "sleeps.json").read_text())
     assert recorded["status"] == "error"
     assert recorded["error"] == f"interrupted; its kernel was killed; partial notebook {run_dir}/cases/sleeps.ipynb"
+
+
+def test_stdout_carries_only_the_run_directory(passing_run):
+    run_dir, proc = passing_run
+    assert proc.stdout.strip() == str(run_dir.resolve())
