@@ -45,7 +45,7 @@ def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: fl
                          f"{_worst_reason(w)}")
         if r is not None and r.status != PASSED:
             lines += [f"  - note: {note}" for note in r.notes]
-    if len(lines) == 2:
+    if all(name in results and results[name].status == PASSED for name in manifest["cases"]):
         worst = max((r for r in results.values() if r.prompts), default=None,
                     key=lambda r: r.max_probability_error or 0)
         if worst is not None:
