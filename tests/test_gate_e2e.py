@@ -40,6 +40,7 @@ def test_embedded_gate_passes_end_to_end(passing_run, embedded):
         assert case["status"] == "passed", (name, case["failures"])
         assert case["counts"]["prompts"] == 64
         assert (run_dir / "cases" / f"{name}.ipynb").is_file()
+    assert sb.read_notebook(str(run_dir / "cases" / "hf-bf16.ipynb")).scraps["verdict"].data == "passed"
     assert result["cases"]["checkpoint"]["max_probability_error"] == 0.0
     assert 0 < result["cases"]["hf-bf16"]["max_probability_error"] < 0.075
     # The summary is built from the case notebooks' scraps and rendered.
