@@ -38,9 +38,10 @@ def run_case(spec: CaseSpec) -> CaseResult:
     if golden.model_digest != model_digest:
         notes.append(f"golden {Path(golden.path).name} was made from model {golden.model_digest[:12]}, "
                      f"this case scores model {model_digest[:12]}")
-    if golden.kind == "exact" and golden.provenance.get("hardware") != hardware():
+    host = hardware()
+    if golden.kind == "exact" and golden.provenance.get("hardware") != host:
         notes.append(f"exact golden {Path(golden.path).name} was made on {golden.provenance.get('hardware')}, "
-                     f"this host is {hardware()}: bit-exact goldens hold only where they were made")
+                     f"this host is {host}: bit-exact goldens hold only where they were made")
     prompts = fixture.select(spec.prompt_ids, spec.buckets)
 
     backend = open_backend(spec)

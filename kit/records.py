@@ -6,6 +6,7 @@ environment, with other library versions, can build and write them too.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -114,7 +115,7 @@ class CaseResult:
     @property
     def max_probability_error(self) -> float | None:
         errors = [p.max_probability_error for p in self.prompts]
-        if any(e is None or e != e for e in errors):  # an unscorable prompt has no error to report
+        if not all(map(_is_number, errors)):  # an unscorable prompt has no error to report
             return float("nan")
         return max(errors, default=None)
 
@@ -140,6 +141,11 @@ class CaseResult:
 def _severity(p: PromptScore) -> float:
     """How close to (or past) its bound a prompt is; unscorable prompts are the worst."""
     err = p.max_probability_error
-    if err is None or err != err:
+    if not _is_number(err):
         return float("inf")
     return err / p.bound if p.bound else err
+
+
+def _is_number(err: float | None) -> bool:
+    """False for the None or NaN of a prompt whose logprobs were not finite."""
+    return err is not None and not math.isnan(err)
