@@ -50,6 +50,7 @@ def run_case(spec: CaseSpec) -> CaseResult:
         observations = backend.observe(prompts, spec.top_n)
         scoring_s = time.perf_counter() - t_score
         release = backend.release()
+        details = backend.details()
     finally:
         backend.close()
 
@@ -63,7 +64,7 @@ def run_case(spec: CaseSpec) -> CaseResult:
     return CaseResult(
         case=spec.name, backend=spec.backend, status=FAILED if failures else PASSED,
         golden_kind=golden.kind, golden_path=str(golden.path), bound=spec.bound,
-        bucket_bounds=dict(spec.bucket_bounds), options=dict(spec.options), release=release,
+        bucket_bounds=dict(spec.bucket_bounds), options=dict(spec.options), release=release, details=details,
         fixture_sha256=fixture.sha256, model_digest=model_digest, golden_sha256=golden.sha256,
         inputs_digest=spec.inputs_digest(fixture.sha256, golden.sha256),
         started_at=started, finished_at=now_iso(), duration_s=time.perf_counter() - t0, scoring_s=scoring_s,

@@ -82,6 +82,9 @@ class CaseResult:
     bucket_bounds: dict[str, float] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     release: dict[str, Any] = field(default_factory=dict)
+    # How the backend computed this case (attention per bucket, repeat spread, ...): facts a
+    # reader needs to interpret the numbers, reported by the backend itself.
+    details: dict[str, Any] = field(default_factory=dict)
     fixture_sha256: str | None = None
     model_digest: str | None = None
     golden_sha256: str | None = None

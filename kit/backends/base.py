@@ -17,5 +17,8 @@ class Backend(Protocol):
     def observe(self, cases: Sequence[PromptCase], top_n: int) -> list[Observation]:
         """Next-token top-n logprobs at the last position of each case, most likely first."""
 
+    def details(self) -> dict:
+        """How the last ``observe`` computed its results (attention per bucket, ...); may be empty."""
+
     def close(self) -> None:
         """Free the engine (processes, memory); observing after close is an error."""

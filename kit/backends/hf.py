@@ -41,6 +41,9 @@ class HfBackend:
                 "python": platform.python_version(), "dtype": self.dtype,
                 "attention": self.attn_implementation, "device": self.device}
 
+    def details(self) -> dict:
+        return {"attention": self.attn_implementation}
+
     def observe(self, cases: Sequence[PromptCase], top_n: int) -> list[Observation]:
         torch = self._torch
         out = []
