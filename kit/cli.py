@@ -39,8 +39,23 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--out", help="run directory to create (default: runs/<name>-<time>-<id>)")
     g.add_argument("--jobs", type=int, help="cases run side by side (default: the number of cores)")
     g.add_argument("--case", action="append", dest="cases", help="run only this case (repeatable)")
+    g.add_argument("--release", help="run against this [releases.NAME] of the descriptor (its kernels and options)")
     g.add_argument("--no-summary", action="store_true", help="skip the summary notebook and its HTML")
     g.set_defaults(func=_gate)
+
+    c = sub.add_parser("control", help="gate today's pin and the candidate, then say whose fault a failure is",
+                       description="Runs the gate against two releases of the descriptor side by side and "
+                                   "diagnoses: exit 0 qualified, 1 regression in the candidate, 4 baseline "
+                                   "blocker (the control fails too), 2 incomplete, 3 bad input.")
+    c.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR),
+                   help="descriptor TOML with [releases.current] and [releases.candidate]")
+    c.add_argument("--out", help="control directory to create (default: runs/control-<name>-<time>-<id>)")
+    c.add_argument("--current", default="current", help="the release pinned today (default: current)")
+    c.add_argument("--candidate", default="candidate", help="the release to qualify (default: candidate)")
+    c.add_argument("--jobs", type=int, help="cases run side by side, both runs together (default: the cores)")
+    c.add_argument("--case", action="append", dest="cases", help="run only this case (repeatable)")
+    c.add_argument("--no-summary", action="store_true", help="skip the control and summary notebooks")
+    c.set_defaults(func=_control)
 
     f = sub.add_parser("fixture", help="make or verify a prompt fixture")
     f = f.add_subparsers(required=True, metavar="ACTION")
@@ -92,11 +107,24 @@ def _digest(args) -> int:
 def _gate(args) -> int:
     from kit.gate import run_gate
 
-    run = run_gate(args.descriptor, out=args.out, jobs=args.jobs, only=args.cases,
-                   command=["parity-kit", "gate", *sys.argv[2:]] if sys.argv[1:2] == ["gate"] else None,
-                   summary=not args.no_summary)
+    run = run_gate(args.descriptor, out=args.out, jobs=args.jobs, only=args.cases, command=_command("gate"),
+                   summary=not args.no_summary, release=args.release)
     print(run.run_dir)  # stdout carries only the run directory, for scripts: RUN=$(parity-kit gate ...)
     return EXIT_CODES[run.verdict]
+
+
+def _control(args) -> int:
+    from kit.control import run_control
+
+    run = run_control(args.descriptor, out=args.out, jobs=args.jobs, only=args.cases, current=args.current,
+                      candidate=args.candidate, command=_command("control"), summary=not args.no_summary)
+    print(run.control_dir)
+    return run.diagnosis.exit_code
+
+
+def _command(name: str) -> list[str] | None:
+    """The command line as a user would retype it, for the reproduce line of the evidence."""
+    return ["parity-kit", name, *sys.argv[2:]] if sys.argv[1:2] == [name] else None
 
 
 def _fixture_make(args) -> int:

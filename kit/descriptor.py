@@ -68,6 +68,28 @@ class HfCase(CaseBase):
 CASE_SCHEMAS: dict[str, type[CaseBase]] = {"hf": HfCase}
 
 
+class BackendRelease(_Strict):
+    """One backend's build within a release: the kernel (environment) that holds it and its identity."""
+
+    kernel: str
+    version: str = ""
+    source_commit: str = ""
+    wheels: dict[str, str] = Field(default_factory=dict)  # wheel file name -> sha256
+    # Engine options this build runs with; they override the cases' own (and are validated with them).
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    def identity(self) -> dict[str, Any]:
+        return {"kernel": self.kernel, "version": self.version, "source_commit": self.source_commit,
+                "wheels": dict(self.wheels), "options": dict(self.options)}
+
+
+class Release(_Strict):
+    """A concrete build of every backend: today's pin (`current`) or the staged one (`candidate`)."""
+
+    description: str = ""
+    backends: dict[str, BackendRelease] = Field(min_length=1)
+
+
 class Descriptor(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
     description: str = ""
@@ -75,6 +97,7 @@ class Descriptor(_Strict):
     fixture: FixtureRef
     goldens: dict[Literal["semantic", "exact"], str]
     defaults: Defaults = Defaults()
+    releases: dict[str, Release] = Field(default_factory=dict)
     cases: dict[str, dict[str, Any]] = Field(min_length=1)
 
 
@@ -95,8 +118,18 @@ class LoadedDescriptor:
         """``file:line`` of a key, for messages about values that parsed but are wrong."""
         return f"{paths.display(self.path)}:{_locate(self.text, loc)}"
 
-    def case_specs(self, only: list[str] | None = None) -> list[CaseSpec]:
+    def release(self, name: str) -> Release:
+        if name not in self.doc.releases:
+            known = ", ".join(self.doc.releases) or "none"
+            raise BadInput(f"{paths.display(self.path)}: no release named {name!r} "
+                           f"(releases: {known}; add a [releases.{name}] table)")
+        return self.doc.releases[name]
+
+    def case_specs(self, only: list[str] | None = None, release: str | None = None) -> list[CaseSpec]:
+        """The resolved cases; under a named release each backend runs in that release's kernel,
+        with its engine options, and the release's identity becomes part of the case's inputs."""
         d = self.doc.defaults
+        rel = self.release(release) if release else None
         names = list(self.cases)
         if only:
             unknown = [n for n in only if n not in self.cases]
@@ -113,14 +146,23 @@ class LoadedDescriptor:
             if c.golden == "semantic" and c.bound is None:
                 raise BadInput(f"{self.where('cases', name)}: cases.{name}: a semantic golden needs a `bound`")
             notebook = self.resolve(c.notebook) if c.notebook else paths.backend_notebook(c.backend)
+            kernel, identity = c.kernel or d.kernel, {}
+            if rel is not None:
+                built = rel.backends.get(c.backend)
+                if built is None:
+                    raise BadInput(f"{self.where('releases', release)}: release {release!r} names no "
+                                   f"{c.backend} build, which case {name} needs "
+                                   f"(add [releases.{release}.backends.{c.backend}])")
+                c = CASE_SCHEMAS[c.backend].model_validate({**self.doc.cases[name], **built.options})
+                kernel, identity = built.kernel, {"name": release, **built.identity()}
             specs.append(CaseSpec(
-                name=name, backend=c.backend, kernel=c.kernel or d.kernel, notebook=str(notebook),
+                name=name, backend=c.backend, kernel=kernel, notebook=str(notebook),
                 timeout_s=c.timeout_s or d.timeout_s, model_path=str(self.resolve(self.doc.model.path)),
                 model_digest=self.doc.model.digest, fixture_path=str(self.resolve(self.doc.fixture.path)),
                 golden_path=str(self.resolve(self.doc.goldens[c.golden])), golden_kind=c.golden,
                 bound=c.bound, top_n=c.top_n or d.top_n, descriptor=str(self.path),
                 bucket_bounds=dict(c.bucket_bounds), buckets=c.buckets, prompt_ids=c.prompts,
-                options=c.backend_options(),
+                options=c.backend_options(), release=identity,
             ))
         return specs
 
@@ -153,7 +195,28 @@ def load_descriptor(path: str | Path) -> LoadedDescriptor:
             cases[name] = CASE_SCHEMAS[backend].model_validate(entry)
         except ValidationError as exc:
             raise BadInput(_format_error(shown, text, exc, loc, CASE_SCHEMAS[backend])) from None
+    _check_releases(shown, text, doc)
     return LoadedDescriptor(path.resolve(), text, doc, cases)
+
+
+def _check_releases(shown: str, text: str, doc: Descriptor) -> None:
+    """Every release names known backends, and its options are valid for every case they apply to."""
+    for rname, rel in doc.releases.items():
+        for backend, built in rel.backends.items():
+            loc = ("releases", rname, "backends", backend)
+            if backend not in CASE_SCHEMAS:
+                raise BadInput(f"{shown}:{_locate(text, loc)}: {'.'.join(loc)}: "
+                               f"expected one of {', '.join(map(repr, CASE_SCHEMAS))}, got {backend!r}")
+            for cname, entry in doc.cases.items():
+                if entry.get("backend") != backend or not built.options:
+                    continue
+                try:
+                    CASE_SCHEMAS[backend].model_validate({**entry, **built.options})
+                except ValidationError as exc:
+                    err = exc.errors()[0]
+                    key = ".".join((*loc, "options", *map(str, err["loc"])))
+                    raise BadInput(f"{shown}:{_locate(text, (*loc, 'options'))}: {key}: {err['msg']} "
+                                   f"(for case {cname})") from None
 
 
 def _format_error(shown: str, text: str, exc: ValidationError, prefix: tuple,

@@ -36,6 +36,7 @@ class GateRun:
     descriptor: LoadedDescriptor
     specs: list[CaseSpec]
     inputs: Inputs
+    release: str | None = None
     results: dict[str, CaseResult] = field(default_factory=dict)
     started_at: str = ""
     finished_at: str = ""
@@ -59,9 +60,10 @@ def default_run_dir(desc: LoadedDescriptor) -> Path:
     return Path("runs") / f"{desc.name}-{stamp}-{os.urandom(2).hex()}"
 
 
-def prepare_run(desc: LoadedDescriptor, out: str | Path | None, only: Sequence[str] | None = None) -> GateRun:
+def prepare_run(desc: LoadedDescriptor, out: str | Path | None, only: Sequence[str] | None = None,
+                release: str | None = None) -> GateRun:
     """Validate everything, then claim a fresh run directory (an existing one is never written into)."""
-    specs = desc.case_specs(list(only) if only else None)
+    specs = desc.case_specs(list(only) if only else None, release)
     inputs = check_inputs(desc, specs)
     run_dir = Path(out) if out else default_run_dir(desc)
     refusal = BadInput(f"run directory {run_dir} exists and is not empty; a gate run never writes over "
@@ -73,7 +75,7 @@ def prepare_run(desc: LoadedDescriptor, out: str | Path | None, only: Sequence[s
         (run_dir / "cases").mkdir()
     except FileExistsError:
         raise refusal from None
-    return GateRun(run_dir.resolve(), desc, specs, inputs)
+    return GateRun(run_dir.resolve(), desc, specs, inputs, release)
 
 
 def manifest(run: GateRun, command: Sequence[str]) -> dict:
@@ -83,6 +85,7 @@ def manifest(run: GateRun, command: Sequence[str]) -> dict:
         "descriptor_sha256": sha256_file(run.descriptor.path),
         "cases": [s.name for s in run.specs],
         "kernels": {s.name: s.kernel for s in run.specs},
+        "release": _release_identity(run),
         "fixture": str(run.inputs.fixture.path),
         "fixture_sha256": run.inputs.fixture.sha256,
         "model_digest": run.inputs.model_digest,
@@ -95,6 +98,15 @@ def manifest(run: GateRun, command: Sequence[str]) -> dict:
         "finished_at": run.finished_at or None,
         "duration_s": run.duration_s or None,
     }
+
+
+def _release_identity(run: GateRun) -> dict | None:
+    """The named release's builds, per backend, as the descriptor states them."""
+    if run.release is None:
+        return None
+    rel = run.descriptor.release(run.release)
+    return {"name": run.release, "description": rel.description,
+            "backends": {b: built.identity() for b, built in rel.backends.items()}}
 
 
 def execute_case(spec: CaseSpec, cases_dir: Path) -> CaseResult:

@@ -1,8 +1,13 @@
-"""One gate run end to end: validate, execute every case, write the artifacts."""
+"""One gate run end to end: validate, execute every case, write the artifacts.
+
+The steps are separate so that a control run can prepare two gate runs (today's
+pin and the candidate), execute them side by side, and finish each one.
+"""
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Sequence
@@ -11,7 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from kit import report
-from kit.descriptor import load_descriptor
+from kit.descriptor import LoadedDescriptor, load_descriptor
 from kit.execute import GateRun, prepare_run, run_cases, write_manifest
 from kit.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
 from kit.results import counts_sentence, now_iso
@@ -22,38 +27,75 @@ STATUS_STYLE = {PASSED: "green", FAILED: "red", ERROR: "magenta", TIMEOUT: "yell
 
 def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | None = None,
              only: Sequence[str] | None = None, command: Sequence[str] | None = None,
-             console: Console | None = None, summary: bool = True) -> GateRun:
+             console: Console | None = None, summary: bool = True, release: str | None = None) -> GateRun:
     console = console or Console(stderr=True, soft_wrap=True)
-    desc = load_descriptor(descriptor)
-    run = prepare_run(desc, out, only)
     command = list(command or sys.argv)
+    run = start_gate(load_descriptor(descriptor), out, only, release, command, console)
+    execute_gates([run], jobs, console)
+    finish_gate(run, command, console, summary)
+    return run
+
+
+def start_gate(desc: LoadedDescriptor, out: str | Path | None, only: Sequence[str] | None,
+               release: str | None, command: Sequence[str], console: Console) -> GateRun:
+    run = prepare_run(desc, out, only, release)
     run.started_at = now_iso()
     write_manifest(run, command)
-    console.print(f"gate [bold]{desc.name}[/]: {len(run.specs)} cases -> {run.run_dir}")
+    against = f" against release [bold]{release}[/]" if release else ""
+    console.print(f"gate [bold]{desc.name}[/]{against}: {len(run.specs)} cases -> {run.run_dir}")
+    return run
 
-    t0 = time.perf_counter()
+
+def execute_gates(runs: Sequence[GateRun], jobs: int | None, console: Console) -> None:
+    """Every case of every run, the runs side by side with the cores shared between them."""
+    import os
+
+    jobs = max(1, jobs or os.cpu_count() or 1)
+    share = max(1, jobs // len(runs))
+    label = (lambda run, name: f"{run.release}/{name}") if len(runs) > 1 else (lambda run, name: name)
     running: list[str] = []
+    lock = threading.Lock()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True, disable=not console.is_terminal) as progress:
-        task = progress.add_task("cases", total=len(run.specs))
+        task = progress.add_task("cases", total=sum(len(r.specs) for r in runs))
 
-        def started(spec: CaseSpec) -> None:
-            running.append(spec.name)
-            progress.update(task, description=f"running {', '.join(running)}")
+        def show() -> None:
+            progress.update(task, description=f"running {', '.join(running)}" if running else "cases")
 
-        def done(spec: CaseSpec, result: CaseResult) -> None:
-            running.remove(spec.name)
-            progress.update(task, advance=1, description=f"running {', '.join(running)}" if running else "cases")
-            console.print(_case_line(result))
+        def one(run: GateRun) -> None:
+            def started(spec: CaseSpec) -> None:
+                with lock:
+                    running.append(label(run, spec.name))
+                    show()
 
-        run_cases(run, jobs=jobs, on_start=started, on_done=done)
-    run.duration_s = time.perf_counter() - t0
-    run.finished_at = now_iso()
+            def done(spec: CaseSpec, result: CaseResult) -> None:
+                with lock:
+                    running.remove(label(run, spec.name))
+                    progress.update(task, advance=1)
+                    show()
+                    console.print(case_line(result, label(run, spec.name)))
+
+            t0 = time.perf_counter()
+            run_cases(run, jobs=share, on_start=started, on_done=done)
+            run.duration_s = time.perf_counter() - t0
+            run.finished_at = now_iso()
+
+        if len(runs) == 1:
+            one(runs[0])
+            return
+        threads = [threading.Thread(target=one, args=(run,), name=f"gate-{run.release}") for run in runs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+
+def finish_gate(run: GateRun, command: Sequence[str], console: Console, summary: bool = True) -> None:
+    """The manifest's end, result.json, evidence.md and (unless asked not to) the summary and its HTML."""
     finished = write_manifest(run, command)
-
     names = [s.name for s in run.specs]
-    report.write_result(run.run_dir, report.result_document(desc.name, run.verdict, run.counts, run.duration_s,
-                                                            names, run.results))
+    report.write_result(run.run_dir, report.result_document(run.descriptor.name, run.verdict, run.counts,
+                                                            run.duration_s, names, run.results))
     report.write_evidence(run.run_dir, report.evidence_markdown(finished, run.verdict, run.counts,
                                                                 run.duration_s, run.results))
     if summary:
@@ -63,11 +105,11 @@ def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | 
     style = "green" if run.verdict == PASSED else "red"
     sentence = counts_sentence(run.counts, run.duration_s)
     artifact = run.run_dir / ("summary.html" if summary else "result.json")
-    console.print(f"[{style}]gate {run.verdict}[/]: {sentence} -> {artifact}")
-    return run
+    who = f" ({run.release})" if run.release else ""
+    console.print(f"[{style}]gate{who} {run.verdict}[/]: {sentence} -> {artifact}")
 
 
-def _case_line(r: CaseResult) -> str:
+def case_line(r: CaseResult, label: str | None = None) -> str:
     style = STATUS_STYLE.get(r.status, "white")
     dur = f"{r.duration_s:.1f} s" if r.duration_s is not None else ""
     if r.status in (ERROR, TIMEOUT):
@@ -77,5 +119,4 @@ def _case_line(r: CaseResult) -> str:
         counts = r.counts()
         detail = f"{counts['failed']}/{counts['prompts']} prompts failed"
         detail += f", max error {err:.3g}" if err is not None else ""
-    return f"  [{style}]{r.status:>7}[/] {r.case} ({r.backend}) {dur}  {detail}"
-
+    return f"  [{style}]{r.status:>7}[/] {label or r.case} ({r.backend}) {dur}  {detail}"

@@ -49,3 +49,34 @@ def _plotted(err) -> float:
     if err is None or not math.isfinite(err):
         return 1.0
     return max(err, FLOOR)
+
+
+def control_vs_bound(rows: list, title: str = "control and candidate against the bound"):
+    """Per case, the control's and the candidate's max probability error side by side, with the bound."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    if not rows:
+        ax.text(0.5, 0.5, "no cases", ha="center", va="center", transform=ax.transAxes)
+        return fig
+    x = range(len(rows))
+    width = 0.38
+    for offset, side, color in ((-width / 2, "control", "tab:blue"), (width / 2, "candidate", "tab:orange")):
+        values = [_plotted(getattr(r, f"{side}_error")) for r in rows]
+        failed = [getattr(r, f"{side}_status") != "passed" for r in rows]
+        bars = ax.bar([i + offset for i in x], values, width, color=color, label=side)
+        for bar, bad in zip(bars, failed):
+            if bad:
+                bar.set_hatch("//")
+                bar.set_edgecolor("black")
+    for i, r in enumerate(rows):
+        if r.bound is not None:
+            ax.hlines(r.bound, i - 0.45, i + 0.45, color="black", linewidth=1.5,
+                      label="bound" if i == next(j for j, q in enumerate(rows) if q.bound is not None) else None)
+    ax.set_yscale("log")
+    ax.set_xticks(list(x), [r.case for r in rows], rotation=20, ha="right")
+    ax.set_ylabel("max |p_backend - p_golden|")
+    ax.set_title(f"{title} (hatched: not passed; exact cases have no bound)")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    fig.tight_layout()
+    return fig

@@ -91,3 +91,88 @@ def render_html(notebook: Path) -> Path:
         warnings.filterwarnings("ignore", message=".*is not able to be represented", category=UserWarning)
         body, _ = exporter.from_notebook_node(nbformat.read(str(notebook), as_version=4))
     return atomic_write_bytes(notebook.with_suffix(".html"), body.encode("utf-8"))
+
+
+def control_evidence(control: dict, diagnosis, views: Sequence) -> str:
+    """evidence.md of a control run: a title a pin PR or a blocker issue can take as it is,
+    the verdict in one sentence, each run's counts, the worst case per failing backend,
+    what to repair first, releases, digests and the command that reproduces it all."""
+    from kit.diagnose import BLOCKER, BOTH_BROKEN, HEADLINES, QUALIFIED
+
+    d = diagnosis
+    named = {v.release: v for v in views}
+    cur, cand = named.get(d.current), named.get(d.candidate)
+    if d.verdict == QUALIFIED:
+        title = f"# Qualified: {control['name']} — candidate `{d.candidate}` passes every case, and so does the control"
+    else:
+        cases = d.candidate_failures or d.control_failures
+        title = f"# Refresh blocked: {control['name']} — {HEADLINES[d.verdict]}"
+        title += f" ({', '.join(cases)})" if cases and not d.incomplete else ""
+    lines = [title, "", f"**{d.reason[0].upper()}{d.reason[1:]}.**", "",
+             "| run | release | result |", "| --- | --- | --- |"]
+    for role, view in (("control (today's pin)", cur), ("candidate", cand)):
+        if view is not None:
+            duration = view.manifest.get("duration_s") or 0.0
+            lines.append(f"| {role} | `{view.release}` | {view.verdict}: {counts_sentence(view.counts, duration)} |")
+    lines.append("")
+    for label, view in ((d.current, cur), (d.candidate, cand)):
+        for line in _worst_per_backend(label, view):
+            lines.append(line)
+    lines += [f"- {line}" for line in d.incomplete]
+    if d.verdict in (BLOCKER, BOTH_BROKEN):
+        lines += ["", _repair_first(d, cur)]
+    lines += ["", "Releases:", "", "| release | backend | kernel | version | source commit | wheels |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    for view in (cur, cand):
+        rel = (view.manifest.get("release") or {}) if view is not None else {}
+        for backend, built in (rel.get("backends") or {}).items():
+            wheels = ", ".join(f"{n} `{h[:12]}`" for n, h in built.get("wheels", {}).items()) or "—"
+            lines.append(f"| `{rel['name']}` | {backend} | `{built['kernel']}` | {built.get('version') or '—'} | "
+                         f"{built.get('source_commit') or '—'} | {wheels} |")
+    if cur is not None:
+        m = cur.manifest
+        goldens = ", ".join(f"{k} `{v['sha256'][:12]}`" for k, v in m.get("goldens", {}).items())
+        lines += ["", f"Fixture `{m['fixture_sha256'][:16]}` · model `{m['model_digest'][:16]}` · "
+                      f"goldens {goldens} · kit {m['kit_version']}"]
+    lines += [f"Reproduce: `{' '.join(control.get('command') or ['parity-kit', 'control'])}`", ""]
+    return "\n".join(lines)
+
+
+def _worst_per_backend(label: str, view) -> list[str]:
+    if view is None:
+        return []
+    failed = [r for r in view.results.values() if r.status == FAILED and r.worst is not None]
+    lines = []
+    for backend in dict.fromkeys(r.backend for r in failed):
+        r = max((r for r in failed if r.backend == backend), key=lambda r: _severity_of(r.worst))
+        w = r.worst
+        bound = f"bound {w.bound:g}" if w.bound is not None else "exact golden"
+        err = w.max_probability_error
+        err_text = f"{err:.3g}" if err is not None and err == err else "not finite"
+        lines.append(f"- `{label}`, {backend}: worst case `{r.case}` ({r.counts()['failed']} of "
+                     f"{r.counts()['prompts']} prompts failed), prompt `{w.id}` (bucket {w.bucket}): "
+                     f"max probability error {err_text}, {bound}: {_worst_reason(w)}")
+    return lines
+
+
+def _severity_of(score) -> float:
+    err = score.max_probability_error
+    if err is None or err != err:
+        return float("inf")
+    return err / score.bound if score.bound else err
+
+
+def _repair_first(d, cur) -> str:
+    from kit.diagnose import BLOCKER
+
+    goldens = sorted({Path(cur.results[c].golden_path).name for c in d.control_failures
+                      if cur is not None and c in cur.results and cur.results[c].golden_path})
+    backends = sorted({r.backend for r in d.rows if r.case in d.control_failures and r.backend})
+    if d.verdict == BLOCKER and d.candidate_failures:
+        head = (f"The control (`{d.current}`) reproduced the candidate's failure with identical metrics, "
+                "so the candidate is not at fault.")
+    else:
+        head = f"The control (`{d.current}`) fails on its own."
+    return (f"{head} Repair first: the golden ({', '.join(f'`{g}`' for g in goldens) or 'its golden'}; "
+            f"`parity-kit golden regen` writes a reviewed replacement) or the oracle "
+            f"({', '.join(backends)} in `{d.current}`), then run the control again.")

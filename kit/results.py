@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -51,3 +52,41 @@ def counts_sentence(counts: Mapping[str, int], duration_s: float) -> str:
     words = {FAILED: "failed", ERROR: "errored", TIMEOUT: "timed out", "missing": "missing", PASSED: "passed"}
     parts = [f"{counts[k]} {word}" for k, word in words.items() if counts.get(k)]
     return f"{', '.join(parts) or 'no cases'} in {duration_s:.0f} s"
+
+
+@dataclass
+class RunView:
+    """A finished gate run read back from its directory: manifest and case results."""
+
+    run_dir: Path
+    manifest: dict
+    results: dict[str, CaseResult]
+    sources: dict[str, str]  # per case: "scrap" (from its notebook) or "executor" (its JSON)
+
+    @property
+    def expected(self) -> list[str]:
+        return list(self.manifest.get("cases", []))
+
+    @property
+    def verdict(self) -> str:
+        return gate_verdict(self.expected, self.results)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return status_counts(self.expected, self.results)
+
+    @property
+    def release(self) -> str | None:
+        return (self.manifest.get("release") or {}).get("name")
+
+
+def read_run(run_dir: str | Path) -> RunView:
+    """A run from the case results the executor wrote (no notebook parsing)."""
+    run_dir = Path(run_dir)
+    manifest = read_json(run_dir / "manifest.json")
+    results = {}
+    for name in manifest.get("cases", []):
+        path = run_dir / "cases" / f"{name}.json"
+        if path.is_file():
+            results[name] = load_case_result(path)
+    return RunView(run_dir, manifest, results, {name: "executor" for name in results})

@@ -33,6 +33,8 @@ class CaseSpec:
     buckets: list[int] | None = None
     prompt_ids: list[str] | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    # The named release this case runs against (empty outside a release): name, kernel, version, ...
+    release: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)

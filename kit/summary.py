@@ -7,7 +7,6 @@ result the executor recorded for it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
@@ -15,35 +14,18 @@ import pandas as pd
 
 from kit.jsonio import read_json
 from kit.records import CaseResult
-from kit.results import counts_sentence, gate_verdict, load_case_result, status_counts
+from kit.results import RunView, counts_sentence, load_case_result
 
 CASE_SCRAP = "case_result"
 
 
-@dataclass
-class RunView:
-    run_dir: Path
-    manifest: dict
-    results: dict[str, CaseResult]
-    sources: dict[str, str]
-
-    @property
-    def expected(self) -> list[str]:
-        return list(self.manifest.get("cases", []))
-
-    @property
-    def verdict(self) -> str:
-        return gate_verdict(self.expected, self.results)
-
-    @property
-    def counts(self) -> dict[str, int]:
-        return status_counts(self.expected, self.results)
-
-
-def latest_run(runs_dir: str | Path = "runs") -> Path:
-    runs = sorted((p for p in Path(runs_dir).glob("*/manifest.json")), key=lambda p: p.stat().st_mtime)
+def latest_run(runs_dir: str | Path = "runs", kind: str | None = None) -> Path:
+    """The newest gate run (``kind="gate"``), control directory (``"control"``) or either."""
+    marks = {"gate": ["manifest.json"], "control": ["control.json"]}.get(kind, ["manifest.json", "control.json"])
+    runs = sorted((p for m in marks for p in Path(runs_dir).glob(f"*/{m}")), key=lambda p: p.stat().st_mtime)
     if not runs:
-        raise FileNotFoundError(f"no gate run under {runs_dir}; run `parity-kit gate` first")
+        what = "control run" if kind == "control" else "gate run"
+        raise FileNotFoundError(f"no {what} under {runs_dir}; run `parity-kit {kind or 'gate'}` first")
     return runs[-1].parent
 
 
@@ -70,7 +52,8 @@ def load_run(run_dir: str | Path) -> RunView:
 
 def banner(view: RunView) -> str:
     duration = view.manifest.get("duration_s") or sum(r.duration_s or 0 for r in view.results.values())
-    head = f"## Gate `{view.manifest.get('name', '?')}`: **{view.verdict.upper()}**"
+    release = f" against release `{view.release}`" if view.release else ""
+    head = f"## Gate `{view.manifest.get('name', '?')}`{release}: **{view.verdict.upper()}**"
     return f"{head}\n\n{counts_sentence(view.counts, duration)}."
 
 
@@ -121,3 +104,18 @@ def failure_lines(view: RunView, per_case: int = 5) -> list[str]:
         if len(messages) > per_case:
             lines.append(f"{name}: ... and {len(messages) - per_case} more")
     return lines
+
+
+def show_run(view: RunView) -> None:
+    """One run's section of the summary: banner, case table, errors against length, failures."""
+    import matplotlib.pyplot as plt
+    from IPython.display import Markdown, display
+
+    from kit import plots
+
+    display(Markdown(banner(view)))
+    display(styled_case_table(view))
+    fig = plots.error_vs_length(prompt_frame(view.results), title="max probability error per prompt, all cases")
+    display(fig)
+    plt.close(fig)  # shown once, here, not again when the cell ends
+    print("\n".join(failure_lines(view) or ["no failures"]))

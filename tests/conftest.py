@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -38,7 +40,8 @@ def embedded() -> Embedded:
 
 def write_descriptor(folder: Path, embedded: Embedded, name: str = "test.toml", *, model: Path | None = None,
                      model_digest: str | None = None, fixture: Path | None = None,
-                     goldens: dict | None = None, cases: dict | None = None, defaults: dict | None = None) -> Path:
+                     goldens: dict | None = None, cases: dict | None = None, defaults: dict | None = None,
+                     releases: dict | None = None) -> Path:
     """A descriptor like the embedded one, with absolute paths and the given parts replaced."""
     doc = {
         "name": "test",
@@ -48,16 +51,35 @@ def write_descriptor(folder: Path, embedded: Embedded, name: str = "test.toml", 
         "defaults": defaults or embedded.doc.get("defaults", {}),
         "cases": cases if cases is not None else embedded.doc["cases"],
     }
+    if releases is not None:
+        doc["releases"] = releases
     folder.mkdir(parents=True, exist_ok=True)
     out = folder / name
     out.write_text(tomli_w.dumps(doc))
     return out
 
 
-def parity_kit(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    """The real command, in a fresh process, as a user runs it."""
+def parity_kit(*args: str, cwd: Path | None = None, timeout: float = 600,
+               env: dict | None = None) -> subprocess.CompletedProcess:
+    """The real command, in a fresh process, as a user runs it (``env`` adds to the environment)."""
     return subprocess.run([sys.executable, "-m", "kit.cli", *map(str, args)], cwd=cwd or ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **env} if env else None)
+
+
+def add_kernel(jupyter_path: Path, name: str, startup: str) -> dict:
+    """Register a kernel of this environment that runs ``startup`` (a sitecustomize) first: a
+    stand-in for another release's environment. Returns the env that makes Jupyter find it."""
+    site = jupyter_path / f"{name}-site"
+    site.mkdir(parents=True, exist_ok=True)
+    (site / "sitecustomize.py").write_text(startup)
+    spec = jupyter_path / "kernels" / name
+    spec.mkdir(parents=True, exist_ok=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": name, "language": "python", "env": {"PYTHONPATH": str(site)},
+    }))
+    return {"JUPYTER_PATH": str(jupyter_path)}
 
 
 def copy_model(embedded: Embedded, dest: Path) -> Path:
