@@ -91,6 +91,17 @@ def _parser() -> argparse.ArgumentParser:
     gd.add_argument("--threshold", type=float, default=0.0, help="list only cases that moved more than this")
     gd.set_defaults(func=_golden_diff)
 
+    gr = gl.add_parser("regen", help="make a replacement for a stale golden, diff it, and place it beside the "
+                                     "old one only when two backends agree with it",
+                       description="Exit 0: placed beside the old golden for review; 1: refused (fewer than "
+                                   "two backends agree); 3: bad input. The old golden is never touched.")
+    gr.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR))
+    gr.add_argument("--kind", default="semantic", choices=["semantic", "exact"])
+    gr.add_argument("--release", help="check against this release's kernels (default: the cases' own)")
+    gr.add_argument("--out", help="work directory (default: runs/regen-<name>-<time>-<id>)")
+    gr.add_argument("--jobs", type=int)
+    gr.set_defaults(func=_golden_regen)
+
     d = sub.add_parser("digest", help="print the model digest of a folder")
     d.add_argument("model")
     d.set_defaults(func=_digest)
@@ -164,20 +175,24 @@ def _fixture_verify(args) -> int:
 
 
 def _golden_make(args) -> int:
-    from kit.backends.hf import HfBackend
-    from kit.fixture import verify_fixture
-    from kit.golden import golden_document, golden_filename, provenance, write_golden
-    from kit.modeldigest import model_digest
+    from kit.golden import golden_filename, write_golden
+    from kit.goldenmaker import make_golden_document
 
-    fixture = verify_fixture(args.fixture, args.model)
-    digest = model_digest(args.model)
-    backend = HfBackend(args.model, dtype=args.dtype, attn_implementation=args.attn_implementation)
-    observations = backend.observe(fixture.cases, args.top_k)
-    prov = provenance("hf", backend.release(), args.dtype, args.attn_implementation, ["parity-kit", *sys.argv[1:]])
-    doc = golden_document(args.kind, fixture, digest, args.top_k, observations, prov)
-    name = golden_filename(fixture, Path(args.model).resolve().name, digest, args.kind)
+    doc, fixture = make_golden_document(args.model, args.fixture, args.kind, args.top_k,
+                                        ["parity-kit", *sys.argv[1:]], args.dtype, args.attn_implementation)
+    name = golden_filename(fixture, Path(args.model).resolve().name, doc["model_digest"], args.kind)
     print(write_golden(Path(args.out) / name, doc))
     return 0
+
+
+def _golden_regen(args) -> int:
+    from kit.regen import regen_golden, regen_report
+
+    outcome = regen_golden(args.descriptor, args.kind, args.release, args.out, args.jobs,
+                           ["parity-kit", "golden", *sys.argv[2:]] if sys.argv[1:3] == ["golden", "regen"] else None)
+    print(regen_report(outcome), file=sys.stderr)
+    print(outcome.placed or outcome.new_golden)
+    return 0 if outcome.accepted else 1
 
 
 def _golden_verify(args) -> int:

@@ -198,3 +198,33 @@ def test_release_without_a_backend_or_with_a_bad_option_is_refused(tmp_path, emb
     proc = parity_kit("gate", desc, "--release", "candidate", "--out", tmp_path / "out")
     assert proc.returncode == 3
     assert "releases.candidate.backends.nonesuch: expected one of 'hf'" in proc.stderr
+
+
+def test_golden_regen_diffs_and_refuses_with_one_backend(tmp_path, embedded, stale_golden):
+    """Regenerating a stale golden: the diff names what moved; one agreeing backend is not enough."""
+    goldens = tmp_path / "goldens"
+    goldens.mkdir()
+    old = goldens / stale_golden.name
+    old.write_bytes(stale_golden.read_bytes())
+    desc = write_descriptor(tmp_path, embedded, goldens={**embedded.goldens, "semantic": old},
+                            cases={"hf-bf16": embedded.doc["cases"]["hf-bf16"]})
+    work = tmp_path / "regen"
+    proc = parity_kit("golden", "regen", desc, "--out", work)
+    assert proc.returncode == 1, proc.stderr
+    new = work / f"{embedded.fixture.name[:12]}-tiny-llama-{embedded.doc['model']['digest'][:12]}-semantic.json"
+    assert proc.stdout.strip() == str(new)
+    report = (work / "regen.md").read_text()
+    assert (f"**Refused:** at least 2 backends must agree with it; 1 did (hf). The candidate golden stays at "
+            f"`{new}` and nothing was placed.") in report
+    assert "| hf | yes | — |" in report
+    # Scaling the output layer sharpens every distribution and keeps every winner.
+    assert f"-> new `{new.name}`: 64 of 64 cases moved" in report and "0 winners changed" in report
+    assert sum(line.startswith("| `") for line in report.splitlines()) == 20 and "| ... 44 more | | |" in report
+    assert sorted(p.name for p in goldens.iterdir()) == [old.name]  # nothing placed, the old one untouched
+    assert old.read_bytes() == stale_golden.read_bytes()
+
+
+def test_golden_regen_refuses_exact(tmp_path, embedded):
+    proc = parity_kit("golden", "regen", "--kind", "exact", "--out", tmp_path / "regen")
+    assert proc.returncode == 3
+    assert "golden regen makes semantic goldens only" in proc.stderr
