@@ -8,6 +8,7 @@ gate: env
 	.venv/bin/parity-kit gate $(DESCRIPTOR)
 
 test: env
+	@scripts/ensure-chromium.sh
 	.venv/bin/python -m pytest $(PYTEST_ARGS)
 
 bench: env

@@ -17,7 +17,11 @@ from kit.results import EXIT_BAD_INPUT, EXIT_CODES
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after a bare `--` belongs to the program a command wraps (jupyter lab).
+    passthrough = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = _parser().parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    args.passthrough = passthrough
     try:
         return args.func(args)
     except BadInput as exc:
@@ -41,6 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--case", action="append", dest="cases", help="run only this case (repeatable)")
     g.add_argument("--release", help="run against this [releases.NAME] of the descriptor (its kernels and options)")
     g.add_argument("--no-summary", action="store_true", help="skip the summary notebook and its HTML")
+    g.add_argument("--junit", metavar="FILE", help="also write JUnit XML (one testcase per case) for CI dashboards")
     g.set_defaults(func=_gate)
 
     c = sub.add_parser("control", help="gate today's pin and the candidate, then say whose fault a failure is",
@@ -55,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--jobs", type=int, help="cases run side by side, both runs together (default: the cores)")
     c.add_argument("--case", action="append", dest="cases", help="run only this case (repeatable)")
     c.add_argument("--no-summary", action="store_true", help="skip the control and summary notebooks")
+    c.add_argument("--junit", metavar="FILE", help="also write JUnit XML: one testsuite per release")
     c.set_defaults(func=_control)
 
     f = sub.add_parser("fixture", help="make or verify a prompt fixture")
@@ -102,6 +108,19 @@ def _parser() -> argparse.ArgumentParser:
     gr.add_argument("--jobs", type=int)
     gr.set_defaults(func=_golden_regen)
 
+    r = sub.add_parser("report", help="a finished run (or control) for people: Markdown for an issue, a zip to attach")
+    r.add_argument("run_dir", help="a gate run directory or a control directory")
+    r.add_argument("--markdown", action="store_true", help="print the evidence and a compact case table")
+    r.add_argument("--attach", metavar="DIR", help="write DIR/<run>.zip: summary HTML, notebooks, results")
+    r.set_defaults(func=_report)
+
+    lab = sub.add_parser("lab", help="open JupyterLab on the project, or on a run's summary, with its kernels",
+                         description="Arguments after a bare `--` go to `jupyter lab` as they are.")
+    lab.add_argument("run_dir", nargs="?", help="a run or control directory to open (default: the project)")
+    lab.add_argument("--port", type=int, default=8888)
+    lab.add_argument("--no-browser", action="store_true")
+    lab.set_defaults(func=_lab)
+
     d = sub.add_parser("digest", help="print the model digest of a folder")
     d.add_argument("model")
     d.set_defaults(func=_digest)
@@ -120,8 +139,54 @@ def _gate(args) -> int:
 
     run = run_gate(args.descriptor, out=args.out, jobs=args.jobs, only=args.cases, command=_command("gate"),
                    summary=not args.no_summary, release=args.release)
+    if args.junit:
+        from kit.junit import write_junit
+
+        write_junit(args.junit, [(run.descriptor.name, [s.name for s in run.specs], run.results, run.duration_s)])
     print(run.run_dir)  # stdout carries only the run directory, for scripts: RUN=$(parity-kit gate ...)
     return EXIT_CODES[run.verdict]
+
+
+def _report(args) -> int:
+    from kit import report
+
+    run_dir = Path(args.run_dir)
+    if not ((run_dir / "manifest.json").is_file() or (run_dir / "control.json").is_file()):
+        raise BadInput(f"{args.run_dir} is not a gate run or control directory (no manifest.json or control.json)")
+    if not (args.markdown or args.attach):
+        raise BadInput("report: say what to write: --markdown, --attach DIR, or both")
+    if args.markdown:
+        sys.stdout.write(report.markdown_report(run_dir))
+    if args.attach:
+        print(report.attach_zip(run_dir, args.attach), file=sys.stderr if args.markdown else sys.stdout)
+    return 0
+
+
+def _lab(args) -> int:
+    import os
+    import shutil
+
+    jupyter = shutil.which("jupyter", path=str(Path(sys.executable).parent)) or shutil.which("jupyter")
+    if jupyter is None:
+        raise BadInput("jupyter is not installed in this environment; run `make env` first")
+    root = paths.PROJECT_ROOT
+    cmd = [jupyter, "lab", f"--ServerApp.root_dir={root}", "--ip=127.0.0.1", f"--port={args.port}"]
+    if args.run_dir:
+        run = Path(args.run_dir).resolve()
+        if not run.is_dir():
+            raise BadInput(f"{args.run_dir} is not a directory")
+        try:
+            rel = run.relative_to(root)
+        except ValueError:
+            raise BadInput(f"{args.run_dir} is outside the project; JupyterLab serves only {root}") from None
+        target = rel / "summary.ipynb" if (run / "summary.ipynb").is_file() else rel
+        cmd.append(f"--LabApp.default_url=/lab/tree/{target.as_posix()}")
+    if args.no_browser:
+        cmd.append("--no-browser")
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")  # containers and CI runners often run as root
+    cmd += args.passthrough
+    os.execv(cmd[0], cmd)
 
 
 def _control(args) -> int:
@@ -129,6 +194,11 @@ def _control(args) -> int:
 
     run = run_control(args.descriptor, out=args.out, jobs=args.jobs, only=args.cases, current=args.current,
                       candidate=args.candidate, command=_command("control"), summary=not args.no_summary)
+    if args.junit:
+        from kit.junit import write_junit
+
+        write_junit(args.junit, [(f"{r.descriptor.name}.{r.release}", [s.name for s in r.specs], r.results,
+                                  r.duration_s) for r in (run.current, run.candidate)])
     print(run.control_dir)
     return run.diagnosis.exit_code
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from kit.control import control_runs, is_control_dir
-from kit.diagnose import HEADLINES, QUALIFIED, Diagnosis, diagnose
+from kit.diagnose import HEADLINES, Diagnosis, diagnose
 from kit.results import RunView
 from kit.summary import load_run
 
@@ -49,10 +49,12 @@ def load_control_section(path: str | Path) -> ControlView | None:
 
 
 def banner(view: ControlView) -> str:
+    """The diagnosis as a verdict banner (HTML, every piece of text escaped)."""
+    from kit.audit import banner_html
+
     d = view.diagnosis
-    mark = "QUALIFIED" if d.verdict == QUALIFIED else HEADLINES[d.verdict].upper()
-    return (f"## Control: **{mark}**\n\nToday's pin `{d.current}` against candidate `{d.candidate}`: "
-            f"{d.reason}.")
+    return banner_html(f"Control: today's pin `{d.current}` against candidate `{d.candidate}`",
+                       d.verdict, f"{d.reason[0].upper()}{d.reason[1:]}.", HEADLINES[d.verdict])
 
 
 def comparison_table(view: ControlView) -> pd.DataFrame:
@@ -67,17 +69,17 @@ def comparison_table(view: ControlView) -> pd.DataFrame:
 def styled_comparison_table(view: ControlView):
     fmt = {"control_error": "{:.4g}", "candidate_error": "{:.4g}", "bound": "{:g}", "delta": "{:+.3g}",
            "noise_floor": "{:.2g}"}
-    return comparison_table(view).style.format(fmt, na_rep="—")
+    return comparison_table(view).style.format(fmt, na_rep="—", escape="html")
 
 
 def show(view: ControlView) -> None:
     """The control section of the summary: banner, side-by-side table, both errors against the bound."""
     import matplotlib.pyplot as plt
-    from IPython.display import Markdown, display
+    from IPython.display import HTML, display
 
     from kit import plots
 
-    display(Markdown(banner(view)))
+    display(HTML(banner(view)))
     display(styled_comparison_table(view))
     fig = plots.control_vs_bound(view.diagnosis.rows)
     display(fig)

@@ -80,3 +80,42 @@ def control_vs_bound(rows: list, title: str = "control and candidate against the
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
     return fig
+
+
+def error_by_bucket(prompts: pd.DataFrame, title: str = "largest error per bucket against its bound"):
+    """One panel per backend: each case's largest error in each bucket, and the bound of that bucket."""
+    import matplotlib.pyplot as plt
+
+    if prompts.empty:
+        fig, ax = plt.subplots(figsize=(9, 3))
+        ax.text(0.5, 0.5, "no scored prompts", ha="center", va="center", transform=ax.transAxes)
+        return fig
+    backends = list(dict.fromkeys(prompts["backend"])) if "backend" in prompts else ["all"]
+    buckets = sorted(set(prompts["bucket"]))
+    fig, axes = plt.subplots(1, len(backends), figsize=(min(4.5 * len(backends), 14), 3.6), sharey=True,
+                             squeeze=False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, backend in zip(axes[0], backends):
+        rows = prompts[prompts["backend"] == backend] if "backend" in prompts else prompts
+        for i, case in enumerate(dict.fromkeys(rows["case"])):
+            of_case = rows[rows["case"] == case]
+            worst = of_case.groupby("bucket")["max_probability_error"].max().map(_plotted)
+            failed = of_case.groupby("bucket")["passed"].min() == False  # noqa: E712 (a pandas Series)
+            x = [buckets.index(b) for b in worst.index]
+            c = colors[i % len(colors)]
+            ax.plot(x, worst.values, marker="o", color=c, label=case)
+            bad = [xi for xi, b in zip(x, worst.index) if failed[b]]
+            ax.scatter(bad, [worst[buckets[xi]] for xi in bad], s=90, marker="x", color="black", zorder=3)
+            bounds = of_case.groupby("bucket")["bound"].max()
+            if bounds.notna().any():
+                ax.step([buckets.index(b) for b in bounds.index], bounds.values, where="mid", color=c,
+                        linestyle="--", linewidth=1)
+        ax.set_xticks(range(len(buckets)), [str(b) for b in buckets])
+        ax.set_yscale("log")
+        ax.set_title(backend)
+        ax.set_xlabel("bucket (tokens)")
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("max |p_backend - p_golden|")
+    fig.suptitle(f"{title} (dashed: bound; x: a failed prompt)", fontsize=10)
+    fig.tight_layout()
+    return fig

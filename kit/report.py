@@ -176,3 +176,70 @@ def _repair_first(d, cur) -> str:
     return (f"{head} Repair first: the golden ({', '.join(f'`{g}`' for g in goldens) or 'its golden'}; "
             f"`parity-kit golden regen` writes a reviewed replacement) or the oracle "
             f"({', '.join(backends)} in `{d.current}`), then run the control again.")
+
+
+def markdown_report(run_dir: str | Path) -> str:
+    """evidence.md plus a compact case table per run: what a GitHub comment shows well."""
+    from kit.results import read_run
+
+    run_dir = Path(run_dir)
+    evidence = (run_dir / "evidence.md").read_text(encoding="utf-8") if (run_dir / "evidence.md").is_file() else ""
+    control = run_dir / "control.json"
+    if control.is_file():
+        import json
+
+        doc = json.loads(control.read_text())
+        views = [read_run(run_dir / doc["runs"][doc[role]]) for role in ("current", "candidate")]
+    else:
+        views = [read_run(run_dir)]
+    parts = [evidence.rstrip()]
+    for view in views:
+        title = f"Cases against `{view.release}`" if view.release else "Cases"
+        parts += ["", f"<details open><summary>{title}</summary>", "", compact_case_table(view), "", "</details>"]
+    return "\n".join(parts) + "\n"
+
+
+def compact_case_table(view) -> str:
+    lines = ["| case | backend | status | max error | bound | failed prompts | worst prompt |",
+             "| --- | --- | --- | ---: | ---: | ---: | --- |"]
+    for name in view.expected:
+        r = view.results.get(name)
+        if r is None:
+            lines.append(f"| `{name}` | | missing | | | | |")
+            continue
+        err = r.max_probability_error
+        err_text = "—" if err is None else ("not finite" if err != err else f"{err:.3g}")
+        bound = f"{r.bound:g}" if r.bound is not None else ("exact" if r.golden_kind == "exact" else "—")
+        w = r.worst
+        worst = f"`{_md_cell(w.id)}`" if w is not None and (not w.passed or err) else "—"
+        failed = f"{r.counts()['failed']}/{r.counts()['prompts']}" if r.prompts else "—"
+        mark = {PASSED: "✅ passed", FAILED: "❌ failed"}.get(r.status, f"⚠️ {r.status}")
+        lines.append(f"| `{name}` | {r.backend} | {mark} | {err_text} | {bound} | {failed} | {worst} |")
+    return "\n".join(lines)
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("`", "'")
+
+
+def attach_zip(run_dir: str | Path, out_dir: str | Path) -> Path:
+    """One zip to attach to an issue or PR: summary HTML, executed notebooks, results, evidence."""
+    import zipfile
+
+    run_dir = Path(run_dir).resolve()
+    wanted = [p for p in sorted(run_dir.rglob("*")) if p.is_file() and (
+        p.suffix in (".ipynb", ".html") or p.name in ("result.json", "evidence.md", "manifest.json",
+                                                       "control.json", "diagnosis.json"))]
+    if not any(p.name == "summary.html" for p in wanted):
+        from kit.errors import BadInput
+
+        raise BadInput(f"{run_dir} has no summary.html (was it run with --no-summary?); "
+                       "nothing worth attaching")
+    target = Path(out_dir) / f"{run_dir.name}.zip"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".zip.tmp")
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        for p in wanted:
+            z.write(p, f"{run_dir.name}/{p.relative_to(run_dir).as_posix()}")
+    tmp.replace(target)
+    return target

@@ -14,7 +14,7 @@ import pandas as pd
 
 from kit.jsonio import read_json
 from kit.records import CaseResult
-from kit.results import RunView, counts_sentence, load_case_result
+from kit.results import RunView, load_case_result
 
 CASE_SCRAP = "case_result"
 
@@ -50,13 +50,6 @@ def load_run(run_dir: str | Path) -> RunView:
     return RunView(run_dir, manifest, results, sources)
 
 
-def banner(view: RunView) -> str:
-    duration = view.manifest.get("duration_s") or sum(r.duration_s or 0 for r in view.results.values())
-    release = f" against release `{view.release}`" if view.release else ""
-    head = f"## Gate `{view.manifest.get('name', '?')}`{release}: **{view.verdict.upper()}**"
-    return f"{head}\n\n{counts_sentence(view.counts, duration)}."
-
-
 def case_table(view: RunView) -> pd.DataFrame:
     rows = []
     for name in view.expected:
@@ -79,8 +72,8 @@ def case_table(view: RunView) -> pd.DataFrame:
 
 
 def prompt_frame(results: Mapping[str, CaseResult]) -> pd.DataFrame:
-    """One row per scored prompt of every case, with the case name."""
-    rows = [{"case": name, **p.to_dict()} for name, r in results.items() for p in r.prompts]
+    """One row per scored prompt of every case, with the case and backend names."""
+    rows = [{"case": name, "backend": r.backend, **p.to_dict()} for name, r in results.items() for p in r.prompts]
     return pd.DataFrame(rows)
 
 
@@ -89,7 +82,7 @@ TABLE_FORMAT = {"max_probability_error": "{:.4g}", "bound": "{:g}", "margin": "{
 
 def styled_case_table(view: RunView):
     """The case table as a reader wants it: few digits, a dash where a number does not apply."""
-    return case_table(view).style.format(TABLE_FORMAT, na_rep="—")
+    return case_table(view).style.format(TABLE_FORMAT, na_rep="—", escape="html")
 
 
 def failure_lines(view: RunView, per_case: int = 5) -> list[str]:
@@ -107,15 +100,21 @@ def failure_lines(view: RunView, per_case: int = 5) -> list[str]:
 
 
 def show_run(view: RunView) -> None:
-    """One run's section of the summary: banner, case table, errors against length, failures."""
+    """One run's section of the summary: verdict banner, case table, plots, worst prompts,
+    failures and provenance. Data from the world goes out escaped or as plain text."""
     import matplotlib.pyplot as plt
-    from IPython.display import Markdown, display
+    from IPython.display import HTML, display
 
-    from kit import plots
+    from kit import audit, plots
 
-    display(Markdown(banner(view)))
+    display(HTML(audit.run_banner(view)))
     display(styled_case_table(view))
-    fig = plots.error_vs_length(prompt_frame(view.results), title="max probability error per prompt, all cases")
-    display(fig)
-    plt.close(fig)  # shown once, here, not again when the cell ends
+    prompts = prompt_frame(view.results)
+    for fig in (plots.error_by_bucket(prompts), plots.error_vs_length(prompts, title="max probability error per prompt")):
+        display(fig)
+        plt.close(fig)  # shown once, here, not again when the cell ends
+    display(HTML("<h4>Worst prompts: the golden's and the backend's top tokens</h4>"))
+    display(audit.styled_worst_prompts(view))
     print("\n".join(failure_lines(view) or ["no failures"]))
+    display(HTML("<h4>Provenance</h4>"))
+    display(audit.styled_provenance(view))

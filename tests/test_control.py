@@ -7,6 +7,7 @@ arithmetic (its SiLU), a hung one never starts. A stale golden is one made from 
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 
 import pytest
 import scrapbook as sb
@@ -51,15 +52,18 @@ def stale_golden(tmp_path_factory, embedded):
 
 def test_both_pass_is_qualified_with_summary(tmp_path, embedded):
     desc = write_descriptor(tmp_path, embedded, releases=releases())
-    proc, out, d, evidence = control(tmp_path, desc)
+    proc, out, d, evidence = control(tmp_path, desc, "--junit", tmp_path / "junit.xml")
     assert proc.returncode == 0, proc.stderr
+    suites = ET.parse(tmp_path / "junit.xml").getroot().findall("testsuite")
+    assert [(s.get("name"), s.get("tests"), s.get("failures")) for s in suites] == [
+        ("test.current", "1", "0"), ("test.candidate", "1", "0")]
     assert proc.stdout.strip() == str(out.resolve())
     assert d["verdict"] == "qualified" and d["exit_code"] == 0
     assert d["reason"] == "the candidate `candidate` passes all 1 cases, and so does today's pin `current`"
     assert evidence.startswith("# Qualified: test — candidate `candidate` passes every case, and so does the control")
     assert "| control (today's pin) | `current` | passed: 1 passed in " in evidence
     assert "| `candidate` | hf | `parity-kit` | next | 0123abcd | — |" in evidence
-    assert f"Reproduce: `parity-kit control {desc} --out {out} --case hf-bf16`" in evidence
+    assert f"Reproduce: `parity-kit control {desc} --out {out} --case hf-bf16 --junit {tmp_path / 'junit.xml'}`" in evidence
     # The control notebook glues the diagnosis; the summary shows it, then both runs.
     glued = sb.read_notebook(str(out / "control.ipynb")).scraps["diagnosis"].data
     assert glued["verdict"] == "qualified" and glued["rows"][0]["case"] == "hf-bf16"

@@ -41,3 +41,32 @@ def test_case_notebook_runs_as_is_with_its_default_parameters(tmp_path):
     printed = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
     assert "hf-bf16: passed, 0 of 64 prompts failed" in printed
     assert any("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
+
+
+def test_summary_and_control_notebooks_run_as_is_on_the_newest_runs(tmp_path):
+    """Opened in JupyterLab after `make gate` / `parity-kit control`, run-all shows the newest run."""
+    import shutil
+    import uuid
+
+    from nbclient import NotebookClient
+
+    from conftest import parity_kit
+
+    tag = uuid.uuid4().hex[:8]
+    gate_dir, control_dir = paths.PROJECT_ROOT / "runs" / f"nbtest-{tag}", paths.PROJECT_ROOT / "runs" / f"nbtest-control-{tag}"
+    try:
+        proc = parity_kit("control", "--case", "hf-bf16", "--out", control_dir, "--no-summary")
+        assert proc.returncode == 0, proc.stderr
+        proc = parity_kit("gate", "--case", "hf-bf16", "--out", gate_dir, "--no-summary")
+        assert proc.returncode == 0, proc.stderr
+        for name, expect in (("summary.ipynb", "Gate <code>tiny-cpu</code>"),
+                             ("control.ipynb", "Control: today&#x27;s pin <code>current</code>")):
+            nb = nbformat.read(str(paths.NOTEBOOKS / name), as_version=4)
+            NotebookClient(nb, kernel_name=paths.MAIN_KERNEL, timeout=300,
+                           resources={"metadata": {"path": str(paths.NOTEBOOKS)}}).execute()
+            shown = "".join(o.get("data", {}).get("text/html", "") for c in nb.cells for o in c.get("outputs", []))
+            assert expect in shown, name
+            assert not any(o.get("output_type") == "error" for c in nb.cells for o in c.get("outputs", []))
+    finally:
+        shutil.rmtree(gate_dir, ignore_errors=True)
+        shutil.rmtree(control_dir, ignore_errors=True)
