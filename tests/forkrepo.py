@@ -9,7 +9,9 @@ from pathlib import Path
 
 # Commits need an identity; a CI runner has none configured.
 GIT_ENV = {"GIT_AUTHOR_NAME": "Test Author", "GIT_AUTHOR_EMAIL": "author@example.com",
-           "GIT_COMMITTER_NAME": "Test Committer", "GIT_COMMITTER_EMAIL": "committer@example.com"}
+           "GIT_COMMITTER_NAME": "Test Committer", "GIT_COMMITTER_EMAIL": "committer@example.com",
+           # Fixed dates make a replay's commits, and so the release tag, the same on every run.
+           "GIT_AUTHOR_DATE": "2025-01-02T03:04:05+00:00", "GIT_COMMITTER_DATE": "2025-01-02T03:04:05+00:00"}
 
 PYPROJECT = """[build-system]
 requires = ["setuptools>=61"]
