@@ -41,7 +41,10 @@ def resolve_inputs(fork_repo: str | Path, upstream_ref: str, base: str | None = 
     repo = overlay.check_repo(fork_repo)
     upstream = overlay.resolve(repo, upstream_ref, "upstream ref")
     tip_sha = overlay.resolve(repo, tip or "HEAD", "fork tip")
-    base_sha = overlay.resolve(repo, base, "old upstream base") if base else overlay.default_base(repo, tip_sha, upstream)
+    if base:
+        base_sha = overlay.resolve(repo, base, "old upstream base")
+    else:
+        base_sha = overlay.default_base(repo, tip_sha, upstream)
     name = fork or repo.name
     releasemanifest.fork_slug(name)  # refuse an unusable fork name before anything runs
     return BuildInputs(repo, name, upstream_ref, upstream, base_sha, tip_sha)

@@ -158,7 +158,7 @@ def test_refresh_that_qualifies(tmp_path, embedded):
                  f"Qualify <code>{tag}</code>: <strong>QUALIFIED</strong>", "Control: <strong>QUALIFIED</strong>"):
         assert part in html
     steps = (out / "next-steps.sh").read_text()
-    assert f"push origin main-next" in steps and f"tag -a {tag} " in steps and "gh pr create" in steps
+    assert "push origin main-next" in steps and f"tag -a {tag} " in steps and "gh pr create" in steps
     # Nothing was tagged: the commands are for a person.
     assert git(fork.repo, "tag") == ""
 
