@@ -67,14 +67,7 @@ def candidate_release(desc: LoadedDescriptor, current: str, backend: str | None,
                       kernel: str) -> tuple[str, dict]:
     """Today's pin with one backend's build replaced by the release: the refresh's candidate."""
     pin = desc.release(current)
-    if backend is None:
-        if len(pin.backends) != 1:
-            raise BadInput(f"{desc.where('releases', current)}: release {current!r} has backends "
-                           f"{', '.join(pin.backends)}; say which one the fork builds (--backend)")
-        backend = next(iter(pin.backends))
-    if backend not in pin.backends:
-        raise BadInput(f"{desc.where('releases', current)}: release {current!r} has no {backend} build "
-                       f"(backends: {', '.join(pin.backends)})")
+    backend = pick_backend(desc, current, backend)
     backends = {name: built.model_dump() for name, built in pin.backends.items()}
     backends[backend] = {**backends[backend], "kernel": kernel, "version": manifest["version"],
                          "source_commit": manifest["source_commit"],
@@ -82,6 +75,20 @@ def candidate_release(desc: LoadedDescriptor, current: str, backend: str | None,
     return backend, {"description": f"{manifest['tag']}: {manifest.get('fork', 'fork')} refreshed onto "
                                     f"{manifest.get('upstream_ref', manifest['base_commit'][:12])}",
                      "backends": backends}
+
+
+def pick_backend(desc: LoadedDescriptor, current: str, backend: str | None) -> str:
+    """The backend the fork builds: the one named, or the pin's only one."""
+    pin = desc.release(current)
+    if backend is None:
+        if len(pin.backends) != 1:
+            raise BadInput(f"{desc.where('releases', current)}: release {current!r} has backends "
+                           f"{', '.join(pin.backends)}; say which one the fork builds (--backend)")
+        return next(iter(pin.backends))
+    if backend not in pin.backends:
+        raise BadInput(f"{desc.where('releases', current)}: release {current!r} has no {backend} build "
+                       f"(backends: {', '.join(pin.backends)})")
+    return backend
 
 
 def qualify_release(manifest_path: str | Path, descriptor: str | Path, step_dir: str | Path,
@@ -94,7 +101,7 @@ def qualify_release(manifest_path: str | Path, descriptor: str | Path, step_dir:
     desc = load_descriptor(descriptor)
     kernel = kernel_name(manifest["tag"])
     backend, release = candidate_release(desc, current, backend, manifest, kernel)
-    case_name, case_bucket = _pick_case(desc, backend, case, bucket)
+    case_name, case_bucket = pick_case(desc, backend, case, bucket)
     out = QualifyOutcome(False, "", manifest["tag"], manifest["_path"], hardware=host_hardware())
     t0 = time.perf_counter()
 
@@ -245,7 +252,7 @@ def load_outcome(step_dir: str | Path) -> QualifyOutcome:
     return QualifyOutcome(**read_json(Path(step_dir) / RECORD))
 
 
-def _pick_case(desc: LoadedDescriptor, backend: str, case: str | None, bucket: int | None) -> tuple[str, int]:
+def pick_case(desc: LoadedDescriptor, backend: str, case: str | None, bucket: int | None) -> tuple[str, int]:
     """The case to qualify with and one bucket of it (default: the shortest)."""
     from kit.fixture import load_fixture
 

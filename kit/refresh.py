@@ -61,8 +61,9 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
                 command: Sequence[str] | None = None, console: Console | None = None) -> RefreshRun:
     console = console or Console(stderr=True, soft_wrap=True)
     desc = load_descriptor(descriptor)
-    desc.release(current)
-    desc.case_specs(list(only) if only else None)  # an unknown --case is refused before anything runs
+    # Whatever the later steps would refuse is refused now, before a build that may take an hour.
+    desc.case_specs(list(only) if only else None)
+    qualify.pick_case(desc, qualify.pick_backend(desc, current, backend), qualify_case, qualify_bucket)
     inputs = build.resolve_inputs(fork_repo, upstream_ref, base, tip, fork)
     run_dir = _claim(Path(out) if out else default_refresh_dir(desc.name))
     store = Path(store).resolve() if store else (run_dir.parent / "releases").resolve()

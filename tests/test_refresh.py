@@ -188,4 +188,8 @@ def test_refresh_refuses_bad_input_in_one_line(tmp_path):
     proc = parity_kit("refresh", "--fork-repo", fork.repo, "--upstream-ref", "nope", "--out", tmp_path / "r")
     assert proc.returncode == 3
     assert proc.stderr.strip() == f"parity-kit: bad input: upstream ref 'nope' is not a commit in {fork.repo}"
+    proc = parity_kit("refresh", "--fork-repo", fork.repo, "--upstream-ref", "upstream", "--qualify-bucket", "99",
+                      "--out", tmp_path / "r")
+    assert proc.returncode == 3
+    assert proc.stderr.strip() == "parity-kit: bad input: case hf-bf16 has no bucket 99 (buckets: 128, 256, 512, 1024)"
     assert not (tmp_path / "r").exists()
