@@ -63,6 +63,36 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--junit", metavar="FILE", help="also write JUnit XML: one testsuite per release")
     c.set_defaults(func=_control)
 
+    r = sub.add_parser("refresh", help="replay a fork onto a newer upstream, build and qualify its wheels, "
+                                       "then control it against today's pin",
+                       description="Build (replay the overlay, build wheels, write the release manifest), "
+                                   "qualify (the exact wheel bytes in a fresh kernel, one parity case), then the "
+                                   "control of the new release against today's pin. Exit 0 qualified, 1 "
+                                   "regression, 4 baseline blocker, 2 incomplete, 3 bad input, 5 the build "
+                                   "stopped (conflict, failed build, existing release), 6 qualification failed. "
+                                   "Never pushes, tags or opens anything; prints what to run next.")
+    r.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR),
+                   help="descriptor TOML whose [releases.current] is today's pin")
+    r.add_argument("--fork-repo", required=True, help="the fork's git repository")
+    r.add_argument("--upstream-ref", required=True, help="the upstream commit, branch or tag to refresh onto")
+    r.add_argument("--base", help="the old upstream base (default: where the fork tip meets --upstream-ref)")
+    r.add_argument("--tip", help="the fork's tip (default: HEAD of --fork-repo)")
+    r.add_argument("--fork", help="the fork's name in the release tag (default: the repository folder's name)")
+    r.add_argument("--backend", help="the backend the fork builds (default: the pin's only backend)")
+    r.add_argument("--current", default="current", help="the release pinned today (default: current)")
+    r.add_argument("--build-command", help="wheel build command run in the replayed tree; {python} and "
+                                           "{wheel_dir} are filled in (default: pip wheel --no-deps "
+                                           "--no-build-isolation)")
+    r.add_argument("--branch", default="main-next", help="the replay branch (default: main-next)")
+    r.add_argument("--releases", help="release store (default: releases/ beside the refresh directory)")
+    r.add_argument("--qualify-case", help="the parity case qualification runs (default: the backend's first "
+                                          "tolerance-bound case)")
+    r.add_argument("--qualify-bucket", type=int, help="its bucket (default: the shortest)")
+    r.add_argument("--case", action="append", dest="cases", help="control only this case (repeatable)")
+    r.add_argument("--out", help="refresh directory to create (default: runs/refresh-<name>-<time>-<id>)")
+    r.add_argument("--jobs", type=int, help="control cases run side by side (default: the cores)")
+    r.set_defaults(func=_refresh)
+
     f = sub.add_parser("fixture", help="make or verify a prompt fixture")
     f = f.add_subparsers(required=True, metavar="ACTION")
     fm = f.add_parser("make", help="tokenize a JSONL of {id, prompt} into fixtures/<sha256>.json")
@@ -201,6 +231,21 @@ def _control(args) -> int:
                                   r.duration_s) for r in (run.current, run.candidate)])
     print(run.control_dir)
     return run.diagnosis.exit_code
+
+
+def _refresh(args) -> int:
+    import shlex
+
+    from kit.refresh import run_refresh
+
+    run = run_refresh(args.descriptor, args.fork_repo, args.upstream_ref, base=args.base, tip=args.tip,
+                      fork=args.fork, out=args.out, store=args.releases, current=args.current,
+                      backend=args.backend, only=args.cases, qualify_case=args.qualify_case,
+                      qualify_bucket=args.qualify_bucket,
+                      build_command=shlex.split(args.build_command) if args.build_command else None,
+                      branch=args.branch, jobs=args.jobs, command=_command("refresh"))
+    print(run.run_dir)
+    return run.exit_code
 
 
 def _command(name: str) -> list[str] | None:

@@ -42,17 +42,18 @@ def default_control_dir(desc: LoadedDescriptor) -> Path:
     return Path("runs") / f"control-{desc.name}-{stamp}-{os.urandom(2).hex()}"
 
 
-def run_control(descriptor: str | Path, out: str | Path | None = None, jobs: int | None = None,
+def run_control(descriptor: str | Path | LoadedDescriptor, out: str | Path | None = None, jobs: int | None = None,
                 only: Sequence[str] | None = None, current: str = "current", candidate: str = "candidate",
                 command: Sequence[str] | None = None, console: Console | None = None,
                 summary: bool = True) -> ControlRun:
     console = console or Console(stderr=True, soft_wrap=True)
-    desc = load_descriptor(descriptor)
+    # A refresh passes a descriptor it derived in memory, with the release it just built.
+    desc = descriptor if isinstance(descriptor, LoadedDescriptor) else load_descriptor(descriptor)
     if current == candidate:
         raise BadInput(f"control needs two releases; both sides name {current!r}")
     for name in (current, candidate):
         desc.release(name)  # an unknown release is refused before anything is created
-    command = list(command or ["parity-kit", "control", str(descriptor)])
+    command = list(command or ["parity-kit", "control", str(desc.path if desc is descriptor else descriptor)])
     control_dir = _claim(Path(out) if out else default_control_dir(desc))
     console.print(f"control [bold]{desc.name}[/]: today's pin [bold]{current}[/] against "
                   f"candidate [bold]{candidate}[/] -> {control_dir}")

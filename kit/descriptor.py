@@ -178,6 +178,21 @@ def load_descriptor(path: str | Path) -> LoadedDescriptor:
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"line (\d+)", str(exc))
         raise BadInput(f"{shown}:{m.group(1) if m else '?'}: TOML syntax error: {exc}") from None
+    return _validate(path, shown, text, raw)
+
+
+def derive(desc: LoadedDescriptor, releases: dict[str, dict] | None = None,
+           case_updates: dict[str, dict] | None = None) -> LoadedDescriptor:
+    """The descriptor with releases added (or replaced) and case entries amended, validated as the file
+    is. It keeps the file's path, so relative paths resolve as before and manifests name the file the
+    rest came from; what a refresh gates a release it just built with."""
+    raw = desc.doc.model_dump()
+    raw["releases"] = {**raw["releases"], **(releases or {})}
+    raw["cases"] = {name: {**entry, **(case_updates or {}).get(name, {})} for name, entry in raw["cases"].items()}
+    return _validate(desc.path, paths.display(desc.path), desc.text, raw)
+
+
+def _validate(path: Path, shown: str, text: str, raw: dict) -> LoadedDescriptor:
     try:
         doc = Descriptor.model_validate(raw)
     except ValidationError as exc:

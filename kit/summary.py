@@ -20,8 +20,9 @@ CASE_SCRAP = "case_result"
 
 
 def latest_run(runs_dir: str | Path = "runs", kind: str | None = None) -> Path:
-    """The newest gate run (``kind="gate"``), control directory (``"control"``) or either."""
-    marks = {"gate": ["manifest.json"], "control": ["control.json"]}.get(kind, ["manifest.json", "control.json"])
+    """The newest gate run (``kind="gate"``), control (``"control"``) or refresh directory, or any."""
+    marks = {"gate": ["manifest.json"], "control": ["control.json"], "refresh": ["refresh.json"]}.get(
+        kind, ["manifest.json", "control.json", "refresh.json"])
     runs = sorted((p for m in marks for p in Path(runs_dir).glob(f"*/{m}")), key=lambda p: p.stat().st_mtime)
     if not runs:
         what = "control run" if kind == "control" else "gate run"

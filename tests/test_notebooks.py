@@ -11,7 +11,7 @@ NOTEBOOKS = sorted(paths.NOTEBOOKS.glob("*.ipynb"))
 
 
 def test_there_are_notebooks():
-    assert {p.name for p in NOTEBOOKS} >= {"parity_hf.ipynb", "summary.ipynb"}
+    assert {p.name for p in NOTEBOOKS} >= {"parity_hf.ipynb", "summary.ipynb", "build.ipynb", "qualify.ipynb"}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
