@@ -42,12 +42,12 @@ def gate_reason(view: RunView) -> str:
     return "the gate did not finish: " + "; ".join(words)
 
 
-def banner_html(title: str, verdict: str, reason: str, detail: str = "") -> str:
+def banner_html(title: str, verdict: str, reason: str, detail: str = "", mark: str | None = None) -> str:
     """A coloured verdict banner; every piece of text is escaped, `code` spans excepted."""
-    color = BANNER_COLORS.get(verdict, "#57606a")
+    color = BANNER_COLORS.get(verdict, "#cf222e")
     return (f'<div style="border-left:6px solid {color};padding:8px 14px;margin:6px 0;background:#f6f8fa">'
             f'<div style="font-size:1.3em;font-weight:600">{text_html(title)}: '
-            f'<span style="color:{color}">{html.escape(verdict.upper())}</span></div>'
+            f'<span style="color:{color}">{html.escape(mark or verdict.upper())}</span></div>'
             f'<div>{text_html(reason)}</div>'
             + (f'<div style="color:#57606a">{text_html(detail)}</div>' if detail else "") + "</div>")
 
@@ -200,3 +200,19 @@ def run_banner(view: RunView) -> str:
     title = f"Gate `{view.manifest.get('name', '?')}`{release}"
     return banner_html(title, view.verdict, gate_reason(view), counts_sentence(view.counts, duration))
 
+
+
+def prose_html(text: str) -> str:
+    """A few lines of our own Markdown (headings, **bold**, `code`, paragraphs) that may quote the
+    world's text (commit subjects, reasons): escaped first, then only those marks are honoured."""
+    blocks = []
+    for block in text.strip().split("\n\n"):
+        level = len(block) - len(block.lstrip("#"))
+        body = text_html(block.lstrip("#").strip())
+        body = re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", body).replace("\n", "<br>")
+        blocks.append(f"<h{level + 1}>{body}</h{level + 1}>" if level else f"<p>{body}</p>")
+    return "\n".join(blocks)
+
+
+def pre_html(lines) -> str:
+    return f"<pre>{html.escape(chr(10).join(lines))}</pre>"

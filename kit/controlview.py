@@ -54,7 +54,7 @@ def banner(view: ControlView) -> str:
 
     d = view.diagnosis
     return banner_html(f"Control: today's pin `{d.current}` against candidate `{d.candidate}`",
-                       d.verdict, f"{d.reason[0].upper()}{d.reason[1:]}.", HEADLINES[d.verdict])
+                       d.verdict, f"{d.reason[0].upper()}{d.reason[1:]}.", mark=HEADLINES[d.verdict].upper())
 
 
 def comparison_table(view: ControlView) -> pd.DataFrame:

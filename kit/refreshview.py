@@ -93,17 +93,19 @@ def load_refresh_section(path: str | Path) -> RefreshView | None:
 
 def show(view: RefreshView) -> None:
     """The refresh section of the summary: verdict, build, qualification, what a person does next."""
-    from IPython.display import Markdown, display
+    from IPython.display import HTML, display
 
+    from kit.audit import banner_html, pre_html, prose_html
+
+    # Commit subjects, file names and reasons come from the fork: shown escaped, as text.
     r = view.record
     mark = "QUALIFIED" if r["verdict"] == "qualified" else f"NOT QUALIFIED ({r['verdict']})"
-    display(Markdown(f"# Refresh `{r['name']}`: **{mark}**\n\n{r['reason']}."))
+    display(HTML(banner_html(f"Refresh `{r['name']}`", r["verdict"], f"{r['reason']}.", mark=mark)))
     if view.build is not None:
-        display(Markdown(build_banner(view.build)))
+        display(HTML(prose_html(build_banner(view.build))))
         display(overlay_table(view.build))
     if view.qualify is not None:
-        display(Markdown(qualify_banner(view.qualify)))
+        display(HTML(prose_html(qualify_banner(view.qualify))))
         display(checks_table(view.qualify))
     if r.get("next_steps"):
-        display(Markdown("## Next steps (nothing was pushed, tagged or opened)\n\n```sh\n"
-                         + "\n".join(r["next_steps"]) + "\n```"))
+        display(HTML(prose_html("## Next steps (nothing was pushed, tagged or opened)") + pre_html(r["next_steps"])))

@@ -69,7 +69,8 @@ def test_both_pass_is_qualified_with_summary(tmp_path, embedded):
     assert glued["verdict"] == "qualified" and glued["rows"][0]["case"] == "hf-bf16"
     assert sb.read_notebook(str(out / "summary.ipynb")).scraps["control_verdict"].data == "qualified"
     html = (out / "summary.html").read_text()
-    assert "Control: <strong>QUALIFIED</strong>" in html
+    assert ("Control: today's pin <code>current</code> against candidate <code>candidate</code>: "
+            '<span style="color:#1a7f37">QUALIFIED</span>') in html
     assert "Gate <code>test</code> against release <code>current</code>" in html
     assert "Gate <code>test</code> against release <code>candidate</code>" in html
     manifest = json.loads((out / "candidate" / "manifest.json").read_text())
