@@ -56,8 +56,12 @@ def _parser() -> argparse.ArgumentParser:
     fv.set_defaults(func=_fixture_verify)
 
     gl = sub.add_parser("golden", help="make, verify or diff goldens").add_subparsers(required=True, metavar="ACTION")
-    gm = gl.add_parser("make", help="score the fixture with hf and write a golden (never over an existing one)")
+    gm = gl.add_parser("make", help="score the fixture with a backend and write a golden (never over an existing one)")
     gm.add_argument("--model", required=True)
+    gm.add_argument("--backend", default="hf", choices=["hf", "levanter"],
+                    help="levanter runs only in .venv-levanter: .venv-levanter/bin/parity-kit golden make ...")
+    gm.add_argument("--checkpoint", default="hf", choices=["hf", "native"],
+                    help="levanter: an HF export or a native tensorstore checkpoint (default: hf)")
     gm.add_argument("--fixture", required=True)
     gm.add_argument("--kind", choices=["semantic", "exact"], required=True)
     gm.add_argument("--top-k", type=int, default=25)
@@ -76,6 +80,11 @@ def _parser() -> argparse.ArgumentParser:
     gd.add_argument("--threshold", type=float, default=0.0, help="list only cases that moved more than this")
     gd.set_defaults(func=_golden_diff)
 
+    k = sub.add_parser("kernels", help="list the Jupyter kernels the descriptors' cases need, and whether each is installed")
+    k.add_argument("descriptors", nargs="*", metavar="DESCRIPTOR",
+                   help="descriptor TOML (default: the embedded tiny-cpu descriptor)")
+    k.set_defaults(func=_kernels)
+
     d = sub.add_parser("digest", help="print the model digest of a folder")
     d.add_argument("model")
     d.set_defaults(func=_digest)
@@ -87,6 +96,17 @@ def _digest(args) -> int:
 
     print(model_digest(args.model))
     return 0
+
+
+def _kernels(args) -> int:
+    from kit.descriptor import load_descriptor
+    from kit.preflight import kernel_rows
+
+    rows = kernel_rows([load_descriptor(d) for d in args.descriptors or [paths.EMBEDDED_DESCRIPTOR]])
+    for row in rows:
+        state = f"installed ({row['location']})" if row["installed"] else f"MISSING: {row['hint']}"
+        print(f"{row['kernel']}: {state}; cases: {', '.join(row['cases'])}")
+    return 0 if all(r["installed"] for r in rows) else 1
 
 
 def _gate(args) -> int:
@@ -136,16 +156,25 @@ def _fixture_verify(args) -> int:
 
 
 def _golden_make(args) -> int:
-    from kit.backends.hf import HfBackend
     from kit.fixture import verify_fixture
     from kit.golden import golden_document, golden_filename, provenance, write_golden
     from kit.modeldigest import model_digest
 
     fixture = verify_fixture(args.fixture, args.model)
     digest = model_digest(args.model)
-    backend = HfBackend(args.model, dtype=args.dtype, attn_implementation=args.attn_implementation)
-    observations = backend.observe(fixture.cases, args.top_k)
-    prov = provenance("hf", backend.release(), args.dtype, args.attn_implementation, ["parity-kit", *sys.argv[1:]])
+    if args.backend == "levanter":
+        from kit.backends.levanter import LevanterBackend
+
+        backend = LevanterBackend(args.model, checkpoint=args.checkpoint)
+        observations = backend.observe(fixture.cases, args.top_k)
+        dtype, attention = "float32", backend.details()["attention"]
+    else:
+        from kit.backends.hf import HfBackend
+
+        backend = HfBackend(args.model, dtype=args.dtype, attn_implementation=args.attn_implementation)
+        observations = backend.observe(fixture.cases, args.top_k)
+        dtype, attention = args.dtype, args.attn_implementation
+    prov = provenance(args.backend, backend.release(), dtype, attention, ["parity-kit", *sys.argv[1:]])
     doc = golden_document(args.kind, fixture, digest, args.top_k, observations, prov)
     name = golden_filename(fixture, Path(args.model).resolve().name, digest, args.kind)
     print(write_golden(Path(args.out) / name, doc))
