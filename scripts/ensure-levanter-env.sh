@@ -43,7 +43,8 @@ fi
 # interpreter's absolute path, so re-register when the folder moved.
 spec="$MAIN/share/jupyter/kernels/$KERNEL/kernel.json"
 if [ ! -f "$spec" ] || ! grep -qF "\"$(cd "$VENV" && pwd)/bin/python\"" "$spec"; then
-  "$VENV/bin/python" -m ipykernel install --prefix "$MAIN" --name "$KERNEL" \
-    --display-name "parity-kit (levanter 1.1)" >/dev/null
+  # ipykernel warns that the main prefix is not on this interpreter's own kernel path: that is the point.
+  out="$("$VENV/bin/python" -m ipykernel install --prefix "$MAIN" --name "$KERNEL" \
+    --display-name "parity-kit (levanter 1.1)" 2>&1)" || { echo "$out" >&2; exit 1; }
   echo "registered kernel $KERNEL" >&2
 fi

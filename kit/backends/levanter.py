@@ -15,6 +15,7 @@ import json
 import os
 import platform
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -28,6 +29,7 @@ ATTENTIONS = (REFERENCE, FLASH)
 # The real gate's rule: materialized attention is fine through 4K tokens; beyond, only flash fits.
 FLASH_ABOVE = 4096
 FLASH_BLOCK_SIZE = 128
+ROPE_BASE = 10000.0  # Levanter 1.1's LlamaRotaryEmbedding default, which its Llama never overrides
 NATIVE_CONFIG = "levanter_config.json"  # written beside a native checkpoint: the template's shape
 
 
@@ -73,15 +75,10 @@ class LevanterBackend:
         self._details: dict = {}
 
     def release(self) -> dict:
-        import equinox
-        import haliax
         import jax
-        import jaxlib
-        import levanter
 
-        return {"backend": self.name, "levanter": levanter.__version__, "jax": jax.__version__,
-                "jaxlib": jaxlib.__version__, "haliax": _version("haliax", haliax),
-                "equinox": _version("equinox", equinox), "python": platform.python_version(),
+        versions = {dist: _version(dist) for dist in ("levanter", "jax", "jaxlib", "haliax", "equinox")}
+        return {"backend": self.name, **versions, "python": platform.python_version(),
                 "dtype": "float32", "checkpoint": self.checkpoint,
                 "device": str(jax.devices()[0].platform)}
 
@@ -186,9 +183,31 @@ def _jitted():
     return _JIT
 
 
+def check_hf_config(folder: str | Path) -> None:
+    """Refuse what Levanter 1.1's Llama cannot represent, instead of silently computing another model."""
+    doc = json.loads((Path(folder) / "config.json").read_text())
+    rope = doc.get("rope_parameters") or doc.get("rope_scaling") or {}
+    theta = rope.get("rope_theta", doc.get("rope_theta", ROPE_BASE))
+    heads = doc.get("num_attention_heads")
+    problems = []
+    if float(theta) != ROPE_BASE:
+        problems.append(f"RoPE base {theta:g} (Levanter 1.1 hard-codes {ROPE_BASE:g})")
+    if rope.get("rope_type", rope.get("type", "default")) != "default":
+        problems.append(f"RoPE scaling {rope.get('rope_type', rope.get('type'))!r} (Levanter 1.1 has none)")
+    if doc.get("num_key_value_heads", heads) != heads:
+        problems.append(f"{doc['num_key_value_heads']} key/value heads for {heads} heads "
+                        "(Levanter 1.1 has no grouped-query attention)")
+    if doc.get("head_dim") not in (None, doc["hidden_size"] // heads):
+        problems.append(f"head_dim {doc['head_dim']} != hidden_size / heads")
+    if problems:
+        raise BadInput(f"model folder {folder}: config.json asks for {'; '.join(problems)}")
+
+
 def load_hf(folder: str | Path):
     """An HF export through Levanter's own converter, built from the folder (no hub access)."""
     import transformers
+
+    check_hf_config(folder)
     from levanter.compat.hf_checkpoints import HFCheckpointConverter
     from levanter.models.llama import LlamaConfig, LlamaLMHeadModel
 
@@ -213,12 +232,20 @@ def native_template(config_path: str | Path):
 
 
 def load_native(folder: str | Path):
+    import jax
+    import numpy as np
     from levanter.checkpoint import load_checkpoint
 
     config_path = Path(folder) / NATIVE_CONFIG
     if not config_path.is_file():
         raise BadInput(f"native checkpoint {folder} has no {NATIVE_CONFIG} to build the model template from")
-    loaded = load_checkpoint(native_template(config_path), None, str(folder), discover_latest=False)
+    # A shape-only template carries no placement: name one device, every array on it whole.
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("data",))
+    template = native_template(config_path)
+    # The reader calls asyncio.run, which refuses to run inside a notebook kernel's event loop.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        loaded = pool.submit(load_checkpoint, template, None, str(folder), discover_latest=False,
+                             axis_mapping={}, mesh=mesh).result()
     if loaded is None:
         raise BadInput(f"native checkpoint {folder} could not be read by levanter.checkpoint.load_checkpoint")
     return loaded[0]
@@ -246,10 +273,10 @@ def _configure_xla(threads: int, device: str) -> None:
         os.environ["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
 
-def _version(dist: str, module) -> str:
+def _version(dist: str) -> str:
     from importlib.metadata import version
 
-    return getattr(module, "__version__", None) or version(dist)
+    return version(dist)
 
 
 def open_backend(spec: CaseSpec) -> LevanterBackend:
