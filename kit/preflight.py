@@ -31,12 +31,12 @@ def installed_kernels() -> dict[str, str]:
     return KernelSpecManager().find_kernel_specs()
 
 
-def kernel_install_hint(name: str) -> str:
+def kernel_install_hint(name: str, backend: str | None = None) -> str:
     if name == paths.MAIN_KERNEL:
         return f"install it with: .venv/bin/python -m ipykernel install --prefix .venv --name {name}"
-    if name == paths.LEVANTER_KERNEL:
-        return ("install it with: scripts/ensure-levanter-env.sh (creates .venv-levanter and runs "
-                f".venv-levanter/bin/python -m ipykernel install --prefix .venv --name {name})")
+    if backend == "levanter":  # its own environment: the main one cannot hold Levanter's pins
+        return ("install it with: scripts/ensure-levanter-env.sh (creates .venv-levanter), then "
+                f".venv-levanter/bin/python -m ipykernel install --prefix .venv --name {name}")
     return ("install it into the environment that holds that release: "
             f"python -m ipykernel install --sys-prefix --name {name}")
 
@@ -50,7 +50,7 @@ def kernel_rows(descriptors: Sequence[LoadedDescriptor]) -> list[dict]:
             row = rows.setdefault(spec.kernel, {"kernel": spec.kernel, "cases": [],
                                                 "installed": spec.kernel in installed,
                                                 "location": installed.get(spec.kernel),
-                                                "hint": kernel_install_hint(spec.kernel)})
+                                                "hint": kernel_install_hint(spec.kernel, spec.backend)})
             row["cases"].append(f"{desc.name}:{spec.name}")
     return list(rows.values())
 
@@ -80,7 +80,7 @@ def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
         where = desc.where("cases", spec.name)
         if spec.kernel not in kernels:
             raise BadInput(f"{where}: case {spec.name} needs kernel {spec.kernel!r}, which is not installed; "
-                           + kernel_install_hint(spec.kernel))
+                           + kernel_install_hint(spec.kernel, spec.backend))
         if not Path(spec.notebook).is_file():
             hint = "" if paths.NOTEBOOKS.is_dir() else (
                 "; the kit's notebooks ship with its source tree: install it with `pip install -e` from a checkout")
