@@ -80,10 +80,16 @@ def _parser() -> argparse.ArgumentParser:
     gd.add_argument("--threshold", type=float, default=0.0, help="list only cases that moved more than this")
     gd.set_defaults(func=_golden_diff)
 
-    k = sub.add_parser("kernels", help="list the Jupyter kernels the descriptors' cases need, and whether each is installed")
+    k = sub.add_parser("kernels", help="list the Jupyter kernels the descriptors' cases need, "
+                                       "and whether each is installed")
     k.add_argument("descriptors", nargs="*", metavar="DESCRIPTOR",
                    help="descriptor TOML (default: the embedded tiny-cpu descriptor)")
     k.set_defaults(func=_kernels)
+
+    sp = sub.add_parser("spec", help="print one case resolved from a descriptor, as its notebook receives it (JSON)")
+    sp.add_argument("descriptor")
+    sp.add_argument("case")
+    sp.set_defaults(func=_spec)
 
     d = sub.add_parser("digest", help="print the model digest of a folder")
     d.add_argument("model")
@@ -107,6 +113,13 @@ def _kernels(args) -> int:
         state = f"installed ({row['location']})" if row["installed"] else f"MISSING: {row['hint']}"
         print(f"{row['kernel']}: {state}; cases: {', '.join(row['cases'])}")
     return 0 if all(r["installed"] for r in rows) else 1
+
+
+def _spec(args) -> int:
+    from kit.descriptor import load_descriptor
+
+    print(json.dumps(load_descriptor(args.descriptor).case_specs([args.case])[0].to_dict(), sort_keys=True))
+    return 0
 
 
 def _gate(args) -> int:

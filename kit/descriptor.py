@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from kit import paths
 from kit.errors import BadInput
@@ -46,7 +46,7 @@ class Defaults(_Strict):
 
 
 class CaseBase(_Strict):
-    golden: str = Field(pattern=GOLDEN_NAME)
+    golden: str  # a [goldens] entry
     model: str | None = None  # a [models] entry; the descriptor's [model] when absent
     bound: float | None = Field(default=None, gt=0, le=1)
     bucket_bounds: dict[str, float] = Field(default_factory=dict)
@@ -96,9 +96,17 @@ class Descriptor(_Strict):
     model: ModelRef
     fixture: FixtureRef
     models: dict[str, ModelRef] = Field(default_factory=dict)  # more model folders, named by cases
-    goldens: dict[Annotated[str, StringConstraints(pattern=GOLDEN_NAME)], str]
+    goldens: dict[str, str]
     defaults: Defaults = Defaults()
     cases: dict[str, dict[str, Any]] = Field(min_length=1)
+
+    @field_validator("goldens")
+    @classmethod
+    def _golden_names_say_their_kind(cls, goldens: dict[str, str]) -> dict[str, str]:
+        for name in goldens:
+            if not re.match(GOLDEN_NAME, name):
+                raise ValueError(f"entry {name!r} must be named semantic or exact, or end in -semantic or -exact")
+        return goldens
 
 
 class LoadedDescriptor:
@@ -207,6 +215,8 @@ def _format_error(shown: str, text: str, exc: ValidationError, prefix: tuple,
         what = f"unknown key (expected one of: {', '.join(allowed)})" if allowed else "unknown key"
     elif err["type"] == "missing":
         what = "missing required key"
+    elif err["type"] == "value_error":  # a validator's own message already names the value
+        what = err["msg"].removeprefix("Value error, ")
     else:
         msg = err["msg"][0].lower() + err["msg"][1:]
         what = f"{msg.replace('input should be', 'expected')}, got {err.get('input')!r}"

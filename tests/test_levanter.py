@@ -33,6 +33,16 @@ def result_of(run_dir) -> dict:
     return json.loads((run_dir / "result.json").read_text())
 
 
+def gate_one(tmp_path, embedded, name: str, returncode: int, **descriptor) -> tuple[dict, dict]:
+    """One case through the real gate; its exit code checked; the gate result and the case's result."""
+    desc = write_descriptor(tmp_path, embedded, cases={name: embedded.doc["cases"][name]}, **descriptor)
+    run_dir = tmp_path / "run"
+    proc = parity_kit("gate", desc, "--out", run_dir, "--no-summary")
+    assert proc.returncode == returncode, proc.stderr
+    result = result_of(run_dir)
+    return result, result["cases"][name]
+
+
 def levanter_case(embedded, **changes) -> dict:
     return {**embedded.doc["cases"]["levanter"], **changes}
 
@@ -109,14 +119,8 @@ def test_padding_and_flash_attention_change_no_result(embedded):
 def test_perturbed_model_fails_the_levanter_case_with_the_prompts_named(tmp_path, embedded):
     model = copy_model(embedded, tmp_path / "faulty")
     edit_weight(model, "model.layers.1.self_attn.v_proj.weight", lambda w: w * 0.5)
-    desc = write_descriptor(tmp_path, embedded, model=model, model_digest=model_digest(model),
-                            cases={"levanter": embedded.doc["cases"]["levanter"]})
-    run_dir = tmp_path / "run"
-    proc = parity_kit("gate", desc, "--out", run_dir, "--no-summary")
-    assert proc.returncode == 1, proc.stderr
-    result = result_of(run_dir)
+    result, case = gate_one(tmp_path, embedded, "levanter", 1, model=model, model_digest=model_digest(model))
     assert result["verdict"] == "failed"
-    case = result["cases"]["levanter"]
     assert case["status"] == "failed"
     failed = [p for p in case["prompts"] if not p["passed"]]
     assert len(failed) >= 5, "the fixture is chosen so that this fault fails many prompts"
@@ -128,9 +132,10 @@ def test_perturbed_model_fails_the_levanter_case_with_the_prompts_named(tmp_path
     worst = max(failed, key=lambda p: p["max_probability_error"])
     assert (f"{worst['id']}: max probability error {worst['max_probability_error']:.4g} > bound 0.075 "
             f"(bucket {worst['bucket']})") in case["failures"]
-    assert case["notes"] == [f"golden {embedded.goldens['semantic'].name} was made from model "
-                             f"{embedded.doc['model']['digest'][:12]}, this case scores model {model_digest(model)[:12]}"]
-    evidence = (run_dir / "evidence.md").read_text()
+    made_from, scored = embedded.doc["model"]["digest"][:12], model_digest(model)[:12]
+    assert case["notes"] == [f"golden {embedded.goldens['semantic'].name} was made from model {made_from}, "
+                             f"this case scores model {scored}"]
+    evidence = (tmp_path / "run" / "evidence.md").read_text()
     assert f"`levanter` (levanter): **failed** on {len(failed)} of 64 prompts" in evidence
 
 
@@ -140,12 +145,7 @@ def test_a_rope_base_levanter_cannot_compute_is_refused_not_ignored(tmp_path, em
     cfg = json.loads((model / "config.json").read_text())
     cfg["rope_parameters"]["rope_theta"] = 20000.0
     (model / "config.json").write_text(json.dumps(cfg))
-    desc = write_descriptor(tmp_path, embedded, model=model, model_digest=model_digest(model),
-                            cases={"levanter": embedded.doc["cases"]["levanter"]})
-    run_dir = tmp_path / "run"
-    proc = parity_kit("gate", desc, "--out", run_dir, "--no-summary")
-    assert proc.returncode == 2, proc.stderr
-    case = result_of(run_dir)["cases"]["levanter"]
+    _, case = gate_one(tmp_path, embedded, "levanter", 2, model=model, model_digest=model_digest(model))
     assert case["status"] == "error"
     assert case["error"].startswith(f"cell 3 raised BadInput: model folder {model}: config.json asks for "
                                     "RoPE base 20000 (Levanter 1.1 hard-codes 10000); partial notebook ")
@@ -158,8 +158,8 @@ def test_missing_levanter_kernel_is_one_line_with_the_install_command(tmp_path, 
     assert proc.returncode == 3
     lines = proc.stderr.strip().splitlines()
     assert lines == [f"parity-kit: bad input: {desc}:{_line_of(desc, '[cases.levanter]')}: case levanter needs kernel "
-                     "'levanter-1.2-candidate', which is not installed; install it with: scripts/ensure-levanter-env.sh "
-                     "(creates .venv-levanter), then .venv-levanter/bin/python -m ipykernel install --prefix .venv "
+                     "'levanter-1.2-candidate', which is not installed; install it with: "
+                     "scripts/ensure-levanter-env.sh (creates .venv-levanter), then .venv-levanter/bin/python -m ipykernel install --prefix .venv "
                      "--name levanter-1.2-candidate"]
     assert not (tmp_path / "run").exists()
 
@@ -189,12 +189,7 @@ def _native_copy(tmp_path, embedded, factor: float):
 def test_native_checkpoint_whose_tensors_differ_fails_the_exact_golden(tmp_path, embedded):
     native = _native_copy(tmp_path, embedded, 1.0001)  # far below any semantic bound, still not the same
     models = {NATIVE: {"path": str(native), "digest": model_digest(native)}}
-    desc = write_descriptor(tmp_path, embedded, models=models,
-                            cases={"levanter-native": embedded.doc["cases"]["levanter-native"]})
-    run_dir = tmp_path / "run"
-    proc = parity_kit("gate", desc, "--out", run_dir, "--no-summary")
-    assert proc.returncode == 1, proc.stderr
-    case = result_of(run_dir)["cases"]["levanter-native"]
+    _, case = gate_one(tmp_path, embedded, "levanter-native", 1, models=models)
     assert case["status"] == "failed"
     assert case["counts"]["failed"] == 64
     assert all(p["exact_match"] is False for p in case["prompts"])
@@ -232,3 +227,42 @@ def test_hf_export_digest_is_checked_inside_the_levanter_kernel(tmp_path, embedd
 
 def _line_of(path, needle):
     return next(n for n, line in enumerate(path.read_text().splitlines(), start=1) if needle in line)
+
+
+def test_attention_for_an_unknown_bucket_or_implementation_is_refused(tmp_path, embedded):
+    cases = {"levanter": levanter_case(embedded, attention={"2048": "flash"})}
+    proc = parity_kit("gate", write_descriptor(tmp_path, embedded, cases=cases), "--out", tmp_path / "run")
+    assert proc.returncode == 3
+    assert proc.stderr.strip().endswith("case levanter: bucket 2048 is not in the fixture "
+                                        "(buckets: 128, 256, 512, 1024)")
+
+    desc = write_descriptor(tmp_path, embedded, cases={"levanter": levanter_case(embedded, attention={"1024": "fast"})})
+    proc = parity_kit("gate", desc, "--out", tmp_path / "run")
+    assert proc.returncode == 3
+    n = _line_of(desc, '1024 = "fast"')
+    assert proc.stderr.strip() == (f"parity-kit: bad input: {desc}:{n}: cases.levanter.attention.1024: "
+                                   "expected 'reference' or 'flash', got 'fast'")
+
+
+def test_a_case_naming_an_unknown_model_or_golden_is_refused(tmp_path, embedded):
+    native = embedded.doc["cases"]["levanter-native"]
+    desc = write_descriptor(tmp_path, embedded, cases={"levanter-native": {**native, "model": "tiny-llama-levantr"}})
+    proc = parity_kit("gate", desc, "--out", tmp_path / "run")
+    assert proc.returncode == 3
+    n = _line_of(desc, 'model = "tiny-llama-levantr"')
+    assert proc.stderr.strip() == (f"parity-kit: bad input: {desc}:{n}: cases.levanter-native.model: no [models] "
+                                   f"entry 'tiny-llama-levantr' (have: {NATIVE})")
+
+    desc = write_descriptor(tmp_path, embedded, cases={"levanter-native": {**native, "golden": "levanter-exakt"}})
+    proc = parity_kit("gate", desc, "--out", tmp_path / "run")
+    assert proc.returncode == 3
+    n = _line_of(desc, 'golden = "levanter-exakt"')
+    assert proc.stderr.strip() == (f"parity-kit: bad input: {desc}:{n}: cases.levanter-native.golden: no [goldens] "
+                                   "entry 'levanter-exakt' (have: semantic, exact, levanter-exact)")
+
+    goldens = {**embedded.goldens, "levanter": embedded.goldens["levanter-exact"]}
+    desc = write_descriptor(tmp_path, embedded, goldens=goldens, cases={"levanter-native": native})
+    proc = parity_kit("gate", desc, "--out", tmp_path / "run")
+    assert proc.returncode == 3
+    assert proc.stderr.strip() == (f"parity-kit: bad input: {desc}:{_line_of(desc, '[goldens]')}: goldens: entry "
+                                   "'levanter' must be named semantic or exact, or end in -semantic or -exact")
