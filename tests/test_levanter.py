@@ -159,8 +159,8 @@ def test_missing_levanter_kernel_is_one_line_with_the_install_command(tmp_path, 
     lines = proc.stderr.strip().splitlines()
     assert lines == [f"parity-kit: bad input: {desc}:{_line_of(desc, '[cases.levanter]')}: case levanter needs kernel "
                      "'levanter-1.2-candidate', which is not installed; install it with: "
-                     "scripts/ensure-levanter-env.sh (creates .venv-levanter), then .venv-levanter/bin/python -m ipykernel install --prefix .venv "
-                     "--name levanter-1.2-candidate"]
+                     "scripts/ensure-levanter-env.sh (creates .venv-levanter), then "
+                     ".venv-levanter/bin/python -m ipykernel install --prefix .venv --name levanter-1.2-candidate"]
     assert not (tmp_path / "run").exists()
 
     listing = parity_kit("kernels", desc)
