@@ -29,9 +29,11 @@ quiet_pip() {
 
 want="$(cat "$CONSTRAINTS" pyproject.toml scripts/ensure-levanter-env.sh | sha256sum | cut -c1-64) $("$VENV/bin/python" --version)"
 if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$want" ]; then
-  echo "installing Levanter 1.1 into $VENV (first run: about a minute)" >&2
+  echo "installing Levanter 1.1 into $VENV (first run: one to three minutes)" >&2
   start=$(date +%s)
-  quiet_pip install --quiet -c "$CONSTRAINTS" "${PACKAGES[@]}" || { echo "pip install failed" >&2; exit 1; }
+  # --no-compile: byte-compiling every module of ray, jax and pyarrow up front cost a third of the
+  # install's CPU time; the few modules a case imports compile on first import instead.
+  quiet_pip install --quiet --no-compile -c "$CONSTRAINTS" "${PACKAGES[@]}" || { echo "pip install failed" >&2; exit 1; }
   # No dependencies: the kit's own (pydantic 2, transformers 5) belong to the main environment;
   # the case-side modules a notebook imports need none of them.
   quiet_pip install --quiet --no-deps -e . || { echo "pip install of the kit failed" >&2; exit 1; }
