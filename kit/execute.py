@@ -86,6 +86,7 @@ def manifest(run: GateRun, command: Sequence[str]) -> dict:
         "fixture": str(run.inputs.fixture.path),
         "fixture_sha256": run.inputs.fixture.sha256,
         "model_digest": run.inputs.model_digest,
+        "models": run.inputs.models,
         "goldens": {k: {"path": str(g.path), "sha256": g.sha256} for k, g in run.inputs.goldens.items()},
         "kit_version": __version__,
         "host": socket.gethostname(),

@@ -5,7 +5,7 @@ Each refusal is a BadInput with one line naming what and where.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -23,6 +23,7 @@ class Inputs:
     fixture: Fixture
     goldens: dict[str, Golden]
     model_digest: str
+    models: dict[str, str] = field(default_factory=dict)  # the [models] entries the cases use: name -> digest
 
 
 def installed_kernels() -> dict[str, str]:
@@ -67,13 +68,12 @@ def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
         goldens[name] = golden
     model_digest = check_model_digest(desc.resolve(desc.doc.model.path), desc.doc.model.digest,
                                       desc.where("model", "digest"))
-    checked: set[str] = set()
+    models: dict[str, str] = {}
     for spec in specs:  # other model folders, each held to its own pinned digest
         case = desc.cases[spec.name]
-        if case.model is not None and case.model not in checked:
+        if case.model is not None and case.model not in models:
             ref = desc.doc.models[case.model]
-            check_model_digest(desc.resolve(ref.path), ref.digest, desc.model_where(case))
-            checked.add(case.model)
+            models[case.model] = check_model_digest(desc.resolve(ref.path), ref.digest, desc.model_where(case))
     by_path = {str(g.path): g for g in goldens.values()}
     kernels = installed_kernels()
     for spec in specs:
@@ -99,4 +99,4 @@ def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
             raise BadInput(f"{where}: case {spec.name}: prompt {unknown_p[0]!r} is not in the fixture")
         if not fixture.select(spec.prompt_ids, spec.buckets):
             raise BadInput(f"{where}: case {spec.name} selects no prompt of the fixture")
-    return Inputs(fixture, goldens, model_digest)
+    return Inputs(fixture, goldens, model_digest, models)

@@ -88,6 +88,8 @@ def test_levanter_cases_pass_on_the_tiny_model(levanter_run):
     assert cases["levanter-native"]["details"]["checkpoint"] == "native"
     assert cases["levanter-native"]["golden_path"].endswith(f"-{NATIVE}-1bc01f4b3bbd-exact.json")
     assert cases["levanter"]["details"]["checkpoint"] == "hf"
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["models"] == {NATIVE: cases["levanter-native"]["model_digest"]}
 
 
 def test_attention_is_chosen_per_bucket_and_recorded(levanter_run):
