@@ -23,6 +23,7 @@ NATIVE = "tiny-llama-levanter"
 
 
 def probe(*args) -> dict:
+    assert LEVANTER_PYTHON.is_file(), f"{LEVANTER_PYTHON} does not exist: run `make env` (make test does)"
     proc = subprocess.run([str(LEVANTER_PYTHON), str(PROBE), *map(str, args)], capture_output=True, text=True,
                           timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
