@@ -71,7 +71,7 @@ class LevanterBackend:
         t0 = time.perf_counter()
         self.model = load_native(model_path) if checkpoint == "native" else load_hf(model_path)
         self.load_s = time.perf_counter() - t0
-        self._variants: dict[str, object] = {REFERENCE: self.model}
+        self._variants: dict[str, object] = {}  # built from the loaded weights, whatever their config says
         self._details: dict = {}
 
     def release(self) -> dict:
@@ -98,6 +98,9 @@ class LevanterBackend:
             length = case.bucket if self.pad_to_bucket else case.n_tokens
             if case.n_tokens > length:
                 raise BadInput(f"prompt {case.id} has {case.n_tokens} tokens, more than its bucket {case.bucket}")
+            if length > self.model.config.seq_len:  # the rotary tables stop there
+                raise BadInput(f"prompt {case.id}: length {length} exceeds the model's context "
+                               f"{self.model.config.seq_len}")
             if impl == FLASH and length % self.flash_block_size:
                 raise BadInput(f"prompt {case.id}: flash attention needs a length that is a multiple of its block "
                                f"size {self.flash_block_size}, got {length} (bucket {case.bucket}); "
