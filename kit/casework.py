@@ -9,7 +9,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from kit import paths
 from kit.backends import open_backend
+from kit.errors import BadInput
 from kit.fixture import load_fixture
 from kit.golden import check_golden_matches_fixture, hardware, load_golden
 from kit.modeldigest import check_model_digest
@@ -23,9 +25,26 @@ def resolve_spec(spec: dict | None, descriptor: str, case: str) -> CaseSpec:
     """The executor injects ``spec``; run by hand (JupyterLab), the case is read from the descriptor."""
     if spec:
         return CaseSpec.from_dict(spec)
-    from kit.descriptor import load_descriptor  # only interactive runs parse descriptors in the kernel
-
+    try:
+        from kit.descriptor import load_descriptor  # only interactive runs parse descriptors in the kernel
+    except ImportError:  # a backend kernel on pydantic 1 (Levanter's): the main environment parses it
+        return _spec_from_main_environment(descriptor, case)
     return load_descriptor(descriptor).case_specs([case])[0]
+
+
+def _spec_from_main_environment(descriptor: str, case: str) -> CaseSpec:
+    import json
+    import subprocess
+
+    python = paths.PROJECT_ROOT / ".venv" / "bin" / "python"
+    if not python.is_file():
+        raise BadInput(f"this kernel cannot parse descriptor {descriptor}, and the main environment "
+                       f"{python.parent.parent}, which can, does not exist: run `make env`, or pass `spec`")
+    proc = subprocess.run([str(python), "-m", "kit.cli", "spec", str(descriptor), case],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BadInput(proc.stderr.strip().removeprefix("parity-kit: bad input: "))
+    return CaseSpec.from_dict(json.loads(proc.stdout))
 
 
 def run_case(spec: CaseSpec) -> CaseResult:

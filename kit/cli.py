@@ -107,8 +107,12 @@ def _parser() -> argparse.ArgumentParser:
     fv.set_defaults(func=_fixture_verify)
 
     gl = sub.add_parser("golden", help="make, verify or diff goldens").add_subparsers(required=True, metavar="ACTION")
-    gm = gl.add_parser("make", help="score the fixture with hf and write a golden (never over an existing one)")
+    gm = gl.add_parser("make", help="score the fixture with a backend and write a golden (never over an existing one)")
     gm.add_argument("--model", required=True)
+    gm.add_argument("--backend", default="hf", choices=["hf", "levanter"],
+                    help="levanter runs only in .venv-levanter: .venv-levanter/bin/parity-kit golden make ...")
+    gm.add_argument("--checkpoint", default="hf", choices=["hf", "native"],
+                    help="levanter: an HF export or a native tensorstore checkpoint (default: hf)")
     gm.add_argument("--fixture", required=True)
     gm.add_argument("--kind", choices=["semantic", "exact"], required=True)
     gm.add_argument("--top-k", type=int, default=25)
@@ -132,7 +136,8 @@ def _parser() -> argparse.ArgumentParser:
                        description="Exit 0: placed beside the old golden for review; 1: refused (fewer than "
                                    "two backends agree); 3: bad input. The old golden is never touched.")
     gr.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR))
-    gr.add_argument("--kind", default="semantic", choices=["semantic", "exact"])
+    gr.add_argument("--kind", default="semantic", metavar="GOLDEN",
+                    help="the [goldens] entry to replace (default: semantic); semantic goldens only")
     gr.add_argument("--release", help="check against this release's kernels (default: the cases' own)")
     gr.add_argument("--out", help="work directory (default: runs/regen-<name>-<time>-<id>)")
     gr.add_argument("--jobs", type=int)
@@ -151,6 +156,17 @@ def _parser() -> argparse.ArgumentParser:
     lab.add_argument("--no-browser", action="store_true")
     lab.set_defaults(func=_lab)
 
+    k = sub.add_parser("kernels", help="list the Jupyter kernels the descriptors' cases need, "
+                                       "and whether each is installed")
+    k.add_argument("descriptors", nargs="*", metavar="DESCRIPTOR",
+                   help="descriptor TOML (default: the embedded tiny-cpu descriptor)")
+    k.set_defaults(func=_kernels)
+
+    sp = sub.add_parser("spec", help="print one case resolved from a descriptor, as its notebook receives it (JSON)")
+    sp.add_argument("descriptor")
+    sp.add_argument("case")
+    sp.set_defaults(func=_spec)
+
     d = sub.add_parser("digest", help="print the model digest of a folder")
     d.add_argument("model")
     d.set_defaults(func=_digest)
@@ -161,6 +177,24 @@ def _digest(args) -> int:
     from kit.modeldigest import model_digest
 
     print(model_digest(args.model))
+    return 0
+
+
+def _kernels(args) -> int:
+    from kit.descriptor import load_descriptor
+    from kit.preflight import kernel_rows
+
+    rows = kernel_rows([load_descriptor(d) for d in args.descriptors or [paths.EMBEDDED_DESCRIPTOR]])
+    for row in rows:
+        state = f"installed ({row['location']})" if row["installed"] else f"MISSING: {row['hint']}"
+        print(f"{row['kernel']}: {state}; cases: {', '.join(row['cases'])}")
+    return 0 if all(r["installed"] for r in rows) else 1
+
+
+def _spec(args) -> int:
+    from kit.descriptor import load_descriptor
+
+    print(json.dumps(load_descriptor(args.descriptor).case_specs([args.case])[0].to_dict(), sort_keys=True))
     return 0
 
 
@@ -294,7 +328,8 @@ def _golden_make(args) -> int:
     from kit.goldenmaker import make_golden_document
 
     doc, fixture = make_golden_document(args.model, args.fixture, args.kind, args.top_k,
-                                        ["parity-kit", *sys.argv[1:]], args.dtype, args.attn_implementation)
+                                        ["parity-kit", *sys.argv[1:]], args.dtype, args.attn_implementation,
+                                        backend=args.backend, checkpoint=args.checkpoint)
     name = golden_filename(fixture, Path(args.model).resolve().name, doc["model_digest"], args.kind)
     print(write_golden(Path(args.out) / name, doc))
     return 0

@@ -10,13 +10,20 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from kit import paths
 from kit.errors import BadInput
 from kit.spec import CaseSpec
 
 CASE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+# A [goldens] entry is named after its kind ("semantic", "exact") or ends in it ("levanter-exact"),
+# so that a reader of a case knows how it is judged without opening the golden.
+GOLDEN_NAME = r"^(semantic|exact|[a-z0-9][a-z0-9._-]*-(semantic|exact))$"
+
+
+def golden_kind(name: str) -> str:
+    return name.rsplit("-", 1)[-1]
 
 
 class _Strict(BaseModel):
@@ -39,7 +46,8 @@ class Defaults(_Strict):
 
 
 class CaseBase(_Strict):
-    golden: Literal["semantic", "exact"]
+    golden: str  # a [goldens] entry
+    model: str | None = None  # a [models] entry; the descriptor's [model] when absent
     bound: float | None = Field(default=None, gt=0, le=1)
     bucket_bounds: dict[str, float] = Field(default_factory=dict)
     buckets: list[int] | None = None
@@ -64,8 +72,22 @@ class HfCase(CaseBase):
     threads: int = Field(default=1, ge=1)
 
 
+class LevanterCase(CaseBase):
+    """Levanter 1.1 (JAX), in its own kernel; an HF export or a native tensorstore checkpoint."""
+
+    backend: Literal["levanter"]
+    checkpoint: Literal["hf", "native"] = "hf"
+    # bucket (tokens, as a string key) -> attention; buckets not named follow `flash_above`.
+    attention: dict[str, Literal["reference", "flash"]] = Field(default_factory=dict)
+    flash_above: int = Field(default=4096, ge=0)
+    flash_block_size: int = Field(default=128, ge=1)
+    pad_to_bucket: bool = True
+    threads: int = Field(default=1, ge=1)
+    device: str = "cpu"
+
+
 # One schema per backend; a case picks its schema by its `backend` key.
-CASE_SCHEMAS: dict[str, type[CaseBase]] = {"hf": HfCase}
+CASE_SCHEMAS: dict[str, type[CaseBase]] = {"hf": HfCase, "levanter": LevanterCase}
 
 
 class BackendRelease(_Strict):
@@ -95,10 +117,19 @@ class Descriptor(_Strict):
     description: str = ""
     model: ModelRef
     fixture: FixtureRef
-    goldens: dict[Literal["semantic", "exact"], str]
+    models: dict[str, ModelRef] = Field(default_factory=dict)  # more model folders, named by cases
+    goldens: dict[str, str]
     defaults: Defaults = Defaults()
     releases: dict[str, Release] = Field(default_factory=dict)
     cases: dict[str, dict[str, Any]] = Field(min_length=1)
+
+    @field_validator("goldens")
+    @classmethod
+    def _golden_names_say_their_kind(cls, goldens: dict[str, str]) -> dict[str, str]:
+        for name in goldens:
+            if not re.match(GOLDEN_NAME, name):
+                raise ValueError(f"entry {name!r} must be named semantic or exact, or end in -semantic or -exact")
+        return goldens
 
 
 class LoadedDescriptor:
@@ -125,6 +156,20 @@ class LoadedDescriptor:
                            f"(releases: {known}; add a [releases.{name}] table)")
         return self.doc.releases[name]
 
+    def model_ref(self, name: str, case: CaseBase) -> ModelRef:
+        if case.model is None:
+            return self.doc.model
+        if case.model not in self.doc.models:
+            raise BadInput(f"{self.where('cases', name, 'model')}: cases.{name}.model: no [models] entry "
+                           f"{case.model!r} (have: {', '.join(self.doc.models) or 'none'})")
+        return self.doc.models[case.model]
+
+    def model_where(self, case: CaseBase) -> str:
+        """``file:line`` of the digest a case's model folder is held to."""
+        if case.model is None:
+            return self.where("model", "digest")
+        return self.where("models", case.model, "digest")
+
     def case_specs(self, only: list[str] | None = None, release: str | None = None) -> list[CaseSpec]:
         """The resolved cases; under a named release each backend runs in that release's kernel,
         with its engine options, and the release's identity becomes part of the case's inputs."""
@@ -143,8 +188,9 @@ class LoadedDescriptor:
             if c.golden not in self.doc.goldens:
                 raise BadInput(f"{self.where('cases', name, 'golden')}: cases.{name}.golden: "
                                f"no [goldens] entry {c.golden!r} (have: {', '.join(self.doc.goldens)})")
-            if c.golden == "semantic" and c.bound is None:
+            if golden_kind(c.golden) == "semantic" and c.bound is None:
                 raise BadInput(f"{self.where('cases', name)}: cases.{name}: a semantic golden needs a `bound`")
+            model = self.model_ref(name, c)
             notebook = self.resolve(c.notebook) if c.notebook else paths.backend_notebook(c.backend)
             kernel, identity = c.kernel or d.kernel, {}
             if rel is not None:
@@ -157,9 +203,9 @@ class LoadedDescriptor:
                 kernel, identity = built.kernel, {"name": release, **built.identity()}
             specs.append(CaseSpec(
                 name=name, backend=c.backend, kernel=kernel, notebook=str(notebook),
-                timeout_s=c.timeout_s or d.timeout_s, model_path=str(self.resolve(self.doc.model.path)),
-                model_digest=self.doc.model.digest, fixture_path=str(self.resolve(self.doc.fixture.path)),
-                golden_path=str(self.resolve(self.doc.goldens[c.golden])), golden_kind=c.golden,
+                timeout_s=c.timeout_s or d.timeout_s, model_path=str(self.resolve(model.path)),
+                model_digest=model.digest, fixture_path=str(self.resolve(self.doc.fixture.path)),
+                golden_path=str(self.resolve(self.doc.goldens[c.golden])), golden_kind=golden_kind(c.golden),
                 bound=c.bound, top_n=c.top_n or d.top_n, descriptor=str(self.path),
                 bucket_bounds=dict(c.bucket_bounds), buckets=c.buckets, prompt_ids=c.prompts,
                 options=c.backend_options(), release=identity,
@@ -247,6 +293,8 @@ def _format_error(shown: str, text: str, exc: ValidationError, prefix: tuple,
         what = f"unknown key (expected one of: {', '.join(allowed)})" if allowed else "unknown key"
     elif err["type"] == "missing":
         what = "missing required key"
+    elif err["type"] == "value_error":  # a validator's own message already names the value
+        what = err["msg"].removeprefix("Value error, ")
     else:
         msg = err["msg"][0].lower() + err["msg"][1:]
         what = f"{msg.replace('input should be', 'expected')}, got {err.get('input')!r}"

@@ -90,6 +90,7 @@ def manifest(run: GateRun, command: Sequence[str]) -> dict:
         "fixture_sha256": run.inputs.fixture.sha256,
         "model": str(run.descriptor.resolve(run.descriptor.doc.model.path)),
         "model_digest": run.inputs.model_digest,
+        "models": run.inputs.models,
         "goldens": {k: {"path": str(g.path), "sha256": g.sha256} for k, g in run.inputs.goldens.items()},
         "kit_version": __version__,
         "host": socket.gethostname(),

@@ -54,7 +54,7 @@ def hardware() -> str:
     return f"{cpu} ({platform.system()} {platform.machine()})"
 
 
-def provenance(backend: str, release: dict, dtype: str, attention: str, command: Sequence[str]) -> dict:
+def provenance(backend: str, release: dict, dtype: str, attention: str | dict, command: Sequence[str]) -> dict:
     return {
         "backend": backend,
         "release": release,

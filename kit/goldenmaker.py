@@ -11,18 +11,26 @@ from kit.modeldigest import model_digest
 
 
 def make_golden_document(model: str | Path, fixture_path: str | Path, kind: str, top_k: int,
-                         command: Sequence[str], dtype: str = "float32",
-                         attn_implementation: str = "sdpa") -> tuple[dict, object]:
-    """The golden document and the fixture it was made for (the fixture is verified first)."""
-    from kit.backends.hf import HfBackend
-
+                         command: Sequence[str], dtype: str = "float32", attn_implementation: str = "sdpa",
+                         backend: str = "hf", checkpoint: str = "hf") -> tuple[dict, object]:
+    """The golden document and the fixture it was made for (the fixture is verified first).
+    hf makes the semantic goldens; a native backend (levanter) makes its own exact golden."""
     fixture = verify_fixture(fixture_path, model)
     digest = model_digest(model)
-    backend = HfBackend(str(model), dtype=dtype, attn_implementation=attn_implementation)
+    if backend == "levanter":
+        from kit.backends.levanter import LevanterBackend
+
+        engine = LevanterBackend(str(model), checkpoint=checkpoint)
+    else:
+        from kit.backends.hf import HfBackend
+
+        engine = HfBackend(str(model), dtype=dtype, attn_implementation=attn_implementation)
     try:
-        observations = backend.observe(fixture.cases, top_k)
-        release = backend.release()
+        observations = engine.observe(fixture.cases, top_k)
+        release = engine.release()
+        if backend == "levanter":
+            dtype, attn_implementation = "float32", engine.details()["attention"]
     finally:
-        backend.close()
-    prov = provenance("hf", release, dtype, attn_implementation, list(command))
+        engine.close()
+    prov = provenance(backend, release, dtype, attn_implementation, list(command))
     return golden_document(kind, fixture, digest, top_k, observations, prov), fixture

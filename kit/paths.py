@@ -9,6 +9,7 @@ NOTEBOOKS = PROJECT_ROOT / "notebooks"
 DESCRIPTORS = PROJECT_ROOT / "descriptors"
 EMBEDDED_DESCRIPTOR = DESCRIPTORS / "tiny-cpu.toml"
 MAIN_KERNEL = "parity-kit"
+LEVANTER_KERNEL = "parity-kit-levanter"  # .venv-levanter's kernel, registered in .venv
 
 
 def backend_notebook(backend: str) -> Path:

@@ -5,12 +5,12 @@ Each refusal is a BadInput with one line naming what and where.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 from kit import paths
-from kit.descriptor import LoadedDescriptor
+from kit.descriptor import LoadedDescriptor, golden_kind
 from kit.errors import BadInput
 from kit.fixture import Fixture, load_fixture
 from kit.golden import Golden, check_golden_matches_fixture, load_golden
@@ -23,6 +23,7 @@ class Inputs:
     fixture: Fixture
     goldens: dict[str, Golden]
     model_digest: str
+    models: dict[str, str] = field(default_factory=dict)  # the [models] entries the cases use: name -> digest
 
 
 def installed_kernels() -> dict[str, str]:
@@ -31,40 +32,64 @@ def installed_kernels() -> dict[str, str]:
     return KernelSpecManager().find_kernel_specs()
 
 
-def kernel_install_hint(name: str) -> str:
+def kernel_install_hint(name: str, backend: str | None = None) -> str:
     if name == paths.MAIN_KERNEL:
         return f"install it with: .venv/bin/python -m ipykernel install --prefix .venv --name {name}"
+    if backend == "levanter":  # its own environment: the main one cannot hold Levanter's pins
+        return ("install it with: scripts/ensure-levanter-env.sh (creates .venv-levanter), then "
+                f".venv-levanter/bin/python -m ipykernel install --prefix .venv --name {name}")
     return ("install it into the environment that holds that release: "
             f"python -m ipykernel install --sys-prefix --name {name}")
+
+
+def kernel_rows(descriptors: Sequence[LoadedDescriptor]) -> list[dict]:
+    """Each kernel the descriptors' cases need: which cases, whether installed, how to install it."""
+    installed = installed_kernels()
+    rows: dict[str, dict] = {}
+    for desc in descriptors:
+        for spec in desc.case_specs():
+            row = rows.setdefault(spec.kernel, {"kernel": spec.kernel, "cases": [],
+                                                "installed": spec.kernel in installed,
+                                                "location": installed.get(spec.kernel),
+                                                "hint": kernel_install_hint(spec.kernel, spec.backend)})
+            row["cases"].append(f"{desc.name}:{spec.name}")
+    return list(rows.values())
 
 
 def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
     fixture = load_fixture(desc.resolve(desc.doc.fixture.path))
     goldens = {}
-    for kind, rel in desc.doc.goldens.items():
+    for name, rel in desc.doc.goldens.items():
         golden = load_golden(desc.resolve(rel))
-        if golden.kind != kind:
-            raise BadInput(f"{desc.where('goldens', kind)}: goldens.{kind} names {rel}, "
+        if golden.kind != golden_kind(name):
+            raise BadInput(f"{desc.where('goldens', name)}: goldens.{name} names {rel}, "
                            f"which is a {golden.kind} golden")
         check_golden_matches_fixture(golden, fixture)
-        goldens[kind] = golden
+        goldens[name] = golden
     model_digest = check_model_digest(desc.resolve(desc.doc.model.path), desc.doc.model.digest,
                                       desc.where("model", "digest"))
+    models: dict[str, str] = {}
+    for spec in specs:  # other model folders, each held to its own pinned digest
+        case = desc.cases[spec.name]
+        if case.model is not None and case.model not in models:
+            ref = desc.doc.models[case.model]
+            models[case.model] = check_model_digest(desc.resolve(ref.path), ref.digest, desc.model_where(case))
+    by_path = {str(g.path): g for g in goldens.values()}
     kernels = installed_kernels()
     for spec in specs:
         where = desc.where("cases", spec.name)
         if spec.kernel not in kernels:
             raise BadInput(f"{where}: case {spec.name} needs kernel {spec.kernel!r}, which is not installed; "
-                           + kernel_install_hint(spec.kernel))
+                           + kernel_install_hint(spec.kernel, spec.backend))
         if not Path(spec.notebook).is_file():
             hint = "" if paths.NOTEBOOKS.is_dir() else (
                 "; the kit's notebooks ship with its source tree: install it with `pip install -e` from a checkout")
             raise BadInput(f"{where}: case {spec.name}: notebook {spec.notebook} does not exist{hint}")
-        golden = goldens[spec.golden_kind]
+        golden = by_path[spec.golden_path]
         if spec.top_n < golden.top_k:
             raise BadInput(f"{where}: case {spec.name}: top_n {spec.top_n} is below the golden's top_k {golden.top_k}")
         known = {str(b) for b in fixture.buckets}
-        unknown_b = [k for k in spec.bucket_bounds if k not in known] + [
+        unknown_b = [k for k in [*spec.bucket_bounds, *spec.options.get("attention", {})] if k not in known] + [
             str(b) for b in spec.buckets or [] if str(b) not in known]
         if unknown_b:
             raise BadInput(f"{where}: case {spec.name}: bucket {unknown_b[0]} is not in the fixture "
@@ -74,4 +99,4 @@ def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
             raise BadInput(f"{where}: case {spec.name}: prompt {unknown_p[0]!r} is not in the fixture")
         if not fixture.select(spec.prompt_ids, spec.buckets):
             raise BadInput(f"{where}: case {spec.name} selects no prompt of the fixture")
-    return Inputs(fixture, goldens, model_digest)
+    return Inputs(fixture, goldens, model_digest, models)

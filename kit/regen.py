@@ -18,7 +18,7 @@ from typing import Sequence
 from rich.console import Console
 
 from kit import paths
-from kit.descriptor import LoadedDescriptor, load_descriptor
+from kit.descriptor import LoadedDescriptor, golden_kind, load_descriptor
 from kit.errors import BadInput
 from kit.gate import execute_gates, finish_gate, start_gate
 from kit.golden import CaseDiff, diff_goldens, golden_filename, load_golden, write_golden
@@ -54,11 +54,12 @@ def regen_golden(descriptor: str | Path, kind: str = "semantic", release: str | 
                  console: Console | None = None) -> RegenOutcome:
     console = console or Console(stderr=True, soft_wrap=True)
     desc = load_descriptor(descriptor)
-    if kind != "semantic":
-        raise BadInput(f"golden regen makes semantic goldens only: an {kind} golden belongs to one native "
-                       "backend and runtime; remake it there with `parity-kit golden make --kind exact`")
+    if golden_kind(kind) != "semantic":
+        raise BadInput(f"golden regen makes semantic goldens only: an exact golden ({kind}) belongs to one "
+                       "native backend and runtime; remake it there with `parity-kit golden make --kind exact`")
     if kind not in desc.doc.goldens:
-        raise BadInput(f"{paths.display(desc.path)}: no [goldens] entry {kind!r} to regenerate")
+        raise BadInput(f"{paths.display(desc.path)}: no [goldens] entry {kind!r} to regenerate "
+                       f"(have: {', '.join(desc.doc.goldens)})")
     cases = [name for name, c in desc.cases.items() if c.golden == kind]
     if not cases:
         raise BadInput(f"{paths.display(desc.path)}: no case uses the {kind} golden; nothing could check a new one")
@@ -70,8 +71,8 @@ def regen_golden(descriptor: str | Path, kind: str = "semantic", release: str | 
     console.print(f"making a new {kind} golden from {paths.display(desc.resolve(desc.doc.model.path))} "
                   f"(hf float32, top-{old.top_k}) -> {work_dir}")
     doc, fixture = make_golden_document(desc.resolve(desc.doc.model.path), desc.resolve(desc.doc.fixture.path),
-                                        kind, old.top_k, command)
-    name = golden_filename(fixture, desc.resolve(desc.doc.model.path).name, doc["model_digest"], kind)
+                                        "semantic", old.top_k, command)
+    name = golden_filename(fixture, desc.resolve(desc.doc.model.path).name, doc["model_digest"], "semantic")
     new_path = write_golden(work_dir / name, doc)
     diff = diff_goldens(old, load_golden(new_path))
 

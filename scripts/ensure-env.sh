@@ -34,3 +34,7 @@ if [ ! -f "$spec" ] || ! grep -qF "\"$(cd "$VENV" && pwd)/bin/python\"" "$spec";
     --display-name "parity-kit (main)" >/dev/null
   echo "registered kernel $KERNEL" >&2
 fi
+
+# The Levanter backend lives in its own environment (its pins conflict with this one's); its kernel
+# is registered here, in $VENV, where the gate's papermill looks.
+VENV="$VENV" PYTHON="$PYTHON" scripts/ensure-levanter-env.sh

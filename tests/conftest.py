@@ -27,6 +27,7 @@ class Embedded:
     model: Path
     fixture: Path
     goldens: dict[str, Path]
+    models: dict[str, dict]  # the [models] table, paths made absolute
 
 
 @pytest.fixture(scope="session")
@@ -34,19 +35,21 @@ def embedded() -> Embedded:
     path = paths.EMBEDDED_DESCRIPTOR
     doc = tomllib.loads(path.read_text())
     here = path.parent
+    models = {k: {**m, "path": str((here / m["path"]).resolve())} for k, m in doc.get("models", {}).items()}
     return Embedded(path, doc, (here / doc["model"]["path"]).resolve(), (here / doc["fixture"]["path"]).resolve(),
-                    {k: (here / v).resolve() for k, v in doc["goldens"].items()})
+                    {k: (here / v).resolve() for k, v in doc["goldens"].items()}, models)
 
 
 def write_descriptor(folder: Path, embedded: Embedded, name: str = "test.toml", *, model: Path | None = None,
                      model_digest: str | None = None, fixture: Path | None = None,
                      goldens: dict | None = None, cases: dict | None = None, defaults: dict | None = None,
-                     releases: dict | None = None) -> Path:
+                     releases: dict | None = None, models: dict | None = None) -> Path:
     """A descriptor like the embedded one, with absolute paths and the given parts replaced."""
     doc = {
         "name": "test",
         "model": {"path": str(model or embedded.model), "digest": model_digest or embedded.doc["model"]["digest"]},
         "fixture": {"path": str(fixture or embedded.fixture)},
+        "models": models if models is not None else embedded.models,
         "goldens": {k: str(v) for k, v in (goldens or embedded.goldens).items()},
         "defaults": defaults or embedded.doc.get("defaults", {}),
         "cases": cases if cases is not None else embedded.doc["cases"],
@@ -80,6 +83,11 @@ def add_kernel(jupyter_path: Path, name: str, startup: str) -> dict:
         "display_name": name, "language": "python", "env": {"PYTHONPATH": str(site)},
     }))
     return {"JUPYTER_PATH": str(jupyter_path)}
+
+
+def hf_cases(embedded: Embedded) -> dict:
+    """The embedded descriptor's cases that run in the main kernel."""
+    return {k: v for k, v in embedded.doc["cases"].items() if v["backend"] == "hf"}
 
 
 def copy_model(embedded: Embedded, dest: Path) -> Path:

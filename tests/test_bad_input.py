@@ -7,6 +7,7 @@ import json
 import pytest
 from conftest import copy_model, parity_kit, write_descriptor
 
+from kit.descriptor import CASE_SCHEMAS
 from kit.fixture import load_fixture, make_fixture
 from kit.jsonio import canonical_bytes
 
@@ -106,7 +107,7 @@ def test_descriptor_unknown_backend_and_missing_key(tmp_path, embedded):
     desc = write_descriptor(tmp_path, embedded)
     desc.write_text(desc.read_text().replace('backend = "hf"', 'backend = "hff"', 1))
     line = refused(gate(desc, tmp_path)[0], tmp_path / "run")
-    assert ": cases.checkpoint.backend: expected one of 'hf', got 'hff'" in line
+    assert f": cases.checkpoint.backend: expected one of {', '.join(map(repr, CASE_SCHEMAS))}, got 'hff'" in line
     desc.write_text(desc.read_text().replace("[fixture]", "[fixtures]"))
     line = refused(gate(desc, tmp_path)[0], tmp_path / "run")
     assert f"{desc}:{_line_of(desc, '[fixtures]')}: fixtures: unknown key" in line

@@ -7,6 +7,7 @@ import json
 import pytest
 from conftest import parity_kit
 
+from kit.descriptor import golden_kind
 from kit.errors import BadInput
 from kit.fixture import bucket_for, load_fixture, make_fixture, verify_fixture
 from kit.golden import check_golden_matches_fixture, diff_goldens, load_golden
@@ -65,11 +66,13 @@ def test_bucket_for():
 
 def test_goldens_carry_full_provenance_and_match_the_fixture(embedded):
     fixture = load_fixture(embedded.fixture)
-    for kind, path in embedded.goldens.items():
+    pinned = {embedded.doc["model"]["digest"]: embedded.model,
+              **{m["digest"]: m["path"] for m in embedded.models.values()}}
+    for name, path in embedded.goldens.items():
         golden = load_golden(path)
-        assert golden.kind == kind
+        assert golden.kind == golden_kind(name)
         check_golden_matches_fixture(golden, fixture)
-        assert golden.model_digest == embedded.doc["model"]["digest"] == model_digest(embedded.model)
+        assert model_digest(pinned[golden.model_digest]) == golden.model_digest
         assert golden.top_k == 25
         assert set(golden.provenance) >= {"backend", "release", "dtype", "attention", "hardware", "command",
                                           "created_at", "kit_version"}

@@ -13,7 +13,7 @@ import nbformat
 import pytest
 import scrapbook as sb
 import torch
-from conftest import copy_model, edit_weight, parity_kit, write_descriptor, write_notebook
+from conftest import copy_model, edit_weight, hf_cases, parity_kit, write_descriptor, write_notebook
 
 from kit.golden import load_golden
 from kit.modeldigest import model_digest
@@ -43,13 +43,15 @@ def test_embedded_gate_passes_end_to_end(passing_run, embedded):
     assert sb.read_notebook(str(run_dir / "cases" / "hf-bf16.ipynb")).scraps["verdict"].data == "passed"
     assert result["cases"]["checkpoint"]["max_probability_error"] == 0.0
     assert 0 < result["cases"]["hf-bf16"]["max_probability_error"] < 0.075
+    assert result["cases"]["levanter-native"]["max_probability_error"] == 0.0
+    assert 0 < result["cases"]["levanter"]["max_probability_error"] < 1e-5  # float32 JAX vs float32 torch
     # The summary is built from the case notebooks' scraps and rendered.
     summary = sb.read_notebook(str(run_dir / "summary.ipynb"))
     assert summary.scraps["gate_verdict"].data == "passed"
     html = (run_dir / "summary.html").read_text()
     assert "PASSED" in html and "hf-bf16" in html and "<img" in html
     evidence = (run_dir / "evidence.md").read_text()
-    assert re.search(r"\*\*Parity gate `tiny-cpu`: passed\.\*\* 2 passed in \d+ s\.", evidence)
+    assert re.search(r"\*\*Parity gate `tiny-cpu`: passed\.\*\* 4 passed in \d+ s\.", evidence)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["fixture_sha256"] in evidence.replace("`", "") or manifest["fixture_sha256"][:16] in evidence
     assert manifest["model_digest"][:16] in evidence
@@ -79,7 +81,8 @@ def wrong_rope_base(model):
 def test_injected_fault_fails_with_the_prompts_named(tmp_path, embedded, fault):
     model = copy_model(embedded, tmp_path / "faulty")
     fault(model)
-    desc = write_descriptor(tmp_path, embedded, model=model, model_digest=model_digest(model))
+    # The levanter cases have their own fault test (test_levanter.py).
+    desc = write_descriptor(tmp_path, embedded, model=model, model_digest=model_digest(model), cases=hf_cases(embedded))
     run_dir = tmp_path / "run"
     proc = parity_kit("gate", desc, "--out", run_dir, "--no-summary")
     assert proc.returncode == 1, proc.stderr

@@ -8,10 +8,13 @@ import pytest
 from kit import paths
 
 NOTEBOOKS = sorted(paths.NOTEBOOKS.glob("*.ipynb"))
+# A case notebook runs in its backend's kernel; the others in the main one.
+KERNELS = {"parity_levanter.ipynb": paths.LEVANTER_KERNEL}
 
 
 def test_there_are_notebooks():
-    assert {p.name for p in NOTEBOOKS} >= {"parity_hf.ipynb", "summary.ipynb", "build.ipynb", "qualify.ipynb"}
+    assert {p.name for p in NOTEBOOKS} >= {"parity_hf.ipynb", "parity_levanter.ipynb", "summary.ipynb",
+                                           "control.ipynb", "build.ipynb", "qualify.ipynb"}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -23,21 +26,17 @@ def test_committed_without_outputs(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_one_tagged_parameters_cell_and_the_main_kernel(path):
+def test_one_tagged_parameters_cell_and_its_backends_kernel(path):
     nb = nbformat.read(str(path), as_version=4)
     tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(tagged) == 1
-    assert nb.metadata["kernelspec"]["name"] == paths.MAIN_KERNEL
+    assert nb.metadata["kernelspec"]["name"] == KERNELS.get(path.name, paths.MAIN_KERNEL)
     nbformat.validate(nb)
 
 
 def test_case_notebook_runs_as_is_with_its_default_parameters(tmp_path):
     """What a user gets when opening the notebook in JupyterLab and pressing run-all."""
-    from nbclient import NotebookClient
-
-    nb = nbformat.read(str(paths.NOTEBOOKS / "parity_hf.ipynb"), as_version=4)
-    NotebookClient(nb, kernel_name=paths.MAIN_KERNEL, timeout=300,
-                   resources={"metadata": {"path": str(paths.NOTEBOOKS)}}).execute()
+    nb = _run_as_is("parity_hf.ipynb")
     printed = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
     assert "hf-bf16: passed, 0 of 64 prompts failed" in printed
     assert any("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
@@ -70,3 +69,20 @@ def test_summary_and_control_notebooks_run_as_is_on_the_newest_runs(tmp_path):
     finally:
         shutil.rmtree(gate_dir, ignore_errors=True)
         shutil.rmtree(control_dir, ignore_errors=True)
+
+
+def test_levanter_notebook_runs_as_is_in_its_kernel():
+    nb = _run_as_is("parity_levanter.ipynb")
+    printed = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+    assert "levanter: passed, 0 of 64 prompts failed" in printed
+    table = nb.cells[-1].outputs[0]["data"]["text/plain"]
+    assert "reference" in table and "attention" in table
+
+
+def _run_as_is(name: str):
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(str(paths.NOTEBOOKS / name), as_version=4)
+    NotebookClient(nb, kernel_name=nb.metadata["kernelspec"]["name"], timeout=300,
+                   resources={"metadata": {"path": str(paths.NOTEBOOKS)}}).execute()
+    return nb
