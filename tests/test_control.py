@@ -7,6 +7,7 @@ arithmetic (its SiLU), a hung one never starts. A stale golden is one made from 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -233,3 +234,25 @@ def test_golden_regen_refuses_exact(tmp_path, embedded):
     proc = parity_kit("golden", "regen", "--kind", "exact", "--out", tmp_path / "regen")
     assert proc.returncode == 3
     assert "golden regen makes semantic goldens only" in proc.stderr
+
+
+def test_golden_regen_places_a_golden_two_backends_agree_with(tmp_path, embedded, stale_golden):
+    goldens = tmp_path / "goldens"
+    goldens.mkdir()
+    old = goldens / stale_golden.name
+    old.write_bytes(stale_golden.read_bytes())
+    cases = {n: embedded.doc["cases"][n] for n in ("hf-bf16", "levanter")}
+    desc = write_descriptor(tmp_path, embedded, goldens={**embedded.goldens, "semantic": old}, cases=cases)
+    assert parity_kit("gate", desc, "--out", tmp_path / "before", "--no-summary").returncode == 1  # stale: fails
+    proc = parity_kit("golden", "regen", desc, "--out", tmp_path / "regen")
+    assert proc.returncode == 0, proc.stderr
+    placed = Path(proc.stdout.strip())
+    assert placed.parent == goldens and placed != old and placed.name.endswith("-semantic.json")
+    assert old.read_bytes() == stale_golden.read_bytes()  # never over the old one
+    report = (tmp_path / "regen" / "regen.md").read_text()
+    assert ("**Accepted for review:** 2 backends agree with the new golden within their bounds (hf, levanter). "
+            f"Written to `{placed}`, beside `{old.name}`") in report
+    assert "| hf | yes | — |" in report and "| levanter | yes | — |" in report
+    # Pointing the descriptor at it makes the gate pass again.
+    desc = write_descriptor(tmp_path, embedded, goldens={**embedded.goldens, "semantic": placed}, cases=cases)
+    assert parity_kit("gate", desc, "--out", tmp_path / "after", "--no-summary").returncode == 0
