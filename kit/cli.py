@@ -63,6 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     gm.add_argument("--top-k", type=int, default=25)
     gm.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     gm.add_argument("--attn-implementation", default="sdpa", choices=["sdpa", "eager"])
+    gm.add_argument("--device", default="cpu", help="torch device: cpu (default), cuda, cuda:N")
+    gm.add_argument("--batch-size", type=int, default=1, help="same-bucket prompts scored together (default 1)")
     gm.add_argument("--out", default="goldens", help="folder for the golden (default: goldens)")
     gm.set_defaults(func=_golden_make)
     gv = gl.add_parser("verify", help="check a golden against its fixture (and model)")
@@ -143,7 +145,8 @@ def _golden_make(args) -> int:
 
     fixture = verify_fixture(args.fixture, args.model)
     digest = model_digest(args.model)
-    backend = HfBackend(args.model, dtype=args.dtype, attn_implementation=args.attn_implementation)
+    backend = HfBackend(args.model, dtype=args.dtype, attn_implementation=args.attn_implementation,
+                        device=args.device, batch_size=args.batch_size)
     observations = backend.observe(fixture.cases, args.top_k)
     prov = provenance("hf", backend.release(), args.dtype, args.attn_implementation, ["parity-kit", *sys.argv[1:]])
     doc = golden_document(args.kind, fixture, digest, args.top_k, observations, prov)

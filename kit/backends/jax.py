@@ -7,6 +7,7 @@ positions, and the logits are read at the last real one.
 
 from __future__ import annotations
 
+import os
 import platform as _platform
 import time
 from typing import Sequence
@@ -32,6 +33,8 @@ class JaxBackend:
     name = "jax"
 
     def __init__(self, model_path: str, dtype: str = "float32", attention: str = "auto", platform: str = "cpu"):
+        # By default jax takes 75% of a GPU's memory at start; a gate case shares its GPU with others.
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
         import jax
 
         from kit.jaxllama import ATTENTIONS, load_params
