@@ -62,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     gm.add_argument("--kind", choices=["semantic", "exact"], required=True)
     gm.add_argument("--top-k", type=int, default=25)
     gm.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
-    gm.add_argument("--attn-implementation", default="sdpa", choices=["sdpa", "eager"])
+    gm.add_argument("--attn-implementation", default="sdpa", choices=["sdpa", "eager", "sdpa_repeat_kv"])
     gm.add_argument("--device", default="cpu", help="torch device: cpu (default), cuda, cuda:N")
     gm.add_argument("--batch-size", type=int, default=1, help="same-bucket prompts scored together (default 1)")
     gm.add_argument("--out", default="goldens", help="folder for the golden (default: goldens)")

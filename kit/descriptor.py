@@ -59,7 +59,8 @@ class HfCase(CaseBase):
 
     backend: Literal["hf"]
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
-    attn_implementation: Literal["eager", "sdpa"] = "sdpa"
+    # sdpa_repeat_kv: SDPA without torch's GQA flag, so float32 long prompts keep a memory-efficient kernel.
+    attn_implementation: Literal["eager", "sdpa", "sdpa_repeat_kv"] = "sdpa"
     device: str = Field(default="cpu", pattern=r"^(cpu|cuda(:[0-9]+)?)$")
     threads: int = Field(default=1, ge=1)
     # Prompts of one bucket scored together, padded to the longest; 1 scores each prompt alone.

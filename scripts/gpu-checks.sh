@@ -48,7 +48,7 @@ for kind in semantic; do
   golden=descriptors/$($PY -c "import tomllib; print(tomllib.load(open('$DESCRIPTOR', 'rb'))['goldens']['$kind'])")
   if [ ! -f "$golden" ]; then
     $PY -m kit.cli golden make --model "$MODEL" --fixture "$fixture" --kind "$kind" --dtype float32 \
-      --device cuda --top-k 25 --out goldens || exit 1
+      --attn-implementation sdpa_repeat_kv --device cuda --top-k 25 --out goldens || exit 1
     cp "$golden" "$OUT_DIR/"
   fi
   $PY -m kit.cli golden verify "$golden" --fixture "$fixture" --model "$MODEL"

@@ -21,6 +21,7 @@ import platform
 from itertools import groupby
 from typing import Sequence
 
+from kit.backends import hf_attention
 from kit.fixture import PromptCase
 from kit.records import Observation
 from kit.spec import CaseSpec
@@ -57,6 +58,8 @@ class HfBackend:
         if sdpa_backend not in SDPA_BACKENDS:
             raise ValueError(f"sdpa_backend must be one of {SDPA_BACKENDS}, got {sdpa_backend!r}")
         hf_logging.disable_progress_bar()  # a per-load progress bar only clutters notebooks and logs
+        if attn_implementation == hf_attention.NAME:
+            hf_attention.register()
         self._torch = torch
         if device == "cpu":
             # Cases run side by side, one core each; more threads per case only contend.
