@@ -30,7 +30,8 @@ else
 fi
 # The kernel runs the node's own Python, with the environment above (kernels inherit it).
 $PY -m ipykernel install --prefix /tmp/kit-kernels --name parity-kit --display-name "parity-kit (GPU node)" >/dev/null
-export JUPYTER_PATH=/tmp/kit-kernels/share/jupyter
+# nbconvert finds its HTML templates under share/jupyter of where it was installed.
+export JUPYTER_PATH=/tmp/kit-kernels/share/jupyter${WHEELS:+:/tmp/kit-site/share/jupyter}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 $PY -c "import torch, jax, transformers; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), \
 '| jax', jax.__version__, jax.devices()[0].device_kind, '| transformers', transformers.__version__)"
@@ -69,4 +70,7 @@ for c in r["cases"].values():
     errs = [p["max_probability_error"] for p in c.get("prompts", [])]
     print(f"{c['case']:<18} {c['status']:<8} bound {c.get('bound')}  largest error "
           f"{max(errs) if errs else float('nan'):.3g}  scoring {c.get('scoring_s') or 0:.1f} s  {c.get('error') or ''}")
+    for p in c.get("prompts", []):
+        print(f"    {p['id']:<16} {p['n_tokens']:>6} tokens  error {p['max_probability_error']:.3g}  "
+              f"golden top-1 {p['golden_top_probability']:.3f}  backend top-1 {p['backend_top_probability']:.3f}")
 EOF
