@@ -117,7 +117,9 @@ def _parser() -> argparse.ArgumentParser:
     gm.add_argument("--kind", choices=["semantic", "exact"], required=True)
     gm.add_argument("--top-k", type=int, default=25)
     gm.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
-    gm.add_argument("--attn-implementation", default="sdpa", choices=["sdpa", "eager"])
+    gm.add_argument("--attn-implementation", default="sdpa", choices=["sdpa", "eager", "sdpa_repeat_kv"])
+    gm.add_argument("--device", default="cpu", help="torch device: cpu (default), cuda, cuda:N")
+    gm.add_argument("--batch-size", type=int, default=1, help="same-bucket prompts scored together (default 1)")
     gm.add_argument("--out", default="goldens", help="folder for the golden (default: goldens)")
     gm.set_defaults(func=_golden_make)
     gv = gl.add_parser("verify", help="check a golden against its fixture (and model)")
@@ -329,7 +331,8 @@ def _golden_make(args) -> int:
 
     doc, fixture = make_golden_document(args.model, args.fixture, args.kind, args.top_k,
                                         ["parity-kit", *sys.argv[1:]], args.dtype, args.attn_implementation,
-                                        backend=args.backend, checkpoint=args.checkpoint)
+                                        backend=args.backend, checkpoint=args.checkpoint, device=args.device,
+                                        batch_size=args.batch_size)
     name = golden_filename(fixture, Path(args.model).resolve().name, doc["model_digest"], args.kind)
     print(write_golden(Path(args.out) / name, doc))
     return 0

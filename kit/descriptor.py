@@ -67,9 +67,26 @@ class HfCase(CaseBase):
 
     backend: Literal["hf"]
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
-    attn_implementation: Literal["eager", "sdpa"] = "sdpa"
-    device: str = "cpu"
+    # sdpa_repeat_kv: SDPA without torch's GQA flag, so float32 long prompts keep a memory-efficient kernel.
+    attn_implementation: Literal["eager", "sdpa", "sdpa_repeat_kv"] = "sdpa"
+    device: str = Field(default="cpu", pattern=r"^(cpu|cuda(:[0-9]+)?)$")
     threads: int = Field(default=1, ge=1)
+    # Prompts of one bucket scored together, padded to the longest; 1 scores each prompt alone.
+    batch_size: int = Field(default=1, ge=1)
+    padding_side: Literal["left", "right"] = "right"
+    # Which torch SDPA kernel to prefer ("auto": torch's own choice); only for attn_implementation sdpa.
+    sdpa_backend: Literal["auto", "flash", "cudnn", "efficient", "math"] = "auto"
+
+
+class JaxCase(CaseBase):
+    """A plain Llama forward in JAX over the same safetensors: an independent second implementation."""
+
+    backend: Literal["jax"]
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    # "auto": cuDNN flash attention on a GPU in bfloat16, exact query-chunked attention in float32
+    # on long prompts (cuDNN has no float32 kernel), XLA's reference attention otherwise.
+    attention: Literal["auto", "xla", "cudnn", "chunked"] = "auto"
+    platform: Literal["cpu", "gpu"] = "cpu"
 
 
 class LevanterCase(CaseBase):
@@ -87,7 +104,7 @@ class LevanterCase(CaseBase):
 
 
 # One schema per backend; a case picks its schema by its `backend` key.
-CASE_SCHEMAS: dict[str, type[CaseBase]] = {"hf": HfCase, "levanter": LevanterCase}
+CASE_SCHEMAS: dict[str, type[CaseBase]] = {"hf": HfCase, "levanter": LevanterCase, "jax": JaxCase}
 
 
 class BackendRelease(_Strict):

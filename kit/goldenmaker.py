@@ -12,7 +12,8 @@ from kit.modeldigest import model_digest
 
 def make_golden_document(model: str | Path, fixture_path: str | Path, kind: str, top_k: int,
                          command: Sequence[str], dtype: str = "float32", attn_implementation: str = "sdpa",
-                         backend: str = "hf", checkpoint: str = "hf") -> tuple[dict, object]:
+                         backend: str = "hf", checkpoint: str = "hf", device: str = "cpu",
+                         batch_size: int = 1) -> tuple[dict, object]:
     """The golden document and the fixture it was made for (the fixture is verified first).
     hf makes the semantic goldens; a native backend (levanter) makes its own exact golden."""
     fixture = verify_fixture(fixture_path, model)
@@ -24,7 +25,8 @@ def make_golden_document(model: str | Path, fixture_path: str | Path, kind: str,
     else:
         from kit.backends.hf import HfBackend
 
-        engine = HfBackend(str(model), dtype=dtype, attn_implementation=attn_implementation)
+        engine = HfBackend(str(model), dtype=dtype, attn_implementation=attn_implementation, device=device,
+                           batch_size=batch_size)
     try:
         observations = engine.observe(fixture.cases, top_k)
         release = engine.release()

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The GPU checks, on a GPU node, from the repo root: rebuild the seeded 1B model and check its
+# pinned digest, make the float32 goldens where they are missing, run the GPU gate through the
+# kit's executor (papermill, one kernel per case), then the scoring benchmark.
+#
+#   scripts/gpu-checks.sh OUT_DIR [WHEEL_DIR]
+#
+# OUT_DIR receives the log, the goldens made here, the gate's summary.html, result.json and
+# evidence.md, and the benchmark's JSON. WHEEL_DIR (optional) holds wheels of the notebook stack
+# for a node whose Python lacks it (papermill, nbclient, ipykernel, scrapbook, nbconvert, pydantic);
+# they are installed into a private folder, never into the node's Python.
+set -uo pipefail
+OUT_DIR=${1:?usage: scripts/gpu-checks.sh OUT_DIR [WHEEL_DIR]}
+WHEELS=${2:-}
+PY=${PYTHON:-python3}
+DESCRIPTOR=descriptors/gpu-h200.toml
+MODEL=models/llama-1b-seeded
+mkdir -p "$OUT_DIR"
+export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
+
+if [ -n "$WHEELS" ]; then
+  step "notebook stack from $WHEELS"
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/kit-site \
+    "$WHEELS"/*.whl || exit 1
+  export PYTHONPATH=/tmp/kit-site:$PWD${PYTHONPATH:+:$PYTHONPATH}
+  export PATH=/tmp/kit-site/bin:$PATH
+else
+  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+fi
+# The kernel runs the node's own Python, with the environment above (kernels inherit it).
+$PY -m ipykernel install --prefix /tmp/kit-kernels --name parity-kit --display-name "parity-kit (GPU node)" >/dev/null
+# nbconvert finds its HTML templates under share/jupyter of where it was installed.
+export JUPYTER_PATH=/tmp/kit-kernels/share/jupyter${WHEELS:+:/tmp/kit-site/share/jupyter}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+$PY -c "import torch, jax, transformers; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), \
+'| jax', jax.__version__, jax.devices()[0].device_kind, '| transformers', transformers.__version__)"
+
+step "model: rebuild from its seed, check the pinned digest"
+pinned=$($PY -c "import tomllib; print(tomllib.load(open('$DESCRIPTOR', 'rb'))['model']['digest'])")
+fixture=$($PY -c "import tomllib; print('descriptors/' + tomllib.load(open('$DESCRIPTOR', 'rb'))['fixture']['path'])")
+$PY scripts/make_gpu_model.py --out "$MODEL" || exit 1
+built=$($PY -m kit.cli digest "$MODEL")
+echo "pinned $pinned"; echo "built  $built"
+[ "$pinned" = "$built" ] || { echo "MODEL DIGEST MISMATCH"; exit 1; }
+
+step "goldens: hf float32 on the GPU (made only where missing; goldens are never overwritten)"
+for kind in semantic; do
+  golden=descriptors/$($PY -c "import tomllib; print(tomllib.load(open('$DESCRIPTOR', 'rb'))['goldens']['$kind'])")
+  if [ ! -f "$golden" ]; then
+    $PY -m kit.cli golden make --model "$MODEL" --fixture "$fixture" --kind "$kind" --dtype float32 \
+      --attn-implementation sdpa_repeat_kv --device cuda --top-k 25 --out goldens || exit 1
+    cp "$golden" "$OUT_DIR/"
+  fi
+  $PY -m kit.cli golden verify "$golden" --fixture "$fixture" --model "$MODEL"
+done
+
+step "benchmark: scoring speed and memory per bucket"
+timeout 240 $PY benchmarks/gpu_scoring.py --model "$MODEL" --json "$OUT_DIR/gpu_scoring.json"
+
+step "gate: every case of $DESCRIPTOR through papermill, one case at a time on the one GPU"
+$PY -m kit.cli gate "$DESCRIPTOR" --jobs 1 --out /tmp/gpu-gate-run
+echo "gate exit code $?"
+for f in summary.html result.json evidence.md; do cp /tmp/gpu-gate-run/$f "$OUT_DIR/" 2>/dev/null; done
+$PY - <<'EOF'
+import json
+r = json.load(open("/tmp/gpu-gate-run/result.json"))
+print("gate verdict:", r["verdict"])
+for c in r["cases"].values():
+    errs = [p["max_probability_error"] for p in c.get("prompts", [])]
+    print(f"{c['case']:<18} {c['status']:<8} bound {c.get('bound')}  largest error "
+          f"{max(errs) if errs else float('nan'):.3g}  scoring {c.get('scoring_s') or 0:.1f} s  {c.get('error') or ''}")
+    for p in c.get("prompts", []):
+        print(f"    {p['id']:<16} {p['n_tokens']:>6} tokens  error {p['max_probability_error']:.3g}  "
+              f"golden top-1 {p['golden_top_probability']:.3f}  backend top-1 {p['backend_top_probability']:.3f}")
+EOF
