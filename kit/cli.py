@@ -40,6 +40,12 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--jobs", type=int, help="cases run side by side (default: the number of cores)")
     g.add_argument("--case", action="append", dest="cases", help="run only this case (repeatable)")
     g.add_argument("--no-summary", action="store_true", help="skip the summary notebook and its HTML")
+    g.add_argument("--executor", choices=["local", "ray"], default="local",
+                   help="local: cases side by side on this machine (default); ray: each case a Ray task with "
+                        "its descriptor's resources, on the cluster at $RAY_ADDRESS or a Ray started for the run")
+    g.add_argument("--resume", metavar="RUN_DIR",
+                   help="rerun into an earlier run directory: reuse each finished case whose inputs are "
+                        "unchanged, run the rest")
     g.set_defaults(func=_gate)
 
     f = sub.add_parser("fixture", help="make or verify a prompt fixture")
@@ -92,9 +98,11 @@ def _digest(args) -> int:
 def _gate(args) -> int:
     from kit.gate import run_gate
 
+    if args.resume and args.out and Path(args.out).resolve() != Path(args.resume).resolve():
+        raise BadInput(f"--out {args.out} and --resume {args.resume}: a resumed run writes into the directory it resumes")
     run = run_gate(args.descriptor, out=args.out, jobs=args.jobs, only=args.cases,
                    command=["parity-kit", "gate", *sys.argv[2:]] if sys.argv[1:2] == ["gate"] else None,
-                   summary=not args.no_summary)
+                   summary=not args.no_summary, executor=args.executor, resume=args.resume)
     print(run.run_dir)  # stdout carries only the run directory, for scripts: RUN=$(parity-kit gate ...)
     return EXIT_CODES[run.verdict]
 

@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from kit import report
 from kit.descriptor import load_descriptor
-from kit.execute import GateRun, prepare_run, run_cases, write_manifest
+from kit.execute import LOCAL, RAY, GateRun, prepare_run, run_cases, write_manifest
 from kit.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
 from kit.results import counts_sentence, now_iso
 from kit.spec import CaseSpec
@@ -22,20 +22,34 @@ STATUS_STYLE = {PASSED: "green", FAILED: "red", ERROR: "magenta", TIMEOUT: "yell
 
 def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | None = None,
              only: Sequence[str] | None = None, command: Sequence[str] | None = None,
-             console: Console | None = None, summary: bool = True) -> GateRun:
+             console: Console | None = None, summary: bool = True, executor: str = LOCAL,
+             resume: str | Path | None = None) -> GateRun:
     console = console or Console(stderr=True, soft_wrap=True)
     desc = load_descriptor(descriptor)
-    run = prepare_run(desc, out, only)
     command = list(command or sys.argv)
+    run = prepare_run(desc, out, only, resume_dir=resume, command=command, executor=executor)
+    try:
+        return _run_locked(run, command, console, jobs, summary)
+    finally:
+        run.lock.release()  # the OS drops it anyway if this process dies first
+
+
+def _run_locked(run: GateRun, command: list[str], console: Console, jobs: int | None, summary: bool) -> GateRun:
+    desc = run.descriptor
     run.started_at = now_iso()
     write_manifest(run, command)
-    console.print(f"gate [bold]{desc.name}[/]: {len(run.specs)} cases -> {run.run_dir}")
+    console.print(f"gate [bold]{desc.name}[/]: {len(run.specs)} cases -> {run.run_dir}"
+                  + (f" (executor {run.executor})" if run.executor != LOCAL else ""))
+    for name, result in run.reused.items():
+        console.print(f"  reused {name}: {result.status} at {result.finished_at}, inputs unchanged")
+    for name, why in run.rerun.items():
+        console.print(f"  rerun  {name}: {why}")
 
     t0 = time.perf_counter()
     running: list[str] = []
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True, disable=not console.is_terminal) as progress:
-        task = progress.add_task("cases", total=len(run.specs))
+        task = progress.add_task("cases", total=len(run.pending))
 
         def started(spec: CaseSpec) -> None:
             running.append(spec.name)
@@ -46,7 +60,12 @@ def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | 
             progress.update(task, advance=1, description=f"running {', '.join(running)}" if running else "cases")
             console.print(_case_line(result))
 
-        run_cases(run, jobs=jobs, on_start=started, on_done=done)
+        if run.executor == RAY:
+            from kit.ray_executor import run_cases_ray
+
+            run_cases_ray(run, on_start=started, on_done=done, console=console)
+        else:
+            run_cases(run, jobs=jobs, on_start=started, on_done=done)
     run.duration_s = time.perf_counter() - t0
     run.finished_at = now_iso()
     finished = write_manifest(run, command)
