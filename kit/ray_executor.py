@@ -11,8 +11,8 @@ path. What Ray adds is placement and survival:
   none is. ``SPREAD`` would be allowed to pack two bundles onto one node, which
   for a multi-node pipeline-parallel case tests another path (intra-node
   transport, half the memory per stage) than the one the case exists for. The
-  notebook task sits in bundle 0; the kernel finds the group through
-  ``PARITY_KIT_PLACEMENT_GROUP`` and ``RAY_ADDRESS`` to start its stages there.
+  notebook task sits in bundle 0; the kernel gets the group from
+  ``kit.placement.case_placement_group()`` to start its stages there.
 - a worker or node that dies under a case is retried by Ray up to the case's
   ``retries``; after that the case is an ``error`` with its partial notebook.
 - a task that outlives its timeout by a grace period (stuck outside the notebook,
@@ -41,12 +41,12 @@ from kit import paths
 from kit.descriptor import Resources
 from kit.execute import GateRun, execute_guarded, record
 from kit.kernels import describe_failure, kill_all
+from kit.placement import PLACEMENT_GROUP_ENV, RAY_NAMESPACE
 from kit.records import ERROR, TIMEOUT, CaseResult
 from kit.results import now_iso
 from kit.spec import CaseSpec
 
 GANG_STRATEGY = "STRICT_SPREAD"
-PLACEMENT_GROUP_ENV = "PARITY_KIT_PLACEMENT_GROUP"
 TEMP_DIR_ENV = "PARITY_KIT_RAY_TMPDIR"  # where a Ray started for the run keeps its sockets and logs
 GRACE_S = 30.0  # past its timeout, how long a task may take to return on its own before it is cancelled
 FORCE_AFTER_S = 15.0  # after a polite cancel, how long before the worker is killed
@@ -124,7 +124,7 @@ def ray_session(num_cpus: int | None = None) -> Iterator[str]:
     """Connect to ``$RAY_ADDRESS``, or start a Ray for this run and stop it afterwards."""
     import ray
 
-    quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
+    quiet = {"logging_level": logging.WARNING, "log_to_driver": False, "namespace": RAY_NAMESPACE}
     address = os.environ.get("RAY_ADDRESS")
     if address:
         ray.init(address=address, **quiet)
@@ -220,7 +220,15 @@ def run_cases_ray(run: GateRun, on_start: Callable[[CaseSpec], None] | None = No
         nodes = ray.nodes()
         live: dict = {}
 
+        started: set[str] = set()
+
+        def start(spec: CaseSpec) -> None:
+            if spec.name not in started and on_start:
+                on_start(spec)
+            started.add(spec.name)
+
         def finish(spec: CaseSpec, result: CaseResult) -> None:
+            start(spec)  # progress reports pair each end with a start, also for a case that never ran
             run.results[spec.name] = result
             if on_done:
                 on_done(spec, result)
@@ -242,7 +250,7 @@ def run_cases_ray(run: GateRun, on_start: Callable[[CaseSpec], None] | None = No
                 continue
             live[ref] = sub
         try:
-            _drive(ray, run, live, on_start, finish)
+            _drive(ray, run, live, start, finish)
         except KeyboardInterrupt:
             for ref in live:
                 ray.cancel(ref)  # each task then kills its kernel and saves its partial notebook
@@ -274,7 +282,7 @@ def _submit(ray, remote, run: GateRun, spec: CaseSpec, res: Resources, retries: 
     return ref, _Submitted(spec, retries, group)
 
 
-def _drive(ray, run: GateRun, live: dict, on_start, finish) -> None:
+def _drive(ray, run: GateRun, live: dict, start, finish) -> None:
     cases = run.cases_dir
     while live:
         ready, _ = ray.wait(list(live), num_returns=1, timeout=0.5)
@@ -284,15 +292,12 @@ def _drive(ray, run: GateRun, live: dict, on_start, finish) -> None:
                 run.placements[sub.spec.name] = _placement(ray, sub.group)
                 ray.util.remove_placement_group(sub.group)
                 sub.group = None
-            if sub.started is None and on_start:
-                on_start(sub.spec)
             finish(sub.spec, _outcome(ray, ref, sub, cases))
         now = time.monotonic()
         for ref, sub in live.items():
             n = len(attempts(cases, sub.spec.name))
             if n > sub.seen:  # a retry gets its own full timeout
-                if sub.seen == 0 and on_start:
-                    on_start(sub.spec)
+                start(sub.spec)
                 sub.seen, sub.started = n, now
             if sub.started is not None and sub.cancelled is None and now - sub.started > sub.spec.timeout_s + GRACE_S:
                 sub.cancelled = now
