@@ -37,7 +37,8 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR),
                    help="descriptor TOML (default: the embedded tiny-cpu descriptor)")
     g.add_argument("--out", help="run directory to create (default: runs/<name>-<time>-<id>)")
-    g.add_argument("--jobs", type=int, help="cases run side by side (default: the number of cores)")
+    g.add_argument("--jobs", type=int, help="cases run side by side with the local executor (default: the number of cores); "
+                        "Ray places cases by their resources instead")
     g.add_argument("--case", action="append", dest="cases", help="run only this case (repeatable)")
     g.add_argument("--no-summary", action="store_true", help="skip the summary notebook and its HTML")
     g.add_argument("--executor", choices=["local", "ray"], default="local",
