@@ -254,7 +254,8 @@ def run_cases_ray(run: GateRun, on_start: Callable[[CaseSpec], None] | None = No
         except KeyboardInterrupt:
             for ref in live:
                 ray.cancel(ref)  # each task then kills its kernel and saves its partial notebook
-            ray.wait(list(live), num_returns=len(live), timeout=FORCE_AFTER_S + 15)
+            if live:
+                ray.wait(list(live), num_returns=len(live), timeout=FORCE_AFTER_S + 15)
             raise
         finally:
             for sub in live.values():

@@ -60,6 +60,8 @@ def test_resume_reuses_finished_cases_and_reruns_the_rest(tmp_path, embedded):
     assert (cases_dir / "superseded" / "dies.1.json").is_file()
     assert "reused checkpoint: passed" in proc.stderr and "rerun  hf-bf16: its inputs changed: golden" in proc.stderr
     assert "INCOMPLETE" in (run_dir / "summary.html").read_text()  # `dies` still dies
+    assert "Reused from an earlier run into this directory, inputs unchanged: `checkpoint`." in \
+        (run_dir / "evidence.md").read_text()
 
     # Nothing changed since: a resume of the finished cases runs nothing.
     proc = parity_kit("gate", desc, "--resume", run_dir, "--case", "checkpoint", "--case", "hf-bf16", "--no-summary")
