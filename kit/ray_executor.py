@@ -48,7 +48,9 @@ from kit.spec import CaseSpec
 
 GANG_STRATEGY = "STRICT_SPREAD"
 TEMP_DIR_ENV = "PARITY_KIT_RAY_TMPDIR"  # where a Ray started for the run keeps its sockets and logs
-GRACE_S = 30.0  # past its timeout, how long a task may take to return on its own before it is cancelled
+# Past its timeout, how long a task may take to return on its own (its in-task timer has killed the
+# kernel by then) before the driver cancels it.
+GRACE_ENV, GRACE_S = "PARITY_KIT_RAY_GRACE_S", 30.0
 FORCE_AFTER_S = 15.0  # after a polite cancel, how long before the worker is killed
 
 
@@ -285,6 +287,7 @@ def _submit(ray, remote, run: GateRun, spec: CaseSpec, res: Resources, retries: 
 
 def _drive(ray, run: GateRun, live: dict, start, finish) -> None:
     cases = run.cases_dir
+    grace = float(os.environ.get(GRACE_ENV, GRACE_S))
     while live:
         ready, _ = ray.wait(list(live), num_returns=1, timeout=0.5)
         for ref in ready:
@@ -300,7 +303,7 @@ def _drive(ray, run: GateRun, live: dict, start, finish) -> None:
             if n > sub.seen:  # a retry gets its own full timeout
                 start(sub.spec)
                 sub.seen, sub.started = n, now
-            if sub.started is not None and sub.cancelled is None and now - sub.started > sub.spec.timeout_s + GRACE_S:
+            if sub.started is not None and sub.cancelled is None and now - sub.started > sub.spec.timeout_s + grace:
                 sub.cancelled = now
                 ray.cancel(ref)
             elif sub.cancelled is not None and not sub.forced and now - sub.cancelled > FORCE_AFTER_S:

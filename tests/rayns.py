@@ -82,9 +82,9 @@ class RayInNamespace:
     def env(self, **extra: str) -> dict:
         return ray_env(self.temp, RAY_ADDRESS=self.address, **extra)
 
-    def gate(self, *args, timeout: float = 600) -> subprocess.CompletedProcess:
+    def gate(self, *args, timeout: float = 600, **env: str) -> subprocess.CompletedProcess:
         return self.run(sys.executable, "-m", "kit.cli", "gate", "--executor", "ray", *args, timeout=timeout,
-                        cwd=HERE.parent)
+                        cwd=HERE.parent, env=self.env(**env))
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import nbformat
 import pytest
@@ -113,6 +114,27 @@ def test_timeout_dead_kernel_and_dead_workers_while_the_rest_finish(tmp_path, em
                                       .read_text().splitlines())] == [1, 2]
     assert (cases_dir / "worker-dies-once.attempt1.ipynb").is_file(), "the lost attempt's notebook is kept"
     assert any("attempt 2" in note for note in once["notes"])
+
+
+def test_a_task_past_its_timeout_is_cancelled_from_the_driver(tmp_path, embedded, ray4):
+    # A negative grace makes the driver's deadline (timeout + grace) come before the task's own
+    # timer, as when a task is stuck where that timer cannot reach.
+    pidfile = tmp_path / "sleeper.pids"
+    sleepy = write_notebook(tmp_path / "sleepy.ipynb", "print('scoring...')", SLEEPER.format(pidfile=str(pidfile)))
+    cases = {"stuck": {**embedded.doc["cases"]["hf-bf16"], "notebook": str(sleepy), "timeout_s": 120}}
+    run_dir = tmp_path / "run"
+    t0 = time.monotonic()
+    proc = ray4.gate(write_descriptor(tmp_path, embedded, cases=cases), "--out", run_dir, "--no-summary",
+                     PARITY_KIT_RAY_GRACE_S="-105")
+    assert proc.returncode == 2, proc.stderr
+    assert time.monotonic() - t0 < 100, "the driver must not wait for the task's own 120 s timer"
+    stuck = result_of(run_dir)["cases"]["stuck"]
+    assert stuck["status"] == "timeout"
+    assert stuck["error"] == ("exceeded its timeout of 120 s and did not return; its Ray task was cancelled; "
+                              f"partial notebook {run_dir}/cases/stuck.ipynb")
+    assert gone(map(int, pidfile.read_text().split())), "cancelling the task must kill its kernel's process tree"
+    partial = nbformat.read(str(run_dir / "cases" / "stuck.ipynb"), as_version=4)
+    assert any("scoring..." in o.get("text", "") for c in partial.cells for o in c.get("outputs", []))
 
 
 GANG_PROBE = """import json, os, pathlib, ray
