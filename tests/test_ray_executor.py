@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import time
 
 import nbformat
 import pytest
-from conftest import parity_kit, write_descriptor, write_notebook
+from conftest import ROOT, parity_kit, write_descriptor, write_notebook
 from rayns import RayInNamespace, gate_in_own_namespace, processes_under, short_temp
 from test_gate_e2e import SLEEPER, gone
 
@@ -135,6 +138,28 @@ def test_a_task_past_its_timeout_is_cancelled_from_the_driver(tmp_path, embedded
     assert gone(map(int, pidfile.read_text().split())), "cancelling the task must kill its kernel's process tree"
     partial = nbformat.read(str(run_dir / "cases" / "stuck.ipynb"), as_version=4)
     assert any("scoring..." in o.get("text", "") for c in partial.cells for o in c.get("outputs", []))
+
+
+def test_interrupted_ray_gate_leaves_no_kernel_behind(tmp_path, embedded, ray4):
+    pidfile = tmp_path / "sleeper.pids"
+    sleepy = write_notebook(tmp_path / "sleepy.ipynb", SLEEPER.format(pidfile=str(pidfile)))
+    cases = {"sleeps": {**embedded.doc["cases"]["hf-bf16"], "notebook": str(sleepy), "timeout_s": 300}}
+    run_dir = tmp_path / "run"
+    gate = subprocess.Popen(ray4.command(sys.executable, "-m", "kit.cli", "gate", "--executor", "ray",
+                                         write_descriptor(tmp_path, embedded, cases=cases), "--out", run_dir),
+                            stderr=subprocess.PIPE, text=True, env=ray4.env(), cwd=ROOT)
+    deadline = time.monotonic() + 120
+    while not pidfile.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert pidfile.exists(), "the sleeping case never started"
+    gate.send_signal(signal.SIGINT)  # nsenter passes it on to the gate
+    _, stderr = gate.communicate(timeout=90)
+    assert gate.returncode == 130, stderr
+    assert "parity-kit: interrupted" in stderr
+    assert gone(map(int, pidfile.read_text().split()))
+    recorded = json.loads((run_dir / "cases" / "sleeps.json").read_text())
+    assert recorded["status"] == "error"
+    assert recorded["error"] == f"interrupted; its kernel was killed; partial notebook {run_dir}/cases/sleeps.ipynb"
 
 
 GANG_PROBE = """import json, os, pathlib, ray
