@@ -37,7 +37,8 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR),
                    help="descriptor TOML (default: the embedded tiny-cpu descriptor)")
     g.add_argument("--out", help="run directory to create (default: runs/<name>-<time>-<id>)")
-    g.add_argument("--jobs", type=int, help="cases run side by side with the local executor (default: the number of cores); "
+    g.add_argument("--jobs", type=int,
+                   help="cases run side by side with the local executor (default: the number of cores); "
                         "Ray places cases by their resources instead")
     g.add_argument("--case", action="append", dest="cases", help="run only this case (repeatable)")
     g.add_argument("--no-summary", action="store_true", help="skip the summary notebook and its HTML")
@@ -100,7 +101,8 @@ def _gate(args) -> int:
     from kit.gate import run_gate
 
     if args.resume and args.out and Path(args.out).resolve() != Path(args.resume).resolve():
-        raise BadInput(f"--out {args.out} and --resume {args.resume}: a resumed run writes into the directory it resumes")
+        raise BadInput(f"--out {args.out} and --resume {args.resume}: a resumed run writes into the directory "
+                       "it resumes")
     run = run_gate(args.descriptor, out=args.out, jobs=args.jobs, only=args.cases,
                    command=["parity-kit", "gate", *sys.argv[2:]] if sys.argv[1:2] == ["gate"] else None,
                    summary=not args.no_summary, executor=args.executor, resume=args.resume)

@@ -68,7 +68,8 @@ def test_timeout_dead_kernel_and_dead_workers_while_the_rest_finish(tmp_path, em
     marker = tmp_path / "died-once"
     hf = embedded.doc["cases"]["hf-bf16"]
     notebooks = {
-        "sleeps": write_notebook(tmp_path / "sleepy.ipynb", "print('scoring...')", SLEEPER.format(pidfile=str(pidfile))),
+        "sleeps": write_notebook(tmp_path / "sleepy.ipynb", "print('scoring...')",
+                                 SLEEPER.format(pidfile=str(pidfile))),
         "kernel-dies": write_notebook(tmp_path / "kernel.ipynb", "print('scoring...')",
                                       "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"),
         # The kernel's parent is the Ray worker running the task: killing it is a lost worker.

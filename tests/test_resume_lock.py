@@ -48,7 +48,8 @@ def test_resume_reuses_finished_cases_and_reruns_the_rest(tmp_path, embedded):
     assert manifest["rerun"] == {"hf-bf16": "its inputs changed: golden",
                                  "dies": "its earlier attempt ended with error"}
     assert len(manifest["history"]) == 1 and manifest["history"][0]["command"][-1] == "--no-summary"
-    assert (cases_dir / "checkpoint.ipynb").stat().st_mtime_ns == before["checkpoint"], "a reused case is not re-executed"
+    assert (cases_dir / "checkpoint.ipynb").stat().st_mtime_ns == before["checkpoint"], \
+        "a reused case is not re-executed"
     assert (cases_dir / "hf-bf16.ipynb").stat().st_mtime_ns != before["hf-bf16"]
     result = json.loads((run_dir / "result.json").read_text())
     assert result["cases"]["hf-bf16"]["status"] == "passed"
@@ -73,7 +74,8 @@ def test_resume_reuses_finished_cases_and_reruns_the_rest(tmp_path, embedded):
 def test_resume_refuses_what_is_not_a_run_of_this_descriptor(tmp_path, embedded):
     proc = parity_kit("gate", "--resume", tmp_path)
     assert proc.returncode == 3
-    assert proc.stderr.strip() == f"parity-kit: bad input: --resume {tmp_path}: not a gate run directory (it has no manifest.json)"
+    assert proc.stderr.strip() == (f"parity-kit: bad input: --resume {tmp_path}: not a gate run directory "
+                                   "(it has no manifest.json)")
     (tmp_path / "manifest.json").write_text(json.dumps({"name": "other"}))
     proc = parity_kit("gate", "--resume", tmp_path)
     assert proc.stderr.strip() == (f"parity-kit: bad input: --resume {tmp_path}: it holds a run of descriptor "
