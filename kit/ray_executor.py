@@ -43,7 +43,7 @@ from kit.execute import GateRun, execute_guarded, record
 from kit.kernels import describe_failure, kill_all
 from kit.placement import PLACEMENT_GROUP_ENV, RAY_NAMESPACE
 from kit.records import ERROR, TIMEOUT, CaseResult
-from kit.results import now_iso
+from kit.results import now_iso, save_case_result
 from kit.spec import CaseSpec
 
 GANG_STRATEGY = "STRICT_SPREAD"
@@ -90,6 +90,7 @@ def _case_task(spec_dict: dict, cases_dir: str, cwd: str, group: str | None) -> 
     if attempt["attempt"] > 1:  # a reader of a retried verdict should know it was not the first try
         result.notes = [*result.notes, f"ran on {attempt['host']} (Ray node {attempt['node'][:12]}), "
                                        f"attempt {attempt['attempt']}"]
+        save_case_result(result, cases / f"{spec.name}.json")
     return result.to_dict()
 
 

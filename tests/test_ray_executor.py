@@ -118,6 +118,7 @@ def test_timeout_dead_kernel_and_dead_workers_while_the_rest_finish(tmp_path, em
                                       .read_text().splitlines())] == [1, 2]
     assert (cases_dir / "worker-dies-once.attempt1.ipynb").is_file(), "the lost attempt's notebook is kept"
     assert any("attempt 2" in note for note in once["notes"])
+    assert json.loads((cases_dir / "worker-dies-once.json").read_text())["notes"] == once["notes"]
 
 
 def test_a_task_past_its_timeout_is_cancelled_from_the_driver(tmp_path, embedded, ray4):
