@@ -41,11 +41,19 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR),
                    help="descriptor TOML (default: the embedded tiny-cpu descriptor)")
     g.add_argument("--out", help="run directory to create (default: runs/<name>-<time>-<id>)")
-    g.add_argument("--jobs", type=int, help="cases run side by side (default: the number of cores)")
+    g.add_argument("--jobs", type=int,
+                   help="cases run side by side with the local executor (default: the number of cores); "
+                        "Ray places cases by their resources instead")
     g.add_argument("--case", action="append", dest="cases", help="run only this case (repeatable)")
     g.add_argument("--release", help="run against this [releases.NAME] of the descriptor (its kernels and options)")
     g.add_argument("--no-summary", action="store_true", help="skip the summary notebook and its HTML")
     g.add_argument("--junit", metavar="FILE", help="also write JUnit XML (one testcase per case) for CI dashboards")
+    g.add_argument("--executor", choices=["local", "ray"], default="local",
+                   help="local: cases side by side on this machine (default); ray: each case a Ray task with "
+                        "its descriptor's resources, on the cluster at $RAY_ADDRESS or a Ray started for the run")
+    g.add_argument("--resume", metavar="RUN_DIR",
+                   help="rerun into an earlier run directory: reuse each finished case whose inputs are "
+                        "unchanged, run the rest")
     g.set_defaults(func=_gate)
 
     c = sub.add_parser("control", help="gate today's pin and the candidate, then say whose fault a failure is",
@@ -203,8 +211,11 @@ def _spec(args) -> int:
 def _gate(args) -> int:
     from kit.gate import run_gate
 
+    if args.resume and args.out and Path(args.out).resolve() != Path(args.resume).resolve():
+        raise BadInput(f"--out {args.out} and --resume {args.resume}: a resumed run writes into the directory "
+                       "it resumes")
     run = run_gate(args.descriptor, out=args.out, jobs=args.jobs, only=args.cases, command=_command("gate"),
-                   summary=not args.no_summary, release=args.release)
+                   summary=not args.no_summary, release=args.release, executor=args.executor, resume=args.resume)
     if args.junit:
         from kit.junit import write_junit
 

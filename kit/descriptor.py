@@ -43,6 +43,19 @@ class Defaults(_Strict):
     kernel: str = paths.MAIN_KERNEL
     timeout_s: float = Field(default=600.0, gt=0)
     top_n: int = Field(default=64, ge=1)
+    # How often the Ray executor reruns a case whose worker or node died under it.
+    retries: int = Field(default=1, ge=0)
+
+
+class Resources(_Strict):
+    """What one case asks of the Ray executor, per node; the local executor needs none of it."""
+
+    nodes: int = Field(default=1, ge=1)  # > 1: one placement group, one bundle per node (a gang)
+    num_cpus: float = Field(default=1.0, ge=0)
+    num_gpus: float = Field(default=0.0, ge=0)
+    accelerator_type: str | None = Field(default=None, min_length=1)  # Ray's name, e.g. "H100", "A10G"
+    memory_gb: float | None = Field(default=None, gt=0)
+    custom: dict[str, float] = Field(default_factory=dict)  # the cluster's own resource names
 
 
 class CaseBase(_Strict):
@@ -56,6 +69,8 @@ class CaseBase(_Strict):
     timeout_s: float | None = Field(default=None, gt=0)
     top_n: int | None = Field(default=None, ge=1)
     notebook: str | None = None
+    resources: Resources = Resources()
+    retries: int | None = Field(default=None, ge=0)
 
     def backend_options(self) -> dict[str, Any]:
         common = set(CaseBase.model_fields) | {"backend"}
@@ -186,6 +201,13 @@ class LoadedDescriptor:
         if case.model is None:
             return self.where("model", "digest")
         return self.where("models", case.model, "digest")
+
+    def resources(self, case: str) -> Resources:
+        return self.cases[case].resources
+
+    def retries(self, case: str) -> int:
+        own = self.cases[case].retries
+        return self.doc.defaults.retries if own is None else own
 
     def case_specs(self, only: list[str] | None = None, release: str | None = None) -> list[CaseSpec]:
         """The resolved cases; under a named release each backend runs in that release's kernel,

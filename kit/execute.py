@@ -19,15 +19,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from kit import __version__, paths
+from kit import __version__, paths, resume, runlock
 from kit.descriptor import LoadedDescriptor
 from kit.errors import BadInput
-from kit.jsonio import sha256_file, write_json
+from kit.jsonio import read_json, sha256_file, write_json
 from kit.kernels import describe_failure, kill_all, run_notebook
 from kit.preflight import Inputs, check_inputs
-from kit.records import ERROR, TIMEOUT, CaseResult
+from kit.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
 from kit.results import gate_verdict, load_case_result, now_iso, save_case_result, status_counts
 from kit.spec import CaseSpec
+
+LOCAL, RAY = "local", "ray"
+EXECUTORS = (LOCAL, RAY)
 
 
 @dataclass
@@ -41,6 +44,18 @@ class GateRun:
     started_at: str = ""
     finished_at: str = ""
     duration_s: float = 0.0
+    executor: str = LOCAL
+    lock: runlock.RunLock | None = None
+    reused: dict[str, CaseResult] = field(default_factory=dict)  # finished results taken from an earlier run
+    rerun: dict[str, str] = field(default_factory=dict)  # case -> why it ran again (resumed runs only)
+    fingerprints: dict[str, str | None] = field(default_factory=dict)  # kernel -> release fingerprint
+    history: list[dict] = field(default_factory=list)  # the earlier runs into this directory
+    placements: dict[str, dict] = field(default_factory=dict)  # case -> where the Ray executor placed it
+
+    @property
+    def pending(self) -> list[CaseSpec]:
+        """The cases this run executes: all of them, less those a resume reused."""
+        return [s for s in self.specs if s.name not in self.reused]
 
     @property
     def verdict(self) -> str:
@@ -61,21 +76,72 @@ def default_run_dir(desc: LoadedDescriptor) -> Path:
 
 
 def prepare_run(desc: LoadedDescriptor, out: str | Path | None, only: Sequence[str] | None = None,
-                release: str | None = None) -> GateRun:
-    """Validate everything, then claim a fresh run directory (an existing one is never written into)."""
+                resume_dir: str | Path | None = None, command: Sequence[str] | None = None,
+                executor: str = LOCAL, release: str | None = None) -> GateRun:
+    """Validate everything, then claim the run directory and lock it for this process.
+
+    A fresh run claims a new or empty directory (an earlier run's is never written into); a
+    resumed run locks the earlier run's directory and reuses what it may.
+    """
     specs = desc.case_specs(list(only) if only else None, release)
+    if executor == LOCAL:
+        for spec in specs:
+            nodes = desc.resources(spec.name).nodes
+            if nodes > 1:
+                raise BadInput(f"{desc.where('cases', spec.name, 'resources')}: case {spec.name} asks for "
+                               f"{nodes} nodes; only `--executor ray` can place a multi-node case")
     inputs = check_inputs(desc, specs)
-    run_dir = Path(out) if out else default_run_dir(desc)
+    fingerprints = {k: resume.release_fingerprint(k) for k in sorted({s.kernel for s in specs})}
+    if resume_dir is not None:
+        run = _resume(desc, Path(resume_dir), specs, inputs, fingerprints, command)
+    else:
+        run = _claim(desc, Path(out) if out else default_run_dir(desc), specs, inputs, command)
+    run.fingerprints, run.executor, run.release = fingerprints, executor, release
+    return run
+
+
+def _claim(desc: LoadedDescriptor, run_dir: Path, specs: list[CaseSpec], inputs: Inputs,
+           command: Sequence[str] | None) -> GateRun:
     refusal = BadInput(f"run directory {run_dir} exists and is not empty; a gate run never writes over "
-                       "an earlier one (choose another --out)")
+                       "an earlier one (choose another --out, or --resume it)")
     if run_dir.exists() and any(run_dir.iterdir()):
+        if (run_dir / runlock.LOCK_NAME).exists():
+            runlock.acquire(run_dir, command).release()  # a live holder gets named rather than this refusal
         raise refusal
     run_dir.mkdir(parents=True, exist_ok=True)
+    lock = runlock.acquire(run_dir, command)
     try:  # creating cases/ is the atomic claim: of two runs started at once, one gets it
         (run_dir / "cases").mkdir()
     except FileExistsError:
+        lock.release()
         raise refusal from None
-    return GateRun(run_dir.resolve(), desc, specs, inputs, release)
+    return GateRun(run_dir.resolve(), desc, specs, inputs, lock=lock)
+
+
+def _resume(desc: LoadedDescriptor, run_dir: Path, specs: list[CaseSpec], inputs: Inputs,
+            fingerprints: dict[str, str | None], command: Sequence[str] | None) -> GateRun:
+    if not (run_dir / "manifest.json").is_file():
+        raise BadInput(f"--resume {run_dir}: not a gate run directory (it has no manifest.json)")
+    lock = runlock.acquire(run_dir, command)
+    try:
+        earlier = read_json(run_dir / "manifest.json")
+        if earlier.get("name") != desc.name:
+            raise BadInput(f"--resume {run_dir}: it holds a run of descriptor {earlier.get('name')!r}, "
+                           f"not {desc.name!r}")
+        cases_dir = run_dir / "cases"
+        cases_dir.mkdir(exist_ok=True)
+        goldens = {kind: g.sha256 for kind, g in inputs.goldens.items()}
+        plan = resume.plan(cases_dir, specs, inputs.fixture.sha256, goldens, fingerprints,
+                           earlier.get("kernel_fingerprints") or {})
+        for name in plan.rerun:
+            resume.set_aside(cases_dir, name)
+    except BaseException:
+        lock.release()
+        raise
+    history = [*earlier.get("history", []),
+               {k: earlier.get(k) for k in ("started_at", "finished_at", "command", "executor")}]
+    return GateRun(run_dir.resolve(), desc, specs, inputs, results=dict(plan.reused), lock=lock,
+                   reused=plan.reused, rerun=plan.rerun, history=history)
 
 
 def manifest(run: GateRun, command: Sequence[str]) -> dict:
@@ -99,6 +165,13 @@ def manifest(run: GateRun, command: Sequence[str]) -> dict:
         "started_at": run.started_at,
         "finished_at": run.finished_at or None,
         "duration_s": run.duration_s or None,
+        "executor": run.executor,
+        "kernel_fingerprints": run.fingerprints,
+        # A resumed run says which results it took over and why the others ran again.
+        "reused": {n: {"status": r.status, "finished_at": r.finished_at} for n, r in run.reused.items()},
+        "rerun": run.rerun,
+        "history": run.history,
+        "placements": run.placements,
     }
 
 
@@ -148,9 +221,12 @@ def execute_case(spec: CaseSpec, cases_dir: Path) -> CaseResult:
 def run_cases(run: GateRun, jobs: int | None = None,
               on_start: Callable[[CaseSpec], None] | None = None,
               on_done: Callable[[CaseSpec, CaseResult], None] | None = None) -> None:
+    pending = run.pending
+    if not pending:
+        return
     jobs = max(1, jobs or os.cpu_count() or 1)
-    with ThreadPoolExecutor(max_workers=min(jobs, len(run.specs))) as pool:
-        futures = {pool.submit(_guarded, spec, run.cases_dir, on_start): spec for spec in run.specs}
+    with ThreadPoolExecutor(max_workers=min(jobs, len(pending))) as pool:
+        futures = {pool.submit(execute_guarded, spec, run.cases_dir, on_start): spec for spec in pending}
         try:
             for fut in as_completed(futures):
                 spec = futures[fut]
@@ -164,7 +240,22 @@ def run_cases(run: GateRun, jobs: int | None = None,
             raise
 
 
-def _guarded(spec: CaseSpec, cases_dir: Path, on_start: Callable[[CaseSpec], None] | None) -> CaseResult:
+def record(cases_dir: Path, result: CaseResult) -> CaseResult:
+    """Save an executor's own account of a case, unless the case already saved a finished result
+    (a worker lost after the notebook finished must not turn a verdict into an error)."""
+    path = cases_dir / f"{result.case}.json"
+    if path.is_file():
+        try:
+            done = load_case_result(path)
+        except (OSError, ValueError, TypeError):
+            done = None
+        if done is not None and done.status in (PASSED, FAILED):
+            return done
+    save_case_result(result, path)
+    return result
+
+
+def execute_guarded(spec: CaseSpec, cases_dir: Path, on_start: Callable[[CaseSpec], None] | None) -> CaseResult:
     try:
         if on_start:
             on_start(spec)

@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from kit import report
 from kit.descriptor import LoadedDescriptor, load_descriptor
-from kit.execute import GateRun, prepare_run, run_cases, write_manifest
+from kit.execute import LOCAL, RAY, GateRun, prepare_run, run_cases, write_manifest
 from kit.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
 from kit.results import counts_sentence, now_iso
 from kit.spec import CaseSpec
@@ -27,22 +27,35 @@ STATUS_STYLE = {PASSED: "green", FAILED: "red", ERROR: "magenta", TIMEOUT: "yell
 
 def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | None = None,
              only: Sequence[str] | None = None, command: Sequence[str] | None = None,
-             console: Console | None = None, summary: bool = True, release: str | None = None) -> GateRun:
+             console: Console | None = None, summary: bool = True, release: str | None = None,
+             executor: str = LOCAL, resume: str | Path | None = None) -> GateRun:
     console = console or Console(stderr=True, soft_wrap=True)
     command = list(command or sys.argv)
-    run = start_gate(load_descriptor(descriptor), out, only, release, command, console)
-    execute_gates([run], jobs, console)
-    finish_gate(run, command, console, summary)
+    run = start_gate(load_descriptor(descriptor), out, only, release, command, console, executor, resume)
+    try:
+        execute_gates([run], jobs, console)
+        finish_gate(run, command, console, summary)
+    finally:
+        if run.lock is not None:
+            run.lock.release()  # the OS drops it anyway if this process dies first
     return run
 
 
 def start_gate(desc: LoadedDescriptor, out: str | Path | None, only: Sequence[str] | None,
-               release: str | None, command: Sequence[str], console: Console) -> GateRun:
-    run = prepare_run(desc, out, only, release)
+               release: str | None, command: Sequence[str], console: Console, executor: str = LOCAL,
+               resume: str | Path | None = None) -> GateRun:
+    """Validate, claim and lock the run directory, write the manifest's start. The caller releases
+    ``run.lock`` when the run is finished (or failed)."""
+    run = prepare_run(desc, out, only, resume_dir=resume, command=command, executor=executor, release=release)
     run.started_at = now_iso()
     write_manifest(run, command)
     against = f" against release [bold]{release}[/]" if release else ""
-    console.print(f"gate [bold]{desc.name}[/]{against}: {len(run.specs)} cases -> {run.run_dir}")
+    on = f" (executor {run.executor})" if run.executor != LOCAL else ""
+    console.print(f"gate [bold]{desc.name}[/]{against}: {len(run.specs)} cases -> {run.run_dir}{on}")
+    for name, result in run.reused.items():
+        console.print(f"  reused {name}: {result.status} at {result.finished_at}, inputs unchanged")
+    for name, why in run.rerun.items():
+        console.print(f"  rerun  {name}: {why}")
     return run
 
 
@@ -57,7 +70,7 @@ def execute_gates(runs: Sequence[GateRun], jobs: int | None, console: Console) -
     lock = threading.Lock()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True, disable=not console.is_terminal) as progress:
-        task = progress.add_task("cases", total=sum(len(r.specs) for r in runs))
+        task = progress.add_task("cases", total=sum(len(r.pending) for r in runs))
 
         def show() -> None:
             progress.update(task, description=f"running {', '.join(running)}" if running else "cases")
@@ -76,7 +89,12 @@ def execute_gates(runs: Sequence[GateRun], jobs: int | None, console: Console) -
                     console.print(case_line(result, label(run, spec.name)))
 
             t0 = time.perf_counter()
-            run_cases(run, jobs=share, on_start=started, on_done=done)
+            if run.executor == RAY:
+                from kit.ray_executor import run_cases_ray
+
+                run_cases_ray(run, on_start=started, on_done=done, console=console)
+            else:
+                run_cases(run, jobs=share, on_start=started, on_done=done)
             run.duration_s = time.perf_counter() - t0
             run.finished_at = now_iso()
 
@@ -107,6 +125,8 @@ def finish_gate(run: GateRun, command: Sequence[str], console: Console, summary:
     artifact = run.run_dir / ("summary.html" if summary else "result.json")
     who = f" ({run.release})" if run.release else ""
     console.print(f"[{style}]gate{who} {run.verdict}[/]: {sentence} -> {artifact}")
+    if run.lock is not None:
+        run.lock.release()  # finished: another run may resume this directory now
 
 
 def case_line(r: CaseResult, label: str | None = None) -> str:

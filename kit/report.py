@@ -53,6 +53,9 @@ def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: fl
             bound = f"bound {w.bound:g}" if w.bound is not None else "exact"
             lines.append(f"Largest error: `{worst.case}` on `{w.id}`: max probability error "
                          f"{w.max_probability_error:.3g} ({bound}).")
+    if manifest.get("reused"):  # a resumed run: say which verdicts were not computed by this command
+        names = ", ".join(f"`{n}`" for n in manifest["reused"])
+        lines.append(f"Reused from an earlier run into this directory, inputs unchanged: {names}.")
     goldens = ", ".join(f"{k} `{v['sha256'][:12]}`" for k, v in manifest.get("goldens", {}).items())
     lines += ["", f"Fixture `{manifest['fixture_sha256'][:16]}` · model `{manifest['model_digest'][:16]}` · "
                   f"goldens {goldens} · kit {manifest['kit_version']}",
