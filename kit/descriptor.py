@@ -48,6 +48,13 @@ class CaseBase(_Strict):
     timeout_s: float | None = Field(default=None, gt=0)
     top_n: int | None = Field(default=None, ge=1)
     notebook: str | None = None
+    # Repeatability (DESIGN section 6): score the selected prompts `repeats` times in each of
+    # `repeat_launches` engine launches; the spread is the noise floor, any spread fails with
+    # `exact_repeats`.
+    repeats: int = Field(default=1, ge=1)
+    repeat_launches: int = Field(default=1, ge=1)
+    repeat_prompts: list[str] | None = None
+    exact_repeats: bool = False
 
     def backend_options(self) -> dict[str, Any]:
         common = set(CaseBase.model_fields) | {"backend"}
@@ -64,8 +71,30 @@ class HfCase(CaseBase):
     threads: int = Field(default=1, ge=1)
 
 
+class VllmCase(CaseBase):
+    """vLLM, as the offline engine (`vllm.LLM`) or as its OpenAI-compatible server (`vllm serve`)."""
+
+    backend: Literal["vllm"]
+    mode: Literal["offline", "server"] = "offline"
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
+    max_model_len: int | None = Field(default=None, ge=1)
+    max_logprobs: int | None = Field(default=None, ge=1)  # default: the case's top_n
+    attention_backend: str | None = None
+    batch_invariant: bool = False
+    pipeline_parallel_size: int = Field(default=1, ge=1)
+    tensor_parallel_size: int = Field(default=1, ge=1)
+    distributed_executor_backend: Literal["mp", "ray", "uni"] | None = None
+    enforce_eager: bool | None = None  # default: eager at pp1, compiled beyond (see kit.backends.vllm)
+    cpu_kvcache_space_gib: int | None = Field(default=None, ge=1)
+    cpu_threads_bind: str | None = None
+    server_start_timeout_s: float = Field(default=600.0, gt=0)
+    # Any other engine argument, by its Python name, for both modes (server: --name-with-dashes).
+    engine_args: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+
+
 # One schema per backend; a case picks its schema by its `backend` key.
-CASE_SCHEMAS: dict[str, type[CaseBase]] = {"hf": HfCase}
+CASE_SCHEMAS: dict[str, type[CaseBase]] = {"hf": HfCase, "vllm": VllmCase}
 
 
 class Descriptor(_Strict):
@@ -120,7 +149,8 @@ class LoadedDescriptor:
                 golden_path=str(self.resolve(self.doc.goldens[c.golden])), golden_kind=c.golden,
                 bound=c.bound, top_n=c.top_n or d.top_n, descriptor=str(self.path),
                 bucket_bounds=dict(c.bucket_bounds), buckets=c.buckets, prompt_ids=c.prompts,
-                options=c.backend_options(),
+                options=c.backend_options(), repeats=c.repeats, repeat_launches=c.repeat_launches,
+                repeat_prompts=c.repeat_prompts, exact_repeats=c.exact_repeats,
             ))
         return specs
 

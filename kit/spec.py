@@ -33,6 +33,14 @@ class CaseSpec:
     buckets: list[int] | None = None
     prompt_ids: list[str] | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    repeats: int = 1
+    repeat_launches: int = 1
+    repeat_prompts: list[str] | None = None
+    exact_repeats: bool = False
+
+    @property
+    def repeated(self) -> bool:
+        return self.repeats > 1 or self.repeat_launches > 1
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -106,7 +106,7 @@ def test_descriptor_unknown_backend_and_missing_key(tmp_path, embedded):
     desc = write_descriptor(tmp_path, embedded)
     desc.write_text(desc.read_text().replace('backend = "hf"', 'backend = "hff"', 1))
     line = refused(gate(desc, tmp_path)[0], tmp_path / "run")
-    assert ": cases.checkpoint.backend: expected one of 'hf', got 'hff'" in line
+    assert ": cases.checkpoint.backend: expected one of 'hf', " in line and line.endswith(", got 'hff'")
     desc.write_text(desc.read_text().replace("[fixture]", "[fixtures]"))
     line = refused(gate(desc, tmp_path)[0], tmp_path / "run")
     assert f"{desc}:{_line_of(desc, '[fixtures]')}: fixtures: unknown key" in line
