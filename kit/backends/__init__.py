@@ -12,7 +12,7 @@ import importlib
 from kit.backends.base import Backend
 from kit.spec import CaseSpec
 
-BACKENDS = ("hf",)
+BACKENDS = ("hf", "vllm")
 
 
 def open_backend(spec: CaseSpec) -> Backend:
