@@ -6,6 +6,7 @@ in-process to measure what the notebook execution costs on top.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -27,6 +28,12 @@ def resolve_spec(spec: dict | None, descriptor: str, case: str) -> CaseSpec:
     from kit.descriptor import load_descriptor  # only interactive runs parse descriptors in the kernel
 
     return load_descriptor(descriptor).case_specs([case])[0]
+
+
+def with_options(spec: CaseSpec, **overrides) -> CaseSpec:
+    """The case with backend options overridden by notebook parameters (None: as the descriptor says)."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    return dataclasses.replace(spec, options={**spec.options, **given}) if given else spec
 
 
 def run_case(spec: CaseSpec) -> CaseResult:
