@@ -52,6 +52,9 @@ class VllmServerBackend:
         t0 = time.perf_counter()
         self.proc: subprocess.Popen | None = None
         with open(self.log_path, "ab") as log:
+            # The command heads the log: a server that dies or hangs before its first line still says what ran.
+            log.write(("$ " + " ".join(self.command) + "\n").encode())
+            log.flush()
             self.proc = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, env={**os.environ, **settings.env})
         try:
