@@ -68,6 +68,10 @@ def test_embedded_vllm_cases_ran_as_configured(passing_run):
     assert pp2["details"]["mode"] == "server" and pp2["details"]["engine_args"]["pipeline_parallel_size"] == 2
     assert "--pipeline-parallel-size 2" in pp2["details"]["command"]
     assert (run_dir / "cases" / "vllm-pp2.server.log").is_file()
+    # The engine's own output goes to its log, not into the case notebook (the audit artifact).
+    assert "EngineCore" in (run_dir / "cases" / "vllm-pp1.engine.log").read_text()
+    notebook = nbformat.read(str(run_dir / "cases" / "vllm-pp1.ipynb"), as_version=4)
+    assert not any("EngineCore" in o.get("text", "") for c in notebook.cells for o in c.get("outputs", []))
     for case in (pp1, pp2):  # bfloat16 engine against the float32 golden: close, not bit-exact
         assert 0 < case["max_probability_error"] < 0.125
 

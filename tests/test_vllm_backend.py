@@ -93,7 +93,9 @@ def test_no_engine_process_survives_the_run(server_run):
 def test_perturbed_model_fails_with_the_prompts_named(tmp_path, embedded):
     model = copy_model(embedded, tmp_path / "faulty")
     edit_weight(model, "model.layers.1.self_attn.v_proj.weight", lambda w: w * 0.5)
-    cases = {"vllm-offline": {**SERVER, "mode": "offline", "dtype": "bfloat16"}}
+    # A second launch of the offline engine in the same kernel shares this test's run: repeats across launches.
+    cases = {"vllm-offline": {**SERVER, "mode": "offline", "dtype": "bfloat16", "repeats": 2, "repeat_launches": 2,
+                              "repeat_prompts": ["tool-atlas-00"]}}
     desc = write_descriptor(tmp_path, embedded, model=model, model_digest=model_digest(model), cases=cases)
     run_dir = tmp_path / "run"
     proc = parity_kit("gate", desc, "--out", run_dir, "--no-summary")
@@ -106,6 +108,9 @@ def test_perturbed_model_fails_with_the_prompts_named(tmp_path, embedded):
     for pid in failed:
         assert any(m.startswith(f"{pid}: ") for m in case["failures"])
     assert any("> bound 0.125" in m for m in case["failures"])
+    [spread] = case["repeat_spread"]
+    assert (spread["id"], spread["runs"], spread["launches"]) == ("tool-atlas-00", 4, 2)
+    assert spread["max_probability_spread"] == case["noise_floor"] < 0.125
     assert survivors(run_dir) == []
 
 

@@ -7,12 +7,15 @@ processing, so temperature does not reshape them.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import platform
+import sys
 import time
 from typing import Sequence
 
+from kit.backends.base import helper_log_path
 from kit.backends.processes import descendants, stop_procs
 from kit.backends.vllm import EngineSettings, top_of
 from kit.fixture import PromptCase
@@ -26,13 +29,16 @@ class VllmOfflineBackend:
     def __init__(self, spec: CaseSpec, settings: EngineSettings):
         self.settings = settings
         os.environ.update(settings.env)
+        self.log_path = helper_log_path(spec.name, "engine")
+        self._log = open(self.log_path, "a", buffering=1)
         before = {p.pid for p in descendants(os.getpid())}
         t0 = time.perf_counter()
-        from vllm import LLM
-
-        self.import_s = time.perf_counter() - t0
         try:
-            self.llm = LLM(model=settings.model, **settings.engine_args)
+            with _output_to(self._log):
+                from vllm import LLM
+
+                self.import_s = time.perf_counter() - t0
+                self.llm = LLM(model=settings.model, **settings.engine_args)
         finally:
             # The engine core and its workers are this process's children: remember them so that
             # close() leaves none behind, whatever vLLM's own shutdown does (or a failed start left).
@@ -52,7 +58,8 @@ class VllmOfflineBackend:
 
     def details(self) -> dict:
         return {"mode": "offline", "engine_args": self.settings.engine_args, "env": self.settings.env,
-                "import_s": round(self.import_s, 2), "engine_start_s": round(self.start_s, 2)}
+                "import_s": round(self.import_s, 2), "engine_start_s": round(self.start_s, 2),
+                "engine_log": str(self.log_path)}
 
     def observe(self, cases: Sequence[PromptCase], top_n: int) -> list[Observation]:
         from vllm import SamplingParams
@@ -80,3 +87,24 @@ class VllmOfflineBackend:
             del llm
             gc.collect()
         stop_procs(getattr(self, "_engine_procs", []))
+        # The log stays open: vLLM's logger holds on to it for the rest of the process.
+
+
+@contextlib.contextmanager
+def _output_to(log):
+    """Send the engine's output to its log rather than into the case notebook: its processes inherit
+    file descriptors 1 and 2 when they start, and vLLM binds its logger to sys.stdout when it first
+    configures logging, inside the engine's constructor."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+            yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved:
+            os.close(fd)
