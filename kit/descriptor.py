@@ -141,6 +141,9 @@ class LoadedDescriptor:
                                f"no [goldens] entry {c.golden!r} (have: {', '.join(self.doc.goldens)})")
             if c.golden == "semantic" and c.bound is None:
                 raise BadInput(f"{self.where('cases', name)}: cases.{name}: a semantic golden needs a `bound`")
+            if c.exact_repeats and c.repeats == 1 and c.repeat_launches == 1:
+                raise BadInput(f"{self.where('cases', name, 'exact_repeats')}: cases.{name}.exact_repeats: "
+                               "nothing is repeated; set `repeats` or `repeat_launches` above 1")
             notebook = self.resolve(c.notebook) if c.notebook else paths.backend_notebook(c.backend)
             specs.append(CaseSpec(
                 name=name, backend=c.backend, kernel=c.kernel or d.kernel, notebook=str(notebook),

@@ -9,10 +9,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from conftest import write_descriptor
 
 from kit import casework
 from kit.backends import open_backend
 from kit.descriptor import load_descriptor
+from kit.errors import BadInput
 from kit.records import Observation
 from kit.scoring import repeat_spread
 
@@ -83,3 +85,12 @@ def test_spread_of_runs_that_return_other_tokens():
     assert not r.identical and r.runs == 3
     assert r.max_logprob_spread == pytest.approx(2.3)
     assert r.difference.startswith("run 3 differs from run 1 at rank 1: token 2")
+
+
+def test_exact_repeats_without_repeats_is_refused_where_it_is_written(tmp_path, embedded):
+    desc = write_descriptor(tmp_path, embedded, cases={"c": {**embedded.doc["cases"]["checkpoint"], "exact_repeats": True}})
+    with pytest.raises(BadInput) as err:
+        load_descriptor(desc).case_specs()
+    line = next(n for n, text in enumerate(desc.read_text().splitlines(), 1) if text.startswith("exact_repeats"))
+    assert str(err.value) == (f"{desc}:{line}: cases.c.exact_repeats: nothing is repeated; "
+                              "set `repeats` or `repeat_launches` above 1")
