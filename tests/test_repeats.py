@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from conftest import write_descriptor
+from conftest import parity_kit, write_descriptor
 
 from kit import casework
 from kit.backends import open_backend
@@ -94,3 +94,13 @@ def test_exact_repeats_without_repeats_is_refused_where_it_is_written(tmp_path, 
     line = next(n for n, text in enumerate(desc.read_text().splitlines(), 1) if text.startswith("exact_repeats"))
     assert str(err.value) == (f"{desc}:{line}: cases.c.exact_repeats: nothing is repeated; "
                               "set `repeats` or `repeat_launches` above 1")
+
+
+def test_a_repeat_prompt_the_case_does_not_score_is_refused(tmp_path, embedded):
+    case = {**embedded.doc["cases"]["checkpoint"], "buckets": [128], "repeats": 2, "repeat_prompts": ["tool-atlas-12"]}
+    desc = write_descriptor(tmp_path, embedded, cases={"c": case})
+    proc = parity_kit("gate", desc, "--out", tmp_path / "run")
+    assert proc.returncode == 3 and not (tmp_path / "run").exists()
+    line = next(n for n, text in enumerate(desc.read_text().splitlines(), 1) if text.startswith("repeat_prompts"))
+    assert proc.stderr.strip() == (f"parity-kit: bad input: {desc}:{line}: case c: repeat prompt 'tool-atlas-12' "
+                                   "is not among the prompts this case scores")
