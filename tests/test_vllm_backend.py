@@ -14,7 +14,7 @@ from conftest import copy_model, edit_weight, parity_kit, write_descriptor
 
 from kit.backends.base import LOG_PREFIX_ENV
 from kit.backends.vllm import CPU_PP_NEEDS_COMPILE, engine_settings
-from kit.backends.vllm_server import cli_flags
+from kit.backends.vllm_server import cli_flags, free_port
 from kit.descriptor import load_descriptor
 from kit.errors import BadInput
 from kit.modeldigest import model_digest
@@ -43,8 +43,12 @@ def server_run(tmp_path_factory, embedded):
         "server-pp1": {**SERVER, "dtype": "float32"},
         # Longer than the model's 1024 positions: vLLM refuses it while starting.
         "bad-option": {**SERVER, "max_model_len": 4096},
-        # The case's timeout ends the wait long before the server could be healthy.
-        "never-healthy": {**SERVER, "timeout_s": 20},
+        # A head that serves two data-parallel engines, both on other nodes that never join: its
+        # server waits for them and is never healthy, however fast the machine. (It ignores SIGTERM
+        # while it waits: only the kill of the kernel's process tree ends it.)
+        "never-healthy": {**SERVER, "timeout_s": 30, "engine_args": {
+            "data_parallel_size": 2, "data_parallel_size_local": 0, "data_parallel_address": "127.0.0.1",
+            "data_parallel_rpc_port": free_port()}},
     }
     run_dir = tmp / "run"
     proc = parity_kit("gate", write_descriptor(tmp, embedded, cases=cases), "--out", run_dir, "--jobs", "3",
@@ -79,9 +83,10 @@ def test_a_server_that_never_gets_healthy_times_out_with_its_log_tail(server_run
     _, _, cases = server_run
     case = cases["never-healthy"]
     assert case["status"] == "timeout", case
-    assert case["error"].startswith("exceeded its timeout of 20 s; its kernel was killed")
-    assert "--- never-healthy.server.log ---" in case["log_tail"]
-    assert "--served-model-name" in case["log_tail"]
+    assert case["error"].startswith("exceeded its timeout of 30 s; its kernel was killed")
+    server_tail = case["log_tail"].split("--- never-healthy.server.log ---\n", 1)[1]
+    # The server's own lines when it got that far, else the command that heads its log.
+    assert "--data-parallel-size-local 0" in server_tail or "vllm" in server_tail.lower(), server_tail
 
 
 def test_no_engine_process_survives_the_run(server_run):

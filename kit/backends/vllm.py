@@ -65,7 +65,8 @@ def engine_settings(spec: CaseSpec, cuda: bool | None = None) -> EngineSettings:
         args["distributed_executor_backend"] = backend
     args.update(o.get("engine_args", {}))
 
-    env = {"HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+    # Logs go to files (the kernel asks for color, which would fill them with escape codes).
+    env = {"HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "VLLM_LOGGING_COLOR": "0"}
     if cpu:
         env["VLLM_CPU_KVCACHE_SPACE"] = str(o.get("cpu_kvcache_space_gib") or 1)
         bind = o.get("cpu_threads_bind")
