@@ -6,18 +6,20 @@ in-process to measure what the notebook execution costs on top.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
 from kit import paths
 from kit.backends import open_backend
+from kit.backends.base import Backend
 from kit.errors import BadInput
-from kit.fixture import load_fixture
+from kit.fixture import PromptCase, load_fixture
 from kit.golden import check_golden_matches_fixture, hardware, load_golden
 from kit.modeldigest import check_model_digest
-from kit.records import FAILED, PASSED, CaseResult
+from kit.records import FAILED, PASSED, CaseResult, Observation, RepeatSpread
 from kit.results import now_iso, save_case_result
-from kit.scoring import bound_for, score_prompt
+from kit.scoring import bound_for, repeat_spread, score_prompt
 from kit.spec import CaseSpec
 
 
@@ -47,6 +49,12 @@ def _spec_from_main_environment(descriptor: str, case: str) -> CaseSpec:
     return CaseSpec.from_dict(json.loads(proc.stdout))
 
 
+def with_options(spec: CaseSpec, **overrides) -> CaseSpec:
+    """The case with backend options overridden by notebook parameters (None: as the descriptor says)."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    return dataclasses.replace(spec, options={**spec.options, **given}) if given else spec
+
+
 def run_case(spec: CaseSpec) -> CaseResult:
     started, t0 = now_iso(), time.perf_counter()
     fixture = load_fixture(spec.fixture_path)
@@ -63,6 +71,8 @@ def run_case(spec: CaseSpec) -> CaseResult:
                      f"this host is {host}: bit-exact goldens hold only where they were made")
     prompts = fixture.select(spec.prompt_ids, spec.buckets)
 
+    repeated = [p for p in prompts if spec.repeat_prompts is None or p.id in spec.repeat_prompts]
+    runs: dict[str, list[Observation]] = {p.id: [] for p in repeated}
     backend = open_backend(spec)
     try:
         t_score = time.perf_counter()
@@ -70,8 +80,18 @@ def run_case(spec: CaseSpec) -> CaseResult:
         scoring_s = time.perf_counter() - t_score
         release = backend.release()
         details = backend.details()
+        for obs in observations:
+            if obs.case_id in runs:
+                runs[obs.case_id].append(obs)
+        _observe_again(backend, spec, repeated, runs, spec.repeats - 1)
     finally:
         backend.close()
+    for _ in range(spec.repeat_launches - 1):
+        backend = open_backend(spec)
+        try:
+            _observe_again(backend, spec, repeated, runs, spec.repeats)
+        finally:
+            backend.close()
 
     exact = golden.kind == "exact"
     scores = [
@@ -80,6 +100,9 @@ def run_case(spec: CaseSpec) -> CaseResult:
         for p, obs in zip(prompts, observations)
     ]
     failures = [f for s in scores for f in s.failures]
+    spreads = [repeat_spread(p.id, runs[p.id], spec.repeat_launches) for p in repeated] if spec.repeated else []
+    if spec.exact_repeats:
+        failures += [_not_exact(r) for r in spreads if not r.identical]
     return CaseResult(
         case=spec.name, backend=spec.backend, status=FAILED if failures else PASSED,
         golden_kind=golden.kind, golden_path=str(golden.path), bound=spec.bound,
@@ -87,8 +110,21 @@ def run_case(spec: CaseSpec) -> CaseResult:
         fixture_sha256=fixture.sha256, model_digest=model_digest, golden_sha256=golden.sha256,
         inputs_digest=spec.inputs_digest(fixture.sha256, golden.sha256),
         started_at=started, finished_at=now_iso(), duration_s=time.perf_counter() - t0, scoring_s=scoring_s,
-        prompts=scores, failures=failures, notes=notes,
+        prompts=scores, repeat_spread=spreads, failures=failures, notes=notes,
     )
+
+
+def _observe_again(backend: Backend, spec: CaseSpec, prompts: list[PromptCase],
+                   runs: dict[str, list[Observation]], times: int) -> None:
+    for _ in range(times):
+        for obs in backend.observe(prompts, spec.top_n):
+            runs[obs.case_id].append(obs)
+
+
+def _not_exact(r: RepeatSpread) -> str:
+    where = f"{r.runs} runs in {r.launches} launch{'es' if r.launches > 1 else ''}"
+    return (f"{r.id}: repeats are not bit-exact across {where}: max logprob difference {r.max_logprob_spread:.3g}, "
+            f"max probability difference {r.max_probability_spread:.3g} ({r.difference})")
 
 
 def save(result: CaseResult, path: str | None) -> None:

@@ -71,6 +71,13 @@ class CaseBase(_Strict):
     notebook: str | None = None
     resources: Resources = Resources()
     retries: int | None = Field(default=None, ge=0)
+    # Repeatability (DESIGN section 6): score the selected prompts `repeats` times in each of
+    # `repeat_launches` engine launches; the spread is the noise floor, any spread fails with
+    # `exact_repeats`.
+    repeats: int = Field(default=1, ge=1)
+    repeat_launches: int = Field(default=1, ge=1)
+    repeat_prompts: list[str] | None = None
+    exact_repeats: bool = False
 
     def backend_options(self) -> dict[str, Any]:
         common = set(CaseBase.model_fields) | {"backend"}
@@ -118,8 +125,30 @@ class LevanterCase(CaseBase):
     device: str = "cpu"
 
 
+class VllmCase(CaseBase):
+    """vLLM, as the offline engine (`vllm.LLM`) or as its OpenAI-compatible server (`vllm serve`)."""
+
+    backend: Literal["vllm"]
+    mode: Literal["offline", "server"] = "offline"
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
+    max_model_len: int | None = Field(default=None, ge=1)
+    max_logprobs: int | None = Field(default=None, ge=1)  # default: the case's top_n
+    attention_backend: str | None = None
+    batch_invariant: bool = False
+    pipeline_parallel_size: int = Field(default=1, ge=1)
+    tensor_parallel_size: int = Field(default=1, ge=1)
+    distributed_executor_backend: Literal["mp", "ray", "uni"] | None = None
+    enforce_eager: bool | None = None  # default: eager at pp1, compiled beyond (see kit.backends.vllm)
+    cpu_kvcache_space_gib: int | None = Field(default=None, ge=1)
+    cpu_threads_bind: str | None = None
+    server_start_timeout_s: float = Field(default=600.0, gt=0)
+    # Any other engine argument, by its Python name, for both modes (server: --name-with-dashes).
+    engine_args: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+
+
 # One schema per backend; a case picks its schema by its `backend` key.
-CASE_SCHEMAS: dict[str, type[CaseBase]] = {"hf": HfCase, "levanter": LevanterCase, "jax": JaxCase}
+CASE_SCHEMAS: dict[str, type[CaseBase]] = {"hf": HfCase, "levanter": LevanterCase, "jax": JaxCase, "vllm": VllmCase}
 
 
 class BackendRelease(_Strict):
@@ -229,6 +258,9 @@ class LoadedDescriptor:
                                f"no [goldens] entry {c.golden!r} (have: {', '.join(self.doc.goldens)})")
             if golden_kind(c.golden) == "semantic" and c.bound is None:
                 raise BadInput(f"{self.where('cases', name)}: cases.{name}: a semantic golden needs a `bound`")
+            if c.exact_repeats and c.repeats == 1 and c.repeat_launches == 1:
+                raise BadInput(f"{self.where('cases', name, 'exact_repeats')}: cases.{name}.exact_repeats: "
+                               "nothing is repeated; set `repeats` or `repeat_launches` above 1")
             model = self.model_ref(name, c)
             notebook = self.resolve(c.notebook) if c.notebook else paths.backend_notebook(c.backend)
             kernel, identity = c.kernel or d.kernel, {}
@@ -247,7 +279,8 @@ class LoadedDescriptor:
                 golden_path=str(self.resolve(self.doc.goldens[c.golden])), golden_kind=golden_kind(c.golden),
                 bound=c.bound, top_n=c.top_n or d.top_n, descriptor=str(self.path),
                 bucket_bounds=dict(c.bucket_bounds), buckets=c.buckets, prompt_ids=c.prompts,
-                options=c.backend_options(), release=identity,
+                options=c.backend_options(), release=identity, repeats=c.repeats,
+                repeat_launches=c.repeat_launches, repeat_prompts=c.repeat_prompts, exact_repeats=c.exact_repeats,
             ))
         return specs
 

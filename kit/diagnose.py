@@ -24,8 +24,6 @@ QUALIFIED, REGRESSION, BLOCKER, BOTH_BROKEN, INCOMPLETE = (
 EXIT_CODES = {QUALIFIED: 0, REGRESSION: 1, INCOMPLETE: 2, BLOCKER: 4, BOTH_BROKEN: 4}
 HEADLINES = {QUALIFIED: "qualified", REGRESSION: "regression in the candidate",
              BLOCKER: "baseline blocker", BOTH_BROKEN: "both broken", INCOMPLETE: "incomplete"}
-# A backend that measured its own repeat spread reports it under this key of its case details.
-NOISE_FLOOR = "noise_floor"
 
 
 @dataclass
@@ -187,9 +185,8 @@ def _incomplete_lines(label: str, view: RunView) -> list[str]:
 
 
 def _noise_floor(result: CaseResult | None) -> float:
-    if result is None:
-        return 0.0
-    value = (result.details or {}).get(NOISE_FLOOR)
+    """The largest probability spread the case's repeats measured; 0 (bit for bit) without repeats."""
+    value = result.noise_floor if result is not None else None
     return float(value) if _num(value) else 0.0
 
 

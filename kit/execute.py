@@ -190,7 +190,8 @@ def execute_case(spec: CaseSpec, cases_dir: Path) -> CaseResult:
     result_path = cases_dir / f"{spec.name}.json"
     started, t0 = now_iso(), time.perf_counter()
     outcome = run_notebook(spec.notebook, notebook, {"spec": spec.to_dict(), "result_path": str(result_path)},
-                           spec.kernel, spec.timeout_s, cases_dir / f"{spec.name}.kernel.log")
+                           spec.kernel, spec.timeout_s, cases_dir / f"{spec.name}.kernel.log",
+                           log_prefix=str(cases_dir / spec.name))
     duration = time.perf_counter() - t0
     shown = paths.display(notebook)
 

@@ -8,12 +8,16 @@ dying kernel says why, and they would otherwise interleave on the console.
 
 from __future__ import annotations
 
+import glob
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 from jupyter_client.manager import AsyncKernelManager
+
+from kit.backends.base import LOG_PREFIX_ENV
 
 KERNEL_START_TIMEOUT_S = 120
 _live: set["KernelHandle"] = set()
@@ -34,8 +38,9 @@ class NotebookOutcome:
 class KernelHandle:
     """Filled in when the kernel starts; ``kill`` ends the kernel and every process under it."""
 
-    def __init__(self, log_path: Path) -> None:
+    def __init__(self, log_path: Path, log_prefix: str | None = None) -> None:
         self.log_path = log_path
+        self.log_prefix = log_prefix
         self.pid: int | None = None
         self.killed_by: str | None = None
         self._lock = threading.Lock()
@@ -45,6 +50,8 @@ class KernelHandle:
 
         class TrackedKernelManager(AsyncKernelManager):
             async def start_kernel(self, **kw):  # type: ignore[override]
+                if handle.log_prefix:
+                    kw["env"] = {**kw.get("env", os.environ), LOG_PREFIX_ENV: handle.log_prefix}
                 with open(handle.log_path, "ab") as log:
                     await super().start_kernel(stdout=log, stderr=log, **kw)
                 with handle._lock:
@@ -61,19 +68,30 @@ class KernelHandle:
                 kill_tree(self.pid)
 
     def log_tail(self, lines: int = 20) -> str | None:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return None
-        return "\n".join(text.splitlines()[-lines:]) or None
+        """The kernel log's tail, then those of the case's helper processes (a server that never got
+        healthy says why in its own log)."""
+        logs = [self.log_path]
+        if self.log_prefix:
+            prefix = Path(self.log_prefix)
+            logs += sorted(p for p in prefix.parent.glob(f"{glob.escape(prefix.name)}.*.log") if p != self.log_path)
+        parts = []
+        for path in logs:
+            try:
+                text = path.read_text(errors="replace")
+            except OSError:
+                continue
+            tail = "\n".join(text.splitlines()[-lines:])
+            if tail:
+                parts.append(tail if path == self.log_path else f"--- {path.name} ---\n{tail}")
+        return "\n".join(parts) or None
 
 
 def run_notebook(notebook: str | Path, output: Path, parameters: dict, kernel_name: str,
-                 timeout_s: float | None, log_path: Path) -> NotebookOutcome:
+                 timeout_s: float | None, log_path: Path, log_prefix: str | None = None) -> NotebookOutcome:
     """papermill's execution, saved after every cell, so a killed run leaves its partial notebook."""
     import papermill as pm
 
-    handle = KernelHandle(log_path)
+    handle = KernelHandle(log_path, log_prefix)
     timer = threading.Timer(timeout_s, handle.kill) if timeout_s else None
     error = None
     if timer:

@@ -97,6 +97,11 @@ def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
         unknown_p = sorted(set(spec.prompt_ids or []) - set(fixture.ids))
         if unknown_p:
             raise BadInput(f"{where}: case {spec.name}: prompt {unknown_p[0]!r} is not in the fixture")
-        if not fixture.select(spec.prompt_ids, spec.buckets):
+        selected = fixture.select(spec.prompt_ids, spec.buckets)
+        if not selected:
             raise BadInput(f"{where}: case {spec.name} selects no prompt of the fixture")
+        unselected = sorted(set(spec.repeat_prompts or []) - {p.id for p in selected})
+        if unselected:
+            raise BadInput(f"{desc.where('cases', spec.name, 'repeat_prompts')}: case {spec.name}: repeat prompt "
+                           f"{unselected[0]!r} is not among the prompts this case scores")
     return Inputs(fixture, goldens, model_digest, models)

@@ -78,9 +78,12 @@ def candidate_release(desc: LoadedDescriptor, current: str, backend: str | None,
 
 
 def pick_backend(desc: LoadedDescriptor, current: str, backend: str | None) -> str:
-    """The backend the fork builds: the one named, or the pin's only one."""
+    """The backend the fork builds: the one named, else the pin's only one, else vllm (the engine
+    whose forks a refresh exists for)."""
     pin = desc.release(current)
     if backend is None:
+        if "vllm" in pin.backends and len(pin.backends) > 1:
+            return "vllm"
         if len(pin.backends) != 1:
             raise BadInput(f"{desc.where('releases', current)}: release {current!r} has backends "
                            f"{', '.join(pin.backends)}; say which one the fork builds (--backend)")

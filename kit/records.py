@@ -70,6 +70,27 @@ class PromptScore:
 
 
 @dataclass
+class RepeatSpread:
+    """How far repeated observations of one prompt moved (see kit.scoring.repeat_spread)."""
+
+    id: str
+    runs: int
+    launches: int
+    max_logprob_spread: float
+    max_probability_spread: float
+    identical: bool
+    difference: str | None = None  # the first difference, in words, when not identical
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RepeatSpread":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass
 class CaseResult:
     """Everything one gate case produced: what ran, against what, and how it went."""
 
@@ -94,6 +115,8 @@ class CaseResult:
     duration_s: float | None = None
     scoring_s: float | None = None
     prompts: list[PromptScore] = field(default_factory=list)
+    # One entry per repeated prompt: the noise floor of this backend on this host.
+    repeat_spread: list[RepeatSpread] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     error: str | None = None
@@ -122,6 +145,11 @@ class CaseResult:
             return float("nan")
         return max(errors, default=None)
 
+    @property
+    def noise_floor(self) -> float | None:
+        """The largest probability spread across repeats, None when nothing was repeated."""
+        return max((r.max_probability_spread for r in self.repeat_spread), default=None)
+
     def counts(self) -> dict[str, int]:
         return {"prompts": len(self.prompts), "passed": sum(p.passed for p in self.prompts),
                 "failed": sum(not p.passed for p in self.prompts)}
@@ -131,6 +159,7 @@ class CaseResult:
         d = asdict(self)
         d["max_probability_error"] = self.max_probability_error
         d["counts"] = self.counts()
+        d["noise_floor"] = self.noise_floor
         return json_safe(d)
 
     @classmethod
@@ -138,6 +167,7 @@ class CaseResult:
         names = {f.name for f in fields(cls)}
         kw = {k: v for k, v in d.items() if k in names}
         kw["prompts"] = [PromptScore.from_dict(p) for p in d.get("prompts", [])]
+        kw["repeat_spread"] = [RepeatSpread.from_dict(r) for r in d.get("repeat_spread", [])]
         return cls(**kw)
 
 

@@ -10,6 +10,13 @@ golden logprobs g and backend logprobs a over the same tokens:
 - first_rank_agreement       golden top token == backend greedy token
 - winner_gap                 p_golden(golden top) - p_golden(backend greedy)
 
+Repeated observations of one prompt (kit.casework runs them) are compared with each other:
+
+- max_logprob_spread         max over tokens of (max - min) logprob across the runs
+- max_probability_spread     the same in probability space: the noise floor
+- identical                  every run returned the same token ids, in the same order, with
+                             bit-identical logprobs (what ``exact_repeats`` requires)
+
 A case passes when every golden token is in the backend's returned top-n, the
 backend's greedy token lies in G, winner_gap <= 2 * max_probability_error (a
 winner change only inside a near-tie), max_probability_error <= bound, and all
@@ -22,7 +29,7 @@ from __future__ import annotations
 import math
 from typing import Mapping, Sequence
 
-from kit.records import Observation, PromptScore
+from kit.records import Observation, PromptScore, RepeatSpread
 
 WINNER_GAP_FACTOR = 2.0
 SIDE_BY_SIDE = 5  # top tokens kept in a score for the reader
@@ -127,3 +134,34 @@ def _unscorable(case_id, bucket, observation, golden_top, bound, exact, failures
         backend_top_probability=nan, winner_gap=nan, exact_match=False if exact else None,
         failures=failures, golden_top=_side(golden_top), backend_top=_side(observation.top_logprobs),
     )
+
+
+def repeat_spread(case_id: str, runs: Sequence[Observation], launches: int = 1) -> RepeatSpread:
+    """The spread of repeated observations of one prompt; spreads cover the tokens every run returned."""
+    tops = [list(o.top_logprobs) for o in runs]
+    shared = set.intersection(*(set(t for t, _ in top) for top in tops)) if tops else set()
+    lp_spread = p_spread = 0.0
+    for token in shared:
+        values = [dict(top)[token] for top in tops]
+        if not all(map(math.isfinite, values)):
+            lp_spread = p_spread = float("nan")
+            break
+        lp_spread = max(lp_spread, max(values) - min(values))
+        probs = [math.exp(v) for v in values]
+        p_spread = max(p_spread, max(probs) - min(probs))
+    difference = None
+    for n, top in enumerate(tops[1:], start=2):
+        difference = _run_difference(tops[0], top, n)
+        if difference:
+            break
+    return RepeatSpread(id=case_id, runs=len(runs), launches=launches, max_logprob_spread=lp_spread,
+                        max_probability_spread=p_spread, identical=difference is None, difference=difference)
+
+
+def _run_difference(first: Sequence[tuple[int, float]], other: Sequence[tuple[int, float]], n: int) -> str | None:
+    if len(first) != len(other):
+        return f"run {n} returned {len(other)} logprobs, run 1 returned {len(first)}"
+    for rank, ((t1, lp1), (tn, lpn)) in enumerate(zip(first, other), start=1):
+        if t1 != tn or lp1 != lpn:
+            return f"run {n} differs from run 1 at rank {rank}: token {tn} logprob {lpn!r} vs token {t1} logprob {lp1!r}"
+    return None

@@ -35,6 +35,14 @@ class CaseSpec:
     options: dict[str, Any] = field(default_factory=dict)
     # The named release this case runs against (empty outside a release): name, kernel, version, ...
     release: dict[str, Any] = field(default_factory=dict)
+    repeats: int = 1
+    repeat_launches: int = 1
+    repeat_prompts: list[str] | None = None
+    exact_repeats: bool = False
+
+    @property
+    def repeated(self) -> bool:
+        return self.repeats > 1 or self.repeat_launches > 1
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -67,6 +67,7 @@ def case_table(view: RunView) -> pd.DataFrame:
             "margin": (bound - err) if (bound is not None and err is not None) else None,
             "worst_prompt": worst.id if worst and (err or not worst.passed) else None,
             "failed_prompts": r.counts()["failed"], "prompts": r.counts()["prompts"],
+            "noise_floor": r.noise_floor,  # largest spread across repeats; None when nothing was repeated
             "duration_s": round(r.duration_s, 1) if r.duration_s is not None else None,
         })
     return pd.DataFrame(rows).set_index("case")
@@ -78,7 +79,8 @@ def prompt_frame(results: Mapping[str, CaseResult]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-TABLE_FORMAT = {"max_probability_error": "{:.4g}", "bound": "{:g}", "margin": "{:+.4g}", "duration_s": "{:.1f}"}
+TABLE_FORMAT = {"max_probability_error": "{:.4g}", "bound": "{:g}", "margin": "{:+.4g}", "duration_s": "{:.1f}",
+                "noise_floor": "{:.3g}"}
 
 
 def styled_case_table(view: RunView):

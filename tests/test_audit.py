@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ROOT, copy_model, edit_weight, parity_kit, write_descriptor
+from conftest import ROOT, copy_model, edit_weight, hf_cases, parity_kit, write_descriptor
 from kit.modeldigest import model_digest
 from kit.results import read_run
 
@@ -35,7 +35,7 @@ def failing_run(tmp_path_factory, embedded):
     tmp = tmp_path_factory.mktemp("failing")
     model = copy_model(embedded, tmp / "model")
     edit_weight(model, "model.layers.0.self_attn.v_proj.weight", lambda w: w * 0.5)
-    desc = write_descriptor(tmp, embedded, model=model, model_digest=model_digest(model))
+    desc = write_descriptor(tmp, embedded, model=model, model_digest=model_digest(model), cases=hf_cases(embedded))
     run = tmp / "run"
     proc = parity_kit("gate", desc, "--out", run, "--junit", tmp / "junit.xml")
     assert proc.returncode == 1, proc.stderr
@@ -43,9 +43,10 @@ def failing_run(tmp_path_factory, embedded):
 
 
 @pytest.fixture(scope="module")
-def passing_run(tmp_path_factory):
+def passing_run(tmp_path_factory, embedded):
     tmp = tmp_path_factory.mktemp("passing")
-    proc = parity_kit("gate", "--out", tmp / "run", "--junit", tmp / "junit.xml")
+    desc = write_descriptor(tmp, embedded, cases=hf_cases(embedded))
+    proc = parity_kit("gate", desc, "--out", tmp / "run", "--junit", tmp / "junit.xml")
     assert proc.returncode == 0, proc.stderr
     return tmp / "run", tmp / "junit.xml"
 

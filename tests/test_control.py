@@ -16,6 +16,7 @@ import scrapbook as sb
 from conftest import add_kernel, copy_model, edit_weight, parity_kit, write_descriptor
 from kit import paths
 from kit.diagnose import compare_case, metrics_equal
+from kit.records import RepeatSpread
 from kit.results import read_run
 
 # A candidate environment whose activation differs: the kind of change a new engine build brings.
@@ -168,10 +169,11 @@ def test_noise_floor_decides_equal_metrics(tmp_path, embedded):
     assert metrics_equal(a.prompts, a.prompts, 0.0)
     assert not metrics_equal(a.prompts, b.prompts, 0.0)
     assert metrics_equal(a.prompts, b.prompts, 2e-4)
-    b.details["noise_floor"] = 2e-4
+    b.repeat_spread = [RepeatSpread(id=b.prompts[3].id, runs=3, launches=1, max_logprob_spread=4e-4,
+                                    max_probability_spread=2e-4, identical=False)]
     row = compare_case("hf-bf16", a, b)
     assert row.same_metrics is True and row.noise_floor == 2e-4
-    b.details["noise_floor"] = 5e-5
+    b.repeat_spread[0].max_probability_spread = 5e-5
     assert compare_case("hf-bf16", a, b).same_metrics is False
 
 

@@ -51,11 +51,31 @@ def test_embedded_gate_passes_end_to_end(passing_run, embedded):
     html = (run_dir / "summary.html").read_text()
     assert "PASSED" in html and "hf-bf16" in html and "<img" in html
     evidence = (run_dir / "evidence.md").read_text()
-    assert re.search(r"\*\*Parity gate `tiny-cpu`: passed\.\*\* 4 passed in \d+ s\.", evidence)
+    n = len(embedded.doc["cases"])
+    assert re.search(rf"\*\*Parity gate `tiny-cpu`: passed\.\*\* {n} passed in \d+ s\.", evidence)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["fixture_sha256"] in evidence.replace("`", "") or manifest["fixture_sha256"][:16] in evidence
     assert manifest["model_digest"][:16] in evidence
     assert "gate passed" in proc.stderr
+
+
+def test_embedded_vllm_cases_ran_as_configured(passing_run):
+    """vllm-pp1: the offline engine, with two prompts repeated; vllm-pp2: the server over two stages."""
+    run_dir, _ = passing_run
+    cases = result_of(run_dir)["cases"]
+    pp1, pp2 = cases["vllm-pp1"], cases["vllm-pp2"]
+    assert pp1["details"]["mode"] == "offline" and pp1["details"]["engine_args"]["pipeline_parallel_size"] == 1
+    assert [(r["id"], r["runs"]) for r in pp1["repeat_spread"]] == [("chat-sharegpt-00", 3), ("tool-atlas-12", 3)]
+    assert pp1["noise_floor"] is not None and pp1["noise_floor"] < 0.125
+    assert pp2["details"]["mode"] == "server" and pp2["details"]["engine_args"]["pipeline_parallel_size"] == 2
+    assert "--pipeline-parallel-size 2" in pp2["details"]["command"]
+    assert (run_dir / "cases" / "vllm-pp2.server.log").is_file()
+    # The engine's own output goes to its log, not into the case notebook (the audit artifact).
+    assert "EngineCore" in (run_dir / "cases" / "vllm-pp1.engine.log").read_text()
+    notebook = nbformat.read(str(run_dir / "cases" / "vllm-pp1.ipynb"), as_version=4)
+    assert not any("EngineCore" in o.get("text", "") for c in notebook.cells for o in c.get("outputs", []))
+    for case in (pp1, pp2):  # bfloat16 engine against the float32 golden: close, not bit-exact
+        assert 0 < case["max_probability_error"] < 0.125
 
 
 def test_a_rerun_never_writes_over_an_earlier_run(passing_run):

@@ -82,7 +82,7 @@ def test_changed_wheel_fails_qualification_naming_both_digests(tmp_path, embedde
     out = build.build_release(fork.repo, fork.new_upstream, tmp_path / "build", tmp_path / "releases", today=DAY)
     wheel = Path(out.manifest).parent / "wheels" / out.wheels[0]["file"]
     wheel.write_bytes(wheel.read_bytes() + b"\0")  # one byte more after the manifest was written
-    q = qualify.qualify_release(out.manifest, embedded.descriptor, tmp_path / "qualify")
+    q = qualify.qualify_release(out.manifest, embedded.descriptor, tmp_path / "qualify", backend="hf")
     assert q.qualified is False
     assert q.reason == (f"verify: wheel {wheel.name} changed since the manifest was written: manifest sha256 "
                         f"{out.wheels[0]['sha256']}, file sha256 {sha256_file(wheel)}")
@@ -95,7 +95,7 @@ def test_conflicting_replay_stops_naming_the_commit_and_files(tmp_path):
     fork = make_fork(tmp_path, conflict=True)
     clamp = git(fork.repo, "rev-parse", "main")
     out = tmp_path / "refresh"
-    proc = parity_kit("refresh", "--fork-repo", fork.repo, "--upstream-ref", "upstream", "--out", out, env=GIT_ENV)
+    proc = parity_kit("refresh", "--backend", "hf", "--fork-repo", fork.repo, "--upstream-ref", "upstream", "--out", out, env=GIT_ENV)
     assert proc.returncode == 5, proc.stderr
     reason = (f"overlay commit {clamp[:12]} \"fork: clamp activations\" does not apply onto upstream upstream "
               f"({git(fork.repo, 'rev-parse', 'upstream')[:12]}): conflict in tinyengine/ops.py; "
@@ -121,7 +121,7 @@ def test_conflicting_replay_stops_naming_the_commit_and_files(tmp_path):
 def refresh(tmp_path, desc, env=None):
     fork = make_fork(tmp_path / "fork")
     out = tmp_path / "refresh"
-    proc = parity_kit("refresh", desc, "--fork-repo", fork.repo, "--upstream-ref", "upstream", "--case", "hf-bf16",
+    proc = parity_kit("refresh", "--backend", "hf", desc, "--fork-repo", fork.repo, "--upstream-ref", "upstream", "--case", "hf-bf16",
                       "--out", out, env={**GIT_ENV, **(env or {})}, timeout=900)
     return fork, out, proc
 
@@ -182,14 +182,14 @@ def test_refresh_whose_control_fails_is_not_qualified(tmp_path, embedded):
 
 
 def test_refresh_refuses_bad_input_in_one_line(tmp_path):
-    proc = parity_kit("refresh", "--fork-repo", tmp_path, "--upstream-ref", "upstream", "--out", tmp_path / "r")
+    proc = parity_kit("refresh", "--backend", "hf", "--fork-repo", tmp_path, "--upstream-ref", "upstream", "--out", tmp_path / "r")
     assert proc.returncode == 3
     assert proc.stderr.strip() == f"parity-kit: bad input: fork repository {tmp_path} is not a git repository"
     fork = make_fork(tmp_path / "fork")
-    proc = parity_kit("refresh", "--fork-repo", fork.repo, "--upstream-ref", "nope", "--out", tmp_path / "r")
+    proc = parity_kit("refresh", "--backend", "hf", "--fork-repo", fork.repo, "--upstream-ref", "nope", "--out", tmp_path / "r")
     assert proc.returncode == 3
     assert proc.stderr.strip() == f"parity-kit: bad input: upstream ref 'nope' is not a commit in {fork.repo}"
-    proc = parity_kit("refresh", "--fork-repo", fork.repo, "--upstream-ref", "upstream", "--qualify-bucket", "99",
+    proc = parity_kit("refresh", "--backend", "hf", "--fork-repo", fork.repo, "--upstream-ref", "upstream", "--qualify-bucket", "99",
                       "--out", tmp_path / "r")
     assert proc.returncode == 3
     assert proc.stderr.strip() == "parity-kit: bad input: case hf-bf16 has no bucket 99 (buckets: 128, 256, 512, 1024)"

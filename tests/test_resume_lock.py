@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, parity_kit, write_descriptor, write_notebook
+from conftest import ROOT, hf_cases, parity_kit, write_descriptor, write_notebook
 from test_gate_e2e import SLEEPER, gone
 
 from kit import runlock
@@ -28,7 +28,7 @@ def restamped_golden(golden, dest):
 
 def test_resume_reuses_finished_cases_and_reruns_the_rest(tmp_path, embedded):
     dies = write_notebook(tmp_path / "dies.ipynb", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
-    cases = {**embedded.doc["cases"], "dies": {**embedded.doc["cases"]["checkpoint"], "notebook": str(dies)}}
+    cases = {**hf_cases(embedded), "dies": {**embedded.doc["cases"]["checkpoint"], "notebook": str(dies)}}
     desc = write_descriptor(tmp_path, embedded, cases=cases)
     run_dir = tmp_path / "run"
     proc = parity_kit("gate", desc, "--out", run_dir, "--no-summary")

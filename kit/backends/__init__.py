@@ -12,7 +12,7 @@ import importlib
 from kit.backends.base import Backend
 from kit.spec import CaseSpec
 
-BACKENDS = ("hf", "levanter", "jax")
+BACKENDS = ("hf", "levanter", "jax", "vllm")
 
 
 def open_backend(spec: CaseSpec) -> Backend:
