@@ -5,6 +5,9 @@ For each bucket one prompt of exactly that many tokens is scored (batch 1):
 
 * hf, last position only (the kit's path), once per torch attention kernel;
 * hf keeping the full [seq, vocab] logits (what the kit avoids);
+* hf with its decoder under ``torch.compile`` (the first kernel; ``--no-compile`` skips it):
+  timed warm, the first call's seconds (tracing and compiling) reported apart, and its
+  last-position probabilities compared with the uncompiled run's;
 * jax (``kit.jaxllama``, cuDNN attention), last position only.
 
 FLOPs are counted, not measured, as the work the forward must do:
@@ -80,7 +83,8 @@ def activation_bytes(cfg, seq: int, dtype_bytes: int) -> int:
     return seq * (2 * cfg.hidden_size + 4 * cfg.intermediate_size) * dtype_bytes
 
 
-def bench_hf(model_dir: str, buckets: list[int], kernels: list[str], warmup: int, repeats: int) -> list[dict]:
+def bench_hf(model_dir: str, buckets: list[int], kernels: list[str], warmup: int, repeats: int,
+             compile: bool = True) -> list[dict]:
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from transformers import AutoModelForCausalLM
 
@@ -91,37 +95,60 @@ def bench_hf(model_dir: str, buckets: list[int], kernels: list[str], warmup: int
     choice = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
               "efficient": SDPBackend.EFFICIENT_ATTENTION}
     gen = torch.Generator().manual_seed(0)
+    inputs = {seq: torch.randint(2, cfg.vocab_size, (1, seq), generator=gen).to("cuda") for seq in buckets}
+    eager_probs = {}
     rows = []
+
+    def measure(impl: str, seq: int, kernel: str, keep: int, first_call: bool = False) -> dict | None:
+        ids = inputs[seq]
+        ctx = (lambda: sdpa_kernel([choice[kernel]])) if kernel in choice else None
+
+        def forward():
+            with torch.inference_mode():
+                if ctx:
+                    with ctx():
+                        return model(input_ids=ids, logits_to_keep=keep, use_cache=False).logits
+                return model(input_ids=ids, logits_to_keep=keep, use_cache=False).logits
+
+        gc.collect()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        row: dict = {"impl": impl, "seq": seq}
+        try:
+            if first_call:  # compiling happens here, outside the timed calls
+                t0 = time.perf_counter()
+                forward()
+                torch.cuda.synchronize()
+                row["compile_s"] = time.perf_counter() - t0
+            t = cuda_time(forward, warmup, repeats)
+            probs = torch.softmax(forward()[0, -1].float(), -1)
+        except RuntimeError as exc:  # a kernel that refuses this shape is a result, not a crash
+            rows.append({**row, "error": str(exc).splitlines()[0]})
+            return None
+        projected = 1 if keep == 1 else seq
+        peak = torch.cuda.max_memory_allocated()
+        row.update({
+            "seconds": t, "tokens_per_s": seq / t, "tflops": model_flops(cfg, seq, projected) / t / 1e12,
+            "peak_gib": peak / GIB, "weights_gib": weights / GIB, "above_weights_gib": (peak - base) / GIB,
+            "activations_gib": activation_bytes(cfg, seq, 2) / GIB,
+        })
+        if impl == f"hf/{kernels[0]}":
+            eager_probs[seq] = probs
+        elif seq in eager_probs:
+            row["max_prob_diff_vs_uncompiled"] = (probs - eager_probs[seq]).abs().max().item()
+        rows.append(row)
+        return row
+
     for seq in buckets:
-        ids = torch.randint(2, cfg.vocab_size, (1, seq), generator=gen).to("cuda")
-        runs = [(k, 1) for k in kernels] + [(kernels[0], 0)]  # 0: transformers keeps every position
-        for kernel, keep in runs:
-            ctx = (lambda: sdpa_kernel([choice[kernel]])) if kernel in choice else None
-
-            def forward():
-                with torch.inference_mode():
-                    if ctx:
-                        with ctx():
-                            return model(input_ids=ids, logits_to_keep=keep, use_cache=False).logits
-                    return model(input_ids=ids, logits_to_keep=keep, use_cache=False).logits
-
-            gc.collect()
-            torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats()
-            base = torch.cuda.memory_allocated()
-            try:
-                t = cuda_time(forward, warmup, repeats)
-            except RuntimeError as exc:  # a kernel that refuses this shape is a result, not a crash
-                rows.append({"impl": f"hf/{kernel}", "seq": seq, "error": str(exc).splitlines()[0]})
-                continue
-            projected = 1 if keep == 1 else seq
-            peak = torch.cuda.max_memory_allocated()
-            rows.append({
-                "impl": f"hf/{kernel}" + ("" if keep == 1 else " full-logits"), "seq": seq, "seconds": t,
-                "tokens_per_s": seq / t, "tflops": model_flops(cfg, seq, projected) / t / 1e12,
-                "peak_gib": peak / GIB, "weights_gib": weights / GIB, "above_weights_gib": (peak - base) / GIB,
-                "activations_gib": activation_bytes(cfg, seq, 2) / GIB,
-            })
+        for kernel in kernels:
+            measure(f"hf/{kernel}", seq, kernel, 1)
+        measure(f"hf/{kernels[0]} full-logits", seq, kernels[0], 0)  # transformers keeps every position
+    if compile:
+        # The decoder only: lm_head keeps projecting the last position alone. One static graph per bucket.
+        model.get_decoder().compile(dynamic=False)
+        for seq in buckets:
+            measure(f"hf/{kernels[0]} compiled", seq, kernels[0], 1, first_call=True)
     del model
     gc.collect()
     torch.cuda.empty_cache()
@@ -172,12 +199,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--no-jax", action="store_true")
+    ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile'd hf rows")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     buckets = [int(b) for b in args.buckets.split(",")]
 
     rate = matmul_rate()
-    rows = bench_hf(args.model, buckets, args.kernels.split(","), args.warmup, args.repeats)
+    rows = bench_hf(args.model, buckets, args.kernels.split(","), args.warmup, args.repeats,
+                    compile=not args.no_compile)
     if not args.no_jax:
         rows += bench_jax(args.model, buckets, args.warmup, args.repeats)
     device = torch.cuda.get_device_name()
@@ -193,7 +222,10 @@ def main(argv: list[str] | None = None) -> int:
         r["memory_target_met"] = within
         print(f"{r['impl']:<24}{r['seq']:>7}{r['seconds']:>9.4f}{r['tokens_per_s']:>10.0f}{r['tflops']:>9.0f}"
               f"{100 * r['fraction_of_matmul']:>5.0f}%{r['peak_gib']:>10.2f}{r['weights_gib']:>9.2f}"
-              f"{r['activations_gib']:>9.2f}{'ok' if within else 'MISSED':>8}")
+              f"{r['activations_gib']:>9.2f}{'ok' if within else 'MISSED':>8}"
+              + (f"  compile {r['compile_s']:.1f} s" if "compile_s" in r else "")
+              + (f"  max |dp| vs uncompiled {r['max_prob_diff_vs_uncompiled']:.3g}"
+                 if "max_prob_diff_vs_uncompiled" in r else ""))
     if args.json:
         args.json.write_text(json.dumps({"device": device, "torch": torch.__version__, "matmul_tflops": rate,
                                          "rows": rows}, indent=1) + "\n")
