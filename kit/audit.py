@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from kit.fixture import Fixture, load_fixture
+from kit.fixture import load_fixture
 from kit.golden import load_golden
-from kit.records import ERROR, FAILED, PASSED, TIMEOUT, PromptScore
+from kit.records import ERROR, FAILED, PASSED, TIMEOUT, PromptScore, severity
 from kit.results import RunView, counts_sentence
 
 BANNER_COLORS = {"passed": "#1a7f37", "qualified": "#1a7f37", "failed": "#cf222e", "regression": "#cf222e",
@@ -81,24 +81,16 @@ class Decoder:
 def worst_prompts(view: RunView, limit: int = 5) -> list[tuple[str, PromptScore]]:
     """The prompts furthest past (or closest to) their bounds, failing ones first, over every case."""
     pool = [(name, p) for name, r in view.results.items() for p in r.prompts]
-
-    def severity(item):
-        p = item[1]
-        err = p.max_probability_error
-        if err is None or err != err:
-            return (not p.passed, float("inf"))
-        return (not p.passed, err / p.bound if p.bound else err)
-
-    return sorted(pool, key=severity, reverse=True)[:limit]
+    return sorted(pool, key=lambda item: (not item[1].passed, severity(item[1])), reverse=True)[:limit]
 
 
 def worst_prompt_table(view: RunView, limit: int = 5, top: int = 5) -> pd.DataFrame:
     """Each worst prompt with the golden's and the backend's top tokens side by side (text and id)."""
-    fixture = _fixture(view)
+    prompts = _prompt_texts(view)
     decoder = Decoder.for_model(view.manifest.get("model"))
     rows = []
     for case, p in worst_prompts(view, limit):
-        prompt = fixture.by_id(p.id).prompt if fixture is not None and fixture.has(p.id) else ""
+        prompt = prompts.get(p.id, "")
         rows.append({
             "case": case, "prompt": p.id, "bucket": p.bucket, "passed": p.passed,
             "max_probability_error": p.max_probability_error, "bound": p.bound,
@@ -135,23 +127,13 @@ def _visible(text: str) -> str:
     return text.replace("\\", "\\\\").replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
 
 
-def _fixture(view: RunView) -> "_FixtureIndex | None":
+def _prompt_texts(view: RunView) -> dict[str, str]:
+    """Each fixture case's prompt text by id; empty when the fixture moved (the table then shows none)."""
     path = view.manifest.get("fixture")
     try:
-        return _FixtureIndex(load_fixture(path)) if path else None
+        return {c.id: c.prompt for c in load_fixture(path).cases} if path else {}
     except Exception:  # a moved fixture leaves the table without prompt text, not the summary broken
-        return None
-
-
-class _FixtureIndex:
-    def __init__(self, fixture: Fixture):
-        self._cases = {c.id: c for c in fixture.cases}
-
-    def has(self, cid: str) -> bool:
-        return cid in self._cases
-
-    def by_id(self, cid: str):
-        return self._cases[cid]
+        return {}
 
 
 def provenance_table(view: RunView) -> pd.DataFrame:

@@ -54,7 +54,7 @@ def run_control(descriptor: str | Path | LoadedDescriptor, out: str | Path | Non
     for name in (current, candidate):
         desc.release(name)  # an unknown release is refused before anything is created
     command = list(command or ["parity-kit", "control", str(desc.path if desc is descriptor else descriptor)])
-    control_dir = _claim(Path(out) if out else default_control_dir(desc))
+    control_dir = paths.claim_empty_dir(out or default_control_dir(desc), "control directory", "control run")
     console.print(f"control [bold]{desc.name}[/]: today's pin [bold]{current}[/] against "
                   f"candidate [bold]{candidate}[/] -> {control_dir}")
     started = now_iso()
@@ -63,11 +63,12 @@ def run_control(descriptor: str | Path | LoadedDescriptor, out: str | Path | Non
     for run in runs:
         finish_gate(run, command, console, summary=False)
 
-    diagnosis = diagnose(read_run(runs[0].run_dir), read_run(runs[1].run_dir))
+    views = [read_run(run.run_dir) for run in runs]
+    diagnosis = diagnose(*views)
     doc = control_manifest(desc, runs, command, started)
     write_json(control_dir / "control.json", doc)
     write_json(control_dir / "diagnosis.json", diagnosis.to_dict())
-    report.write_evidence(control_dir, report.control_evidence(doc, diagnosis, [read_run(r.run_dir) for r in runs]))
+    report.write_evidence(control_dir, report.control_evidence(doc, diagnosis, views))
     if summary:
         for error in (build_control_notebook(control_dir), report.build_summary(control_dir)):
             if error:  # the diagnosis and both runs are already on disk
@@ -76,14 +77,6 @@ def run_control(descriptor: str | Path | LoadedDescriptor, out: str | Path | Non
     artifact = control_dir / ("summary.html" if summary else "evidence.md")
     console.print(f"[{style}]control {diagnosis.verdict}[/]: {diagnosis.reason} -> {artifact}")
     return ControlRun(control_dir.resolve(), runs[0], runs[1], diagnosis)
-
-
-def _claim(control_dir: Path) -> Path:
-    if control_dir.exists() and any(control_dir.iterdir()):
-        raise BadInput(f"control directory {control_dir} exists and is not empty; a control run never "
-                       "writes over an earlier one (choose another --out)")
-    control_dir.mkdir(parents=True, exist_ok=True)
-    return control_dir.resolve()
 
 
 def control_manifest(desc: LoadedDescriptor, runs: Sequence[GateRun], command: Sequence[str],

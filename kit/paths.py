@@ -16,6 +16,19 @@ def backend_notebook(backend: str) -> Path:
     return NOTEBOOKS / f"parity_{backend}.ipynb"
 
 
+def claim_empty_dir(path: str | Path, directory: str, run: str) -> Path:
+    """Create ``path`` for a new ``run``, refusing one that already holds anything:
+    an earlier run's artifacts are never written over."""
+    from kit.errors import BadInput
+
+    path = Path(path)
+    if path.exists() and any(path.iterdir()):
+        raise BadInput(f"{directory} {path} exists and is not empty; a {run} never writes over an "
+                       "earlier one (choose another --out)")
+    path.mkdir(parents=True, exist_ok=True)
+    return path.resolve()
+
+
 def display(path: str | Path) -> str:
     """A path as a reader wants it in a message: relative to the working directory when inside it."""
     p = Path(path)

@@ -136,7 +136,7 @@ class CaseResult:
             return None
         failing = [p for p in self.prompts if not p.passed]
         pool = failing or self.prompts
-        return max(pool, key=_severity)
+        return max(pool, key=severity)
 
     @property
     def max_probability_error(self) -> float | None:
@@ -171,7 +171,7 @@ class CaseResult:
         return cls(**kw)
 
 
-def _severity(p: PromptScore) -> float:
+def severity(p: PromptScore) -> float:
     """How close to (or past) its bound a prompt is; unscorable prompts are the worst."""
     err = p.max_probability_error
     if not _is_number(err):

@@ -26,7 +26,6 @@ from kit import __version__, build, paths, qualify, report
 from kit.control import build_control_notebook, run_control
 from kit.descriptor import derive, load_descriptor
 from kit.diagnose import EXIT_CODES, QUALIFIED
-from kit.errors import BadInput
 from kit.jsonio import read_json, write_json
 from kit.kernels import run_notebook
 from kit.results import now_iso
@@ -65,7 +64,7 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
     desc.case_specs(list(only) if only else None)
     qualify.pick_case(desc, qualify.pick_backend(desc, current, backend), qualify_case, qualify_bucket)
     inputs = build.resolve_inputs(fork_repo, upstream_ref, base, tip, fork)
-    run_dir = _claim(Path(out) if out else default_refresh_dir(desc.name))
+    run_dir = paths.claim_empty_dir(out or default_refresh_dir(desc.name), "refresh directory", "refresh")
     store = Path(store).resolve() if store else (run_dir.parent / "releases").resolve()
     command = list(command or ["parity-kit", "refresh", str(descriptor)])
     started = now_iso()
@@ -128,14 +127,6 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
     d = control.diagnosis
     next_steps = _publish_steps(built, run_dir, desc.path, current, backend, q) if d.verdict == QUALIFIED else []
     return _finish(run_dir, record, d.verdict, d.reason, d.exit_code, next_steps, console)
-
-
-def _claim(run_dir: Path) -> Path:
-    if run_dir.exists() and any(run_dir.iterdir()):
-        raise BadInput(f"refresh directory {run_dir} exists and is not empty; a refresh never writes over an "
-                       "earlier one (choose another --out)")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    return run_dir.resolve()
 
 
 def _step(notebook: Path, out: Path, params: dict, timeout_s: float, log: Path) -> str | None:

@@ -65,8 +65,8 @@ def regen_golden(descriptor: str | Path, kind: str = "semantic", release: str | 
         raise BadInput(f"{paths.display(desc.path)}: no case uses the {kind} golden; nothing could check a new one")
     old = load_golden(desc.resolve(desc.doc.goldens[kind]))
     command = list(command or ["parity-kit", "golden", "regen", str(descriptor)])
-    work_dir = _claim(Path(out) if out else Path("runs") / f"regen-{desc.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-                      f"-{os.urandom(2).hex()}")
+    work_dir = paths.claim_empty_dir(out or Path("runs") / f"regen-{desc.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+                                     f"-{os.urandom(2).hex()}", "regen directory", "golden regeneration")
 
     console.print(f"making a new {kind} golden from {paths.display(desc.resolve(desc.doc.model.path))} "
                   f"(hf float32, top-{old.top_k}) -> {work_dir}")
@@ -105,13 +105,6 @@ def _beside(old: Path, name: str) -> Path:
     if target.exists():  # the same model and fixture: a regenerated golden gets its own name
         target = old.parent / f"{Path(name).stem}-regen-{time.strftime('%Y%m%d-%H%M%S')}.json"
     return target
-
-
-def _claim(work_dir: Path) -> Path:
-    if work_dir.exists() and any(work_dir.iterdir()):
-        raise BadInput(f"{work_dir} exists and is not empty; choose another --out")
-    work_dir.mkdir(parents=True, exist_ok=True)
-    return work_dir.resolve()
 
 
 def regen_report(o: RegenOutcome) -> str:

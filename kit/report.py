@@ -9,7 +9,7 @@ from typing import Sequence
 from kit import paths
 from kit.jsonio import atomic_write_bytes, write_json
 from kit.kernels import run_notebook
-from kit.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
+from kit.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult, severity
 from kit.results import counts_sentence
 
 SUMMARY_NOTEBOOK = paths.NOTEBOOKS / "summary.ipynb"
@@ -147,7 +147,7 @@ def _worst_per_backend(label: str, view) -> list[str]:
     failed = [r for r in view.results.values() if r.status == FAILED and r.worst is not None]
     lines = []
     for backend in dict.fromkeys(r.backend for r in failed):
-        r = max((r for r in failed if r.backend == backend), key=lambda r: _severity_of(r.worst))
+        r = max((r for r in failed if r.backend == backend), key=lambda r: severity(r.worst))
         w = r.worst
         bound = f"bound {w.bound:g}" if w.bound is not None else "exact golden"
         err = w.max_probability_error
@@ -156,13 +156,6 @@ def _worst_per_backend(label: str, view) -> list[str]:
                      f"{r.counts()['prompts']} prompts failed), prompt `{w.id}` (bucket {w.bucket}): "
                      f"max probability error {err_text}, {bound}: {_worst_reason(w)}")
     return lines
-
-
-def _severity_of(score) -> float:
-    err = score.max_probability_error
-    if err is None or err != err:
-        return float("inf")
-    return err / score.bound if score.bound else err
 
 
 def _repair_first(d, cur) -> str:

@@ -16,7 +16,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-import torch
 
 from conftest import ROOT, copy_model, edit_weight, hf_cases, parity_kit, write_descriptor
 from kit.modeldigest import model_digest
@@ -111,7 +110,7 @@ def test_report_markdown_and_attach(failing_run, tmp_path):
     assert md.startswith("**Parity gate `test`: failed.** 2 failed in ")
     assert "| case | backend | status | max error | bound | failed prompts | worst prompt |" in md
     n = read_run(run).results["hf-bf16"].counts()["failed"]
-    assert f"| `hf-bf16` | hf | ❌ failed |" in md and f"| 0.075 | {n}/64 |" in md
+    assert "| `hf-bf16` | hf | ❌ failed |" in md and f"| 0.075 | {n}/64 |" in md
     assert "| `checkpoint` | hf | ❌ failed |" in md and "| exact | 64/64 |" in md
 
     proc = parity_kit("report", run, "--attach", tmp_path / "attach")
