@@ -5,9 +5,11 @@ For each bucket one prompt of exactly that many tokens is scored (batch 1):
 
 * hf, last position only (the kit's path), once per torch attention kernel;
 * hf keeping the full [seq, vocab] logits (what the kit avoids);
-* hf with its decoder under ``torch.compile`` (the first kernel; ``--no-compile`` skips it):
-  timed warm, the first call's seconds (tracing and compiling) reported apart, and its
-  last-position probabilities compared with the uncompiled run's;
+* hf with each decoder layer under ``torch.compile`` (``kit.backends.hf.compile_layers``, the
+  first kernel; ``--no-compile`` skips it), once with a static graph per bucket and once with
+  the one dynamic-length graph the gate's ``compile = true`` uses: timed warm, the first call's
+  seconds (tracing and compiling) reported apart, and its last-position probabilities compared
+  with the uncompiled run's;
 * jax (``kit.jaxllama``, cuDNN attention), last position only.
 
 FLOPs are counted, not measured, as the work the forward must do:
@@ -22,6 +24,9 @@ The memory target: peak allocated memory at most weights + activations + 2 GiB,
 where activations is the working set of one layer at its widest point (the MLP:
 the residual stream, its norm, gate, up, silu(gate) and their product, each
 [seq, width]); no [seq, vocab] tensor is part of it.
+
+``--breakdown`` adds, at the largest bucket, the share of GPU time in matmuls, attention and
+everything else, from torch's profiler, for the uncompiled and compiled runs.
 
 Prints a table; ``--json PATH`` also writes every number.
 """
@@ -83,10 +88,37 @@ def activation_bytes(cfg, seq: int, dtype_bytes: int) -> int:
     return seq * (2 * cfg.hidden_size + 4 * cfg.intermediate_size) * dtype_bytes
 
 
+def kernel_kind(name: str) -> str:
+    n = name.lower()
+    if any(k in n for k in ("fmha", "flash", "sdpa", "attention", "attn")):
+        return "attention"
+    if any(k in n for k in ("gemm", "nvjet", "cutlass", "xmma", "cublas")):
+        return "matmul"
+    return "fused (triton)" if n.startswith("triton") else "other"
+
+
+def kernel_breakdown(forward) -> dict[str, float]:
+    """Seconds of GPU kernel time per kind in one call of ``forward``."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        forward()
+        torch.cuda.synchronize()
+    out: dict[str, float] = {}
+    for e in prof.events():
+        if e.device_type == DeviceType.CUDA:
+            kind = kernel_kind(e.name)
+            out[kind] = out.get(kind, 0.0) + e.device_time / 1e6  # microseconds
+    return out
+
+
 def bench_hf(model_dir: str, buckets: list[int], kernels: list[str], warmup: int, repeats: int,
-             compile: bool = True) -> list[dict]:
+             compile: bool = True, breakdown: bool = False) -> list[dict]:
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from transformers import AutoModelForCausalLM
+
+    from kit.backends.hf import compile_layers
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16,
                                                  attn_implementation="sdpa").to("cuda").eval()
@@ -99,7 +131,8 @@ def bench_hf(model_dir: str, buckets: list[int], kernels: list[str], warmup: int
     eager_probs = {}
     rows = []
 
-    def measure(impl: str, seq: int, kernel: str, keep: int, first_call: bool = False) -> dict | None:
+    def measure(impl: str, seq: int, kernel: str, keep: int, first_call: bool = False,
+                profile: bool = False) -> dict | None:
         ids = inputs[seq]
         ctx = (lambda: sdpa_kernel([choice[kernel]])) if kernel in choice else None
 
@@ -121,6 +154,7 @@ def bench_hf(model_dir: str, buckets: list[int], kernels: list[str], warmup: int
                 forward()
                 torch.cuda.synchronize()
                 row["compile_s"] = time.perf_counter() - t0
+                torch.cuda.reset_peak_memory_stats()  # compiling's own buffers are not scoring's peak
             t = cuda_time(forward, warmup, repeats)
             probs = torch.softmax(forward()[0, -1].float(), -1)
         except RuntimeError as exc:  # a kernel that refuses this shape is a result, not a crash
@@ -133,6 +167,11 @@ def bench_hf(model_dir: str, buckets: list[int], kernels: list[str], warmup: int
             "peak_gib": peak / GIB, "weights_gib": weights / GIB, "above_weights_gib": (peak - base) / GIB,
             "activations_gib": activation_bytes(cfg, seq, 2) / GIB,
         })
+        if profile:
+            try:
+                row["kernel_seconds"] = kernel_breakdown(forward)
+            except Exception as exc:  # the profiler is a nicety: its failure must not lose the timings
+                row["breakdown_error"] = repr(exc)
         if impl == f"hf/{kernels[0]}":
             eager_probs[seq] = probs
         elif seq in eager_probs:
@@ -140,15 +179,18 @@ def bench_hf(model_dir: str, buckets: list[int], kernels: list[str], warmup: int
         rows.append(row)
         return row
 
+    largest = max(buckets)
     for seq in buckets:
         for kernel in kernels:
-            measure(f"hf/{kernel}", seq, kernel, 1)
+            measure(f"hf/{kernel}", seq, kernel, 1, profile=breakdown and seq == largest and kernel == kernels[0])
         measure(f"hf/{kernels[0]} full-logits", seq, kernels[0], 0)  # transformers keeps every position
     if compile:
-        # The decoder only: lm_head keeps projecting the last position alone. One static graph per bucket.
-        model.get_decoder().compile(dynamic=False)
-        for seq in buckets:
-            measure(f"hf/{kernels[0]} compiled", seq, kernels[0], 1, first_call=True)
+        for dynamic, label in ((False, "layers compiled"), (True, "layers compiled, dynamic")):
+            torch._dynamo.reset()  # forget the other variant's graphs
+            compile_layers(model, dynamic=dynamic)
+            for seq in buckets:
+                measure(f"hf/{kernels[0]} {label}", seq, kernels[0], 1, first_call=True,
+                        profile=breakdown and seq == largest)
     del model
     gc.collect()
     torch.cuda.empty_cache()
@@ -200,32 +242,38 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--no-jax", action="store_true")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile'd hf rows")
+    ap.add_argument("--breakdown", action="store_true", help="GPU time per kernel kind at the largest bucket")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     buckets = [int(b) for b in args.buckets.split(",")]
 
     rate = matmul_rate()
     rows = bench_hf(args.model, buckets, args.kernels.split(","), args.warmup, args.repeats,
-                    compile=not args.no_compile)
+                    compile=not args.no_compile, breakdown=args.breakdown)
     if not args.no_jax:
         rows += bench_jax(args.model, buckets, args.warmup, args.repeats)
     device = torch.cuda.get_device_name()
     print(f"{device}; torch {torch.__version__}; bf16 matmul 8192^3: {rate:.0f} TFLOP/s")
-    print(f"{'impl':<24}{'tokens':>7}{'s':>9}{'tok/s':>10}{'TFLOP/s':>9}{'% mm':>6}"
+    print(f"{'impl':<34}{'tokens':>7}{'s':>9}{'tok/s':>10}{'TFLOP/s':>9}{'% mm':>6}"
           f"{'peak GiB':>10}{'weights':>9}{'act est':>9}{'target':>8}")
     for r in rows:
         if "error" in r:
-            print(f"{r['impl']:<24}{r['seq']:>7}  refused: {r['error'][:80]}")
+            print(f"{r['impl']:<34}{r['seq']:>7}  refused: {r['error'][:80]}")
             continue
         r["fraction_of_matmul"] = r["tflops"] / rate
         within = r["peak_gib"] <= r["weights_gib"] + r["activations_gib"] + 2
         r["memory_target_met"] = within
-        print(f"{r['impl']:<24}{r['seq']:>7}{r['seconds']:>9.4f}{r['tokens_per_s']:>10.0f}{r['tflops']:>9.0f}"
+        print(f"{r['impl']:<34}{r['seq']:>7}{r['seconds']:>9.4f}{r['tokens_per_s']:>10.0f}{r['tflops']:>9.0f}"
               f"{100 * r['fraction_of_matmul']:>5.0f}%{r['peak_gib']:>10.2f}{r['weights_gib']:>9.2f}"
               f"{r['activations_gib']:>9.2f}{'ok' if within else 'MISSED':>8}"
               + (f"  compile {r['compile_s']:.1f} s" if "compile_s" in r else "")
               + (f"  max |dp| vs uncompiled {r['max_prob_diff_vs_uncompiled']:.3g}"
                  if "max_prob_diff_vs_uncompiled" in r else ""))
+        if "kernel_seconds" in r:
+            ks = r["kernel_seconds"]
+            total = sum(ks.values())
+            print(" " * 34 + f"GPU time {total:.4f} s: " + ", ".join(
+                f"{k} {v:.4f} s ({100 * v / total:.0f}%)" for k, v in sorted(ks.items(), key=lambda kv: -kv[1])))
     if args.json:
         args.json.write_text(json.dumps({"device": device, "torch": torch.__version__, "matmul_tflops": rate,
                                          "rows": rows}, indent=1) + "\n")

@@ -98,6 +98,9 @@ class HfCase(CaseBase):
     padding_side: Literal["left", "right"] = "right"
     # Which torch SDPA kernel to prefer ("auto": torch's own choice); only for attn_implementation sdpa.
     sdpa_backend: Literal["auto", "flash", "cudnn", "efficient", "math"] = "auto"
+    # torch.compile each decoder layer, so the elementwise work around the matmuls (norms, rotary,
+    # SiLU x up) fuses; one graph serves every layer and every prompt length.
+    compile: bool = False
 
 
 class JaxCase(CaseBase):

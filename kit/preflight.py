@@ -89,7 +89,9 @@ def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
         if spec.top_n < golden.top_k:
             raise BadInput(f"{where}: case {spec.name}: top_n {spec.top_n} is below the golden's top_k {golden.top_k}")
         known = {str(b) for b in fixture.buckets}
-        unknown_b = [k for k in [*spec.bucket_bounds, *spec.options.get("attention", {})] if k not in known] + [
+        attention = spec.options.get("attention")
+        per_bucket = attention if isinstance(attention, dict) else {}  # levanter's; jax's is one name
+        unknown_b = [k for k in [*spec.bucket_bounds, *per_bucket] if k not in known] + [
             str(b) for b in spec.buckets or [] if str(b) not in known]
         if unknown_b:
             raise BadInput(f"{where}: case {spec.name}: bucket {unknown_b[0]} is not in the fixture "

@@ -8,7 +8,7 @@
 # OUT_DIR receives the log, the goldens made here, the gate's summary.html, result.json and
 # evidence.md, and the benchmark's JSON. WHEEL_DIR (optional) holds wheels of the notebook stack
 # for a node whose Python lacks it (papermill, nbclient, ipykernel, scrapbook, nbconvert, pydantic);
-# they are installed into a private folder, never into the node's Python.
+# they are installed into a private folder, never into the node's Python. BENCH=0 skips the benchmark.
 set -uo pipefail
 OUT_DIR=${1:?usage: scripts/gpu-checks.sh OUT_DIR [WHEEL_DIR]}
 WHEELS=${2:-}
@@ -55,8 +55,11 @@ for kind in semantic; do
   $PY -m kit.cli golden verify "$golden" --fixture "$fixture" --model "$MODEL"
 done
 
+if [ "${BENCH:-1}" != 0 ]; then
 step "benchmark: scoring speed and memory per bucket"
-timeout 240 $PY benchmarks/gpu_scoring.py --model "$MODEL" --json "$OUT_DIR/gpu_scoring.json"
+timeout 300 $PY benchmarks/gpu_scoring.py --model "$MODEL" --kernels cudnn,auto,flash --breakdown \
+  --json "$OUT_DIR/gpu_scoring.json"
+fi
 
 step "gate: every case of $DESCRIPTOR through papermill, one case at a time on the one GPU"
 $PY -m kit.cli gate "$DESCRIPTOR" --jobs 1 --out /tmp/gpu-gate-run

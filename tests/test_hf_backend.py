@@ -45,3 +45,18 @@ def test_bfloat16_stays_close_to_float32(embedded):
     for a, b in zip(f32, b16):
         bd = dict(b.top_logprobs)
         assert max(abs(torch.tensor(lp).exp() - torch.tensor(bd[t]).exp()) for t, lp in a.top_logprobs) < 0.075
+
+
+def test_compiled_layers_give_the_same_top_k(embedded):
+    fixture = load_fixture(embedded.fixture)
+    by_length = sorted(fixture.cases, key=lambda c: c.n_tokens)
+    cases = [by_length[0], by_length[len(by_length) // 2]]  # two lengths: one graph must serve both
+    eager = HfBackend(str(embedded.model), dtype="float32").observe(cases, top_n=10)
+    backend = HfBackend(str(embedded.model), dtype="float32", compile=True)
+    compiled = backend.observe(cases, top_n=10)
+    assert backend.details()["compile"] is True
+    layers = backend.model.get_decoder().layers
+    assert all(layer._compiled_call_impl is not None for layer in layers)
+    for a, b in zip(eager, compiled):
+        assert [t for t, _ in a.top_logprobs] == [t for t, _ in b.top_logprobs]
+        assert max(abs(math.exp(x) - math.exp(y)) for (_, x), (_, y) in zip(a.top_logprobs, b.top_logprobs)) < 1e-5

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 import pytest
+from conftest import ROOT, parity_kit
 
 from kit.backends.hf import HfBackend
 from kit.backends.jax import JaxBackend, choose_attention
@@ -100,3 +101,13 @@ def test_unimplemented_configs_are_refused(embedded):
         shape_from_config(scaled)
     with pytest.raises(ValueError, match="bias"):
         shape_from_config({**config, "attention_bias": True})
+
+
+def test_the_jax_descriptor_passes_the_real_gate(tmp_path):
+    # Its case names one attention for all buckets, which the gate must not read as per-bucket keys.
+    run_dir = tmp_path / "run"
+    proc = parity_kit("gate", ROOT / "descriptors" / "tiny-jax.toml", "--out", run_dir, "--no-summary")
+    assert proc.returncode == 0, proc.stderr
+    case = json.loads((run_dir / "result.json").read_text())["cases"]["jax-f32"]
+    assert case["status"] == "passed"
+    assert max(p["max_probability_error"] for p in case["prompts"]) < 1e-5

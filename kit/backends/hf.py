@@ -30,6 +30,19 @@ PADDING_SIDES = ("left", "right")
 SDPA_BACKENDS = ("auto", "flash", "cudnn", "efficient", "math")
 
 
+def compile_layers(model, dynamic: bool | None = True) -> None:
+    """``torch.compile`` each decoder layer of ``model`` in place.
+
+    Layers, not the whole decoder: the causal mask is then decided outside compiled code, where
+    transformers can still drop it for an unpadded prompt and let attention take its causal fast
+    path. Compiling the decoder whole made it build a [seq, seq] mask, which halved the speed at
+    32K tokens and added 7 GiB (docs/gpu-figures.md). The layers share one code object, so one
+    compiled graph serves all of them; ``dynamic=True`` makes that graph serve every prompt length.
+    """
+    for layer in model.get_decoder().layers:
+        layer.compile(dynamic=dynamic)
+
+
 def plan_batches(cases: Sequence[PromptCase], batch_size: int) -> list[list[int]]:
     """Indices of ``cases`` grouped into batches of one bucket each, at most ``batch_size`` long.
 
@@ -48,7 +61,7 @@ class HfBackend:
 
     def __init__(self, model_path: str, dtype: str = "float32", attn_implementation: str = "sdpa",
                  device: str = "cpu", threads: int = 1, batch_size: int = 1, padding_side: str = "right",
-                 sdpa_backend: str = "auto"):
+                 sdpa_backend: str = "auto", compile: bool = False):
         import torch
         from transformers import AutoModelForCausalLM
         from transformers.utils import logging as hf_logging
@@ -69,6 +82,9 @@ class HfBackend:
         self.model = AutoModelForCausalLM.from_pretrained(
             model_path, dtype=getattr(torch, dtype), attn_implementation=attn_implementation
         ).to(device).eval()
+        self.compile = compile
+        if compile:
+            compile_layers(self.model)
         self._batches: list[dict] = []
 
     def release(self) -> dict:
@@ -85,7 +101,8 @@ class HfBackend:
 
     def details(self) -> dict:
         return {"attention": self.attn_implementation, "sdpa_backend": self.sdpa_backend,
-                "padding_side": self.padding_side, "batch_size": self.batch_size, "batches": self._batches}
+                "padding_side": self.padding_side, "batch_size": self.batch_size, "compile": self.compile,
+                "batches": self._batches}
 
     def observe(self, cases: Sequence[PromptCase], top_n: int) -> list[Observation]:
         torch = self._torch
@@ -154,4 +171,4 @@ def open_backend(spec: CaseSpec) -> HfBackend:
                      attn_implementation=o.get("attn_implementation", "sdpa"),
                      device=o.get("device", "cpu"), threads=o.get("threads", 1),
                      batch_size=o.get("batch_size", 1), padding_side=o.get("padding_side", "right"),
-                     sdpa_backend=o.get("sdpa_backend", "auto"))
+                     sdpa_backend=o.get("sdpa_backend", "auto"), compile=o.get("compile", False))
