@@ -101,14 +101,22 @@ def worst_prompt_table(view: RunView, limit: int = 5, top: int = 5) -> pd.DataFr
     return pd.DataFrame(rows)
 
 
+# Headings over left-aligned text columns read best left-aligned too.
+LEFT_HEADINGS = [{"selector": "th.col_heading", "props": "text-align: left"}]
+
+
 def styled_worst_prompts(view: RunView, limit: int = 5):
     frame = worst_prompt_table(view, limit)
     if frame.empty:
         return frame
-    # escape="html" makes the world's text inert; white-space:pre keeps one token per line.
+    # escape="html" makes the world's text inert; white-space:pre keeps one token per line, while the
+    # prompt's end wraps anywhere (it may have no spaces) so that the table fits a page.
+    mono = {"font-family": "monospace", "text-align": "left"}
     return (frame.style.format({"max_probability_error": "{:.4g}", "bound": "{:g}"}, na_rep="—", escape="html")
-            .set_properties(subset=["prompt_end", "golden_top", "backend_top"],
-                            **{"white-space": "pre", "font-family": "monospace", "text-align": "left"})
+            .set_properties(subset=["golden_top", "backend_top"], **{"white-space": "pre", **mono})
+            .set_properties(subset=["prompt_end"], **{"white-space": "pre-wrap", "overflow-wrap": "anywhere",
+                                                      "min-width": "16ch", "max-width": "28ch", **mono})
+            .set_table_styles(LEFT_HEADINGS, overwrite=False)
             .hide(axis="index"))
 
 
@@ -162,8 +170,12 @@ def provenance_table(view: RunView) -> pd.DataFrame:
 
 
 def styled_provenance(view: RunView):
+    # Paths, commands and 64-digit digests have few or no spaces: they wrap anywhere to fit the page.
     return (provenance_table(view).style.format(na_rep="—", escape="html").hide(axis="index")
-            .set_properties(subset=["value", "digest"], **{"text-align": "left", "font-family": "monospace"}))
+            .set_properties(subset=["value", "digest"], **{"text-align": "left", "font-family": "monospace",
+                                                           "overflow-wrap": "anywhere"})
+            .set_properties(subset=["digest"], **{"min-width": "20ch", "max-width": "34ch"})
+            .set_table_styles(LEFT_HEADINGS, overwrite=False))
 
 
 def _golden_provenance(path: str | None) -> str:

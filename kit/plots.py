@@ -107,10 +107,13 @@ def error_by_bucket(prompts: pd.DataFrame, title: str = "largest error per bucke
             bad = [xi for xi, b in zip(x, worst.index) if failed[b]]
             ax.scatter(bad, [worst[buckets[xi]] for xi in bad], s=90, marker="x", color="black", zorder=3)
             bounds = of_case.groupby("bucket")["bound"].max()
-            if bounds.notna().any():
-                ax.step([buckets.index(b) for b in bounds.index], bounds.values, where="mid", color=c,
-                        linestyle="--", linewidth=1)
+            bounds = bounds[bounds.notna()]
+            # A dash across each bucket: a step line through one bucket would draw nothing.
+            xb = [buckets.index(b) for b in bounds.index]
+            ax.hlines(bounds.values, [xi - 0.4 for xi in xb], [xi + 0.4 for xi in xb], colors=c,
+                      linestyles="--", linewidth=1)
         ax.set_xticks(range(len(buckets)), [str(b) for b in buckets])
+        ax.set_xlim(-0.6, len(buckets) - 0.4)
         ax.set_yscale("log")
         ax.set_title(backend)
         ax.set_xlabel("bucket (tokens)")

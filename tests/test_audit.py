@@ -181,6 +181,16 @@ def test_prompt_text_renders_as_text_in_a_real_browser(tmp_path, embedded):
     assert "&lt;img src=x onerror=\"document.body.setAttribute('data-pwned','img')\"&gt; hello" in out
     assert "see [click me](javascript:document.title='PWNED-LINK') now" in out
 
+    # Every table fits its output area at this window size: none needs a horizontal scroll.
+    probe = tmp_path / "probe.html"
+    probe.write_text((run / "summary.html").read_text() + "<script>document.title = 'overflow ' + JSON.stringify("
+                     "[...document.querySelectorAll('table')].map(t => Math.round("
+                     "t.getBoundingClientRect().width - t.parentElement.clientWidth)));</script>")
+    dom = subprocess.run([chromium(), *flags, "--dump-dom", probe.as_uri()], capture_output=True, text=True,
+                         timeout=180)
+    overflow = json.loads(dom.stdout.split("<title>overflow ", 1)[1].split("</title>", 1)[0])
+    assert len(overflow) >= 3 and max(overflow) <= 0, overflow
+
 
 def free_port() -> int:
     with socket.socket() as s:
