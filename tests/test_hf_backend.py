@@ -55,6 +55,7 @@ def test_compiled_layers_give_the_same_top_k(embedded):
     backend = HfBackend(str(embedded.model), dtype="float32", compile=True)
     compiled = backend.observe(cases, top_n=10)
     assert backend.details()["compile"] is True
+    assert backend.release()["compile"] == "torch.compile per layer"
     layers = backend.model.get_decoder().layers
     assert all(layer._compiled_call_impl is not None for layer in layers)
     for a, b in zip(eager, compiled):

@@ -94,6 +94,8 @@ class HfBackend:
         out = {"backend": self.name, "transformers": transformers.__version__, "torch": torch.__version__,
                "python": platform.python_version(), "dtype": self.dtype,
                "attention": self.attn_implementation, "device": self.device}
+        if self.compile:  # another code path than eager: the provenance must tell the two apart
+            out["compile"] = "torch.compile per layer"
         if self.device.startswith("cuda"):
             out["device_name"] = torch.cuda.get_device_name(self.device)
             out["cuda"] = torch.version.cuda
