@@ -60,6 +60,16 @@ def test_plan_batches_keeps_buckets_apart_and_order_recoverable(mixed_cases):
 def test_padded_batch_equals_each_prompt_alone(embedded, mixed_cases, alone, side, attn):
     backend = HfBackend(str(embedded.model), dtype="float32", attn_implementation=attn,
                         batch_size=3, padding_side=side)
+    assert_batches_of_three_equal_alone(backend, mixed_cases, alone)
+
+
+def test_compiled_layers_take_a_padded_batch_too(embedded, mixed_cases, alone):
+    # A padded batch hands the compiled layers a mask, which the unpadded prompts never do.
+    backend = HfBackend(str(embedded.model), dtype="float32", batch_size=3, padding_side="left", compile=True)
+    assert_batches_of_three_equal_alone(backend, mixed_cases, alone)
+
+
+def assert_batches_of_three_equal_alone(backend, mixed_cases, alone) -> None:
     batched = backend.observe(mixed_cases, top_n=20)
     assert [b["rows"] for b in backend.details()["batches"]] == [3, 3]
     assert [o.case_id for o in batched] == [c.id for c in mixed_cases]
