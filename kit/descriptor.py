@@ -56,6 +56,9 @@ class Resources(_Strict):
     accelerator_type: str | None = Field(default=None, min_length=1)  # Ray's name, e.g. "H100", "A10G"
     memory_gb: float | None = Field(default=None, gt=0)
     custom: dict[str, float] = Field(default_factory=dict)  # the cluster's own resource names
+    # The longest the case may wait for its resources before it starts (a busy or shrunken
+    # cluster); then it is an error instead of a wait without end. None: wait as long as it takes.
+    max_wait_s: float | None = Field(default=None, gt=0)
 
 
 class CaseBase(_Strict):

@@ -33,7 +33,7 @@ import socket
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -191,9 +191,12 @@ def unplaceable(res: Resources, nodes: list[dict]) -> str | None:
     if len(fitting) >= res.nodes:
         return None
     alive = sum(bool(n.get("Alive")) for n in nodes)
-    ask = ", ".join(f"{k} {v:g}" for k, v in want.items()) or "nothing"
-    return (f"needs {res.nodes} node(s) with {ask} each; {len(fitting)} of the Ray cluster's "
-            f"{alive} alive node(s) have that")
+    return f"needs {asked(res)}; {len(fitting)} of the Ray cluster's {alive} alive node(s) have that"
+
+
+def asked(res: Resources) -> str:
+    """What a case asks for, in words: ``1 node(s) with CPU 4 each``."""
+    return f"{res.nodes} node(s) with {', '.join(f'{k} {v:g}' for k, v in bundle(res).items()) or 'nothing'} each"
 
 
 # ---------------------------------------------------------------- the driver
@@ -203,10 +206,13 @@ class _Submitted:
     spec: CaseSpec
     retries: int
     group: object | None = None
+    resources: Resources = field(default_factory=Resources)
+    submitted: float = field(default_factory=time.monotonic)
     started: float | None = None  # monotonic time the latest attempt was seen starting
     seen: int = 0  # attempts seen so far
     cancelled: float | None = None  # monotonic time the driver cancelled it
     forced: bool = False
+    gave_up_waiting: bool = False  # cancelled before it ever started: its resources never came
 
 
 def run_cases_ray(run: GateRun, on_start: Callable[[CaseSpec], None] | None = None,
@@ -284,7 +290,7 @@ def _submit(ray, remote, run: GateRun, spec: CaseSpec, res: Resources, retries: 
         opts.update(task_resources(res))
     ref = remote.options(name=f"parity-kit:{spec.name}", **opts).remote(
         spec.to_dict(), str(run.cases_dir), os.getcwd(), group_name)
-    return ref, _Submitted(spec, retries, group)
+    return ref, _Submitted(spec, retries, group, res)
 
 
 def _drive(ray, run: GateRun, live: dict, start, finish) -> None:
@@ -305,7 +311,11 @@ def _drive(ray, run: GateRun, live: dict, start, finish) -> None:
             if n > sub.seen:  # a retry gets its own full timeout
                 start(sub.spec)
                 sub.seen, sub.started = n, now
-            if sub.started is not None and sub.cancelled is None and now - sub.started > sub.spec.timeout_s + grace:
+            wait = sub.resources.max_wait_s
+            if sub.started is None and sub.cancelled is None and wait is not None and now - sub.submitted > wait:
+                sub.cancelled, sub.gave_up_waiting = now, True
+                ray.cancel(ref)  # a task that never started has no kernel to lose
+            elif sub.started is not None and sub.cancelled is None and now - sub.started > sub.spec.timeout_s + grace:
                 sub.cancelled = now
                 ray.cancel(ref)
             elif sub.cancelled is not None and not sub.forced and now - sub.cancelled > FORCE_AFTER_S:
@@ -321,6 +331,10 @@ def _outcome(ray, ref, sub: _Submitted, cases: Path) -> CaseResult:
     try:
         return CaseResult.from_dict(ray.get(ref))
     except ray.exceptions.TaskCancelledError:
+        if sub.gave_up_waiting:
+            return record(cases, CaseResult(**{**base, "notebook": None}, status=ERROR, error=(
+                f"waited {sub.resources.max_wait_s:g} s for {asked(sub.resources)} and never started; "
+                "its Ray task was cancelled")))
         return record(cases, CaseResult(**base, status=TIMEOUT, error=(
             f"exceeded its timeout of {spec.timeout_s:g} s and did not return; its Ray task was cancelled; "
             f"partial notebook {notebook}")))

@@ -142,6 +142,24 @@ def test_a_task_past_its_timeout_is_cancelled_from_the_driver(tmp_path, embedded
     assert any("scoring..." in o.get("text", "") for c in partial.cells for o in c.get("outputs", []))
 
 
+def test_a_case_whose_resources_never_come_gives_up_after_its_wait(tmp_path, embedded, ray4):
+    # Two cases that each need all 4 CPUs: whichever Ray starts first holds them past the other's wait.
+    pidfile = tmp_path / "sleeper.pids"
+    sleepy = write_notebook(tmp_path / "sleepy.ipynb", "print('scoring...')", SLEEPER.format(pidfile=str(pidfile)))
+    case = {**embedded.doc["cases"]["hf-bf16"], "notebook": str(sleepy), "timeout_s": 20,
+            "resources": {"num_cpus": 4, "max_wait_s": 3}}
+    run_dir = tmp_path / "run"
+    proc = ray4.gate(write_descriptor(tmp_path, embedded, cases={"first": case, "second": case}),
+                     "--out", run_dir, "--no-summary")
+    assert proc.returncode == 2, proc.stderr
+    result = result_of(run_dir)["cases"]
+    assert sorted(r["status"] for r in result.values()) == ["error", "timeout"]
+    waited = next(r for r in result.values() if r["status"] == "error")
+    assert waited["error"] == ("waited 3 s for 1 node(s) with CPU 4 each and never started; "
+                               "its Ray task was cancelled")
+    assert waited["notebook"] is None and not (run_dir / "cases" / f"{waited['case']}.ipynb").exists()
+
+
 def test_interrupted_ray_gate_leaves_no_kernel_behind(tmp_path, embedded, ray4):
     pidfile = tmp_path / "sleeper.pids"
     sleepy = write_notebook(tmp_path / "sleepy.ipynb", SLEEPER.format(pidfile=str(pidfile)))
