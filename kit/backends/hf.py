@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import platform
+import time
 from itertools import groupby
 from typing import Sequence
 
@@ -112,13 +113,16 @@ class HfBackend:
         self._batches = []
         with torch.inference_mode(), self._sdpa_context():
             for batch in plan_batches(cases, self.batch_size):
+                t0 = time.perf_counter()
                 rows = [cases[i] for i in batch]
                 logprobs = torch.log_softmax(self.last_logits(rows).float(), dim=-1)
                 values, indices = torch.topk(logprobs, min(top_n, logprobs.shape[-1]), dim=-1)
                 for i, case, idx, val in zip(batch, rows, indices.tolist(), values.tolist()):
                     out[i] = Observation(case.id, tuple(zip(idx, val)), case.n_tokens)
+                # Per batch, so that a compiled case shows where its compiling went (the first batches).
                 self._batches.append({"bucket": rows[0].bucket, "rows": len(rows),
-                                      "padded_to": max(c.n_tokens for c in rows)})
+                                      "padded_to": max(c.n_tokens for c in rows),
+                                      "seconds": round(time.perf_counter() - t0, 4)})
         return out  # type: ignore[return-value]
 
     def last_logits(self, rows: Sequence[PromptCase]):
