@@ -24,7 +24,8 @@ def test_misspelt_resource_key_names_file_line_and_the_keys(tmp_path, embedded):
     desc = write_descriptor(tmp_path, embedded, cases=cases)
     line = refused_line(parity_kit("gate", desc, "--out", tmp_path / "run"), tmp_path / "run")
     assert line == (f"parity-kit: bad input: {desc}:{line_of(desc, 'num_gpu')}: cases.hf-bf16.resources.num_gpu: "
-                    "unknown key (expected one of: nodes, num_cpus, num_gpus, accelerator_type, memory_gb, custom)")
+                    "unknown key (expected one of: nodes, num_cpus, num_gpus, accelerator_type, memory_gb, custom, "
+                    "max_wait_s)")
 
 
 def test_bad_resource_values(tmp_path, embedded):
