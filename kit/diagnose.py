@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
 from kit import paths
-from kit.records import ERROR, FAILED, TIMEOUT, CaseResult, PromptScore
+from kit.records import ERROR, FAILED, TIMEOUT, CaseResult, PromptScore, known_fields
 from kit.results import RunView
 
 QUALIFIED, REGRESSION, BLOCKER, BOTH_BROKEN, INCOMPLETE = (
@@ -89,10 +89,8 @@ class Diagnosis:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Diagnosis":
-        names = set(CaseComparison.__dataclass_fields__)
-        rows = [CaseComparison(**{k: v for k, v in r.items() if k in names}) for r in d["rows"]]
-        keep = {k: v for k, v in d.items() if k in cls.__dataclass_fields__ and k != "rows"}
-        return cls(rows=rows, **keep)
+        rows = [CaseComparison(**known_fields(CaseComparison, r)) for r in d["rows"]]
+        return cls(**{**known_fields(cls, d), "rows": rows})
 
 
 def diagnose(control: RunView, candidate: RunView) -> Diagnosis:

@@ -65,8 +65,7 @@ class PromptScore:
 
     @classmethod
     def from_dict(cls, d: dict) -> "PromptScore":
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        return cls(**known_fields(cls, d))
 
 
 @dataclass
@@ -86,8 +85,7 @@ class RepeatSpread:
 
     @classmethod
     def from_dict(cls, d: dict) -> "RepeatSpread":
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        return cls(**known_fields(cls, d))
 
 
 @dataclass
@@ -164,11 +162,17 @@ class CaseResult:
 
     @classmethod
     def from_dict(cls, d: dict) -> "CaseResult":
-        names = {f.name for f in fields(cls)}
-        kw = {k: v for k, v in d.items() if k in names}
+        kw = known_fields(cls, d)
         kw["prompts"] = [PromptScore.from_dict(p) for p in d.get("prompts", [])]
         kw["repeat_spread"] = [RepeatSpread.from_dict(r) for r in d.get("repeat_spread", [])]
         return cls(**kw)
+
+
+def known_fields(cls, d: dict) -> dict:
+    """The entries of ``d`` that are fields of the dataclass ``cls``: a record written by another
+    kit version may carry keys this one does not know, and reading it must not fail on them."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in d.items() if k in names}
 
 
 def severity(p: PromptScore) -> float:

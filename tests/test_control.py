@@ -208,12 +208,17 @@ def test_release_without_a_backend_or_with_a_bad_option_is_refused(tmp_path, emb
     assert "releases.candidate.backends.nonesuch: expected one of 'hf'" in proc.stderr
 
 
+def golden_copy(folder, golden):
+    """A copy of ``golden`` in a folder of its own, where regen may place its successor."""
+    folder.mkdir()
+    copy = folder / golden.name
+    copy.write_bytes(golden.read_bytes())
+    return copy
+
+
 def test_golden_regen_diffs_and_refuses_with_one_backend(tmp_path, embedded, stale_golden):
     """Regenerating a stale golden: the diff names what moved; one agreeing backend is not enough."""
-    goldens = tmp_path / "goldens"
-    goldens.mkdir()
-    old = goldens / stale_golden.name
-    old.write_bytes(stale_golden.read_bytes())
+    old = golden_copy(tmp_path / "goldens", stale_golden)
     desc = write_descriptor(tmp_path, embedded, goldens={**embedded.goldens, "semantic": old},
                             cases={"hf-bf16": embedded.doc["cases"]["hf-bf16"]})
     work = tmp_path / "regen"
@@ -228,7 +233,7 @@ def test_golden_regen_diffs_and_refuses_with_one_backend(tmp_path, embedded, sta
     # Scaling the output layer sharpens every distribution and keeps every winner.
     assert f"-> new `{new.name}`: 64 of 64 cases moved" in report and "0 winners changed" in report
     assert sum(line.startswith("| `") for line in report.splitlines()) == 20 and "| ... 44 more | | |" in report
-    assert sorted(p.name for p in goldens.iterdir()) == [old.name]  # nothing placed, the old one untouched
+    assert sorted(p.name for p in old.parent.iterdir()) == [old.name]  # nothing placed, the old one untouched
     assert old.read_bytes() == stale_golden.read_bytes()
 
 
@@ -239,17 +244,14 @@ def test_golden_regen_refuses_exact(tmp_path, embedded):
 
 
 def test_golden_regen_places_a_golden_two_backends_agree_with(tmp_path, embedded, stale_golden):
-    goldens = tmp_path / "goldens"
-    goldens.mkdir()
-    old = goldens / stale_golden.name
-    old.write_bytes(stale_golden.read_bytes())
+    old = golden_copy(tmp_path / "goldens", stale_golden)
     cases = {n: embedded.doc["cases"][n] for n in ("hf-bf16", "levanter")}
     desc = write_descriptor(tmp_path, embedded, goldens={**embedded.goldens, "semantic": old}, cases=cases)
     assert parity_kit("gate", desc, "--out", tmp_path / "before", "--no-summary").returncode == 1  # stale: fails
     proc = parity_kit("golden", "regen", desc, "--out", tmp_path / "regen")
     assert proc.returncode == 0, proc.stderr
     placed = Path(proc.stdout.strip())
-    assert placed.parent == goldens and placed != old and placed.name.endswith("-semantic.json")
+    assert placed.parent == old.parent and placed != old and placed.name.endswith("-semantic.json")
     assert old.read_bytes() == stale_golden.read_bytes()  # never over the old one
     report = (tmp_path / "regen" / "regen.md").read_text()
     assert ("**Accepted for review:** 2 backends agree with the new golden within their bounds (hf, levanter). "
