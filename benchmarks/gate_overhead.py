@@ -13,19 +13,18 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from timing import ROOT, print_rows, timed
+
+# Run with the case's kernel's Python: a Levanter case needs its own environment.
 IN_PROCESS = """
 import json, sys, time
 t0 = time.perf_counter()
-from kit.descriptor import load_descriptor
-from kit.casework import run_case
-spec = load_descriptor(sys.argv[1]).case_specs([sys.argv[2]])[0]
+from kit.casework import resolve_spec, run_case
+spec = resolve_spec(None, sys.argv[1], sys.argv[2])
 t1 = time.perf_counter()
 result = run_case(spec)
 t2 = time.perf_counter()
@@ -35,10 +34,12 @@ print(json.dumps({"cold_s": t2 - t0, "import_s": t1 - t0, "warm_s": t3 - t2, "st
 """
 
 
-def timed(cmd: list[str], **kw) -> tuple[float, subprocess.CompletedProcess]:
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, **kw)
-    return time.perf_counter() - t0, proc
+def kernel_python(kernel: str) -> tuple[str, dict]:
+    """The Python a Jupyter kernel runs and the environment it gives it."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    spec = KernelSpecManager().get_kernel_spec(kernel)
+    return spec.argv[0], {**os.environ, **spec.env}
 
 
 def cell_times(notebook: Path, duration_s: float) -> dict:
@@ -81,13 +82,15 @@ def main() -> None:
             assert p.returncode == 0, p.stderr
             for name, case in json.loads((out / "result.json").read_text())["cases"].items():
                 serial.setdefault(name, []).append(cell_times(Path(case["notebook"]), case["duration_s"]))
+            kernels = json.loads((out / "manifest.json").read_text())["kernels"]
     rows.append(("gate wall time, cases side by side (CLI, incl. summary)",
                  f"{statistics.median(walls):.1f} s (median of {len(walls)})"))
 
     for name, runs in serial.items():
         inproc = []
         for _ in range(args.repeats):
-            _, p = timed([sys.executable, "-c", IN_PROCESS, descriptor, name])
+            python, env = kernel_python(kernels[name])
+            _, p = timed([python, "-c", IN_PROCESS, descriptor, name], env=env)
             assert p.returncode == 0, p.stderr
             inproc.append(json.loads(p.stdout.strip().splitlines()[-1]))
         case = statistics.median(r["case"] for r in runs)
@@ -103,9 +106,7 @@ def main() -> None:
             (f"{name}:   of which kernel start and papermill", f"{machinery:.2f} s"),
             (f"{name}:   of which the table and plot cells", f"{display:.2f} s"),
         ]
-    width = max(len(k) for k, _ in rows)
-    for k, v in rows:
-        print(f"{k:<{width}}  {v}")
+    print_rows(rows)
 
 
 if __name__ == "__main__":

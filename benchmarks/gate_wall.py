@@ -18,13 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from timing import ROOT, print_rows, timed
+
 NETNS = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$0" "$@"']
 # A Ray already up (as on a cluster): this process starts it, the gate joins it through RAY_ADDRESS.
 ATTACHED = ("import os, subprocess, sys, ray; "
@@ -36,11 +35,6 @@ RAY_START_STOP = ("import os, time, ray; t = time.perf_counter(); "
                   "ray.init(num_cpus=os.cpu_count(), include_dashboard=False, _temp_dir=os.environ['RAY_TMPDIR'], "
                   "logging_level='ERROR'); ray.shutdown(); print(time.perf_counter() - t)")
 
-
-def timed(cmd: list[str], env: dict | None = None) -> tuple[float, subprocess.CompletedProcess]:
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
-    return time.perf_counter() - t0, proc
 
 
 def gate(descriptor: str, out: Path, executor: str, prefix: list[str], env: dict) -> dict:
@@ -84,9 +78,7 @@ def main() -> None:
             (f"{name}: ratio cases-phase wall / slowest case", f"{r['cases_phase_s'] / slowest:.2f}"),
         ]
     rows.append(("starting and stopping a Ray, timed alone", f"{ray_start:.1f} s"))
-    width = max(len(k) for k, _ in rows)
-    for k, v in rows:
-        print(f"{k:<{width}}  {v}")
+    print_rows(rows)
 
 
 if __name__ == "__main__":
