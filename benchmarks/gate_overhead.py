@@ -23,7 +23,7 @@ from timing import ROOT, print_rows, timed
 IN_PROCESS = """
 import json, sys, time
 t0 = time.perf_counter()
-from kit.casework import resolve_spec, run_case
+from kit.case.runner import resolve_spec, run_case
 spec = resolve_spec(None, sys.argv[1], sys.argv[2])
 t1 = time.perf_counter()
 result = run_case(spec)

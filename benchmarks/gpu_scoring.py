@@ -5,12 +5,12 @@ For each bucket one prompt of exactly that many tokens is scored (batch 1):
 
 * hf, last position only (the kit's path), once per torch attention kernel;
 * hf keeping the full [seq, vocab] logits (what the kit avoids);
-* hf with each decoder layer under ``torch.compile`` (``kit.backends.hf.compile_layers``, the
+* hf with each decoder layer under ``torch.compile`` (``kit.backends.hf.runtime.compile_layers``, the
   first kernel; ``--no-compile`` skips it), once with a static graph per bucket and once with
   the one dynamic-length graph the gate's ``compile = true`` uses: timed warm, the first call's
   seconds (tracing and compiling) reported apart, and its last-position probabilities compared
   with the uncompiled run's;
-* jax (``kit.jaxllama``, cuDNN attention), last position only.
+* jax (``kit.backends.jax.llama``, cuDNN attention), last position only.
 
 FLOPs are counted, not measured, as the work the forward must do:
 
@@ -118,7 +118,7 @@ def bench_hf(model_dir: str, buckets: list[int], kernels: list[str], warmup: int
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from transformers import AutoModelForCausalLM
 
-    from kit.backends.hf import compile_layers
+    from kit.backends.hf.runtime import compile_layers
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16,
                                                  attn_implementation="sdpa").to("cuda").eval()
@@ -204,7 +204,7 @@ def bench_jax(model_dir: str, buckets: list[int], warmup: int, repeats: int) -> 
     import numpy as np
     from transformers import AutoConfig
 
-    from kit.jaxllama import last_logits, load_params
+    from kit.backends.jax.llama import last_logits, load_params
 
     cfg = AutoConfig.from_pretrained(model_dir)
     device = jax.devices("gpu")[0]

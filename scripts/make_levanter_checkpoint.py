@@ -17,8 +17,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from kit.backends.levanter import load_hf, save_native
-from kit.modeldigest import model_digest
+from kit.backends.levanter.runtime import load_hf, save_native
+from kit.core.modeldigest import model_digest
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,22 +1,6 @@
-"""Backends turn (model, fixture cases) into observations.
+"""Backends turn (model, fixture prompts) into observations.
 
-Each backend is a module ``kit.backends.<name>`` with ``open_backend(spec)``;
-modules are imported lazily because each one pulls in its own engine, which may
-only exist in that backend's kernel.
+One subpackage per backend: its ``__init__`` holds the registry record (light, importable in any
+kernel), ``options.py`` the pydantic schema of its case options (read by the descriptor only), and
+``runtime.py`` the engine side, imported only inside the case's kernel. The registry lists them.
 """
-
-from __future__ import annotations
-
-import importlib
-
-from kit.backends.base import Backend
-from kit.spec import CaseSpec
-
-BACKENDS = ("hf", "levanter", "jax", "vllm")
-
-
-def open_backend(spec: CaseSpec) -> Backend:
-    if spec.backend not in BACKENDS:
-        raise ValueError(f"case {spec.name}: unknown backend {spec.backend!r} (known: {', '.join(BACKENDS)})")
-    module = importlib.import_module(f"kit.backends.{spec.backend}")
-    return module.open_backend(spec)

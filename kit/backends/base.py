@@ -1,19 +1,17 @@
-"""The one small interface every backend implements."""
+"""The contract of a backend: the interface its runtime implements, and the record it registers."""
 
 from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, Sequence
 
-from kit.fixture import PromptCase
-from kit.records import Observation
+from kit.core.contract import LOG_PREFIX_ENV
+from kit.core.fixture import PromptCase
+from kit.core.records import Observation
 
-# Set by the executor for each case kernel: the case's path prefix in the run directory. A backend
-# that starts helper processes (an engine server) logs them to `<prefix>.<what>.log`, where the
-# executor finds them when the case fails or times out.
-LOG_PREFIX_ENV = "PARITY_KIT_LOG_PREFIX"
 
 
 class Backend(Protocol):
@@ -46,3 +44,26 @@ def log_tail(path: Path, lines: int = 20) -> str:
     except OSError:
         return ""
     return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """What the registry knows of a backend, registered under the ``parity_kit.backends`` entry-point
+    group (built-ins too). Every field is plain data or a dotted name, so reading the registry imports
+    no engine: the runtime is imported only in the case kernel, the options schema only by the
+    descriptor."""
+
+    name: str
+    summary: str
+    runtime: str                    # module whose ``open_backend(spec)`` returns a Backend
+    options: str                    # "module:Class", the pydantic schema of the case options
+    notebook: str                   # the case notebook: a file name among the packaged notebooks, or a path
+    kernel: str = "parity-kit"      # the kernel a case runs in unless the descriptor names another
+    makes_goldens: bool = False     # `golden make --backend NAME` may use it
+    requires: tuple[str, ...] = ()  # top-level modules its kernel must be able to import
+    install: str = ""               # the command that installs what it requires
+
+    def open(self, spec) -> "Backend":
+        import importlib
+
+        return importlib.import_module(self.runtime).open_backend(spec)

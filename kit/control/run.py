@@ -1,0 +1,118 @@
+"""`parity-kit control`: the gate against today's pin and against the candidate, then the diagnosis.
+
+A control directory holds one gate run per release (``<release>/``, each a
+normal run directory), ``control.json``, ``diagnosis.json``, ``evidence.md``,
+the executed ``control.ipynb`` and the ``summary.ipynb``/``summary.html`` that
+cover both runs.
+"""
+
+from __future__ import annotations
+
+from kit.core import rundir
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from rich.console import Console
+
+from kit import __version__
+from kit.core import paths
+from kit.gate import report
+from kit.descriptor.load import LoadedDescriptor, load_descriptor
+from kit.core.diagnosis import QUALIFIED, Diagnosis, diagnose
+from kit.core.errors import BadInput
+from kit.gate.executor import GateRun
+from kit.gate.run import execute_gates, finish_gate, start_gate
+from kit.core.jsonio import read_json, sha256_file, write_json
+from kit.gate.notebook import run_notebook
+from kit.core.results import now_iso, read_run
+
+CONTROL_NOTEBOOK = paths.NOTEBOOKS / rundir.CONTROL_NOTEBOOK
+
+
+@dataclass
+class ControlRun:
+    control_dir: Path
+    current: GateRun
+    candidate: GateRun
+    diagnosis: Diagnosis
+
+
+def default_control_dir(desc: LoadedDescriptor) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"control-{desc.name}-{stamp}-{os.urandom(2).hex()}"
+
+
+def run_control(descriptor: str | Path | LoadedDescriptor, out: str | Path | None = None, jobs: int | None = None,
+                only: Sequence[str] | None = None, current: str = "current", candidate: str = "candidate",
+                command: Sequence[str] | None = None, console: Console | None = None,
+                summary: bool = True) -> ControlRun:
+    console = console or Console(stderr=True, soft_wrap=True)
+    # A refresh passes a descriptor it derived in memory, with the release it just built.
+    desc = descriptor if isinstance(descriptor, LoadedDescriptor) else load_descriptor(descriptor)
+    if current == candidate:
+        raise BadInput(f"control needs two releases; both sides name {current!r}")
+    for name in (current, candidate):
+        desc.release(name)  # an unknown release is refused before anything is created
+    command = list(command or ["parity-kit", "control", str(desc.path if desc is descriptor else descriptor)])
+    control_dir = paths.claim_empty_dir(out or default_control_dir(desc), "control directory", "control run")
+    console.print(f"control [bold]{desc.name}[/]: today's pin [bold]{current}[/] against "
+                  f"candidate [bold]{candidate}[/] -> {control_dir}")
+    started = now_iso()
+    runs = [start_gate(desc, control_dir / name, only, name, command, console) for name in (current, candidate)]
+    execute_gates(runs, jobs, console)
+    for run in runs:
+        finish_gate(run, command, console, summary=False)
+
+    views = [read_run(run.run_dir) for run in runs]
+    diagnosis = diagnose(*views)
+    doc = control_manifest(desc, runs, command, started)
+    write_json(control_dir / rundir.CONTROL, doc)
+    write_json(control_dir / rundir.DIAGNOSIS, diagnosis.to_dict())
+    report.write_evidence(control_dir, report.control_evidence(doc, diagnosis, views))
+    if summary:
+        for error in (build_control_notebook(control_dir), report.build_summary(control_dir)):
+            if error:  # the diagnosis and both runs are already on disk
+                console.print(f"[red]a control notebook failed[/]: {error}")
+    style = "green" if diagnosis.verdict == QUALIFIED else "red"
+    artifact = control_dir / (rundir.SUMMARY_HTML if summary else rundir.EVIDENCE)
+    console.print(f"[{style}]control {diagnosis.verdict}[/]: {diagnosis.reason} -> {artifact}")
+    return ControlRun(control_dir.resolve(), runs[0], runs[1], diagnosis)
+
+
+def control_manifest(desc: LoadedDescriptor, runs: Sequence[GateRun], command: Sequence[str],
+                     started: str) -> dict:
+    return {
+        "kind": "control",
+        "name": desc.name,
+        "descriptor": str(desc.path),
+        "descriptor_sha256": sha256_file(desc.path),
+        "current": runs[0].release,
+        "candidate": runs[1].release,
+        "runs": {run.release: run.run_dir.name for run in runs},
+        "kit_version": __version__,
+        "command": list(command),
+        "started_at": started,
+        "finished_at": now_iso(),
+    }
+
+
+def is_control_dir(path: str | Path) -> bool:
+    return (Path(path) / rundir.CONTROL).is_file()
+
+
+def control_runs(control_dir: str | Path) -> tuple[Path, Path]:
+    """The current and candidate run directories of a control directory."""
+    control_dir = Path(control_dir)
+    doc = read_json(control_dir / rundir.CONTROL)
+    return control_dir / doc["runs"][doc["current"]], control_dir / doc["runs"][doc["candidate"]]
+
+
+def build_control_notebook(control_dir: Path, kernel: str = paths.MAIN_KERNEL, timeout_s: float = 300) -> str | None:
+    out = control_dir / rundir.CONTROL_NOTEBOOK
+    outcome = run_notebook(CONTROL_NOTEBOOK, out, {"control_dir": str(control_dir)}, kernel, timeout_s,
+                           control_dir / "control.kernel.log")
+    return outcome.error or ("timed out" if outcome.timed_out else None)

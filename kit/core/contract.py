@@ -1,0 +1,32 @@
+"""The one contract between the executor and a case notebook: parameter names, scrap names and
+environment variable names.
+
+Both sides import these names from here, so a renamed parameter or scrap cannot leave one side
+behind. It lives in ``kit.core`` (kernel-safe, the lowest layer) because backends, which sit
+below the case layer, read one of its environment variables.
+"""
+
+from __future__ import annotations
+
+# Papermill parameters the executor injects into a case notebook.
+SPEC_PARAM = "spec"                # the resolved case (CaseSpec.to_dict())
+RESULT_PATH_PARAM = "result_path"  # where the kernel writes the case result
+
+# Scrapbook scraps a case notebook glues, read back by the summary.
+CASE_RESULT_SCRAP = "case_result"
+VERDICT_SCRAP = "verdict"
+# Glued by the control notebook.
+DIAGNOSIS_SCRAP = "diagnosis"
+
+# Environment variables the executor sets for a case kernel.
+# The case's path prefix in the run directory: helper processes log to `<prefix>.<what>.log`.
+LOG_PREFIX_ENV = "PARITY_KIT_LOG_PREFIX"
+# The Ray placement group reserved for the case (Ray executor only).
+PLACEMENT_GROUP_ENV = "PARITY_KIT_PLACEMENT_GROUP"
+# The main environment's interpreter: a kernel that cannot parse descriptors (Levanter's, on
+# pydantic 1) asks it to resolve a case when the notebook is run by hand.
+MAIN_PYTHON_ENV = "PARITY_KIT_MAIN_PYTHON"
+
+
+def case_parameters(spec: dict, result_path: str) -> dict:
+    return {SPEC_PARAM: spec, RESULT_PATH_PARAM: result_path}

@@ -1,0 +1,199 @@
+"""Control against candidate: whose fault is a failing gate (DESIGN §6).
+
+A failure only the candidate shows is a regression. A failure today's pin
+reproduces with the same metrics is a baseline blocker: the golden or the oracle
+is broken, and no candidate can qualify until it is repaired. "The same metrics"
+means equal within the noise floor the repeats measured, and bit for bit where
+nothing measured one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Sequence
+
+from kit.core import paths
+from kit.core.exitcodes import ExitCode
+from kit.core.records import ERROR, FAILED, TIMEOUT, CaseResult, PromptScore, known_fields
+from kit.core.results import RunView
+
+QUALIFIED, REGRESSION, BLOCKER, BOTH_BROKEN, INCOMPLETE = (
+    "qualified", "regression", "baseline-blocker", "both-broken", "incomplete")
+# Both-broken also refuses the candidate first for the baseline's sake: the pin must be repaired
+# before the candidate's own failures can be judged against it.
+EXIT_CODES = {QUALIFIED: ExitCode.PASSED, REGRESSION: ExitCode.FAILED, INCOMPLETE: ExitCode.INCOMPLETE,
+              BLOCKER: ExitCode.BLOCKER, BOTH_BROKEN: ExitCode.BLOCKER}
+HEADLINES = {QUALIFIED: "qualified", REGRESSION: "regression in the candidate",
+             BLOCKER: "baseline blocker", BOTH_BROKEN: "both broken", INCOMPLETE: "incomplete"}
+
+
+@dataclass
+class CaseComparison:
+    """One case under both releases, side by side."""
+
+    case: str
+    backend: str | None
+    control_status: str
+    candidate_status: str
+    control_error: float | None
+    candidate_error: float | None
+    bound: float | None
+    noise_floor: float
+    same_metrics: bool | None  # None when either side has no metrics to compare
+    control_failed: list[str] = field(default_factory=list)
+    candidate_failed: list[str] = field(default_factory=list)
+
+    @property
+    def delta(self) -> float | None:
+        if _num(self.control_error) and _num(self.candidate_error):
+            return self.candidate_error - self.control_error
+        return None
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "delta": self.delta}
+
+
+@dataclass
+class Diagnosis:
+    verdict: str
+    reason: str
+    current: str
+    candidate: str
+    rows: list[CaseComparison]
+    control_failures: list[str] = field(default_factory=list)
+    candidate_failures: list[str] = field(default_factory=list)
+    incomplete: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.verdict]
+
+    @property
+    def qualified(self) -> bool:
+        return self.verdict == QUALIFIED
+
+    @property
+    def failure_messages(self) -> list[str]:
+        """One line per reason the candidate is not qualified."""
+        if self.qualified:
+            return []
+        lines = list(self.incomplete)
+        lines += [f"{self.current} (control): {c} failed" for c in self.control_failures]
+        lines += [f"{self.candidate} (candidate): {c} failed" for c in self.candidate_failures]
+        return lines or [self.reason]
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["rows"] = [r.to_dict() for r in self.rows]
+        d["exit_code"] = self.exit_code
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Diagnosis":
+        rows = [CaseComparison(**known_fields(CaseComparison, r)) for r in d["rows"]]
+        return cls(**{**known_fields(cls, d), "rows": rows})
+
+
+def diagnose(control: RunView, candidate: RunView) -> Diagnosis:
+    current_name = control.release or "control"
+    candidate_name = candidate.release or "candidate"
+    names = list(dict.fromkeys([*control.expected, *candidate.expected]))
+    rows = [compare_case(n, control.results.get(n), candidate.results.get(n)) for n in names]
+
+    incomplete = [line for label, view in ((current_name, control), (candidate_name, candidate))
+                  for line in _incomplete_lines(label, view)]
+    control_failed = [r.case for r in rows if r.control_status == FAILED]
+    candidate_failed = [r.case for r in rows if r.candidate_status == FAILED]
+    d = Diagnosis("", "", current_name, candidate_name, rows, control_failed, candidate_failed, incomplete)
+    d.verdict, d.reason = _verdict(d)
+    return d
+
+
+def compare_case(name: str, control: CaseResult | None, candidate: CaseResult | None) -> CaseComparison:
+    noise = max(_noise_floor(control), _noise_floor(candidate))
+    same = None
+    if control is not None and candidate is not None and control.prompts and candidate.prompts:
+        same = metrics_equal(control.prompts, candidate.prompts, noise)
+    ref = control or candidate
+    return CaseComparison(
+        case=name, backend=ref.backend if ref else None,
+        control_status=control.status if control else "missing",
+        candidate_status=candidate.status if candidate else "missing",
+        control_error=control.max_probability_error if control else None,
+        candidate_error=candidate.max_probability_error if candidate else None,
+        bound=(control.bound if control and control.bound is not None else candidate.bound if candidate else None),
+        noise_floor=noise, same_metrics=same,
+        control_failed=[p.id for p in control.prompts if not p.passed] if control else [],
+        candidate_failed=[p.id for p in candidate.prompts if not p.passed] if candidate else [],
+    )
+
+
+def metrics_equal(a: Sequence[PromptScore], b: Sequence[PromptScore], noise: float) -> bool:
+    """The same prompts, the same verdict on each, and every metric within ``noise`` (exact at 0)."""
+    if [p.id for p in a] != [p.id for p in b]:
+        return False
+    for x, y in zip(a, b):
+        if x.passed != y.passed:
+            return False
+        if noise == 0 and (x.backend_top != y.backend_top or x.failures != y.failures):
+            return False
+        for metric in ("max_probability_error", "top_probability_l1_error"):
+            u, v = getattr(x, metric), getattr(y, metric)
+            if not (_num(u) and _num(v)):
+                if _num(u) or _num(v):  # one finite, one not: not the same failure
+                    return False
+                continue
+            if abs(u - v) > noise:
+                return False
+    return True
+
+
+def _verdict(d: Diagnosis) -> tuple[str, str]:
+    cur, cand = f"today's pin `{d.current}`", f"the candidate `{d.candidate}`"
+    if d.incomplete:
+        return INCOMPLETE, f"the gate did not finish: {'; '.join(d.incomplete)}"
+    ctl, new = d.control_failures, d.candidate_failures
+    if not ctl and not new:
+        return QUALIFIED, f"{cand} passes all {len(d.rows)} cases, and so does {cur}"
+    if not ctl:
+        return REGRESSION, (f"{cand} fails {_names(new)}, which {cur} passes: "
+                            "a regression in the candidate")
+    if not new:
+        return BLOCKER, (f"{cur} fails {_names(ctl)} while {cand} passes: the control is broken, "
+                         "and the candidate alone cannot establish qualification")
+    same = set(ctl) == set(new) and all(r.same_metrics for r in d.rows if r.case in ctl)
+    if same:
+        how = "within the measured noise" if any(r.noise_floor for r in d.rows if r.case in ctl) else "identical"
+        return BLOCKER, (f"{cur} reproduces the candidate's failure of {_names(ctl)} with {how} metrics: "
+                         "the golden or the oracle is broken; repair it before any candidate can qualify")
+    return BOTH_BROKEN, (f"both releases fail, differently: {cur} fails {_names(ctl)}, "
+                         f"{cand} fails {_names(new)}; repair the baseline first, then judge the candidate")
+
+
+def _incomplete_lines(label: str, view: RunView) -> list[str]:
+    lines = []
+    for name in view.expected:
+        r = view.results.get(name)
+        if r is None:
+            lines.append(f"{label}: case {name} is missing (no result was recorded)")
+        elif r.status in (ERROR, TIMEOUT):
+            where = paths.display(r.notebook) if r.notebook else "no notebook"
+            what = "timed out" if r.status == TIMEOUT else "errored"
+            lines.append(f"{label}: case {name} {what}; partial notebook {where}")
+    return lines
+
+
+def _noise_floor(result: CaseResult | None) -> float:
+    """The largest probability spread the case's repeats measured; 0 (bit for bit) without repeats."""
+    value = result.noise_floor if result is not None else None
+    return float(value) if _num(value) else 0.0
+
+
+def _names(cases: Sequence[str]) -> str:
+    return ", ".join(f"`{c}`" for c in cases)
+
+
+def _num(x) -> bool:
+    return isinstance(x, (int, float)) and not math.isnan(x)
+

@@ -1,0 +1,174 @@
+"""The prompt fixture: build, canonicalize, hash, verify, bucket.
+
+A fixture is a canonical JSON file named by its own SHA-256; readers re-hash it
+and refuse a file whose bytes do not match its name.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from kit.core.errors import BadInput
+from kit.core.jsonio import canonical_bytes, sha256_bytes, sha256_file, write_canonical
+
+DEFAULT_BUCKETS = (128, 256, 512, 1024)
+
+
+@dataclass(frozen=True)
+class PromptCase:
+    id: str
+    bucket: int
+    prompt: str
+    prompt_token_ids: tuple[int, ...]
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.prompt_token_ids)
+
+
+@dataclass(frozen=True)
+class Fixture:
+    path: Path
+    sha256: str
+    tokenizer: str
+    tokenizer_digest: str
+    cases: tuple[PromptCase, ...]
+
+    @property
+    def ids(self) -> list[str]:
+        return [c.id for c in self.cases]
+
+    @property
+    def buckets(self) -> list[int]:
+        return sorted({c.bucket for c in self.cases})
+
+    def case(self, case_id: str) -> PromptCase:
+        for c in self.cases:
+            if c.id == case_id:
+                return c
+        raise KeyError(case_id)
+
+    def select(self, ids: Sequence[str] | None = None, buckets: Sequence[int] | None = None) -> list[PromptCase]:
+        chosen = list(self.cases)
+        if ids is not None:
+            wanted = set(ids)
+            chosen = [c for c in chosen if c.id in wanted]
+        if buckets is not None:
+            wanted_b = set(buckets)
+            chosen = [c for c in chosen if c.bucket in wanted_b]
+        return chosen
+
+
+def bucket_for(n_tokens: int, buckets: Sequence[int]) -> int:
+    """The smallest bucket that holds the prompt."""
+    for b in sorted(buckets):
+        if n_tokens <= b:
+            return b
+    raise BadInput(f"a prompt of {n_tokens} tokens exceeds the largest bucket {max(buckets)}")
+
+
+def fixture_document(tokenizer: str, tokenizer_digest: str, cases: Iterable[PromptCase]) -> dict:
+    return {
+        "tokenizer": tokenizer,
+        "tokenizer_digest": tokenizer_digest,
+        "cases": [
+            {"id": c.id, "bucket": c.bucket, "prompt": c.prompt, "prompt_token_ids": list(c.prompt_token_ids)}
+            for c in sorted(cases, key=lambda c: c.id)
+        ],
+    }
+
+
+def make_fixture(
+    prompts: Sequence[dict],
+    tokenizer_dir: str | Path,
+    out_dir: str | Path,
+    buckets: Sequence[int] = DEFAULT_BUCKETS,
+) -> Path:
+    """Tokenize ``[{"id", "prompt"}]`` with the model folder's tokenizer and write
+    ``<out_dir>/<sha256>.json``. The bos token (when the tokenizer has one) is prepended,
+    because that is what every backend will be fed."""
+    from tokenizers import Tokenizer  # only fixture making needs it
+
+    tokenizer_dir = Path(tokenizer_dir)
+    tok_file = tokenizer_dir / "tokenizer.json"
+    if not tok_file.is_file():
+        raise BadInput(f"{tok_file} does not exist: the fixture needs the model folder's tokenizer.json")
+    tok = Tokenizer.from_file(str(tok_file))
+    bos = _bos_id(tokenizer_dir)
+    seen: set[str] = set()
+    cases = []
+    for i, p in enumerate(prompts):
+        if set(p) != {"id", "prompt"}:
+            raise BadInput(f"prompt #{i + 1}: expected keys id and prompt, got {sorted(p)}")
+        if p["id"] in seen:
+            raise BadInput(f"prompt #{i + 1}: duplicate id {p['id']!r}")
+        seen.add(p["id"])
+        ids = tok.encode(p["prompt"], add_special_tokens=False).ids
+        if bos is not None:
+            ids = [bos, *ids]
+        cases.append(PromptCase(p["id"], bucket_for(len(ids), buckets), p["prompt"], tuple(ids)))
+    doc = fixture_document(tokenizer_dir.name, sha256_file(tok_file), cases)
+    digest = sha256_bytes(canonical_bytes(doc))
+    return write_canonical(Path(out_dir) / f"{digest}.json", doc)
+
+
+def _bos_id(tokenizer_dir: Path) -> int | None:
+    cfg = tokenizer_dir / "config.json"
+    if cfg.is_file():
+        bos = json.loads(cfg.read_text()).get("bos_token_id")
+        if isinstance(bos, int):
+            return bos
+    return None
+
+
+def load_fixture(path: str | Path) -> Fixture:
+    """Read and verify: the file's SHA-256 must equal its name, and its shape must hold."""
+    path = Path(path)
+    if not path.is_file():
+        raise BadInput(f"fixture {path} does not exist")
+    data = path.read_bytes()
+    actual = sha256_bytes(data)
+    if path.stem != actual:
+        raise BadInput(f"fixture {path} is tampered: its bytes hash to {actual}, but its name says {path.stem}")
+    try:
+        doc = json.loads(data)
+        cases = tuple(
+            PromptCase(c["id"], int(c["bucket"]), c["prompt"], tuple(int(t) for t in c["prompt_token_ids"]))
+            for c in doc["cases"]
+        )
+        fixture = Fixture(path, actual, doc["tokenizer"], doc["tokenizer_digest"], cases)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BadInput(f"fixture {path} is malformed: {type(exc).__name__}: {exc}") from None
+    if canonical_bytes(doc) != data:
+        raise BadInput(f"fixture {path} is not canonical JSON (sorted keys, compact separators, one newline)")
+    if len(set(fixture.ids)) != len(fixture.ids):
+        raise BadInput(f"fixture {path} has duplicate case ids")
+    return fixture
+
+
+def verify_fixture(path: str | Path, tokenizer_dir: str | Path | None = None) -> Fixture:
+    """Load (which checks the digest) and, given the model folder, check the tokenizer too."""
+    fixture = load_fixture(path)
+    if tokenizer_dir is not None:
+        tok_file = Path(tokenizer_dir) / "tokenizer.json"
+        actual = sha256_file(tok_file)
+        if actual != fixture.tokenizer_digest:
+            raise BadInput(
+                f"fixture {path} was tokenized with tokenizer {fixture.tokenizer_digest[:16]}..., "
+                f"but {tok_file} is {actual[:16]}..."
+            )
+    return fixture
+
+
+def summary_rows(fixture: Fixture) -> list[dict]:
+    """Per-bucket counts, for `fixture verify` output."""
+    rows = []
+    for b in fixture.buckets:
+        cs = [c for c in fixture.cases if c.bucket == b]
+        rows.append({"bucket": b, "cases": len(cs), "min_tokens": min(c.n_tokens for c in cs),
+                     "max_tokens": max(c.n_tokens for c in cs)})
+    return rows
+

@@ -1,0 +1,169 @@
+"""Goldens: make, load, verify against a fixture, diff; with provenance.
+
+A golden holds, per fixture case, the reference top-k next-token logprobs.
+``semantic`` goldens are compared under a probability bound, ``exact`` goldens
+bit for bit (one native backend on one runtime).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import platform
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from kit import __version__
+from kit.core.errors import BadInput
+from kit.core.fixture import Fixture
+from kit.core.jsonio import canonical_bytes, sha256_bytes, write_canonical
+from kit.core.records import Observation
+
+KINDS = ("semantic", "exact")
+
+
+@dataclass(frozen=True)
+class Golden:
+    path: Path
+    sha256: str
+    kind: str
+    fixture_sha256: str
+    model_digest: str
+    top_k: int
+    provenance: dict
+    cases: dict[str, tuple[tuple[int, float], ...]]
+
+    @property
+    def ids(self) -> list[str]:
+        return sorted(self.cases)
+
+
+def hardware() -> str:
+    """A short description of the host, for provenance."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu} ({platform.system()} {platform.machine()})"
+
+
+def provenance(backend: str, release: dict, dtype: str, attention: str | dict, command: Sequence[str]) -> dict:
+    return {
+        "backend": backend,
+        "release": release,
+        "dtype": dtype,
+        "attention": attention,
+        "hardware": hardware(),
+        "python": sys.version.split()[0],
+        "command": " ".join(command),
+        "created_at": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+        "kit_version": __version__,
+    }
+
+
+def golden_document(kind: str, fixture: Fixture, model_digest: str, top_k: int,
+                    observations: Sequence[Observation], prov: dict) -> dict:
+    if kind not in KINDS:
+        raise BadInput(f"golden kind {kind!r} is not one of {', '.join(KINDS)}")
+    by_id = {o.case_id: o for o in observations}
+    missing = [i for i in fixture.ids if i not in by_id]
+    if missing:
+        raise BadInput(f"no observation for fixture cases {', '.join(missing[:5])}")
+    cases = []
+    for cid in sorted(fixture.ids):
+        top = by_id[cid].top_logprobs[:top_k]
+        bad = [t for t, lp in top if not math.isfinite(lp)]
+        if bad:
+            raise BadInput(f"case {cid}: non-finite logprob for token {bad[0]}; refusing to write a golden")
+        cases.append({"id": cid, "top_logprobs": [{"token_id": int(t), "logprob": float(lp)} for t, lp in top]})
+    return {"kind": kind, "fixture_sha256": fixture.sha256, "model_digest": model_digest, "top_k": top_k,
+            "provenance": prov, "cases": cases}
+
+
+def golden_filename(fixture: Fixture, model_name: str, model_digest: str, kind: str) -> str:
+    return f"{fixture.sha256[:12]}-{model_name}-{model_digest[:12]}-{kind}.json"
+
+
+def write_golden(path: str | Path, doc: dict) -> Path:
+    """Goldens are reviewed artifacts: never overwrite one in place."""
+    path = Path(path)
+    if path.exists():
+        raise BadInput(f"golden {path} exists; goldens are never overwritten (move it away or choose --out)")
+    return write_canonical(path, doc)
+
+
+def load_golden(path: str | Path) -> Golden:
+    path = Path(path)
+    if not path.is_file():
+        raise BadInput(f"golden {path} does not exist")
+    data = path.read_bytes()
+    try:
+        doc = json.loads(data)
+        cases = {
+            c["id"]: tuple((int(e["token_id"]), float(e["logprob"])) for e in c["top_logprobs"])
+            for c in doc["cases"]
+        }
+        golden = Golden(path, sha256_bytes(data), doc["kind"], doc["fixture_sha256"], doc["model_digest"],
+                        int(doc["top_k"]), doc.get("provenance") or {}, cases)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BadInput(f"golden {path} is malformed: {type(exc).__name__}: {exc}") from None
+    if golden.kind not in KINDS:
+        raise BadInput(f"golden {path}: kind {golden.kind!r} is not one of {', '.join(KINDS)}")
+    if not golden.provenance:
+        raise BadInput(f"golden {path} carries no provenance; make it with `parity-kit golden make`")
+    if canonical_bytes(doc) != data:
+        raise BadInput(f"golden {path} is not canonical JSON (was it edited by hand?)")
+    return golden
+
+
+def check_golden_matches_fixture(golden: Golden, fixture: Fixture) -> None:
+    """Refuse, before anything runs, a golden made for another fixture."""
+    if golden.fixture_sha256 != fixture.sha256:
+        raise BadInput(
+            f"golden {golden.path} was made for fixture {golden.fixture_sha256[:16]}..., "
+            f"not for {fixture.path.name[:16]}... ({fixture.sha256})"
+        )
+    gids, fids = set(golden.cases), set(fixture.ids)
+    if gids != fids:
+        extra, missing = sorted(gids - fids), sorted(fids - gids)
+        parts = []
+        if missing:
+            parts.append(f"missing {', '.join(missing[:3])}" + (" ..." if len(missing) > 3 else ""))
+        if extra:
+            parts.append(f"unknown {', '.join(extra[:3])}" + (" ..." if len(extra) > 3 else ""))
+        raise BadInput(f"golden {golden.path} case ids disagree with fixture {fixture.path.name}: {'; '.join(parts)}")
+
+
+@dataclass(frozen=True)
+class CaseDiff:
+    id: str
+    max_probability_delta: float
+    winner_before: int
+    winner_after: int
+
+    @property
+    def winner_changed(self) -> bool:
+        return self.winner_before != self.winner_after
+
+
+def diff_goldens(old: Golden, new: Golden) -> list[CaseDiff]:
+    """How far each case moved between two goldens of the same fixture, over the old top-k."""
+    if old.fixture_sha256 != new.fixture_sha256:
+        raise BadInput(f"goldens {old.path.name} and {new.path.name} are for different fixtures")
+    rows = []
+    for cid in old.ids:
+        if cid not in new.cases:
+            raise BadInput(f"golden {new.path} has no case {cid}")
+        after = dict(new.cases[cid])
+        floor = min(lp for _, lp in new.cases[cid])
+        # A token that fell out of the new top-k moved at least down to the new floor.
+        delta = max(abs(math.exp(after.get(t, floor)) - math.exp(lp)) for t, lp in old.cases[cid])
+        rows.append(CaseDiff(cid, delta, old.cases[cid][0][0], new.cases[cid][0][0]))
+    return rows

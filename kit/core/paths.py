@@ -1,0 +1,68 @@
+"""Where the project's own files are: notebooks, descriptors, fixtures, goldens, the embedded model.
+
+They live at the top of the repository, where users look for them. An installed wheel carries
+the same folders as package data under ``kit/_data/`` (the build maps them there), so the two
+cases are told apart here, once: the packaged copy when it exists, else the checkout the
+package was imported from (an editable install or a plain checkout).
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+DATA_FOLDERS = ("notebooks", "descriptors", "fixtures", "goldens", "calibrations")
+
+
+def _data_root() -> Path:
+    packaged = resources.files("kit") / "_data"
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parents[2]
+
+
+DATA_ROOT = _data_root()
+# The repository checkout when running from one (None for a wheel install): JupyterLab's root and
+# the place `runs/` goes by default.
+CHECKOUT: Path | None = None if DATA_ROOT.name == "_data" else DATA_ROOT
+NOTEBOOKS = DATA_ROOT / "notebooks"
+DESCRIPTORS = DATA_ROOT / "descriptors"
+EMBEDDED_DESCRIPTOR = DESCRIPTORS / "tiny-cpu.toml"
+MAIN_KERNEL = "parity-kit"
+LEVANTER_KERNEL = "parity-kit-levanter"  # the Levanter environment's kernel, registered beside the main one
+
+
+def require_embedded_data() -> None:
+    """Refuse, in one line, an install whose embedded data is missing (a wheel built without it)."""
+    from kit.core.errors import BadInput
+
+    missing = [name for name in ("notebooks", "descriptors") if not (DATA_ROOT / name).is_dir()]
+    if missing:
+        raise BadInput(f"this installation of parity-kit has no embedded {' or '.join(missing)} under {DATA_ROOT}: "
+                       "reinstall it from a wheel built with `python -m build` (or pass a descriptor and notebooks)")
+
+
+def backend_notebook(backend: str) -> Path:
+    return NOTEBOOKS / f"parity_{backend}.ipynb"
+
+
+def claim_empty_dir(path: str | Path, directory: str, run: str) -> Path:
+    """Create ``path`` for a new ``run``, refusing one that already holds anything:
+    an earlier run's artifacts are never written over."""
+    from kit.core.errors import BadInput
+
+    path = Path(path)
+    if path.exists() and any(path.iterdir()):
+        raise BadInput(f"{directory} {path} exists and is not empty; a {run} never writes over an "
+                       "earlier one (choose another --out)")
+    path.mkdir(parents=True, exist_ok=True)
+    return path.resolve()
+
+
+def display(path: str | Path) -> str:
+    """A path as a reader wants it in a message: relative to the working directory when inside it."""
+    p = Path(path)
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)

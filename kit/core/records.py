@@ -1,0 +1,188 @@
+"""Typed records passed between backends, scoring, execution and reports.
+
+They are plain dataclasses (no pydantic) so that a backend kernel in another
+environment, with other library versions, can build and write them too.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from kit.core.jsonio import json_safe
+
+# A case status is one of these; the gate verdict is derived from them in kit.core.results.
+PASSED, FAILED, ERROR, TIMEOUT = "passed", "failed", "error", "timeout"
+CASE_STATUSES = (PASSED, FAILED, ERROR, TIMEOUT)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One backend's next-token distribution at the last prompt position:
+    its top-n ``(token_id, logprob)`` pairs, most likely first."""
+
+    case_id: str
+    top_logprobs: tuple[tuple[int, float], ...]
+    n_tokens: int
+
+    @property
+    def greedy_token(self) -> int:
+        return self.top_logprobs[0][0]
+
+    def to_dict(self) -> dict:
+        return {"case_id": self.case_id, "n_tokens": self.n_tokens,
+                "top_logprobs": [[t, lp] for t, lp in self.top_logprobs]}
+
+
+@dataclass
+class PromptScore:
+    """The metric panel of one fixture case (see kit.core.scoring for definitions)."""
+
+    id: str
+    bucket: int
+    n_tokens: int
+    passed: bool
+    bound: float | None
+    max_probability_error: float
+    top_probability_l1_error: float
+    kl_shared: float
+    first_rank_agreement: bool
+    golden_top_token: int
+    golden_top_probability: float
+    backend_top_token: int
+    backend_top_probability: float
+    winner_gap: float
+    missing_tokens: list[int] = field(default_factory=list)
+    exact_match: bool | None = None
+    failures: list[str] = field(default_factory=list)
+    # Top tokens side by side, so a reader sees how it failed, not only that it did.
+    golden_top: list[list[float]] = field(default_factory=list)
+    backend_top: list[list[float]] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "PromptScore":
+        return cls(**known_fields(cls, d))
+
+
+@dataclass
+class RepeatSpread:
+    """How far repeated observations of one prompt moved (see kit.core.scoring.repeat_spread)."""
+
+    id: str
+    runs: int
+    launches: int
+    max_logprob_spread: float
+    max_probability_spread: float
+    identical: bool
+    difference: str | None = None  # the first difference, in words, when not identical
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RepeatSpread":
+        return cls(**known_fields(cls, d))
+
+
+@dataclass
+class CaseResult:
+    """Everything one gate case produced: what ran, against what, and how it went."""
+
+    case: str
+    backend: str
+    status: str
+    golden_kind: str | None = None
+    golden_path: str | None = None
+    bound: float | None = None
+    bucket_bounds: dict[str, float] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+    release: dict[str, Any] = field(default_factory=dict)
+    # How the backend computed this case (attention per bucket, repeat spread, ...): facts a
+    # reader needs to interpret the numbers, reported by the backend itself.
+    details: dict[str, Any] = field(default_factory=dict)
+    fixture_sha256: str | None = None
+    model_digest: str | None = None
+    golden_sha256: str | None = None
+    inputs_digest: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    duration_s: float | None = None
+    scoring_s: float | None = None
+    prompts: list[PromptScore] = field(default_factory=list)
+    # One entry per repeated prompt: the noise floor of this backend on this host.
+    repeat_spread: list[RepeatSpread] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+    notebook: str | None = None
+    log_tail: str | None = None
+
+    @property
+    def failure_messages(self) -> list[str]:
+        """One line per reason this case did not pass."""
+        if self.status in (ERROR, TIMEOUT):
+            return [f"{self.case}: {self.status}: {self.error}"]
+        return [f"{self.case}: {message}" for message in self.failures]
+
+    @property
+    def worst(self) -> PromptScore | None:
+        if not self.prompts:
+            return None
+        failing = [p for p in self.prompts if not p.passed]
+        pool = failing or self.prompts
+        return max(pool, key=severity)
+
+    @property
+    def max_probability_error(self) -> float | None:
+        errors = [p.max_probability_error for p in self.prompts]
+        if not all(map(_is_number, errors)):  # an unscorable prompt has no error to report
+            return float("nan")
+        return max(errors, default=None)
+
+    @property
+    def noise_floor(self) -> float | None:
+        """The largest probability spread across repeats, None when nothing was repeated."""
+        return max((r.max_probability_spread for r in self.repeat_spread), default=None)
+
+    def counts(self) -> dict[str, int]:
+        return {"prompts": len(self.prompts), "passed": sum(p.passed for p in self.prompts),
+                "failed": sum(not p.passed for p in self.prompts)}
+
+    def to_dict(self) -> dict:
+        """JSON-ready: non-finite metrics (a NaN-poisoned prompt) become None."""
+        d = asdict(self)
+        d["max_probability_error"] = self.max_probability_error
+        d["counts"] = self.counts()
+        d["noise_floor"] = self.noise_floor
+        return json_safe(d)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CaseResult":
+        kw = known_fields(cls, d)
+        kw["prompts"] = [PromptScore.from_dict(p) for p in d.get("prompts", [])]
+        kw["repeat_spread"] = [RepeatSpread.from_dict(r) for r in d.get("repeat_spread", [])]
+        return cls(**kw)
+
+
+def known_fields(cls, d: dict) -> dict:
+    """The entries of ``d`` that are fields of the dataclass ``cls``: a record written by another
+    kit version may carry keys this one does not know, and reading it must not fail on them."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in d.items() if k in names}
+
+
+def severity(p: PromptScore) -> float:
+    """How close to (or past) its bound a prompt is; unscorable prompts are the worst."""
+    err = p.max_probability_error
+    if not _is_number(err):
+        return float("inf")
+    return err / p.bound if p.bound else err
+
+
+def _is_number(err: float | None) -> bool:
+    """False for the None or NaN of a prompt whose logprobs were not finite."""
+    return err is not None and not math.isnan(err)

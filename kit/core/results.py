@@ -1,0 +1,94 @@
+"""Case results on disk and the gate verdict derived from them."""
+
+from __future__ import annotations
+
+from kit.core import rundir
+
+import datetime as _dt
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from kit.core.exitcodes import ExitCode
+from kit.core.jsonio import read_json, write_json
+from kit.core.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
+
+GATE_PASSED, GATE_FAILED, GATE_INCOMPLETE = "passed", "failed", "incomplete"
+EXIT_CODES = {GATE_PASSED: ExitCode.PASSED, GATE_FAILED: ExitCode.FAILED, GATE_INCOMPLETE: ExitCode.INCOMPLETE}
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def save_case_result(result: CaseResult, path: str | Path) -> Path:
+    return write_json(path, result.to_dict())
+
+
+def load_case_result(path: str | Path) -> CaseResult:
+    return CaseResult.from_dict(read_json(path))
+
+
+def gate_verdict(expected: Sequence[str], results: Mapping[str, CaseResult]) -> str:
+    """``failed`` when any case failed (that answer stands whatever else happened),
+    else ``incomplete`` when a case errored, timed out or is missing, else ``passed``.
+    Never ``passed`` with a missing case."""
+    statuses = [results[name].status if name in results else None for name in expected]
+    if FAILED in statuses:
+        return GATE_FAILED
+    if any(s in (ERROR, TIMEOUT, None) for s in statuses) or not expected:
+        return GATE_INCOMPLETE
+    assert all(s == PASSED for s in statuses)
+    return GATE_PASSED
+
+
+def status_counts(expected: Sequence[str], results: Mapping[str, CaseResult]) -> dict[str, int]:
+    counts = {PASSED: 0, FAILED: 0, ERROR: 0, TIMEOUT: 0, "missing": 0}
+    for name in expected:
+        counts[results[name].status if name in results else "missing"] += 1
+    return counts
+
+
+def counts_sentence(counts: Mapping[str, int], duration_s: float) -> str:
+    """'1 failed, 2 passed in 991 s' (zero counts left out)."""
+    words = {FAILED: "failed", ERROR: "errored", TIMEOUT: "timed out", "missing": "missing", PASSED: "passed"}
+    parts = [f"{counts[k]} {word}" for k, word in words.items() if counts.get(k)]
+    return f"{', '.join(parts) or 'no cases'} in {duration_s:.0f} s"
+
+
+@dataclass
+class RunView:
+    """A finished gate run read back from its directory: manifest and case results."""
+
+    run_dir: Path
+    manifest: dict
+    results: dict[str, CaseResult]
+    sources: dict[str, str]  # per case: "scrap" (from its notebook) or "executor" (its JSON)
+
+    @property
+    def expected(self) -> list[str]:
+        return list(self.manifest.get("cases", []))
+
+    @property
+    def verdict(self) -> str:
+        return gate_verdict(self.expected, self.results)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return status_counts(self.expected, self.results)
+
+    @property
+    def release(self) -> str | None:
+        return (self.manifest.get("release") or {}).get("name")
+
+
+def read_run(run_dir: str | Path) -> RunView:
+    """A run from the case results the executor wrote (no notebook parsing)."""
+    run_dir = Path(run_dir)
+    manifest = read_json(run_dir / rundir.MANIFEST)
+    results = {}
+    for name in manifest.get("cases", []):
+        path = run_dir / "cases" / f"{name}.json"
+        if path.is_file():
+            results[name] = load_case_result(path)
+    return RunView(run_dir, manifest, results, {name: "executor" for name in results})

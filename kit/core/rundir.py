@@ -1,0 +1,21 @@
+"""The names of the files a run directory holds (DESIGN §4), in one place.
+
+Gate runs, control directories and refresh directories are read back by the summary, the
+report and resume; every reader and writer takes the names from here.
+"""
+
+from __future__ import annotations
+
+MANIFEST = "manifest.json"        # gate run: descriptor, digests, kit version, host, times
+RESULT = "result.json"            # gate run: the verdict and every case result
+EVIDENCE = "evidence.md"          # a paragraph for an issue comment or a pin PR
+SUMMARY_NOTEBOOK = "summary.ipynb"
+SUMMARY_HTML = "summary.html"
+CASES = "cases"                   # cases/<case>.ipynb, cases/<case>.json, cases/<case>.log
+CONTROL = "control.json"          # control directory: the control's record
+CONTROL_NOTEBOOK = "control.ipynb"
+DIAGNOSIS = "diagnosis.json"
+REFRESH = "refresh.json"          # refresh directory: the refresh's record
+REGEN_REPORT = "regen.md"
+FIGURES = "figures"               # the summary's plots as PNG and SVG files
+LOCK = ".lock"

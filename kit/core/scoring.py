@@ -1,0 +1,167 @@
+"""Observation vs golden: the metric panel and the verdict of one fixture case.
+
+All metric definitions live here (DESIGN section 5). With golden top-k tokens G,
+golden logprobs g and backend logprobs a over the same tokens:
+
+- max_probability_error      max_i |exp(a_i) - exp(g_i)|
+- top_probability_l1_error   sum_i |exp(a_i) - exp(g_i)|
+- kl_shared                  KL(golden || backend) over the tokens both returned,
+                             each side renormalized over that shared support
+- first_rank_agreement       golden top token == backend greedy token
+- winner_gap                 p_golden(golden top) - p_golden(backend greedy)
+
+Repeated observations of one prompt (kit.case.runner runs them) are compared with each other:
+
+- max_logprob_spread         max over tokens of (max - min) logprob across the runs
+- max_probability_spread     the same in probability space: the noise floor
+- identical                  every run returned the same token ids, in the same order, with
+                             bit-identical logprobs (what ``exact_repeats`` requires)
+
+A case passes when every golden token is in the backend's returned top-n, the
+backend's greedy token lies in G, winner_gap <= 2 * max_probability_error (a
+winner change only inside a near-tie), max_probability_error <= bound, and all
+logprobs are finite. An ``exact`` golden instead requires the backend's first k
+(token id, logprob) pairs to equal the golden's, bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+from kit.core.records import Observation, PromptScore, RepeatSpread
+
+WINNER_GAP_FACTOR = 2.0
+SIDE_BY_SIDE = 5  # top tokens kept in a score for the reader
+
+
+def bound_for(bucket: int, bound: float | None, bucket_bounds: Mapping[str, float]) -> float | None:
+    """A per-bucket bound overrides the case bound."""
+    return bucket_bounds.get(str(bucket), bound)
+
+
+def score_prompt(
+    case_id: str,
+    bucket: int,
+    golden_top: Sequence[tuple[int, float]],
+    observation: Observation,
+    bound: float | None,
+    exact: bool = False,
+) -> PromptScore:
+    failures: list[str] = []
+    backend = list(observation.top_logprobs)
+    where = f"{case_id}"
+
+    nonfinite = [(t, lp) for t, lp in backend if not math.isfinite(lp)]
+    if nonfinite or not backend:
+        t, lp = nonfinite[0] if nonfinite else (-1, float("nan"))
+        failures.append(f"{where}: non-finite logprob {lp} for token {t} from the backend")
+        return _unscorable(case_id, bucket, observation, golden_top, bound, exact, failures)
+
+    a = dict(backend)
+    g_prob = {t: math.exp(lp) for t, lp in golden_top}
+    missing = [t for t, _ in golden_top if t not in a]
+    for t in missing:
+        failures.append(f"{where}: golden token {t} is missing from the backend's top-{len(backend)}")
+
+    errors = [abs(math.exp(a[t]) - g_prob[t]) for t, _ in golden_top if t in a]
+    max_err = max(errors, default=float("inf"))
+    l1 = sum(errors)
+    kl = _kl_shared(golden_top, a)
+
+    golden_winner, backend_winner = golden_top[0][0], backend[0][0]
+    if backend_winner in g_prob:
+        gap = g_prob[golden_winner] - g_prob[backend_winner]
+    else:
+        gap = g_prob[golden_winner]
+        failures.append(f"{where}: backend greedy token {backend_winner} is not in the golden top-{len(golden_top)}")
+    if gap > WINNER_GAP_FACTOR * max_err:
+        failures.append(
+            f"{where}: winner changed outside a near-tie: golden top token {golden_winner} leads backend greedy "
+            f"token {backend_winner} by {gap:.4g} > {WINNER_GAP_FACTOR:g} x max error {max_err:.4g}"
+        )
+
+    exact_match = None
+    if exact:
+        exact_match = _exact_mismatch(golden_top, backend)
+        if exact_match is not None:
+            failures.append(f"{where}: {exact_match}")
+        exact_match = exact_match is None
+    elif bound is not None and max_err > bound:
+        failures.append(f"{where}: max probability error {max_err:.4g} > bound {bound:g} (bucket {bucket})")
+
+    return PromptScore(
+        id=case_id, bucket=bucket, n_tokens=observation.n_tokens, passed=not failures, bound=bound,
+        max_probability_error=max_err, top_probability_l1_error=l1, kl_shared=kl,
+        first_rank_agreement=golden_winner == backend_winner,
+        golden_top_token=golden_winner, golden_top_probability=g_prob[golden_winner],
+        backend_top_token=backend_winner, backend_top_probability=math.exp(backend[0][1]),
+        winner_gap=gap, missing_tokens=missing, exact_match=exact_match, failures=failures,
+        golden_top=_side(golden_top), backend_top=_side(backend),
+    )
+
+
+def _kl_shared(golden_top: Sequence[tuple[int, float]], a: Mapping[int, float]) -> float:
+    shared = [(math.exp(lp), math.exp(a[t])) for t, lp in golden_top if t in a]
+    zp, zq = sum(p for p, _ in shared), sum(q for _, q in shared)
+    if not shared or zp <= 0 or zq <= 0:
+        return float("inf")
+    return sum((p / zp) * math.log((p / zp) / (q / zq)) for p, q in shared if p > 0 and q > 0)
+
+
+def _exact_mismatch(golden_top: Sequence[tuple[int, float]], backend: Sequence[tuple[int, float]]) -> str | None:
+    """The first difference from an exact golden, or None when bit-identical."""
+    if len(backend) < len(golden_top):
+        return f"exact golden needs {len(golden_top)} logprobs, backend returned {len(backend)}"
+    for rank, ((gt, glp), (bt, blp)) in enumerate(zip(golden_top, backend), start=1):
+        if gt != bt or glp != blp:
+            return (f"not bit-exact at rank {rank}: golden token {gt} logprob {glp!r}, "
+                    f"backend token {bt} logprob {blp!r}")
+    return None
+
+
+def _side(top: Sequence[tuple[int, float]]) -> list[list[float]]:
+    return [[int(t), float(lp)] for t, lp in top[:SIDE_BY_SIDE]]
+
+
+def _unscorable(case_id, bucket, observation, golden_top, bound, exact, failures) -> PromptScore:
+    nan = float("nan")
+    return PromptScore(
+        id=case_id, bucket=bucket, n_tokens=observation.n_tokens, passed=False, bound=bound,
+        max_probability_error=nan, top_probability_l1_error=nan, kl_shared=nan, first_rank_agreement=False,
+        golden_top_token=golden_top[0][0], golden_top_probability=math.exp(golden_top[0][1]),
+        backend_top_token=observation.top_logprobs[0][0] if observation.top_logprobs else -1,
+        backend_top_probability=nan, winner_gap=nan, exact_match=False if exact else None,
+        failures=failures, golden_top=_side(golden_top), backend_top=_side(observation.top_logprobs),
+    )
+
+
+def repeat_spread(case_id: str, runs: Sequence[Observation], launches: int = 1) -> RepeatSpread:
+    """The spread of repeated observations of one prompt; spreads cover the tokens every run returned."""
+    tops = [list(o.top_logprobs) for o in runs]
+    shared = set.intersection(*(set(t for t, _ in top) for top in tops)) if tops else set()
+    lp_spread = p_spread = 0.0
+    for token in shared:
+        values = [dict(top)[token] for top in tops]
+        if not all(map(math.isfinite, values)):
+            lp_spread = p_spread = float("nan")
+            break
+        lp_spread = max(lp_spread, max(values) - min(values))
+        probs = [math.exp(v) for v in values]
+        p_spread = max(p_spread, max(probs) - min(probs))
+    difference = None
+    for n, top in enumerate(tops[1:], start=2):
+        difference = _run_difference(tops[0], top, n)
+        if difference:
+            break
+    return RepeatSpread(id=case_id, runs=len(runs), launches=launches, max_logprob_spread=lp_spread,
+                        max_probability_spread=p_spread, identical=difference is None, difference=difference)
+
+
+def _run_difference(first: Sequence[tuple[int, float]], other: Sequence[tuple[int, float]], n: int) -> str | None:
+    if len(first) != len(other):
+        return f"run {n} returned {len(other)} logprobs, run 1 returned {len(first)}"
+    for rank, ((t1, lp1), (tn, lpn)) in enumerate(zip(first, other), start=1):
+        if t1 != tn or lp1 != lpn:
+            return f"run {n} differs from run 1 at rank {rank}: token {tn} logprob {lpn!r} vs token {t1} logprob {lp1!r}"
+    return None

@@ -1,0 +1,61 @@
+"""The resolved gate case: everything one notebook execution needs, as plain data.
+
+The executor resolves a descriptor entry into a CaseSpec (absolute paths,
+defaults applied) and hands it to the case notebook as a papermill parameter.
+The notebook side needs no descriptor parsing and no pydantic, so a backend
+kernel with other library versions can run it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from kit.core.jsonio import canonical_bytes, sha256_bytes
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    name: str
+    backend: str
+    kernel: str
+    notebook: str
+    timeout_s: float
+    model_path: str
+    model_digest: str
+    fixture_path: str
+    golden_path: str
+    golden_kind: str
+    bound: float | None
+    top_n: int
+    descriptor: str
+    bucket_bounds: dict[str, float] = field(default_factory=dict)
+    buckets: list[int] | None = None
+    prompt_ids: list[str] | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    # The named release this case runs against (empty outside a release): name, kernel, version, ...
+    release: dict[str, Any] = field(default_factory=dict)
+    repeats: int = 1
+    repeat_launches: int = 1
+    repeat_prompts: list[str] | None = None
+    exact_repeats: bool = False
+
+    @property
+    def repeated(self) -> bool:
+        return self.repeats > 1 or self.repeat_launches > 1
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CaseSpec":
+        names = {f.name for f in fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ValueError(f"unknown case spec keys: {sorted(unknown)}")
+        return cls(**d)
+
+    def inputs_digest(self, fixture_sha256: str, golden_sha256: str) -> str:
+        """What a finished result depends on; equal digests mean a result can be reused."""
+        entry = {k: v for k, v in self.to_dict().items() if k not in ("timeout_s", "descriptor")}
+        return sha256_bytes(canonical_bytes({"entry": entry, "fixture": fixture_sha256, "golden": golden_sha256}))

@@ -1,0 +1,142 @@
+"""The descriptor's schema: the pydantic models of a TOML descriptor.
+
+The common case keys are stated here; each backend's own options come from its registered options
+schema, so a case's schema is CaseBase plus its backend's options, keyed by ``backend``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+
+from kit.backends import registry
+
+CASE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+# A [goldens] entry is named after its kind ("semantic", "exact") or ends in it ("levanter-exact"),
+# so that a reader of a case knows how it is judged without opening the golden.
+GOLDEN_NAME = r"^(semantic|exact|[a-z0-9][a-z0-9._-]*-(semantic|exact))$"
+
+
+def golden_kind(name: str) -> str:
+    return name.rsplit("-", 1)[-1]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class ModelRef(_Strict):
+    path: str
+    digest: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class FixtureRef(_Strict):
+    path: str
+
+
+class Defaults(_Strict):
+    kernel: str | None = None  # None: each backend's own kernel (the registry's)
+    timeout_s: float = Field(default=600.0, gt=0)
+    top_n: int = Field(default=64, ge=1)
+    # How often the Ray executor reruns a case whose worker or node died under it.
+    retries: int = Field(default=1, ge=0)
+
+
+class Resources(_Strict):
+    """What one case asks of the Ray executor, per node; the local executor needs none of it."""
+
+    nodes: int = Field(default=1, ge=1)  # > 1: one placement group, one bundle per node (a gang)
+    num_cpus: float = Field(default=1.0, ge=0)
+    num_gpus: float = Field(default=0.0, ge=0)
+    accelerator_type: str | None = Field(default=None, min_length=1)  # Ray's name, e.g. "H100", "A10G"
+    memory_gb: float | None = Field(default=None, gt=0)
+    custom: dict[str, float] = Field(default_factory=dict)  # the cluster's own resource names
+    # The longest the case may wait for its resources before it starts (a busy or shrunken
+    # cluster); then it is an error instead of a wait without end. None: wait as long as it takes.
+    max_wait_s: float | None = Field(default=None, gt=0)
+
+
+class CaseBase(_Strict):
+    golden: str  # a [goldens] entry
+    model: str | None = None  # a [models] entry; the descriptor's [model] when absent
+    bound: float | None = Field(default=None, gt=0, le=1)
+    bucket_bounds: dict[str, float] = Field(default_factory=dict)
+    buckets: list[int] | None = None
+    prompts: list[str] | None = None
+    kernel: str | None = None
+    timeout_s: float | None = Field(default=None, gt=0)
+    top_n: int | None = Field(default=None, ge=1)
+    notebook: str | None = None
+    resources: Resources = Resources()
+    retries: int | None = Field(default=None, ge=0)
+    # Repeatability (DESIGN section 6): score the selected prompts `repeats` times in each of
+    # `repeat_launches` engine launches; the spread is the noise floor, any spread fails with
+    # `exact_repeats`.
+    repeats: int = Field(default=1, ge=1)
+    repeat_launches: int = Field(default=1, ge=1)
+    repeat_prompts: list[str] | None = None
+    exact_repeats: bool = False
+
+    def backend_options(self) -> dict[str, Any]:
+        common = set(CaseBase.model_fields) | {"backend"}
+        return {k: v for k, v in self.model_dump().items() if k not in common}
+
+
+@functools.cache
+def case_schemas() -> dict[str, type[CaseBase]]:
+    """One schema per registered backend: the common keys plus the backend's options."""
+    schemas = {}
+    for name, info in registry.registry().items():
+        module, _, cls = info.options.partition(":")
+        options = getattr(importlib.import_module(module), cls)
+        schemas[name] = create_model(f"{options.__name__.removesuffix('Options')}Case", __base__=(CaseBase, options),
+                                     __doc__=options.__doc__, backend=(Literal[name], ...))
+    return schemas
+
+
+class BackendRelease(_Strict):
+    """One backend's build within a release: the kernel (environment) that holds it and its identity."""
+
+    kernel: str
+    version: str = ""
+    source_commit: str = ""
+    wheels: dict[str, str] = Field(default_factory=dict)  # wheel file name -> sha256
+    # Engine options this build runs with; they override the cases' own (and are validated with them).
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    def identity(self) -> dict[str, Any]:
+        return {"kernel": self.kernel, "version": self.version, "source_commit": self.source_commit,
+                "wheels": dict(self.wheels), "options": dict(self.options)}
+
+
+class Release(_Strict):
+    """A concrete build of every backend: today's pin (`current`) or the staged one (`candidate`)."""
+
+    description: str = ""
+    backends: dict[str, BackendRelease] = Field(min_length=1)
+
+
+class Descriptor(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
+    description: str = ""
+    model: ModelRef
+    fixture: FixtureRef
+    models: dict[str, ModelRef] = Field(default_factory=dict)  # more model folders, named by cases
+    goldens: dict[str, str]
+    defaults: Defaults = Defaults()
+    releases: dict[str, Release] = Field(default_factory=dict)
+    cases: dict[str, dict[str, Any]] = Field(min_length=1)
+
+    @field_validator("goldens")
+    @classmethod
+    def _golden_names_say_their_kind(cls, goldens: dict[str, str]) -> dict[str, str]:
+        for name in goldens:
+            if not re.match(GOLDEN_NAME, name):
+                raise ValueError(f"entry {name!r} must be named semantic or exact, or end in -semantic or -exact")
+        return goldens
+
+

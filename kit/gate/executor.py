@@ -1,0 +1,279 @@
+"""Run a gate: one papermill execution per case, side by side, each with a timeout.
+
+A case notebook writes its own result; the executor records ``timeout`` (the
+kernel's process tree was killed) or ``error`` (the kernel died or a cell
+raised) itself. In every outcome the executed, possibly partial, notebook stays
+in the run directory, and a finished case result is never overwritten.
+"""
+
+from __future__ import annotations
+
+from kit.core import contract, rundir
+
+import os
+import platform
+import socket
+import sys
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from kit import __version__
+from kit.core import paths
+from kit.gate import resume, runlock
+from kit.descriptor.load import LoadedDescriptor
+from kit.core.errors import BadInput
+from kit.core.jsonio import read_json, sha256_file, write_json
+from kit.gate.notebook import describe_failure, kill_all, run_notebook
+from kit.gate.preflight import Inputs, check_inputs
+from kit.core.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
+from kit.core.results import gate_verdict, load_case_result, now_iso, save_case_result, status_counts
+from kit.core.spec import CaseSpec
+
+LOCAL, RAY = "local", "ray"
+EXECUTORS = (LOCAL, RAY)
+
+
+@dataclass
+class GateRun:
+    run_dir: Path
+    descriptor: LoadedDescriptor
+    specs: list[CaseSpec]
+    inputs: Inputs
+    release: str | None = None
+    results: dict[str, CaseResult] = field(default_factory=dict)
+    started_at: str = ""
+    finished_at: str = ""
+    duration_s: float = 0.0
+    executor: str = LOCAL
+    lock: runlock.RunLock | None = None
+    reused: dict[str, CaseResult] = field(default_factory=dict)  # finished results taken from an earlier run
+    rerun: dict[str, str] = field(default_factory=dict)  # case -> why it ran again (resumed runs only)
+    fingerprints: dict[str, str | None] = field(default_factory=dict)  # kernel -> release fingerprint
+    history: list[dict] = field(default_factory=list)  # the earlier runs into this directory
+    placements: dict[str, dict] = field(default_factory=dict)  # case -> where the Ray executor placed it
+
+    @property
+    def pending(self) -> list[CaseSpec]:
+        """The cases this run executes: all of them, less those a resume reused."""
+        return [s for s in self.specs if s.name not in self.reused]
+
+    @property
+    def verdict(self) -> str:
+        return gate_verdict([s.name for s in self.specs], self.results)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return status_counts([s.name for s in self.specs], self.results)
+
+    @property
+    def cases_dir(self) -> Path:
+        return self.run_dir / "cases"
+
+
+def default_run_dir(desc: LoadedDescriptor) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{desc.name}-{stamp}-{os.urandom(2).hex()}"
+
+
+def prepare_run(desc: LoadedDescriptor, out: str | Path | None, only: Sequence[str] | None = None,
+                resume_dir: str | Path | None = None, command: Sequence[str] | None = None,
+                executor: str = LOCAL, release: str | None = None) -> GateRun:
+    """Validate everything, then claim the run directory and lock it for this process.
+
+    A fresh run claims a new or empty directory (an earlier run's is never written into); a
+    resumed run locks the earlier run's directory and reuses what it may.
+    """
+    specs = desc.case_specs(list(only) if only else None, release)
+    if executor == LOCAL:
+        for spec in specs:
+            nodes = desc.resources(spec.name).nodes
+            if nodes > 1:
+                raise BadInput(f"{desc.where('cases', spec.name, 'resources')}: case {spec.name} asks for "
+                               f"{nodes} nodes; only `--executor ray` can place a multi-node case")
+    inputs = check_inputs(desc, specs)
+    fingerprints = {k: resume.release_fingerprint(k) for k in sorted({s.kernel for s in specs})}
+    if resume_dir is not None:
+        run = _resume(desc, Path(resume_dir), specs, inputs, fingerprints, command)
+    else:
+        run = _claim(desc, Path(out) if out else default_run_dir(desc), specs, inputs, command)
+    run.fingerprints, run.executor, run.release = fingerprints, executor, release
+    return run
+
+
+def _claim(desc: LoadedDescriptor, run_dir: Path, specs: list[CaseSpec], inputs: Inputs,
+           command: Sequence[str] | None) -> GateRun:
+    refusal = BadInput(f"run directory {run_dir} exists and is not empty; a gate run never writes over "
+                       "an earlier one (choose another --out, or --resume it)")
+    if run_dir.exists() and any(run_dir.iterdir()):
+        if (run_dir / runlock.LOCK_NAME).exists():
+            runlock.acquire(run_dir, command).release()  # a live holder gets named rather than this refusal
+        raise refusal
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lock = runlock.acquire(run_dir, command)
+    try:  # creating cases/ is the atomic claim: of two runs started at once, one gets it
+        (run_dir / "cases").mkdir()
+    except FileExistsError:
+        lock.release()
+        raise refusal from None
+    return GateRun(run_dir.resolve(), desc, specs, inputs, lock=lock)
+
+
+def _resume(desc: LoadedDescriptor, run_dir: Path, specs: list[CaseSpec], inputs: Inputs,
+            fingerprints: dict[str, str | None], command: Sequence[str] | None) -> GateRun:
+    if not (run_dir / rundir.MANIFEST).is_file():
+        raise BadInput(f"--resume {run_dir}: not a gate run directory (it has no manifest.json)")
+    lock = runlock.acquire(run_dir, command)
+    try:
+        earlier = read_json(run_dir / rundir.MANIFEST)
+        if earlier.get("name") != desc.name:
+            raise BadInput(f"--resume {run_dir}: it holds a run of descriptor {earlier.get('name')!r}, "
+                           f"not {desc.name!r}")
+        cases_dir = run_dir / "cases"
+        cases_dir.mkdir(exist_ok=True)
+        goldens = {kind: g.sha256 for kind, g in inputs.goldens.items()}
+        plan = resume.plan(cases_dir, specs, inputs.fixture.sha256, goldens, fingerprints,
+                           earlier.get("kernel_fingerprints") or {})
+        for name in plan.rerun:
+            resume.set_aside(cases_dir, name)
+    except BaseException:
+        lock.release()
+        raise
+    history = [*earlier.get("history", []),
+               {k: earlier.get(k) for k in ("started_at", "finished_at", "command", "executor")}]
+    return GateRun(run_dir.resolve(), desc, specs, inputs, results=dict(plan.reused), lock=lock,
+                   reused=plan.reused, rerun=plan.rerun, history=history)
+
+
+def manifest(run: GateRun, command: Sequence[str]) -> dict:
+    return {
+        "name": run.descriptor.name,
+        "descriptor": str(run.descriptor.path),
+        "descriptor_sha256": sha256_file(run.descriptor.path),
+        "cases": [s.name for s in run.specs],
+        "kernels": {s.name: s.kernel for s in run.specs},
+        "release": _release_identity(run),
+        "fixture": str(run.inputs.fixture.path),
+        "fixture_sha256": run.inputs.fixture.sha256,
+        "model": str(run.descriptor.resolve(run.descriptor.doc.model.path)),
+        "model_digest": run.inputs.model_digest,
+        "models": run.inputs.models,
+        "goldens": {k: {"path": str(g.path), "sha256": g.sha256} for k, g in run.inputs.goldens.items()},
+        "kit_version": __version__,
+        "host": socket.gethostname(),
+        "platform": f"{platform.system()} {platform.machine()} python {platform.python_version()}",
+        "command": list(command),
+        "started_at": run.started_at,
+        "finished_at": run.finished_at or None,
+        "duration_s": run.duration_s or None,
+        "executor": run.executor,
+        "kernel_fingerprints": run.fingerprints,
+        # A resumed run says which results it took over and why the others ran again.
+        "reused": {n: {"status": r.status, "finished_at": r.finished_at} for n, r in run.reused.items()},
+        "rerun": run.rerun,
+        "history": run.history,
+        "placements": run.placements,
+    }
+
+
+def _release_identity(run: GateRun) -> dict | None:
+    """The named release's builds, per backend, as the descriptor states them."""
+    if run.release is None:
+        return None
+    rel = run.descriptor.release(run.release)
+    return {"name": run.release, "description": rel.description,
+            "backends": {b: built.identity() for b, built in rel.backends.items()}}
+
+
+def execute_case(spec: CaseSpec, cases_dir: Path) -> CaseResult:
+    """One papermill execution of the case's notebook in the case's kernel, bounded by its timeout."""
+    notebook = cases_dir / f"{spec.name}.ipynb"
+    result_path = cases_dir / f"{spec.name}.json"
+    started, t0 = now_iso(), time.perf_counter()
+    outcome = run_notebook(spec.notebook, notebook, contract.case_parameters(spec.to_dict(), str(result_path)),
+                           spec.kernel, spec.timeout_s, cases_dir / f"{spec.name}.kernel.log",
+                           log_prefix=str(cases_dir / spec.name))
+    duration = time.perf_counter() - t0
+    shown = paths.display(notebook)
+
+    if outcome.timed_out:
+        result = CaseResult(case=spec.name, backend=spec.backend, status=TIMEOUT,
+                            error=f"exceeded its timeout of {spec.timeout_s:g} s; its kernel was killed; "
+                                  f"partial notebook {shown}")
+    elif outcome.killed_by:
+        result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR,
+                            error=f"interrupted; its kernel was killed; partial notebook {shown}")
+    elif outcome.error is None and result_path.is_file():
+        result = load_case_result(result_path)
+    else:
+        error = outcome.error or "the notebook finished without writing its case result"
+        result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR,
+                            error=f"{error}; partial notebook {shown}")
+    result.log_tail = outcome.log_tail
+    result.notebook = str(notebook)
+    result.started_at = result.started_at or started
+    result.finished_at = now_iso()
+    result.duration_s = duration
+    result.bound = result.bound if result.bound is not None else spec.bound
+    result.golden_kind = result.golden_kind or spec.golden_kind
+    save_case_result(result, result_path)
+    return result
+
+
+def run_cases(run: GateRun, jobs: int | None = None,
+              on_start: Callable[[CaseSpec], None] | None = None,
+              on_done: Callable[[CaseSpec, CaseResult], None] | None = None) -> None:
+    pending = run.pending
+    if not pending:
+        return
+    jobs = max(1, jobs or os.cpu_count() or 1)
+    with ThreadPoolExecutor(max_workers=min(jobs, len(pending))) as pool:
+        futures = {pool.submit(execute_guarded, spec, run.cases_dir, on_start): spec for spec in pending}
+        try:
+            for fut in as_completed(futures):
+                spec = futures[fut]
+                run.results[spec.name] = fut.result()
+                if on_done:
+                    on_done(spec, run.results[spec.name])
+        except KeyboardInterrupt:
+            for fut in futures:
+                fut.cancel()
+            kill_all()  # the running cases then end as errors, their partial notebooks kept
+            raise
+
+
+def record(cases_dir: Path, result: CaseResult) -> CaseResult:
+    """Save an executor's own account of a case, unless the case already saved a finished result
+    (a worker lost after the notebook finished must not turn a verdict into an error)."""
+    path = cases_dir / f"{result.case}.json"
+    if path.is_file():
+        try:
+            done = load_case_result(path)
+        except (OSError, ValueError, TypeError):
+            done = None
+        if done is not None and done.status in (PASSED, FAILED):
+            return done
+    save_case_result(result, path)
+    return result
+
+
+def execute_guarded(spec: CaseSpec, cases_dir: Path, on_start: Callable[[CaseSpec], None] | None) -> CaseResult:
+    try:
+        if on_start:
+            on_start(spec)
+        return execute_case(spec, cases_dir)
+    except Exception as exc:  # a bug here must not cost the other cases their results
+        traceback.print_exc(file=sys.stderr)
+        result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR,
+                            error=f"executor failed: {describe_failure(exc)}")
+        save_case_result(result, cases_dir / f"{spec.name}.json")
+        return result
+
+
+def write_manifest(run: GateRun, command: Sequence[str]) -> dict:
+    doc = manifest(run, command)
+    write_json(run.run_dir / rundir.MANIFEST, doc)
+    return doc

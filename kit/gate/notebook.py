@@ -1,0 +1,159 @@
+"""Execute one notebook with papermill in a named kernel, under a wall-clock timeout.
+
+The kernel's process is tracked so that a timeout can kill its whole process
+tree (papermill's own timeout is per cell, and a hung kernel ignores
+interrupts). The kernel's stdout and stderr go to a log file: that is where a
+dying kernel says why, and they would otherwise interleave on the console.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+from jupyter_client.manager import AsyncKernelManager
+
+from kit.core.contract import LOG_PREFIX_ENV
+
+KERNEL_START_TIMEOUT_S = 120
+_live: set["KernelHandle"] = set()
+_live_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class NotebookOutcome:
+    error: str | None  # one line; None when every cell ran
+    killed_by: str | None  # "timeout" or "interrupt" when the kit killed the kernel
+    log_tail: str | None
+
+    @property
+    def timed_out(self) -> bool:
+        return self.killed_by == "timeout"
+
+
+class KernelHandle:
+    """Filled in when the kernel starts; ``kill`` ends the kernel and every process under it."""
+
+    def __init__(self, log_path: Path, log_prefix: str | None = None) -> None:
+        self.log_path = log_path
+        self.log_prefix = log_prefix
+        self.pid: int | None = None
+        self.killed_by: str | None = None
+        self._lock = threading.Lock()
+
+    def manager_class(self) -> type[AsyncKernelManager]:
+        handle = self
+
+        class TrackedKernelManager(AsyncKernelManager):
+            async def start_kernel(self, **kw):  # type: ignore[override]
+                if handle.log_prefix:
+                    kw["env"] = {**kw.get("env", os.environ), LOG_PREFIX_ENV: handle.log_prefix}
+                with open(handle.log_path, "ab") as log:
+                    await super().start_kernel(stdout=log, stderr=log, **kw)
+                with handle._lock:
+                    handle.pid = getattr(self.provisioner, "pid", None)
+                    if handle.killed_by:  # killed while the kernel was starting
+                        kill_tree(handle.pid)
+
+        return TrackedKernelManager
+
+    def kill(self, reason: str = "timeout") -> None:
+        with self._lock:
+            self.killed_by = self.killed_by or reason
+            if self.pid is not None:
+                kill_tree(self.pid)
+
+    def log_tail(self, lines: int = 20) -> str | None:
+        """The kernel log's tail, then those of the case's helper processes (a server that never got
+        healthy says why in its own log)."""
+        logs = [self.log_path]
+        if self.log_prefix:
+            prefix = Path(self.log_prefix)
+            logs += sorted(p for p in prefix.parent.glob(f"{glob.escape(prefix.name)}.*.log") if p != self.log_path)
+        parts = []
+        for path in logs:
+            try:
+                text = path.read_text(errors="replace")
+            except OSError:
+                continue
+            tail = "\n".join(text.splitlines()[-lines:])
+            if tail:
+                parts.append(tail if path == self.log_path else f"--- {path.name} ---\n{tail}")
+        return "\n".join(parts) or None
+
+
+def run_notebook(notebook: str | Path, output: Path, parameters: dict, kernel_name: str,
+                 timeout_s: float | None, log_path: Path, log_prefix: str | None = None) -> NotebookOutcome:
+    """papermill's execution, saved after every cell, so a killed run leaves its partial notebook."""
+    import papermill as pm
+
+    handle = KernelHandle(log_path, log_prefix)
+    timer = threading.Timer(timeout_s, handle.kill) if timeout_s else None
+    error = None
+    if timer:
+        timer.daemon = True
+        timer.start()
+    with _live_lock:
+        _live.add(handle)
+    try:
+        pm.execute_notebook(str(notebook), str(output), parameters=parameters, kernel_name=kernel_name,
+                            progress_bar=False, start_timeout=KERNEL_START_TIMEOUT_S,
+                            kernel_manager_class=handle.manager_class(),
+                            # Every result is saved by then; a graceful shutdown only adds wait.
+                            shutdown_kernel="immediate")
+    except Exception as exc:  # every failure becomes a recorded outcome, never a lost case
+        error = describe_failure(exc)
+    finally:
+        if timer:
+            timer.cancel()
+        with _live_lock:
+            _live.discard(handle)
+    failed = error or handle.killed_by
+    return NotebookOutcome(error, handle.killed_by, handle.log_tail() if failed else None)
+
+
+def kill_all() -> int:
+    """Kill every kernel still running (an interrupted gate must leave no orphan kernels)."""
+    with _live_lock:
+        handles = list(_live)
+    for handle in handles:
+        handle.kill("interrupt")
+    return len(handles)
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line for a failed notebook execution: which cell raised what, or that the kernel died."""
+    import papermill as pm
+    from nbclient.exceptions import DeadKernelError
+
+    if isinstance(exc, pm.PapermillExecutionError):
+        return f"cell {exc.exec_count} raised {exc.ename}: {first_line(exc.evalue)}"
+    if isinstance(exc, DeadKernelError):
+        return "the kernel died mid-case"
+    return f"{type(exc).__name__}: {first_line(str(exc))}"
+
+
+def first_line(text: str) -> str:
+    text = (text or "").strip()
+    return text.splitlines()[0] if text else ""
+
+
+def kill_tree(pid: int | None) -> None:
+    """SIGKILL a process and all its descendants (children first, so none is re-parented and missed)."""
+    if pid is None:
+        return
+    try:
+        root = psutil.Process(pid)
+        procs = root.children(recursive=True) + [root]
+    except psutil.NoSuchProcess:
+        return
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(procs, timeout=5)

@@ -1,0 +1,126 @@
+"""Check every input of a gate before anything runs: fixture, goldens, model, kernels, notebooks.
+
+Each refusal is a BadInput with one line naming what and where.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from kit.backends import registry
+from kit.core import paths
+from kit.descriptor.load import LoadedDescriptor, golden_kind
+from kit.core.errors import BadInput
+from kit.core.fixture import Fixture, load_fixture
+from kit.core.golden import Golden, check_golden_matches_fixture, load_golden
+from kit.core.modeldigest import check_model_digest
+from kit.core.spec import CaseSpec
+
+
+@dataclass(frozen=True)
+class Inputs:
+    fixture: Fixture
+    goldens: dict[str, Golden]
+    model_digest: str
+    models: dict[str, str] = field(default_factory=dict)  # the [models] entries the cases use: name -> digest
+
+
+def installed_kernels() -> dict[str, str]:
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    return KernelSpecManager().find_kernel_specs()
+
+
+def kernel_install_hint(name: str, backend: str | None = None) -> str:
+    if name == paths.MAIN_KERNEL:
+        return f"install it with: {sys.executable} -m ipykernel install --sys-prefix --name {name}"
+    info = registry.registry().get(backend or "")
+    if info is not None and info.kernel == name and info.kernel != paths.MAIN_KERNEL:
+        return f"it is {backend}'s own environment; install it with: {info.install}"  # e.g. Levanter's pins
+    return ("install it into the environment that holds that release: "
+            f"python -m ipykernel install --sys-prefix --name {name}")
+
+
+def check_backends_installed(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> None:
+    """A case that runs in this environment's own kernel needs its backend's engine here: refuse it
+    before anything runs, with the line that installs it."""
+    for spec in specs:
+        if spec.kernel != paths.MAIN_KERNEL:
+            continue  # another environment's kernel: what it holds is checked by starting it
+        info = registry.get(spec.backend)
+        missing = registry.missing_requirements(info)
+        if missing:
+            raise BadInput(f"{desc.where('cases', spec.name, 'backend')}: case {spec.name} needs backend "
+                           f"{spec.backend}, whose {', '.join(missing)} this environment lacks; "
+                           f"install it with: {info.install}")
+
+
+def kernel_rows(descriptors: Sequence[LoadedDescriptor]) -> list[dict]:
+    """Each kernel the descriptors' cases need: which cases, whether installed, how to install it."""
+    installed = installed_kernels()
+    rows: dict[str, dict] = {}
+    for desc in descriptors:
+        for spec in desc.case_specs():
+            row = rows.setdefault(spec.kernel, {"kernel": spec.kernel, "cases": [],
+                                                "installed": spec.kernel in installed,
+                                                "location": installed.get(spec.kernel),
+                                                "hint": kernel_install_hint(spec.kernel, spec.backend)})
+            row["cases"].append(f"{desc.name}:{spec.name}")
+    return list(rows.values())
+
+
+def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
+    check_backends_installed(desc, specs)
+    fixture = load_fixture(desc.resolve(desc.doc.fixture.path))
+    goldens = {}
+    for name, rel in desc.doc.goldens.items():
+        golden = load_golden(desc.resolve(rel))
+        if golden.kind != golden_kind(name):
+            raise BadInput(f"{desc.where('goldens', name)}: goldens.{name} names {rel}, "
+                           f"which is a {golden.kind} golden")
+        check_golden_matches_fixture(golden, fixture)
+        goldens[name] = golden
+    model_digest = check_model_digest(desc.resolve(desc.doc.model.path), desc.doc.model.digest,
+                                      desc.where("model", "digest"))
+    models: dict[str, str] = {}
+    for spec in specs:  # other model folders, each held to its own pinned digest
+        case = desc.cases[spec.name]
+        if case.model is not None and case.model not in models:
+            ref = desc.doc.models[case.model]
+            models[case.model] = check_model_digest(desc.resolve(ref.path), ref.digest, desc.model_where(case))
+    by_path = {str(g.path): g for g in goldens.values()}
+    kernels = installed_kernels()
+    for spec in specs:
+        where = desc.where("cases", spec.name)
+        if spec.kernel not in kernels:
+            raise BadInput(f"{where}: case {spec.name} needs kernel {spec.kernel!r}, which is not installed; "
+                           + kernel_install_hint(spec.kernel, spec.backend))
+        if not Path(spec.notebook).is_file():
+            hint = "" if paths.NOTEBOOKS.is_dir() else (
+                "; this installation has no embedded notebooks: reinstall parity-kit from a complete wheel")
+            raise BadInput(f"{where}: case {spec.name}: notebook {spec.notebook} does not exist{hint}")
+        golden = by_path[spec.golden_path]
+        if spec.top_n < golden.top_k:
+            raise BadInput(f"{where}: case {spec.name}: top_n {spec.top_n} is below the golden's top_k {golden.top_k}")
+        known = {str(b) for b in fixture.buckets}
+        attention = spec.options.get("attention")
+        per_bucket = attention if isinstance(attention, dict) else {}  # levanter's; jax's is one name
+        unknown_b = [k for k in [*spec.bucket_bounds, *per_bucket] if k not in known] + [
+            str(b) for b in spec.buckets or [] if str(b) not in known]
+        if unknown_b:
+            raise BadInput(f"{where}: case {spec.name}: bucket {unknown_b[0]} is not in the fixture "
+                           f"(buckets: {', '.join(map(str, fixture.buckets))})")
+        unknown_p = sorted(set(spec.prompt_ids or []) - set(fixture.ids))
+        if unknown_p:
+            raise BadInput(f"{where}: case {spec.name}: prompt {unknown_p[0]!r} is not in the fixture")
+        selected = fixture.select(spec.prompt_ids, spec.buckets)
+        if not selected:
+            raise BadInput(f"{where}: case {spec.name} selects no prompt of the fixture")
+        unselected = sorted(set(spec.repeat_prompts or []) - {p.id for p in selected})
+        if unselected:
+            raise BadInput(f"{desc.where('cases', spec.name, 'repeat_prompts')}: case {spec.name}: repeat prompt "
+                           f"{unselected[0]!r} is not among the prompts this case scores")
+    return Inputs(fixture, goldens, model_digest, models)

@@ -1,0 +1,360 @@
+"""The Ray executor: each gate case is one Ray task that runs the case's papermill execution.
+
+The task calls the same ``execute_case`` as the local executor, so the notebook,
+the kernel, the per-case timeout (the kernel's process tree killed, status
+``timeout``, partial notebook kept) and the dead-kernel handling are one code
+path. What Ray adds is placement and survival:
+
+- a case asks for ``[cases.X.resources]`` (CPUs, GPUs, accelerator type, memory,
+  custom resources); a case with ``nodes > 1`` is a gang: one placement group,
+  one bundle per node, ``STRICT_SPREAD``, so every stage is placed at once or
+  none is. ``SPREAD`` would be allowed to pack two bundles onto one node, which
+  for a multi-node pipeline-parallel case tests another path (intra-node
+  transport, half the memory per stage) than the one the case exists for. The
+  notebook task sits in bundle 0; the kernel gets the group from
+  ``kit.case.placement.case_placement_group()`` to start its stages there.
+- a worker or node that dies under a case is retried by Ray up to the case's
+  ``retries``; after that the case is an ``error`` with its partial notebook.
+- a task that outlives its timeout by a grace period (stuck outside the notebook,
+  where the in-task timer cannot reach) is cancelled from here and recorded as ``timeout``.
+
+Case files are written by the task straight into the run directory, so on a
+cluster the run directory (and the kit, notebooks, fixtures and goldens) must be
+at the same path on every node, as a shared filesystem gives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from kit.core import paths
+from kit.descriptor.schema import Resources
+from kit.gate.executor import GateRun, execute_guarded, record
+from kit.gate.notebook import describe_failure, kill_all
+from kit.case.placement import RAY_NAMESPACE
+from kit.core.contract import PLACEMENT_GROUP_ENV
+from kit.core.records import ERROR, TIMEOUT, CaseResult
+from kit.core.results import now_iso, save_case_result
+from kit.core.spec import CaseSpec
+
+GANG_STRATEGY = "STRICT_SPREAD"
+TEMP_DIR_ENV = "PARITY_KIT_RAY_TMPDIR"  # where a Ray started for the run keeps its sockets and logs
+# Past its timeout, how long a task may take to return on its own (its in-task timer has killed the
+# kernel by then) before the driver cancels it.
+GRACE_ENV, GRACE_S = "PARITY_KIT_RAY_GRACE_S", 30.0
+FORCE_AFTER_S = 15.0  # after a polite cancel, how long before the worker is killed
+
+
+# ---------------------------------------------------------------- the task, in a Ray worker
+
+def _case_task(spec_dict: dict, cases_dir: str, cwd: str, group: str | None) -> dict:
+    import ray
+
+    spec = CaseSpec.from_dict(spec_dict)
+    cases = Path(cases_dir)
+    attempt = _start_attempt(cases, spec.name)
+    env = {"RAY_ADDRESS": ray.get_runtime_context().gcs_address}
+    if group:
+        env[PLACEMENT_GROUP_ENV] = group
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # the kernel inherits the worker's environment when it starts
+    if os.path.isdir(cwd):
+        os.chdir(cwd)  # messages show paths relative to where the gate was started, as locally
+    box: dict[str, CaseResult] = {}
+    # The case runs in a thread so that this thread stays free to receive ray.cancel's interrupt.
+    worker = threading.Thread(target=lambda: box.update(result=execute_guarded(spec, cases, None)), daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.2)
+    except KeyboardInterrupt:  # ray.cancel: end the kernel, so the notebook returns with what it has
+        kill_all()
+        worker.join(30)
+        raise
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    result = box["result"]
+    if attempt["attempt"] > 1:  # a reader of a retried verdict should know it was not the first try
+        result.notes = [*result.notes, f"ran on {attempt['host']} (Ray node {attempt['node'][:12]}), "
+                                       f"attempt {attempt['attempt']}"]
+        save_case_result(result, cases / f"{spec.name}.json")
+    return result.to_dict()
+
+
+def _start_attempt(cases: Path, name: str) -> dict:
+    """Append this attempt to cases/<case>.attempts.jsonl; keep an earlier attempt's partial notebook."""
+    import json
+
+    import ray
+
+    log = cases / f"{name}.attempts.jsonl"
+    n = 1 + (len(log.read_text().splitlines()) if log.is_file() else 0)
+    notebook = cases / f"{name}.ipynb"
+    if n > 1 and notebook.is_file():
+        os.replace(notebook, cases / f"{name}.attempt{n - 1}.ipynb")
+    attempt = {"attempt": n, "host": socket.gethostname(), "pid": os.getpid(),
+               "node": ray.get_runtime_context().get_node_id(), "started_at": now_iso()}
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(json.dumps(attempt, sort_keys=True) + "\n")
+    return attempt
+
+
+def attempts(cases: Path, name: str) -> list[dict]:
+    import json
+
+    log = cases / f"{name}.attempts.jsonl"
+    if not log.is_file():
+        return []
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+
+# ---------------------------------------------------------------- Ray for the run
+
+@contextlib.contextmanager
+def ray_session(num_cpus: int | None = None) -> Iterator[str]:
+    """Connect to ``$RAY_ADDRESS``, or start a Ray for this run and stop it afterwards."""
+    import ray
+
+    quiet = {"logging_level": logging.WARNING, "log_to_driver": False, "namespace": RAY_NAMESPACE}
+    address = os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address, **quiet)
+        try:
+            yield f"Ray cluster at {address}"
+        finally:
+            ray.shutdown()
+        return
+    given = os.environ.get(TEMP_DIR_ENV)
+    # A fresh, short temp dir per run: socket paths must stay under 107 characters, and a
+    # `ray_current_cluster` file left in a shared one by an earlier Ray confuses the next start.
+    temp = Path(given) if given else Path(tempfile.mkdtemp(prefix="pkray-"))
+    (temp / "ray").mkdir(parents=True, exist_ok=True)
+    saved = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = str(temp)  # else Ray writes its cluster pointer into a machine-wide /tmp/ray
+    try:
+        ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False, _temp_dir=str(temp), **quiet)
+        try:
+            yield f"a Ray started for this run ({temp})"
+        finally:
+            ray.shutdown()
+    finally:
+        if saved is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = saved
+        if not given:
+            shutil.rmtree(temp, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- resources
+
+def task_resources(res: Resources) -> dict:
+    """Ray task options for a one-node case."""
+    opts: dict = {"num_cpus": res.num_cpus, "num_gpus": res.num_gpus}
+    if res.accelerator_type:
+        opts["accelerator_type"] = res.accelerator_type
+    if res.memory_gb:
+        opts["memory"] = int(res.memory_gb * 2**30)
+    if res.custom:
+        opts["resources"] = dict(res.custom)
+    return opts
+
+
+def bundle(res: Resources) -> dict[str, float]:
+    """One node's share of a gang, in Ray's resource names (zero amounts left out: Ray refuses them)."""
+    b = {"CPU": res.num_cpus, "GPU": res.num_gpus, **res.custom}
+    if res.memory_gb:
+        b["memory"] = float(int(res.memory_gb * 2**30))
+    if res.accelerator_type:
+        b[f"accelerator_type:{res.accelerator_type}"] = 0.001  # how Ray itself asks for an accelerator type
+    return {k: v for k, v in b.items() if v}
+
+
+def unplaceable(res: Resources, nodes: list[dict]) -> str | None:
+    """Why no placement can ever satisfy the case on this cluster, or None. Ray would queue such a
+    task forever; the gate says so at once instead."""
+    want = bundle(res)
+    fitting = [n for n in nodes if n.get("Alive") and all(n["Resources"].get(k, 0) >= v for k, v in want.items())]
+    if len(fitting) >= res.nodes:
+        return None
+    alive = sum(bool(n.get("Alive")) for n in nodes)
+    return f"needs {asked(res)}; {len(fitting)} of the Ray cluster's {alive} alive node(s) have that"
+
+
+def asked(res: Resources) -> str:
+    """What a case asks for, in words: ``1 node(s) with CPU 4 each``."""
+    return f"{res.nodes} node(s) with {', '.join(f'{k} {v:g}' for k, v in bundle(res).items()) or 'nothing'} each"
+
+
+# ---------------------------------------------------------------- the driver
+
+@dataclass
+class _Submitted:
+    spec: CaseSpec
+    retries: int
+    group: object | None = None
+    resources: Resources = field(default_factory=Resources)
+    submitted: float = field(default_factory=time.monotonic)
+    started: float | None = None  # monotonic time the latest attempt was seen starting
+    seen: int = 0  # attempts seen so far
+    cancelled: float | None = None  # monotonic time the driver cancelled it
+    forced: bool = False
+    gave_up_waiting: bool = False  # cancelled before it ever started: its resources never came
+
+
+def run_cases_ray(run: GateRun, on_start: Callable[[CaseSpec], None] | None = None,
+                  on_done: Callable[[CaseSpec, CaseResult], None] | None = None, console=None,
+                  num_cpus: int | None = None) -> None:
+    import ray
+
+    specs = run.pending
+    if not specs:
+        return
+    with ray_session(num_cpus) as where:
+        if console:
+            console.print(f"  on {where}")
+        remote = ray.remote(_case_task)
+        nodes = ray.nodes()
+        live: dict = {}
+
+        started: set[str] = set()
+
+        def start(spec: CaseSpec) -> None:
+            if spec.name not in started and on_start:
+                on_start(spec)
+            started.add(spec.name)
+
+        def finish(spec: CaseSpec, result: CaseResult) -> None:
+            start(spec)  # progress reports pair each end with a start, also for a case that never ran
+            run.results[spec.name] = result
+            if on_done:
+                on_done(spec, result)
+
+        for spec in specs:
+            res, retries = run.descriptor.resources(spec.name), run.descriptor.retries(spec.name)
+            why = unplaceable(res, nodes)
+            if why:
+                finish(spec, record(run.cases_dir, CaseResult(
+                    case=spec.name, backend=spec.backend, status=ERROR, finished_at=now_iso(),
+                    error=f"cannot be placed: {why}")))
+                continue
+            try:
+                ref, sub = _submit(ray, remote, run, spec, res, retries)
+            except Exception as exc:  # a refused submission is this case's error, not the gate's
+                finish(spec, record(run.cases_dir, CaseResult(
+                    case=spec.name, backend=spec.backend, status=ERROR, finished_at=now_iso(),
+                    error=f"Ray refused the task: {describe_failure(exc)}")))
+                continue
+            live[ref] = sub
+        try:
+            _drive(ray, run, live, start, finish)
+        except KeyboardInterrupt:
+            for ref in live:
+                ray.cancel(ref)  # each task then kills its kernel and saves its partial notebook
+            if live:
+                ray.wait(list(live), num_returns=len(live), timeout=FORCE_AFTER_S + 15)
+            raise
+        finally:
+            for sub in live.values():
+                if sub.group is not None:
+                    ray.util.remove_placement_group(sub.group)
+
+
+def _submit(ray, remote, run: GateRun, spec: CaseSpec, res: Resources, retries: int):
+    from ray.util.placement_group import placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    group, group_name = None, None
+    # Ray reruns a task whose worker or node died; a case that failed in its notebook is not retried.
+    opts: dict = {"max_retries": retries, "retry_exceptions": False}
+    if res.nodes > 1:
+        group_name = f"parity-kit/{run.run_dir.name}/{spec.name}/{os.getpid()}"
+        group = placement_group([bundle(res)] * res.nodes, strategy=GANG_STRATEGY, name=group_name)
+        # The notebook itself takes nothing from bundle 0: its stages (started by the kernel) need all of it.
+        opts.update(num_cpus=0, scheduling_strategy=PlacementGroupSchedulingStrategy(
+            group, placement_group_bundle_index=0, placement_group_capture_child_tasks=True))
+    else:
+        opts.update(task_resources(res))
+    ref = remote.options(name=f"parity-kit:{spec.name}", **opts).remote(
+        spec.to_dict(), str(run.cases_dir), os.getcwd(), group_name)
+    return ref, _Submitted(spec, retries, group, res)
+
+
+def _drive(ray, run: GateRun, live: dict, start, finish) -> None:
+    cases = run.cases_dir
+    grace = float(os.environ.get(GRACE_ENV, GRACE_S))
+    while live:
+        ready, _ = ray.wait(list(live), num_returns=1, timeout=0.5)
+        for ref in ready:
+            sub = live.pop(ref)
+            if sub.group is not None:
+                run.placements[sub.spec.name] = _placement(ray, sub.group)
+                ray.util.remove_placement_group(sub.group)
+                sub.group = None
+            finish(sub.spec, _outcome(ray, ref, sub, cases))
+        now = time.monotonic()
+        for ref, sub in live.items():
+            n = len(attempts(cases, sub.spec.name))
+            if n > sub.seen:  # a retry gets its own full timeout
+                start(sub.spec)
+                sub.seen, sub.started = n, now
+            wait = sub.resources.max_wait_s
+            if sub.started is None and sub.cancelled is None and wait is not None and now - sub.submitted > wait:
+                sub.cancelled, sub.gave_up_waiting = now, True
+                ray.cancel(ref)  # a task that never started has no kernel to lose
+            elif sub.started is not None and sub.cancelled is None and now - sub.started > sub.spec.timeout_s + grace:
+                sub.cancelled = now
+                ray.cancel(ref)
+            elif sub.cancelled is not None and not sub.forced and now - sub.cancelled > FORCE_AFTER_S:
+                sub.forced = True
+                ray.cancel(ref, force=True)
+
+
+def _outcome(ray, ref, sub: _Submitted, cases: Path) -> CaseResult:
+    spec = sub.spec
+    notebook = paths.display(cases / f"{spec.name}.ipynb")
+    base = {"case": spec.name, "backend": spec.backend, "finished_at": now_iso(),
+            "notebook": str(cases / f"{spec.name}.ipynb"), "bound": spec.bound, "golden_kind": spec.golden_kind}
+    try:
+        return CaseResult.from_dict(ray.get(ref))
+    except ray.exceptions.TaskCancelledError:
+        if sub.gave_up_waiting:
+            return record(cases, CaseResult(**{**base, "notebook": None}, status=ERROR, error=(
+                f"waited {sub.resources.max_wait_s:g} s for {asked(sub.resources)} and never started; "
+                "its Ray task was cancelled")))
+        return record(cases, CaseResult(**base, status=TIMEOUT, error=(
+            f"exceeded its timeout of {spec.timeout_s:g} s and did not return; its Ray task was cancelled; "
+            f"partial notebook {notebook}")))
+    except Exception as exc:
+        tries = len(attempts(cases, spec.name))
+        what = ("its Ray worker died" if isinstance(exc, (ray.exceptions.WorkerCrashedError,
+                                                          ray.exceptions.NodeDiedError,
+                                                          ray.exceptions.OutOfMemoryError))
+                else "its Ray task failed")
+        return record(cases, CaseResult(**base, status=ERROR, error=(
+            f"{what} ({type(exc).__name__}) on attempt {tries} of {1 + sub.retries}; "
+            f"partial notebook {notebook}")))
+
+
+def _placement(ray, group) -> dict:
+    from ray.util.placement_group import placement_group_table
+
+    table = placement_group_table(group)
+    bundles = table.get("bundles", {})
+    nodes = table.get("bundles_to_node_id", {})
+    return {"name": table.get("name"), "strategy": table.get("strategy"), "state": table.get("state"),
+            "bundles": [bundles[i] for i in sorted(bundles)], "nodes": [nodes.get(i) for i in sorted(bundles)]}

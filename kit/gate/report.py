@@ -1,0 +1,243 @@
+"""The run's artifacts for people: result.json, evidence.md, summary.ipynb and summary.html."""
+
+from __future__ import annotations
+
+from kit.core import rundir
+
+import warnings
+from pathlib import Path
+from typing import Sequence
+
+from kit.core import paths
+from kit.core.jsonio import atomic_write_bytes, write_json
+from kit.gate.notebook import run_notebook
+from kit.core.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult, severity
+from kit.core.results import counts_sentence
+
+SUMMARY_NOTEBOOK = paths.NOTEBOOKS / rundir.SUMMARY_NOTEBOOK
+
+
+def result_document(name: str, verdict: str, counts: dict, duration_s: float,
+                    expected: Sequence[str], results: dict[str, CaseResult]) -> dict:
+    return {
+        "name": name, "verdict": verdict, "counts": counts, "duration_s": duration_s,
+        "cases": {n: results[n].to_dict() for n in expected if n in results},
+        "missing": [n for n in expected if n not in results],
+    }
+
+
+def write_result(run_dir: Path, doc: dict) -> Path:
+    return write_json(run_dir / rundir.RESULT, doc)
+
+
+def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: float,
+                      results: dict[str, CaseResult]) -> str:
+    """A paragraph fit for an issue comment: verdict, counts, the worst case, digests, command."""
+    lines = [f"**Parity gate `{manifest['name']}`: {verdict}.** {counts_sentence(counts, duration_s)}.", ""]
+    for name in manifest["cases"]:
+        r = results.get(name)
+        if r is None:
+            lines.append(f"- `{name}`: missing (no result was recorded)")
+        elif r.status in (ERROR, TIMEOUT):
+            lines.append(f"- `{name}` ({r.backend}): **{r.status}**: {r.error}")
+        elif r.status == FAILED:
+            w = r.worst
+            lines.append(f"- `{name}` ({r.backend}): **failed** on {r.counts()['failed']} of "
+                         f"{r.counts()['prompts']} prompts; worst `{w.id}` (bucket {w.bucket}): "
+                         f"{_worst_reason(w)}")
+        if r is not None and r.status != PASSED:
+            lines += [f"  - note: {note}" for note in r.notes]
+    if all(name in results and results[name].status == PASSED for name in manifest["cases"]):
+        worst = max((r for r in results.values() if r.prompts), default=None,
+                    key=lambda r: r.max_probability_error or 0)
+        if worst is not None:
+            w = worst.worst
+            bound = f"bound {w.bound:g}" if w.bound is not None else "exact"
+            lines.append(f"Largest error: `{worst.case}` on `{w.id}`: max probability error "
+                         f"{w.max_probability_error:.3g} ({bound}).")
+    if manifest.get("reused"):  # a resumed run: say which verdicts were not computed by this command
+        names = ", ".join(f"`{n}`" for n in manifest["reused"])
+        lines.append(f"Reused from an earlier run into this directory, inputs unchanged: {names}.")
+    goldens = ", ".join(f"{k} `{v['sha256'][:12]}`" for k, v in manifest.get("goldens", {}).items())
+    lines += ["", f"Fixture `{manifest['fixture_sha256'][:16]}` · model `{manifest['model_digest'][:16]}` · "
+                  f"goldens {goldens} · kit {manifest['kit_version']}",
+              f"Reproduce: `{' '.join(manifest.get('command') or ['parity-kit', 'gate'])}`", ""]
+    return "\n".join(lines)
+
+
+def _worst_reason(score) -> str:
+    if score.failures:
+        return score.failures[0].split(": ", 1)[-1]
+    return f"max probability error {score.max_probability_error:.3g}"
+
+
+def write_evidence(run_dir: Path, text: str) -> Path:
+    return atomic_write_bytes(run_dir / rundir.EVIDENCE, text.encode("utf-8"))
+
+
+def build_summary(run_dir: Path, kernel: str = paths.MAIN_KERNEL, timeout_s: float = 300) -> str | None:
+    """Execute the summary notebook over the run and render it to HTML (also when a cell failed,
+    so the reader sees where). Returns the failure, if any, as one line."""
+    out = run_dir / rundir.SUMMARY_NOTEBOOK
+    outcome = run_notebook(SUMMARY_NOTEBOOK, out, {"run_dir": str(run_dir)}, kernel, timeout_s,
+                           run_dir / "summary.kernel.log")
+    if out.is_file():
+        render_html(out)
+    return outcome.error or ("timed out" if outcome.timed_out else None)
+
+
+def render_html(notebook: Path) -> Path:
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    with warnings.catch_warnings():
+        # Scraps are stored as outputs of their own mimetype, which HTML rightly leaves out.
+        warnings.filterwarnings("ignore", message=".*is not able to be represented", category=UserWarning)
+        body, _ = exporter.from_notebook_node(nbformat.read(str(notebook), as_version=4))
+    return atomic_write_bytes(notebook.with_suffix(".html"), body.encode("utf-8"))
+
+
+def control_evidence(control: dict, diagnosis, views: Sequence) -> str:
+    """evidence.md of a control run: a title a pin PR or a blocker issue can take as it is,
+    the verdict in one sentence, each run's counts, the worst case per failing backend,
+    what to repair first, releases, digests and the command that reproduces it all."""
+    from kit.core.diagnosis import BLOCKER, BOTH_BROKEN, HEADLINES, QUALIFIED
+
+    d = diagnosis
+    named = {v.release: v for v in views}
+    cur, cand = named.get(d.current), named.get(d.candidate)
+    if d.verdict == QUALIFIED:
+        title = f"# Qualified: {control['name']} — candidate `{d.candidate}` passes every case, and so does the control"
+    else:
+        cases = d.candidate_failures or d.control_failures
+        title = f"# Refresh blocked: {control['name']} — {HEADLINES[d.verdict]}"
+        title += f" ({', '.join(cases)})" if cases and not d.incomplete else ""
+    lines = [title, "", f"**{d.reason[0].upper()}{d.reason[1:]}.**", "",
+             "| run | release | result |", "| --- | --- | --- |"]
+    for role, view in (("control (today's pin)", cur), ("candidate", cand)):
+        if view is not None:
+            duration = view.manifest.get("duration_s") or 0.0
+            lines.append(f"| {role} | `{view.release}` | {view.verdict}: {counts_sentence(view.counts, duration)} |")
+    lines.append("")
+    for label, view in ((d.current, cur), (d.candidate, cand)):
+        for line in _worst_per_backend(label, view):
+            lines.append(line)
+    lines += [f"- {line}" for line in d.incomplete]
+    if d.verdict in (BLOCKER, BOTH_BROKEN):
+        lines += ["", _repair_first(d, cur)]
+    lines += ["", "Releases:", "", "| release | backend | kernel | version | source commit | wheels |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    for view in (cur, cand):
+        rel = (view.manifest.get("release") or {}) if view is not None else {}
+        for backend, built in (rel.get("backends") or {}).items():
+            wheels = ", ".join(f"{n} `{h[:12]}`" for n, h in built.get("wheels", {}).items()) or "—"
+            lines.append(f"| `{rel['name']}` | {backend} | `{built['kernel']}` | {built.get('version') or '—'} | "
+                         f"{built.get('source_commit') or '—'} | {wheels} |")
+    if cur is not None:
+        m = cur.manifest
+        goldens = ", ".join(f"{k} `{v['sha256'][:12]}`" for k, v in m.get("goldens", {}).items())
+        lines += ["", f"Fixture `{m['fixture_sha256'][:16]}` · model `{m['model_digest'][:16]}` · "
+                      f"goldens {goldens} · kit {m['kit_version']}"]
+    lines += [f"Reproduce: `{' '.join(control.get('command') or ['parity-kit', 'control'])}`", ""]
+    return "\n".join(lines)
+
+
+def _worst_per_backend(label: str, view) -> list[str]:
+    if view is None:
+        return []
+    failed = [r for r in view.results.values() if r.status == FAILED and r.worst is not None]
+    lines = []
+    for backend in dict.fromkeys(r.backend for r in failed):
+        r = max((r for r in failed if r.backend == backend), key=lambda r: severity(r.worst))
+        w = r.worst
+        bound = f"bound {w.bound:g}" if w.bound is not None else "exact golden"
+        err = w.max_probability_error
+        err_text = f"{err:.3g}" if err is not None and err == err else "not finite"
+        lines.append(f"- `{label}`, {backend}: worst case `{r.case}` ({r.counts()['failed']} of "
+                     f"{r.counts()['prompts']} prompts failed), prompt `{w.id}` (bucket {w.bucket}): "
+                     f"max probability error {err_text}, {bound}: {_worst_reason(w)}")
+    return lines
+
+
+def _repair_first(d, cur) -> str:
+    from kit.core.diagnosis import BLOCKER
+
+    goldens = sorted({Path(cur.results[c].golden_path).name for c in d.control_failures
+                      if cur is not None and c in cur.results and cur.results[c].golden_path})
+    backends = sorted({r.backend for r in d.rows if r.case in d.control_failures and r.backend})
+    if d.verdict == BLOCKER and d.candidate_failures:
+        head = (f"The control (`{d.current}`) reproduced the candidate's failure with identical metrics, "
+                "so the candidate is not at fault.")
+    else:
+        head = f"The control (`{d.current}`) fails on its own."
+    return (f"{head} Repair first: the golden ({', '.join(f'`{g}`' for g in goldens) or 'its golden'}; "
+            f"`parity-kit golden regen` writes a reviewed replacement) or the oracle "
+            f"({', '.join(backends)} in `{d.current}`), then run the control again.")
+
+
+def markdown_report(run_dir: str | Path) -> str:
+    """evidence.md plus a compact case table per run: what a GitHub comment shows well."""
+    from kit.core.results import read_run
+
+    run_dir = Path(run_dir)
+    evidence = (run_dir / rundir.EVIDENCE).read_text(encoding="utf-8") if (run_dir / rundir.EVIDENCE).is_file() else ""
+    control = run_dir / rundir.CONTROL
+    if control.is_file():
+        import json
+
+        doc = json.loads(control.read_text())
+        views = [read_run(run_dir / doc["runs"][doc[role]]) for role in ("current", "candidate")]
+    else:
+        views = [read_run(run_dir)]
+    parts = [evidence.rstrip()]
+    for view in views:
+        title = f"Cases against `{view.release}`" if view.release else "Cases"
+        parts += ["", f"<details open><summary>{title}</summary>", "", compact_case_table(view), "", "</details>"]
+    return "\n".join(parts) + "\n"
+
+
+def compact_case_table(view) -> str:
+    lines = ["| case | backend | status | max error | bound | failed prompts | worst prompt |",
+             "| --- | --- | --- | ---: | ---: | ---: | --- |"]
+    for name in view.expected:
+        r = view.results.get(name)
+        if r is None:
+            lines.append(f"| `{name}` | | missing | | | | |")
+            continue
+        err = r.max_probability_error
+        err_text = "—" if err is None else ("not finite" if err != err else f"{err:.3g}")
+        bound = f"{r.bound:g}" if r.bound is not None else ("exact" if r.golden_kind == "exact" else "—")
+        w = r.worst
+        worst = f"`{_md_cell(w.id)}`" if w is not None and (not w.passed or err) else "—"
+        failed = f"{r.counts()['failed']}/{r.counts()['prompts']}" if r.prompts else "—"
+        mark = {PASSED: "✅ passed", FAILED: "❌ failed"}.get(r.status, f"⚠️ {r.status}")
+        lines.append(f"| `{name}` | {r.backend} | {mark} | {err_text} | {bound} | {failed} | {worst} |")
+    return "\n".join(lines)
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("`", "'")
+
+
+def attach_zip(run_dir: str | Path, out_dir: str | Path) -> Path:
+    """One zip to attach to an issue or PR: summary HTML, executed notebooks, results, evidence."""
+    import zipfile
+
+    run_dir = Path(run_dir).resolve()
+    wanted = [p for p in sorted(run_dir.rglob("*")) if p.is_file() and (
+        p.suffix in (".ipynb", ".html") or p.name in (rundir.RESULT, rundir.EVIDENCE, rundir.MANIFEST,
+                                                       rundir.CONTROL, rundir.DIAGNOSIS))]
+    if not any(p.name == rundir.SUMMARY_HTML for p in wanted):
+        from kit.core.errors import BadInput
+
+        raise BadInput(f"{run_dir} has no summary.html (was it run with --no-summary?); "
+                       "nothing worth attaching")
+    target = Path(out_dir) / f"{run_dir.name}.zip"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".zip.tmp")
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        for p in wanted:
+            z.write(p, f"{run_dir.name}/{p.relative_to(run_dir).as_posix()}")
+    tmp.replace(target)
+    return target

@@ -1,0 +1,144 @@
+"""One gate run end to end: validate, execute every case, write the artifacts.
+
+The steps are separate so that a control run can prepare two gate runs (today's
+pin and the candidate), execute them side by side, and finish each one.
+"""
+
+from __future__ import annotations
+
+from kit.core import rundir
+
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Sequence
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from kit.gate import report
+from kit.descriptor.load import LoadedDescriptor, load_descriptor
+from kit.gate.executor import LOCAL, RAY, GateRun, prepare_run, run_cases, write_manifest
+from kit.core.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
+from kit.core.results import counts_sentence, now_iso
+from kit.core.spec import CaseSpec
+
+STATUS_STYLE = {PASSED: "green", FAILED: "red", ERROR: "magenta", TIMEOUT: "yellow"}
+
+
+def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | None = None,
+             only: Sequence[str] | None = None, command: Sequence[str] | None = None,
+             console: Console | None = None, summary: bool = True, release: str | None = None,
+             executor: str = LOCAL, resume: str | Path | None = None) -> GateRun:
+    console = console or Console(stderr=True, soft_wrap=True)
+    command = list(command or sys.argv)
+    run = start_gate(load_descriptor(descriptor), out, only, release, command, console, executor, resume)
+    try:
+        execute_gates([run], jobs, console)
+        finish_gate(run, command, console, summary)
+    finally:
+        if run.lock is not None:
+            run.lock.release()  # the OS drops it anyway if this process dies first
+    return run
+
+
+def start_gate(desc: LoadedDescriptor, out: str | Path | None, only: Sequence[str] | None,
+               release: str | None, command: Sequence[str], console: Console, executor: str = LOCAL,
+               resume: str | Path | None = None) -> GateRun:
+    """Validate, claim and lock the run directory, write the manifest's start. The caller releases
+    ``run.lock`` when the run is finished (or failed)."""
+    run = prepare_run(desc, out, only, resume_dir=resume, command=command, executor=executor, release=release)
+    run.started_at = now_iso()
+    write_manifest(run, command)
+    against = f" against release [bold]{release}[/]" if release else ""
+    on = f" (executor {run.executor})" if run.executor != LOCAL else ""
+    console.print(f"gate [bold]{desc.name}[/]{against}: {len(run.specs)} cases -> {run.run_dir}{on}")
+    for name, result in run.reused.items():
+        console.print(f"  reused {name}: {result.status} at {result.finished_at}, inputs unchanged")
+    for name, why in run.rerun.items():
+        console.print(f"  rerun  {name}: {why}")
+    return run
+
+
+def execute_gates(runs: Sequence[GateRun], jobs: int | None, console: Console) -> None:
+    """Every case of every run, the runs side by side with the cores shared between them."""
+    import os
+
+    jobs = max(1, jobs or os.cpu_count() or 1)
+    share = max(1, jobs // len(runs))
+    label = (lambda run, name: f"{run.release}/{name}") if len(runs) > 1 else (lambda run, name: name)
+    running: list[str] = []
+    lock = threading.Lock()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True, disable=not console.is_terminal) as progress:
+        task = progress.add_task("cases", total=sum(len(r.pending) for r in runs))
+
+        def show() -> None:
+            progress.update(task, description=f"running {', '.join(running)}" if running else "cases")
+
+        def one(run: GateRun) -> None:
+            def started(spec: CaseSpec) -> None:
+                with lock:
+                    running.append(label(run, spec.name))
+                    show()
+
+            def done(spec: CaseSpec, result: CaseResult) -> None:
+                with lock:
+                    running.remove(label(run, spec.name))
+                    progress.update(task, advance=1)
+                    show()
+                    console.print(case_line(result, label(run, spec.name)))
+
+            t0 = time.perf_counter()
+            if run.executor == RAY:
+                from kit.gate.ray_executor import run_cases_ray
+
+                run_cases_ray(run, on_start=started, on_done=done, console=console)
+            else:
+                run_cases(run, jobs=share, on_start=started, on_done=done)
+            run.duration_s = time.perf_counter() - t0
+            run.finished_at = now_iso()
+
+        if len(runs) == 1:
+            one(runs[0])
+            return
+        threads = [threading.Thread(target=one, args=(run,), name=f"gate-{run.release}") for run in runs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+
+def finish_gate(run: GateRun, command: Sequence[str], console: Console, summary: bool = True) -> None:
+    """The manifest's end, result.json, evidence.md and (unless asked not to) the summary and its HTML."""
+    finished = write_manifest(run, command)
+    names = [s.name for s in run.specs]
+    report.write_result(run.run_dir, report.result_document(run.descriptor.name, run.verdict, run.counts,
+                                                            run.duration_s, names, run.results))
+    report.write_evidence(run.run_dir, report.evidence_markdown(finished, run.verdict, run.counts,
+                                                                run.duration_s, run.results))
+    if summary:
+        error = report.build_summary(run.run_dir)
+        if error:  # the verdict and every case result are already on disk
+            console.print(f"[red]summary notebook failed[/]: {error}; see {run.run_dir / 'summary.ipynb'}")
+    style = "green" if run.verdict == PASSED else "red"
+    sentence = counts_sentence(run.counts, run.duration_s)
+    artifact = run.run_dir / (rundir.SUMMARY_HTML if summary else rundir.RESULT)
+    who = f" ({run.release})" if run.release else ""
+    console.print(f"[{style}]gate{who} {run.verdict}[/]: {sentence} -> {artifact}")
+    if run.lock is not None:
+        run.lock.release()  # finished: another run may resume this directory now
+
+
+def case_line(r: CaseResult, label: str | None = None) -> str:
+    style = STATUS_STYLE.get(r.status, "white")
+    dur = f"{r.duration_s:.1f} s" if r.duration_s is not None else ""
+    if r.status in (ERROR, TIMEOUT):
+        detail = r.error
+    else:
+        err = r.max_probability_error
+        counts = r.counts()
+        detail = f"{counts['failed']}/{counts['prompts']} prompts failed"
+        detail += f", max error {err:.3g}" if err is not None else ""
+    return f"  [{style}]{r.status:>7}[/] {label or r.case} ({r.backend}) {dur}  {detail}"

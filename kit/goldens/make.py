@@ -1,0 +1,38 @@
+"""Make a golden: score every fixture case with the reference backend (hf) and record how."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from kit.core.fixture import verify_fixture
+from kit.core.golden import golden_document, provenance
+from kit.core.modeldigest import model_digest
+
+
+def make_golden_document(model: str | Path, fixture_path: str | Path, kind: str, top_k: int,
+                         command: Sequence[str], dtype: str = "float32", attn_implementation: str = "sdpa",
+                         backend: str = "hf", checkpoint: str = "hf", device: str = "cpu",
+                         batch_size: int = 1) -> tuple[dict, object]:
+    """The golden document and the fixture it was made for (the fixture is verified first).
+    hf makes the semantic goldens; a native backend (levanter) makes its own exact golden."""
+    fixture = verify_fixture(fixture_path, model)
+    digest = model_digest(model)
+    if backend == "levanter":
+        from kit.backends.levanter.runtime import LevanterBackend
+
+        engine = LevanterBackend(str(model), checkpoint=checkpoint)
+    else:
+        from kit.backends.hf.runtime import HfBackend
+
+        engine = HfBackend(str(model), dtype=dtype, attn_implementation=attn_implementation, device=device,
+                           batch_size=batch_size)
+    try:
+        observations = engine.observe(fixture.cases, top_k)
+        release = engine.release()
+        if backend == "levanter":
+            dtype, attn_implementation = "float32", engine.details()["attention"]
+    finally:
+        engine.close()
+    prov = provenance(backend, release, dtype, attn_implementation, list(command))
+    return golden_document(kind, fixture, digest, top_k, observations, prov), fixture

@@ -1,0 +1,137 @@
+"""`parity-kit golden regen`: a reviewed replacement for a stale golden.
+
+The new golden is made by the reference backend, compared with the old one
+(which cases moved, by how much, which winners changed), and checked by running
+the descriptor's cases against it. It is placed beside the old golden, never
+over it, and only when at least two backends agree with it within their bounds:
+one backend alone cannot tell a repaired golden from its own bug.
+"""
+
+from __future__ import annotations
+
+from kit.core import rundir
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from rich.console import Console
+
+from kit.core import paths
+from kit.descriptor.load import LoadedDescriptor, golden_kind, load_descriptor
+from kit.core.errors import BadInput
+from kit.gate.run import execute_gates, finish_gate, start_gate
+from kit.core.golden import CaseDiff, diff_goldens, golden_filename, load_golden, write_golden
+from kit.goldens.make import make_golden_document
+from kit.core.jsonio import atomic_write_bytes
+from kit.core.records import PASSED
+
+MIN_AGREEING_BACKENDS = 2
+MOVED = 1e-6  # below this a case did not move (float32 noise of the reference itself)
+
+
+@dataclass
+class RegenOutcome:
+    work_dir: Path
+    new_golden: Path  # the candidate golden, kept in the work directory in every outcome
+    old_golden: Path
+    diff: list[CaseDiff]
+    backends: dict[str, list[str]]  # backend -> its cases that did not pass against the new golden
+    placed: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def agreeing(self) -> list[str]:
+        return sorted(b for b, failing in self.backends.items() if not failing)
+
+    @property
+    def accepted(self) -> bool:
+        return self.placed is not None
+
+
+def regen_golden(descriptor: str | Path, kind: str = "semantic", release: str | None = None,
+                 out: str | Path | None = None, jobs: int | None = None, command: Sequence[str] | None = None,
+                 console: Console | None = None) -> RegenOutcome:
+    console = console or Console(stderr=True, soft_wrap=True)
+    desc = load_descriptor(descriptor)
+    if golden_kind(kind) != "semantic":
+        raise BadInput(f"golden regen makes semantic goldens only: an exact golden ({kind}) belongs to one "
+                       "native backend and runtime; remake it there with `parity-kit golden make --kind exact`")
+    if kind not in desc.doc.goldens:
+        raise BadInput(f"{paths.display(desc.path)}: no [goldens] entry {kind!r} to regenerate "
+                       f"(have: {', '.join(desc.doc.goldens)})")
+    cases = [name for name, c in desc.cases.items() if c.golden == kind]
+    if not cases:
+        raise BadInput(f"{paths.display(desc.path)}: no case uses the {kind} golden; nothing could check a new one")
+    old = load_golden(desc.resolve(desc.doc.goldens[kind]))
+    command = list(command or ["parity-kit", "golden", "regen", str(descriptor)])
+    work_dir = paths.claim_empty_dir(out or Path("runs") / f"regen-{desc.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+                                     f"-{os.urandom(2).hex()}", "regen directory", "golden regeneration")
+
+    console.print(f"making a new {kind} golden from {paths.display(desc.resolve(desc.doc.model.path))} "
+                  f"(hf float32, top-{old.top_k}) -> {work_dir}")
+    doc, fixture = make_golden_document(desc.resolve(desc.doc.model.path), desc.resolve(desc.doc.fixture.path),
+                                        "semantic", old.top_k, command)
+    name = golden_filename(fixture, desc.resolve(desc.doc.model.path).name, doc["model_digest"], "semantic")
+    new_path = write_golden(work_dir / name, doc)
+    diff = diff_goldens(old, load_golden(new_path))
+
+    console.print(f"checking it with {len(cases)} cases: {', '.join(cases)}")
+    run = start_gate(with_golden(desc, kind, new_path), work_dir / "check", cases, release, command, console)
+    execute_gates([run], jobs, console)
+    finish_gate(run, command, console, summary=False)
+    backends: dict[str, list[str]] = {}
+    for spec in run.specs:
+        r = run.results.get(spec.name)
+        backends.setdefault(spec.backend, [])
+        if r is None or r.status != PASSED:
+            backends[spec.backend].append(spec.name)
+
+    outcome = RegenOutcome(work_dir, new_path, old.path, diff, backends)
+    if len(outcome.agreeing) >= MIN_AGREEING_BACKENDS:
+        outcome.placed = write_golden(_beside(old.path, name), doc)
+    atomic_write_bytes(work_dir / rundir.REGEN_REPORT, regen_report(outcome).encode("utf-8"))
+    return outcome
+
+
+def with_golden(desc: LoadedDescriptor, kind: str, path: Path) -> LoadedDescriptor:
+    """The same descriptor with one golden replaced (an absolute path resolves to itself)."""
+    doc = desc.doc.model_copy(update={"goldens": {**desc.doc.goldens, kind: str(path.resolve())}})
+    return LoadedDescriptor(desc.path, desc.text, doc, desc.cases)
+
+
+def _beside(old: Path, name: str) -> Path:
+    target = old.parent / name
+    if target.exists():  # the same model and fixture: a regenerated golden gets its own name
+        target = old.parent / f"{Path(name).stem}-regen-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    return target
+
+
+def regen_report(o: RegenOutcome) -> str:
+    moved = sorted((r for r in o.diff if r.max_probability_delta > MOVED or r.winner_changed),
+                   key=lambda r: -r.max_probability_delta)
+    winners = [r for r in o.diff if r.winner_changed]
+    largest = max(o.diff, key=lambda r: r.max_probability_delta, default=None)
+    if o.accepted:
+        head = (f"**Accepted for review:** {len(o.agreeing)} backends agree with the new golden within their "
+                f"bounds ({', '.join(o.agreeing)}). Written to `{paths.display(o.placed)}`, beside "
+                f"`{o.old_golden.name}`; point the descriptor's golden at it once reviewed.")
+    else:
+        need = f"at least {MIN_AGREEING_BACKENDS} backends must agree with it"
+        head = (f"**Refused:** {need}; {len(o.agreeing)} did ({', '.join(o.agreeing) or 'none'}). "
+                f"The candidate golden stays at `{paths.display(o.new_golden)}` and nothing was placed.")
+    lines = ["# Golden regeneration", "", head, "",
+             f"Old `{o.old_golden.name}` -> new `{o.new_golden.name}`: {len(moved)} of {len(o.diff)} cases moved",
+             f"(largest {largest.max_probability_delta:.4g} on `{largest.id}`), {len(winners)} winners changed."
+             if largest else "", "", "| backend | agrees | cases that did not pass |", "| --- | --- | --- |"]
+    lines += [f"| {b} | {'yes' if not failing else 'no'} | {', '.join(failing) or '—'} |"
+              for b, failing in sorted(o.backends.items())]
+    if moved:
+        lines += ["", "| case | max probability move | winner |", "| --- | --- | --- |"]
+        lines += [f"| `{r.id}` | {r.max_probability_delta:.4g} | "
+                  f"{f'{r.winner_before} -> {r.winner_after}' if r.winner_changed else 'same'} |" for r in moved[:20]]
+        if len(moved) > 20:
+            lines.append(f"| ... {len(moved) - 20} more | | |")
+    return "\n".join(lines) + "\n"

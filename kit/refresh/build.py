@@ -1,0 +1,161 @@
+"""The build step: replay the fork's overlay onto a newer upstream, build wheels, write the release.
+
+``build_release`` is what ``notebooks/build.ipynb`` calls. It writes ``build.json``
+in its step folder in every outcome (built, conflict, build failure, existing
+release), so the refresh that ran the notebook reads one record whatever happened.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from kit import __version__
+from kit.refresh import overlay, release, wheels
+from kit.core.jsonio import read_json, write_json
+from kit.core.results import now_iso
+
+BUILT, CONFLICT, BUILD_FAILED, EXISTS = "built", "conflict", "build-failed", "exists"
+RECORD = "build.json"
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    """The refs resolved to commits, so every later step names exact commits."""
+
+    repo: Path
+    fork: str
+    upstream_ref: str
+    upstream: str
+    base: str
+    tip: str
+
+    def to_dict(self) -> dict:
+        return {k: str(v) for k, v in asdict(self).items()}
+
+
+def resolve_inputs(fork_repo: str | Path, upstream_ref: str, base: str | None = None, tip: str | None = None,
+                   fork: str | None = None) -> BuildInputs:
+    repo = overlay.check_repo(fork_repo)
+    upstream = overlay.resolve(repo, upstream_ref, "upstream ref")
+    tip_sha = overlay.resolve(repo, tip or "HEAD", "fork tip")
+    if base:
+        base_sha = overlay.resolve(repo, base, "old upstream base")
+    else:
+        base_sha = overlay.default_base(repo, tip_sha, upstream)
+    name = fork or repo.name
+    release.fork_slug(name)  # refuse an unusable fork name before anything runs
+    return BuildInputs(repo, name, upstream_ref, upstream, base_sha, tip_sha)
+
+
+@dataclass
+class BuildOutcome:
+    status: str
+    reason: str
+    inputs: dict
+    overlay: list[dict]
+    upstream_moved: int
+    replay: dict
+    tag: str = ""
+    version: str = ""
+    manifest: str = ""
+    wheels: list[dict] = field(default_factory=list)
+    range_diff: str = ""
+    build_log: str = ""
+    build_command: list[str] = field(default_factory=list)
+    timings_s: dict = field(default_factory=dict)
+
+    @property
+    def built(self) -> bool:
+        return self.status == BUILT
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def build_release(fork_repo: str | Path, upstream_ref: str, step_dir: str | Path, store: str | Path,
+                  base: str | None = None, tip: str | None = None, fork: str | None = None,
+                  build_command: Sequence[str] | None = None, branch: str = overlay.REPLAY_BRANCH,
+                  today: _dt.date | None = None) -> BuildOutcome:
+    step_dir, store = Path(step_dir).resolve(), Path(store).resolve()
+    step_dir.mkdir(parents=True, exist_ok=True)
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    inp = resolve_inputs(fork_repo, upstream_ref, base, tip, fork)
+    commits = overlay.overlay_commits(inp.repo, inp.base, inp.tip)
+    moved = overlay.count_commits(inp.repo, inp.base, inp.upstream)
+    replay = overlay.replay(inp.repo, commits, inp.upstream, step_dir / branch, branch)
+    timings["replay"] = time.perf_counter() - t0
+    outcome = BuildOutcome("", "", inp.to_dict(), [{"sha": c.sha, "subject": c.subject} for c in commits],
+                           moved, replay.to_dict(), timings_s=timings)
+
+    if replay.conflict:
+        c = replay.conflict
+        files = ", ".join(c["files"]) or "no file listed"
+        outcome.status = CONFLICT
+        outcome.reason = (f"overlay commit {c['sha'][:12]} \"{c['subject']}\" does not apply onto upstream "
+                          f"{inp.upstream_ref} ({inp.upstream[:12]}): conflict in {files}; "
+                          f"{len(replay.applied)} of {len(commits)} commits applied on {branch}")
+        return _record(step_dir, outcome)
+
+    diff_path = step_dir / "range-diff.txt"
+    diff_path.write_text(overlay.range_diff(inp.repo, inp.base, inp.tip, inp.upstream, replay.tip))
+    outcome.range_diff = str(diff_path)
+
+    day = today or _dt.datetime.now(_dt.timezone.utc).date()
+    outcome.tag = release.release_tag(inp.fork, day, replay.tip)
+    outcome.version = release.release_version(inp.fork, day, replay.tip)
+    earlier = release.existing_release(store, outcome.tag)
+    if earlier or overlay.tag_exists(inp.repo, outcome.tag):
+        where = f"its manifest is {earlier}" if earlier else f"git tag {outcome.tag} exists in {inp.repo}"
+        outcome.status, outcome.reason = EXISTS, f"release {outcome.tag} exists ({where}); it is never overwritten"
+        return _record(step_dir, outcome)
+
+    t1 = time.perf_counter()
+    built_dir = step_dir / "wheels"
+    log = step_dir / "build.log"
+    out = wheels.run_build(replay.worktree, build_command or wheels.DEFAULT_BUILD_COMMAND, built_dir, log,
+                           outcome.version)
+    timings["build"] = time.perf_counter() - t1
+    outcome.build_log, outcome.build_command = str(log), out.command
+    found = sorted(built_dir.glob("*.whl"))
+    if out.returncode != 0 or not found:
+        why = f"exited {out.returncode}" if out.returncode else "wrote no wheel"
+        outcome.status = BUILD_FAILED
+        outcome.reason = f"the wheel build {why}: {' '.join(out.command)} (log {log}): {_last_line(out.log_tail)}"
+        return _record(step_dir, outcome)
+
+    outcome.wheels = [wheels.describe(w) for w in found]
+    doc = {
+        "kind": "release", "tag": outcome.tag, "version": outcome.version, "fork": inp.fork,
+        "fork_repo": str(inp.repo), "branch": branch, "source_commit": replay.tip, "base_commit": inp.upstream,
+        "upstream_ref": inp.upstream_ref, "previous": {"base_commit": inp.base, "source_commit": inp.tip},
+        "overlay": replay.applied, "dropped": replay.dropped, "upstream_moved": moved,
+        "wheels": outcome.wheels, "build_command": out.command, "kit_version": __version__,
+        "created_at": now_iso(),
+    }
+    outcome.manifest = str(release.write_release(store, outcome.tag, doc, found))
+    outcome.status = BUILT
+    dropped = f", {len(replay.dropped)} already upstream" if replay.dropped else ""
+    outcome.reason = (f"{len(replay.applied)} overlay commits replayed onto {inp.upstream_ref} "
+                      f"({moved} upstream commits newer){dropped}; {len(found)} wheel(s) built as {outcome.tag}")
+    timings["total"] = time.perf_counter() - t0
+    return _record(step_dir, outcome)
+
+
+def load_outcome(step_dir: str | Path) -> BuildOutcome:
+    return BuildOutcome(**read_json(Path(step_dir) / RECORD))
+
+
+def _record(step_dir: Path, outcome: BuildOutcome) -> BuildOutcome:
+    outcome.timings_s.setdefault("total", sum(outcome.timings_s.values()))
+    write_json(step_dir / RECORD, outcome.to_dict())
+    return outcome
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "(no output)"

@@ -1,0 +1,302 @@
+"""The qualify step: the exact wheel bytes of a release, installed, importable and scoring the model.
+
+``qualify_release`` is what ``notebooks/qualify.ipynb`` calls. The qualified
+environment is a fresh venv layered over the main environment: the wheels go
+into its own site-packages, which come first on its path, and a ``.pth`` adds
+the main environment's site-packages after them. So the release's bytes shadow
+anything of the same name, while kit, ipykernel, papermill and the engine's own
+dependencies come from the environment that already runs the gate; nothing is
+downloaded (``pip install --no-deps --no-index`` of the files themselves). A
+plain ``--system-site-packages`` venv would not do: made from inside a venv it
+sees the base interpreter's packages, not the main environment's.
+
+Its kernel is registered under the venv's own prefix, never per user; the gate
+finds it through ``JUPYTER_PATH``, which the step reports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+
+from kit.refresh import release, wheels
+from kit.descriptor.load import LoadedDescriptor, derive, load_descriptor
+from kit.core.errors import BadInput
+from kit.core.jsonio import read_json, write_json
+from kit.core.paths import display
+
+RECORD = "qualify.json"
+MAIN_ENV_PTH = "_parity_kit_main_env.pth"
+
+
+@dataclass
+class QualifyOutcome:
+    qualified: bool
+    reason: str
+    tag: str
+    manifest: str
+    kernel: str = ""
+    jupyter_path: str = ""
+    venv: str = ""
+    wheels: list[dict] = field(default_factory=list)  # file, sha256, verified
+    imports: dict = field(default_factory=dict)  # module -> file it was imported from
+    hardware: dict = field(default_factory=dict)
+    case: dict = field(default_factory=dict)  # name, bucket, verdict, run_dir, error
+    checks: list[dict] = field(default_factory=list)  # step, ok, detail
+    timings_s: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def kernel_name(tag: str) -> str:
+    return f"release-{tag}"
+
+
+def candidate_release(desc: LoadedDescriptor, current: str, backend: str | None, manifest: dict,
+                      kernel: str) -> tuple[str, dict]:
+    """Today's pin with one backend's build replaced by the release: the refresh's candidate."""
+    pin = desc.release(current)
+    backend = pick_backend(desc, current, backend)
+    backends = {name: built.model_dump() for name, built in pin.backends.items()}
+    backends[backend] = {**backends[backend], "kernel": kernel, "version": manifest["version"],
+                         "source_commit": manifest["source_commit"],
+                         "wheels": {w["file"]: w["sha256"] for w in manifest["wheels"]}}
+    return backend, {"description": f"{manifest['tag']}: {manifest.get('fork', 'fork')} refreshed onto "
+                                    f"{manifest.get('upstream_ref', manifest['base_commit'][:12])}",
+                     "backends": backends}
+
+
+def pick_backend(desc: LoadedDescriptor, current: str, backend: str | None) -> str:
+    """The backend the fork builds: the one named, else the pin's only one, else vllm (the engine
+    whose forks a refresh exists for)."""
+    pin = desc.release(current)
+    if backend is None:
+        if "vllm" in pin.backends and len(pin.backends) > 1:
+            return "vllm"
+        if len(pin.backends) != 1:
+            raise BadInput(f"{desc.where('releases', current)}: release {current!r} has backends "
+                           f"{', '.join(pin.backends)}; say which one the fork builds (--backend)")
+        return next(iter(pin.backends))
+    if backend not in pin.backends:
+        raise BadInput(f"{desc.where('releases', current)}: release {current!r} has no {backend} build "
+                       f"(backends: {', '.join(pin.backends)})")
+    return backend
+
+
+def qualify_release(manifest_path: str | Path, descriptor: str | Path, step_dir: str | Path,
+                    current: str = "current", backend: str | None = None, case: str | None = None,
+                    bucket: int | None = None, console: Console | None = None) -> QualifyOutcome:
+    console = console or Console(stderr=True, soft_wrap=True, force_jupyter=False)
+    step_dir = Path(step_dir).resolve()
+    step_dir.mkdir(parents=True, exist_ok=True)
+    manifest = release.load_release(manifest_path)
+    desc = load_descriptor(descriptor)
+    kernel = kernel_name(manifest["tag"])
+    backend, release = candidate_release(desc, current, backend, manifest, kernel)
+    case_name, case_bucket = pick_case(desc, backend, case, bucket)
+    out = QualifyOutcome(False, "", manifest["tag"], manifest["_path"], hardware=host_hardware())
+    t0 = time.perf_counter()
+
+    def check(step: str, ok: bool, detail: str) -> bool:
+        out.checks.append({"step": step, "ok": ok, "detail": detail})
+        if not ok and not out.reason:
+            out.reason = f"{step}: {detail}"
+        return ok
+
+    source = release.wheel_dir(manifest)
+    problems = wheels.verify(source, manifest["wheels"])
+    out.wheels = [{"file": w["file"], "sha256": w["sha256"], "architecture": w.get("architecture", ""),
+                   "verified": not any(w["file"] in p for p in problems)} for w in manifest["wheels"]]
+    if not check("verify", not problems, "; ".join(problems) or
+                 f"{len(manifest['wheels'])} wheel(s) match their manifest digests"):
+        return _record(step_dir, out, t0)
+
+    venv = step_dir / "venv"
+    out.venv = str(venv)
+    try:
+        python = make_layered_venv(venv)
+        out.timings_s["venv"] = time.perf_counter() - t0
+        install(python, [source / w["file"] for w in manifest["wheels"]], step_dir / "install.log")
+        check("install", True, f"installed into {venv} with pip --no-deps --no-index")
+        out.jupyter_path = register_kernel(python, venv, kernel)
+        check("kernel", True, f"kernel {kernel} registered under {out.jupyter_path}")
+    except StepFailed as exc:
+        check(exc.step, False, str(exc))
+        return _record(step_dir, out, t0)
+    out.kernel = kernel
+    out.timings_s["install"] = time.perf_counter() - t0 - out.timings_s["venv"]
+
+    modules = sorted({m for w in manifest["wheels"] for m in wheels.top_level_modules(source / w["file"])})
+    out.imports, problem = import_smoke(python, venv, modules)
+    if not check("import", problem is None, problem or f"imported {', '.join(modules)} from the release's bytes"):
+        return _record(step_dir, out, t0)
+
+    t1 = time.perf_counter()
+    derived = derive(desc, {manifest["tag"]: release}, {case_name: {"buckets": [case_bucket]}})
+    use_jupyter_path(out.jupyter_path)
+    verdict, run_dir, error = _run_case(derived, manifest["tag"], case_name, step_dir / "case", console)
+    out.timings_s["case"] = time.perf_counter() - t1
+    out.case = {"name": case_name, "backend": backend, "bucket": case_bucket, "verdict": verdict,
+                "run_dir": str(run_dir), "error": error}
+    if check("parity case", verdict == "passed",
+             f"{case_name} on bucket {case_bucket} in kernel {kernel}: {verdict}" + (f" ({error})" if error else "")):
+        out.qualified = True
+        out.reason = (f"{len(manifest['wheels'])} wheel(s) verified, installed and imported; "
+                      f"{case_name} (bucket {case_bucket}) passed in kernel {kernel}")
+    return _record(step_dir, out, t0)
+
+
+class StepFailed(Exception):
+    def __init__(self, step: str, message: str):
+        super().__init__(message)
+        self.step = step
+
+
+def make_layered_venv(venv: Path) -> Path:
+    """A fresh venv whose own site-packages come first and the main environment's after."""
+    if venv.exists():
+        raise StepFailed("venv", f"{venv} exists; a qualification always starts from a fresh environment")
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], "venv")
+    python = venv / "bin" / "python"
+    own = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                    "venv").strip())
+    main = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+    # An `import` line in a .pth runs at start-up; addsitedir also reads the main env's own .pth files
+    # (editable installs among them), which a bare path line would not.
+    lines = [f"import site; site.addsitedir({p!r})" for p in main]
+    (own / MAIN_ENV_PTH).write_text("\n".join(lines) + "\n")
+    return python
+
+
+def install(python: Path, files: list[Path], log: Path) -> None:
+    # The main environment's pip installs into the new interpreter: the venv needs no pip of its own.
+    cmd = [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index",
+           "--no-cache-dir", "--disable-pip-version-check", *map(str, files)]
+    with open(log, "wb") as f:
+        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        tail = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+        raise StepFailed("install", f"pip install exited {proc.returncode} (log {log}): "
+                                    f"{tail[-1] if tail else 'no output'}")
+
+
+def register_kernel(python: Path, venv: Path, name: str) -> str:
+    _run([str(python), "-m", "ipykernel", "install", "--prefix", str(venv), "--name", name,
+          "--display-name", f"parity-kit ({name})"], "kernel")
+    return str(venv / "share" / "jupyter")
+
+
+def use_jupyter_path(path: str) -> None:
+    """Let this process's Jupyter find the release's kernel (before any it already knew)."""
+    known = [p for p in os.environ.get("JUPYTER_PATH", "").split(os.pathsep) if p]
+    if path not in known:
+        os.environ["JUPYTER_PATH"] = os.pathsep.join([path, *known])
+
+
+SMOKE = """
+import importlib, json, sys
+out = {}
+for name in sys.argv[1:]:
+    try:
+        out[name] = getattr(importlib.import_module(name), "__file__", None) or "(namespace)"
+    except Exception as exc:
+        out[name] = f"ERROR {type(exc).__name__}: {exc}"
+print(json.dumps(out))
+"""
+
+
+def import_smoke(python: Path, venv: Path, modules: list[str]) -> tuple[dict, str | None]:
+    """Import every top-level module of the wheels; each must come from the venv, not the main env."""
+    if not modules:
+        return {}, "the wheels install no importable module"
+    try:
+        found = json.loads(_run([str(python), "-c", SMOKE, *modules], "import").strip().splitlines()[-1])
+    except StepFailed as exc:
+        return {}, str(exc)
+    for name, where in found.items():
+        if where.startswith("ERROR"):
+            return found, f"import {name} failed: {where[6:]}"
+        if where != "(namespace)" and not Path(where).resolve().is_relative_to(venv.resolve()):
+            return found, f"{name} was imported from {where}, not from the release's bytes in {venv}"
+    return found, None
+
+
+def host_hardware() -> dict:
+    """CPU model and cores, memory, and each GPU with its driver when nvidia-smi is there."""
+    import psutil
+
+    from kit.core.golden import hardware
+
+    info = {"host": platform.node(), "cpu": hardware(), "cores": os.cpu_count(),
+            "memory_gib": round(psutil.virtual_memory().total / 2**30, 1), "gpus": [], "driver": None}
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        proc = subprocess.run([smi, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True)
+        for line in proc.stdout.splitlines() if proc.returncode == 0 else []:
+            name, memory, driver = (part.strip() for part in line.split(","))
+            info["gpus"].append({"name": name, "memory": memory})
+            info["driver"] = driver
+    return info
+
+
+def load_outcome(step_dir: str | Path) -> QualifyOutcome:
+    return QualifyOutcome(**read_json(Path(step_dir) / RECORD))
+
+
+def pick_case(desc: LoadedDescriptor, backend: str, case: str | None, bucket: int | None) -> tuple[str, int]:
+    """The case to qualify with and one bucket of it (default: the shortest)."""
+    from kit.core.fixture import load_fixture
+
+    names = [n for n, c in desc.cases.items() if c.backend == backend]
+    if case is not None and case not in names:
+        raise BadInput(f"{display(desc.path)}: no {backend} case named {case!r} (cases: {', '.join(names)})")
+    # A tolerance-bound case by preference: exact goldens hold only on the hardware that made them,
+    # and qualification runs on the target hardware.
+    semantic = [n for n in names if desc.cases[n].golden == "semantic"]
+    name = case or next(iter(semantic or names), None)
+    if name is None:
+        raise BadInput(f"{display(desc.path)}: no case runs the {backend} backend")
+    spec = desc.case_specs([name])[0]
+    buckets = sorted({c.bucket for c in load_fixture(spec.fixture_path).select(spec.prompt_ids, spec.buckets)})
+    if bucket is not None and bucket not in buckets:
+        raise BadInput(f"case {name} has no bucket {bucket} (buckets: {', '.join(map(str, buckets))})")
+    return name, bucket if bucket is not None else buckets[0]
+
+
+def _run_case(desc: LoadedDescriptor, release: str, case: str, out: Path, console: Console):
+    from kit.gate.run import execute_gates, finish_gate, start_gate
+
+    command = ["parity-kit", "gate", str(desc.path), "--release", release, "--case", case]
+    run = start_gate(desc, out, [case], release, command, console)
+    execute_gates([run], 1, console)
+    finish_gate(run, command, console, summary=False)
+    result = run.results.get(case)
+    error = result.error if result is not None and result.error else None
+    return run.verdict, run.run_dir, error
+
+
+def _run(cmd: list[str], step: str) -> str:
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        lines = [line for line in (proc.stderr or proc.stdout).splitlines() if line.strip()]
+        raise StepFailed(step, f"{Path(cmd[0]).name} {' '.join(cmd[1:3])} exited {proc.returncode}: "
+                               f"{lines[-1] if lines else 'no output'}")
+    return proc.stdout
+
+
+def _record(step_dir: Path, out: QualifyOutcome, t0: float) -> QualifyOutcome:
+    out.timings_s["total"] = time.perf_counter() - t0
+    write_json(step_dir / RECORD, out.to_dict())
+    return out

@@ -1,0 +1,189 @@
+"""`parity-kit refresh`: build, qualify, then the control of the new release against today's pin.
+
+A refresh directory keeps every step's executed notebook: ``build.ipynb`` (with
+``build/``: the replay worktree, range-diff, build log), ``qualify.ipynb`` (with
+``qualify/``: the layered venv, its kernel, the short parity case), ``control/``
+(a control directory: both gate runs and the diagnosis), then ``refresh.json``,
+``next-steps.sh`` and ``summary.ipynb``/``summary.html`` covering all of it.
+
+The diagnosis is authoritative: a release that built and qualified is still not
+qualified when the control says otherwise. Nothing remote is touched; the
+commands a person runs next are printed and written down.
+"""
+
+from __future__ import annotations
+
+from kit.core import rundir
+
+import os
+import shlex
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from rich.console import Console
+
+from kit import __version__
+from kit.refresh import build, qualify
+from kit.core import paths
+from kit.gate import report
+from kit.control.run import build_control_notebook, run_control
+from kit.descriptor.load import derive, load_descriptor
+from kit.core.diagnosis import EXIT_CODES, QUALIFIED
+from kit.core.exitcodes import ExitCode
+from kit.core.jsonio import read_json, write_json
+from kit.gate.notebook import run_notebook
+from kit.core.results import now_iso
+
+BUILD_NOTEBOOK = paths.NOTEBOOKS / "build.ipynb"
+QUALIFY_NOTEBOOK = paths.NOTEBOOKS / "qualify.ipynb"
+EXIT_BUILD, EXIT_NOT_QUALIFIED = ExitCode.BUILD_STOPPED, ExitCode.NOT_QUALIFIED
+BUILD_STOPPED, NOT_QUALIFIED, INCOMPLETE = "build-stopped", "qualification-failed", "incomplete"
+
+
+@dataclass
+class RefreshRun:
+    run_dir: Path
+    verdict: str
+    reason: str
+    exit_code: int
+    next_steps: list[str]
+
+
+def default_refresh_dir(name: str) -> Path:
+    return Path("runs") / f"refresh-{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}"
+
+
+def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str, *, base: str | None = None,
+                tip: str | None = None, fork: str | None = None, out: str | Path | None = None,
+                store: str | Path | None = None, current: str = "current", backend: str | None = None,
+                only: Sequence[str] | None = None, qualify_case: str | None = None,
+                qualify_bucket: int | None = None, build_command: Sequence[str] | None = None,
+                branch: str = build.overlay.REPLAY_BRANCH, jobs: int | None = None,
+                build_timeout_s: float = 3600, qualify_timeout_s: float = 1800,
+                command: Sequence[str] | None = None, console: Console | None = None) -> RefreshRun:
+    console = console or Console(stderr=True, soft_wrap=True)
+    desc = load_descriptor(descriptor)
+    # Whatever the later steps would refuse is refused now, before a build that may take an hour.
+    desc.case_specs(list(only) if only else None)
+    qualify.pick_case(desc, qualify.pick_backend(desc, current, backend), qualify_case, qualify_bucket)
+    inputs = build.resolve_inputs(fork_repo, upstream_ref, base, tip, fork)
+    run_dir = paths.claim_empty_dir(out or default_refresh_dir(desc.name), "refresh directory", "refresh")
+    store = Path(store).resolve() if store else (run_dir.parent / "releases").resolve()
+    command = list(command or ["parity-kit", "refresh", str(descriptor)])
+    started = now_iso()
+    record = {"kind": "refresh", "name": desc.name, "descriptor": str(desc.path), "inputs": inputs.to_dict(),
+              "store": str(store), "current": current, "command": command, "kit_version": __version__,
+              "started_at": started, "timings_s": {}}
+    console.print(f"refresh [bold]{desc.name}[/]: fork {inputs.repo} ({inputs.base[:12]}..{inputs.tip[:12]}) "
+                  f"onto {upstream_ref} ({inputs.upstream[:12]}) -> {run_dir}")
+
+    # 1. build
+    console.print(f"[bold][1/4] build[/]: replaying the overlay on {branch}, building wheels")
+    t0 = time.perf_counter()
+    params = {"fork_repo": str(inputs.repo), "upstream_ref": upstream_ref, "base": inputs.base, "tip": inputs.tip,
+              "fork": inputs.fork, "build_command": list(build_command) if build_command else None,
+              "branch": branch, "step_dir": str(run_dir / "build"), "store": str(store)}
+    error = _step(BUILD_NOTEBOOK, run_dir / "build.ipynb", params, build_timeout_s, run_dir / "build.kernel.log")
+    record["timings_s"]["build"] = time.perf_counter() - t0
+    if not (run_dir / "build" / build.RECORD).is_file():
+        return _finish(run_dir, record, INCOMPLETE, f"the build notebook did not finish: {error}; partial "
+                       f"notebook {run_dir / 'build.ipynb'}", EXIT_CODES[INCOMPLETE], [], console)
+    built = build.load_outcome(run_dir / "build")
+    style = "green" if built.built else "red"
+    console.print(f"  [{style}]{built.status}[/]: {built.reason} ({record['timings_s']['build']:.1f} s)")
+    if not built.built:
+        return _finish(run_dir, record, BUILD_STOPPED, f"build {built.status}: {built.reason}", EXIT_BUILD,
+                       _conflict_steps(built), console)
+
+    # 2. qualify
+    console.print(f"[bold][2/4] qualify[/]: {built.tag}: verify, install, import, one parity case")
+    t0 = time.perf_counter()
+    params = {"manifest": built.manifest, "descriptor": str(desc.path), "current": current, "backend": backend,
+              "case": qualify_case, "bucket": qualify_bucket, "step_dir": str(run_dir / "qualify")}
+    error = _step(QUALIFY_NOTEBOOK, run_dir / "qualify.ipynb", params, qualify_timeout_s,
+                  run_dir / "qualify.kernel.log")
+    record["timings_s"]["qualify"] = time.perf_counter() - t0
+    if not (run_dir / "qualify" / qualify.RECORD).is_file():
+        return _finish(run_dir, record, INCOMPLETE, f"the qualify notebook did not finish: {error}; partial "
+                       f"notebook {run_dir / 'qualify.ipynb'}", EXIT_CODES[INCOMPLETE], [], console)
+    q = qualify.load_outcome(run_dir / "qualify")
+    style = "green" if q.qualified else "red"
+    console.print(f"  [{style}]{'qualified' if q.qualified else 'not qualified'}[/]: {q.reason} "
+                  f"({record['timings_s']['qualify']:.1f} s)")
+    if not q.qualified:
+        return _finish(run_dir, record, NOT_QUALIFIED, f"qualification of {built.tag} failed: {q.reason}",
+                       EXIT_NOT_QUALIFIED, [], console)
+
+    # 3. control: today's pin against the release just built, in the kernel qualification registered
+    console.print(f"[bold][3/4] control[/]: {current} against {built.tag}")
+    t0 = time.perf_counter()
+    manifest = read_json(built.manifest)
+    manifest["_path"] = built.manifest
+    backend, release = qualify.candidate_release(desc, current, backend, manifest, q.kernel)
+    qualify.use_jupyter_path(q.jupyter_path)
+    control = run_control(derive(desc, {built.tag: release}), out=run_dir / "control", jobs=jobs, only=only,
+                          current=current, candidate=built.tag, command=command, console=console, summary=False)
+    error = build_control_notebook(control.control_dir)
+    if error:
+        console.print(f"[red]the control notebook failed[/]: {error}")
+    record["timings_s"]["control"] = time.perf_counter() - t0
+    d = control.diagnosis
+    next_steps = _publish_steps(built, run_dir, desc.path, current, backend, q) if d.verdict == QUALIFIED else []
+    return _finish(run_dir, record, d.verdict, d.reason, d.exit_code, next_steps, console)
+
+
+def _step(notebook: Path, out: Path, params: dict, timeout_s: float, log: Path) -> str | None:
+    outcome = run_notebook(notebook, out, params, paths.MAIN_KERNEL, timeout_s, log)
+    if outcome.timed_out:
+        return f"timed out after {timeout_s:g} s"
+    return outcome.error
+
+
+def _finish(run_dir: Path, record: dict, verdict: str, reason: str, code: int, next_steps: list[str],
+            console: Console) -> RefreshRun:
+    record.update(verdict=verdict, reason=reason, exit_code=code, next_steps=next_steps, finished_at=now_iso())
+    write_json(run_dir / rundir.REFRESH, record)
+    if next_steps:
+        (run_dir / "next-steps.sh").write_text("# Run by a person, after reading summary.html.\n"
+                                               + "\n".join(next_steps) + "\n")
+    console.print("[bold][4/4] summary[/]")
+    error = report.build_summary(run_dir)
+    if error:  # refresh.json and every step's record are already on disk
+        console.print(f"[red]the summary notebook failed[/]: {error}")
+    style = "green" if verdict == QUALIFIED else "red"
+    console.print(f"[{style}]refresh {verdict}[/]: {reason} -> {run_dir / 'summary.html'}")
+    if next_steps:
+        console.print("next, by hand (nothing was pushed, tagged or opened):")
+        for line in next_steps:
+            console.print(f"  {line}", markup=False, highlight=False)
+    return RefreshRun(run_dir, verdict, reason, code, next_steps)
+
+
+def _publish_steps(built: build.BuildOutcome, run_dir: Path, descriptor: Path, current: str, backend: str,
+                   q: qualify.QualifyOutcome) -> list[str]:
+    repo = shlex.quote(built.inputs["repo"])
+    branch = built.replay["branch"]
+    sha = built.replay["tip"]
+    evidence = shlex.quote(str(run_dir / "control" / rundir.EVIDENCE))
+    wheels = ", ".join(f'"{w["file"]}" = "{w["sha256"]}"' for w in built.wheels)
+    return [
+        f"git -C {repo} push origin {branch}",
+        f"git -C {repo} tag -a {built.tag} {sha} -m {shlex.quote(f'{built.tag}: {built.version}')}",
+        f"git -C {repo} push origin {built.tag}",
+        f"# pin PR: in {descriptor}, [releases.{current}.backends.{backend}] becomes",
+        f'#   version = "{built.version}", source_commit = "{sha}", wheels = {{ {wheels} }}',
+        f"#   and kernel = the environment holding those wheels (qualified here as {q.kernel})",
+        f"gh pr create --title {shlex.quote(f'Pin {built.tag}')} --body-file {evidence}",
+    ]
+
+
+def _conflict_steps(built: build.BuildOutcome) -> list[str]:
+    c = built.replay.get("conflict")
+    if not c:
+        return []
+    wt = shlex.quote(built.replay["worktree"])
+    return [f"# {built.replay['branch']} stops before {c['sha'][:12]}; resolve it there by hand:",
+            f"git -C {wt} cherry-pick {c['sha']}   # fix {', '.join(c['files'])}, then git cherry-pick --continue",
+            "# then cherry-pick the overlay commits after it and build from that branch"]

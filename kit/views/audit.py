@@ -1,0 +1,212 @@
+"""The parts of the summary a reviewer who did not run the gate needs: the verdict in one
+sentence, the worst prompts with both sides' top tokens, and where every input came from.
+
+Prompt and token text is data from the world (datasets, tool calls): it is escaped
+here, once, and only ever shown as text.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from kit.core.fixture import load_fixture
+from kit.core.golden import load_golden
+from kit.core.records import ERROR, FAILED, PASSED, TIMEOUT, PromptScore, severity
+from kit.core.results import RunView, counts_sentence
+
+BANNER_COLORS = {"passed": "#1a7f37", "qualified": "#1a7f37", "failed": "#cf222e", "regression": "#cf222e",
+                 "incomplete": "#9a6700", "baseline-blocker": "#8250df", "both-broken": "#8250df"}
+
+
+def gate_reason(view: RunView) -> str:
+    """The gate's verdict in one sentence, naming the cases that decide it."""
+    failed = [n for n in view.expected if n in view.results and view.results[n].status == FAILED]
+    unfinished = [n for n in view.expected if n not in view.results or view.results[n].status in (ERROR, TIMEOUT)]
+    if view.verdict == PASSED:
+        return f"all {len(view.expected)} cases are within their bounds"
+    if failed:
+        parts = []
+        for name in failed:
+            r = view.results[name]
+            parts.append(f"`{name}` fails {r.counts()['failed']} of {r.counts()['prompts']} prompts")
+        return "; ".join(parts)
+    words = []
+    for name in unfinished:
+        r = view.results.get(name)
+        words.append(f"`{name}` is missing" if r is None else f"`{name}` {'timed out' if r.status == TIMEOUT else 'errored'}")
+    return "the gate did not finish: " + "; ".join(words)
+
+
+def banner_html(title: str, verdict: str, reason: str, detail: str = "", mark: str | None = None) -> str:
+    """A coloured verdict banner; every piece of text is escaped, `code` spans excepted."""
+    color = BANNER_COLORS.get(verdict, "#cf222e")
+    return (f'<div style="border-left:6px solid {color};padding:8px 14px;margin:6px 0;background:#f6f8fa">'
+            f'<div style="font-size:1.3em;font-weight:600">{text_html(title)}: '
+            f'<span style="color:{color}">{html.escape(mark or verdict.upper())}</span></div>'
+            f'<div>{text_html(reason)}</div>'
+            + (f'<div style="color:#57606a">{text_html(detail)}</div>' if detail else "") + "</div>")
+
+
+def text_html(text: str) -> str:
+    """Escape everything, then turn `backticked` spans into code (they hold names, not markup)."""
+    return re.sub(r"`([^`]*)`", r"<code>\1</code>", html.escape(text))
+
+
+@dataclass
+class Decoder:
+    """Token ids to text with the fixture's tokenizer, when the model folder is at hand."""
+
+    tokenizer: object | None
+
+    @classmethod
+    def for_model(cls, model_dir: str | Path | None) -> "Decoder":
+        try:
+            from tokenizers import Tokenizer
+
+            return cls(Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json")))
+        except Exception:  # a summary must render without the model folder; ids alone still say a lot
+            return cls(None)
+
+    def token(self, token_id: int) -> str:
+        if self.tokenizer is None:
+            return "?"
+        return self.tokenizer.decode([int(token_id)], skip_special_tokens=False)
+
+
+def worst_prompts(view: RunView, limit: int = 5) -> list[tuple[str, PromptScore]]:
+    """The prompts furthest past (or closest to) their bounds, failing ones first, over every case."""
+    pool = [(name, p) for name, r in view.results.items() for p in r.prompts]
+    return sorted(pool, key=lambda item: (not item[1].passed, severity(item[1])), reverse=True)[:limit]
+
+
+def worst_prompt_table(view: RunView, limit: int = 5, top: int = 5) -> pd.DataFrame:
+    """Each worst prompt with the golden's and the backend's top tokens side by side (text and id)."""
+    prompts = _prompt_texts(view)
+    decoder = Decoder.for_model(view.manifest.get("model"))
+    rows = []
+    for case, p in worst_prompts(view, limit):
+        prompt = prompts.get(p.id, "")
+        rows.append({
+            "case": case, "prompt": p.id, "bucket": p.bucket, "passed": p.passed,
+            "max_probability_error": p.max_probability_error, "bound": p.bound,
+            "prompt_end": _visible(prompt[-80:]),
+            "golden_top": _tokens(p.golden_top[:top], decoder),
+            "backend_top": _tokens(p.backend_top[:top], decoder),
+        })
+    return pd.DataFrame(rows)
+
+
+# Headings over left-aligned text columns read best left-aligned too.
+LEFT_HEADINGS = [{"selector": "th.col_heading", "props": "text-align: left"}]
+
+
+def styled_worst_prompts(view: RunView, limit: int = 5):
+    frame = worst_prompt_table(view, limit)
+    if frame.empty:
+        return frame
+    # escape="html" makes the world's text inert; white-space:pre keeps one token per line, while the
+    # prompt's end wraps anywhere (it may have no spaces) so that the table fits a page.
+    mono = {"font-family": "monospace", "text-align": "left"}
+    return (frame.style.format({"max_probability_error": "{:.4g}", "bound": "{:g}"}, na_rep="—", escape="html")
+            .set_properties(subset=["golden_top", "backend_top"], **{"white-space": "pre", **mono})
+            .set_properties(subset=["prompt_end"], **{"white-space": "pre-wrap", "overflow-wrap": "anywhere",
+                                                      "min-width": "16ch", "max-width": "28ch", **mono})
+            .set_table_styles(LEFT_HEADINGS, overwrite=False)
+            .hide(axis="index"))
+
+
+def _tokens(pairs, decoder: Decoder) -> str:
+    import math
+
+    lines = []
+    for token_id, logprob in pairs:
+        prob = math.exp(logprob) if logprob is not None and logprob == logprob else float("nan")
+        lines.append(f"{int(token_id):>6} {_visible(decoder.token(token_id))!s:<12} {prob:.3f}")
+    return "\n".join(lines)
+
+
+def _visible(text: str) -> str:
+    """Whitespace a reader must see (a newline, a tab) as escapes; everything else as it is."""
+    return text.replace("\\", "\\\\").replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
+
+
+def _prompt_texts(view: RunView) -> dict[str, str]:
+    """Each fixture case's prompt text by id; empty when the fixture moved (the table then shows none)."""
+    path = view.manifest.get("fixture")
+    try:
+        return {c.id: c.prompt for c in load_fixture(path).cases} if path else {}
+    except Exception:  # a moved fixture leaves the table without prompt text, not the summary broken
+        return {}
+
+
+def provenance_table(view: RunView) -> pd.DataFrame:
+    """Where every input came from: digests, goldens and who made them, releases, kernels, host, command."""
+    m = view.manifest
+    rows = [("descriptor", m.get("descriptor"), m.get("descriptor_sha256")),
+            ("fixture", m.get("fixture"), m.get("fixture_sha256")),
+            ("model", m.get("model"), m.get("model_digest"))]
+    for kind, g in (m.get("goldens") or {}).items():
+        made = _golden_provenance(g.get("path"))
+        rows.append((f"golden ({kind})", f"{g.get('path')}{made}", g.get("sha256")))
+    release = m.get("release") or {}
+    for backend, built in (release.get("backends") or {}).items():
+        what = " ".join(x for x in (built.get("version"), built.get("source_commit")) if x)
+        rows.append((f"release {release.get('name')}: {backend}", f"kernel {built.get('kernel')} {what}".strip(),
+                     ", ".join(f"{n} {h[:12]}" for n, h in (built.get("wheels") or {}).items()) or None))
+    for name, kernel in (m.get("kernels") or {}).items():
+        engine = (view.results.get(name).release if name in view.results else {}) or {}
+        versions = ", ".join(f"{k} {v}" for k, v in engine.items() if k not in ("backend",) and v)
+        rows.append((f"case {name}", f"kernel {kernel}" + (f": {versions}" if versions else ""), None))
+    rows += [("host", f"{m.get('host')} · {m.get('platform')}", None),
+             ("kit", m.get("kit_version"), None),
+             ("command", " ".join(m.get("command") or []), None),
+             ("started / finished", f"{m.get('started_at')} / {m.get('finished_at')}", None)]
+    return pd.DataFrame(rows, columns=["what", "value", "digest"])
+
+
+def styled_provenance(view: RunView):
+    # Paths, commands and 64-digit digests have few or no spaces: they wrap anywhere to fit the page.
+    return (provenance_table(view).style.format(na_rep="—", escape="html").hide(axis="index")
+            .set_properties(subset=["value", "digest"], **{"text-align": "left", "font-family": "monospace",
+                                                           "overflow-wrap": "anywhere"})
+            .set_properties(subset=["digest"], **{"min-width": "20ch", "max-width": "34ch"})
+            .set_table_styles(LEFT_HEADINGS, overwrite=False))
+
+
+def _golden_provenance(path: str | None) -> str:
+    if not path:
+        return ""
+    try:
+        p = load_golden(path).provenance
+    except Exception:
+        return ""
+    return f" (made by {p.get('backend')} {p.get('dtype')} on {p.get('hardware')} at {p.get('created_at')})"
+
+
+def run_banner(view: RunView) -> str:
+    duration = view.manifest.get("duration_s") or sum(r.duration_s or 0 for r in view.results.values())
+    release = f" against release `{view.release}`" if view.release else ""
+    title = f"Gate `{view.manifest.get('name', '?')}`{release}"
+    return banner_html(title, view.verdict, gate_reason(view), counts_sentence(view.counts, duration))
+
+
+
+def prose_html(text: str) -> str:
+    """A few lines of our own Markdown (headings, **bold**, `code`, paragraphs) that may quote the
+    world's text (commit subjects, reasons): escaped first, then only those marks are honoured."""
+    blocks = []
+    for block in text.strip().split("\n\n"):
+        level = len(block) - len(block.lstrip("#"))
+        body = text_html(block.lstrip("#").strip())
+        body = re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", body).replace("\n", "<br>")
+        blocks.append(f"<h{level + 1}>{body}</h{level + 1}>" if level else f"<p>{body}</p>")
+    return "\n".join(blocks)
+
+
+def pre_html(lines) -> str:
+    return f"<pre>{html.escape(chr(10).join(lines))}</pre>"

@@ -1,0 +1,125 @@
+"""What the summary notebook shows: a run read back from its case notebooks' scraps.
+
+Every number comes from the ``case_result`` scrap of a case notebook; a case
+whose notebook never got that far (timeout, dead kernel) falls back to the
+result the executor recorded for it.
+"""
+
+from __future__ import annotations
+
+from kit.core import contract, rundir
+
+from pathlib import Path
+from typing import Mapping
+
+import pandas as pd
+
+from kit.core.jsonio import read_json
+from kit.core.records import CaseResult
+from kit.core.results import RunView, load_case_result
+
+CASE_SCRAP = contract.CASE_RESULT_SCRAP
+
+
+def latest_run(runs_dir: str | Path = "runs", kind: str | None = None) -> Path:
+    """The newest gate run (``kind="gate"``), control (``"control"``) or refresh directory, or any."""
+    marks = {"gate": [rundir.MANIFEST], "control": [rundir.CONTROL], "refresh": [rundir.REFRESH]}.get(
+        kind, [rundir.MANIFEST, rundir.CONTROL, rundir.REFRESH])
+    runs = sorted((p for m in marks for p in Path(runs_dir).glob(f"*/{m}")), key=lambda p: p.stat().st_mtime)
+    if not runs:
+        what = "control run" if kind == "control" else "gate run"
+        raise FileNotFoundError(f"no {what} under {runs_dir}; run `parity-kit {kind or 'gate'}` first")
+    return runs[-1].parent
+
+
+def load_run(run_dir: str | Path) -> RunView:
+    import scrapbook as sb
+
+    run_dir = Path(run_dir)
+    manifest = read_json(run_dir / rundir.MANIFEST)
+    results, sources = {}, {}
+    for name in manifest.get("cases", []):
+        nb_path = run_dir / "cases" / f"{name}.ipynb"
+        scraps = sb.read_notebook(str(nb_path)).scraps if nb_path.is_file() else {}
+        if CASE_SCRAP in scraps:
+            result = CaseResult.from_dict(scraps[CASE_SCRAP].data)
+            executor_side = run_dir / "cases" / f"{name}.json"
+            if executor_side.is_file():  # duration and notebook path are known only to the executor
+                recorded = load_case_result(executor_side)
+                result.duration_s, result.notebook = recorded.duration_s, recorded.notebook
+            results[name], sources[name] = result, "scrap"
+        elif (run_dir / "cases" / f"{name}.json").is_file():
+            results[name], sources[name] = load_case_result(run_dir / "cases" / f"{name}.json"), "executor"
+    return RunView(run_dir, manifest, results, sources)
+
+
+def case_table(view: RunView) -> pd.DataFrame:
+    rows = []
+    for name in view.expected:
+        r = view.results.get(name)
+        if r is None:
+            rows.append({"case": name, "status": "missing"})
+            continue
+        worst = r.worst
+        err = r.max_probability_error
+        bound = worst.bound if worst is not None else r.bound
+        rows.append({
+            "case": name, "backend": r.backend, "status": r.status, "golden": r.golden_kind,
+            "max_probability_error": err, "bound": bound,
+            "margin": (bound - err) if (bound is not None and err is not None) else None,
+            "worst_prompt": worst.id if worst and (err or not worst.passed) else None,
+            "failed_prompts": r.counts()["failed"], "prompts": r.counts()["prompts"],
+            "noise_floor": r.noise_floor,  # largest spread across repeats; None when nothing was repeated
+            "duration_s": round(r.duration_s, 1) if r.duration_s is not None else None,
+        })
+    return pd.DataFrame(rows).set_index("case")
+
+
+def prompt_frame(results: Mapping[str, CaseResult]) -> pd.DataFrame:
+    """One row per scored prompt of every case, with the case and backend names."""
+    rows = [{"case": name, "backend": r.backend, **p.to_dict()} for name, r in results.items() for p in r.prompts]
+    return pd.DataFrame(rows)
+
+
+TABLE_FORMAT = {"max_probability_error": "{:.4g}", "bound": "{:g}", "margin": "{:+.4g}", "duration_s": "{:.1f}",
+                "noise_floor": "{:.3g}"}
+
+
+def styled_case_table(view: RunView):
+    """The case table as a reader wants it: few digits, a dash where a number does not apply."""
+    return case_table(view).style.format(TABLE_FORMAT, na_rep="—", escape="html")
+
+
+def failure_lines(view: RunView, per_case: int = 5) -> list[str]:
+    """The first failure messages of every case, so one noisy case cannot hide another."""
+    lines = []
+    for name in view.expected:
+        if name not in view.results:
+            lines.append(f"{name}: missing (no result was recorded)")
+            continue
+        messages = view.results[name].failure_messages
+        lines += messages[:per_case]
+        if len(messages) > per_case:
+            lines.append(f"{name}: ... and {len(messages) - per_case} more")
+    return lines
+
+
+def show_run(view: RunView) -> None:
+    """One run's section of the summary: verdict banner, case table, plots, worst prompts,
+    failures and provenance. Data from the world goes out escaped or as plain text."""
+    import matplotlib.pyplot as plt
+    from IPython.display import HTML, display
+
+    from kit.views import audit, plots
+
+    display(HTML(audit.run_banner(view)))
+    display(styled_case_table(view))
+    prompts = prompt_frame(view.results)
+    for fig in (plots.error_by_bucket(prompts), plots.error_vs_length(prompts, title="max probability error per prompt")):
+        display(fig)
+        plt.close(fig)  # shown once, here, not again when the cell ends
+    display(HTML("<h4>Worst prompts: the golden's and the backend's top tokens</h4>"))
+    display(audit.styled_worst_prompts(view))
+    print("\n".join(failure_lines(view) or ["no failures"]))
+    display(HTML("<h4>Provenance</h4>"))
+    display(audit.styled_provenance(view))

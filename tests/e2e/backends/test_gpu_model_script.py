@@ -1,0 +1,81 @@
+"""The GPU model generator's own pieces: bfloat16 rounding, the weight stream, the tokenizer, the descriptor.
+
+The 3 GB model itself is built and its pinned digest checked on the GPU node (scripts/gpu-checks.sh).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+
+import numpy as np
+import pytest
+import torch
+
+from kit.core import paths
+from support import ROOT
+from kit.descriptor.load import load_descriptor
+from kit.core.safetensors_io import read_tensors, write_tensors
+
+spec = importlib.util.spec_from_file_location("make_gpu_model", ROOT / "scripts" / "make_gpu_model.py")
+gen = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gen)
+
+
+def test_bfloat16_rounding_matches_torch():
+    x = np.random.default_rng(1).standard_normal(100_000).astype(np.float32) * 3
+    ours = gen.to_bfloat16_bits(x)
+    theirs = torch.from_numpy(x).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+    assert np.array_equal(ours, theirs)
+
+
+def test_weights_are_a_fixed_function_of_seed_and_name():
+    a = gen.tensor_bytes(7, "w", (64, 32), 0.02)
+    assert a == gen.tensor_bytes(7, "w", (64, 32), 0.02)
+    assert a != gen.tensor_bytes(8, "w", (64, 32), 0.02) and a != gen.tensor_bytes(7, "v", (64, 32), 0.02)
+    values = np.frombuffer(a, dtype="<u2").astype(np.uint32) << 16
+    floats = values.view(np.float32)
+    assert abs(floats.std() - 0.02) < 0.002 and np.abs(floats).max() <= 0.02 * 3 ** 0.5 + 1e-3
+
+
+def test_written_file_reads_back_and_loads_in_safetensors(tmp_path):
+    from safetensors.torch import load_file
+
+    buf = io.BytesIO()
+    specs = [("a", (3, 5), 0.1), ("b", (4,), None)]
+    write_tensors(buf, [(n, "BF16", s, lambda n=n, s=s, d=d: gen.tensor_bytes(1, n, s, d)) for n, s, d in specs])
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(buf.getvalue())
+    ours, theirs = read_tensors(path), load_file(str(path))
+    assert theirs["b"].tolist() == [1.0] * 4
+    assert np.array_equal(ours["a"].astype(np.float32), theirs["a"].float().numpy())
+
+
+def test_tokenizer_maps_each_word_to_its_id():
+    from tokenizers import Tokenizer
+
+    import json
+
+    tok = Tokenizer.from_str(json.dumps(gen.tokenizer()))
+    assert tok.encode("w5 w128255 w2").ids == [5, 128255, 2]
+    assert tok.get_vocab_size() == gen.VOCAB
+
+
+def test_gpu_descriptor_validates_and_names_the_fixture_in_the_repo():
+    desc = load_descriptor(paths.DESCRIPTORS / "gpu-h200.toml")
+    specs = desc.case_specs()
+    assert {s.backend for s in specs} == {"hf", "jax"}
+    from kit.core.fixture import load_fixture
+
+    fixture = load_fixture(specs[0].fixture_path)
+    assert fixture.buckets == [4096, 16384, 32768]
+    assert max(c.n_tokens for c in fixture.cases) == 32768
+
+
+@pytest.mark.parametrize("bucket", [4096, 16384, 32768])
+def test_fixture_prompts_are_the_generators(bucket):
+    from kit.core.fixture import load_fixture
+
+    fixture = load_fixture(load_descriptor(paths.DESCRIPTORS / "gpu-h200.toml").case_specs()[0].fixture_path)
+    lengths = sorted((c.n_tokens for c in fixture.cases if c.bucket == bucket), reverse=True)
+    assert tuple(lengths) == tuple(sorted(gen.PROMPT_LENGTHS[bucket], reverse=True))

@@ -1,0 +1,67 @@
+"""The hf backend: last-position logits only, and the same numbers as a plain full forward."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from transformers import AutoModelForCausalLM
+
+from kit.backends.hf.runtime import HfBackend
+from kit.core.fixture import load_fixture
+
+
+def test_observation_equals_last_row_of_a_full_forward(embedded):
+    fixture = load_fixture(embedded.fixture)
+    cases = [fixture.cases[0], max(fixture.cases, key=lambda c: c.n_tokens)]
+    observed = HfBackend(str(embedded.model), dtype="float32").observe(cases, top_n=10)
+    model = AutoModelForCausalLM.from_pretrained(embedded.model, dtype=torch.float32, attn_implementation="eager")
+    for case, obs in zip(cases, observed):
+        with torch.inference_mode():
+            full = model(input_ids=torch.tensor([case.prompt_token_ids])).logits[0]
+        assert full.shape[0] == case.n_tokens
+        ref = torch.log_softmax(full[-1].float(), -1)
+        values, indices = torch.topk(ref, 10)
+        assert [t for t, _ in obs.top_logprobs] == indices.tolist()
+        assert max(abs(math.exp(a) - math.exp(b)) for (_, a), b in zip(obs.top_logprobs, values.tolist())) < 1e-6
+        assert obs.n_tokens == case.n_tokens
+
+
+def test_only_the_last_position_is_projected_to_the_vocabulary(embedded):
+    fixture = load_fixture(embedded.fixture)
+    backend = HfBackend(str(embedded.model), dtype="float32")
+    shapes = []
+    backend.model.lm_head.register_forward_hook(lambda m, i, o: shapes.append(tuple(o.shape)))
+    longest = max(fixture.cases, key=lambda c: c.n_tokens)
+    backend.observe([longest], top_n=5)
+    assert shapes == [(1, 1, backend.model.config.vocab_size)]
+
+
+def test_bfloat16_stays_close_to_float32(embedded):
+    fixture = load_fixture(embedded.fixture)
+    cases = fixture.cases[:4]
+    f32 = HfBackend(str(embedded.model), dtype="float32").observe(cases, top_n=5)
+    b16 = HfBackend(str(embedded.model), dtype="bfloat16").observe(cases, top_n=64)
+    for a, b in zip(f32, b16):
+        bd = dict(b.top_logprobs)
+        assert max(abs(torch.tensor(lp).exp() - torch.tensor(bd[t]).exp()) for t, lp in a.top_logprobs) < 0.075
+
+
+def test_compiled_layers_give_the_same_top_k(embedded):
+    fixture = load_fixture(embedded.fixture)
+    by_length = sorted(fixture.cases, key=lambda c: c.n_tokens)
+    cases = [by_length[0], by_length[len(by_length) // 2]]  # two lengths: one graph must serve both
+    eager = HfBackend(str(embedded.model), dtype="float32").observe(cases, top_n=10)
+    backend = HfBackend(str(embedded.model), dtype="float32", compile=True)
+    compiled = backend.observe(cases, top_n=10)
+    assert backend.details()["compile"] is True
+    assert backend.release()["compile"] == "torch.compile per layer"
+    # The first prompt pays for tracing (and compiling, or loading inductor's cache); the second
+    # length reuses the dynamic graph: a tiny model's forward is milliseconds, tracing is not.
+    first, second = (b["seconds"] for b in backend.details()["batches"])
+    assert first > 2 * second > 0
+    layers = backend.model.get_decoder().layers
+    assert all(layer._compiled_call_impl is not None for layer in layers)
+    for a, b in zip(eager, compiled):
+        assert [t for t, _ in a.top_logprobs] == [t for t, _ in b.top_logprobs]
+        assert max(abs(math.exp(x) - math.exp(y)) for (_, x), (_, y) in zip(a.top_logprobs, b.top_logprobs)) < 1e-5

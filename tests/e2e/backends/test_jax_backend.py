@@ -1,0 +1,113 @@
+"""The jax backend on CPU: the plain JAX Llama agrees with transformers in float32.
+
+Tolerance 1e-5 in probability: both are float32 forwards of the same weights that
+sum in different orders; on the tiny model they differ by about 1e-7. A wrong
+rotary convention, norm placement or attention mask moves probabilities by 1e-2
+or more.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from support import ROOT, parity_kit
+
+from kit.backends.hf.runtime import HfBackend
+from kit.backends.jax.runtime import JaxBackend, choose_attention
+from kit.core.fixture import load_fixture
+from kit.backends.jax.llama import shape_from_config
+from kit.core.safetensors_io import read_tensors
+
+TOLERANCE = 1e-5
+
+
+@pytest.fixture(scope="module")
+def cases(embedded):
+    fixture = load_fixture(embedded.fixture)
+    # Two per bucket, the shortest and the longest: padding to the bucket is widest for the first.
+    out = []
+    for b in fixture.buckets:
+        cs = sorted((c for c in fixture.cases if c.bucket == b), key=lambda c: c.n_tokens)
+        out += [cs[0], cs[-1]]
+    return out
+
+
+@pytest.fixture(scope="module")
+def hf_f32(embedded, cases):
+    return HfBackend(str(embedded.model), dtype="float32").observe(cases, top_n=20)
+
+
+def largest_difference(ref, obs) -> float:
+    po = dict(obs.top_logprobs)
+    assert [t for t, _ in ref.top_logprobs[:5]] == [t for t, _ in obs.top_logprobs[:5]], ref.case_id
+    return max(abs(math.exp(lp) - math.exp(po[t])) for t, lp in ref.top_logprobs[:15])
+
+
+@pytest.mark.parametrize("attention", ["auto", "chunked"])
+def test_jax_float32_agrees_with_hf(embedded, cases, hf_f32, attention):
+    backend = JaxBackend(str(embedded.model), dtype="float32", attention=attention)
+    observed = backend.observe(cases, top_n=20)
+    worst = max(largest_difference(a, b) for a, b in zip(hf_f32, observed))
+    assert worst < TOLERANCE
+    expected = {"auto": "xla", "chunked": "chunked"}[attention]
+    assert set(backend.details()["attention"].values()) == {expected}
+    assert [o.n_tokens for o in observed] == [c.n_tokens for c in cases]
+
+
+def test_jax_bfloat16_stays_within_the_gate_bound(embedded, cases, hf_f32):
+    observed = JaxBackend(str(embedded.model), dtype="bfloat16").observe(cases, top_n=64)
+    for ref, obs in zip(hf_f32, observed):
+        po = dict(obs.top_logprobs)
+        assert max(abs(math.exp(lp) - math.exp(po[t])) for t, lp in ref.top_logprobs[:10]) < 0.075
+
+
+def test_chunked_attention_spans_several_query_blocks(embedded, cases, hf_f32, monkeypatch):
+    """With blocks of 64 rows a 1024-token prompt crosses 16 block boundaries; the result must not move."""
+    import kit.backends.jax.llama
+
+    monkeypatch.setattr(kit.backends.jax.llama, "QUERY_BLOCK", 64)
+    longest = [i for i, c in enumerate(cases) if c.bucket == 1024]
+    backend = JaxBackend(str(embedded.model), dtype="float32", attention="chunked")
+    observed = backend.observe([cases[i] for i in longest], top_n=20)
+    assert max(largest_difference(hf_f32[i], o) for i, o in zip(longest, observed)) < TOLERANCE
+
+
+def test_attention_choice():
+    assert choose_attention("auto", "bfloat16", "gpu", 32768) == "cudnn"
+    assert choose_attention("auto", "float32", "gpu", 4096) == "chunked"
+    assert choose_attention("auto", "float32", "cpu", 1024) == "xla"
+    assert choose_attention("auto", "float32", "cpu", 32768) == "chunked"
+    assert choose_attention("xla", "float32", "gpu", 32768) == "xla"
+
+
+def test_reader_matches_the_safetensors_package(embedded):
+    from safetensors.numpy import load_file
+
+    ours = read_tensors(embedded.model / "model.safetensors")
+    theirs = load_file(str(embedded.model / "model.safetensors"))
+    assert set(ours) == set(theirs)
+    for name, array in theirs.items():
+        assert ours[name].dtype == array.dtype and np.array_equal(ours[name], array), name
+
+
+def test_unimplemented_configs_are_refused(embedded):
+    config = json.loads((embedded.model / "config.json").read_text())
+    assert shape_from_config(config).head_dim == 32
+    scaled = {**config, "rope_parameters": {"rope_theta": 5e5, "rope_type": "llama3", "factor": 8.0}}
+    with pytest.raises(ValueError, match="llama3"):
+        shape_from_config(scaled)
+    with pytest.raises(ValueError, match="bias"):
+        shape_from_config({**config, "attention_bias": True})
+
+
+def test_the_jax_descriptor_passes_the_real_gate(tmp_path):
+    # Its case names one attention for all buckets, which the gate must not read as per-bucket keys.
+    run_dir = tmp_path / "run"
+    proc = parity_kit("gate", ROOT / "descriptors" / "tiny-jax.toml", "--out", run_dir, "--no-summary")
+    assert proc.returncode == 0, proc.stderr
+    case = json.loads((run_dir / "result.json").read_text())["cases"]["jax-f32"]
+    assert case["status"] == "passed"
+    assert max(p["max_probability_error"] for p in case["prompts"]) < 1e-5

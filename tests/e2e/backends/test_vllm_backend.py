@@ -1,0 +1,158 @@
+"""The vllm backend, run for real through the gate: the server mode passes, a bad option and a
+server that never gets healthy are recorded with the server's log, no engine process survives, and
+a perturbed model fails. (The offline mode and pipeline parallel 2 run in the embedded gate, see
+test_gate_e2e.) Engine starts are slow, so one gate run serves several tests."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import psutil
+import pytest
+from support import copy_model, edit_weight, parity_kit, write_descriptor
+
+from kit.backends.base import LOG_PREFIX_ENV
+from kit.backends.vllm.runtime import CPU_PP_NEEDS_COMPILE, engine_settings
+from kit.backends.vllm.server import cli_flags, free_port
+from kit.descriptor.load import load_descriptor
+from kit.core.errors import BadInput
+from kit.core.modeldigest import model_digest
+from kit.core.paths import DESCRIPTORS
+
+SMALL = {"buckets": [128, 256]}  # 32 prompts: the engine start dominates, not the scoring
+SERVER = {"backend": "vllm", "golden": "semantic", "bound": 0.125, "mode": "server", "max_model_len": 1024, **SMALL}
+
+
+def survivors(run_dir) -> list[str]:
+    """Processes started for this run (they carry its log prefix in their environment) still alive."""
+    left = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if str(run_dir) in p.environ().get(LOG_PREFIX_ENV, "") and p.status() != psutil.STATUS_ZOMBIE:
+                left.append(f"{p.pid} {' '.join(p.info['cmdline'] or [])[:120]}")
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return left
+
+
+@pytest.fixture(scope="module")
+def server_run(tmp_path_factory, embedded):
+    tmp = tmp_path_factory.mktemp("vllm-server")
+    cases = {
+        "server-pp1": {**SERVER, "dtype": "float32"},
+        # Longer than the model's 1024 positions: vLLM refuses it while starting.
+        "bad-option": {**SERVER, "max_model_len": 4096},
+        # A head that serves two data-parallel engines, both on other nodes that never join: its
+        # server waits for them and is never healthy, however fast the machine. (It ignores SIGTERM
+        # while it waits: only the kill of the kernel's process tree ends it.)
+        "never-healthy": {**SERVER, "timeout_s": 30, "engine_args": {
+            "data_parallel_size": 2, "data_parallel_size_local": 0, "data_parallel_address": "127.0.0.1",
+            "data_parallel_rpc_port": free_port()}},
+    }
+    run_dir = tmp / "run"
+    proc = parity_kit("gate", write_descriptor(tmp, embedded, cases=cases), "--out", run_dir, "--jobs", "3",
+                      "--no-summary")
+    result = json.loads((run_dir / "result.json").read_text())
+    return run_dir, proc, result["cases"]
+
+
+def test_server_mode_matches_the_float32_golden(server_run):
+    run_dir, _, cases = server_run
+    case = cases["server-pp1"]
+    assert case["status"] == "passed", case.get("error") or case["failures"]
+    assert case["counts"] == {"prompts": 32, "passed": 32, "failed": 0}
+    assert case["max_probability_error"] < 1e-5  # float32 engine vs float32 golden
+    assert case["release"]["mode"] == "server" and case["release"]["vllm"]
+    assert case["details"]["engine_start_s"] > 0
+    log = (run_dir / "cases" / "server-pp1.server.log").read_text()
+    assert log.startswith("$ ") and "--served-model-name" in log
+
+
+def test_a_server_that_cannot_start_is_an_error_with_its_log_tail(server_run):
+    _, _, cases = server_run
+    case = cases["bad-option"]
+    assert case["status"] == "error"
+    assert re.match(r"cell \d+ raised VllmServerError: vllm serve exited with code \d+ before it became healthy "
+                    r"\(log .*bad-option\.server\.log\)", case["error"]), case["error"]
+    assert "--- bad-option.server.log ---" in case["log_tail"]
+    assert "max_model_len" in case["log_tail"], case["log_tail"]
+
+
+def test_a_server_that_never_gets_healthy_times_out_with_its_log_tail(server_run):
+    _, _, cases = server_run
+    case = cases["never-healthy"]
+    assert case["status"] == "timeout", case
+    assert case["error"].startswith("exceeded its timeout of 30 s; its kernel was killed")
+    server_tail = case["log_tail"].split("--- never-healthy.server.log ---\n", 1)[1]
+    # The server's own lines when it got that far, else the command that heads its log.
+    assert "--data-parallel-size-local 0" in server_tail or "vllm" in server_tail.lower(), server_tail
+
+
+def test_no_engine_process_survives_the_run(server_run):
+    run_dir, proc, _ = server_run
+    assert proc.returncode == 2, proc.stderr  # incomplete: one error, one timeout
+    assert survivors(run_dir) == []
+
+
+def test_perturbed_model_fails_with_the_prompts_named(tmp_path, embedded):
+    model = copy_model(embedded, tmp_path / "faulty")
+    edit_weight(model, "model.layers.1.self_attn.v_proj.weight", lambda w: w * 0.5)
+    # A second launch of the offline engine in the same kernel shares this test's run: repeats across launches.
+    cases = {"vllm-offline": {**SERVER, "mode": "offline", "dtype": "bfloat16", "repeats": 2, "repeat_launches": 2,
+                              "repeat_prompts": ["tool-atlas-00"]}}
+    desc = write_descriptor(tmp_path, embedded, model=model, model_digest=model_digest(model), cases=cases)
+    run_dir = tmp_path / "run"
+    proc = parity_kit("gate", desc, "--out", run_dir, "--no-summary")
+    assert proc.returncode == 1, proc.stderr
+    case = json.loads((run_dir / "result.json").read_text())["cases"]["vllm-offline"]
+    assert case["status"] == "failed"
+    assert case["release"]["mode"] == "offline"
+    failed = [p["id"] for p in case["prompts"] if not p["passed"]]
+    assert len(failed) >= 3
+    for pid in failed:
+        assert any(m.startswith(f"{pid}: ") for m in case["failures"])
+    assert any("> bound 0.125" in m for m in case["failures"])
+    [spread] = case["repeat_spread"]
+    assert (spread["id"], spread["runs"], spread["launches"]) == ("tool-atlas-00", 4, 2)
+    assert spread["max_probability_spread"] == case["noise_floor"] < 0.125
+    assert survivors(run_dir) == []
+
+
+def test_pipeline_parallel_in_eager_mode_on_cpu_is_refused_with_the_reason(embedded):
+    spec = load_descriptor(embedded.descriptor).case_specs(["vllm-pp2"])[0]
+    eager = spec.__class__(**{**spec.to_dict(), "options": {**spec.options, "enforce_eager": True}})
+    with pytest.raises(ValueError, match=re.escape(CPU_PP_NEEDS_COMPILE)):
+        engine_settings(eager, cuda=False)
+    settings = engine_settings(spec, cuda=False)
+    assert settings.env["VLLM_CPU_OMP_THREADS_BIND"] == "0|1"
+    assert settings.engine_args["enforce_eager"] is False
+    assert settings.engine_args["distributed_executor_backend"] == "mp"
+
+
+def test_engine_arguments_become_server_flags():
+    assert cli_flags({"dtype": "bfloat16", "enforce_eager": False, "max_logprobs": 64, "seed": 0,
+                      "enable_prefix_caching": True}) == [
+        "--dtype", "bfloat16", "--no-enforce-eager", "--max-logprobs", "64", "--seed", "0",
+        "--enable-prefix-caching"]
+
+
+def test_gpu_cluster_example_validates():
+    desc = load_descriptor(DESCRIPTORS / "example-gpu-cluster.toml")
+    specs = {s.name: s for s in desc.case_specs()}
+    pp2 = specs["vllm-pp2-2nodes"]
+    assert pp2.options["pipeline_parallel_size"] == 2 and pp2.options["distributed_executor_backend"] == "ray"
+    assert specs["vllm-pp1"].exact_repeats and specs["vllm-pp1"].repeat_launches == 2
+    settings = engine_settings(pp2, cuda=True)
+    assert settings.engine_args["enforce_eager"] is False and "VLLM_CPU_KVCACHE_SPACE" not in settings.env
+
+
+def test_unknown_vllm_option_is_one_line_with_file_and_line(tmp_path, embedded):
+    desc = write_descriptor(tmp_path, embedded, cases={"v": {**SERVER, "pipline_parallel_size": 2}})
+    with pytest.raises(BadInput) as err:
+        load_descriptor(desc)
+    line = str(err.value)
+    assert "\n" not in line
+    assert re.match(rf"{re.escape(str(desc))}:\d+: cases\.v\.pipline_parallel_size: unknown key \(expected one of: ",
+                    line), line
+    assert "pipeline_parallel_size" in line

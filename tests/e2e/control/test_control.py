@@ -1,0 +1,250 @@
+"""Control runs: every row of the diagnosis table, produced by real gate runs of the tiny model.
+
+A release is a kernel; a broken release is a kernel whose environment changes the model's
+arithmetic (its SiLU), a hung one never starts. A stale golden is one made from an older model.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+import xml.etree.ElementTree as ET
+
+import pytest
+import scrapbook as sb
+
+from support import BROKEN_SILU, add_kernel, copy_model, edit_weight, parity_kit, releases, write_descriptor
+from kit.core import paths
+from kit.core.diagnosis import compare_case, metrics_equal
+from kit.core.records import RepeatSpread
+from kit.core.results import read_run
+
+# A candidate environment whose activation differs: the kind of change a new engine build brings.
+def control(tmp_path, desc, *extra, env=None, timeout=900):
+    out = tmp_path / "control"
+    proc = parity_kit("control", desc, "--out", out, "--case", "hf-bf16", *extra, env=env, timeout=timeout)
+    diagnosis = json.loads((out / "diagnosis.json").read_text()) if (out / "diagnosis.json").is_file() else None
+    evidence = (out / "evidence.md").read_text() if (out / "evidence.md").is_file() else ""
+    return proc, out, diagnosis, evidence
+
+
+@pytest.fixture(scope="module")
+def stale_golden(tmp_path_factory, embedded):
+    """A semantic golden made from an older build of the model: same fixture, other numbers."""
+    tmp = tmp_path_factory.mktemp("stale")
+    old = copy_model(embedded, tmp / "old-model")
+    edit_weight(old, "lm_head.weight", lambda w: w * 1.5)
+    proc = parity_kit("golden", "make", "--model", old, "--fixture", embedded.fixture, "--kind", "semantic",
+                      "--out", tmp / "goldens")
+    assert proc.returncode == 0, proc.stderr
+    return next((tmp / "goldens").glob("*-semantic.json"))
+
+
+def test_both_pass_is_qualified_with_summary(tmp_path, embedded):
+    desc = write_descriptor(tmp_path, embedded, releases=releases())
+    proc, out, d, evidence = control(tmp_path, desc, "--junit", tmp_path / "junit.xml")
+    assert proc.returncode == 0, proc.stderr
+    suites = ET.parse(tmp_path / "junit.xml").getroot().findall("testsuite")
+    assert [(s.get("name"), s.get("tests"), s.get("failures")) for s in suites] == [
+        ("test.current", "1", "0"), ("test.candidate", "1", "0")]
+    assert proc.stdout.strip() == str(out.resolve())
+    assert d["verdict"] == "qualified" and d["exit_code"] == 0
+    assert d["reason"] == "the candidate `candidate` passes all 1 cases, and so does today's pin `current`"
+    assert evidence.startswith("# Qualified: test — candidate `candidate` passes every case, and so does the control")
+    assert "| control (today's pin) | `current` | passed: 1 passed in " in evidence
+    assert "| `candidate` | hf | `parity-kit` | next | 0123abcd | — |" in evidence
+    assert f"Reproduce: `parity-kit control {desc} --out {out} --case hf-bf16 --junit {tmp_path / 'junit.xml'}`" in evidence
+    # The control notebook glues the diagnosis; the summary shows it, then both runs.
+    glued = sb.read_notebook(str(out / "control.ipynb")).scraps["diagnosis"].data
+    assert glued["verdict"] == "qualified" and glued["rows"][0]["case"] == "hf-bf16"
+    assert sb.read_notebook(str(out / "summary.ipynb")).scraps["control_verdict"].data == "qualified"
+    html = (out / "summary.html").read_text()
+    assert ("Control: today's pin <code>current</code> against candidate <code>candidate</code>: "
+            '<span style="color:#1a7f37">QUALIFIED</span>') in html
+    assert "Gate <code>test</code> against release <code>current</code>" in html
+    assert "Gate <code>test</code> against release <code>candidate</code>" in html
+    manifest = json.loads((out / "candidate" / "manifest.json").read_text())
+    assert manifest["release"]["name"] == "candidate"
+    assert manifest["release"]["backends"]["hf"]["source_commit"] == "0123abcd"
+
+
+def test_candidate_that_changes_the_model_is_a_regression(tmp_path, embedded):
+    env = add_kernel(tmp_path / "jupyter", "broken-next", BROKEN_SILU)
+    desc = write_descriptor(tmp_path, embedded, releases=releases(candidate="broken-next"))
+    proc, out, d, evidence = control(tmp_path, desc, "--no-summary", env=env)
+    assert proc.returncode == 1, proc.stderr
+    assert d["verdict"] == "regression"
+    assert d["control_failures"] == [] and d["candidate_failures"] == ["hf-bf16"]
+    assert d["reason"] == ("the candidate `candidate` fails `hf-bf16`, which today's pin `current` passes: "
+                           "a regression in the candidate")
+    row = d["rows"][0]
+    assert row["control_status"] == "passed" and row["candidate_status"] == "failed"
+    assert row["delta"] > 0 and row["candidate_error"] > row["bound"] == 0.075
+    assert evidence.startswith("# Refresh blocked: test — regression in the candidate (hf-bf16)\n")
+    case = read_run(out / "candidate").results["hf-bf16"]
+    w = case.worst
+    assert (f"- `candidate`, hf: worst case `hf-bf16` ({case.counts()['failed']} of 64 prompts failed), "
+            f"prompt `{w.id}` (bucket {w.bucket}): max probability error {w.max_probability_error:.3g}, "
+            f"bound 0.075") in evidence
+    assert "Repair first" not in evidence  # nothing is wrong with the baseline
+
+
+def test_stale_golden_is_a_baseline_blocker(tmp_path, embedded, stale_golden):
+    desc = write_descriptor(tmp_path, embedded, releases=releases(),
+                            goldens={**embedded.goldens, "semantic": stale_golden})
+    proc, out, d, evidence = control(tmp_path, desc, "--no-summary")
+    assert proc.returncode == 4, proc.stderr
+    assert d["verdict"] == "baseline-blocker"
+    assert d["control_failures"] == d["candidate_failures"] == ["hf-bf16"]
+    assert d["rows"][0]["same_metrics"] is True and d["rows"][0]["delta"] == 0
+    assert d["reason"] == ("today's pin `current` reproduces the candidate's failure of `hf-bf16` with identical "
+                           "metrics: the golden or the oracle is broken; repair it before any candidate can qualify")
+    assert evidence.startswith("# Refresh blocked: test — baseline blocker (hf-bf16)\n")
+    assert ("The control (`current`) reproduced the candidate's failure with identical metrics, so the candidate "
+            f"is not at fault. Repair first: the golden (`{stale_golden.name}`") in evidence
+    assert "- `current`, hf: worst case `hf-bf16`" in evidence and "- `candidate`, hf: worst case `hf-bf16`" in evidence
+
+
+def test_broken_control_with_passing_candidate_is_a_baseline_blocker(tmp_path, embedded):
+    env = add_kernel(tmp_path / "jupyter", "broken-pin", BROKEN_SILU)
+    desc = write_descriptor(tmp_path, embedded, releases=releases(current="broken-pin"))
+    proc, out, d, evidence = control(tmp_path, desc, "--no-summary", env=env)
+    assert proc.returncode == 4, proc.stderr
+    assert d["verdict"] == "baseline-blocker"
+    assert d["control_failures"] == ["hf-bf16"] and d["candidate_failures"] == []
+    assert d["reason"] == ("today's pin `current` fails `hf-bf16` while the candidate `candidate` passes: the "
+                           "control is broken, and the candidate alone cannot establish qualification")
+    assert "The control (`current`) fails on its own. Repair first:" in evidence
+
+
+def test_different_failures_on_both_sides_are_both_broken(tmp_path, embedded, stale_golden):
+    env = add_kernel(tmp_path / "jupyter", "broken-next", BROKEN_SILU)
+    desc = write_descriptor(tmp_path, embedded, releases=releases(candidate="broken-next"),
+                            goldens={**embedded.goldens, "semantic": stale_golden})
+    proc, out, d, evidence = control(tmp_path, desc, "--no-summary", env=env)
+    assert proc.returncode == 4, proc.stderr
+    assert d["verdict"] == "both-broken"
+    assert d["rows"][0]["same_metrics"] is False
+    assert d["reason"].startswith("both releases fail, differently: today's pin `current` fails `hf-bf16`, "
+                                  "the candidate `candidate` fails `hf-bf16`")
+    assert evidence.startswith("# Refresh blocked: test — both broken (hf-bf16)\n")
+
+
+def test_candidate_that_times_out_is_incomplete(tmp_path, embedded):
+    env = add_kernel(tmp_path / "jupyter", "hung-next", HUNG)
+    desc = write_descriptor(tmp_path, embedded, releases=releases(candidate="hung-next"),
+                            defaults={**embedded.doc["defaults"], "timeout_s": 90})
+    proc, out, d, evidence = control(tmp_path, desc, "--no-summary", env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert d["verdict"] == "incomplete"
+    notebook = out / "candidate" / "cases" / "hf-bf16.ipynb"
+    line = f"candidate: case hf-bf16 timed out; partial notebook {notebook}"
+    assert d["incomplete"] == [line]
+    assert d["reason"] == f"the gate did not finish: {line}"
+    assert notebook.is_file()
+    assert evidence.startswith("# Refresh blocked: test — incomplete\n")
+    assert f"- {line}" in evidence
+
+
+def test_noise_floor_decides_equal_metrics(tmp_path, embedded):
+    """Metrics that differ by less than the repeat spread are the same failure; more is not."""
+    desc = write_descriptor(tmp_path, embedded, cases={"hf-bf16": embedded.doc["cases"]["hf-bf16"]})
+    proc = parity_kit("gate", desc, "--out", tmp_path / "run", "--no-summary")
+    assert proc.returncode == 0, proc.stderr
+    a = read_run(tmp_path / "run").results["hf-bf16"]
+    b = read_run(tmp_path / "run").results["hf-bf16"]
+    b.prompts[3].max_probability_error += 1e-4
+    assert metrics_equal(a.prompts, a.prompts, 0.0)
+    assert not metrics_equal(a.prompts, b.prompts, 0.0)
+    assert metrics_equal(a.prompts, b.prompts, 2e-4)
+    b.repeat_spread = [RepeatSpread(id=b.prompts[3].id, runs=3, launches=1, max_logprob_spread=4e-4,
+                                    max_probability_spread=2e-4, identical=False)]
+    row = compare_case("hf-bf16", a, b)
+    assert row.same_metrics is True and row.noise_floor == 2e-4
+    b.repeat_spread[0].max_probability_spread = 5e-5
+    assert compare_case("hf-bf16", a, b).same_metrics is False
+
+
+@pytest.mark.parametrize("args, message", [
+    (["gate", "--release", "nope"], "no release named 'nope' (releases: current, candidate; add a [releases.nope] table)"),
+    (["control", "--current", "current", "--candidate", "current"], "control needs two releases; both sides name 'current'"),
+])
+def test_unknown_or_repeated_release_is_refused(tmp_path, embedded, args, message):
+    desc = write_descriptor(tmp_path, embedded, releases=releases())
+    cmd, *rest = args
+    proc = parity_kit(cmd, desc, *rest, "--out", tmp_path / "out")
+    assert proc.returncode == 3
+    assert message in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_release_without_a_backend_or_with_a_bad_option_is_refused(tmp_path, embedded):
+    rel = releases()
+    rel["candidate"]["backends"] = {"hf": {"kernel": "parity-kit", "options": {"dtype": "float64"}}}
+    desc = write_descriptor(tmp_path, embedded, releases=rel)
+    proc = parity_kit("gate", desc, "--release", "candidate", "--out", tmp_path / "out")
+    assert proc.returncode == 3
+    line = next(n for n, text in enumerate(desc.read_text().splitlines(), 1)
+                if text.startswith("[releases.candidate.backends.hf.options]"))
+    assert f"test.toml:{line}: releases.candidate.backends.hf.options.dtype: Input should be" in proc.stderr
+    assert "(for case checkpoint)" in proc.stderr
+
+    rel["candidate"]["backends"] = {"nonesuch": {"kernel": "parity-kit"}}
+    desc = write_descriptor(tmp_path, embedded, releases=rel)
+    proc = parity_kit("gate", desc, "--release", "candidate", "--out", tmp_path / "out")
+    assert proc.returncode == 3
+    assert "releases.candidate.backends.nonesuch: expected one of 'hf'" in proc.stderr
+
+
+def golden_copy(folder, golden):
+    """A copy of ``golden`` in a folder of its own, where regen may place its successor."""
+    folder.mkdir()
+    copy = folder / golden.name
+    copy.write_bytes(golden.read_bytes())
+    return copy
+
+
+def test_golden_regen_diffs_and_refuses_with_one_backend(tmp_path, embedded, stale_golden):
+    """Regenerating a stale golden: the diff names what moved; one agreeing backend is not enough."""
+    old = golden_copy(tmp_path / "goldens", stale_golden)
+    desc = write_descriptor(tmp_path, embedded, goldens={**embedded.goldens, "semantic": old},
+                            cases={"hf-bf16": embedded.doc["cases"]["hf-bf16"]})
+    work = tmp_path / "regen"
+    proc = parity_kit("golden", "regen", desc, "--out", work)
+    assert proc.returncode == 1, proc.stderr
+    new = work / f"{embedded.fixture.name[:12]}-tiny-llama-{embedded.doc['model']['digest'][:12]}-semantic.json"
+    assert proc.stdout.strip() == str(new)
+    report = (work / "regen.md").read_text()
+    assert (f"**Refused:** at least 2 backends must agree with it; 1 did (hf). The candidate golden stays at "
+            f"`{new}` and nothing was placed.") in report
+    assert "| hf | yes | — |" in report
+    # Scaling the output layer sharpens every distribution and keeps every winner.
+    assert f"-> new `{new.name}`: 64 of 64 cases moved" in report and "0 winners changed" in report
+    assert sum(line.startswith("| `") for line in report.splitlines()) == 20 and "| ... 44 more | | |" in report
+    assert sorted(p.name for p in old.parent.iterdir()) == [old.name]  # nothing placed, the old one untouched
+    assert old.read_bytes() == stale_golden.read_bytes()
+
+
+def test_golden_regen_refuses_exact(tmp_path, embedded):
+    proc = parity_kit("golden", "regen", "--kind", "exact", "--out", tmp_path / "regen")
+    assert proc.returncode == 3
+    assert "golden regen makes semantic goldens only" in proc.stderr
+
+
+def test_golden_regen_places_a_golden_two_backends_agree_with(tmp_path, embedded, stale_golden):
+    old = golden_copy(tmp_path / "goldens", stale_golden)
+    cases = {n: embedded.doc["cases"][n] for n in ("hf-bf16", "levanter")}
+    desc = write_descriptor(tmp_path, embedded, goldens={**embedded.goldens, "semantic": old}, cases=cases)
+    assert parity_kit("gate", desc, "--out", tmp_path / "before", "--no-summary").returncode == 1  # stale: fails
+    proc = parity_kit("golden", "regen", desc, "--out", tmp_path / "regen")
+    assert proc.returncode == 0, proc.stderr
+    placed = Path(proc.stdout.strip())
+    assert placed.parent == old.parent and placed != old and placed.name.endswith("-semantic.json")
+    assert old.read_bytes() == stale_golden.read_bytes()  # never over the old one
+    report = (tmp_path / "regen" / "regen.md").read_text()
+    assert ("**Accepted for review:** 2 backends agree with the new golden within their bounds (hf, levanter). "
+            f"Written to `{placed}`, beside `{old.name}`") in report
+    assert "| hf | yes | — |" in report and "| levanter | yes | — |" in report
+    # Pointing the descriptor at it makes the gate pass again.
+    desc = write_descriptor(tmp_path, embedded, goldens={**embedded.goldens, "semantic": placed}, cases=cases)
+    assert parity_kit("gate", desc, "--out", tmp_path / "after", "--no-summary").returncode == 0

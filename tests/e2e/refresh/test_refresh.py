@@ -1,0 +1,196 @@
+"""Refresh: a fork's overlay replayed onto a newer upstream, its wheels built, qualified and controlled.
+
+The fork is a local git repository made here (an upstream with a small pip-buildable package and a
+fork carrying two overlay commits); the parity case is the tiny descriptor's hf-bf16.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import scrapbook as sb
+
+from support import add_kernel, parity_kit, write_descriptor
+from support.forkrepo import GIT_ENV, git, make_fork
+from kit.refresh import build, qualify
+from kit.core.jsonio import sha256_file
+from support import BROKEN_SILU, releases
+
+DAY = dt.date(2025, 1, 2)
+
+
+@pytest.fixture(autouse=True)
+def git_identity(monkeypatch):
+    for key, value in GIT_ENV.items():
+        monkeypatch.setenv(key, value)
+
+
+def test_clean_replay_writes_a_manifest_whose_hashes_match_the_wheels(tmp_path):
+    fork = make_fork(tmp_path)
+    store = tmp_path / "releases"
+    out = build.build_release(fork.repo, fork.new_upstream, tmp_path / "run" / "build", store, today=DAY)
+    assert out.status == "built", out.reason
+    main_next = git(fork.repo, "rev-parse", "main-next")
+    upstream = git(fork.repo, "rev-parse", "upstream")
+    assert out.tag == f"tinyengine-20250102-{main_next[:12]}"
+    assert out.version == f"0.0.0.dev20250102+tinyengine.{main_next[:12]}"
+    assert [c["subject"] for c in out.overlay] == ["fork: add a fused kernel flag", "fork: clamp activations"]
+    assert out.upstream_moved == 2
+    assert out.reason == ("2 overlay commits replayed onto upstream (2 upstream commits newer); "
+                          f"1 wheel(s) built as {out.tag}")
+    # main-next is the new upstream plus the overlay, in order; the fork's own main is untouched.
+    assert git(fork.repo, "log", "--format=%s", f"{upstream}..main-next").splitlines() == [
+        "fork: clamp activations", "fork: add a fused kernel flag"]
+    assert git(fork.repo, "rev-parse", "main") == fork.tip
+
+    manifest = json.loads(Path(out.manifest).read_text())
+    assert Path(out.manifest) == store / out.tag / "manifest.json"
+    assert manifest["tag"] == out.tag and manifest["version"] == out.version
+    assert manifest["source_commit"] == main_next and manifest["base_commit"] == upstream
+    assert manifest["previous"] == {"base_commit": fork.old_base, "source_commit": fork.tip}
+    [wheel] = manifest["wheels"]
+    assert wheel["file"] == "tinyengine-1.0.0-py3-none-any.whl" and wheel["architecture"] == "any"
+    assert wheel["sha256"] == sha256_file(store / out.tag / "wheels" / wheel["file"])
+    audit = Path(out.range_diff).read_text().splitlines()
+    assert len(audit) == 2 and all(" = " in line for line in audit)  # both commits carried over unchanged
+
+    # The same replay again (the fixed dates give the same commits, so the same tag): refused, untouched.
+    before = Path(out.manifest).read_bytes()
+    git(fork.repo, "worktree", "remove", "--force", out.replay["worktree"])
+    git(fork.repo, "branch", "-D", "main-next")
+    again = build.build_release(fork.repo, fork.new_upstream, tmp_path / "run2" / "build", store, today=DAY)
+    assert again.status == "exists" and again.tag == out.tag
+    assert again.reason == (f"release {out.tag} exists (its manifest is {out.manifest}); it is never overwritten")
+    assert Path(out.manifest).read_bytes() == before
+    assert not (tmp_path / "run2" / "build" / "wheels").exists()  # refused before building
+
+    # A git tag of that name counts as well.
+    shutil.rmtree(store)
+    git(fork.repo, "worktree", "remove", "--force", again.replay["worktree"])
+    git(fork.repo, "branch", "-D", "main-next")
+    git(fork.repo, "tag", out.tag, main_next)
+    third = build.build_release(fork.repo, fork.new_upstream, tmp_path / "run3" / "build", store, today=DAY)
+    assert third.status == "exists" and f"git tag {out.tag} exists" in third.reason
+
+
+def test_changed_wheel_fails_qualification_naming_both_digests(tmp_path, embedded):
+    fork = make_fork(tmp_path)
+    out = build.build_release(fork.repo, fork.new_upstream, tmp_path / "build", tmp_path / "releases", today=DAY)
+    wheel = Path(out.manifest).parent / "wheels" / out.wheels[0]["file"]
+    wheel.write_bytes(wheel.read_bytes() + b"\0")  # one byte more after the manifest was written
+    q = qualify.qualify_release(out.manifest, embedded.descriptor, tmp_path / "qualify", backend="hf")
+    assert q.qualified is False
+    assert q.reason == (f"verify: wheel {wheel.name} changed since the manifest was written: manifest sha256 "
+                        f"{out.wheels[0]['sha256']}, file sha256 {sha256_file(wheel)}")
+    assert [c["step"] for c in q.checks] == ["verify"]  # nothing was installed from the changed bytes
+    assert not (tmp_path / "qualify" / "venv").exists()
+    assert json.loads((tmp_path / "qualify" / "qualify.json").read_text())["qualified"] is False
+
+
+def test_conflicting_replay_stops_naming_the_commit_and_files(tmp_path):
+    fork = make_fork(tmp_path, conflict=True)
+    clamp = git(fork.repo, "rev-parse", "main")
+    out = tmp_path / "refresh"
+    proc = parity_kit("refresh", "--backend", "hf", "--fork-repo", fork.repo, "--upstream-ref", "upstream", "--out", out, env=GIT_ENV)
+    assert proc.returncode == 5, proc.stderr
+    reason = (f"overlay commit {clamp[:12]} \"fork: clamp activations\" does not apply onto upstream upstream "
+              f"({git(fork.repo, 'rev-parse', 'upstream')[:12]}): conflict in tinyengine/ops.py; "
+              "1 of 2 commits applied on main-next")
+    assert f"refresh build-stopped: build conflict: {reason}" in proc.stderr
+    record = json.loads((out / "build" / "build.json").read_text())
+    assert record["status"] == "conflict"
+    assert record["replay"]["conflict"]["sha"] == clamp
+    assert record["replay"]["conflict"]["files"] == ["tinyengine/ops.py"]
+    # The cherry-pick was aborted: the worktree is clean at the one commit that applied.
+    worktree = Path(record["replay"]["worktree"])
+    assert git(worktree, "status", "--porcelain") == ""
+    assert git(fork.repo, "log", "--format=%s", "upstream..main-next") == "fork: add a fused kernel flag"
+    assert not (out / "releases").exists() and not (tmp_path / "releases").exists()
+    assert not (out / "qualify.ipynb").exists() and not (out / "control").exists()
+    assert sb.read_notebook(str(out / "build.ipynb")).scraps["build_status"].data == "conflict"
+    html = (out / "summary.html").read_text()
+    assert "Refresh <code>tiny-cpu</code>: <span" in html and ">NOT QUALIFIED (build-stopped)</span>" in html
+    assert "Build: <strong>CONFLICT</strong>" in html
+    assert f"git -C {worktree} cherry-pick {clamp}" in (out / "next-steps.sh").read_text()
+
+
+def refresh(tmp_path, desc, env=None):
+    fork = make_fork(tmp_path / "fork")
+    out = tmp_path / "refresh"
+    proc = parity_kit("refresh", "--backend", "hf", desc, "--fork-repo", fork.repo, "--upstream-ref", "upstream", "--case", "hf-bf16",
+                      "--out", out, env={**GIT_ENV, **(env or {})}, timeout=900)
+    return fork, out, proc
+
+
+def test_refresh_that_qualifies(tmp_path, embedded):
+    fork, out, proc = refresh(tmp_path, embedded.descriptor)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(out.resolve())
+    for step in ("[1/4] build", "[2/4] qualify", "[3/4] control", "[4/4] summary", "refresh qualified"):
+        assert step in proc.stderr
+    record = json.loads((out / "refresh.json").read_text())
+    built = json.loads((out / "build" / "build.json").read_text())
+    tag = built["tag"]
+    assert record["verdict"] == "qualified" and record["exit_code"] == 0
+    assert Path(built["manifest"]) == tmp_path / "releases" / tag / "manifest.json"  # beside the refresh dir
+
+    q = json.loads((out / "qualify" / "qualify.json").read_text())
+    assert q["qualified"] is True and q["kernel"] == f"release-{tag}"
+    assert q["imports"]["tinyengine"].startswith(str(out / "qualify" / "venv"))
+    assert q["case"]["name"] == "hf-bf16" and q["case"]["bucket"] == 128 and q["case"]["verdict"] == "passed"
+    assert q["hardware"]["cores"] >= 1 and q["hardware"]["cpu"]
+    assert sb.read_notebook(str(out / "qualify.ipynb")).scraps["qualified"].data is True
+
+    # The control ran the candidate in the qualified kernel, with the release's identity.
+    diagnosis = json.loads((out / "control" / "diagnosis.json").read_text())
+    assert diagnosis["verdict"] == "qualified" and diagnosis["candidate"] == tag
+    candidate = json.loads((out / "control" / tag / "manifest.json").read_text())
+    hf = candidate["release"]["backends"]["hf"]
+    assert hf["kernel"] == f"release-{tag}" and hf["source_commit"] == git(fork.repo, "rev-parse", "main-next")
+    assert hf["wheels"] == {w["file"]: w["sha256"] for w in built["wheels"]}
+
+    html = (out / "summary.html").read_text()
+    for part in ("Refresh <code>tiny-cpu</code>: <span", ">QUALIFIED</span>", "Build: <strong>BUILT</strong>",
+                 f"Qualify <code>{tag}</code>: <strong>QUALIFIED</strong>",
+                 "Control: today's pin <code>current</code> against candidate"):
+        assert part in html
+    steps = (out / "next-steps.sh").read_text()
+    assert "push origin main-next" in steps and f"tag -a {tag} " in steps and "gh pr create" in steps
+    # Nothing was tagged: the commands are for a person.
+    assert git(fork.repo, "tag") == ""
+
+
+def test_refresh_whose_control_fails_is_not_qualified(tmp_path, embedded):
+    env = add_kernel(tmp_path / "jupyter", "broken-pin", BROKEN_SILU)
+    desc = write_descriptor(tmp_path, embedded, releases=releases(current="broken-pin"))
+    fork, out, proc = refresh(tmp_path, desc, env)
+    assert proc.returncode == 4, proc.stderr
+    q = json.loads((out / "qualify" / "qualify.json").read_text())
+    assert q["qualified"] is True  # the release's own bytes are fine ...
+    record = json.loads((out / "refresh.json").read_text())
+    assert record["verdict"] == "baseline-blocker"  # ... but the control decides, and it failed
+    assert record["reason"].startswith("today's pin `current` fails `hf-bf16` while the candidate")
+    assert "refresh qualified" not in proc.stderr and "refresh baseline-blocker" in proc.stderr
+    assert record["next_steps"] == [] and not (out / "next-steps.sh").exists()
+    html = (out / "summary.html").read_text()
+    assert "Refresh <code>test</code>: <span" in html and ">NOT QUALIFIED (baseline-blocker)</span>" in html
+    assert ">BASELINE BLOCKER</span>" in html
+
+
+def test_refresh_refuses_bad_input_in_one_line(tmp_path):
+    proc = parity_kit("refresh", "--backend", "hf", "--fork-repo", tmp_path, "--upstream-ref", "upstream", "--out", tmp_path / "r")
+    assert proc.returncode == 3
+    assert proc.stderr.strip() == f"parity-kit: bad input: fork repository {tmp_path} is not a git repository"
+    fork = make_fork(tmp_path / "fork")
+    proc = parity_kit("refresh", "--backend", "hf", "--fork-repo", fork.repo, "--upstream-ref", "nope", "--out", tmp_path / "r")
+    assert proc.returncode == 3
+    assert proc.stderr.strip() == f"parity-kit: bad input: upstream ref 'nope' is not a commit in {fork.repo}"
+    proc = parity_kit("refresh", "--backend", "hf", "--fork-repo", fork.repo, "--upstream-ref", "upstream", "--qualify-bucket", "99",
+                      "--out", tmp_path / "r")
+    assert proc.returncode == 3
+    assert proc.stderr.strip() == "parity-kit: bad input: case hf-bf16 has no bucket 99 (buckets: 128, 256, 512, 1024)"
+    assert not (tmp_path / "r").exists()

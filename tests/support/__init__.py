@@ -1,0 +1,146 @@
+"""Test helpers shared by both tiers: the embedded default's files, descriptors written on the fly, the real
+CLI, stand-in kernels, injected faults. Test modules import helpers from here, never from each other."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import tomli_w
+
+from kit.core import paths
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Embedded:
+    descriptor: Path
+    doc: dict
+    model: Path
+    fixture: Path
+    goldens: dict[str, Path]
+    models: dict[str, dict]  # the [models] table, paths made absolute
+
+
+def load_embedded() -> Embedded:
+    path = paths.EMBEDDED_DESCRIPTOR
+    doc = tomllib.loads(path.read_text())
+    here = path.parent
+    models = {k: {**m, "path": str((here / m["path"]).resolve())} for k, m in doc.get("models", {}).items()}
+    return Embedded(path, doc, (here / doc["model"]["path"]).resolve(), (here / doc["fixture"]["path"]).resolve(),
+                    {k: (here / v).resolve() for k, v in doc["goldens"].items()}, models)
+
+
+def write_descriptor(folder: Path, embedded: Embedded, name: str = "test.toml", *, model: Path | None = None,
+                     model_digest: str | None = None, fixture: Path | None = None,
+                     goldens: dict | None = None, cases: dict | None = None, defaults: dict | None = None,
+                     releases: dict | None = None, models: dict | None = None) -> Path:
+    """A descriptor like the embedded one, with absolute paths and the given parts replaced."""
+    doc = {
+        "name": "test",
+        "model": {"path": str(model or embedded.model), "digest": model_digest or embedded.doc["model"]["digest"]},
+        "fixture": {"path": str(fixture or embedded.fixture)},
+        "models": models if models is not None else embedded.models,
+        "goldens": {k: str(v) for k, v in (goldens or embedded.goldens).items()},
+        "defaults": defaults or embedded.doc.get("defaults", {}),
+        "cases": cases if cases is not None else embedded.doc["cases"],
+    }
+    if releases is not None:
+        doc["releases"] = releases
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / name
+    out.write_text(tomli_w.dumps(doc))
+    return out
+
+
+def parity_kit(*args: str, cwd: Path | None = None, timeout: float = 600,
+               env: dict | None = None) -> subprocess.CompletedProcess:
+    """The real command, in a fresh process, as a user runs it (``env`` adds to the environment)."""
+    return subprocess.run([sys.executable, "-m", "kit.cli", *map(str, args)], cwd=cwd or ROOT,
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **env} if env else None)
+
+
+def add_kernel(jupyter_path: Path, name: str, startup: str) -> dict:
+    """Register a kernel of this environment that runs ``startup`` (a sitecustomize) first: a
+    stand-in for another release's environment. Returns the env that makes Jupyter find it."""
+    site = jupyter_path / f"{name}-site"
+    site.mkdir(parents=True, exist_ok=True)
+    (site / "sitecustomize.py").write_text(startup)
+    spec = jupyter_path / "kernels" / name
+    spec.mkdir(parents=True, exist_ok=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": name, "language": "python", "env": {"PYTHONPATH": str(site)},
+    }))
+    return {"JUPYTER_PATH": str(jupyter_path)}
+
+
+def hf_cases(embedded: Embedded) -> dict:
+    """The embedded descriptor's cases that run in the main kernel."""
+    return {k: v for k, v in embedded.doc["cases"].items() if v["backend"] == "hf"}
+
+
+def copy_model(embedded: Embedded, dest: Path) -> Path:
+    shutil.copytree(embedded.model, dest)
+    return dest
+
+
+def write_notebook(path: Path, *sources: str) -> Path:
+    """A case notebook for fault injection: a papermill parameters cell, then the given cells."""
+    params = nbformat.v4.new_code_cell("spec = None\nresult_path = None")
+    params.metadata["tags"] = ["parameters"]
+    nb = nbformat.v4.new_notebook(cells=[params, *(nbformat.v4.new_code_cell(s) for s in sources)])
+    nb.metadata["kernelspec"] = {"name": paths.MAIN_KERNEL, "display_name": paths.MAIN_KERNEL, "language": "python"}
+    nbformat.write(nb, str(path))
+    return path
+
+
+def edit_weight(model_dir: Path, tensor: str, edit) -> None:
+    """Rewrite one tensor of a copied model folder in place (``edit`` maps the tensor to its new value)."""
+    from safetensors.torch import load_file, save_file
+
+    path = model_dir / "model.safetensors"
+    tensors = load_file(str(path))
+    tensors[tensor] = edit(tensors[tensor].clone()).contiguous()
+    save_file(tensors, str(path), metadata={"format": "pt"})
+
+
+# Faults and stand-ins shared by several test modules.
+
+SLEEPER = """import os, pathlib, subprocess, time
+child = subprocess.Popen(["sleep", "600"])  # a worker process of the kernel, as engines start them
+pathlib.Path({pidfile!r}).write_text(f"{{os.getpid()}} {{child.pid}}")
+time.sleep(600)"""
+
+
+def gone(pids) -> bool:
+    import psutil
+
+    def dead(pid):
+        try:
+            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    return all(dead(p) for p in pids)
+
+
+BROKEN_SILU = """import torch, torch.nn.functional as F
+F.silu = lambda x, inplace=False: x * torch.sigmoid(2.0 * x)
+"""
+HUNG = "import time\ntime.sleep(600)\n"
+
+
+def releases(current: str = paths.MAIN_KERNEL, candidate: str = paths.MAIN_KERNEL) -> dict:
+    return {"current": {"description": "today's pin", "backends": {"hf": {"kernel": current, "version": "pin"}}},
+            "candidate": {"description": "staged", "backends": {"hf": {"kernel": candidate, "version": "next",
+                                                                       "source_commit": "0123abcd"}}}}

@@ -1,0 +1,113 @@
+"""Fixtures and goldens: content addressing, verification, provenance, never overwritten."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from support import parity_kit
+
+from kit.descriptor.schema import golden_kind
+from kit.core.errors import BadInput
+from kit.core.fixture import bucket_for, load_fixture, make_fixture, verify_fixture
+from kit.core.golden import check_golden_matches_fixture, diff_goldens, load_golden
+from kit.core.jsonio import canonical_bytes, sha256_file
+from kit.core.modeldigest import model_digest
+
+
+def test_embedded_fixture_shape(embedded):
+    fixture = load_fixture(embedded.fixture)
+    assert len(fixture.cases) == 64
+    assert len(fixture.buckets) >= 4
+    assert sha256_file(embedded.fixture) == embedded.fixture.stem
+    for case in fixture.cases:
+        assert case.n_tokens <= case.bucket
+        assert case.id.count("-") >= 2 and case.id.split("-")[-1].isdigit()
+
+
+def test_fixture_make_is_deterministic_and_content_addressed(tmp_path, embedded):
+    fixture = load_fixture(embedded.fixture)
+    prompts = [{"id": c.id, "prompt": c.prompt} for c in fixture.cases]
+    again = make_fixture(prompts, embedded.model, tmp_path)
+    assert again.name == embedded.fixture.name
+    assert again.read_bytes() == embedded.fixture.read_bytes()
+
+
+def test_fixture_cli_verify_and_tokenizer_mismatch(tmp_path, embedded):
+    proc = parity_kit("fixture", "verify", embedded.fixture, "--model", embedded.model)
+    assert proc.returncode == 0, proc.stderr
+    assert f"sha256 {embedded.fixture.stem}, 64 cases" in proc.stdout
+    other_tok = tmp_path / "model"
+    other_tok.mkdir()
+    tok = json.loads((embedded.model / "tokenizer.json").read_text())
+    tok["added_tokens"][0]["content"] = "<|other|>"
+    (other_tok / "tokenizer.json").write_text(json.dumps(tok))
+    with pytest.raises(BadInput, match="was tokenized with tokenizer"):
+        verify_fixture(embedded.fixture, other_tok)
+
+
+def test_fixture_make_cli(tmp_path, embedded):
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": "tool-atlas-01", "prompt": "{\\"tool\\": \\"atlas."}\n{"id": "math-gsm-01", "prompt": "12 + 30 ="}\n')
+    proc = parity_kit("fixture", "make", "--prompts", prompts, "--model", embedded.model, "--out", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    made = load_fixture(proc.stdout.splitlines()[0])
+    assert made.ids == ["math-gsm-01", "tool-atlas-01"]
+    assert all(c.bucket == 128 and c.prompt_token_ids[0] == 0 for c in made.cases)
+
+
+def test_bucket_for():
+    assert bucket_for(1, (128, 256)) == 128
+    assert bucket_for(128, (128, 256)) == 128
+    assert bucket_for(129, (128, 256)) == 256
+    with pytest.raises(BadInput, match="exceeds the largest bucket 256"):
+        bucket_for(257, (128, 256))
+
+
+def test_goldens_carry_full_provenance_and_match_the_fixture(embedded):
+    fixture = load_fixture(embedded.fixture)
+    pinned = {embedded.doc["model"]["digest"]: embedded.model,
+              **{m["digest"]: m["path"] for m in embedded.models.values()}}
+    for name, path in embedded.goldens.items():
+        golden = load_golden(path)
+        assert golden.kind == golden_kind(name)
+        check_golden_matches_fixture(golden, fixture)
+        assert model_digest(pinned[golden.model_digest]) == golden.model_digest
+        assert golden.top_k == 25
+        assert set(golden.provenance) >= {"backend", "release", "dtype", "attention", "hardware", "command",
+                                          "created_at", "kit_version"}
+        assert golden.provenance["dtype"] == "float32"
+
+
+def test_golden_cli_verify_diff_and_never_overwrite(tmp_path, embedded):
+    sem, exact = embedded.goldens["semantic"], embedded.goldens["exact"]
+    proc = parity_kit("golden", "verify", sem, "--fixture", embedded.fixture, "--model", embedded.model)
+    assert proc.returncode == 0 and proc.stdout.startswith(f"ok: {sem}: semantic, top-25, 64 cases"), proc.stderr
+    proc = parity_kit("golden", "diff", sem, exact)
+    assert proc.returncode == 0
+    assert proc.stdout.strip().splitlines()[-1] == "0 of 64 cases moved; largest move 0; 0 winners changed"
+    # make refuses to write over an existing golden
+    proc = parity_kit("golden", "make", "--model", embedded.model, "--fixture", embedded.fixture,
+                      "--kind", "semantic", "--out", sem.parent)
+    assert proc.returncode == 3
+    assert "exists; goldens are never overwritten" in proc.stderr
+
+
+def test_golden_diff_reports_moves_and_winner_changes(tmp_path, embedded):
+    doc = json.loads(embedded.goldens["semantic"].read_text())
+    case = doc["cases"][0]
+    top = case["top_logprobs"]
+    top[0]["token_id"], top[1]["token_id"] = top[1]["token_id"], top[0]["token_id"]
+    moved = tmp_path / "moved.json"
+    moved.write_bytes(canonical_bytes(doc))
+    rows = {r.id: r for r in diff_goldens(load_golden(embedded.goldens["semantic"]), load_golden(moved))}
+    assert rows[case["id"]].winner_changed
+    assert rows[case["id"]].max_probability_delta > 0
+    assert sum(r.winner_changed for r in rows.values()) == 1
+
+
+def test_hand_edited_golden_is_refused(tmp_path, embedded):
+    edited = tmp_path / "g.json"
+    edited.write_text(json.dumps(json.loads(embedded.goldens["semantic"].read_text()), indent=1))
+    with pytest.raises(BadInput, match="is not canonical JSON"):
+        load_golden(edited)
