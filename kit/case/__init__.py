@@ -1,1 +1,4 @@
-"""TODO"""
+"""What runs inside a case kernel: resolve the case, observe with the backend, judge, write the result.
+
+Kernel-safe like kit.core: no pydantic, rich, ray or papermill.
+"""

@@ -25,30 +25,30 @@ from kit.core.spec import CaseSpec
 
 
 def resolve_spec(spec: dict | None, descriptor: str, case: str) -> CaseSpec:
-    """The executor injects ``spec``; run by hand (JupyterLab), the case is read from the descriptor."""
+    """The executor injects ``spec``; run by hand (JupyterLab), the case is read from the descriptor.
+
+    Parsing a descriptor takes pydantic 2, which a kernel need not have (Levanter's runs pydantic 1), so
+    the kernel asks the main environment's ``parity-kit spec`` for the resolved case instead of
+    importing the descriptor layer: one path for every kernel, and the import rules stay whole."""
     if spec:
         return CaseSpec.from_dict(spec)
-    try:
-        from kit.descriptor.load import load_descriptor  # only interactive runs parse descriptors in the kernel
-    except ImportError:  # a backend kernel on pydantic 1 (Levanter's): the main environment parses it
-        return _spec_from_main_environment(descriptor, case)
-    return load_descriptor(descriptor).case_specs([case])[0]
+    return _spec_from_main_environment(descriptor, case)
 
 
 def _spec_from_main_environment(descriptor: str, case: str) -> CaseSpec:
     import json
     import subprocess
+    import sys
 
-    main = os.environ.get(contract.MAIN_PYTHON_ENV)
-    if not main or not Path(main).is_file():
-        raise BadInput(f"this kernel cannot parse descriptor {descriptor}, and it was not started from the main "
-                       f"environment, which can ({contract.MAIN_PYTHON_ENV} is unset or gone): start JupyterLab "
-                       "with `parity-kit lab`, or pass `spec`")
-    python = Path(main)
-    proc = subprocess.run([str(python), "-m", "kit.cli", "spec", str(descriptor), case],
-                          capture_output=True, text=True)
+    # Started by `parity-kit lab` or the gate, the kernel knows the main interpreter; a kernel of the
+    # main environment started some other way is that interpreter itself.
+    main = os.environ.get(contract.MAIN_PYTHON_ENV) or sys.executable
+    proc = subprocess.run([main, "-m", "kit.cli", "spec", str(descriptor), case], capture_output=True, text=True)
     if proc.returncode != 0:
-        raise BadInput(proc.stderr.strip().removeprefix("parity-kit: bad input: "))
+        reason = proc.stderr.strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
+        raise BadInput(f"cannot resolve case {case} of {descriptor} with {main}: "
+                       f"{reason[0].removeprefix('parity-kit: bad input: ')} (start JupyterLab with `parity-kit lab`, "
+                       "or pass `spec`)")
     return CaseSpec.from_dict(json.loads(proc.stdout))
 
 
