@@ -44,13 +44,32 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+def _process_umask() -> int:
+    """The umask, read without changing it: setting it to probe it would race with the executor's threads."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    old = os.umask(0o022)  # no /proc: probe once, at import, before any thread starts
+    os.umask(old)
+    return old
+
+
+# mkstemp creates its file 0600 whatever the umask; artifacts must be readable as any other file the
+# user writes (teammates on a shared filesystem read summary.html and result.json).
+_FILE_MODE = 0o666 & ~_process_umask()
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     """Write via a temporary file in the same folder and rename it into place,
-    so a reader (or a crash) never sees half a file."""
+    so a reader (or a crash) never sees half a file. The file gets the mode the umask gives."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, _FILE_MODE)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
