@@ -26,6 +26,9 @@ PLACEMENT_GROUP_ENV = "PARITY_KIT_PLACEMENT_GROUP"
 # The main environment's interpreter: a kernel that cannot parse descriptors (Levanter's, on
 # pydantic 1) asks it to resolve a case when the notebook is run by hand.
 MAIN_PYTHON_ENV = "PARITY_KIT_MAIN_PYTHON"
+# The run's model-digest cache (run directory, rundir.MODEL_DIGESTS): the kernel's model check reads
+# the file digests the executor's preflight computed instead of hashing the model again.
+MODEL_DIGEST_CACHE_ENV = "PARITY_KIT_MODEL_DIGEST_CACHE"
 
 
 def case_parameters(spec: dict, result_path: str) -> dict:

@@ -12,6 +12,7 @@ EVIDENCE = "evidence.md"          # a paragraph for an issue comment or a pin PR
 SUMMARY_NOTEBOOK = "summary.ipynb"
 SUMMARY_HTML = "summary.html"
 CASES = "cases"                   # cases/<case>.ipynb, cases/<case>.json, cases/<case>.log
+MODEL_DIGESTS = "model-digests.json"  # gate run: the preflight's file digests, which the kernels reuse
 CONTROL = "control.json"          # control directory: the control's record
 CONTROL_NOTEBOOK = "control.ipynb"
 DIAGNOSIS = "diagnosis.json"

@@ -101,6 +101,7 @@ def prepare_run(desc: LoadedDescriptor, out: str | Path | None, only: Sequence[s
     else:
         run = _claim(desc, Path(out) if out else default_run_dir(desc), specs, inputs, command)
     run.fingerprints, run.executor, run.release = fingerprints, executor, release
+    inputs.digests.save(run.run_dir / rundir.MODEL_DIGESTS)  # the kernels' model checks read it
     return run
 
 
@@ -195,7 +196,8 @@ def execute_case(spec: CaseSpec, cases_dir: Path) -> CaseResult:
     started, t0 = now_iso(), time.perf_counter()
     outcome = run_notebook(spec.notebook, notebook, contract.case_parameters(spec.to_dict(), str(result_path)),
                            spec.kernel, spec.timeout_s, cases_dir / f"{spec.name}.kernel.log",
-                           log_prefix=str(cases_dir / spec.name))
+                           log_prefix=str(cases_dir / spec.name),
+                           env={contract.MODEL_DIGEST_CACHE_ENV: str(cases_dir.parent / rundir.MODEL_DIGESTS)})
     duration = time.perf_counter() - t0
     shown = paths.display(notebook)
 

@@ -38,9 +38,10 @@ class NotebookOutcome:
 class KernelHandle:
     """Filled in when the kernel starts; ``kill`` ends the kernel and every process under it."""
 
-    def __init__(self, log_path: Path, log_prefix: str | None = None) -> None:
+    def __init__(self, log_path: Path, log_prefix: str | None = None, env: dict[str, str] | None = None) -> None:
         self.log_path = log_path
         self.log_prefix = log_prefix
+        self.env = dict(env or {})  # added to the kernel's environment
         self.pid: int | None = None
         self.killed_by: str | None = None
         self._lock = threading.Lock()
@@ -50,8 +51,9 @@ class KernelHandle:
 
         class TrackedKernelManager(AsyncKernelManager):
             async def start_kernel(self, **kw):  # type: ignore[override]
-                if handle.log_prefix:
-                    kw["env"] = {**kw.get("env", os.environ), LOG_PREFIX_ENV: handle.log_prefix}
+                extra = {**handle.env, **({LOG_PREFIX_ENV: handle.log_prefix} if handle.log_prefix else {})}
+                if extra:
+                    kw["env"] = {**kw.get("env", os.environ), **extra}
                 with open(handle.log_path, "ab") as log:
                     await super().start_kernel(stdout=log, stderr=log, **kw)
                 with handle._lock:
@@ -87,11 +89,13 @@ class KernelHandle:
 
 
 def run_notebook(notebook: str | Path, output: Path, parameters: dict, kernel_name: str,
-                 timeout_s: float | None, log_path: Path, log_prefix: str | None = None) -> NotebookOutcome:
-    """papermill's execution, saved after every cell, so a killed run leaves its partial notebook."""
+                 timeout_s: float | None, log_path: Path, log_prefix: str | None = None,
+                 env: dict[str, str] | None = None) -> NotebookOutcome:
+    """papermill's execution, saved after every cell, so a killed run leaves its partial notebook.
+    ``env`` is added to the kernel's environment."""
     import papermill as pm
 
-    handle = KernelHandle(log_path, log_prefix)
+    handle = KernelHandle(log_path, log_prefix, env)
     timer = threading.Timer(timeout_s, handle.kill) if timeout_s else None
     error = None
     if timer:

@@ -16,7 +16,7 @@ from kit.descriptor.load import LoadedDescriptor, golden_kind
 from kit.core.errors import BadInput
 from kit.core.fixture import Fixture, load_fixture
 from kit.core.golden import Golden, check_golden_matches_fixture, load_golden
-from kit.core.modeldigest import check_model_digest
+from kit.core.modeldigest import DigestCache, check_model_digest
 from kit.core.spec import CaseSpec
 
 
@@ -26,6 +26,8 @@ class Inputs:
     goldens: dict[str, Golden]
     model_digest: str
     models: dict[str, str] = field(default_factory=dict)  # the [models] entries the cases use: name -> digest
+    # The file digests behind those model digests: the executor saves them for its kernels to reuse.
+    digests: DigestCache = field(default_factory=DigestCache)
 
 
 def installed_kernels() -> dict[str, str]:
@@ -83,14 +85,16 @@ def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
                            f"which is a {golden.kind} golden")
         check_golden_matches_fixture(golden, fixture)
         goldens[name] = golden
+    digests = DigestCache()  # empty: every gate reads every model byte once, here
     model_digest = check_model_digest(desc.resolve(desc.doc.model.path), desc.doc.model.digest,
-                                      desc.where("model", "digest"))
+                                      desc.where("model", "digest"), digests)
     models: dict[str, str] = {}
     for spec in specs:  # other model folders, each held to its own pinned digest
         case = desc.cases[spec.name]
         if case.model is not None and case.model not in models:
             ref = desc.doc.models[case.model]
-            models[case.model] = check_model_digest(desc.resolve(ref.path), ref.digest, desc.model_where(case))
+            models[case.model] = check_model_digest(desc.resolve(ref.path), ref.digest, desc.model_where(case),
+                                                    digests)
     by_path = {str(g.path): g for g in goldens.values()}
     kernels = installed_kernels()
     for spec in specs:
@@ -123,4 +127,4 @@ def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
         if unselected:
             raise BadInput(f"{desc.where('cases', spec.name, 'repeat_prompts')}: case {spec.name}: repeat prompt "
                            f"{unselected[0]!r} is not among the prompts this case scores")
-    return Inputs(fixture, goldens, model_digest, models)
+    return Inputs(fixture, goldens, model_digest, models, digests)
