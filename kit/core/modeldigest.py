@@ -95,8 +95,11 @@ def list_files(root: Path) -> list[ModelFile]:
 
 def _walk(root: Path, folder: str, parts: tuple[str, ...], ancestors: set[tuple[int, int]],
           found: list[ModelFile]) -> None:
-    with os.scandir(folder) as entries:
-        listed = list(entries)
+    try:
+        with os.scandir(folder) as entries:
+            listed = list(entries)
+    except OSError as exc:
+        raise BadInput(f"model folder {root}: cannot list {'/'.join(parts) or '.'}: {exc.strerror}") from None
     for entry in sorted(listed, key=lambda e: e.name):  # of two faults, always the same one is named
         inner = (*parts, entry.name)
         st = _stat(root, entry, inner)
@@ -212,7 +215,10 @@ def model_digest(folder: str | Path, workers: int | None = None, cache: DigestCa
     if not root.is_dir():
         raise BadInput(f"model folder {root} does not exist")
     files = list_files(root)
-    digests = _file_digests(files, workers or default_workers(), cache)
+    try:
+        digests = _file_digests(files, workers or default_workers(), cache)
+    except OSError as exc:
+        raise BadInput(f"model folder {root}: cannot read {exc.filename}: {exc.strerror}") from None
     h = hashlib.sha256()
     for f in files:
         h.update(f"{f.rel}\0{digests[f.path]}\n".encode("utf-8"))

@@ -175,3 +175,19 @@ def test_a_link_cycle_is_refused(tmp_path):
     with pytest.raises(BadInput) as refused:
         model_digest(model)
     assert str(refused.value) == f"model folder {model}: link a -> b is a loop: it links back to itself"
+
+
+def test_an_unreadable_file_or_folder_is_refused(tmp_path, monkeypatch):
+    model = write(tmp_path / "model", {"w.bin": b"w", "sub/x": b"x"})
+
+    def unreadable(path):
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(modeldigest, "hash_file", unreadable)
+    with pytest.raises(BadInput) as refused:
+        model_digest(model, workers=1)
+    assert str(refused.value) == f"model folder {model}: cannot read {model / 'sub' / 'x'}: Permission denied"
+    monkeypatch.setattr(modeldigest.os, "scandir", unreadable)
+    with pytest.raises(BadInput) as refused:
+        model_digest(model)
+    assert str(refused.value) == f"model folder {model}: cannot list .: Permission denied"
