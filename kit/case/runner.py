@@ -18,6 +18,7 @@ from kit.core.errors import BadInput
 from kit.core.fixture import PromptCase, load_fixture
 from kit.core.golden import check_golden_matches_fixture, hardware, load_golden
 from kit.core.modeldigest import check_model_digest
+from kit.core.progress import BucketDone, ProgressWriter
 from kit.core.records import FAILED, PASSED, CaseResult, Observation, RepeatSpread
 from kit.core.results import now_iso, save_case_result
 from kit.core.scoring import bound_for, repeat_spread, score_prompt
@@ -79,10 +80,9 @@ def run_case(spec: CaseSpec) -> CaseResult:
     backend = open_backend(spec)
     try:
         t_score = time.perf_counter()
-        observations = backend.observe(prompts, spec.top_n)
+        observations, details = observe_by_bucket(backend, prompts, spec.top_n, ProgressWriter())
         scoring_s = time.perf_counter() - t_score
         release = backend.release()
-        details = backend.details()
         for obs in observations:
             if obs.case_id in runs:
                 runs[obs.case_id].append(obs)
@@ -115,6 +115,41 @@ def run_case(spec: CaseSpec) -> CaseResult:
         started_at=started, finished_at=now_iso(), duration_s=time.perf_counter() - t0, scoring_s=scoring_s,
         prompts=scores, repeat_spread=spreads, failures=failures, notes=notes,
     )
+
+
+def observe_by_bucket(backend: Backend, prompts: list[PromptCase], top_n: int,
+                      progress: ProgressWriter) -> tuple[list[Observation], dict]:
+    """The observations in ``prompts``' order, one ``observe`` per bucket so that each finished bucket
+    can be reported while the case runs, and the backend's details merged over those calls."""
+    buckets = sorted({p.bucket for p in prompts})
+    out: list[Observation | None] = [None] * len(prompts)
+    details: dict = {}
+    for index, bucket in enumerate(buckets, start=1):
+        members = [i for i, p in enumerate(prompts) if p.bucket == bucket]
+        t0 = time.perf_counter()
+        observed = backend.observe([prompts[i] for i in members], top_n)
+        seconds = time.perf_counter() - t0
+        for i, obs in zip(members, observed):
+            out[i] = obs
+        details = merge_details(details, backend.details())
+        progress.bucket_done(BucketDone(bucket, len(members), round(seconds, 3), index, len(buckets)))
+    return out, details  # type: ignore[return-value]
+
+
+def merge_details(before: dict, last: dict) -> dict:
+    """A backend's details describe its last ``observe``; over one call per bucket, per-bucket tables
+    (dicts) merge and per-call records (lists, e.g. hf's batches) concatenate, in bucket order, which
+    is what one call over every bucket records."""
+    merged = dict(before)
+    for key, value in last.items():
+        old = merged.get(key)
+        if isinstance(old, dict) and isinstance(value, dict):
+            merged[key] = merge_details(old, value)
+        elif isinstance(old, list) and isinstance(value, list):
+            merged[key] = old + value
+        else:
+            merged[key] = value
+    return merged
 
 
 def _observe_again(backend: Backend, spec: CaseSpec, prompts: list[PromptCase],
