@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from kit.core import rundir
 
+import contextlib
 import sys
 import threading
 import time
@@ -17,9 +18,11 @@ from typing import Sequence
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from kit.gate import report
+from kit.gate import report, verbosity
+from kit.gate.heartbeat import Heartbeat, heartbeat_interval
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.gate.executor import LOCAL, RAY, GateRun, prepare_run, run_cases, write_manifest
+from kit.core.progress import progress_path
 from kit.core.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
 from kit.core.results import counts_sentence, now_iso
 from kit.core.spec import CaseSpec
@@ -51,6 +54,8 @@ def start_gate(desc: LoadedDescriptor, out: str | Path | None, only: Sequence[st
     run = prepare_run(desc, out, only, resume_dir=resume, command=command, executor=executor, release=release)
     run.started_at = now_iso()
     write_manifest(run, command)
+    if verbosity.quiet():
+        return run
     against = f" against release [bold]{release}[/]" if release else ""
     on = f" (executor {run.executor})" if run.executor != LOCAL else ""
     console.print(f"gate [bold]{desc.name}[/]{against}: {len(run.specs)} cases -> {run.run_dir}{on}")
@@ -70,8 +75,10 @@ def execute_gates(runs: Sequence[GateRun], jobs: int | None, console: Console) -
     label = (lambda run, name: f"{run.release}/{name}") if len(runs) > 1 else (lambda run, name: name)
     running: list[str] = []
     lock = threading.Lock()
+    beat = ci_heartbeat(console)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True, disable=not console.is_terminal) as progress:
+                  console=console, transient=True, disable=not console.is_terminal) as progress, \
+            (beat or contextlib.nullcontext()):
         task = progress.add_task("cases", total=sum(len(r.pending) for r in runs))
 
         def show() -> None:
@@ -82,13 +89,18 @@ def execute_gates(runs: Sequence[GateRun], jobs: int | None, console: Console) -
                 with lock:
                     running.append(label(run, spec.name))
                     show()
+                    if beat:  # the executor's log prefix for the case is cases/<case>
+                        beat.start(label(run, spec.name), progress_path(run.cases_dir / spec.name))
 
             def done(spec: CaseSpec, result: CaseResult) -> None:
                 with lock:
                     running.remove(label(run, spec.name))
                     progress.update(task, advance=1)
                     show()
-                    console.print(case_line(result, label(run, spec.name)))
+                    if beat:
+                        beat.finish(label(run, spec.name))
+                    if not verbosity.quiet():
+                        console.print(case_line(result, label(run, spec.name)))
 
             t0 = time.perf_counter()
             if run.executor == RAY:
@@ -108,6 +120,14 @@ def execute_gates(runs: Sequence[GateRun], jobs: int | None, console: Console) -
             t.start()
         for t in threads:
             t.join()
+
+
+def ci_heartbeat(console: Console) -> Heartbeat | None:
+    """Heartbeat and bucket lines where no terminal shows the progress bar (a CI log); none under -q."""
+    if console.is_terminal or verbosity.quiet():
+        return None
+    return Heartbeat(lambda line: console.print(line, markup=False, highlight=False), heartbeat_interval(),
+                     verbose=verbosity.verbose())
 
 
 def finish_gate(run: GateRun, command: Sequence[str], console: Console, summary: bool = True) -> None:
