@@ -355,13 +355,16 @@ def _fixture_verify(args) -> int:
 
 def _golden_make(args) -> int:
     from kit.core.golden import golden_filename, write_golden
+    from kit.core.runtime import host_isa_level
     from kit.goldens.make import make_golden_document
 
     doc, fixture = make_golden_document(args.model, args.fixture, args.kind, args.top_k,
                                         ["parity-kit", *sys.argv[1:]], args.dtype, args.attn_implementation,
                                         backend=args.backend, checkpoint=args.checkpoint, device=args.device,
                                         batch_size=args.batch_size)
-    name = golden_filename(fixture, Path(args.model).resolve().name, doc["model_digest"], args.kind)
+    # An exact golden holds on one runtime: its name says which, beside those made on others.
+    runtime = host_isa_level() if args.kind == "exact" else None
+    name = golden_filename(fixture, Path(args.model).resolve().name, doc["model_digest"], args.kind, runtime)
     print(write_golden(Path(args.out) / name, doc))
     return 0
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
-import platform
+import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +21,7 @@ from kit.core.errors import BadInput
 from kit.core.fixture import Fixture
 from kit.core.jsonio import canonical_bytes, sha256_bytes, write_canonical
 from kit.core.records import Observation
+from kit.core.runtime import hardware, runtime_match
 
 KINDS = ("semantic", "exact")
 
@@ -39,19 +40,6 @@ class Golden:
     @property
     def ids(self) -> list[str]:
         return sorted(self.cases)
-
-
-def hardware() -> str:
-    """A short description of the host, for provenance."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu} ({platform.system()} {platform.machine()})"
 
 
 def provenance(backend: str, release: dict, dtype: str, attention: str | dict, command: Sequence[str]) -> dict:
@@ -87,8 +75,12 @@ def golden_document(kind: str, fixture: Fixture, model_digest: str, top_k: int,
             "provenance": prov, "cases": cases}
 
 
-def golden_filename(fixture: Fixture, model_name: str, model_digest: str, kind: str) -> str:
-    return f"{fixture.sha256[:12]}-{model_name}-{model_digest[:12]}-{kind}.json"
+def golden_filename(fixture: Fixture, model_name: str, model_digest: str, kind: str,
+                    runtime: str | None = None) -> str:
+    """An exact golden names the runtime (ISA level) it holds on, so that goldens of one model made on
+    several runtimes sit side by side."""
+    tail = f"-{runtime}" if runtime else ""
+    return f"{fixture.sha256[:12]}-{model_name}-{model_digest[:12]}-{kind}{tail}.json"
 
 
 def write_golden(path: str | Path, doc: dict) -> Path:
@@ -139,6 +131,33 @@ def check_golden_matches_fixture(golden: Golden, fixture: Fixture) -> None:
         if extra:
             parts.append(f"unknown {', '.join(extra[:3])}" + (" ..." if len(extra) > 3 else ""))
         raise BadInput(f"golden {golden.path} case ids disagree with fixture {fixture.path.name}: {'; '.join(parts)}")
+
+
+def choose_for_host(goldens: Sequence[Golden], host: str) -> Golden | None:
+    """The golden made on this runtime; failing that, the first legacy one (made before fingerprints
+    named the ISA level) whose CPU model and OS agree; else None."""
+    fits = [(runtime_match(str(g.provenance.get("hardware", "")), host), g) for g in goldens]
+    return next((g for how, g in fits if how == "exact"), None) or next((g for how, g in fits if how == "legacy"),
+                                                                         None)
+
+
+def remake_command(golden: Golden, model: str, fixture: str, out: str) -> str:
+    """The `parity-kit golden make` line that makes a golden like this one, on the host that runs it."""
+    prov, release = golden.provenance, golden.provenance.get("release") or {}
+    backend = prov.get("backend", "hf")
+    args = ["parity-kit", "golden", "make"]
+    if backend != "hf":
+        args += ["--backend", backend]
+        if release.get("checkpoint", "hf") != "hf":
+            args += ["--checkpoint", release["checkpoint"]]
+    args += ["--model", model, "--fixture", fixture, "--kind", golden.kind, "--top-k", str(golden.top_k)]
+    if backend == "hf":  # the options hf takes, where the golden was made with other than the defaults
+        for flag, value, default in (("--dtype", prov.get("dtype"), "float32"),
+                                     ("--attn-implementation", prov.get("attention"), "sdpa"),
+                                     ("--device", release.get("device"), "cpu")):
+            if value is not None and value != default:
+                args += [flag, str(value)]
+    return shlex.join([*args, "--out", out])
 
 
 @dataclass(frozen=True)

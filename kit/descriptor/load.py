@@ -14,6 +14,8 @@ from pydantic import BaseModel, ValidationError
 from kit.backends import registry
 from kit.core import paths
 from kit.core.errors import BadInput
+from kit.core.golden import choose_for_host, load_golden, remake_command
+from kit.core.runtime import hardware
 from kit.core.spec import CaseSpec
 from kit.descriptor.schema import (CASE_NAME, CaseBase, Descriptor, ModelRef, Release, Resources, case_schemas,
                                    golden_kind)
@@ -24,6 +26,7 @@ class LoadedDescriptor:
 
     def __init__(self, path: Path, text: str, doc: Descriptor, cases: dict[str, CaseBase]):
         self.path, self.text, self.doc, self.cases = path, text, doc, cases
+        self._chosen: dict[str, Path | None] = {}
 
     @property
     def name(self) -> str:
@@ -51,6 +54,44 @@ class LoadedDescriptor:
                            f"{case.model!r} (have: {', '.join(self.doc.models) or 'none'})")
         return self.doc.models[case.model]
 
+    def golden_files(self, name: str) -> list[Path]:
+        """Every file a [goldens] entry names, resolved: one, or for an exact entry one per runtime."""
+        files = self.doc.goldens[name]
+        return [self.resolve(f) for f in ([files] if isinstance(files, str) else files)]
+
+    def host_golden(self, name: str) -> Path | None:
+        """The file of a [goldens] entry that cases use on this host. A semantic entry has one; an exact
+        one is chosen by runtime (bit-exact goldens hold only where they were made): the golden made on
+        this host's fingerprint, else a legacy one made on its CPU model and OS; else None."""
+        files = self.golden_files(name)
+        if golden_kind(name) != "exact":
+            return files[0]
+        if name not in self._chosen:
+            chosen = choose_for_host([load_golden(f) for f in files], hardware())
+            self._chosen[name] = chosen.path if chosen is not None else None
+        return self._chosen[name]
+
+    def golden_path(self, name: str) -> Path:
+        """The host's file of a [goldens] entry; refused when no golden of the entry holds here."""
+        path = self.host_golden(name)
+        if path is None:
+            raise BadInput(self._no_golden_here(name))
+        return path
+
+    def _no_golden_here(self, name: str) -> str:
+        goldens = [load_golden(f) for f in self.golden_files(name)]
+        made_on = "; ".join(dict.fromkeys(str(g.provenance.get("hardware")) for g in goldens))
+        first = goldens[0]
+        model = next((m.path for m in (self.doc.model, *self.doc.models.values()) if m.digest == first.model_digest),
+                     self.doc.model.path)
+        command = remake_command(first, paths.display(self.resolve(model)),
+                                 paths.display(self.resolve(self.doc.fixture.path)), paths.display(first.path.parent))
+        info = registry.registry().get(str(first.provenance.get("backend")))
+        env = (f" with the parity-kit of {info.name}'s own environment"
+               if info is not None and info.kernel != paths.MAIN_KERNEL else "")
+        return (f"{self.where('goldens', name)}: goldens.{name}: no exact golden holds on this host: made on "
+                f"{made_on}; this host is {hardware()}; make one here with `{command}`{env} and add it to the list")
+
     def model_where(self, case: CaseBase) -> str:
         """``file:line`` of the digest a case's model folder is held to."""
         if case.model is None:
@@ -59,6 +100,11 @@ class LoadedDescriptor:
 
     def resources(self, case: str) -> Resources:
         return self.cases[case].resources
+
+    def kernel(self, case: str) -> str:
+        """The kernel a case runs in outside a named release."""
+        own = self.cases[case]
+        return own.kernel or self.doc.defaults.kernel or registry.get(own.backend).kernel
 
     def retries(self, case: str) -> int:
         own = self.cases[case].retries
@@ -90,7 +136,7 @@ class LoadedDescriptor:
             model = self.model_ref(name, c)
             info = registry.get(c.backend)
             notebook = self.resolve(c.notebook) if c.notebook else paths.NOTEBOOKS / info.notebook
-            kernel, identity = c.kernel or d.kernel or info.kernel, {}
+            kernel, identity = self.kernel(name), {}
             if rel is not None:
                 built = rel.backends.get(c.backend)
                 if built is None:
@@ -103,7 +149,7 @@ class LoadedDescriptor:
                 name=name, backend=c.backend, kernel=kernel, notebook=str(notebook),
                 timeout_s=c.timeout_s or d.timeout_s, model_path=str(self.resolve(model.path)),
                 model_digest=model.digest, fixture_path=str(self.resolve(self.doc.fixture.path)),
-                golden_path=str(self.resolve(self.doc.goldens[c.golden])), golden_kind=golden_kind(c.golden),
+                golden_path=str(self.golden_path(c.golden)), golden_kind=golden_kind(c.golden),
                 bound=c.bound, top_n=c.top_n or d.top_n, descriptor=str(self.path),
                 bucket_bounds=dict(c.bucket_bounds), buckets=c.buckets, prompt_ids=c.prompts,
                 options=c.backend_options(), release=identity, repeats=c.repeats,
@@ -155,8 +201,22 @@ def _validate(path: Path, shown: str, text: str, raw: dict) -> LoadedDescriptor:
             cases[name] = case_schemas()[backend].model_validate(entry)
         except ValidationError as exc:
             raise BadInput(_format_error(shown, text, exc, loc, case_schemas()[backend])) from None
+    _check_goldens(shown, text, doc)
     _check_releases(shown, text, doc)
     return LoadedDescriptor(path.resolve(), text, doc, cases)
+
+
+def _check_goldens(shown: str, text: str, doc: Descriptor) -> None:
+    """A list of files is for exact goldens only (one per runtime); a semantic golden holds on any."""
+    for name, files in doc.goldens.items():
+        if isinstance(files, str):
+            continue
+        where = f"{shown}:{_locate(text, ('goldens', name))}: goldens.{name}"
+        if golden_kind(name) != "exact":
+            raise BadInput(f"{where}: a {golden_kind(name)} golden is one file, not a list "
+                           "(only an exact entry names one golden per runtime)")
+        if not files:
+            raise BadInput(f"{where}: the list names no golden file")
 
 
 def _check_releases(shown: str, text: str, doc: Descriptor) -> None:

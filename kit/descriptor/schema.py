@@ -126,14 +126,15 @@ class Descriptor(_Strict):
     model: ModelRef
     fixture: FixtureRef
     models: dict[str, ModelRef] = Field(default_factory=dict)  # more model folders, named by cases
-    goldens: dict[str, str]
+    # An exact entry may name one file per runtime (bit-exact goldens hold only where they were made).
+    goldens: dict[str, str | list[str]]
     defaults: Defaults = Defaults()
     releases: dict[str, Release] = Field(default_factory=dict)
     cases: dict[str, dict[str, Any]] = Field(min_length=1)
 
     @field_validator("goldens")
     @classmethod
-    def _golden_names_say_their_kind(cls, goldens: dict[str, str]) -> dict[str, str]:
+    def _golden_names_say_their_kind(cls, goldens: dict[str, str | list[str]]) -> dict[str, str | list[str]]:
         for name in goldens:
             if not re.match(GOLDEN_NAME, name):
                 raise ValueError(f"entry {name!r} must be named semantic or exact, or end in -semantic or -exact")

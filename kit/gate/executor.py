@@ -135,7 +135,7 @@ def _resume(desc: LoadedDescriptor, run_dir: Path, specs: list[CaseSpec], inputs
                            f"not {desc.name!r}")
         cases_dir = run_dir / "cases"
         cases_dir.mkdir(exist_ok=True)
-        goldens = {kind: g.sha256 for kind, g in inputs.goldens.items()}
+        goldens = {str(g.path): g.sha256 for g in inputs.goldens.values()}
         plan = resume.plan(cases_dir, specs, inputs.fixture.sha256, goldens, fingerprints,
                            earlier.get("kernel_fingerprints") or {})
         for name in plan.rerun:

@@ -65,26 +65,30 @@ def kernel_rows(descriptors: Sequence[LoadedDescriptor]) -> list[dict]:
     installed = installed_kernels()
     rows: dict[str, dict] = {}
     for desc in descriptors:
-        for spec in desc.case_specs():
-            row = rows.setdefault(spec.kernel, {"kernel": spec.kernel, "cases": [],
-                                                "installed": spec.kernel in installed,
-                                                "location": installed.get(spec.kernel),
-                                                "hint": kernel_install_hint(spec.kernel, spec.backend)})
-            row["cases"].append(f"{desc.name}:{spec.name}")
+        for name, case in desc.cases.items():  # kernels only: no golden is chosen, none can refuse a listing
+            kernel = desc.kernel(name)
+            row = rows.setdefault(kernel, {"kernel": kernel, "cases": [], "installed": kernel in installed,
+                                           "location": installed.get(kernel),
+                                           "hint": kernel_install_hint(kernel, case.backend)})
+            row["cases"].append(f"{desc.name}:{name}")
     return list(rows.values())
 
 
 def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
     check_backends_installed(desc, specs)
     fixture = load_fixture(desc.resolve(desc.doc.fixture.path))
-    goldens = {}
-    for name, rel in desc.doc.goldens.items():
-        golden = load_golden(desc.resolve(rel))
-        if golden.kind != golden_kind(name):
-            raise BadInput(f"{desc.where('goldens', name)}: goldens.{name} names {rel}, "
-                           f"which is a {golden.kind} golden")
-        check_golden_matches_fixture(golden, fixture)
-        goldens[name] = golden
+    goldens, by_path = {}, {}
+    for name in desc.doc.goldens:
+        for path in desc.golden_files(name):  # every runtime's golden of an entry, not only this host's
+            golden = load_golden(path)
+            if golden.kind != golden_kind(name):
+                raise BadInput(f"{desc.where('goldens', name)}: goldens.{name} names {paths.display(path)}, "
+                               f"which is a {golden.kind} golden")
+            check_golden_matches_fixture(golden, fixture)
+            by_path[str(path)] = golden
+        here = desc.host_golden(name)
+        if here is not None:  # an exact entry with no golden for this host is refused where a case uses it
+            goldens[name] = by_path[str(here)]
     digests = DigestCache()  # empty: every gate reads every model byte once, here
     model_digest = check_model_digest(desc.resolve(desc.doc.model.path), desc.doc.model.digest,
                                       desc.where("model", "digest"), digests)
@@ -95,7 +99,6 @@ def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
             ref = desc.doc.models[case.model]
             models[case.model] = check_model_digest(desc.resolve(ref.path), ref.digest, desc.model_where(case),
                                                     digests)
-    by_path = {str(g.path): g for g in goldens.values()}
     kernels = installed_kernels()
     for spec in specs:
         where = desc.where("cases", spec.name)

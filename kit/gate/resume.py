@@ -58,9 +58,11 @@ def release_fingerprint(kernel: str) -> str | None:
 
 def plan(cases_dir: Path, specs: Sequence[CaseSpec], fixture_sha256: str, golden_sha256: dict[str, str],
          fingerprints_now: dict[str, str | None], fingerprints_then: dict[str, str | None]) -> Plan:
+    """``golden_sha256`` maps each golden file the cases use to its digest: the file, not the entry's kind,
+    since two exact entries (or one entry on two runtimes) name different files."""
     out = Plan()
     for spec in specs:
-        reason = _why_rerun(cases_dir, spec, fixture_sha256, golden_sha256[spec.golden_kind],
+        reason = _why_rerun(cases_dir, spec, fixture_sha256, golden_sha256[spec.golden_path],
                             fingerprints_now.get(spec.kernel), fingerprints_then.get(spec.kernel))
         if isinstance(reason, CaseResult):
             out.reused[spec.name] = reason

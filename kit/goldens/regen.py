@@ -65,7 +65,7 @@ def regen_golden(descriptor: str | Path, kind: str = "semantic", release: str | 
     cases = [name for name, c in desc.cases.items() if c.golden == kind]
     if not cases:
         raise BadInput(f"{paths.display(desc.path)}: no case uses the {kind} golden; nothing could check a new one")
-    old = load_golden(desc.resolve(desc.doc.goldens[kind]))
+    old = load_golden(desc.golden_path(kind))
     command = list(command or ["parity-kit", "golden", "regen", str(descriptor)])
     work_dir = paths.claim_empty_dir(out or Path("runs") / f"regen-{desc.name}-{time.strftime('%Y%m%d-%H%M%S')}"
                                      f"-{os.urandom(2).hex()}", "regen directory", "golden regeneration")

@@ -26,17 +26,25 @@ class Embedded:
     doc: dict
     model: Path
     fixture: Path
-    goldens: dict[str, Path]
+    goldens: dict[str, Path]  # each [goldens] entry's file that this host's cases use
     models: dict[str, dict]  # the [models] table, paths made absolute
+    golden_files: dict[str, Path | list[Path]]  # each entry as the descriptor has it (an exact one: per runtime)
 
 
 def load_embedded() -> Embedded:
+    from kit.descriptor.load import load_descriptor
+
     path = paths.EMBEDDED_DESCRIPTOR
     doc = tomllib.loads(path.read_text())
     here = path.parent
     models = {k: {**m, "path": str((here / m["path"]).resolve())} for k, m in doc.get("models", {}).items()}
+    loaded = load_descriptor(path)
+    files = {k: loaded.golden_files(k) for k in doc["goldens"]}
+    # A host no exact golden holds on still gets a file to read; a gate there refuses the entry.
+    goldens = {k: loaded.host_golden(k) or files[k][0] for k in doc["goldens"]}
+    as_written = {k: f if isinstance(doc["goldens"][k], list) else f[0] for k, f in files.items()}
     return Embedded(path, doc, (here / doc["model"]["path"]).resolve(), (here / doc["fixture"]["path"]).resolve(),
-                    {k: (here / v).resolve() for k, v in doc["goldens"].items()}, models)
+                    goldens, models, as_written)
 
 
 def write_descriptor(folder: Path, embedded: Embedded, name: str = "test.toml", *, model: Path | None = None,
@@ -49,7 +57,8 @@ def write_descriptor(folder: Path, embedded: Embedded, name: str = "test.toml", 
         "model": {"path": str(model or embedded.model), "digest": model_digest or embedded.doc["model"]["digest"]},
         "fixture": {"path": str(fixture or embedded.fixture)},
         "models": models if models is not None else embedded.models,
-        "goldens": {k: str(v) for k, v in (goldens or embedded.goldens).items()},
+        "goldens": {k: [str(p) for p in v] if isinstance(v, list) else str(v)
+                    for k, v in (goldens or embedded.golden_files).items()},
         "defaults": defaults or embedded.doc.get("defaults", {}),
         "cases": cases if cases is not None else embedded.doc["cases"],
     }
@@ -87,6 +96,18 @@ def add_kernel(jupyter_path: Path, name: str, startup: str) -> dict:
 def hf_cases(embedded: Embedded) -> dict:
     """The embedded descriptor's cases that run in the main kernel."""
     return {k: v for k, v in embedded.doc["cases"].items() if v["backend"] == "hf"}
+
+
+def golden_made_on(golden: Path, dest: Path, hardware: str) -> Path:
+    """A copy of a golden whose provenance says it was made on ``hardware``, written canonically so that
+    it loads (a golden's digest is that of its canonical bytes)."""
+    from kit.core.jsonio import canonical_bytes
+
+    doc = json.loads(Path(golden).read_text())
+    doc["provenance"]["hardware"] = hardware
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(canonical_bytes(doc))
+    return dest
 
 
 def copy_model(embedded: Embedded, dest: Path) -> Path:

@@ -68,7 +68,10 @@ def test_goldens_carry_full_provenance_and_match_the_fixture(embedded):
     fixture = load_fixture(embedded.fixture)
     pinned = {embedded.doc["model"]["digest"]: embedded.model,
               **{m["digest"]: m["path"] for m in embedded.models.values()}}
-    for name, path in embedded.goldens.items():
+    every = [(name, path) for name, files in embedded.golden_files.items()
+             for path in (files if isinstance(files, list) else [files])]  # each runtime's exact golden too
+    assert len(every) == 5
+    for name, path in every:
         golden = load_golden(path)
         assert golden.kind == golden_kind(name)
         check_golden_matches_fixture(golden, fixture)
@@ -80,7 +83,10 @@ def test_goldens_carry_full_provenance_and_match_the_fixture(embedded):
 
 
 def test_golden_cli_verify_diff_and_never_overwrite(tmp_path, embedded):
-    sem, exact = embedded.goldens["semantic"], embedded.goldens["exact"]
+    sem = embedded.goldens["semantic"]
+    # The exact golden made on the semantic one's runtime: the same float32 path there, bit for bit.
+    made_on = load_golden(sem).provenance["hardware"]
+    exact = next(p for p in embedded.golden_files["exact"] if load_golden(p).provenance["hardware"] == made_on)
     proc = parity_kit("golden", "verify", sem, "--fixture", embedded.fixture, "--model", embedded.model)
     assert proc.returncode == 0 and proc.stdout.startswith(f"ok: {sem}: semantic, top-25, 64 cases"), proc.stderr
     proc = parity_kit("golden", "diff", sem, exact)

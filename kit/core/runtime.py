@@ -1,0 +1,90 @@
+"""The runtime fingerprint of a host: CPU model, OS, machine and instruction-set level.
+
+Bit-exact goldens hold only on the runtime that made them: torch's ATen dispatch, MKL and XLA's CPU
+codegen pick their kernels by the instruction set the CPU offers, so the same code and versions give
+logprobs that differ in the last bits on an AVX2 host and an AVX-512 one. The fingerprint names the
+x86-64 microarchitecture level (psABI v1-v4) so that two such hosts tell apart; on other machines the
+level is the machine name. Stdlib only: it runs in every case kernel.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+from pathlib import Path
+
+# The x86-64 psABI levels as /proc/cpuinfo spells their flags (sse3 is "pni", lzcnt is "abm").
+# Each level also needs every flag of the levels below it.
+X86_LEVELS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("x86-64-v1", frozenset({"cmov", "cx8", "fpu", "fxsr", "mmx", "syscall", "sse", "sse2"})),
+    ("x86-64-v2", frozenset({"cx16", "lahf_lm", "popcnt", "pni", "sse4_1", "sse4_2", "ssse3"})),
+    ("x86-64-v3", frozenset({"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"})),
+    ("x86-64-v4", frozenset({"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"})),
+)
+X86_MACHINES = frozenset({"x86_64", "amd64", "x64"})
+# The level a fingerprint ends in, inside its parentheses: "CPU (Linux x86_64, x86-64-v3)".
+_LEVEL_SUFFIX = re.compile(r", [^,()]+\)$")
+
+
+def isa_level(flags: set[str] | frozenset[str] | None, machine: str) -> str:
+    """The highest x86-64 level all of whose flags (and its predecessors') are present; elsewhere, or
+    when the flags cannot be read, the machine name itself."""
+    if machine.lower() not in X86_MACHINES or flags is None:
+        return machine.lower() or "unknown"
+    level, needed = "x86-64", set()  # below v1 (hardly a real x86-64 CPU): the bare architecture
+    for name, more in X86_LEVELS:
+        needed |= more
+        if not needed <= flags:
+            break
+        level = name
+    return level
+
+
+def cpuinfo_fields(text: str) -> tuple[str | None, set[str] | None]:
+    """The first CPU's model name and flags from /proc/cpuinfo text (None where absent)."""
+    model = flags = None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "model name" and model is None:
+            model = value.strip()
+        elif key == "flags" and flags is None:
+            flags = set(value.split())
+    return model, flags
+
+
+def _cpuinfo() -> tuple[str | None, set[str] | None]:
+    try:
+        return cpuinfo_fields(Path("/proc/cpuinfo").read_text())
+    except OSError:
+        return None, None
+
+
+def host_isa_level() -> str:
+    return isa_level(_cpuinfo()[1], platform.machine())
+
+
+def hardware() -> str:
+    """This host's runtime fingerprint, e.g. ``AMD EPYC (Linux x86_64, x86-64-v3)``; deterministic."""
+    model, flags = _cpuinfo()
+    cpu = model or platform.processor() or platform.machine()
+    return f"{cpu} ({platform.system()} {platform.machine()}, {isa_level(flags, platform.machine())})"
+
+
+def without_level(fingerprint: str) -> str:
+    """A fingerprint as it read before it named the ISA level: ``AMD EPYC (Linux x86_64)``."""
+    return _LEVEL_SUFFIX.sub(")", fingerprint)
+
+
+def has_level(fingerprint: str) -> bool:
+    return without_level(fingerprint) != fingerprint
+
+
+def runtime_match(made_on: str, host: str) -> str | None:
+    """How a golden made on ``made_on`` fits ``host``: "exact" when the fingerprints are equal, "legacy"
+    when the golden predates the ISA level and the CPU model and OS agree, else None."""
+    if made_on == host:
+        return "exact"
+    if not has_level(made_on) and made_on == without_level(host):
+        return "legacy"
+    return None
