@@ -17,7 +17,9 @@ from pathlib import Path
 from kit import __version__
 from kit.core import contract, paths
 from kit.core.errors import BadInput
-from kit.core.exitcodes import ExitCode
+from kit.core.exitcodes import ExitCode, epilog
+from kit.gate import verbosity
+from kit.gate.heartbeat import DEFAULT_HEARTBEAT_S, HEARTBEAT_ENV
 from kit.core.results import EXIT_CODES
 
 
@@ -36,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     passthrough = argv[argv.index("--") + 1:] if "--" in argv else []
     args = _parser().parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     args.passthrough = passthrough
+    verbosity.set_level(args.verbosity)
     # Kernels started from here (gate cases, JupyterLab) find the main environment through this.
     os.environ.setdefault(contract.MAIN_PYTHON_ENV, sys.executable)
     try:
@@ -48,12 +51,37 @@ def main(argv: list[str] | None = None) -> int:
         return ExitCode.INTERRUPTED
 
 
+class _Parser(argparse.ArgumentParser):
+    """Every parser and subparser keeps the line breaks of its description and epilog (the exit codes)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
+def _exits(done: str, *more: ExitCode) -> str:
+    """The exit codes of a command that does its job or refuses; ``done`` says what 0 means for it."""
+    return epilog(ExitCode.PASSED, *more, ExitCode.BAD_INPUT, ExitCode.INTERRUPTED,
+                  meanings={ExitCode.PASSED: done})
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="parity-kit", description=__doc__)
+    p = _Parser(prog="parity-kit", description=__doc__, epilog=epilog(*ExitCode))
     p.add_argument("--version", action="version", version=f"parity-kit {__version__}")
+    level = p.add_mutually_exclusive_group()
+    level.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=verbosity.QUIET,
+                       default=verbosity.NORMAL, help="print only the verdict lines (refusals still go to stderr)")
+    level.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const=verbosity.VERBOSE,
+                       help="more detail: each case's start, its buckets in the heartbeat, every model hashing")
     sub = p.add_subparsers(required=True, metavar="COMMAND")
 
-    g = sub.add_parser("gate", help="run every case of a descriptor and write a run directory")
+    g = sub.add_parser("gate", help="run every case of a descriptor and write a run directory",
+                       description="Runs every case of a descriptor, each a notebook in its kernel, and writes a run\n"
+                                   "directory; stdout carries only its path. Where no terminal shows the progress\n"
+                                   f"bar (CI), a heartbeat line every {DEFAULT_HEARTBEAT_S:g} s (${HEARTBEAT_ENV}) and a line per\n"
+                                   "finished bucket of each case say what runs.",
+                       epilog=epilog(ExitCode.PASSED, ExitCode.FAILED, ExitCode.INCOMPLETE, ExitCode.BAD_INPUT,
+                                     ExitCode.INTERRUPTED))
     g.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR),
                    help="descriptor TOML (default: the embedded tiny-cpu descriptor)")
     g.add_argument("--out", help="run directory to create (default: runs/<name>-<time>-<id>)")
@@ -73,9 +101,10 @@ def _parser() -> argparse.ArgumentParser:
     g.set_defaults(func=_gate)
 
     c = sub.add_parser("control", help="gate today's pin and the candidate, then say whose fault a failure is",
-                       description="Runs the gate against two releases of the descriptor side by side and "
-                                   "diagnoses: exit 0 qualified, 1 regression in the candidate, 4 baseline "
-                                   "blocker (the control fails too), 2 incomplete, 3 bad input.")
+                       description="Runs the gate against two releases of the descriptor side by side and\n"
+                                   "diagnoses whose fault a failure is.",
+                       epilog=epilog(ExitCode.PASSED, ExitCode.FAILED, ExitCode.INCOMPLETE, ExitCode.BAD_INPUT,
+                                     ExitCode.BLOCKER, ExitCode.INTERRUPTED))
     c.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR),
                    help="descriptor TOML with [releases.current] and [releases.candidate]")
     c.add_argument("--out", help="control directory to create (default: runs/control-<name>-<time>-<id>)")
@@ -89,12 +118,11 @@ def _parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("refresh", help="replay a fork onto a newer upstream, build and qualify its wheels, "
                                        "then control it against today's pin",
-                       description="Build (replay the overlay, build wheels, write the release manifest), "
-                                   "qualify (the exact wheel bytes in a fresh kernel, one parity case), then the "
-                                   "control of the new release against today's pin. Exit 0 qualified, 1 "
-                                   "regression, 4 baseline blocker, 2 incomplete, 3 bad input, 5 the build "
-                                   "stopped (conflict, failed build, existing release), 6 qualification failed. "
-                                   "Never pushes, tags or opens anything; prints what to run next.")
+                       description="Build (replay the overlay, build wheels, write the release manifest),\n"
+                                   "qualify (the exact wheel bytes in a fresh kernel, one parity case), then the\n"
+                                   "control of the new release against today's pin. Never pushes, tags or opens\n"
+                                   "anything; prints what to run next.",
+                       epilog=epilog(*ExitCode))
     r.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR),
                    help="descriptor TOML whose [releases.current] is today's pin")
     r.add_argument("--fork-repo", required=True, help="the fork's git repository")
@@ -117,87 +145,165 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--jobs", type=int, help="control cases run side by side (default: the cores)")
     r.set_defaults(func=_refresh)
 
-    f = sub.add_parser("fixture", help="make or verify a prompt fixture")
+    f = sub.add_parser("fixture", help="make or verify a prompt fixture",
+                       epilog=_exits("done (make: the fixture's path on stdout; verify: it is intact)"))
     f = f.add_subparsers(required=True, metavar="ACTION")
-    fm = f.add_parser("make", help="tokenize a JSONL of {id, prompt} into fixtures/<sha256>.json")
+    fm = f.add_parser("make", help="tokenize a JSONL of {id, prompt} into fixtures/<sha256>.json",
+                      epilog=_exits("made: the fixture's path on stdout, then its buckets"))
     fm.add_argument("--prompts", required=True, help="JSONL file, one {\"id\", \"prompt\"} per line")
     fm.add_argument("--model", required=True, help="model folder whose tokenizer.json and bos token to use")
     fm.add_argument("--out", default="fixtures", help="folder for the fixture (default: fixtures)")
     fm.add_argument("--buckets", default="128,256,512,1024", help="bucket sizes in tokens, comma separated")
     fm.set_defaults(func=_fixture_make)
-    fv = f.add_parser("verify", help="check a fixture's digest (and its tokenizer, given --model)")
-    fv.add_argument("fixture")
+    fv = f.add_parser("verify", help="check a fixture's digest (and its tokenizer, given --model)",
+                      epilog=_exits("the fixture is intact (and made with that tokenizer)"))
+    fv.add_argument("fixture", help="fixture JSON (fixtures/<sha256>.json)")
     fv.add_argument("--model", help="model folder whose tokenizer.json the fixture must have been made with")
     fv.set_defaults(func=_fixture_verify)
 
-    gl = sub.add_parser("golden", help="make, verify or diff goldens").add_subparsers(required=True, metavar="ACTION")
-    gm = gl.add_parser("make", help="score the fixture with a backend and write a golden (never over an existing one)")
-    gm.add_argument("--model", required=True)
+    gl = sub.add_parser("golden", help="make, verify or diff goldens",
+                        epilog=epilog(ExitCode.PASSED, ExitCode.FAILED, ExitCode.BAD_INPUT, ExitCode.INTERRUPTED,
+                                      meanings={ExitCode.PASSED: "done", ExitCode.FAILED: "regen: refused (fewer "
+                                                "than two backends agree with the new golden)"}))
+    gl = gl.add_subparsers(required=True, metavar="ACTION")
+    gm = gl.add_parser("make", help="score the fixture with a backend and write a golden (never over an existing one)",
+                       epilog=_exits("made: the golden's path on stdout"))
+    gm.add_argument("--model", required=True, help="model folder to score the fixture with")
     gm.add_argument("--backend", default="hf", choices=_golden_makers(),
                     help="a backend that can make goldens (default: hf); levanter runs in its own environment: "
                          "its parity-kit, e.g. .venv-levanter/bin/parity-kit golden make ...")
     gm.add_argument("--checkpoint", default="hf", choices=["hf", "native"],
                     help="levanter: an HF export or a native tensorstore checkpoint (default: hf)")
-    gm.add_argument("--fixture", required=True)
-    gm.add_argument("--kind", choices=["semantic", "exact"], required=True)
-    gm.add_argument("--top-k", type=int, default=25)
-    gm.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
-    gm.add_argument("--attn-implementation", default="sdpa", choices=["sdpa", "eager", "sdpa_repeat_kv"])
+    gm.add_argument("--fixture", required=True, help="fixture JSON whose prompts the golden scores")
+    gm.add_argument("--kind", choices=["semantic", "exact"], required=True,
+                    help="semantic: judged within a bound; exact: bit for bit, on this runtime only")
+    gm.add_argument("--top-k", type=int, default=25, help="golden tokens kept per prompt (default 25)")
+    gm.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                    help="the dtype the backend scores in (default float32)")
+    gm.add_argument("--attn-implementation", default="sdpa", choices=["sdpa", "eager", "sdpa_repeat_kv"],
+                    help="hf: the attention implementation (default sdpa)")
     gm.add_argument("--device", default="cpu", help="torch device: cpu (default), cuda, cuda:N")
     gm.add_argument("--batch-size", type=int, default=1, help="same-bucket prompts scored together (default 1)")
     gm.add_argument("--out", default="goldens", help="folder for the golden (default: goldens)")
     gm.set_defaults(func=_golden_make)
-    gv = gl.add_parser("verify", help="check a golden against its fixture (and model)")
-    gv.add_argument("golden")
-    gv.add_argument("--fixture", required=True)
+    gv = gl.add_parser("verify", help="check a golden against its fixture (and model)",
+                       epilog=_exits("the golden matches the fixture (and the model)"))
+    gv.add_argument("golden", help="golden JSON")
+    gv.add_argument("--fixture", required=True, help="the fixture the golden must have been made from")
     gv.add_argument("--model", help="model folder whose digest the golden must carry")
     gv.set_defaults(func=_golden_verify)
-    gd = gl.add_parser("diff", help="how far each case moved between two goldens")
-    gd.add_argument("old")
-    gd.add_argument("new")
+    gd = gl.add_parser("diff", help="how far each case moved between two goldens",
+                       epilog=_exits("compared (moving is not an error: read the lines)"))
+    gd.add_argument("old", help="the golden before")
+    gd.add_argument("new", help="the golden after")
     gd.add_argument("--threshold", type=float, default=0.0, help="list only cases that moved more than this")
     gd.set_defaults(func=_golden_diff)
 
     gr = gl.add_parser("regen", help="make a replacement for a stale golden, diff it, and place it beside the "
                                      "old one only when two backends agree with it",
-                       description="Exit 0: placed beside the old golden for review; 1: refused (fewer than "
-                                   "two backends agree); 3: bad input. The old golden is never touched.")
-    gr.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR))
+                       description="Makes a new golden, diffs it against the stale one and checks it with the\n"
+                                   "descriptor's cases. The old golden is never touched.",
+                       epilog=epilog(ExitCode.PASSED, ExitCode.FAILED, ExitCode.BAD_INPUT, ExitCode.INTERRUPTED,
+                                     meanings={ExitCode.PASSED: "placed beside the old golden for review",
+                                               ExitCode.FAILED: "refused: fewer than two backends agree with it"}))
+    gr.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR),
+                    help="descriptor TOML whose golden to replace (default: the embedded tiny-cpu descriptor)")
     gr.add_argument("--kind", default="semantic", metavar="GOLDEN",
                     help="the [goldens] entry to replace (default: semantic); semantic goldens only")
     gr.add_argument("--release", help="check against this release's kernels (default: the cases' own)")
     gr.add_argument("--out", help="work directory (default: runs/regen-<name>-<time>-<id>)")
-    gr.add_argument("--jobs", type=int)
+    gr.add_argument("--jobs", type=int, help="checking cases run side by side (default: the cores)")
     gr.set_defaults(func=_golden_regen)
 
-    r = sub.add_parser("report", help="a finished run (or control) for people: Markdown for an issue, a zip to attach")
+    r = sub.add_parser("report", help="a finished run (or control) for people: Markdown for an issue, a zip to attach",
+                       epilog=_exits("written"))
     r.add_argument("run_dir", help="a gate run directory or a control directory")
     r.add_argument("--markdown", action="store_true", help="print the evidence and a compact case table")
     r.add_argument("--attach", metavar="DIR", help="write DIR/<run>.zip: summary HTML, notebooks, results")
     r.set_defaults(func=_report)
 
     lab = sub.add_parser("lab", help="open JupyterLab on the project, or on a run's summary, with its kernels",
-                         description="Arguments after a bare `--` go to `jupyter lab` as they are.")
+                         description="Arguments after a bare `--` go to `jupyter lab` as they are.",
+                         epilog=_exits("JupyterLab ended (the command becomes `jupyter lab`: its own codes)"))
     lab.add_argument("run_dir", nargs="?", help="a run or control directory to open (default: the project)")
-    lab.add_argument("--port", type=int, default=8888)
-    lab.add_argument("--no-browser", action="store_true")
+    lab.add_argument("--port", type=int, default=8888, help="the port JupyterLab listens on (default 8888)")
+    lab.add_argument("--no-browser", action="store_true", help="do not open a browser")
     lab.set_defaults(func=_lab)
 
     k = sub.add_parser("kernels", help="list the Jupyter kernels the descriptors' cases need, "
-                                       "and whether each is installed")
+                                       "and whether each is installed",
+                       epilog=epilog(ExitCode.PASSED, ExitCode.FAILED, ExitCode.BAD_INPUT, ExitCode.INTERRUPTED,
+                                     meanings={ExitCode.PASSED: "every kernel is installed",
+                                               ExitCode.FAILED: "a kernel is missing (its line says how to "
+                                                                "install it)"}))
     k.add_argument("descriptors", nargs="*", metavar="DESCRIPTOR",
                    help="descriptor TOML (default: the embedded tiny-cpu descriptor)")
     k.set_defaults(func=_kernels)
 
-    sp = sub.add_parser("spec", help="print one case resolved from a descriptor, as its notebook receives it (JSON)")
-    sp.add_argument("descriptor")
-    sp.add_argument("case")
+    sp = sub.add_parser("spec", help="print one case resolved from a descriptor, as its notebook receives it (JSON)",
+                        epilog=_exits("printed"))
+    sp.add_argument("descriptor", help="descriptor TOML")
+    sp.add_argument("case", help="the case's name")
     sp.set_defaults(func=_spec)
 
-    d = sub.add_parser("digest", help="print the model digest of a folder")
-    d.add_argument("model")
+    d = sub.add_parser("digest", help="print the model digest of a folder", epilog=_exits("printed"))
+    d.add_argument("model", help="model folder")
     d.set_defaults(func=_digest)
+    _add_tool_commands(sub)
     return p
+
+
+def _add_tool_commands(sub) -> None:
+    """Commands for CI steps and editors: a preflight alone, the descriptor's schema, the backends."""
+    ch = sub.add_parser("check", help="run the gate's preflight alone: a line per check passed, then ok",
+                        description="Checks what a gate checks before it runs anything: the descriptor, the\n"
+                                    "fixture, the goldens, the model digests, the kernels, the notebooks and the\n"
+                                    "backends installed here. Runs no case and writes nothing.",
+                        epilog=_exits("every check passed"))
+    ch.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR),
+                    help="descriptor TOML (default: the embedded tiny-cpu descriptor)")
+    ch.add_argument("--case", action="append", dest="cases", help="check only this case (repeatable)")
+    ch.add_argument("--release", help="check against this [releases.NAME] of the descriptor (its kernels and options)")
+    ch.set_defaults(func=_check)
+
+    sc = sub.add_parser("schema", help="print the descriptor's JSON schema, for editors",
+                        description="The descriptor's JSON schema (draft 2020-12): each case is one of the\n"
+                                    "registered backends' case schemas, chosen by its `backend` key, so a\n"
+                                    "third-party backend's options are in it too.",
+                        epilog=_exits("printed"))
+    sc.set_defaults(func=_schema)
+
+    b = sub.add_parser("backends", help="list the registered backends and whether each is installed here",
+                       epilog=_exits("listed (a backend not installed here is not an error)"))
+    b.set_defaults(func=_backends)
+
+
+def _check(args) -> int:
+    from kit.gate.check import run_check
+
+    lines = run_check(args.descriptor, args.cases, args.release)
+    if not verbosity.quiet():
+        print("\n".join(lines))
+    print("ok")
+    return ExitCode.PASSED
+
+
+def _schema(args) -> int:
+    from kit.descriptor.json_schema import descriptor_json_schema
+
+    print(json.dumps(descriptor_json_schema(), indent=2))
+    return ExitCode.PASSED
+
+
+def _backends(args) -> int:
+    from kit.backends import registry
+
+    for row in registry.describe():
+        goldens = "makes goldens" if row["makes_goldens"] else "makes no goldens"
+        here = "installed here" if row["installed"] else f"not installed here; install with: {row['install']}"
+        print(f"{row['name']}: {row['summary']}")
+        print(f"  kernel {row['kernel']}, notebook {row['notebook']}, {goldens}; {here}")
+    return ExitCode.PASSED
 
 
 def _digest(args) -> int:

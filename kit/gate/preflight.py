@@ -13,6 +13,7 @@ from typing import Sequence
 from kit.backends import registry
 from kit.core import paths
 from kit.descriptor.load import LoadedDescriptor, golden_kind
+from kit.gate import verbosity
 from kit.core.errors import BadInput
 from kit.core.fixture import Fixture, load_fixture
 from kit.core.golden import Golden, check_golden_matches_fixture, load_golden
@@ -90,6 +91,7 @@ def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
         if here is not None:  # an exact entry with no golden for this host is refused where a case uses it
             goldens[name] = by_path[str(here)]
     digests = DigestCache()  # empty: every gate reads every model byte once, here
+    verbosity.announce_hashing(desc.resolve(desc.doc.model.path))
     model_digest = check_model_digest(desc.resolve(desc.doc.model.path), desc.doc.model.digest,
                                       desc.where("model", "digest"), digests)
     models: dict[str, str] = {}
@@ -97,6 +99,7 @@ def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
         case = desc.cases[spec.name]
         if case.model is not None and case.model not in models:
             ref = desc.doc.models[case.model]
+            verbosity.announce_hashing(desc.resolve(ref.path))
             models[case.model] = check_model_digest(desc.resolve(ref.path), ref.digest, desc.model_where(case),
                                                     digests)
     kernels = installed_kernels()
