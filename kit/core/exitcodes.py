@@ -36,6 +36,8 @@ _MEANINGS = {
 }
 
 
-def epilog(*codes: ExitCode) -> str:
-    """The exit-code section of a command's --help."""
-    return "exit codes:\n" + "\n".join(f"  {int(c):>3}  {c.meaning}" for c in codes)
+def epilog(*codes: ExitCode, meanings: dict[ExitCode, str] | None = None) -> str:
+    """The exit-code section of a command's --help; ``meanings`` words a code the way one command uses
+    it (e.g. 1 for `kernels` is a missing kernel, not a failed case)."""
+    said = {**_MEANINGS, **(meanings or {})}
+    return "exit codes:\n" + "\n".join(f"  {int(c):>3}  {said[c]}" for c in codes)
