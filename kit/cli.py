@@ -9,6 +9,7 @@ from __future__ import annotations
 from kit.core import rundir
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -337,14 +338,36 @@ def _gate(args) -> int:
     if args.resume and args.out and Path(args.out).resolve() != Path(args.resume).resolve():
         raise BadInput(f"--out {args.out} and --resume {args.resume}: a resumed run writes into the directory "
                        "it resumes")
-    run = run_gate(args.descriptor, out=args.out, jobs=args.jobs, only=args.cases, command=_command("gate"),
-                   summary=not args.no_summary, release=args.release, executor=args.executor, resume=args.resume)
+    with _junit_when_interrupted(args, [args.resume or args.out]):
+        run = run_gate(args.descriptor, out=args.out, jobs=args.jobs, only=args.cases, command=_command("gate"),
+                       summary=not args.no_summary, release=args.release, executor=args.executor, resume=args.resume)
     if args.junit:
         from kit.gate.junit import write_junit
 
         write_junit(args.junit, [(run.descriptor.name, [s.name for s in run.specs], run.results, run.duration_s)])
     print(run.run_dir)  # stdout carries only the run directory, for scripts: RUN=$(parity-kit gate ...)
     return EXIT_CODES[run.verdict]
+
+
+@contextlib.contextmanager
+def _junit_when_interrupted(args, run_dirs: list, per_release: bool = False):
+    """Refuse an unwritable --junit before anything runs; if the run is then interrupted (Ctrl-C,
+    a cancelled CI job), still write the JUnit of the cases that finished, from the run directories
+    (known only when --out or --resume names them)."""
+    import time
+
+    if not args.junit:
+        yield
+        return
+    from kit.gate.junit import check_junit_path, write_junit_from_disk
+
+    check_junit_path(args.junit)
+    began = time.time()
+    try:
+        yield
+    except KeyboardInterrupt:
+        write_junit_from_disk(args.junit, run_dirs, began, per_release)
+        raise
 
 
 def _report(args) -> int:
@@ -392,8 +415,10 @@ def _lab(args) -> int:
 def _control(args) -> int:
     from kit.control.run import run_control
 
-    run = run_control(args.descriptor, out=args.out, jobs=args.jobs, only=args.cases, current=args.current,
-                      candidate=args.candidate, command=_command("control"), summary=not args.no_summary)
+    sides = [Path(args.out) / side for side in (args.current, args.candidate)] if args.out else []
+    with _junit_when_interrupted(args, sides, per_release=True):
+        run = run_control(args.descriptor, out=args.out, jobs=args.jobs, only=args.cases, current=args.current,
+                          candidate=args.candidate, command=_command("control"), summary=not args.no_summary)
     if args.junit:
         from kit.gate.junit import write_junit
 

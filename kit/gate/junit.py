@@ -1,13 +1,24 @@
-"""JUnit XML for CI dashboards: one testcase per gate case, failures with their messages."""
+"""JUnit XML for CI dashboards: one testcase per gate case, failures with their messages.
+
+Messages and log tails come from kernels and engines: colored logs carry ESC, a decoded byte
+stream may carry lone surrogates. XML 1.0 cannot hold those characters at all (not even as
+character references), and one of them makes the whole file unreadable to the CI tool, so every
+attribute and text is made XML-safe on its way out.
+"""
 
 from __future__ import annotations
 
+import os
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from kit.core import rundir
+from kit.core.errors import BadInput
 from kit.core.jsonio import atomic_write_bytes
 from kit.core.records import ERROR, FAILED, TIMEOUT, CaseResult
+from kit.core.results import read_run
 
 
 Suite = tuple[str, Sequence[str], Mapping[str, CaseResult], float]  # name, expected cases, results, duration
@@ -18,6 +29,7 @@ def junit_xml(suites: Sequence[Suite]) -> bytes:
     root = ET.Element("testsuites")
     for suite in suites:
         _suite(root, *suite)
+    _make_safe(root)
     ET.indent(root)
     return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
 
@@ -53,3 +65,59 @@ def _suite(root: ET.Element, suite: str, expected: Sequence[str], results: Mappi
 
 def write_junit(path: str | Path, suites: Sequence[Suite]) -> Path:
     return atomic_write_bytes(Path(path), junit_xml(suites))
+
+
+def write_junit_from_disk(path: str | Path, run_dirs: Sequence[str | Path | None], since: float,
+                          per_release: bool = False) -> Path | None:
+    """JUnit for runs cut short (Ctrl-C, a cancelled CI job), from what their directories hold:
+    the finished cases with their results, the others as missing. A directory counts only when
+    its manifest was written at or after ``since`` (epoch seconds), so an earlier run that
+    happens to live there is never reported as this one. Returns None when no run had started."""
+    suites = []
+    for run_dir in run_dirs:
+        manifest = Path(run_dir) / rundir.MANIFEST if run_dir else None
+        if manifest is None or not manifest.is_file() or manifest.stat().st_mtime < since - 1:
+            continue  # the 1 s: coarse file-system clocks
+        view = read_run(run_dir)
+        name = view.manifest["name"] + (f".{view.release}" if per_release else "")
+        suites.append((name, view.expected, view.results, view.manifest.get("duration_s") or 0.0))
+    return write_junit(path, suites) if suites else None
+
+
+# Color and cursor sequences (CSI): presentation, not content; a dashboard shows them as noise.
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+# Everything outside XML 1.0's Char production: C0 controls but tab, newline and CR, the
+# surrogates (only lone ones reach a str) and U+FFFE/U+FFFF.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(text: str) -> str:
+    """``text`` as XML 1.0 can hold it: color codes dropped, any other forbidden character
+    written as its Python escape (``\\x1b``, ``\\ud800``, ``\\uffff``) so the reader still sees it."""
+    return _NOT_XML.sub(_escaped, _ANSI.sub("", text))
+
+
+def _escaped(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _make_safe(root: ET.Element) -> None:
+    for node in root.iter():
+        node.text = xml_text(node.text) if node.text else node.text
+        for key, value in list(node.attrib.items()):
+            node.set(key, xml_text(value))
+
+
+def check_junit_path(path: str | Path) -> Path:
+    """Refuse a JUnit path that could not be written, before the run it reports on starts:
+    finding out after an hour of cases would lose the report that CI reads."""
+    target = Path(path)
+    folder = target.parent
+    if target.is_dir():
+        raise BadInput(f"--junit {path} is a folder; give the path of the XML file to write")
+    if not folder.is_dir():
+        raise BadInput(f"--junit {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise BadInput(f"--junit {path}: {target if target.exists() else folder} is not writable")
+    return target
