@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from kit.core import rundir
 
+import html
+import re
 import warnings
 from pathlib import Path
 from typing import Sequence
@@ -15,6 +17,34 @@ from kit.core.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult, severit
 from kit.core.results import counts_sentence
 
 SUMMARY_NOTEBOOK = paths.NOTEBOOKS / rundir.SUMMARY_NOTEBOOK
+
+
+# Markdown punctuation that could open a link, an image, code, raw HTML, an entity, emphasis or a
+# table cell. An underscore between letters or digits (paths, identifiers) never opens emphasis,
+# so it stays as it is and a path still reads as a path in the raw text.
+_MD_SPECIAL = re.compile(r"[\\`*\[\]<|~&]|(?<![^\W_])_|_(?![^\W_])")
+# @user and @org/team notify people; #12 links (and notes itself on) an issue.
+_NOTIFIES = re.compile(r"@(?=\w)|#(?=\d)")
+_NEWLINES = re.compile(r"\r\n|[\r\n\u2028\u2029]")
+
+
+def md(text: object, code: bool = False) -> str:
+    """Text from the world (prompt ids, case names, messages, release names, commit subjects) as
+    Markdown shows it literally, on one line, in prose, a list or a table cell alike: it mentions
+    no one, opens no link, image or HTML and splits no cell. ``code`` sets it as inline code; text
+    holding ``|`` stays escaped prose instead, as a table would split a code span there."""
+    text = _NEWLINES.sub(" ", str(text))
+    if code and "|" not in text:
+        fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
+        pad = " " if text.startswith("`") or text.endswith("`") else ""
+        return f"{fence}{pad}{text}{pad}{fence}"
+    return _NOTIFIES.sub(lambda m: m.group() + "\u200b", _MD_SPECIAL.sub(lambda m: "\\" + m.group(), text))
+
+
+def _md_backticked(text: str) -> str:
+    """A sentence of ours that sets world names in backticks (the diagnosis's reasons): each
+    name as inline code, the rest as text, every part through md()."""
+    return "".join(md(part, code=bool(i % 2)) if part else "" for i, part in enumerate(text.split("`")))
 
 
 def result_document(name: str, verdict: str, counts: dict, duration_s: float,
@@ -33,36 +63,41 @@ def write_result(run_dir: Path, doc: dict) -> Path:
 def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: float,
                       results: dict[str, CaseResult]) -> str:
     """A paragraph fit for an issue comment: verdict, counts, the worst case, digests, command."""
-    lines = [f"**Parity gate `{manifest['name']}`: {verdict}.** {counts_sentence(counts, duration_s)}.", ""]
+    lines = [f"**Parity gate {md(manifest['name'], code=True)}: {verdict}.** {counts_sentence(counts, duration_s)}.",
+             ""]
     for name in manifest["cases"]:
         r = results.get(name)
         if r is None:
-            lines.append(f"- `{name}`: missing (no result was recorded)")
+            lines.append(f"- {md(name, code=True)}: missing (no result was recorded)")
         elif r.status in (ERROR, TIMEOUT):
-            lines.append(f"- `{name}` ({r.backend}): **{r.status}**: {r.error}")
+            lines.append(f"- {md(name, code=True)} ({md(r.backend)}): **{r.status}**: {md(r.error)}")
         elif r.status == FAILED:
             w = r.worst
-            lines.append(f"- `{name}` ({r.backend}): **failed** on {r.counts()['failed']} of "
-                         f"{r.counts()['prompts']} prompts; worst `{w.id}` (bucket {w.bucket}): "
-                         f"{_worst_reason(w)}")
+            lines.append(f"- {md(name, code=True)} ({md(r.backend)}): **failed** on {r.counts()['failed']} of "
+                         f"{r.counts()['prompts']} prompts; worst {md(w.id, code=True)} (bucket {w.bucket}): "
+                         f"{md(_worst_reason(w))}")
         if r is not None and r.status != PASSED:
-            lines += [f"  - note: {note}" for note in r.notes]
+            lines += [f"  - note: {md(note)}" for note in r.notes]
     if all(name in results and results[name].status == PASSED for name in manifest["cases"]):
         worst = max((r for r in results.values() if r.prompts), default=None,
                     key=lambda r: r.max_probability_error or 0)
         if worst is not None:
             w = worst.worst
             bound = f"bound {w.bound:g}" if w.bound is not None else "exact"
-            lines.append(f"Largest error: `{worst.case}` on `{w.id}`: max probability error "
+            lines.append(f"Largest error: {md(worst.case, code=True)} on {md(w.id, code=True)}: max probability error "
                          f"{w.max_probability_error:.3g} ({bound}).")
     if manifest.get("reused"):  # a resumed run: say which verdicts were not computed by this command
-        names = ", ".join(f"`{n}`" for n in manifest["reused"])
+        names = ", ".join(md(n, code=True) for n in manifest["reused"])
         lines.append(f"Reused from an earlier run into this directory, inputs unchanged: {names}.")
-    goldens = ", ".join(f"{k} `{v['sha256'][:12]}`" for k, v in manifest.get("goldens", {}).items())
-    lines += ["", f"Fixture `{manifest['fixture_sha256'][:16]}` · model `{manifest['model_digest'][:16]}` · "
-                  f"goldens {goldens} · kit {manifest['kit_version']}",
-              f"Reproduce: `{' '.join(manifest.get('command') or ['parity-kit', 'gate'])}`", ""]
+    lines += ["", _digests_line(manifest),
+              f"Reproduce: {md(' '.join(manifest.get('command') or ['parity-kit', 'gate']), code=True)}", ""]
     return "\n".join(lines)
+
+
+def _digests_line(manifest: dict) -> str:
+    goldens = ", ".join(f"{md(k)} {md(v['sha256'][:12], code=True)}" for k, v in manifest.get("goldens", {}).items())
+    return (f"Fixture {md(manifest['fixture_sha256'][:16], code=True)} · model "
+            f"{md(manifest['model_digest'][:16], code=True)} · goldens {goldens} · kit {md(manifest['kit_version'])}")
 
 
 def _worst_reason(score) -> str:
@@ -108,22 +143,24 @@ def control_evidence(control: dict, diagnosis, views: Sequence) -> str:
     named = {v.release: v for v in views}
     cur, cand = named.get(d.current), named.get(d.candidate)
     if d.verdict == QUALIFIED:
-        title = f"# Qualified: {control['name']} — candidate `{d.candidate}` passes every case, and so does the control"
+        title = (f"# Qualified: {md(control['name'])} — candidate {md(d.candidate, code=True)} passes every case, "
+                 "and so does the control")
     else:
         cases = d.candidate_failures or d.control_failures
-        title = f"# Refresh blocked: {control['name']} — {HEADLINES[d.verdict]}"
-        title += f" ({', '.join(cases)})" if cases and not d.incomplete else ""
-    lines = [title, "", f"**{d.reason[0].upper()}{d.reason[1:]}.**", "",
+        title = f"# Refresh blocked: {md(control['name'])} — {HEADLINES[d.verdict]}"
+        title += f" ({', '.join(map(md, cases))})" if cases and not d.incomplete else ""
+    lines = [title, "", f"**{_md_backticked(d.reason[0].upper() + d.reason[1:])}.**", "",
              "| run | release | result |", "| --- | --- | --- |"]
     for role, view in (("control (today's pin)", cur), ("candidate", cand)):
         if view is not None:
             duration = view.manifest.get("duration_s") or 0.0
-            lines.append(f"| {role} | `{view.release}` | {view.verdict}: {counts_sentence(view.counts, duration)} |")
+            lines.append(f"| {role} | {md(view.release, code=True)} | {view.verdict}: "
+                         f"{counts_sentence(view.counts, duration)} |")
     lines.append("")
     for label, view in ((d.current, cur), (d.candidate, cand)):
         for line in _worst_per_backend(label, view):
             lines.append(line)
-    lines += [f"- {line}" for line in d.incomplete]
+    lines += [f"- {_md_backticked(line)}" for line in d.incomplete]
     if d.verdict in (BLOCKER, BOTH_BROKEN):
         lines += ["", _repair_first(d, cur)]
     lines += ["", "Releases:", "", "| release | backend | kernel | version | source commit | wheels |",
@@ -131,15 +168,13 @@ def control_evidence(control: dict, diagnosis, views: Sequence) -> str:
     for view in (cur, cand):
         rel = (view.manifest.get("release") or {}) if view is not None else {}
         for backend, built in (rel.get("backends") or {}).items():
-            wheels = ", ".join(f"{n} `{h[:12]}`" for n, h in built.get("wheels", {}).items()) or "—"
-            lines.append(f"| `{rel['name']}` | {backend} | `{built['kernel']}` | {built.get('version') or '—'} | "
-                         f"{built.get('source_commit') or '—'} | {wheels} |")
+            wheels = ", ".join(f"{md(n)} {md(h[:12], code=True)}"
+                               for n, h in built.get("wheels", {}).items()) or "—"
+            lines.append(f"| {md(rel['name'], code=True)} | {md(backend)} | {md(built['kernel'], code=True)} | "
+                         f"{md(built.get('version') or '—')} | {md(built.get('source_commit') or '—')} | {wheels} |")
     if cur is not None:
-        m = cur.manifest
-        goldens = ", ".join(f"{k} `{v['sha256'][:12]}`" for k, v in m.get("goldens", {}).items())
-        lines += ["", f"Fixture `{m['fixture_sha256'][:16]}` · model `{m['model_digest'][:16]}` · "
-                      f"goldens {goldens} · kit {m['kit_version']}"]
-    lines += [f"Reproduce: `{' '.join(control.get('command') or ['parity-kit', 'control'])}`", ""]
+        lines += ["", _digests_line(cur.manifest)]
+    lines += [f"Reproduce: {md(' '.join(control.get('command') or ['parity-kit', 'control']), code=True)}", ""]
     return "\n".join(lines)
 
 
@@ -154,9 +189,10 @@ def _worst_per_backend(label: str, view) -> list[str]:
         bound = f"bound {w.bound:g}" if w.bound is not None else "exact golden"
         err = w.max_probability_error
         err_text = f"{err:.3g}" if err is not None and err == err else "not finite"
-        lines.append(f"- `{label}`, {backend}: worst case `{r.case}` ({r.counts()['failed']} of "
-                     f"{r.counts()['prompts']} prompts failed), prompt `{w.id}` (bucket {w.bucket}): "
-                     f"max probability error {err_text}, {bound}: {_worst_reason(w)}")
+        lines.append(f"- {md(label, code=True)}, {md(backend)}: worst case {md(r.case, code=True)} "
+                     f"({r.counts()['failed']} of {r.counts()['prompts']} prompts failed), prompt "
+                     f"{md(w.id, code=True)} (bucket {w.bucket}): "
+                     f"max probability error {err_text}, {bound}: {md(_worst_reason(w))}")
     return lines
 
 
@@ -167,17 +203,19 @@ def _repair_first(d, cur) -> str:
                       if cur is not None and c in cur.results and cur.results[c].golden_path})
     backends = sorted({r.backend for r in d.rows if r.case in d.control_failures and r.backend})
     if d.verdict == BLOCKER and d.candidate_failures:
-        head = (f"The control (`{d.current}`) reproduced the candidate's failure with identical metrics, "
-                "so the candidate is not at fault.")
+        head = (f"The control ({md(d.current, code=True)}) reproduced the candidate's failure with identical "
+                "metrics, so the candidate is not at fault.")
     else:
-        head = f"The control (`{d.current}`) fails on its own."
-    return (f"{head} Repair first: the golden ({', '.join(f'`{g}`' for g in goldens) or 'its golden'}; "
+        head = f"The control ({md(d.current, code=True)}) fails on its own."
+    named = ", ".join(md(g, code=True) for g in goldens) or "its golden"
+    return (f"{head} Repair first: the golden ({named}; "
             f"`parity-kit golden regen` writes a reviewed replacement) or the oracle "
-            f"({', '.join(backends)} in `{d.current}`), then run the control again.")
+            f"({', '.join(map(md, backends))} in {md(d.current, code=True)}), then run the control again.")
 
 
 def markdown_report(run_dir: str | Path) -> str:
-    """evidence.md plus a compact case table per run: what a GitHub comment shows well."""
+    """evidence.md plus, per run, a compact case table and the summary's figures (linked by paths
+    relative to ``run_dir``, so they show once the folder is uploaded next to the comment)."""
     from kit.core.results import read_run
 
     run_dir = Path(run_dir)
@@ -192,9 +230,25 @@ def markdown_report(run_dir: str | Path) -> str:
         views = [read_run(run_dir)]
     parts = [evidence.rstrip()]
     for view in views:
-        title = f"Cases against `{view.release}`" if view.release else "Cases"
-        parts += ["", f"<details open><summary>{title}</summary>", "", compact_case_table(view), "", "</details>"]
+        # Inside an HTML block Markdown is not read: the release name is HTML-escaped, as code.
+        title = f"Cases against <code>{html.escape(view.release)}</code>" if view.release else "Cases"
+        parts += ["", f"<details open><summary>{title}</summary>", "", compact_case_table(view), ""]
+        parts += [*figure_links(view.run_dir, run_dir), "</details>"]
     return "\n".join(parts) + "\n"
+
+
+def figure_links(view_dir: Path, base: Path) -> list[str]:
+    """An image per PNG in ``view_dir/figures`` with a link to its SVG, paths relative to ``base``;
+    none when the summary was not built (--no-summary)."""
+    from urllib.parse import quote
+
+    lines = []
+    for png in sorted((view_dir / rundir.FIGURES).glob("*.png")):
+        rel = quote(png.relative_to(base).as_posix())
+        title = png.stem.replace("-", " ")
+        svg = f" ([SVG]({rel[:-4]}.svg))" if png.with_suffix(".svg").is_file() else ""
+        lines += [f"![{title}]({rel}){svg}", ""]
+    return lines
 
 
 def compact_case_table(view) -> str:
@@ -203,31 +257,30 @@ def compact_case_table(view) -> str:
     for name in view.expected:
         r = view.results.get(name)
         if r is None:
-            lines.append(f"| `{name}` | | missing | | | | |")
+            lines.append(f"| {md(name, code=True)} | | missing | | | | |")
             continue
         err = r.max_probability_error
         err_text = "—" if err is None else ("not finite" if err != err else f"{err:.3g}")
         bound = f"{r.bound:g}" if r.bound is not None else ("exact" if r.golden_kind == "exact" else "—")
         w = r.worst
-        worst = f"`{_md_cell(w.id)}`" if w is not None and (not w.passed or err) else "—"
+        worst = md(w.id, code=True) if w is not None and (not w.passed or err) else "—"
         failed = f"{r.counts()['failed']}/{r.counts()['prompts']}" if r.prompts else "—"
         mark = {PASSED: "✅ passed", FAILED: "❌ failed"}.get(r.status, f"⚠️ {r.status}")
-        lines.append(f"| `{name}` | {r.backend} | {mark} | {err_text} | {bound} | {failed} | {worst} |")
+        lines.append(f"| {md(name, code=True)} | {md(r.backend)} | {mark} | {err_text} | {bound} | {failed} | "
+                     f"{worst} |")
     return "\n".join(lines)
 
 
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("`", "'")
-
-
 def attach_zip(run_dir: str | Path, out_dir: str | Path) -> Path:
-    """One zip to attach to an issue or PR: summary HTML, executed notebooks, results, evidence."""
+    """One zip to attach to an issue or PR: summary HTML and figures, executed notebooks, results,
+    evidence."""
     import zipfile
 
     run_dir = Path(run_dir).resolve()
     wanted = [p for p in sorted(run_dir.rglob("*")) if p.is_file() and (
         p.suffix in (".ipynb", ".html") or p.name in (rundir.RESULT, rundir.EVIDENCE, rundir.MANIFEST,
-                                                       rundir.CONTROL, rundir.DIAGNOSIS))]
+                                                       rundir.CONTROL, rundir.DIAGNOSIS)
+        or (p.parent.name == rundir.FIGURES and p.suffix in (".png", ".svg")))]
     if not any(p.name == rundir.SUMMARY_HTML for p in wanted):
         from kit.core.errors import BadInput
 

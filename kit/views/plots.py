@@ -1,12 +1,36 @@
-"""The plots of the case and summary notebooks."""
+"""The plots of the case and summary notebooks, and their files for places that show no notebook."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 
 FLOOR = 1e-9  # bit-exact cases have error 0; keep them visible on a log axis
+# File stems of the summary's figures in a run's figures/ folder.
+BY_BUCKET = "error-by-bucket"
+VS_LENGTH = "error-vs-length"
+
+
+def save_figure(fig, folder: Path, stem: str) -> list[Path]:
+    """``fig`` as ``folder/stem.png`` (an issue comment shows it inline once uploaded) and
+    ``stem.svg`` (zooms without blur). Each file is written whole or not at all, and the SVG
+    carries no date, so an unchanged figure gives unchanged bytes."""
+    import matplotlib
+
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for fmt, metadata in (("png", {}), ("svg", {"Date": None})):
+        path = folder / f"{stem}.{fmt}"
+        tmp = path.with_name(f".{path.name}.tmp")
+        # "tight", as the notebook's inline display: titles and outside legends are not cut off;
+        # a fixed salt, else the SVG's element ids are random on every save.
+        with matplotlib.rc_context({"svg.hashsalt": stem}):
+            fig.savefig(tmp, format=fmt, dpi=120, bbox_inches="tight", metadata=metadata)
+        tmp.replace(path)
+        written.append(path)
+    return written
 
 
 def error_vs_length(prompts: pd.DataFrame, title: str = "max probability error per prompt"):

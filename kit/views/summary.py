@@ -104,9 +104,10 @@ def failure_lines(view: RunView, per_case: int = 5) -> list[str]:
     return lines
 
 
-def show_run(view: RunView) -> None:
+def show_run(view: RunView, save_figures: bool = True) -> None:
     """One run's section of the summary: verdict banner, case table, plots, worst prompts,
-    failures and provenance. Data from the world goes out escaped or as plain text."""
+    failures and provenance. Data from the world goes out escaped or as plain text. The plots
+    also go to the run's figures/ folder, for `parity-kit report --markdown` and the zip."""
     import matplotlib.pyplot as plt
     from IPython.display import HTML, display
 
@@ -115,7 +116,11 @@ def show_run(view: RunView) -> None:
     display(HTML(audit.run_banner(view)))
     display(styled_case_table(view))
     prompts = prompt_frame(view.results)
-    for fig in (plots.error_by_bucket(prompts), plots.error_vs_length(prompts, title="max probability error per prompt")):
+    figures = {plots.BY_BUCKET: plots.error_by_bucket(prompts),
+               plots.VS_LENGTH: plots.error_vs_length(prompts, title="max probability error per prompt")}
+    for stem, fig in figures.items():
+        if save_figures:
+            _save(fig, view.run_dir / rundir.FIGURES, stem)
         display(fig)
         plt.close(fig)  # shown once, here, not again when the cell ends
     display(HTML("<h4>Worst prompts: the golden's and the backend's top tokens</h4>"))
@@ -123,3 +128,12 @@ def show_run(view: RunView) -> None:
     print("\n".join(failure_lines(view) or ["no failures"]))
     display(HTML("<h4>Provenance</h4>"))
     display(audit.styled_provenance(view))
+
+
+def _save(fig, folder: Path, stem: str) -> None:
+    from kit.views import plots
+
+    try:
+        plots.save_figure(fig, folder, stem)
+    except OSError as exc:  # a run opened read-only still shows its summary; only the files are missing
+        print(f"figure {stem} not written to {folder}: {exc}")

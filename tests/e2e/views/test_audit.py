@@ -112,6 +112,11 @@ def test_report_markdown_and_attach(failing_run, tmp_path):
     n = read_run(run).results["hf-bf16"].counts()["failed"]
     assert "| `hf-bf16` | hf | ❌ failed |" in md and f"| 0.075 | {n}/64 |" in md
     assert "| `checkpoint` | hf | ❌ failed |" in md and "| exact | 64/64 |" in md
+    # The summary's figures as files, linked relative to the run for an issue comment.
+    figures = [f"figures/{stem}.{ext}" for stem in ("error-by-bucket", "error-vs-length") for ext in ("png", "svg")]
+    assert all((run / f).stat().st_size > 1000 for f in figures)
+    assert "![error by bucket](figures/error-by-bucket.png) ([SVG](figures/error-by-bucket.svg))" in md
+    assert "![error vs length](figures/error-vs-length.png) ([SVG](figures/error-vs-length.svg))" in md
 
     proc = parity_kit("report", run, "--attach", tmp_path / "attach")
     assert proc.returncode == 0, proc.stderr
@@ -119,7 +124,7 @@ def test_report_markdown_and_attach(failing_run, tmp_path):
     assert zpath == tmp_path / "attach" / "run.zip"
     names = set(zipfile.ZipFile(zpath).namelist())
     assert {"run/summary.html", "run/summary.ipynb", "run/result.json", "run/evidence.md",
-            "run/cases/hf-bf16.ipynb", "run/cases/checkpoint.ipynb"} <= names
+            "run/cases/hf-bf16.ipynb", "run/cases/checkpoint.ipynb", *(f"run/{f}" for f in figures)} <= names
 
 
 def test_report_refuses_a_directory_that_is_no_run(tmp_path):

@@ -1,0 +1,168 @@
+"""Reports for CI tools and issues, from records built by hand (no kernels): text from the world
+stays text in the evidence Markdown, JUnit stays parseable XML whatever the logs hold, an
+unwritable --junit is refused before anything runs, and the Markdown report links the figures."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import xml.etree.ElementTree as ET
+import zipfile
+
+import pytest
+
+from kit.cli import main
+from kit.core import contract, rundir
+from kit.core.records import ERROR, FAILED, PASSED, CaseResult, PromptScore
+from kit.gate import report
+from kit.gate.junit import junit_xml, write_junit_from_disk, xml_text
+
+ESC = "\x1b"
+ZWSP = "\u200b"
+
+
+def prompt(id_: str, passed: bool, err: float, failures: list[str] | None = None) -> PromptScore:
+    return PromptScore(id=id_, bucket=256, n_tokens=200, passed=passed, bound=0.075, max_probability_error=err,
+                       top_probability_l1_error=err, kl_shared=0.0, first_rank_agreement=True, golden_top_token=5,
+                       golden_top_probability=0.6, backend_top_token=5, backend_top_probability=0.6, winner_gap=0.0,
+                       failures=failures or [])
+
+
+def failed_case(case: str, prompt_id: str, reason: str) -> CaseResult:
+    return CaseResult(case=case, backend="hf", status=FAILED, bound=0.075, golden_kind="semantic",
+                      prompts=[prompt(prompt_id, False, 0.5, [f"{prompt_id}: {reason}"])],
+                      failures=[f"{prompt_id}: {reason}"])
+
+
+MANIFEST = {"name": "tiny", "fixture_sha256": "ab" * 32, "model_digest": "cd" * 32, "kit_version": "0.3.0",
+            "goldens": {"semantic": {"sha256": "ef" * 32}}, "command": ["parity-kit", "gate", "d.toml"]}
+
+
+@pytest.mark.parametrize("text, prose, code", [
+    ("@octocat please look", f"@{ZWSP}octocat please look", "`@octocat please look`"),
+    ("see [docs](https://evil.example) ![x](y)", "see \\[docs\\](https://evil.example) !\\[x\\](y)",
+     "`see [docs](https://evil.example) ![x](y)`"),
+    ("<script>alert(1)</script>", "\\<script>alert(1)\\</script>", "`<script>alert(1)</script>`"),
+    ("a | b\nc\r\nd", "a \\| b c d", "a \\| b c d"),  # a code span would split a table cell at |
+    ("fix #12 for @org/team", f"fix #{ZWSP}12 for @{ZWSP}org/team", "`fix #12 for @org/team`"),
+    ("it`s", "it\\`s", "``it`s``"),
+    ("`edge`", "\\`edge\\`", "`` `edge` ``"),
+    ("*bold* _it_ ~~s~~ &#64;x tool_atlas_03", f"\\*bold\\* \\_it\\_ \\~\\~s\\~\\~ \\&#{ZWSP}64;x tool_atlas_03",
+     "`*bold* _it_ ~~s~~ &#64;x tool_atlas_03`"),
+    ("tool-atlas-03", "tool-atlas-03", "`tool-atlas-03`"),
+])
+def test_md_sets_world_text_as_text(text, prose, code):
+    assert report.md(text) == prose
+    assert report.md(text, code=True) == code
+
+
+def test_evidence_escapes_ids_messages_and_names():
+    case = "evil|case"
+    results = {
+        case: failed_case(case, "@octocat\n[x](y)", "max probability error 0.5 > bound 0.075 <img src=x>"),
+        "dies": CaseResult(case="dies", backend="hf", status=ERROR, error="boom @admin\n| broken | row",
+                           notes=["see ![i](u)"]),
+    }
+    manifest = {**MANIFEST, "cases": [case, "dies", "gone`x"], "reused": {}}
+    text = report.evidence_markdown(manifest, "failed", {FAILED: 1, ERROR: 1, "missing": 1}, 3.0, results)
+    assert text.splitlines()[2:6] == [
+        "- evil\\|case (hf): **failed** on 1 of 1 prompts; worst `@octocat [x](y)` (bucket 256): "
+        "max probability error 0.5 > bound 0.075 \\<img src=x>",
+        f"- `dies` (hf): **error**: boom @{ZWSP}admin \\| broken \\| row",
+        "  - note: see !\\[i\\](u)",
+        "- ``gone`x``: missing (no result was recorded)",
+    ]
+    assert "Reproduce: `parity-kit gate d.toml`" in text
+
+
+def test_case_table_rows_keep_their_seven_cells():
+    results = {"a|b": failed_case("a|b", "p|1\nnext", "bad"), "ok": CaseResult("ok", "hf", PASSED)}
+    view = type("View", (), {"expected": ["a|b", "ok", "lost|case"], "results": results})()
+    rows = report.compact_case_table(view).splitlines()[2:]
+    assert [len(re.split(r"(?<!\\)\|", row)) - 2 for row in rows] == [7, 7, 7]
+    assert rows[0] == "| a\\|b | hf | ❌ failed | 0.5 | 0.075 | 1/1 | p\\|1 next |"
+    assert rows[2] == "| lost\\|case | | missing | | | | |"
+
+
+def test_control_reason_keeps_its_code_and_escapes_the_names():
+    assert report._md_backticked("today's pin `cur|rent` fails `hf-bf16` for @bob") == \
+        f"today's pin cur\\|rent fails `hf-bf16` for @{ZWSP}bob"
+
+
+def test_junit_parses_with_color_codes_and_forbidden_characters():
+    colored = f"{ESC}[1;31mmax probability error 0.5{ESC}[0m > bound 0.075"
+    results = {
+        "hf-bf16": failed_case("hf-bf16", "p-1", colored),
+        "dies": CaseResult(case="dies", backend="hf", status=ERROR, error=f"kernel died {ESC}[31m!{ESC}[0m",
+                           log_tail=f"Traceback {ESC}[0;31mValueError{ESC}[0m bell\x07 lone\ud800 end\uffff {ESC}x"),
+    }
+    root = ET.fromstring(junit_xml([(f"tiny{ESC}", ["hf-bf16", "dies"], results, 1.0)]))
+    suite = root.find("testsuite")
+    assert suite.get("name") == "tiny\\x1b" and suite.get("failures") == "1" and suite.get("errors") == "1"
+    failure = suite.find("testcase[@name='hf-bf16']/failure")
+    assert failure.get("message") == "hf-bf16: p-1: max probability error 0.5 > bound 0.075" == failure.text
+    error = suite.find("testcase[@name='dies']/error")
+    assert error.get("message") == "dies: error: kernel died !"
+    assert error.text == "Traceback ValueError bell\\x07 lone\\ud800 end\\uffff \\x1bx"
+
+
+def test_xml_text_keeps_what_xml_allows():
+    assert xml_text("tab\tnew\nline\r é 中 \U0001f600") == "tab\tnew\nline\r é 中 \U0001f600"
+    assert xml_text("\x00\x0b\x0c\x1f\ufffe") == "\\x00\\x0b\\x0c\\x1f\\ufffe"
+
+
+def fake_run(run_dir, cases, results):
+    (run_dir / rundir.CASES).mkdir(parents=True)
+    (run_dir / rundir.MANIFEST).write_text(json.dumps({**MANIFEST, "cases": cases, "release": {"name": "next"}}))
+    for r in results:
+        (run_dir / rundir.CASES / f"{r.case}.json").write_text(json.dumps(r.to_dict()))
+
+
+def test_interrupted_run_still_gets_its_junit(tmp_path):
+    import time
+
+    began = time.time()
+    fake_run(tmp_path / "run", ["done", "cut"], [CaseResult("done", "hf", PASSED)])
+    out = write_junit_from_disk(tmp_path / "junit.xml", [tmp_path / "run", None], began, per_release=True)
+    suite = ET.parse(out).getroot().find("testsuite")
+    assert suite.get("name") == "tiny.next" and suite.get("tests") == "2" and suite.get("errors") == "1"
+    assert suite.find("testcase[@name='cut']/error").get("message") == "cut: missing (no result was recorded)"
+    assert suite.find("testcase[@name='done']/error") is None
+    # A run directory written before this command began is an earlier run's: never reported as this one.
+    assert write_junit_from_disk(tmp_path / "stale.xml", [tmp_path / "run"], began + 60) is None
+    assert not (tmp_path / "stale.xml").exists()
+
+
+@pytest.mark.parametrize("command", ["gate", "control"])
+@pytest.mark.parametrize("where, message", [
+    ("folder", "--junit {p} is a folder; give the path of the XML file to write"),
+    ("nowhere/junit.xml", "--junit {p}: folder {d} does not exist"),
+])
+def test_unwritable_junit_path_is_refused_before_anything_runs(tmp_path, capsys, monkeypatch, command, where,
+                                                                message):
+    monkeypatch.setenv(contract.MAIN_PYTHON_ENV, sys.executable)
+    (tmp_path / "folder").mkdir()
+    path = tmp_path / where
+    assert main([command, "--out", str(tmp_path / "out"), "--junit", str(path)]) == 3
+    err = capsys.readouterr().err
+    assert err == f"parity-kit: bad input: {message.format(p=path, d=path.parent)}\n"
+    assert not (tmp_path / "out").exists() and not (tmp_path / "nowhere").exists()
+    assert list((tmp_path / "folder").iterdir()) == []
+
+
+def test_markdown_report_links_figures_and_zip_holds_them(tmp_path):
+    run = tmp_path / "run"
+    fake_run(run, ["ok"], [CaseResult("ok", "hf", PASSED)])
+    (run / rundir.EVIDENCE).write_text("**Parity gate `tiny`: passed.**\n")
+    (run / rundir.SUMMARY_HTML).write_text("<html></html>")
+    (run / rundir.FIGURES).mkdir()
+    for name in ("error-by-bucket.png", "error-by-bucket.svg", "error-vs-length.png"):
+        (run / rundir.FIGURES / name).write_bytes(b"figure")
+    md = report.markdown_report(run)
+    assert "<details open><summary>Cases against <code>next</code></summary>" in md
+    assert ("![error by bucket](figures/error-by-bucket.png) ([SVG](figures/error-by-bucket.svg))\n\n"
+            "![error vs length](figures/error-vs-length.png)\n\n</details>") in md
+    names = set(zipfile.ZipFile(report.attach_zip(run, tmp_path / "attach")).namelist())
+    assert {"run/figures/error-by-bucket.png", "run/figures/error-by-bucket.svg",
+            "run/figures/error-vs-length.png"} <= names
