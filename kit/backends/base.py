@@ -57,7 +57,9 @@ class BackendInfo:
     summary: str
     runtime: str                    # module whose ``open_backend(spec)`` returns a Backend
     options: str                    # "module:Class", the pydantic schema of the case options
-    notebook: str                   # the case notebook: a file name among the packaged notebooks, or a path
+    # The case notebook: a file name among the packaged notebooks, or a path; the generic one shows the
+    # verdict, a per-prompt table and the error plot, which is all a backend without details of its own needs.
+    notebook: str = "parity.ipynb"
     kernel: str = "parity-kit"      # the kernel a case runs in unless the descriptor names another
     makes_goldens: bool = False     # `golden make --backend NAME` may use it
     requires: tuple[str, ...] = ()  # top-level modules its kernel must be able to import

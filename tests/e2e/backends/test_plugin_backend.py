@@ -1,0 +1,119 @@
+"""A backend defined outside kit/ joins the gate through the entry-point group alone.
+
+The plugin here is a distribution written into a temporary folder (its package and its dist-info with
+entry_points.txt) and put on PYTHONPATH, as `pip install` would put it on the path: no kit file
+changes. It uses the generic case notebook, so adding it took one subpackage and one entry point.
+Its engine replays the golden, scaled by an option, so the same plugin can pass and fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from support import parity_kit, write_descriptor
+
+PACKAGE = {
+    "__init__.py": '''
+from kit.backends.base import BackendInfo
+
+BACKEND = BackendInfo(name="echo", summary="replays the golden (a test plugin)", runtime="echo_backend.runtime",
+                      options="echo_backend.options:EchoOptions")
+''',
+    "options.py": '''
+from pydantic import Field
+
+from kit.backends.options import BackendOptions
+
+
+class EchoOptions(BackendOptions):
+    temperature: float = Field(default=1.0, gt=0)
+''',
+    "runtime.py": '''
+import json
+
+from kit.core.records import Observation
+
+
+class Echo:
+    name = "echo"
+
+    def __init__(self, golden_path, temperature):
+        doc = json.loads(open(golden_path).read())
+        self.tops = {c["id"]: c["top_logprobs"] for c in doc["cases"]}
+        self.temperature = temperature
+
+    def release(self):
+        return {"backend": "echo", "temperature": self.temperature}
+
+    def observe(self, prompts, top_n):
+        return [Observation(p.id, tuple((e["token_id"], e["logprob"] / self.temperature) for e in self.tops[p.id]),
+                            p.n_tokens) for p in prompts]
+
+    def details(self):
+        return {}
+
+    def close(self):
+        pass
+
+
+def open_backend(spec):
+    return Echo(spec.golden_path, **spec.options)
+''',
+}
+
+
+def install_plugin(folder):
+    pkg = folder / "echo_backend"
+    pkg.mkdir(parents=True)
+    for name, text in PACKAGE.items():
+        (pkg / name).write_text(text.lstrip())
+    info = folder / "echo_backend-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: echo-backend\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[parity_kit.backends]\necho = echo_backend:BACKEND\n")
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))}
+
+
+def echo_descriptor(tmp_path, embedded, **options):
+    case = {"backend": "echo", "golden": "semantic", "bound": 0.05, "buckets": [256], **options}
+    return write_descriptor(tmp_path, embedded, cases={"echo": case})
+
+
+def test_a_plugin_backend_is_listed_validated_and_gated(tmp_path, embedded):
+    env = install_plugin(tmp_path / "site")
+    listed = parity_kit("spec", echo_descriptor(tmp_path / "a", embedded), "echo", env=env)
+    assert listed.returncode == 0, listed.stderr
+    spec = json.loads(listed.stdout)
+    assert spec["options"] == {"temperature": 1.0} and spec["notebook"].endswith("parity.ipynb")
+
+    good = parity_kit("gate", echo_descriptor(tmp_path / "b", embedded), "--out", tmp_path / "good", env=env)
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "passed echo (echo)" in good.stderr
+
+    # A temperature error moves every probability: the same plugin now fails its bound.
+    hot = parity_kit("gate", echo_descriptor(tmp_path / "c", embedded, temperature=1.3), "--out", tmp_path / "hot",
+                     env=env)
+    assert hot.returncode == 1, hot.stdout + hot.stderr
+    assert "failed echo (echo)" in hot.stderr
+
+
+def test_a_plugin_option_typo_and_an_unregistered_backend_are_refused(tmp_path, embedded):
+    env = install_plugin(tmp_path / "site")
+    typo = parity_kit("gate", echo_descriptor(tmp_path / "a", embedded, temprature=1.0), "--out", tmp_path / "r",
+                      env=env)
+    assert typo.returncode == 3 and "cases.echo.temprature: unknown key" in typo.stderr
+    assert not (tmp_path / "r").exists()
+    # Without the plugin on the path, the backend is unknown, and the registered ones are listed.
+    gone = parity_kit("gate", echo_descriptor(tmp_path / "b", embedded), "--out", tmp_path / "r")
+    assert gone.returncode == 3
+    assert "unknown backend 'echo' (registered: hf, jax, levanter, vllm)" in gone.stderr
+
+
+def test_a_plugin_that_fails_to_import_is_named_with_its_error(tmp_path, embedded):
+    env = install_plugin(tmp_path / "site")
+    (tmp_path / "site" / "echo_backend" / "__init__.py").write_text("import no_such_engine\n")
+    proc = parity_kit("gate", echo_descriptor(tmp_path / "a", embedded), "--out", tmp_path / "r", env=env)
+    assert proc.returncode == 3
+    assert proc.stderr.strip() == ("parity-kit: bad input: backend plugin 'echo' (echo_backend:BACKEND) failed to "
+                                   "import: ModuleNotFoundError: No module named 'no_such_engine'")
