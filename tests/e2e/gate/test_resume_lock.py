@@ -113,7 +113,7 @@ def test_a_second_run_on_a_busy_run_directory_is_refused(tmp_path, embedded):
 
 
 def test_a_crashed_holder_leaves_no_stale_lock(tmp_path):
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from kit import runlock; "
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from kit.gate import runlock; "
                                f"runlock.acquire(__import__('pathlib').Path({str(tmp_path)!r}), ['holder']); "
                                "print('locked', flush=True); time.sleep(600)"],
                               cwd=ROOT, stdout=subprocess.PIPE, text=True)
