@@ -43,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     # Kernels started from here (gate cases, JupyterLab) find the main environment through this.
     os.environ.setdefault(contract.MAIN_PYTHON_ENV, sys.executable)
     try:
+        if _runs_embedded_descriptor(args):
+            paths.require_embedded_data()  # a wheel installed without its data: one line, not a traceback
         return args.func(args)
     except BadInput as exc:
         print(f"parity-kit: bad input: {exc}", file=sys.stderr)
@@ -50,6 +52,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("parity-kit: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
+
+
+def _runs_embedded_descriptor(args) -> bool:
+    """Whether the command reads the embedded descriptor (every descriptor argument's default)."""
+    if getattr(args, "descriptors", None) == []:  # `kernels` with none named
+        return True
+    return getattr(args, "descriptor", None) == str(paths.EMBEDDED_DESCRIPTOR)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -299,9 +308,17 @@ def _schema(args) -> int:
 def _backends(args) -> int:
     from kit.backends import registry
 
+    from kit.core import paths
+    from kit.gate.preflight import installed_kernels
+
+    kernels = installed_kernels()
     for row in registry.describe():
         goldens = "makes goldens" if row["makes_goldens"] else "makes no goldens"
-        here = "installed here" if row["installed"] else f"not installed here; install with: {row['install']}"
+        if row["kernel"] != paths.MAIN_KERNEL:  # its own environment: what counts is whether its kernel is there
+            ready = row["kernel"] in kernels
+            here = "its kernel is installed" if ready else f"its kernel is missing; install with: {row['install']}"
+        else:
+            here = "installed here" if row["installed"] else f"not installed here; install with: {row['install']}"
         print(f"{row['name']}: {row['summary']}")
         print(f"  kernel {row['kernel']}, notebook {row['notebook']}, {goldens}; {here}")
     return ExitCode.PASSED
