@@ -15,10 +15,13 @@ DATA_FOLDERS = ("notebooks", "descriptors", "fixtures", "goldens", "calibrations
 
 
 def _data_root() -> Path:
-    packaged = resources.files("kit") / "_data"
-    if packaged.is_dir():
-        return Path(str(packaged))
-    return Path(__file__).resolve().parents[2]
+    packaged = Path(str(resources.files("kit") / "_data"))
+    checkout = Path(__file__).resolve().parents[2]
+    # A wheel whose data went missing must not take site-packages for a checkout: it keeps the
+    # packaged root, and require_embedded_data names that folder.
+    if packaged.is_dir() or not (checkout / "pyproject.toml").is_file():
+        return packaged
+    return checkout
 
 
 DATA_ROOT = _data_root()

@@ -17,7 +17,9 @@ from pathlib import Path
 import psutil
 from jupyter_client.manager import AsyncKernelManager
 
+from kit.core import paths
 from kit.core.contract import LOG_PREFIX_ENV
+from kit.gate.mainkernel import provide_main_kernel
 
 KERNEL_START_TIMEOUT_S = 120
 _live: set["KernelHandle"] = set()
@@ -95,6 +97,8 @@ def run_notebook(notebook: str | Path, output: Path, parameters: dict, kernel_na
     ``env`` is added to the kernel's environment."""
     import papermill as pm
 
+    if kernel_name == paths.MAIN_KERNEL:
+        provide_main_kernel()  # a plain pip install registered none; the summary may be the first to ask
     handle = KernelHandle(log_path, log_prefix, env)
     timer = threading.Timer(timeout_s, handle.kill) if timeout_s else None
     error = None

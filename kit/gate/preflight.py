@@ -19,6 +19,7 @@ from kit.core.fixture import Fixture, load_fixture
 from kit.core.golden import Golden, check_golden_matches_fixture, load_golden
 from kit.core.modeldigest import DigestCache, check_model_digest
 from kit.core.spec import CaseSpec
+from kit.gate.mainkernel import provide_main_kernel, registered_kernels
 
 
 @dataclass(frozen=True)
@@ -32,9 +33,10 @@ class Inputs:
 
 
 def installed_kernels() -> dict[str, str]:
-    from jupyter_client.kernelspec import KernelSpecManager
-
-    return KernelSpecManager().find_kernel_specs()
+    """The kernels this gate can start: those registered, and the main kernel, which the gate
+    provides for its own interpreter when a plain pip install registered none (kit.gate.mainkernel)."""
+    provide_main_kernel()
+    return registered_kernels()
 
 
 def kernel_install_hint(name: str, backend: str | None = None) -> str:
@@ -69,10 +71,17 @@ def kernel_rows(descriptors: Sequence[LoadedDescriptor]) -> list[dict]:
         for name, case in desc.cases.items():  # kernels only: no golden is chosen, none can refuse a listing
             kernel = desc.kernel(name)
             row = rows.setdefault(kernel, {"kernel": kernel, "cases": [], "installed": kernel in installed,
-                                           "location": installed.get(kernel),
+                                           "location": _location(kernel, installed),
                                            "hint": kernel_install_hint(kernel, case.backend)})
             row["cases"].append(f"{desc.name}:{name}")
     return list(rows.values())
+
+
+def _location(kernel: str, installed: dict[str, str]) -> str | None:
+    provided = provide_main_kernel()
+    if provided is not None and provided.name == kernel:
+        return provided.describe()  # its folder is temporary: naming it would point at nothing later
+    return installed.get(kernel)
 
 
 def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
