@@ -24,6 +24,7 @@ from kit.gate.mainkernel import provide_main_kernel
 KERNEL_START_TIMEOUT_S = 120
 _live: set["KernelHandle"] = set()
 _live_lock = threading.Lock()
+_stopping = threading.Event()  # set when a run is stopped: no kernel may start after the sweep
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class NotebookOutcome:
     error: str | None  # one line; None when every cell ran
     killed_by: str | None  # "timeout" or "interrupt" when the kit killed the kernel
     log_tail: str | None
+    started: bool = True  # False: the run was stopped before this notebook's kernel could start
 
     @property
     def timed_out(self) -> bool:
@@ -102,11 +104,13 @@ def run_notebook(notebook: str | Path, output: Path, parameters: dict, kernel_na
     handle = KernelHandle(log_path, log_prefix, env)
     timer = threading.Timer(timeout_s, handle.kill) if timeout_s else None
     error = None
+    with _live_lock:  # checked under the lock that stop_all sweeps with: no kernel slips past it
+        if _stopping.is_set():
+            return NotebookOutcome("the run was stopped before its kernel started", "interrupt", None, False)
+        _live.add(handle)
     if timer:
         timer.daemon = True
         timer.start()
-    with _live_lock:
-        _live.add(handle)
     try:
         pm.execute_notebook(str(notebook), str(output), parameters=parameters, kernel_name=kernel_name,
                             progress_bar=False, start_timeout=KERNEL_START_TIMEOUT_S,
@@ -115,6 +119,9 @@ def run_notebook(notebook: str | Path, output: Path, parameters: dict, kernel_na
                             shutdown_kernel="immediate")
     except Exception as exc:  # every failure becomes a recorded outcome, never a lost case
         error = describe_failure(exc)
+    except BaseException:  # stopped in this very thread (a notebook run by the main thread): end its kernel
+        handle.kill("interrupt")
+        raise
     finally:
         if timer:
             timer.cancel()
@@ -131,6 +138,21 @@ def kill_all() -> int:
     for handle in handles:
         handle.kill("interrupt")
     return len(handles)
+
+
+def stop_all() -> int:
+    """A stopped run: kill every kernel, and refuse every later start (a case that a worker thread was
+    about to start would otherwise run whole after the sweep). ``allow_starts`` lifts the refusal."""
+    _stopping.set()
+    return kill_all()
+
+
+def stopping() -> bool:
+    return _stopping.is_set()
+
+
+def allow_starts() -> None:
+    _stopping.clear()
 
 
 def describe_failure(exc: BaseException) -> str:
