@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from kit.core.errors import BadInput
-from kit.core.jsonio import canonical_bytes, sha256_bytes, sha256_file, write_canonical
+from kit.core.jsonio import canonical_bytes, read_input_bytes, sha256_bytes, sha256_file, write_canonical
+from kit.core.modelconfig import check_prompts_fit, model_limits
 
 DEFAULT_BUCKETS = (128, 256, 512, 1024)
 
@@ -98,6 +99,7 @@ def make_fixture(
         raise BadInput(f"{tok_file} does not exist: the fixture needs the model folder's tokenizer.json")
     tok = Tokenizer.from_file(str(tok_file))
     bos = _bos_id(tokenizer_dir)
+    limits = model_limits(tokenizer_dir)
     seen: set[str] = set()
     cases = []
     for i, p in enumerate(prompts):
@@ -109,6 +111,7 @@ def make_fixture(
         ids = tok.encode(p["prompt"], add_special_tokens=False).ids
         if bos is not None:
             ids = [bos, *ids]
+        check_prompts_fit([(p["id"], len(ids))], limits, tokenizer_dir)
         cases.append(PromptCase(p["id"], bucket_for(len(ids), buckets), p["prompt"], tuple(ids)))
     doc = fixture_document(tokenizer_dir.name, sha256_file(tok_file), cases)
     digest = sha256_bytes(canonical_bytes(doc))
@@ -129,7 +132,7 @@ def load_fixture(path: str | Path) -> Fixture:
     path = Path(path)
     if not path.is_file():
         raise BadInput(f"fixture {path} does not exist")
-    data = path.read_bytes()
+    data = read_input_bytes(path, f"fixture {path}")
     actual = sha256_bytes(data)
     if path.stem != actual:
         raise BadInput(f"fixture {path} is tampered: its bytes hash to {actual}, but its name says {path.stem}")
@@ -140,9 +143,13 @@ def load_fixture(path: str | Path) -> Fixture:
             for c in doc["cases"]
         )
         fixture = Fixture(path, actual, doc["tokenizer"], doc["tokenizer_digest"], cases)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:  # int(Infinity) overflows
         raise BadInput(f"fixture {path} is malformed: {type(exc).__name__}: {exc}") from None
-    if canonical_bytes(doc) != data:
+    try:
+        canonical = canonical_bytes(doc)
+    except ValueError:  # NaN or an infinity, which strict JSON does not allow
+        raise BadInput(f"fixture {path} holds NaN or Infinity, which JSON does not allow") from None
+    if canonical != data:
         raise BadInput(f"fixture {path} is not canonical JSON (sorted keys, compact separators, one newline)")
     if len(set(fixture.ids)) != len(fixture.ids):
         raise BadInput(f"fixture {path} has duplicate case ids")

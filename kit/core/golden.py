@@ -19,7 +19,7 @@ from typing import Sequence
 from kit import __version__
 from kit.core.errors import BadInput
 from kit.core.fixture import Fixture
-from kit.core.jsonio import canonical_bytes, sha256_bytes, write_canonical
+from kit.core.jsonio import canonical_bytes, read_input_bytes, sha256_bytes, write_canonical
 from kit.core.records import Observation
 from kit.core.runtime import hardware, runtime_match
 
@@ -70,6 +70,9 @@ def golden_document(kind: str, fixture: Fixture, model_digest: str, top_k: int,
         bad = [t for t, lp in top if not math.isfinite(lp)]
         if bad:
             raise BadInput(f"case {cid}: non-finite logprob for token {bad[0]}; refusing to write a golden")
+        problem = top_list_problem(top, top_k)
+        if problem:  # a golden that load_golden would refuse is never written
+            raise BadInput(f"case {cid}: {problem}; refusing to write a golden")
         cases.append({"id": cid, "top_logprobs": [{"token_id": int(t), "logprob": float(lp)} for t, lp in top]})
     return {"kind": kind, "fixture_sha256": fixture.sha256, "model_digest": model_digest, "top_k": top_k,
             "provenance": prov, "cases": cases}
@@ -95,24 +98,86 @@ def load_golden(path: str | Path) -> Golden:
     path = Path(path)
     if not path.is_file():
         raise BadInput(f"golden {path} does not exist")
-    data = path.read_bytes()
+    data = read_input_bytes(path, f"golden {path}")
     try:
-        doc = json.loads(data)
-        cases = {
-            c["id"]: tuple((int(e["token_id"]), float(e["logprob"])) for e in c["top_logprobs"])
-            for c in doc["cases"]
-        }
+        doc = json.loads(data)  # NaN and infinities parse here: the content check names the case holding one
+        cases = {c["id"]: _top_list(c["top_logprobs"]) for c in doc["cases"]}
+        if len(cases) != len(doc["cases"]):
+            raise ValueError("a case id is listed twice")
         golden = Golden(path, sha256_bytes(data), doc["kind"], doc["fixture_sha256"], doc["model_digest"],
-                        int(doc["top_k"]), doc.get("provenance") or {}, cases)
+                        _integer(doc["top_k"], "top_k"), doc.get("provenance") or {}, cases)
     except (KeyError, TypeError, ValueError) as exc:
         raise BadInput(f"golden {path} is malformed: {type(exc).__name__}: {exc}") from None
     if golden.kind not in KINDS:
         raise BadInput(f"golden {path}: kind {golden.kind!r} is not one of {', '.join(KINDS)}")
     if not golden.provenance:
         raise BadInput(f"golden {path} carries no provenance; make it with `parity-kit golden make`")
-    if canonical_bytes(doc) != data:
+    check_golden_contents(golden)
+    try:
+        canonical = canonical_bytes(doc)
+    except ValueError:  # NaN or an infinity outside the top lists, which strict JSON does not allow
+        raise BadInput(f"golden {path} holds NaN or Infinity, which JSON does not allow") from None
+    if canonical != data:
         raise BadInput(f"golden {path} is not canonical JSON (was it edited by hand?)")
     return golden
+
+
+def _integer(value, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} {value!r} is not an integer")
+    return value
+
+
+def _top_list(entries) -> tuple[tuple[int, float], ...]:
+    out = []
+    for e in entries:
+        logprob = e["logprob"]
+        if isinstance(logprob, bool) or not isinstance(logprob, (int, float)):
+            raise TypeError(f"logprob {logprob!r} is not a number")
+        out.append((_integer(e["token_id"], "token_id"), float(logprob)))
+    return tuple(out)
+
+
+def top_list_problem(top: Sequence[tuple[int, float]], top_k: int) -> str | None:
+    """What is wrong with one case's top list, or None: scoring reads it as the reference, so a short,
+    reordered or impossible list would judge the backend against something no model produced."""
+    if not top:
+        return "its top_logprobs list is empty"
+    if len(top) != top_k:
+        return (f"its top_logprobs list holds {len(top)} token{'s' if len(top) != 1 else ''}, "
+                f"but the golden's top_k is {top_k}")
+    seen: set[int] = set()
+    for rank, (token, logprob) in enumerate(top, start=1):
+        if token < 0:
+            return f"token id {token} (rank {rank}) is negative"
+        if token in seen:
+            return f"token id {token} is listed twice"
+        seen.add(token)
+        if not math.isfinite(logprob) or logprob > 0:
+            return f"token {token} (rank {rank}) has logprob {logprob!r}; a logprob is finite and at most 0"
+        if rank > 1 and logprob > top[rank - 2][1]:
+            return (f"logprobs are not in descending order: token {token} (rank {rank}) has {logprob!r}, "
+                    f"above rank {rank - 1}'s {top[rank - 2][1]!r}")
+    return None
+
+
+def check_golden_contents(golden: Golden) -> None:
+    """Refuse, naming the file and the case, a golden whose top lists could not have come from a model."""
+    if golden.top_k < 1:
+        raise BadInput(f"golden {golden.path}: top_k {golden.top_k} is below 1")
+    for cid, top in golden.cases.items():
+        problem = top_list_problem(top, golden.top_k)
+        if problem:
+            raise BadInput(f"golden {golden.path}: case {cid}: {problem}")
+
+
+def check_golden_vocabulary(golden: Golden, vocab_size: int, model: str | Path, stated: str) -> None:
+    """Every golden token id within the model's vocabulary (else the backend would be blamed for it)."""
+    for cid in golden.ids:
+        outside = next((t for t, _ in golden.cases[cid] if t >= vocab_size), None)
+        if outside is not None:
+            raise BadInput(f"golden {golden.path}: case {cid}: token id {outside} is outside the vocabulary of "
+                           f"model {model} ({vocab_size} tokens, {stated})")
 
 
 def check_golden_matches_fixture(golden: Golden, fixture: Fixture) -> None:

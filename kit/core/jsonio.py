@@ -94,3 +94,39 @@ def write_json(path: str | os.PathLike, obj: Any) -> Path:
 def read_json(path: str | os.PathLike) -> Any:
     with open(path, "rb") as f:
         return json.loads(f.read().decode("utf-8"))
+
+
+def read_input_bytes(path: str | os.PathLike, what: str) -> bytes:
+    """The bytes of an input file; one that cannot be read (permissions, a folder, an I/O error) is
+    bad input naming ``what`` and why, not a traceback."""
+    from kit.core.errors import BadInput
+
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise BadInput(f"{what} cannot be read: {exc.strerror or exc}") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"it holds {name}, which JSON does not allow")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999 parses as an infinity
+        raise ValueError(f"it holds {text}, which is beyond a float")
+    return value
+
+
+def read_json_input(path: str | os.PathLike, what: str) -> Any:
+    """An input JSON file the kit wrote (a manifest, a result) that a user or a crash may have damaged:
+    unreadable, not UTF-8, not JSON, or holding NaN/Infinity is one line naming ``what``."""
+    from kit.core.errors import BadInput
+
+    data = read_input_bytes(path, what)
+    try:
+        return json.loads(data.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite_float)
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{what} is not UTF-8 (byte {exc.start})") from None
+    except ValueError as exc:  # JSONDecodeError is a ValueError
+        raise BadInput(f"{what} is not valid JSON: {exc}") from None

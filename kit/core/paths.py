@@ -55,11 +55,44 @@ def claim_empty_dir(path: str | Path, directory: str, run: str) -> Path:
     from kit.core.errors import BadInput
 
     path = Path(path)
+    check_dir_target(path, directory)
     if path.exists() and any(path.iterdir()):
         raise BadInput(f"{directory} {path} exists and is not empty; a {run} never writes over an "
                        "earlier one (choose another --out)")
-    path.mkdir(parents=True, exist_ok=True)
+    make_dir(path, directory)
     return path.resolve()
+
+
+def check_dir_target(path: str | Path, what: str) -> None:
+    """Refuse, before anything runs, a folder the command could not create or write into: ``path``
+    or the nearest folder above it that exists is a file (or a dangling link), or is not writable
+    (permissions, a read-only filesystem). Writes nothing."""
+    import os
+
+    from kit.core.errors import BadInput
+
+    path = Path(path)
+    existing = path
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    place = "" if existing == path else f": {existing}"
+    if existing.is_symlink() and not existing.exists():
+        raise BadInput(f"{what} {path}{place} is a link to nothing")
+    if not existing.is_dir():
+        raise BadInput(f"{what} {path}{place} is a file, not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise BadInput(f"{what} {path}{place} is not writable (its permissions or a read-only filesystem)")
+
+
+def make_dir(path: str | Path, what: str) -> Path:
+    """mkdir -p, where a failure (a race with the check above, a full disk) is one line, not a traceback."""
+    from kit.core.errors import BadInput
+
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInput(f"{what} {path} cannot be created: {exc.strerror or exc}") from None
+    return Path(path)
 
 
 def display(path: str | Path) -> str:

@@ -7,6 +7,7 @@ from typing import Sequence
 
 from kit.core.fixture import verify_fixture
 from kit.core.golden import golden_document, provenance
+from kit.core.modelconfig import check_prompts_fit, check_top_k_fits, model_limits
 from kit.core.modeldigest import model_digest
 
 
@@ -17,6 +18,9 @@ def make_golden_document(model: str | Path, fixture_path: str | Path, kind: str,
     """The golden document and the fixture it was made for (the fixture is verified first).
     hf makes the semantic goldens; a native backend (levanter) makes its own exact golden."""
     fixture = verify_fixture(fixture_path, model)
+    limits = model_limits(model)  # before any engine starts: a prompt it cannot take, a top_k beyond its vocabulary
+    check_prompts_fit(((c.id, c.n_tokens) for c in fixture.cases), limits, model, f"fixture {fixture_path}: ")
+    check_top_k_fits(top_k, limits, model)
     digest = model_digest(model)
     if backend == "levanter":
         from kit.backends.levanter.runtime import LevanterBackend

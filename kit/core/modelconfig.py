@@ -1,0 +1,70 @@
+"""What a model folder's config says about the inputs it takes: its vocabulary and its context.
+
+Fixture making, golden making and the gate's preflight hold prompts and goldens to these before any
+engine starts. Otherwise a token id beyond the vocabulary surfaces as the backend's failure ("64/64
+failed"), and a prompt beyond the context is truncated or wraps its positions and may still pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from kit.core.errors import BadInput
+from kit.core.jsonio import read_json_input
+
+HF_CONFIG = "config.json"
+LEVANTER_CONFIG = "levanter_config.json"  # a Levanter-native checkpoint's own config
+# Where Hugging Face configs state the context, in the order architectures use them.
+HF_CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+
+
+@dataclass(frozen=True)
+class ModelLimits:
+    source: Path  # the config file the numbers come from
+    vocab_size: int | None
+    context: int | None
+    context_key: str | None  # the config key that states the context, for messages
+
+    def where(self, key: str | None) -> str:
+        return f"{key} in {self.source}"
+
+
+def _positive(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def model_limits(model_dir: str | Path) -> ModelLimits | None:
+    """The limits a model folder's config states; None when it has no config the kit reads."""
+    model_dir = Path(model_dir)
+    hf, lev = model_dir / HF_CONFIG, model_dir / LEVANTER_CONFIG
+    if hf.is_file():
+        doc = read_json_input(hf, f"model config {hf}")
+        text = doc.get("text_config") if isinstance(doc.get("text_config"), dict) else {}  # multimodal configs
+        merged = {**text, **{k: v for k, v in doc.items() if k != "text_config"}}
+        key = next((k for k in HF_CONTEXT_KEYS if _positive(merged.get(k))), None)
+        return ModelLimits(hf, _positive(merged.get("vocab_size")), _positive(merged.get(key)) if key else None, key)
+    if lev.is_file():
+        doc = read_json_input(lev, f"model config {lev}")
+        arch = next((v for v in doc.values() if isinstance(v, dict) and "seq_len" in v), {})
+        return ModelLimits(lev, _positive(doc.get("vocab_size")), _positive(arch.get("seq_len")), "seq_len")
+    return None
+
+
+def check_prompts_fit(prompts: Iterable[tuple[str, int]], limits: ModelLimits | None, model: str | Path,
+                      prefix: str = "") -> None:
+    """Refuse the first prompt (id, token count) longer than the model's context."""
+    if limits is None or limits.context is None:
+        return
+    for prompt_id, n_tokens in prompts:
+        if n_tokens > limits.context:
+            raise BadInput(f"{prefix}prompt {prompt_id} has {n_tokens} tokens, more than the context of model "
+                           f"{model} ({limits.context}, {limits.where(limits.context_key)})")
+
+
+def check_top_k_fits(top_k: int, limits: ModelLimits | None, model: str | Path) -> None:
+    """A golden cannot keep more tokens than the model's vocabulary holds."""
+    if limits is not None and limits.vocab_size is not None and top_k > limits.vocab_size:
+        raise BadInput(f"--top-k {top_k} is more than the vocabulary of model {model} "
+                       f"({limits.vocab_size} tokens, {limits.where('vocab_size')})")
