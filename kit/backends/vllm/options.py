@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from kit.backends.options import BackendOptions
 
@@ -28,3 +28,55 @@ class VllmOptions(BackendOptions):
     # Any other engine argument, by its Python name, for both modes (server: --name-with-dashes).
     engine_args: dict[str, str | int | float | bool] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)
+    # The server listens on loopback only; engine_args host/port that would open it further need this.
+    allow_network: bool = False
+
+    @model_validator(mode="after")
+    def _kit_owned_args(self) -> "VllmOptions":
+        for key in self.engine_args:
+            if key in KIT_SETS:
+                raise ValueError(f"engine_args.{key}: the kit sets it ({KIT_SETS[key]}); remove it")
+            if key in NETWORK_ARGS and self.mode != "server":
+                raise ValueError(f"engine_args.{key}: only the server (mode = \"server\") listens")
+            if key in NETWORK_ARGS and not self.allow_network:
+                raise ValueError(f"engine_args.{key}: {NETWORK_ARGS[key]}; the kit serves on 127.0.0.1 only "
+                                 "unless the case sets allow_network = true")
+        return self
+
+    def code_settings(self) -> list[tuple[str, str]]:
+        found = [(f"env.{name}", why) for name in self.env if (why := env_loads_code(name))]
+        found += [(f"engine_args.{name}", CODE_ARGS[name]) for name, value in self.engine_args.items()
+                  if name in CODE_ARGS and value is not False]
+        if self.allow_network:
+            found.append(("allow_network", "engine_args host and port may open the server beyond loopback"))
+        return found
+
+
+# What the kit sets itself (kit.backends.vllm.server, kit.backends.vllm.runtime): an override would
+# score another model than the pinned one or ask the server for a name it does not serve.
+KIT_SETS = {"model": "the case's pinned model folder", "served_model_name": "the name its requests use"}
+# Engine arguments that decide who can reach the server.
+NETWORK_ARGS = {"host": "the address the server listens on", "port": "the port the server listens on"}
+# Engine arguments known to make vLLM import or run code named by the descriptor.
+CODE_ARGS = {
+    "trust_remote_code": "the engine runs the model folder's own Python code",
+    "worker_cls": "the engine imports the worker class it names",
+    "worker_extension_cls": "the engine imports the worker extension it names",
+    "logits_processors": "the engine imports the logits processors it names",
+    "middleware": "the server imports the middleware it names",
+    "tool_parser_plugin": "the server runs the Python file it names",
+    "reasoning_parser_plugin": "the server runs the Python file it names",
+    "kv_transfer_config": "the engine may import the KV connector module it names",
+}
+# Environment variables known to make a process load code: the dynamic loader's, Python's, vLLM's plugins.
+CODE_ENV = {"PATH": "it chooses the programs the engine starts", "VLLM_PLUGINS": "it chooses the vLLM plugins the engine loads",
+            "VLLM_USE_MODELSCOPE": "the engine fetches models and their code from ModelScope"}
+CODE_ENV_PREFIXES = {"LD_": "the dynamic loader loads what it names into the engine",
+                     "DYLD_": "the dynamic loader loads what it names into the engine", "PYTHON": "Python imports or runs what it names in the engine"}
+
+
+def env_loads_code(name: str) -> str | None:
+    """What an environment variable makes the engine's processes load, or None when it is not known to."""
+    if name in CODE_ENV:
+        return CODE_ENV[name]
+    return next((why for prefix, why in CODE_ENV_PREFIXES.items() if name.startswith(prefix)), None)

@@ -44,8 +44,10 @@ class VllmServerBackend:
     def __init__(self, spec: CaseSpec, settings: EngineSettings):
         self.settings = settings
         self.log_path = helper_log_path(spec.name, "server")
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        # A case with allow_network may choose the address and port (kit.backends.vllm.options); its
+        # engine_args come after the kit's flags below, so the server takes them.
+        self.port = int(settings.engine_args.get("port") or free_port())
+        self.url = f"http://{_connect_host(settings.engine_args.get('host'))}:{self.port}"
         self.command = [*serve_command(settings.model),
                         "--host", "127.0.0.1", "--port", str(self.port), "--served-model-name", SERVED_NAME,
                         *cli_flags(settings.engine_args)]
@@ -160,6 +162,13 @@ def cli_flags(args: dict[str, Any]) -> list[str]:
         else:
             flags += [flag, str(value)]
     return flags
+
+
+def _connect_host(host) -> str:
+    """Where the kit reaches a server listening on ``host``: loopback unless it listens on one address."""
+    if host in (None, "", "0.0.0.0", "::", "127.0.0.1", "localhost"):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in str(host) else str(host)
 
 
 def free_port() -> int:
