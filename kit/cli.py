@@ -14,12 +14,13 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from kit import __version__
 from kit.core import contract, paths
 from kit.core.errors import BadInput
 from kit.core.exitcodes import ExitCode, epilog
-from kit.gate import verbosity
+from kit.gate import stopping, verbosity
 from kit.gate.heartbeat import DEFAULT_HEARTBEAT_S, HEARTBEAT_ENV
 from kit.core.results import EXIT_CODES
 
@@ -45,13 +46,25 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if _runs_embedded_descriptor(args):
             paths.require_embedded_data()  # a wheel installed without its data: one line, not a traceback
-        return args.func(args)
+        with stopping.on_signals():  # SIGTERM, SIGHUP, SIGINT (even inherited as ignored) end kernels too
+            code = args.func(args)
+            sys.stdout.flush()  # a reader gone early shows here, where it is caught, not at the exit's flush
+            return code
     except BadInput as exc:
         print(f"parity-kit: bad input: {exc}", file=sys.stderr)
         return ExitCode.BAD_INPUT
-    except KeyboardInterrupt:
-        print("parity-kit: interrupted", file=sys.stderr)
-        return ExitCode.INTERRUPTED
+    except KeyboardInterrupt as exc:
+        print(f"parity-kit: {stopping.describe(exc)}", file=sys.stderr)
+        return stopping.exit_code(exc)
+    except BrokenPipeError:  # the reader of stdout left early (`| head`): end quietly, as Unix filters do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush must not raise again
+        return ExitCode.BROKEN_PIPE
+    except Exception as exc:  # a bug, not bad input: its own code, so CI never reads it as a verdict
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+        print(f"parity-kit: internal error: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
+        return ExitCode.INTERNAL
 
 
 def _runs_embedded_descriptor(args) -> bool:
@@ -67,6 +80,12 @@ class _Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        """A usage error is bad input (3) with argparse's usage message; argparse's own 2 is this
+        command's "incomplete", which CI must never read from a mistyped flag."""
+        self.print_usage(sys.stderr)
+        self.exit(ExitCode.BAD_INPUT, f"{self.prog}: error: {message}\n")
 
 
 def _exits(done: str, *more: ExitCode) -> str:
@@ -395,6 +414,8 @@ def _report(args) -> int:
         raise BadInput(f"{args.run_dir} is not a gate run or control directory (no manifest.json or control.json)")
     if not (args.markdown or args.attach):
         raise BadInput("report: say what to write: --markdown, --attach DIR, or both")
+    if args.attach:
+        paths.check_dir_target(args.attach, "--attach")  # before the Markdown goes out, not after
     if args.markdown:
         sys.stdout.write(report.markdown_report(run_dir))
     if args.attach:
@@ -468,6 +489,7 @@ def _command(name: str) -> list[str] | None:
 def _fixture_make(args) -> int:
     from kit.core.fixture import load_fixture, make_fixture
 
+    paths.check_dir_target(args.out, "--out")
     prompts = []
     for n, line in enumerate(Path(args.prompts).read_text(encoding="utf-8").splitlines(), start=1):
         if line.strip():
@@ -506,6 +528,7 @@ def _golden_make(args) -> int:
     from kit.core.runtime import host_isa_level
     from kit.goldens.make import make_golden_document
 
+    paths.check_dir_target(args.out, "--out")  # before the fixture is scored, not after
     doc, fixture = make_golden_document(args.model, args.fixture, args.kind, args.top_k,
                                         ["parity-kit", *sys.argv[1:]], args.dtype, args.attn_implementation,
                                         backend=args.backend, checkpoint=args.checkpoint, device=args.device,

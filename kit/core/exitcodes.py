@@ -17,7 +17,11 @@ class ExitCode(enum.IntEnum):
     BLOCKER = 4         # control: the baseline fails too (baseline blocker, or both broken)
     BUILD_STOPPED = 5   # refresh: the overlay did not replay or the wheels did not build
     NOT_QUALIFIED = 6   # refresh: the built release failed qualification
+    INTERNAL = 70       # an unexpected exception in the kit itself (EX_SOFTWARE): no verdict
     INTERRUPTED = 130   # SIGINT
+    HANGUP = 129        # SIGHUP: 128 + the signal's number, the shell's convention for a process a signal ended
+    TERMINATED = 143    # SIGTERM
+    BROKEN_PIPE = 141   # 128 + SIGPIPE: the reader of stdout went away (`| head`), as Unix filters end
 
     @property
     def meaning(self) -> str:
@@ -32,12 +36,21 @@ _MEANINGS = {
     ExitCode.BLOCKER: "control, refresh: baseline blocker or both broken (the pin fails too)",
     ExitCode.BUILD_STOPPED: "refresh: the build stopped (conflict, failed build, existing release)",
     ExitCode.NOT_QUALIFIED: "refresh: qualification failed",
-    ExitCode.INTERRUPTED: "interrupted",
+    ExitCode.INTERNAL: "internal error: an unexpected exception in parity-kit (a bug); no verdict; traceback on stderr",
+    ExitCode.INTERRUPTED: "interrupted (SIGINT, Ctrl-C)",
+    ExitCode.HANGUP: "stopped by SIGHUP (a closed terminal)",
+    ExitCode.TERMINATED: "stopped by SIGTERM (a cancelled CI job, timeout, Kubernetes)",
+    ExitCode.BROKEN_PIPE: "output cut short: the reader of stdout went away (e.g. `| head`)",
 }
+
+# A command that can be interrupted can be stopped by the other signals too: its --help says so.
+_STOPPED_TOO = (ExitCode.HANGUP, ExitCode.TERMINATED)
 
 
 def epilog(*codes: ExitCode, meanings: dict[ExitCode, str] | None = None) -> str:
     """The exit-code section of a command's --help; ``meanings`` words a code the way one command uses
     it (e.g. 1 for `kernels` is a missing kernel, not a failed case)."""
     said = {**_MEANINGS, **(meanings or {})}
+    if ExitCode.INTERRUPTED in codes:
+        codes = tuple(dict.fromkeys([*codes, *_STOPPED_TOO]))
     return "exit codes:\n" + "\n".join(f"  {int(c):>3}  {said[c]}" for c in codes)

@@ -1,0 +1,42 @@
+"""A usage error is bad input (3), never argparse's 2, which parity-kit means as "incomplete"; and a reader
+that leaves early (`| head`) ends the command quietly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from support import ROOT
+
+from kit.cli import main
+from kit.core.exitcodes import ExitCode
+
+
+@pytest.mark.parametrize("argv, usage, error", [
+    (["gate", "--bogus"], "usage: parity-kit [-h]", "parity-kit: error: unrecognized arguments: --bogus"),
+    (["gate", "--jobs", "many"], "usage: parity-kit gate [-h]",
+     "parity-kit gate: error: argument --jobs: invalid int value: 'many'"),
+    (["golden", "make", "--model", "m", "--fixture", "f"], "usage: parity-kit golden make [-h]",
+     "parity-kit golden make: error: the following arguments are required: --kind"),
+    (["nonsense"], "usage: parity-kit [-h]", "parity-kit: error: argument COMMAND: invalid choice: 'nonsense' "),
+])
+def test_a_usage_error_exits_3_with_argparse_usage(capsys, argv, usage, error):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == ExitCode.BAD_INPUT
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith(usage)
+    assert lines[-1].startswith(error)
+
+
+@pytest.mark.parametrize("reader", ["head -1", "true"])
+def test_schema_into_a_reader_that_leaves_ends_without_a_traceback(reader):
+    proc = subprocess.run(f"{sys.executable} -m kit.cli schema | {reader}; echo \"exit ${{PIPESTATUS[0]}}\"",
+                          shell=True, executable="/bin/bash", cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.stderr == ""
+    *printed, status = proc.stdout.splitlines()
+    assert printed == (["{"] if reader == "head -1" else [])
+    # head may have read everything before it left (then nothing broke); `true` reads nothing
+    allowed = {f"exit {int(ExitCode.BROKEN_PIPE)}"} | ({"exit 0"} if reader == "head -1" else set())
+    assert status in allowed
