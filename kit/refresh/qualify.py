@@ -103,7 +103,8 @@ def qualify_release(manifest_path: str | Path, descriptor: str | Path, step_dir:
     manifest = release.load_release(manifest_path)
     desc = load_descriptor(descriptor)
     kernel = kernel_name(manifest["tag"])
-    backend, release = candidate_release(desc, current, backend, manifest, kernel)
+    # Not named `release`: that is the module this function reads the manifest with.
+    backend, candidate = candidate_release(desc, current, backend, manifest, kernel)
     case_name, case_bucket = pick_case(desc, backend, case, bucket)
     out = QualifyOutcome(False, "", manifest["tag"], manifest["_path"], hardware=host_hardware())
     t0 = time.perf_counter()
@@ -143,7 +144,7 @@ def qualify_release(manifest_path: str | Path, descriptor: str | Path, step_dir:
         return _record(step_dir, out, t0)
 
     t1 = time.perf_counter()
-    derived = derive(desc, {manifest["tag"]: release}, {case_name: {"buckets": [case_bucket]}})
+    derived = derive(desc, {manifest["tag"]: candidate}, {case_name: {"buckets": [case_bucket]}})
     use_jupyter_path(out.jupyter_path)
     verdict, run_dir, error = _run_case(derived, manifest["tag"], case_name, step_dir / "case", console)
     out.timings_s["case"] = time.perf_counter() - t1
