@@ -8,6 +8,7 @@ release), so the refresh that ran the notebook reads one record whatever happene
 from __future__ import annotations
 
 import datetime as _dt
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -125,7 +126,7 @@ def build_release(fork_repo: str | Path, upstream_ref: str, step_dir: str | Path
     if out.returncode != 0 or not found:
         why = f"exited {out.returncode}" if out.returncode else "wrote no wheel"
         outcome.status = BUILD_FAILED
-        outcome.reason = f"the wheel build {why}: {' '.join(out.command)} (log {log}): {_last_line(out.log_tail)}"
+        outcome.reason = f"the wheel build {why}: {' '.join(out.command)} (log {log}): {_telling_line(out.log_tail)}"
         return _record(step_dir, outcome)
 
     outcome.wheels = [wheels.describe(w) for w in found]
@@ -156,6 +157,16 @@ def _record(step_dir: Path, outcome: BuildOutcome) -> BuildOutcome:
     return outcome
 
 
-def _last_line(text: str) -> str:
-    lines = [line for line in (text or "").splitlines() if line.strip()]
-    return lines[-1].strip() if lines else "(no output)"
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# An error stated in words ("error: package directory 'x' does not exist", "foo.c:3: error: ..."), not a
+# tool's one-word code for it ("error: metadata-generation-failed").
+_WORDED_ERROR = re.compile(r"\berror(?:\[[^\]]*\])?:\s*\S+\s+\S", re.IGNORECASE)
+
+
+def _telling_line(text: str) -> str:
+    """The line of a build log that says what went wrong: its last worded error, else its last line
+    (pip ends a failed build with "hint: See above for details.", which names nothing)."""
+    lines = [_ANSI.sub("", line).strip() for line in (text or "").splitlines()]
+    lines = [line for line in lines if line]
+    worded = [line for line in lines if _WORDED_ERROR.search(line)]
+    return (worded or lines or ["(no output)"])[-1]

@@ -19,6 +19,8 @@ from kit.core.jsonio import sha256_file
 DEFAULT_BUILD_COMMAND = ("{python}", "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                          "--wheel-dir", "{wheel_dir}", ".")
 
+_COLOR_FORCING = ("FORCE_COLOR", "CLICOLOR_FORCE", "CLICOLOR", "PY_COLORS")
+
 
 @dataclass(frozen=True)
 class BuildOutput:
@@ -38,8 +40,11 @@ def run_build(source: Path, template: Sequence[str], wheel_dir: Path, log_path: 
 
     command = build_command(template, wheel_dir)
     wheel_dir.mkdir(parents=True, exist_ok=True)
+    # The build notebook's kernel asks every child process for color (ipykernel sets FORCE_COLOR); the
+    # log is a file and its telling line becomes the refresh's one-line reason: plain text for both.
+    env = {k: v for k, v in os.environ.items() if k not in _COLOR_FORCING}
     # Builds that take their version from git (setuptools-scm) stamp the release's version.
-    env = {**os.environ, "SETUPTOOLS_SCM_PRETEND_VERSION": version, "PARITY_KIT_RELEASE_VERSION": version}
+    env.update(NO_COLOR="1", SETUPTOOLS_SCM_PRETEND_VERSION=version, PARITY_KIT_RELEASE_VERSION=version)
     t0 = time.perf_counter()
     with open(log_path, "wb") as log:
         try:
@@ -48,7 +53,7 @@ def run_build(source: Path, template: Sequence[str], wheel_dir: Path, log_path: 
         except OSError as exc:  # the command itself does not exist
             log.write(f"{exc}\n".encode())
             code = 127
-    tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-15:])
+    tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-40:])
     return BuildOutput(command, code, tail, time.perf_counter() - t0)
 
 
