@@ -14,6 +14,7 @@ from pathlib import Path
 from kit.core import contract
 from kit.backends.registry import open_backend
 from kit.backends.base import Backend
+from kit.core.coverage import prompt_mismatch
 from kit.core.errors import BadInput
 from kit.core.fixture import PromptCase, load_fixture
 from kit.core.golden import check_golden_matches_fixture, hardware, load_golden
@@ -80,7 +81,7 @@ def run_case(spec: CaseSpec) -> CaseResult:
     backend = open_backend(spec)
     try:
         t_score = time.perf_counter()
-        observations, details = observe_by_bucket(backend, prompts, spec.top_n, ProgressWriter())
+        observations, details = observe_by_bucket(backend, prompts, spec.top_n, ProgressWriter(), spec.backend)
         scoring_s = time.perf_counter() - t_score
         release = backend.release()
         for obs in observations:
@@ -117,17 +118,36 @@ def run_case(spec: CaseSpec) -> CaseResult:
     )
 
 
+class BackendMismatch(Exception):
+    """A backend returned observations for other prompts than it was given: a fault in the backend,
+    which must end the case as an error rather than a verdict on the prompts it chose to return."""
+
+
+def matched(backend_name: str, asked: list[PromptCase], observed: list[Observation], what: str) -> list[Observation]:
+    """``observed`` in ``asked``'s order, matched by prompt id; refused unless it holds every asked prompt
+    exactly once (a backend may return them in any order, never fewer, more or twice)."""
+    observed = list(observed)
+    wrong = prompt_mismatch([p.id for p in asked], [o.case_id for o in observed])
+    if wrong:
+        raise BackendMismatch(f"backend {backend_name} returned {len(observed)} observations for the "
+                              f"{len(asked)} prompts of {what}: {wrong}")
+    by_id = {o.case_id: o for o in observed}
+    return [by_id[p.id] for p in asked]
+
+
 def observe_by_bucket(backend: Backend, prompts: list[PromptCase], top_n: int,
-                      progress: ProgressWriter) -> tuple[list[Observation], dict]:
+                      progress: ProgressWriter, backend_name: str = "") -> tuple[list[Observation], dict]:
     """The observations in ``prompts``' order, one ``observe`` per bucket so that each finished bucket
     can be reported while the case runs, and the backend's details merged over those calls."""
+    name = backend_name or type(backend).__name__
     buckets = sorted({p.bucket for p in prompts})
     out: list[Observation | None] = [None] * len(prompts)
     details: dict = {}
     for index, bucket in enumerate(buckets, start=1):
         members = [i for i, p in enumerate(prompts) if p.bucket == bucket]
+        asked = [prompts[i] for i in members]
         t0 = time.perf_counter()
-        observed = backend.observe([prompts[i] for i in members], top_n)
+        observed = matched(name, asked, backend.observe(asked, top_n), f"bucket {bucket}")
         seconds = time.perf_counter() - t0
         for i, obs in zip(members, observed):
             out[i] = obs
@@ -155,7 +175,7 @@ def merge_details(before: dict, last: dict) -> dict:
 def _observe_again(backend: Backend, spec: CaseSpec, prompts: list[PromptCase],
                    runs: dict[str, list[Observation]], times: int) -> None:
     for _ in range(times):
-        for obs in backend.observe(prompts, spec.top_n):
+        for obs in matched(spec.backend, prompts, backend.observe(prompts, spec.top_n), "a repeat"):
             runs[obs.case_id].append(obs)
 
 

@@ -14,11 +14,13 @@ from pydantic import BaseModel, ValidationError
 from kit.backends import registry
 from kit.core import paths
 from kit.core.errors import BadInput
+from kit.core.jsonio import read_input_bytes
 from kit.core.golden import choose_for_host, load_golden, remake_command
 from kit.core.runtime import hardware
 from kit.core.spec import CaseSpec
-from kit.descriptor.schema import (CASE_NAME, CaseBase, Descriptor, ModelRef, Release, Resources, case_schemas,
-                                   golden_kind)
+from kit.descriptor.code_settings import warn_code_settings
+from kit.descriptor.schema import (CASE_NAME, CaseBase, CustomNotebook, Descriptor, ModelRef, Release, Resources,
+                                   case_schemas, golden_kind)
 
 
 class LoadedDescriptor:
@@ -92,6 +94,28 @@ class LoadedDescriptor:
         return (f"{self.where('goldens', name)}: goldens.{name}: no exact golden holds on this host: made on "
                 f"{made_on}; this host is {hardware()}; make one here with `{command}`{env} and add it to the list")
 
+    def case_notebook(self, name: str, case: CaseBase) -> Path:
+        """The notebook a case names: a packaged one by name, or the descriptor's own marked trusted.
+
+        A case notebook is code whose result the gate records; a plain string therefore names only the
+        kit's own notebooks, and anything else must say it is code the descriptor vouches for."""
+        where = f"{self.where('cases', name, 'notebook')}: cases.{name}.notebook"
+        given = case.notebook
+        if isinstance(given, CustomNotebook):
+            if not given.trusted:
+                raise BadInput(f"{where}: trusted = false: a case notebook is code the gate runs; "
+                               "set trusted = true to run it, or name a packaged notebook")
+            path = self.resolve(given.path)
+        else:
+            path = (paths.NOTEBOOKS / given).resolve()
+            if not packaged_notebook(path):
+                raise BadInput(f"{where}: {given!r} is not in the kit's notebooks folder ({paths.NOTEBOOKS}); "
+                               f"a notebook of your own runs as code: write notebook = {{path = {given!r}, "
+                               "trusted = true}")
+        if path.suffix != ".ipynb":
+            raise BadInput(f"{where}: {paths.display(path)} is not a notebook (a case notebook ends in .ipynb)")
+        return path
+
     def model_where(self, case: CaseBase) -> str:
         """``file:line`` of the digest a case's model folder is held to."""
         if case.model is None:
@@ -135,7 +159,7 @@ class LoadedDescriptor:
                                "nothing is repeated; set `repeats` or `repeat_launches` above 1")
             model = self.model_ref(name, c)
             info = registry.get(c.backend)
-            notebook = self.resolve(c.notebook) if c.notebook else paths.NOTEBOOKS / info.notebook
+            notebook = self.case_notebook(name, c) if c.notebook else paths.NOTEBOOKS / info.notebook
             kernel, identity = self.kernel(name), {}
             if rel is not None:
                 built = rel.backends.get(c.backend)
@@ -158,18 +182,33 @@ class LoadedDescriptor:
         return specs
 
 
+def packaged_notebook(path: str | Path) -> bool:
+    """Whether ``path`` is one of the kit's own notebooks (not code a descriptor brought)."""
+    return Path(path).resolve().is_relative_to(paths.NOTEBOOKS.resolve())
+
+
 def load_descriptor(path: str | Path) -> LoadedDescriptor:
     path = Path(path)
     shown = paths.display(path)
     if not path.is_file():
         raise BadInput(f"descriptor {shown} does not exist")
-    text = path.read_text(encoding="utf-8")
+    text = _read_text(path, shown)
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"line (\d+)", str(exc))
         raise BadInput(f"{shown}:{m.group(1) if m else '?'}: TOML syntax error: {exc}") from None
     return _validate(path, shown, text, raw)
+
+
+def _read_text(path: Path, shown: str) -> str:
+    """The descriptor's text; TOML is UTF-8, so other bytes are refused at the line that holds them."""
+    data = read_input_bytes(path, f"descriptor {shown}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise BadInput(f"{shown}:{line}: not UTF-8 (byte 0x{data[exc.start]:02x}); a TOML descriptor is UTF-8") from None
 
 
 def derive(desc: LoadedDescriptor, releases: dict[str, dict] | None = None,
@@ -203,6 +242,7 @@ def _validate(path: Path, shown: str, text: str, raw: dict) -> LoadedDescriptor:
             raise BadInput(_format_error(shown, text, exc, loc, case_schemas()[backend])) from None
     _check_goldens(shown, text, doc)
     _check_releases(shown, text, doc)
+    warn_code_settings(lambda *loc: f"{shown}:{_locate(text, loc)}", doc, cases)
     return LoadedDescriptor(path.resolve(), text, doc, cases)
 
 

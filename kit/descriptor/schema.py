@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import importlib
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
@@ -26,7 +26,13 @@ def golden_kind(name: str) -> str:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    # No NaN or infinity in any number: NaN passes every comparison a bound makes, and an infinite
+    # timeout silently turns the timeout off.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
+
+
+# A probability bound: an error above 1 would pass anything, one at or below 0 nothing.
+Bound = Annotated[float, Field(gt=0, le=1)]
 
 
 class ModelRef(_Strict):
@@ -54,23 +60,32 @@ class Resources(_Strict):
     num_gpus: float = Field(default=0.0, ge=0)
     accelerator_type: str | None = Field(default=None, min_length=1)  # Ray's name, e.g. "H100", "A10G"
     memory_gb: float | None = Field(default=None, gt=0)
-    custom: dict[str, float] = Field(default_factory=dict)  # the cluster's own resource names
+    custom: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)  # the cluster's own resource names
     # The longest the case may wait for its resources before it starts (a busy or shrunken
     # cluster); then it is an error instead of a wait without end. None: wait as long as it takes.
     max_wait_s: float | None = Field(default=None, gt=0)
 
 
+class CustomNotebook(_Strict):
+    """A case notebook of the descriptor's own, outside the kit's notebooks folder. It is code the gate
+    runs and whose result it records, so the descriptor says so: ``trusted = true``."""
+
+    path: str  # relative to the descriptor
+    trusted: bool
+
+
 class CaseBase(_Strict):
     golden: str  # a [goldens] entry
     model: str | None = None  # a [models] entry; the descriptor's [model] when absent
-    bound: float | None = Field(default=None, gt=0, le=1)
-    bucket_bounds: dict[str, float] = Field(default_factory=dict)
+    bound: Bound | None = None
+    bucket_bounds: dict[str, Bound] = Field(default_factory=dict)
     buckets: list[int] | None = None
     prompts: list[str] | None = None
     kernel: str | None = None
     timeout_s: float | None = Field(default=None, gt=0)
     top_n: int | None = Field(default=None, ge=1)
-    notebook: str | None = None
+    # A packaged case notebook by name (kit.core.paths.NOTEBOOKS), or {path, trusted = true} for one's own.
+    notebook: str | CustomNotebook | None = None
     resources: Resources = Resources()
     retries: int | None = Field(default=None, ge=0)
     # Repeatability (DESIGN section 6): score the selected prompts `repeats` times in each of

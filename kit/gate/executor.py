@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from kit.core import contract, rundir
 
+import contextlib
+import dataclasses
 import os
 import platform
 import socket
@@ -24,11 +26,12 @@ from typing import Callable, Sequence
 from kit import __version__
 from kit.core import paths
 from kit.gate import resume, runlock
-from kit.descriptor.load import LoadedDescriptor
+from kit.descriptor.load import LoadedDescriptor, packaged_notebook
 from kit.core.errors import BadInput
-from kit.core.jsonio import read_json, sha256_file, write_json
-from kit.gate.notebook import describe_failure, kill_all, run_notebook
+from kit.core.jsonio import sha256_file, write_json
+from kit.gate.notebook import describe_failure, run_notebook, stop_all
 from kit.gate.preflight import Inputs, check_inputs
+from kit.core.coverage import Expected, coverage_problem
 from kit.core.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
 from kit.core.results import gate_verdict, load_case_result, now_iso, save_case_result, status_counts
 from kit.core.spec import CaseSpec
@@ -52,14 +55,19 @@ class GateRun:
     lock: runlock.RunLock | None = None
     reused: dict[str, CaseResult] = field(default_factory=dict)  # finished results taken from an earlier run
     rerun: dict[str, str] = field(default_factory=dict)  # case -> why it ran again (resumed runs only)
+    # Resumed with --case: the other cases, neither run nor reused; case -> why (their earlier error
+    # result is kept, or they count as missing).
+    kept: dict[str, str] = field(default_factory=dict)
+    expected: dict[str, Expected] = field(default_factory=dict)  # what each case's verdict must cover
+    custom_notebooks: dict[str, dict] = field(default_factory=dict)  # case -> {path, sha256} of code not the kit's
     fingerprints: dict[str, str | None] = field(default_factory=dict)  # kernel -> release fingerprint
     history: list[dict] = field(default_factory=list)  # the earlier runs into this directory
     placements: dict[str, dict] = field(default_factory=dict)  # case -> where the Ray executor placed it
 
     @property
     def pending(self) -> list[CaseSpec]:
-        """The cases this run executes: all of them, less those a resume reused."""
-        return [s for s in self.specs if s.name not in self.reused]
+        """The cases this run executes: all of them, less those a resume reused or kept."""
+        return [s for s in self.specs if s.name not in self.reused and s.name not in self.kept]
 
     @property
     def verdict(self) -> str:
@@ -79,14 +87,17 @@ def default_run_dir(desc: LoadedDescriptor) -> Path:
     return Path("runs") / f"{desc.name}-{stamp}-{os.urandom(2).hex()}"
 
 
-def prepare_run(desc: LoadedDescriptor, out: str | Path | None, only: Sequence[str] | None = None,
-                resume_dir: str | Path | None = None, command: Sequence[str] | None = None,
-                executor: str = LOCAL, release: str | None = None) -> GateRun:
-    """Validate everything, then claim the run directory and lock it for this process.
+@dataclass(frozen=True)
+class Checked:
+    """A run's cases and their inputs, checked: what may run, known before anything is written."""
+    specs: list[CaseSpec]
+    inputs: Inputs
 
-    A fresh run claims a new or empty directory (an earlier run's is never written into); a
-    resumed run locks the earlier run's directory and reuses what it may.
-    """
+
+def check_run(desc: LoadedDescriptor, only: Sequence[str] | None = None, executor: str = LOCAL,
+              release: str | None = None) -> Checked:
+    """The preflight of one run (one release): its cases resolve, and every input they read exists
+    and is what the descriptor pins. Writes nothing."""
     specs = desc.case_specs(list(only) if only else None, release)
     if executor == LOCAL:
         for spec in specs:
@@ -94,15 +105,49 @@ def prepare_run(desc: LoadedDescriptor, out: str | Path | None, only: Sequence[s
             if nodes > 1:
                 raise BadInput(f"{desc.where('cases', spec.name, 'resources')}: case {spec.name} asks for "
                                f"{nodes} nodes; only `--executor ray` can place a multi-node case")
-    inputs = check_inputs(desc, specs)
+    return Checked(specs, check_inputs(desc, specs))
+
+
+def prepare_run(desc: LoadedDescriptor, out: str | Path | None, only: Sequence[str] | None = None,
+                resume_dir: str | Path | None = None, command: Sequence[str] | None = None,
+                executor: str = LOCAL, release: str | None = None, checked: Checked | None = None) -> GateRun:
+    """Validate everything (a fresh run's caller may pass the ``checked`` preflight it already did),
+    then claim the run directory and lock it for this process.
+
+    A fresh run claims a new or empty directory (an earlier run's is never written into); a
+    resumed run locks the earlier run's directory and reuses what it may.
+    """
+    if resume_dir is None:  # an --out that cannot be created is refused before the preflight's work
+        paths.check_dir_target(Path(out) if out else default_run_dir(desc), "run directory")
+    if resume_dir is not None:  # a resumed run's verdict covers every case of its directory, not only --case
+        selected = list(only) if only else None
+        only = resume.covered_cases(Path(resume_dir), desc, only)
+    checked = checked or check_run(desc, only, executor, release)
+    specs, inputs = checked.specs, checked.inputs
     fingerprints = {k: resume.release_fingerprint(k) for k in sorted({s.kernel for s in specs})}
     if resume_dir is not None:
-        run = _resume(desc, Path(resume_dir), specs, inputs, fingerprints, command)
+        run = _resume(desc, Path(resume_dir), specs, inputs, fingerprints, command, selected)
     else:
         run = _claim(desc, Path(out) if out else default_run_dir(desc), specs, inputs, command)
     run.fingerprints, run.executor, run.release = fingerprints, executor, release
+    run.expected = expectations(specs, inputs)
+    run.custom_notebooks = custom_notebooks(specs)
     inputs.digests.save(run.run_dir / rundir.MODEL_DIGESTS)  # the kernels' model checks read it
     return run
+
+
+def expectations(specs: Sequence[CaseSpec], inputs: Inputs) -> dict[str, Expected]:
+    """Per case, what its verdict must cover: the prompts it selects and the inputs the preflight checked."""
+    golden_sha256 = {str(g.path): g.sha256 for g in inputs.goldens.values()}
+    return {s.name: Expected(s.name, s.backend, tuple(p.id for p in inputs.fixture.select(s.prompt_ids, s.buckets)),
+                             s.inputs_digest(inputs.fixture.sha256, golden_sha256[s.golden_path])) for s in specs}
+
+
+def custom_notebooks(specs: Sequence[CaseSpec]) -> dict[str, dict]:
+    """The case notebooks that are not the kit's own, named with their digest: code a reader must be
+    able to identify when weighing the verdict."""
+    return {s.name: {"path": s.notebook, "sha256": sha256_file(s.notebook)}
+            for s in specs if not packaged_notebook(s.notebook)}
 
 
 def _claim(desc: LoadedDescriptor, run_dir: Path, specs: list[CaseSpec], inputs: Inputs,
@@ -113,7 +158,7 @@ def _claim(desc: LoadedDescriptor, run_dir: Path, specs: list[CaseSpec], inputs:
         if (run_dir / runlock.LOCK_NAME).exists():
             runlock.acquire(run_dir, command).release()  # a live holder gets named rather than this refusal
         raise refusal
-    run_dir.mkdir(parents=True, exist_ok=True)
+    paths.make_dir(run_dir, "run directory")
     lock = runlock.acquire(run_dir, command)
     try:  # creating cases/ is the atomic claim: of two runs started at once, one gets it
         (run_dir / "cases").mkdir()
@@ -124,20 +169,19 @@ def _claim(desc: LoadedDescriptor, run_dir: Path, specs: list[CaseSpec], inputs:
 
 
 def _resume(desc: LoadedDescriptor, run_dir: Path, specs: list[CaseSpec], inputs: Inputs,
-            fingerprints: dict[str, str | None], command: Sequence[str] | None) -> GateRun:
-    if not (run_dir / rundir.MANIFEST).is_file():
-        raise BadInput(f"--resume {run_dir}: not a gate run directory (it has no manifest.json)")
+            fingerprints: dict[str, str | None], command: Sequence[str] | None,
+            selected: Sequence[str] | None = None) -> GateRun:
+    resume.earlier_manifest(run_dir, desc.name)
     lock = runlock.acquire(run_dir, command)
     try:
-        earlier = read_json(run_dir / rundir.MANIFEST)
-        if earlier.get("name") != desc.name:
-            raise BadInput(f"--resume {run_dir}: it holds a run of descriptor {earlier.get('name')!r}, "
-                           f"not {desc.name!r}")
+        earlier = resume.earlier_manifest(run_dir, desc.name)  # again, now that no other run writes it
         cases_dir = run_dir / "cases"
         cases_dir.mkdir(exist_ok=True)
         goldens = {str(g.path): g.sha256 for g in inputs.goldens.values()}
         plan = resume.plan(cases_dir, specs, inputs.fixture.sha256, goldens, fingerprints,
-                           earlier.get("kernel_fingerprints") or {})
+                           earlier.get("kernel_fingerprints") or {}, expectations(specs, inputs),
+                           {n: c["sha256"] for n, c in (earlier.get("notebooks") or {}).items()},
+                           {n: c["sha256"] for n, c in custom_notebooks(specs).items()}, selected)
         for name in plan.rerun:
             resume.set_aside(cases_dir, name)
     except BaseException:
@@ -145,8 +189,8 @@ def _resume(desc: LoadedDescriptor, run_dir: Path, specs: list[CaseSpec], inputs
         raise
     history = [*earlier.get("history", []),
                {k: earlier.get(k) for k in ("started_at", "finished_at", "command", "executor")}]
-    return GateRun(run_dir.resolve(), desc, specs, inputs, results=dict(plan.reused), lock=lock,
-                   reused=plan.reused, rerun=plan.rerun, history=history)
+    return GateRun(run_dir.resolve(), desc, specs, inputs, results={**plan.reused, **plan.kept_results},
+                   lock=lock, reused=plan.reused, rerun=plan.rerun, kept=plan.kept, history=history)
 
 
 def manifest(run: GateRun, command: Sequence[str]) -> dict:
@@ -175,6 +219,9 @@ def manifest(run: GateRun, command: Sequence[str]) -> dict:
         # A resumed run says which results it took over and why the others ran again.
         "reused": {n: {"status": r.status, "finished_at": r.finished_at} for n, r in run.reused.items()},
         "rerun": run.rerun,
+        "kept": run.kept,
+        # Case notebooks from outside the kit's notebooks folder: code the descriptor trusted, by digest.
+        "notebooks": run.custom_notebooks,
         "history": run.history,
         "placements": run.placements,
     }
@@ -189,8 +236,9 @@ def _release_identity(run: GateRun) -> dict | None:
             "backends": {b: built.identity() for b, built in rel.backends.items()}}
 
 
-def execute_case(spec: CaseSpec, cases_dir: Path) -> CaseResult:
-    """One papermill execution of the case's notebook in the case's kernel, bounded by its timeout."""
+def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = None) -> CaseResult:
+    """One papermill execution of the case's notebook in the case's kernel, bounded by its timeout.
+    A verdict the notebook wrote counts only if it covers ``expected`` (what this case was asked)."""
     notebook = cases_dir / f"{spec.name}.ipynb"
     result_path = cases_dir / f"{spec.name}.json"
     started, t0 = now_iso(), time.perf_counter()
@@ -205,11 +253,14 @@ def execute_case(spec: CaseSpec, cases_dir: Path) -> CaseResult:
         result = CaseResult(case=spec.name, backend=spec.backend, status=TIMEOUT,
                             error=f"exceeded its timeout of {spec.timeout_s:g} s; its kernel was killed; "
                                   f"partial notebook {shown}")
+    elif outcome.killed_by and not outcome.started:
+        result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR,
+                            error="interrupted before its kernel started")
     elif outcome.killed_by:
         result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR,
                             error=f"interrupted; its kernel was killed; partial notebook {shown}")
     elif outcome.error is None and result_path.is_file():
-        result = load_case_result(result_path)
+        result = checked(load_case_result(result_path), spec, expected)
     else:
         error = outcome.error or "the notebook finished without writing its case result"
         result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR,
@@ -221,8 +272,31 @@ def execute_case(spec: CaseSpec, cases_dir: Path) -> CaseResult:
     result.duration_s = duration
     result.bound = result.bound if result.bound is not None else spec.bound
     result.golden_kind = result.golden_kind or spec.golden_kind
-    save_case_result(result, result_path)
-    return result
+    return saved(result, result_path)
+
+
+def checked(result: CaseResult, spec: CaseSpec, expected: Expected | None) -> CaseResult:
+    """The notebook's result, or an error saying what it does not cover (the notebook is code: it may
+    write a verdict on fewer prompts, or on another case's inputs)."""
+    problem = coverage_problem(result, expected) if expected is not None else None
+    if problem is None:
+        return result
+    return CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error=problem,
+                      started_at=result.started_at, notes=result.notes)
+
+
+def saved(result: CaseResult, path: Path) -> CaseResult:
+    """``result`` written to ``path``; if it cannot be (a full disk, a read-only folder) the case ends as an
+    error, and no result of an earlier write stays behind for a resume to take as this attempt's."""
+    try:
+        save_case_result(result, path)
+        return result
+    except OSError as exc:
+        error = f"its result could not be written to {paths.display(path)}: {exc.strerror or exc}"
+    with contextlib.suppress(OSError):
+        path.unlink(missing_ok=True)  # e.g. the kernel's own verdict, which this run no longer vouches for
+    print(f"parity-kit: case {result.case}: {error}", file=sys.stderr)
+    return dataclasses.replace(result, status=ERROR, error=error if result.error is None else f"{result.error}; {error}")
 
 
 def run_cases(run: GateRun, jobs: int | None = None,
@@ -233,7 +307,8 @@ def run_cases(run: GateRun, jobs: int | None = None,
         return
     jobs = max(1, jobs or os.cpu_count() or 1)
     with ThreadPoolExecutor(max_workers=min(jobs, len(pending))) as pool:
-        futures = {pool.submit(execute_guarded, spec, run.cases_dir, on_start): spec for spec in pending}
+        futures = {pool.submit(execute_guarded, spec, run.cases_dir, on_start, run.expected.get(spec.name)): spec
+                   for spec in pending}
         try:
             for fut in as_completed(futures):
                 spec = futures[fut]
@@ -243,36 +318,39 @@ def run_cases(run: GateRun, jobs: int | None = None,
         except KeyboardInterrupt:
             for fut in futures:
                 fut.cancel()
-            kill_all()  # the running cases then end as errors, their partial notebooks kept
+            stop_all()  # the running cases then end as errors, their partial notebooks kept
+            for fut, spec in futures.items():  # their kernels are dead: each ends now, recorded
+                if not fut.cancelled():
+                    run.results[spec.name] = fut.result()
             raise
 
 
-def record(cases_dir: Path, result: CaseResult) -> CaseResult:
-    """Save an executor's own account of a case, unless the case already saved a finished result
-    (a worker lost after the notebook finished must not turn a verdict into an error)."""
+def record(cases_dir: Path, result: CaseResult, expected: Expected | None = None) -> CaseResult:
+    """Save an executor's own account of a case, unless the case already saved a finished result that
+    covers ``expected`` (a worker lost after the notebook finished must not turn a verdict into an error)."""
     path = cases_dir / f"{result.case}.json"
     if path.is_file():
         try:
             done = load_case_result(path)
         except (OSError, ValueError, TypeError):
             done = None
-        if done is not None and done.status in (PASSED, FAILED):
+        if done is not None and done.status in (PASSED, FAILED) and (
+                expected is None or coverage_problem(done, expected) is None):
             return done
-    save_case_result(result, path)
-    return result
+    return saved(result, path)
 
 
-def execute_guarded(spec: CaseSpec, cases_dir: Path, on_start: Callable[[CaseSpec], None] | None) -> CaseResult:
+def execute_guarded(spec: CaseSpec, cases_dir: Path, on_start: Callable[[CaseSpec], None] | None,
+                    expected: Expected | None = None) -> CaseResult:
     try:
         if on_start:
             on_start(spec)
-        return execute_case(spec, cases_dir)
+        return execute_case(spec, cases_dir, expected)
     except Exception as exc:  # a bug here must not cost the other cases their results
         traceback.print_exc(file=sys.stderr)
         result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR,
                             error=f"executor failed: {describe_failure(exc)}")
-        save_case_result(result, cases_dir / f"{spec.name}.json")
-        return result
+        return saved(result, cases_dir / f"{spec.name}.json")
 
 
 def write_manifest(run: GateRun, command: Sequence[str]) -> dict:

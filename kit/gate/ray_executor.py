@@ -43,6 +43,7 @@ from kit.gate.executor import GateRun, execute_guarded, record
 from kit.gate.notebook import describe_failure, kill_all
 from kit.case.placement import RAY_NAMESPACE
 from kit.core.contract import PLACEMENT_GROUP_ENV
+from kit.core.coverage import Expected
 from kit.core.records import ERROR, TIMEOUT, CaseResult
 from kit.core.results import now_iso, save_case_result
 from kit.core.spec import CaseSpec
@@ -57,10 +58,11 @@ FORCE_AFTER_S = 15.0  # after a polite cancel, how long before the worker is kil
 
 # ---------------------------------------------------------------- the task, in a Ray worker
 
-def _case_task(spec_dict: dict, cases_dir: str, cwd: str, group: str | None) -> dict:
+def _case_task(spec_dict: dict, cases_dir: str, cwd: str, group: str | None, expected: dict | None = None) -> dict:
     import ray
 
     spec = CaseSpec.from_dict(spec_dict)
+    asked = Expected.from_dict(expected) if expected else None
     cases = Path(cases_dir)
     attempt = _start_attempt(cases, spec.name)
     env = {"RAY_ADDRESS": ray.get_runtime_context().gcs_address}
@@ -72,7 +74,7 @@ def _case_task(spec_dict: dict, cases_dir: str, cwd: str, group: str | None) -> 
         os.chdir(cwd)  # messages show paths relative to where the gate was started, as locally
     box: dict[str, CaseResult] = {}
     # The case runs in a thread so that this thread stays free to receive ray.cancel's interrupt.
-    worker = threading.Thread(target=lambda: box.update(result=execute_guarded(spec, cases, None)), daemon=True)
+    worker = threading.Thread(target=lambda: box.update(result=execute_guarded(spec, cases, None, asked)), daemon=True)
     worker.start()
     try:
         while worker.is_alive():
@@ -290,7 +292,8 @@ def _submit(ray, remote, run: GateRun, spec: CaseSpec, res: Resources, retries: 
     else:
         opts.update(task_resources(res))
     ref = remote.options(name=f"parity-kit:{spec.name}", **opts).remote(
-        spec.to_dict(), str(run.cases_dir), os.getcwd(), group_name)
+        spec.to_dict(), str(run.cases_dir), os.getcwd(), group_name,
+        run.expected[spec.name].to_dict() if spec.name in run.expected else None)
     return ref, _Submitted(spec, retries, group, res)
 
 
@@ -305,7 +308,7 @@ def _drive(ray, run: GateRun, live: dict, start, finish) -> None:
                 run.placements[sub.spec.name] = _placement(ray, sub.group)
                 ray.util.remove_placement_group(sub.group)
                 sub.group = None
-            finish(sub.spec, _outcome(ray, ref, sub, cases))
+            finish(sub.spec, _outcome(ray, ref, sub, cases, run.expected.get(sub.spec.name)))
         now = time.monotonic()
         for ref, sub in live.items():
             n = len(attempts(cases, sub.spec.name))
@@ -324,7 +327,7 @@ def _drive(ray, run: GateRun, live: dict, start, finish) -> None:
                 ray.cancel(ref, force=True)
 
 
-def _outcome(ray, ref, sub: _Submitted, cases: Path) -> CaseResult:
+def _outcome(ray, ref, sub: _Submitted, cases: Path, expected: Expected | None = None) -> CaseResult:
     spec = sub.spec
     notebook = paths.display(cases / f"{spec.name}.ipynb")
     base = {"case": spec.name, "backend": spec.backend, "finished_at": now_iso(),
@@ -338,7 +341,7 @@ def _outcome(ray, ref, sub: _Submitted, cases: Path) -> CaseResult:
                 "its Ray task was cancelled")))
         return record(cases, CaseResult(**base, status=TIMEOUT, error=(
             f"exceeded its timeout of {spec.timeout_s:g} s and did not return; its Ray task was cancelled; "
-            f"partial notebook {notebook}")))
+            f"partial notebook {notebook}")), expected)
     except Exception as exc:
         tries = len(attempts(cases, spec.name))
         what = ("its Ray worker died" if isinstance(exc, (ray.exceptions.WorkerCrashedError,
@@ -347,7 +350,7 @@ def _outcome(ray, ref, sub: _Submitted, cases: Path) -> CaseResult:
                 else "its Ray task failed")
         return record(cases, CaseResult(**base, status=ERROR, error=(
             f"{what} ({type(exc).__name__}) on attempt {tries} of {1 + sub.retries}; "
-            f"partial notebook {notebook}")))
+            f"partial notebook {notebook}")), expected)
 
 
 def _placement(ray, group) -> dict:

@@ -89,6 +89,12 @@ def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: fl
     if manifest.get("reused"):  # a resumed run: say which verdicts were not computed by this command
         names = ", ".join(md(n, code=True) for n in manifest["reused"])
         lines.append(f"Reused from an earlier run into this directory, inputs unchanged: {names}.")
+    if manifest.get("kept"):  # resumed with --case: the cases it did not run still count
+        lines += [f"Not run again (not selected by --case): {md(n, code=True)}: {md(why.split('; ', 1)[-1])}."
+                  for n, why in manifest["kept"].items()]
+    if manifest.get("notebooks"):  # code from the descriptor, not the kit's notebooks: name it by digest
+        lines += [f"Custom notebook of {md(n, code=True)}: {md(nb['path'], code=True)} (sha256 "
+                  f"{md(nb['sha256'], code=True)})." for n, nb in manifest["notebooks"].items()]
     lines += ["", _digests_line(manifest),
               f"Reproduce: {md(' '.join(manifest.get('command') or ['parity-kit', 'gate']), code=True)}", ""]
     return "\n".join(lines)

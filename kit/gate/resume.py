@@ -3,9 +3,17 @@
 A case result is reusable when it finished (passed or failed: a verdict, not an
 accident), its inputs digest matches what the case would be run with now
 (descriptor entry, fixture, golden, model; see ``CaseSpec.inputs_digest``), and
-the kernel that would run it holds the same release as the kernel that did. An
-earlier result that is not reused is moved to ``cases/superseded/``, never
-overwritten, so the audit trail keeps every attempt.
+the kernel that would run it holds the same release as the kernel that did; and
+what was left on disk is whole: the result loads and covers the case's prompts,
+the executed notebook parses (a full disk can truncate it). An earlier result
+that is not reused is moved to ``cases/superseded/``, never overwritten, so the
+audit trail keeps every attempt.
+
+A resumed run's verdict covers every case of its directory. ``--case`` picks the
+cases that may run again; every other case of the directory keeps what it had: a
+result that still holds is reused, an earlier error or timeout stays one (the
+verdict stays incomplete), and a case with no result that holds counts as
+missing. So a resume can never drop a failed case out of the verdict.
 """
 
 from __future__ import annotations
@@ -20,7 +28,11 @@ from pathlib import Path
 from typing import Sequence
 
 from kit import __version__
-from kit.core.records import FAILED, PASSED, CaseResult
+from kit.core import rundir
+from kit.core.coverage import Expected, coverage_problem
+from kit.core.errors import BadInput
+from kit.core.jsonio import read_json_input
+from kit.core.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
 from kit.core.results import load_case_result
 from kit.core.spec import CaseSpec
 
@@ -33,6 +45,34 @@ CASE_FILES = (".json", ".ipynb", ".kernel.log", ".attempts.jsonl")
 class Plan:
     reused: dict[str, CaseResult] = field(default_factory=dict)
     rerun: dict[str, str] = field(default_factory=dict)  # case -> why it runs again
+    kept: dict[str, str] = field(default_factory=dict)  # not selected: case -> why it neither runs nor is reused
+    kept_results: dict[str, CaseResult] = field(default_factory=dict)  # of those, the earlier errors kept as they are
+
+
+def earlier_manifest(run_dir: Path, desc_name: str) -> dict:
+    """The manifest of the run being resumed, refused unless it is a gate run of this descriptor."""
+    if not (run_dir / rundir.MANIFEST).is_file():
+        raise BadInput(f"--resume {run_dir}: not a gate run directory (it has no manifest.json)")
+    earlier = read_json_input(run_dir / rundir.MANIFEST, f"--resume {run_dir}: its {rundir.MANIFEST}")
+    if not isinstance(earlier, dict):
+        raise BadInput(f"--resume {run_dir}: its {rundir.MANIFEST} is not a JSON object")
+    if earlier.get("name") != desc_name:
+        raise BadInput(f"--resume {run_dir}: it holds a run of descriptor {earlier.get('name')!r}, "
+                       f"not {desc_name!r}")
+    return earlier
+
+
+def covered_cases(run_dir: Path, desc, only: Sequence[str] | None) -> list[str] | None:
+    """The cases a resumed run covers: every case of its directory, and those ``--case`` adds (all of the
+    descriptor's without ``--case``). None: every case of the descriptor."""
+    earlier = list(earlier_manifest(run_dir, desc.name).get("cases", []))
+    gone = [n for n in earlier if n not in desc.cases]
+    if gone:
+        raise BadInput(f"--resume {run_dir}: its run has case {gone[0]!r}, which {desc.path.name} no longer "
+                       "defines; a resumed run covers every case of its directory (start a new run with --out)")
+    if not only:
+        return None
+    return [*earlier, *(n for n in only if n not in earlier)]
 
 
 def release_fingerprint(kernel: str) -> str | None:
@@ -57,38 +97,68 @@ def release_fingerprint(kernel: str) -> str | None:
 
 
 def plan(cases_dir: Path, specs: Sequence[CaseSpec], fixture_sha256: str, golden_sha256: dict[str, str],
-         fingerprints_now: dict[str, str | None], fingerprints_then: dict[str, str | None]) -> Plan:
+         fingerprints_now: dict[str, str | None], fingerprints_then: dict[str, str | None],
+         expected: dict[str, Expected] | None = None, notebooks_then: dict[str, str] | None = None,
+         notebooks_now: dict[str, str] | None = None, selected: Sequence[str] | None = None) -> Plan:
     """``golden_sha256`` maps each golden file the cases use to its digest: the file, not the entry's kind,
-    since two exact entries (or one entry on two runtimes) name different files."""
+    since two exact entries (or one entry on two runtimes) name different files. ``notebooks_*`` are the
+    digests of custom case notebooks (then: the earlier manifest's); ``selected`` the cases that may run
+    again (None: all)."""
     out = Plan()
     for spec in specs:
-        reason = _why_rerun(cases_dir, spec, fixture_sha256, golden_sha256[spec.golden_path],
-                            fingerprints_now.get(spec.kernel), fingerprints_then.get(spec.kernel))
-        if isinstance(reason, CaseResult):
-            out.reused[spec.name] = reason
-        else:
+        old, reason = _assess(cases_dir, spec, fixture_sha256, golden_sha256[spec.golden_path],
+                              fingerprints_now.get(spec.kernel), fingerprints_then.get(spec.kernel),
+                              (expected or {}).get(spec.name))
+        if reason is None and (notebooks_then or {}).get(spec.name) != (notebooks_now or {}).get(spec.name):
+            reason = "its custom notebook changed"
+        if reason is None:
+            out.reused[spec.name] = old
+        elif selected is None or spec.name in selected:
             out.rerun[spec.name] = reason
+        elif old is not None and old.status in (ERROR, TIMEOUT):
+            out.kept[spec.name] = f"not selected by --case; {reason}"
+            out.kept_results[spec.name] = old
+        else:
+            out.kept[spec.name] = f"not selected by --case; {reason}: counted missing"
     return out
 
 
-def _why_rerun(cases_dir: Path, spec: CaseSpec, fixture: str, golden: str, fp_now: str | None,
-               fp_then: str | None) -> CaseResult | str:
+def _assess(cases_dir: Path, spec: CaseSpec, fixture: str, golden: str, fp_now: str | None,
+            fp_then: str | None, expected: Expected | None) -> tuple[CaseResult | None, str | None]:
+    """The earlier result (None if there is none to read) and why it cannot be reused (None: it can)."""
     path = cases_dir / f"{spec.name}.json"
     if not path.is_file():
-        return "no earlier result"
+        return None, "no earlier result"
     try:
         old = load_case_result(path)
-    except (OSError, ValueError, TypeError) as exc:
-        return f"its earlier result is unreadable ({type(exc).__name__})"
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        return None, f"its earlier result is unreadable ({type(exc).__name__})"
     if old.status not in (PASSED, FAILED):
-        return f"its earlier attempt ended with {old.status}"
-    if not (cases_dir / f"{spec.name}.ipynb").is_file():
-        return "its earlier notebook is missing"
+        return old, f"its earlier attempt ended with {old.status}"
+    broken = _notebook_problem(cases_dir / f"{spec.name}.ipynb")
+    if broken:
+        return old, broken
     if old.inputs_digest != spec.inputs_digest(fixture, golden):
-        return "its inputs changed: " + _what_changed(old, spec, fixture, golden)
+        return old, "its inputs changed: " + _what_changed(old, spec, fixture, golden)
     if fp_now is None or fp_now != fp_then:
-        return f"the release in kernel {spec.kernel!r} changed (or was not recorded)"
-    return old
+        return old, f"the release in kernel {spec.kernel!r} changed (or was not recorded)"
+    problem = coverage_problem(old, expected) if expected is not None else None
+    if problem:
+        return old, f"its earlier result does not hold: {problem}"
+    return old, None
+
+
+def _notebook_problem(path: Path) -> str | None:
+    """Why an executed notebook cannot stand as a reused case's evidence (a full disk may have cut it short)."""
+    import nbformat
+
+    if not path.is_file():
+        return "its earlier notebook is missing"
+    try:
+        nbformat.read(str(path), as_version=4)
+    except Exception as exc:  # nbformat raises several types (NotJSONError, ValidationError, ...)
+        return f"its earlier notebook is unreadable ({type(exc).__name__})"
+    return None
 
 
 def _what_changed(old: CaseResult, spec: CaseSpec, fixture: str, golden: str) -> str:

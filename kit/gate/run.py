@@ -21,7 +21,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from kit.gate import report, verbosity
 from kit.gate.heartbeat import Heartbeat, heartbeat_interval
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
-from kit.gate.executor import LOCAL, RAY, GateRun, prepare_run, run_cases, write_manifest
+from kit.gate.executor import LOCAL, RAY, Checked, GateRun, prepare_run, run_cases, write_manifest
+from kit.gate.notebook import stop_all
+from kit.gate.stopping import on_signals
 from kit.core.progress import progress_path
 from kit.core.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
 from kit.core.results import counts_sentence, now_iso
@@ -36,22 +38,27 @@ def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | 
              executor: str = LOCAL, resume: str | Path | None = None) -> GateRun:
     console = console or Console(stderr=True, soft_wrap=True)
     command = list(command or sys.argv)
-    run = start_gate(load_descriptor(descriptor), out, only, release, command, console, executor, resume)
-    try:
-        execute_gates([run], jobs, console)
-        finish_gate(run, command, console, summary)
-    finally:
-        if run.lock is not None:
-            run.lock.release()  # the OS drops it anyway if this process dies first
+    with on_signals():  # SIGTERM, SIGHUP and SIGINT (even if inherited as ignored) stop it cleanly
+        run = start_gate(load_descriptor(descriptor), out, only, release, command, console, executor, resume)
+        try:
+            execute_gates([run], jobs, console)
+            finish_gate(run, command, console, summary)
+        except KeyboardInterrupt:
+            finish_interrupted([run], command, console)
+            raise
+        finally:
+            if run.lock is not None:
+                run.lock.release()  # the OS drops it anyway if this process dies first
     return run
 
 
 def start_gate(desc: LoadedDescriptor, out: str | Path | None, only: Sequence[str] | None,
                release: str | None, command: Sequence[str], console: Console, executor: str = LOCAL,
-               resume: str | Path | None = None) -> GateRun:
-    """Validate, claim and lock the run directory, write the manifest's start. The caller releases
-    ``run.lock`` when the run is finished (or failed)."""
-    run = prepare_run(desc, out, only, resume_dir=resume, command=command, executor=executor, release=release)
+               resume: str | Path | None = None, checked: Checked | None = None) -> GateRun:
+    """Validate (unless ``checked`` holds the preflight already done), claim and lock the run directory,
+    write the manifest's start. The caller releases ``run.lock`` when the run is finished (or failed)."""
+    run = prepare_run(desc, out, only, resume_dir=resume, command=command, executor=executor, release=release,
+                      checked=checked)
     run.started_at = now_iso()
     write_manifest(run, command)
     if verbosity.quiet():
@@ -63,6 +70,8 @@ def start_gate(desc: LoadedDescriptor, out: str | Path | None, only: Sequence[st
         console.print(f"  reused {name}: {result.status} at {result.finished_at}, inputs unchanged")
     for name, why in run.rerun.items():
         console.print(f"  rerun  {name}: {why}")
+    for name, why in run.kept.items():
+        console.print(f"  kept   {name}: {why}")
     return run
 
 
@@ -103,14 +112,16 @@ def execute_gates(runs: Sequence[GateRun], jobs: int | None, console: Console) -
                         console.print(case_line(result, label(run, spec.name)))
 
             t0 = time.perf_counter()
-            if run.executor == RAY:
-                from kit.gate.ray_executor import run_cases_ray
+            try:
+                if run.executor == RAY:
+                    from kit.gate.ray_executor import run_cases_ray
 
-                run_cases_ray(run, on_start=started, on_done=done, console=console)
-            else:
-                run_cases(run, jobs=share, on_start=started, on_done=done)
-            run.duration_s = time.perf_counter() - t0
-            run.finished_at = now_iso()
+                    run_cases_ray(run, on_start=started, on_done=done, console=console)
+                else:
+                    run_cases(run, jobs=share, on_start=started, on_done=done)
+            finally:  # an interrupted run still says how long it ran
+                run.duration_s = time.perf_counter() - t0
+                run.finished_at = now_iso()
 
         if len(runs) == 1:
             one(runs[0])
@@ -118,8 +129,14 @@ def execute_gates(runs: Sequence[GateRun], jobs: int | None, console: Console) -
         threads = [threading.Thread(target=one, args=(run,), name=f"gate-{run.release}") for run in runs]
         for t in threads:
             t.start()
-        for t in threads:
-            t.join()
+        try:
+            for t in threads:
+                t.join()
+        except KeyboardInterrupt:  # it reaches the main thread only: stop the kernels the other threads run
+            stop_all()
+            for t in threads:
+                t.join()  # each records its running cases as interrupted; its queued ones start no kernel
+            raise
 
 
 def ci_heartbeat(console: Console) -> Heartbeat | None:
@@ -149,6 +166,19 @@ def finish_gate(run: GateRun, command: Sequence[str], console: Console, summary:
     console.print(f"[{style}]gate{who} {run.verdict}[/]: {sentence} -> {artifact}")
     if run.lock is not None:
         run.lock.release()  # finished: another run may resume this directory now
+
+
+def finish_interrupted(runs: Sequence[GateRun], command: Sequence[str], console: Console) -> None:
+    """What a stopped run can still write quickly: each run's manifest end, result.json and evidence.md
+    (its interrupted cases recorded as errors, its unstarted ones missing). No summary: that starts a
+    kernel, and a CI runner that sent SIGTERM kills the job for good a few seconds later."""
+    for run in runs:
+        if not run.finished_at:  # stopped before its cases ran
+            run.finished_at = now_iso()
+        try:
+            finish_gate(run, command, console, summary=False)
+        except Exception as exc:  # the interruption is what gets reported; this is what was lost
+            console.print(f"[red]could not write the results of the interrupted run[/] {run.run_dir}: {exc}")
 
 
 def case_line(r: CaseResult, label: str | None = None) -> str:

@@ -47,6 +47,9 @@ def load_run(run_dir: str | Path) -> RunView:
             if executor_side.is_file():  # duration and notebook path are known only to the executor
                 recorded = load_case_result(executor_side)
                 result.duration_s, result.notebook = recorded.duration_s, recorded.notebook
+                if recorded.status != result.status:  # the executor refused the notebook's verdict: it stands
+                    results[name], sources[name] = recorded, "executor"
+                    continue
             results[name], sources[name] = result, "scrap"
         elif (run_dir / "cases" / f"{name}.json").is_file():
             results[name], sources[name] = load_case_result(run_dir / "cases" / f"{name}.json"), "executor"

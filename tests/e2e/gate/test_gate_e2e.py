@@ -13,7 +13,7 @@ import nbformat
 import pytest
 import scrapbook as sb
 import torch
-from support import SLEEPER, copy_model, edit_weight, gone, hf_cases, parity_kit, write_descriptor, write_notebook
+from support import SLEEPER, copy_model, edit_weight, gone, hf_cases, parity_kit, trusted, write_descriptor, write_notebook
 
 from kit.core.golden import load_golden
 from kit.core.modeldigest import model_digest
@@ -164,8 +164,8 @@ def test_timeout_and_killed_kernel_are_recorded_and_the_rest_finishes(tmp_path, 
                             "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
     cases = {
         "hf-bf16": embedded.doc["cases"]["hf-bf16"],
-        "sleeps": {**embedded.doc["cases"]["hf-bf16"], "notebook": str(sleepy), "timeout_s": 15},
-        "dies": {**embedded.doc["cases"]["hf-bf16"], "notebook": str(killer)},
+        "sleeps": {**embedded.doc["cases"]["hf-bf16"], "notebook": trusted(sleepy), "timeout_s": 15},
+        "dies": {**embedded.doc["cases"]["hf-bf16"], "notebook": trusted(killer)},
     }
     desc = write_descriptor(tmp_path, embedded, cases=cases)
     run_dir = tmp_path / "run"
@@ -201,7 +201,7 @@ def test_timeout_and_killed_kernel_are_recorded_and_the_rest_finishes(tmp_path, 
 def test_interrupted_gate_leaves_no_kernel_behind(tmp_path, embedded):
     pidfile = tmp_path / "sleeper.pids"
     sleepy = write_notebook(tmp_path / "sleepy.ipynb", SLEEPER.format(pidfile=str(pidfile)))
-    cases = {"sleeps": {**embedded.doc["cases"]["hf-bf16"], "notebook": str(sleepy), "timeout_s": 300}}
+    cases = {"sleeps": {**embedded.doc["cases"]["hf-bf16"], "notebook": trusted(sleepy), "timeout_s": 300}}
     run_dir = tmp_path / "run"
     gate = subprocess.Popen([sys.executable, "-m", "kit.cli", "gate", write_descriptor(tmp_path, embedded, cases=cases),
                              "--out", run_dir], stderr=subprocess.PIPE, text=True)

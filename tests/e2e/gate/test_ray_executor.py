@@ -12,7 +12,7 @@ import nbformat
 import pytest
 from support import ROOT, parity_kit, write_descriptor, write_notebook
 from support.rayns import RayInNamespace, gate_in_own_namespace, processes_under, short_temp
-from support import SLEEPER, gone
+from support import SLEEPER, gone, trusted
 
 RUN_THE_CASE = ("from kit.case.runner import resolve_spec, run_case, save\n"
                 "save(run_case(resolve_spec(spec, None, None)), result_path)")
@@ -82,10 +82,10 @@ def test_timeout_dead_kernel_and_dead_workers_while_the_rest_finish(tmp_path, em
             RUN_THE_CASE),
     }
     cases = {"hf-bf16": hf,
-             "sleeps": {**hf, "notebook": str(notebooks["sleeps"]), "timeout_s": 15},
-             "kernel-dies": {**hf, "notebook": str(notebooks["kernel-dies"])},
-             "worker-dies": {**hf, "notebook": str(notebooks["worker-dies"]), "retries": 0},
-             "worker-dies-once": {**hf, "notebook": str(notebooks["worker-dies-once"])}}
+             "sleeps": {**hf, "notebook": trusted(notebooks["sleeps"]), "timeout_s": 15},
+             "kernel-dies": {**hf, "notebook": trusted(notebooks["kernel-dies"])},
+             "worker-dies": {**hf, "notebook": trusted(notebooks["worker-dies"]), "retries": 0},
+             "worker-dies-once": {**hf, "notebook": trusted(notebooks["worker-dies-once"])}}
     desc = write_descriptor(tmp_path, embedded, cases=cases,
                             defaults={**embedded.doc["defaults"], "retries": 1})
     run_dir = tmp_path / "run"
@@ -126,7 +126,7 @@ def test_a_task_past_its_timeout_is_cancelled_from_the_driver(tmp_path, embedded
     # timer, as when a task is stuck where that timer cannot reach.
     pidfile = tmp_path / "sleeper.pids"
     sleepy = write_notebook(tmp_path / "sleepy.ipynb", "print('scoring...')", SLEEPER.format(pidfile=str(pidfile)))
-    cases = {"stuck": {**embedded.doc["cases"]["hf-bf16"], "notebook": str(sleepy), "timeout_s": 120}}
+    cases = {"stuck": {**embedded.doc["cases"]["hf-bf16"], "notebook": trusted(sleepy), "timeout_s": 120}}
     run_dir = tmp_path / "run"
     t0 = time.monotonic()
     proc = ray4.gate(write_descriptor(tmp_path, embedded, cases=cases), "--out", run_dir, "--no-summary",
@@ -146,7 +146,7 @@ def test_a_case_whose_resources_never_come_gives_up_after_its_wait(tmp_path, emb
     # Two cases that each need all 4 CPUs: whichever Ray starts first holds them past the other's wait.
     pidfile = tmp_path / "sleeper.pids"
     sleepy = write_notebook(tmp_path / "sleepy.ipynb", "print('scoring...')", SLEEPER.format(pidfile=str(pidfile)))
-    case = {**embedded.doc["cases"]["hf-bf16"], "notebook": str(sleepy), "timeout_s": 20,
+    case = {**embedded.doc["cases"]["hf-bf16"], "notebook": trusted(sleepy), "timeout_s": 20,
             "resources": {"num_cpus": 4, "max_wait_s": 3}}
     run_dir = tmp_path / "run"
     proc = ray4.gate(write_descriptor(tmp_path, embedded, cases={"first": case, "second": case}),
@@ -163,7 +163,7 @@ def test_a_case_whose_resources_never_come_gives_up_after_its_wait(tmp_path, emb
 def test_interrupted_ray_gate_leaves_no_kernel_behind(tmp_path, embedded, ray4):
     pidfile = tmp_path / "sleeper.pids"
     sleepy = write_notebook(tmp_path / "sleepy.ipynb", SLEEPER.format(pidfile=str(pidfile)))
-    cases = {"sleeps": {**embedded.doc["cases"]["hf-bf16"], "notebook": str(sleepy), "timeout_s": 300}}
+    cases = {"sleeps": {**embedded.doc["cases"]["hf-bf16"], "notebook": trusted(sleepy), "timeout_s": 300}}
     run_dir = tmp_path / "run"
     gate = subprocess.Popen(ray4.command(sys.executable, "-m", "kit.cli", "gate", "--executor", "ray",
                                          write_descriptor(tmp_path, embedded, cases=cases), "--out", run_dir),
@@ -197,7 +197,7 @@ def test_two_node_case_is_one_placement_group(tmp_path, embedded):
     probe = tmp_path / "probe.json"
     gang = write_notebook(tmp_path / "gang.ipynb", GANG_PROBE.format(out=str(probe)), RUN_THE_CASE)
     hf = embedded.doc["cases"]["hf-bf16"]
-    cases = {"pp2": {**hf, "notebook": str(gang), "resources": {"nodes": 2, "num_cpus": 1}},
+    cases = {"pp2": {**hf, "notebook": trusted(gang), "resources": {"nodes": 2, "num_cpus": 1}},
              "pp3": {**hf, "resources": {"nodes": 3, "num_cpus": 1}}}
     desc = write_descriptor(tmp_path, embedded, cases=cases)
     run_dir = tmp_path / "run"

@@ -11,7 +11,7 @@ import time
 
 import pytest
 from support import ROOT, hf_cases, parity_kit, write_descriptor, write_notebook
-from support import SLEEPER, gone
+from support import SLEEPER, gone, trusted
 
 from kit.gate import runlock
 from kit.core.errors import BadInput
@@ -28,7 +28,7 @@ def restamped_golden(golden, dest):
 
 def test_resume_reuses_finished_cases_and_reruns_the_rest(tmp_path, embedded):
     dies = write_notebook(tmp_path / "dies.ipynb", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
-    cases = {**hf_cases(embedded), "dies": {**embedded.doc["cases"]["checkpoint"], "notebook": str(dies)}}
+    cases = {**hf_cases(embedded), "dies": {**embedded.doc["cases"]["checkpoint"], "notebook": trusted(dies)}}
     desc = write_descriptor(tmp_path, embedded, cases=cases)
     run_dir = tmp_path / "run"
     proc = parity_kit("gate", desc, "--out", run_dir, "--no-summary")
@@ -64,11 +64,15 @@ def test_resume_reuses_finished_cases_and_reruns_the_rest(tmp_path, embedded):
     assert "Reused from an earlier run into this directory, inputs unchanged: `checkpoint`." in \
         (run_dir / "evidence.md").read_text()
 
-    # Nothing changed since: a resume of the finished cases runs nothing.
+    # Nothing changed since: a resume of the finished cases runs nothing, and `dies`, not selected, keeps
+    # its error: the verdict still covers every case of the run.
     proc = parity_kit("gate", desc, "--resume", run_dir, "--case", "checkpoint", "--case", "hf-bf16", "--no-summary")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 2, proc.stderr
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert sorted(manifest["reused"]) == ["checkpoint", "hf-bf16"] and manifest["rerun"] == {}
+    assert manifest["kept"] == {"dies": "not selected by --case; its earlier attempt ended with error"}
+    assert json.loads((run_dir / "result.json").read_text())["cases"]["dies"]["status"] == "error"
+    assert "kept   dies: not selected by --case; its earlier attempt ended with error" in proc.stderr
 
 
 def test_resume_refuses_what_is_not_a_run_of_this_descriptor(tmp_path, embedded):
@@ -85,7 +89,7 @@ def test_resume_refuses_what_is_not_a_run_of_this_descriptor(tmp_path, embedded)
 def test_a_second_run_on_a_busy_run_directory_is_refused(tmp_path, embedded):
     pidfile = tmp_path / "sleeper.pids"
     sleepy = write_notebook(tmp_path / "sleepy.ipynb", SLEEPER.format(pidfile=str(pidfile)))
-    cases = {"sleeps": {**embedded.doc["cases"]["hf-bf16"], "notebook": str(sleepy), "timeout_s": 300}}
+    cases = {"sleeps": {**embedded.doc["cases"]["hf-bf16"], "notebook": trusted(sleepy), "timeout_s": 300}}
     desc = write_descriptor(tmp_path, embedded, cases=cases)
     run_dir = tmp_path / "run"
     first = subprocess.Popen([sys.executable, "-m", "kit.cli", "gate", desc, "--out", run_dir, "--no-summary"],
