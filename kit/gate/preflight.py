@@ -15,8 +15,9 @@ from kit.core import paths
 from kit.descriptor.load import LoadedDescriptor, golden_kind
 from kit.gate import verbosity
 from kit.core.errors import BadInput
-from kit.core.fixture import Fixture, load_fixture
-from kit.core.golden import Golden, check_golden_matches_fixture, load_golden
+from kit.core.fixture import Fixture, PromptCase, load_fixture
+from kit.core.golden import Golden, check_golden_matches_fixture, check_golden_vocabulary, load_golden
+from kit.core.modelconfig import check_prompts_fit, model_limits
 from kit.core.modeldigest import DigestCache, check_model_digest
 from kit.core.spec import CaseSpec
 from kit.gate.mainkernel import provide_main_kernel, registered_kernels
@@ -84,6 +85,15 @@ def _location(kernel: str, installed: dict[str, str]) -> str | None:
     return installed.get(kernel)
 
 
+def missing_kernel(desc: LoadedDescriptor, spec: CaseSpec) -> str:
+    """Where a missing kernel is named: the release's `kernel` key when a release chose it, else the case."""
+    if spec.release:
+        key = ("releases", spec.release["name"], "backends", spec.backend, "kernel")
+        return f"{desc.where(*key)}: {'.'.join(key)}: kernel {spec.kernel!r} is not installed; "
+    return (f"{desc.where('cases', spec.name)}: case {spec.name} needs kernel {spec.kernel!r}, "
+            "which is not installed; ")
+
+
 def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
     check_backends_installed(desc, specs)
     fixture = load_fixture(desc.resolve(desc.doc.fixture.path))
@@ -115,8 +125,7 @@ def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
     for spec in specs:
         where = desc.where("cases", spec.name)
         if spec.kernel not in kernels:
-            raise BadInput(f"{where}: case {spec.name} needs kernel {spec.kernel!r}, which is not installed; "
-                           + kernel_install_hint(spec.kernel, spec.backend))
+            raise BadInput(missing_kernel(desc, spec) + kernel_install_hint(spec.kernel, spec.backend))
         if not Path(spec.notebook).is_file():
             hint = "" if paths.NOTEBOOKS.is_dir() else (
                 "; this installation has no embedded notebooks: reinstall parity-kit from a complete wheel")
@@ -142,4 +151,14 @@ def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
         if unselected:
             raise BadInput(f"{desc.where('cases', spec.name, 'repeat_prompts')}: case {spec.name}: repeat prompt "
                            f"{unselected[0]!r} is not among the prompts this case scores")
+        check_fits_model(f"{where}: case {spec.name}: ", spec.model_path, golden, selected)
     return Inputs(fixture, goldens, model_digest, models, digests)
+
+
+def check_fits_model(prefix: str, model: str, golden: Golden, prompts: Sequence[PromptCase]) -> None:
+    """The case's model can take what the case feeds it and the golden names only tokens it has:
+    otherwise the backend is blamed for the input (or a truncated prompt passes)."""
+    limits = model_limits(model)
+    check_prompts_fit(((p.id, p.n_tokens) for p in prompts), limits, model, prefix)
+    if limits is not None and limits.vocab_size is not None:
+        check_golden_vocabulary(golden, limits.vocab_size, model, limits.where("vocab_size"))
