@@ -518,7 +518,7 @@ def _fixture_verify(args) -> int:
     from kit.core.fixture import verify_fixture
 
     fixture = verify_fixture(args.fixture, args.model)
-    print(f"ok: {args.fixture}: sha256 {fixture.sha256}, {len(fixture.cases)} cases, tokenizer {fixture.tokenizer}")
+    print(f"ok: {args.fixture}: sha256 {fixture.sha256}, {len(fixture.prompts)} prompts, tokenizer {fixture.tokenizer}")
     _print_buckets(fixture)
     return 0
 
@@ -563,7 +563,7 @@ def _golden_verify(args) -> int:
             raise BadInput(f"golden {args.golden} was made from model {golden.model_digest}, "
                            f"but {args.model} is {actual}")
     p = golden.provenance
-    print(f"ok: {args.golden}: {golden.kind}, top-{golden.top_k}, {len(golden.cases)} cases, "
+    print(f"ok: {args.golden}: {golden.kind}, top-{golden.top_k}, {len(golden.prompts)} prompts, "
           f"made by {p.get('backend')} {p.get('dtype')} on {p.get('hardware')} at {p.get('created_at')}")
     return 0
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Protocol, Sequence
 
 from kit.core.contract import LOG_PREFIX_ENV
-from kit.core.fixture import PromptCase
+from kit.core.fixture import Prompt
 from kit.core.records import Observation
 
 
@@ -20,7 +20,7 @@ class Backend(Protocol):
     def release(self) -> dict:
         """The identity of what computed the observations: engine versions, build, device."""
 
-    def observe(self, cases: Sequence[PromptCase], top_n: int) -> list[Observation]:
+    def observe(self, prompts: Sequence[Prompt], top_n: int) -> list[Observation]:
         """Next-token top-n logprobs at the last position of each case, most likely first."""
 
     def details(self) -> dict:

@@ -16,7 +16,7 @@ from kit.backends.registry import open_backend
 from kit.backends.base import Backend
 from kit.core.coverage import prompt_mismatch
 from kit.core.errors import BadInput
-from kit.core.fixture import PromptCase, load_fixture
+from kit.core.fixture import Prompt, load_fixture
 from kit.core.golden import check_golden_matches_fixture, hardware, load_golden
 from kit.core.modeldigest import check_model_digest
 from kit.core.progress import BucketDone, ProgressWriter
@@ -85,8 +85,8 @@ def run_case(spec: CaseSpec) -> CaseResult:
         scoring_s = time.perf_counter() - t_score
         release = backend.release()
         for obs in observations:
-            if obs.case_id in runs:
-                runs[obs.case_id].append(obs)
+            if obs.prompt_id in runs:
+                runs[obs.prompt_id].append(obs)
         _observe_again(backend, spec, repeated, runs, spec.repeats - 1)
     finally:
         backend.close()
@@ -99,7 +99,7 @@ def run_case(spec: CaseSpec) -> CaseResult:
 
     exact = golden.kind == "exact"
     scores = [
-        score_prompt(p.id, p.bucket, golden.cases[p.id][: golden.top_k], obs,
+        score_prompt(p.id, p.bucket, golden.prompts[p.id][: golden.top_k], obs,
                      bound_for(p.bucket, spec.bound, spec.bucket_bounds), exact=exact)
         for p, obs in zip(prompts, observations)
     ]
@@ -123,19 +123,19 @@ class BackendMismatch(Exception):
     which must end the case as an error rather than a verdict on the prompts it chose to return."""
 
 
-def matched(backend_name: str, asked: list[PromptCase], observed: list[Observation], what: str) -> list[Observation]:
+def matched(backend_name: str, asked: list[Prompt], observed: list[Observation], what: str) -> list[Observation]:
     """``observed`` in ``asked``'s order, matched by prompt id; refused unless it holds every asked prompt
     exactly once (a backend may return them in any order, never fewer, more or twice)."""
     observed = list(observed)
-    wrong = prompt_mismatch([p.id for p in asked], [o.case_id for o in observed])
+    wrong = prompt_mismatch([p.id for p in asked], [o.prompt_id for o in observed])
     if wrong:
         raise BackendMismatch(f"backend {backend_name} returned {len(observed)} observations for the "
                               f"{len(asked)} prompts of {what}: {wrong}")
-    by_id = {o.case_id: o for o in observed}
+    by_id = {o.prompt_id: o for o in observed}
     return [by_id[p.id] for p in asked]
 
 
-def observe_by_bucket(backend: Backend, prompts: list[PromptCase], top_n: int,
+def observe_by_bucket(backend: Backend, prompts: list[Prompt], top_n: int,
                       progress: ProgressWriter, backend_name: str = "") -> tuple[list[Observation], dict]:
     """The observations in ``prompts``' order, one ``observe`` per bucket so that each finished bucket
     can be reported while the case runs, and the backend's details merged over those calls."""
@@ -172,11 +172,11 @@ def merge_details(before: dict, last: dict) -> dict:
     return merged
 
 
-def _observe_again(backend: Backend, spec: CaseSpec, prompts: list[PromptCase],
+def _observe_again(backend: Backend, spec: CaseSpec, prompts: list[Prompt],
                    runs: dict[str, list[Observation]], times: int) -> None:
     for _ in range(times):
         for obs in matched(spec.backend, prompts, backend.observe(prompts, spec.top_n), "a repeat"):
-            runs[obs.case_id].append(obs)
+            runs[obs.prompt_id].append(obs)
 
 
 def _not_exact(r: RepeatSpread) -> str:

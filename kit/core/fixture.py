@@ -19,7 +19,7 @@ DEFAULT_BUCKETS = (128, 256, 512, 1024)
 
 
 @dataclass(frozen=True)
-class PromptCase:
+class Prompt:
     id: str
     bucket: int
     prompt: str
@@ -36,24 +36,24 @@ class Fixture:
     sha256: str
     tokenizer: str
     tokenizer_digest: str
-    cases: tuple[PromptCase, ...]
+    prompts: tuple[Prompt, ...]
 
     @property
     def ids(self) -> list[str]:
-        return [c.id for c in self.cases]
+        return [c.id for c in self.prompts]
 
     @property
     def buckets(self) -> list[int]:
-        return sorted({c.bucket for c in self.cases})
+        return sorted({c.bucket for c in self.prompts})
 
-    def case(self, case_id: str) -> PromptCase:
-        for c in self.cases:
-            if c.id == case_id:
+    def prompt(self, prompt_id: str) -> Prompt:
+        for c in self.prompts:
+            if c.id == prompt_id:
                 return c
-        raise KeyError(case_id)
+        raise KeyError(prompt_id)
 
-    def select(self, ids: Sequence[str] | None = None, buckets: Sequence[int] | None = None) -> list[PromptCase]:
-        chosen = list(self.cases)
+    def select(self, ids: Sequence[str] | None = None, buckets: Sequence[int] | None = None) -> list[Prompt]:
+        chosen = list(self.prompts)
         if ids is not None:
             wanted = set(ids)
             chosen = [c for c in chosen if c.id in wanted]
@@ -71,7 +71,7 @@ def bucket_for(n_tokens: int, buckets: Sequence[int]) -> int:
     raise BadInput(f"a prompt of {n_tokens} tokens exceeds the largest bucket {max(buckets)}")
 
 
-def fixture_document(tokenizer: str, tokenizer_digest: str, cases: Iterable[PromptCase]) -> dict:
+def fixture_document(tokenizer: str, tokenizer_digest: str, cases: Iterable[Prompt]) -> dict:
     return {
         "tokenizer": tokenizer,
         "tokenizer_digest": tokenizer_digest,
@@ -112,7 +112,7 @@ def make_fixture(
         if bos is not None:
             ids = [bos, *ids]
         check_prompts_fit([(p["id"], len(ids))], limits, tokenizer_dir)
-        cases.append(PromptCase(p["id"], bucket_for(len(ids), buckets), p["prompt"], tuple(ids)))
+        cases.append(Prompt(p["id"], bucket_for(len(ids), buckets), p["prompt"], tuple(ids)))
     doc = fixture_document(tokenizer_dir.name, sha256_file(tok_file), cases)
     digest = sha256_bytes(canonical_bytes(doc))
     return write_canonical(Path(out_dir) / f"{digest}.json", doc)
@@ -139,7 +139,7 @@ def load_fixture(path: str | Path) -> Fixture:
     try:
         doc = json.loads(data)
         cases = tuple(
-            PromptCase(c["id"], int(c["bucket"]), c["prompt"], tuple(int(t) for t in c["prompt_token_ids"]))
+            Prompt(c["id"], int(c["bucket"]), c["prompt"], tuple(int(t) for t in c["prompt_token_ids"]))
             for c in doc["cases"]
         )
         fixture = Fixture(path, actual, doc["tokenizer"], doc["tokenizer_digest"], cases)
@@ -174,7 +174,7 @@ def summary_rows(fixture: Fixture) -> list[dict]:
     """Per-bucket counts, for `fixture verify` output."""
     rows = []
     for b in fixture.buckets:
-        cs = [c for c in fixture.cases if c.bucket == b]
+        cs = [c for c in fixture.prompts if c.bucket == b]
         rows.append({"bucket": b, "cases": len(cs), "min_tokens": min(c.n_tokens for c in cs),
                      "max_tokens": max(c.n_tokens for c in cs)})
     return rows

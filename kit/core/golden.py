@@ -35,11 +35,11 @@ class Golden:
     model_digest: str
     top_k: int
     provenance: dict
-    cases: dict[str, tuple[tuple[int, float], ...]]
+    prompts: dict[str, tuple[tuple[int, float], ...]]
 
     @property
     def ids(self) -> list[str]:
-        return sorted(self.cases)
+        return sorted(self.prompts)
 
 
 def provenance(backend: str, release: dict, dtype: str, attention: str | dict, command: Sequence[str]) -> dict:
@@ -60,7 +60,7 @@ def golden_document(kind: str, fixture: Fixture, model_digest: str, top_k: int,
                     observations: Sequence[Observation], prov: dict) -> dict:
     if kind not in KINDS:
         raise BadInput(f"golden kind {kind!r} is not one of {', '.join(KINDS)}")
-    by_id = {o.case_id: o for o in observations}
+    by_id = {o.prompt_id: o for o in observations}
     missing = [i for i in fixture.ids if i not in by_id]
     if missing:
         raise BadInput(f"no observation for fixture cases {', '.join(missing[:5])}")
@@ -165,7 +165,7 @@ def check_golden_contents(golden: Golden) -> None:
     """Refuse, naming the file and the case, a golden whose top lists could not have come from a model."""
     if golden.top_k < 1:
         raise BadInput(f"golden {golden.path}: top_k {golden.top_k} is below 1")
-    for cid, top in golden.cases.items():
+    for cid, top in golden.prompts.items():
         problem = top_list_problem(top, golden.top_k)
         if problem:
             raise BadInput(f"golden {golden.path}: case {cid}: {problem}")
@@ -174,7 +174,7 @@ def check_golden_contents(golden: Golden) -> None:
 def check_golden_vocabulary(golden: Golden, vocab_size: int, model: str | Path, stated: str) -> None:
     """Every golden token id within the model's vocabulary (else the backend would be blamed for it)."""
     for cid in golden.ids:
-        outside = next((t for t, _ in golden.cases[cid] if t >= vocab_size), None)
+        outside = next((t for t, _ in golden.prompts[cid] if t >= vocab_size), None)
         if outside is not None:
             raise BadInput(f"golden {golden.path}: case {cid}: token id {outside} is outside the vocabulary of "
                            f"model {model} ({vocab_size} tokens, {stated})")
@@ -187,7 +187,7 @@ def check_golden_matches_fixture(golden: Golden, fixture: Fixture) -> None:
             f"golden {golden.path} was made for fixture {golden.fixture_sha256[:16]}..., "
             f"not for {fixture.path.name[:16]}... ({fixture.sha256})"
         )
-    gids, fids = set(golden.cases), set(fixture.ids)
+    gids, fids = set(golden.prompts), set(fixture.ids)
     if gids != fids:
         extra, missing = sorted(gids - fids), sorted(fids - gids)
         parts = []
@@ -226,7 +226,7 @@ def remake_command(golden: Golden, model: str, fixture: str, out: str) -> str:
 
 
 @dataclass(frozen=True)
-class CaseDiff:
+class PromptDiff:
     id: str
     max_probability_delta: float
     winner_before: int
@@ -237,17 +237,17 @@ class CaseDiff:
         return self.winner_before != self.winner_after
 
 
-def diff_goldens(old: Golden, new: Golden) -> list[CaseDiff]:
+def diff_goldens(old: Golden, new: Golden) -> list[PromptDiff]:
     """How far each case moved between two goldens of the same fixture, over the old top-k."""
     if old.fixture_sha256 != new.fixture_sha256:
         raise BadInput(f"goldens {old.path.name} and {new.path.name} are for different fixtures")
     rows = []
     for cid in old.ids:
-        if cid not in new.cases:
+        if cid not in new.prompts:
             raise BadInput(f"golden {new.path} has no case {cid}")
-        after = dict(new.cases[cid])
-        floor = min(lp for _, lp in new.cases[cid])
+        after = dict(new.prompts[cid])
+        floor = min(lp for _, lp in new.prompts[cid])
         # A token that fell out of the new top-k moved at least down to the new floor.
-        delta = max(abs(math.exp(after.get(t, floor)) - math.exp(lp)) for t, lp in old.cases[cid])
-        rows.append(CaseDiff(cid, delta, old.cases[cid][0][0], new.cases[cid][0][0]))
+        delta = max(abs(math.exp(after.get(t, floor)) - math.exp(lp)) for t, lp in old.prompts[cid])
+        rows.append(PromptDiff(cid, delta, old.prompts[cid][0][0], new.prompts[cid][0][0]))
     return rows

@@ -22,7 +22,7 @@ class Observation:
     """One backend's next-token distribution at the last prompt position:
     its top-n ``(token_id, logprob)`` pairs, most likely first."""
 
-    case_id: str
+    prompt_id: str
     top_logprobs: tuple[tuple[int, float], ...]
     n_tokens: int
 
@@ -31,7 +31,8 @@ class Observation:
         return self.top_logprobs[0][0]
 
     def to_dict(self) -> dict:
-        return {"case_id": self.case_id, "n_tokens": self.n_tokens,
+        return {"case_id": self.prompt_id,  # the key files have always used
+                "n_tokens": self.n_tokens,
                 "top_logprobs": [[t, lp] for t, lp in self.top_logprobs]}
 
 

@@ -41,7 +41,7 @@ def bound_for(bucket: int, bound: float | None, bucket_bounds: Mapping[str, floa
 
 
 def score_prompt(
-    case_id: str,
+    prompt_id: str,
     bucket: int,
     golden_top: Sequence[tuple[int, float]],
     observation: Observation,
@@ -50,13 +50,13 @@ def score_prompt(
 ) -> PromptScore:
     failures: list[str] = []
     backend = list(observation.top_logprobs)
-    where = f"{case_id}"
+    where = f"{prompt_id}"
 
     nonfinite = [(t, lp) for t, lp in backend if not math.isfinite(lp)]
     if nonfinite or not backend:
         t, lp = nonfinite[0] if nonfinite else (-1, float("nan"))
         failures.append(f"{where}: non-finite logprob {lp} for token {t} from the backend")
-        return _unscorable(case_id, bucket, observation, golden_top, bound, exact, failures)
+        return _unscorable(prompt_id, bucket, observation, golden_top, bound, exact, failures)
 
     a = dict(backend)
     g_prob = {t: math.exp(lp) for t, lp in golden_top}
@@ -91,7 +91,7 @@ def score_prompt(
         failures.append(f"{where}: max probability error {max_err:.4g} > bound {bound:g} (bucket {bucket})")
 
     return PromptScore(
-        id=case_id, bucket=bucket, n_tokens=observation.n_tokens, passed=not failures, bound=bound,
+        id=prompt_id, bucket=bucket, n_tokens=observation.n_tokens, passed=not failures, bound=bound,
         max_probability_error=max_err, top_probability_l1_error=l1, kl_shared=kl,
         first_rank_agreement=golden_winner == backend_winner,
         golden_top_token=golden_winner, golden_top_probability=g_prob[golden_winner],
@@ -124,10 +124,10 @@ def _side(top: Sequence[tuple[int, float]]) -> list[list[float]]:
     return [[int(t), float(lp)] for t, lp in top[:SIDE_BY_SIDE]]
 
 
-def _unscorable(case_id, bucket, observation, golden_top, bound, exact, failures) -> PromptScore:
+def _unscorable(prompt_id, bucket, observation, golden_top, bound, exact, failures) -> PromptScore:
     nan = float("nan")
     return PromptScore(
-        id=case_id, bucket=bucket, n_tokens=observation.n_tokens, passed=False, bound=bound,
+        id=prompt_id, bucket=bucket, n_tokens=observation.n_tokens, passed=False, bound=bound,
         max_probability_error=nan, top_probability_l1_error=nan, kl_shared=nan, first_rank_agreement=False,
         golden_top_token=golden_top[0][0], golden_top_probability=math.exp(golden_top[0][1]),
         backend_top_token=observation.top_logprobs[0][0] if observation.top_logprobs else -1,
@@ -136,7 +136,7 @@ def _unscorable(case_id, bucket, observation, golden_top, bound, exact, failures
     )
 
 
-def repeat_spread(case_id: str, runs: Sequence[Observation], launches: int = 1) -> RepeatSpread:
+def repeat_spread(prompt_id: str, runs: Sequence[Observation], launches: int = 1) -> RepeatSpread:
     """The spread of repeated observations of one prompt; spreads cover the tokens every run returned."""
     tops = [list(o.top_logprobs) for o in runs]
     shared = set.intersection(*(set(t for t, _ in top) for top in tops)) if tops else set()
@@ -154,7 +154,7 @@ def repeat_spread(case_id: str, runs: Sequence[Observation], launches: int = 1) 
         difference = _run_difference(tops[0], top, n)
         if difference:
             break
-    return RepeatSpread(id=case_id, runs=len(runs), launches=launches, max_logprob_spread=lp_spread,
+    return RepeatSpread(id=prompt_id, runs=len(runs), launches=launches, max_logprob_spread=lp_spread,
                         max_probability_spread=p_spread, identical=difference is None, difference=difference)
 
 

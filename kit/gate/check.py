@@ -29,7 +29,7 @@ def passed_lines(desc: LoadedDescriptor, specs: Sequence[CaseSpec], inputs: Inpu
     for backend in sorted({s.backend for s in specs if s.kernel == paths.MAIN_KERNEL}):
         lines.append(f"backend {backend}: installed here ({registry.get(backend).summary})")
     fx = inputs.fixture
-    lines.append(f"fixture {paths.display(fx.path)}: sha256 {fx.sha256[:16]}... verified, {len(fx.cases)} prompts "
+    lines.append(f"fixture {paths.display(fx.path)}: sha256 {fx.sha256[:16]}... verified, {len(fx.prompts)} prompts "
                  f"in buckets {', '.join(map(str, fx.buckets))}")
     for name, golden in inputs.goldens.items():
         lines.append(f"golden {name} {paths.display(golden.path)}: {golden.kind}, top-{golden.top_k}, "

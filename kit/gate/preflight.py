@@ -15,7 +15,7 @@ from kit.core import paths
 from kit.descriptor.load import LoadedDescriptor, golden_kind
 from kit.gate import verbosity
 from kit.core.errors import BadInput
-from kit.core.fixture import Fixture, PromptCase, load_fixture
+from kit.core.fixture import Fixture, Prompt, load_fixture
 from kit.core.golden import Golden, check_golden_matches_fixture, check_golden_vocabulary, load_golden
 from kit.core.modelconfig import check_prompts_fit, model_limits
 from kit.core.modeldigest import DigestCache, check_model_digest
@@ -155,7 +155,7 @@ def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
     return Inputs(fixture, goldens, model_digest, models, digests)
 
 
-def check_fits_model(prefix: str, model: str, golden: Golden, prompts: Sequence[PromptCase]) -> None:
+def check_fits_model(prefix: str, model: str, golden: Golden, prompts: Sequence[Prompt]) -> None:
     """The case's model can take what the case feeds it and the golden names only tokens it has:
     otherwise the backend is blamed for the input (or a truncated prompt passes)."""
     limits = model_limits(model)

@@ -19,7 +19,7 @@ def make_golden_document(model: str | Path, fixture_path: str | Path, kind: str,
     hf makes the semantic goldens; a native backend (levanter) makes its own exact golden."""
     fixture = verify_fixture(fixture_path, model)
     limits = model_limits(model)  # before any engine starts: a prompt it cannot take, a top_k beyond its vocabulary
-    check_prompts_fit(((c.id, c.n_tokens) for c in fixture.cases), limits, model, f"fixture {fixture_path}: ")
+    check_prompts_fit(((c.id, c.n_tokens) for c in fixture.prompts), limits, model, f"fixture {fixture_path}: ")
     check_top_k_fits(top_k, limits, model)
     digest = model_digest(model)
     if backend == "levanter":
@@ -32,7 +32,7 @@ def make_golden_document(model: str | Path, fixture_path: str | Path, kind: str,
         engine = HfBackend(str(model), dtype=dtype, attn_implementation=attn_implementation, device=device,
                            batch_size=batch_size)
     try:
-        observations = engine.observe(fixture.cases, top_k)
+        observations = engine.observe(fixture.prompts, top_k)
         release = engine.release()
         if backend == "levanter":
             dtype, attn_implementation = "float32", engine.details()["attention"]

@@ -23,7 +23,7 @@ from kit.core import paths
 from kit.descriptor.load import LoadedDescriptor, golden_kind, load_descriptor
 from kit.core.errors import BadInput
 from kit.gate.run import execute_gates, finish_gate, start_gate
-from kit.core.golden import CaseDiff, diff_goldens, golden_filename, load_golden, write_golden
+from kit.core.golden import PromptDiff, diff_goldens, golden_filename, load_golden, write_golden
 from kit.goldens.make import make_golden_document
 from kit.core.jsonio import atomic_write_bytes
 from kit.core.records import PASSED
@@ -37,7 +37,7 @@ class RegenOutcome:
     work_dir: Path
     new_golden: Path  # the candidate golden, kept in the work directory in every outcome
     old_golden: Path
-    diff: list[CaseDiff]
+    diff: list[PromptDiff]
     backends: dict[str, list[str]]  # backend -> its cases that did not pass against the new golden
     placed: Path | None = None
     notes: list[str] = field(default_factory=list)

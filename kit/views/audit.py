@@ -139,7 +139,7 @@ def _prompt_texts(view: RunView) -> dict[str, str]:
     """Each fixture case's prompt text by id; empty when the fixture moved (the table then shows none)."""
     path = view.manifest.get("fixture")
     try:
-        return {c.id: c.prompt for c in load_fixture(path).cases} if path else {}
+        return {c.id: c.prompt for c in load_fixture(path).prompts} if path else {}
     except Exception:  # a moved fixture leaves the table without prompt text, not the summary broken
         return {}
 

@@ -23,7 +23,7 @@ def compare(model: str, fixture_path: str) -> dict:
 
     fixture = load_fixture(fixture_path)
     # The shortest prompt of each bucket: the most padding (unpadded, each length compiles anew).
-    cases = [min((c for c in fixture.cases if c.bucket == b), key=lambda c: c.n_tokens) for b in fixture.buckets]
+    cases = [min((c for c in fixture.prompts if c.bucket == b), key=lambda c: c.n_tokens) for b in fixture.buckets]
     top = 25
     padded = LevanterBackend(model).observe(cases, top)
     unpadded = LevanterBackend(model, pad_to_bucket=False).observe(cases, top)

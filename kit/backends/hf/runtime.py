@@ -23,7 +23,7 @@ from itertools import groupby
 from typing import Sequence
 
 from kit.backends.hf import attention as hf_attention
-from kit.core.fixture import PromptCase
+from kit.core.fixture import Prompt
 from kit.core.records import Observation
 from kit.core.spec import CaseSpec
 
@@ -44,14 +44,14 @@ def compile_layers(model, dynamic: bool | None = True) -> None:
         layer.compile(dynamic=dynamic)
 
 
-def plan_batches(cases: Sequence[PromptCase], batch_size: int) -> list[list[int]]:
+def plan_batches(prompts: Sequence[Prompt], batch_size: int) -> list[list[int]]:
     """Indices of ``cases`` grouped into batches of one bucket each, at most ``batch_size`` long.
 
     Within a bucket the longest prompts go together, so that a batch pads as little as possible.
     """
-    by_bucket = sorted(range(len(cases)), key=lambda i: (cases[i].bucket, -cases[i].n_tokens, i))
+    by_bucket = sorted(range(len(prompts)), key=lambda i: (prompts[i].bucket, -prompts[i].n_tokens, i))
     batches = []
-    for _, members in groupby(by_bucket, key=lambda i: cases[i].bucket):
+    for _, members in groupby(by_bucket, key=lambda i: prompts[i].bucket):
         members = list(members)
         batches += [members[k:k + batch_size] for k in range(0, len(members), batch_size)]
     return batches
@@ -107,25 +107,25 @@ class HfBackend:
                 "padding_side": self.padding_side, "batch_size": self.batch_size, "compile": self.compile,
                 "batches": self._batches}
 
-    def observe(self, cases: Sequence[PromptCase], top_n: int) -> list[Observation]:
+    def observe(self, prompts: Sequence[Prompt], top_n: int) -> list[Observation]:
         torch = self._torch
-        out: list[Observation | None] = [None] * len(cases)
+        out: list[Observation | None] = [None] * len(prompts)
         self._batches = []
         with torch.inference_mode(), self._sdpa_context():
-            for batch in plan_batches(cases, self.batch_size):
+            for batch in plan_batches(prompts, self.batch_size):
                 t0 = time.perf_counter()
-                rows = [cases[i] for i in batch]
+                rows = [prompts[i] for i in batch]
                 logprobs = torch.log_softmax(self.last_logits(rows).float(), dim=-1)
                 values, indices = torch.topk(logprobs, min(top_n, logprobs.shape[-1]), dim=-1)
-                for i, case, idx, val in zip(batch, rows, indices.tolist(), values.tolist()):
-                    out[i] = Observation(case.id, tuple(zip(idx, val)), case.n_tokens)
+                for i, prompt, idx, val in zip(batch, rows, indices.tolist(), values.tolist()):
+                    out[i] = Observation(prompt.id, tuple(zip(idx, val)), prompt.n_tokens)
                 # Per batch, so that a compiled case shows where its compiling went (the first batches).
                 self._batches.append({"bucket": rows[0].bucket, "rows": len(rows),
                                       "padded_to": max(c.n_tokens for c in rows),
                                       "seconds": round(time.perf_counter() - t0, 4)})
         return out  # type: ignore[return-value]
 
-    def last_logits(self, rows: Sequence[PromptCase]):
+    def last_logits(self, rows: Sequence[Prompt]):
         """[rows, vocab] logits at each prompt's last real position."""
         torch = self._torch
         if len(rows) == 1:
@@ -137,16 +137,16 @@ class HfBackend:
         picked = hidden[torch.arange(len(rows), device=self.device), last]
         return self.model.get_output_embeddings()(picked)
 
-    def pad(self, rows: Sequence[PromptCase]):
+    def pad(self, rows: Sequence[Prompt]):
         """Token ids, attention mask, position ids and last real index for a padded batch."""
         torch = self._torch
         width = max(c.n_tokens for c in rows)
         pad_id = self.model.config.pad_token_id or 0  # any id will do: padded positions are masked
         ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for r, case in enumerate(rows):
-            span = slice(width - case.n_tokens, width) if self.padding_side == "left" else slice(0, case.n_tokens)
-            ids[r, span] = torch.tensor(case.prompt_token_ids)
+        for r, prompt in enumerate(rows):
+            span = slice(width - prompt.n_tokens, width) if self.padding_side == "left" else slice(0, prompt.n_tokens)
+            ids[r, span] = torch.tensor(prompt.prompt_token_ids)
             mask[r, span] = 1
         # Positions count real tokens only; padded slots get 0 (their outputs are never read).
         positions = (mask.cumsum(-1) - 1).clamp(min=0)

@@ -12,7 +12,7 @@ import platform as _platform
 import time
 from typing import Sequence
 
-from kit.core.fixture import PromptCase
+from kit.core.fixture import Prompt
 from kit.core.records import Observation
 from kit.core.spec import CaseSpec
 
@@ -71,24 +71,24 @@ class JaxBackend:
             self._compiled[key] = self._jax.jit(partial(last_logits, shape=self.shape, attention=attention))
         return self._compiled[key]
 
-    def observe(self, cases: Sequence[PromptCase], top_n: int) -> list[Observation]:
+    def observe(self, prompts: Sequence[Prompt], top_n: int) -> list[Observation]:
         import numpy as np
 
         jax = self._jax
         out = []
-        for case in cases:
-            seq = max(case.bucket, case.n_tokens)
+        for prompt in prompts:
+            seq = max(prompt.bucket, prompt.n_tokens)
             attention = choose_attention(self.attention, self.dtype, self.platform, seq)
-            self._used[str(case.bucket)] = attention
+            self._used[str(prompt.bucket)] = attention
             ids = np.zeros((1, seq), dtype=np.int32)
-            ids[0, :case.n_tokens] = case.prompt_token_ids
-            last = np.array([case.n_tokens - 1], dtype=np.int32)
+            ids[0, :prompt.n_tokens] = prompt.prompt_token_ids
+            last = np.array([prompt.n_tokens - 1], dtype=np.int32)
             logits = self._program(seq, attention)(self.params, jax.device_put(ids, self.device),
                                                    jax.device_put(last, self.device))
             logprobs = jax.nn.log_softmax(logits[0])
             values, indices = jax.lax.top_k(logprobs, min(top_n, self.shape.vocab))
-            out.append(Observation(case.id, tuple(zip(np.asarray(indices).tolist(),
-                                                      np.asarray(values).tolist())), case.n_tokens))
+            out.append(Observation(prompt.id, tuple(zip(np.asarray(indices).tolist(),
+                                                      np.asarray(values).tolist())), prompt.n_tokens))
         return out
 
     def close(self) -> None:

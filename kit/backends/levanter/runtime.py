@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from kit.core.errors import BadInput
-from kit.core.fixture import PromptCase
+from kit.core.fixture import Prompt
 from kit.core.records import Observation
 from kit.core.spec import CaseSpec
 
@@ -88,36 +88,36 @@ class LevanterBackend:
     def attention_of(self, bucket: int) -> str:
         return attention_for(bucket, self.attention, self.flash_above)
 
-    def observe(self, cases: Sequence[PromptCase], top_n: int) -> list[Observation]:
+    def observe(self, prompts: Sequence[Prompt], top_n: int) -> list[Observation]:
         import numpy as np
 
         per_bucket: dict[str, dict] = {}
         out = []
-        for case in cases:
-            impl = self.attention_of(case.bucket)
-            length = case.bucket if self.pad_to_bucket else case.n_tokens
-            if case.n_tokens > length:
-                raise BadInput(f"prompt {case.id} has {case.n_tokens} tokens, more than its bucket {case.bucket}")
+        for prompt in prompts:
+            impl = self.attention_of(prompt.bucket)
+            length = prompt.bucket if self.pad_to_bucket else prompt.n_tokens
+            if prompt.n_tokens > length:
+                raise BadInput(f"prompt {prompt.id} has {prompt.n_tokens} tokens, more than its bucket {prompt.bucket}")
             if length > self.model.config.seq_len:  # the rotary tables stop there
-                raise BadInput(f"prompt {case.id}: length {length} exceeds the model's context "
+                raise BadInput(f"prompt {prompt.id}: length {length} exceeds the model's context "
                                f"{self.model.config.seq_len}")
             if impl == FLASH and length % self.flash_block_size:
-                raise BadInput(f"prompt {case.id}: flash attention needs a length that is a multiple of its block "
-                               f"size {self.flash_block_size}, got {length} (bucket {case.bucket}); "
+                raise BadInput(f"prompt {prompt.id}: flash attention needs a length that is a multiple of its block "
+                               f"size {self.flash_block_size}, got {length} (bucket {prompt.bucket}); "
                                "pad to the bucket or choose reference attention for it")
             ids = np.zeros(length, dtype=np.int32)
-            ids[: case.n_tokens] = case.prompt_token_ids
+            ids[: prompt.n_tokens] = prompt.prompt_token_ids
             t0 = time.perf_counter()
-            logprobs = self._last_logprobs(self._variant(impl), ids, case.n_tokens - 1)
+            logprobs = self._last_logprobs(self._variant(impl), ids, prompt.n_tokens - 1)
             elapsed = time.perf_counter() - t0
-            stats = per_bucket.setdefault(str(case.bucket), {"attention": impl, "length": length, "prompts": 0,
+            stats = per_bucket.setdefault(str(prompt.bucket), {"attention": impl, "length": length, "prompts": 0,
                                                              "first_call_s": elapsed, "rest_s": 0.0})
             stats["prompts"] += 1
             if stats["prompts"] > 1:
                 stats["rest_s"] += elapsed
             order = np.argsort(-logprobs, kind="stable")[: min(top_n, logprobs.shape[0])]
             top = tuple((int(t), float(logprobs[t])) for t in order)
-            out.append(Observation(case.id, top, case.n_tokens))
+            out.append(Observation(prompt.id, top, prompt.n_tokens))
         self._details = {
             "attention": {b: s["attention"] for b, s in per_bucket.items()},
             "flash_block_size": self.flash_block_size,

@@ -18,7 +18,7 @@ from typing import Sequence
 from kit.backends.base import helper_log_path
 from kit.backends.processes import descendants, stop_procs
 from kit.backends.vllm.runtime import EngineSettings, top_of
-from kit.core.fixture import PromptCase
+from kit.core.fixture import Prompt
 from kit.core.records import Observation
 from kit.core.spec import CaseSpec
 
@@ -61,21 +61,21 @@ class VllmOfflineBackend:
                 "import_s": round(self.import_s, 2), "engine_start_s": round(self.start_s, 2),
                 "engine_log": str(self.log_path)}
 
-    def observe(self, cases: Sequence[PromptCase], top_n: int) -> list[Observation]:
+    def observe(self, prompts: Sequence[Prompt], top_n: int) -> list[Observation]:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
         params = SamplingParams(max_tokens=1, temperature=0.0, logprobs=top_n)
-        prompts = [TokensPrompt(prompt_token_ids=list(c.prompt_token_ids)) for c in cases]
-        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        requests = [TokensPrompt(prompt_token_ids=list(c.prompt_token_ids)) for c in prompts]
+        outputs = self.llm.generate(requests, params, use_tqdm=False)
         observations = []
-        for case, out in zip(cases, outputs):
-            if list(out.prompt_token_ids) != list(case.prompt_token_ids):
-                raise RuntimeError(f"{case.id}: vLLM scored other token ids than the fixture's")
+        for prompt, out in zip(prompts, outputs):
+            if list(out.prompt_token_ids) != list(prompt.prompt_token_ids):
+                raise RuntimeError(f"{prompt.id}: vLLM scored other token ids than the fixture's")
             step = out.outputs[0].logprobs[0]
             by_rank = dict(sorted(step.items(), key=lambda kv: kv[1].rank or 0))
-            observations.append(Observation(case.id, top_of({t: lp.logprob for t, lp in by_rank.items()}, top_n),
-                                            case.n_tokens))
+            observations.append(Observation(prompt.id, top_of({t: lp.logprob for t, lp in by_rank.items()}, top_n),
+                                            prompt.n_tokens))
         return observations
 
     def close(self) -> None:

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 from kit.backends.base import helper_log_path, log_tail
 from kit.backends.processes import stop_tree
 from kit.backends.vllm.runtime import EngineSettings, top_of
-from kit.core.fixture import PromptCase
+from kit.core.fixture import Prompt
 from kit.core.records import Observation
 from kit.core.spec import CaseSpec
 
@@ -109,21 +109,21 @@ class VllmServerBackend:
                 "engine_start_s": round(self.start_s, 2), "server_log": str(self.log_path),
                 "command": " ".join(self.command[1:])}
 
-    def observe(self, cases: Sequence[PromptCase], top_n: int) -> list[Observation]:
-        return [self._observe_one(case, top_n) for case in cases]
+    def observe(self, prompts: Sequence[Prompt], top_n: int) -> list[Observation]:
+        return [self._observe_one(prompt, top_n) for prompt in prompts]
 
-    def _observe_one(self, case: PromptCase, top_n: int) -> Observation:
+    def _observe_one(self, prompt: Prompt, top_n: int) -> Observation:
         answer = self._post("/v1/completions", {
-            "model": SERVED_NAME, "prompt": list(case.prompt_token_ids), "max_tokens": 1, "temperature": 0,
+            "model": SERVED_NAME, "prompt": list(prompt.prompt_token_ids), "max_tokens": 1, "temperature": 0,
             "logprobs": top_n, "add_special_tokens": False, "return_tokens_as_token_ids": True,
             "return_token_ids": True,
         })
         choice = answer["choices"][0]
         echoed = choice.get("prompt_token_ids") or answer.get("prompt_token_ids")
-        if echoed is not None and list(echoed) != list(case.prompt_token_ids):
-            raise VllmServerError(f"{case.id}: the server scored other token ids than the fixture's")
+        if echoed is not None and list(echoed) != list(prompt.prompt_token_ids):
+            raise VllmServerError(f"{prompt.id}: the server scored other token ids than the fixture's")
         top = choice["logprobs"]["top_logprobs"][0]
-        return Observation(case.id, top_of({_token_id(k, case.id): lp for k, lp in top.items()}, top_n), case.n_tokens)
+        return Observation(prompt.id, top_of({_token_id(k, prompt.id): lp for k, lp in top.items()}, top_n), prompt.n_tokens)
 
     def close(self) -> None:
         if self.proc is not None:
@@ -132,9 +132,9 @@ class VllmServerBackend:
             self.proc = None
 
 
-def _token_id(key: str, case_id: str) -> int:
+def _token_id(key: str, prompt_id: str) -> int:
     if not key.startswith(TOKEN_KEY):
-        raise VllmServerError(f"{case_id}: the server keyed a logprob by {key!r}, not by token id "
+        raise VllmServerError(f"{prompt_id}: the server keyed a logprob by {key!r}, not by token id "
                               "(does this vLLM release support return_tokens_as_token_ids?)")
     return int(key[len(TOKEN_KEY):])
 

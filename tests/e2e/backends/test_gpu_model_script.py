@@ -69,7 +69,7 @@ def test_gpu_descriptor_validates_and_names_the_fixture_in_the_repo():
 
     fixture = load_fixture(specs[0].fixture_path)
     assert fixture.buckets == [4096, 16384, 32768]
-    assert max(c.n_tokens for c in fixture.cases) == 32768
+    assert max(c.n_tokens for c in fixture.prompts) == 32768
 
 
 @pytest.mark.parametrize("bucket", [4096, 16384, 32768])
@@ -77,5 +77,5 @@ def test_fixture_prompts_are_the_generators(bucket):
     from kit.core.fixture import load_fixture
 
     fixture = load_fixture(load_descriptor(paths.DESCRIPTORS / "gpu-h200.toml").case_specs()[0].fixture_path)
-    lengths = sorted((c.n_tokens for c in fixture.cases if c.bucket == bucket), reverse=True)
+    lengths = sorted((c.n_tokens for c in fixture.prompts if c.bucket == bucket), reverse=True)
     assert tuple(lengths) == tuple(sorted(gen.PROMPT_LENGTHS[bucket], reverse=True))

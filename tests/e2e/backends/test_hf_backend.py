@@ -13,7 +13,7 @@ from kit.core.fixture import load_fixture
 
 def test_observation_equals_last_row_of_a_full_forward(embedded):
     fixture = load_fixture(embedded.fixture)
-    cases = [fixture.cases[0], max(fixture.cases, key=lambda c: c.n_tokens)]
+    cases = [fixture.prompts[0], max(fixture.prompts, key=lambda c: c.n_tokens)]
     observed = HfBackend(str(embedded.model), dtype="float32").observe(cases, top_n=10)
     model = AutoModelForCausalLM.from_pretrained(embedded.model, dtype=torch.float32, attn_implementation="eager")
     for case, obs in zip(cases, observed):
@@ -32,14 +32,14 @@ def test_only_the_last_position_is_projected_to_the_vocabulary(embedded):
     backend = HfBackend(str(embedded.model), dtype="float32")
     shapes = []
     backend.model.lm_head.register_forward_hook(lambda m, i, o: shapes.append(tuple(o.shape)))
-    longest = max(fixture.cases, key=lambda c: c.n_tokens)
+    longest = max(fixture.prompts, key=lambda c: c.n_tokens)
     backend.observe([longest], top_n=5)
     assert shapes == [(1, 1, backend.model.config.vocab_size)]
 
 
 def test_bfloat16_stays_close_to_float32(embedded):
     fixture = load_fixture(embedded.fixture)
-    cases = fixture.cases[:4]
+    cases = fixture.prompts[:4]
     f32 = HfBackend(str(embedded.model), dtype="float32").observe(cases, top_n=5)
     b16 = HfBackend(str(embedded.model), dtype="bfloat16").observe(cases, top_n=64)
     for a, b in zip(f32, b16):
@@ -49,7 +49,7 @@ def test_bfloat16_stays_close_to_float32(embedded):
 
 def test_compiled_layers_give_the_same_top_k(embedded):
     fixture = load_fixture(embedded.fixture)
-    by_length = sorted(fixture.cases, key=lambda c: c.n_tokens)
+    by_length = sorted(fixture.prompts, key=lambda c: c.n_tokens)
     cases = [by_length[0], by_length[len(by_length) // 2]]  # two lengths: one graph must serve both
     eager = HfBackend(str(embedded.model), dtype="float32").observe(cases, top_n=10)
     backend = HfBackend(str(embedded.model), dtype="float32", compile=True)

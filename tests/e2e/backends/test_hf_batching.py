@@ -18,18 +18,18 @@ import math
 import pytest
 
 from kit.backends.hf.runtime import HfBackend, plan_batches
-from kit.core.fixture import PromptCase, load_fixture
+from kit.core.fixture import Prompt, load_fixture
 
 TOLERANCE = 1e-5
 
 
 @pytest.fixture(scope="module")
-def mixed_cases(embedded) -> list[PromptCase]:
+def mixed_cases(embedded) -> list[Prompt]:
     """Three prompts of different lengths from each of two buckets, interleaved."""
     fixture = load_fixture(embedded.fixture)
     chosen = []
     for bucket in (256, 1024):
-        cs = sorted((c for c in fixture.cases if c.bucket == bucket), key=lambda c: c.n_tokens)
+        cs = sorted((c for c in fixture.prompts if c.bucket == bucket), key=lambda c: c.n_tokens)
         chosen += [cs[0], cs[len(cs) // 2], cs[-1]]
     assert len({c.n_tokens for c in chosen}) == 6  # every batch really needs padding
     return [chosen[i] for i in (0, 3, 1, 4, 2, 5)]
@@ -72,10 +72,10 @@ def test_compiled_layers_take_a_padded_batch_too(embedded, mixed_cases, alone):
 def assert_batches_of_three_equal_alone(backend, mixed_cases, alone) -> None:
     batched = backend.observe(mixed_cases, top_n=20)
     assert [b["rows"] for b in backend.details()["batches"]] == [3, 3]
-    assert [o.case_id for o in batched] == [c.id for c in mixed_cases]
+    assert [o.prompt_id for o in batched] == [c.id for c in mixed_cases]
     for a, b in zip(alone, batched):
-        assert a.top_logprobs[0][0] == b.top_logprobs[0][0], a.case_id
-        assert max_probability_difference(a, b) < TOLERANCE, a.case_id
+        assert a.top_logprobs[0][0] == b.top_logprobs[0][0], a.prompt_id
+        assert max_probability_difference(a, b) < TOLERANCE, a.prompt_id
         assert all(math.isfinite(lp) for _, lp in b.top_logprobs)
 
 
@@ -112,7 +112,7 @@ def test_a_padded_batch_projects_one_position_per_row(embedded, mixed_cases):
 def test_the_gathered_row_matters(embedded, mixed_cases, alone):
     """Guard against a vacuous comparison: the position before the last gives another answer."""
     case = mixed_cases[0]
-    shorter = PromptCase(case.id, case.bucket, case.prompt, case.prompt_token_ids[:-1])
+    shorter = Prompt(case.id, case.bucket, case.prompt, case.prompt_token_ids[:-1])
     other = HfBackend(str(embedded.model), dtype="float32").observe([shorter], top_n=20)[0]
     pa, po = dict(alone[0].top_logprobs), dict(other.top_logprobs)
     moved = max(abs(math.exp(lp) - math.exp(po.get(t, -math.inf))) for t, lp in pa.items())

@@ -30,7 +30,7 @@ def cases(embedded):
     # Two per bucket, the shortest and the longest: padding to the bucket is widest for the first.
     out = []
     for b in fixture.buckets:
-        cs = sorted((c for c in fixture.cases if c.bucket == b), key=lambda c: c.n_tokens)
+        cs = sorted((c for c in fixture.prompts if c.bucket == b), key=lambda c: c.n_tokens)
         out += [cs[0], cs[-1]]
     return out
 
@@ -42,7 +42,7 @@ def hf_f32(embedded, cases):
 
 def largest_difference(ref, obs) -> float:
     po = dict(obs.top_logprobs)
-    assert [t for t, _ in ref.top_logprobs[:5]] == [t for t, _ in obs.top_logprobs[:5]], ref.case_id
+    assert [t for t, _ in ref.top_logprobs[:5]] == [t for t, _ in obs.top_logprobs[:5]], ref.prompt_id
     return max(abs(math.exp(lp) - math.exp(po[t])) for t, lp in ref.top_logprobs[:15])
 
 

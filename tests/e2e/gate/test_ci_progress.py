@@ -12,7 +12,7 @@ from kit.core.fixture import load_fixture
 
 def test_piped_gate_prints_heartbeats_and_finished_buckets(tmp_path, embedded):
     fixture = load_fixture(embedded.fixture)
-    by_bucket = {b: [c.id for c in fixture.cases if c.bucket == b] for b in (128, 256)}
+    by_bucket = {b: [c.id for c in fixture.prompts if c.bucket == b] for b in (128, 256)}
     ids = by_bucket[128][:2] + by_bucket[256][:1]
     case = {**embedded.doc["cases"]["hf-bf16"], "prompts": ids}
     desc = write_descriptor(tmp_path, embedded, cases={"hf-bf16": case})

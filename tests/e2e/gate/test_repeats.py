@@ -43,7 +43,7 @@ class Jittery:
             return out
         first = out[0]
         (t, lp), *rest = first.top_logprobs
-        return [Observation(first.case_id, ((t, lp + self.delta), *rest), first.n_tokens), *out[1:]]
+        return [Observation(first.prompt_id, ((t, lp + self.delta), *rest), first.n_tokens), *out[1:]]
 
     def __getattr__(self, name):
         return getattr(self.inner, name)

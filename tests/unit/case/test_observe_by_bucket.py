@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from kit.case.runner import merge_details, observe_by_bucket
-from kit.core.fixture import PromptCase
+from kit.core.fixture import Prompt
 from kit.core.progress import ProgressWriter, progress_path
 from kit.core.records import Observation
 
@@ -28,8 +28,8 @@ class Recorder:
                 "batches": self._batches}
 
 
-def prompt(n: int, bucket: int) -> PromptCase:
-    return PromptCase(id=f"p{n}", bucket=bucket, prompt="", prompt_token_ids=(1, 2))
+def prompt(n: int, bucket: int) -> Prompt:
+    return Prompt(id=f"p{n}", bucket=bucket, prompt="", prompt_token_ids=(1, 2))
 
 
 def test_one_observe_per_bucket_in_the_prompts_order(tmp_path):
@@ -37,7 +37,7 @@ def test_one_observe_per_bucket_in_the_prompts_order(tmp_path):
     backend = Recorder()
     observations, details = observe_by_bucket(backend, prompts, 5, ProgressWriter(str(tmp_path / "case")))
     assert backend.calls == [["p1", "p4"], ["p0", "p2"], ["p3"]]
-    assert [o.case_id for o in observations] == ["p0", "p1", "p2", "p3", "p4"]
+    assert [o.prompt_id for o in observations] == ["p0", "p1", "p2", "p3", "p4"]
     assert details == {"attention": "sdpa", "per_bucket": {"128": "sdpa", "256": "sdpa", "1024": "sdpa"},
                        "batches": [{"bucket": 128, "rows": 2}, {"bucket": 256, "rows": 2}, {"bucket": 1024, "rows": 1}]}
     lines = [json.loads(x) for x in progress_path(tmp_path / "case").read_text().splitlines()]

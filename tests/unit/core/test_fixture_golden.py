@@ -17,17 +17,17 @@ from kit.core.modeldigest import model_digest
 
 def test_embedded_fixture_shape(embedded):
     fixture = load_fixture(embedded.fixture)
-    assert len(fixture.cases) == 64
+    assert len(fixture.prompts) == 64
     assert len(fixture.buckets) >= 4
     assert sha256_file(embedded.fixture) == embedded.fixture.stem
-    for case in fixture.cases:
+    for case in fixture.prompts:
         assert case.n_tokens <= case.bucket
         assert case.id.count("-") >= 2 and case.id.split("-")[-1].isdigit()
 
 
 def test_fixture_make_is_deterministic_and_content_addressed(tmp_path, embedded):
     fixture = load_fixture(embedded.fixture)
-    prompts = [{"id": c.id, "prompt": c.prompt} for c in fixture.cases]
+    prompts = [{"id": c.id, "prompt": c.prompt} for c in fixture.prompts]
     again = make_fixture(prompts, embedded.model, tmp_path)
     assert again.name == embedded.fixture.name
     assert again.read_bytes() == embedded.fixture.read_bytes()
@@ -36,7 +36,7 @@ def test_fixture_make_is_deterministic_and_content_addressed(tmp_path, embedded)
 def test_fixture_cli_verify_and_tokenizer_mismatch(tmp_path, embedded):
     proc = parity_kit("fixture", "verify", embedded.fixture, "--model", embedded.model)
     assert proc.returncode == 0, proc.stderr
-    assert f"sha256 {embedded.fixture.stem}, 64 cases" in proc.stdout
+    assert f"sha256 {embedded.fixture.stem}, 64 prompts" in proc.stdout
     other_tok = tmp_path / "model"
     other_tok.mkdir()
     tok = json.loads((embedded.model / "tokenizer.json").read_text())
@@ -53,7 +53,7 @@ def test_fixture_make_cli(tmp_path, embedded):
     assert proc.returncode == 0, proc.stderr
     made = load_fixture(proc.stdout.splitlines()[0])
     assert made.ids == ["math-gsm-01", "tool-atlas-01"]
-    assert all(c.bucket == 128 and c.prompt_token_ids[0] == 0 for c in made.cases)
+    assert all(c.bucket == 128 and c.prompt_token_ids[0] == 0 for c in made.prompts)
 
 
 def test_bucket_for():
@@ -88,7 +88,7 @@ def test_golden_cli_verify_diff_and_never_overwrite(tmp_path, embedded):
     made_on = load_golden(sem).provenance["hardware"]
     exact = next(p for p in embedded.golden_files["exact"] if load_golden(p).provenance["hardware"] == made_on)
     proc = parity_kit("golden", "verify", sem, "--fixture", embedded.fixture, "--model", embedded.model)
-    assert proc.returncode == 0 and proc.stdout.startswith(f"ok: {sem}: semantic, top-25, 64 cases"), proc.stderr
+    assert proc.returncode == 0 and proc.stdout.startswith(f"ok: {sem}: semantic, top-25, 64 prompts"), proc.stderr
     proc = parity_kit("golden", "diff", sem, exact)
     assert proc.returncode == 0
     assert proc.stdout.strip().splitlines()[-1] == "0 of 64 cases moved; largest move 0; 0 winners changed"

@@ -37,7 +37,7 @@ def test_tampered_fixture(tmp_path, embedded):
 
 def test_golden_for_another_fixture(tmp_path, embedded):
     fixture = load_fixture(embedded.fixture)
-    prompts = [{"id": c.id, "prompt": c.prompt} for c in fixture.cases[:8]]
+    prompts = [{"id": c.id, "prompt": c.prompt} for c in fixture.prompts[:8]]
     other = make_fixture(prompts, embedded.model, tmp_path / "fixtures")
     proc, out = gate(write_descriptor(tmp_path, embedded, fixture=other), tmp_path)
     line = refused(proc, out)

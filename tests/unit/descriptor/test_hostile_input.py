@@ -110,7 +110,7 @@ def short_context(tmp_path, embedded):
     cfg = json.loads((model / "config.json").read_text())
     cfg["max_position_embeddings"] = 100
     (model / "config.json").write_text(json.dumps(cfg))
-    long = next(c for c in load_fixture(embedded.fixture).cases if c.n_tokens > 100)
+    long = next(c for c in load_fixture(embedded.fixture).prompts if c.n_tokens > 100)
     why = f"more than the context of model {model} (100, max_position_embeddings in {model / 'config.json'})"
     return model, long, why
 
@@ -129,7 +129,7 @@ def test_golden_make_refuses_a_prompt_beyond_the_context(tmp_path, embedded, sho
     out = tmp_path / "goldens"
     line = refused(parity_kit("golden", "make", "--model", model, "--fixture", embedded.fixture, "--kind",
                               "semantic", "--out", out), out)
-    first = next(c for c in load_fixture(embedded.fixture).cases if c.n_tokens > 100)
+    first = next(c for c in load_fixture(embedded.fixture).prompts if c.n_tokens > 100)
     assert line == f"fixture {embedded.fixture}: prompt {first.id} has {first.n_tokens} tokens, {why}"
 
 

@@ -17,7 +17,7 @@ from kit.core import paths
 from kit.core.coverage import Expected, coverage_problem, prompt_mismatch
 from kit.core.errors import BadInput
 from kit.core.exitcodes import ExitCode
-from kit.core.fixture import PromptCase, load_fixture
+from kit.core.fixture import Prompt, load_fixture
 from kit.core.progress import ProgressWriter
 from kit.core.records import ERROR, FAILED, PASSED, CaseResult, Observation, PromptScore
 from kit.core.results import load_case_result, save_case_result
@@ -102,8 +102,8 @@ class Reversed(Short):
         return [Observation(c.id, ((1, -0.1),), 3) for c in reversed(cases)]
 
 
-def prompts() -> list[PromptCase]:
-    return [PromptCase(id=f"p{n}", bucket=128, prompt="", prompt_token_ids=(1, 2)) for n in range(4)]
+def prompts() -> list[Prompt]:
+    return [Prompt(id=f"p{n}", bucket=128, prompt="", prompt_token_ids=(1, 2)) for n in range(4)]
 
 
 def test_a_backend_returning_fewer_observations_is_refused_by_name(tmp_path):
@@ -114,7 +114,7 @@ def test_a_backend_returning_fewer_observations_is_refused_by_name(tmp_path):
 
 def test_a_backend_may_answer_out_of_order(tmp_path):
     observed, _ = observe_by_bucket(Reversed(), prompts(), 5, ProgressWriter(str(tmp_path / "case")), "hf")
-    assert [o.case_id for o in observed] == ["p0", "p1", "p2", "p3"]
+    assert [o.prompt_id for o in observed] == ["p0", "p1", "p2", "p3"]
 
 
 def test_a_result_that_cannot_be_written_ends_the_case_as_an_error(tmp_path, monkeypatch):
