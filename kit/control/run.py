@@ -24,8 +24,9 @@ from kit.gate import report
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.core.diagnosis import QUALIFIED, Diagnosis, diagnose
 from kit.core.errors import BadInput
-from kit.gate.executor import GateRun
-from kit.gate.run import execute_gates, finish_gate, start_gate
+from kit.gate.executor import Checked, GateRun, check_run
+from kit.gate.run import execute_gates, finish_gate, finish_interrupted, start_gate
+from kit.gate.stopping import on_signals
 from kit.core.jsonio import read_json, sha256_file, write_json
 from kit.gate.notebook import run_notebook
 from kit.core.results import now_iso, read_run
@@ -58,15 +59,46 @@ def run_control(descriptor: str | Path | LoadedDescriptor, out: str | Path | Non
     for name in (current, candidate):
         desc.release(name)  # an unknown release is refused before anything is created
     command = list(command or ["parity-kit", "control", str(desc.path if desc is descriptor else descriptor)])
-    control_dir = paths.claim_empty_dir(out or default_control_dir(desc), "control directory", "control run")
-    console.print(f"control [bold]{desc.name}[/]: today's pin [bold]{current}[/] against "
-                  f"candidate [bold]{candidate}[/] -> {control_dir}")
-    started = now_iso()
-    runs = [start_gate(desc, control_dir / name, only, name, command, console) for name in (current, candidate)]
-    execute_gates(runs, jobs, console)
-    for run in runs:
-        finish_gate(run, command, console, summary=False)
+    with on_signals():  # SIGTERM, SIGHUP and SIGINT (even if inherited as ignored) stop both runs cleanly
+        # Both releases' preflights first: a refusal leaves no directory behind to block the corrected retry.
+        checked = {name: check_run(desc, only, release=name) for name in (current, candidate)}
+        control_dir = paths.claim_empty_dir(out or default_control_dir(desc), "control directory", "control run")
+        console.print(f"control [bold]{desc.name}[/]: today's pin [bold]{current}[/] against "
+                      f"candidate [bold]{candidate}[/] -> {control_dir}")
+        started = now_iso()
+        runs = start_both(desc, control_dir, only, checked, command, console)
+        try:
+            execute_gates(runs, jobs, console)
+            for run in runs:
+                finish_gate(run, command, console, summary=False)
+        except KeyboardInterrupt:
+            finish_interrupted(runs, command, console)
+            raise
+        finally:
+            for run in runs:
+                if run.lock is not None:
+                    run.lock.release()
+        return finish_control(desc, control_dir, runs, command, started, console, summary)
 
+
+def start_both(desc: LoadedDescriptor, control_dir: Path, only: Sequence[str] | None,
+               checked: dict[str, Checked], command: Sequence[str], console: Console) -> list[GateRun]:
+    """Each release's gate run, in ``control_dir/<release>/``, from its preflight already done."""
+    runs: list[GateRun] = []
+    try:
+        for name, pre in checked.items():
+            runs.append(start_gate(desc, control_dir / name, only, name, command, console, checked=pre))
+    except BaseException:
+        for run in runs:
+            if run.lock is not None:
+                run.lock.release()
+        raise
+    return runs
+
+
+def finish_control(desc: LoadedDescriptor, control_dir: Path, runs: list[GateRun], command: Sequence[str],
+                   started: str, console: Console, summary: bool) -> ControlRun:
+    """The diagnosis of both finished runs, the control's records and (unless asked not to) its notebooks."""
     views = [read_run(run.run_dir) for run in runs]
     diagnosis = diagnose(*views)
     doc = control_manifest(desc, runs, command, started)

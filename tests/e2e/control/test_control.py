@@ -178,6 +178,24 @@ def test_unknown_or_repeated_release_is_refused(tmp_path, embedded, args, messag
     assert not (tmp_path / "out").exists()
 
 
+def test_missing_candidate_kernel_is_refused_at_its_key_before_anything_is_written(tmp_path, embedded):
+    cases = {"hf-bf16": {**embedded.doc["cases"]["hf-bf16"], "buckets": [128]}}  # the retry runs 16 prompts
+    desc = write_descriptor(tmp_path, embedded, cases=cases, releases=releases(candidate="vllm-next-missing"))
+    proc, out, _, _ = control(tmp_path, desc, "--no-summary")
+    assert proc.returncode == 3, proc.stderr
+    line = next(n for n, text in enumerate(desc.read_text().splitlines(), 1) if "vllm-next-missing" in text)
+    assert proc.stderr.strip().splitlines() == [
+        f"parity-kit: bad input: {desc}:{line}: releases.candidate.backends.hf.kernel: kernel 'vllm-next-missing' "
+        "is not installed; install it into the environment that holds that release: "
+        "python -m ipykernel install --sys-prefix --name vllm-next-missing"]
+    assert not out.exists()
+
+    desc = write_descriptor(tmp_path, embedded, cases=cases, releases=releases())  # corrected; the same --out
+    proc, out, d, _ = control(tmp_path, desc, "--no-summary")
+    assert proc.returncode == 0, proc.stderr
+    assert d["verdict"] == "qualified"
+
+
 def test_release_without_a_backend_or_with_a_bad_option_is_refused(tmp_path, embedded):
     rel = releases()
     rel["candidate"]["backends"] = {"hf": {"kernel": "parity-kit", "options": {"dtype": "float64"}}}
