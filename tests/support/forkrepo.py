@@ -1,11 +1,23 @@
-"""Local git repositories for the refresh tests: an upstream with a small pip-buildable package,
-and a fork of it carrying overlay commits."""
+"""Local git repositories for the refresh tests: an upstream with a small pip-buildable engine,
+and a fork of it carrying overlay commits, plus a backend plugin that computes through that engine.
+
+The engine matters to a refresh only if its bytes can change a number the gate scores. So the fork's
+package ``tinyengine`` computes the next-token logprobs of the ``toy`` backend (a plugin registered
+through the ``parity_kit.backends`` entry points, outside kit/): a release whose overlay breaks that
+computation fails the gate, and one that installs the wrong bytes is caught by what the case records.
+"""
 
 from __future__ import annotations
 
+import io
+import json
+import os
 import subprocess
+import sys
+import tarfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 # Commits need an identity; a CI runner has none configured.
 GIT_ENV = {"GIT_AUTHOR_NAME": "Test Author", "GIT_AUTHOR_EMAIL": "author@example.com",
@@ -23,9 +35,27 @@ version = "1.0.0"
 """
 
 
-def git(repo: Path, *args: str) -> str:
-    import os
+ENGINE = """\"\"\"tinyengine's next-token step: the model's logprobs through the activation.\"\"\"
+from tinyengine.ops import act
 
+
+def next_token_logprobs(logprobs, n_tokens):
+    return [act(x) for x in logprobs]
+"""
+
+# Overlay commits a fork may add after today's pin was built: (subject, files).
+LONG_PROMPT_FAULT = ("fork: fast path for long prompts", {"tinyengine/engine.py": ENGINE.replace(
+    "    return [act(x) for x in logprobs]",
+    "    scale = 1.5 if n_tokens > 128 else 1.0  # the fast path forgets the temperature it folded in\n"
+    "    return [act(x) * scale for x in logprobs]")})
+LONG_PROMPT_FIX = ("fork: fix the long-prompt fast path", {"tinyengine/engine.py": ENGINE})
+IMPORT_FAULT = ("fork: load the fused kernels", {
+    "tinyengine/__init__.py": "VERSION = '1.0'\nimport tinyengine_fused  # built by the fork's own toolchain\n"})
+BUILD_FAULT = ("fork: package the fused kernels", {
+    "pyproject.toml": PYPROJECT + '\n[tool.setuptools]\npackages = ["tinyengine", "tinyengine_fused"]\n'})
+
+
+def git(repo: Path, *args: str) -> str:
     proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
                           env={**os.environ, **GIT_ENV})
     assert proc.returncode == 0, f"git {' '.join(args)}: {proc.stderr}"
@@ -48,11 +78,14 @@ class Fork:
     old_base: str  # the upstream commit the fork started from
     tip: str  # the fork's main
     new_upstream: str  # the upstream ref to refresh onto (a branch of the fork repo)
+    pinned: str  # the fork commit today's pin was built from (before any ``later`` commit)
+    later: list[str]  # the overlay commits made since, in order
 
 
-def make_fork(root: Path, conflict: bool = False) -> Fork:
+def make_fork(root: Path, conflict: bool = False, later: Sequence[tuple[str, dict]] = ()) -> Fork:
     """Upstream v1 -> fork adds two overlay commits; upstream moves on by two commits. With
-    ``conflict``, upstream rewrites the very line the fork's second commit changes."""
+    ``conflict``, upstream rewrites the very line the fork's second commit changes. ``later``
+    commits land on the fork after the two (after today's pin was built from it)."""
     repo = root / "tinyengine"
     repo.mkdir(parents=True)
     git(repo, "init", "--quiet", "--initial-branch", "main")
@@ -60,10 +93,13 @@ def make_fork(root: Path, conflict: bool = False) -> Fork:
         "pyproject.toml": PYPROJECT,
         "tinyengine/__init__.py": "VERSION = '1.0'\n",
         "tinyengine/ops.py": "def act(x):\n    return x\n",
+        "tinyengine/engine.py": ENGINE,
     })
     git(repo, "branch", "upstream")
     commit(repo, "fork: add a fused kernel flag", {"tinyengine/flags.py": "FUSED = True\n"})
-    tip = commit(repo, "fork: clamp activations", {"tinyengine/ops.py": "def act(x):\n    return max(x, 0)\n"})
+    # A clamp far below any logprob the model gives: harmless to the numbers.
+    pinned = commit(repo, "fork: clamp activations", {"tinyengine/ops.py": "def act(x):\n    return max(x, -1e4)\n"})
+    extra = [commit(repo, subject, files) for subject, files in later]
     git(repo, "checkout", "--quiet", "upstream")
     commit(repo, "upstream: docs", {"README.md": "tinyengine\n"})
     if conflict:
@@ -71,4 +107,95 @@ def make_fork(root: Path, conflict: bool = False) -> Fork:
     else:
         commit(repo, "upstream: add scale", {"tinyengine/scale.py": "def scale(x):\n    return x\n"})
     git(repo, "checkout", "--quiet", "main")
-    return Fork(repo, base, tip, "upstream")
+    return Fork(repo, base, extra[-1] if extra else pinned, "upstream", pinned, extra)
+
+
+# The `toy` backend: kit's side of an engine (its record, options and runtime), registered through the
+# entry-point group as a third-party plugin would be. Its runtime imports the fork's `tinyengine`, so a
+# case computes with whichever tinyengine its kernel has: today's pin's, or the release's wheel.
+TOY_BACKEND = {
+    "__init__.py": '''
+from kit.backends.base import BackendInfo
+
+BACKEND = BackendInfo(name="toy", summary="the golden through the fork's tinyengine (a test plugin)",
+                      runtime="toy_backend.runtime", options="toy_backend.options:ToyOptions")
+''',
+    "options.py": '''
+from kit.backends.options import BackendOptions
+
+
+class ToyOptions(BackendOptions):
+    pass
+''',
+    "runtime.py": '''
+import json
+
+import tinyengine
+from tinyengine.engine import next_token_logprobs
+
+from kit.core.records import Observation
+
+
+class Toy:
+    name = "toy"
+
+    def __init__(self, golden_path):
+        doc = json.loads(open(golden_path).read())
+        self.tops = {c["id"]: c["top_logprobs"] for c in doc["cases"]}
+
+    def release(self):
+        return {"backend": "toy", "tinyengine": tinyengine.__file__}
+
+    def observe(self, prompts, top_n):
+        out = []
+        for p in prompts:
+            top = self.tops[p.id]
+            logprobs = next_token_logprobs([e["logprob"] for e in top], p.n_tokens)
+            out.append(Observation(p.id, tuple(zip((e["token_id"] for e in top), logprobs)), p.n_tokens))
+        return out
+
+    def details(self):
+        return {}
+
+    def close(self):
+        pass
+
+
+def open_backend(spec):
+    return Toy(spec.golden_path)
+''',
+}
+PIN_KERNEL = "toy-pin"
+
+
+def install_toy_backend(site: Path) -> Path:
+    """The plugin as pip would lay it out (package + dist-info with its entry point) in ``site``,
+    a folder for PYTHONPATH. It holds no tinyengine: each kernel brings its own."""
+    pkg = site / "toy_backend"
+    pkg.mkdir(parents=True)
+    for name, text in TOY_BACKEND.items():
+        (pkg / name).write_text(text.lstrip())
+    info = site / "toy_backend-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-backend\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[parity_kit.backends]\ntoy = toy_backend:BACKEND\n")
+    return site
+
+
+def register_pin_kernel(jupyter_path: Path, fork: Fork, plugin_site: Path, at: str | None = None) -> Path:
+    """Today's pin: a kernel of this interpreter whose tinyengine is the fork's tree at ``at`` (default:
+    the commit the pin was built from). Returns the folder that tinyengine was exported to."""
+    engine = jupyter_path / f"{PIN_KERNEL}-site"
+    engine.mkdir(parents=True)
+    tar = subprocess.run(["git", "-C", str(fork.repo), "archive", "--format=tar", at or fork.pinned, "tinyengine"],
+                         capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(tar)) as tf:
+        tf.extractall(engine, filter="data")
+    spec = jupyter_path / "kernels" / PIN_KERNEL
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": PIN_KERNEL, "language": "python",
+        "env": {"PYTHONPATH": os.pathsep.join([str(plugin_site), str(engine)])},
+    }))
+    return engine

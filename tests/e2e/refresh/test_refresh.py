@@ -1,24 +1,29 @@
 """Refresh: a fork's overlay replayed onto a newer upstream, its wheels built, qualified and controlled.
 
-The fork is a local git repository made here (an upstream with a small pip-buildable package and a
-fork carrying two overlay commits); the parity case is the tiny descriptor's hf-bf16.
+The fork is a local git repository made here (an upstream with a small pip-buildable engine,
+``tinyengine``, and a fork carrying overlay commits). Its release matters: the parity case is the
+``toy`` backend's (a plugin outside kit/ whose runtime computes through tinyengine), today's pin is a
+kernel holding the tinyengine the fork had when the pin was built, and the candidate is whatever the
+release's wheel installs. So an overlay commit that breaks the numbers fails the refresh, and every
+verdict below is reached through the real CLI.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 import scrapbook as sb
 
-from support import add_kernel, parity_kit, write_descriptor
-from support.forkrepo import GIT_ENV, git, make_fork
+from support import parity_kit, write_descriptor
+from support.forkrepo import (BUILD_FAULT, GIT_ENV, IMPORT_FAULT, LONG_PROMPT_FAULT, LONG_PROMPT_FIX, PIN_KERNEL,
+                              git, install_toy_backend, make_fork, register_pin_kernel)
 from kit.refresh import build, qualify
 from kit.core.jsonio import sha256_file
-from support import BROKEN_SILU, releases
 
 DAY = dt.date(2025, 1, 2)
 
@@ -27,6 +32,18 @@ DAY = dt.date(2025, 1, 2)
 def git_identity(monkeypatch):
     for key, value in GIT_ENV.items():
         monkeypatch.setenv(key, value)
+
+
+@pytest.fixture(scope="module")
+def plugin(tmp_path_factory) -> Path:
+    """The toy backend's site folder, shared: nothing writes to it."""
+    return install_toy_backend(tmp_path_factory.mktemp("toy-plugin"))
+
+
+# One toy case over two buckets: qualification runs the shorter, the control both.
+TOY_CASE = {"backend": "toy", "golden": "semantic", "bound": 0.05, "buckets": [128, 256]}
+TOY_PIN = {"current": {"description": "today's pin",
+                       "backends": {"toy": {"kernel": PIN_KERNEL, "version": "tinyengine, the fork's last release"}}}}
 
 
 def test_clean_replay_writes_a_manifest_whose_hashes_match_the_wheels(tmp_path):
@@ -118,16 +135,24 @@ def test_conflicting_replay_stops_naming_the_commit_and_files(tmp_path):
     assert f"git -C {worktree} cherry-pick {clamp}" in (out / "next-steps.sh").read_text()
 
 
-def refresh(tmp_path, desc, env=None):
-    fork = make_fork(tmp_path / "fork")
-    out = tmp_path / "refresh"
-    proc = parity_kit("refresh", "--backend", "hf", desc, "--fork-repo", fork.repo, "--upstream-ref", "upstream", "--case", "hf-bf16",
-                      "--out", out, env={**GIT_ENV, **(env or {})}, timeout=900)
+def refresh(tmp_path, embedded, plugin, *args, later=(), pin_at=None, fork=None, out="refresh"):
+    """`parity-kit refresh` of a toy fork (made here unless given) against today's pin, which holds the
+    tinyengine of ``pin_at`` (default: the commit the pin was built from)."""
+    fork = fork or make_fork(tmp_path / "fork", later=later)
+    jupyter = tmp_path / "jupyter"
+    if not (jupyter / "kernels" / PIN_KERNEL).exists():
+        register_pin_kernel(jupyter, fork, plugin, at=pin_at)
+    desc = write_descriptor(tmp_path, embedded, cases={"toy": TOY_CASE}, releases=TOY_PIN)
+    out = tmp_path / out
+    env = {**GIT_ENV, "JUPYTER_PATH": str(jupyter),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(plugin), os.environ.get("PYTHONPATH")]))}
+    proc = parity_kit("refresh", desc, "--fork-repo", fork.repo, "--upstream-ref", "upstream", "--out", out, *args,
+                      env=env, timeout=900)
     return fork, out, proc
 
 
-def test_refresh_that_qualifies(tmp_path, embedded):
-    fork, out, proc = refresh(tmp_path, embedded.descriptor)
+def test_refresh_that_qualifies_computes_with_the_release_and_never_rebuilds_its_tag(tmp_path, embedded, plugin):
+    fork, out, proc = refresh(tmp_path, embedded, plugin)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == str(out.resolve())
     for step in ("[1/4] build", "[2/4] qualify", "[3/4] control", "[4/4] summary", "refresh qualified"):
@@ -139,22 +164,28 @@ def test_refresh_that_qualifies(tmp_path, embedded):
     assert Path(built["manifest"]) == tmp_path / "releases" / tag / "manifest.json"  # beside the refresh dir
 
     q = json.loads((out / "qualify" / "qualify.json").read_text())
+    venv = out / "qualify" / "venv"
     assert q["qualified"] is True and q["kernel"] == f"release-{tag}"
-    assert q["imports"]["tinyengine"].startswith(str(out / "qualify" / "venv"))
-    assert q["case"]["name"] == "hf-bf16" and q["case"]["bucket"] == 128 and q["case"]["verdict"] == "passed"
+    assert q["imports"]["tinyengine"].startswith(str(venv))
+    assert q["case"]["name"] == "toy" and q["case"]["bucket"] == 128 and q["case"]["verdict"] == "passed"
     assert q["hardware"]["cores"] >= 1 and q["hardware"]["cpu"]
     assert sb.read_notebook(str(out / "qualify.ipynb")).scraps["qualified"].data is True
 
-    # The control ran the candidate in the qualified kernel, with the release's identity.
+    # The control ran the candidate in the qualified kernel, with the release's identity, and each side
+    # computed with its own tinyengine: the pin's exported tree, the release's installed wheel.
     diagnosis = json.loads((out / "control" / "diagnosis.json").read_text())
     assert diagnosis["verdict"] == "qualified" and diagnosis["candidate"] == tag
     candidate = json.loads((out / "control" / tag / "manifest.json").read_text())
-    hf = candidate["release"]["backends"]["hf"]
-    assert hf["kernel"] == f"release-{tag}" and hf["source_commit"] == git(fork.repo, "rev-parse", "main-next")
-    assert hf["wheels"] == {w["file"]: w["sha256"] for w in built["wheels"]}
+    toy = candidate["release"]["backends"]["toy"]
+    assert toy["kernel"] == f"release-{tag}" and toy["source_commit"] == git(fork.repo, "rev-parse", "main-next")
+    assert toy["wheels"] == {w["file"]: w["sha256"] for w in built["wheels"]}
+    engine = json.loads((out / "control" / tag / "cases" / "toy.json").read_text())["release"]["tinyengine"]
+    assert Path(engine).is_relative_to(venv)
+    pinned = json.loads((out / "control" / "current" / "cases" / "toy.json").read_text())["release"]["tinyengine"]
+    assert Path(pinned).is_relative_to(tmp_path / "jupyter" / f"{PIN_KERNEL}-site")
 
     html = (out / "summary.html").read_text()
-    for part in ("Refresh <code>tiny-cpu</code>: <span", ">QUALIFIED</span>", "Build: <strong>BUILT</strong>",
+    for part in ("Refresh <code>test</code>: <span", ">QUALIFIED</span>", "Build: <strong>BUILT</strong>",
                  f"Qualify <code>{tag}</code>: <strong>QUALIFIED</strong>",
                  "Control: today's pin <code>current</code> against candidate"):
         assert part in html
@@ -163,17 +194,108 @@ def test_refresh_that_qualifies(tmp_path, embedded):
     # Nothing was tagged: the commands are for a person.
     assert git(fork.repo, "tag") == ""
 
+    # The same refresh again (on another replay branch; the fixed dates give the same commits, so the same
+    # tag): the release exists, so the build stops before building and the release is left as it was.
+    manifest = Path(built["manifest"]).read_bytes()
+    _, again, proc = refresh(tmp_path, embedded, plugin, "--branch", "main-next-again", fork=fork, out="again")
+    assert proc.returncode == 5, proc.stderr
+    reason = f"release {tag} exists (its manifest is {built['manifest']}); it is never overwritten"
+    assert f"refresh build-stopped: build exists: {reason}" in proc.stderr
+    assert json.loads((again / "refresh.json").read_text())["verdict"] == "build-stopped"
+    assert not (again / "build" / "wheels").exists() and not (again / "qualify").exists()
+    assert Path(built["manifest"]).read_bytes() == manifest
 
-def test_refresh_whose_control_fails_is_not_qualified(tmp_path, embedded):
-    env = add_kernel(tmp_path / "jupyter", "broken-pin", BROKEN_SILU)
-    desc = write_descriptor(tmp_path, embedded, releases=releases(current="broken-pin"))
-    fork, out, proc = refresh(tmp_path, desc, env)
+
+def test_overlay_commit_that_breaks_numerics_is_a_regression_naming_the_case(tmp_path, embedded, plugin):
+    # The fork broke long prompts after today's pin was built; qualification (bucket 128) cannot see it,
+    # the control (buckets 128 and 256) must.
+    fork, out, proc = refresh(tmp_path, embedded, plugin, later=[LONG_PROMPT_FAULT])
+    assert proc.returncode == 1, proc.stderr
+    built = json.loads((out / "build" / "build.json").read_text())
+    tag = built["tag"]
+    assert built["overlay"][-1] == {"sha": fork.later[0], "subject": "fork: fast path for long prompts"}
+    q = json.loads((out / "qualify" / "qualify.json").read_text())
+    assert q["qualified"] is True and q["case"]["bucket"] == 128
+    record = json.loads((out / "refresh.json").read_text())
+    assert record["verdict"] == "regression" and record["exit_code"] == 1
+    reason = f"the candidate `{tag}` fails `toy`, which today's pin `current` passes: a regression in the candidate"
+    assert record["reason"] == reason
+    assert f"refresh regression: {reason}" in proc.stderr and "refresh qualified" not in proc.stderr
+    assert record["next_steps"] == [] and not (out / "next-steps.sh").exists()
+    current = json.loads((out / "control" / "current" / "cases" / "toy.json").read_text())
+    candidate = json.loads((out / "control" / tag / "cases" / "toy.json").read_text())
+    assert current["status"] == "passed" and candidate["status"] == "failed"
+    # Only the long prompts moved: the failing prompts are bucket 256's, the short ones score exactly.
+    assert {p["bucket"] for p in candidate["prompts"] if not p["passed"]} == {256}
+    assert all(p["max_probability_error"] == 0.0 for p in candidate["prompts"] if p["bucket"] == 128)
+    # The evidence names the case, its worst prompts' bucket, and the commit the release was built from.
+    evidence = (out / "control" / "evidence.md").read_text()
+    assert evidence.startswith("# Refresh blocked: test — regression in the candidate (toy)\n")
+    assert f"- `{tag}`, toy: worst case `toy` (12 of 32 prompts failed), prompt " in evidence
+    assert "(bucket 256): max probability error 0.148, bound 0.05" in evidence
+    assert f"| {built['replay']['tip']} |" in evidence
+    html = (out / "summary.html").read_text()
+    assert ">NOT QUALIFIED (regression)</span>" in html
+
+
+def test_qualification_refuses_a_release_whose_numbers_fail_its_case(tmp_path, embedded, plugin):
+    fork, out, proc = refresh(tmp_path, embedded, plugin, "--qualify-bucket", "256", later=[LONG_PROMPT_FAULT])
+    assert proc.returncode == 6, proc.stderr
+    tag = json.loads((out / "build" / "build.json").read_text())["tag"]
+    reason = f"parity case: toy on bucket 256 in kernel release-{tag}: failed"
+    record = json.loads((out / "refresh.json").read_text())
+    assert record["verdict"] == "qualification-failed" and record["exit_code"] == 6
+    assert record["reason"] == f"qualification of {tag} failed: {reason}"
+    assert f"refresh qualification-failed: qualification of {tag} failed: {reason}" in proc.stderr
+    assert not (out / "control").exists()  # a release that fails its own case is never controlled
+
+
+def test_qualification_refuses_a_release_whose_import_raises(tmp_path, embedded, plugin):
+    fork, out, proc = refresh(tmp_path, embedded, plugin, later=[IMPORT_FAULT])
+    assert proc.returncode == 6, proc.stderr
+    tag = json.loads((out / "build" / "build.json").read_text())["tag"]
+    q = json.loads((out / "qualify" / "qualify.json").read_text())
+    assert [(c["step"], c["ok"]) for c in q["checks"]] == [("verify", True), ("install", True), ("kernel", True),
+                                                           ("import", False)]
+    reason = "import: import tinyengine failed: ModuleNotFoundError: No module named 'tinyengine_fused'"
+    assert q["reason"] == reason and q["case"] == {}  # no parity case ran on a release that cannot import
+    record = json.loads((out / "refresh.json").read_text())
+    assert record["verdict"] == "qualification-failed" and record["exit_code"] == 6
+    assert record["reason"] == f"qualification of {tag} failed: {reason}"
+    assert f"refresh qualification-failed: {record['reason']}" in proc.stderr
+    assert not (out / "control").exists()
+
+
+def test_overlay_commit_that_breaks_the_build_stops_the_refresh(tmp_path, embedded, plugin):
+    fork, out, proc = refresh(tmp_path, embedded, plugin, later=[BUILD_FAULT])
+    assert proc.returncode == 5, proc.stderr
+    built = json.loads((out / "build" / "build.json").read_text())
+    assert built["status"] == "build-failed" and built["manifest"] == ""
+    # The reason names the command, its log, and the log's line that says what went wrong, in plain text.
+    log = out / "build" / "build.log"
+    assert built["build_log"] == str(log) and built["build_command"][1:4] == ["-m", "pip", "wheel"]
+    reason = (f"the wheel build exited 1: {' '.join(built['build_command'])} (log {log}): "
+              "error: package directory 'tinyengine_fused' does not exist")
+    assert built["reason"] == reason
+    assert "\x1b" not in log.read_text()
+    record = json.loads((out / "refresh.json").read_text())
+    assert record["verdict"] == "build-stopped" and record["exit_code"] == 5
+    assert record["reason"] == f"build build-failed: {reason}"
+    assert f"refresh build-stopped: build build-failed: {reason}" in proc.stderr
+    assert built["overlay"][-1] == {"sha": fork.later[0], "subject": "fork: package the fused kernels"}
+    assert not (tmp_path / "releases").exists() and not (out / "qualify").exists()
+
+
+def test_refresh_whose_control_fails_is_not_qualified(tmp_path, embedded, plugin):
+    # Today's pin was built while the fork had the long-prompt fault; the fork has fixed it since.
+    fork = make_fork(tmp_path / "fork", later=[LONG_PROMPT_FAULT, LONG_PROMPT_FIX])
+    _, out, proc = refresh(tmp_path, embedded, plugin, fork=fork, pin_at=fork.later[0])
     assert proc.returncode == 4, proc.stderr
     q = json.loads((out / "qualify" / "qualify.json").read_text())
     assert q["qualified"] is True  # the release's own bytes are fine ...
     record = json.loads((out / "refresh.json").read_text())
     assert record["verdict"] == "baseline-blocker"  # ... but the control decides, and it failed
-    assert record["reason"].startswith("today's pin `current` fails `hf-bf16` while the candidate")
+    assert record["reason"].startswith("today's pin `current` fails `toy` while the candidate")
     assert "refresh qualified" not in proc.stderr and "refresh baseline-blocker" in proc.stderr
     assert record["next_steps"] == [] and not (out / "next-steps.sh").exists()
     html = (out / "summary.html").read_text()
