@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Sequence
 
 from rich.console import Console
+# Reasons carry build-log lines and paths: as markup, "[/tmp/x]" raises and "[end of output]" vanishes.
+from rich.markup import escape
 
 from kit import __version__
 from kit.refresh import build, qualify
@@ -76,11 +78,12 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
     record = {"kind": "refresh", "name": desc.name, "descriptor": str(desc.path), "inputs": inputs.to_dict(),
               "store": str(store), "current": current, "command": command, "kit_version": __version__,
               "started_at": started, "timings_s": {}}
-    console.print(f"refresh [bold]{desc.name}[/]: fork {inputs.repo} ({inputs.base[:12]}..{inputs.tip[:12]}) "
-                  f"onto {upstream_ref} ({inputs.upstream[:12]}) -> {run_dir}")
+    console.print(f"refresh [bold]{escape(desc.name)}[/]: fork {escape(str(inputs.repo))} "
+                  f"({inputs.base[:12]}..{inputs.tip[:12]}) onto {escape(upstream_ref)} ({inputs.upstream[:12]}) "
+                  f"-> {escape(str(run_dir))}")
 
     # 1. build
-    console.print(f"[bold][1/4] build[/]: replaying the overlay on {branch}, building wheels")
+    console.print(f"[bold][1/4] build[/]: replaying the overlay on {escape(branch)}, building wheels")
     t0 = time.perf_counter()
     params = {"fork_repo": str(inputs.repo), "upstream_ref": upstream_ref, "base": inputs.base, "tip": inputs.tip,
               "fork": inputs.fork, "build_command": list(build_command) if build_command else None,
@@ -92,7 +95,7 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
                        f"notebook {run_dir / 'build.ipynb'}", EXIT_CODES[INCOMPLETE], [], console)
     built = build.load_outcome(run_dir / "build")
     style = "green" if built.built else "red"
-    console.print(f"  [{style}]{built.status}[/]: {built.reason} ({record['timings_s']['build']:.1f} s)")
+    console.print(f"  [{style}]{built.status}[/]: {escape(built.reason)} ({record['timings_s']['build']:.1f} s)")
     if not built.built:
         return _finish(run_dir, record, BUILD_STOPPED, f"build {built.status}: {built.reason}", EXIT_BUILD,
                        _conflict_steps(built), console)
@@ -110,7 +113,7 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
                        f"notebook {run_dir / 'qualify.ipynb'}", EXIT_CODES[INCOMPLETE], [], console)
     q = qualify.load_outcome(run_dir / "qualify")
     style = "green" if q.qualified else "red"
-    console.print(f"  [{style}]{'qualified' if q.qualified else 'not qualified'}[/]: {q.reason} "
+    console.print(f"  [{style}]{'qualified' if q.qualified else 'not qualified'}[/]: {escape(q.reason)} "
                   f"({record['timings_s']['qualify']:.1f} s)")
     if not q.qualified:
         return _finish(run_dir, record, NOT_QUALIFIED, f"qualification of {built.tag} failed: {q.reason}",
@@ -127,7 +130,7 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
                           current=current, candidate=built.tag, command=command, console=console, summary=False)
     error = build_control_notebook(control.control_dir)
     if error:
-        console.print(f"[red]the control notebook failed[/]: {error}")
+        console.print(f"[red]the control notebook failed[/]: {escape(error)}")
     record["timings_s"]["control"] = time.perf_counter() - t0
     d = control.diagnosis
     next_steps = _publish_steps(built, run_dir, desc.path, current, backend, q) if d.verdict == QUALIFIED else []
@@ -151,9 +154,9 @@ def _finish(run_dir: Path, record: dict, verdict: str, reason: str, code: int, n
     console.print("[bold][4/4] summary[/]")
     error = report.build_summary(run_dir)
     if error:  # refresh.json and every step's record are already on disk
-        console.print(f"[red]the summary notebook failed[/]: {error}")
+        console.print(f"[red]the summary notebook failed[/]: {escape(error)}")
     style = "green" if verdict == QUALIFIED else "red"
-    console.print(f"[{style}]refresh {verdict}[/]: {reason} -> {run_dir / 'summary.html'}")
+    console.print(f"[{style}]refresh {verdict}[/]: {escape(reason)} -> {escape(str(run_dir / 'summary.html'))}")
     if next_steps:
         console.print("next, by hand (nothing was pushed, tagged or opened):")
         for line in next_steps:

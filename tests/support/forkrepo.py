@@ -51,8 +51,15 @@ LONG_PROMPT_FAULT = ("fork: fast path for long prompts", {"tinyengine/engine.py"
 LONG_PROMPT_FIX = ("fork: fix the long-prompt fast path", {"tinyengine/engine.py": ENGINE})
 IMPORT_FAULT = ("fork: load the fused kernels", {
     "tinyengine/__init__.py": "VERSION = '1.0'\nimport tinyengine_fused  # built by the fork's own toolchain\n"})
-BUILD_FAULT = ("fork: package the fused kernels", {
-    "pyproject.toml": PYPROJECT + '\n[tool.setuptools]\npackages = ["tinyengine", "tinyengine_fused"]\n'})
+# Its error names a path in brackets, as build tools do: a reason is text, never console markup.
+BUILD_FAULT = ("fork: build the fused kernels", {"setup.py": """import os
+from setuptools import setup
+
+toolkit = os.environ.get("TINYENGINE_CUDA_HOME", "/opt/tinyengine-cuda")
+if not os.path.isdir(toolkit):
+    raise SystemExit(f"error: the fused kernels need the CUDA toolkit [{toolkit} does not exist]")
+setup()
+"""})
 
 
 def git(repo: Path, *args: str) -> str:

@@ -275,14 +275,14 @@ def test_overlay_commit_that_breaks_the_build_stops_the_refresh(tmp_path, embedd
     log = out / "build" / "build.log"
     assert built["build_log"] == str(log) and built["build_command"][1:4] == ["-m", "pip", "wheel"]
     reason = (f"the wheel build exited 1: {' '.join(built['build_command'])} (log {log}): "
-              "error: package directory 'tinyengine_fused' does not exist")
+              "error: the fused kernels need the CUDA toolkit [/opt/tinyengine-cuda does not exist]")
     assert built["reason"] == reason
     assert "\x1b" not in log.read_text()
     record = json.loads((out / "refresh.json").read_text())
     assert record["verdict"] == "build-stopped" and record["exit_code"] == 5
     assert record["reason"] == f"build build-failed: {reason}"
     assert f"refresh build-stopped: build build-failed: {reason}" in proc.stderr
-    assert built["overlay"][-1] == {"sha": fork.later[0], "subject": "fork: package the fused kernels"}
+    assert built["overlay"][-1] == {"sha": fork.later[0], "subject": "fork: build the fused kernels"}
     assert not (tmp_path / "releases").exists() and not (out / "qualify").exists()
 
 
