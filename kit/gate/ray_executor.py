@@ -29,9 +29,8 @@ import contextlib
 import logging
 import os
 import shutil
-import socket
+import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,13 +38,13 @@ from typing import Callable, Iterator
 
 from kit.core import paths
 from kit.descriptor.schema import Resources
-from kit.gate.executor import GateRun, execute_guarded, record
-from kit.gate.notebook import describe_failure, kill_all
+from kit.gate.executor import GateRun, record
+from kit.gate.notebook import describe_failure
+from kit.gate.ray_task import case_task
 from kit.case.placement import RAY_NAMESPACE
-from kit.core.contract import PLACEMENT_GROUP_ENV
 from kit.core.coverage import Expected
 from kit.core.records import ERROR, TIMEOUT, CaseResult
-from kit.core.results import now_iso, save_case_result
+from kit.core.results import now_iso
 from kit.core.spec import CaseSpec
 
 GANG_STRATEGY = "STRICT_SPREAD"
@@ -54,65 +53,12 @@ TEMP_DIR_ENV = "PARITY_KIT_RAY_TMPDIR"  # where a Ray started for the run keeps 
 # kernel by then) before the driver cancels it.
 GRACE_ENV, GRACE_S = "PARITY_KIT_RAY_GRACE_S", 30.0
 FORCE_AFTER_S = 15.0  # after a polite cancel, how long before the worker is killed
+REAP_S = 30.0  # how long the Ray started for a run may take to die after SIGKILL
 
 
 # ---------------------------------------------------------------- the task, in a Ray worker
 
-def _case_task(spec_dict: dict, cases_dir: str, cwd: str, group: str | None, expected: dict | None = None) -> dict:
-    import ray
-
-    spec = CaseSpec.from_dict(spec_dict)
-    asked = Expected.from_dict(expected) if expected else None
-    cases = Path(cases_dir)
-    attempt = _start_attempt(cases, spec.name)
-    env = {"RAY_ADDRESS": ray.get_runtime_context().gcs_address}
-    if group:
-        env[PLACEMENT_GROUP_ENV] = group
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)  # the kernel inherits the worker's environment when it starts
-    if os.path.isdir(cwd):
-        os.chdir(cwd)  # messages show paths relative to where the gate was started, as locally
-    box: dict[str, CaseResult] = {}
-    # The case runs in a thread so that this thread stays free to receive ray.cancel's interrupt.
-    worker = threading.Thread(target=lambda: box.update(result=execute_guarded(spec, cases, None, asked)), daemon=True)
-    worker.start()
-    try:
-        while worker.is_alive():
-            worker.join(0.2)
-    except KeyboardInterrupt:  # ray.cancel: end the kernel, so the notebook returns with what it has
-        kill_all()
-        worker.join(30)
-        raise
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    result = box["result"]
-    if attempt["attempt"] > 1:  # a reader of a retried verdict should know it was not the first try
-        result.notes = [*result.notes, f"ran on {attempt['host']} (Ray node {attempt['node'][:12]}), "
-                                       f"attempt {attempt['attempt']}"]
-        save_case_result(result, cases / f"{spec.name}.json")
-    return result.to_dict()
-
-
-def _start_attempt(cases: Path, name: str) -> dict:
-    """Append this attempt to cases/<case>.attempts.jsonl; keep an earlier attempt's partial notebook."""
-    import json
-
-    import ray
-
-    log = cases / f"{name}.attempts.jsonl"
-    n = 1 + (len(log.read_text().splitlines()) if log.is_file() else 0)
-    notebook = cases / f"{name}.ipynb"
-    if n > 1 and notebook.is_file():
-        os.replace(notebook, cases / f"{name}.attempt{n - 1}.ipynb")
-    attempt = {"attempt": n, "host": socket.gethostname(), "pid": os.getpid(),
-               "node": ray.get_runtime_context().get_node_id(), "started_at": now_iso()}
-    with open(log, "a", encoding="utf-8") as f:
-        f.write(json.dumps(attempt, sort_keys=True) + "\n")
-    return attempt
+# _case_task lives in kit.gate.ray_task, which a worker imports quickly (see there why).
 
 
 def attempts(cases: Path, name: str) -> list[dict]:
@@ -148,11 +94,13 @@ def ray_session(num_cpus: int | None = None) -> Iterator[str]:
     saved = os.environ.get("RAY_TMPDIR")
     os.environ["RAY_TMPDIR"] = str(temp)  # else Ray writes its cluster pointer into a machine-wide /tmp/ray
     try:
-        ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False, _temp_dir=str(temp), **quiet)
         try:
+            ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False, _temp_dir=str(temp), **quiet)
             yield f"a Ray started for this run ({temp})"
         finally:
+            # Also after a failed or interrupted ray.init, which may have started some processes.
             ray.shutdown()
+            _reap(temp)
     finally:
         if saved is None:
             os.environ.pop("RAY_TMPDIR", None)
@@ -160,6 +108,32 @@ def ray_session(num_cpus: int | None = None) -> Iterator[str]:
             os.environ["RAY_TMPDIR"] = saved
         if not given:
             shutil.rmtree(temp, ignore_errors=True)
+
+
+def _reap(temp: Path, deadline_s: float = REAP_S) -> None:
+    """Kill what is left of the Ray this run started and wait for it to be gone.
+
+    ray.shutdown gives each process one second after SIGKILL and moves on; a loaded machine can take
+    longer, and a ray.init that failed half-way leaves processes ray.shutdown does not know. Only
+    this process's descendants that name the run's own temp dir are touched."""
+    import psutil
+
+    def ours() -> list:
+        found = []
+        for p in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if str(temp) in " ".join(p.cmdline()):
+                    found.append(p)
+        return found
+
+    left = ours()
+    for p in left:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    _, alive = psutil.wait_procs(left, timeout=deadline_s)
+    if alive:
+        print(f"parity-kit: warning: {len(alive)} Ray process(es) of this run did not exit within "
+              f"{deadline_s:g} s of SIGKILL (pids {', '.join(str(p.pid) for p in alive)})", file=sys.stderr)
 
 
 # ---------------------------------------------------------------- resources
@@ -229,7 +203,7 @@ def run_cases_ray(run: GateRun, on_start: Callable[[CaseSpec], None] | None = No
     with ray_session(num_cpus) as where:
         if console:
             console.print(f"  on {where}")
-        remote = ray.remote(_case_task)
+        remote = ray.remote(case_task)
         nodes = ray.nodes()
         live: dict = {}
 

@@ -1,0 +1,82 @@
+"""The Ray task that runs one gate case, in a module a Ray worker imports quickly.
+
+Ray imports a task's module in the worker before the task's first line runs. The driver counts a
+case as started (and stops its ``max_wait_s`` clock for resources) when the task appends to
+``cases/<case>.attempts.jsonl``; were that module the executor's (papermill, Jupyter, pydantic), a
+loaded machine would spend seconds importing after Ray had already granted the resources, and a case
+holding its resources would be cancelled as one whose resources never came. So this module imports
+the standard library only, records the attempt first, and loads the executor afterwards.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import socket
+import threading
+from pathlib import Path
+
+
+def case_task(spec_dict: dict, cases_dir: str, cwd: str, group: str | None, expected: dict | None = None) -> dict:
+    import ray
+
+    cases = Path(cases_dir)
+    attempt = start_attempt(cases, spec_dict["name"])
+
+    from kit.core.contract import PLACEMENT_GROUP_ENV
+    from kit.core.coverage import Expected
+    from kit.core.results import save_case_result
+    from kit.core.spec import CaseSpec
+    from kit.gate.executor import execute_guarded
+    from kit.gate.notebook import kill_all
+
+    spec = CaseSpec.from_dict(spec_dict)
+    asked = Expected.from_dict(expected) if expected else None
+    env = {"RAY_ADDRESS": ray.get_runtime_context().gcs_address}
+    if group:
+        env[PLACEMENT_GROUP_ENV] = group
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # the kernel inherits the worker's environment when it starts
+    if os.path.isdir(cwd):
+        os.chdir(cwd)  # messages show paths relative to where the gate was started, as locally
+    box: dict = {}
+    # The case runs in a thread so that this thread stays free to receive ray.cancel's interrupt.
+    worker = threading.Thread(target=lambda: box.update(result=execute_guarded(spec, cases, None, asked)), daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.2)
+    except KeyboardInterrupt:  # ray.cancel: end the kernel, so the notebook returns with what it has
+        kill_all()
+        worker.join(30)
+        raise
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    result = box["result"]
+    if attempt["attempt"] > 1:  # a reader of a retried verdict should know it was not the first try
+        result.notes = [*result.notes, f"ran on {attempt['host']} (Ray node {attempt['node'][:12]}), "
+                                       f"attempt {attempt['attempt']}"]
+        save_case_result(result, cases / f"{spec.name}.json")
+    return result.to_dict()
+
+
+def start_attempt(cases: Path, name: str) -> dict:
+    """Append this attempt to cases/<case>.attempts.jsonl; keep an earlier attempt's partial notebook."""
+    import ray
+
+    log = cases / f"{name}.attempts.jsonl"
+    n = 1 + (len(log.read_text().splitlines()) if log.is_file() else 0)
+    notebook = cases / f"{name}.ipynb"
+    if n > 1 and notebook.is_file():
+        os.replace(notebook, cases / f"{name}.attempt{n - 1}.ipynb")
+    started = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()  # as kit.core.results.now_iso
+    attempt = {"attempt": n, "host": socket.gethostname(), "pid": os.getpid(),
+               "node": ray.get_runtime_context().get_node_id(), "started_at": started}
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(json.dumps(attempt, sort_keys=True) + "\n")
+    return attempt
