@@ -43,10 +43,14 @@ fi
 
 # Registered in the main environment's prefix, where its jupyter looks; the spec holds the
 # interpreter's absolute path, so re-register when the folder moved.
+# The kernel also names the main environment's interpreter (PARITY_KIT_MAIN_PYTHON): a notebook run by
+# hand in this kernel asks it to resolve its case, since pydantic 1 here cannot parse a descriptor.
 spec="$MAIN/share/jupyter/kernels/$KERNEL/kernel.json"
-if [ ! -f "$spec" ] || ! grep -qF "\"$(cd "$VENV" && pwd)/bin/python\"" "$spec"; then
+main_python="$(cd "$MAIN" && pwd)/bin/python"
+if [ ! -f "$spec" ] || ! grep -qF "\"$(cd "$VENV" && pwd)/bin/python\"" "$spec" || ! grep -qF "\"$main_python\"" "$spec"; then
   # ipykernel warns that the main prefix is not on this interpreter's own kernel path: that is the point.
   out="$("$VENV/bin/python" -m ipykernel install --prefix "$MAIN" --name "$KERNEL" \
-    --display-name "parity-kit (levanter 1.1)" 2>&1)" || { echo "$out" >&2; exit 1; }
+    --display-name "parity-kit (levanter 1.1)" --env PARITY_KIT_MAIN_PYTHON "$main_python" 2>&1)" \
+    || { echo "$out" >&2; exit 1; }
   echo "registered kernel $KERNEL" >&2
 fi

@@ -8,6 +8,8 @@ cover both runs.
 
 from __future__ import annotations
 
+from rich.markup import escape
+
 from kit.core import rundir
 
 import os
@@ -108,10 +110,10 @@ def finish_control(desc: LoadedDescriptor, control_dir: Path, runs: list[GateRun
     if summary:
         for error in (build_control_notebook(control_dir), report.build_summary(control_dir)):
             if error:  # the diagnosis and both runs are already on disk
-                console.print(f"[red]a control notebook failed[/]: {error}")
+                console.print(f"[red]a control notebook failed[/]: {escape(str(error))}")
     style = "green" if diagnosis.verdict == QUALIFIED else "red"
     artifact = control_dir / (rundir.SUMMARY_HTML if summary else rundir.EVIDENCE)
-    console.print(f"[{style}]control {diagnosis.verdict}[/]: {diagnosis.reason} -> {artifact}")
+    console.print(f"[{style}]control {diagnosis.verdict}[/]: {escape(diagnosis.reason)} -> {escape(str(artifact))}")
     return ControlRun(control_dir.resolve(), runs[0], runs[1], diagnosis)
 
 

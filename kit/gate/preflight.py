@@ -44,8 +44,11 @@ def kernel_install_hint(name: str, backend: str | None = None) -> str:
     if name == paths.MAIN_KERNEL:
         return f"install it with: {sys.executable} -m ipykernel install --sys-prefix --name {name}"
     info = registry.registry().get(backend or "")
-    if info is not None and info.kernel == name and info.kernel != paths.MAIN_KERNEL:
-        return f"it is {backend}'s own environment; install it with: {info.install}"  # e.g. Levanter's pins
+    if info is not None and info.kernel != paths.MAIN_KERNEL:  # a backend with an environment of its own (Levanter's pins)
+        if name == info.kernel:
+            return f"{backend} runs in an environment of its own; install it with: {info.install}"
+        return (f"{backend} runs in an environment of its own ({info.install}); register this kernel from the "
+                f"environment that holds that release: python -m ipykernel install --prefix {sys.prefix} --name {name}")
     return ("install it into the environment that holds that release: "
             f"python -m ipykernel install --sys-prefix --name {name}")
 

@@ -6,6 +6,8 @@ pin and the candidate), execute them side by side, and finish each one.
 
 from __future__ import annotations
 
+from rich.markup import escape
+
 from kit.core import rundir
 
 import contextlib
@@ -158,12 +160,13 @@ def finish_gate(run: GateRun, command: Sequence[str], console: Console, summary:
     if summary:
         error = report.build_summary(run.run_dir)
         if error:  # the verdict and every case result are already on disk
-            console.print(f"[red]summary notebook failed[/]: {error}; see {run.run_dir / 'summary.ipynb'}")
+            console.print(f"[red]summary notebook failed[/]: {escape(str(error))}; "
+                          f"see {escape(str(run.run_dir / rundir.SUMMARY_NOTEBOOK))}")
     style = "green" if run.verdict == PASSED else "red"
     sentence = counts_sentence(run.counts, run.duration_s)
     artifact = run.run_dir / (rundir.SUMMARY_HTML if summary else rundir.RESULT)
     who = f" ({run.release})" if run.release else ""
-    console.print(f"[{style}]gate{who} {run.verdict}[/]: {sentence} -> {artifact}")
+    console.print(f"[{style}]gate{escape(who)} {run.verdict}[/]: {sentence} -> {escape(str(artifact))}")
     if run.lock is not None:
         run.lock.release()  # finished: another run may resume this directory now
 

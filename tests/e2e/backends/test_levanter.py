@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -163,18 +164,17 @@ def test_missing_levanter_kernel_is_one_line_with_the_install_command(tmp_path, 
     proc = parity_kit("gate", desc, "--out", tmp_path / "run")
     assert proc.returncode == 3
     lines = proc.stderr.strip().splitlines()
+    hint = ("levanter runs in an environment of its own (scripts/ensure-levanter-env.sh (its own venv and kernel)); "
+            "register this kernel from the environment that holds that release: python -m ipykernel install "
+            f"--prefix {sys.prefix} --name levanter-1.2-candidate")
     assert lines == [f"parity-kit: bad input: {desc}:{_line_of(desc, '[cases.levanter]')}: case levanter needs kernel "
-                     "'levanter-1.2-candidate', which is not installed; install it with: "
-                     "scripts/ensure-levanter-env.sh (creates .venv-levanter), then "
-                     ".venv-levanter/bin/python -m ipykernel install --prefix .venv --name levanter-1.2-candidate"]
+                     f"'levanter-1.2-candidate', which is not installed; {hint}"]
     assert not (tmp_path / "run").exists()
 
     listing = parity_kit("kernels", desc)
     assert listing.returncode == 1
     assert listing.stdout.splitlines() == [
-        "levanter-1.2-candidate: MISSING: install it with: scripts/ensure-levanter-env.sh (creates .venv-levanter), "
-        "then .venv-levanter/bin/python -m ipykernel install --prefix .venv --name levanter-1.2-candidate; "
-        "cases: test:levanter"]
+        f"levanter-1.2-candidate: MISSING: {hint}; cases: test:levanter"]
 
 
 def test_kernels_lists_every_kernel_of_the_embedded_descriptor():

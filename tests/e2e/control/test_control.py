@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 import pytest
 import scrapbook as sb
 
-from support import BROKEN_SILU, add_kernel, copy_model, edit_weight, parity_kit, releases, write_descriptor
+from support import BROKEN_SILU, HUNG, add_kernel, copy_model, edit_weight, parity_kit, releases, write_descriptor
 from kit.core import paths
 from kit.core.diagnosis import compare_case, metrics_equal
 from kit.core.records import RepeatSpread
@@ -211,7 +211,8 @@ def test_release_without_a_backend_or_with_a_bad_option_is_refused(tmp_path, emb
     desc = write_descriptor(tmp_path, embedded, releases=rel)
     proc = parity_kit("gate", desc, "--release", "candidate", "--out", tmp_path / "out")
     assert proc.returncode == 3
-    assert "releases.candidate.backends.nonesuch: expected one of 'hf'" in proc.stderr
+    assert ("releases.candidate.backends.nonesuch: unknown backend 'nonesuch' (registered: hf, jax, levanter, vllm)"
+            in proc.stderr)
 
 
 def golden_copy(folder, golden):
