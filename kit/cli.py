@@ -6,8 +6,6 @@ refusals answer without loading torch.
 
 from __future__ import annotations
 
-from kit.core import rundir
-
 import argparse
 import contextlib
 import json
@@ -17,12 +15,12 @@ from pathlib import Path
 from typing import NoReturn
 
 from kit import __version__
-from kit.core import contract, paths
+from kit.core import contract, paths, rundir
 from kit.core.errors import BadInput
 from kit.core.exitcodes import ExitCode, epilog
+from kit.core.results import EXIT_CODES
 from kit.gate import stopping, verbosity
 from kit.gate.heartbeat import DEFAULT_HEARTBEAT_S, HEARTBEAT_ENV
-from kit.core.results import EXIT_CODES
 
 
 def _golden_makers() -> list[str]:
@@ -326,7 +324,6 @@ def _schema(args) -> int:
 
 def _backends(args) -> int:
     from kit.backends import registry
-
     from kit.core import paths
     from kit.gate.preflight import installed_kernels
 

@@ -13,7 +13,6 @@ from kit.core.fixture import Prompt
 from kit.core.records import Observation
 
 
-
 class Backend(Protocol):
     name: str
 

@@ -11,9 +11,9 @@ import os
 import time
 from pathlib import Path
 
-from kit.core import contract
-from kit.backends.registry import open_backend
 from kit.backends.base import Backend
+from kit.backends.registry import open_backend
+from kit.core import contract
 from kit.core.coverage import prompt_mismatch
 from kit.core.errors import BadInput
 from kit.core.fixture import Prompt, load_fixture

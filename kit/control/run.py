@@ -8,10 +8,6 @@ cover both runs.
 
 from __future__ import annotations
 
-from rich.markup import escape
-
-from kit.core import rundir
-
 import os
 import time
 from dataclasses import dataclass
@@ -19,19 +15,20 @@ from pathlib import Path
 from typing import Sequence
 
 from rich.console import Console
+from rich.markup import escape
 
 from kit import __version__
-from kit.core import paths
-from kit.gate import report
-from kit.descriptor.load import LoadedDescriptor, load_descriptor
+from kit.core import paths, rundir
 from kit.core.diagnosis import QUALIFIED, Diagnosis, diagnose
 from kit.core.errors import BadInput
+from kit.core.jsonio import read_json, sha256_file, write_json
+from kit.core.results import now_iso, read_run
+from kit.descriptor.load import LoadedDescriptor, load_descriptor
+from kit.gate import report
 from kit.gate.executor import Checked, GateRun, check_run
+from kit.gate.notebook import run_notebook
 from kit.gate.run import execute_gates, finish_gate, finish_interrupted, start_gate
 from kit.gate.stopping import on_signals
-from kit.core.jsonio import read_json, sha256_file, write_json
-from kit.gate.notebook import run_notebook
-from kit.core.results import now_iso, read_run
 
 CONTROL_NOTEBOOK = paths.NOTEBOOKS / rundir.CONTROL_NOTEBOOK
 

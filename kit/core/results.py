@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from kit.core import rundir
-
 import datetime as _dt
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from kit.core import rundir
 from kit.core.exitcodes import ExitCode
 from kit.core.jsonio import read_json, write_json
 from kit.core.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult

@@ -14,8 +14,8 @@ from pydantic import BaseModel, ValidationError
 from kit.backends import registry
 from kit.core import paths
 from kit.core.errors import BadInput
-from kit.core.jsonio import read_input_bytes
 from kit.core.golden import choose_for_host, load_golden, remake_command
+from kit.core.jsonio import read_input_bytes
 from kit.core.runtime import hardware
 from kit.core.spec import CaseSpec
 from kit.descriptor.code_settings import warn_code_settings

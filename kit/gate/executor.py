@@ -8,8 +8,6 @@ in the run directory, and a finished case result is never overwritten.
 
 from __future__ import annotations
 
-from kit.core import contract, rundir
-
 import contextlib
 import dataclasses
 import os
@@ -24,17 +22,17 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from kit import __version__
-from kit.core import paths
-from kit.gate import resume, runlock
-from kit.descriptor.load import LoadedDescriptor, packaged_notebook
+from kit.core import contract, paths, rundir
+from kit.core.coverage import Expected, coverage_problem
 from kit.core.errors import BadInput
 from kit.core.jsonio import sha256_file, write_json
-from kit.gate.notebook import describe_failure, run_notebook, stop_all
-from kit.gate.preflight import Inputs, check_inputs
-from kit.core.coverage import Expected, coverage_problem
 from kit.core.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
 from kit.core.results import gate_verdict, load_case_result, now_iso, save_case_result, status_counts
 from kit.core.spec import CaseSpec
+from kit.descriptor.load import LoadedDescriptor, packaged_notebook
+from kit.gate import resume, runlock
+from kit.gate.notebook import describe_failure, run_notebook, stop_all
+from kit.gate.preflight import Inputs, check_inputs
 
 LOCAL, RAY = "local", "ray"
 EXECUTORS = (LOCAL, RAY)

@@ -20,7 +20,6 @@ from kit.core.jsonio import atomic_write_bytes
 from kit.core.records import ERROR, FAILED, TIMEOUT, CaseResult
 from kit.core.results import read_run
 
-
 Suite = tuple[str, Sequence[str], Mapping[str, CaseResult], float]  # name, expected cases, results, duration
 
 

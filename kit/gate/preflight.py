@@ -12,14 +12,14 @@ from typing import Sequence
 
 from kit.backends import registry
 from kit.core import paths
-from kit.descriptor.load import LoadedDescriptor, golden_kind
-from kit.gate import verbosity
 from kit.core.errors import BadInput
 from kit.core.fixture import Fixture, Prompt, load_fixture
 from kit.core.golden import Golden, check_golden_matches_fixture, check_golden_vocabulary, load_golden
 from kit.core.modelconfig import check_prompts_fit, model_limits
 from kit.core.modeldigest import DigestCache, check_model_digest
 from kit.core.spec import CaseSpec
+from kit.descriptor.load import LoadedDescriptor, golden_kind
+from kit.gate import verbosity
 from kit.gate.mainkernel import provide_main_kernel, registered_kernels
 
 

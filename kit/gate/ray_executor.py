@@ -36,16 +36,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from kit.core import paths
-from kit.descriptor.schema import Resources
-from kit.gate.executor import GateRun, record
-from kit.gate.notebook import describe_failure
-from kit.gate.ray_task import case_task
 from kit.case.placement import RAY_NAMESPACE
+from kit.core import paths
 from kit.core.coverage import Expected
 from kit.core.records import ERROR, TIMEOUT, CaseResult
 from kit.core.results import now_iso
 from kit.core.spec import CaseSpec
+from kit.descriptor.schema import Resources
+from kit.gate.executor import GateRun, record
+from kit.gate.notebook import describe_failure
+from kit.gate.ray_task import case_task
 
 GANG_STRATEGY = "STRICT_SPREAD"
 TEMP_DIR_ENV = "PARITY_KIT_RAY_TMPDIR"  # where a Ray started for the run keeps its sockets and logs

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from kit.core import rundir
-
 import html
 import re
 import warnings
 from pathlib import Path
 from typing import Sequence
 
-from kit.core import paths
+from kit.core import paths, rundir
 from kit.core.jsonio import atomic_write_bytes, write_json
-from kit.gate.notebook import run_notebook
 from kit.core.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult, severity
 from kit.core.results import counts_sentence
+from kit.gate.notebook import run_notebook
 
 SUMMARY_NOTEBOOK = paths.NOTEBOOKS / rundir.SUMMARY_NOTEBOOK
 

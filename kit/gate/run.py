@@ -6,10 +6,6 @@ pin and the candidate), execute them side by side, and finish each one.
 
 from __future__ import annotations
 
-from rich.markup import escape
-
-from kit.core import rundir
-
 import contextlib
 import sys
 import threading
@@ -18,18 +14,20 @@ from pathlib import Path
 from typing import Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from kit.gate import report, verbosity
-from kit.gate.heartbeat import Heartbeat, heartbeat_interval
-from kit.descriptor.load import LoadedDescriptor, load_descriptor
-from kit.gate.executor import LOCAL, RAY, Checked, GateRun, prepare_run, run_cases, write_manifest
-from kit.gate.notebook import stop_all
-from kit.gate.stopping import on_signals
+from kit.core import rundir
 from kit.core.progress import progress_path
 from kit.core.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
 from kit.core.results import counts_sentence, now_iso
 from kit.core.spec import CaseSpec
+from kit.descriptor.load import LoadedDescriptor, load_descriptor
+from kit.gate import report, verbosity
+from kit.gate.executor import LOCAL, RAY, Checked, GateRun, prepare_run, run_cases, write_manifest
+from kit.gate.heartbeat import Heartbeat, heartbeat_interval
+from kit.gate.notebook import stop_all
+from kit.gate.stopping import on_signals
 
 STATUS_STYLE = {PASSED: "green", FAILED: "red", ERROR: "magenta", TIMEOUT: "yellow"}
 

@@ -9,8 +9,6 @@ one backend alone cannot tell a repaired golden from its own bug.
 
 from __future__ import annotations
 
-from kit.core import rundir
-
 import os
 import time
 from dataclasses import dataclass, field
@@ -19,14 +17,14 @@ from typing import Sequence
 
 from rich.console import Console
 
-from kit.core import paths
-from kit.descriptor.load import LoadedDescriptor, golden_kind, load_descriptor
+from kit.core import paths, rundir
 from kit.core.errors import BadInput
-from kit.gate.run import execute_gates, finish_gate, start_gate
 from kit.core.golden import PromptDiff, diff_goldens, golden_filename, load_golden, write_golden
-from kit.goldens.make import make_golden_document
 from kit.core.jsonio import atomic_write_bytes
 from kit.core.records import PASSED
+from kit.descriptor.load import LoadedDescriptor, golden_kind, load_descriptor
+from kit.gate.run import execute_gates, finish_gate, start_gate
+from kit.goldens.make import make_golden_document
 
 MIN_AGREEING_BACKENDS = 2
 MOVED = 1e-6  # below this a case did not move (float32 noise of the reference itself)

@@ -29,11 +29,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from kit.refresh import release, wheels
-from kit.descriptor.load import LoadedDescriptor, derive, load_descriptor
 from kit.core.errors import BadInput
 from kit.core.jsonio import read_json, write_json
 from kit.core.paths import display
+from kit.descriptor.load import LoadedDescriptor, derive, load_descriptor
+from kit.refresh import release, wheels
 
 RECORD = "qualify.json"
 MAIN_ENV_PTH = "_parity_kit_main_env.pth"

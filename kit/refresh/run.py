@@ -13,8 +13,6 @@ commands a person runs next are printed and written down.
 
 from __future__ import annotations
 
-from kit.core import rundir
-
 import os
 import shlex
 import time
@@ -27,16 +25,16 @@ from rich.console import Console
 from rich.markup import escape
 
 from kit import __version__
-from kit.refresh import build, qualify
-from kit.core import paths
-from kit.gate import report
 from kit.control.run import build_control_notebook, run_control
-from kit.descriptor.load import derive, load_descriptor
+from kit.core import paths, rundir
 from kit.core.diagnosis import EXIT_CODES, QUALIFIED
 from kit.core.exitcodes import ExitCode
 from kit.core.jsonio import read_json, write_json
-from kit.gate.notebook import run_notebook
 from kit.core.results import now_iso
+from kit.descriptor.load import derive, load_descriptor
+from kit.gate import report
+from kit.gate.notebook import run_notebook
+from kit.refresh import build, qualify
 
 BUILD_NOTEBOOK = paths.NOTEBOOKS / "build.ipynb"
 QUALIFY_NOTEBOOK = paths.NOTEBOOKS / "qualify.ipynb"

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from kit.core import contract, rundir
-
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from kit.control.run import control_runs, is_control_dir
+from kit.core import contract, rundir
 from kit.core.diagnosis import HEADLINES, Diagnosis, diagnose
 from kit.core.results import RunView
 from kit.views.summary import load_run

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from kit.core import rundir
-
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from kit.refresh.build import BuildOutcome
+from kit.core import rundir
 from kit.core.jsonio import read_json
+from kit.refresh.build import BuildOutcome
 from kit.refresh.qualify import QualifyOutcome
 
 REFRESH_RECORD = rundir.REFRESH

@@ -7,13 +7,12 @@ result the executor recorded for it.
 
 from __future__ import annotations
 
-from kit.core import contract, rundir
-
 from pathlib import Path
 from typing import Mapping
 
 import pandas as pd
 
+from kit.core import contract, rundir
 from kit.core.jsonio import read_json
 from kit.core.records import CaseResult
 from kit.core.results import RunView, load_case_result

@@ -10,11 +10,11 @@ import tomllib
 
 import jsonschema
 import pytest
-from support import ROOT, parity_kit, write_descriptor
 
 from kit.backends import registry
 from kit.cli import _parser
 from kit.core.exitcodes import ExitCode
+from support import ROOT, parity_kit, write_descriptor
 
 
 def all_parsers(parser: argparse.ArgumentParser, name: str = "parity-kit"):

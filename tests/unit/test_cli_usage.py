@@ -7,10 +7,10 @@ import subprocess
 import sys
 
 import pytest
-from support import ROOT
 
 from kit.cli import main
 from kit.core.exitcodes import ExitCode
+from support import ROOT
 
 
 @pytest.mark.parametrize("argv, usage, error", [

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from kit.core import paths
-from support import ROOT
-from kit.descriptor.load import load_descriptor
 from kit.core.safetensors_io import read_tensors, write_tensors
+from kit.descriptor.load import load_descriptor
+from support import ROOT
 
 spec = importlib.util.spec_from_file_location("make_gpu_model", ROOT / "scripts" / "make_gpu_model.py")
 gen = importlib.util.module_from_spec(spec)
@@ -52,9 +52,9 @@ def test_written_file_reads_back_and_loads_in_safetensors(tmp_path):
 
 
 def test_tokenizer_maps_each_word_to_its_id():
-    from tokenizers import Tokenizer
-
     import json
+
+    from tokenizers import Tokenizer
 
     tok = Tokenizer.from_str(json.dumps(gen.tokenizer()))
     assert tok.encode("w5 w128255 w2").ids == [5, 128255, 2]

@@ -13,13 +13,13 @@ import math
 
 import numpy as np
 import pytest
-from support import ROOT, parity_kit
 
 from kit.backends.hf.runtime import HfBackend
+from kit.backends.jax.llama import shape_from_config
 from kit.backends.jax.runtime import JaxBackend, choose_attention
 from kit.core.fixture import load_fixture
-from kit.backends.jax.llama import shape_from_config
 from kit.core.safetensors_io import read_tensors
+from support import ROOT, parity_kit
 
 TOLERANCE = 1e-5
 

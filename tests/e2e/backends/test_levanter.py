@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
-from support import ROOT, copy_model, edit_weight, parity_kit, write_descriptor
 
 from kit.core import paths
 from kit.core.modeldigest import model_digest
+from support import ROOT, copy_model, edit_weight, parity_kit, write_descriptor
 
 LEVANTER_PYTHON = ROOT / ".venv-levanter" / "bin" / "python"
 PROBE = ROOT / "tests" / "support" / "levanter_probe.py"

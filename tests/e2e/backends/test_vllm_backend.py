@@ -10,15 +10,15 @@ import re
 
 import psutil
 import pytest
-from support import copy_model, edit_weight, parity_kit, write_descriptor
 
 from kit.backends.base import LOG_PREFIX_ENV
 from kit.backends.vllm.runtime import CPU_PP_NEEDS_COMPILE, engine_settings
 from kit.backends.vllm.server import cli_flags, free_port
-from kit.descriptor.load import load_descriptor
 from kit.core.errors import BadInput
 from kit.core.modeldigest import model_digest
 from kit.core.paths import DESCRIPTORS
+from kit.descriptor.load import load_descriptor
+from support import copy_model, edit_weight, parity_kit, write_descriptor
 
 SMALL = {"buckets": [128, 256]}  # 32 prompts: the engine start dominates, not the scoring
 SERVER = {"backend": "vllm", "golden": "semantic", "bound": 0.125, "mode": "server", "max_model_len": 1024, **SMALL}

@@ -7,17 +7,18 @@ arithmetic (its SiLU), a hung one never starts. A stale golden is one made from 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 import scrapbook as sb
 
-from support import BROKEN_SILU, HUNG, add_kernel, copy_model, edit_weight, parity_kit, releases, write_descriptor
 from kit.core import paths
 from kit.core.diagnosis import compare_case, metrics_equal
 from kit.core.records import RepeatSpread
 from kit.core.results import read_run
+from support import BROKEN_SILU, HUNG, add_kernel, copy_model, edit_weight, parity_kit, releases, write_descriptor
+
 
 # A candidate environment whose activation differs: the kind of change a new engine build brings.
 def control(tmp_path, desc, *extra, env=None, timeout=900):

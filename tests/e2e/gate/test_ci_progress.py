@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import re
 
-from support import parity_kit, write_descriptor
-
 from kit.core.fixture import load_fixture
+from support import parity_kit, write_descriptor
 
 
 def test_piped_gate_prints_heartbeats_and_finished_buckets(tmp_path, embedded):

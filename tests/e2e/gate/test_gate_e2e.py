@@ -13,10 +13,11 @@ import nbformat
 import pytest
 import scrapbook as sb
 import torch
-from support import SLEEPER, copy_model, edit_weight, gone, hf_cases, parity_kit, trusted, write_descriptor, write_notebook
 
 from kit.core.golden import load_golden
 from kit.core.modeldigest import model_digest
+from support import (SLEEPER, copy_model, edit_weight, gone, hf_cases, parity_kit, trusted, write_descriptor,
+                     write_notebook)
 
 
 def result_of(run_dir):

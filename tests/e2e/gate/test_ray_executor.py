@@ -10,9 +10,9 @@ import time
 
 import nbformat
 import pytest
-from support import ROOT, parity_kit, write_descriptor, write_notebook
+
+from support import ROOT, SLEEPER, gone, parity_kit, trusted, write_descriptor, write_notebook
 from support.rayns import RayInNamespace, gate_in_own_namespace, processes_under, short_temp
-from support import SLEEPER, gone, trusted
 
 RUN_THE_CASE = ("from kit.case.runner import resolve_spec, run_case, save\n"
                 "save(run_case(resolve_spec(spec, None, None)), result_path)")

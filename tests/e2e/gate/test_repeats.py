@@ -9,14 +9,14 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from support import parity_kit, write_descriptor
 
-from kit.case import runner
 from kit.backends.registry import open_backend
-from kit.descriptor.load import load_descriptor
+from kit.case import runner
 from kit.core.errors import BadInput
 from kit.core.records import Observation
 from kit.core.scoring import repeat_spread
+from kit.descriptor.load import load_descriptor
+from support import parity_kit, write_descriptor
 
 PROMPTS = ["chat-sharegpt-00", "tool-atlas-12"]
 

@@ -10,12 +10,11 @@ import sys
 import time
 
 import pytest
-from support import ROOT, hf_cases, parity_kit, write_descriptor, write_notebook
-from support import SLEEPER, gone, trusted
 
-from kit.gate import runlock
 from kit.core.errors import BadInput
 from kit.core.jsonio import canonical_bytes, sha256_file
+from kit.gate import runlock
+from support import ROOT, SLEEPER, gone, hf_cases, parity_kit, trusted, write_descriptor, write_notebook
 
 
 def restamped_golden(golden, dest):

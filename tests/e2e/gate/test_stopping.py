@@ -11,6 +11,7 @@ import time
 import xml.etree.ElementTree as ET
 
 import pytest
+
 from support import SLEEPER, gone, trusted, write_descriptor, write_notebook
 
 

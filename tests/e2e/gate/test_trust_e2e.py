@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 
-from support import hf_cases, parity_kit, trusted, write_descriptor, write_notebook
-
 from kit.core.golden import load_golden
 from kit.core.jsonio import sha256_file
 from kit.descriptor.load import load_descriptor
+from support import hf_cases, parity_kit, trusted, write_descriptor, write_notebook
 
 BUCKET = 128
 BUCKET_IDS = ["chat-sharegpt-00", "chat-sharegpt-01", "chat-sharegpt-02", "code-humaneval-00", "code-humaneval-01",

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 import scrapbook as sb
 
-from support import parity_kit, write_descriptor
-from support.forkrepo import (BUILD_FAULT, GIT_ENV, IMPORT_FAULT, LONG_PROMPT_FAULT, LONG_PROMPT_FIX, PIN_KERNEL,
-                              git, install_toy_backend, make_fork, register_pin_kernel)
-from kit.refresh import build, qualify
 from kit.core.jsonio import sha256_file
+from kit.refresh import build, qualify
+from support import parity_kit, write_descriptor
+from support.forkrepo import (BUILD_FAULT, GIT_ENV, IMPORT_FAULT, LONG_PROMPT_FAULT, LONG_PROMPT_FIX, PIN_KERNEL, git,
+                              install_toy_backend, make_fork, register_pin_kernel)
 
 DAY = dt.date(2025, 1, 2)
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from support import ROOT, copy_model, edit_weight, hf_cases, parity_kit, write_descriptor
 from kit.core.modeldigest import model_digest
 from kit.core.results import read_run
+from support import ROOT, copy_model, edit_weight, hf_cases, parity_kit, write_descriptor
 
 ARTIFACTS = ROOT / "test-artifacts"
 

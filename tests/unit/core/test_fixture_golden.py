@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from support import parity_kit
 
-from kit.descriptor.schema import golden_kind
 from kit.core.errors import BadInput
 from kit.core.fixture import bucket_for, load_fixture, make_fixture, verify_fixture
 from kit.core.golden import check_golden_matches_fixture, diff_goldens, load_golden
 from kit.core.jsonio import canonical_bytes, sha256_file
 from kit.core.modeldigest import model_digest
+from kit.descriptor.schema import golden_kind
+from support import parity_kit
 
 
 def test_embedded_fixture_shape(embedded):

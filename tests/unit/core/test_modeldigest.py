@@ -8,12 +8,12 @@ import os
 import tomllib
 
 import pytest
-from support import ROOT
 
 from kit.core import modeldigest
 from kit.core.contract import MODEL_DIGEST_CACHE_ENV
 from kit.core.errors import BadInput
 from kit.core.modeldigest import DigestCache, check_model_digest, model_digest
+from support import ROOT
 
 
 def sha(data: bytes) -> str:

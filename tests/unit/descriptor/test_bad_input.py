@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from support import copy_model, parity_kit, write_descriptor
 
-from kit.descriptor.schema import case_schemas
 from kit.core.fixture import load_fixture, make_fixture
 from kit.core.jsonio import canonical_bytes
+from kit.descriptor.schema import case_schemas
+from support import copy_model, parity_kit, write_descriptor
 
 
 def refused(proc, out_dir) -> str:

@@ -4,10 +4,10 @@ stderr, and refuses engine arguments that would open the server beyond loopback 
 from __future__ import annotations
 
 import pytest
-from support import parity_kit, write_descriptor
 
 from kit.core.errors import BadInput
 from kit.descriptor.load import load_descriptor
+from support import parity_kit, write_descriptor
 
 
 def _vllm(embedded, **options) -> dict:

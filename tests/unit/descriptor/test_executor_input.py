@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from support import parity_kit, write_descriptor
-
 from kit.descriptor.load import load_descriptor
+from support import parity_kit, write_descriptor
 
 
 def refused_line(proc, out) -> str:

@@ -3,10 +3,9 @@ anything runs with the line that makes one here. A semantic entry stays one file
 
 from __future__ import annotations
 
-from support import golden_made_on, parity_kit, write_descriptor
-
 from kit.core.runtime import hardware, host_isa_level, without_level
 from kit.descriptor.load import load_descriptor
+from support import golden_made_on, parity_kit, write_descriptor
 
 HOST = hardware()
 LEGACY = without_level(HOST)  # as this host's CPU model and OS read before fingerprints named the ISA level

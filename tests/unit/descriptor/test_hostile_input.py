@@ -7,13 +7,13 @@ import json
 import os
 
 import pytest
-from support import copy_model, parity_kit, write_descriptor
 
 from kit.core import paths
 from kit.core.errors import BadInput
 from kit.core.fixture import load_fixture
 from kit.core.jsonio import canonical_bytes
 from kit.core.modeldigest import model_digest
+from support import copy_model, parity_kit, write_descriptor
 
 
 def refused(proc, *never_written) -> str:

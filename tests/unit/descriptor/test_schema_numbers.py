@@ -4,10 +4,10 @@ every comparison a bound makes, and an infinite timeout turns the timeout off.""
 from __future__ import annotations
 
 import pytest
-from support import write_descriptor
 
 from kit.core.errors import BadInput
 from kit.descriptor.load import load_descriptor
+from support import write_descriptor
 
 
 def _refusal(tmp_path, embedded, **parts) -> tuple[str, list[str]]:

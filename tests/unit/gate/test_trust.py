@@ -9,7 +9,6 @@ import json
 
 import nbformat
 import pytest
-from support import trusted, write_descriptor
 
 from kit import cli
 from kit.case.runner import BackendMismatch, observe_by_bucket
@@ -23,6 +22,7 @@ from kit.core.records import ERROR, FAILED, PASSED, CaseResult, Observation, Pro
 from kit.core.results import load_case_result, save_case_result
 from kit.descriptor.load import load_descriptor
 from kit.gate import executor, resume
+from support import trusted, write_descriptor
 
 DIGEST = "a" * 64
 
