@@ -1,0 +1,27 @@
+"""Case results built by hand, for the report tests of the unit tier: what a kernel would have
+written, without one, so a report's every branch can be reached in milliseconds."""
+
+from __future__ import annotations
+
+from kit.core.records import FAILED, PASSED, CaseResult, PromptScore
+
+
+def prompt_score(id_: str, err: float, bound: float = 0.075, failures: list[str] | None = None) -> PromptScore:
+    """One scored prompt; it passed unless ``failures`` names why not."""
+    return PromptScore(id=id_, bucket=256, n_tokens=200, passed=not failures, bound=bound,
+                       max_probability_error=err, top_probability_l1_error=err, kl_shared=0.0,
+                       first_rank_agreement=True, golden_top_token=5, golden_top_probability=0.6,
+                       backend_top_token=5, backend_top_probability=0.6, winner_gap=0.0, failures=failures or [])
+
+
+def passed_case(case: str, err: float = 0.01, duration_s: float = 1.5) -> CaseResult:
+    return CaseResult(case=case, backend="hf", status=PASSED, bound=0.075, golden_kind="semantic",
+                      duration_s=duration_s, prompts=[prompt_score("p-1", err)])
+
+
+def failed_case(case: str, reasons: dict[str, str], duration_s: float = 2.0) -> CaseResult:
+    """A case that failed on each prompt of ``reasons`` (prompt id -> why), in that order."""
+    failures = [f"{pid}: {why}" for pid, why in reasons.items()]
+    prompts = [prompt_score(pid, 0.5, failures=[line]) for pid, line in zip(reasons, failures)]
+    return CaseResult(case=case, backend="hf", status=FAILED, bound=0.075, golden_kind="semantic",
+                      duration_s=duration_s, prompts=prompts, failures=failures)
