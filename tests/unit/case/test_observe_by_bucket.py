@@ -4,7 +4,9 @@ progress lines are what one call over every bucket would give, plus a line per b
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
+from kit.case import runner
 from kit.case.runner import merge_details, observe_by_bucket
 from kit.core.fixture import Prompt
 from kit.core.progress import ProgressWriter, progress_path
@@ -32,7 +34,10 @@ def prompt(n: int, bucket: int) -> Prompt:
     return Prompt(id=f"p{n}", bucket=bucket, prompt="", prompt_token_ids=(1, 2))
 
 
-def test_one_observe_per_bucket_in_the_prompts_order(tmp_path):
+def test_one_observe_per_bucket_in_the_prompts_order(tmp_path, monkeypatch):
+    # A scripted clock (start, end per bucket), so that each bucket's line states its own seconds.
+    clock = iter([10.0, 11.5, 20.0, 20.25, 30.0, 32.0004])
+    monkeypatch.setattr(runner, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
     prompts = [prompt(0, 256), prompt(1, 128), prompt(2, 256), prompt(3, 1024), prompt(4, 128)]
     backend = Recorder()
     observations, details = observe_by_bucket(backend, prompts, 5, ProgressWriter(str(tmp_path / "case")))
@@ -43,7 +48,7 @@ def test_one_observe_per_bucket_in_the_prompts_order(tmp_path):
     lines = [json.loads(x) for x in progress_path(tmp_path / "case").read_text().splitlines()]
     assert [(x["bucket"], x["prompts"], x["index"], x["total"]) for x in lines] == [
         (128, 2, 1, 3), (256, 2, 2, 3), (1024, 1, 3, 3)]
-    assert all(x["seconds"] >= 0 for x in lines)
+    assert [x["seconds"] for x in lines] == [1.5, 0.25, 2.0]
 
 
 def test_merge_details_keeps_scalars_last_and_merges_tables():
