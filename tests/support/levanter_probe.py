@@ -25,8 +25,9 @@ def compare(model: str, fixture_path: str) -> dict:
     # The shortest prompt of each bucket: the most padding (unpadded, each length compiles anew).
     cases = [min((c for c in fixture.prompts if c.bucket == b), key=lambda c: c.n_tokens) for b in fixture.buckets]
     top = 25
-    padded = LevanterBackend(model).observe(cases, top)
-    unpadded = LevanterBackend(model, pad_to_bucket=False).observe(cases, top)
+    padded_backend, unpadded_backend = LevanterBackend(model), LevanterBackend(model, pad_to_bucket=False)
+    padded = padded_backend.observe(cases, top)
+    unpadded = unpadded_backend.observe(cases, top)
     everything_flash = LevanterBackend(model, flash_above=0)
     flash = everything_flash.observe(cases, top)
     return {
@@ -37,7 +38,10 @@ def compare(model: str, fixture_path: str) -> dict:
         "flash_same_tokens": [[t for t, _ in a.top_logprobs] == [t for t, _ in b.top_logprobs]
                               for a, b in zip(padded, flash)],
         "flash_max_delta": max(_max_probability_delta(a, b) for a, b in zip(padded, flash)),
+        "padded_details": padded_backend.details(),
+        "unpadded_details": unpadded_backend.details(),
         "flash_details": everything_flash.details(),
+        "n_tokens": {str(c.bucket): c.n_tokens for c in cases},
     }
 
 

@@ -113,6 +113,7 @@ class LevanterBackend:
             stats = per_bucket.setdefault(str(prompt.bucket), {"attention": impl, "length": length, "prompts": 0,
                                                              "first_call_s": elapsed, "rest_s": 0.0})
             stats["prompts"] += 1
+            stats["length"] = max(stats["length"], length)
             if stats["prompts"] > 1:
                 stats["rest_s"] += elapsed
             order = np.argsort(-logprobs, kind="stable")[: min(top_n, logprobs.shape[0])]
@@ -122,6 +123,8 @@ class LevanterBackend:
             "attention": {b: s["attention"] for b, s in per_bucket.items()},
             "flash_block_size": self.flash_block_size,
             "padded_to_bucket": self.pad_to_bucket,
+            # The longest sequence each bucket ran at: its bucket when padded, its longest prompt if not.
+            "length": {b: s["length"] for b, s in per_bucket.items()},
             "checkpoint": self.checkpoint,
             "load_s": round(self.load_s, 3),
             # The first call of a bucket compiles; the rest show what a compiled call costs.

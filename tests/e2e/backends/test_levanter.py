@@ -10,7 +10,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -50,13 +49,12 @@ def levanter_case(embedded, **changes) -> dict:
     return {**embedded.doc["cases"]["levanter"], **changes}
 
 
-def test_levanter_environment_is_reused_in_well_under_a_second():
-    t0 = time.perf_counter()
-    proc = subprocess.run([str(ROOT / "scripts" / "ensure-levanter-env.sh")], capture_output=True, text=True)
-    elapsed = time.perf_counter() - t0
+def test_levanter_environment_is_reused_as_it_is():
+    # Reuse is proven by what the script did (nothing), not by how fast a loaded machine ran it.
+    proc = subprocess.run([str(ROOT / "scripts" / "ensure-levanter-env.sh")], capture_output=True, text=True,
+                          timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "" and proc.stdout == ""  # nothing installed, nothing registered
-    assert elapsed < 1.0
     spec = json.loads((ROOT / ".venv" / "share" / "jupyter" / "kernels" / paths.LEVANTER_KERNEL
                        / "kernel.json").read_text())
     assert spec["argv"][0] == str(LEVANTER_PYTHON)
@@ -117,10 +115,17 @@ def test_padding_and_flash_attention_change_no_result(embedded):
     # Padding to the bucket and flash attention reorder float32 sums: the same top tokens, in the
     # same order, and probabilities equal to rounding (measured: about 2e-7).
     assert all(out["padding_same_tokens"]) and len(out["prompts"]) == 4
-    assert out["padding_max_delta"] < 1e-5
+    assert 0 < out["padding_max_delta"] < 1e-5
     assert all(out["flash_same_tokens"])
-    assert out["flash_max_delta"] < 1e-5
-    assert set(out["flash_details"]["attention"].values()) == {"flash"}
+    assert 0 < out["flash_max_delta"] < 1e-5
+    # Each option really took effect: a nonzero difference above, and the backends ran what was asked.
+    buckets = {"128": 128, "256": 256, "512": 512, "1024": 1024}
+    padded, unpadded, flash = out["padded_details"], out["unpadded_details"], out["flash_details"]
+    assert padded["padded_to_bucket"] is True and padded["length"] == buckets
+    assert unpadded["padded_to_bucket"] is False and unpadded["length"] == out["n_tokens"]
+    assert all(out["n_tokens"][b] < n for b, n in buckets.items())  # so padding added positions
+    assert padded["attention"] == unpadded["attention"] == {b: "reference" for b in buckets}
+    assert flash["attention"] == {b: "flash" for b in buckets}
 
 
 def test_perturbed_model_fails_the_levanter_case_with_the_prompts_named(tmp_path, embedded):
