@@ -61,17 +61,23 @@ def test_padded_batch_equals_each_prompt_alone(embedded, mixed_cases, alone, sid
     backend = HfBackend(str(embedded.model), dtype="float32", attn_implementation=attn,
                         batch_size=3, padding_side=side)
     assert_batches_of_three_equal_alone(backend, mixed_cases, alone)
+    assert (backend.details()["attention"], backend.details()["padding_side"]) == (attn, side)
 
 
 def test_compiled_layers_take_a_padded_batch_too(embedded, mixed_cases, alone):
     # A padded batch hands the compiled layers a mask, which the unpadded prompts never do.
     backend = HfBackend(str(embedded.model), dtype="float32", batch_size=3, padding_side="left", compile=True)
     assert_batches_of_three_equal_alone(backend, mixed_cases, alone)
+    assert backend.details()["compile"] is True
+    assert all(layer._compiled_call_impl is not None for layer in backend.model.get_decoder().layers)
 
 
 def assert_batches_of_three_equal_alone(backend, mixed_cases, alone) -> None:
     batched = backend.observe(mixed_cases, top_n=20)
-    assert [b["rows"] for b in backend.details()["batches"]] == [3, 3]
+    # Batching really happened: two batches of three, each padded to its longest prompt.
+    longest = {b: max(c.n_tokens for c in mixed_cases if c.bucket == b) for b in (256, 1024)}
+    assert [(b["bucket"], b["rows"], b["padded_to"]) for b in backend.details()["batches"]] == [
+        (256, 3, longest[256]), (1024, 3, longest[1024])]
     assert [o.prompt_id for o in batched] == [c.id for c in mixed_cases]
     for a, b in zip(alone, batched):
         assert a.top_logprobs[0][0] == b.top_logprobs[0][0], a.prompt_id
