@@ -128,11 +128,11 @@ def test_a_task_past_its_timeout_is_cancelled_from_the_driver(tmp_path, embedded
     sleepy = write_notebook(tmp_path / "sleepy.ipynb", "print('scoring...')", SLEEPER.format(pidfile=str(pidfile)))
     cases = {"stuck": {**embedded.doc["cases"]["hf-bf16"], "notebook": trusted(sleepy), "timeout_s": 120}}
     run_dir = tmp_path / "run"
-    t0 = time.monotonic()
     proc = ray4.gate(write_descriptor(tmp_path, embedded, cases=cases), "--out", run_dir, "--no-summary",
                      PARITY_KIT_RAY_GRACE_S="-105")
     assert proc.returncode == 2, proc.stderr
-    assert time.monotonic() - t0 < 100, "the driver must not wait for the task's own 120 s timer"
+    # The driver's cancel, not the task's own 120 s timer, ended it: that timer's error would say
+    # "its kernel was killed"; only the driver's says "did not return; its Ray task was cancelled".
     stuck = result_of(run_dir)["cases"]["stuck"]
     assert stuck["status"] == "timeout"
     assert stuck["error"] == ("exceeded its timeout of 120 s and did not return; its Ray task was cancelled; "
