@@ -170,3 +170,17 @@ def releases(current: str = paths.MAIN_KERNEL, candidate: str = paths.MAIN_KERNE
     return {"current": {"description": "today's pin", "backends": {"hf": {"kernel": current, "version": "pin"}}},
             "candidate": {"description": "staged", "backends": {"hf": {"kernel": candidate, "version": "next",
                                                                        "source_commit": "0123abcd"}}}}
+
+
+def install_backend_plugin(site: Path, backend: str, package: str, files: dict[str, str]) -> Path:
+    """A backend plugin laid out as pip would install it (its package, and a dist-info whose entry point
+    registers it under parity_kit.backends) in ``site``, a folder to put on PYTHONPATH."""
+    pkg = site / package
+    pkg.mkdir(parents=True)
+    for name, text in files.items():
+        (pkg / name).write_text(text.lstrip())
+    info = site / f"{package}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package.replace('_', '-')}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[parity_kit.backends]\n{backend} = {package}:BACKEND\n")
+    return site

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from support import install_backend_plugin
+
 # Commits need an identity; a CI runner has none configured.
 GIT_ENV = {"GIT_AUTHOR_NAME": "Test Author", "GIT_AUTHOR_EMAIL": "author@example.com",
            "GIT_COMMITTER_NAME": "Test Committer", "GIT_COMMITTER_EMAIL": "committer@example.com",
@@ -176,17 +178,9 @@ PIN_KERNEL = "toy-pin"
 
 
 def install_toy_backend(site: Path) -> Path:
-    """The plugin as pip would lay it out (package + dist-info with its entry point) in ``site``,
-    a folder for PYTHONPATH. It holds no tinyengine: each kernel brings its own."""
-    pkg = site / "toy_backend"
-    pkg.mkdir(parents=True)
-    for name, text in TOY_BACKEND.items():
-        (pkg / name).write_text(text.lstrip())
-    info = site / "toy_backend-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-backend\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[parity_kit.backends]\ntoy = toy_backend:BACKEND\n")
-    return site
+    """The plugin as pip would lay it out in ``site``, a folder for PYTHONPATH. It holds no tinyengine:
+    each kernel brings its own."""
+    return install_backend_plugin(site, "toy", "toy_backend", TOY_BACKEND)
 
 
 def register_pin_kernel(jupyter_path: Path, fork: Fork, plugin_site: Path, at: str | None = None) -> Path:

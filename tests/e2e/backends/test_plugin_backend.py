@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 
-from support import parity_kit, write_descriptor
+from support import install_backend_plugin, parity_kit, write_descriptor
 
 PACKAGE = {
     "__init__.py": '''
@@ -64,14 +64,7 @@ def open_backend(spec):
 
 
 def install_plugin(folder):
-    pkg = folder / "echo_backend"
-    pkg.mkdir(parents=True)
-    for name, text in PACKAGE.items():
-        (pkg / name).write_text(text.lstrip())
-    info = folder / "echo_backend-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: echo-backend\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[parity_kit.backends]\necho = echo_backend:BACKEND\n")
+    install_backend_plugin(folder, "echo", "echo_backend", PACKAGE)
     return {"PYTHONPATH": os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))}
 
 
