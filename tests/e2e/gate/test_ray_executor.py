@@ -41,6 +41,8 @@ def ray4():
         assert processes_under(temp) == [], "stopping the test's Ray must stop everything it started"
 
 
+# Two full six-case gates (local, then Ray) in one test: 5-10 minutes on a loaded 2-core machine.
+@pytest.mark.timeout(1500)
 def test_tiny_gate_on_ray_gives_the_local_results(tmp_path, embedded):
     local, on_ray = tmp_path / "local", tmp_path / "ray"
     proc = parity_kit("gate", "--out", local, "--no-summary")
