@@ -172,7 +172,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--jobs", type=int, help="control cases run side by side (default: the cores)")
     r.set_defaults(func=_refresh)
 
-    f = sub.add_parser("fixture", help="make or verify a prompt fixture",
+    f = sub.add_parser("fixture", help="make, verify or report on a prompt fixture",
                        epilog=_exits("done (make: the fixture's path on stdout; verify: it is intact)"))
     f = f.add_subparsers(required=True, metavar="ACTION")
     fm = f.add_parser("make", help="tokenize a JSONL of {id, prompt} into fixtures/<sha256>.json",
@@ -187,6 +187,12 @@ def _parser() -> argparse.ArgumentParser:
     fv.add_argument("fixture", help="fixture JSON (fixtures/<sha256>.json)")
     fv.add_argument("--model", help="model folder whose tokenizer.json the fixture must have been made with")
     fv.set_defaults(func=_fixture_verify)
+    fr = f.add_parser("report", help="how much of the vocabulary, which token classes and positions the prompts exercise",
+                      epilog=_exits("reported (the fixture is intact and its tokens lie in the model's vocabulary)"))
+    fr.add_argument("fixture", help="fixture JSON (fixtures/<sha256>.json)")
+    fr.add_argument("--model", help="model folder (the fixture's tokenizer): vocabulary size, token classes, context")
+    fr.add_argument("--json", help="also write the report as JSON to this file ('-': JSON on stdout instead of tables)")
+    fr.set_defaults(func=_fixture_report)
 
     gl = sub.add_parser("golden", help="make, verify or diff goldens",
                         epilog=epilog(ExitCode.PASSED, ExitCode.FAILED, ExitCode.BAD_INPUT, ExitCode.INTERRUPTED,
@@ -517,6 +523,31 @@ def _fixture_verify(args) -> int:
     fixture = verify_fixture(args.fixture, args.model)
     print(f"ok: {args.fixture}: sha256 {fixture.sha256}, {len(fixture.prompts)} prompts, tokenizer {fixture.tokenizer}")
     _print_buckets(fixture)
+    return 0
+
+
+def _fixture_report(args) -> int:
+    from kit.core.fixture import verify_fixture
+    from kit.core.jsonio import write_json
+    from kit.core.vocabcoverage import fixture_coverage
+    from kit.views.coverage import print_report
+
+    fixture = verify_fixture(args.fixture, args.model)  # a model with another tokenizer would misclassify
+    cov = fixture_coverage(fixture, args.model)
+    if cov.out_of_vocab:
+        shown = ", ".join(map(str, cov.out_of_vocab[:3])) + (", ..." if len(cov.out_of_vocab) > 3 else "")
+        raise BadInput(f"fixture {args.fixture} holds token ids outside the vocabulary of model {args.model} "
+                       f"({cov.vocab_size} tokens, {cov.vocab_source}): {shown}")
+    if args.json == "-":
+        print(json.dumps(cov.to_dict(), indent=1))
+        return 0
+    if args.json:
+        paths.check_dir_target(Path(args.json).parent, "--json")
+        if Path(args.json).is_dir():
+            raise BadInput(f"--json {args.json} is a directory; give a file name")
+    print_report(cov, Path(args.fixture).name)
+    if args.json:
+        print(f"written: {write_json(args.json, cov.to_dict())}")
     return 0
 
 

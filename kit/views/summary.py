@@ -113,10 +113,11 @@ def show_run(view: RunView, save_figures: bool = True) -> None:
     import matplotlib.pyplot as plt
     from IPython.display import HTML, display
 
-    from kit.views import audit, plots
+    from kit.views import audit, coverage, plots
 
     display(HTML(audit.run_banner(view)))
     display(styled_case_table(view))
+    coverage.show_run_coverage(view.manifest)  # what the verdict cannot see: tokens and positions no prompt reaches
     prompts = prompt_frame(view.results)
     figures = {plots.BY_BUCKET: plots.error_by_bucket(prompts),
                plots.VS_LENGTH: plots.error_vs_length(prompts, title="max probability error per prompt")}
