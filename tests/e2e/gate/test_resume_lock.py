@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+import venv
 
 import pytest
 
@@ -72,6 +73,63 @@ def test_resume_reuses_finished_cases_and_reruns_the_rest(tmp_path, embedded):
     assert manifest["kept"] == {"dies": "not selected by --case; its earlier attempt ended with error"}
     assert json.loads((run_dir / "result.json").read_text())["cases"]["dies"]["status"] == "error"
     assert "kept   dies: not selected by --case; its earlier attempt ended with error" in proc.stderr
+
+
+def release_environment(folder):
+    """An environment of its own for a release kernel: a fresh venv that sees this one's packages (a .pth
+    adds them as a site directory), so what pip installs into it changes its release and nothing else."""
+    venv.EnvBuilder(with_pip=False).create(folder)
+    site = folder / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    main_site = next(p for p in sys.path if p.endswith("site-packages") and p.startswith(sys.prefix))
+    (site / "main-env.pth").write_text(f"import site; site.addsitedir({main_site!r})\n")
+    return folder / "bin" / "python", site
+
+
+def install_into(site, name, version):
+    """What `pip install name==version` leaves for the kernel's release fingerprint to see."""
+    info = site / f"{name}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
+def test_resume_reruns_a_case_whose_release_changed_and_reuses_a_failed_one(tmp_path, embedded):
+    python, site = release_environment(tmp_path / "pinned-env")
+    spec = tmp_path / "jupyter" / "kernels" / "pinned"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"], "display_name": "pinned",
+        "language": "python"}))
+    env = {"JUPYTER_PATH": str(tmp_path / "jupyter")}
+    install_into(site, "tinyengine", "1.0")
+    few = ["chat-sharegpt-00", "code-humaneval-00", "math-gsm-00"]
+    base = {**embedded.doc["cases"]["hf-bf16"], "prompts": few}
+    cases = {"pinned": {**base, "kernel": "pinned"}, "tight": {**base, "bound": 1e-9}}
+    desc = write_descriptor(tmp_path, embedded, cases=cases)
+    run_dir = tmp_path / "run"
+    proc = parity_kit("gate", desc, "--out", run_dir, "--no-summary", env=env)
+    assert proc.returncode == 1, proc.stderr
+    result = json.loads((run_dir / "result.json").read_text())
+    assert {n: c["status"] for n, c in result["cases"].items()} == {"pinned": "passed", "tight": "failed"}
+    then = json.loads((run_dir / "manifest.json").read_text())["kernel_fingerprints"]
+    tight_notebook = (run_dir / "cases" / "tight.ipynb").stat().st_mtime_ns
+
+    # The pinned release's environment gets a new build of its engine: its case runs again; the failed
+    # case, whose release and inputs hold, is reused as failed, and the run stays failed.
+    install_into(site, "tinyengine", "2.0")
+    proc = parity_kit("gate", desc, "--resume", run_dir, "--no-summary", env=env)
+    assert proc.returncode == 1, proc.stderr
+    reason = "the release in kernel 'pinned' changed (or was not recorded)"
+    assert f"rerun  pinned: {reason}" in proc.stderr
+    assert "reused tight: failed at " in proc.stderr
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["rerun"] == {"pinned": reason} and list(manifest["reused"]) == ["tight"]
+    now = manifest["kernel_fingerprints"]
+    assert now["pinned"] != then["pinned"] and now["parity-kit"] == then["parity-kit"]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["verdict"] == "failed" and result["missing"] == []
+    assert {n: c["status"] for n, c in result["cases"].items()} == {"pinned": "passed", "tight": "failed"}
+    assert (run_dir / "cases" / "tight.ipynb").stat().st_mtime_ns == tight_notebook, "a reused case is not re-run"
+    assert (run_dir / "cases" / "superseded" / "pinned.1.json").is_file()
 
 
 def test_resume_refuses_what_is_not_a_run_of_this_descriptor(tmp_path, embedded):
