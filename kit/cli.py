@@ -187,7 +187,7 @@ def _parser() -> argparse.ArgumentParser:
     fv.add_argument("fixture", help="fixture JSON (fixtures/<sha256>.json)")
     fv.add_argument("--model", help="model folder whose tokenizer.json the fixture must have been made with")
     fv.set_defaults(func=_fixture_verify)
-    fr = f.add_parser("report", help="how much of the vocabulary, which token classes and positions the prompts exercise",
+    fr = f.add_parser("report", help="which share of the vocabulary, token classes and positions the prompts exercise",
                       epilog=_exits("reported (the fixture is intact and its tokens lie in the model's vocabulary)"))
     fr.add_argument("fixture", help="fixture JSON (fixtures/<sha256>.json)")
     fr.add_argument("--model", help="model folder (the fixture's tokenizer): vocabulary size, token classes, context")

@@ -161,6 +161,9 @@ def verify_fixture(path: str | Path, tokenizer_dir: str | Path | None = None) ->
     fixture = load_fixture(path)
     if tokenizer_dir is not None:
         tok_file = Path(tokenizer_dir) / "tokenizer.json"
+        if not tok_file.is_file():
+            raise BadInput(f"{tok_file} does not exist: the fixture's tokenizer is checked against the model "
+                           "folder's tokenizer.json")
         actual = sha256_file(tok_file)
         if actual != fixture.tokenizer_digest:
             raise BadInput(

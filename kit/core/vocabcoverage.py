@@ -73,7 +73,8 @@ def _byte_level_alphabet() -> dict[str, int]:
 def _has_type(node, kind: str) -> bool:
     """Whether a tokenizer.json component (or a Sequence of them) is of ``kind``."""
     if isinstance(node, dict):
-        return node.get("type") == kind or any(_has_type(v, kind) for v in node.values() if isinstance(v, (list, dict)))
+        return node.get("type") == kind or any(_has_type(v, kind) for v in node.values()
+                                               if isinstance(v, (list, dict)))
     if isinstance(node, list):
         return any(_has_type(v, kind) for v in node)
     return False
@@ -104,7 +105,9 @@ def token_vocab(doc: dict) -> TokenVocab:
     fallback = bool(model.get("byte_fallback")) or _has_type(doc.get("decoder"), "ByteFallback")
     prefix = (model.get("continuing_subword_prefix") or "") if model.get("type") == "WordPiece" else ""
     vocab = model["vocab"]
-    entries = ((i, e[0]) for i, e in enumerate(vocab)) if isinstance(vocab, list) else ((i, t) for t, i in vocab.items())
+    # Unigram lists [piece, score] by id; the other models map piece to id.
+    entries = [(i, e[0]) for i, e in enumerate(vocab)] if isinstance(vocab, list) else \
+        [(i, t) for t, i in vocab.items()]
     pieces = {int(i): _piece_bytes(str(t), byte_level, fallback, prefix) for i, t in entries}
     special = set()
     for added in doc.get("added_tokens") or []:
@@ -139,9 +142,9 @@ def classify(piece: bytes | None, special: bool = False) -> str:
         return "byte"
     if not text or any(unicodedata.category(ch) == "Cc" and ch not in _EDGE_SPACE for ch in text):
         return "byte"
-    core = text.strip(_EDGE_SPACE)
-    if not core:
+    if text.isspace():  # Unicode spaces too: an ideographic space is layout, not another script
         return "whitespace"
+    core = text.strip(_EDGE_SPACE)
     if not core.isascii():
         return "non-ascii"
     if core.isdigit():
@@ -309,7 +312,8 @@ def _classes(vocab: TokenVocab, vocab_size: int, counts: Mapping[int, int]) -> t
     return tuple(
         ClassCoverage(name, CLASSES[name], len(ids), sum(1 for i in ids if i in counts),
                       sum(counts.get(i, 0) for i in ids),
-                      tuple(shown(vocab.pieces[i]) if i in vocab.pieces else f"#{i}" for i in _first(ids, counts, EXAMPLES)))
+                      tuple(shown(vocab.pieces[i]) if i in vocab.pieces else f"#{i}"
+                            for i in _first(ids, counts, EXAMPLES)))
         for name, ids in members.items())
 
 

@@ -41,7 +41,8 @@ def print_report(cov: VocabCoverage, fixture_name: str, console=None) -> None:
         buckets.add_row(*map(str, (b.bucket, b.prompts, b.tokens, b.distinct)), _pct(b.share), str(b.max_tokens))
     console.print(buckets)
     if not cov.classes:
-        console.print(Text("token classes: give --model (a folder with tokenizer.json) to classify the vocabulary"), soft_wrap=True)
+        console.print(Text("token classes: give --model (a folder with tokenizer.json) to classify the vocabulary"),
+                      soft_wrap=True)
         return
     classes = Table(title="token classes (every vocabulary id in one)", title_justify="left")
     classes.add_column("class")
@@ -53,7 +54,8 @@ def print_report(cov: VocabCoverage, fixture_name: str, console=None) -> None:
                         str(c.occurrences), Text(" ".join(c.unseen_examples[:3])))
     console.print(classes)
     for c in cov.blind_classes:
-        console.print(Text(f"! {c.name}: {c.description}; none of its {c.vocab} tokens is in any prompt: {BLIND}"), soft_wrap=True)
+        line = f"! {c.name}: {c.description}; none of its {c.vocab} tokens is in any prompt: {BLIND}"
+        console.print(Text(line), soft_wrap=True)
 
 
 def run_coverage(manifest: dict) -> VocabCoverage | str:
@@ -74,19 +76,24 @@ def class_frame(cov: VocabCoverage) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("class") if rows else pd.DataFrame()
 
 
-def show_run_coverage(manifest: dict) -> None:
-    """The summary's coverage note: the share exercised, the positions, and the blind classes called out."""
+def coverage_html(cov: VocabCoverage) -> str:
+    """The note's text as HTML, every piece from the world escaped."""
     from html import escape
 
+    blind = "".join(f"<br><b>{escape(c.name)}</b> ({c.vocab} tokens, {escape(c.description)}): "
+                    f"no prompt holds one; {BLIND}." for c in cov.blind_classes)
+    return (f"<h4>Coverage of the fixture</h4><p>{escape(cov.headline())}.<br>{escape(cov.positions_line())}."
+            f"{blind}</p>")
+
+
+def show_run_coverage(manifest: dict) -> None:
+    """The summary's coverage note: the share exercised, the positions, and the blind classes called out."""
     from IPython.display import HTML, display
 
     cov = run_coverage(manifest)
     if isinstance(cov, str):
         print(cov)
         return
-    blind = "".join(f"<br><b>{escape(c.name)}</b> ({c.vocab} tokens, {escape(c.description)}): no prompt holds one; "
-                    f"{BLIND}." for c in cov.blind_classes)
-    display(HTML(f"<h4>Coverage of the fixture</h4><p>{escape(cov.headline())}.<br>{escape(cov.positions_line())}."
-                 f"{blind}</p>"))
+    display(HTML(coverage_html(cov)))
     if cov.classes:
         display(class_frame(cov).style.format({"share": "{:.1%}"}, na_rep="—", escape="html"))
