@@ -1,0 +1,111 @@
+"""A fault's size and the gate's verdict on it, measured with the embedded descriptor's own cases.
+
+A fault's *effect* is what it does to the model, free of any engine's noise: the largest
+max_probability_error over the fixture's prompts of the faulted checkpoint run by hf in float32 (the
+``checkpoint`` case's settings) against the semantic golden. Comparing it with the clean bfloat16 case's
+largest error says whether a gate could be expected to see the fault at all.
+
+Cases are the descriptor's, resolved as ``parity-kit spec`` resolves them, and only pointed at the faulted
+folder, so whatever bounds and tests the descriptor's cases carry are the ones judged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from kit.case.runner import run_case
+from kit.core import paths
+from kit.core.modeldigest import model_digest
+from kit.core.records import CaseResult
+from kit.core.results import load_case_result
+from kit.core.spec import CaseSpec
+from kit.descriptor.load import load_descriptor
+
+FLOAT32_CASE = "checkpoint"  # hf in float32: the settings the goldens were made with
+EFFECT_CASE = "hf-float32-effect"
+
+# What failed a case, from its failure lines (kit.core.scoring writes the prompt ones; a drift test's
+# lines start with "drift").
+BOUND, WINNER, MISSING, DRIFT, OTHER = "bound", "winner", "missing", "drift", "other"
+
+
+@dataclass(frozen=True)
+class EmbeddedCases:
+    float32: CaseSpec  # the checkpoint case, scored against the semantic golden with no bound
+    cases: dict[str, CaseSpec]  # the descriptor's cases by name, as it resolves them
+
+
+def embedded_cases(descriptor: str | Path = paths.EMBEDDED_DESCRIPTOR,
+                   names: tuple[str, ...] = ("hf-bf16", "vllm-pp1")) -> EmbeddedCases:
+    loaded = load_descriptor(descriptor)
+    specs = {s.name: s for s in loaded.case_specs([FLOAT32_CASE, *names])}
+    semantic = loaded.host_golden("semantic")
+    float32 = dataclasses.replace(specs.pop(FLOAT32_CASE), name=EFFECT_CASE, golden_path=str(semantic),
+                                  golden_kind="semantic", bound=None, bucket_bounds={})
+    return EmbeddedCases(float32, specs)
+
+
+def on_model(spec: CaseSpec, folder: str | Path, digest: str | None = None) -> CaseSpec:
+    """The case run on another checkpoint folder (its digest computed unless given)."""
+    return dataclasses.replace(spec, model_path=str(folder), model_digest=digest or model_digest(folder))
+
+
+def largest_error(result: CaseResult) -> float:
+    """The case's largest max_probability_error; a prompt that could not be scored counts as infinite."""
+    error = result.max_probability_error
+    return math.inf if error is None or math.isnan(error) else error
+
+
+def hf_float32_effect(folder: str | Path, cases: EmbeddedCases | None = None, digest: str | None = None) -> float:
+    cases = cases or embedded_cases()
+    return largest_error(run_case(on_model(cases.float32, folder, digest)))
+
+
+# One case in a fresh interpreter: an engine that starts worker processes (vLLM) is started once per
+# process, so each launch gets its own and leaves nothing behind in the caller.
+_FRESH = """
+import json, sys
+from kit.case.runner import run_case
+from kit.core.results import save_case_result
+from kit.core.spec import CaseSpec
+save_case_result(run_case(CaseSpec.from_dict(json.load(sys.stdin))), sys.argv[1])
+"""
+
+
+def run_case_fresh(spec: CaseSpec, timeout_s: float | None = None) -> CaseResult:
+    """``run_case`` in a new Python process of this environment, for engines launched once per process."""
+    with tempfile.TemporaryDirectory(prefix="fault-case-") as tmp:
+        out = Path(tmp) / "result.json"
+        proc = subprocess.run([sys.executable, "-c", _FRESH, str(out)], input=json.dumps(spec.to_dict()),
+                              capture_output=True, text=True, timeout=timeout_s or 2 * spec.timeout_s)
+        if proc.returncode != 0 or not out.is_file():
+            tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
+            raise RuntimeError(f"case {spec.name} on {spec.model_path} exited {proc.returncode}: {tail}")
+        return load_case_result(out)
+
+
+def failed_by(result: CaseResult) -> tuple[str, ...]:
+    """Which tests failed the case: a prompt over its bound, a winner change, a golden token missing from
+    the backend's top tokens, the drift test, other (a non-finite logprob, an exact mismatch)."""
+    seen = []
+    for line in result.failures:
+        if line.startswith("drift"):
+            kind = DRIFT
+        elif "> bound" in line:
+            kind = BOUND
+        elif "winner changed" in line or "greedy token" in line:
+            kind = WINNER
+        elif "is missing from the backend" in line:
+            kind = MISSING
+        else:
+            kind = OTHER
+        if kind not in seen:
+            seen.append(kind)
+    return tuple(seen)
