@@ -14,12 +14,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from kit.backends.base import LOG_PREFIX_ENV, log_tail
 from kit.case.runner import run_case
 from kit.core import paths
 from kit.core.modeldigest import model_digest
@@ -72,6 +74,7 @@ def hf_float32_effect(folder: str | Path, cases: EmbeddedCases | None = None, di
 # process, so each launch gets its own and leaves nothing behind in the caller.
 _FRESH = """
 import json, sys
+from kit.backends.base import LOG_PREFIX_ENV, log_tail
 from kit.case.runner import run_case
 from kit.core.results import save_case_result
 from kit.core.spec import CaseSpec
@@ -80,13 +83,16 @@ save_case_result(run_case(CaseSpec.from_dict(json.load(sys.stdin))), sys.argv[1]
 
 
 def run_case_fresh(spec: CaseSpec, timeout_s: float | None = None) -> CaseResult:
-    """``run_case`` in a new Python process of this environment, for engines launched once per process."""
+    """``run_case`` in a new Python process of this environment, for engines launched once per process.
+    The engine's logs go to a temporary folder that goes with the call (a failure shows their tail)."""
     with tempfile.TemporaryDirectory(prefix="fault-case-") as tmp:
         out = Path(tmp) / "result.json"
+        env = {**os.environ, LOG_PREFIX_ENV: str(Path(tmp) / spec.name)}
         proc = subprocess.run([sys.executable, "-c", _FRESH, str(out)], input=json.dumps(spec.to_dict()),
-                              capture_output=True, text=True, timeout=timeout_s or 2 * spec.timeout_s)
+                              capture_output=True, text=True, env=env, timeout=timeout_s or 2 * spec.timeout_s)
         if proc.returncode != 0 or not out.is_file():
-            tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
+            logs = "".join(log_tail(p, 5) + "\n" for p in sorted(Path(tmp).glob("*.log")))
+            tail = "\n".join((logs + proc.stderr).strip().splitlines()[-10:])
             raise RuntimeError(f"case {spec.name} on {spec.model_path} exited {proc.returncode}: {tail}")
         return load_case_result(out)
 
