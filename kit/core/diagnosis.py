@@ -164,11 +164,17 @@ def _verdict(d: Diagnosis) -> tuple[str, str]:
                          "and the candidate alone cannot establish qualification")
     same = set(ctl) == set(new) and all(r.same_metrics for r in d.rows if r.case in ctl)
     if same:
-        how = "within the measured noise" if any(r.noise_floor for r in d.rows if r.case in ctl) else "identical"
-        return BLOCKER, (f"{cur} reproduces the candidate's failure of {_names(ctl)} with {how} metrics: "
+        return BLOCKER, (f"{cur} reproduces the candidate's failure of {_names(ctl)} with {sameness(d)}: "
                          "the golden or the oracle is broken; repair it before any candidate can qualify")
     return BOTH_BROKEN, (f"both releases fail, differently: {cur} fails {_names(ctl)}, "
                          f"{cand} fails {_names(new)}; repair the baseline first, then judge the candidate")
+
+
+def sameness(d: Diagnosis) -> str:
+    """How the pin's failures matched the candidate's: bit for bit, or within the largest noise floor the
+    failing cases' repeats measured (the evidence must not call the latter identical)."""
+    noise = max((r.noise_floor for r in d.rows if r.case in d.control_failures), default=0.0)
+    return f"metrics equal within the measured noise ({noise:.3g})" if noise else "identical metrics"
 
 
 def _incomplete_lines(label: str, view: RunView) -> list[str]:
@@ -178,9 +184,9 @@ def _incomplete_lines(label: str, view: RunView) -> list[str]:
         if r is None:
             lines.append(f"{label}: case {name} is missing (no result was recorded)")
         elif r.status in (ERROR, TIMEOUT):
-            where = paths.display(r.notebook) if r.notebook else "no notebook"
+            where = f"partial notebook {paths.display(r.notebook)}" if r.notebook else "no notebook was kept"
             what = "timed out" if r.status == TIMEOUT else "errored"
-            lines.append(f"{label}: case {name} {what}; partial notebook {where}")
+            lines.append(f"{label}: case {name} {what}; {where}")
     return lines
 
 

@@ -201,14 +201,14 @@ def _worst_per_backend(label: str, view) -> list[str]:
 
 
 def _repair_first(d, cur) -> str:
-    from kit.core.diagnosis import BLOCKER
+    from kit.core.diagnosis import BLOCKER, sameness
 
     goldens = sorted({Path(cur.results[c].golden_path).name for c in d.control_failures
                       if cur is not None and c in cur.results and cur.results[c].golden_path})
     backends = sorted({r.backend for r in d.rows if r.case in d.control_failures and r.backend})
     if d.verdict == BLOCKER and d.candidate_failures:
-        head = (f"The control ({md(d.current, code=True)}) reproduced the candidate's failure with identical "
-                "metrics, so the candidate is not at fault.")
+        head = (f"The control ({md(d.current, code=True)}) reproduced the candidate's failure with {sameness(d)}, "
+                "so the candidate is not at fault.")
     else:
         head = f"The control ({md(d.current, code=True)}) fails on its own."
     named = ", ".join(md(g, code=True) for g in goldens) or "its golden"

@@ -1,0 +1,134 @@
+"""The control diagnosis on the verdicts a control cannot reach cheaply end to end: two cases, failures
+equal within the measured noise, both releases broken on different cases, errored and missing cases.
+Each case result is real: the case runner scores a stand-in engine (the golden's own logprobs, moved)
+against the embedded semantic golden, repeats and noise floor included."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from kit.case import runner
+from kit.core.diagnosis import BOTH_BROKEN, INCOMPLETE, QUALIFIED, REGRESSION, diagnose
+from kit.core.exitcodes import ExitCode
+from kit.core.golden import load_golden
+from kit.core.records import ERROR, FAILED, PASSED, CaseResult, Observation
+from kit.core.results import RunView
+from kit.descriptor.load import load_descriptor
+
+FAILS = -0.5  # every logprob 0.5 lower: each prompt's error is 0.39 of its top probability, > 0.075 here
+PASSES = 0.0
+
+
+class Moved:
+    """An engine that answers with the golden's logprobs moved by ``shift``, and by ``jitter`` more on each
+    later call (a noisy engine's repeats)."""
+
+    def __init__(self, golden_path: str, shift: float, jitter: float):
+        self.tops = load_golden(golden_path).prompts
+        self.shift, self.jitter, self.calls = shift, jitter, 0
+
+    def observe(self, prompts, top_n):
+        offset = self.shift + self.jitter * self.calls
+        self.calls += 1
+        return [Observation(p.id, tuple((t, lp + offset) for t, lp in self.tops[p.id]), p.n_tokens) for p in prompts]
+
+    def release(self) -> dict:
+        return {"backend": "moved", "shift": self.shift}
+
+    def details(self) -> dict:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def base(embedded):
+    spec = load_descriptor(embedded.descriptor).case_specs(["hf-bf16"])[0]
+    return dataclasses.replace(spec, buckets=[128])  # 16 prompts
+
+
+@pytest.fixture
+def scored(base, monkeypatch):
+    """Run a case (named ``name``) through the real runner and scoring, against an engine moved by ``shift``."""
+    def run(name: str, shift: float, jitter: float = 0.0, repeats: int = 1) -> CaseResult:
+        monkeypatch.setattr(runner, "open_backend", lambda spec: Moved(spec.golden_path, shift, jitter))
+        spec = dataclasses.replace(base, name=name, repeats=repeats,
+                                   repeat_prompts=["chat-sharegpt-00"] if repeats > 1 else None)
+        return runner.run_case(spec)
+    return run
+
+
+def view(release: str, cases: list[str], *results: CaseResult) -> RunView:
+    manifest = {"cases": cases, "release": {"name": release}}
+    return RunView(run_dir=None, manifest=manifest, results={r.case: r for r in results}, sources={})
+
+
+def test_a_two_case_control_judges_each_case(scored):
+    a, b = scored("a", PASSES), scored("b", PASSES)
+    assert (a.status, b.status) == (PASSED, PASSED)
+    d = diagnose(view("current", ["a", "b"], a, b), view("candidate", ["a", "b"], a, scored("b", FAILS)))
+    assert (d.verdict, d.exit_code) == (REGRESSION, ExitCode.FAILED)
+    assert d.reason == ("the candidate `candidate` fails `b`, which today's pin `current` passes: "
+                        "a regression in the candidate")
+    assert [(r.case, r.control_status, r.candidate_status) for r in d.rows] == [
+        ("a", PASSED, PASSED), ("b", PASSED, FAILED)]
+    assert d.failure_messages == ["candidate (candidate): b failed"]
+    d = diagnose(view("current", ["a", "b"], a, b), view("candidate", ["a", "b"], a, b))
+    assert d.verdict == QUALIFIED
+    assert d.reason == "the candidate `candidate` passes all 2 cases, and so does today's pin `current`"
+
+
+def test_failures_equal_within_the_measured_noise_are_a_baseline_blocker(scored):
+    control = scored("a", FAILS)
+    # The candidate's engine moves every logprob by 1e-4 more than the pin's, and its repeats of one prompt
+    # spread by 1e-2: the difference is inside the noise the candidate measured.
+    noisy = scored("a", FAILS - 1e-4, jitter=1e-2, repeats=2)
+    assert control.status == noisy.status == FAILED
+    assert control.max_probability_error != noisy.max_probability_error
+    noise = noisy.noise_floor
+    assert noise > 1e-3
+    d = diagnose(view("current", ["a"], control), view("candidate", ["a"], noisy))
+    assert (d.verdict, d.exit_code) == ("baseline-blocker", ExitCode.BLOCKER)
+    assert d.rows[0].same_metrics is True and d.rows[0].noise_floor == noise
+    assert d.reason == (f"today's pin `current` reproduces the candidate's failure of `a` with metrics equal within "
+                        f"the measured noise ({noise:.3g}): the golden or the oracle is broken; repair it before "
+                        "any candidate can qualify")
+    # The same difference where nothing measured a noise floor is a different failure.
+    quiet = scored("a", FAILS - 1e-4)
+    d = diagnose(view("current", ["a"], control), view("candidate", ["a"], quiet))
+    assert d.verdict == BOTH_BROKEN and d.rows[0].same_metrics is False
+
+
+def test_both_broken_on_different_cases(scored):
+    a_fails, a_passes = scored("a", FAILS), scored("a", PASSES)
+    b_fails, b_passes = scored("b", FAILS), scored("b", PASSES)
+    d = diagnose(view("current", ["a", "b"], a_fails, b_passes), view("candidate", ["a", "b"], a_passes, b_fails))
+    assert (d.verdict, d.exit_code) == (BOTH_BROKEN, ExitCode.BLOCKER)
+    assert (d.control_failures, d.candidate_failures) == (["a"], ["b"])
+    assert d.reason == ("both releases fail, differently: today's pin `current` fails `a`, the candidate `candidate` "
+                        "fails `b`; repair the baseline first, then judge the candidate")
+    assert d.failure_messages == ["current (control): a failed", "candidate (candidate): b failed"]
+
+
+def test_errored_and_missing_cases_are_incomplete_whatever_else_failed(scored, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    notebook = tmp_path / "current" / "cases" / "a.ipynb"
+    errored = CaseResult(case="a", backend="hf", status=ERROR, notebook=str(notebook),
+                         error="cell 3 raised RuntimeError: engine died")
+    b_fails = scored("b", FAILS)
+    d = diagnose(view("current", ["a", "b"], errored, b_fails), view("candidate", ["a", "b"], scored("a", PASSES)))
+    lines = ["current: case a errored; partial notebook current/cases/a.ipynb",
+             "candidate: case b is missing (no result was recorded)"]
+    assert (d.verdict, d.exit_code) == (INCOMPLETE, ExitCode.INCOMPLETE)
+    assert d.incomplete == lines
+    assert d.reason == f"the gate did not finish: {lines[0]}; {lines[1]}"
+    assert [(r.case, r.control_status, r.candidate_status) for r in d.rows] == [("a", ERROR, PASSED),
+                                                                                ("b", FAILED, "missing")]
+    assert d.failure_messages == [*lines, "current (control): b failed"]
+    # An errored case without a notebook says so.
+    errored.notebook = None
+    d = diagnose(view("current", ["a"], errored), view("candidate", ["a"], scored("a", PASSES)))
+    assert d.incomplete == ["current: case a errored; no notebook was kept"]
