@@ -184,3 +184,61 @@ def install_backend_plugin(site: Path, backend: str, package: str, files: dict[s
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package.replace('_', '-')}\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(f"[parity_kit.backends]\n{backend} = {package}:BACKEND\n")
     return site
+
+
+# A backend plugin whose engine replays the golden it is given, every logprob divided by its `temperature`
+# option: it agrees with any golden at 1.0 and disagrees at other temperatures.
+ECHO_PLUGIN = {
+    "__init__.py": '''
+from kit.backends.base import BackendInfo
+
+BACKEND = BackendInfo(name="echo", summary="replays the golden (a test plugin)", runtime="echo_backend.runtime",
+                      options="echo_backend.options:EchoOptions")
+''',
+    "options.py": '''
+from pydantic import Field
+
+from kit.backends.options import BackendOptions
+
+
+class EchoOptions(BackendOptions):
+    temperature: float = Field(default=1.0, gt=0)
+''',
+    "runtime.py": '''
+import json
+
+from kit.core.records import Observation
+
+
+class Echo:
+    name = "echo"
+
+    def __init__(self, golden_path, temperature):
+        doc = json.loads(open(golden_path).read())
+        self.tops = {c["id"]: c["top_logprobs"] for c in doc["cases"]}
+        self.temperature = temperature
+
+    def release(self):
+        return {"backend": "echo", "temperature": self.temperature}
+
+    def observe(self, prompts, top_n):
+        return [Observation(p.id, tuple((e["token_id"], e["logprob"] / self.temperature) for e in self.tops[p.id]),
+                            p.n_tokens) for p in prompts]
+
+    def details(self):
+        return {}
+
+    def close(self):
+        pass
+
+
+def open_backend(spec):
+    return Echo(spec.golden_path, **spec.options)
+''',
+}
+
+
+def install_echo_plugin(folder: Path) -> dict:
+    """The echo plugin installed into ``folder``; returns the env that puts it on the path."""
+    install_backend_plugin(folder, "echo", "echo_backend", ECHO_PLUGIN)
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))}

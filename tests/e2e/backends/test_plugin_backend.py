@@ -9,64 +9,8 @@ Its engine replays the golden, scaled by an option, so the same plugin can pass 
 from __future__ import annotations
 
 import json
-import os
 
-from support import install_backend_plugin, parity_kit, write_descriptor
-
-PACKAGE = {
-    "__init__.py": '''
-from kit.backends.base import BackendInfo
-
-BACKEND = BackendInfo(name="echo", summary="replays the golden (a test plugin)", runtime="echo_backend.runtime",
-                      options="echo_backend.options:EchoOptions")
-''',
-    "options.py": '''
-from pydantic import Field
-
-from kit.backends.options import BackendOptions
-
-
-class EchoOptions(BackendOptions):
-    temperature: float = Field(default=1.0, gt=0)
-''',
-    "runtime.py": '''
-import json
-
-from kit.core.records import Observation
-
-
-class Echo:
-    name = "echo"
-
-    def __init__(self, golden_path, temperature):
-        doc = json.loads(open(golden_path).read())
-        self.tops = {c["id"]: c["top_logprobs"] for c in doc["cases"]}
-        self.temperature = temperature
-
-    def release(self):
-        return {"backend": "echo", "temperature": self.temperature}
-
-    def observe(self, prompts, top_n):
-        return [Observation(p.id, tuple((e["token_id"], e["logprob"] / self.temperature) for e in self.tops[p.id]),
-                            p.n_tokens) for p in prompts]
-
-    def details(self):
-        return {}
-
-    def close(self):
-        pass
-
-
-def open_backend(spec):
-    return Echo(spec.golden_path, **spec.options)
-''',
-}
-
-
-def install_plugin(folder):
-    install_backend_plugin(folder, "echo", "echo_backend", PACKAGE)
-    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))}
-
+from support import install_echo_plugin, parity_kit, write_descriptor
 
 def echo_descriptor(tmp_path, embedded, **options):
     case = {"backend": "echo", "golden": "semantic", "bound": 0.05, "buckets": [256], **options}
@@ -74,7 +18,7 @@ def echo_descriptor(tmp_path, embedded, **options):
 
 
 def test_a_plugin_backend_is_listed_validated_and_gated(tmp_path, embedded):
-    env = install_plugin(tmp_path / "site")
+    env = install_echo_plugin(tmp_path / "site")
     listed = parity_kit("spec", echo_descriptor(tmp_path / "a", embedded), "echo", env=env)
     assert listed.returncode == 0, listed.stderr
     spec = json.loads(listed.stdout)
@@ -92,7 +36,7 @@ def test_a_plugin_backend_is_listed_validated_and_gated(tmp_path, embedded):
 
 
 def test_a_plugin_option_typo_and_an_unregistered_backend_are_refused(tmp_path, embedded):
-    env = install_plugin(tmp_path / "site")
+    env = install_echo_plugin(tmp_path / "site")
     typo = parity_kit("gate", echo_descriptor(tmp_path / "a", embedded, temprature=1.0), "--out", tmp_path / "r",
                       env=env)
     assert typo.returncode == 3 and "cases.echo.temprature: unknown key" in typo.stderr
@@ -104,7 +48,7 @@ def test_a_plugin_option_typo_and_an_unregistered_backend_are_refused(tmp_path, 
 
 
 def test_a_plugin_that_fails_to_import_is_named_with_its_error(tmp_path, embedded):
-    env = install_plugin(tmp_path / "site")
+    env = install_echo_plugin(tmp_path / "site")
     (tmp_path / "site" / "echo_backend" / "__init__.py").write_text("import no_such_engine\n")
     proc = parity_kit("gate", echo_descriptor(tmp_path / "a", embedded), "--out", tmp_path / "r", env=env)
     assert proc.returncode == 3

@@ -17,7 +17,8 @@ from kit.core import paths
 from kit.core.diagnosis import compare_case, metrics_equal
 from kit.core.records import RepeatSpread
 from kit.core.results import read_run
-from support import BROKEN_SILU, HUNG, add_kernel, copy_model, edit_weight, parity_kit, releases, write_descriptor
+from support import (BROKEN_SILU, HUNG, add_kernel, copy_model, edit_weight, install_echo_plugin, parity_kit, releases,
+                     write_descriptor)
 
 
 # A candidate environment whose activation differs: the kind of change a new engine build brings.
@@ -88,6 +89,35 @@ def test_candidate_that_changes_the_model_is_a_regression(tmp_path, embedded):
             f"prompt `{w.id}` (bucket {w.bucket}): max probability error {w.max_probability_error:.3g}, "
             f"bound 0.075") in evidence
     assert "Repair first" not in evidence  # nothing is wrong with the baseline
+
+
+# A candidate whose SiLU is wrong in bfloat16 only: float32 cases compute as before.
+BROKEN_BF16_SILU = """import torch, torch.nn.functional as F
+_silu = F.silu
+F.silu = lambda x, inplace=False: x * torch.sigmoid(2.0 * x) if x.dtype == torch.bfloat16 else _silu(x, inplace)
+"""
+
+
+def test_two_case_control_names_the_one_case_that_regressed(tmp_path, embedded):
+    env = add_kernel(tmp_path / "jupyter", "bf16-broken-next", BROKEN_BF16_SILU)
+    cases = {n: {**embedded.doc["cases"][n], "buckets": [128]} for n in ("checkpoint", "hf-bf16")}
+    desc = write_descriptor(tmp_path, embedded, cases=cases, releases=releases(candidate="bf16-broken-next"))
+    out = tmp_path / "control"
+    proc = parity_kit("control", desc, "--out", out, "--no-summary", env=env, timeout=900)
+    assert proc.returncode == 1, proc.stderr
+    d = json.loads((out / "diagnosis.json").read_text())
+    assert d["verdict"] == "regression"
+    assert d["reason"] == ("the candidate `candidate` fails `hf-bf16`, which today's pin `current` passes: "
+                           "a regression in the candidate")
+    assert [(r["case"], r["control_status"], r["candidate_status"]) for r in d["rows"]] == [
+        ("checkpoint", "passed", "passed"), ("hf-bf16", "passed", "failed")]
+    checkpoint = d["rows"][0]
+    assert checkpoint["same_metrics"] is True and checkpoint["delta"] == 0  # bit for bit on both sides
+    assert d["rows"][1]["delta"] > 0 and d["candidate_failures"] == ["hf-bf16"] and d["control_failures"] == []
+    for side in ("current", "candidate"):
+        assert json.loads((out / side / "manifest.json").read_text())["cases"] == ["checkpoint", "hf-bf16"]
+    assert (out / "evidence.md").read_text().startswith("# Refresh blocked: test — regression in the candidate "
+                                                        "(hf-bf16)\n")
 
 
 def test_stale_golden_is_a_baseline_blocker(tmp_path, embedded, stale_golden):
@@ -241,6 +271,29 @@ def test_golden_regen_diffs_and_refuses_with_one_backend(tmp_path, embedded, sta
     # Scaling the output layer sharpens every distribution and keeps every winner.
     assert f"-> new `{new.name}`: 64 of 64 cases moved" in report and "0 winners changed" in report
     assert sum(line.startswith("| `") for line in report.splitlines()) == 20 and "| ... 44 more | | |" in report
+    assert sorted(p.name for p in old.parent.iterdir()) == [old.name]  # nothing placed, the old one untouched
+    assert old.read_bytes() == stale_golden.read_bytes()
+
+
+def test_golden_regen_refuses_a_golden_the_second_backend_disagrees_with(tmp_path, embedded, stale_golden):
+    """Two backends check the new golden and one disagrees (the echo plugin at temperature 1.3 moves every
+    probability): one agreeing backend is not enough, so nothing is placed."""
+    env = install_echo_plugin(tmp_path / "site")
+    old = golden_copy(tmp_path / "goldens", stale_golden)
+    cases = {"hf-bf16": embedded.doc["cases"]["hf-bf16"],
+             "echo": {"backend": "echo", "golden": "semantic", "bound": 0.05, "temperature": 1.3}}
+    desc = write_descriptor(tmp_path, embedded, goldens={**embedded.goldens, "semantic": old}, cases=cases)
+    work = tmp_path / "regen"
+    proc = parity_kit("golden", "regen", desc, "--out", work, env=env)
+    assert proc.returncode == 1, proc.stderr
+    new = work / f"{embedded.fixture.name[:12]}-tiny-llama-{embedded.doc['model']['digest'][:12]}-semantic.json"
+    assert proc.stdout.strip() == str(new)
+    report = (work / "regen.md").read_text()
+    assert (f"**Refused:** at least 2 backends must agree with it; 1 did (hf). The candidate golden stays at "
+            f"`{new}` and nothing was placed.") in report
+    assert "| echo | no | echo |" in report and "| hf | yes | — |" in report
+    checked = json.loads((work / "check" / "result.json").read_text())["cases"]
+    assert {n: c["status"] for n, c in checked.items()} == {"hf-bf16": "passed", "echo": "failed"}
     assert sorted(p.name for p in old.parent.iterdir()) == [old.name]  # nothing placed, the old one untouched
     assert old.read_bytes() == stale_golden.read_bytes()
 
