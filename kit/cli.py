@@ -279,6 +279,22 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("case", help="the case's name")
     sp.set_defaults(func=_spec)
 
+    cal = sub.add_parser("calibrate", help="measure semantic cases' clean variation; write calibration records",
+                         description="Scores each semantic case's clean variants (one engine launch each) in\n"
+                                     "calibrate.ipynb, then writes calibrations/<sha256>.json: the samples, the\n"
+                                     "bounds the rule derives from them, and where they were measured. A case\n"
+                                     "uses one with calibration = \"<path>\" in place of its bound.",
+                         epilog=epilog(ExitCode.PASSED, ExitCode.INCOMPLETE, ExitCode.BAD_INPUT, ExitCode.INTERRUPTED))
+    cal.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR),
+                     help="descriptor TOML (default: the embedded tiny-cpu descriptor)")
+    cal.add_argument("--case", action="append", dest="cases", help="calibrate only this case (repeatable; "
+                     "default: every semantic case)")
+    cal.add_argument("--out", help="calibration directory to create (default: runs/calibrate-<name>-<time>-<id>)")
+    cal.add_argument("--resume", metavar="DIR", help="continue a calibration directory, reusing its finished samples")
+    cal.add_argument("--to", default="calibrations", help="folder of the records (default: calibrations)")
+    cal.add_argument("--list-variants", action="store_true", help="print the variants of the one --case as JSON")
+    cal.set_defaults(func=_calibrate)
+
     d = sub.add_parser("digest", help="print the model digest of a folder", epilog=_exits("printed"))
     d.add_argument("model", help="model folder")
     d.set_defaults(func=_digest)
@@ -362,6 +378,24 @@ def _kernels(args) -> int:
         state = f"installed ({row['location']})" if row["installed"] else f"MISSING: {row['hint']}"
         print(f"{row['kernel']}: {state}; cases: {', '.join(row['cases'])}")
     return 0 if all(r["installed"] for r in rows) else 1
+
+
+def _calibrate(args) -> int:
+    from kit.calibrate.run import calibrate, variants_for
+
+    if args.list_variants:
+        from kit.descriptor.load import load_descriptor
+
+        if not args.cases or len(args.cases) != 1:
+            raise BadInput("--list-variants needs exactly one --case")
+        spec = load_descriptor(args.descriptor).case_specs(args.cases, resolve_calibration=False)[0]
+        print(json.dumps(variants_for(spec)))
+        return 0
+    done = calibrate(args.descriptor, only=args.cases, out=args.out, resume=args.resume, to=args.to,
+                     command=_command("calibrate"))
+    for c in done:
+        print(c.path if c.path else f"{c.case}: error: {c.error}")
+    return ExitCode.INCOMPLETE if any(c.error for c in done) else ExitCode.PASSED
 
 
 def _spec(args) -> int:

@@ -15,3 +15,25 @@ class BackendOptions(BaseModel):
         """The options that make the engine load code beyond the kit's own, as (key, what it loads):
         the descriptor layer warns about each. None by default."""
         return []
+
+    def calibration_variants(self) -> list[dict]:
+        """The clean variants ``parity-kit calibrate`` scores, one engine launch each: the case as set, the
+        backend's own implementation variants (``implementation_variants``), and a second launch (an
+        engine that is not deterministic across launches shows it there). A variant that changes nothing
+        of this case's options is dropped: it would count one measurement twice."""
+        current = self.model_dump()
+        variants = [{"name": "as-set", "overrides": {}, "why": "the case as the descriptor sets it"}]
+        seen = [current]
+        for name, overrides, why in self.implementation_variants():
+            effective = {**current, **overrides}
+            if effective in seen:
+                continue
+            seen.append(effective)
+            variants.append({"name": name, "overrides": overrides, "why": why})
+        variants.append({"name": "as-set", "overrides": {}, "launch": 2,
+                         "why": "a second launch: nondeterminism across launches"})
+        return variants
+
+    def implementation_variants(self) -> list[tuple[str, dict, str]]:
+        """(name, option overrides, why a healthy release may differ so): none unless the backend says."""
+        return []

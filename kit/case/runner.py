@@ -14,7 +14,9 @@ from pathlib import Path
 from kit.backends.base import Backend
 from kit.backends.registry import open_backend
 from kit.core import contract
+from kit.core.calibration import case_device
 from kit.core.coverage import prompt_mismatch
+from kit.core.drift import drift_test
 from kit.core.errors import BadInput
 from kit.core.fixture import Prompt, load_fixture
 from kit.core.golden import check_golden_matches_fixture, hardware, load_golden
@@ -23,6 +25,7 @@ from kit.core.progress import BucketDone, ProgressWriter
 from kit.core.records import FAILED, PASSED, CaseResult, Observation, RepeatSpread
 from kit.core.results import now_iso, save_case_result
 from kit.core.scoring import bound_for, repeat_spread, score_prompt
+from kit.core.runtime import accelerator
 from kit.core.spec import CaseSpec
 
 
@@ -104,18 +107,48 @@ def run_case(spec: CaseSpec) -> CaseResult:
         for p, obs in zip(prompts, observations)
     ]
     failures = [f for s in scores for f in s.failures]
+    drift = None
+    if spec.calibration is not None:
+        check_accelerator(spec)
+        if spec.drift:
+            drift = drift_test(scores, spec.calibration)
+            failures += drift.failures
     spreads = [repeat_spread(p.id, runs[p.id], spec.repeat_launches) for p in repeated] if spec.repeated else []
     if spec.exact_repeats:
         failures += [_not_exact(r) for r in spreads if not r.identical]
     return CaseResult(
         case=spec.name, backend=spec.backend, status=FAILED if failures else PASSED,
         golden_kind=golden.kind, golden_path=str(golden.path), bound=spec.bound,
-        bucket_bounds=dict(spec.bucket_bounds), options=dict(spec.options), release=release, details=details,
+        bucket_bounds=dict(spec.bucket_bounds), bound_source=bound_source(spec, exact),
+        drift=drift.to_dict() if drift else None, options=dict(spec.options), release=release, details=details,
         fixture_sha256=fixture.sha256, model_digest=model_digest, golden_sha256=golden.sha256,
         inputs_digest=spec.inputs_digest(fixture.sha256, golden.sha256),
         started_at=started, finished_at=now_iso(), duration_s=time.perf_counter() - t0, scoring_s=scoring_s,
         prompts=scores, repeat_spread=spreads, failures=failures, notes=notes,
     )
+
+
+def bound_source(spec: CaseSpec, exact: bool) -> dict:
+    """Where the case's bounds came from, for every reader of its result."""
+    if exact:
+        return {"kind": "exact"}
+    cal = spec.calibration
+    if cal is None:
+        return {"kind": "hand-set"}
+    return {"kind": "calibrated", "record": cal["sha256"], "path": cal.get("path"), "rule": cal["rule"],
+            "noise": cal["noise"], "noise_class": cal["noise_class"],
+            "measured_on": cal["fingerprint"].get("runtime", {}), "release": cal["fingerprint"].get("release", {})}
+
+
+def check_accelerator(spec: CaseSpec) -> None:
+    """The GPU (or CPU) a calibration measured must be the one this case computes on: another class of
+    hardware has other noise. Only the kernel knows which GPU it has."""
+    cal = spec.calibration or {}
+    measured = (cal.get("fingerprint", {}).get("runtime", {}).get("accelerator") or {}).get("name")
+    here = accelerator(case_device(spec.options))["name"]
+    if measured and measured != here and "accelerator" not in cal.get("accept", []):
+        raise BadInput(f"case {spec.name}: calibration {str(cal.get('path') or cal.get('sha256'))} measured noise on "
+                       f"{measured}, this case runs on {here} (set accept_noise_changes = [\"accelerator\"] to use it)")
 
 
 class BackendMismatch(Exception):

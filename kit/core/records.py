@@ -55,6 +55,8 @@ class PromptScore:
     backend_top_probability: float
     winner_gap: float
     missing_tokens: list[int] = field(default_factory=list)
+    # p_backend(golden top token) - p_golden(golden top token), signed: what the drift test follows.
+    top_probability_shift: float | None = None
     exact_match: bool | None = None
     failures: list[str] = field(default_factory=list)
     # Top tokens side by side, so a reader sees how it failed, not only that it did.
@@ -100,6 +102,11 @@ class CaseResult:
     golden_path: str | None = None
     bound: float | None = None
     bucket_bounds: dict[str, float] = field(default_factory=dict)
+    # Where the bounds came from: {"kind": "hand-set"}, or {"kind": "calibrated", "record": sha256,
+    # "rule": ..., "noise": ..., "fingerprint": the runtime the noise was measured on}.
+    bound_source: dict[str, Any] = field(default_factory=dict)
+    # The drift test over all prompts (kit.core.drift.DriftResult as a dict); None when not run.
+    drift: dict[str, Any] | None = None
     options: dict[str, Any] = field(default_factory=dict)
     release: dict[str, Any] = field(default_factory=dict)
     # How the backend computed this case (attention per bucket, repeat spread, ...): facts a
@@ -145,6 +152,19 @@ class CaseResult:
         return max(errors, default=None)
 
     @property
+    def headroom(self) -> float | None:
+        """The largest error / bound over the prompts: 1 is at the bound; None without bounds."""
+        ratios = [p.max_probability_error / p.bound for p in self.prompts
+                  if p.bound and _is_number(p.max_probability_error)]
+        return max(ratios, default=None)
+
+    @property
+    def calibrated_noise(self) -> float | None:
+        """The noise the case's calibration measured (its largest per-prompt range), None if hand-set."""
+        value = self.bound_source.get("noise") if self.bound_source else None
+        return float(value) if isinstance(value, (int, float)) else None
+
+    @property
     def noise_floor(self) -> float | None:
         """The largest probability spread across repeats, None when nothing was repeated."""
         return max((r.max_probability_spread for r in self.repeat_spread), default=None)
@@ -159,6 +179,7 @@ class CaseResult:
         d["max_probability_error"] = self.max_probability_error
         d["counts"] = self.counts()
         d["noise_floor"] = self.noise_floor
+        d["headroom"] = self.headroom
         return json_safe(d)
 
     @classmethod

@@ -88,3 +88,47 @@ def runtime_match(made_on: str, host: str) -> str | None:
     if not has_level(made_on) and made_on == without_level(host):
         return "legacy"
     return None
+
+
+# What moves numerics besides the code: the libraries that compute, and the environment variables that
+# pick their kernels, threads and precision.
+NUMERIC_PACKAGES = ("torch", "transformers", "jax", "jaxlib", "vllm", "numpy", "levanter", "haliax", "equinox",
+                    "safetensors", "intel-openmp", "mkl")
+NUMERIC_ENV_PREFIXES = ("OMP_", "MKL_", "OPENBLAS_", "KMP_", "ONEDNN_", "DNNL_", "XLA_", "JAX_", "TF_", "CUDA_",
+                        "CUBLAS_", "CUDNN_", "NVIDIA_", "NCCL_", "TORCH_", "TORCHINDUCTOR_", "PYTORCH_", "VLLM_")
+
+
+def accelerator(device: str = "cpu") -> dict[str, str]:
+    """The device a case computes on: "cpu", or the GPU's name and driver (from nvidia-smi, which every
+    CUDA node has; no torch or jax import needed)."""
+    if not device.startswith("cuda"):
+        return {"name": "cpu", "driver": ""}
+    import shutil
+    import subprocess
+
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return {"name": "cuda (unknown GPU)", "driver": ""}
+    try:
+        out = subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {"name": "cuda (unknown GPU)", "driver": ""}
+    name, _, driver = (out.splitlines() or [""])[0].partition(",")
+    return {"name": name.strip() or "cuda (unknown GPU)", "driver": driver.strip()}
+
+
+def numerics_fingerprint(device: str = "cpu") -> dict:
+    """The runtime a measurement of noise holds for: hardware, accelerator, numeric packages, environment."""
+    import os
+    from importlib import metadata
+
+    packages = {}
+    for name in NUMERIC_PACKAGES:
+        try:
+            packages[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    env = {k: v for k, v in sorted(os.environ.items()) if k.startswith(NUMERIC_ENV_PREFIXES)}
+    return {"hardware": hardware(), "accelerator": accelerator(device), "python": platform.python_version(),
+            "packages": packages, "env": env}

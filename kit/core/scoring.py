@@ -9,6 +9,8 @@ golden logprobs g and backend logprobs a over the same tokens:
                              each side renormalized over that shared support
 - first_rank_agreement       golden top token == backend greedy token
 - winner_gap                 p_golden(golden top) - p_golden(backend greedy)
+- top_probability_shift      p_backend(golden top) - p_golden(golden top), signed (0 for the backend's
+                             probability when the token is not in its top-n); kit.core.drift follows it
 
 Repeated observations of one prompt (kit.case.runner runs them) are compared with each other:
 
@@ -97,6 +99,8 @@ def score_prompt(
         golden_top_token=golden_winner, golden_top_probability=g_prob[golden_winner],
         backend_top_token=backend_winner, backend_top_probability=math.exp(backend[0][1]),
         winner_gap=gap, missing_tokens=missing, exact_match=exact_match, failures=failures,
+        top_probability_shift=math.exp(a[golden_winner]) - g_prob[golden_winner] if golden_winner in a
+        else -g_prob[golden_winner],
         golden_top=_side(golden_top), backend_top=_side(backend),
     )
 
@@ -131,7 +135,7 @@ def _unscorable(prompt_id, bucket, observation, golden_top, bound, exact, failur
         max_probability_error=nan, top_probability_l1_error=nan, kl_shared=nan, first_rank_agreement=False,
         golden_top_token=golden_top[0][0], golden_top_probability=math.exp(golden_top[0][1]),
         backend_top_token=observation.top_logprobs[0][0] if observation.top_logprobs else -1,
-        backend_top_probability=nan, winner_gap=nan, exact_match=False if exact else None,
+        backend_top_probability=nan, winner_gap=nan, top_probability_shift=nan, exact_match=False if exact else None,
         failures=failures, golden_top=_side(golden_top), backend_top=_side(observation.top_logprobs),
     )
 

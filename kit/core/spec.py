@@ -39,6 +39,10 @@ class CaseSpec:
     repeat_launches: int = 1
     repeat_prompts: list[str] | None = None
     exact_repeats: bool = False
+    # The calibration record's reference (kit.core.calibration.CalibrationRecord.reference) when the
+    # case's bounds come from measured noise; its drift test runs unless ``drift`` is off.
+    calibration: dict[str, Any] | None = None
+    drift: bool = True
 
     @property
     def repeated(self) -> bool:

@@ -13,7 +13,9 @@ from pydantic import BaseModel, ValidationError
 
 from kit.backends import registry
 from kit.core import paths
+from kit.core.calibration import load_record, mismatch, noise_class
 from kit.core.errors import BadInput
+from kit.core.fixture import load_fixture
 from kit.core.golden import choose_for_host, load_golden, remake_command
 from kit.core.jsonio import read_input_bytes
 from kit.core.runtime import hardware
@@ -134,9 +136,11 @@ class LoadedDescriptor:
         own = self.cases[case].retries
         return self.doc.defaults.retries if own is None else own
 
-    def case_specs(self, only: list[str] | None = None, release: str | None = None) -> list[CaseSpec]:
+    def case_specs(self, only: list[str] | None = None, release: str | None = None,
+                   resolve_calibration: bool = True) -> list[CaseSpec]:
         """The resolved cases; under a named release each backend runs in that release's kernel,
-        with its engine options, and the release's identity becomes part of the case's inputs."""
+        with its engine options, and the release's identity becomes part of the case's inputs.
+        ``resolve_calibration=False`` leaves calibrated cases without bounds (what calibrating measures)."""
         d = self.doc.defaults
         rel = self.release(release) if release else None
         names = list(self.cases)
@@ -152,8 +156,9 @@ class LoadedDescriptor:
             if c.golden not in self.doc.goldens:
                 raise BadInput(f"{self.where('cases', name, 'golden')}: cases.{name}.golden: "
                                f"no [goldens] entry {c.golden!r} (have: {', '.join(self.doc.goldens)})")
-            if golden_kind(c.golden) == "semantic" and c.bound is None:
-                raise BadInput(f"{self.where('cases', name)}: cases.{name}: a semantic golden needs a `bound`")
+            if golden_kind(c.golden) == "semantic" and c.bound is None and c.calibration is None:
+                raise BadInput(f"{self.where('cases', name)}: cases.{name}: a semantic golden needs a `bound` "
+                               "or a `calibration` record")
             if c.exact_repeats and c.repeats == 1 and c.repeat_launches == 1:
                 raise BadInput(f"{self.where('cases', name, 'exact_repeats')}: cases.{name}.exact_repeats: "
                                "nothing is repeated; set `repeats` or `repeat_launches` above 1")
@@ -169,17 +174,44 @@ class LoadedDescriptor:
                                    f"(add [releases.{release}.backends.{c.backend}])")
                 c = case_schemas()[c.backend].model_validate({**self.doc.cases[name], **built.options})
                 kernel, identity = built.kernel, {"name": release, **built.identity()}
+            calibration = self.calibration(name, c, model) if c.calibration and resolve_calibration else None
             specs.append(CaseSpec(
                 name=name, backend=c.backend, kernel=kernel, notebook=str(notebook),
                 timeout_s=c.timeout_s or d.timeout_s, model_path=str(self.resolve(model.path)),
                 model_digest=model.digest, fixture_path=str(self.resolve(self.doc.fixture.path)),
                 golden_path=str(self.golden_path(c.golden)), golden_kind=golden_kind(c.golden),
                 bound=c.bound, top_n=c.top_n or d.top_n, descriptor=str(self.path),
-                bucket_bounds=dict(c.bucket_bounds), buckets=c.buckets, prompt_ids=c.prompts,
+                bucket_bounds=calibration["bounds"] if calibration else dict(c.bucket_bounds),
+                buckets=c.buckets, prompt_ids=c.prompts,
                 options=c.backend_options(), release=identity, repeats=c.repeats,
                 repeat_launches=c.repeat_launches, repeat_prompts=c.repeat_prompts, exact_repeats=c.exact_repeats,
+                calibration=calibration, drift=c.drift,
             ))
         return specs
+
+
+    def calibration(self, name: str, c: CaseBase, model: ModelRef) -> dict:
+        """The reference of the calibration record a case names, refused (one line) unless it was measured
+        on this case's very inputs and noise class (kit.core.calibration.mismatch)."""
+        where = f"{self.where('cases', name, 'calibration')}: cases.{name}.calibration"
+        if c.bound is not None or c.bucket_bounds:
+            raise BadInput(f"{where}: the case also sets {'bound' if c.bound is not None else 'bucket_bounds'}; "
+                           "a bound is either hand-set or calibrated, not both")
+        if golden_kind(c.golden) != "semantic":
+            raise BadInput(f"{where}: an exact golden has no bound to calibrate")
+        try:
+            record = load_record(self.resolve(c.calibration))
+        except BadInput as exc:
+            raise BadInput(f"{where}: {exc}") from None
+        fixture = load_fixture(self.resolve(self.doc.fixture.path))
+        options = c.backend_options()
+        problem = mismatch(record, backend=c.backend, fixture_sha256=fixture.sha256,
+                           golden_sha256=load_golden(self.golden_path(c.golden)).sha256, model_digest=model.digest,
+                           noise_class=noise_class(options), prompts=[p.id for p in fixture.select(c.prompts, c.buckets)],
+                           accept=c.accept_noise_changes)
+        if problem:
+            raise BadInput(f"{where}: record {paths.display(record.path)} does not fit: {problem}")
+        return {**record.reference(), "accept": list(c.accept_noise_changes)}
 
 
 def packaged_notebook(path: str | Path) -> bool:

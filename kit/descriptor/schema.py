@@ -79,6 +79,12 @@ class CaseBase(_Strict):
     model: str | None = None  # a [models] entry; the descriptor's [model] when absent
     bound: Bound | None = None
     bucket_bounds: dict[str, Bound] = Field(default_factory=dict)
+    # A calibration record (calibrations/<sha256>.json, relative to the descriptor) whose measured noise
+    # sets the bounds instead of `bound` (kit.core.calibration); it also enables the drift test.
+    calibration: str | None = None
+    drift: bool = True
+    # What the record may differ in from the case although the noise depends on it (refused otherwise).
+    accept_noise_changes: list[Literal["device", "dtype", "accelerator"]] = Field(default_factory=list)
     buckets: list[int] | None = None
     prompts: list[str] | None = None
     kernel: str | None = None

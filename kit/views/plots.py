@@ -146,3 +146,25 @@ def error_by_bucket(prompts: pd.DataFrame, title: str = "largest error per bucke
     fig.suptitle(f"{title} (dashed: bound; x: a failed prompt)", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def calibration_samples(entries: list[dict], title: str = "max probability error of each clean variant"):
+    """Every clean sample's error per prompt, prompts in bucket order: how far variants scatter around
+    each other (the noise the bounds come from), and whether one variant stands apart."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    if not entries:
+        ax.text(0.5, 0.5, "no samples yet", ha="center", va="center", transform=ax.transAxes)
+        return fig
+    prompts = sorted(entries[0]["sample"]["errors"])
+    for e in entries:
+        s = e["sample"]
+        label = s["variant"] + (f" (launch {s['launch']})" if s["launch"] > 1 else "")
+        ax.scatter(range(len(prompts)), [max(s["errors"][p], FLOOR) for p in prompts], s=10, label=label)
+    ax.set_yscale("log")
+    ax.set_xlabel("prompt")
+    ax.set_ylabel("max probability error")
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return fig

@@ -25,3 +25,22 @@ class HfOptions(BackendOptions):
     # torch.compile each decoder layer, so the elementwise work around the matmuls (norms, rotary,
     # SiLU x up) fuses; one graph serves every layer and every prompt length.
     compile: bool = False
+
+    def implementation_variants(self) -> list[tuple[str, dict, str]]:
+        # What a healthy transformers or torch release changes under the same model and precision: how
+        # prompts are batched and padded, and which SDPA kernel runs. Left out, measured on the embedded
+        # case (docs/calibration.md): eager attention, whose bfloat16 score x value product is another
+        # precision (its largest error 0.0217 against 0.0093-0.0102), and CPU thread counts, which gave
+        # bit-identical results.
+        out = [("batched-2-right", {"batch_size": 2, "padding_side": "right"}, "pairs of a bucket batched, padding masked"),
+               ("batched-4-left", {"batch_size": 4, "padding_side": "left"}, "left padding shifts every real position"),
+               ("batched-8-right", {"batch_size": 8, "padding_side": "right"}, "larger batches block the matmuls otherwise"),
+               ("batched-8-left", {"batch_size": 8, "padding_side": "left"}, "larger batches, left padded"),
+               ("sdpa-math", {"attn_implementation": "sdpa", "sdpa_backend": "math"}, "torch's reference SDPA kernel")]
+        if self.device.startswith("cuda"):
+            # On CPU torch.compile needs a C++ toolchain and minutes per shape; on a GPU it is the production path.
+            out += [("compiled" if not self.compile else "uncompiled", {"compile": not self.compile},
+                     "compiled layers fuse the elementwise work around the matmuls"),
+                    ("sdpa-efficient", {"attn_implementation": "sdpa", "sdpa_backend": "efficient"},
+                     "the memory-efficient SDPA kernel instead of flash")]
+        return out

@@ -15,3 +15,8 @@ class JaxOptions(BackendOptions):
     # on long prompts (cuDNN has no float32 kernel), XLA's reference attention otherwise.
     attention: Literal["auto", "xla", "cudnn", "chunked"] = "auto"
     platform: Literal["cpu", "gpu"] = "cpu"
+
+    def implementation_variants(self) -> list[tuple[str, dict, str]]:
+        # The attention implementation is the jax path's main free choice; the rest is XLA's.
+        return [(f"attention-{a}", {"attention": a}, "another attention implementation")
+                for a in ("xla", "chunked") if a != self.attention]

@@ -22,3 +22,9 @@ class LevanterOptions(BackendOptions):
     pad_to_bucket: bool = True
     threads: int = Field(default=1, ge=1)
     device: str = "cpu"
+
+    def implementation_variants(self) -> list[tuple[str, dict, str]]:
+        # Levanter's attention kernel choice and its padding are what a release changes most often.
+        return [("reference-attention", {"attention": {}, "flash_above": 1 << 30}, "reference attention at every length"),
+                ("flash-attention", {"attention": {}, "flash_above": 0}, "blocked flash attention at every length"),
+                ("unpadded", {"pad_to_bucket": False}, "each prompt at its own length: other XLA programs")]

@@ -52,6 +52,18 @@ class VllmOptions(BackendOptions):
         return found
 
 
+    def implementation_variants(self) -> list[tuple[str, dict, str]]:
+        # vLLM releases change graph capture and how a prefill is scheduled; both move rounding.
+        out = [("chunked-prefill", {"engine_args": {**self.engine_args, "enable_chunked_prefill": True,
+                                                    "max_num_batched_tokens": 256}},
+                "the prefill split into 256-token chunks")]
+        if self.pipeline_parallel_size == 1:  # the CPU build's pipeline parallel needs the compiled path
+            eager = self.enforce_eager is not False  # unset means eager at pp1
+            out.append(("compiled" if eager else "eager", {"enforce_eager": not eager},
+                        "compiled graphs against eager execution"))
+        return out
+
+
 # What the kit sets itself (kit.backends.vllm.server, kit.backends.vllm.runtime): an override would
 # score another model than the pinned one or ask the server for a name it does not serve.
 KIT_SETS = {"model": "the case's pinned model folder", "served_model_name": "the name its requests use"}

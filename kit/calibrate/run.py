@@ -1,0 +1,166 @@
+"""`parity-kit calibrate`: measure each semantic case's clean variation and write calibration records.
+
+Each case runs ``calibrate.ipynb`` in its own kernel (papermill, like every gate step): the notebook
+scores the case's clean variants, one launch each, appending every finished sample to
+``<case>.samples.jsonl`` in the calibration directory. Here the samples become a record
+(kit.core.calibration), written as ``calibrations/<sha256>.json`` (never over another file), and the
+line a descriptor needs to use it is printed. ``--resume DIR`` reuses every finished sample.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from rich.console import Console
+from rich.markup import escape
+
+from kit import __version__
+from kit.backends import registry
+from kit.case.calibrate import finished
+from kit.core import paths
+from kit.core.calibration import CalibrationRecord, Sample, noise_class, record_filename
+from kit.core.errors import BadInput
+from kit.core.fixture import load_fixture
+from kit.core.jsonio import atomic_write_bytes, read_json, write_json
+from kit.core.results import now_iso
+from kit.core.spec import CaseSpec
+from kit.descriptor.load import LoadedDescriptor, load_descriptor
+from kit.descriptor.schema import golden_kind
+from kit.gate.notebook import run_notebook
+from kit.gate.stopping import on_signals
+
+CALIBRATE_NOTEBOOK = paths.NOTEBOOKS / "calibrate.ipynb"
+INDEX = "calibration.json"
+
+
+@dataclass
+class CaseCalibration:
+    case: str
+    record: CalibrationRecord | None
+    path: Path | None  # where the record was written
+    error: str | None = None
+    notebook: Path | None = None
+
+
+def default_dir(desc: LoadedDescriptor) -> Path:
+    return Path("runs") / f"calibrate-{desc.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}"
+
+
+def variants_for(spec: CaseSpec) -> list[dict]:
+    """The backend's clean variants of this case (its options schema says which, and why)."""
+    module, _, cls = registry.get(spec.backend).options.partition(":")
+    options = getattr(importlib.import_module(module), cls).model_validate(spec.options)
+    return options.calibration_variants()
+
+
+def semantic_cases(desc: LoadedDescriptor, only: Sequence[str] | None) -> list[str]:
+    """The cases to calibrate: the named ones (each must be semantic), else every semantic case."""
+    if only:
+        for name in only:
+            if name not in desc.cases:
+                raise BadInput(f"{paths.display(desc.path)}: no case named {name!r} (cases: {', '.join(desc.cases)})")
+            if golden_kind(desc.cases[name].golden) != "semantic":
+                raise BadInput(f"{desc.where('cases', name, 'golden')}: case {name} is judged bit for bit against "
+                               "an exact golden: there is no bound to calibrate")
+        return list(only)
+    return [n for n, c in desc.cases.items() if golden_kind(c.golden) == "semantic"]
+
+
+def calibrate(descriptor: str | Path, only: Sequence[str] | None = None, out: str | Path | None = None,
+              resume: str | Path | None = None, to: str | Path = "calibrations", command: Sequence[str] | None = None,
+              console: Console | None = None) -> list[CaseCalibration]:
+    console = console or Console(stderr=True, soft_wrap=True)
+    desc = load_descriptor(descriptor)
+    names = semantic_cases(desc, only)
+    # The case as measured: its options and inputs, none of its bounds (which may come from an older record).
+    specs = {s.name: s for s in desc.case_specs(names, resolve_calibration=False)}
+    run_dir = _run_dir(desc, out, resume)
+    to = Path(to)
+    to.mkdir(parents=True, exist_ok=True)
+    command = list(command or ["parity-kit", "calibrate", str(descriptor)])
+    done = []
+    with on_signals():
+        for name in names:
+            done.append(calibrate_case(desc, specs[name], run_dir, to, command, console))
+    write_json(run_dir / INDEX, {"descriptor": str(desc.path), "command": command, "finished_at": now_iso(),
+                                 "cases": {c.case: {"record": str(c.path) if c.path else None, "error": c.error,
+                                                    "notebook": str(c.notebook) if c.notebook else None}
+                                           for c in done}})
+    return done
+
+
+def _run_dir(desc: LoadedDescriptor, out: str | Path | None, resume: str | Path | None) -> Path:
+    if resume is not None:
+        run_dir = Path(resume)
+        if not run_dir.is_dir():
+            raise BadInput(f"--resume {run_dir}: no such calibration directory")
+        return run_dir
+    run_dir = Path(out) if out else default_dir(desc)
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise BadInput(f"--out {paths.display(run_dir)} is not empty (use --resume to continue a calibration)")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return run_dir
+
+
+def calibrate_case(desc: LoadedDescriptor, spec: CaseSpec, run_dir: Path, to: Path, command: list[str],
+                   console: Console) -> CaseCalibration:
+    variants = variants_for(spec)
+    samples_path = run_dir / f"{spec.name}.samples.jsonl"
+    notebook = run_dir / f"{spec.name}.ipynb"
+    names = [v["name"] + (f" (launch {v['launch']})" if v.get("launch", 1) > 1 else "") for v in variants]
+    console.print(f"calibrate {spec.name}: {len(variants)} clean variants ({', '.join(names)}), one launch each")
+    outcome = run_notebook(CALIBRATE_NOTEBOOK, notebook,
+                           {"spec": spec.to_dict(), "variants": variants, "samples_path": str(samples_path),
+                            "descriptor": str(desc.path), "case": spec.name},
+                           spec.kernel, spec.timeout_s * len(variants), run_dir / f"{spec.name}.kernel.log")
+    entries = finished(samples_path)
+    if outcome.error or outcome.killed_by:
+        why = outcome.error or f"killed ({outcome.killed_by})"
+        error = (f"{why}; {len(entries)} of {len(variants)} samples kept in {paths.display(samples_path)} "
+                 f"(resume with --resume {paths.display(run_dir)})")
+        console.print(f"calibrate {spec.name}: [red]error[/red]: {error}")
+        return CaseCalibration(spec.name, None, None, error, notebook)
+    record = build_record(spec, variants, entries, command)
+    path = write_record(record, to)
+    where = os.path.relpath(path, desc.path.parent)
+    console.print(escape(f"calibrate {spec.name}: bounds {record.bounds} from {len(entries)} samples; "
+                         f"record {paths.display(path)}\n  use it: [cases.{spec.name}] calibration = \"{where}\" "
+                         "(in place of bound)"))
+    return CaseCalibration(spec.name, record, path, None, notebook)
+
+
+def build_record(spec: CaseSpec, variants: list[dict], entries: list[dict], command: list[str]) -> CalibrationRecord:
+    """The record of one case from its samples (all measured on one runtime, in one kernel)."""
+    fixture = load_fixture(spec.fixture_path)
+    selected = fixture.select(spec.prompt_ids, spec.buckets)
+    inputs = entries[0]["inputs"]
+    for e in entries[1:]:
+        if e["inputs"] != inputs:
+            raise BadInput(f"case {spec.name}: its samples were measured on different inputs "
+                           f"({e['inputs']} against {inputs}); calibrate again in a fresh directory")
+    return CalibrationRecord.measured(
+        buckets={p.id: p.bucket for p in selected},
+        case=spec.name, backend=spec.backend, noise_class=noise_class(spec.options), inputs=inputs,
+        options=dict(spec.options),
+        fingerprint={"release": entries[0]["release"], "runtime": entries[0]["runtime"], "kit_version": __version__},
+        command=command, variants=[{k: v.get(k) for k in ("name", "overrides", "why", "launch")} for v in variants],
+        samples=[Sample.from_dict(e["sample"]) for e in entries], created_at=now_iso())
+
+
+def write_record(record: CalibrationRecord, to: Path) -> Path:
+    """``to/<sha256>.json``; an existing file of that name holds these very bytes already."""
+    path = to / record_filename(record)
+    if not path.exists():
+        atomic_write_bytes(path, record.canonical())
+    record.path = path
+    return path
+
+
+def load_index(run_dir: str | Path) -> dict:
+    return read_json(Path(run_dir) / INDEX)
+

@@ -1,0 +1,107 @@
+"""Calibration, inside the case's kernel: score the case's clean variants and keep every sample.
+
+Each variant is the case with some options changed that a healthy release may legitimately change
+(kit.backends.<name>.options says which and why), scored in its own engine launch. Every finished
+sample is appended to a JSON-lines file at once, so an interrupted calibration loses nothing and a
+rerun with the same file takes up where it stopped. The main environment turns the samples into a
+record (kit.calibrate.run); this module only measures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+from kit.case.runner import resolve_spec, run_case, with_options
+from kit.core import contract
+from kit.core.calibration import Sample, case_device
+from kit.core.errors import BadInput
+from kit.core.records import CaseResult
+from kit.core.runtime import numerics_fingerprint
+from kit.core.spec import CaseSpec
+
+
+def clean(spec: CaseSpec) -> CaseSpec:
+    """The case with nothing to judge: no bound, no calibration, no repeats; only errors are wanted."""
+    return dataclasses.replace(spec, bound=None, bucket_bounds={}, calibration=None, drift=False, repeats=1,
+                               repeat_launches=1, repeat_prompts=None, exact_repeats=False)
+
+
+def finished(samples_path: str | Path) -> list[dict]:
+    """The samples already in the file; a line cut short by a kill is dropped (it is measured again)."""
+    path = Path(samples_path)
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+def sample_of(variant: str, launch: int, result: CaseResult) -> Sample:
+    return Sample(variant, launch, 1, {p.id: p.max_probability_error for p in result.prompts},
+                  {p.id: p.top_probability_shift for p in result.prompts})
+
+
+def append(samples_path: str | Path, entry: dict) -> None:
+    with open(samples_path, "a") as f:
+        f.write(json.dumps(entry, sort_keys=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def calibrate_case(spec: CaseSpec, variants: list[dict], samples_path: str | Path) -> list[dict]:
+    """Every variant's sample (those in ``samples_path`` reused), in variant order.
+
+    A variant is ``{"name", "overrides", "launch"}``; one engine launch each."""
+    base = clean(spec)
+    done = {(e["sample"]["variant"], e["sample"]["launch"]): e for e in finished(samples_path)}
+    out = []
+    for v in variants:
+        key = (v["name"], int(v.get("launch", 1)))
+        if key in done:
+            print(f"{v['name']} (launch {key[1]}): reused from {Path(samples_path).name}")
+            out.append(done[key])
+            continue
+        result = run_case(with_options(base, **v.get("overrides", {})))
+        bad = [p.id for p in result.prompts if p.failures]
+        if bad:  # a clean variant that fails outright is a fault, not noise: it must not widen the bound
+            raise RuntimeError(f"variant {v['name']} fails prompts {', '.join(bad[:5])}: "
+                               f"{result.failures[0]}; it cannot be calibrated as noise")
+        entry = {"sample": sample_of(v["name"], key[1], result).to_dict(), "release": result.release,
+                 "inputs": {"fixture_sha256": result.fixture_sha256, "golden_sha256": result.golden_sha256,
+                            "model_digest": result.model_digest},
+                 "runtime": numerics_fingerprint(case_device(base.options)),
+                 "scoring_s": result.scoring_s, "duration_s": result.duration_s}
+        append(samples_path, entry)
+        print(f"{v['name']} (launch {key[1]}): largest error {result.max_probability_error:.4g}")
+        out.append(entry)
+    return out
+
+
+def notebook_calibration(spec: dict | None, variants: list[dict] | None, descriptor: str, case: str,
+                         samples_path: str) -> list[dict]:
+    """What calibrate.ipynb does: resolve the case (injected, or read from the descriptor by hand) and its
+    variants (injected, or asked of the main environment, which holds the options schemas), then measure."""
+    resolved = resolve_spec(spec, descriptor, case)
+    if variants is None:
+        variants = _variants_from_main_environment(descriptor, case)
+    return calibrate_case(resolved, variants, samples_path)
+
+
+def _variants_from_main_environment(descriptor: str, case: str) -> list[dict]:
+    import subprocess
+    import sys
+
+    main = os.environ.get(contract.MAIN_PYTHON_ENV) or sys.executable
+    proc = subprocess.run([main, "-m", "kit.cli", "calibrate", str(descriptor), "--case", case, "--list-variants"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        reason = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        raise BadInput(f"cannot list the variants of case {case} of {descriptor} with {main}: {reason}")
+    return json.loads(proc.stdout)

@@ -1,0 +1,255 @@
+"""Calibration records: a case's legitimate variation, measured, and the bounds it justifies.
+
+A hand-set bound is a guess that only ever grows (each new noise raised it). A calibration record holds
+what was measured instead: the per-prompt error of every clean variant of the case (repeats, launches,
+and the implementation choices a healthy release may change: batching, padding, attention kernel,
+threads, compiled or eager), with the provenance of where it was measured. The bound is a function of
+those samples (``bound_rule``), and the drift test (kit.core.drift) compares a run with them prompt by
+prompt. A record is canonical JSON named by its SHA-256, so a descriptor that names it pins its bytes.
+
+Stdlib only: the case kernel applies the drift reference this module builds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from kit.core.errors import BadInput
+from kit.core.jsonio import canonical_bytes, read_json_input, sha256_bytes
+
+FORMAT = "parity-kit-calibration/1"
+MIN_SAMPLES = 3  # fewer distinct clean samples than this say nothing about a spread
+DRIFT_ALPHA = 1e-3  # the drift test's stated false-failure rate per case (kit.core.drift)
+
+# d2(n): the expected range of n normal samples in units of their standard deviation. A range seen in n
+# samples underestimates what more samples would show; scaling it by d2(10)/d2(n) states every spread as
+# if ten samples had been taken (a confidence margin for the number of samples).
+_D2 = {2: 1.128, 3: 1.693, 4: 2.059, 5: 2.326, 6: 2.534, 7: 2.704, 8: 2.847, 9: 2.970, 10: 3.078}
+
+RULE_NAME = "largest-plus-margin/2"
+RULE_TEXT = ("per bucket: largest error + max(2 x spread x d2(10)/d2(n), 0.1 x largest error), rounded up to "
+             "two significant digits; spread is the largest per-prompt range across the n distinct samples")
+
+
+def spread_factor(n_distinct: int) -> float:
+    """How much a range of ``n_distinct`` samples is widened to stand for ten (1 from ten on)."""
+    if n_distinct >= 10:
+        return 1.0
+    return _D2[10] / _D2[max(n_distinct, 2)]
+
+
+def round_up(x: float, digits: int = 2) -> float:
+    """``x`` rounded up to ``digits`` significant digits (0.01234 -> 0.013).
+
+    The real gate's rule rounds to one digit; at these error sizes that adds up to 100 % of headroom at
+    random (0.0110 -> 0.02), which the fault catalogue showed lets small systematic faults through."""
+    if x <= 0:
+        return 0.0
+    scale = 10 ** (math.floor(math.log10(x)) - digits + 1)
+    return round(math.ceil(round(x / scale, 9)) * scale, 12)
+
+
+def bound_rule(largest: float, spread: float, n_distinct: int) -> float:
+    """The bound a bucket's measured noise justifies (RULE_TEXT, in one place)."""
+    margin = max(2.0 * spread * spread_factor(n_distinct), 0.1 * largest)
+    return min(1.0, round_up(largest + margin))
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One clean run of every prompt: a variant, in one launch, one repeat."""
+
+    variant: str
+    launch: int
+    repeat: int
+    errors: dict[str, float]  # prompt id -> max probability error against the golden
+    shifts: dict[str, float]  # prompt id -> signed change of the golden top token's probability
+
+    def key(self) -> tuple:
+        """Equal keys: bit-identical samples (a deterministic repeat), counted once for spreads."""
+        return tuple(sorted(self.errors.items())), tuple(sorted(self.shifts.items()))
+
+    def to_dict(self) -> dict:
+        return {"variant": self.variant, "launch": self.launch, "repeat": self.repeat,
+                "errors": dict(self.errors), "shifts": dict(self.shifts)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "Sample":
+        return cls(str(d["variant"]), int(d["launch"]), int(d["repeat"]),
+                   {str(k): float(v) for k, v in d["errors"].items()},
+                   {str(k): float(v) for k, v in d["shifts"].items()})
+
+
+def distinct(samples: Sequence[Sample]) -> list[Sample]:
+    seen, out = set(), []
+    for s in samples:
+        if s.key() not in seen:
+            seen.add(s.key())
+            out.append(s)
+    return out
+
+
+def prompt_ranges(samples: Sequence[Sample], buckets: Mapping[str, int]) -> dict[str, dict]:
+    """Per prompt: its bucket and the range of its error and of its top-probability shift."""
+    out = {}
+    for pid, bucket in buckets.items():
+        errors = [s.errors[pid] for s in samples]
+        shifts = [s.shifts[pid] for s in samples]
+        out[pid] = {"bucket": bucket, "largest": max(errors), "smallest": min(errors),
+                    "shift_low": min(shifts), "shift_high": max(shifts)}
+    return out
+
+
+def bucket_bounds(prompts: Mapping[str, dict], n_distinct: int) -> dict[str, dict]:
+    """Per bucket: the largest error, the largest per-prompt range, and the bound the rule gives."""
+    out: dict[str, dict] = {}
+    for bucket in sorted({p["bucket"] for p in prompts.values()}):
+        members = [p for p in prompts.values() if p["bucket"] == bucket]
+        largest = max(p["largest"] for p in members)
+        spread = max(p["largest"] - p["smallest"] for p in members)
+        out[str(bucket)] = {"prompts": len(members), "largest": largest, "spread": spread,
+                            "bound": bound_rule(largest, spread, n_distinct)}
+    return out
+
+
+@dataclass
+class CalibrationRecord:
+    """A case's measured noise and the bounds it justifies, with where and how it was measured."""
+
+    case: str
+    backend: str
+    noise_class: dict[str, str]  # what the noise depends on: {"device": "cpu" or the GPU's name, "dtype": ...}
+    inputs: dict[str, str]  # fixture_sha256, golden_sha256, model_digest
+    options: dict[str, Any]
+    fingerprint: dict[str, Any]  # release, runtime (packages, environment, hardware), kit version
+    command: list[str]
+    variants: list[dict]  # name, overrides, why
+    samples: list[Sample]
+    created_at: str
+    prompts: dict[str, dict] = field(default_factory=dict)
+    buckets: dict[str, dict] = field(default_factory=dict)
+    drift: dict[str, Any] = field(default_factory=dict)
+    rule: dict[str, str] = field(default_factory=lambda: {"name": RULE_NAME, "text": RULE_TEXT})
+    path: Path | None = None
+
+    @classmethod
+    def measured(cls, *, buckets: Mapping[str, int], **kw) -> "CalibrationRecord":
+        """A record from its samples: per-prompt ranges, per-bucket bounds and drift rates derived here."""
+        record = cls(**kw)
+        unique = distinct(record.samples)
+        record.prompts = prompt_ranges(record.samples, buckets)
+        record.buckets = bucket_bounds(record.prompts, len(unique))
+        record.drift = {"alpha": DRIFT_ALPHA, "distinct_samples": len(unique),
+                        "variants": [s.variant for s in unique]}
+        return record
+
+    def to_dict(self) -> dict:
+        return {"format": FORMAT, "case": self.case, "backend": self.backend, "noise_class": dict(self.noise_class),
+                "inputs": dict(self.inputs), "options": dict(self.options), "fingerprint": self.fingerprint,
+                "command": list(self.command), "variants": list(self.variants),
+                "samples": [s.to_dict() for s in self.samples], "created_at": self.created_at,
+                "prompts": self.prompts, "buckets": self.buckets, "drift": self.drift, "rule": dict(self.rule)}
+
+    def canonical(self) -> bytes:
+        return canonical_bytes(self.to_dict())
+
+    @property
+    def sha256(self) -> str:
+        return sha256_bytes(self.canonical())
+
+    @property
+    def bounds(self) -> dict[str, float]:
+        return {b: v["bound"] for b, v in self.buckets.items()}
+
+    @property
+    def noise(self) -> float:
+        """The largest per-prompt range any bucket measured: what "equal within noise" allows."""
+        return max((v["spread"] for v in self.buckets.values()), default=0.0)
+
+    def reference(self) -> dict:
+        """What the case kernel needs of this record: bounds, per-prompt ranges and the drift rates."""
+        return {"sha256": self.sha256, "path": str(self.path) if self.path else None, "rule": self.rule["name"],
+                "bounds": self.bounds, "noise": self.noise, "noise_class": dict(self.noise_class),
+                "drift": {"alpha": self.drift["alpha"],
+                          "samples": [{"errors": s.errors, "shifts": s.shifts} for s in distinct(self.samples)]},
+                "fingerprint": self.fingerprint}
+
+    @classmethod
+    def from_dict(cls, d: Mapping, path: Path | None = None) -> "CalibrationRecord":
+        return cls(case=d["case"], backend=d["backend"], noise_class=dict(d["noise_class"]), inputs=dict(d["inputs"]),
+                   options=dict(d["options"]), fingerprint=dict(d["fingerprint"]), command=list(d["command"]),
+                   variants=list(d["variants"]), samples=[Sample.from_dict(s) for s in d["samples"]],
+                   created_at=d["created_at"], prompts=dict(d["prompts"]), buckets=dict(d["buckets"]),
+                   drift=dict(d["drift"]), rule=dict(d["rule"]), path=path)
+
+
+def noise_class(options: Mapping[str, Any]) -> dict[str, str]:
+    """What a case's noise depends on, as far as its options say: device kind and dtype. (Which GPU is
+    checked in the kernel, where it is known: ``accelerator`` in the record's fingerprint.)"""
+    device = case_device(options)
+    return {"device": "cuda" if device.startswith("cuda") else device, "dtype": str(options.get("dtype", "float32"))}
+
+
+def case_device(options: Mapping[str, Any]) -> str:
+    """The device a case's options put it on ("cpu", "cuda", "cuda:1"); jax names it a platform."""
+    if "device" in options:
+        return str(options["device"])
+    return "cuda" if options.get("platform") == "gpu" else "cpu"
+
+
+def record_filename(record: CalibrationRecord) -> str:
+    return f"{record.sha256}.json"
+
+
+def load_record(path: str | Path) -> CalibrationRecord:
+    """A record from its file, refused (one line) unless its name is its content's SHA-256, it is of this
+    format, and it holds enough samples for the rule."""
+    path = Path(path)
+    shown = str(path)
+    if not path.is_file():
+        raise BadInput(f"calibration record {shown} does not exist")
+    doc = read_json_input(path, "calibration record")
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise BadInput(f"{shown}: not a calibration record of format {FORMAT} "
+                       f"(format {doc.get('format') if isinstance(doc, dict) else None!r})")
+    try:
+        record = CalibrationRecord.from_dict(doc, path)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise BadInput(f"{shown}: malformed calibration record ({type(exc).__name__}: {exc})") from None
+    if record.sha256 != path.stem:
+        raise BadInput(f"{shown}: name is not the record's SHA-256 ({record.sha256}): the record was changed "
+                       "after it was made; calibrate again instead of editing it")
+    unique = len(distinct(record.samples))
+    if unique < MIN_SAMPLES:
+        raise BadInput(f"{shown}: {unique} distinct sample(s) of {len(record.samples)}, the rule needs at least "
+                       f"{MIN_SAMPLES}: calibrate with more variants")
+    return record
+
+
+def mismatch(record: CalibrationRecord, *, backend: str, fixture_sha256: str, golden_sha256: str,
+             model_digest: str, noise_class: Mapping[str, str], prompts: Sequence[str],
+             accept: Sequence[str] = ()) -> str | None:
+    """Why ``record`` cannot set a case's bounds, or None when it can.
+
+    The inputs must be the very ones measured. The runtime may differ (a candidate release always does:
+    that is what the gate judges), but what the noise itself depends on, the device class and the dtype,
+    must match unless the case accepts the difference explicitly."""
+    if record.backend != backend:
+        return f"it measured backend {record.backend}, this case runs {backend}"
+    for what, want in (("fixture_sha256", fixture_sha256), ("golden_sha256", golden_sha256),
+                       ("model_digest", model_digest)):
+        have = record.inputs.get(what)
+        if have != want:
+            return f"it was made for {what.split('_')[0]} {str(have)[:12]}, this case uses {want[:12]}"
+    for key, want in noise_class.items():
+        have = record.noise_class.get(key)
+        if have != want and key not in accept:
+            return (f"it measured noise on {key} {have!r}, this case runs on {want!r} "
+                    f"(set accept_noise_changes = [\"{key}\"] to use it anyway)")
+    missing = [p for p in prompts if p not in record.prompts]
+    if missing:
+        return f"it has no samples of {len(missing)} prompt(s) this case scores, first {missing[0]}"
+    return None

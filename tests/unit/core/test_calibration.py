@@ -1,0 +1,112 @@
+"""The calibration rule, the record's name and contents, and what it refuses to calibrate."""
+
+from __future__ import annotations
+
+import pytest
+
+from kit.core.calibration import CalibrationRecord, Sample, bound_rule, load_record, mismatch, round_up, spread_factor
+from kit.core.errors import BadInput
+from kit.core.jsonio import atomic_write_bytes as write_bytes
+
+pytestmark = pytest.mark.unit
+
+BUCKETS = {"a": 128, "b": 128, "c": 256}
+
+
+def sample(variant: str, errors: dict[str, float], shifts: dict[str, float] | None = None, launch: int = 1) -> Sample:
+    return Sample(variant, launch, 1, errors, shifts or {p: -e / 2 for p, e in errors.items()})
+
+
+def record(samples: list[Sample], **kw) -> CalibrationRecord:
+    base = dict(case="hf-bf16", backend="hf", noise_class={"device": "cpu", "dtype": "bfloat16"},
+                inputs={"fixture_sha256": "f" * 64, "golden_sha256": "g" * 64, "model_digest": "m" * 64},
+                options={"dtype": "bfloat16"}, fingerprint={"runtime": {"hardware": "cpu"}}, command=["parity-kit"],
+                variants=[{"name": s.variant} for s in samples], samples=samples, created_at="2026-12-01T00:00:00Z")
+    return CalibrationRecord.measured(buckets=BUCKETS, **{**base, **kw})
+
+
+SAMPLES = [sample("as-set", {"a": 0.004, "b": 0.008, "c": 0.010}),
+           sample("batched", {"a": 0.006, "b": 0.007, "c": 0.011}),
+           sample("math", {"a": 0.005, "b": 0.009, "c": 0.009}),
+           sample("as-set", {"a": 0.004, "b": 0.008, "c": 0.010}, launch=2)]  # a deterministic repeat
+
+
+def test_round_up_keeps_two_significant_digits_and_only_rounds_up():
+    assert round_up(0.01234) == 0.013
+    assert round_up(0.013) == 0.013
+    assert round_up(0.0980001) == 0.099
+    assert round_up(0.125) == 0.13
+
+
+def test_spread_counts_as_if_ten_samples_were_taken():
+    assert spread_factor(10) == spread_factor(40) == 1.0
+    assert spread_factor(3) == pytest.approx(3.078 / 1.693)
+    assert spread_factor(2) > spread_factor(5) > spread_factor(9) > 1.0
+
+
+def test_bound_rule_is_largest_plus_the_larger_margin():
+    # Spread term: 0.010 + 2 x 0.002 x d2(10)/d2(3) = 0.01727 -> 0.018.
+    assert bound_rule(0.010, 0.002, 3) == 0.018
+    # No spread (bit-identical samples): a tenth of the largest error.
+    assert bound_rule(0.010, 0.0, 3) == 0.011
+    # Never above 1: a probability error cannot exceed it.
+    assert bound_rule(0.9, 0.3, 3) == 1.0
+
+
+def test_a_record_derives_bounds_per_bucket_from_distinct_samples():
+    r = record(SAMPLES)
+    assert r.drift["distinct_samples"] == 3  # the repeat of as-set is bit-identical: one measurement
+    assert r.buckets["128"]["largest"] == 0.009
+    assert r.buckets["128"]["spread"] == pytest.approx(0.002)  # a: 0.004..0.006, b: 0.007..0.009
+    assert r.bounds == {"128": bound_rule(0.009, 0.002, 3), "256": bound_rule(0.011, 0.002, 3)}
+    assert r.prompts["c"] == {"bucket": 256, "largest": 0.011, "smallest": 0.009,
+                              "shift_low": -0.0055, "shift_high": -0.0045}
+    assert len(r.reference()["drift"]["samples"]) == 3
+
+
+def test_a_record_is_named_by_its_sha256_and_a_changed_one_is_refused(tmp_path):
+    r = record(SAMPLES)
+    path = tmp_path / f"{r.sha256}.json"
+    write_bytes(path, r.canonical())
+    loaded = load_record(path)
+    assert loaded.bounds == r.bounds and loaded.sha256 == r.sha256
+    tampered = tmp_path / f"{r.sha256[:-1]}0.json"
+    write_bytes(tampered, r.canonical())
+    with pytest.raises(BadInput) as e:
+        load_record(tampered)
+    assert str(e.value) == (f"{tampered}: name is not the record's SHA-256 ({r.sha256}): the record was changed "
+                            "after it was made; calibrate again instead of editing it")
+
+
+def test_too_few_distinct_samples_are_refused(tmp_path):
+    r = record([SAMPLES[0], SAMPLES[1], SAMPLES[3]])  # three samples, two of them the same
+    path = tmp_path / f"{r.sha256}.json"
+    write_bytes(path, r.canonical())
+    with pytest.raises(BadInput) as e:
+        load_record(path)
+    assert str(e.value) == (f"{path}: 2 distinct sample(s) of 3, the rule needs at least 3: "
+                            "calibrate with more variants")
+
+
+def fits(r: CalibrationRecord, **kw) -> str | None:
+    base = dict(backend="hf", fixture_sha256="f" * 64, golden_sha256="g" * 64, model_digest="m" * 64,
+                noise_class={"device": "cpu", "dtype": "bfloat16"}, prompts=["a", "b", "c"])
+    return mismatch(r, **{**base, **kw})
+
+
+def test_a_record_fits_only_the_inputs_it_measured():
+    r = record(SAMPLES)
+    assert fits(r) is None
+    assert fits(r, golden_sha256="h" * 64) == f"it was made for golden {'g' * 12}, this case uses {'h' * 12}"
+    assert fits(r, fixture_sha256="e" * 64) == f"it was made for fixture {'f' * 12}, this case uses {'e' * 12}"
+    assert fits(r, model_digest="n" * 64) == f"it was made for model {'m' * 12}, this case uses {'n' * 12}"
+    assert fits(r, backend="vllm") == "it measured backend hf, this case runs vllm"
+    assert fits(r, prompts=["a", "z"]) == "it has no samples of 1 prompt(s) this case scores, first z"
+
+
+def test_another_noise_class_is_refused_unless_accepted():
+    r = record(SAMPLES)
+    other = {"device": "cpu", "dtype": "float16"}
+    assert fits(r, noise_class=other) == ("it measured noise on dtype 'bfloat16', this case runs on 'float16' "
+                                          "(set accept_noise_changes = [\"dtype\"] to use it anyway)")
+    assert fits(r, noise_class=other, accept=["dtype"]) is None
