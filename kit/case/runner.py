@@ -14,7 +14,7 @@ from pathlib import Path
 from kit.backends.base import Backend
 from kit.backends.registry import open_backend
 from kit.core import contract
-from kit.core.calibration import case_device
+from kit.core.calibration import case_device, mismatch, noise_class
 from kit.core.coverage import prompt_mismatch
 from kit.core.drift import drift_test
 from kit.core.errors import BadInput
@@ -109,6 +109,12 @@ def run_case(spec: CaseSpec) -> CaseResult:
     failures = [f for s in scores for f in s.failures]
     drift = None
     if spec.calibration is not None:
+        problem = mismatch(spec.calibration, backend=spec.backend, fixture_sha256=fixture.sha256,
+                           golden_sha256=golden.sha256, model_digest=model_digest,
+                           noise_class=noise_class(spec.options), prompts=[p.id for p in prompts],
+                           accept=spec.calibration.get("accept", []))
+        if problem:
+            raise BadInput(f"case {spec.name}: calibration {spec.calibration.get('path')} does not fit: {problem}")
         check_accelerator(spec)
         if spec.drift:
             drift = drift_test(scores, spec.calibration)

@@ -172,6 +172,7 @@ class CalibrationRecord:
     def reference(self) -> dict:
         """What the case kernel needs of this record: bounds, per-prompt ranges and the drift rates."""
         return {"sha256": self.sha256, "path": str(self.path) if self.path else None, "rule": self.rule["name"],
+                "backend": self.backend, "inputs": dict(self.inputs), "prompt_ids": sorted(self.prompts),
                 "bounds": self.bounds, "noise": self.noise, "noise_class": dict(self.noise_class),
                 "drift": {"alpha": self.drift["alpha"],
                           "samples": [{"errors": s.errors, "shifts": s.shifts} for s in distinct(self.samples)]},
@@ -229,27 +230,28 @@ def load_record(path: str | Path) -> CalibrationRecord:
     return record
 
 
-def mismatch(record: CalibrationRecord, *, backend: str, fixture_sha256: str, golden_sha256: str,
+def mismatch(reference: Mapping[str, Any], *, backend: str, fixture_sha256: str, golden_sha256: str,
              model_digest: str, noise_class: Mapping[str, str], prompts: Sequence[str],
              accept: Sequence[str] = ()) -> str | None:
-    """Why ``record`` cannot set a case's bounds, or None when it can.
+    """Why a record (its ``reference()``) cannot set a case's bounds, or None when it can.
 
     The inputs must be the very ones measured. The runtime may differ (a candidate release always does:
     that is what the gate judges), but what the noise itself depends on, the device class and the dtype,
     must match unless the case accepts the difference explicitly."""
-    if record.backend != backend:
-        return f"it measured backend {record.backend}, this case runs {backend}"
+    if reference["backend"] != backend:
+        return f"it measured backend {reference['backend']}, this case runs {backend}"
     for what, want in (("fixture_sha256", fixture_sha256), ("golden_sha256", golden_sha256),
                        ("model_digest", model_digest)):
-        have = record.inputs.get(what)
+        have = reference["inputs"].get(what)
         if have != want:
             return f"it was made for {what.split('_')[0]} {str(have)[:12]}, this case uses {want[:12]}"
     for key, want in noise_class.items():
-        have = record.noise_class.get(key)
+        have = reference["noise_class"].get(key)
         if have != want and key not in accept:
             return (f"it measured noise on {key} {have!r}, this case runs on {want!r} "
                     f"(set accept_noise_changes = [\"{key}\"] to use it anyway)")
-    missing = [p for p in prompts if p not in record.prompts]
+    measured = set(reference["prompt_ids"])
+    missing = [p for p in prompts if p not in measured]
     if missing:
         return f"it has no samples of {len(missing)} prompt(s) this case scores, first {missing[0]}"
     return None

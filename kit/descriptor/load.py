@@ -13,9 +13,8 @@ from pydantic import BaseModel, ValidationError
 
 from kit.backends import registry
 from kit.core import paths
-from kit.core.calibration import load_record, mismatch, noise_class
+from kit.core.calibration import load_record
 from kit.core.errors import BadInput
-from kit.core.fixture import load_fixture
 from kit.core.golden import choose_for_host, load_golden, remake_command
 from kit.core.jsonio import read_input_bytes
 from kit.core.runtime import hardware
@@ -174,7 +173,7 @@ class LoadedDescriptor:
                                    f"(add [releases.{release}.backends.{c.backend}])")
                 c = case_schemas()[c.backend].model_validate({**self.doc.cases[name], **built.options})
                 kernel, identity = built.kernel, {"name": release, **built.identity()}
-            calibration = self.calibration(name, c, model) if c.calibration and resolve_calibration else None
+            calibration = self.calibration(name, c) if c.calibration and resolve_calibration else None
             specs.append(CaseSpec(
                 name=name, backend=c.backend, kernel=kernel, notebook=str(notebook),
                 timeout_s=c.timeout_s or d.timeout_s, model_path=str(self.resolve(model.path)),
@@ -190,10 +189,10 @@ class LoadedDescriptor:
         return specs
 
 
-    def calibration(self, name: str, c: CaseBase, model: ModelRef) -> dict:
-        """The reference of the calibration record a case names, refused (one line) unless it was measured
-        on this case's very inputs and noise class (kit.core.calibration.mismatch)."""
-        where = f"{self.where('cases', name, 'calibration')}: cases.{name}.calibration"
+    def calibration(self, name: str, c: CaseBase) -> dict:
+        """The reference of the calibration record a case names (kit.core.calibration). Whether it fits
+        the case's inputs is checked by the preflight, after the inputs themselves."""
+        where = self.calibration_where(name)
         if c.bound is not None or c.bucket_bounds:
             raise BadInput(f"{where}: the case also sets {'bound' if c.bound is not None else 'bucket_bounds'}; "
                            "a bound is either hand-set or calibrated, not both")
@@ -203,15 +202,10 @@ class LoadedDescriptor:
             record = load_record(self.resolve(c.calibration))
         except BadInput as exc:
             raise BadInput(f"{where}: {exc}") from None
-        fixture = load_fixture(self.resolve(self.doc.fixture.path))
-        options = c.backend_options()
-        problem = mismatch(record, backend=c.backend, fixture_sha256=fixture.sha256,
-                           golden_sha256=load_golden(self.golden_path(c.golden)).sha256, model_digest=model.digest,
-                           noise_class=noise_class(options), prompts=[p.id for p in fixture.select(c.prompts, c.buckets)],
-                           accept=c.accept_noise_changes)
-        if problem:
-            raise BadInput(f"{where}: record {paths.display(record.path)} does not fit: {problem}")
         return {**record.reference(), "accept": list(c.accept_noise_changes)}
+
+    def calibration_where(self, name: str) -> str:
+        return f"{self.where('cases', name, 'calibration')}: cases.{name}.calibration"
 
 
 def packaged_notebook(path: str | Path) -> bool:

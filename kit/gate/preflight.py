@@ -12,6 +12,7 @@ from typing import Sequence
 
 from kit.backends import registry
 from kit.core import paths
+from kit.core.calibration import mismatch, noise_class
 from kit.core.errors import BadInput
 from kit.core.fixture import Fixture, Prompt, load_fixture
 from kit.core.golden import Golden, check_golden_matches_fixture, check_golden_vocabulary, load_golden
@@ -155,6 +156,15 @@ def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
             raise BadInput(f"{desc.where('cases', spec.name, 'repeat_prompts')}: case {spec.name}: repeat prompt "
                            f"{unselected[0]!r} is not among the prompts this case scores")
         check_fits_model(f"{where}: case {spec.name}: ", spec.model_path, golden, selected)
+        if spec.calibration is not None:
+            case = desc.cases[spec.name]
+            digest = models[case.model] if case.model is not None else model_digest
+            problem = mismatch(spec.calibration, backend=spec.backend, fixture_sha256=fixture.sha256,
+                               golden_sha256=golden.sha256, model_digest=digest, noise_class=noise_class(spec.options),
+                               prompts=[p.id for p in selected], accept=spec.calibration["accept"])
+            if problem:
+                raise BadInput(f"{desc.calibration_where(spec.name)}: record "
+                               f"{paths.display(spec.calibration['path'])} does not fit: {problem}")
     return Inputs(fixture, goldens, model_digest, models, digests)
 
 

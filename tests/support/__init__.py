@@ -60,7 +60,7 @@ def write_descriptor(folder: Path, embedded: Embedded, name: str = "test.toml", 
         "goldens": {k: [str(p) for p in v] if isinstance(v, list) else str(v)
                     for k, v in (goldens or embedded.golden_files).items()},
         "defaults": defaults or embedded.doc.get("defaults", {}),
-        "cases": cases if cases is not None else embedded.doc["cases"],
+        "cases": _absolute_calibrations(cases if cases is not None else embedded.doc["cases"], embedded),
     }
     if releases is not None:
         doc["releases"] = releases
@@ -68,6 +68,13 @@ def write_descriptor(folder: Path, embedded: Embedded, name: str = "test.toml", 
     out = folder / name
     out.write_text(tomli_w.dumps(doc))
     return out
+
+
+def _absolute_calibrations(cases: dict, embedded: Embedded) -> dict:
+    """Cases whose calibration record paths, relative to the embedded descriptor, are made absolute."""
+    here = embedded.descriptor.parent
+    return {name: {**c, "calibration": str((here / c["calibration"]).resolve())} if "calibration" in c else c
+            for name, c in cases.items()}
 
 
 def parity_kit(*args: str, cwd: Path | None = None, timeout: float = 600,

@@ -27,4 +27,6 @@ class LevanterOptions(BackendOptions):
         # Levanter's attention kernel choice and its padding are what a release changes most often.
         return [("reference-attention", {"attention": {}, "flash_above": 1 << 30}, "reference attention at every length"),
                 ("flash-attention", {"attention": {}, "flash_above": 0}, "blocked flash attention at every length"),
-                ("unpadded", {"pad_to_bucket": False}, "each prompt at its own length: other XLA programs")]
+                # Flash needs lengths in whole blocks, so unpadded prompts take reference attention.
+                ("unpadded", {"pad_to_bucket": False, "attention": {}, "flash_above": 1 << 30},
+                 "each prompt at its own length: other XLA programs")]

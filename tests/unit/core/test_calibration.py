@@ -91,7 +91,7 @@ def test_too_few_distinct_samples_are_refused(tmp_path):
 def fits(r: CalibrationRecord, **kw) -> str | None:
     base = dict(backend="hf", fixture_sha256="f" * 64, golden_sha256="g" * 64, model_digest="m" * 64,
                 noise_class={"device": "cpu", "dtype": "bfloat16"}, prompts=["a", "b", "c"])
-    return mismatch(r, **{**base, **kw})
+    return mismatch(r.reference(), **{**base, **kw})
 
 
 def test_a_record_fits_only_the_inputs_it_measured():

@@ -93,8 +93,12 @@ def test_descriptor_unknown_key_names_file_line_and_expected_keys(tmp_path, embe
     assert "dtype" in line and "attn_implementation" in line
 
 
+# A semantic case with a hand-set bound (the embedded ones take theirs from calibration records).
+HAND_SET = {"backend": "hf", "golden": "semantic", "bound": 0.075, "dtype": "bfloat16"}
+
+
 def test_descriptor_wrong_type(tmp_path, embedded):
-    desc = write_descriptor(tmp_path, embedded)
+    desc = write_descriptor(tmp_path, embedded, cases={"hf-bf16": HAND_SET})
     desc.write_text(desc.read_text().replace("bound = 0.075", 'bound = "0.075"'))
     proc, out = gate(desc, tmp_path)
     line = refused(proc, out)
@@ -126,6 +130,6 @@ def test_missing_descriptor(tmp_path):
 
 @pytest.mark.parametrize("bucket", ["2048", "abc"])
 def test_bucket_bound_for_an_unknown_bucket(tmp_path, embedded, bucket):
-    cases = {"hf-bf16": {**embedded.doc["cases"]["hf-bf16"], "bucket_bounds": {bucket: 0.1}}}
+    cases = {"hf-bf16": {**HAND_SET, "bucket_bounds": {bucket: 0.1}}}
     line = refused(gate(write_descriptor(tmp_path, embedded, cases=cases), tmp_path)[0], tmp_path / "run")
     assert f"case hf-bf16: bucket {bucket} is not in the fixture" in line
