@@ -74,7 +74,6 @@ def hf_float32_effect(folder: str | Path, cases: EmbeddedCases | None = None, di
 # process, so each launch gets its own and leaves nothing behind in the caller.
 _FRESH = """
 import json, sys
-from kit.backends.base import LOG_PREFIX_ENV, log_tail
 from kit.case.runner import run_case
 from kit.core.results import save_case_result
 from kit.core.spec import CaseSpec
