@@ -71,16 +71,20 @@ class Row:
 class Memo:
     """Case verdicts by the case's inputs (the model digest among them), kept in the cache folder."""
 
-    def __init__(self, path: Path):
-        self.path = path
-        self.data = self._read()
-
     def _read(self) -> dict:
         return json.loads(self.path.read_text()) if self.path.is_file() else {}
 
-    @staticmethod
-    def key(spec: CaseSpec) -> str:
-        return sha256_bytes(canonical_bytes({k: v for k, v in spec.to_dict().items() if k != "timeout_s"}))
+    def __init__(self, path: Path, clean_digest: str):
+        self.path = path
+        self.clean_digest = clean_digest
+        self.data = self._read()
+
+    def key(self, spec: CaseSpec) -> str:
+        d = {k: v for k, v in spec.to_dict().items() if k != "timeout_s"}
+        if d.get("calibration"):  # carried over to the faulted copy (kit.faults.effect.on_model): key it as made
+            d["calibration"] = {**d["calibration"],
+                                "inputs": {**d["calibration"]["inputs"], "model_digest": self.clean_digest}}
+        return sha256_bytes(canonical_bytes(d))
 
     def run(self, spec: CaseSpec, fresh: bool = False) -> Verdict:
         key = self.key(spec)
@@ -191,7 +195,9 @@ def main() -> int:
     faults = [f for f in CATALOGUE if names is None or f.name in names]
     vllm = "all" if args.vllm else "smallest" if args.vllm_smallest else None
     args.cache.mkdir(parents=True, exist_ok=True)
-    clean, rows = measure(faults, embedded_cases(), args.cache, Memo(args.cache / "verdicts.json"), vllm)
+    cases = embedded_cases()
+    memo = Memo(args.cache / "verdicts.json", cases.float32.model_digest)
+    clean, rows = measure(faults, cases, args.cache, memo, vllm)
     text = markdown(faults, clean, rows, vllm is not None)
     if args.write_doc:
         DOC.write_text(text)

@@ -55,8 +55,17 @@ def embedded_cases(descriptor: str | Path = paths.EMBEDDED_DESCRIPTOR,
 
 
 def on_model(spec: CaseSpec, folder: str | Path, digest: str | None = None) -> CaseSpec:
-    """The case run on another checkpoint folder (its digest computed unless given)."""
-    return dataclasses.replace(spec, model_path=str(folder), model_digest=digest or model_digest(folder))
+    """The case run on a faulted copy of its model (the copy's digest computed unless given).
+
+    The copy stands for the case's own model run by an engine with the fault, so a calibration record
+    measured on that model still sets the case's bounds and drift reference: the record is carried over
+    to the copy's digest, which the runner would otherwise refuse as a record made for another model."""
+    digest = digest or model_digest(folder)
+    changes: dict = {"model_path": str(folder), "model_digest": digest}
+    calibration = getattr(spec, "calibration", None)
+    if calibration is not None and calibration.get("inputs", {}).get("model_digest") == spec.model_digest:
+        changes["calibration"] = {**calibration, "inputs": {**calibration["inputs"], "model_digest": digest}}
+    return dataclasses.replace(spec, **changes)
 
 
 def largest_error(result: CaseResult) -> float:
