@@ -23,7 +23,7 @@ from kit import __version__
 from kit.backends import registry
 from kit.case.calibrate import finished
 from kit.core import paths
-from kit.core.calibration import CalibrationRecord, Sample, noise_class, record_filename
+from kit.core.calibration import MIN_SAMPLES, CalibrationRecord, Sample, noise_class, record_filename
 from kit.core.errors import BadInput
 from kit.core.fixture import load_fixture
 from kit.core.jsonio import atomic_write_bytes, read_json, write_json
@@ -118,7 +118,9 @@ def calibrate_case(desc: LoadedDescriptor, spec: CaseSpec, run_dir: Path, to: Pa
                            {"spec": spec.to_dict(), "variants": variants, "samples_path": str(samples_path),
                             "descriptor": str(desc.path), "case": spec.name},
                            spec.kernel, spec.timeout_s * len(variants), run_dir / f"{spec.name}.kernel.log")
-    entries = finished(samples_path)
+    wanted = {(v["name"], int(v.get("launch", 1))) for v in variants}
+    # This calibration's variants only: a resumed file may hold samples of variants since dropped.
+    entries = [e for e in finished(samples_path) if (e["sample"]["variant"], e["sample"]["launch"]) in wanted]
     if outcome.error or outcome.killed_by:
         why = outcome.error or f"killed ({outcome.killed_by})"
         error = (f"{why}; {len(entries)} of {len(variants)} samples kept in {paths.display(samples_path)} "
@@ -126,6 +128,12 @@ def calibrate_case(desc: LoadedDescriptor, spec: CaseSpec, run_dir: Path, to: Pa
         console.print(f"calibrate {spec.name}: [red]error[/red]: {error}")
         return CaseCalibration(spec.name, None, None, error, notebook)
     record = build_record(spec, variants, entries, command)
+    unique = record.drift["distinct_samples"]
+    if unique < MIN_SAMPLES:
+        error = (f"{unique} distinct samples of {len(entries)} (the others are bit-identical repeats); the rule "
+                 f"needs {MIN_SAMPLES}: give the backend more implementation variants; no record written")
+        console.print(f"calibrate {spec.name}: [red]error[/red]: {error}")
+        return CaseCalibration(spec.name, None, None, error, notebook)
     path = write_record(record, to)
     where = os.path.relpath(path, desc.path.parent)
     console.print(escape(f"calibrate {spec.name}: bounds {record.bounds} from {len(entries)} samples; "

@@ -3,8 +3,8 @@
 A failure only the candidate shows is a regression. A failure today's pin
 reproduces with the same metrics is a baseline blocker: the golden or the oracle
 is broken, and no candidate can qualify until it is repaired. "The same metrics"
-means equal within the noise floor the repeats measured, and bit for bit where
-nothing measured one.
+means equal within the noise the case's calibration record or its repeats measured
+(the larger), and bit for bit where nothing measured one.
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ class CaseComparison:
     bound: float | None
     noise_floor: float
     same_metrics: bool | None  # None when either side has no metrics to compare
+    # What set noise_floor: "repeats" (this run's spread), "calibration" (the record's), or "" (none: bit for bit).
+    noise_source: str = ""
     control_failed: list[str] = field(default_factory=list)
     candidate_failed: list[str] = field(default_factory=list)
 
@@ -111,7 +113,10 @@ def diagnose(control: RunView, candidate: RunView) -> Diagnosis:
 
 
 def compare_case(name: str, control: CaseResult | None, candidate: CaseResult | None) -> CaseComparison:
-    noise = max(_noise_floor(control), _noise_floor(candidate))
+    repeats = max(_noise_floor(control), _noise_floor(candidate))
+    calibrated = max(_calibrated(control), _calibrated(candidate))
+    noise = max(repeats, calibrated)
+    source = "" if noise == 0 else "calibration" if calibrated >= repeats else "repeats"
     same = None
     if control is not None and candidate is not None and control.prompts and candidate.prompts:
         same = metrics_equal(control.prompts, candidate.prompts, noise)
@@ -123,7 +128,7 @@ def compare_case(name: str, control: CaseResult | None, candidate: CaseResult | 
         control_error=control.max_probability_error if control else None,
         candidate_error=candidate.max_probability_error if candidate else None,
         bound=(control.bound if control and control.bound is not None else candidate.bound if candidate else None),
-        noise_floor=noise, same_metrics=same,
+        noise_floor=noise, same_metrics=same, noise_source=source,
         control_failed=[p.id for p in control.prompts if not p.passed] if control else [],
         candidate_failed=[p.id for p in candidate.prompts if not p.passed] if candidate else [],
     )
@@ -173,8 +178,12 @@ def _verdict(d: Diagnosis) -> tuple[str, str]:
 def sameness(d: Diagnosis) -> str:
     """How the pin's failures matched the candidate's: bit for bit, or within the largest noise floor the
     failing cases' repeats measured (the evidence must not call the latter identical)."""
-    noise = max((r.noise_floor for r in d.rows if r.case in d.control_failures), default=0.0)
-    return f"metrics equal within the measured noise ({noise:.3g})" if noise else "identical metrics"
+    rows = [r for r in d.rows if r.case in d.control_failures]
+    worst = max(rows, key=lambda r: r.noise_floor, default=None)
+    if worst is None or not worst.noise_floor:
+        return "identical metrics"
+    how = "calibrated" if worst.noise_source == "calibration" else "measured"
+    return f"metrics equal within the {how} noise ({worst.noise_floor:.3g})"
 
 
 def _incomplete_lines(label: str, view: RunView) -> list[str]:
@@ -193,6 +202,12 @@ def _incomplete_lines(label: str, view: RunView) -> list[str]:
 def _noise_floor(result: CaseResult | None) -> float:
     """The largest probability spread the case's repeats measured; 0 (bit for bit) without repeats."""
     value = result.noise_floor if result is not None else None
+    return float(value) if _num(value) else 0.0
+
+
+def _calibrated(result: CaseResult | None) -> float:
+    """The noise the case's calibration record measured (its largest per-prompt range); 0 without one."""
+    value = result.calibrated_noise if result is not None else None
     return float(value) if _num(value) else 0.0
 
 

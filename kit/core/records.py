@@ -159,6 +159,27 @@ class CaseResult:
         return max(ratios, default=None)
 
     @property
+    def bound_text(self) -> str:
+        """Where the bounds came from, in a few words: hand-set, or the record and rule that set them."""
+        src = self.bound_source or {}
+        kind = src.get("kind") or ("exact" if self.golden_kind == "exact" else "hand-set")
+        if kind == "exact":
+            return "exact golden"
+        bounds = [b for b in self.bucket_bounds.values()] or ([self.bound] if self.bound is not None else [])
+        span = (f"{min(bounds):g}" if min(bounds) == max(bounds) else f"{min(bounds):g}-{max(bounds):g}") if bounds else "none"
+        if kind == "calibrated":
+            return f"{span}, calibrated: record {str(src.get('record'))[:12]}, rule {src.get('rule')}"
+        return f"{span}, hand-set"
+
+    @property
+    def drift_text(self) -> str:
+        """The drift test in a few words, or why it did not run."""
+        if self.drift is None:
+            return "not run (no calibration)" if self.golden_kind == "semantic" else "—"
+        verdict = "passed" if self.drift.get("passed") else "failed"
+        return f"{verdict}, p = {self.drift.get('p_value', float('nan')):.2g}"
+
+    @property
     def calibrated_noise(self) -> float | None:
         """The noise the case's calibration measured (its largest per-prompt range), None if hand-set."""
         value = self.bound_source.get("noise") if self.bound_source else None

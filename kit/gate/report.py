@@ -256,22 +256,23 @@ def figure_links(view_dir: Path, base: Path) -> list[str]:
 
 
 def compact_case_table(view) -> str:
-    lines = ["| case | backend | status | max error | bound | failed prompts | worst prompt |",
-             "| --- | --- | --- | ---: | ---: | ---: | --- |"]
+    lines = ["| case | backend | status | max error | bound (from) | headroom | drift | failed prompts | worst prompt |",
+             "| --- | --- | --- | ---: | --- | ---: | --- | ---: | --- |"]
     for name in view.expected:
         r = view.results.get(name)
         if r is None:
-            lines.append(f"| {md(name, code=True)} | | missing | | | | |")
+            lines.append(f"| {md(name, code=True)} | | missing | | | | | | |")
             continue
         err = r.max_probability_error
         err_text = "—" if err is None else ("not finite" if err != err else f"{err:.3g}")
-        bound = f"{r.bound:g}" if r.bound is not None else ("exact" if r.golden_kind == "exact" else "—")
+        bound = md(r.bound_text)
+        room = f"{r.headroom:.2f}" if r.headroom is not None else "—"
         w = r.worst
         worst = md(w.id, code=True) if w is not None and (not w.passed or err) else "—"
         failed = f"{r.counts()['failed']}/{r.counts()['prompts']}" if r.prompts else "—"
         mark = {PASSED: "✅ passed", FAILED: "❌ failed"}.get(r.status, f"⚠️ {r.status}")
-        lines.append(f"| {md(name, code=True)} | {md(r.backend)} | {mark} | {err_text} | {bound} | {failed} | "
-                     f"{worst} |")
+        lines.append(f"| {md(name, code=True)} | {md(r.backend)} | {mark} | {err_text} | {bound} | {room} | "
+                     f"{md(r.drift_text)} | {failed} | {worst} |")
     return "\n".join(lines)
 
 

@@ -11,6 +11,7 @@ FLOOR = 1e-9  # bit-exact cases have error 0; keep them visible on a log axis
 # File stems of the summary's figures in a run's figures/ folder.
 BY_BUCKET = "error-by-bucket"
 VS_LENGTH = "error-vs-length"
+HEADROOM = "headroom"
 
 
 def save_figure(fig, folder: Path, stem: str) -> list[Path]:
@@ -167,4 +168,30 @@ def calibration_samples(entries: list[dict], title: str = "max probability error
     ax.set_ylabel("max probability error")
     ax.set_title(title)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return fig
+
+
+def headroom(results: dict, title: str = "headroom: each case's largest error / its bound"):
+    """One bar per case with a bound, the line at 1 where a prompt fails; the bar says where the
+    bound came from (calibrated or hand-set), so a wide hand-set bound shows as the blind spot it is."""
+    import matplotlib.pyplot as plt
+
+    rows = [(name, r.headroom, (r.bound_source or {}).get("kind", "hand-set")) for name, r in results.items()
+            if r.headroom is not None]
+    fig, ax = plt.subplots(figsize=(9, 0.5 + 0.45 * max(len(rows), 1)))
+    if not rows:
+        ax.text(0.5, 0.5, "no case with a bound", ha="center", va="center", transform=ax.transAxes)
+        return fig
+    colors = {"calibrated": "tab:blue", "hand-set": "tab:orange"}
+    for i, (name, value, kind) in enumerate(rows):
+        ax.barh(i, value, color=colors.get(kind, "0.5"), label=kind)
+    ax.set_yticks(range(len(rows)), [r[0] for r in rows])
+    ax.invert_yaxis()
+    ax.axvline(1.0, color="red", linewidth=1)
+    ax.set_xlim(0, max(1.1, max(r[1] for r in rows) * 1.05))
+    ax.set_xlabel("largest error / bound (1: at the bound)")
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles))
+    ax.legend(unique.values(), unique.keys(), fontsize=8, loc="lower right")
+    ax.set_title(title)
     return fig

@@ -69,12 +69,30 @@ def case_table(view: RunView) -> pd.DataFrame:
             "case": name, "backend": r.backend, "status": r.status, "golden": r.golden_kind,
             "max_probability_error": err, "bound": bound,
             "margin": (bound - err) if (bound is not None and err is not None) else None,
+            "headroom": r.headroom,  # the largest error / bound over the prompts: above 1 fails
+            "bound_from": r.bound_text, "drift": r.drift_text,
             "worst_prompt": worst.id if worst and (err or not worst.passed) else None,
             "failed_prompts": r.counts()["failed"], "prompts": r.counts()["prompts"],
             "noise_floor": r.noise_floor,  # largest spread across repeats; None when nothing was repeated
             "duration_s": round(r.duration_s, 1) if r.duration_s is not None else None,
         })
     return pd.DataFrame(rows).set_index("case")
+
+
+def drift_table(view: RunView) -> pd.DataFrame:
+    """One row per drift statistic of every case that ran the test: the run's mean, the calibrated
+    mean and the interval clean runs stay in, and the p-value."""
+    rows = []
+    for name in view.expected:
+        r = view.results.get(name)
+        if r is None or not r.drift:
+            continue
+        for s in r.drift["statistics"]:
+            inside = s["low"] <= s["value"] <= s["high"] if s["low"] is not None else s["value"] <= s["high"]
+            rows.append({"case": name, "test": s["test"], "value": s["value"], "reference": s["reference"],
+                         "low": s["low"], "high": s["high"], "p_value": s["p_value"],
+                         "verdict": "within" if inside else "drifted"})
+    return pd.DataFrame(rows).set_index(["case", "test"]) if rows else pd.DataFrame()
 
 
 def prompt_frame(results: Mapping[str, CaseResult]) -> pd.DataFrame:
@@ -84,6 +102,7 @@ def prompt_frame(results: Mapping[str, CaseResult]) -> pd.DataFrame:
 
 
 TABLE_FORMAT = {"max_probability_error": "{:.4g}", "bound": "{:g}", "margin": "{:+.4g}", "duration_s": "{:.1f}",
+                "headroom": "{:.2f}",
                 "noise_floor": "{:.3g}"}
 
 
@@ -119,13 +138,19 @@ def show_run(view: RunView, save_figures: bool = True) -> None:
     display(styled_case_table(view))
     coverage.show_run_coverage(view.manifest)  # what the verdict cannot see: tokens and positions no prompt reaches
     prompts = prompt_frame(view.results)
-    figures = {plots.BY_BUCKET: plots.error_by_bucket(prompts),
+    figures = {plots.HEADROOM: plots.headroom(view.results),
+               plots.BY_BUCKET: plots.error_by_bucket(prompts),
                plots.VS_LENGTH: plots.error_vs_length(prompts, title="max probability error per prompt")}
     for stem, fig in figures.items():
         if save_figures:
             _save(fig, view.run_dir / rundir.FIGURES, stem)
         display(fig)
         plt.close(fig)  # shown once, here, not again when the cell ends
+    drift = drift_table(view)
+    if not drift.empty:
+        display(HTML("<h4>Drift: each case's mean over its prompts against its calibrated clean samples</h4>"))
+        display(drift.style.format({"value": "{:+.5f}", "reference": "{:+.5f}", "low": "{:+.5f}", "high": "{:+.5f}",
+                                    "p_value": "{:.2g}"}, na_rep="—", escape="html"))
     display(HTML("<h4>Worst prompts: the golden's and the backend's top tokens</h4>"))
     display(audit.styled_worst_prompts(view))
     print("\n".join(failure_lines(view) or ["no failures"]))

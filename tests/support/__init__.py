@@ -60,7 +60,8 @@ def write_descriptor(folder: Path, embedded: Embedded, name: str = "test.toml", 
         "goldens": {k: [str(p) for p in v] if isinstance(v, list) else str(v)
                     for k, v in (goldens or embedded.golden_files).items()},
         "defaults": defaults or embedded.doc.get("defaults", {}),
-        "cases": _absolute_calibrations(cases if cases is not None else embedded.doc["cases"], embedded),
+        "cases": _calibrated_or_hand_set(cases if cases is not None else embedded.doc["cases"], embedded,
+                                         own_inputs=not (model or model_digest or fixture or goldens)),
     }
     if releases is not None:
         doc["releases"] = releases
@@ -70,11 +71,23 @@ def write_descriptor(folder: Path, embedded: Embedded, name: str = "test.toml", 
     return out
 
 
-def _absolute_calibrations(cases: dict, embedded: Embedded) -> dict:
-    """Cases whose calibration record paths, relative to the embedded descriptor, are made absolute."""
+# The real gate's hand-set bounds, which the embedded semantic cases had before calibration records.
+HAND_SET_BOUNDS = {"hf": 0.075, "levanter": 0.075, "vllm": 0.125}
+
+
+def _calibrated_or_hand_set(cases: dict, embedded: Embedded, own_inputs: bool) -> dict:
+    """The cases with their calibration records' paths made absolute; with the embedded inputs replaced
+    (another model, fixture or golden), which no record measured, with the hand-set bounds instead."""
     here = embedded.descriptor.parent
-    return {name: {**c, "calibration": str((here / c["calibration"]).resolve())} if "calibration" in c else c
-            for name, c in cases.items()}
+
+    def one(c: dict) -> dict:
+        if "calibration" not in c:
+            return c
+        if own_inputs:
+            return {**c, "calibration": str((here / c["calibration"]).resolve())}
+        return {**{k: v for k, v in c.items() if k != "calibration"}, "bound": HAND_SET_BOUNDS[c["backend"]]}
+
+    return {name: one(c) for name, c in cases.items()}
 
 
 def parity_kit(*args: str, cwd: Path | None = None, timeout: float = 600,

@@ -107,12 +107,15 @@ def test_report_markdown_and_attach(failing_run, tmp_path):
     assert proc.returncode == 0, proc.stderr
     md = proc.stdout
     assert md.startswith("**Parity gate `test`: failed.** 2 failed in ")
-    assert "| case | backend | status | max error | bound | failed prompts | worst prompt |" in md
+    assert ("| case | backend | status | max error | bound (from) | headroom | drift | failed prompts | worst prompt |"
+            in md)
     n = read_run(run).results["hf-bf16"].counts()["failed"]
-    assert "| `hf-bf16` | hf | ❌ failed |" in md and f"| 0.075 | {n}/64 |" in md
-    assert "| `checkpoint` | hf | ❌ failed |" in md and "| exact | 64/64 |" in md
+    assert "| `hf-bf16` | hf | ❌ failed |" in md and "| 0.075, hand-set |" in md
+    assert f"| not run (no calibration) | {n}/64 |" in md
+    assert "| `checkpoint` | hf | ❌ failed |" in md and "| exact golden | — | — | 64/64 |" in md
     # The summary's figures as files, linked relative to the run for an issue comment.
-    figures = [f"figures/{stem}.{ext}" for stem in ("error-by-bucket", "error-vs-length") for ext in ("png", "svg")]
+    figures = [f"figures/{stem}.{ext}" for stem in ("headroom", "error-by-bucket", "error-vs-length")
+               for ext in ("png", "svg")]
     assert all((run / f).stat().st_size > 1000 for f in figures)
     assert "![error by bucket](figures/error-by-bucket.png) ([SVG](figures/error-by-bucket.svg))" in md
     assert "![error vs length](figures/error-vs-length.png) ([SVG](figures/error-vs-length.svg))" in md

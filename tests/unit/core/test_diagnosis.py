@@ -10,11 +10,13 @@ import dataclasses
 import pytest
 
 from kit.case import runner
+from kit.core.calibration import load_record
 from kit.core.diagnosis import BOTH_BROKEN, INCOMPLETE, QUALIFIED, REGRESSION, diagnose
 from kit.core.exitcodes import ExitCode
 from kit.core.golden import load_golden
 from kit.core.records import ERROR, FAILED, PASSED, CaseResult, Observation
 from kit.core.results import RunView
+from kit.core.spec import CaseSpec
 from kit.descriptor.load import load_descriptor
 
 FAILS = -0.5  # every logprob 0.5 lower: each prompt's error is 0.39 of its top probability, > 0.075 here
@@ -45,17 +47,24 @@ class Moved:
 
 
 @pytest.fixture(scope="module")
-def base(embedded):
+def calibrated(embedded):
+    """The embedded hf-bf16 case as the descriptor has it: bounds and noise from its calibration record."""
     spec = load_descriptor(embedded.descriptor).case_specs(["hf-bf16"])[0]
-    return dataclasses.replace(spec, buckets=[128])  # 16 prompts
+    return dataclasses.replace(spec, buckets=[128], drift=False)  # 16 prompts
+
+
+@pytest.fixture(scope="module")
+def base(calibrated):
+    """The same case with a hand-set bound: no noise but what its repeats measure."""
+    return dataclasses.replace(calibrated, calibration=None, bucket_bounds={}, bound=0.075)
 
 
 @pytest.fixture
 def scored(base, monkeypatch):
     """Run a case (named ``name``) through the real runner and scoring, against an engine moved by ``shift``."""
-    def run(name: str, shift: float, jitter: float = 0.0, repeats: int = 1) -> CaseResult:
+    def run(name: str, shift: float, jitter: float = 0.0, repeats: int = 1, spec: CaseSpec | None = None) -> CaseResult:
         monkeypatch.setattr(runner, "open_backend", lambda spec: Moved(spec.golden_path, shift, jitter))
-        spec = dataclasses.replace(base, name=name, repeats=repeats,
+        spec = dataclasses.replace(spec or base, name=name, repeats=repeats,
                                    repeat_prompts=["chat-sharegpt-00"] if repeats > 1 else None)
         return runner.run_case(spec)
     return run
@@ -100,6 +109,20 @@ def test_failures_equal_within_the_measured_noise_are_a_baseline_blocker(scored)
     quiet = scored("a", FAILS - 1e-4)
     d = diagnose(view("current", ["a"], control), view("candidate", ["a"], quiet))
     assert d.verdict == BOTH_BROKEN and d.rows[0].same_metrics is False
+
+
+def test_failures_equal_within_the_calibrated_noise_are_a_baseline_blocker(scored, calibrated):
+    # No repeats on either side: the calibration record's measured noise is what "equal" allows.
+    control = scored("a", FAILS, spec=calibrated)
+    candidate = scored("a", FAILS - 1e-4, spec=calibrated)
+    assert control.status == candidate.status == FAILED and control.noise_floor is None
+    noise = control.calibrated_noise
+    assert noise == max(b["spread"] for b in load_record(calibrated.calibration["path"]).buckets.values())
+    d = diagnose(view("current", ["a"], control), view("candidate", ["a"], candidate))
+    assert (d.verdict, d.rows[0].noise_source, d.rows[0].noise_floor) == ("baseline-blocker", "calibration", noise)
+    assert d.reason == (f"today's pin `current` reproduces the candidate's failure of `a` with metrics equal within "
+                        f"the calibrated noise ({noise:.3g}): the golden or the oracle is broken; repair it before "
+                        "any candidate can qualify")
 
 
 def test_both_broken_on_different_cases(scored):

@@ -76,13 +76,13 @@ def test_evidence_escapes_ids_messages_and_names():
     assert "Reproduce: `parity-kit gate d.toml`" in text
 
 
-def test_case_table_rows_keep_their_seven_cells():
+def test_case_table_rows_keep_their_nine_cells():
     results = {"a|b": failed_case("a|b", "p|1\nnext", "bad"), "ok": CaseResult("ok", "hf", PASSED)}
     view = type("View", (), {"expected": ["a|b", "ok", "lost|case"], "results": results})()
     rows = report.compact_case_table(view).splitlines()[2:]
-    assert [len(re.split(r"(?<!\\)\|", row)) - 2 for row in rows] == [7, 7, 7]
-    assert rows[0] == "| a\\|b | hf | ❌ failed | 0.5 | 0.075 | 1/1 | p\\|1 next |"
-    assert rows[2] == "| lost\\|case | | missing | | | | |"
+    assert [len(re.split(r"(?<!\\)\|", row)) - 2 for row in rows] == [9, 9, 9]
+    assert rows[0] == "| a\\|b | hf | ❌ failed | 0.5 | 0.075, hand-set | 6.67 | not run (no calibration) | 1/1 | p\\|1 next |"
+    assert rows[2] == "| lost\\|case | | missing | | | | | | |"
 
 
 def test_control_reason_keeps_its_code_and_escapes_the_names():
