@@ -115,8 +115,10 @@ def run_case(spec: CaseSpec) -> CaseResult:
                            accept=spec.calibration.get("accept", []))
         if problem:
             raise BadInput(f"case {spec.name}: calibration {spec.calibration.get('path')} does not fit: {problem}")
-        check_accelerator(spec)
-        if spec.drift:
+        elsewhere = other_hardware(spec)
+        if elsewhere:
+            notes.append(elsewhere)
+        elif spec.drift:
             drift = drift_test(scores, spec.calibration)
             failures += drift.failures
     spreads = [repeat_spread(p.id, runs[p.id], spec.repeat_launches) for p in repeated] if spec.repeated else []
@@ -142,19 +144,25 @@ def bound_source(spec: CaseSpec, exact: bool) -> dict:
     if cal is None:
         return {"kind": "hand-set"}
     return {"kind": "calibrated", "record": cal["sha256"], "path": cal.get("path"), "rule": cal["rule"],
-            "noise": cal["noise"], "noise_class": cal["noise_class"],
+            "noise": cal["noise"], "noise_class": cal["noise_class"], "buckets": cal.get("buckets", {}),
             "measured_on": cal["fingerprint"].get("runtime", {}), "release": cal["fingerprint"].get("release", {})}
 
 
-def check_accelerator(spec: CaseSpec) -> None:
-    """The GPU (or CPU) a calibration measured must be the one this case computes on: another class of
-    hardware has other noise. Only the kernel knows which GPU it has."""
+def other_hardware(spec: CaseSpec) -> str | None:
+    """None when the calibration measured this very class of hardware (CPU instruction-set level, or GPU);
+    else a note, when the case accepts the difference, and a refusal when it does not. Only the kernel
+    knows which hardware it computes on."""
     cal = spec.calibration or {}
     measured = (cal.get("fingerprint", {}).get("runtime", {}).get("accelerator") or {}).get("name")
     here = accelerator(case_device(spec.options))["name"]
-    if measured and measured != here and "accelerator" not in cal.get("accept", []):
-        raise BadInput(f"case {spec.name}: calibration {str(cal.get('path') or cal.get('sha256'))} measured noise on "
-                       f"{measured}, this case runs on {here} (set accept_noise_changes = [\"accelerator\"] to use it)")
+    if not measured or measured == here:
+        return None
+    where = str(cal.get("path") or cal.get("sha256"))
+    if "hardware" not in cal.get("accept", []):
+        raise BadInput(f"case {spec.name}: calibration {where} measured noise on {measured}, this case runs on "
+                       f"{here}: calibrate here, or set accept_noise_changes = [\"hardware\"] to use its bounds")
+    return (f"calibration measured on {measured}, this case runs on {here} (accepted): its bounds apply; its drift "
+            "test does not, since the mean error itself moves with the hardware")
 
 
 class BackendMismatch(Exception):

@@ -30,8 +30,14 @@ DRIFT_ALPHA = 1e-3  # the drift test's stated false-failure rate per case (kit.c
 _D2 = {2: 1.128, 3: 1.693, 4: 2.059, 5: 2.326, 6: 2.534, 7: 2.704, 8: 2.847, 9: 2.970, 10: 3.078}
 
 RULE_NAME = "largest-plus-margin/2"
-RULE_TEXT = ("per bucket: largest error + max(2 x spread x d2(10)/d2(n), 0.1 x largest error), rounded up to "
-             "two significant digits; spread is the largest per-prompt range across the n distinct samples")
+RULE_TEXT = ("per bucket: largest error + max(2 x spread x d2(10)/d2(n), 0.1 x largest error, 5 x the dtype's "
+             "resolution), rounded up to two significant digits; spread is the largest per-prompt range across "
+             "the n distinct samples")
+
+# The smallest probability difference a dtype reproduces from one runtime to the next: the embedded
+# model's float32 goldens made on an AVX2 and an AVX-512 host differ by up to 1.4e-6. Below it, a
+# float32 case's "noise" is the host's instruction set, not the engine. bfloat16's own noise is far larger.
+RESOLUTION = {"float32": 2e-6}
 
 
 def spread_factor(n_distinct: int) -> float:
@@ -52,9 +58,13 @@ def round_up(x: float, digits: int = 2) -> float:
     return round(math.ceil(round(x / scale, 9)) * scale, 12)
 
 
-def bound_rule(largest: float, spread: float, n_distinct: int) -> float:
+def resolution(dtype: str) -> float:
+    return RESOLUTION.get(dtype, 0.0)
+
+
+def bound_rule(largest: float, spread: float, n_distinct: int, dtype: str = "bfloat16") -> float:
     """The bound a bucket's measured noise justifies (RULE_TEXT, in one place)."""
-    margin = max(2.0 * spread * spread_factor(n_distinct), 0.1 * largest)
+    margin = max(2.0 * spread * spread_factor(n_distinct), 0.1 * largest, 5 * resolution(dtype))
     return min(1.0, round_up(largest + margin))
 
 
@@ -103,7 +113,7 @@ def prompt_ranges(samples: Sequence[Sample], buckets: Mapping[str, int]) -> dict
     return out
 
 
-def bucket_bounds(prompts: Mapping[str, dict], n_distinct: int) -> dict[str, dict]:
+def bucket_bounds(prompts: Mapping[str, dict], n_distinct: int, dtype: str = "bfloat16") -> dict[str, dict]:
     """Per bucket: the largest error, the largest per-prompt range, and the bound the rule gives."""
     out: dict[str, dict] = {}
     for bucket in sorted({p["bucket"] for p in prompts.values()}):
@@ -111,7 +121,7 @@ def bucket_bounds(prompts: Mapping[str, dict], n_distinct: int) -> dict[str, dic
         largest = max(p["largest"] for p in members)
         spread = max(p["largest"] - p["smallest"] for p in members)
         out[str(bucket)] = {"prompts": len(members), "largest": largest, "spread": spread,
-                            "bound": bound_rule(largest, spread, n_distinct)}
+                            "bound": bound_rule(largest, spread, n_distinct, dtype)}
     return out
 
 
@@ -141,7 +151,7 @@ class CalibrationRecord:
         record = cls(**kw)
         unique = distinct(record.samples)
         record.prompts = prompt_ranges(record.samples, buckets)
-        record.buckets = bucket_bounds(record.prompts, len(unique))
+        record.buckets = bucket_bounds(record.prompts, len(unique), record.noise_class.get("dtype", "bfloat16"))
         record.drift = {"alpha": DRIFT_ALPHA, "distinct_samples": len(unique),
                         "variants": [s.variant for s in unique]}
         return record
@@ -174,6 +184,8 @@ class CalibrationRecord:
         return {"sha256": self.sha256, "path": str(self.path) if self.path else None, "rule": self.rule["name"],
                 "backend": self.backend, "inputs": dict(self.inputs), "prompt_ids": sorted(self.prompts),
                 "bounds": self.bounds, "noise": self.noise, "noise_class": dict(self.noise_class),
+                "buckets": {b: {k: v[k] for k in ("largest", "spread", "bound")} for b, v in self.buckets.items()},
+                "resolution": resolution(self.noise_class.get("dtype", "")),
                 "drift": {"alpha": self.drift["alpha"],
                           "samples": [{"errors": s.errors, "shifts": s.shifts} for s in distinct(self.samples)]},
                 "fingerprint": self.fingerprint}

@@ -28,7 +28,8 @@ from typing import Mapping, Sequence
 from kit.core.records import PromptScore
 
 # The smallest difference the tests act on, whatever the samples' spread: a mean error 5 % above the
-# calibration's, a mean shift of 10 % of its mean error. Below these, no reviewer would call it a fault.
+# calibration's, a mean shift of 10 % of its mean error, and never less than the dtype's resolution
+# (kit.core.calibration.RESOLUTION). Below these, no reviewer would call it a fault.
 MIN_RELATIVE_ERROR = 0.05
 MIN_RELATIVE_SHIFT = 0.10
 
@@ -133,10 +134,11 @@ def drift_test(scores: Sequence[PromptScore], reference: Mapping) -> DriftResult
     run_error = statistics.fmean(s.max_probability_error for s in scored)
     run_shift = statistics.fmean(s.top_probability_shift for s in scored)
     ref_error = statistics.fmean(means["error"])
+    floor = float(reference.get("resolution") or 0.0)  # a float32 case's means move this much between hosts
     stats = []
     for test, value, two_sided, minimum in (
-            ("error", run_error, False, MIN_RELATIVE_ERROR * ref_error),
-            ("shift", run_shift, True, MIN_RELATIVE_SHIFT * ref_error)):
+            ("error", run_error, False, max(MIN_RELATIVE_ERROR * ref_error, floor)),
+            ("shift", run_shift, True, max(MIN_RELATIVE_SHIFT * ref_error, floor))):
         side = alpha / 2 / (2 if two_sided else 1)  # two tests; a two-sided one splits its share again
         low, high = interval(means[test], side, two_sided, minimum)
         stats.append(DriftStatistic(test, value, statistics.fmean(means[test]), low, high,

@@ -99,10 +99,11 @@ NUMERIC_ENV_PREFIXES = ("OMP_", "MKL_", "OPENBLAS_", "KMP_", "ONEDNN_", "DNNL_",
 
 
 def accelerator(device: str = "cpu") -> dict[str, str]:
-    """The device a case computes on: "cpu", or the GPU's name and driver (from nvidia-smi, which every
+    """The device a case computes on: "cpu (x86-64-v3)" with its instruction-set level, or the GPU's name and driver (from nvidia-smi, which every
     CUDA node has; no torch or jax import needed)."""
     if not device.startswith("cuda"):
-        return {"name": "cpu", "driver": ""}
+        # The instruction-set level picks the CPU's kernels, and with them the rounding (see hardware()).
+        return {"name": f"cpu ({host_isa_level()})", "driver": ""}
     import shutil
     import subprocess
 

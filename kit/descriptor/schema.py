@@ -84,7 +84,8 @@ class CaseBase(_Strict):
     calibration: str | None = None
     drift: bool = True
     # What the record may differ in from the case although the noise depends on it (refused otherwise).
-    accept_noise_changes: list[Literal["device", "dtype", "accelerator"]] = Field(default_factory=list)
+    # "hardware" (another CPU instruction-set level or GPU) keeps the record's bounds but not its drift test.
+    accept_noise_changes: list[Literal["device", "dtype", "hardware"]] = Field(default_factory=list)
     buckets: list[int] | None = None
     prompts: list[str] | None = None
     kernel: str | None = None

@@ -95,6 +95,24 @@ def drift_table(view: RunView) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index(["case", "test"]) if rows else pd.DataFrame()
 
 
+def calibration_table(view: RunView) -> pd.DataFrame:
+    """Per calibrated case and bucket: this run's largest error against the clean variants' largest, their
+    spread and the bound the rule made of them, so a reader sees how far the run sits from measured noise."""
+    rows = []
+    for name in view.expected:
+        r = view.results.get(name)
+        src = r.bound_source if r is not None else {}
+        if not src or src.get("kind") != "calibrated":
+            continue
+        for bucket, cal in src.get("buckets", {}).items():
+            errors = [p.max_probability_error for p in r.prompts if str(p.bucket) == bucket]
+            run = max(errors) if errors else None
+            rows.append({"case": name, "bucket": int(bucket), "largest_error": run,
+                         "calibrated_largest": cal["largest"], "calibrated_spread": cal["spread"],
+                         "bound": cal["bound"], "error_over_noise": run / cal["largest"] if run and cal["largest"] else None})
+    return pd.DataFrame(rows).set_index(["case", "bucket"]) if rows else pd.DataFrame()
+
+
 def prompt_frame(results: Mapping[str, CaseResult]) -> pd.DataFrame:
     """One row per scored prompt of every case, with the case and backend names."""
     rows = [{"case": name, "backend": r.backend, **p.to_dict()} for name, r in results.items() for p in r.prompts]
@@ -146,6 +164,10 @@ def show_run(view: RunView, save_figures: bool = True) -> None:
             _save(fig, view.run_dir / rundir.FIGURES, stem)
         display(fig)
         plt.close(fig)  # shown once, here, not again when the cell ends
+    calibration = calibration_table(view)
+    if not calibration.empty:
+        display(HTML("<h4>Against calibrated noise: each bucket's largest error beside the clean variants'</h4>"))
+        display(calibration.style.format("{:.4g}", na_rep="—", escape="html"))
     drift = drift_table(view)
     if not drift.empty:
         display(HTML("<h4>Drift: each case's mean over its prompts against its calibrated clean samples</h4>"))

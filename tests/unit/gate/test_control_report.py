@@ -65,10 +65,14 @@ def test_markdown_names_the_verdict_and_both_releases_cases(tmp_path, capsys):
     current = lines.index("<details open><summary>Cases against <code>current</code></summary>")
     candidate = lines.index("<details open><summary>Cases against <code>candidate</code></summary>")
     assert current < candidate
-    assert lines[current + 4:current + 6] == ["| `hf-bf16` | hf | ✅ passed | 0.01 | 0.075 | 0/1 | `p-1` |",
-                                              "| `hf-fp32` | hf | ✅ passed | 0.02 | 0.075 | 0/1 | `p-1` |"]
-    assert lines[candidate + 4:candidate + 6] == ["| `hf-bf16` | hf | ❌ failed | 0.5 | 0.075 | 1/1 | `p-7` |",
-                                                  "| `hf-fp32` | hf | ✅ passed | 0.02 | 0.075 | 0/1 | `p-1` |"]
+    # Cells: case, backend, status, max error, bound (from), headroom, drift, failed prompts, worst prompt.
+    hand, no_drift = "0.075, hand-set", "not run (no calibration)"
+    assert lines[current + 4:current + 6] == [
+        f"| `hf-bf16` | hf | ✅ passed | 0.01 | {hand} | 0.13 | {no_drift} | 0/1 | `p-1` |",
+        f"| `hf-fp32` | hf | ✅ passed | 0.02 | {hand} | 0.27 | {no_drift} | 0/1 | `p-1` |"]
+    assert lines[candidate + 4:candidate + 6] == [
+        f"| `hf-bf16` | hf | ❌ failed | 0.5 | {hand} | 6.67 | {no_drift} | 1/1 | `p-7` |",
+        f"| `hf-fp32` | hf | ✅ passed | 0.02 | {hand} | 0.27 | {no_drift} | 0/1 | `p-1` |"]
     assert lines[-1] == "</details>"
 
 
