@@ -9,6 +9,7 @@ line a descriptor needs to use it is printed. ``--resume DIR`` reuses every fini
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 import time
@@ -134,6 +135,10 @@ def calibrate_case(desc: LoadedDescriptor, spec: CaseSpec, run_dir: Path, to: Pa
                  f"needs {MIN_SAMPLES}: give the backend more implementation variants; no record written")
         console.print(f"calibrate {spec.name}: [red]error[/red]: {error}")
         return CaseCalibration(spec.name, None, None, error, notebook)
+    for miss in [x for x in record.drift.get("leave_one_out", []) if not x["passed"]]:
+        console.print(f"calibrate {spec.name}: [yellow]warning[/yellow]: variant {miss['variant']} fails the drift test "
+                      f"against the other variants (p = {miss['p_value']:.2g}): the variants may not span the case's "
+                      "noise yet; a healthy release like it would fail the gate")
     path = write_record(record, to)
     where = os.path.relpath(path, desc.path.parent)
     console.print(escape(f"calibrate {spec.name}: bounds {record.bounds} from {len(entries)} samples; "
@@ -172,3 +177,30 @@ def write_record(record: CalibrationRecord, to: Path) -> Path:
 def load_index(run_dir: str | Path) -> dict:
     return read_json(Path(run_dir) / INDEX)
 
+
+
+def measure_in_process(spec: CaseSpec, samples_path: str | Path, command: Sequence[str] = ("in-process",)
+                       ) -> CalibrationRecord:
+    """A record of ``spec`` measured in this process (no kernel, no file under calibrations/): for tests
+    and benchmarks that need the noise of the host they run on."""
+    from kit.case.calibrate import calibrate_case
+
+    variants = variants_for(spec)
+    entries = calibrate_case(spec, variants, samples_path)
+    return build_record(spec, variants, entries, list(command))
+
+
+def on_this_hardware(spec: CaseSpec, samples_path: str | Path) -> CaseSpec:
+    """``spec`` as it is, when its calibration was measured on this host's class of hardware; else with a
+    calibration measured here, in process (a record of another instruction-set level has other noise)."""
+    from kit.core.calibration import case_device
+    from kit.core.runtime import accelerator
+
+    cal = spec.calibration
+    if cal is None:
+        return spec
+    here = accelerator(case_device(spec.options))["name"]
+    if cal["fingerprint"]["runtime"]["accelerator"]["name"] == here:
+        return spec
+    record = measure_in_process(spec, samples_path)
+    return dataclasses.replace(spec, calibration={**record.reference(), "accept": []}, bucket_bounds=record.bounds)

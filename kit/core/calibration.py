@@ -125,6 +125,23 @@ def bucket_bounds(prompts: Mapping[str, dict], n_distinct: int, dtype: str = "bf
     return out
 
 
+def leave_one_out(unique: Sequence[Sample], dtype: str) -> list[dict]:
+    """Each clean sample's drift test against the others: a healthy variant the calibration had not seen
+    must pass. One that fails says the variants do not yet span the case's noise (the record keeps it,
+    and ``parity-kit calibrate`` says so)."""
+    from kit.core.drift import drift_of
+
+    if len(unique) < MIN_SAMPLES + 1:  # the others must still be enough for the rule
+        return []
+    out = []
+    for i, s in enumerate(unique):
+        others = [{"errors": o.errors, "shifts": o.shifts} for j, o in enumerate(unique) if j != i]
+        result = drift_of(s.errors, s.shifts, {"sha256": "", "resolution": resolution(dtype),
+                                              "drift": {"alpha": DRIFT_ALPHA, "samples": others}})
+        out.append({"variant": s.variant, "launch": s.launch, "passed": result.passed, "p_value": result.p_value})
+    return out
+
+
 @dataclass
 class CalibrationRecord:
     """A case's measured noise and the bounds it justifies, with where and how it was measured."""
@@ -154,6 +171,7 @@ class CalibrationRecord:
         record.buckets = bucket_bounds(record.prompts, len(unique), record.noise_class.get("dtype", "bfloat16"))
         record.drift = {"alpha": DRIFT_ALPHA, "distinct_samples": len(unique),
                         "variants": [s.variant for s in unique]}
+        record.drift["leave_one_out"] = leave_one_out(unique, record.noise_class.get("dtype", ""))
         return record
 
     def to_dict(self) -> dict:

@@ -124,15 +124,20 @@ def interval(values: Sequence[float], alpha_side: float, two_sided: bool, minimu
 
 def drift_test(scores: Sequence[PromptScore], reference: Mapping) -> DriftResult:
     """The case's prompts against the calibration ``reference`` (CalibrationRecord.reference())."""
+    scored = [s for s in scores if _finite(s.max_probability_error) and _finite(s.top_probability_shift)]
+    return drift_of({s.id: s.max_probability_error for s in scored},
+                    {s.id: s.top_probability_shift for s in scored}, reference)
+
+
+def drift_of(errors: Mapping[str, float], shifts: Mapping[str, float], reference: Mapping) -> DriftResult:
+    """The test on one run's per-prompt errors and shifts (prompts the reference has no sample of left out)."""
     alpha = reference["drift"]["alpha"]
     samples = reference["drift"]["samples"]
-    scored = [s for s in scores if s.id in samples[0]["errors"] and _finite(s.max_probability_error)
-              and _finite(s.top_probability_shift)]
-    ids = [s.id for s in scored]
+    ids = [p for p in errors if p in samples[0]["errors"] and p in shifts]
     means = sample_means(samples, ids)
     n = len(samples)
-    run_error = statistics.fmean(s.max_probability_error for s in scored)
-    run_shift = statistics.fmean(s.top_probability_shift for s in scored)
+    run_error = statistics.fmean(errors[p] for p in ids)
+    run_shift = statistics.fmean(shifts[p] for p in ids)
     ref_error = statistics.fmean(means["error"])
     floor = float(reference.get("resolution") or 0.0)  # a float32 case's means move this much between hosts
     stats = []
@@ -143,9 +148,9 @@ def drift_test(scores: Sequence[PromptScore], reference: Mapping) -> DriftResult
         low, high = interval(means[test], side, two_sided, minimum)
         stats.append(DriftStatistic(test, value, statistics.fmean(means[test]), low, high,
                                     _p_value(value, means[test], two_sided), n))
-    failures = [_message(s, len(scored)) for s in stats if s.failed]
+    failures = [_message(s, len(ids)) for s in stats if s.failed]
     adjusted = min(min(1.0, 2 * s.p_value) for s in stats)
-    return DriftResult(reference["sha256"], alpha, len(scored), stats, not failures, adjusted, failures)
+    return DriftResult(reference["sha256"], alpha, len(ids), stats, not failures, adjusted, failures)
 
 
 def _p_value(value: float, values: Sequence[float], two_sided: bool) -> float:

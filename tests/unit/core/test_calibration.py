@@ -110,3 +110,13 @@ def test_another_noise_class_is_refused_unless_accepted():
     assert fits(r, noise_class=other) == ("it measured noise on dtype 'bfloat16', this case runs on 'float16' "
                                           "(set accept_noise_changes = [\"dtype\"] to use it anyway)")
     assert fits(r, noise_class=other, accept=["dtype"]) is None
+
+
+def test_each_variant_is_tested_for_drift_against_the_others():
+    base = {"a": 0.004, "b": 0.008, "c": 0.010}
+    near = [sample(f"v{i}", {p: e * (1 + 0.01 * i) for p, e in base.items()}) for i in range(4)]
+    assert [x["passed"] for x in record(near).drift["leave_one_out"]] == [True] * 4
+    # A variant twice as noisy as the rest: a healthy release like it would fail the gate.
+    loud = near + [sample("loud", {p: 2 * e for p, e in base.items()})]
+    verdicts = {x["variant"]: x["passed"] for x in record(loud).drift["leave_one_out"]}
+    assert verdicts == {"v0": True, "v1": True, "v2": True, "v3": True, "loud": False}
