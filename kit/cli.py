@@ -113,7 +113,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="descriptor TOML (default: the embedded tiny-cpu descriptor)")
     g.add_argument("--out", help="run directory to create (default: runs/<name>-<time>-<id>)")
     g.add_argument("--jobs", type=int,
-                   help="cases run side by side with the local executor (default: the number of cores); "
+                   help="cases run side by side with the local executor (default: cases that ask for GPUs "
+                        "as many as the free GPUs allow, each on its own; the others as many as the cores); "
                         "Ray places cases by their resources instead")
     g.add_argument("--case", action="append", dest="cases", help="run only this case (repeatable)")
     g.add_argument("--release", help="run against this [releases.NAME] of the descriptor (its kernels and options)")
@@ -137,7 +138,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--out", help="control directory to create (default: runs/control-<name>-<time>-<id>)")
     c.add_argument("--current", default="current", help="the release pinned today (default: current)")
     c.add_argument("--candidate", default="candidate", help="the release to qualify (default: candidate)")
-    c.add_argument("--jobs", type=int, help="cases run side by side, both runs together (default: the cores)")
+    c.add_argument("--jobs", type=int, help="cases run side by side, both runs together (default: the cores, "
+                                            "and for cases that ask for GPUs the free GPUs)")
     c.add_argument("--case", action="append", dest="cases", help="run only this case (repeatable)")
     c.add_argument("--no-summary", action="store_true", help="skip the control and summary notebooks")
     c.add_argument("--junit", metavar="FILE", help="also write JUnit XML: one testsuite per release")

@@ -29,6 +29,15 @@ MAIN_PYTHON_ENV = "PARITY_KIT_MAIN_PYTHON"
 # The run's model-digest cache (run directory, rundir.MODEL_DIGESTS): the kernel's model check reads
 # the file digests the executor's preflight computed instead of hashing the model again.
 MODEL_DIGEST_CACHE_ENV = "PARITY_KIT_MODEL_DIGEST_CACHE"
+# The GPUs the local executor gave the case, as nvidia-smi indices (with CUDA_DEVICE_ORDER=PCI_BUS_ID,
+# so that CUDA counts them as nvidia-smi does); torch, JAX and vLLM then see only those.
+CUDA_VISIBLE_DEVICES_ENV = "CUDA_VISIBLE_DEVICES"
+
+# Environment variables the executor itself reads.
+# The node's GPUs as `nvidia-smi --query-gpu=index,uuid,name,memory.used,memory.total
+# --format=csv,noheader` lists them, one GPU a line (or separated by ";"), instead of asking nvidia-smi:
+# a stand-in device list, so that GPU scheduling can be tested on a machine without GPUs. Empty: none.
+FAKE_GPUS_ENV = "PARITY_KIT_FAKE_GPUS"
 
 
 def case_parameters(spec: dict, result_path: str) -> dict:

@@ -128,6 +128,8 @@ class CaseResult:
     error: str | None = None
     notebook: str | None = None
     log_tail: str | None = None
+    # The GPUs the local executor gave the case ({index, uuid, name} each); empty: it asked for none.
+    devices: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def failure_messages(self) -> list[str]:

@@ -53,7 +53,8 @@ class Defaults(_Strict):
 
 
 class Resources(_Strict):
-    """What one case asks of the Ray executor, per node; the local executor needs none of it."""
+    """What one case asks of the Ray executor, per node. The local executor honours num_gpus (whole GPUs of
+    this node, each case its own) and max_wait_s, and refuses nodes > 1 and fractions of a GPU."""
 
     nodes: int = Field(default=1, ge=1)  # > 1: one placement group, one bundle per node (a gang)
     num_cpus: float = Field(default=1.0, ge=0)

@@ -30,8 +30,9 @@ from kit.core.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
 from kit.core.results import gate_verdict, load_case_result, now_iso, save_case_result, status_counts
 from kit.core.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, packaged_notebook
-from kit.gate import resume, runlock
-from kit.gate.notebook import describe_failure, run_notebook, stop_all
+from kit.gate import devices, resume, runlock
+from kit.gate.devices import DevicePool, Gpu, Inventory, Request, Slots, Stopped, Unavailable
+from kit.gate.notebook import describe_failure, run_notebook, stop_all, stopping
 from kit.gate.preflight import Inputs, check_inputs
 
 LOCAL, RAY = "local", "ray"
@@ -61,6 +62,7 @@ class GateRun:
     fingerprints: dict[str, str | None] = field(default_factory=dict)  # kernel -> release fingerprint
     history: list[dict] = field(default_factory=list)  # the earlier runs into this directory
     placements: dict[str, dict] = field(default_factory=dict)  # case -> where the Ray executor placed it
+    gpus: Inventory | None = None  # the node's GPUs, listed when a case asks for some (local executor)
 
     @property
     def pending(self) -> list[CaseSpec]:
@@ -90,6 +92,7 @@ class Checked:
     """A run's cases and their inputs, checked: what may run, known before anything is written."""
     specs: list[CaseSpec]
     inputs: Inputs
+    gpus: Inventory | None = None  # the node's GPUs, listed when a case asks for some (local executor)
 
 
 def check_run(desc: LoadedDescriptor, only: Sequence[str] | None = None, executor: str = LOCAL,
@@ -97,13 +100,26 @@ def check_run(desc: LoadedDescriptor, only: Sequence[str] | None = None, executo
     """The preflight of one run (one release): its cases resolve, and every input they read exists
     and is what the descriptor pins. Writes nothing."""
     specs = desc.case_specs(list(only) if only else None, release)
-    if executor == LOCAL:
-        for spec in specs:
-            nodes = desc.resources(spec.name).nodes
-            if nodes > 1:
-                raise BadInput(f"{desc.where('cases', spec.name, 'resources')}: case {spec.name} asks for "
-                               f"{nodes} nodes; only `--executor ray` can place a multi-node case")
-    return Checked(specs, check_inputs(desc, specs))
+    gpus = check_local_resources(desc, specs) if executor == LOCAL else None
+    return Checked(specs, check_inputs(desc, specs), gpus)
+
+
+def check_local_resources(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inventory | None:
+    """What the local executor cannot give is refused before anything runs: several nodes, a fraction
+    of a GPU, more GPUs than this node has. Returns the node's GPUs when some case asks for them."""
+    wanted = {}
+    for spec in specs:
+        res, where = desc.resources(spec.name), desc.where("cases", spec.name, "resources")
+        if res.nodes > 1:
+            raise BadInput(f"{where}: case {spec.name} asks for {res.nodes} nodes; only `--executor ray` can "
+                           "place a multi-node case")
+        wanted[spec.name] = devices.whole_gpus(res.num_gpus, spec.name, where)
+    if not any(wanted.values()):
+        return None
+    inventory = devices.discover()
+    for name, n in wanted.items():
+        devices.check_fits(name, n, inventory, desc.where("cases", name, "resources"))
+    return inventory
 
 
 def prepare_run(desc: LoadedDescriptor, out: str | Path | None, only: Sequence[str] | None = None,
@@ -127,7 +143,7 @@ def prepare_run(desc: LoadedDescriptor, out: str | Path | None, only: Sequence[s
         run = _resume(desc, Path(resume_dir), specs, inputs, fingerprints, command, selected)
     else:
         run = _claim(desc, Path(out) if out else default_run_dir(desc), specs, inputs, command)
-    run.fingerprints, run.executor, run.release = fingerprints, executor, release
+    run.fingerprints, run.executor, run.release, run.gpus = fingerprints, executor, release, checked.gpus
     run.expected = expectations(specs, inputs)
     run.custom_notebooks = custom_notebooks(specs)
     inputs.digests.save(run.run_dir / rundir.MODEL_DIGESTS)  # the kernels' model checks read it
@@ -222,6 +238,7 @@ def manifest(run: GateRun, command: Sequence[str]) -> dict:
         "notebooks": run.custom_notebooks,
         "history": run.history,
         "placements": run.placements,
+        "gpus": run.gpus.to_dict() if run.gpus is not None else None,  # what the node offered the cases
     }
 
 
@@ -234,16 +251,19 @@ def _release_identity(run: GateRun) -> dict | None:
             "backends": {b: built.identity() for b, built in rel.backends.items()}}
 
 
-def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = None) -> CaseResult:
+def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = None,
+                 gpus: Sequence[Gpu] = ()) -> CaseResult:
     """One papermill execution of the case's notebook in the case's kernel, bounded by its timeout.
-    A verdict the notebook wrote counts only if it covers ``expected`` (what this case was asked)."""
+    A verdict the notebook wrote counts only if it covers ``expected`` (what this case was asked).
+    ``gpus``: the GPUs the case holds, the only ones its kernel sees."""
     notebook = cases_dir / f"{spec.name}.ipynb"
     result_path = cases_dir / f"{spec.name}.json"
     started, t0 = now_iso(), time.perf_counter()
+    env = {contract.MODEL_DIGEST_CACHE_ENV: str(cases_dir.parent / rundir.MODEL_DIGESTS)}
     outcome = run_notebook(spec.notebook, notebook, contract.case_parameters(spec.to_dict(), str(result_path)),
                            spec.kernel, spec.timeout_s, cases_dir / f"{spec.name}.kernel.log",
                            log_prefix=str(cases_dir / spec.name),
-                           env={contract.MODEL_DIGEST_CACHE_ENV: str(cases_dir.parent / rundir.MODEL_DIGESTS)})
+                           env={**env, **(devices.kernel_env(gpus) if gpus else {})})
     duration = time.perf_counter() - t0
     shown = paths.display(notebook)
 
@@ -270,6 +290,7 @@ def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = No
     result.duration_s = duration
     result.bound = result.bound if result.bound is not None else spec.bound
     result.golden_kind = result.golden_kind or spec.golden_kind
+    result.devices = [g.record() for g in gpus]
     return saved(result, result_path)
 
 
@@ -299,28 +320,66 @@ def saved(result: CaseResult, path: Path) -> CaseResult:
 
 def run_cases(run: GateRun, jobs: int | None = None,
               on_start: Callable[[CaseSpec], None] | None = None,
-              on_done: Callable[[CaseSpec, CaseResult], None] | None = None) -> None:
+              on_done: Callable[[CaseSpec, CaseResult], None] | None = None,
+              pool: DevicePool | None = None, cores: int | None = None) -> None:
+    """Every pending case, side by side: at most ``jobs`` at once when given; otherwise the cases that
+    ask for GPUs as many as the free GPUs allow, the others at most ``cores`` (default: this machine's).
+    ``pool`` holds the node's GPUs; runs executed together share one."""
     pending = run.pending
     if not pending:
         return
-    jobs = max(1, jobs or os.cpu_count() or 1)
-    with ThreadPoolExecutor(max_workers=min(jobs, len(pending))) as pool:
-        futures = {pool.submit(execute_guarded, spec, run.cases_dir, on_start, run.expected.get(spec.name)): spec
+    pool = pool or DevicePool(run.gpus)
+    if jobs:
+        slots = dict.fromkeys((s.name for s in pending), Slots(max(1, jobs)))
+    else:
+        gpu_slots, cpu_slots = Slots(None), Slots(max(1, cores or os.cpu_count() or 1))
+        slots = {s.name: gpu_slots if gpus_asked(run, s) else cpu_slots for s in pending}
+    # Queued in the run's order before any case waits: the cases start in that order as room comes.
+    requests = {s.name: pool.request(s.name, gpus_asked(run, s), slots[s.name]) for s in pending}
+    with ThreadPoolExecutor(max_workers=len(pending)) as threads:  # each case waits for its turn in its thread
+        futures = {threads.submit(execute_scheduled, spec, run, pool, requests[spec.name], on_start): spec
                    for spec in pending}
         try:
             for fut in as_completed(futures):
-                spec = futures[fut]
-                run.results[spec.name] = fut.result()
+                spec, result = futures[fut], fut.result()
+                if result is None:  # the run was stopped before the case started
+                    continue
+                run.results[spec.name] = result
                 if on_done:
-                    on_done(spec, run.results[spec.name])
+                    on_done(spec, result)
         except KeyboardInterrupt:
             for fut in futures:
                 fut.cancel()
-            stop_all()  # the running cases then end as errors, their partial notebooks kept
+            stop_all()  # the running cases then end as errors, their partial notebooks kept; waiting ones never start
             for fut, spec in futures.items():  # their kernels are dead: each ends now, recorded
-                if not fut.cancelled():
+                if not fut.cancelled() and fut.result() is not None:
                     run.results[spec.name] = fut.result()
             raise
+
+
+def gpus_asked(run: GateRun, spec: CaseSpec) -> int:
+    res = run.descriptor.resources(spec.name)
+    return devices.whole_gpus(res.num_gpus, spec.name, run.descriptor.where("cases", spec.name, "resources"))
+
+
+def execute_scheduled(spec: CaseSpec, run: GateRun, pool: DevicePool, req: Request,
+                      on_start: Callable[[CaseSpec], None] | None) -> CaseResult | None:
+    """The case once its GPUs and slot are free, holding them until it ends; None if the run was stopped
+    while it waited. A case whose GPUs will not come ends as an error naming why."""
+    try:
+        gpus = pool.wait(req, stopping, run.descriptor.resources(spec.name).max_wait_s)
+    except Stopped:
+        return None
+    except Unavailable as exc:
+        if on_start:
+            on_start(spec)  # progress reports pair each end with a start
+        result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error=f"cannot start: {exc}",
+                            finished_at=now_iso(), bound=spec.bound, golden_kind=spec.golden_kind)
+        return saved(result, run.cases_dir / f"{spec.name}.json")
+    try:
+        return execute_guarded(spec, run.cases_dir, on_start, run.expected.get(spec.name), gpus)
+    finally:
+        pool.release(req)
 
 
 def record(cases_dir: Path, result: CaseResult, expected: Expected | None = None) -> CaseResult:
@@ -339,11 +398,11 @@ def record(cases_dir: Path, result: CaseResult, expected: Expected | None = None
 
 
 def execute_guarded(spec: CaseSpec, cases_dir: Path, on_start: Callable[[CaseSpec], None] | None,
-                    expected: Expected | None = None) -> CaseResult:
+                    expected: Expected | None = None, gpus: Sequence[Gpu] = ()) -> CaseResult:
     try:
         if on_start:
             on_start(spec)
-        return execute_case(spec, cases_dir, expected)
+        return execute_case(spec, cases_dir, expected, gpus)
     except Exception as exc:  # a bug here must not cost the other cases their results
         traceback.print_exc(file=sys.stderr)
         result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR,

@@ -24,6 +24,7 @@ from kit.core.results import counts_sentence, now_iso
 from kit.core.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.gate import report, verbosity
+from kit.gate.devices import DevicePool
 from kit.gate.executor import LOCAL, RAY, Checked, GateRun, prepare_run, run_cases, write_manifest
 from kit.gate.heartbeat import Heartbeat, heartbeat_interval
 from kit.gate.notebook import stop_all
@@ -76,11 +77,13 @@ def start_gate(desc: LoadedDescriptor, out: str | Path | None, only: Sequence[st
 
 
 def execute_gates(runs: Sequence[GateRun], jobs: int | None, console: Console) -> None:
-    """Every case of every run, the runs side by side with the cores shared between them."""
+    """Every case of every run, the runs side by side with the cores (or ``jobs``) shared between them
+    and the node's GPUs handed to one case at a time, whichever run it belongs to."""
     import os
 
-    jobs = max(1, jobs or os.cpu_count() or 1)
-    share = max(1, jobs // len(runs))
+    share = max(1, jobs // len(runs)) if jobs else None
+    cores = max(1, (os.cpu_count() or 1) // len(runs))
+    pool = DevicePool(next((r.gpus for r in runs if r.gpus is not None), None))
     label = (lambda run, name: f"{run.release}/{name}") if len(runs) > 1 else (lambda run, name: name)
     running: list[str] = []
     lock = threading.Lock()
@@ -118,7 +121,7 @@ def execute_gates(runs: Sequence[GateRun], jobs: int | None, console: Console) -
 
                     run_cases_ray(run, on_start=started, on_done=done, console=console)
                 else:
-                    run_cases(run, jobs=share, on_start=started, on_done=done)
+                    run_cases(run, jobs=share, on_start=started, on_done=done, pool=pool, cores=cores)
             finally:  # an interrupted run still says how long it ran
                 run.duration_s = time.perf_counter() - t0
                 run.finished_at = now_iso()
