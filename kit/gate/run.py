@@ -195,4 +195,5 @@ def case_line(r: CaseResult, label: str | None = None) -> str:
         counts = r.counts()
         detail = f"{counts['failed']}/{counts['prompts']} prompts failed"
         detail += f", max error {err:.3g}" if err is not None else ""
-    return f"  [{style}]{r.status:>7}[/] {label or r.case} ({r.backend}) {dur}  {detail}"
+    on = f" on GPU {','.join(str(d.get('index')) for d in r.devices)}" if r.devices else ""
+    return f"  [{style}]{r.status:>7}[/] {label or r.case} ({r.backend}){on} {dur}  {detail}"

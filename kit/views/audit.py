@@ -161,12 +161,25 @@ def provenance_table(view: RunView) -> pd.DataFrame:
     for name, kernel in (m.get("kernels") or {}).items():
         engine = (view.results.get(name).release if name in view.results else {}) or {}
         versions = ", ".join(f"{k} {v}" for k, v in engine.items() if k not in ("backend",) and v)
-        rows.append((f"case {name}", f"kernel {kernel}" + (f": {versions}" if versions else ""), None))
+        gpus = gpu_labels(view.results[name].devices) if name in view.results else ""
+        rows.append((f"case {name}", f"kernel {kernel}" + (f": {versions}" if versions else "")
+                     + (f" · on {gpus}" if gpus else ""), None))
     rows += [("host", f"{m.get('host')} · {m.get('platform')}", None),
              ("kit", m.get("kit_version"), None),
              ("command", " ".join(m.get("command") or []), None),
              ("started / finished", f"{m.get('started_at')} / {m.get('finished_at')}", None)]
+    node = m.get("gpus")
+    if node:  # listed when a case asked for GPUs: what the local executor could hand out, and whence
+        listed = node.get("gpus") or []
+        busy = [g for g in listed if g.get("busy")]
+        rows.insert(-3, ("GPUs", f"{len(listed)} from {node.get('source')}: {gpu_labels(listed) or node.get('problem')}"
+                         + (f"; filled by another process: {gpu_labels(busy)}" if busy else ""), None))
     return pd.DataFrame(rows, columns=["what", "value", "digest"])
+
+
+def gpu_labels(gpus: list[dict]) -> str:
+    """``GPU 0 (NVIDIA H200), GPU 1 (NVIDIA H200)`` from the GPU records of a case result or manifest."""
+    return ", ".join(f"GPU {g.get('index')} ({g.get('name')})" for g in gpus)
 
 
 def styled_provenance(view: RunView):

@@ -65,6 +65,8 @@ def test_gpu_descriptor_validates_and_names_the_fixture_in_the_repo():
     desc = load_descriptor(paths.DESCRIPTORS / "gpu-h200.toml")
     specs = desc.case_specs()
     assert {s.backend for s in specs} == {"hf", "jax"}
+    # Each case holds one GPU of its own: the local executor runs them side by side where there are several.
+    assert {desc.resources(s.name).num_gpus for s in specs} == {1.0}
     from kit.core.fixture import load_fixture
 
     fixture = load_fixture(specs[0].fixture_path)

@@ -61,3 +61,20 @@ def test_a_case_kernel_sees_only_its_gpus_and_its_result_names_them(tmp_path, em
         assert result.devices == [{"index": 1, "uuid": "GPU-bbbb2222", "name": "NVIDIA H200"}]
     finally:
         run.lock.release()
+
+
+def test_the_summarys_provenance_names_the_nodes_gpus_and_each_cases():
+    from kit.core.records import CaseResult
+    from kit.core.results import RunView
+    from kit.views.audit import provenance_table
+
+    h200 = {"index": 1, "uuid": "GPU-bbbb2222", "name": "NVIDIA H200"}
+    manifest = {"cases": ["a", "b"], "kernels": {"a": "parity-kit", "b": "parity-kit"},
+                "gpus": {"source": "nvidia-smi", "problem": None,
+                         "gpus": [{"index": 0, "uuid": "GPU-a", "name": "NVIDIA H200", "busy": True}, {**h200, "busy": False}]}}
+    results = {"a": CaseResult("a", "hf", "passed", devices=[h200]), "b": CaseResult("b", "hf", "passed")}
+    rows = dict(provenance_table(RunView(None, manifest, results, {})).set_index("what")["value"])
+    assert rows["case a"] == "kernel parity-kit · on GPU 1 (NVIDIA H200)"
+    assert rows["case b"] == "kernel parity-kit"
+    assert rows["GPUs"] == ("2 from nvidia-smi: GPU 0 (NVIDIA H200), GPU 1 (NVIDIA H200); "
+                            "filled by another process: GPU 0 (NVIDIA H200)")
