@@ -157,3 +157,29 @@ def test_calibrating_an_exact_case_is_refused(embedded, tmp_path):
     assert line.endswith("case checkpoint is judged bit for bit against an exact golden: there is no bound to "
                          "calibrate")
     assert not (tmp_path / "cal").exists()
+
+
+def test_noise_measured_on_other_hardware_is_refused_unless_accepted(embedded):
+    import dataclasses
+
+    from kit.case.runner import run_case
+    from kit.core.errors import BadInput
+    from kit.descriptor.load import load_descriptor
+
+    spec = load_descriptor(embedded.descriptor).case_specs(["hf-bf16"])[0]
+    cal = spec.calibration
+    elsewhere = {**cal["fingerprint"], "runtime": {**cal["fingerprint"]["runtime"],
+                                                  "accelerator": {"name": "cpu (x86-64-v9)", "driver": ""}}}
+    refused_spec = dataclasses.replace(spec, buckets=[128], calibration={**cal, "fingerprint": elsewhere, "accept": []})
+    with pytest.raises(BadInput) as e:
+        run_case(refused_spec)
+    assert str(e.value).startswith(f"case hf-bf16: calibration {cal['path']} measured noise on cpu (x86-64-v9), "
+                                   "this case runs on cpu (")
+    assert str(e.value).endswith("calibrate here, or set accept_noise_changes = [\"hardware\"] to use its bounds")
+    accepted = run_case(dataclasses.replace(refused_spec, calibration={**cal, "fingerprint": elsewhere,
+                                                                       "accept": ["hardware"]}))
+    assert accepted.status == "passed" and accepted.drift is None
+    assert accepted.bucket_bounds == cal["bounds"]
+    assert any(n.startswith("calibration measured on cpu (x86-64-v9), this case runs on cpu (") and
+               n.endswith("its bounds apply; its drift test does not, since the mean error itself moves with the "
+                          "hardware") for n in accepted.notes)
