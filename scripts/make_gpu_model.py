@@ -27,14 +27,20 @@ layers below did. Over 128K Gaussian logits of spread 5 the top token leads the
 runner-up by about 1 nat on average: peaked, but not saturated, so a numerical
 fault moves probabilities visibly.
 
-The fixture is random tokens (no tokenizer is trained): three prompts per bucket
-of 4K and 16K tokens and two of 32K, lengths fixed below, bos first. The
-tokenizer is a word-level vocabulary ``w<id>`` so that each prompt's text maps
-back to exactly its token ids.
+The fixtures are random tokens (no tokenizer is trained), bos first. ``small``:
+three prompts per bucket of 4K and 16K tokens and two of 32K, lengths fixed below
+(``descriptors/gpu-h200.toml``). ``gate``: the real gate's shape, 64 prompts over
+buckets of 256, 1K, 4K, 16K and 32K tokens (12 of 256, 13 of each other), each
+bucket's first prompt filling it exactly and the others of seeded random lengths
+above the bucket below (``descriptors/gpu-h200-64.toml``). The tokenizer is a
+word-level vocabulary ``w<id>`` so that each prompt's text maps back to exactly
+its token ids.
 
 Usage (from the repo root): ``python scripts/make_gpu_model.py`` writes
 ``models/llama-1b-seeded/`` and prints its digest; ``--fixture-out fixtures``
-also writes the fixture (committed). No network is needed.
+also writes the fixture (committed; ``--fixture-shape gate`` for the 64 prompts,
+``--fixture-only`` to skip the weights, which the fixture does not need). No
+network is needed.
 """
 
 from __future__ import annotations
@@ -65,6 +71,9 @@ BOS_ID, EOS_ID = 0, 1
 PROMPT_SEED = 777
 # (bucket, lengths in tokens including bos): the longest of each bucket fills it exactly.
 PROMPT_LENGTHS = {4096: (4096, 3999, 3085), 16384: (16384, 15001, 12289), 32768: (32768, 30000)}
+# The gate shape: prompts per bucket; lengths are drawn above the bucket below (64 tokens for the first).
+GATE_PROMPT_SEED = 778
+GATE_COUNTS = {256: 12, 1024: 13, 4096: 13, 16384: 13, 32768: 13}
 CHUNK = 1 << 24  # elements generated at a time: bounds memory at about 0.5 GB
 
 
@@ -149,14 +158,28 @@ def write_model(out: Path, seed: int) -> None:
                       metadata={"format": "pt", "seed": str(seed)})
 
 
-def prompts() -> list[dict]:
+def gate_lengths() -> dict[int, tuple[int, ...]]:
+    """The gate shape's prompt lengths (bos included): each bucket's first fills it exactly."""
+    rng = random.Random(GATE_PROMPT_SEED)
+    out, below = {}, 64
+    for bucket, count in GATE_COUNTS.items():
+        out[bucket] = (bucket, *(rng.randint(below + 1, bucket) for _ in range(count - 1)))
+        below = bucket
+    return out
+
+
+def bucket_name(bucket: int) -> str:
+    return f"{bucket // 1024}k" if bucket >= 1024 else str(bucket)
+
+
+def prompts(shape: str = "small") -> list[dict]:
     """Random tokens (never bos or eos); ``make_fixture`` prepends bos, so each text has length - 1 words."""
-    rng = random.Random(PROMPT_SEED)
+    rng = random.Random(PROMPT_SEED if shape == "small" else GATE_PROMPT_SEED + 1)
     out = []
-    for bucket, lengths in PROMPT_LENGTHS.items():
+    for bucket, lengths in (PROMPT_LENGTHS if shape == "small" else gate_lengths()).items():
         for i, n in enumerate(lengths):
             words = " ".join(f"w{rng.randrange(2, VOCAB)}" for _ in range(n - 1))
-            out.append({"id": f"random-{bucket // 1024}k-{i:02d}", "prompt": words})
+            out.append({"id": f"random-{bucket_name(bucket)}-{i:02d}", "prompt": words})
     return out
 
 
@@ -165,18 +188,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("models/llama-1b-seeded"))
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--fixture-out", type=Path, help="also write the prompt fixture into this folder")
+    ap.add_argument("--fixture-shape", choices=("small", "gate"), default="small",
+                    help="small: 8 prompts of 4K-32K tokens; gate: 64 prompts of 256-32K tokens")
+    ap.add_argument("--fixture-only", action="store_true",
+                    help="write only config.json and tokenizer.json into --out (what the fixture needs), no weights")
     args = ap.parse_args(argv)
     from kit.core.modeldigest import model_digest
 
     t0 = time.time()
-    write_model(args.out, args.seed)
-    n_params = sum(int(np.prod(s)) for _, s, _ in tensor_specs())
-    print(f"model: {args.out}  {n_params / 1e9:.3f} B parameters  {time.time() - t0:.1f} s")
-    print(f"digest {model_digest(args.out)}")
+    if args.fixture_only:
+        if not args.fixture_out:
+            ap.error("--fixture-only needs --fixture-out")
+        args.out.mkdir(parents=True, exist_ok=True)
+        write_json(args.out / "config.json", config())
+        write_json(args.out / "tokenizer.json", tokenizer())
+    else:
+        write_model(args.out, args.seed)
+        n_params = sum(int(np.prod(s)) for _, s, _ in tensor_specs())
+        print(f"model: {args.out}  {n_params / 1e9:.3f} B parameters  {time.time() - t0:.1f} s")
+        print(f"digest {model_digest(args.out)}")
     if args.fixture_out:
         from kit.core.fixture import load_fixture, make_fixture, summary_rows
 
-        path = make_fixture(prompts(), args.out, args.fixture_out, buckets=sorted(PROMPT_LENGTHS))
+        buckets = sorted(PROMPT_LENGTHS if args.fixture_shape == "small" else GATE_COUNTS)
+        path = make_fixture(prompts(args.fixture_shape), args.out, args.fixture_out, buckets=buckets)
         for row in summary_rows(load_fixture(path)):
             print(f"  bucket {row['bucket']}: {row['cases']} cases, {row['min_tokens']}-{row['max_tokens']} tokens")
         print(f"fixture {path}")
