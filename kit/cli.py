@@ -297,6 +297,27 @@ def _parser() -> argparse.ArgumentParser:
     cal.add_argument("--list-variants", action="store_true", help="print the variants of the one --case as JSON")
     cal.set_defaults(func=_calibrate)
 
+    lo = sub.add_parser("localize", help="name the first layer and sublayer where a failing case's candidate "
+                        "leaves the noise",
+                        description="Runs the case on the candidate (--model, else the case's own model) and takes\n"
+                                    "its failing prompts (or --prompt, refused if it passes). Each goes through the\n"
+                                    "float32 reference, a clean run of the case's settings and the candidate;\n"
+                                    "their residual streams are compared after the embeddings and after each\n"
+                                    "block's attention and MLP. The first point above k x the clean run's\n"
+                                    "difference is named. Writes localize.json and localize.ipynb; stdout carries\n"
+                                    "the verdict line, then the directory. Backends: hf.",
+                        epilog=epilog(ExitCode.PASSED, ExitCode.INCOMPLETE, ExitCode.BAD_INPUT, ExitCode.INTERRUPTED,
+                                      meanings={ExitCode.PASSED: "localized (the verdict may be that no point "
+                                                                 "leaves the noise)",
+                                                ExitCode.INCOMPLETE: "localized, but the notebook did not run"}))
+    lo.add_argument("descriptor", help="descriptor TOML")
+    lo.add_argument("case", help="the failing case's name")
+    lo.add_argument("--prompt", action="append", dest="prompts", help="localize this prompt (repeatable; default: "
+                    "the case's worst failing prompts)")
+    lo.add_argument("--model", help="the candidate's model folder (default: the case's own model)")
+    lo.add_argument("--out", help="localize directory to create (default: runs/localize-<case>-<time>-<id>)")
+    lo.set_defaults(func=_localize)
+
     d = sub.add_parser("digest", help="print the model digest of a folder", epilog=_exits("printed"))
     d.add_argument("model", help="model folder")
     d.set_defaults(func=_digest)
@@ -398,6 +419,19 @@ def _calibrate(args) -> int:
     for c in done:
         print(c.path if c.path else f"{c.case}: error: {c.error}")
     return ExitCode.INCOMPLETE if any(c.error for c in done) else ExitCode.PASSED
+
+
+def _localize(args) -> int:
+    from kit.localize.run import localize_case
+
+    run = localize_case(args.descriptor, args.case, args.prompts, model=args.model, out=args.out,
+                        command=_command("localize"))
+    print(run.verdict)
+    print(run.out)
+    if run.notebook_error:
+        print(f"parity-kit: localize.ipynb did not run: {run.notebook_error}", file=sys.stderr)
+        return ExitCode.INCOMPLETE
+    return ExitCode.PASSED
 
 
 def _spec(args) -> int:

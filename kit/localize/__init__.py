@@ -1,0 +1,1 @@
+"""`parity-kit localize`: where a failing case's candidate first leaves the noise, layer by layer."""

@@ -1,0 +1,144 @@
+"""`parity-kit localize DESCRIPTOR CASE`: name the first layer and sublayer where a failing candidate diverges.
+
+The case is run first, in this process, on the candidate's weights (``--model``; the case's own model
+unless given), so that only prompts it fails are localized: a named prompt that passes is refused, and
+without ``--prompt`` the worst failing prompts are taken. Their residual streams are then compared with the
+float32 reference's against a clean run's (kit.case.localize, kit.core.localize), written to
+``localize.json``, and shown by ``localize.ipynb`` (papermill, in the main kernel): the per-layer curve
+beside the clean one, the named layer marked, and the verdict line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from kit.case.localize import ACTIVATIONS, curves
+from kit.case.runner import run_case
+from kit.core import paths
+from kit.core.errors import BadInput
+from kit.core.jsonio import write_json
+from kit.core.localize import FLOOR, K, earliest, verdict_line
+from kit.core.records import CaseResult
+from kit.core.results import now_iso
+from kit.core.spec import CaseSpec
+from kit.descriptor.load import LoadedDescriptor, load_descriptor
+from kit.faults.effect import on_model
+from kit.gate.notebook import run_notebook
+
+LOCALIZE_NOTEBOOK = paths.NOTEBOOKS / "localize.ipynb"
+RESULT = "localize.json"
+MAX_PROMPTS = 2  # without --prompt: the worst failing prompts; one fault shows in each, so a few suffice
+
+
+@dataclass
+class LocalizeRun:
+    out: Path
+    verdict: str
+    notebook_error: str | None
+
+
+def default_dir(case: str) -> Path:
+    return Path("runs") / f"localize-{case}-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}"
+
+
+def case_spec(desc: LoadedDescriptor, case: str) -> CaseSpec:
+    """The case, refused unless its backend can expose activations (naming the cases that can)."""
+    if case not in desc.cases:
+        raise BadInput(f"{paths.display(desc.path)}: no case named {case!r} (cases: {', '.join(desc.cases)})")
+    spec = desc.case_specs([case])[0]
+    if spec.backend not in ACTIVATIONS:
+        dtype = spec.options.get("dtype")
+        able = [s for s in desc.case_specs() if s.backend in ACTIVATIONS]
+        alike = [s.name for s in able if s.options.get("dtype") == dtype] or [s.name for s in able]
+        where = f" (in this descriptor: {', '.join(alike)})" if alike else ""
+        raise BadInput(f"case {case} runs on {spec.backend}, which exposes no per-layer activations: localize on "
+                       f"{' or '.join(ACTIVATIONS)} instead, with the same dtype{where}")
+    return spec
+
+
+def failing_prompts(spec: CaseSpec, prompt_ids: Sequence[str] | None) -> tuple[CaseResult, list[str]]:
+    """The case's verdict on the candidate and the prompts to localize; a named prompt that passes, or a
+    case that fails no prompt, is refused: there is nothing to localize."""
+    chosen = [p.id for p in _fixture(spec).select(spec.prompt_ids, spec.buckets)]
+    if prompt_ids:
+        unknown = [p for p in prompt_ids if p not in chosen]
+        if unknown:
+            raise BadInput(f"case {spec.name} scores no prompt {unknown[0]!r}")
+        # The drift test is a verdict on every prompt together: one prompt's localization needs its own scores.
+        result = run_case(dataclasses.replace(spec, prompt_ids=list(prompt_ids), drift=False))
+        for score in result.prompts:
+            if score.passed:
+                raise BadInput(f"prompt {score.id} passes case {spec.name} ({_error(score)}): nothing to localize")
+        return result, list(prompt_ids)
+    result = run_case(spec)
+    failed = sorted((s for s in result.prompts if not s.passed), key=lambda s: -s.max_probability_error)
+    if not failed:
+        worst = max(result.prompts, key=lambda s: s.max_probability_error)
+        drift = " (only its drift test fails: no single prompt to localize)" if result.failures else ""
+        raise BadInput(f"case {spec.name} passes every prompt (largest error {worst.max_probability_error:.4g} on "
+                       f"{worst.id}, bound {worst.bound}){drift}: nothing to localize")
+    return result, [s.id for s in failed[:MAX_PROMPTS]]
+
+
+def localize_case(descriptor: str | Path, case: str, prompt_ids: Sequence[str] | None = None,
+                  model: str | Path | None = None, out: str | Path | None = None, k: float = K,
+                  command: Sequence[str] | None = None, notebook: bool = True) -> LocalizeRun:
+    t_start = time.perf_counter()
+    desc = load_descriptor(descriptor)
+    spec = case_spec(desc, case)
+    if model is not None and not Path(model).is_dir():
+        raise BadInput(f"--model {model}: no such model folder")
+    out = Path(out or default_dir(case))
+    paths.check_dir_target(out, "--out")  # refused before anything runs; created once there is a verdict
+    if out.exists() and any(out.iterdir()):
+        raise BadInput(f"--out {out} exists and is not empty; a localize never writes over an earlier one")
+    candidate_model = str(Path(model).resolve()) if model else spec.model_path
+    candidate_spec = on_model(spec, candidate_model) if model else spec
+    t0 = time.perf_counter()
+    result, ids = failing_prompts(candidate_spec, prompt_ids)
+    case_s = time.perf_counter() - t0
+    fixture = _fixture(spec)
+    prompts = [p for p in fixture.select(ids) if p.id in ids]
+    prompts.sort(key=lambda p: ids.index(p.id))
+    found = curves(spec, candidate_model, prompts, k=k)
+    first = earliest(found.localizations)
+    verdict = verdict_line(first.first.point if first else None, k)
+    scores = {s.id: s for s in result.prompts}
+    out_dir = paths.claim_empty_dir(out, "--out", "localize")
+    write_json(out_dir / RESULT, {
+        "format": "parity-kit-localize/1", "descriptor": str(desc.path), "case": spec.name, "backend": spec.backend,
+        "options": dict(spec.options), "model": candidate_model, "case_model": spec.model_path,
+        "same_model": found.same_model, "command": list(command or []), "finished_at": now_iso(),
+        "k": k, "floor": FLOOR,
+        "reference": "hf float32 (the golden's settings) on the case's own model",
+        "clean": "the case's own settings on the case's own model",
+        "prompts": [{"id": i, "max_probability_error": scores[i].max_probability_error, "bound": scores[i].bound,
+                     "failures": scores[i].failures} for i in ids],
+        "verdict": verdict, "first_divergent": first.to_dict()["first_divergent"] if first else None,
+        "first_prompt": first.prompt_id if first else None,
+        "localizations": [loc.to_dict() for loc in found.localizations],
+        "seconds": {"case": round(case_s, 3), **found.seconds, "total": round(time.perf_counter() - t_start, 3)},
+    })
+    error = None
+    if notebook:
+        outcome = run_notebook(LOCALIZE_NOTEBOOK, out_dir / "localize.ipynb", {"localize_json": str(out_dir / RESULT)},
+                               paths.MAIN_KERNEL, 300, out_dir / "localize.kernel.log")
+        error = outcome.error or ("timed out" if outcome.timed_out else None)
+    return LocalizeRun(out_dir, verdict, error)
+
+
+def _fixture(spec: CaseSpec):
+    from kit.core.fixture import load_fixture
+
+    return load_fixture(spec.fixture_path)
+
+
+def _error(score) -> str:
+    if score.bound is None:
+        return "it matches its exact golden bit for bit"
+    return f"error {score.max_probability_error:.4g} under bound {score.bound:g}"
