@@ -43,9 +43,10 @@ def load_run(run_dir: str | Path) -> RunView:
         if CASE_SCRAP in scraps:
             result = CaseResult.from_dict(scraps[CASE_SCRAP].data)
             executor_side = run_dir / "cases" / f"{name}.json"
-            if executor_side.is_file():  # duration and notebook path are known only to the executor
+            if executor_side.is_file():  # duration, notebook path and GPUs are known only to the executor
                 recorded = load_case_result(executor_side)
                 result.duration_s, result.notebook = recorded.duration_s, recorded.notebook
+                result.devices = recorded.devices
                 if recorded.status != result.status:  # the executor refused the notebook's verdict: it stands
                     results[name], sources[name] = recorded, "executor"
                     continue

@@ -8,6 +8,8 @@ import itertools
 import json
 
 from kit.core.contract import FAKE_GPUS_ENV
+from kit.views.audit import provenance_table
+from kit.views.summary import load_run
 from support import install_echo_plugin, parity_kit, trusted, write_descriptor, write_notebook
 
 TWO = "0, GPU-aaaa1111, NVIDIA H200, 1 MiB, 143771 MiB; 1, GPU-bbbb2222, NVIDIA H200, 0 MiB, 143771 MiB"
@@ -22,8 +24,10 @@ folder, t0 = pathlib.Path({folder!r}), time.time()
 (folder / ("started-" + spec["name"])).touch()
 while len(list(folder.glob("started-*"))) < 2 and time.time() - t0 < 30:
     time.sleep(0.1)
+import scrapbook as sb
 from kit.case import runner
-runner.notebook_case(spec, None, None, result_path)
+from kit.core import contract
+sb.glue(contract.CASE_RESULT_SCRAP, runner.notebook_case(spec, None, None, result_path).to_dict())
 with (folder / "ran.jsonl").open("a") as log:
     log.write(json.dumps({{"case": spec["name"], "visible": visible, "start": t0, "end": time.time()}}) + "\\n")
 """
@@ -65,6 +69,12 @@ def test_three_one_gpu_cases_on_two_gpus_never_share_one_and_the_third_waits(tmp
 
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert [g["uuid"] for g in manifest["gpus"]["gpus"]] == ["GPU-aaaa1111", "GPU-bbbb2222"]
+    # The summary reads each result from its notebook's scrap, and the GPUs from the executor's record.
+    view = load_run(run_dir)
+    assert set(view.sources.values()) == {"scrap"}
+    rows = dict(provenance_table(view).set_index("what")["value"])
+    for name, r in ran.items():
+        assert rows[f"case {name}"].endswith(f" · on GPU {r['visible']} (NVIDIA H200)")
 
 
 def test_more_gpus_than_the_node_has_is_refused_before_anything_runs(tmp_path, embedded):
