@@ -49,6 +49,7 @@ def gate_all_pass(tmp_path, embedded, cases: dict, timeout: float) -> dict:
 
 
 @pytest.mark.levanter
+@pytest.mark.timeout(1500)  # 12 cases, 5 of them Levanter's (about 20 s each unloaded)
 def test_every_clean_variant_a_calibration_measured_passes_its_case(tmp_path, embedded):
     results = gate_all_pass(tmp_path, embedded, variant_cases(embedded, ["hf-bf16", "levanter"]), timeout=1200)
     drift = {n: r["drift"]["passed"] for n, r in results.items() if r.get("drift")}
