@@ -1,0 +1,93 @@
+"""`parity-kit localize` on the embedded model with layer-specific faults from the catalogue: it names the very
+layer and sublayer each fault is written into, refuses a prompt that passes, and sends a vLLM case to hf.
+
+o_proj_scale scales layer 1's attention output projection, mlp_noise perturbs layer 0's MLP weights
+(kit.faults.catalogue); both at a magnitude that fails hf-bf16. Each faulted copy stands for the case's own
+model run by a faulty engine (--model).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from kit.core import paths
+from kit.core.errors import BadInput
+from kit.core.exitcodes import ExitCode
+from kit.descriptor.load import load_descriptor
+from kit.faults.cache import faulted_copy
+from kit.faults.catalogue import fault
+from kit.localize.run import localize_case
+from support import parity_kit
+
+DESCRIPTOR = str(paths.EMBEDDED_DESCRIPTOR)
+
+
+@pytest.fixture(scope="module")
+def copies(tmp_path_factory):
+    return tmp_path_factory.mktemp("faulted")
+
+
+def model_with(name: str, magnitude: float, copies) -> str:
+    own = load_descriptor(DESCRIPTOR).case_specs(["hf-bf16"])[0].model_path
+    return str(faulted_copy(fault(name), magnitude, own, cache_dir=copies))
+
+
+def test_a_scaled_attention_output_is_found_at_layer_1_attention_from_the_failing_prompts(tmp_path, copies):
+    # No --prompt: the case runs on the candidate first and its worst failing prompts are localized.
+    out = tmp_path / "loc"
+    proc = parity_kit("localize", DESCRIPTOR, "hf-bf16", "--model", model_with("o_proj_scale", 0.2, copies),
+                      "--out", out)
+    assert proc.returncode == ExitCode.PASSED, proc.stderr
+    assert proc.stdout.splitlines() == ["first divergent: layer 1 attention", str(out.resolve())]
+    doc = json.loads((out / "localize.json").read_text())
+    assert doc["first_divergent"] == {"layer": 1, "sublayer": "attention", "label": "layer 1 attention"}
+    assert len(doc["prompts"]) == 2 and all(p["failures"] for p in doc["prompts"])
+    for loc in doc["localizations"]:
+        assert loc["verdict"] == "first divergent: layer 1 attention"
+        # Before the fault the candidate is the clean run bit for bit; from it on, past 4 x the noise.
+        assert [p["ratio"] for p in loc["points"][:3]] == [1.0, 1.0, 1.0]
+        assert [p["diverged"] for p in loc["points"]] == [False, False, False, True, True]
+    notebook = json.loads((out / "localize.ipynb").read_text())
+    outputs = [o for c in notebook["cells"] for o in c.get("outputs", [])]
+    printed = "".join("".join(o.get("text", "")) for o in outputs if o.get("name") == "stdout")
+    assert printed.splitlines()[-1] == "first divergent: layer 1 attention"
+    assert any("image/png" in o.get("data", {}) for o in outputs)  # the curve
+
+
+def test_a_noised_mlp_is_found_at_layer_0_mlp_on_the_named_prompt(tmp_path, copies):
+    run = localize_case(DESCRIPTOR, "hf-bf16", ["tool-atlas-07"], model=model_with("mlp_noise", 0.2, copies),
+                        out=tmp_path / "loc", notebook=False)
+    assert run.verdict == "first divergent: layer 0 mlp"
+    doc = json.loads((run.out / "localize.json").read_text())
+    assert [p["id"] for p in doc["prompts"]] == ["tool-atlas-07"]
+    (loc,) = doc["localizations"]
+    assert [p["diverged"] for p in loc["points"]] == [False, False, True, True, True]
+    assert loc["points"][1]["ratio"] == 1.0  # layer 0's attention is untouched by the MLP's fault
+
+
+def test_a_prompt_that_passes_is_refused_and_nothing_is_written(tmp_path, copies):
+    out = tmp_path / "loc"
+    proc = parity_kit("localize", DESCRIPTOR, "hf-bf16", "--prompt", "chat-sharegpt-00",
+                      "--model", model_with("mlp_noise", 0.2, copies), "--out", out)
+    assert proc.returncode == ExitCode.BAD_INPUT, proc.stderr
+    assert re.fullmatch(r"parity-kit: bad input: prompt chat-sharegpt-00 passes case hf-bf16 \(error [0-9.e-]+ "
+                        r"under bound 0\.023\): nothing to localize\n", proc.stderr), proc.stderr
+    assert proc.stdout == ""
+    assert not out.exists()
+
+
+def test_a_vllm_case_is_refused_naming_the_hf_case_to_localize_on(tmp_path):
+    proc = parity_kit("localize", DESCRIPTOR, "vllm-pp1", "--out", tmp_path / "loc")
+    assert proc.returncode == ExitCode.BAD_INPUT
+    assert proc.stderr == ("parity-kit: bad input: case vllm-pp1 runs on vllm, which exposes no per-layer "
+                           "activations: localize on hf instead, with the same dtype (in this descriptor: "
+                           "hf-bf16)\n")
+    assert not (tmp_path / "loc").exists()
+
+
+def test_a_prompt_the_case_does_not_score_is_refused(tmp_path):
+    with pytest.raises(BadInput, match="case hf-bf16 scores no prompt 'no-such-prompt'"):
+        localize_case(DESCRIPTOR, "hf-bf16", ["no-such-prompt"], out=tmp_path / "loc", notebook=False)
