@@ -1,0 +1,51 @@
+"""Measure every catalogued fault's hf float32 effect on the embedded model and write the table the
+catalogue test reads (tests/support/fault_effects.json): fault -> magnitude -> effect.
+
+The effect is deterministic (float32, one host class moves it by about 1e-6), so the test reads it instead
+of measuring 126 faulted copies on every run; it re-measures the magnitudes it relies on and refuses a
+table that no longer matches the catalogue's code or the model.
+
+    python benchmarks/fault_effects.py [--faults a,b]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from kit.core.jsonio import write_json
+from kit.faults.cache import code_digest, default_cache_dir, faulted_copy
+from kit.faults.catalogue import CATALOGUE
+from kit.faults.effect import embedded_cases, hf_float32_effect
+
+TABLE = Path(__file__).resolve().parents[1] / "tests" / "support" / "fault_effects.json"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--faults", help="comma-separated fault names (default: the whole catalogue)")
+    args = ap.parse_args()
+    wanted = set(args.faults.split(",")) if args.faults else None
+    cases = embedded_cases()
+    old = json.loads(TABLE.read_text()) if TABLE.is_file() else {}
+    same = old.get("code") == code_digest() and old.get("model_digest") == cases.float32.model_digest
+    effects = dict(old.get("effects", {})) if same else {}
+    t0 = time.perf_counter()
+    for fault in CATALOGUE:
+        if wanted and fault.name not in wanted:
+            continue
+        row = {}
+        for m in fault.magnitudes:
+            folder = faulted_copy(fault, m, cases.float32.model_path, default_cache_dir())
+            row[f"{m:g}"] = hf_float32_effect(folder, cases)
+        effects[fault.name] = row
+        print(f"{fault.name}: " + ", ".join(f"{m} {e:.4g}" for m, e in row.items()), flush=True)
+    write_json(TABLE, {"code": code_digest(), "model_digest": cases.float32.model_digest, "effects": effects})
+    print(f"{TABLE} ({time.perf_counter() - t0:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
