@@ -53,18 +53,22 @@ class VllmOptions(BackendOptions):
 
 
     def implementation_variants(self) -> list[tuple[str, dict, str]]:
-        # What vLLM releases change under the same model: how prompts share a step (batch shapes move
-        # matmul rounding), the paged KV cache's block size (attention's reduction order), and graph
-        # capture. Chunked prefill with 256-token chunks gave bit-identical results on the CPU build and is
-        # left out (docs/calibration.md).
-        out = [("one-sequence", {"engine_args": {**self.engine_args, "max_num_seqs": 1}},
-                "one prompt per engine step instead of batched steps"),
-               ("block-64", {"engine_args": {**self.engine_args, "block_size": 64}},
-                "another KV cache block size")]
-        if self.pipeline_parallel_size == 1:  # the CPU build's pipeline parallel needs the compiled path
+        # What vLLM releases change under the same model and precision: how attention splits its reduction
+        # over the KV cache, graph capture, and how many threads split each stage's matmuls. On the CPU
+        # build these gave bit-identical results and are left out (docs/calibration.md): chunked prefill in
+        # 256-token chunks, one sequence per step, a KV block size of 64, no prefix cache, one thread.
+        stages = self.pipeline_parallel_size * self.tensor_parallel_size
+        unsplit = {**self.env, "VLLM_CPU_ATTN_SPLIT_KV": "0"}
+        out = [("unsplit-kv", {"env": unsplit}, "attention without split-KV: another reduction order")]
+        if stages == 1:
             eager = self.enforce_eager is not False  # unset means eager at pp1
-            out.append(("compiled" if eager else "eager", {"enforce_eager": not eager},
-                        "compiled graphs against eager execution"))
+            flip = "compiled" if eager else "eager"
+            out += [(flip, {"enforce_eager": not eager}, "compiled graphs against eager execution"),
+                    (f"{flip}-unsplit-kv", {"enforce_eager": not eager, "env": unsplit}, "both of the above")]
+        else:
+            # Two threads per stage (on shared cores): another split of each stage's matmuls.
+            out.append(("two-threads", {"cpu_threads_bind": "|".join(["0-1"] * stages)},
+                        "two threads per stage: another split of the matmuls"))
         return out
 
 
