@@ -25,6 +25,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Mapping, Sequence
 
+from kit.core.calibration import spread_factor
 from kit.core.records import PromptScore
 
 # The smallest difference the tests act on, whatever the samples' spread: a mean error 5 % above the
@@ -75,7 +76,7 @@ class DriftStatistic:
     reference: float  # the clean samples' mean of the same
     low: float  # the clean interval; outside it the test fails
     high: float
-    p_value: float  # two-sided for shift, one-sided for error
+    p_value: float | None  # two-sided for shift, one-sided for error; None from two samples (range rule)
     samples: int
 
     @property
@@ -92,7 +93,7 @@ class DriftResult:
     prompts: int
     statistics: list[DriftStatistic]
     passed: bool
-    p_value: float
+    p_value: float | None
     failures: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -112,8 +113,14 @@ def sample_means(samples: Sequence[Mapping], prompts: Sequence[str]) -> dict[str
 
 
 def interval(values: Sequence[float], alpha_side: float, two_sided: bool, minimum: float) -> tuple[float, float]:
-    """The prediction interval of one more draw: mean +- t x sd x sqrt(1 + 1/n), at least +- ``minimum``."""
+    """The prediction interval of one more draw: mean +- t x sd x sqrt(1 + 1/n), at least +- ``minimum``.
+    Two samples give no usable t (one degree of freedom: t = 1273 at 0.1 %); their range, widened by
+    d2(10)/d2(2) as the bound rule widens a spread, stands in for it."""
     n = len(values)
+    if n == 2:
+        lo, hi = min(values), max(values)
+        margin = max((hi - lo) * (spread_factor(2) - 1) / 2, minimum)
+        return (lo - margin if two_sided else -math.inf), hi + margin
     mean = statistics.fmean(values)
     sd = statistics.stdev(values) if n > 1 else 0.0
     t = t_quantile_two_sided(2 * alpha_side, n - 1) if n > 1 else math.inf
@@ -149,12 +156,14 @@ def drift_of(errors: Mapping[str, float], shifts: Mapping[str, float], reference
         stats.append(DriftStatistic(test, value, statistics.fmean(means[test]), low, high,
                                     _p_value(value, means[test], two_sided), n))
     failures = [_message(s, len(ids)) for s in stats if s.failed]
-    adjusted = min(min(1.0, 2 * s.p_value) for s in stats)
+    adjusted = min((min(1.0, 2 * s.p_value) for s in stats if s.p_value is not None), default=None)
     return DriftResult(reference["sha256"], alpha, len(ids), stats, not failures, adjusted, failures)
 
 
-def _p_value(value: float, values: Sequence[float], two_sided: bool) -> float:
+def _p_value(value: float, values: Sequence[float], two_sided: bool) -> float | None:
     n = len(values)
+    if n < 3:  # no distribution to take a p-value from: the range rule decides (see interval)
+        return None
     sd = statistics.stdev(values) if n > 1 else 0.0
     if sd == 0:
         return 0.0 if value != values[0] else 1.0
@@ -173,7 +182,8 @@ def _message(s: DriftStatistic, prompts: int) -> str:
         way = "up: the distributions sharpened" if s.value > s.high else "down: the distributions flattened"
         what = (f"golden top token's probability moved {way}; mean shift over {prompts} prompts {s.value:+.4g} "
                 f"against the calibrated {s.reference:+.4g} (clean runs stay within {s.low:+.4g} .. {s.high:+.4g})")
-    return f"drift: {what}; p = {s.p_value:.2g} from {s.samples} clean samples"
+    evidence = f"p = {s.p_value:.2g}" if s.p_value is not None else "the range rule, no p-value"
+    return f"drift: {what}; {evidence} from {s.samples} clean samples"
 
 
 def _finite(x) -> bool:

@@ -179,7 +179,8 @@ class CaseResult:
         if self.drift is None:
             return "not run (no calibration)" if self.golden_kind == "semantic" else "—"
         verdict = "passed" if self.drift.get("passed") else "failed"
-        return f"{verdict}, p = {self.drift.get('p_value', float('nan')):.2g}"
+        p = self.drift.get("p_value")
+        return f"{verdict}, p = {p:.2g}" if isinstance(p, (int, float)) else f"{verdict} (range rule)"
 
     @property
     def calibrated_noise(self) -> float | None:

@@ -79,12 +79,12 @@ def test_a_record_is_named_by_its_sha256_and_a_changed_one_is_refused(tmp_path):
 
 
 def test_too_few_distinct_samples_are_refused(tmp_path):
-    r = record([SAMPLES[0], SAMPLES[1], SAMPLES[3]])  # three samples, two of them the same
+    r = record([SAMPLES[0], SAMPLES[3]])  # two samples, bit-identical: no spread at all
     path = tmp_path / f"{r.sha256}.json"
     write_bytes(path, r.canonical())
     with pytest.raises(BadInput) as e:
         load_record(path)
-    assert str(e.value) == (f"{path}: 2 distinct sample(s) of 3, the rule needs at least 3: "
+    assert str(e.value) == (f"{path}: 1 distinct sample(s) of 2, the rule needs at least 2: "
                             "calibrate with more variants")
 
 

@@ -93,3 +93,14 @@ def test_prompts_without_a_finite_error_are_left_out_of_the_means():
     errors["p00"] = float("nan")
     r = drift_test(scores(errors, shifts), reference())
     assert r.prompts == 63 and r.passed
+
+
+def test_two_samples_take_their_range_widened_as_the_bound_rule_widens_a_spread():
+    (e1, s1), (e2, s2) = noise(1), noise(2)
+    ref = {"sha256": "c" * 64, "drift": {"alpha": 1e-3, "samples": [{"errors": e1, "shifts": s1},
+                                                                    {"errors": e2, "shifts": s2}]}}
+    assert drift_test(scores(*noise(3)), ref).passed
+    r = drift_test(scores({p: e * 1.3 for p, e in e1.items()}, s1), ref)
+    error = r.statistics[0]
+    assert not r.passed and error.p_value is None and r.p_value is None
+    assert r.failures[0].endswith("the range rule, no p-value from 2 clean samples")
