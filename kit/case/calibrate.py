@@ -14,7 +14,7 @@ import json
 import os
 from pathlib import Path
 
-from kit.case.runner import resolve_spec, run_case, with_options
+from kit.case.runner import resolve_spec, run_case
 from kit.core import contract
 from kit.core.calibration import Sample, case_device
 from kit.core.errors import BadInput
@@ -68,7 +68,8 @@ def calibrate_case(spec: CaseSpec, variants: list[dict], samples_path: str | Pat
             print(f"{v['name']} (launch {key[1]}): reused from {Path(samples_path).name}")
             out.append(done[key])
             continue
-        result = run_case(with_options(base, **v.get("overrides", {})))
+        # Overrides replace options as given, None included (a variant may unset what the case sets).
+        result = run_case(dataclasses.replace(base, options={**base.options, **v.get("overrides", {})}))
         bad = [p.id for p in result.prompts if p.failures]
         if bad:  # a clean variant that fails outright is a fault, not noise: it must not widen the bound
             raise RuntimeError(f"variant {v['name']} fails prompts {', '.join(bad[:5])}: "

@@ -53,23 +53,25 @@ class VllmOptions(BackendOptions):
 
 
     def implementation_variants(self) -> list[tuple[str, dict, str]]:
-        # What vLLM releases change under the same model and precision: how attention splits its reduction
-        # over the KV cache, graph capture, and how many threads split each stage's matmuls. On the CPU
-        # build these gave bit-identical results and are left out (docs/calibration.md): chunked prefill in
-        # 256-token chunks, one sequence per step, a KV block size of 64, no prefix cache, one thread.
-        stages = self.pipeline_parallel_size * self.tensor_parallel_size
-        unsplit = {**self.env, "VLLM_CPU_ATTN_SPLIT_KV": "0"}
-        out = [("unsplit-kv", {"env": unsplit}, "attention without split-KV: another reduction order")]
-        if stages == 1:
+        # What changes vLLM's rounding under the same model and precision: graph capture, and how the model
+        # is split over workers (the CPU build's pipeline stages each bind their own thread and compile
+        # their own graph: pp2 moves a prompt's error by up to 0.017 against pp1). A healthy release may
+        # change either. On the CPU build these gave bit-identical results and are left out
+        # (docs/calibration.md): chunked prefill, one sequence per step, a KV block size of 64, no prefix
+        # cache, attention without split-KV, one or two threads.
+        if self.pipeline_parallel_size * self.tensor_parallel_size == 1:
             eager = self.enforce_eager is not False  # unset means eager at pp1
-            flip = "compiled" if eager else "eager"
-            out += [(flip, {"enforce_eager": not eager}, "compiled graphs against eager execution"),
-                    (f"{flip}-unsplit-kv", {"enforce_eager": not eager, "env": unsplit}, "both of the above")]
-        else:
-            # Two threads per stage (on shared cores): another split of each stage's matmuls.
-            out.append(("two-threads", {"cpu_threads_bind": "|".join(["0-1"] * stages)},
-                        "two threads per stage: another split of the matmuls"))
-        return out
+            return [("compiled" if eager else "eager", {"enforce_eager": not eager},
+                     "compiled graphs against eager execution"),
+                    ("two-stages", {"mode": "server", "pipeline_parallel_size": 2, "enforce_eager": False,
+                                    "distributed_executor_backend": "mp", "cpu_threads_bind": "0|1"},
+                     "the model split over two pipeline stages (the server: the offline engine runs one)")]
+        return [("one-stage-compiled", {"pipeline_parallel_size": 1, "enforce_eager": False,
+                                        "distributed_executor_backend": None, "cpu_threads_bind": None},
+                 "the model on one worker, compiled"),
+                ("one-stage-eager", {"pipeline_parallel_size": 1, "enforce_eager": True,
+                                     "distributed_executor_backend": None, "cpu_threads_bind": None},
+                 "the model on one worker, eager")]
 
 
 # What the kit sets itself (kit.backends.vllm.server, kit.backends.vllm.runtime): an override would

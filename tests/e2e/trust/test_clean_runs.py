@@ -35,7 +35,8 @@ def variant_cases(embedded, names: list[str]) -> dict[str, dict]:
         case = semantic_cases(embedded)[name]
         for v in record_of(embedded, case).variants:
             label = f"{name}-{v['name']}" + (f"-launch{v['launch']}" if v.get("launch") else "")
-            out[label] = {**case, **v["overrides"]}
+            # A None override unsets the option (its default); TOML has no None to write.
+            out[label] = {k: x for k, x in {**case, **v["overrides"]}.items() if x is not None}
     return out
 
 
