@@ -20,7 +20,8 @@ class HfOptions(BackendOptions):
     # Prompts of one bucket scored together, padded to the longest; 1 scores each prompt alone.
     batch_size: int = Field(default=1, ge=1)
     padding_side: Literal["left", "right"] = "right"
-    # Which torch SDPA kernel to prefer ("auto": torch's own choice); only for attn_implementation sdpa.
+    # Which torch SDPA kernel to prefer ("auto": torch's own choice); for attn_implementation sdpa and
+    # sdpa_repeat_kv.
     sdpa_backend: Literal["auto", "flash", "cudnn", "efficient", "math"] = "auto"
     # torch.compile each decoder layer, so the elementwise work around the matmuls (norms, rotary,
     # SiLU x up) fuses; one graph serves every layer and every prompt length.
@@ -38,9 +39,16 @@ class HfOptions(BackendOptions):
                ("batched-8-left", {"batch_size": 8, "padding_side": "left"}, "larger batches, left padded"),
                ("sdpa-math", {"attn_implementation": "sdpa", "sdpa_backend": "math"}, "torch's reference SDPA kernel")]
         if self.device.startswith("cuda"):
+            # The math kernel holds every head's [seq, seq] float32 scores (64 GiB per layer at 32K tokens):
+            # on a GPU it is no variant a long-prompt case can run; the flash and memory-efficient kernels are.
+            # The memory-efficient kernel takes no grouped-query heads, so it gets them repeated
+            # (sdpa_repeat_kv); under plain sdpa it would fall back to the math kernel.
+            out = [v for v in out if v[0] != "sdpa-math"]
             # On CPU torch.compile needs a C++ toolchain and minutes per shape; on a GPU it is the production path.
             out += [("compiled" if not self.compile else "uncompiled", {"compile": not self.compile},
                      "compiled layers fuse the elementwise work around the matmuls"),
-                    ("sdpa-efficient", {"attn_implementation": "sdpa", "sdpa_backend": "efficient"},
-                     "the memory-efficient SDPA kernel instead of flash")]
+                    ("sdpa-flash", {"attn_implementation": "sdpa", "sdpa_backend": "flash"},
+                     "FlashAttention-2 instead of torch's default choice"),
+                    ("sdpa-efficient", {"attn_implementation": "sdpa_repeat_kv", "sdpa_backend": "efficient"},
+                     "the memory-efficient SDPA kernel instead of torch's default choice")]
         return out

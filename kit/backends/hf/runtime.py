@@ -39,7 +39,14 @@ def compile_layers(model, dynamic: bool | None = True) -> None:
     path. Compiling the decoder whole made it build a [seq, seq] mask, which halved the speed at
     32K tokens and added 7 GiB (docs/gpu-figures.md). The layers share one code object, so one
     compiled graph serves all of them; ``dynamic=True`` makes that graph serve every prompt length.
+
+    dynamo's graphs are forgotten first: they are cached by that shared code object, not by model, so a
+    second model in one process (a calibration's next variant) would reuse graphs traced under the first
+    one's SDPA kernel choice.
     """
+    import torch
+
+    torch._dynamo.reset()
     for layer in model.get_decoder().layers:
         layer.compile(dynamic=dynamic)
 
@@ -156,7 +163,7 @@ class HfBackend:
         return ids.to(to), mask.to(to), positions.to(to), last.to(to)
 
     def _sdpa_context(self):
-        if self.sdpa_backend == "auto" or self.attn_implementation != "sdpa":
+        if self.sdpa_backend == "auto" or self.attn_implementation not in ("sdpa", hf_attention.NAME):
             return contextlib.nullcontext()
         from torch.nn.attention import SDPBackend, sdpa_kernel
 

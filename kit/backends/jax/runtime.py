@@ -32,7 +32,8 @@ def choose_attention(requested: str, dtype: str, platform: str, seq: int) -> str
 class JaxBackend:
     name = "jax"
 
-    def __init__(self, model_path: str, dtype: str = "float32", attention: str = "auto", platform: str = "cpu"):
+    def __init__(self, model_path: str, dtype: str = "float32", attention: str = "auto", platform: str = "cpu",
+                 excess_precision: bool = True):
         # By default jax takes 75% of a GPU's memory at start; a gate case shares its GPU with others.
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
         import jax
@@ -43,6 +44,7 @@ class JaxBackend:
             raise ValueError(f"attention must be 'auto' or one of {ATTENTIONS}, got {attention!r}")
         self._jax = jax
         self.dtype, self.attention, self.platform = dtype, attention, platform
+        self.excess_precision = excess_precision
         self.device = jax.devices(platform)[0]
         t0 = time.perf_counter()
         self.shape, self.params = load_params(model_path, dtype, self.device)
@@ -54,9 +56,12 @@ class JaxBackend:
         import jax
         import jaxlib
 
-        return {"backend": self.name, "jax": jax.__version__, "jaxlib": jaxlib.__version__,
-                "python": _platform.python_version(), "dtype": self.dtype, "attention": self.attention,
-                "device": self.platform, "device_name": getattr(self.device, "device_kind", str(self.device))}
+        out = {"backend": self.name, "jax": jax.__version__, "jaxlib": jaxlib.__version__,
+               "python": _platform.python_version(), "dtype": self.dtype, "attention": self.attention,
+               "device": self.platform, "device_name": getattr(self.device, "device_kind", str(self.device))}
+        if not self.excess_precision:  # another rounding than XLA's default: the provenance must tell them apart
+            out["excess_precision"] = False
+        return out
 
     def details(self) -> dict:
         return {"attention": dict(self._used)}
@@ -68,7 +73,10 @@ class JaxBackend:
 
             from kit.backends.jax.llama import last_logits
 
-            self._compiled[key] = self._jax.jit(partial(last_logits, shape=self.shape, attention=attention))
+            # XLA's own default is True; only the other choice is passed, as a per-program option.
+            options = {} if self.excess_precision else {"xla_allow_excess_precision": False}
+            self._compiled[key] = self._jax.jit(partial(last_logits, shape=self.shape, attention=attention),
+                                                compiler_options=options or None)
         return self._compiled[key]
 
     def observe(self, prompts: Sequence[Prompt], top_n: int) -> list[Observation]:

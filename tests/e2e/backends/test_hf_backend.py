@@ -68,3 +68,25 @@ def test_compiled_layers_give_the_same_top_k(embedded):
     for a, b in zip(eager, compiled):
         assert [t for t, _ in a.top_logprobs] == [t for t, _ in b.top_logprobs]
         assert max(abs(math.exp(x) - math.exp(y)) for (_, x), (_, y) in zip(a.top_logprobs, b.top_logprobs)) < 1e-5
+
+
+def test_sdpa_kernel_preference_reaches_the_repeated_kv_attention_too():
+    """The calibration's sdpa-efficient variant on a GPU runs sdpa_repeat_kv (the efficient kernel takes no
+    grouped-query heads): its kernel preference must be applied there as under plain sdpa."""
+    from types import SimpleNamespace
+
+    def enabled(attn_implementation, sdpa_backend):
+        context = HfBackend._sdpa_context(SimpleNamespace(attn_implementation=attn_implementation,
+                                                          sdpa_backend=sdpa_backend))
+        with context:
+            cuda = torch.backends.cuda
+            return {"flash": cuda.flash_sdp_enabled(), "efficient": cuda.mem_efficient_sdp_enabled(),
+                    "cudnn": cuda.cudnn_sdp_enabled(), "math": cuda.math_sdp_enabled()}
+
+    # The preferred kernel, then its fallbacks for what it refuses (a mask): efficient, then math.
+    only_efficient = {"flash": False, "efficient": True, "cudnn": False, "math": True}
+    assert enabled("sdpa_repeat_kv", "efficient") == only_efficient == enabled("sdpa", "efficient")
+    assert enabled("sdpa_repeat_kv", "flash") == {"flash": True, "efficient": True, "cudnn": False, "math": True}
+    # No preference: torch's own choice, every kernel left on.
+    assert enabled("sdpa_repeat_kv", "auto") == enabled("eager", "efficient") == {
+        "flash": True, "efficient": True, "cudnn": True, "math": True}

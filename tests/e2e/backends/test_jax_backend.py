@@ -64,6 +64,19 @@ def test_jax_bfloat16_stays_within_the_gate_bound(embedded, cases, hf_f32):
         assert max(abs(math.exp(lp) - math.exp(po[t])) for t, lp in ref.top_logprobs[:10]) < 0.075
 
 
+def test_rounding_at_every_operation_is_another_bfloat16_result_and_says_so(embedded, cases, hf_f32):
+    """On CPU, XLA's fusion skips bfloat16 roundings by default; without excess precision it rounds where the
+    program does, which moves logits (on the tiny model by up to about 0.03) but stays bfloat16 noise."""
+    default = JaxBackend(str(embedded.model), dtype="bfloat16")
+    rounded = JaxBackend(str(embedded.model), dtype="bfloat16", excess_precision=False)
+    a, b = default.observe(cases, top_n=20), rounded.observe(cases, top_n=20)
+    assert any(x.top_logprobs != y.top_logprobs for x, y in zip(a, b))
+    assert "excess_precision" not in default.release() and rounded.release()["excess_precision"] is False
+    for ref, obs in zip(hf_f32, b):
+        po = dict(obs.top_logprobs)
+        assert max(abs(math.exp(lp) - math.exp(po[t])) for t, lp in ref.top_logprobs[:10] if t in po) < 0.075
+
+
 def test_chunked_attention_spans_several_query_blocks(embedded, cases, hf_f32, monkeypatch):
     """With blocks of 64 rows a 1024-token prompt crosses 16 block boundaries; the result must not move."""
     import kit.backends.jax.llama
