@@ -39,8 +39,9 @@ class HfOptions(BackendOptions):
                ("batched-8-left", {"batch_size": 8, "padding_side": "left"}, "larger batches, left padded"),
                ("sdpa-math", {"attn_implementation": "sdpa", "sdpa_backend": "math"}, "torch's reference SDPA kernel")]
         if self.device.startswith("cuda"):
-            # The math kernel holds every head's [seq, seq] float32 scores (64 GiB per layer at 32K tokens):
-            # on a GPU it is no variant a long-prompt case can run; the flash and memory-efficient kernels are.
+            # The math kernel holds every head's [seq, seq] scores and their softmax (at 32K tokens 32 GiB each
+            # in bfloat16, 64 in float32: about what the GPU holds; not tried), which no long-prompt engine
+            # would run; the flash and memory-efficient kernels are what a release may switch between.
             # The memory-efficient kernel takes no grouped-query heads, so it gets them repeated
             # (sdpa_repeat_kv); under plain sdpa it would fall back to the math kernel.
             out = [v for v in out if v[0] != "sdpa-math"]
