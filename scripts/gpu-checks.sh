@@ -9,11 +9,14 @@
 # evidence.md, and the benchmark's JSON. WHEEL_DIR (optional) holds wheels of the notebook stack
 # for a node whose Python lacks it (papermill, nbclient, ipykernel, scrapbook, nbconvert, pydantic);
 # they are installed into a private folder, never into the node's Python. BENCH=0 skips the benchmark.
+# DESCRIPTOR picks another GPU descriptor (default descriptors/gpu-h200.toml). CALIBRATE="case ..."
+# calibrates those cases first (`parity-kit calibrate`), points the descriptor's cases at the new
+# records (scripts/use_calibration.py) and copies records and descriptor into OUT_DIR. GATE=0 skips the gate.
 set -uo pipefail
 OUT_DIR=${1:?usage: scripts/gpu-checks.sh OUT_DIR [WHEEL_DIR]}
 WHEELS=${2:-}
 PY=${PYTHON:-python3}
-DESCRIPTOR=descriptors/gpu-h200.toml
+DESCRIPTOR=${DESCRIPTOR:-descriptors/gpu-h200.toml}
 MODEL=models/llama-1b-seeded
 mkdir -p "$OUT_DIR"
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
@@ -28,10 +31,16 @@ if [ -n "$WHEELS" ]; then
 else
   export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 fi
+# The backends register through entry points, which only an installed parity-kit has: without one, a
+# private folder names the checkout's (scripts/register_checkout.py).
+if ! $PY -c "import importlib.metadata as m; m.distribution('parity-kit')" 2>/dev/null; then
+  $PY scripts/register_checkout.py /tmp/kit-dist >/dev/null || exit 1
+  export PYTHONPATH=/tmp/kit-dist:$PYTHONPATH
+fi
 # The kernel runs the node's own Python, with the environment above (kernels inherit it).
 $PY -m ipykernel install --prefix /tmp/kit-kernels --name parity-kit --display-name "parity-kit (GPU node)" >/dev/null
 # nbconvert finds its HTML templates under share/jupyter of where it was installed.
-export JUPYTER_PATH=/tmp/kit-kernels/share/jupyter${WHEELS:+:/tmp/kit-site/share/jupyter}
+export JUPYTER_PATH=/tmp/kit-kernels/share/jupyter${WHEELS:+:/tmp/kit-site/share/jupyter}${JUPYTER_PATH:+:$JUPYTER_PATH}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 $PY -c "import torch, jax, transformers; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), \
 '| jax', jax.__version__, jax.devices()[0].device_kind, '| transformers', transformers.__version__)"
@@ -55,15 +64,32 @@ for kind in semantic; do
   $PY -m kit.cli golden verify "$golden" --fixture "$fixture" --model "$MODEL"
 done
 
+for case in ${CALIBRATE:-}; do
+  step "calibrate $case: its clean variants, one launch each"
+  started=$SECONDS
+  $PY -m kit.cli calibrate "$DESCRIPTOR" --case "$case" --out "$OUT_DIR/calibrate-$case" --to calibrations \
+    > "$OUT_DIR/calibrate-$case.out"
+  code=$?
+  cat "$OUT_DIR/calibrate-$case.out"; echo "calibrate exit code $code, $((SECONDS - started)) s"
+  record=$(tail -n 1 "$OUT_DIR/calibrate-$case.out")
+  if [ "$code" = 0 ] && [ -f "$record" ]; then
+    mkdir -p "$OUT_DIR/calibrations" && cp "$record" "$OUT_DIR/calibrations/"
+    $PY scripts/use_calibration.py "$DESCRIPTOR" "$case" "$record"
+  fi
+  cp "$DESCRIPTOR" "$OUT_DIR/"
+done
+
 if [ "${BENCH:-1}" != 0 ]; then
 step "benchmark: scoring speed and memory per bucket"
 timeout 300 $PY benchmarks/gpu_scoring.py --model "$MODEL" --kernels cudnn,auto,flash --breakdown \
   --json "$OUT_DIR/gpu_scoring.json"
 fi
 
+[ "${GATE:-1}" = 0 ] && exit 0
 step "gate: every case of $DESCRIPTOR through papermill, one case at a time on the one GPU"
+started=$SECONDS
 $PY -m kit.cli gate "$DESCRIPTOR" --jobs 1 --out /tmp/gpu-gate-run
-echo "gate exit code $?"
+echo "gate exit code $?, $((SECONDS - started)) s"
 for f in summary.html result.json evidence.md; do cp /tmp/gpu-gate-run/$f "$OUT_DIR/" 2>/dev/null; done
 $PY - <<'EOF'
 import json
@@ -71,8 +97,12 @@ r = json.load(open("/tmp/gpu-gate-run/result.json"))
 print("gate verdict:", r["verdict"])
 for c in r["cases"].values():
     errs = [p["max_probability_error"] for p in c.get("prompts", [])]
-    print(f"{c['case']:<18} {c['status']:<8} bound {c.get('bound')}  largest error "
-          f"{max(errs) if errs else float('nan'):.3g}  scoring {c.get('scoring_s') or 0:.1f} s  {c.get('error') or ''}")
+    print(f"{c['case']:<18} {c['status']:<8} bound {c.get('bucket_bounds') or c.get('bound')}  largest error "
+          f"{max(errs) if errs else float('nan'):.3g}  scoring {c.get('scoring_s') or 0:.1f} s  "
+          f"duration {c.get('duration_s') or 0:.1f} s  {c.get('error') or ''}")
+    if c.get("drift"):
+        print(f"    drift: passed {c['drift'].get('passed')}  p {c['drift'].get('p_value')}  "
+              f"{'; '.join(c['drift'].get('failures') or [])}")
     for p in c.get("prompts", []):
         print(f"    {p['id']:<16} {p['n_tokens']:>6} tokens  error {p['max_probability_error']:.3g}  "
               f"golden top-1 {p['golden_top_probability']:.3f}  backend top-1 {p['backend_top_probability']:.3f}")
