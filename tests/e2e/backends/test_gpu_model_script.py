@@ -81,3 +81,19 @@ def test_fixture_prompts_are_the_generators(bucket):
     fixture = load_fixture(load_descriptor(paths.DESCRIPTORS / "gpu-h200.toml").case_specs()[0].fixture_path)
     lengths = sorted((c.n_tokens for c in fixture.prompts if c.bucket == bucket), reverse=True)
     assert tuple(lengths) == tuple(sorted(gen.PROMPT_LENGTHS[bucket], reverse=True))
+
+
+def test_gate_shaped_descriptor_has_the_real_gates_buckets_and_the_generators_prompts():
+    from kit.core.fixture import load_fixture
+
+    desc = load_descriptor(paths.DESCRIPTORS / "gpu-h200-64.toml")
+    specs = {s.name: s for s in desc.case_specs()}
+    assert set(specs) == {"hf-f32", "hf-bf16", "jax-f32", "jax-bf16"}
+    fixture = load_fixture(specs["hf-bf16"].fixture_path)
+    assert fixture.buckets == [256, 1024, 4096, 16384, 32768] and len(fixture.prompts) == 64
+    for bucket, lengths in gen.gate_lengths().items():
+        assert sorted(c.n_tokens for c in fixture.prompts if c.bucket == bucket) == sorted(lengths)
+    assert {p["id"]: p["prompt"] for p in gen.prompts("gate")} == {c.id: c.prompt for c in fixture.prompts}
+    # The production case takes its bounds from the record measured on the H200, per bucket.
+    assert specs["hf-bf16"].bound is None and set(specs["hf-bf16"].bucket_bounds) == {
+        "256", "1024", "4096", "16384", "32768"}
