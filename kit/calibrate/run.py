@@ -136,9 +136,10 @@ def calibrate_case(desc: LoadedDescriptor, spec: CaseSpec, run_dir: Path, to: Pa
         console.print(f"calibrate {spec.name}: [red]error[/red]: {error}")
         return CaseCalibration(spec.name, None, None, error, notebook)
     for miss in [x for x in record.drift.get("leave_one_out", []) if not x["passed"]]:
+        p = f"p = {miss['p_value']:.2g}" if miss["p_value"] is not None else "by the range rule"
         console.print(f"calibrate {spec.name}: [yellow]warning[/yellow]: variant {miss['variant']} fails the drift test "
-                      f"against the other variants (p = {miss['p_value']:.2g}): the variants may not span the case's "
-                      "noise yet; a healthy release like it would fail the gate")
+                      f"against the other variants ({p}): the variants may not span the case's noise yet; a healthy "
+                      "release like it would fail the gate")
     path = write_record(record, to)
     where = os.path.relpath(path, desc.path.parent)
     console.print(escape(f"calibrate {spec.name}: bounds {record.bounds} from {len(entries)} samples; "
