@@ -81,13 +81,14 @@ def test_candidate_that_changes_the_model_is_a_regression(tmp_path, embedded):
                            "a regression in the candidate")
     row = d["rows"][0]
     assert row["control_status"] == "passed" and row["candidate_status"] == "failed"
-    assert row["delta"] > 0 and row["candidate_error"] > row["bound"] == 0.075
+    assert row["delta"] > 0 and row["candidate_status"] == "failed"
     assert evidence.startswith("# Refresh blocked: test — regression in the candidate (hf-bf16)\n")
     case = read_run(out / "candidate").results["hf-bf16"]
     w = case.worst
     assert (f"- `candidate`, hf: worst case `hf-bf16` ({case.counts()['failed']} of 64 prompts failed), "
             f"prompt `{w.id}` (bucket {w.bucket}): max probability error {w.max_probability_error:.3g}, "
-            f"bound 0.075") in evidence
+            f"bound {w.bound:g}") in evidence
+    assert w.bound == case.bucket_bounds[str(w.bucket)]  # the calibrated bound of the prompt's bucket
     assert "Repair first" not in evidence  # nothing is wrong with the baseline
 
 
