@@ -32,8 +32,8 @@ DRIFT_ALPHA = 1e-3  # the drift test's stated false-failure rate per case (kit.c
 # if ten samples had been taken (a confidence margin for the number of samples).
 _D2 = {2: 1.128, 3: 1.693, 4: 2.059, 5: 2.326, 6: 2.534, 7: 2.704, 8: 2.847, 9: 2.970, 10: 3.078}
 
-RULE_NAME = "largest-plus-margin/2"
-RULE_TEXT = ("per bucket: largest error + max(2 x spread x d2(10)/d2(n), 0.1 x largest error, 5 x the dtype's "
+RULE_NAME = "largest-plus-margin/3"
+RULE_TEXT = ("per bucket: largest error + max(spread x d2(10)/d2(n), 0.1 x largest error, 5 x the dtype's "
              "resolution), rounded up to two significant digits; spread is the largest per-prompt range across "
              "the n distinct samples")
 
@@ -65,9 +65,17 @@ def resolution(dtype: str) -> float:
     return RESOLUTION.get(dtype, 0.0)
 
 
+# The real gate's rule adds 2 x the spread of repeats. Here the spread is already the range across every
+# implementation variant, the whole of a healthy release's latitude, and one such range above the worst
+# clean error is margin enough: each embedded record's variants, left out one at a time, reach at most
+# 0.89 of the bound the others give (benchmarks/calibration_figures.py), while at 2 x a fault on a few
+# prompts at 1.7 x the clean error went through (the fault catalogue's embedding_swap at 0.2).
+SPREAD_FACTOR = 1.0
+
+
 def bound_rule(largest: float, spread: float, n_distinct: int, dtype: str = "bfloat16") -> float:
     """The bound a bucket's measured noise justifies (RULE_TEXT, in one place)."""
-    margin = max(2.0 * spread * spread_factor(n_distinct), 0.1 * largest, 5 * resolution(dtype))
+    margin = max(SPREAD_FACTOR * spread * spread_factor(n_distinct), 0.1 * largest, 5 * resolution(dtype))
     return min(1.0, round_up(largest + margin))
 
 

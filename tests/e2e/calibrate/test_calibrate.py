@@ -66,7 +66,7 @@ def test_a_gate_takes_its_bounds_from_the_record_and_says_so(calibrated, embedde
     result = json.loads((tmp_path / "run" / "result.json").read_text())["cases"]["small"]
     assert result["bucket_bounds"] == record.bounds and result["bound"] is None
     source = result["bound_source"]
-    assert (source["kind"], source["record"], source["rule"]) == ("calibrated", record.sha256, "largest-plus-margin/2")
+    assert (source["kind"], source["record"], source["rule"]) == ("calibrated", record.sha256, "largest-plus-margin/3")
     assert source["measured_on"]["accelerator"] == record.fingerprint["runtime"]["accelerator"]
     assert 0 < result["headroom"] < 1
     assert result["drift"]["passed"] and [s["test"] for s in result["drift"]["statistics"]] == ["error", "shift"]

@@ -45,8 +45,8 @@ def test_spread_counts_as_if_ten_samples_were_taken():
 
 
 def test_bound_rule_is_largest_plus_the_larger_margin():
-    # Spread term: 0.010 + 2 x 0.002 x d2(10)/d2(3) = 0.01727 -> 0.018.
-    assert bound_rule(0.010, 0.002, 3) == 0.018
+    # Spread term: 0.010 + 0.002 x d2(10)/d2(3) = 0.01364 -> 0.014.
+    assert bound_rule(0.010, 0.002, 3) == 0.014
     # No spread (bit-identical samples): a tenth of the largest error.
     assert bound_rule(0.010, 0.0, 3) == 0.011
     # Never above 1: a probability error cannot exceed it.
