@@ -64,6 +64,9 @@ def at_least(effects: dict[str, float], factor: float, noise: float) -> list[flo
     return sorted(float(m) for m, e in effects.items() if e is None or e >= factor * noise)
 
 
+# The first test also sets up the module: the clean run, and on a host of another instruction-set level a
+# calibration in process (seven variants).
+@pytest.mark.timeout(1500)
 @pytest.mark.parametrize("fault", CATALOGUE, ids=[f.name for f in CATALOGUE])
 def test_every_fault_that_stands_out_of_bfloat16_noise_fails_hf_bf16(fault: Fault, cases, copies, noise):
     """The hardest magnitudes the issue requires (the two smallest whose effect is at least 1.5x the clean
@@ -95,6 +98,7 @@ VLLM_EVERY_RUN = ("rope_base", "logit_scale", "kv_head_mapping")
 
 
 @pytest.mark.vllm
+@pytest.mark.timeout(1500)
 @pytest.mark.parametrize("fault", [pytest.param(f, marks=() if f.name in VLLM_EVERY_RUN else pytest.mark.slow)
                                    for f in CATALOGUE], ids=[f.name for f in CATALOGUE])
 def test_the_smallest_fault_three_times_the_noise_fails_vllm_pp1(fault: Fault, cases, copies, noise):
