@@ -49,8 +49,12 @@ def sample_of(variant: str, launch: int, result: CaseResult) -> Sample:
 
 
 def append(samples_path: str | Path, entry: dict) -> None:
+    """One sample as one line; a line a kill cut short is ended first, so the new sample stands on its own
+    line instead of joining the broken one (and being dropped with it)."""
+    path = Path(samples_path)
+    cut = path.is_file() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
     with open(samples_path, "a") as f:
-        f.write(json.dumps(entry, sort_keys=True) + "\n")
+        f.write(("\n" if cut else "") + json.dumps(entry, sort_keys=True) + "\n")
         f.flush()
         os.fsync(f.fileno())
 
