@@ -189,6 +189,7 @@ def test_noise_floor_decides_equal_metrics(tmp_path, embedded):
     assert metrics_equal(a.prompts, a.prompts, 0.0)
     assert not metrics_equal(a.prompts, b.prompts, 0.0)
     assert metrics_equal(a.prompts, b.prompts, 2e-4)
+    a.bound_source = b.bound_source = {}  # hand-set: only the repeats measure a noise here
     b.repeat_spread = [RepeatSpread(id=b.prompts[3].id, runs=3, launches=1, max_logprob_spread=4e-4,
                                     max_probability_spread=2e-4, identical=False)]
     row = compare_case("hf-bf16", a, b)

@@ -74,7 +74,7 @@ def test_a_prompt_that_passes_is_refused_and_nothing_is_written(tmp_path, copies
                       "--model", model_with("mlp_noise", 0.2, copies), "--out", out)
     assert proc.returncode == ExitCode.BAD_INPUT, proc.stderr
     assert re.fullmatch(r"parity-kit: bad input: prompt chat-sharegpt-00 passes case hf-bf16 \(error [0-9.e-]+ "
-                        r"under bound 0\.023\): nothing to localize\n", proc.stderr), proc.stderr
+                        r"under bound [0-9.]+\): nothing to localize\n", proc.stderr), proc.stderr
     assert proc.stdout == ""
     assert not out.exists()
 
