@@ -25,6 +25,13 @@ def record(samples: list[Sample], **kw) -> CalibrationRecord:
     return CalibrationRecord.measured(buckets=BUCKETS, **{**base, **kw})
 
 
+def saved(r: CalibrationRecord, folder, name: str | None = None):
+    """The record's canonical bytes under ``name`` (default: its SHA-256, as calibrate names it)."""
+    path = folder / (name or f"{r.sha256}.json")
+    write_bytes(path, r.canonical())
+    return path
+
+
 SAMPLES = [sample("as-set", {"a": 0.004, "b": 0.008, "c": 0.010}),
            sample("batched", {"a": 0.006, "b": 0.007, "c": 0.011}),
            sample("math", {"a": 0.005, "b": 0.009, "c": 0.009}),
@@ -66,12 +73,9 @@ def test_a_record_derives_bounds_per_bucket_from_distinct_samples():
 
 def test_a_record_is_named_by_its_sha256_and_a_changed_one_is_refused(tmp_path):
     r = record(SAMPLES)
-    path = tmp_path / f"{r.sha256}.json"
-    write_bytes(path, r.canonical())
-    loaded = load_record(path)
+    loaded = load_record(saved(r, tmp_path))
     assert loaded.bounds == r.bounds and loaded.sha256 == r.sha256
-    tampered = tmp_path / f"{r.sha256[:-1]}0.json"
-    write_bytes(tampered, r.canonical())
+    tampered = saved(r, tmp_path, f"{r.sha256[:-1]}0.json")
     with pytest.raises(BadInput) as e:
         load_record(tampered)
     assert str(e.value) == (f"{tampered}: name is not the record's SHA-256 ({r.sha256}): the record was changed "
@@ -80,8 +84,7 @@ def test_a_record_is_named_by_its_sha256_and_a_changed_one_is_refused(tmp_path):
 
 def test_too_few_distinct_samples_are_refused(tmp_path):
     r = record([SAMPLES[0], SAMPLES[3]])  # two samples, bit-identical: no spread at all
-    path = tmp_path / f"{r.sha256}.json"
-    write_bytes(path, r.canonical())
+    path = saved(r, tmp_path)
     with pytest.raises(BadInput) as e:
         load_record(path)
     assert str(e.value) == (f"{path}: 1 distinct sample(s) of 2, the rule needs at least 2: "
