@@ -174,6 +174,37 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--jobs", type=int, help="control cases run side by side (default: the cores)")
     r.set_defaults(func=_refresh)
 
+    b = sub.add_parser("bisect", help="find the first overlay commit whose build fails a case the tip fails",
+                       description="Build, qualify and run the failing case at chosen states of the overlay (the\n"
+                                   "tip on all its prompts, every other state on the tip's failing prompts only)\n"
+                                   "and binary-search for the first commit that fails. Wheels are cached by\n"
+                                   "commit in the release store; --resume continues a bisect that stopped.",
+                       epilog=epilog(ExitCode.PASSED, ExitCode.FAILED, ExitCode.INCOMPLETE, ExitCode.BAD_INPUT,
+                                     ExitCode.BLOCKER, ExitCode.INTERNAL, ExitCode.INTERRUPTED, meanings={
+                                         ExitCode.PASSED: "the case passes at the tip: nothing to bisect",
+                                         ExitCode.FAILED: "found: the first bad commit is named",
+                                         ExitCode.INCOMPLETE: "stopped (--max-steps, or a step with no verdict): "
+                                                              "resume with --resume DIR",
+                                         ExitCode.BLOCKER: "no overlay commit is bad: the case fails at the base "
+                                                           "too (the fault is upstream or in the pin)"}))
+    b.add_argument("refresh_dir", nargs="?", help="a refresh directory: bisect its replayed overlay")
+    b.add_argument("--case", help="the failing case (required unless --resume)")
+    b.add_argument("--descriptor", help="with --fork-repo: descriptor TOML whose [releases.current] is today's pin "
+                                        "(default: the embedded one)")
+    b.add_argument("--fork-repo", help="instead of a refresh directory: the fork's git repository")
+    b.add_argument("--base", help="with --fork-repo: the commit the overlay starts from (it must pass)")
+    b.add_argument("--tip", help="with --fork-repo: the overlay's last commit (default: HEAD; it must fail)")
+    b.add_argument("--fork", help="the fork's name in release tags (default: the repository folder's name)")
+    b.add_argument("--backend", help="the backend the fork builds (default: the pin's only backend)")
+    b.add_argument("--current", default="current", help="the release pinned today (default: current)")
+    b.add_argument("--releases", help="release store, the wheel cache (default: the refresh's, or releases/ "
+                                      "beside the bisect directory)")
+    b.add_argument("--build-command", help="wheel build command, as for refresh")
+    b.add_argument("--out", help="bisect directory to create (default: runs/bisect-<name>-<time>-<id>)")
+    b.add_argument("--max-steps", type=int, help="stop after this many new steps (resumable)")
+    b.add_argument("--resume", metavar="DIR", help="continue the bisect in DIR from its bisect.json")
+    b.set_defaults(func=_bisect)
+
     f = sub.add_parser("fixture", help="make, verify or report on a prompt fixture",
                        epilog=_exits("done (make: the fixture's path on stdout; verify: it is intact)"))
     f = f.add_subparsers(required=True, metavar="ACTION")
@@ -219,6 +250,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="hf: the attention implementation (default sdpa)")
     gm.add_argument("--device", default="cpu", help="torch device: cpu (default), cuda, cuda:N")
     gm.add_argument("--batch-size", type=int, default=1, help="same-bucket prompts scored together (default 1)")
+    gm.add_argument("--decode", type=int, default=0, metavar="N",
+                    help="also continue every prompt N greedy steps with the backend's decode path and keep the "
+                         "top-k of each step (a decode golden, format 2; default 0: none)")
     gm.add_argument("--out", default="goldens", help="folder for the golden (default: goldens)")
     gm.set_defaults(func=_golden_make)
     gv = gl.add_parser("verify", help="check a golden against its fixture (and model)",
@@ -554,6 +588,28 @@ def _refresh(args) -> int:
     return run.exit_code
 
 
+def _bisect(args) -> int:
+    import shlex
+
+    from kit.bisect import run as bisect
+    from kit.views.bisect import summary_markdown
+
+    if args.resume:
+        run_dir, record = bisect.resume(args.resume)
+    else:
+        if not args.case:
+            raise BadInput("bisect needs --case: the case that fails at the tip")
+        run_dir, record = bisect.start(args.case, refresh_dir=args.refresh_dir, descriptor=args.descriptor,
+                                       fork_repo=args.fork_repo, base=args.base, tip=args.tip, fork=args.fork,
+                                       store=args.releases, current=args.current, backend=args.backend,
+                                       build_command=shlex.split(args.build_command) if args.build_command else None,
+                                       out=args.out, command=_command("bisect"))
+    run = bisect.run_bisect(run_dir, record, args.max_steps)
+    (run.run_dir / bisect.SUMMARY).write_text(summary_markdown(bisect.read_record(run.run_dir)))
+    print(run.run_dir)
+    return run.exit_code
+
+
 def _command(name: str) -> list[str] | None:
     """The command line as a user would retype it, for the reproduce line of the evidence."""
     return ["parity-kit", name, *sys.argv[2:]] if sys.argv[1:2] == [name] else None
@@ -627,13 +683,16 @@ def _golden_make(args) -> int:
     from kit.goldens.make import make_golden_document
 
     paths.check_dir_target(args.out, "--out")  # before the fixture is scored, not after
+    if args.decode < 0:
+        raise BadInput(f"--decode {args.decode}: a continuation is 0 (none) or more steps")
     doc, fixture = make_golden_document(args.model, args.fixture, args.kind, args.top_k,
                                         ["parity-kit", *sys.argv[1:]], args.dtype, args.attn_implementation,
                                         backend=args.backend, checkpoint=args.checkpoint, device=args.device,
-                                        batch_size=args.batch_size)
+                                        batch_size=args.batch_size, decode=args.decode)
     # An exact golden holds on one runtime: its name says which, beside those made on others.
     runtime = host_isa_level() if args.kind == "exact" else None
-    name = golden_filename(fixture, Path(args.model).resolve().name, doc["model_digest"], args.kind, runtime)
+    name = golden_filename(fixture, Path(args.model).resolve().name, doc["model_digest"], args.kind, runtime,
+                           args.decode)
     print(write_golden(Path(args.out) / name, doc))
     return 0
 

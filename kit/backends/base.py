@@ -10,7 +10,7 @@ from typing import Protocol, Sequence
 
 from kit.core.contract import LOG_PREFIX_ENV
 from kit.core.fixture import Prompt
-from kit.core.records import Observation
+from kit.core.records import Continuation, Observation
 
 
 class Backend(Protocol):
@@ -27,6 +27,20 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Free the engine (processes, memory); observing after close is an error."""
+
+
+class DecodingBackend(Backend, Protocol):
+    """A backend with a decode path of its own (registered with ``decodes=True``): the optional part of
+    the contract that cases with ``decode = N`` need."""
+
+    def decode(self, prompts: Sequence[Prompt], steps: int, top_n: int) -> list[Continuation]:
+        """Each prompt continued greedily ``steps`` tokens through the engine's own decode path (its KV
+        cache), with the top-n logprobs at every step, most likely first (kit.core.decode compares them)."""
+
+
+def can_decode(backend: object) -> bool:
+    """Whether a backend object implements the optional ``decode``."""
+    return callable(getattr(backend, "decode", None))
 
 
 def helper_log_path(case: str, what: str) -> Path:
@@ -63,6 +77,7 @@ class BackendInfo:
     makes_goldens: bool = False     # `golden make --backend NAME` may use it
     requires: tuple[str, ...] = ()  # top-level modules its kernel must be able to import
     install: str = ""               # the command that installs what it requires
+    decodes: bool = False           # its runtime implements ``decode``: cases may set ``decode = N``
 
     def open(self, spec) -> "Backend":
         import importlib

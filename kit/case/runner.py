@@ -11,18 +11,20 @@ import os
 import time
 from pathlib import Path
 
-from kit.backends.base import Backend
+from kit.backends.base import Backend, can_decode
 from kit.backends.registry import open_backend
 from kit.core import contract
 from kit.core.calibration import case_device, mismatch, noise_class
 from kit.core.coverage import prompt_mismatch
+from kit.core.decode import check_continuations_fit, check_decode_golden, compare_continuation
 from kit.core.drift import drift_test
 from kit.core.errors import BadInput
 from kit.core.fixture import Prompt, load_fixture
 from kit.core.golden import check_golden_matches_fixture, hardware, load_golden
+from kit.core.modelconfig import model_limits
 from kit.core.modeldigest import check_model_digest
 from kit.core.progress import BucketDone, ProgressWriter
-from kit.core.records import FAILED, PASSED, CaseResult, Observation, RepeatSpread
+from kit.core.records import FAILED, PASSED, CaseResult, Continuation, Observation, RepeatSpread
 from kit.core.results import now_iso, save_case_result
 from kit.core.scoring import bound_for, repeat_spread, score_prompt
 from kit.core.runtime import accelerator
@@ -78,6 +80,10 @@ def run_case(spec: CaseSpec) -> CaseResult:
         notes.append(f"exact golden {Path(golden.path).name} was made on {golden.provenance.get('hardware')}, "
                      f"this host is {host}: bit-exact goldens hold only where they were made")
     prompts = fixture.select(spec.prompt_ids, spec.buckets)
+    if spec.decode:  # refused before the engine starts, as the preflight refuses it before the gate does
+        check_decode_golden(golden, spec.decode, spec.name)
+        check_continuations_fit(((p.id, p.n_tokens) for p in prompts), spec.decode, model_limits(spec.model_path),
+                                spec.model_path, f"case {spec.name}: ")
 
     repeated = [p for p in prompts if spec.repeat_prompts is None or p.id in spec.repeat_prompts]
     runs: dict[str, list[Observation]] = {p.id: [] for p in repeated}
@@ -91,6 +97,7 @@ def run_case(spec: CaseSpec) -> CaseResult:
             if obs.prompt_id in runs:
                 runs[obs.prompt_id].append(obs)
         _observe_again(backend, spec, repeated, runs, spec.repeats - 1)
+        continuations, decode_s = continue_prompts(backend, spec, prompts)
     finally:
         backend.close()
     for _ in range(spec.repeat_launches - 1):
@@ -107,6 +114,12 @@ def run_case(spec: CaseSpec) -> CaseResult:
         for p, obs in zip(prompts, observations)
     ]
     failures = [f for s in scores for f in s.failures]
+    decoded = [compare_continuation(p.id, p.bucket, p.n_tokens, golden.continuations[p.id][: spec.decode],
+                                    continuations[p.id], bound_for(p.bucket, spec.bound, spec.bucket_bounds))
+               for p in prompts] if spec.decode else []
+    failures += [f for d in decoded for f in d.failures]
+    if decode_s is not None:
+        details = {**details, "decode_s": round(decode_s, 3)}
     drift = None
     if spec.calibration is not None:
         problem = mismatch(spec.calibration, backend=spec.backend, fixture_sha256=fixture.sha256,
@@ -132,8 +145,25 @@ def run_case(spec: CaseSpec) -> CaseResult:
         fixture_sha256=fixture.sha256, model_digest=model_digest, golden_sha256=golden.sha256,
         inputs_digest=spec.inputs_digest(fixture.sha256, golden.sha256),
         started_at=started, finished_at=now_iso(), duration_s=time.perf_counter() - t0, scoring_s=scoring_s,
-        prompts=scores, repeat_spread=spreads, failures=failures, notes=notes,
+        prompts=scores, repeat_spread=spreads, failures=failures, notes=notes, decode=decoded,
     )
+
+
+def continue_prompts(backend: Backend, spec: CaseSpec,
+                     prompts: list[Prompt]) -> tuple[dict[str, Continuation], float | None]:
+    """The backend's continuations by prompt id, and the seconds they took (none without ``decode``)."""
+    if not spec.decode:
+        return {}, None
+    if not can_decode(backend):  # the registry said it decodes; its runtime disagrees
+        raise BackendMismatch(f"backend {spec.backend} has no decode method, which case {spec.name} "
+                              f"(decode = {spec.decode}) needs")
+    t0 = time.perf_counter()
+    got = list(backend.decode(prompts, spec.decode, spec.top_n))  # type: ignore[attr-defined]
+    wrong = prompt_mismatch([p.id for p in prompts], [c.prompt_id for c in got])
+    if wrong:
+        raise BackendMismatch(f"backend {spec.backend} returned {len(got)} continuations for the "
+                              f"{len(prompts)} prompts of case {spec.name}: {wrong}")
+    return {c.prompt_id: c for c in got}, time.perf_counter() - t0
 
 
 def bound_source(spec: CaseSpec, exact: bool) -> dict:

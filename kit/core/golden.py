@@ -3,6 +3,12 @@
 A golden holds, per fixture case, the reference top-k next-token logprobs.
 ``semantic`` goldens are compared under a probability bound, ``exact`` goldens
 bit for bit (one native backend on one runtime).
+
+Format 2 (``"format": 2``) adds, per case, a greedy ``continuation`` of ``decode_steps`` steps made
+by the reference's own decode path, each step the chosen token and the top-k there (kit.core.decode
+compares a backend's continuation with it). Every key format 1 has keeps its meaning, so a reader that
+knows only format 1 reads a format-2 golden as the first-token golden it also is; a golden without
+the key is format 1 and has no continuations.
 """
 
 from __future__ import annotations
@@ -20,10 +26,14 @@ from kit import __version__
 from kit.core.errors import BadInput
 from kit.core.fixture import Fixture
 from kit.core.jsonio import canonical_bytes, read_input_bytes, sha256_bytes, write_canonical
-from kit.core.records import Observation
+from kit.core.records import Continuation, Observation
 from kit.core.runtime import hardware, runtime_match
 
 KINDS = ("semantic", "exact")
+FORMAT = 2  # the newest golden format this code reads and writes (1: no "format" key, no continuations)
+
+# One continuation step: the token the reference chose and its top-k there.
+Step = tuple[int, tuple[tuple[int, float], ...]]
 
 
 @dataclass(frozen=True)
@@ -36,6 +46,9 @@ class Golden:
     top_k: int
     provenance: dict
     prompts: dict[str, tuple[tuple[int, float], ...]]
+    format: int = 1
+    decode_steps: int = 0  # the length of every case's continuation; 0: the golden has none
+    continuations: dict[str, tuple[Step, ...]] | None = None
 
     @property
     def ids(self) -> list[str]:
@@ -57,7 +70,9 @@ def provenance(backend: str, release: dict, dtype: str, attention: str | dict, c
 
 
 def golden_document(kind: str, fixture: Fixture, model_digest: str, top_k: int,
-                    observations: Sequence[Observation], prov: dict) -> dict:
+                    observations: Sequence[Observation], prov: dict,
+                    continuations: Sequence[Continuation] | None = None, decode_steps: int = 0) -> dict:
+    """A golden; with ``continuations`` (``decode_steps`` each) a format-2 decode golden."""
     if kind not in KINDS:
         raise BadInput(f"golden kind {kind!r} is not one of {', '.join(KINDS)}")
     by_id = {o.prompt_id: o for o in observations}
@@ -73,16 +88,47 @@ def golden_document(kind: str, fixture: Fixture, model_digest: str, top_k: int,
         problem = top_list_problem(top, top_k)
         if problem:  # a golden that load_golden would refuse is never written
             raise BadInput(f"case {cid}: {problem}; refusing to write a golden")
-        cases.append({"id": cid, "top_logprobs": [{"token_id": int(t), "logprob": float(lp)} for t, lp in top]})
-    return {"kind": kind, "fixture_sha256": fixture.sha256, "model_digest": model_digest, "top_k": top_k,
-            "provenance": prov, "cases": cases}
+        cases.append({"id": cid, "top_logprobs": _entries(top)})
+    doc = {"kind": kind, "fixture_sha256": fixture.sha256, "model_digest": model_digest, "top_k": top_k,
+           "provenance": prov, "cases": cases}
+    if continuations is not None:
+        by_cid = {c.prompt_id: c for c in continuations}
+        for case in cases:
+            cont = by_cid.get(case["id"])
+            if cont is None or len(cont.steps) != decode_steps:
+                got = "none" if cont is None else f"{len(cont.steps)} steps"
+                raise BadInput(f"case {case['id']}: continuation of {decode_steps} steps expected, got {got}; "
+                               "refusing to write a golden")
+            steps = [(t, tuple(top[:top_k])) for t, top in cont.steps]
+            problem = continuation_problem(steps, top_k)
+            if problem:
+                raise BadInput(f"case {case['id']}: {problem}; refusing to write a golden")
+            case["continuation"] = [{"token_id": int(t), "top_logprobs": _entries(top)} for t, top in steps]
+        doc["format"], doc["decode_steps"] = FORMAT, decode_steps
+    return doc
+
+
+def _entries(top: Sequence[tuple[int, float]]) -> list[dict]:
+    return [{"token_id": int(t), "logprob": float(lp)} for t, lp in top]
+
+
+def continuation_problem(steps: Sequence[Step], top_k: int) -> str | None:
+    """What is wrong with one case's continuation, or None: every step a valid top list whose first
+    token is the one the (greedy) reference chose."""
+    for n, (token, top) in enumerate(steps, start=1):
+        problem = top_list_problem(top, top_k)
+        if problem:
+            return f"continuation step {n}: {problem}"
+        if token != top[0][0]:
+            return f"continuation step {n}: token {token} is not the step's most likely token {top[0][0]}"
+    return None
 
 
 def golden_filename(fixture: Fixture, model_name: str, model_digest: str, kind: str,
-                    runtime: str | None = None) -> str:
+                    runtime: str | None = None, decode_steps: int = 0) -> str:
     """An exact golden names the runtime (ISA level) it holds on, so that goldens of one model made on
-    several runtimes sit side by side."""
-    tail = f"-{runtime}" if runtime else ""
+    several runtimes sit side by side; a decode golden names its continuation length."""
+    tail = (f"-decode{decode_steps}" if decode_steps else "") + (f"-{runtime}" if runtime else "")
     return f"{fixture.sha256[:12]}-{model_name}-{model_digest[:12]}-{kind}{tail}.json"
 
 
@@ -104,8 +150,18 @@ def load_golden(path: str | Path) -> Golden:
         cases = {c["id"]: _top_list(c["top_logprobs"]) for c in doc["cases"]}
         if len(cases) != len(doc["cases"]):
             raise ValueError("a case id is listed twice")
+        fmt = _integer(doc.get("format", 1), "format")
+        if fmt > FORMAT:
+            raise BadInput(f"golden {path} is format {fmt}, newer than this parity-kit reads ({FORMAT}); "
+                           "upgrade parity-kit")
+        steps, continuations = 0, None
+        if fmt >= 2 and "decode_steps" in doc:
+            steps = _integer(doc["decode_steps"], "decode_steps")
+            continuations = {c["id"]: tuple((_integer(s["token_id"], "token_id"), _top_list(s["top_logprobs"]))
+                                            for s in c["continuation"]) for c in doc["cases"]}
         golden = Golden(path, sha256_bytes(data), doc["kind"], doc["fixture_sha256"], doc["model_digest"],
-                        _integer(doc["top_k"], "top_k"), doc.get("provenance") or {}, cases)
+                        _integer(doc["top_k"], "top_k"), doc.get("provenance") or {}, cases, fmt, steps,
+                        continuations)
     except (KeyError, TypeError, ValueError) as exc:
         raise BadInput(f"golden {path} is malformed: {type(exc).__name__}: {exc}") from None
     if golden.kind not in KINDS:
@@ -169,12 +225,21 @@ def check_golden_contents(golden: Golden) -> None:
         problem = top_list_problem(top, golden.top_k)
         if problem:
             raise BadInput(f"golden {golden.path}: case {cid}: {problem}")
+    for cid, steps in (golden.continuations or {}).items():
+        if len(steps) != golden.decode_steps:
+            raise BadInput(f"golden {golden.path}: case {cid}: its continuation holds {len(steps)} steps, but the "
+                           f"golden's decode_steps is {golden.decode_steps}")
+        problem = continuation_problem(steps, golden.top_k)
+        if problem:
+            raise BadInput(f"golden {golden.path}: case {cid}: {problem}")
 
 
 def check_golden_vocabulary(golden: Golden, vocab_size: int, model: str | Path, stated: str) -> None:
     """Every golden token id within the model's vocabulary (else the backend would be blamed for it)."""
     for cid in golden.ids:
-        outside = next((t for t, _ in golden.prompts[cid] if t >= vocab_size), None)
+        steps = (golden.continuations or {}).get(cid, ())
+        outside = next((t for top in (golden.prompts[cid], *(s[1] for s in steps)) for t, _ in top
+                        if t >= vocab_size), None)
         if outside is not None:
             raise BadInput(f"golden {golden.path}: case {cid}: token id {outside} is outside the vocabulary of "
                            f"model {model} ({vocab_size} tokens, {stated})")

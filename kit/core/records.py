@@ -36,6 +36,48 @@ class Observation:
                 "top_logprobs": [[t, lp] for t, lp in self.top_logprobs]}
 
 
+@dataclass(frozen=True)
+class Continuation:
+    """A backend's greedy continuation of one prompt through its own decode path (KV cache and all):
+    per step the token it chose and its top-n ``(token_id, logprob)`` pairs there, most likely first."""
+
+    prompt_id: str
+    steps: tuple[tuple[int, tuple[tuple[int, float], ...]], ...]
+
+    @property
+    def tokens(self) -> list[int]:
+        return [token for token, _ in self.steps]
+
+
+@dataclass
+class DecodeScore:
+    """One prompt's continuation against the golden's, step by step (kit.core.decode).
+
+    ``compared`` counts the steps scored; ``diverged_at`` is the 1-based step where the backend chose
+    another token than the golden (None: they agreed throughout), and ``accepted`` says whether that
+    divergence sat inside a near-tie of the reference (then the comparison ended there, passing)."""
+
+    id: str
+    bucket: int
+    steps: int
+    compared: int
+    passed: bool
+    max_probability_error: float
+    diverged_at: int | None = None
+    golden_token: int | None = None
+    backend_token: int | None = None
+    accepted: bool | None = None
+    why: str = ""
+    failures: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "DecodeScore":
+        return cls(**known_fields(cls, d))
+
+
 @dataclass
 class PromptScore:
     """The metric panel of one fixture case (see kit.core.scoring for definitions)."""
@@ -130,6 +172,8 @@ class CaseResult:
     log_tail: str | None = None
     # The GPUs the local executor gave the case ({index, uuid, name} each); empty: it asked for none.
     devices: list[dict[str, Any]] = field(default_factory=list)
+    # The decode check (a case with ``decode``): one record per prompt, empty when the case has none.
+    decode: list[DecodeScore] = field(default_factory=list)
 
     @property
     def failure_messages(self) -> list[str]:
@@ -193,6 +237,22 @@ class CaseResult:
         """The largest probability spread across repeats, None when nothing was repeated."""
         return max((r.max_probability_spread for r in self.repeat_spread), default=None)
 
+    @property
+    def decode_text(self) -> str:
+        """The decode check in a few words: steps compared, divergences and how they were judged."""
+        if not self.decode:
+            return "—"
+        compared = sum(d.compared for d in self.decode)
+        asked = sum(d.steps for d in self.decode)
+        accepted = sum(1 for d in self.decode if d.diverged_at is not None and d.accepted)
+        refused = sum(1 for d in self.decode if d.diverged_at is not None and not d.accepted)
+        parts = [f"{compared}/{asked} steps"]
+        if accepted:
+            parts.append(f"{accepted} near-tie divergence{'s' if accepted != 1 else ''}")
+        if refused:
+            parts.append(f"{refused} divergence{'s' if refused != 1 else ''} failed")
+        return ", ".join(parts)
+
     def counts(self) -> dict[str, int]:
         return {"prompts": len(self.prompts), "passed": sum(p.passed for p in self.prompts),
                 "failed": sum(not p.passed for p in self.prompts)}
@@ -211,6 +271,7 @@ class CaseResult:
         kw = known_fields(cls, d)
         kw["prompts"] = [PromptScore.from_dict(p) for p in d.get("prompts", [])]
         kw["repeat_spread"] = [RepeatSpread.from_dict(r) for r in d.get("repeat_spread", [])]
+        kw["decode"] = [DecodeScore.from_dict(r) for r in d.get("decode") or []]
         return cls(**kw)
 
 

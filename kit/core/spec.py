@@ -43,6 +43,9 @@ class CaseSpec:
     # case's bounds come from measured noise; its drift test runs unless ``drift`` is off.
     calibration: dict[str, Any] | None = None
     drift: bool = True
+    # The decode check (kit.core.decode): continue each prompt greedily this many steps through the
+    # backend's own decode path and compare with the golden's continuation; 0: no decode check.
+    decode: int = 0
 
     @property
     def repeated(self) -> bool:
@@ -62,4 +65,6 @@ class CaseSpec:
     def inputs_digest(self, fixture_sha256: str, golden_sha256: str) -> str:
         """What a finished result depends on; equal digests mean a result can be reused."""
         entry = {k: v for k, v in self.to_dict().items() if k not in ("timeout_s", "descriptor")}
+        if not self.decode:  # a case without the check keeps the digest it had before the check existed
+            entry.pop("decode")
         return sha256_bytes(canonical_bytes({"entry": entry, "fixture": fixture_sha256, "golden": golden_sha256}))

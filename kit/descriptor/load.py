@@ -163,6 +163,10 @@ class LoadedDescriptor:
                                "nothing is repeated; set `repeats` or `repeat_launches` above 1")
             model = self.model_ref(name, c)
             info = registry.get(c.backend)
+            if c.decode and not info.decodes:
+                raise BadInput(f"{self.where('cases', name, 'decode')}: cases.{name}.decode: backend {c.backend} "
+                               f"has no decode path the kit can drive (backends that decode: "
+                               f"{', '.join(n for n, i in registry.registry().items() if i.decodes) or 'none'})")
             notebook = self.case_notebook(name, c) if c.notebook else paths.NOTEBOOKS / info.notebook
             kernel, identity = self.kernel(name), {}
             if rel is not None:
@@ -184,7 +188,7 @@ class LoadedDescriptor:
                 buckets=c.buckets, prompt_ids=c.prompts,
                 options=c.backend_options(), release=identity, repeats=c.repeats,
                 repeat_launches=c.repeat_launches, repeat_prompts=c.repeat_prompts, exact_repeats=c.exact_repeats,
-                calibration=calibration, drift=c.drift,
+                calibration=calibration, drift=c.drift, decode=c.decode or 0,
             ))
         return specs
 

@@ -103,6 +103,9 @@ class CaseBase(_Strict):
     repeat_launches: int = Field(default=1, ge=1)
     repeat_prompts: list[str] | None = None
     exact_repeats: bool = False
+    # The decode check (kit.core.decode): each prompt continued greedily this many steps through the
+    # backend's own decode path (its KV cache), against a golden that carries continuations.
+    decode: int | None = Field(default=None, ge=1)
 
     def backend_options(self) -> dict[str, Any]:
         common = set(CaseBase.model_fields) | {"backend"}

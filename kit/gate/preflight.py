@@ -13,6 +13,7 @@ from typing import Sequence
 from kit.backends import registry
 from kit.core import paths
 from kit.core.calibration import mismatch, noise_class
+from kit.core.decode import check_continuations_fit, check_decode_golden
 from kit.core.errors import BadInput
 from kit.core.fixture import Fixture, Prompt, load_fixture
 from kit.core.golden import Golden, check_golden_matches_fixture, check_golden_vocabulary, load_golden
@@ -20,6 +21,7 @@ from kit.core.modelconfig import check_prompts_fit, model_limits
 from kit.core.modeldigest import DigestCache, check_model_digest
 from kit.core.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, golden_kind
+from kit.descriptor.schema import case_schemas
 from kit.gate import verbosity
 from kit.gate.mainkernel import provide_main_kernel, registered_kernels
 
@@ -156,6 +158,14 @@ def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
             raise BadInput(f"{desc.where('cases', spec.name, 'repeat_prompts')}: case {spec.name}: repeat prompt "
                            f"{unselected[0]!r} is not among the prompts this case scores")
         check_fits_model(f"{where}: case {spec.name}: ", spec.model_path, golden, selected)
+        problem = case_schemas()[spec.backend].model_problem(spec.options, spec.model_path)
+        if problem:  # options the model cannot run with (e.g. a head count a tensor-parallel split must divide)
+            raise BadInput(f"{where}: case {spec.name}: {problem}")
+        if spec.decode:
+            at = f"{desc.where('cases', spec.name, 'decode')}: "
+            check_decode_golden(golden, spec.decode, spec.name, at)
+            check_continuations_fit(((p.id, p.n_tokens) for p in selected), spec.decode,
+                                    model_limits(spec.model_path), spec.model_path, f"{at}case {spec.name}: ")
         if spec.calibration is not None:
             case = desc.cases[spec.name]
             digest = models[case.model] if case.model is not None else model_digest

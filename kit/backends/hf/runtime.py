@@ -24,7 +24,7 @@ from typing import Sequence
 
 from kit.backends.hf import attention as hf_attention
 from kit.core.fixture import Prompt
-from kit.core.records import Observation
+from kit.core.records import Continuation, Observation
 from kit.core.spec import CaseSpec
 
 PADDING_SIDES = ("left", "right")
@@ -131,6 +131,36 @@ class HfBackend:
                                       "padded_to": max(c.n_tokens for c in rows),
                                       "seconds": round(time.perf_counter() - t0, 4)})
         return out  # type: ignore[return-value]
+
+    def decode(self, prompts: Sequence[Prompt], steps: int, top_n: int) -> list[Continuation]:
+        """Each prompt continued greedily through ``generate`` with its KV cache: the decode path of
+        transformers, one prompt at a time (no padding, so every position is the prompt's own). The
+        logprobs are the log-softmax of the raw logits at each step (no logits processor touches them)."""
+        torch = self._torch
+        out = []
+        with torch.inference_mode(), self._sdpa_context():
+            for prompt in prompts:
+                ids = torch.tensor([prompt.prompt_token_ids], dtype=torch.long, device=self.device)
+                generated = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
+                                                generation_config=self._greedy(steps))
+                tokens = generated.sequences[0, ids.shape[1]:].tolist()
+                per_step = []
+                for token, logits in zip(tokens, generated.logits):
+                    logprobs = torch.log_softmax(logits[0].float(), dim=-1)
+                    values, indices = torch.topk(logprobs, min(top_n, logprobs.shape[-1]))
+                    per_step.append((int(token), tuple(zip(indices.tolist(), values.tolist()))))
+                out.append(Continuation(prompt.id, tuple(per_step)))
+        return out
+
+    def _greedy(self, steps: int):
+        """Exactly ``steps`` greedy tokens and nothing else: no end-of-sequence stop (the comparison needs
+        every step, and an engine's ignore-EOS continues past it too), no processor that would move the
+        chosen token away from the raw logits' most likely one."""
+        from transformers import GenerationConfig
+
+        return GenerationConfig(max_new_tokens=steps, do_sample=False, num_beams=1, use_cache=True,
+                                eos_token_id=None, pad_token_id=self.model.config.pad_token_id or 0,
+                                output_logits=True, return_dict_in_generate=True)
 
     def last_logits(self, rows: Sequence[Prompt]):
         """[rows, vocab] logits at each prompt's last real position."""

@@ -1,0 +1,108 @@
+"""The decode check: a backend's greedy continuation against the golden's, step by step.
+
+The first-token check sees only the engine's prefill. Engines break most often on the decode path
+(the KV cache, decode attention kernels, graph capture), so a case with ``decode = N`` also lets the
+backend continue each prompt greedily for N steps through its own cache, and compares:
+
+- while the continuations agree, every step is scored like the first token
+  (kit.core.scoring.score_prompt, under the case's bound for the prompt's bucket);
+- where the backend chooses another token than the golden, the divergence is accepted only inside a
+  near-tie, by the first token's rule (kit.core.scoring: the golden's winner leads the backend's
+  choice by at most WINNER_GAP_FACTOR x the step's max probability error) at a step that passes its
+  other tests, and the comparison of that prompt ends there (the continuations no longer share a context);
+- a divergence outside a near-tie fails, naming the prompt, the step and both tokens.
+
+Pure functions of the records, so that any backend's continuation is judged the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Sequence
+
+from kit.core.errors import BadInput
+from kit.core.golden import Golden, Step
+from kit.core.modelconfig import ModelLimits
+from kit.core.records import Continuation, DecodeScore, Observation
+from kit.core.scoring import WINNER_GAP_FACTOR, score_prompt
+
+
+def compare_continuation(prompt_id: str, bucket: int, n_tokens: int, golden: Sequence[Step],
+                         backend: Continuation, bound: float | None) -> DecodeScore:
+    """Score ``backend``'s first ``len(golden)`` steps against the golden continuation (see the module)."""
+    steps = len(golden)
+    failures: list[str] = []
+    errors: list[float] = []
+    if len(backend.steps) < steps:
+        failures.append(f"{prompt_id}: decode: the backend continued {len(backend.steps)} steps, "
+                        f"the case asks for {steps}")
+    for n, ((g_token, g_top), (b_token, b_top)) in enumerate(zip(golden, backend.steps), start=1):
+        where = f"{prompt_id}: decode step {n}"
+        failed_before = len(failures)
+        score = score_prompt(prompt_id, bucket, g_top, Observation(prompt_id, b_top, n_tokens + n - 1), bound)
+        err = score.max_probability_error
+        errors.append(err)
+        # The winner test is the divergence test below, said in the decode's words; every other test
+        # (bound, missing tokens, non-finite logprobs) applies to the step as it does to the first token.
+        failures += [f"{where}: {line.removeprefix(prompt_id + ': ')}" for line in score.failures
+                     if "winner changed" not in line and "greedy token" not in line]
+        if b_token == g_token:
+            continue
+        gap, near_tie = _near_tie(g_top, b_token, err)
+        step_failed = len(failures) > failed_before
+        if gap is None:
+            why = f"outside a near-tie: backend token {b_token} is not in the golden top-{len(g_top)}"
+        elif near_tie and step_failed:  # a tie only because the step is off by more than its bound
+            why = (f"at a step that fails its own tests: golden token {g_token} leads backend token {b_token} by "
+                   f"{gap:.4g}, within {WINNER_GAP_FACTOR:g} x a max error ({err:.4g}) that is itself too large")
+        else:
+            relation = "<=" if near_tie else ">"
+            why = (f"{'inside' if near_tie else 'outside'} a near-tie: golden token {g_token} leads backend token "
+                   f"{b_token} by {gap:.4g} {relation} {WINNER_GAP_FACTOR:g} x max error {err:.4g}")
+        accepted = near_tie and not step_failed
+        if not accepted:
+            failures.append(f"{where}: continuations diverged {why}")
+        return DecodeScore(prompt_id, bucket, steps, n, not failures, _worst(errors), diverged_at=n,
+                           golden_token=g_token, backend_token=b_token, accepted=accepted, why=why,
+                           failures=failures)
+    return DecodeScore(prompt_id, bucket, steps, len(errors), not failures, _worst(errors), failures=failures)
+
+
+def _worst(errors: Sequence[float]) -> float:
+    """The largest step error; NaN when a step could not be scored (as a prompt's error is then)."""
+    if any(math.isnan(e) for e in errors):
+        return float("nan")
+    return max(errors, default=0.0)
+
+
+def _near_tie(golden_top: Sequence[tuple[int, float]], backend_token: int, max_err: float) -> tuple[float | None, bool]:
+    """The golden's lead of its winner over the backend's token, and whether that lead is a near-tie
+    (the first token's rule in kit.core.scoring); a token outside the golden's top-k is never one."""
+    g_prob = {t: math.exp(lp) for t, lp in golden_top}
+    if backend_token not in g_prob:
+        return None, False
+    gap = g_prob[golden_top[0][0]] - g_prob[backend_token]
+    return gap, math.isfinite(max_err) and gap <= WINNER_GAP_FACTOR * max_err
+
+
+def check_decode_golden(golden: Golden, steps: int, case: str, prefix: str = "") -> None:
+    """A case with ``decode = steps`` needs a golden whose continuations are at least that long."""
+    if golden.continuations is None:
+        raise BadInput(f"{prefix}case {case} has decode = {steps}, but golden {golden.path} holds no continuations "
+                       f"(make one with `parity-kit golden make --decode {steps}`)")
+    if golden.decode_steps < steps:
+        raise BadInput(f"{prefix}case {case} has decode = {steps}, but golden {golden.path} continues each prompt "
+                       f"only {golden.decode_steps} steps")
+
+
+def check_continuations_fit(prompts: Iterable[tuple[str, int]], steps: int, limits: ModelLimits | None,
+                            model: str, prefix: str = "") -> None:
+    """A continuation of ``steps`` tokens must stay inside the model's context: past it an engine wraps or
+    truncates its positions, and its divergence would be blamed on its decode path."""
+    if limits is None or limits.context is None:
+        return
+    for prompt_id, n_tokens in prompts:
+        if n_tokens + steps > limits.context:
+            raise BadInput(f"{prefix}prompt {prompt_id} has {n_tokens} tokens; continued {steps} steps it needs "
+                           f"{n_tokens + steps} positions, more than the context of model {model} "
+                           f"({limits.context}, {limits.where(limits.context_key)})")
