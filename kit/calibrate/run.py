@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -23,7 +22,7 @@ from rich.markup import escape
 from kit import __version__
 from kit.backends import registry
 from kit.case.calibrate import finished
-from kit.core import paths
+from kit.core import paths, rundir
 from kit.core.calibration import MIN_SAMPLES, CalibrationRecord, Sample, noise_class, record_filename
 from kit.core.errors import BadInput
 from kit.core.fixture import load_fixture
@@ -49,7 +48,7 @@ class CaseCalibration:
 
 
 def default_dir(desc: LoadedDescriptor) -> Path:
-    return Path("runs") / f"calibrate-{desc.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}"
+    return rundir.new_run_dir("calibrate", desc.name)
 
 
 def variants_for(spec: CaseSpec) -> list[dict]:

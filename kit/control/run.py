@@ -8,8 +8,6 @@ cover both runs.
 
 from __future__ import annotations
 
-import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -42,8 +40,7 @@ class ControlRun:
 
 
 def default_control_dir(desc: LoadedDescriptor) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    return Path("runs") / f"control-{desc.name}-{stamp}-{os.urandom(2).hex()}"
+    return rundir.new_run_dir("control", desc.name)
 
 
 def run_control(descriptor: str | Path | LoadedDescriptor, out: str | Path | None = None, jobs: int | None = None,

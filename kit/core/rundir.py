@@ -6,6 +6,10 @@ report and resume; every reader and writer takes the names from here.
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
+
 MANIFEST = "manifest.json"        # gate run: descriptor, digests, kit version, host, times
 RESULT = "result.json"            # gate run: the verdict and every case result
 EVIDENCE = "evidence.md"          # a paragraph for an issue comment or a pin PR
@@ -17,6 +21,15 @@ CONTROL = "control.json"          # control directory: the control's record
 CONTROL_NOTEBOOK = "control.ipynb"
 DIAGNOSIS = "diagnosis.json"
 REFRESH = "refresh.json"          # refresh directory: the refresh's record
+BISECT = "bisect.json"            # bisect directory: the inputs, every state and every finished step
 REGEN_REPORT = "regen.md"
 FIGURES = "figures"               # the summary's plots as PNG and SVG files
 LOCK = ".lock"
+
+
+def new_run_dir(kind: str, name: str, root: str = "runs") -> Path:
+    """A fresh directory name under ``root`` for one command's run: ``<kind>-<name>-<time>-<4 hex>``
+    (no kind prefix for a gate run, whose directories are the most common). The random suffix keeps two
+    runs started in the same second apart; the time keeps a listing in the order they ran."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path(root) / "-".join(filter(None, (kind, name, stamp, os.urandom(2).hex())))

@@ -30,7 +30,7 @@ from kit.core.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
 from kit.core.results import gate_verdict, load_case_result, now_iso, save_case_result, status_counts
 from kit.core.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, packaged_notebook
-from kit.gate import devices, resume, runlock
+from kit.gate import compilecache, devices, resume, runlock
 from kit.gate.devices import DevicePool, Gpu, Inventory, Request, Slots, Stopped, Unavailable
 from kit.gate.notebook import describe_failure, run_notebook, stop_all, stopping
 from kit.gate.preflight import Inputs, check_inputs
@@ -83,8 +83,7 @@ class GateRun:
 
 
 def default_run_dir(desc: LoadedDescriptor) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    return Path("runs") / f"{desc.name}-{stamp}-{os.urandom(2).hex()}"
+    return rundir.new_run_dir("", desc.name)
 
 
 @dataclass(frozen=True)
@@ -259,7 +258,7 @@ def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = No
     notebook = cases_dir / f"{spec.name}.ipynb"
     result_path = cases_dir / f"{spec.name}.json"
     started, t0 = now_iso(), time.perf_counter()
-    env = {contract.MODEL_DIGEST_CACHE_ENV: str(cases_dir.parent / rundir.MODEL_DIGESTS)}
+    env = {contract.MODEL_DIGEST_CACHE_ENV: str(cases_dir.parent / rundir.MODEL_DIGESTS), **compilecache.kernel_env()}
     outcome = run_notebook(spec.notebook, notebook, contract.case_parameters(spec.to_dict(), str(result_path)),
                            spec.kernel, spec.timeout_s, cases_dir / f"{spec.name}.kernel.log",
                            log_prefix=str(cases_dir / spec.name),

@@ -11,7 +11,6 @@ beside the clean one, the named layer marked, and the verdict line.
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Sequence
 
 from kit.case.localize import ACTIVATIONS, curves
 from kit.case.runner import run_case
-from kit.core import paths
+from kit.core import paths, rundir
 from kit.core.errors import BadInput
 from kit.core.jsonio import write_json
 from kit.core.localize import FLOOR, K, earliest, verdict_line
@@ -43,7 +42,7 @@ class LocalizeRun:
 
 
 def default_dir(case: str) -> Path:
-    return Path("runs") / f"localize-{case}-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}"
+    return rundir.new_run_dir("localize", case)
 
 
 def case_spec(desc: LoadedDescriptor, case: str) -> CaseSpec:

@@ -13,7 +13,6 @@ commands a person runs next are printed and written down.
 
 from __future__ import annotations
 
-import os
 import shlex
 import time
 from dataclasses import dataclass
@@ -52,7 +51,7 @@ class RefreshRun:
 
 
 def default_refresh_dir(name: str) -> Path:
-    return Path("runs") / f"refresh-{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}"
+    return rundir.new_run_dir("refresh", name)
 
 
 def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str, *, base: str | None = None,

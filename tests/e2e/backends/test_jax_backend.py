@@ -116,11 +116,21 @@ def test_unimplemented_configs_are_refused(embedded):
         shape_from_config({**config, "attention_bias": True})
 
 
-def test_the_jax_descriptor_passes_the_real_gate(tmp_path):
+def test_the_jax_descriptor_passes_the_real_gate_and_keeps_its_compiled_programs(tmp_path):
     # Its case names one attention for all buckets, which the gate must not read as per-bucket keys.
-    run_dir = tmp_path / "run"
-    proc = parity_kit("gate", ROOT / "descriptors" / "tiny-jax.toml", "--out", run_dir, "--no-summary")
-    assert proc.returncode == 0, proc.stderr
-    case = json.loads((run_dir / "result.json").read_text())["cases"]["jax-f32"]
-    assert case["status"] == "passed"
-    assert max(p["max_probability_error"] for p in case["prompts"]) < 1e-5
+    # Every program is kept (no minimum compile time): the next run's kernel reads them from disk.
+    cache = tmp_path / "compile"
+    env = {"PARITY_KIT_COMPILE_CACHE": str(cache), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+    errors = {}
+    for run in ("cold", "warm"):
+        run_dir = tmp_path / run
+        proc = parity_kit("gate", ROOT / "descriptors" / "tiny-jax.toml", "--out", run_dir, "--no-summary", env=env)
+        assert proc.returncode == 0, proc.stderr
+        case = json.loads((run_dir / "result.json").read_text())["cases"]["jax-f32"]
+        assert case["status"] == "passed"
+        errors[run] = [p["max_probability_error"] for p in case["prompts"]]
+        if run == "cold":
+            kept = sorted(f.name for f in (cache / "jax").iterdir())
+            assert len(kept) >= 2, kept  # at least one program per bucket
+    assert max(errors["cold"]) < 1e-5
+    assert errors["warm"] == errors["cold"]  # a program read back from disk is the program compiled
