@@ -1,0 +1,190 @@
+"""`parity-kit bisect`: which overlay commit first breaks a case that the tip fails.
+
+A bisect directory holds ``bisect.json`` (the inputs, every state, every finished step), one folder per
+step under ``steps/`` (its build log when it built, ``qualify.ipynb`` with ``qualify/``, and ``case/``:
+the gate run of the failing case, with the case's notebook), ``evidence.md`` and ``summary.md`` (the
+command writes it through kit.views.bisect, which sits above this package).
+
+``bisect.json`` is rewritten after every step, so a bisect stopped half way (a kill, a lost machine,
+``--max-steps``) loses no finished step: ``--resume DIR`` continues from it. A step that was cut short
+left a folder but no record; its state is probed again in a folder of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from rich.console import Console
+from rich.markup import escape
+
+from kit import __version__
+from kit.bisect import search, step
+from kit.bisect.inputs import BisectInputs, State, from_fork, from_refresh
+from kit.core import paths, rundir
+from kit.core.errors import BadInput
+from kit.core.exitcodes import ExitCode
+from kit.core.jsonio import read_json, write_json
+from kit.core.results import now_iso
+from kit.descriptor.load import load_descriptor
+from kit.refresh import qualify
+
+RECORD = rundir.BISECT
+SUMMARY, EVIDENCE = "summary.md", "evidence.md"
+INCOMPLETE = "incomplete"
+EXIT = {search.FIRST_BAD: ExitCode.FAILED, search.FAILS_AT_BASE: ExitCode.BLOCKER,
+        search.PASSES_AT_TIP: ExitCode.PASSED, INCOMPLETE: ExitCode.INCOMPLETE}
+
+
+@dataclass
+class BisectRun:
+    run_dir: Path
+    verdict: str
+    reason: str
+    exit_code: int
+    first_bad: dict | None
+
+
+def default_bisect_dir(name: str) -> Path:
+    return rundir.new_run_dir("bisect", name)
+
+
+def start(case: str, *, refresh_dir: str | Path | None = None, descriptor: str | Path | None = None,
+          fork_repo: str | Path | None = None, base: str | None = None, tip: str | None = None,
+          fork: str | None = None, store: str | Path | None = None, current: str = "current",
+          backend: str | None = None, build_command: Sequence[str] | None = None, out: str | Path | None = None,
+          command: Sequence[str] | None = None) -> tuple[Path, dict]:
+    """Check the inputs, claim the bisect directory and write its first record."""
+    if refresh_dir and fork_repo:
+        raise BadInput("bisect takes a refresh directory or --fork-repo with --base, not both")
+    if refresh_dir:
+        inp = from_refresh(refresh_dir, store)
+    elif fork_repo:
+        if not base:
+            raise BadInput("bisect --fork-repo needs --base: the commit the overlay starts from")
+        inp = from_fork(descriptor or paths.EMBEDDED_DESCRIPTOR, fork_repo, base, tip, fork, store, current, backend)
+    else:
+        raise BadInput("bisect needs a refresh directory (REFRESH_DIR) or --fork-repo and --base")
+    desc = load_descriptor(inp.descriptor)
+    backend_name = qualify.pick_backend(desc, inp.current, inp.backend)
+    if case not in desc.cases:
+        raise BadInput(f"{paths.display(desc.path)}: no case named {case!r} (cases: {', '.join(desc.cases)})")
+    if desc.cases[case].backend != backend_name:
+        raise BadInput(f"case {case} runs the {desc.cases[case].backend} backend, not {backend_name}, the one "
+                       "the fork builds; bisect a case of that backend")
+    run_dir = paths.claim_empty_dir(out or default_bisect_dir(desc.name), "bisect directory", "bisect")
+    if not store and not refresh_dir:  # beside the bisect directory, as a refresh keeps its releases
+        inp = BisectInputs(**{**inp.__dict__, "store": (run_dir.parent / "releases").resolve()})
+    record = {"kind": "bisect", "name": desc.name, "case": case, "inputs": inp.to_dict(),
+              "build_command": list(build_command) if build_command else None,
+              "command": list(command or ["parity-kit", "bisect"]), "kit_version": __version__,
+              "started_at": now_iso(), "failing_prompts": None, "steps": [], "verdict": INCOMPLETE,
+              "reason": "not finished", "exit_code": int(ExitCode.INCOMPLETE), "first_bad": None}
+    write_json(run_dir / RECORD, record)
+    return run_dir, record
+
+
+def resume(run_dir: str | Path) -> tuple[Path, dict]:
+    folder = Path(run_dir)
+    if not (folder / RECORD).is_file():
+        raise BadInput(f"{paths.display(folder)} has no {RECORD}: not a bisect directory")
+    record = read_json(folder / RECORD)
+    if record.get("verdict") != INCOMPLETE:
+        raise BadInput(f"bisect {paths.display(folder)} is finished ({record['verdict']}: {record['reason']}); "
+                       "nothing to resume")
+    return folder.resolve(), record
+
+
+def read_record(run_dir: str | Path) -> dict:
+    return read_json(Path(run_dir) / RECORD)
+
+
+def run_bisect(run_dir: Path, record: dict, max_steps: int | None = None,
+               console: Console | None = None) -> BisectRun:
+    """Probe states until the search answers (or ``max_steps`` new steps ran), recording each."""
+    console = console or Console(stderr=True, soft_wrap=True)
+    if max_steps is not None and max_steps < 1:
+        raise BadInput(f"--max-steps {max_steps}: a bisect step count is at least 1")
+    inp = BisectInputs.from_dict(record["inputs"])
+    case = record["case"]
+    bad = {s["index"]: s["bad"] for s in record["steps"] if s["bad"] is not None}
+    done_before = len(bad)
+    console.print(f"bisect [bold]{escape(case)}[/] over {inp.n} overlay commit(s) of {escape(str(inp.repo))} "
+                  f"(at most {search.most_probes(inp.n)} steps; {done_before} done) -> {escape(str(run_dir))}")
+    new = 0
+    while (c := search.next_state(inp.n, bad)).kind == search.UNFINISHED:
+        if max_steps is not None and new >= max_steps:
+            return _finish(run_dir, record, inp, INCOMPLETE,
+                           f"stopped after {new} new step(s) (--max-steps); resume with "
+                           f"parity-kit bisect --resume {run_dir}", console)
+        state = inp.states[c.index]
+        prompts = record["failing_prompts"] if c.index != inp.n else None
+        label = "tip" if c.index == inp.n else "base" if c.index == 0 else f"{c.index}/{inp.n}"
+        console.print(f"[bold]step {len(bad) + 1}[/] ({label}): {escape(state.commit[:12])} "
+                      f"{escape(state.subject)}" + (f", {len(prompts)} failing prompt(s)" if prompts else ", all prompts"))
+        rec = step.probe(inp, state, case, prompts, _step_dir(run_dir, state), record.get("build_command"), console)
+        record["steps"].append(rec.to_dict())
+        new += 1
+        style = {step.GOOD: "green", None: "yellow"}.get(rec.verdict if rec.bad is not None else None, "red")
+        console.print(f"  [{style}]{rec.verdict}[/]: {escape(rec.reason)} ({rec.wall_s:.1f} s"
+                      f"{', cached wheels' if rec.cached_build else ''})")
+        if rec.bad is None:
+            return _finish(run_dir, record, inp, INCOMPLETE,
+                           f"step at {state.commit[:12]} reached no verdict: {rec.reason}; resume with "
+                           f"parity-kit bisect --resume {run_dir}", console)
+        if c.index == inp.n and rec.bad:
+            record["failing_prompts"] = rec.failing_prompts
+        bad[c.index] = rec.bad
+        write_json(run_dir / RECORD, record)
+    return _finish(run_dir, record, inp, c.kind, _reason(c, inp, case, record), console)
+
+
+def _reason(c: search.Conclusion, inp: BisectInputs, case: str, record: dict) -> str:
+    s = inp.states[c.index]
+    if c.kind == search.PASSES_AT_TIP:
+        return f"case {case} passes at the tip {s.built_from[:12]} ({s.subject}): nothing to bisect"
+    if c.kind == search.FAILS_AT_BASE:
+        n = len(record["failing_prompts"] or [])
+        return (f"no overlay commit is bad: case {case} fails at the base, {inp.base_label}, on the tip's "
+                f"{n} failing prompt(s): the fault is upstream or in the pin")
+    return f"first bad commit: {s.commit} {s.subject}"
+
+
+def _finish(run_dir: Path, record: dict, inp: BisectInputs, verdict: str, reason: str,
+            console: Console) -> BisectRun:
+    first_bad = None
+    if verdict == search.FIRST_BAD:
+        index = search.next_state(inp.n, {s["index"]: s["bad"] for s in record["steps"]
+                                          if s["bad"] is not None}).index
+        first_bad = inp.states[index].to_dict()
+    code = int(EXIT[verdict])
+    record.update(verdict=verdict, reason=reason, exit_code=code, first_bad=first_bad, finished_at=now_iso(),
+                  wall_s=sum(s["wall_s"] for s in record["steps"]))
+    write_json(run_dir / RECORD, record)
+    (run_dir / EVIDENCE).write_text(evidence_markdown(record))
+    style = {search.FIRST_BAD: "red", search.PASSES_AT_TIP: "green"}.get(verdict, "yellow")
+    console.print(f"[{style}]bisect {verdict}[/]: {escape(reason)}")
+    return BisectRun(run_dir, verdict, reason, code, first_bad)
+
+
+def evidence_markdown(record: dict) -> str:
+    """A paragraph for an issue comment: the answer in its first line, then how it was reached."""
+    inp = record["inputs"]
+    head = {search.FIRST_BAD: record["reason"], search.FAILS_AT_BASE: "no bad overlay commit",
+            search.PASSES_AT_TIP: "nothing to bisect", INCOMPLETE: "bisect incomplete"}[record["verdict"]]
+    lines = [f"# Bisect {record['name']}, case {record['case']}: {head}", "", record["reason"] + ".", "",
+             f"Fork `{inp['fork']}` ({inp['repo']}): {len(inp['states']) - 1} overlay commit(s) over "
+             f"{inp['base_label']}; {len(record['steps'])} step(s), {record.get('wall_s', 0):.0f} s.", ""]
+    lines += [f"- `{s['commit'][:12]}` {s['subject']}: **{s['verdict']}** ({s['reason']})" for s in record["steps"]]
+    return "\n".join(lines) + "\n"
+
+
+def _step_dir(run_dir: Path, state: State) -> Path:
+    """A fresh folder for the step: one left by an interrupted attempt is kept, never written over."""
+    stem = run_dir / "steps" / f"{state.index:02d}-{state.built_from[:12]}"
+    folder, attempt = stem, 1
+    while folder.exists():
+        attempt += 1
+        folder = stem.with_name(f"{stem.name}-attempt{attempt}")
+    return folder

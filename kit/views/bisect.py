@@ -1,0 +1,32 @@
+"""What a bisect's summary shows: the answer, then every step (commit, verdict, wheels, time, where)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+HEADS = {"first-bad-commit": "FIRST BAD COMMIT FOUND", "fails-at-base": "NO BAD OVERLAY COMMIT",
+         "passes-at-tip": "NOTHING TO BISECT", "incomplete": "INCOMPLETE"}
+
+
+def summary_markdown(record: dict) -> str:
+    inp = record["inputs"]
+    states = inp["states"]
+    lines = [f"## Bisect `{record['name']}`, case `{record['case']}`: **{HEADS.get(record['verdict'], record['verdict'])}**",
+             "", f"{record['reason']}.", ""]
+    if record.get("first_bad"):
+        fb = record["first_bad"]
+        lines += [f"first bad commit: {fb['commit']} {fb['subject']}", ""]
+        if fb["built_from"] != fb["commit"]:
+            lines += [f"(replayed as `{fb['built_from']}`)", ""]
+    prompts = record.get("failing_prompts") or []
+    lines += [f"Fork `{inp['fork']}` ({inp['repo']}): {len(states) - 1} overlay commit(s) over {inp['base_label']}; "
+              f"releases in {inp['store']}. The tip's {len(prompts)} failing prompt(s) ran at every other step"
+              + (f": {', '.join(f'`{p}`' for p in prompts[:8])}{' ...' if len(prompts) > 8 else ''}." if prompts else "."),
+              "", "| step | state | commit | subject | verdict | wheels | wall s | reason | step folder |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for i, s in enumerate(record["steps"], 1):
+        folder = Path(s["paths"].get("step", "")).name
+        lines.append(f"| {i} | {s['index']}/{len(states) - 1} | `{s['commit'][:12]}` | {s['subject']} | "
+                     f"**{s['verdict']}** | {'cached' if s['cached_build'] else 'built'} | {s['wall_s']:.1f} | "
+                     f"{s['reason']} | `steps/{folder}` |")
+    return "\n".join(lines) + "\n"
