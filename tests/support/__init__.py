@@ -114,8 +114,9 @@ def add_kernel(jupyter_path: Path, name: str, startup: str) -> dict:
 
 
 def hf_cases(embedded: Embedded) -> dict:
-    """The embedded descriptor's cases that run in the main kernel."""
-    return {k: v for k, v in embedded.doc["cases"].items() if v["backend"] == "hf"}
+    """The embedded descriptor's first-token hf cases (checkpoint, hf-bf16), which run in the main kernel;
+    its decode case (hf-bf16-decode) has tests of its own (tests/e2e/gate/test_decode.py)."""
+    return {k: v for k, v in embedded.doc["cases"].items() if v["backend"] == "hf" and "decode" not in v}
 
 
 def golden_made_on(golden: Path, dest: Path, hardware: str) -> Path:

@@ -39,7 +39,7 @@ def test_embedded_gate_passes_end_to_end(passing_run, embedded):
     assert set(result["cases"]) == set(embedded.doc["cases"])
     for name, case in result["cases"].items():
         assert case["status"] == "passed", (name, case["failures"])
-        assert case["counts"]["prompts"] == 64
+        assert case["counts"]["prompts"] == (16 if name == "hf-bf16-decode" else 64)  # its bucket 128 only
         assert (run_dir / "cases" / f"{name}.ipynb").is_file()
     assert sb.read_notebook(str(run_dir / "cases" / "hf-bf16.ipynb")).scraps["verdict"].data == "passed"
     assert result["cases"]["checkpoint"]["max_probability_error"] == 0.0
