@@ -23,6 +23,7 @@ from kit.core.fixture import Prompt, load_fixture
 from kit.core.golden import check_golden_matches_fixture, hardware, load_golden
 from kit.core.modelconfig import model_limits
 from kit.core.modeldigest import check_model_digest
+from kit.core.phases import PhaseClock
 from kit.core.progress import BucketDone, ProgressWriter
 from kit.core.records import FAILED, PASSED, CaseResult, Continuation, Observation, RepeatSpread
 from kit.core.results import now_iso, save_case_result
@@ -66,7 +67,7 @@ def with_options(spec: CaseSpec, **overrides) -> CaseSpec:
 
 
 def run_case(spec: CaseSpec) -> CaseResult:
-    started, t0 = now_iso(), time.perf_counter()
+    started, t0, clock = now_iso(), time.perf_counter(), PhaseClock()
     fixture = load_fixture(spec.fixture_path)
     golden = load_golden(spec.golden_path)
     check_golden_matches_fixture(golden, fixture)
@@ -87,17 +88,22 @@ def run_case(spec: CaseSpec) -> CaseResult:
 
     repeated = [p for p in prompts if spec.repeat_prompts is None or p.id in spec.repeat_prompts]
     runs: dict[str, list[Observation]] = {p.id: [] for p in repeated}
+    clock.mark("inputs")
     backend = open_backend(spec)
+    clock.mark("model load")
     try:
         t_score = time.perf_counter()
-        observations, details = observe_by_bucket(backend, prompts, spec.top_n, ProgressWriter(), spec.backend)
+        observations, details = observe_by_bucket(backend, prompts, spec.top_n, ProgressWriter(), spec.backend,
+                                                  clock)
         scoring_s = time.perf_counter() - t_score
         release = backend.release()
         for obs in observations:
             if obs.prompt_id in runs:
                 runs[obs.prompt_id].append(obs)
         _observe_again(backend, spec, repeated, runs, spec.repeats - 1)
+        clock.mark("repeats")
         continuations, decode_s = continue_prompts(backend, spec, prompts)
+        clock.mark("decode")
     finally:
         backend.close()
     for _ in range(spec.repeat_launches - 1):
@@ -106,6 +112,7 @@ def run_case(spec: CaseSpec) -> CaseResult:
             _observe_again(backend, spec, repeated, runs, spec.repeats)
         finally:
             backend.close()
+    clock.mark("engine close, relaunches")
 
     exact = golden.kind == "exact"
     scores = [
@@ -137,6 +144,7 @@ def run_case(spec: CaseSpec) -> CaseResult:
     spreads = [repeat_spread(p.id, runs[p.id], spec.repeat_launches) for p in repeated] if spec.repeated else []
     if spec.exact_repeats:
         failures += [_not_exact(r) for r in spreads if not r.identical]
+    clock.mark("compare")
     return CaseResult(
         case=spec.name, backend=spec.backend, status=FAILED if failures else PASSED,
         golden_kind=golden.kind, golden_path=str(golden.path), bound=spec.bound,
@@ -146,6 +154,7 @@ def run_case(spec: CaseSpec) -> CaseResult:
         inputs_digest=spec.inputs_digest(fixture.sha256, golden.sha256),
         started_at=started, finished_at=now_iso(), duration_s=time.perf_counter() - t0, scoring_s=scoring_s,
         prompts=scores, repeat_spread=spreads, failures=failures, notes=notes, decode=decoded,
+        phases=clock.seconds, kernel_span=clock.span(),
     )
 
 
@@ -212,8 +221,8 @@ def matched(backend_name: str, asked: list[Prompt], observed: list[Observation],
     return [by_id[p.id] for p in asked]
 
 
-def observe_by_bucket(backend: Backend, prompts: list[Prompt], top_n: int,
-                      progress: ProgressWriter, backend_name: str = "") -> tuple[list[Observation], dict]:
+def observe_by_bucket(backend: Backend, prompts: list[Prompt], top_n: int, progress: ProgressWriter,
+                      backend_name: str = "", clock: PhaseClock | None = None) -> tuple[list[Observation], dict]:
     """The observations in ``prompts``' order, one ``observe`` per bucket so that each finished bucket
     can be reported while the case runs, and the backend's details merged over those calls."""
     name = backend_name or type(backend).__name__
@@ -230,6 +239,8 @@ def observe_by_bucket(backend: Backend, prompts: list[Prompt], top_n: int,
             out[i] = obs
         details = merge_details(details, backend.details())
         progress.bucket_done(BucketDone(bucket, len(members), round(seconds, 3), index, len(buckets)))
+        if clock is not None:  # a bucket's first program compiles here: a cold run against a warm one shows it
+            clock.mark(f"bucket {bucket}")
     return out, details  # type: ignore[return-value]
 
 
@@ -277,6 +288,8 @@ def notebook_case(spec: dict | None, descriptor: str, case: str, result_path: st
     save(result, result_path)
     counts = result.counts()
     print(f"{result.case}: {result.status}, {counts['failed']} of {counts['prompts']} prompts failed")
+    if result.decode:
+        print(f"  decode: {result.decode_text}")
     for line in result.failure_messages[:10]:
         print("  " + line)
     return result

@@ -174,6 +174,10 @@ class CaseResult:
     devices: list[dict[str, Any]] = field(default_factory=list)
     # The decode check (a case with ``decode``): one record per prompt, empty when the case has none.
     decode: list[DecodeScore] = field(default_factory=list)
+    # Seconds per phase in the order they ran (kit.core.phases); the executor frames the kernel's own
+    # phases with the kernel's start and the notebook's write-out, using kernel_span (epoch seconds).
+    phases: dict[str, float] = field(default_factory=dict)
+    kernel_span: list[float] = field(default_factory=list)
 
     @property
     def failure_messages(self) -> list[str]:

@@ -26,6 +26,7 @@ from kit.core import contract, paths, rundir
 from kit.core.coverage import Expected, coverage_problem
 from kit.core.errors import BadInput
 from kit.core.jsonio import sha256_file, write_json
+from kit.core.phases import with_executor_phases
 from kit.core.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
 from kit.core.results import gate_verdict, load_case_result, now_iso, save_case_result, status_counts
 from kit.core.spec import CaseSpec
@@ -257,7 +258,7 @@ def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = No
     ``gpus``: the GPUs the case holds, the only ones its kernel sees."""
     notebook = cases_dir / f"{spec.name}.ipynb"
     result_path = cases_dir / f"{spec.name}.json"
-    started, t0 = now_iso(), time.perf_counter()
+    started, t0, launched = now_iso(), time.perf_counter(), time.time()
     env = {contract.MODEL_DIGEST_CACHE_ENV: str(cases_dir.parent / rundir.MODEL_DIGESTS), **compilecache.kernel_env()}
     outcome = run_notebook(spec.notebook, notebook, contract.case_parameters(spec.to_dict(), str(result_path)),
                            spec.kernel, spec.timeout_s, cases_dir / f"{spec.name}.kernel.log",
@@ -290,6 +291,7 @@ def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = No
     result.bound = result.bound if result.bound is not None else spec.bound
     result.golden_kind = result.golden_kind or spec.golden_kind
     result.devices = [g.record() for g in gpus]
+    result.phases = with_executor_phases(result.phases, result.kernel_span, launched, time.time())
     return saved(result, result_path)
 
 

@@ -129,6 +129,9 @@ def test_the_jax_descriptor_passes_the_real_gate_and_keeps_its_compiled_programs
         case = json.loads((run_dir / "result.json").read_text())["cases"]["jax-f32"]
         assert case["status"] == "passed"
         errors[run] = [p["max_probability_error"] for p in case["prompts"]]
+        # The timeline: the executor's frame around the kernel's phases, one per bucket.
+        assert {"kernel start, imports", "model load", "bucket 128", "bucket 1024", "notebook write-out"} <= set(
+            case["phases"]), case["phases"]
         if run == "cold":
             kept = sorted(f.name for f in (cache / "jax").iterdir())
             assert len(kept) >= 2, kept  # at least one program per bucket
