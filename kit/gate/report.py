@@ -69,11 +69,16 @@ def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: fl
             lines.append(f"- {md(name, code=True)}: missing (no result was recorded)")
         elif r.status in (ERROR, TIMEOUT):
             lines.append(f"- {md(name, code=True)} ({md(r.backend)}): **{r.status}**: {md(r.error)}")
+        elif r.status == FAILED and not r.counts()["failed"] and any(not d.passed for d in r.decode):
+            lines.append(f"- {md(name, code=True)} ({md(r.backend)}): **failed** its decode check; every one of its "
+                         f"{r.counts()['prompts']} prompts passes on the first token")
         elif r.status == FAILED:
             w = r.worst
             lines.append(f"- {md(name, code=True)} ({md(r.backend)}): **failed** on {r.counts()['failed']} of "
                          f"{r.counts()['prompts']} prompts; worst {md(w.id, code=True)} (bucket {w.bucket}): "
                          f"{md(_worst_reason(w))}")
+        if r is not None and r.decode and r.status == FAILED:
+            lines.append(f"  - decode: {md(r.decode_text)}" + _decode_failure(r))
         if r is not None and r.status != PASSED:
             lines += [f"  - note: {md(note)}" for note in r.notes]
     if all(name in results and results[name].status == PASSED for name in manifest["cases"]):
@@ -102,6 +107,34 @@ def _digests_line(manifest: dict) -> str:
     goldens = ", ".join(f"{md(k)} {md(v['sha256'][:12], code=True)}" for k, v in manifest.get("goldens", {}).items())
     return (f"Fixture {md(manifest['fixture_sha256'][:16], code=True)} · model "
             f"{md(manifest['model_digest'][:16], code=True)} · goldens {goldens} · kit {md(manifest['kit_version'])}")
+
+
+def _decode_failure(r: CaseResult) -> str:
+    failed = [d for d in r.decode if not d.passed]
+    if not failed:
+        return ""
+    return (f"; failed on {len(failed)} of {len(r.decode)} prompts, first "
+            f"{md(failed[0].failures[0] if failed[0].failures else failed[0].id)}")
+
+
+def decode_markdown(view) -> list[str]:
+    """The decode checks of a run, one row per prompt that diverged or failed (none when no case decodes)."""
+    rows = [(name, d) for name in view.expected if name in view.results for d in view.results[name].decode]
+    if not rows:
+        return []
+    lines = ["| case | steps compared | diverged | prompts diverged or failed |", "| --- | ---: | ---: | --- |"]
+    for name in view.expected:
+        r = view.results.get(name)
+        if r is None or not r.decode:
+            continue
+        notable = [d for d in r.decode if d.diverged_at is not None or not d.passed]
+        where = "; ".join(
+            f"{md(d.id, code=True)} step {d.diverged_at}: {d.golden_token} -> {d.backend_token}, "
+            f"{'accepted' if d.accepted else 'not accepted'} ({md(d.why)})" if d.diverged_at is not None
+            else f"{md(d.id, code=True)}: {md(d.failures[0] if d.failures else 'failed')}" for d in notable)
+        lines.append(f"| {md(name, code=True)} | {sum(d.compared for d in r.decode)}/{sum(d.steps for d in r.decode)} "
+                     f"| {sum(d.diverged_at is not None for d in r.decode)} | {where or '—'} |")
+    return lines
 
 
 def _worst_reason(score) -> str:
@@ -237,6 +270,9 @@ def markdown_report(run_dir: str | Path) -> str:
         # Inside an HTML block Markdown is not read: the release name is HTML-escaped, as code.
         title = f"Cases against <code>{html.escape(view.release)}</code>" if view.release else "Cases"
         parts += ["", f"<details open><summary>{title}</summary>", "", compact_case_table(view), ""]
+        decode = decode_markdown(view)
+        if decode:
+            parts += ["Decode checks (greedy continuations against the golden's, step by step):", "", *decode, ""]
         parts += [*figure_links(view.run_dir, run_dir), "</details>"]
     return "\n".join(parts) + "\n"
 

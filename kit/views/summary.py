@@ -71,7 +71,7 @@ def case_table(view: RunView) -> pd.DataFrame:
             "max_probability_error": err, "bound": bound,
             "margin": (bound - err) if (bound is not None and err is not None) else None,
             "headroom": r.headroom,  # the largest error / bound over the prompts: above 1 fails
-            "bound_from": r.bound_text, "drift": r.drift_text,
+            "bound_from": r.bound_text, "drift": r.drift_text, "decode": r.decode_text,
             "worst_prompt": worst.id if worst and (err or not worst.passed) else None,
             "failed_prompts": r.counts()["failed"], "prompts": r.counts()["prompts"],
             "noise_floor": r.noise_floor,  # largest spread across repeats; None when nothing was repeated
@@ -94,6 +94,23 @@ def drift_table(view: RunView) -> pd.DataFrame:
                          "low": s["low"], "high": s["high"], "p_value": s["p_value"],
                          "verdict": "within" if inside else "drifted"})
     return pd.DataFrame(rows).set_index(["case", "test"]) if rows else pd.DataFrame()
+
+
+def decode_frame(result: CaseResult) -> pd.DataFrame:
+    """One row per prompt of a case's decode check: steps compared, where the continuations diverged and
+    why that was accepted or not (empty when the case has none)."""
+    rows = [{"prompt": d.id, "passed": d.passed, "compared": f"{d.compared}/{d.steps}",
+             "max_probability_error": d.max_probability_error, "diverged_at": d.diverged_at,
+             "tokens": f"{d.golden_token} -> {d.backend_token}" if d.diverged_at is not None else None,
+             "accepted": d.accepted, "why": d.why or None} for d in result.decode]
+    return pd.DataFrame(rows).set_index("prompt") if rows else pd.DataFrame()
+
+
+def decode_table(view: RunView) -> pd.DataFrame:
+    """Every case's decode check (decode_frame), one row per case and prompt."""
+    frames = {name: decode_frame(view.results[name]) for name in view.expected
+              if name in view.results and view.results[name].decode}
+    return pd.concat(frames, names=["case"]) if frames else pd.DataFrame()
 
 
 def calibration_table(view: RunView) -> pd.DataFrame:
@@ -174,6 +191,11 @@ def show_run(view: RunView, save_figures: bool = True) -> None:
         display(HTML("<h4>Drift: each case's mean over its prompts against its calibrated clean samples</h4>"))
         display(drift.style.format({"value": "{:+.5f}", "reference": "{:+.5f}", "low": "{:+.5f}", "high": "{:+.5f}",
                                     "p_value": "{:.2g}"}, na_rep="—", escape="html"))
+    decode = decode_table(view)
+    if not decode.empty:
+        display(HTML("<h4>Decode: each prompt's greedy continuation against the golden's, step by step</h4>"))
+        display(decode.style.format({"max_probability_error": "{:.4g}", "diverged_at": "{:.0f}"}, na_rep="—",
+                                    escape="html"))
     display(HTML("<h4>Worst prompts: the golden's and the backend's top tokens</h4>"))
     display(audit.styled_worst_prompts(view))
     print("\n".join(failure_lines(view) or ["no failures"]))

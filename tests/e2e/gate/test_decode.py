@@ -1,0 +1,121 @@
+"""The decode check through the real CLI: the embedded hf-bf16-decode case passes clean and fails a KV cache
+that misplaces a position (a fault the first-token check cannot see); bad decode inputs are refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kit.core.modeldigest import model_digest
+from support import copy_model, parity_kit, trusted, write_descriptor, write_notebook
+
+CASE = "hf-bf16-decode"
+
+# The embedded case, with hf's dynamic cache faulted on decode steps only (kit/faults/decode.py).
+FAULTED = """from kit.case import runner
+from kit.faults.decode import decode_fault
+with decode_fault("kv_slot_off_by_one"):
+    runner.notebook_case(spec, None, None, result_path)"""
+
+
+def result_of(run_dir):
+    return json.loads((run_dir / "result.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def decode_run(tmp_path_factory, embedded):
+    """One gate run: the embedded decode case clean, and the same case on a faulted KV cache."""
+    tmp = tmp_path_factory.mktemp("decode")
+    case = embedded.doc["cases"][CASE]
+    faulted = {**case, "notebook": trusted(write_notebook(tmp / "faulted.ipynb", FAULTED))}
+    desc = write_descriptor(tmp, embedded, cases={CASE: case, "kv-fault": faulted})
+    run_dir = tmp / "run"
+    proc = parity_kit("gate", desc, "--out", run_dir)
+    return run_dir, proc
+
+
+def test_clean_decode_passes_and_records_every_prompt(decode_run):
+    run_dir, proc = decode_run
+    clean = result_of(run_dir)["cases"][CASE]
+    assert clean["status"] == "passed", clean["failures"]
+    assert len(clean["decode"]) == 16 and {d["steps"] for d in clean["decode"]} == {8}
+    for d in clean["decode"]:
+        assert d["passed"] and d["failures"] == []
+        if d["diverged_at"] is None:
+            assert d["compared"] == 8
+        else:  # bfloat16 may pick the other side of a near-tie; the comparison ends there
+            assert d["accepted"] and d["compared"] == d["diverged_at"] and d["why"].startswith("inside a near-tie")
+    assert clean["details"]["decode_s"] > 0
+
+
+def test_a_kv_cache_fault_fails_only_the_decode_check(decode_run):
+    run_dir, proc = decode_run
+    assert proc.returncode == 1, proc.stderr
+    cases = result_of(run_dir)["cases"]
+    faulted, clean = cases["kv-fault"], cases[CASE]
+    assert faulted["status"] == "failed"
+    # The prefill is untouched: the first-token check is bit for bit the clean case's.
+    assert [p for p in faulted["prompts"]] == [p for p in clean["prompts"]]
+    assert all(p["passed"] for p in faulted["prompts"])
+    failed = {d["id"]: d for d in faulted["decode"] if not d["passed"]}
+    assert sorted(failed) == ["math-gsm-01", "math-gsm-02", "tool-atlas-02", "tool-atlas-03"]
+    assert failed["math-gsm-01"]["failures"] == [
+        "math-gsm-01: decode step 2: max probability error 0.9222 > bound 0.075 (bucket 128)",
+        "math-gsm-01: decode step 2: continuations diverged at a step that fails its own tests: golden token 375 "
+        "leads backend token 442 by 0.9606, within 2 x a max error (0.9222) that is itself too large"]
+    assert (failed["math-gsm-01"]["diverged_at"], failed["math-gsm-01"]["accepted"]) == (2, False)
+    # Every failure line is collected, each naming its prompt and step.
+    assert faulted["failures"] == [f for d in faulted["decode"] for f in d["failures"]]
+    assert all(": decode step " in f for f in faulted["failures"])
+    evidence = (run_dir / "evidence.md").read_text()
+    assert ("- `kv-fault` (hf): **failed** its decode check; every one of its 16 prompts passes on the first "
+            "token") in evidence
+    markdown = parity_kit("report", run_dir, "--markdown")
+    assert markdown.returncode == 0, markdown.stderr
+    row = next(line for line in markdown.stdout.splitlines() if line.startswith("| `kv-fault` | 1"))
+    assert ("`math-gsm-01` step 2: 375 -> 442, not accepted (at a step that fails its own tests: golden token 375 "
+            "leads backend token 442 by 0.9606, within 2 x a max error (0.9222) that is itself too large)") in row
+
+
+def _check(tmp_path, embedded, case: dict, **descriptor):
+    desc = write_descriptor(tmp_path, embedded, cases={"d": case}, **descriptor)
+    return desc, parity_kit("check", desc)
+
+
+def test_a_decode_longer_than_the_golden_is_refused(tmp_path, embedded):
+    desc, proc = _check(tmp_path, embedded, {**embedded.doc["cases"][CASE], "decode": 9})
+    assert proc.returncode == 3
+    golden = embedded.goldens["decode-semantic"]
+    assert proc.stderr.strip().splitlines()[-1].endswith(
+        f"case d has decode = 9, but golden {golden} continues each prompt only 8 steps")
+
+
+def test_decode_against_a_golden_without_continuations_is_refused(tmp_path, embedded):
+    desc, proc = _check(tmp_path, embedded, {**embedded.doc["cases"][CASE], "golden": "semantic"})
+    assert proc.returncode == 3
+    assert proc.stderr.strip().splitlines()[-1].endswith(
+        f"case d has decode = 8, but golden {embedded.goldens['semantic']} holds no continuations "
+        "(make one with `parity-kit golden make --decode 8`)")
+
+
+def test_decode_on_a_backend_without_a_decode_path_is_refused(tmp_path, embedded):
+    vllm = {**embedded.doc["cases"]["vllm-pp1"], "decode": 8, "golden": "decode-semantic", "bound": 0.125}
+    vllm.pop("calibration")
+    desc, proc = _check(tmp_path, embedded, vllm)
+    assert proc.returncode == 3
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.endswith("cases.d.decode: backend vllm has no decode path the kit can drive (backends that decode: hf)")
+
+
+def test_a_continuation_past_the_context_is_refused(tmp_path, embedded):
+    # A context of 1000 takes every prompt (the longest has 993 tokens) but not 8 more.
+    model = copy_model(embedded, tmp_path / "short")
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 1000}))
+    case = {**embedded.doc["cases"][CASE], "buckets": [1024]}
+    desc, proc = _check(tmp_path, embedded, case, model=model, model_digest=model_digest(model))
+    assert proc.returncode == 3
+    assert proc.stderr.strip().splitlines()[-1].endswith(
+        f"case d: prompt knowledge-longbench-11 has 993 tokens; continued 8 steps it needs 1001 positions, more than the "
+        f"context of model {model} (1000, max_position_embeddings in {model / 'config.json'})")
