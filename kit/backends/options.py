@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any, Mapping
+
 from pydantic import BaseModel, ConfigDict
 
 
@@ -37,3 +40,9 @@ class BackendOptions(BaseModel):
     def implementation_variants(self) -> list[tuple[str, dict, str]]:
         """(name, option overrides, why a healthy release may differ so): none unless the backend says."""
         return []
+
+    @classmethod
+    def model_problem(cls, options: Mapping[str, Any], model_dir: str | Path) -> str | None:
+        """Why the case's model cannot run with these (resolved) options, read from the model folder
+        before anything runs (the gate's preflight refuses the case with it); None when it can."""
+        return None

@@ -67,10 +67,12 @@ _LAYER_TENSORS = {  # our name -> transformers name inside model.layers.<i>.
 }
 
 
-def load_params(model_dir: str | Path, dtype: str, device=None) -> tuple[LlamaShape, dict]:
+def load_params(model_dir: str | Path, dtype: str, device=None, place=None) -> tuple[LlamaShape, dict]:
     """The model's shape and its weights on ``device``, layers stacked along a leading axis.
 
     Weights keep the transformers [out, in] layout: the matmuls below contract over ``in``.
+    ``place``, when given, names each weight's placement instead (``layers.wq``, ``embed``, ...):
+    the shardings of a tensor-parallel case (kit.backends.jax.sharding).
     """
     import jax
 
@@ -86,14 +88,14 @@ def load_params(model_dir: str | Path, dtype: str, device=None) -> tuple[LlamaSh
         tensors.update(read_tensors(f))
     np_dtype = np.float32 if dtype == "float32" else _bf16()
 
-    def put(a: np.ndarray):
-        return jax.device_put(np.asarray(a, dtype=np_dtype), device)
+    def put(a: np.ndarray, name: str):
+        return jax.device_put(np.asarray(a, dtype=np_dtype), device if place is None else place(name))
 
-    layers = {k: put(np.stack([tensors[f"model.layers.{i}.{v}"] for i in range(shape.layers)]))
+    layers = {k: put(np.stack([tensors[f"model.layers.{i}.{v}"] for i in range(shape.layers)]), f"layers.{k}")
               for k, v in _LAYER_TENSORS.items()}
     head = tensors["model.embed_tokens.weight"] if shape.tied else tensors["lm_head.weight"]
-    params = {"embed": put(tensors["model.embed_tokens.weight"]), "layers": layers,
-              "norm": put(tensors["model.norm.weight"]), "lm_head": put(head)}
+    params = {"embed": put(tensors["model.embed_tokens.weight"], "embed"), "layers": layers,
+              "norm": put(tensors["model.norm.weight"], "norm"), "lm_head": put(head, "lm_head")}
     return shape, params
 
 
@@ -169,10 +171,11 @@ def attend(q, k, v, attention: str, precision):
     return jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation=attention)
 
 
-def last_logits(params: dict, ids, last, shape: LlamaShape, attention: str):
+def last_logits(params: dict, ids, last, shape: LlamaShape, attention: str, tp=None):
     """Float32 logits [batch, vocab] at position ``last[b]`` of each row of ``ids`` [batch, seq].
 
     Rows may be right-padded: causal attention never lets a real position see a later one.
+    ``tp``: a ``sharding.TensorParallel`` whose split the activations are held to (None: one device).
     """
     import jax
     import jax.numpy as jnp
@@ -184,17 +187,19 @@ def last_logits(params: dict, ids, last, shape: LlamaShape, attention: str):
     b, s = ids.shape
     n, kv, d = shape.heads, shape.kv_heads, shape.head_dim
     cos, sin = rotary_tables(s, d, shape.rope_theta, dtype)
+    heads = (lambda t: t) if tp is None else tp.heads  # each device attends with its own heads
+    whole = (lambda t: t) if tp is None else tp.whole  # the residual stream, all-reduced after each block
 
     def layer(x, w):
         h = rms_norm(x, w["attn_norm"], shape.eps)
-        q = rotate(mm("bsh,oh->bso", h, w["wq"]).reshape(b, s, n, d), cos, sin)
-        k = rotate(mm("bsh,oh->bso", h, w["wk"]).reshape(b, s, kv, d), cos, sin)
-        v = mm("bsh,oh->bso", h, w["wv"]).reshape(b, s, kv, d)
-        a = attend(q, k, v, attention, precision).reshape(b, s, n * d)
-        x = x + mm("bso,ho->bsh", a, w["wo"])
+        q = heads(rotate(mm("bsh,oh->bso", h, w["wq"]).reshape(b, s, n, d), cos, sin))
+        k = heads(rotate(mm("bsh,oh->bso", h, w["wk"]).reshape(b, s, kv, d), cos, sin))
+        v = heads(mm("bsh,oh->bso", h, w["wv"]).reshape(b, s, kv, d))
+        a = heads(attend(q, k, v, attention, precision)).reshape(b, s, n * d)
+        x = whole(x + mm("bso,ho->bsh", a, w["wo"]))
         h = rms_norm(x, w["mlp_norm"], shape.eps)
         gated = jax.nn.silu(mm("bsh,mh->bsm", h, w["w_gate"])) * mm("bsh,mh->bsm", h, w["w_up"])
-        return x + mm("bsm,hm->bsh", gated, w["w_down"]), None
+        return whole(x + mm("bsm,hm->bsh", gated, w["w_down"])), None
 
     x, _ = jax.lax.scan(layer, params["embed"][ids], params["layers"])
     h = rms_norm(x[jnp.arange(b), last], params["norm"], shape.eps)

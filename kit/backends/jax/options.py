@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+from pathlib import Path
+from typing import Any, Literal, Mapping
 
+from pydantic import Field, model_validator
+
+from kit.backends.jax.sharding import tensor_parallel_problem
 from kit.backends.options import BackendOptions
 
 
@@ -18,6 +23,32 @@ class JaxOptions(BackendOptions):
     # XLA may keep a fused computation's intermediate values in float32 where the program rounds them to
     # bfloat16 (its default, like torch.compile); False makes it round at every operation, like eager torch.
     excess_precision: bool = True
+    # Split the model over this many devices by heads (kit.backends.jax.sharding says what and why); on
+    # CPU the case's kernel splits the host into that many XLA devices. 1: one device, no mesh.
+    tensor_parallel: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _devices_asked_for(self):
+        # In a descriptor's case the schema is this one plus the common keys: a GPU case that asks the
+        # executor for fewer GPUs than it splits the model over would find too few in its kernel.
+        resources = getattr(self, "resources", None)
+        gpus = getattr(resources, "num_gpus", 0)
+        if self.platform == "gpu" and gpus and self.tensor_parallel > gpus:
+            raise ValueError(f"tensor_parallel = {self.tensor_parallel} splits the model over more GPUs than "
+                             f"resources.num_gpus = {gpus:g} gives the case (ask for {self.tensor_parallel})")
+        return self
+
+    @classmethod
+    def model_problem(cls, options: Mapping[str, Any], model_dir: str | Path) -> str | None:
+        tp = options.get("tensor_parallel", 1)
+        config_path = Path(model_dir) / "config.json"
+        if tp == 1 or not config_path.is_file():  # no config: the kernel's own load says what is missing
+            return None
+        config = json.loads(config_path.read_text())
+        heads = config.get("num_attention_heads")
+        if not isinstance(heads, int):
+            return None
+        return tensor_parallel_problem(tp, heads, config.get("num_key_value_heads", heads))
 
     def implementation_variants(self) -> list[tuple[str, dict, str]]:
         # The jax path's free choices: the attention implementation, and how much of the bfloat16

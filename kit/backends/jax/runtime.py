@@ -7,11 +7,14 @@ positions, and the logits are read at the last real one.
 
 from __future__ import annotations
 
+import json
 import os
 import platform as _platform
 import time
+from pathlib import Path
 from typing import Sequence
 
+from kit.core.errors import BadInput
 from kit.core.fixture import Prompt
 from kit.core.records import Observation
 from kit.core.spec import CaseSpec
@@ -33,21 +36,38 @@ class JaxBackend:
     name = "jax"
 
     def __init__(self, model_path: str, dtype: str = "float32", attention: str = "auto", platform: str = "cpu",
-                 excess_precision: bool = True):
+                 excess_precision: bool = True, tensor_parallel: int = 1, case: str = "jax"):
         # By default jax takes 75% of a GPU's memory at start; a gate case shares its GPU with others.
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+        if platform == "cpu" and tensor_parallel > 1:
+            split_host(tensor_parallel)
         import jax
 
-        from kit.backends.jax.llama import ATTENTIONS, load_params
+        from kit.backends.jax.llama import ATTENTIONS, load_params, shape_from_config
 
         if attention != "auto" and attention not in ATTENTIONS:
             raise ValueError(f"attention must be 'auto' or one of {ATTENTIONS}, got {attention!r}")
         self._jax = jax
         self.dtype, self.attention, self.platform = dtype, attention, platform
         self.excess_precision = excess_precision
-        self.device = jax.devices(platform)[0]
+        devices = jax.devices(platform)
+        self.device = devices[0]
+        self.tp = None
+        place = None
+        if tensor_parallel != 1:
+            from kit.backends.jax.sharding import TensorParallel, tensor_parallel_problem
+
+            shape = shape_from_config(json.loads((Path(model_path) / "config.json").read_text()))
+            problem = tensor_parallel_problem(tensor_parallel, shape.heads, shape.kv_heads)
+            if problem is None and tensor_parallel > len(devices):
+                problem = (f"tensor_parallel = {tensor_parallel} needs {tensor_parallel} {platform} devices; this "
+                           f"kernel sees {len(devices)} ({', '.join(str(d) for d in devices)})")
+            if problem:
+                raise BadInput(f"case {case}: {problem}")
+            self.tp = TensorParallel.over(devices[:tensor_parallel], shape.vocab)
+            place = self.tp.param
         t0 = time.perf_counter()
-        self.shape, self.params = load_params(model_path, dtype, self.device)
+        self.shape, self.params = load_params(model_path, dtype, self.device, place)
         self.load_s = time.perf_counter() - t0
         self._compiled: dict[tuple[int, str], object] = {}
         self._used: dict[str, str] = {}
@@ -61,6 +81,9 @@ class JaxBackend:
                "device": self.platform, "device_name": getattr(self.device, "device_kind", str(self.device))}
         if not self.excess_precision:  # another rounding than XLA's default: the provenance must tell them apart
             out["excess_precision"] = False
+        if self.tp is not None:  # another summation order (kit.backends.jax.sharding): the provenance says so
+            out["tensor_parallel"] = self.tp.size
+            out["devices"] = [str(d) for d in self.tp.mesh.devices.flat]
         return out
 
     def details(self) -> dict:
@@ -75,8 +98,10 @@ class JaxBackend:
 
             # XLA's own default is True; only the other choice is passed, as a per-program option.
             options = {} if self.excess_precision else {"xla_allow_excess_precision": False}
-            self._compiled[key] = self._jax.jit(partial(last_logits, shape=self.shape, attention=attention),
-                                                compiler_options=options or None)
+            sharded = {} if self.tp is None else {"out_shardings": self.tp.replicated()}
+            self._compiled[key] = self._jax.jit(partial(last_logits, shape=self.shape, attention=attention,
+                                                        tp=self.tp),
+                                                compiler_options=options or None, **sharded)
         return self._compiled[key]
 
     def observe(self, prompts: Sequence[Prompt], top_n: int) -> list[Observation]:
@@ -91,8 +116,9 @@ class JaxBackend:
             ids = np.zeros((1, seq), dtype=np.int32)
             ids[0, :prompt.n_tokens] = prompt.prompt_token_ids
             last = np.array([prompt.n_tokens - 1], dtype=np.int32)
-            logits = self._program(seq, attention)(self.params, jax.device_put(ids, self.device),
-                                                   jax.device_put(last, self.device))
+            where = self.device if self.tp is None else self.tp.replicated()
+            logits = self._program(seq, attention)(self.params, jax.device_put(ids, where),
+                                                   jax.device_put(last, where))
             logprobs = jax.nn.log_softmax(logits[0])
             values, indices = jax.lax.top_k(logprobs, min(top_n, self.shape.vocab))
             out.append(Observation(prompt.id, tuple(zip(np.asarray(indices).tolist(),
@@ -104,7 +130,17 @@ class JaxBackend:
         self._compiled.clear()
 
 
+def split_host(devices: int) -> None:
+    """On CPU XLA shows one device; a tensor-parallel case splits the host into ``devices`` of them, which
+    runs the same partitioned program and collectives as GPUs would (for agreement, not for speed). It
+    must run before JAX creates its CPU backend, as it does in a case's own kernel; a count already set
+    in XLA_FLAGS is kept."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_force_host_platform_device_count" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={devices}".strip()
+
+
 def open_backend(spec: CaseSpec) -> JaxBackend:
     # The options arrive resolved: every default was applied by the descriptor's schema, the one place
     # they are stated.
-    return JaxBackend(spec.model_path, **spec.options)
+    return JaxBackend(spec.model_path, **spec.options, case=spec.name)

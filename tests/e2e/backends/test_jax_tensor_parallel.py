@@ -1,0 +1,96 @@
+"""The jax backend with the model split over two devices (tensor_parallel = 2), on CPU: the case's kernel
+splits the host into two XLA devices, which runs the same partitioned program and collectives a GPU pair
+would.
+
+In float32 the split only reorders two sums per block (each device's partial sum of the o and down
+projections, then their all-reduce): on the tiny model the sharded case moves probabilities by at most
+7.9e-7 against the case on one device (64 prompts; 2.7e-6 against the golden, where one device gives
+1.95e-6). TOLERANCE is ten times that; a head given to the wrong device, or a partial sum left out of the
+all-reduce, moves them by 1e-2 or more.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from support import ROOT, parity_kit, write_descriptor
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import tp_agreement  # noqa: E402
+
+TOLERANCE = 1e-5
+F32 = {"backend": "jax", "golden": "semantic", "bound": 1e-4, "dtype": "float32", "buckets": [128, 1024]}
+
+
+def test_a_case_split_over_two_devices_passes_its_golden_and_agrees_with_one_device(tmp_path, embedded):
+    desc = write_descriptor(tmp_path, embedded, cases={"jax-f32": F32, "jax-f32-tp2": {**F32, "tensor_parallel": 2}})
+    run_dir = tmp_path / "run"
+    proc = parity_kit("gate", desc, "--out", run_dir, "--no-summary")
+    assert proc.returncode == 0, proc.stderr
+    cases = json.loads((run_dir / "result.json").read_text())["cases"]
+    assert [cases[c]["status"] for c in ("jax-f32", "jax-f32-tp2")] == ["passed", "passed"]
+    assert cases["jax-f32-tp2"]["release"]["tensor_parallel"] == 2
+    assert cases["jax-f32-tp2"]["release"]["devices"] == ["cpu:0", "cpu:1"]
+    assert "tensor_parallel" not in cases["jax-f32"]["release"]
+
+    rows = tp_agreement.compare(cases["jax-f32"], cases["jax-f32-tp2"])
+    assert len(rows) == 32 and all(r.same_top_token and r.shared_tokens == 5 for r in rows)
+    assert tp_agreement.summary(rows)["all"]["max_difference"] < TOLERANCE
+    # The script prints the same comparison from the run folder.
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "tp_agreement.py"), str(run_dir),
+                           "--single", "jax-f32", "--sharded", "jax-f32-tp2"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].startswith("jax-f32-tp2 against jax-f32: largest probability difference ")
+    assert done.stdout.splitlines()[1].startswith("jax-f32-tp2: passed, tensor_parallel 2, no GPU of its own")
+
+
+def test_the_split_costs_one_all_reduce_after_attention_and_one_after_the_mlp(embedded):
+    """The compiled layer of a two-way split holds exactly two all-reduces, and the logits one all-gather (the
+    LM head is split by vocabulary): what kit/backends/jax/sharding.py says it does."""
+    script = textwrap.dedent(f"""
+        import re, numpy as np, jax
+        from kit.backends.jax.runtime import JaxBackend
+        b = JaxBackend({str(embedded.model)!r}, dtype="bfloat16", tensor_parallel=2)
+        put = lambda a: jax.device_put(a, b.tp.replicated())
+        hlo = b._program(128, "xla").lower(b.params, put(np.zeros((1, 128), np.int32)),
+                                             put(np.array([5], np.int32))).compile().as_text()
+        print({{op: len(re.findall(r"= \\S+ " + op + r"(?:-start)?\\(", hlo))
+               for op in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")}})
+        print({{k: tuple(v.sharding.spec) for k, v in b.params["layers"].items()}})
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    collectives, specs = done.stdout.strip().splitlines()[-2:]
+    assert collectives == ("{'all-reduce': 2, 'all-gather': 1, 'reduce-scatter': 0, 'all-to-all': 0, "
+                           "'collective-permute': 0}")
+    split_out, split_in = (None, "tp", None), (None, None, "tp")  # of [layers, out, in]
+    assert specs == str({"attn_norm": (), "wq": split_out, "wk": split_out, "wv": split_out, "wo": split_in,
+                         "mlp_norm": (), "w_gate": split_out, "w_up": split_out, "w_down": split_in})
+
+
+def test_a_split_that_does_not_divide_the_heads_is_refused_before_anything_runs(tmp_path, embedded):
+    desc = write_descriptor(tmp_path, embedded, cases={"jax-tp3": {**F32, "tensor_parallel": 3}})
+    proc = parity_kit("gate", desc, "--out", tmp_path / "run")
+    assert proc.returncode == 3
+    line = desc.read_text().splitlines().index("[cases.jax-tp3]") + 1
+    assert proc.stderr.strip() == (
+        f"parity-kit: bad input: {desc}:{line}: case jax-tp3: tensor_parallel = 3 does not divide the model's 4 "
+        "attention heads and 4 key/value heads (each device holds whole heads)")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_gpu_case_that_splits_over_more_gpus_than_it_asks_for_is_refused(tmp_path, embedded):
+    case = {**F32, "platform": "gpu", "tensor_parallel": 2, "resources": {"num_gpus": 1}}
+    desc = write_descriptor(tmp_path, embedded, cases={"jax-gpu-tp2": case})
+    proc = parity_kit("gate", desc, "--out", tmp_path / "run")
+    assert proc.returncode == 3
+    line = desc.read_text().splitlines().index("[cases.jax-gpu-tp2]") + 1
+    assert proc.stderr.strip() == (
+        f"parity-kit: bad input: {desc}:{line}: cases.jax-gpu-tp2: tensor_parallel = 2 splits the model over more GPUs than resources.num_gpus = 1 "
+        "gives the case (ask for 2)")
+    assert not (tmp_path / "run").exists()
