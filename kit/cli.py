@@ -720,7 +720,8 @@ def _golden_verify(args) -> int:
             raise BadInput(f"golden {args.golden} was made from model {golden.model_digest}, "
                            f"but {args.model} is {actual}")
     p = golden.provenance
-    print(f"ok: {args.golden}: {golden.kind}, top-{golden.top_k}, {len(golden.prompts)} prompts, "
+    steps = f", continued {golden.decode_steps} steps (format {golden.format})" if golden.continuations else ""
+    print(f"ok: {args.golden}: {golden.kind}, top-{golden.top_k}, {len(golden.prompts)} prompts{steps}, "
           f"made by {p.get('backend')} {p.get('dtype')} on {p.get('hardware')} at {p.get('created_at')}")
     return 0
 

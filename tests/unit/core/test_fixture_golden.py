@@ -70,7 +70,7 @@ def test_goldens_carry_full_provenance_and_match_the_fixture(embedded):
               **{m["digest"]: m["path"] for m in embedded.models.values()}}
     every = [(name, path) for name, files in embedded.golden_files.items()
              for path in (files if isinstance(files, list) else [files])]  # each runtime's exact golden too
-    assert len(every) == 5
+    assert len(every) == 6  # semantic, its decode golden, and two runtimes of each exact entry
     for name, path in every:
         golden = load_golden(path)
         assert golden.kind == golden_kind(name)
