@@ -101,7 +101,7 @@ def from_fork(descriptor: str | Path, fork_repo: str | Path, base: str, tip: str
         raise BadInput(f"no commits between base {base_sha[:12]} and tip {tip_sha[:12]} in {repo}; nothing to bisect")
     name = fork or repo.name
     release.fork_slug(name)
-    states = [State(0, base_sha, base_sha, f"base {base}")]
+    states = [State(0, base_sha, base_sha, "the base, without the overlay")]
     states += [State(i, c.sha, c.sha, c.subject) for i, c in enumerate(commits, 1)]
     return BisectInputs(repo, name, Path(descriptor).resolve(), f"base {base} ({base_sha[:12]})", tuple(states),
                         Path(store or default_store or "releases").resolve(), None, current, backend)

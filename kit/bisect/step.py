@@ -50,6 +50,7 @@ class StepRecord:
     cached_build: bool = False
     paths: dict = field(default_factory=dict)  # step, build_log, manifest, qualify_notebook, case_run
     wall_s: float = 0.0
+    timings_s: dict = field(default_factory=dict)  # build, qualify, case
     finished_at: str = ""
 
     def to_dict(self) -> dict:
@@ -119,9 +120,11 @@ def probe(inp: BisectInputs, state: State, case: str, prompts: list[str] | None,
         return done(BUILD_FAILED, why, True)  # a state that cannot be built cannot pass parity
     rec.paths["manifest"] = str(manifest)
 
+    t1 = time.perf_counter()
+    rec.timings_s["build"] = t1 - t0
     qdir, qnb = step_dir / "qualify", step_dir / "qualify.ipynb"
     params = {"manifest": str(manifest), "descriptor": str(inp.descriptor), "current": inp.current,
-              "backend": inp.backend, "case": case, "bucket": None, "step_dir": str(qdir)}
+              "backend": inp.backend, "case": case, "bucket": None, "step_dir": str(qdir), "parity_case": False}
     outcome = run_notebook(QUALIFY_NOTEBOOK, qnb, params, paths.MAIN_KERNEL, qualify_timeout_s,
                            step_dir / "qualify.kernel.log")
     rec.paths["qualify_notebook"] = str(qnb)
@@ -129,11 +132,11 @@ def probe(inp: BisectInputs, state: State, case: str, prompts: list[str] | None,
         what = "timed out" if outcome.timed_out else outcome.error
         return done(ERROR, f"the qualify notebook did not finish: {what}", None)
     q = qualify.load_outcome(qdir)
-    # The parity case qualification runs may be the very case being bisected: its failure is this
-    # probe's to judge, on the failing prompts. Anything before it (bytes, install, import) is not.
-    broken = [c for c in q.checks if not c["ok"] and c["step"] != "parity case"]
-    if broken:
-        return done(NOT_QUALIFIED, f"qualification failed: {broken[0]['step']}: {broken[0]['detail']}", True)
+    rec.timings_s["qualify"] = time.perf_counter() - t1
+    # Qualification here stops short of its own parity case: the case below, on the failing prompts,
+    # is this probe's parity check.
+    if not q.qualified:
+        return done(NOT_QUALIFIED, f"qualification failed: {q.reason}", True)
 
     desc = load_descriptor(inp.descriptor)
     doc = read_json(manifest)
@@ -141,7 +144,9 @@ def probe(inp: BisectInputs, state: State, case: str, prompts: list[str] | None,
     backend, candidate = qualify.candidate_release(desc, inp.current, inp.backend, doc, q.kernel)
     derived = derive(desc, {doc["tag"]: candidate}, {case: {"prompts": prompts}} if prompts else None)
     qualify.use_jupyter_path(q.jupyter_path)
+    t2 = time.perf_counter()
     verdict, run_dir, result = _run_case(derived, doc["tag"], case, step_dir / "case", console)
+    rec.timings_s["case"] = time.perf_counter() - t2
     rec.paths["case_run"] = str(run_dir)
     if result is None or result.status not in ("passed", "failed"):
         why = (result.error if result is not None else None) or f"the case run ended {verdict}"

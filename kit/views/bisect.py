@@ -15,9 +15,8 @@ def summary_markdown(record: dict) -> str:
              "", f"{record['reason']}.", ""]
     if record.get("first_bad"):
         fb = record["first_bad"]
-        lines += [f"first bad commit: {fb['commit']} {fb['subject']}", ""]
         if fb["built_from"] != fb["commit"]:
-            lines += [f"(replayed as `{fb['built_from']}`)", ""]
+            lines += [f"Replayed onto the new base as `{fb['built_from']}`.", ""]
     prompts = record.get("failing_prompts") or []
     lines += [f"Fork `{inp['fork']}` ({inp['repo']}): {len(states) - 1} overlay commit(s) over {inp['base_label']}; "
               f"releases in {inp['store']}. The tip's {len(prompts)} failing prompt(s) ran at every other step"
