@@ -9,7 +9,8 @@ from support import Embedded, load_embedded
 # Markers by folder and file: `-m "not e2e"` is the unit tier; the engine markers let a machine
 # without an engine's environment leave its tests out knowingly.
 _MODULE_MARKERS = {
-    "test_levanter.py": ("levanter",), "test_vllm_backend.py": ("vllm",), "test_ray_executor.py": ("ray",),
+    "test_levanter.py": ("levanter",), "test_vllm_backend.py": ("vllm",), "test_vllm_decode.py": ("vllm",),
+    "test_ray_executor.py": ("ray",),
     "test_audit.py": ("browser",), "test_gpu_model_script.py": ("gpu",),
 }
 

@@ -1,6 +1,7 @@
 """vLLM offline: `vllm.LLM` in the case's kernel, prompts as exact token ids, one generated token.
 
-The top logprobs of that one token are the next-token distribution at the last prompt position.
+The top logprobs of that one token are the next-token distribution at the last prompt position; a
+case's decode check asks for N tokens instead (``decode``), each with its top logprobs.
 vLLM reports them from the raw logits (its default `logprobs_mode`), before any sampling
 processing, so temperature does not reshape them.
 """
@@ -19,7 +20,7 @@ from kit.backends.base import helper_log_path
 from kit.backends.processes import descendants, stop_procs
 from kit.backends.vllm.runtime import EngineSettings, top_of
 from kit.core.fixture import Prompt
-from kit.core.records import Observation
+from kit.core.records import Continuation, Observation
 from kit.core.spec import CaseSpec
 
 
@@ -77,6 +78,27 @@ class VllmOfflineBackend:
             observations.append(Observation(prompt.id, top_of({t: lp.logprob for t, lp in by_rank.items()}, top_n),
                                             prompt.n_tokens))
         return observations
+
+    def decode(self, prompts: Sequence[Prompt], steps: int, top_n: int) -> list[Continuation]:
+        """Each prompt continued greedily ``steps`` tokens by the engine: its scheduler, paged KV cache and
+        decode kernels. ``ignore_eos`` keeps every step (the golden's continuation does not stop either);
+        the logprobs are the raw logits', as in ``observe``."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        params = SamplingParams(max_tokens=steps, min_tokens=steps, temperature=0.0, logprobs=top_n,
+                                ignore_eos=True)
+        requests = [TokensPrompt(prompt_token_ids=list(c.prompt_token_ids)) for c in prompts]
+        outputs = self.llm.generate(requests, params, use_tqdm=False)
+        continuations = []
+        for prompt, out in zip(prompts, outputs):
+            if list(out.prompt_token_ids) != list(prompt.prompt_token_ids):
+                raise RuntimeError(f"{prompt.id}: vLLM continued other token ids than the fixture's")
+            completion = out.outputs[0]
+            per_step = tuple((int(token), top_of({t: lp.logprob for t, lp in step.items()}, top_n))
+                             for token, step in zip(completion.token_ids, completion.logprobs))
+            continuations.append(Continuation(prompt.id, per_step))
+        return continuations
 
     def close(self) -> None:
         llm, self.llm = getattr(self, "llm", None), None

@@ -99,13 +99,25 @@ def test_decode_against_a_golden_without_continuations_is_refused(tmp_path, embe
         "(make one with `parity-kit golden make --decode 8`)")
 
 
+def _decoding(name: str, embedded) -> dict:
+    case = {**embedded.doc["cases"][name], "decode": 8, "golden": "decode-semantic", "bound": 0.075}
+    case.pop("calibration")
+    return case
+
+
 def test_decode_on_a_backend_without_a_decode_path_is_refused(tmp_path, embedded):
-    vllm = {**embedded.doc["cases"]["vllm-pp1"], "decode": 8, "golden": "decode-semantic", "bound": 0.125}
-    vllm.pop("calibration")
-    desc, proc = _check(tmp_path, embedded, vllm)
+    desc, proc = _check(tmp_path, embedded, _decoding("levanter", embedded))
     assert proc.returncode == 3
     line = proc.stderr.strip().splitlines()[-1]
-    assert line.endswith("cases.d.decode: backend vllm has no decode path the kit can drive (backends that decode: hf)")
+    assert line.endswith("cases.d.decode: backend levanter has no decode path the kit can drive "
+                         "(backends that decode: hf, vllm)")
+
+
+def test_decode_on_vllms_server_is_refused(tmp_path, embedded):
+    desc, proc = _check(tmp_path, embedded, _decoding("vllm-pp2", embedded))
+    assert proc.returncode == 3
+    assert proc.stderr.strip().splitlines()[-1].endswith(
+        'cases.d: decode: the vllm backend decodes in mode = "offline" only (the server mode has no decode check yet)')
 
 
 def test_a_continuation_past_the_context_is_refused(tmp_path, embedded):
