@@ -47,5 +47,6 @@ def passed_lines(desc: LoadedDescriptor, specs: Sequence[CaseSpec], inputs: Inpu
         lines.append(f"notebook {paths.display(notebook)}: present")
     for spec in specs:
         chosen = inputs.fixture.select(spec.prompt_ids, spec.buckets)
-        lines.append(f"case {spec.name}: {len(chosen)} prompts, top_n {spec.top_n}, golden {spec.golden_kind}")
+        decode = f", decode {spec.decode} steps" if spec.decode else ""
+        lines.append(f"case {spec.name}: {len(chosen)} prompts, top_n {spec.top_n}, golden {spec.golden_kind}{decode}")
     return lines
