@@ -120,6 +120,18 @@ def test_grouped_query_heads_stay_with_the_key_value_heads_that_serve_them(tmp_p
     assert all(float(line.split()[1]) < 1e-6 for line in lines), lines
 
 
+def test_a_kernel_that_sees_fewer_devices_than_the_split_refuses_the_case_naming_it(embedded):
+    """A device count set before the kernel started is kept; a case that needs more devices than that says so."""
+    script = (f"from kit.backends.jax.runtime import JaxBackend\n"
+              f"JaxBackend({str(embedded.model)!r}, tensor_parallel=2, case='jax-tp2')")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=1"})
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        "kit.core.errors.BadInput: case jax-tp2: tensor_parallel = 2 needs 2 cpu devices; this kernel sees 1 "
+        "(cpu:0)")
+
+
 def test_a_split_that_does_not_divide_the_heads_is_refused_before_anything_runs(tmp_path, embedded):
     desc = write_descriptor(tmp_path, embedded, cases={"jax-tp3": {**F32, "tensor_parallel": 3}})
     proc = parity_kit("gate", desc, "--out", tmp_path / "run")
