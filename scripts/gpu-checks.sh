@@ -11,7 +11,8 @@
 # they are installed into a private folder, never into the node's Python. BENCH=0 skips the benchmark.
 # DESCRIPTOR picks another GPU descriptor (default descriptors/gpu-h200.toml). CALIBRATE="case ..."
 # calibrates those cases first (`parity-kit calibrate`), points the descriptor's cases at the new
-# records (scripts/use_calibration.py) and copies records and descriptor into OUT_DIR. GATE=0 skips the gate.
+# records (scripts/use_calibration.py) and copies records and descriptor into OUT_DIR. GATE=0 skips the gate;
+# GATE_RUNS, GATE_CASES and JOBS shape it (below).
 set -uo pipefail
 OUT_DIR=${1:?usage: scripts/gpu-checks.sh OUT_DIR [WHEEL_DIR]}
 WHEELS=${2:-}
@@ -67,6 +68,8 @@ done
 for case in ${CALIBRATE:-}; do
   step "calibrate $case: its clean variants, one launch each"
   started=$SECONDS
+  # Its own compilation cache: a gate after it starts cold, as on a fresh machine.
+  PARITY_KIT_COMPILE_CACHE=/tmp/kit-compile-calibrate \
   $PY -m kit.cli calibrate "$DESCRIPTOR" --case "$case" --out "$OUT_DIR/calibrate-$case" --to calibrations \
     > "$OUT_DIR/calibrate-$case.out"
   code=$?
@@ -86,14 +89,26 @@ timeout 300 $PY benchmarks/gpu_scoring.py --model "$MODEL" --kernels cudnn,auto,
 fi
 
 [ "${GATE:-1}" = 0 ] && exit 0
-step "gate: every case of $DESCRIPTOR through papermill, one case at a time on the one GPU"
-started=$SECONDS
-$PY -m kit.cli gate "$DESCRIPTOR" --jobs 1 --out /tmp/gpu-gate-run
-echo "gate exit code $?, $((SECONDS - started)) s"
-for f in summary.html result.json evidence.md; do cp /tmp/gpu-gate-run/$f "$OUT_DIR/" 2>/dev/null; done
-$PY - <<'EOF'
-import json
-r = json.load(open("/tmp/gpu-gate-run/result.json"))
+# GATE_RUNS=2 runs the gate again with the compilation caches the first run filled (cold, then warm);
+# GATE_CASES limits it to those cases; JOBS=auto lets the gate place cases on the GPUs itself
+# (resources.num_gpus), the default 1 runs one case at a time.
+runs=()
+for n in $(seq 1 "${GATE_RUNS:-1}"); do
+  label=$([ "$n" = 1 ] && echo cold || echo "warm$((n - 1))")
+  step "gate ($label): $DESCRIPTOR through papermill, summary included, jobs ${JOBS:-1}"
+  started=$SECONDS
+  $PY -m kit.cli gate "$DESCRIPTOR" $([ "${JOBS:-1}" = auto ] || echo "--jobs ${JOBS:-1}") \
+    $(for c in ${GATE_CASES:-}; do echo "--case $c"; done) --out "/tmp/gpu-gate-$label"
+  echo "gate ($label) exit code $?, $((SECONDS - started)) s wall"
+  runs+=("/tmp/gpu-gate-$label")
+  cp "/tmp/gpu-gate-$label/result.json" "$OUT_DIR/result-$label.json" 2>/dev/null
+done
+[ "${#runs[@]}" -gt 1 ] && $PY benchmarks/gate_timeline.py "${runs[@]}" --markdown
+last=${runs[-1]}
+for f in summary.html result.json evidence.md; do cp "$last/$f" "$OUT_DIR/" 2>/dev/null; done
+$PY - "$last" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1] + "/result.json"))
 print("gate verdict:", r["verdict"])
 for c in r["cases"].values():
     errs = [p["max_probability_error"] for p in c.get("prompts", [])]
@@ -103,7 +118,7 @@ for c in r["cases"].values():
     if c.get("drift"):
         print(f"    drift: passed {c['drift'].get('passed')}  p {c['drift'].get('p_value')}  "
               f"{'; '.join(c['drift'].get('failures') or [])}")
-    for p in c.get("prompts", []):
+    for p in (c.get("prompts", []) if c["status"] != "passed" else []):  # 64 lines a case: only where it failed
         print(f"    {p['id']:<16} {p['n_tokens']:>6} tokens  error {p['max_probability_error']:.3g}  "
               f"golden top-1 {p['golden_top_probability']:.3f}  backend top-1 {p['backend_top_probability']:.3f}")
 EOF
