@@ -60,6 +60,8 @@ def start(case: str, *, refresh_dir: str | Path | None = None, descriptor: str |
         raise BadInput("bisect takes a refresh directory or --fork-repo with --base, not both")
     if refresh_dir:
         inp = from_refresh(refresh_dir, store)
+        # The refresh records its pin; the backend it built is said again here when the pin has several.
+        inp = BisectInputs(**{**inp.__dict__, "backend": backend})
     elif fork_repo:
         if not base:
             raise BadInput("bisect --fork-repo needs --base: the commit the overlay starts from")

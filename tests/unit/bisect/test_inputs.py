@@ -88,3 +88,11 @@ def test_the_command_refuses_a_bisect_without_its_case():
     proc = parity_kit("bisect", "--fork-repo", ".", "--base", "HEAD")
     assert proc.returncode == 3
     assert proc.stderr.strip() == "parity-kit: bad input: bisect needs --case: the case that fails at the tip"
+
+
+def test_a_step_cut_short_keeps_its_folder_and_the_retry_gets_its_own(tmp_path):
+    state = State(2, "a" * 40, "b" * 40, "fork: something")
+    first = run._step_dir(tmp_path, state)
+    assert first == tmp_path / "steps" / f"02-{'b' * 12}"
+    first.mkdir(parents=True)  # an attempt that was killed half way: a folder, no step record
+    assert run._step_dir(tmp_path, state) == tmp_path / "steps" / f"02-{'b' * 12}-attempt2"
