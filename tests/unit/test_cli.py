@@ -44,6 +44,8 @@ def test_each_command_names_its_own_exit_codes():
     assert "    4  control, refresh: baseline blocker" in parsers["parity-kit control"].format_help()
     assert "    4  " not in parsers["parity-kit gate"].format_help()
     assert "    6  refresh: qualification failed" in parsers["parity-kit refresh"].format_help()
+    bisect = parsers["parity-kit bisect"].format_help()
+    assert "    1  found: the first bad commit is named" in bisect and "    4  no overlay commit is bad" in bisect
     regen = parsers["parity-kit golden regen"].format_help()
     assert "    1  refused: fewer than two backends agree with it" in regen
     assert "    1  a kernel is missing" in parsers["parity-kit kernels"].format_help()
