@@ -144,11 +144,15 @@ def refresh(tmp_path, embedded, plugin, *args, later=(), pin_at=None, fork=None,
         register_pin_kernel(jupyter, fork, plugin, at=pin_at)
     desc = write_descriptor(tmp_path, embedded, cases={"toy": TOY_CASE}, releases=TOY_PIN)
     out = tmp_path / out
-    env = {**GIT_ENV, "JUPYTER_PATH": str(jupyter),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(plugin), os.environ.get("PYTHONPATH")]))}
     proc = parity_kit("refresh", desc, "--fork-repo", fork.repo, "--upstream-ref", "upstream", "--out", out, *args,
-                      env=env, timeout=900)
+                      env=toy_env(tmp_path, plugin), timeout=900)
     return fork, out, proc
+
+
+def toy_env(tmp_path, plugin) -> dict:
+    """What a command needs to run the toy case: today's pin's kernel and the plugin."""
+    return {**GIT_ENV, "JUPYTER_PATH": str(tmp_path / "jupyter"),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(plugin), os.environ.get("PYTHONPATH")]))}
 
 
 def test_refresh_that_qualifies_computes_with_the_release_and_never_rebuilds_its_tag(tmp_path, embedded, plugin):
@@ -236,6 +240,18 @@ def test_overlay_commit_that_breaks_numerics_is_a_regression_naming_the_case(tmp
     assert f"| {built['replay']['tip']} |" in evidence
     html = (out / "summary.html").read_text()
     assert ">NOT QUALIFIED (regression)</span>" in html
+
+    # A bisect of the refresh directory, one step of it: the tip is the refresh's replayed commit, its wheel
+    # the refresh's release (nothing is built again), and it fails on the same long prompts.
+    bisect = tmp_path / "bisect"
+    proc = parity_kit("bisect", out, "--case", "toy", "--out", bisect, "--max-steps", "1",
+                      env=toy_env(tmp_path, plugin), timeout=900)
+    assert proc.returncode == 2, proc.stderr
+    [tip] = json.loads((bisect / "bisect.json").read_text())["steps"]
+    assert (tip["index"], tip["commit"], tip["built_from"]) == (3, fork.later[0], built["replay"]["tip"])
+    assert tip["cached_build"] is True and tip["paths"]["manifest"] == built["manifest"]
+    assert tip["verdict"] == "bad" and tip["reason"] == "toy fails on 12 of 32 prompt(s)"
+    assert f"resume with parity-kit bisect --resume {bisect}" in proc.stderr
 
 
 def test_qualification_refuses_a_release_whose_numbers_fail_its_case(tmp_path, embedded, plugin):
