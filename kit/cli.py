@@ -595,6 +595,12 @@ def _bisect(args) -> int:
     from kit.views.bisect import summary_markdown
 
     if args.resume:
+        given = [flag for flag, value in (("REFRESH_DIR", args.refresh_dir), ("--case", args.case),
+                                          ("--fork-repo", args.fork_repo), ("--base", args.base),
+                                          ("--tip", args.tip), ("--descriptor", args.descriptor)) if value]
+        if given:
+            raise BadInput(f"--resume continues with the inputs {args.resume}/bisect.json recorded; "
+                           f"drop {', '.join(given)}")
         run_dir, record = bisect.resume(args.resume)
     else:
         if not args.case:

@@ -88,6 +88,10 @@ def test_the_command_refuses_a_bisect_without_its_case():
     proc = parity_kit("bisect", "--fork-repo", ".", "--base", "HEAD")
     assert proc.returncode == 3
     assert proc.stderr.strip() == "parity-kit: bad input: bisect needs --case: the case that fails at the tip"
+    proc = parity_kit("bisect", "--resume", "runs/x", "--case", "toy")
+    assert proc.returncode == 3
+    assert proc.stderr.strip() == ("parity-kit: bad input: --resume continues with the inputs runs/x/bisect.json "
+                                   "recorded; drop --case")
 
 
 def test_a_step_cut_short_keeps_its_folder_and_the_retry_gets_its_own(tmp_path):
