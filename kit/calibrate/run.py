@@ -51,6 +51,20 @@ def default_dir(desc: LoadedDescriptor) -> Path:
     return rundir.new_run_dir("calibrate", desc.name)
 
 
+def reproducing_command(command: Sequence[str]) -> list[str]:
+    """The command as a record keeps it: what remakes the record. Where its samples were kept (``--out``,
+    ``--resume``) is a scratch folder of the machine it ran on, which says nothing about the record."""
+    out, skip = [], False
+    for arg in command:
+        if skip:
+            skip = False
+        elif arg in ("--out", "--resume"):
+            skip = True
+        elif not arg.startswith(("--out=", "--resume=")):
+            out.append(arg)
+    return out
+
+
 def variants_for(spec: CaseSpec) -> list[dict]:
     """The backend's clean variants of this case (its options schema says which, and why)."""
     module, _, cls = registry.get(spec.backend).options.partition(":")
@@ -82,7 +96,7 @@ def calibrate(descriptor: str | Path, only: Sequence[str] | None = None, out: st
     run_dir = _run_dir(desc, out, resume)
     to = Path(to)
     to.mkdir(parents=True, exist_ok=True)
-    command = list(command or ["parity-kit", "calibrate", str(descriptor)])
+    command = reproducing_command(command or ["parity-kit", "calibrate", str(descriptor)])
     done = []
     with on_signals():
         for name in names:
