@@ -51,7 +51,8 @@ def compare_continuation(prompt_id: str, bucket: int, n_tokens: int, golden: Seq
         gap, near_tie = _near_tie(g_top, b_token, err)
         step_failed = len(failures) > failed_before
         if gap is None:
-            why = f"outside a near-tie: backend token {b_token} is not in the golden top-{len(g_top)}"
+            why = (f"outside a near-tie: golden token {g_token}, backend token {b_token}, which is not in the golden "
+                   f"top-{len(g_top)}")
         elif near_tie and step_failed:  # a tie only because the step is off by more than its bound
             why = (f"at a step that fails its own tests: golden token {g_token} leads backend token {b_token} by "
                    f"{gap:.4g}, within {WINNER_GAP_FACTOR:g} x a max error ({err:.4g}) that is itself too large")

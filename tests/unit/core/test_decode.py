@@ -75,8 +75,8 @@ def test_divergence_to_a_token_outside_the_golden_top_fails():
     got = backend(step((11, 0.5), (5, 0.3), (7, 0.15), (9, 0.05)), *GOLDEN[1:])
     d = compare_continuation("math-gsm-03", 128, 40, GOLDEN, got, bound=None)
     assert not d.passed and (d.diverged_at, d.golden_token, d.backend_token) == (1, 5, 11)
-    assert d.failures == ["math-gsm-03: decode step 1: continuations diverged outside a near-tie: backend token 11 "
-                          "is not in the golden top-3"]
+    assert d.failures == ["math-gsm-03: decode step 1: continuations diverged outside a near-tie: golden token 5, "
+                          "backend token 11, which is not in the golden top-3"]
 
 
 def test_a_tie_made_by_an_error_over_the_bound_is_not_accepted():
