@@ -110,15 +110,27 @@ $PY - "$last" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1] + "/result.json"))
 print("gate verdict:", r["verdict"])
+gpus = lambda c: ",".join(str(d["index"]) for d in c.get("devices") or []) or "none of its own"
 for c in r["cases"].values():
     errs = [p["max_probability_error"] for p in c.get("prompts", [])]
     print(f"{c['case']:<18} {c['status']:<8} bound {c.get('bucket_bounds') or c.get('bound')}  largest error "
           f"{max(errs) if errs else float('nan'):.3g}  scoring {c.get('scoring_s') or 0:.1f} s  "
-          f"duration {c.get('duration_s') or 0:.1f} s  {c.get('error') or ''}")
+          f"duration {c.get('duration_s') or 0:.1f} s  GPUs {gpus(c)}  "
+          f"tensor_parallel {(c.get('release') or {}).get('tensor_parallel', 1)}  {c.get('error') or ''}")
     if c.get("drift"):
         print(f"    drift: passed {c['drift'].get('passed')}  p {c['drift'].get('p_value')}  "
               f"{'; '.join(c['drift'].get('failures') or [])}")
     for p in (c.get("prompts", []) if c["status"] != "passed" else []):  # 64 lines a case: only where it failed
         print(f"    {p['id']:<16} {p['n_tokens']:>6} tokens  error {p['max_probability_error']:.3g}  "
               f"golden top-1 {p['golden_top_probability']:.3f}  backend top-1 {p['backend_top_probability']:.3f}")
+durations = [c.get("duration_s") or 0 for c in r["cases"].values()]
+if durations:  # side by side on several GPUs, the gate's wall comes near its slowest case instead of the sum
+    print(f"gate wall {r.get('duration_s') or 0:.1f} s; slowest case {max(durations):.1f} s; "
+          f"cases summed {sum(durations):.1f} s")
 EOF
+# A run with the single-GPU and the sharded jax case (descriptors/gpu-h200-x2.toml): how far the split moves it.
+if $PY -c "import json, sys; sys.exit(not {'jax-bf16', 'jax-bf16-tp2'} <= set(json.load(open('$last/result.json'))['cases']))" \
+  2>/dev/null; then
+  step "agreement: jax-bf16-tp2 (model split over two GPUs) against jax-bf16 (one GPU)"
+  $PY benchmarks/tp_agreement.py "$last" --json "$OUT_DIR/tp_agreement.json"
+fi
