@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import json
 
 import numpy as np
 import pytest
@@ -97,3 +98,24 @@ def test_gate_shaped_descriptor_has_the_real_gates_buckets_and_the_generators_pr
     # The production case takes its bounds from the record measured on the H200, per bucket.
     assert specs["hf-bf16"].bound is None and set(specs["hf-bf16"].bucket_bounds) == {
         "256", "1024", "4096", "16384", "32768"}
+
+
+def test_two_gpu_descriptor_splits_jax_over_both_beside_one_gpu_cases(tmp_path):
+    """gpu-h200-x2 scores gpu-h200-64's model, fixture and golden; its sharded case asks for the two GPUs it
+    splits the model over, and the model's heads divide by two (checked on its config, the model itself is
+    not committed)."""
+    from kit.backends.jax.options import JaxOptions
+
+    x2 = load_descriptor(paths.DESCRIPTORS / "gpu-h200-x2.toml")
+    base = load_descriptor(paths.DESCRIPTORS / "gpu-h200-64.toml")
+    specs = {s.name: s for s in x2.case_specs()}
+    assert list(specs) == ["jax-bf16", "hf-bf16", "jax-bf16-tp2"]
+    assert {n: (x2.resources(n).num_gpus, s.options.get("tensor_parallel")) for n, s in specs.items()} == {
+        "jax-bf16": (1.0, 1), "hf-bf16": (1.0, None), "jax-bf16-tp2": (2.0, 2)}
+    ref = base.case_specs()[0]
+    assert {(s.model_path, s.model_digest, s.fixture_path, s.golden_path) for s in specs.values()} == {
+        (ref.model_path, ref.model_digest, ref.fixture_path, ref.golden_path)}
+    assert specs["hf-bf16"].bucket_bounds == {s.name: s for s in base.case_specs()}["hf-bf16"].bucket_bounds
+    (tmp_path / "config.json").write_text(json.dumps(gen.config()))
+    assert JaxOptions.model_problem(specs["jax-bf16-tp2"].options, tmp_path) is None
+    assert JaxOptions.model_problem({"tensor_parallel": 16}, tmp_path).startswith("tensor_parallel = 16 does not divide")
