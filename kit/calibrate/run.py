@@ -1,7 +1,8 @@
 """`parity-kit calibrate`: measure each semantic case's clean variation and write calibration records.
 
-Each case runs ``calibrate.ipynb`` in its own kernel (papermill, like every gate step): the notebook
-scores the case's clean variants, one launch each, appending every finished sample to
+Each case runs ``calibrate.ipynb`` in its own kernel (papermill, like every gate step), and again in a
+fresh kernel for its second launch: the notebook scores the case's clean variants, one engine launch
+each, with no compilation cache, appending every finished sample to
 ``<case>.samples.jsonl`` in the calibration directory. Here the samples become a record
 (kit.core.calibration), written as ``calibrations/<sha256>.json`` (never over another file), and the
 line a descriptor needs to use it is printed. ``--resume DIR`` reuses every finished sample.
@@ -49,6 +50,21 @@ class CaseCalibration:
 
 def default_dir(desc: LoadedDescriptor) -> Path:
     return rundir.new_run_dir("calibrate", desc.name)
+
+
+# Every launch compiles afresh: XLA's GPU autotuner picks kernels by timing, so two compiles of one
+# program may compute it differently; a compiled program read back from a cache would hide that noise.
+FRESH_COMPILES = {"JAX_ENABLE_COMPILATION_CACHE": "false"}
+
+
+def by_launch(variants: list[dict]) -> dict[int, list[dict]]:
+    """The variants grouped by launch, each group for a kernel of its own: a second launch in the same
+    process would share the engine's process-wide state (XLA's autotuning results, allocator, compiled
+    kernels) with the first and show none of the variation between two launches."""
+    groups: dict[int, list[dict]] = {}
+    for v in variants:
+        groups.setdefault(int(v.get("launch") or 1), []).append(v)
+    return dict(sorted(groups.items()))
 
 
 def reproducing_command(command: Sequence[str]) -> list[str]:
@@ -128,10 +144,15 @@ def calibrate_case(desc: LoadedDescriptor, spec: CaseSpec, run_dir: Path, to: Pa
     notebook = run_dir / f"{spec.name}.ipynb"
     names = [v["name"] + (f" (launch {v['launch']})" if v.get("launch", 1) > 1 else "") for v in variants]
     console.print(f"calibrate {spec.name}: {len(variants)} clean variants ({', '.join(names)}), one launch each")
-    outcome = run_notebook(CALIBRATE_NOTEBOOK, notebook,
-                           {"spec": spec.to_dict(), "variants": variants, "samples_path": str(samples_path),
-                            "descriptor": str(desc.path), "case": spec.name},
-                           spec.kernel, spec.timeout_s * len(variants), run_dir / f"{spec.name}.kernel.log")
+    for launch, group in by_launch(variants).items():
+        stem = spec.name if launch == 1 else f"{spec.name}.launch{launch}"
+        outcome = run_notebook(CALIBRATE_NOTEBOOK, run_dir / f"{stem}.ipynb",
+                               {"spec": spec.to_dict(), "variants": group, "samples_path": str(samples_path),
+                                "descriptor": str(desc.path), "case": spec.name},
+                               spec.kernel, spec.timeout_s * len(group), run_dir / f"{stem}.kernel.log",
+                               env=FRESH_COMPILES)
+        if outcome.error or outcome.killed_by:
+            break
     wanted = {(v["name"], int(v.get("launch", 1))) for v in variants}
     # This calibration's variants only: a resumed file may hold samples of variants since dropped.
     entries = [e for e in finished(samples_path) if (e["sample"]["variant"], e["sample"]["launch"]) in wanted]

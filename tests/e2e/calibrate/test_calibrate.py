@@ -55,6 +55,9 @@ def test_a_record_holds_every_variant_its_bounds_and_where_it_was_measured(calib
     assert record.noise_class == {"device": "cpu", "dtype": "bfloat16"}
     assert f'[cases.small] calibration = "' in proc.stderr and "(in place of bound)" in proc.stderr
     assert (tmp / "cal" / "small.ipynb").is_file() and (tmp / "cal" / "calibration.json").is_file()
+    # The second launch is another process: nothing of the first launch's engine state carries over.
+    assert "as-set (launch 2)" in (tmp / "cal" / "small.launch2.ipynb").read_text()
+    assert "as-set (launch 2)" not in (tmp / "cal" / "small.ipynb").read_text()
 
 
 def test_a_gate_takes_its_bounds_from_the_record_and_says_so(calibrated, embedded, tmp_path):
