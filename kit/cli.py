@@ -201,6 +201,9 @@ def _parser() -> argparse.ArgumentParser:
                                       "beside the bisect directory)")
     b.add_argument("--build-command", help="wheel build command, as for refresh")
     b.add_argument("--out", help="bisect directory to create (default: runs/bisect-<name>-<time>-<id>)")
+    b.add_argument("--upstream", action="store_true",
+                   help="with REFRESH_DIR: search its upstream range (old base..new upstream, first parent), "
+                        "the overlay replayed onto each commit, for the first upstream commit that fails")
     b.add_argument("--max-steps", type=int, help="stop after this many new steps (resumable)")
     b.add_argument("--resume", metavar="DIR", help="continue the bisect in DIR from its bisect.json")
     b.set_defaults(func=_bisect)
@@ -609,7 +612,7 @@ def _bisect(args) -> int:
                                        fork_repo=args.fork_repo, base=args.base, tip=args.tip, fork=args.fork,
                                        store=args.releases, current=args.current, backend=args.backend,
                                        build_command=shlex.split(args.build_command) if args.build_command else None,
-                                       out=args.out, command=_command("bisect"))
+                                       out=args.out, command=_command("bisect"), upstream=args.upstream)
     run = bisect.run_bisect(run_dir, record, args.max_steps)
     (run.run_dir / bisect.SUMMARY).write_text(summary_markdown(bisect.read_record(run.run_dir)))
     print(run.run_dir)

@@ -5,6 +5,11 @@ From a refresh directory the states are the refresh's replay: its new upstream b
 commit as it was cherry-picked onto that base (the commits already exist on the replay branch; nothing
 is replayed again). From a fork, base and tip they are the fork's own commits: the base, then each
 commit of ``base..tip`` in order (merges left out, as the replay leaves them out).
+
+Over an upstream range (``scope="upstream"``, from a refresh directory) the states are upstream's own
+commits from the old base to the new upstream (first parent), each with the overlay replayed onto it
+when it is probed; state 0 is the fork's tip on its old base. Those states have no ``built_from`` until
+their replay is made.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ class BisectInputs:
     refresh_dir: Path | None = None
     current: str = "current"
     backend: str | None = None
+    scope: str = "overlay"  # or "upstream": the states are upstream commits, the overlay replayed onto each
+    overlay: tuple[tuple[str, str], ...] = ()  # (sha, subject) of the overlay, for scope "upstream"
 
     @property
     def n(self) -> int:
@@ -53,26 +60,31 @@ class BisectInputs:
         return {"repo": str(self.repo), "fork": self.fork, "descriptor": str(self.descriptor),
                 "base_label": self.base_label, "states": [s.to_dict() for s in self.states],
                 "store": str(self.store), "refresh_dir": str(self.refresh_dir) if self.refresh_dir else None,
-                "current": self.current, "backend": self.backend}
+                "current": self.current, "backend": self.backend, "scope": self.scope,
+                "overlay": [list(c) for c in self.overlay]}
 
     @classmethod
     def from_dict(cls, d: dict) -> "BisectInputs":
         return cls(Path(d["repo"]), d["fork"], Path(d["descriptor"]), d["base_label"],
                    tuple(State(**s) for s in d["states"]), Path(d["store"]),
                    Path(d["refresh_dir"]) if d.get("refresh_dir") else None, d.get("current", "current"),
-                   d.get("backend"))
+                   d.get("backend"), d.get("scope", "overlay"), tuple(tuple(c) for c in d.get("overlay", [])))
 
 
-def from_refresh(refresh_dir: str | Path, store: str | Path | None = None) -> BisectInputs:
-    """The states of a refresh's replay, its descriptor, pin, backend and release store."""
-    folder = Path(refresh_dir)
+def _refresh_records(folder: Path) -> tuple[dict, dict]:
     record_path, build_path = folder / rundir.REFRESH, folder / "build" / build.RECORD
     if not record_path.is_file():
         raise BadInput(f"refresh directory {display(folder)} has no {rundir.REFRESH} (not a refresh directory, "
                        "or one that never finished)")
     if not build_path.is_file():
         raise BadInput(f"refresh directory {display(folder)} has no build/{build.RECORD}: its build never ran")
-    record, built = read_json(record_path), read_json(build_path)
+    return read_json(record_path), read_json(build_path)
+
+
+def from_refresh(refresh_dir: str | Path, store: str | Path | None = None) -> BisectInputs:
+    """The states of a refresh's replay, its descriptor, pin, backend and release store."""
+    folder = Path(refresh_dir)
+    record, built = _refresh_records(folder)
     replay = built.get("replay") or {}
     if not replay.get("applied"):
         raise BadInput(f"refresh directory {display(folder)}: its replay applied no overlay commit "
@@ -105,3 +117,29 @@ def from_fork(descriptor: str | Path, fork_repo: str | Path, base: str, tip: str
     states += [State(i, c.sha, c.sha, c.subject) for i, c in enumerate(commits, 1)]
     return BisectInputs(repo, name, Path(descriptor).resolve(), f"base {base} ({base_sha[:12]})", tuple(states),
                         Path(store or default_store or "releases").resolve(), None, current, backend)
+
+
+def from_upstream(refresh_dir: str | Path, store: str | Path | None = None) -> BisectInputs:
+    """The upstream commits a refresh moved across, from its old base to its new upstream."""
+    folder = Path(refresh_dir)
+    record, built = _refresh_records(folder)
+    inp = built["inputs"]
+    repo = overlay.check_repo(inp["repo"])
+    if not built.get("overlay"):
+        raise BadInput(f"refresh directory {display(folder)}: the fork carries no overlay commit; bisect "
+                       "upstream's own history with --fork-repo instead")
+    out = overlay.git(repo, "log", "--reverse", "--first-parent", "--format=%H%x00%s",
+                      f"{inp['base']}..{inp['upstream']}").stdout
+    ups = [line.split("\0", 1) for line in out.splitlines() if line]
+    if not ups:
+        raise BadInput(f"refresh directory {display(folder)}: upstream did not move past the old base "
+                       f"{inp['base'][:12]}; nothing to bisect")
+    states = [State(0, inp["base"], inp["tip"], "the fork's tip on its old base")]
+    states += [State(i, sha, "", subject) for i, (sha, subject) in enumerate(ups, 1)]
+    replay = built.get("replay") or {}
+    if replay.get("tip") and not replay.get("conflict") and replay.get("new_base") == ups[-1][0]:
+        states[-1] = State(len(ups), ups[-1][0], replay["tip"], ups[-1][1])  # the refresh's own replay
+    return BisectInputs(repo, inp["fork"], Path(record["descriptor"]),
+                        f"the fork's tip {inp['tip'][:12]} on its old base {inp['base'][:12]}", tuple(states),
+                        Path(store or record["store"]).resolve(), folder.resolve(), record.get("current", "current"),
+                        None, "upstream", tuple((c["sha"], c["subject"]) for c in built["overlay"]))

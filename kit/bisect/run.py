@@ -21,7 +21,7 @@ from rich.markup import escape
 
 from kit import __version__
 from kit.bisect import search, step
-from kit.bisect.inputs import BisectInputs, State, from_fork, from_refresh
+from kit.bisect.inputs import BisectInputs, State, from_fork, from_refresh, from_upstream
 from kit.core import paths, rundir
 from kit.core.errors import BadInput
 from kit.core.exitcodes import ExitCode
@@ -54,12 +54,15 @@ def start(case: str, *, refresh_dir: str | Path | None = None, descriptor: str |
           fork_repo: str | Path | None = None, base: str | None = None, tip: str | None = None,
           fork: str | None = None, store: str | Path | None = None, current: str = "current",
           backend: str | None = None, build_command: Sequence[str] | None = None, out: str | Path | None = None,
-          command: Sequence[str] | None = None) -> tuple[Path, dict]:
-    """Check the inputs, claim the bisect directory and write its first record."""
+          command: Sequence[str] | None = None, upstream: bool = False) -> tuple[Path, dict]:
+    """Check the inputs, claim the bisect directory and write its first record. ``upstream``: search the
+    refresh's upstream range (the overlay replayed onto each commit) instead of its overlay."""
+    if upstream and not refresh_dir:
+        raise BadInput("bisect --upstream needs a refresh directory: the range is its old base..new upstream")
     if refresh_dir and fork_repo:
         raise BadInput("bisect takes a refresh directory or --fork-repo with --base, not both")
     if refresh_dir:
-        inp = from_refresh(refresh_dir, store)
+        inp = (from_upstream if upstream else from_refresh)(refresh_dir, store)
         # The refresh records its pin; the backend it built is said again here when the pin has several.
         inp = BisectInputs(**{**inp.__dict__, "backend": backend})
     elif fork_repo:
@@ -112,7 +115,7 @@ def run_bisect(run_dir: Path, record: dict, max_steps: int | None = None,
     case = record["case"]
     bad = {s["index"]: s["bad"] for s in record["steps"] if s["bad"] is not None}
     done_before = len(bad)
-    console.print(f"bisect [bold]{escape(case)}[/] over {inp.n} overlay commit(s) of {escape(str(inp.repo))} "
+    console.print(f"bisect [bold]{escape(case)}[/] over {inp.n} {inp.scope} commit(s) of {escape(str(inp.repo))} "
                   f"(at most {search.most_probes(inp.n)} steps; {done_before} done) -> {escape(str(run_dir))}")
     new = 0
     while (c := search.next_state(inp.n, bad)).kind == search.UNFINISHED:
@@ -144,6 +147,12 @@ def run_bisect(run_dir: Path, record: dict, max_steps: int | None = None,
 
 def _reason(c: search.Conclusion, inp: BisectInputs, case: str, record: dict) -> str:
     s = inp.states[c.index]
+    if inp.scope == "upstream":
+        if c.kind == search.FAILS_AT_BASE:
+            return (f"no upstream commit is bad: case {case} fails with {inp.base_label} as well: the fault is "
+                    "in the overlay or the pin (bisect the overlay)")
+        if c.kind == search.FIRST_BAD:
+            return f"first bad upstream commit: {s.commit} {s.subject}"
     if c.kind == search.PASSES_AT_TIP:
         return f"case {case} passes at the tip {s.built_from[:12]} ({s.subject}): nothing to bisect"
     if c.kind == search.FAILS_AT_BASE:
@@ -173,10 +182,10 @@ def _finish(run_dir: Path, record: dict, inp: BisectInputs, verdict: str, reason
 def evidence_markdown(record: dict) -> str:
     """A paragraph for an issue comment: the answer in its first line, then how it was reached."""
     inp = record["inputs"]
-    head = {search.FIRST_BAD: record["reason"], search.FAILS_AT_BASE: "no bad overlay commit",
+    head = {search.FIRST_BAD: record["reason"], search.FAILS_AT_BASE: f"no bad {inp.get('scope', 'overlay')} commit",
             search.PASSES_AT_TIP: "nothing to bisect", INCOMPLETE: "bisect incomplete"}[record["verdict"]]
     lines = [f"# Bisect {record['name']}, case {record['case']}: {head}", "", record["reason"] + ".", "",
-             f"Fork `{inp['fork']}` ({inp['repo']}): {len(inp['states']) - 1} overlay commit(s) over "
+             f"Fork `{inp['fork']}` ({inp['repo']}): {len(inp['states']) - 1} {inp.get('scope', 'overlay')} commit(s) over "
              f"{inp['base_label']}; {len(record['steps'])} step(s), {record.get('wall_s', 0):.0f} s.", ""]
     lines += [f"- `{s['commit'][:12]}` {s['subject']}: **{s['verdict']}** ({s['reason']})" for s in record["steps"]]
     return "\n".join(lines) + "\n"
@@ -184,7 +193,7 @@ def evidence_markdown(record: dict) -> str:
 
 def _step_dir(run_dir: Path, state: State) -> Path:
     """A fresh folder for the step: one left by an interrupted attempt is kept, never written over."""
-    stem = run_dir / "steps" / f"{state.index:02d}-{state.built_from[:12]}"
+    stem = run_dir / "steps" / f"{state.index:02d}-{(state.built_from or state.commit)[:12]}"
     folder, attempt = stem, 1
     while folder.exists():
         attempt += 1

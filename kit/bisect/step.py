@@ -9,6 +9,7 @@ its branches and worktrees are left as they are.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import io
 import subprocess
@@ -27,10 +28,11 @@ from kit.core.jsonio import read_json
 from kit.core.results import now_iso
 from kit.descriptor.load import derive, load_descriptor
 from kit.gate.notebook import run_notebook
-from kit.refresh import build, qualify, release, wheels
+from kit.refresh import build, overlay, qualify, release, wheels
 from kit.refresh.run import QUALIFY_NOTEBOOK
 
 GOOD, BAD, BUILD_FAILED, NOT_QUALIFIED, ERROR = "good", "bad", "build-failed", "not-qualified", "error"
+CONFLICT = "conflict"  # upstream scope: the overlay does not apply onto the state's commit
 
 
 @dataclass
@@ -94,7 +96,9 @@ def build_state(inp: BisectInputs, state: State, step_dir: Path, template: Seque
     base = inp.states[0].built_from
     doc = {"kind": "release", "tag": tag, "version": version, "fork": inp.fork, "fork_repo": str(inp.repo),
            "branch": None, "source_commit": state.built_from, "base_commit": base,
-           "upstream_ref": inp.base_label, "overlay": [s.to_dict() for s in inp.states[1:state.index + 1]],
+           "upstream_ref": inp.base_label,
+           "overlay": ([{"sha": c[0], "subject": c[1]} for c in inp.overlay] if inp.scope == "upstream"
+                       else [s.to_dict() for s in inp.states[1:state.index + 1]]),
            "made_by": "bisect", "wheels": [wheels.describe(w) for w in found], "build_command": out.command,
            "kit_version": __version__, "created_at": now_iso()}
     manifest = release.write_release(inp.store, tag, doc, found)
@@ -114,6 +118,16 @@ def probe(inp: BisectInputs, state: State, case: str, prompts: list[str] | None,
         rec.wall_s, rec.finished_at = time.perf_counter() - t0, now_iso()
         return rec
 
+    if not state.built_from:  # an upstream commit: the overlay replayed onto it first
+        replayed = overlay.replay(inp.repo, [overlay.Commit(*c) for c in inp.overlay], state.commit,
+                                  step_dir / "replay", branch=None)
+        rec.paths["replay"] = str(replayed.worktree)
+        if replayed.conflict:
+            c = replayed.conflict
+            return done(CONFLICT, f"overlay commit {c['sha'][:12]} \"{c['subject']}\" does not apply onto "
+                                  f"{state.commit[:12]}: conflict in {', '.join(c['files']) or 'no file listed'}", True)
+        state = dataclasses.replace(state, built_from=replayed.tip)
+        rec.built_from = replayed.tip
     manifest, rec.cached_build, why, where = build_state(inp, state, step_dir / "build", template)
     rec.paths.update(where)
     if manifest is None:

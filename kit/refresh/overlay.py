@@ -90,14 +90,18 @@ def tag_exists(repo: Path, tag: str) -> bool:
 
 
 def replay(repo: Path, commits: list[Commit], new_base: str, worktree: Path,
-           branch: str = REPLAY_BRANCH) -> Replay:
-    """Cherry-pick ``commits`` one by one onto ``new_base`` on ``branch``, in a new worktree."""
-    if git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).returncode == 0:
+           branch: str | None = REPLAY_BRANCH) -> Replay:
+    """Cherry-pick ``commits`` one by one onto ``new_base`` on ``branch``, in a new worktree (with no
+    branch, on a detached HEAD: a bisect's trial replays leave no branch behind)."""
+    if branch is None:
+        git(repo, "worktree", "add", "--quiet", "--detach", str(worktree), new_base)
+    elif git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).returncode == 0:
         # An earlier replay (maybe one a person is resolving by hand) is never thrown away.
         raise BadInput(f"branch {branch} exists in {repo}; delete it (git -C {repo} branch -D {branch}) "
                        "or choose another replay branch")
-    git(repo, "worktree", "add", "--quiet", "-b", branch, str(worktree), new_base)
-    result = Replay(worktree.resolve(), branch, new_base)
+    else:
+        git(repo, "worktree", "add", "--quiet", "-b", branch, str(worktree), new_base)
+    result = Replay(worktree.resolve(), branch or "", new_base)
     for commit in commits:
         proc = git(worktree, "cherry-pick", commit.sha, check=False)
         if proc.returncode == 0:

@@ -91,10 +91,12 @@ class Fork:
     later: list[str]  # the overlay commits made since, in order
 
 
-def make_fork(root: Path, conflict: bool = False, later: Sequence[tuple[str, dict]] = ()) -> Fork:
+def make_fork(root: Path, conflict: bool = False, later: Sequence[tuple[str, dict]] = (),
+              upstream_later: Sequence[tuple[str, dict]] = ()) -> Fork:
     """Upstream v1 -> fork adds two overlay commits; upstream moves on by two commits. With
     ``conflict``, upstream rewrites the very line the fork's second commit changes. ``later``
-    commits land on the fork after the two (after today's pin was built from it)."""
+    commits land on the fork after the two (after today's pin was built from it), ``upstream_later``
+    on upstream after its two."""
     repo = root / "tinyengine"
     repo.mkdir(parents=True)
     git(repo, "init", "--quiet", "--initial-branch", "main")
@@ -115,6 +117,8 @@ def make_fork(root: Path, conflict: bool = False, later: Sequence[tuple[str, dic
         commit(repo, "upstream: rework act", {"tinyengine/ops.py": "def act(x):\n    return x * 2\n"})
     else:
         commit(repo, "upstream: add scale", {"tinyengine/scale.py": "def scale(x):\n    return x\n"})
+    for subject, files in upstream_later:
+        commit(repo, subject, files)
     git(repo, "checkout", "--quiet", "main")
     return Fork(repo, base, extra[-1] if extra else pinned, "upstream", pinned, extra)
 

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from kit.refresh import build
 from support import parity_kit, write_descriptor
-from support.forkrepo import GIT_ENV, LONG_PROMPT_FAULT, PIN_KERNEL, install_toy_backend, make_fork, register_pin_kernel
+from support.forkrepo import (GIT_ENV, LONG_PROMPT_FAULT, PIN_KERNEL, git, install_toy_backend, make_fork,
+                              register_pin_kernel)
 
 TOY_CASE = {"backend": "toy", "golden": "semantic", "bound": 0.05, "buckets": [128, 256]}
 TOY_PIN = {"current": {"description": "today's pin",
@@ -103,3 +105,35 @@ def test_bisect_names_the_first_bad_commit_resumes_and_says_when_no_commit_is_ba
             "nothing to bisect") in proc.stderr
     assert steps(out) == [(2, "good", True)]
     assert len(list((tmp_path / "releases").iterdir())) == 3  # one build per commit, whichever bisect asked
+
+
+def test_bisect_over_the_upstream_range_names_the_upstream_commit(tmp_path, embedded):
+    # Upstream broke long prompts two commits before the refresh's new upstream; the overlay is fine.
+    plugin = install_toy_backend(tmp_path / "plugin")
+    fork = make_fork(tmp_path / "fork", upstream_later=[
+        ("upstream: fast path for long prompts", LONG_PROMPT_FAULT[1]),
+        ("upstream: test the engine", {"tests/test_engine.py": "def test_engine():\n    pass\n"})])
+    fault = git(fork.repo, "rev-parse", "upstream~1")
+    jupyter = tmp_path / "jupyter"
+    register_pin_kernel(jupyter, fork, plugin)
+    desc = write_descriptor(tmp_path, embedded, cases={"toy": TOY_CASE}, releases=TOY_PIN)
+    env = {**GIT_ENV, "JUPYTER_PATH": str(jupyter),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(plugin), os.environ.get("PYTHONPATH")]))}
+    # The refresh's build step, as the refresh runs it, and its record: what a bisect reads of a refresh.
+    refresh = tmp_path / "refresh"
+    built = build.build_release(fork.repo, "upstream", refresh / "build", tmp_path / "releases")
+    assert built.status == "built", built.reason
+    (refresh / "refresh.json").write_text(json.dumps({"kind": "refresh", "descriptor": str(desc), "current": "current",
+                                                      "store": str(tmp_path / "releases")}))
+    out = tmp_path / "bisect"
+    proc = parity_kit("bisect", refresh, "--upstream", "--case", "toy", "--out", out, env=env, timeout=900)
+    assert proc.returncode == 1, proc.stderr
+    line = f"first bad upstream commit: {fault} upstream: fast path for long prompts"
+    assert f"bisect first-bad-commit: {line}" in proc.stderr
+    # The new upstream with the overlay is the refresh's release; the others are replayed and built here.
+    assert steps(out) == [(4, "bad", True), (0, "good", False), (2, "good", False), (3, "bad", False)]
+    record = json.loads((out / "bisect.json").read_text())
+    assert record["steps"][1]["built_from"] == fork.tip  # state 0: the fork's own tip on its old base
+    replayed = record["steps"][3]["built_from"]
+    assert git(fork.repo, "rev-parse", f"{replayed}~2") == fault  # the two overlay commits onto the fault
+    assert git(fork.repo, "branch", "--list", "--format=%(refname:short)") == "main\nmain-next\nupstream"

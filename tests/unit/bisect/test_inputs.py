@@ -8,7 +8,7 @@ import json
 import pytest
 
 from kit.bisect import run
-from kit.bisect.inputs import State, from_fork, from_refresh
+from kit.bisect.inputs import State, from_fork, from_refresh, from_upstream
 from kit.core.errors import BadInput
 from kit.core.paths import EMBEDDED_DESCRIPTOR
 from kit.descriptor.load import load_descriptor
@@ -33,8 +33,10 @@ def fake_refresh(tmp_path, fork):
     (folder / "refresh.json").write_text(json.dumps({"kind": "refresh", "descriptor": str(EMBEDDED_DESCRIPTOR),
                                                      "store": str(tmp_path / "releases"), "current": "current"}))
     (folder / "build" / "build.json").write_text(json.dumps({
-        "status": "built", "reason": "", "inputs": {"repo": str(fork.repo), "fork": "tinyengine",
-                                                     "upstream_ref": "upstream"}, "replay": replay.to_dict()}))
+        "status": "built", "reason": "", "replay": replay.to_dict(),
+        "inputs": {"repo": str(fork.repo), "fork": "tinyengine", "upstream_ref": "upstream", "base": fork.old_base,
+                   "tip": fork.tip, "upstream": upstream},
+        "overlay": [{"sha": c.sha, "subject": c.subject} for c in commits]}))
     return folder, replay, upstream
 
 
@@ -50,6 +52,19 @@ def test_a_refresh_directory_gives_its_replayed_commits(tmp_path):
     assert inp.states[3].commit == fork.later[0] and inp.states[3].built_from == replay.tip
     assert inp.base_label == f"upstream upstream ({upstream[:12]}) without the overlay"
     assert type(inp).from_dict(json.loads(json.dumps(inp.to_dict()))) == inp  # what bisect.json keeps
+
+
+def test_an_upstream_range_gives_upstreams_commits_with_the_overlay_to_replay(tmp_path):
+    fork = make_fork(tmp_path / "fork")
+    folder, replay, upstream = fake_refresh(tmp_path, fork)
+    inp = from_upstream(folder)
+    docs = git(fork.repo, "rev-parse", "upstream~1")
+    assert inp.scope == "upstream" and inp.n == 2
+    assert inp.states == (State(0, fork.old_base, fork.tip, "the fork's tip on its old base"),
+                          State(1, docs, "", "upstream: docs"),  # replayed when probed
+                          State(2, upstream, replay.tip, "upstream: add scale"))  # the refresh's own replay
+    assert [c[1] for c in inp.overlay] == ["fork: add a fused kernel flag", "fork: clamp activations"]
+    assert type(inp).from_dict(json.loads(json.dumps(inp.to_dict()))) == inp
 
 
 def test_a_forks_history_from_base_to_tip(tmp_path):
@@ -70,6 +85,8 @@ def test_bad_input_is_refused_in_one_line_before_any_directory(tmp_path):
         assert not out.exists()
 
     refused("bisect needs a refresh directory (REFRESH_DIR) or --fork-repo and --base")
+    refused("bisect --upstream needs a refresh directory: the range is its old base..new upstream",
+            fork_repo=fork.repo, base="HEAD", upstream=True)
     refused("bisect --fork-repo needs --base: the commit the overlay starts from", fork_repo=fork.repo)
     refused(f"refresh directory {tmp_path} has no refresh.json (not a refresh directory, or one that never "
             "finished)", refresh_dir=tmp_path)
