@@ -228,14 +228,9 @@ def measure_in_process(spec: CaseSpec, samples_path: str | Path, command: Sequen
 def on_this_hardware(spec: CaseSpec, samples_path: str | Path) -> CaseSpec:
     """``spec`` as it is, when its calibration was measured on this host's class of hardware; else with a
     calibration measured here, in process (a record of another instruction-set level has other noise)."""
-    from kit.core.calibration import case_device
-    from kit.core.runtime import accelerator
+    from kit.core.calibration import hardware_change
 
-    cal = spec.calibration
-    if cal is None:
-        return spec
-    here = accelerator(case_device(spec.options))["name"]
-    if cal["fingerprint"]["runtime"]["accelerator"]["name"] == here:
+    if spec.calibration is None or hardware_change(spec.calibration, spec.options) is None:
         return spec
     record = measure_in_process(spec, samples_path)
     return dataclasses.replace(spec, calibration={**record.reference(), "accept": []}, bucket_bounds=record.bounds)

@@ -14,7 +14,7 @@ from pathlib import Path
 from kit.backends.base import Backend, can_decode
 from kit.backends.registry import open_backend
 from kit.core import contract
-from kit.core.calibration import case_device, mismatch, noise_class
+from kit.core.calibration import hardware_change, mismatch, noise_class
 from kit.core.coverage import prompt_mismatch
 from kit.core.decode import check_continuations_fit, check_decode_golden, compare_continuation
 from kit.core.drift import drift_test
@@ -28,7 +28,6 @@ from kit.core.progress import BucketDone, ProgressWriter
 from kit.core.records import FAILED, PASSED, CaseResult, Continuation, Observation, RepeatSpread
 from kit.core.results import now_iso, save_case_result
 from kit.core.scoring import bound_for, repeat_spread, score_prompt
-from kit.core.runtime import accelerator
 from kit.core.spec import CaseSpec
 
 
@@ -192,10 +191,10 @@ def other_hardware(spec: CaseSpec) -> str | None:
     else a note, when the case accepts the difference, and a refusal when it does not. Only the kernel
     knows which hardware it computes on."""
     cal = spec.calibration or {}
-    measured = (cal.get("fingerprint", {}).get("runtime", {}).get("accelerator") or {}).get("name")
-    here = accelerator(case_device(spec.options))["name"]
-    if not measured or measured == here:
+    change = hardware_change(cal, spec.options)
+    if change is None:
         return None
+    measured, here = change
     where = str(cal.get("path") or cal.get("sha256"))
     if "hardware" not in cal.get("accept", []):
         raise BadInput(f"case {spec.name}: calibration {where} measured noise on {measured}, this case runs on "

@@ -242,6 +242,17 @@ def case_device(options: Mapping[str, Any]) -> str:
     return "cuda" if options.get("platform") == "gpu" else "cpu"
 
 
+def hardware_change(reference: Mapping[str, Any], options: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(measured, here)`` when a record measured its noise on another class of hardware (CPU
+    instruction-set level, or GPU model) than a case of these options computes on; None when the same, or
+    when the record does not say. Only a process on the case's host can answer: it asks the hardware."""
+    from kit.core.runtime import accelerator
+
+    measured = ((reference.get("fingerprint") or {}).get("runtime", {}).get("accelerator") or {}).get("name")
+    here = accelerator(case_device(options))["name"]
+    return None if not measured or measured == here else (measured, here)
+
+
 def record_filename(record: CalibrationRecord) -> str:
     return f"{record.sha256}.json"
 
