@@ -187,15 +187,18 @@ def last_logits(params: dict, ids, last, shape: LlamaShape, attention: str, tp=N
     b, s = ids.shape
     n, kv, d = shape.heads, shape.kv_heads, shape.head_dim
     cos, sin = rotary_tables(s, d, shape.rope_theta, dtype)
-    heads = (lambda t: t) if tp is None else tp.heads  # each device attends with its own heads
+    heads = (lambda t: t) if tp is None else tp.heads  # q, k and v split by heads
     whole = (lambda t: t) if tp is None else tp.whole  # the residual stream, all-reduced after each block
+    attention_of = partial(attend, attention=attention, precision=precision)
+    if tp is not None:  # each device attends with its own heads
+        attention_of = tp.on_own_heads(attention_of)
 
     def layer(x, w):
         h = rms_norm(x, w["attn_norm"], shape.eps)
         q = heads(rotate(mm("bsh,oh->bso", h, w["wq"]).reshape(b, s, n, d), cos, sin))
         k = heads(rotate(mm("bsh,oh->bso", h, w["wk"]).reshape(b, s, kv, d), cos, sin))
         v = heads(mm("bsh,oh->bso", h, w["wv"]).reshape(b, s, kv, d))
-        a = heads(attend(q, k, v, attention, precision)).reshape(b, s, n * d)
+        a = attention_of(q, k, v).reshape(b, s, n * d)
         x = whole(x + mm("bso,ho->bsh", a, w["wo"]))
         h = rms_norm(x, w["mlp_norm"], shape.eps)
         gated = jax.nn.silu(mm("bsh,mh->bsm", h, w["w_gate"])) * mm("bsh,mh->bsm", h, w["w_up"])

@@ -27,8 +27,9 @@ once. In float32 that is float32 rounding; in bfloat16 it is one more bfloat16 r
 which is the noise a sharded case shows against the single-device one.
 
 The collectives are not written here: the weights are placed with ``NamedSharding`` and the activations
-constrained where the split must hold (heads inside attention, a replicated residual stream), and XLA's
-partitioner inserts the all-reduces under ``jit``.
+constrained where the split must hold (q, k and v by heads, a replicated residual stream), and XLA's
+partitioner inserts the all-reduces under ``jit``. The attention itself runs under ``shard_map`` on each
+device's own heads, so that it needs no partitioning rule of its own.
 """
 
 from __future__ import annotations
@@ -92,6 +93,17 @@ class TensorParallel:
         if name == "lm_head" and self.vocab_split:
             return self._named(AXIS, None)
         return self.replicated()
+
+    def on_own_heads(self, attention):
+        """``attention(q, k, v)`` run on each device with its own heads only (``shard_map``): the kernel sees
+        local [batch, seq, heads / tp, head_dim] arrays, so no kernel's own partitioning rules (cuDNN's custom
+        call has some) decide whether heads move between devices; none do."""
+        import jax
+
+        from jax.sharding import PartitionSpec
+
+        spec = PartitionSpec(None, None, AXIS, None)
+        return jax.shard_map(attention, mesh=self.mesh, in_specs=(spec, spec, spec), out_specs=spec, check_vma=False)
 
     # Constraints inside the forward: they pin the split where the partitioner must keep it.
     def heads(self, x):
