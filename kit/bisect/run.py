@@ -12,6 +12,7 @@ left a folder but no record; its state is probed again in a folder of its own.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -64,7 +65,7 @@ def start(case: str, *, refresh_dir: str | Path | None = None, descriptor: str |
     if refresh_dir:
         inp = (from_upstream if upstream else from_refresh)(refresh_dir, store)
         # The refresh records its pin; the backend it built is said again here when the pin has several.
-        inp = BisectInputs(**{**inp.__dict__, "backend": backend})
+        inp = dataclasses.replace(inp, backend=backend)
     elif fork_repo:
         if not base:
             raise BadInput("bisect --fork-repo needs --base: the commit the overlay starts from")
@@ -80,7 +81,7 @@ def start(case: str, *, refresh_dir: str | Path | None = None, descriptor: str |
                        "the fork builds; bisect a case of that backend")
     run_dir = paths.claim_empty_dir(out or default_bisect_dir(desc.name), "bisect directory", "bisect")
     if not store and not refresh_dir:  # beside the bisect directory, as a refresh keeps its releases
-        inp = BisectInputs(**{**inp.__dict__, "store": (run_dir.parent / "releases").resolve()})
+        inp = dataclasses.replace(inp, store=(run_dir.parent / "releases").resolve())
     record = {"kind": "bisect", "name": desc.name, "case": case, "inputs": inp.to_dict(),
               "build_command": list(build_command) if build_command else None,
               "command": list(command or ["parity-kit", "bisect"]), "kit_version": __version__,
@@ -127,7 +128,8 @@ def run_bisect(run_dir: Path, record: dict, max_steps: int | None = None,
         prompts = record["failing_prompts"] if c.index != inp.n else None
         label = "tip" if c.index == inp.n else "base" if c.index == 0 else f"{c.index}/{inp.n}"
         console.print(f"[bold]step {len(bad) + 1}[/] ({label}): {escape(state.commit[:12])} "
-                      f"{escape(state.subject)}" + (f", {len(prompts)} failing prompt(s)" if prompts else ", all prompts"))
+                      f"{escape(state.subject)}"
+                      + (f", {len(prompts)} failing prompt(s)" if prompts else ", all prompts"))
         rec = step.probe(inp, state, case, prompts, _step_dir(run_dir, state), record.get("build_command"), console)
         record["steps"].append(rec.to_dict())
         new += 1
@@ -185,7 +187,8 @@ def evidence_markdown(record: dict) -> str:
     head = {search.FIRST_BAD: record["reason"], search.FAILS_AT_BASE: f"no bad {inp.get('scope', 'overlay')} commit",
             search.PASSES_AT_TIP: "nothing to bisect", INCOMPLETE: "bisect incomplete"}[record["verdict"]]
     lines = [f"# Bisect {record['name']}, case {record['case']}: {head}", "", record["reason"] + ".", "",
-             f"Fork `{inp['fork']}` ({inp['repo']}): {len(inp['states']) - 1} {inp.get('scope', 'overlay')} commit(s) over "
+             f"Fork `{inp['fork']}` ({inp['repo']}): {len(inp['states']) - 1} {inp.get('scope', 'overlay')} "
+             "commit(s) over "
              f"{inp['base_label']}; {len(record['steps'])} step(s), {record.get('wall_s', 0):.0f} s.", ""]
     lines += [f"- `{s['commit'][:12]}` {s['subject']}: **{s['verdict']}** ({s['reason']})" for s in record["steps"]]
     return "\n".join(lines) + "\n"

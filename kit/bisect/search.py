@@ -49,7 +49,8 @@ def next_state(n: int, bad: Mapping[int, bool]) -> Conclusion:
     return Conclusion(FIRST_BAD, first_bad)
 
 
-def search(n: int, is_bad: Callable[[int], bool], known: Mapping[int, bool] | None = None) -> tuple[Conclusion, list[int]]:
+def search(n: int, is_bad: Callable[[int], bool],
+           known: Mapping[int, bool] | None = None) -> tuple[Conclusion, list[int]]:
     """Run the whole search with ``is_bad`` as the oracle; returns the answer and the states probed,
     in order (those in ``known`` are not probed again)."""
     bad = dict(known or {})

@@ -4,23 +4,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-HEADS = {"first-bad-commit": "FIRST BAD COMMIT FOUND", "fails-at-base": "NO BAD OVERLAY COMMIT",
+HEADS = {"first-bad-commit": "FIRST BAD COMMIT FOUND", "fails-at-base": "NO BAD COMMIT IN THE RANGE",
          "passes-at-tip": "NOTHING TO BISECT", "incomplete": "INCOMPLETE"}
 
 
 def summary_markdown(record: dict) -> str:
     inp = record["inputs"]
     states = inp["states"]
-    lines = [f"## Bisect `{record['name']}`, case `{record['case']}`: **{HEADS.get(record['verdict'], record['verdict'])}**",
-             "", f"{record['reason']}.", ""]
+    head = HEADS.get(record["verdict"], record["verdict"])
+    lines = [f"## Bisect `{record['name']}`, case `{record['case']}`: **{head}**", "", f"{record['reason']}.", ""]
     if record.get("first_bad"):
         fb = record["first_bad"]
         if fb["built_from"] != fb["commit"]:
             lines += [f"Replayed onto the new base as `{fb['built_from']}`.", ""]
     prompts = record.get("failing_prompts") or []
-    lines += [f"Fork `{inp['fork']}` ({inp['repo']}): {len(states) - 1} overlay commit(s) over {inp['base_label']}; "
-              f"releases in {inp['store']}. The tip's {len(prompts)} failing prompt(s) ran at every other step"
-              + (f": {', '.join(f'`{p}`' for p in prompts[:8])}{' ...' if len(prompts) > 8 else ''}." if prompts else "."),
+    shown = ", ".join(f"`{p}`" for p in prompts[:8]) + (" ..." if len(prompts) > 8 else "")
+    lines += [f"Fork `{inp['fork']}` ({inp['repo']}): {len(states) - 1} {inp.get('scope', 'overlay')} commit(s) "
+              f"over {inp['base_label']}; releases in {inp['store']}. The tip's {len(prompts)} failing prompt(s) "
+              "ran at every other step" + (f": {shown}." if prompts else "."),
               "", "| step | state | commit | subject | verdict | wheels | wall s | reason | step folder |",
               "|---|---|---|---|---|---|---|---|---|"]
     for i, s in enumerate(record["steps"], 1):

@@ -94,7 +94,8 @@ def test_bad_input_is_refused_in_one_line_before_any_directory(tmp_path):
             fork_repo=fork.repo, base="HEAD")
     refused(f"base 'nope' is not a commit in {fork.repo}", fork_repo=fork.repo, base="nope")
     cases = ", ".join(load_descriptor(EMBEDDED_DESCRIPTOR).cases)
-    refused(f"descriptors/tiny-cpu.toml: no case named 'nope' (cases: {cases})", case="nope", fork_repo=fork.repo, base=fork.old_base, backend="hf")
+    refused(f"descriptors/tiny-cpu.toml: no case named 'nope' (cases: {cases})", case="nope", fork_repo=fork.repo,
+            base=fork.old_base, backend="hf")
     refused("case levanter runs the levanter backend, not hf, the one the fork builds; bisect a case of that "
             "backend", case="levanter", fork_repo=fork.repo, base=fork.old_base, backend="hf")
     with pytest.raises(BadInput, match=f"^{tmp_path} has no bisect.json: not a bisect directory$"):
