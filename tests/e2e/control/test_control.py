@@ -256,25 +256,33 @@ def golden_copy(folder, golden):
     return copy
 
 
-def test_golden_regen_diffs_and_refuses_with_one_backend(tmp_path, embedded, stale_golden):
-    """Regenerating a stale golden: the diff names what moved; one agreeing backend is not enough."""
-    old = golden_copy(tmp_path / "goldens", stale_golden)
-    desc = write_descriptor(tmp_path, embedded, goldens={**embedded.goldens, "semantic": old},
-                            cases={"hf-bf16": embedded.doc["cases"]["hf-bf16"]})
+def refused_regen(tmp_path, embedded, desc, old, stale_golden, env=None) -> str:
+    """Run regen on a descriptor whose checks will not all agree; assert the one-backend refusal, that the
+    candidate stays in the work folder and the old golden is untouched; return the report."""
     work = tmp_path / "regen"
-    proc = parity_kit("golden", "regen", desc, "--out", work)
+    proc = parity_kit("golden", "regen", desc, "--out", work, env=env)
     assert proc.returncode == 1, proc.stderr
     new = work / f"{embedded.fixture.name[:12]}-tiny-llama-{embedded.doc['model']['digest'][:12]}-semantic.json"
     assert proc.stdout.strip() == str(new)
     report = (work / "regen.md").read_text()
     assert (f"**Refused:** at least 2 backends must agree with it; 1 did (hf). The candidate golden stays at "
             f"`{new}` and nothing was placed.") in report
-    assert "| hf | yes | — |" in report
-    # Scaling the output layer sharpens every distribution and keeps every winner.
-    assert f"-> new `{new.name}`: 64 of 64 cases moved" in report and "0 winners changed" in report
-    assert sum(line.startswith("| `") for line in report.splitlines()) == 20 and "| ... 44 more | | |" in report
     assert sorted(p.name for p in old.parent.iterdir()) == [old.name]  # nothing placed, the old one untouched
     assert old.read_bytes() == stale_golden.read_bytes()
+    return report
+
+
+def test_golden_regen_diffs_and_refuses_with_one_backend(tmp_path, embedded, stale_golden):
+    """Regenerating a stale golden: the diff names what moved; one agreeing backend is not enough."""
+    old = golden_copy(tmp_path / "goldens", stale_golden)
+    desc = write_descriptor(tmp_path, embedded, goldens={**embedded.goldens, "semantic": old},
+                            cases={"hf-bf16": embedded.doc["cases"]["hf-bf16"]})
+    report = refused_regen(tmp_path, embedded, desc, old, stale_golden)
+    new_name = f"{embedded.fixture.name[:12]}-tiny-llama-{embedded.doc['model']['digest'][:12]}-semantic.json"
+    assert "| hf | yes | — |" in report
+    # Scaling the output layer sharpens every distribution and keeps every winner.
+    assert f"-> new `{new_name}`: 64 of 64 cases moved" in report and "0 winners changed" in report
+    assert sum(line.startswith("| `") for line in report.splitlines()) == 20 and "| ... 44 more | | |" in report
 
 
 def test_golden_regen_refuses_a_golden_the_second_backend_disagrees_with(tmp_path, embedded, stale_golden):
@@ -285,19 +293,10 @@ def test_golden_regen_refuses_a_golden_the_second_backend_disagrees_with(tmp_pat
     cases = {"hf-bf16": embedded.doc["cases"]["hf-bf16"],
              "echo": {"backend": "echo", "golden": "semantic", "bound": 0.05, "temperature": 1.3}}
     desc = write_descriptor(tmp_path, embedded, goldens={**embedded.goldens, "semantic": old}, cases=cases)
-    work = tmp_path / "regen"
-    proc = parity_kit("golden", "regen", desc, "--out", work, env=env)
-    assert proc.returncode == 1, proc.stderr
-    new = work / f"{embedded.fixture.name[:12]}-tiny-llama-{embedded.doc['model']['digest'][:12]}-semantic.json"
-    assert proc.stdout.strip() == str(new)
-    report = (work / "regen.md").read_text()
-    assert (f"**Refused:** at least 2 backends must agree with it; 1 did (hf). The candidate golden stays at "
-            f"`{new}` and nothing was placed.") in report
+    report = refused_regen(tmp_path, embedded, desc, old, stale_golden, env=env)
     assert "| echo | no | echo |" in report and "| hf | yes | — |" in report
-    checked = json.loads((work / "check" / "result.json").read_text())["cases"]
+    checked = json.loads((tmp_path / "regen" / "check" / "result.json").read_text())["cases"]
     assert {n: c["status"] for n, c in checked.items()} == {"hf-bf16": "passed", "echo": "failed"}
-    assert sorted(p.name for p in old.parent.iterdir()) == [old.name]  # nothing placed, the old one untouched
-    assert old.read_bytes() == stale_golden.read_bytes()
 
 
 def test_golden_regen_refuses_exact(tmp_path, embedded):
