@@ -68,9 +68,11 @@ def regen_golden(descriptor: str | Path, kind: str = "semantic", release: str | 
 
     console.print(f"making a new {kind} golden from {paths.display(desc.resolve(desc.doc.model.path))} "
                   f"(hf float32, top-{old.top_k}) -> {work_dir}")
+    # A decode golden is remade with continuations as long as the old one's, so its cases still find them.
     doc, fixture = make_golden_document(desc.resolve(desc.doc.model.path), desc.resolve(desc.doc.fixture.path),
-                                        "semantic", old.top_k, command)
-    name = golden_filename(fixture, desc.resolve(desc.doc.model.path).name, doc["model_digest"], "semantic")
+                                        "semantic", old.top_k, command, decode=old.decode_steps)
+    name = golden_filename(fixture, desc.resolve(desc.doc.model.path).name, doc["model_digest"], "semantic",
+                           decode_steps=old.decode_steps)
     new_path = write_golden(work_dir / name, doc)
     diff = diff_goldens(old, load_golden(new_path))
 
