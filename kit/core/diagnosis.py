@@ -15,7 +15,7 @@ from typing import Sequence
 
 from kit.core import paths
 from kit.core.exitcodes import ExitCode
-from kit.core.records import ERROR, FAILED, TIMEOUT, CaseResult, PromptScore, known_fields
+from kit.core.records import ERROR, FAILED, TIMEOUT, CaseResult, DecodeScore, PromptScore, known_fields
 from kit.core.results import RunView
 
 QUALIFIED, REGRESSION, BLOCKER, BOTH_BROKEN, INCOMPLETE = (
@@ -119,7 +119,8 @@ def compare_case(name: str, control: CaseResult | None, candidate: CaseResult | 
     source = "" if noise == 0 else "calibration" if calibrated >= repeats else "repeats"
     same = None
     if control is not None and candidate is not None and control.prompts and candidate.prompts:
-        same = metrics_equal(control.prompts, candidate.prompts, noise)
+        same = metrics_equal(control.prompts, candidate.prompts, noise) and decode_equal(control.decode,
+                                                                                         candidate.decode, noise)
     ref = control or candidate
     return CaseComparison(
         case=name, backend=ref.backend if ref else None,
@@ -129,8 +130,7 @@ def compare_case(name: str, control: CaseResult | None, candidate: CaseResult | 
         candidate_error=candidate.max_probability_error if candidate else None,
         bound=(control.bound if control and control.bound is not None else candidate.bound if candidate else None),
         noise_floor=noise, same_metrics=same, noise_source=source,
-        control_failed=[p.id for p in control.prompts if not p.passed] if control else [],
-        candidate_failed=[p.id for p in candidate.prompts if not p.passed] if candidate else [],
+        control_failed=_failed_prompts(control), candidate_failed=_failed_prompts(candidate),
     )
 
 
@@ -152,6 +152,32 @@ def metrics_equal(a: Sequence[PromptScore], b: Sequence[PromptScore], noise: flo
             if abs(u - v) > noise:
                 return False
     return True
+
+
+def decode_equal(a: Sequence[DecodeScore], b: Sequence[DecodeScore], noise: float) -> bool:
+    """The same decode checks: the same prompts, each diverging at the same step between the same tokens and
+    judged the same way, the largest step error within ``noise`` (exact at 0)."""
+    if [d.id for d in a] != [d.id for d in b]:
+        return False
+    for x, y in zip(a, b):
+        if (x.passed, x.compared, x.diverged_at, x.golden_token, x.backend_token, x.accepted) != (
+                y.passed, y.compared, y.diverged_at, y.golden_token, y.backend_token, y.accepted):
+            return False
+        u, v = x.max_probability_error, y.max_probability_error
+        if _num(u) and _num(v):
+            if abs(u - v) > noise:
+                return False
+        elif _num(u) or _num(v):
+            return False
+    return True
+
+
+def _failed_prompts(result: CaseResult | None) -> list[str]:
+    """The prompts a case failed on: its first token, or its decode check."""
+    if result is None:
+        return []
+    failed = [p.id for p in result.prompts if not p.passed]
+    return failed + [d.id for d in result.decode if not d.passed and d.id not in failed]
 
 
 def _verdict(d: Diagnosis) -> tuple[str, str]:
