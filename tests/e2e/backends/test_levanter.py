@@ -269,7 +269,7 @@ def test_a_case_naming_an_unknown_model_or_golden_is_refused(tmp_path, embedded)
     assert proc.returncode == 3
     n = _line_of(desc, 'golden = "levanter-exakt"')
     assert proc.stderr.strip() == (f"parity-kit: bad input: {desc}:{n}: cases.levanter-native.golden: no [goldens] "
-                                   "entry 'levanter-exakt' (have: semantic, exact, levanter-exact)")
+                                   "entry 'levanter-exakt' (have: semantic, decode-semantic, exact, levanter-exact)")
 
     goldens = {**embedded.goldens, "levanter": embedded.goldens["levanter-exact"]}
     desc = write_descriptor(tmp_path, embedded, goldens=goldens, cases={"levanter-native": native})

@@ -7,7 +7,7 @@ from pathlib import Path
 from kit.core import contract, rundir
 from kit.core.modeldigest import DigestCache, check_model_digest
 from kit.descriptor.load import load_descriptor
-from kit.gate import executor
+from kit.gate import compilecache, executor
 from kit.gate.notebook import NotebookOutcome
 
 
@@ -16,6 +16,9 @@ def no_read(path):
 
 
 def test_prepare_run_saves_the_digests_and_each_kernel_is_told_where(tmp_path, embedded, monkeypatch):
+    monkeypatch.setenv(compilecache.CACHE_ENV, str(tmp_path / "compile"))
+    monkeypatch.delenv(compilecache.JAX_CACHE_ENV, raising=False)
+    monkeypatch.delenv(compilecache.JAX_MIN_COMPILE_ENV, raising=False)
     run = executor.prepare_run(load_descriptor(embedded.descriptor), tmp_path / "run", only=["checkpoint"])
     try:
         cache_path = run.run_dir / rundir.MODEL_DIGESTS
@@ -29,6 +32,9 @@ def test_prepare_run_saves_the_digests_and_each_kernel_is_told_where(tmp_path, e
         monkeypatch.setattr(executor, "run_notebook",
                             lambda *a, **kw: given.update(kw) or NotebookOutcome("stopped here", None, None))
         executor.execute_case(run.specs[0], run.cases_dir)
-        assert given["env"] == {contract.MODEL_DIGEST_CACHE_ENV: str(cache_path)}
+        # ... beside where compiled programs persist between kernels.
+        assert given["env"] == {contract.MODEL_DIGEST_CACHE_ENV: str(cache_path),
+                                compilecache.JAX_CACHE_ENV: str(tmp_path / "compile" / "jax"),
+                                compilecache.JAX_MIN_COMPILE_ENV: "1"}
     finally:
         run.lock.release()
