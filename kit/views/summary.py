@@ -143,8 +143,11 @@ TABLE_FORMAT = {"max_probability_error": "{:.4g}", "bound": "{:g}", "margin": "{
 
 
 def styled_case_table(view: RunView):
-    """The case table as a reader wants it: few digits, a dash where a number does not apply."""
-    return case_table(view).style.format(TABLE_FORMAT, na_rep="—", escape="html")
+    """The case table as a reader wants it: few digits, a dash where a number does not apply, and headers
+    in words, which a browser can wrap (an underscored name is one unbreakable word: with the bound's
+    source, drift and decode columns the table outgrew a 1400-pixel window)."""
+    return (case_table(view).style.format(TABLE_FORMAT, na_rep="—", escape="html")
+            .format_index(lambda c: str(c).replace("_", " "), axis=1, escape="html"))
 
 
 def failure_lines(view: RunView, per_case: int = 5) -> list[str]:

@@ -61,7 +61,7 @@ def test_failing_summary_says_what_failed_where_and_from_what(failing_run):
     assert "<code>test</code>: <span style=\"color:#cf222e\">FAILED</span>" in html
     assert f"<code>checkpoint</code> fails 64 of 64 prompts; <code>hf-bf16</code> fails {n} of 64 prompts" in html
     # The case table, the plots, the worst prompts with both sides' tokens, the provenance.
-    assert "max_probability_error" in html and "margin" in html and "duration_s" in html
+    assert "max probability error" in html and "margin" in html and "duration s" in html
     assert html.count("data:image/png;base64") >= 3
     assert "Worst prompts: the golden's and the backend's top tokens" in html
     from tokenizers import Tokenizer
