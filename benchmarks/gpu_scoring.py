@@ -28,6 +28,12 @@ the residual stream, its norm, gate, up, silu(gate) and their product, each
 ``--breakdown`` adds, at the largest bucket, the share of GPU time in matmuls, attention and
 everything else, from torch's profiler, for the uncompiled and compiled runs.
 
+``--parts`` times, at the largest bucket, what a layer is made of, each alone at the model's shapes, in
+torch and in jax: the causal attention (cuDNN) and the layer's seven projections. Their rates say where the
+"% of matmul" figure is capped: attention is about half the FLOPs at 32K, so the model cannot run faster than
+its attention kernel allows even with every elementwise operation free (the "ceiling" line). ``--unroll``
+adds a jax row with the layer scan unrolled that many layers per step.
+
 Prints a table; ``--json PATH`` also writes every number.
 """
 
@@ -40,6 +46,7 @@ import os
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # jax must not take the GPU from torch
@@ -111,6 +118,113 @@ def kernel_breakdown(forward) -> dict[str, float]:
             kind = kernel_kind(e.name)
             out[kind] = out.get(kind, 0.0) + e.device_time / 1e6  # microseconds
     return out
+
+
+def part_flops(cfg, seq: int) -> dict[str, float]:
+    """One layer's FLOPs at ``seq`` tokens: its causal attention and its seven projections."""
+    h, m = cfg.hidden_size, cfg.intermediate_size
+    heads, kv = cfg.num_attention_heads, cfg.num_key_value_heads
+    d = getattr(cfg, "head_dim", None) or h // heads
+    return {"attention": heads * 2 * 2 * d * seq * (seq + 1) / 2,
+            "projections": 2 * seq * (h * heads * d * 2 + h * kv * d * 2 + 3 * h * m)}
+
+
+def torch_parts(cfg, seq: int, warmup: int, repeats: int) -> dict[str, float]:
+    """Seconds of one layer's attention (cuDNN SDPA, causal, key/value heads repeated as the model's
+    sdpa path does) and of its seven projections, each alone on random bfloat16 data."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    h, m = cfg.hidden_size, cfg.intermediate_size
+    heads, kv = cfg.num_attention_heads, cfg.num_key_value_heads
+    d = getattr(cfg, "head_dim", None) or h // heads
+    bf = dict(device="cuda", dtype=torch.bfloat16)
+    q = torch.randn(1, heads, seq, d, **bf)
+    k = torch.randn(1, kv, seq, d, **bf).repeat_interleave(heads // kv, dim=1)
+    v = torch.randn(1, kv, seq, d, **bf).repeat_interleave(heads // kv, dim=1)
+
+    def attention():
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    x = torch.randn(seq, h, **bf)
+    a = torch.randn(seq, heads * d, **bf)
+    g = torch.randn(seq, m, **bf)
+    w = {"q": torch.randn(heads * d, h, **bf), "k": torch.randn(kv * d, h, **bf), "v": torch.randn(kv * d, h, **bf),
+         "o": torch.randn(h, heads * d, **bf), "gate": torch.randn(m, h, **bf), "up": torch.randn(m, h, **bf),
+         "down": torch.randn(h, m, **bf)}
+
+    def projections():
+        return (x @ w["q"].T, x @ w["k"].T, x @ w["v"].T, a @ w["o"].T, x @ w["gate"].T, x @ w["up"].T,
+                g @ w["down"].T)
+
+    with torch.inference_mode():
+        out = {"attention": cuda_time(attention, warmup, repeats), "projections": cuda_time(projections, warmup, repeats)}
+    del q, k, v, x, a, g, w
+    torch.cuda.empty_cache()
+    return out
+
+
+def jax_parts(shape, seq: int, warmup: int, repeats: int, platform: str = "gpu",
+              attention: str = "cudnn") -> dict[str, float]:
+    """The same two parts in jax (``jax.nn.dot_product_attention`` with ``attention``, grouped key/value
+    heads as the backend passes them; the projections as its einsums)."""
+    import jax
+    import jax.numpy as jnp
+
+    from kit.backends.jax.llama import attend
+
+    device = jax.devices(platform)[0]
+    keys = iter(jax.random.split(jax.random.PRNGKey(0), 16))
+    n, kv, d, h, m = shape.heads, shape.kv_heads, shape.head_dim, shape.hidden, shape.mlp
+
+    def rand(*dims):
+        return jax.device_put(jax.random.normal(next(keys), dims, dtype=jnp.bfloat16), device)
+
+    q, k, v = rand(1, seq, n, d), rand(1, seq, kv, d), rand(1, seq, kv, d)
+    x, a, g = rand(1, seq, h), rand(1, seq, n * d), rand(1, seq, m)
+    w = {"wq": rand(n * d, h), "wk": rand(kv * d, h), "wv": rand(kv * d, h), "wo": rand(h, n * d),
+         "w_gate": rand(m, h), "w_up": rand(m, h), "w_down": rand(h, m)}
+    attn = jax.jit(partial(attend, attention=attention, precision=jax.lax.Precision.DEFAULT))
+
+    @jax.jit
+    def projections(x, a, g, w):
+        mm = jnp.einsum
+        return (mm("bsh,oh->bso", x, w["wq"]), mm("bsh,oh->bso", x, w["wk"]), mm("bsh,oh->bso", x, w["wv"]),
+                mm("bso,ho->bsh", a, w["wo"]), mm("bsh,mh->bsm", x, w["w_gate"]), mm("bsh,mh->bsm", x, w["w_up"]),
+                mm("bsm,hm->bsh", g, w["w_down"]))
+
+    return {"attention": wall_time(lambda: attn(q, k, v), warmup, repeats),
+            "projections": wall_time(lambda: projections(x, a, g, w), warmup, repeats)}
+
+
+def wall_time(fn, warmup: int, repeats: int) -> float:
+    """Median seconds of ``fn`` until its jax outputs are ready, after warm-up runs."""
+    import jax
+
+    for _ in range(warmup):
+        jax.block_until_ready(fn())
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn())
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def parts_rows(impl: str, parts: dict[str, float], cfg, seq: int, whole_s: float | None, rate: float) -> dict:
+    """The parts' rates, their share of the whole forward, and the ceiling: the model's rate as a fraction
+    of the matmul rate if everything besides attention and projections took no time."""
+    flops = part_flops(cfg, seq)
+    layers = cfg.num_hidden_layers
+    row = {"impl": impl, "seq": seq, "seconds": parts,
+           "tflops": {k: flops[k] / parts[k] / 1e12 for k in parts}}
+    row["fraction_of_matmul"] = {k: v / rate for k, v in row["tflops"].items()}
+    floor_s = layers * (parts["attention"] + parts["projections"])
+    row["ceiling_fraction"] = model_flops(cfg, seq, 1) / floor_s / 1e12 / rate
+    if whole_s:
+        row["whole_s"] = whole_s
+        row["rest_s"] = whole_s - floor_s  # norms, rotary, SiLU, residual adds, the head, launches
+    return row
 
 
 def bench_hf(model_dir: str, buckets: list[int], kernels: list[str], warmup: int, repeats: int,
@@ -197,9 +311,9 @@ def bench_hf(model_dir: str, buckets: list[int], kernels: list[str], warmup: int
     return rows
 
 
-def bench_jax(model_dir: str, buckets: list[int], warmup: int, repeats: int) -> list[dict]:
-    from functools import partial
-
+def bench_jax(model_dir: str, buckets: list[int], warmup: int, repeats: int, unroll: int = 1) -> list[dict]:
+    """jax with cuDNN attention per bucket; with ``unroll`` > 1 a second row per bucket with the layer
+    scan unrolled that many layers per step."""
     import jax
     import numpy as np
     from transformers import AutoConfig
@@ -211,25 +325,40 @@ def bench_jax(model_dir: str, buckets: list[int], warmup: int, repeats: int) -> 
     shape, params = load_params(model_dir, "bfloat16", device)
     weights = sum(x.nbytes for x in jax.tree_util.tree_leaves(params))
     rows = []
+    variants = [("jax/cudnn", 1)] + ([(f"jax/cudnn unroll {unroll}", unroll)] if unroll > 1 else [])
     for seq in buckets:
-        fn = jax.jit(partial(last_logits, shape=shape, attention="cudnn"))
         ids = jax.device_put(np.random.default_rng(0).integers(2, shape.vocab, (1, seq), dtype=np.int32), device)
         last = jax.device_put(np.array([seq - 1], dtype=np.int32), device)
-        for _ in range(warmup):
-            fn(params, ids, last).block_until_ready()
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            fn(params, ids, last).block_until_ready()
-            times.append(time.perf_counter() - t0)
-        t = statistics.median(times)
-        stats = device.memory_stats() or {}
-        peak = stats.get("peak_bytes_in_use", 0)
-        rows.append({"impl": "jax/cudnn", "seq": seq, "seconds": t, "tokens_per_s": seq / t,
-                     "tflops": model_flops(cfg, seq, 1) / t / 1e12, "peak_gib": peak / GIB,
-                     "weights_gib": weights / GIB, "above_weights_gib": (peak - weights) / GIB,
-                     "activations_gib": activation_bytes(cfg, seq, 2) / GIB})
+        for impl, n in variants:
+            fn = jax.jit(partial(last_logits, shape=shape, attention="cudnn", unroll=n))
+            t = wall_time(lambda: fn(params, ids, last), warmup, repeats)
+            stats = device.memory_stats() or {}
+            peak = stats.get("peak_bytes_in_use", 0)
+            rows.append({"impl": impl, "seq": seq, "seconds": t, "tokens_per_s": seq / t,
+                         "tflops": model_flops(cfg, seq, 1) / t / 1e12, "peak_gib": peak / GIB,
+                         "weights_gib": weights / GIB, "above_weights_gib": (peak - weights) / GIB,
+                         "activations_gib": activation_bytes(cfg, seq, 2) / GIB})
+    del params
     return rows
+
+
+def measure_parts(model_dir: str, seq: int, rows: list[dict], rate: float, warmup: int, repeats: int,
+                  jax_too: bool) -> list[dict]:
+    """parts_rows for torch and jax at ``seq``, each beside its whole forward's time from ``rows``."""
+    from transformers import AutoConfig
+
+    from kit.backends.jax.llama import shape_from_config
+
+    cfg = AutoConfig.from_pretrained(model_dir)
+    whole = {r["impl"]: r["seconds"] for r in rows if r.get("seq") == seq and "seconds" in r}
+    torch_whole = next((s for impl, s in whole.items() if impl.startswith("hf/cudnn") and "compiled" not in impl
+                        and "full" not in impl), None)
+    out = [parts_rows("parts: torch cuDNN SDPA", torch_parts(cfg, seq, warmup, repeats), cfg, seq, torch_whole, rate)]
+    if jax_too:
+        shape = shape_from_config(json.loads((Path(model_dir) / "config.json").read_text()))
+        out.append(parts_rows("parts: jax cuDNN", jax_parts(shape, seq, warmup, repeats), cfg, seq,
+                              whole.get("jax/cudnn"), rate))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -243,6 +372,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-jax", action="store_true")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile'd hf rows")
     ap.add_argument("--breakdown", action="store_true", help="GPU time per kernel kind at the largest bucket")
+    ap.add_argument("--parts", action="store_true", help="attention and projections alone at the largest bucket, "
+                    "and the rate they cap the model at")
+    ap.add_argument("--unroll", type=int, default=1, help="also time jax with the layer scan unrolled this much")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     buckets = [int(b) for b in args.buckets.split(",")]
@@ -251,7 +383,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = bench_hf(args.model, buckets, args.kernels.split(","), args.warmup, args.repeats,
                     compile=not args.no_compile, breakdown=args.breakdown)
     if not args.no_jax:
-        rows += bench_jax(args.model, buckets, args.warmup, args.repeats)
+        rows += bench_jax(args.model, buckets, args.warmup, args.repeats, unroll=args.unroll)
+    parts = []
+    if args.parts:
+        parts = measure_parts(args.model, max(buckets), rows, rate, args.warmup, args.repeats, not args.no_jax)
     device = torch.cuda.get_device_name()
     print(f"{device}; torch {torch.__version__}; bf16 matmul 8192^3: {rate:.0f} TFLOP/s")
     print(f"{'impl':<34}{'tokens':>7}{'s':>9}{'tok/s':>10}{'TFLOP/s':>9}{'% mm':>6}"
@@ -274,9 +409,16 @@ def main(argv: list[str] | None = None) -> int:
             total = sum(ks.values())
             print(" " * 34 + f"GPU time {total:.4f} s: " + ", ".join(
                 f"{k} {v:.4f} s ({100 * v / total:.0f}%)" for k, v in sorted(ks.items(), key=lambda kv: -kv[1])))
+    for p in parts:
+        fr, tf = p["fraction_of_matmul"], p["tflops"]
+        print(f"{p['impl']:<34}{p['seq']:>7}  attention alone {p['seconds']['attention']:.4f} s/layer "
+              f"{tf['attention']:.0f} TFLOP/s ({100 * fr['attention']:.0f}% mm); projections alone "
+              f"{p['seconds']['projections']:.4f} s/layer {tf['projections']:.0f} TFLOP/s "
+              f"({100 * fr['projections']:.0f}% mm); ceiling {100 * p['ceiling_fraction']:.0f}%"
+              + (f"; rest of the forward {p['rest_s']:.4f} s" if "rest_s" in p else ""))
     if args.json:
         args.json.write_text(json.dumps({"device": device, "torch": torch.__version__, "matmul_tflops": rate,
-                                         "rows": rows}, indent=1) + "\n")
+                                         "rows": rows, "parts": parts}, indent=1) + "\n")
     return 0
 
 

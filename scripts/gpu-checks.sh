@@ -12,7 +12,7 @@
 # DESCRIPTOR picks another GPU descriptor (default descriptors/gpu-h200.toml). CALIBRATE="case ..."
 # calibrates those cases first (`parity-kit calibrate`), points the descriptor's cases at the new
 # records (scripts/use_calibration.py) and copies records and descriptor into OUT_DIR. GATE=0 skips the gate;
-# GATE_RUNS, GATE_CASES and JOBS shape it (below).
+# GATE_RUNS, GATE_CASES and JOBS shape it (below). BENCH_ARGS replaces the benchmark's arguments (--model and --json stay).
 set -uo pipefail
 OUT_DIR=${1:?usage: scripts/gpu-checks.sh OUT_DIR [WHEEL_DIR]}
 WHEELS=${2:-}
@@ -84,7 +84,7 @@ done
 
 if [ "${BENCH:-1}" != 0 ]; then
 step "benchmark: scoring speed and memory per bucket"
-timeout 300 $PY benchmarks/gpu_scoring.py --model "$MODEL" --kernels cudnn,auto,flash --breakdown \
+timeout 300 $PY benchmarks/gpu_scoring.py --model "$MODEL" ${BENCH_ARGS:---kernels cudnn,auto,flash --breakdown} \
   --json "$OUT_DIR/gpu_scoring.json"
 fi
 

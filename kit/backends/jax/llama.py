@@ -171,11 +171,13 @@ def attend(q, k, v, attention: str, precision):
     return jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation=attention)
 
 
-def last_logits(params: dict, ids, last, shape: LlamaShape, attention: str, tp=None):
+def last_logits(params: dict, ids, last, shape: LlamaShape, attention: str, tp=None, unroll: int = 1):
     """Float32 logits [batch, vocab] at position ``last[b]`` of each row of ``ids`` [batch, seq].
 
     Rows may be right-padded: causal attention never lets a real position see a later one.
     ``tp``: a ``sharding.TensorParallel`` whose split the activations are held to (None: one device).
+    ``unroll``: layers per step of the scan, for benchmarks/gpu_scoring.py to measure whether that buys
+    speed. The backend keeps 1: XLA then fuses across layers, and on CPU the logits change in the last bits.
     """
     import jax
     import jax.numpy as jnp
@@ -204,6 +206,6 @@ def last_logits(params: dict, ids, last, shape: LlamaShape, attention: str, tp=N
         gated = jax.nn.silu(mm("bsh,mh->bsm", h, w["w_gate"])) * mm("bsh,mh->bsm", h, w["w_up"])
         return whole(x + mm("bsm,hm->bsh", gated, w["w_down"])), None
 
-    x, _ = jax.lax.scan(layer, params["embed"][ids], params["layers"])
+    x, _ = jax.lax.scan(layer, params["embed"][ids], params["layers"], unroll=unroll)
     h = rms_norm(x[jnp.arange(b), last], params["norm"], shape.eps)
     return mm("bh,vh->bv", h, params["lm_head"]).astype(jnp.float32)
