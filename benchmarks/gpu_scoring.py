@@ -104,8 +104,9 @@ def kernel_kind(name: str) -> str:
     return "fused (triton)" if n.startswith("triton") else "other"
 
 
-def kernel_breakdown(forward) -> dict[str, float]:
-    """Seconds of GPU kernel time per kind in one call of ``forward``."""
+def kernel_breakdown(forward, top: int = 3) -> tuple[dict[str, float], list[tuple[str, float, int]]]:
+    """Seconds of GPU kernel time per kind in one call of ``forward``, and the ``top`` attention kernels
+    by name (name, seconds, calls): which kernel a path really ran, not only how long attention took."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
@@ -113,11 +114,17 @@ def kernel_breakdown(forward) -> dict[str, float]:
         forward()
         torch.cuda.synchronize()
     out: dict[str, float] = {}
+    names: dict[str, list] = {}
     for e in prof.events():
         if e.device_type == DeviceType.CUDA:
             kind = kernel_kind(e.name)
             out[kind] = out.get(kind, 0.0) + e.device_time / 1e6  # microseconds
-    return out
+            if kind == "attention":
+                entry = names.setdefault(e.name, [0.0, 0])
+                entry[0] += e.device_time / 1e6
+                entry[1] += 1
+    ranked = sorted(((n, s, c) for n, (s, c) in names.items()), key=lambda x: -x[1])[:top]
+    return out, ranked
 
 
 def part_flops(cfg, seq: int) -> dict[str, float]:
@@ -165,9 +172,10 @@ def torch_parts(cfg, seq: int, warmup: int, repeats: int) -> dict[str, float]:
 
 
 def jax_parts(shape, seq: int, warmup: int, repeats: int, platform: str = "gpu",
-              attention: str = "cudnn") -> dict[str, float]:
+              attention: str = "cudnn", heads_first: bool = False) -> dict[str, float]:
     """The same two parts in jax (``jax.nn.dot_product_attention`` with ``attention``, grouped key/value
-    heads as the backend passes them; the projections as its einsums)."""
+    heads as the backend passes them; the projections as its einsums). ``heads_first`` calls jax's own
+    cuDNN attention (a private module) on [batch, heads, seq, dim] inputs, torch's layout, instead."""
     import jax
     import jax.numpy as jnp
 
@@ -185,6 +193,13 @@ def jax_parts(shape, seq: int, warmup: int, repeats: int, platform: str = "gpu",
     w = {"wq": rand(n * d, h), "wk": rand(kv * d, h), "wv": rand(kv * d, h), "wo": rand(h, n * d),
          "w_gate": rand(m, h), "w_up": rand(m, h), "w_down": rand(h, m)}
     attn = jax.jit(partial(attend, attention=attention, precision=jax.lax.Precision.DEFAULT))
+    if heads_first:
+        from jax._src.cudnn.fused_attention_stablehlo import MaskType
+        from jax._src.cudnn.fused_attention_stablehlo import dot_product_attention as cudnn_attention
+
+        q, k, v = (jnp.swapaxes(t, 1, 2) for t in (q, k, v))
+        q, k, v = (jax.block_until_ready(jnp.asarray(t, copy=True)) for t in (q, k, v))
+        attn = jax.jit(partial(cudnn_attention, scale=1.0 / d ** 0.5, mask_type=MaskType.CAUSAL, qkv_layout="BNTH"))
 
     @jax.jit
     def projections(x, a, g, w):
@@ -227,8 +242,25 @@ def parts_rows(impl: str, parts: dict[str, float], cfg, seq: int, whole_s: float
     return row
 
 
+def use_contiguous_sdpa(model) -> None:
+    """Switch ``model`` to transformers' SDPA attention with q, k and v made contiguous first: under
+    torch.compile the attention kernels took longer than the same kernels uncompiled, and the layout
+    inductor hands them is the suspect."""
+    from transformers import AttentionInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    def forward(module, query, key, value, attention_mask, **kwargs):
+        return sdpa_attention_forward(module, query.contiguous(), key.contiguous(), value.contiguous(),
+                                      attention_mask, **kwargs)
+
+    AttentionInterface.register("sdpa_contiguous", forward)
+    AttentionMaskInterface.register("sdpa_contiguous", sdpa_mask)
+    model.set_attn_implementation("sdpa_contiguous")
+
+
 def bench_hf(model_dir: str, buckets: list[int], kernels: list[str], warmup: int, repeats: int,
-             compile: bool = True, breakdown: bool = False) -> list[dict]:
+             compile: bool = True, breakdown: bool = False, contiguous: bool = False) -> list[dict]:
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from transformers import AutoModelForCausalLM
 
@@ -283,7 +315,7 @@ def bench_hf(model_dir: str, buckets: list[int], kernels: list[str], warmup: int
         })
         if profile:
             try:
-                row["kernel_seconds"] = kernel_breakdown(forward)
+                row["kernel_seconds"], row["attention_kernels"] = kernel_breakdown(forward)
             except Exception as exc:  # the profiler is a nicety: its failure must not lose the timings
                 row["breakdown_error"] = repr(exc)
         if impl == f"hf/{kernels[0]}":
@@ -304,6 +336,12 @@ def bench_hf(model_dir: str, buckets: list[int], kernels: list[str], warmup: int
             compile_layers(model, dynamic=dynamic)
             for seq in buckets:
                 measure(f"hf/{kernels[0]} {label}", seq, kernels[0], 1, first_call=True,
+                        profile=breakdown and seq == largest)
+        if contiguous:
+            use_contiguous_sdpa(model)
+            compile_layers(model, dynamic=True)
+            for seq in buckets:
+                measure(f"hf/{kernels[0]} compiled, q/k/v contiguous", seq, kernels[0], 1, first_call=True,
                         profile=breakdown and seq == largest)
     del model
     gc.collect()
@@ -343,7 +381,7 @@ def bench_jax(model_dir: str, buckets: list[int], warmup: int, repeats: int, unr
 
 
 def measure_parts(model_dir: str, seq: int, rows: list[dict], rate: float, warmup: int, repeats: int,
-                  jax_too: bool) -> list[dict]:
+                  jax_too: bool, heads_first: bool = False) -> list[dict]:
     """parts_rows for torch and jax at ``seq``, each beside its whole forward's time from ``rows``."""
     from transformers import AutoConfig
 
@@ -358,6 +396,9 @@ def measure_parts(model_dir: str, seq: int, rows: list[dict], rate: float, warmu
         shape = shape_from_config(json.loads((Path(model_dir) / "config.json").read_text()))
         out.append(parts_rows("parts: jax cuDNN", jax_parts(shape, seq, warmup, repeats), cfg, seq,
                               whole.get("jax/cudnn"), rate))
+        if heads_first:
+            out.append(parts_rows("parts: jax cuDNN, BNTH layout",
+                                  jax_parts(shape, seq, warmup, repeats, heads_first=True), cfg, seq, None, rate))
     return out
 
 
@@ -375,18 +416,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parts", action="store_true", help="attention and projections alone at the largest bucket, "
                     "and the rate they cap the model at")
     ap.add_argument("--unroll", type=int, default=1, help="also time jax with the layer scan unrolled this much")
+    ap.add_argument("--contiguous", action="store_true", help="also time hf compiled with q, k and v made "
+                    "contiguous before SDPA, and jax's cuDNN attention alone on [batch, heads, seq, dim] inputs")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     buckets = [int(b) for b in args.buckets.split(",")]
 
     rate = matmul_rate()
     rows = bench_hf(args.model, buckets, args.kernels.split(","), args.warmup, args.repeats,
-                    compile=not args.no_compile, breakdown=args.breakdown)
+                    compile=not args.no_compile, breakdown=args.breakdown, contiguous=args.contiguous)
     if not args.no_jax:
         rows += bench_jax(args.model, buckets, args.warmup, args.repeats, unroll=args.unroll)
     parts = []
     if args.parts:
-        parts = measure_parts(args.model, max(buckets), rows, rate, args.warmup, args.repeats, not args.no_jax)
+        parts = measure_parts(args.model, max(buckets), rows, rate, args.warmup, args.repeats, not args.no_jax,
+                              heads_first=args.contiguous)
     device = torch.cuda.get_device_name()
     print(f"{device}; torch {torch.__version__}; bf16 matmul 8192^3: {rate:.0f} TFLOP/s")
     print(f"{'impl':<34}{'tokens':>7}{'s':>9}{'tok/s':>10}{'TFLOP/s':>9}{'% mm':>6}"
@@ -409,6 +453,8 @@ def main(argv: list[str] | None = None) -> int:
             total = sum(ks.values())
             print(" " * 34 + f"GPU time {total:.4f} s: " + ", ".join(
                 f"{k} {v:.4f} s ({100 * v / total:.0f}%)" for k, v in sorted(ks.items(), key=lambda kv: -kv[1])))
+            for name, s, calls in r.get("attention_kernels", []):
+                print(" " * 34 + f"  {s:.4f} s in {calls} calls of {name[:110]}")
     for p in parts:
         fr, tf = p["fraction_of_matmul"], p["tflops"]
         print(f"{p['impl']:<34}{p['seq']:>7}  attention alone {p['seconds']['attention']:.4f} s/layer "
