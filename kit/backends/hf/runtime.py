@@ -87,10 +87,9 @@ class HfBackend:
             torch.set_num_threads(threads)
         self.dtype, self.attn_implementation, self.device = dtype, attn_implementation, device
         self.batch_size, self.padding_side, self.sdpa_backend = batch_size, padding_side, sdpa_backend
-        kwargs = {"dtype": getattr(torch, dtype), "attn_implementation": attn_implementation}
-        if device != "cpu":  # each tensor goes to the GPU as it is read, not through a host copy of the model
-            kwargs["device_map"] = device
-        self.model = AutoModelForCausalLM.from_pretrained(model_path, **kwargs).to(device).eval()
+        self.model = AutoModelForCausalLM.from_pretrained(
+            model_path, dtype=getattr(torch, dtype), attn_implementation=attn_implementation
+        ).to(device).eval()
         self.compile = compile
         if compile:
             compile_layers(self.model)
