@@ -2,7 +2,7 @@
 
 Three forward passes per prompt, each read at every point of the residual stream
 (kit.backends.<name>.activations): the reference, as the goldens were made (hf in float32 on the case's
-own model); the clean run, the case's own settings on the case's own model, whose difference from the
+own model, whichever backend the case runs on); the clean run, the case's own settings on the case's own model, whose difference from the
 reference is the noise; and the candidate, the case's settings on the candidate's weights. When the
 candidate is the case's own model the clean run is the candidate itself, and no point can leave the noise:
 the localizer says so rather than name a layer.
@@ -21,8 +21,10 @@ from kit.core.fixture import Prompt
 from kit.core.localize import FLOOR, K, Localization, differences, localize
 from kit.core.spec import CaseSpec
 
-# Backends that can hand out their residual stream; the others are refused with the one to use instead.
-ACTIVATIONS = {"hf": "kit.backends.hf.activations"}
+# Backends that can hand out their residual stream, and where; the others are refused with the one to use
+# instead.
+ACTIVATIONS = {"hf": "kit.backends.hf.activations", "jax": "kit.backends.jax.activations"}
+REFERENCE = "hf"  # the golden maker (kit.goldens.make): every backend's curve is read against it
 
 
 @dataclass
@@ -33,26 +35,44 @@ class Curves:
 
 
 def reference_options(spec: CaseSpec) -> dict:
-    """The golden's settings (kit.goldens.make): float32, SDPA, on the case's device and threads."""
+    """The golden's settings (kit.goldens.make): hf in float32 with SDPA, on the case's device and threads
+    (a jax case's platform, said as hf's device)."""
     keep = {k: spec.options[k] for k in ("device", "threads") if k in spec.options}
+    if spec.backend == "jax":
+        keep = {"device": "cuda" if spec.options.get("platform") == "gpu" else "cpu"}
     return {"dtype": "float32", "attn_implementation": "sdpa", **keep}
 
 
-def capture(spec: CaseSpec, model_path: str, options: dict, prompts: Sequence[Prompt]) -> list[list[tuple]]:
-    """Every prompt's residual stream through ``spec``'s backend with ``options`` on ``model_path``."""
+def require_activations(backend: str, case: str) -> None:
+    if backend not in ACTIVATIONS:
+        raise BadInput(f"case {case} runs on {backend}, which exposes no per-layer activations to localize: "
+                       f"localize on {' or '.join(ACTIVATIONS)}")
+
+
+def open_for_activations(backend: str, model_path: str, options: dict, case: str):
+    """An open runtime of ``backend`` on ``model_path`` with ``options``, as its case would hold it."""
+    require_activations(backend, case)
+    if backend == "hf":
+        from kit.backends.hf.runtime import HfBackend
+
+        return HfBackend(model_path, **options)
+    if backend == "jax":
+        from kit.backends.jax.runtime import JaxBackend
+
+        return JaxBackend(model_path, **options, case=case)
+
+
+def capture(backend: str, model_path: str, options: dict, prompts: Sequence[Prompt],
+            case: str = "") -> list[list[tuple]]:
+    """Every prompt's residual stream through ``backend`` with ``options`` on ``model_path``."""
     import importlib
 
-    if spec.backend not in ACTIVATIONS:
-        raise BadInput(f"case {spec.name} runs on {spec.backend}, which exposes no per-layer activations to "
-                       f"localize: localize on {' or '.join(ACTIVATIONS)}")
-    from kit.backends.hf.runtime import HfBackend
-
-    module = importlib.import_module(ACTIVATIONS[spec.backend])
-    backend = HfBackend(model_path, **options)
+    runtime = open_for_activations(backend, model_path, options, case)
+    module = importlib.import_module(ACTIVATIONS[backend])
     try:
-        return [module.residual_stream(backend, p.prompt_token_ids) for p in prompts]
+        return [module.residual_stream(runtime, p.prompt_token_ids) for p in prompts]
     finally:
-        backend.close()
+        runtime.close()
 
 
 def curves(spec: CaseSpec, candidate_model: str | Path, prompts: Sequence[Prompt], k: float = K,
@@ -62,16 +82,17 @@ def curves(spec: CaseSpec, candidate_model: str | Path, prompts: Sequence[Prompt
     same = Path(candidate_model).resolve() == Path(spec.model_path).resolve()
     seconds = {}
     t0 = time.perf_counter()
-    reference = capture(spec, spec.model_path, reference_options(spec), prompts)
+    require_activations(spec.backend, spec.name)
+    reference = capture(REFERENCE, spec.model_path, reference_options(spec), prompts, spec.name)
     seconds["reference"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    clean = capture(spec, spec.model_path, dict(spec.options), prompts)
+    clean = capture(spec.backend, spec.model_path, dict(spec.options), prompts, spec.name)
     seconds["clean"] = time.perf_counter() - t0
     if same:
         candidate = clean
     else:
         t0 = time.perf_counter()
-        candidate = capture(spec, str(candidate_model), dict(spec.options), prompts)
+        candidate = capture(spec.backend, str(candidate_model), dict(spec.options), prompts, spec.name)
         seconds["candidate"] = time.perf_counter() - t0
     out = []
     for prompt, ref, cln, cand in zip(prompts, reference, clean, candidate):

@@ -171,14 +171,10 @@ def attend(q, k, v, attention: str, precision):
     return jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation=attention)
 
 
-def last_logits(params: dict, ids, last, shape: LlamaShape, attention: str, tp=None, unroll: int = 1):
-    """Float32 logits [batch, vocab] at position ``last[b]`` of each row of ``ids`` [batch, seq].
-
-    Rows may be right-padded: causal attention never lets a real position see a later one.
-    ``tp``: a ``sharding.TensorParallel`` whose split the activations are held to (None: one device).
-    ``unroll``: layers per step of the scan, for benchmarks/gpu_scoring.py to measure whether that buys
-    speed. The backend keeps 1: XLA then fuses across layers, and on CPU the logits change in the last bits.
-    """
+def _forward_parts(params: dict, ids, shape: LlamaShape, attention: str, tp=None):
+    """What every forward over ``ids`` [batch, seq] shares: the matmul, and one decoder block as a
+    function of the residual stream and one layer's weights, returning the stream after its attention
+    and after its MLP (the points kit.core.localize compares)."""
     import jax
     import jax.numpy as jnp
 
@@ -195,7 +191,7 @@ def last_logits(params: dict, ids, last, shape: LlamaShape, attention: str, tp=N
     if tp is not None:  # each device attends with its own heads
         attention_of = tp.on_own_heads(attention_of)
 
-    def layer(x, w):
+    def block(x, w):
         h = rms_norm(x, w["attn_norm"], shape.eps)
         q = heads(rotate(mm("bsh,oh->bso", h, w["wq"]).reshape(b, s, n, d), cos, sin))
         k = heads(rotate(mm("bsh,oh->bso", h, w["wk"]).reshape(b, s, kv, d), cos, sin))
@@ -204,8 +200,41 @@ def last_logits(params: dict, ids, last, shape: LlamaShape, attention: str, tp=N
         x = whole(x + mm("bso,ho->bsh", a, w["wo"]))
         h = rms_norm(x, w["mlp_norm"], shape.eps)
         gated = jax.nn.silu(mm("bsh,mh->bsm", h, w["w_gate"])) * mm("bsh,mh->bsm", h, w["w_up"])
-        return whole(x + mm("bsm,hm->bsh", gated, w["w_down"])), None
+        return x, whole(x + mm("bsm,hm->bsh", gated, w["w_down"]))
 
-    x, _ = jax.lax.scan(layer, params["embed"][ids], params["layers"], unroll=unroll)
+    return mm, block
+
+
+def last_logits(params: dict, ids, last, shape: LlamaShape, attention: str, tp=None, unroll: int = 1):
+    """Float32 logits [batch, vocab] at position ``last[b]`` of each row of ``ids`` [batch, seq].
+
+    Rows may be right-padded: causal attention never lets a real position see a later one.
+    ``tp``: a ``sharding.TensorParallel`` whose split the activations are held to (None: one device).
+    ``unroll``: layers per step of the scan, for benchmarks/gpu_scoring.py to measure whether that buys
+    speed. The backend keeps 1: XLA then fuses across layers, and on CPU the logits change in the last bits.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    mm, block = _forward_parts(params, ids, shape, attention, tp)
+    x, _ = jax.lax.scan(lambda x, w: (block(x, w)[1], None), params["embed"][ids], params["layers"], unroll=unroll)
+    b = ids.shape[0]
     h = rms_norm(x[jnp.arange(b), last], params["norm"], shape.eps)
     return mm("bh,vh->bv", h, params["lm_head"]).astype(jnp.float32)
+
+
+def residual_stream(params: dict, ids, shape: LlamaShape, attention: str, tp=None):
+    """The residual stream of ``ids`` [batch, seq] at every point kit.core.localize reads: the embeddings
+    [batch, seq, hidden], and after each layer's attention and after its MLP, [layers, batch, seq, hidden]
+    each. The layers run through the same scan and block as ``last_logits``."""
+    import jax
+
+    _, block = _forward_parts(params, ids, shape, attention, tp)
+
+    def step(x, w):
+        after_attention, after_mlp = block(x, w)
+        return after_mlp, (after_attention, after_mlp)
+
+    x0 = params["embed"][ids]
+    _, (attn, mlp) = jax.lax.scan(step, x0, params["layers"])
+    return x0, attn, mlp

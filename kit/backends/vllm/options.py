@@ -32,15 +32,6 @@ class VllmOptions(BackendOptions):
     allow_network: bool = False
 
     @model_validator(mode="after")
-    def _decode_offline_only(self) -> "VllmOptions":
-        # `decode` is a common case key (kit.descriptor.schema.CaseBase), present once the case's schema
-        # joins it with these options; the server mode's completions carry no token ids to compare.
-        if getattr(self, "decode", None) and self.mode == "server":
-            raise ValueError("decode: the vllm backend decodes in mode = \"offline\" only (the server mode has "
-                             "no decode check yet)")
-        return self
-
-    @model_validator(mode="after")
     def _kit_owned_args(self) -> "VllmOptions":
         for key in self.engine_args:
             if key in KIT_SETS:

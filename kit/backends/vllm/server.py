@@ -5,7 +5,8 @@ kernel's process tree on a timeout takes the server and its workers with it; ``c
 tree itself on every other path. Each prompt goes to `/v1/completions` as a list of token ids,
 which the server tokenizes no further; `return_tokens_as_token_ids` keys the top logprobs by
 `token_id:<id>` (token strings can collide or be undecodable), and `return_token_ids` echoes the
-prompt ids so that a server that scored anything else is caught.
+prompt ids so that a server that scored anything else is caught. The decode check asks for a completion of
+N tokens the same way, and reads the chosen tokens by id too.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from kit.backends.base import helper_log_path, log_tail
 from kit.backends.processes import stop_tree
 from kit.backends.vllm.runtime import EngineSettings, top_of
 from kit.core.fixture import Prompt
-from kit.core.records import Observation
+from kit.core.records import Continuation, Observation
 from kit.core.spec import CaseSpec
 
 SERVED_NAME = "parity-kit-model"
@@ -113,23 +114,43 @@ class VllmServerBackend:
         return [self._observe_one(prompt, top_n) for prompt in prompts]
 
     def _observe_one(self, prompt: Prompt, top_n: int) -> Observation:
+        choice = self._complete(prompt, 1, top_n)
+        return Observation(prompt.id, _top(choice["logprobs"]["top_logprobs"][0], prompt.id, top_n), prompt.n_tokens)
+
+    def decode(self, prompts: Sequence[Prompt], steps: int, top_n: int) -> list[Continuation]:
+        """Each prompt continued greedily ``steps`` tokens by the server, as a client would ask for them:
+        one completion of ``steps`` tokens, its chosen tokens and each step's top logprobs keyed by token
+        id. ``ignore_eos`` and ``min_tokens`` keep every step (the golden's continuation does not stop)."""
+        out = []
+        for prompt in prompts:
+            logprobs = self._complete(prompt, steps, top_n)["logprobs"]
+            chosen = [_token_id(t, prompt.id) for t in logprobs["tokens"]]
+            out.append(Continuation(prompt.id, tuple((token, _top(top, prompt.id, top_n))
+                                                     for token, top in zip(chosen, logprobs["top_logprobs"]))))
+        return out
+
+    def _complete(self, prompt: Prompt, max_tokens: int, top_n: int) -> dict:
+        """One greedy completion of ``prompt``'s token ids; its choice, checked to be of those ids."""
         answer = self._post("/v1/completions", {
-            "model": SERVED_NAME, "prompt": list(prompt.prompt_token_ids), "max_tokens": 1, "temperature": 0,
-            "logprobs": top_n, "add_special_tokens": False, "return_tokens_as_token_ids": True,
-            "return_token_ids": True,
+            "model": SERVED_NAME, "prompt": list(prompt.prompt_token_ids), "max_tokens": max_tokens,
+            "min_tokens": max_tokens, "ignore_eos": True, "temperature": 0, "logprobs": top_n,
+            "add_special_tokens": False, "return_tokens_as_token_ids": True, "return_token_ids": True,
         })
         choice = answer["choices"][0]
         echoed = choice.get("prompt_token_ids") or answer.get("prompt_token_ids")
         if echoed is not None and list(echoed) != list(prompt.prompt_token_ids):
             raise VllmServerError(f"{prompt.id}: the server scored other token ids than the fixture's")
-        top = choice["logprobs"]["top_logprobs"][0]
-        return Observation(prompt.id, top_of({_token_id(k, prompt.id): lp for k, lp in top.items()}, top_n), prompt.n_tokens)
+        return choice
 
     def close(self) -> None:
         if self.proc is not None:
             stop_tree(self.proc.pid)
             self.proc.wait(timeout=10)
             self.proc = None
+
+
+def _top(top: dict[str, float], prompt_id: str, top_n: int) -> tuple[tuple[int, float], ...]:
+    return top_of({_token_id(k, prompt_id): lp for k, lp in top.items()}, top_n)
 
 
 def _token_id(key: str, prompt_id: str) -> int:

@@ -114,13 +114,6 @@ def test_decode_on_a_backend_without_a_decode_path_is_refused(tmp_path, embedded
                          "(backends that decode: hf, vllm)")
 
 
-def test_decode_on_vllms_server_is_refused(tmp_path, embedded):
-    desc, proc = _check(tmp_path, embedded, _decoding("vllm-pp2", embedded))
-    assert proc.returncode == 3
-    assert proc.stderr.strip().splitlines()[-1].endswith(
-        'cases.d: decode: the vllm backend decodes in mode = "offline" only (the server mode has no decode check yet)')
-
-
 def test_a_continuation_past_the_context_is_refused(tmp_path, embedded):
     # A context of 1000 takes every prompt (the longest has 993 tokens) but not 8 more.
     model = copy_model(embedded, tmp_path / "short")

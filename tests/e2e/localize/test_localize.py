@@ -1,5 +1,6 @@
 """`parity-kit localize` on the embedded model with layer-specific faults from the catalogue: it names the very
-layer and sublayer each fault is written into, refuses a prompt that passes, and sends a vLLM case to hf.
+layer and sublayer each fault is written into, on hf and on jax, refuses a prompt that passes, and sends a
+vLLM case to hf or jax.
 
 o_proj_scale scales layer 1's attention output projection, mlp_noise perturbs layer 0's MLP weights
 (kit.faults.catalogue); both at a magnitude that fails hf-bf16. Each faulted copy stands for the case's own
@@ -20,7 +21,7 @@ from kit.descriptor.load import load_descriptor
 from kit.faults.cache import faulted_copy
 from kit.faults.catalogue import fault
 from kit.localize.run import localize_case
-from support import parity_kit
+from support import parity_kit, write_descriptor
 
 DESCRIPTOR = str(paths.EMBEDDED_DESCRIPTOR)
 
@@ -57,6 +58,25 @@ def test_a_scaled_attention_output_is_found_at_layer_1_attention_from_the_failin
     assert any("image/png" in o.get("data", {}) for o in outputs)  # the curve
 
 
+# The jax backend in bfloat16 under a bound its clean run keeps with room (largest error 0.0051 on CPU).
+JAX_BF16 = {"backend": "jax", "golden": "semantic", "bound": 0.012, "dtype": "bfloat16"}
+
+
+def test_a_jax_case_names_the_faulted_layer_against_the_hf_float32_reference(tmp_path, copies, embedded):
+    desc = write_descriptor(tmp_path, embedded, cases={"jax-bf16": JAX_BF16})
+    out = tmp_path / "loc"
+    proc = parity_kit("localize", desc, "jax-bf16", "--model", model_with("o_proj_scale", 0.2, copies),
+                      "--out", out)
+    assert proc.returncode == ExitCode.PASSED, proc.stderr
+    assert proc.stdout.splitlines() == ["first divergent: layer 1 attention", str(out.resolve())]
+    doc = json.loads((out / "localize.json").read_text())
+    assert doc["backend"] == "jax" and doc["first_divergent"]["label"] == "layer 1 attention"
+    for loc in doc["localizations"]:
+        # jax's own stream up to the fault is its clean run's, bit for bit, against the hf float32 reference.
+        assert [p["ratio"] for p in loc["points"][:3]] == [1.0, 1.0, 1.0]
+        assert [p["diverged"] for p in loc["points"]] == [False, False, False, True, True]
+
+
 def test_a_noised_mlp_is_found_at_layer_0_mlp_on_the_named_prompt(tmp_path, copies):
     run = localize_case(DESCRIPTOR, "hf-bf16", ["tool-atlas-07"], model=model_with("mlp_noise", 0.2, copies),
                         out=tmp_path / "loc", notebook=False)
@@ -83,7 +103,7 @@ def test_a_vllm_case_is_refused_naming_the_hf_case_to_localize_on(tmp_path):
     proc = parity_kit("localize", DESCRIPTOR, "vllm-pp1", "--out", tmp_path / "loc")
     assert proc.returncode == ExitCode.BAD_INPUT
     assert proc.stderr == ("parity-kit: bad input: case vllm-pp1 runs on vllm, which exposes no per-layer "
-                           "activations: localize on hf instead, with the same dtype (in this descriptor: "
+                           "activations: localize on hf or jax instead, with the same dtype (in this descriptor: "
                            "hf-bf16, hf-bf16-decode)\n")
     assert not (tmp_path / "loc").exists()
 

@@ -1,0 +1,39 @@
+"""The residual stream of one prompt through the jax Llama (for `parity-kit localize`).
+
+The same scan and decoder block as the backend's scoring forward (kit.backends.jax.llama), reading the
+stream after the embeddings, after each block's attention and after its MLP, at the attention the case
+would use for the prompt's length. The prompt runs alone and unpadded, so every position is a real one.
+"""
+
+from __future__ import annotations
+
+from kit.core.localize import ATTENTION, MLP, Point, points
+
+
+def residual_stream(backend, token_ids) -> list[tuple[Point, "object"]]:
+    """Every point's hidden states, [positions, hidden] float32 numpy arrays, in forward order.
+
+    ``backend`` is an open kit.backends.jax.runtime.JaxBackend."""
+    from functools import partial
+
+    import numpy as np
+
+    from kit.backends.jax.llama import residual_stream as stream
+    from kit.backends.jax.runtime import choose_attention
+
+    jax = backend._jax
+    ids = np.asarray([list(token_ids)], dtype=np.int32)
+    attention = choose_attention(backend.attention, backend.dtype, backend.platform, ids.shape[1])
+    where = backend.device if backend.tp is None else backend.tp.replicated()
+    embedded, attn, mlp = jax.jit(partial(stream, shape=backend.shape, attention=attention, tp=backend.tp))(
+        backend.params, jax.device_put(ids, where))
+
+    def host(a):
+        return np.asarray(a, dtype=np.float32)
+
+    embedded, attn, mlp = host(embedded), host(attn), host(mlp)
+    states = {points(0)[0]: embedded[0]}
+    for i in range(backend.shape.layers):
+        states[Point(i, ATTENTION)] = attn[i, 0]
+        states[Point(i, MLP)] = mlp[i, 0]
+    return [(p, states[p]) for p in points(backend.shape.layers)]
