@@ -4,6 +4,7 @@ that misplaces a position (a fault the first-token check cannot see); bad decode
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -60,8 +61,13 @@ def test_a_kv_cache_fault_fails_only_the_decode_check(decode_run):
     assert all(p["passed"] for p in faulted["prompts"])
     failed = {d["id"]: d for d in faulted["decode"] if not d["passed"]}
     assert sorted(failed) == ["math-gsm-01", "math-gsm-02", "tool-atlas-02", "tool-atlas-03"]
-    assert failed["math-gsm-01"]["failures"] == [
-        *(f"math-gsm-01: decode step 2: golden token {t} is missing from the backend's top-64" for t in (295, 16, 741, 315)),
+    lines = failed["math-gsm-01"]["failures"]
+    # Which tail tokens of the golden's top-25 fall out of the faulted backend's top-64 moves with the host's
+    # kernels (the order of near-zero probabilities); that some do, and how each is said, does not.
+    missing = [line for line in lines if line.endswith("is missing from the backend's top-64")]
+    assert len(missing) >= 4 and all(re.fullmatch(r"math-gsm-01: decode step 2: golden token \d+ is missing "
+                                                  r"from the backend's top-64", line) for line in missing)
+    assert lines[len(missing):] == [
         "math-gsm-01: decode step 2: max probability error 0.9222 > bound 0.075 (bucket 128)",
         "math-gsm-01: decode step 2: continuations diverged at a step that fails its own tests: golden token 375 "
         "leads backend token 442 by 0.9606, within 2 x a max error (0.9222) that is itself too large"]
