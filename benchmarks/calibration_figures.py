@@ -33,34 +33,38 @@ def bucket_headroom(unique, record) -> float:
 def main(descriptor: str) -> None:
     desc = load_descriptor(descriptor)
     for name, case in desc.cases.items():
-        if not case.calibration:
-            continue
-        record = load_record(desc.resolve(case.calibration))
-        unique = distinct(record.samples)
-        runtime = record.fingerprint["runtime"]
-        print(f"\n## {name} ({record.backend}, {record.noise_class['dtype']}) record {record.sha256[:12]}")
-        print(f"measured on {runtime['accelerator']['name']}; {len(record.samples)} samples, {len(unique)} distinct "
-              f"({', '.join(s.variant for s in unique)})\n")
-        print("| bucket | prompts | largest error | spread | bound |\n| ---: | ---: | ---: | ---: | ---: |")
-        for bucket, b in sorted(record.buckets.items(), key=lambda kv: int(kv[0])):
-            print(f"| {bucket} | {b['prompts']} | {b['largest']:.3g} | {b['spread']:.3g} | {b['bound']:g} |")
-        ids = sorted(record.prompts)
-        means = sample_means([{"errors": s.errors, "shifts": s.shifts} for s in unique], ids)
-        print("\n| variant | mean error | mean top-probability shift |\n| --- | ---: | ---: |")
-        for s, e, d in zip(unique, means["error"], means["shift"]):
-            print(f"| {s.variant} | {e:.4g} | {d:+.4g} |")
-        ref = statistics.fmean(means["error"])
-        floor = record.reference().get("resolution") or 0.0
-        _, high = interval(means["error"], record.drift["alpha"] / 2, False, max(MIN_RELATIVE_ERROR * ref, floor))
-        low_s, high_s = interval(means["shift"], record.drift["alpha"] / 4, True, max(MIN_RELATIVE_SHIFT * ref, floor))
-        print(f"\ndrift: a run fails above mean error {high:.4g} ({high / ref - 1:+.0%} on the calibrated {ref:.4g}) "
-              f"or outside mean shift {low_s:+.4g} .. {high_s:+.4g}")
-        print(f"bounds, each variant left out: it reaches at most {bucket_headroom(unique, record):.2f} of the bound "
-              "the others give")
-        loo = record.drift.get("leave_one_out") or []
-        if loo:
-            print("each variant against the others: " + ", ".join(
-                f"{x['variant']} {'passes' if x['passed'] else 'FAILS'} (p {x['p_value']:.2g})" for x in loo))
+        files = [case.calibration] if isinstance(case.calibration, str) else case.calibration or []
+        for f in files:  # one record, or one per class of hardware
+            figures(name, load_record(desc.resolve(f)))
+
+
+def figures(name: str, record) -> None:
+    """One record's per-bucket noise and bounds, per-variant means and drift interval."""
+    unique = distinct(record.samples)
+    runtime = record.fingerprint["runtime"]
+    print(f"\n## {name} ({record.backend}, {record.noise_class['dtype']}) record {record.sha256[:12]}")
+    print(f"measured on {runtime['accelerator']['name']}; {len(record.samples)} samples, {len(unique)} distinct "
+          f"({', '.join(s.variant for s in unique)})\n")
+    print("| bucket | prompts | largest error | spread | bound |\n| ---: | ---: | ---: | ---: | ---: |")
+    for bucket, b in sorted(record.buckets.items(), key=lambda kv: int(kv[0])):
+        print(f"| {bucket} | {b['prompts']} | {b['largest']:.3g} | {b['spread']:.3g} | {b['bound']:g} |")
+    ids = sorted(record.prompts)
+    means = sample_means([{"errors": s.errors, "shifts": s.shifts} for s in unique], ids)
+    print("\n| variant | mean error | mean top-probability shift |\n| --- | ---: | ---: |")
+    for s, e, d in zip(unique, means["error"], means["shift"]):
+        print(f"| {s.variant} | {e:.4g} | {d:+.4g} |")
+    ref = statistics.fmean(means["error"])
+    floor = record.reference().get("resolution") or 0.0
+    _, high = interval(means["error"], record.drift["alpha"] / 2, False, max(MIN_RELATIVE_ERROR * ref, floor))
+    low_s, high_s = interval(means["shift"], record.drift["alpha"] / 4, True, max(MIN_RELATIVE_SHIFT * ref, floor))
+    print(f"\ndrift: a run fails above mean error {high:.4g} ({high / ref - 1:+.0%} on the calibrated {ref:.4g}) "
+          f"or outside mean shift {low_s:+.4g} .. {high_s:+.4g}")
+    print(f"bounds, each variant left out: it reaches at most {bucket_headroom(unique, record):.2f} of the bound "
+          "the others give")
+    loo = record.drift.get("leave_one_out") or []
+    if loo:
+        print("each variant against the others: " + ", ".join(
+            f"{x['variant']} {'passes' if x['passed'] else 'FAILS'} (p {x['p_value']:.2g})" for x in loo))
 
 
 if __name__ == "__main__":

@@ -248,9 +248,24 @@ def hardware_change(reference: Mapping[str, Any], options: Mapping[str, Any]) ->
     when the record does not say. Only a process on the case's host can answer: it asks the hardware."""
     from kit.core.runtime import accelerator
 
-    measured = ((reference.get("fingerprint") or {}).get("runtime", {}).get("accelerator") or {}).get("name")
+    measured = measured_on(reference)
     here = accelerator(case_device(options))["name"]
     return None if not measured or measured == here else (measured, here)
+
+
+def measured_on(reference: Mapping[str, Any]) -> str | None:
+    """The class of hardware a record (or its reference) measured its noise on, as accelerator() names it."""
+    return ((reference.get("fingerprint") or {}).get("runtime", {}).get("accelerator") or {}).get("name")
+
+
+def record_for_host(records: Sequence[CalibrationRecord], options: Mapping[str, Any]) -> CalibrationRecord:
+    """Of records measured on several classes of hardware, the one measured on the class this host computes a
+    case of ``options`` on; the first when none was (the kernel then refuses it unless the case accepts the
+    change). Chosen where the descriptor is loaded, as an exact golden is chosen by runtime."""
+    from kit.core.runtime import accelerator
+
+    here = accelerator(case_device(options))["name"]
+    return next((r for r in records if measured_on({"fingerprint": r.fingerprint}) == here), records[0])
 
 
 def record_filename(record: CalibrationRecord) -> str:

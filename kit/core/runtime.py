@@ -94,8 +94,16 @@ def runtime_match(made_on: str, host: str) -> str | None:
 # pick their kernels, threads and precision.
 NUMERIC_PACKAGES = ("torch", "transformers", "jax", "jaxlib", "vllm", "numpy", "levanter", "haliax", "equinox",
                     "safetensors", "intel-openmp", "mkl")
-NUMERIC_ENV_PREFIXES = ("OMP_", "MKL_", "OPENBLAS_", "KMP_", "ONEDNN_", "DNNL_", "XLA_", "JAX_", "TF_", "CUDA_",
-                        "CUBLAS_", "CUDNN_", "NVIDIA_", "NCCL_", "TORCH_", "TORCHINDUCTOR_", "PYTORCH_", "VLLM_")
+NUMERIC_ENV_PREFIXES = ("OMP_", "MKL_", "OPENBLAS_", "KMP_", "ONEDNN_", "DNNL_", "XLA_", "JAX_", "TF_CPP_", "CUDA_",
+                        "CUBLAS_", "CUDNN_", "NVIDIA_TF32", "NCCL_", "TORCH_", "TORCHINDUCTOR_", "PYTORCH_", "VLLM_")
+# Where a tool keeps its files changes no number, and a path names the machine: such variables stay out.
+LOCATION_SUFFIXES = ("_DIR", "_FILE", "_PATH", "_HOME", "_ROOT")
+
+
+def numeric_env(environ) -> dict[str, str]:
+    """The environment variables that can change a backend's numbers, without the ones that only say where."""
+    return {k: v for k, v in sorted(environ.items())
+            if k.startswith(NUMERIC_ENV_PREFIXES) and not k.endswith(LOCATION_SUFFIXES)}
 
 
 def accelerator(device: str = "cpu") -> dict[str, str]:
@@ -130,6 +138,6 @@ def numerics_fingerprint(device: str = "cpu") -> dict:
             packages[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             continue
-    env = {k: v for k, v in sorted(os.environ.items()) if k.startswith(NUMERIC_ENV_PREFIXES)}
+    env = numeric_env(os.environ)
     return {"hardware": hardware(), "accelerator": accelerator(device), "python": platform.python_version(),
             "packages": packages, "env": env}

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from kit.backends import registry
 from kit.core import paths
-from kit.core.calibration import load_record
+from kit.core.calibration import load_record, record_for_host
 from kit.core.errors import BadInput
 from kit.core.golden import choose_for_host, load_golden, remake_command
 from kit.core.jsonio import read_input_bytes
@@ -202,10 +202,14 @@ class LoadedDescriptor:
                            "a bound is either hand-set or calibrated, not both")
         if golden_kind(c.golden) != "semantic":
             raise BadInput(f"{where}: an exact golden has no bound to calibrate")
+        files = [c.calibration] if isinstance(c.calibration, str) else list(c.calibration)
+        if not files:
+            raise BadInput(f"{where}: an empty list; name a record, or one per class of hardware")
         try:
-            record = load_record(self.resolve(c.calibration))
+            records = [load_record(self.resolve(f)) for f in files]
         except BadInput as exc:
             raise BadInput(f"{where}: {exc}") from None
+        record = records[0] if len(records) == 1 else record_for_host(records, c.backend_options())
         return {**record.reference(), "accept": list(c.accept_noise_changes)}
 
     def calibration_where(self, name: str) -> str:

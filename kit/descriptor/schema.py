@@ -81,8 +81,10 @@ class CaseBase(_Strict):
     bound: Bound | None = None
     bucket_bounds: dict[str, Bound] = Field(default_factory=dict)
     # A calibration record (calibrations/<sha256>.json, relative to the descriptor) whose measured noise
-    # sets the bounds instead of `bound` (kit.core.calibration); it also enables the drift test.
-    calibration: str | None = None
+    # sets the bounds instead of `bound` (kit.core.calibration); it also enables the drift test. A list
+    # holds one record per class of hardware (CPU instruction-set level, GPU): a case uses the one measured
+    # on the class its host computes on, else the first (refused there unless the change is accepted).
+    calibration: str | list[str] | None = None
     drift: bool = True
     # What the record may differ in from the case although the noise depends on it (refused otherwise).
     # "hardware" (another CPU instruction-set level or GPU) keeps the record's bounds but not its drift test.

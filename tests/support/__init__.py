@@ -80,11 +80,16 @@ def _calibrated_or_hand_set(cases: dict, embedded: Embedded, own_inputs: bool) -
     (another model, fixture or golden), which no record measured, with the hand-set bounds instead."""
     here = embedded.descriptor.parent
 
+    def absolute(f: str) -> str:
+        return str((here / f).resolve())
+
     def one(c: dict) -> dict:
-        if "calibration" not in c or Path(c["calibration"]).is_absolute():  # a test's own record stays
+        cal = c.get("calibration")
+        files = [cal] if isinstance(cal, str) else cal or []
+        if not files or all(Path(f).is_absolute() for f in files):  # a test's own record stays
             return c
-        if own_inputs:
-            return {**c, "calibration": str((here / c["calibration"]).resolve())}
+        if own_inputs:  # one record, or one per class of hardware
+            return {**c, "calibration": absolute(cal) if isinstance(cal, str) else [absolute(f) for f in cal]}
         return {**{k: v for k, v in c.items() if k != "calibration"}, "bound": HAND_SET_BOUNDS[c["backend"]]}
 
     return {name: one(c) for name, c in cases.items()}

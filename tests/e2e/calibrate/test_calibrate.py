@@ -75,6 +75,25 @@ def test_a_gate_takes_its_bounds_from_the_record_and_says_so(calibrated, embedde
     assert result["drift"]["passed"] and [s["test"] for s in result["drift"]["statistics"]] == ["error", "shift"]
 
 
+def test_of_one_record_per_class_of_hardware_the_gate_takes_this_hosts(calibrated, embedded, tmp_path):
+    _, _, path, _ = calibrated
+    here = load_record(path)
+    doc = here.to_dict()
+    doc["fingerprint"] = {**doc["fingerprint"], "runtime": {**doc["fingerprint"]["runtime"],
+                                                           "accelerator": {"name": "cpu (x86-64-v9)", "driver": ""}}}
+    elsewhere = CalibrationRecord.from_dict(doc)
+    other = tmp_path / f"{elsewhere.sha256}.json"
+    other.write_bytes(elsewhere.canonical())
+    for i, order in enumerate(([str(other), str(path)], [str(path), str(other)])):
+        desc = write_descriptor(tmp_path / f"order{i}", embedded, cases={"small": calibrated_case(path)})
+        desc.write_text(desc.read_text().replace(f'calibration = "{path}"', f"calibration = {json.dumps(order)}"))
+        run = desc.parent / "run"
+        proc = parity_kit("gate", desc, "--out", run, "--no-summary")
+        assert proc.returncode == 0, proc.stderr
+        result = json.loads((run / "result.json").read_text())["cases"]["small"]
+        assert result["bound_source"]["record"] == here.sha256 and result["drift"]["passed"]
+
+
 def test_an_interrupted_calibration_resumes_without_measuring_a_finished_sample_again(calibrated, tmp_path):
     tmp, desc, path, _ = calibrated
     lines = (tmp / "cal" / "small.samples.jsonl").read_text().splitlines()

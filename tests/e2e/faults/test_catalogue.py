@@ -19,7 +19,8 @@ from kit.case.runner import run_case
 from kit.core.modeldigest import model_digest
 from kit.faults.cache import code_digest, faulted_copy
 from kit.faults.catalogue import CATALOGUE, Fault
-from kit.faults.effect import embedded_cases, failed_by, hf_float32_effect, largest_error, on_model, run_case_fresh
+from kit.faults.effect import (embedded_cases, failed_by, healthy_noise, hf_float32_effect, largest_error, on_model,
+                               run_case_fresh)
 
 EFFECTS = Path(__file__).resolve().parents[2] / "support" / "fault_effects.json"
 HF_FACTOR = 1.5  # issue 16: at least this many times the clean hf-bf16 error fails hf-bf16
@@ -43,10 +44,14 @@ def cases(copies):
 
 @pytest.fixture(scope="module")
 def noise(cases) -> float:
-    """The clean model's hf-bf16 case passes; its largest error is the noise a fault must stand out of."""
-    clean = run_case(cases.cases["hf-bf16"])
+    """The clean model's hf-bf16 case passes; the noise a fault must stand out of is its largest error, or
+    the largest of the clean variants its calibration measured on this host where that is larger
+    (kit.faults.effect.healthy_noise): on the committed records' host the two thresholds pick the same
+    magnitudes; on an AVX-512 host the batched variants are noisier."""
+    spec = cases.cases["hf-bf16"]
+    clean = run_case(spec)
     assert clean.status == "passed", clean.failures[:5]
-    return largest_error(clean)
+    return healthy_noise(clean, spec)
 
 
 def effects_table(cases) -> dict[str, dict[str, float]]:
@@ -88,7 +93,7 @@ def test_every_fault_that_stands_out_of_bfloat16_noise_fails_hf_bf16(fault: Faul
             missed.append(f"{m:g} (effect {effect:.4f}, {effect / noise:.1f}x): {result.status}")
         else:
             assert failed_by(result), result.failures[:3]
-    assert not missed, (f"{fault.name} passes hf-bf16 (clean largest error {noise:.4f}) at magnitudes "
+    assert not missed, (f"{fault.name} passes hf-bf16 (healthy noise {noise:.4f}) at magnitudes "
                         f"{', '.join(missed)}")
 
 

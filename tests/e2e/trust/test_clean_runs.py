@@ -13,6 +13,7 @@ import json
 import pytest
 
 from kit.core.calibration import load_record
+from kit.descriptor.load import load_descriptor
 from support import parity_kit, write_descriptor
 
 pytestmark = pytest.mark.e2e
@@ -24,8 +25,9 @@ def semantic_cases(embedded) -> dict[str, dict]:
     return {n: c for n, c in embedded.doc["cases"].items() if c.get("golden") == "semantic"}
 
 
-def record_of(embedded, case: dict):
-    return load_record((embedded.descriptor.parent / case["calibration"]).resolve())
+def record_of(embedded, name: str):
+    """The record the case uses on this host (one per class of hardware may be listed)."""
+    return load_record(load_descriptor(embedded.descriptor).case_specs([name])[0].calibration["path"])
 
 
 def variant_cases(embedded, names: list[str]) -> dict[str, dict]:
@@ -33,7 +35,7 @@ def variant_cases(embedded, names: list[str]) -> dict[str, dict]:
     out = {}
     for name in names:
         case = semantic_cases(embedded)[name]
-        for v in record_of(embedded, case).variants:
+        for v in record_of(embedded, name).variants:
             label = f"{name}-{v['name']}" + (f"-launch{v['launch']}" if v.get("launch") else "")
             # A None override unsets the option (its default); TOML has no None to write.
             out[label] = {k: x for k, x in {**case, **v["overrides"]}.items() if x is not None}

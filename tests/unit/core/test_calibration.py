@@ -123,3 +123,18 @@ def test_each_variant_is_tested_for_drift_against_the_others():
     loud = near + [sample("loud", {p: 2 * e for p, e in base.items()})]
     verdicts = {x["variant"]: x["passed"] for x in record(loud).drift["leave_one_out"]}
     assert verdicts == {"v0": True, "v1": True, "v2": True, "v3": True, "loud": False}
+
+
+def on(hardware: str) -> dict:
+    return {"runtime": {"hardware": hardware, "accelerator": {"name": hardware, "driver": ""}}}
+
+
+def test_of_records_per_class_of_hardware_a_host_takes_its_own_else_the_first(monkeypatch):
+    from kit.core import calibration, runtime
+
+    v3, v4 = record(SAMPLES, fingerprint=on("cpu (x86-64-v3)")), record(SAMPLES, fingerprint=on("cpu (x86-64-v4)"))
+    monkeypatch.setattr(runtime, "host_isa_level", lambda: "x86-64-v4")
+    assert calibration.record_for_host([v3, v4], {"dtype": "bfloat16"}) is v4
+    assert calibration.record_for_host([v4, v3], {"dtype": "bfloat16"}) is v4
+    monkeypatch.setattr(runtime, "host_isa_level", lambda: "x86-64-v2")
+    assert calibration.record_for_host([v3, v4], {"dtype": "bfloat16"}) is v3  # the kernel refuses it unless accepted

@@ -104,3 +104,14 @@ def test_remake_command_repeats_how_the_golden_was_made():
     assert remake_command(lev, "my models/lev", "f.json", "/tmp/g") == (
         "parity-kit golden make --backend levanter --checkpoint native --model 'my models/lev' --fixture f.json "
         "--kind exact --top-k 10 --out /tmp/g")
+
+
+def test_a_fingerprint_keeps_the_variables_that_change_numbers_and_no_machine_paths():
+    from kit.core.runtime import numeric_env
+
+    environ = {"OMP_NUM_THREADS": "1", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false", "NVIDIA_TF32_OVERRIDE": "0",
+               "TORCHINDUCTOR_CACHE_DIR": "/somewhere/cache", "CUDA_HOME": "/usr/local/cuda",
+               "TF_CLI_CONFIG_FILE": "/home/user/.terraformrc", "NVIDIA_REQUIRE_CUDA": "cuda>=13.0 brand=tesla",
+               "HOME": "/home/user", "TF_CPP_MIN_LOG_LEVEL": "1"}
+    assert numeric_env(environ) == {"NVIDIA_TF32_OVERRIDE": "0", "OMP_NUM_THREADS": "1", "TF_CPP_MIN_LOG_LEVEL": "1",
+                                    "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}
