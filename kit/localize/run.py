@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from kit.case.localize import ACTIVATIONS, curves
+from kit.case.localize import ACTIVATIONS, curves, reference_options
 from kit.case.runner import run_case
 from kit.core import paths, rundir
 from kit.core.errors import BadInput
@@ -115,6 +115,7 @@ def localize_case(descriptor: str | Path, case: str, prompt_ids: Sequence[str] |
         "same_model": found.same_model, "command": list(command or []), "finished_at": now_iso(),
         "k": k, "floor": FLOOR,
         "reference": "hf float32 (the golden's settings) on the case's own model",
+        "reference_options": reference_options(spec),
         "clean": "the case's own settings on the case's own model",
         "prompts": [{"id": i, "max_probability_error": scores[i].max_probability_error, "bound": scores[i].bound,
                      "failures": scores[i].failures} for i in ids],

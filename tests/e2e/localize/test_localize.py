@@ -36,21 +36,26 @@ def model_with(name: str, magnitude: float, copies) -> str:
     return str(faulted_copy(fault(name), magnitude, own, cache_dir=copies))
 
 
-def test_a_scaled_attention_output_is_found_at_layer_1_attention_from_the_failing_prompts(tmp_path, copies):
-    # No --prompt: the case runs on the candidate first and its worst failing prompts are localized.
-    out = tmp_path / "loc"
-    proc = parity_kit("localize", DESCRIPTOR, "hf-bf16", "--model", model_with("o_proj_scale", 0.2, copies),
-                      "--out", out)
+def localized_attention_fault(descriptor, case: str, out, copies) -> dict:
+    """localize.json of ``case`` on layer 1's attention output projection scaled by 1.2, found there: with no
+    --prompt the case runs on the candidate first and its worst failing prompts are localized."""
+    proc = parity_kit("localize", descriptor, case, "--model", model_with("o_proj_scale", 0.2, copies), "--out", out)
     assert proc.returncode == ExitCode.PASSED, proc.stderr
     assert proc.stdout.splitlines() == ["first divergent: layer 1 attention", str(out.resolve())]
     doc = json.loads((out / "localize.json").read_text())
     assert doc["first_divergent"] == {"layer": 1, "sublayer": "attention", "label": "layer 1 attention"}
-    assert len(doc["prompts"]) == 2 and all(p["failures"] for p in doc["prompts"])
     for loc in doc["localizations"]:
         assert loc["verdict"] == "first divergent: layer 1 attention"
         # Before the fault the candidate is the clean run bit for bit; from it on, past 4 x the noise.
         assert [p["ratio"] for p in loc["points"][:3]] == [1.0, 1.0, 1.0]
         assert [p["diverged"] for p in loc["points"]] == [False, False, False, True, True]
+    return doc
+
+
+def test_a_scaled_attention_output_is_found_at_layer_1_attention_from_the_failing_prompts(tmp_path, copies):
+    out = tmp_path / "loc"
+    doc = localized_attention_fault(DESCRIPTOR, "hf-bf16", out, copies)
+    assert len(doc["prompts"]) == 2 and all(p["failures"] for p in doc["prompts"])
     notebook = json.loads((out / "localize.ipynb").read_text())
     outputs = [o for c in notebook["cells"] for o in c.get("outputs", [])]
     printed = "".join("".join(o.get("text", "")) for o in outputs if o.get("name") == "stdout")
@@ -64,17 +69,9 @@ JAX_BF16 = {"backend": "jax", "golden": "semantic", "bound": 0.012, "dtype": "bf
 
 def test_a_jax_case_names_the_faulted_layer_against_the_hf_float32_reference(tmp_path, copies, embedded):
     desc = write_descriptor(tmp_path, embedded, cases={"jax-bf16": JAX_BF16})
-    out = tmp_path / "loc"
-    proc = parity_kit("localize", desc, "jax-bf16", "--model", model_with("o_proj_scale", 0.2, copies),
-                      "--out", out)
-    assert proc.returncode == ExitCode.PASSED, proc.stderr
-    assert proc.stdout.splitlines() == ["first divergent: layer 1 attention", str(out.resolve())]
-    doc = json.loads((out / "localize.json").read_text())
-    assert doc["backend"] == "jax" and doc["first_divergent"]["label"] == "layer 1 attention"
-    for loc in doc["localizations"]:
-        # jax's own stream up to the fault is its clean run's, bit for bit, against the hf float32 reference.
-        assert [p["ratio"] for p in loc["points"][:3]] == [1.0, 1.0, 1.0]
-        assert [p["diverged"] for p in loc["points"]] == [False, False, False, True, True]
+    doc = localized_attention_fault(desc, "jax-bf16", tmp_path / "loc", copies)
+    assert doc["backend"] == "jax" and doc["reference"].startswith("hf float32")
+    assert doc["reference_options"] == {"dtype": "float32", "attn_implementation": "sdpa", "device": "cpu"}
 
 
 def test_a_noised_mlp_is_found_at_layer_0_mlp_on_the_named_prompt(tmp_path, copies):
