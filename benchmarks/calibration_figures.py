@@ -64,7 +64,8 @@ def figures(name: str, record) -> None:
     loo = record.drift.get("leave_one_out") or []
     if loo:
         print("each variant against the others: " + ", ".join(
-            f"{x['variant']} {'passes' if x['passed'] else 'FAILS'} (p {x['p_value']:.2g})" for x in loo))
+            f"{x['variant']} {'passes' if x['passed'] else 'FAILS'} "
+            + (f"(p {x['p_value']:.2g})" if x["p_value"] is not None else "(by the range rule)") for x in loo))
 
 
 if __name__ == "__main__":

@@ -176,9 +176,10 @@ def calibrate_case(desc: LoadedDescriptor, spec: CaseSpec, run_dir: Path, to: Pa
                       "release like it would fail the gate")
     path = write_record(record, to)
     where = os.path.relpath(path, desc.path.parent)
-    console.print(escape(f"calibrate {spec.name}: bounds {record.bounds} from {len(entries)} samples; "
+    measured = record.fingerprint.get("runtime", {}).get("accelerator", {}).get("name", "this host")
+    console.print(escape(f"calibrate {spec.name}: bounds {record.bounds} from {len(entries)} samples on {measured}; "
                          f"record {paths.display(path)}\n  use it: [cases.{spec.name}] calibration = \"{where}\" "
-                         "(in place of bound)"))
+                         "(in place of bound), or add it to the case's list of one record per class of hardware"))
     return CaseCalibration(spec.name, record, path, None, notebook)
 
 
