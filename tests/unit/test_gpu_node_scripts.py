@@ -14,7 +14,7 @@ from support import ROOT
 
 pytestmark = pytest.mark.unit
 
-RECORD = ROOT / "calibrations" / "e6ad19818afb11e2a915221363ddfcf015214828324087138779b014e8775df6.json"
+RECORD = ROOT / "calibrations" / "5f2f3207c5705415a80e37f807f1bc96f291f9adbbea8330cd5b081324ed9444.json"
 DESCRIPTOR = """# top comment
 name = "d"
 
