@@ -520,10 +520,23 @@ def _report(args) -> int:
     from kit.gate import report
 
     run_dir = Path(args.run_dir)
-    if not ((run_dir / rundir.MANIFEST).is_file() or (run_dir / rundir.CONTROL).is_file()):
-        raise BadInput(f"{args.run_dir} is not a gate run or control directory (no manifest.json or control.json)")
     if not (args.markdown or args.attach):
         raise BadInput("report: say what to write: --markdown, --attach DIR, or both")
+    other = next((kind for kind, name in (("localize", "localize.json"), ("bisect", "bisect.json"))
+                  if (run_dir / name).is_file()), None)
+    if other:  # a localize or bisect directory: Markdown of its own, no zip (the folder is the attachment)
+        if args.attach:
+            raise BadInput(f"{args.run_dir} is a {other} directory: --attach zips gate runs and controls; "
+                           "attach the folder itself")
+        from kit.views import bisect as bisect_view
+        from kit.views import localize as localize_view
+
+        view = localize_view if other == "localize" else bisect_view
+        sys.stdout.write(view.markdown_report(run_dir))
+        return 0
+    if not ((run_dir / rundir.MANIFEST).is_file() or (run_dir / rundir.CONTROL).is_file()):
+        raise BadInput(f"{args.run_dir} is not a gate run, control, localize or bisect directory (no manifest.json, "
+                       "control.json, localize.json or bisect.json)")
     if args.attach:
         paths.check_dir_target(args.attach, "--attach")  # before the Markdown goes out, not after
     if args.markdown:

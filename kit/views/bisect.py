@@ -30,3 +30,11 @@ def summary_markdown(record: dict) -> str:
                      f"**{s['verdict']}** | {'cached' if s['cached_build'] else 'built'} | {s['wall_s']:.1f} | "
                      f"{s['reason']} | `steps/{folder}` |")
     return "\n".join(lines) + "\n"
+
+
+def markdown_report(folder: str | Path) -> str:
+    """A bisect directory for an issue comment: its evidence line and summary, as the bisect wrote them."""
+    folder = Path(folder)
+    parts = [(folder / name).read_text(encoding="utf-8").rstrip() for name in ("evidence.md", "summary.md")
+             if (folder / name).is_file()]
+    return "\n\n".join(parts) + "\n"

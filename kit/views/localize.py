@@ -6,7 +6,11 @@ point must pass to leave the noise, and the named point is marked.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 FLOOR = 1e-12  # a bit-exact clean run has difference 0: keep it on a log axis
+RESULT = "localize.json"
+FIGURE = "localize-curve"  # figures/<FIGURE>.png and .svg beside localize.json, for `report --markdown`
 
 
 def curve(doc: dict, title: str | None = None):
@@ -39,3 +43,39 @@ def curve(doc: dict, title: str | None = None):
     ax.set_title(title or f"{doc['case']}: {doc['verdict']}")
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return fig
+
+
+def save_curve(fig, folder: str | Path) -> None:
+    """The curve as ``folder/figures/localize-curve.png`` and ``.svg``; a folder opened read-only keeps its
+    notebook and only misses the files."""
+    from kit.views import plots
+
+    try:
+        plots.save_figure(fig, Path(folder) / "figures", FIGURE)
+    except OSError as exc:
+        print(f"figure {FIGURE} not written to {folder}: {exc}")
+
+
+def markdown_report(folder: str | Path) -> str:
+    """A localize directory for an issue comment: the verdict, each localized prompt's points (its difference
+    from the reference beside the clean run's) and the curve, linked where the folder is uploaded."""
+    import json
+
+    from kit.gate.report import md
+
+    folder = Path(folder)
+    doc = json.loads((folder / RESULT).read_text(encoding="utf-8"))
+    lines = [f"## Localize `{md(doc['case'])}` ({md(doc['backend'])}): **{md(doc['verdict'])}**", "",
+             f"Candidate {md(doc['model'], code=True)}; reference {md(doc['reference'])}; noise: "
+             f"{md(doc['clean'])}; a point leaves the noise above {doc['k']:g} x it.", ""]
+    for loc in doc["localizations"]:
+        lines += [f"**{md(loc['prompt'], code=True)}**: {md(loc['verdict'])}", "",
+                  f"| point | candidate {loc['metric']} | clean {loc['metric']} | ratio | left the noise |",
+                  "| --- | ---: | ---: | ---: | --- |"]
+        lines += [f"| {md(p['point'])} | {p['candidate'][loc['metric']]:.4g} | {p['clean'][loc['metric']]:.4g} | "
+                  f"{p['ratio']:.3g} | {'**yes**' if p['diverged'] else 'no'} |" for p in loc["points"]]
+        lines.append("")
+    png = folder / "figures" / f"{FIGURE}.png"
+    if png.is_file():
+        lines.append(f"[![the per-point curves](figures/{FIGURE}.png)](figures/{FIGURE}.svg)")
+    return "\n".join(lines).rstrip() + "\n"

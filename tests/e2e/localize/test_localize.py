@@ -56,6 +56,13 @@ def test_a_scaled_attention_output_is_found_at_layer_1_attention_from_the_failin
     out = tmp_path / "loc"
     doc = localized_attention_fault(DESCRIPTOR, "hf-bf16", out, copies)
     assert len(doc["prompts"]) == 2 and all(p["failures"] for p in doc["prompts"])
+    # For an issue comment: the verdict, each prompt's points, and the curve the notebook saved.
+    proc = parity_kit("report", out, "--markdown")
+    assert proc.returncode == 0, proc.stderr
+    report = proc.stdout
+    assert report.startswith("## Localize `hf-bf16` (hf): **first divergent: layer 1 attention**\n")
+    assert report.count("| layer 1 attention | ") == 2 and "| **yes** |" in report
+    assert (out / "figures" / "localize-curve.png").is_file() and "(figures/localize-curve.png)" in report
     notebook = json.loads((out / "localize.ipynb").read_text())
     outputs = [o for c in notebook["cells"] for o in c.get("outputs", [])]
     printed = "".join("".join(o.get("text", "")) for o in outputs if o.get("name") == "stdout")

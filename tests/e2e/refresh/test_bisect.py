@@ -82,6 +82,9 @@ def test_bisect_names_the_first_bad_commit_resumes_and_says_when_no_commit_is_ba
         folder = Path(s["paths"]["step"])
         assert (folder / "qualify.ipynb").is_file() and (folder / "case" / "cases" / "toy.ipynb").is_file()
     assert line in (out / "summary.md").read_text() and line in (out / "evidence.md").read_text()
+    report = parity_kit("report", out, "--markdown")
+    assert report.returncode == 0 and report.stdout.count(line) >= 2, report.stderr
+    assert "| step | state | commit | subject | verdict |" in report.stdout
     proc = bisect("--resume", out)
     assert proc.returncode == 3
     assert proc.stderr.strip() == (f"parity-kit: bad input: bisect {out} is finished (first-bad-commit: {line}); "

@@ -132,7 +132,8 @@ def test_report_markdown_and_attach(failing_run, tmp_path):
 def test_report_refuses_a_directory_that_is_no_run(tmp_path):
     proc = parity_kit("report", tmp_path, "--markdown")
     assert proc.returncode == 3
-    assert f"{tmp_path} is not a gate run or control directory (no manifest.json or control.json)" in proc.stderr
+    assert (f"{tmp_path} is not a gate run, control, localize or bisect directory (no manifest.json, control.json, "
+            "localize.json or bisect.json)") in proc.stderr
 
 
 # Text from the world: a script tag, an image whose onerror runs code, a Markdown link.
