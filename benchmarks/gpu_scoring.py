@@ -165,7 +165,8 @@ def torch_parts(cfg, seq: int, warmup: int, repeats: int) -> dict[str, float]:
                 g @ w["down"].T)
 
     with torch.inference_mode():
-        out = {"attention": cuda_time(attention, warmup, repeats), "projections": cuda_time(projections, warmup, repeats)}
+        out = {"attention": cuda_time(attention, warmup, repeats),
+               "projections": cuda_time(projections, warmup, repeats)}
     del q, k, v, x, a, g, w
     torch.cuda.empty_cache()
     return out

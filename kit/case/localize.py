@@ -2,8 +2,8 @@
 
 Three forward passes per prompt, each read at every point of the residual stream
 (kit.backends.<name>.activations): the reference, as the goldens were made (hf in float32 on the case's
-own model, whichever backend the case runs on); the clean run, the case's own settings on the case's own model, whose difference from the
-reference is the noise; and the candidate, the case's settings on the candidate's weights. When the
+own model, whichever backend the case runs on); the clean run, the case's own settings on the case's own
+model, whose difference from the reference is the noise; and the candidate, the case's settings on the candidate's weights. When the
 candidate is the case's own model the clean run is the candidate itself, and no point can leave the noise:
 the localizer says so rather than name a layer.
 """

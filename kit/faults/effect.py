@@ -74,13 +74,13 @@ def largest_error(result: CaseResult) -> float:
     return math.inf if error is None or math.isnan(error) else error
 
 
-def healthy_noise(clean: CaseResult, spec) -> float:
+def healthy_noise(clean_error: float, spec) -> float:
     """The largest error a healthy release shows on this host: the clean case's own largest, or the largest
     over every clean variant its calibration measured, whichever is larger. A fault must stand out of this to
     be seen at all: on an AVX-512 host the hf bfloat16 case batched 8 to a batch with left padding reaches 1.15
     x the case as set, moving a single prompt by as much as a 1.7 x fault confined to three prompts does."""
     calibrated = [b["largest"] for b in ((getattr(spec, "calibration", None) or {}).get("buckets") or {}).values()]
-    return max([largest_error(clean), *calibrated])
+    return max([clean_error, *calibrated])
 
 
 def hf_float32_effect(folder: str | Path, cases: EmbeddedCases | None = None, digest: str | None = None) -> float:

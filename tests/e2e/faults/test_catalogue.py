@@ -51,7 +51,7 @@ def noise(cases) -> float:
     spec = cases.cases["hf-bf16"]
     clean = run_case(spec)
     assert clean.status == "passed", clean.failures[:5]
-    return healthy_noise(clean, spec)
+    return healthy_noise(largest_error(clean), spec)
 
 
 def effects_table(cases) -> dict[str, dict[str, float]]:
