@@ -14,7 +14,8 @@ test: env
 	.venv/bin/python -m pytest -n 2 --dist loadfile -m "not slow" $(PYTEST_ARGS)
 
 # The statistical checks too slow for every change: 20 clean runs of every semantic case of the embedded
-# descriptor (the vLLM ones as fresh launches) must give 0 false failures (docs/calibration.md: time taken).
+# descriptor (the vLLM ones as fresh launches) must give 0 false failures, and every fault of the catalogue
+# fails vllm-pp1 at 3 x the noise: 41 minutes on 2 cores (docs/calibration.md).
 test-slow: env
 	.venv/bin/python -m pytest -n 2 --dist loadfile -m slow $(PYTEST_ARGS)
 
