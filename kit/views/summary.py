@@ -66,10 +66,13 @@ def case_table(view: RunView) -> pd.DataFrame:
         worst = r.worst
         err = r.max_probability_error
         bound = worst.bound if worst is not None else r.bound
+        # Bound and margin are the worst prompt's (the one nearest its bound, per bucket where bounds differ
+        # by bucket); the largest error may sit in another bucket, under a wider bound.
+        worst_err = worst.max_probability_error if worst is not None else err
         rows.append({
             "case": name, "backend": r.backend, "status": r.status, "golden": r.golden_kind,
             "max_probability_error": err, "bound": bound,
-            "margin": (bound - err) if (bound is not None and err is not None) else None,
+            "margin": (bound - worst_err) if (bound is not None and worst_err is not None) else None,
             "headroom": r.headroom,  # the largest error / bound over the prompts: above 1 fails
             "bound_from": r.bound_text, "drift": r.drift_text, "decode": r.decode_text,
             "worst_prompt": worst.id if worst and (err or not worst.passed) else None,
@@ -147,7 +150,10 @@ def styled_case_table(view: RunView):
     in words, which a browser can wrap (an underscored name is one unbreakable word: with the bound's
     source, drift and decode columns the table outgrew a 1400-pixel window)."""
     return (case_table(view).style.format(TABLE_FORMAT, na_rep="—", escape="html")
-            .format_index(lambda c: str(c).replace("_", " "), axis=1, escape="html"))
+            .format_index(lambda c: HEADERS.get(str(c), str(c).replace("_", " ")), axis=1, escape="html"))
+
+
+HEADERS = {"bound": "bound (worst prompt)", "margin": "margin (worst prompt)"}
 
 
 def failure_lines(view: RunView, per_case: int = 5) -> list[str]:
