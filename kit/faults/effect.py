@@ -99,13 +99,14 @@ save_case_result(run_case(CaseSpec.from_dict(json.load(sys.stdin))), sys.argv[1]
 """
 
 
-def run_case_fresh(spec: CaseSpec, timeout_s: float | None = None) -> CaseResult:
-    """``run_case`` in a new Python process of this environment, for engines launched once per process.
-    The engine's logs go to a temporary folder that goes with the call (a failure shows their tail)."""
+def run_case_fresh(spec: CaseSpec, timeout_s: float | None = None, python: str | None = None) -> CaseResult:
+    """``run_case`` in a new Python process of this environment (or of ``python``'s, a backend's own), for
+    engines launched once per process. The engine's logs go to a temporary folder that goes with the call
+    (a failure shows their tail)."""
     with tempfile.TemporaryDirectory(prefix="fault-case-") as tmp:
         out = Path(tmp) / "result.json"
         env = {**os.environ, LOG_PREFIX_ENV: str(Path(tmp) / spec.name)}
-        proc = subprocess.run([sys.executable, "-c", _FRESH, str(out)], input=json.dumps(spec.to_dict()),
+        proc = subprocess.run([python or sys.executable, "-c", _FRESH, str(out)], input=json.dumps(spec.to_dict()),
                               capture_output=True, text=True, env=env, timeout=timeout_s or 2 * spec.timeout_s)
         if proc.returncode != 0 or not out.is_file():
             logs = "".join(log_tail(p, 5) + "\n" for p in sorted(Path(tmp).glob("*.log")))

@@ -13,11 +13,12 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Sequence
 
-from kit.case.localize import ACTIVATIONS, curves, reference_options
-from kit.case.runner import run_case
+from kit.case.localize import ACTIVATIONS, IN_OWN_KERNEL, backends_text, curves, kernel_python, reference_options
+from kit.case.runner import run_case as run_here
 from kit.core import paths, rundir
 from kit.core.errors import BadInput
 from kit.core.jsonio import write_json
@@ -26,7 +27,7 @@ from kit.core.records import CaseResult
 from kit.core.results import now_iso
 from kit.core.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
-from kit.faults.effect import on_model
+from kit.faults.effect import on_model, run_case_fresh
 from kit.gate.notebook import run_notebook
 
 LOCALIZE_NOTEBOOK = paths.NOTEBOOKS / "localize.ipynb"
@@ -56,7 +57,10 @@ def case_spec(desc: LoadedDescriptor, case: str) -> CaseSpec:
         alike = [s.name for s in able if s.options.get("dtype") == dtype] or [s.name for s in able]
         where = f" (in this descriptor: {', '.join(alike)})" if alike else ""
         raise BadInput(f"case {case} runs on {spec.backend}, which exposes no per-layer activations: localize on "
-                       f"{' or '.join(ACTIVATIONS)} instead, with the same dtype{where}")
+                       f"{backends_text()} instead, with the same dtype{where}")
+    if spec.options.get("checkpoint") == "native":
+        raise BadInput(f"case {case} reads a native Levanter checkpoint, which the hf float32 reference cannot load: "
+                       "localize a case of the same weights in the HF format")
     return spec
 
 
@@ -64,6 +68,10 @@ def failing_prompts(spec: CaseSpec, prompt_ids: Sequence[str] | None) -> tuple[C
     """The case's verdict on the candidate and the prompts to localize; a named prompt that passes, or a
     case that fails no prompt, is refused: there is nothing to localize."""
     chosen = [p.id for p in _fixture(spec).select(spec.prompt_ids, spec.buckets)]
+    run_case = run_here
+    if spec.backend in IN_OWN_KERNEL:  # its engine is not importable here: the case runs in its kernel's Python
+        python, _ = kernel_python(spec.kernel, spec.name)
+        run_case = partial(run_case_fresh, python=python)
     if prompt_ids:
         unknown = [p for p in prompt_ids if p not in chosen]
         if unknown:

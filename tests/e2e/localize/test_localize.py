@@ -1,6 +1,6 @@
 """`parity-kit localize` on the embedded model with layer-specific faults from the catalogue: it names the very
-layer and sublayer each fault is written into, on hf and on jax, refuses a prompt that passes, and sends a
-vLLM case to hf or jax.
+layer and sublayer each fault is written into, on hf, jax and Levanter, refuses a prompt that passes, and sends
+a vLLM case to a backend that can expose its activations.
 
 o_proj_scale scales layer 1's attention output projection, mlp_noise perturbs layer 0's MLP weights
 (kit.faults.catalogue); both at a magnitude that fails hf-bf16. Each faulted copy stands for the case's own
@@ -81,6 +81,23 @@ def test_a_jax_case_names_the_faulted_layer_against_the_hf_float32_reference(tmp
     assert doc["reference_options"] == {"dtype": "float32", "attn_implementation": "sdpa", "device": "cpu"}
 
 
+@pytest.mark.levanter
+def test_a_levanter_case_is_localized_in_its_own_environment(tmp_path, copies):
+    # Levanter's stream is read in its kernel's interpreter (its pins conflict with the main environment).
+    doc = localized_attention_fault(DESCRIPTOR, "levanter", tmp_path / "loc", copies)
+    assert doc["backend"] == "levanter"
+    clean = [p["clean"][loc["metric"]] for loc in doc["localizations"] for p in loc["points"][1:]]
+    assert max(clean) < 1e-5  # float32 against the float32 reference: Levanter's noise is rounding alone
+
+
+def test_a_native_levanter_case_is_refused_before_anything_runs(tmp_path):
+    proc = parity_kit("localize", DESCRIPTOR, "levanter-native", "--out", tmp_path / "loc")
+    assert proc.returncode == ExitCode.BAD_INPUT
+    assert proc.stderr == ("parity-kit: bad input: case levanter-native reads a native Levanter checkpoint, which the "
+                           "hf float32 reference cannot load: localize a case of the same weights in the HF format\n")
+    assert not (tmp_path / "loc").exists()
+
+
 def test_a_noised_mlp_is_found_at_layer_0_mlp_on_the_named_prompt(tmp_path, copies):
     run = localize_case(DESCRIPTOR, "hf-bf16", ["tool-atlas-07"], model=model_with("mlp_noise", 0.2, copies),
                         out=tmp_path / "loc", notebook=False)
@@ -107,7 +124,7 @@ def test_a_vllm_case_is_refused_naming_the_hf_case_to_localize_on(tmp_path):
     proc = parity_kit("localize", DESCRIPTOR, "vllm-pp1", "--out", tmp_path / "loc")
     assert proc.returncode == ExitCode.BAD_INPUT
     assert proc.stderr == ("parity-kit: bad input: case vllm-pp1 runs on vllm, which exposes no per-layer "
-                           "activations: localize on hf or jax instead, with the same dtype (in this descriptor: "
+                           "activations: localize on hf, jax or levanter instead, with the same dtype (in this descriptor: "
                            "hf-bf16, hf-bf16-decode)\n")
     assert not (tmp_path / "loc").exists()
 
