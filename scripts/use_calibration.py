@@ -38,6 +38,9 @@ def point(descriptor: Path, case: str, record: Path) -> str:
     hits = [i for i in range(start + 1, end) if SETTING.match(lines[i])]
     if not hits:
         raise BadInput(f"{descriptor}: {header} has neither a bound nor a calibration line to replace")
+    if any(lines[i].split("=", 1)[1].strip().startswith("[") for i in hits):
+        raise BadInput(f"{descriptor}: {header} lists one record per class of hardware; add {relative} to its "
+                       "list by hand (this script replaces a single record)")
     lines[hits[0]] = f'calibration = "{relative}"\n'
     for i in reversed(hits[1:]):
         del lines[i]

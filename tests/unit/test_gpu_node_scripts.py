@@ -67,6 +67,17 @@ def test_use_calibration_refuses_an_unknown_case_and_a_changed_record_without_wr
     assert desc.read_text() == DESCRIPTOR
 
 
+def test_use_calibration_leaves_a_list_of_records_per_hardware_class_alone(tmp_path, capsys):
+    use = script("use_calibration")
+    desc = tmp_path / "d.toml"
+    listed = DESCRIPTOR.replace("bound = 0.075\ndtype", 'calibration = [\n  "x.json",\n]\ndtype', 1)
+    desc.write_text(listed)
+    assert use.main([str(desc), "a", str(RECORD)]) == 3
+    assert capsys.readouterr().err.startswith(f"error: {desc}: [cases.a] lists one record per class of hardware; "
+                                              f"add ")
+    assert desc.read_text() == listed
+
+
 def test_register_checkout_names_the_pyproject_entry_points(tmp_path):
     folder = script("register_checkout").write_dist_info(tmp_path)
     assert folder.name == "parity_kit-0.1.0.dist-info"
