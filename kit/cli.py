@@ -522,7 +522,7 @@ def _report(args) -> int:
     run_dir = Path(args.run_dir)
     if not (args.markdown or args.attach):
         raise BadInput("report: say what to write: --markdown, --attach DIR, or both")
-    other = next((kind for kind, name in (("localize", "localize.json"), ("bisect", "bisect.json"))
+    other = next((kind for kind, name in (("localize", rundir.LOCALIZE), ("bisect", rundir.BISECT))
                   if (run_dir / name).is_file()), None)
     if other:  # a localize or bisect directory: Markdown of its own, no zip (the folder is the attachment)
         if args.attach:

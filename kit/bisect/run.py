@@ -32,7 +32,7 @@ from kit.descriptor.load import load_descriptor
 from kit.refresh import qualify
 
 RECORD = rundir.BISECT
-SUMMARY, EVIDENCE = "summary.md", "evidence.md"
+SUMMARY, EVIDENCE = rundir.SUMMARY_MARKDOWN, rundir.EVIDENCE
 INCOMPLETE = "incomplete"
 EXIT = {search.FIRST_BAD: ExitCode.FAILED, search.FAILS_AT_BASE: ExitCode.BLOCKER,
         search.PASSES_AT_TIP: ExitCode.PASSED, INCOMPLETE: ExitCode.INCOMPLETE}

@@ -3,9 +3,9 @@
 Three forward passes per prompt, each read at every point of the residual stream
 (kit.backends.<name>.activations): the reference, as the goldens were made (hf in float32 on the case's
 own model, whichever backend the case runs on); the clean run, the case's own settings on the case's own
-model, whose difference from the reference is the noise; and the candidate, the case's settings on the candidate's weights. When the
-candidate is the case's own model the clean run is the candidate itself, and no point can leave the noise:
-the localizer says so rather than name a layer.
+model, whose difference from the reference is the noise; and the candidate, the case's settings on the
+candidate's weights. When the candidate is the case's own model the clean run is the candidate itself, and
+no point can leave the noise: the localizer says so rather than name a layer.
 """
 
 from __future__ import annotations
@@ -103,7 +103,6 @@ def capture_in_kernel(backend: str, model_path: str, options: dict, prompts: Seq
                       kernel: str | None) -> list[list[tuple]]:
     """The streams read by the backend's activations module run in the interpreter of the case's kernel, which
     holds the backend's own environment, through a request file and an .npz of the points."""
-    import json
     import subprocess
     import tempfile
     from importlib import import_module
@@ -111,7 +110,6 @@ def capture_in_kernel(backend: str, model_path: str, options: dict, prompts: Seq
     python, env = kernel_python(kernel, case)
     module = ACTIVATIONS[backend]
     helper = import_module(module)  # its request and reading helpers need only JSON and numpy here
-    layers = json.loads((Path(model_path) / "config.json").read_text())["num_hidden_layers"]
     with tempfile.TemporaryDirectory(prefix="localize-") as tmp:
         request, out = Path(tmp) / "request.json", Path(tmp) / "streams.npz"
         helper.write_request(request, model_path, options, prompts, out)
@@ -120,7 +118,7 @@ def capture_in_kernel(backend: str, model_path: str, options: dict, prompts: Seq
             tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             raise RuntimeError(f"case {case}: reading {backend}'s activations in kernel {kernel} failed "
                                f"(exit {proc.returncode}): {tail}")
-        return helper.read_streams(out, len(prompts), layers)
+        return helper.read_streams(out, len(prompts))
 
 
 def curves(spec: CaseSpec, candidate_model: str | Path, prompts: Sequence[Prompt], k: float = K,

@@ -51,6 +51,15 @@ def points(n_layers: int) -> list[Point]:
     return [Point(None, EMBEDDINGS)] + [Point(i, s) for i in range(n_layers) for s in (ATTENTION, MLP)]
 
 
+def stream(embedded, after_attention, after_mlp) -> list[tuple[Point, "object"]]:
+    """A residual stream in forward order (as ``points`` lists them) from the embeddings [positions, hidden]
+    and each layer's states after its attention and after its MLP, [layers, positions, hidden] each."""
+    out = [(Point(None, EMBEDDINGS), embedded)]
+    for i, (attention, mlp) in enumerate(zip(after_attention, after_mlp)):
+        out += [(Point(i, ATTENTION), attention), (Point(i, MLP), mlp)]
+    return out
+
+
 def differences(candidate, reference) -> dict[str, float]:
     """The four metrics of one point: ``candidate`` and ``reference`` are [positions, hidden] arrays."""
     import numpy as np

@@ -209,6 +209,7 @@ class LoadedDescriptor:
             records = [load_record(self.resolve(f)) for f in files]
         except BadInput as exc:
             raise BadInput(f"{where}: {exc}") from None
+        # One record needs no choosing, and so no look at the hardware (nvidia-smi, for a GPU case).
         record = records[0] if len(records) == 1 else record_for_host(records, c.backend_options())
         return {**record.reference(), "accept": list(c.accept_noise_changes)}
 

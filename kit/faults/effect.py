@@ -74,12 +74,12 @@ def largest_error(result: CaseResult) -> float:
     return math.inf if error is None or math.isnan(error) else error
 
 
-def healthy_noise(clean_error: float, spec) -> float:
+def healthy_noise(clean_error: float, spec: CaseSpec) -> float:
     """The largest error a healthy release shows on this host: the clean case's own largest, or the largest
     over every clean variant its calibration measured, whichever is larger. A fault must stand out of this to
     be seen at all: on an AVX-512 host the hf bfloat16 case batched 8 to a batch with left padding reaches 1.15
     x the case as set, moving a single prompt by as much as a 1.7 x fault confined to three prompts does."""
-    calibrated = [b["largest"] for b in ((getattr(spec, "calibration", None) or {}).get("buckets") or {}).values()]
+    calibrated = [b["largest"] for b in ((spec.calibration or {}).get("buckets") or {}).values()]
     return max([clean_error, *calibrated])
 
 
@@ -99,13 +99,14 @@ save_case_result(run_case(CaseSpec.from_dict(json.load(sys.stdin))), sys.argv[1]
 """
 
 
-def run_case_fresh(spec: CaseSpec, timeout_s: float | None = None, python: str | None = None) -> CaseResult:
-    """``run_case`` in a new Python process of this environment (or of ``python``'s, a backend's own), for
-    engines launched once per process. The engine's logs go to a temporary folder that goes with the call
-    (a failure shows their tail)."""
+def run_case_fresh(spec: CaseSpec, timeout_s: float | None = None, python: str | None = None,
+                   environ: dict | None = None) -> CaseResult:
+    """``run_case`` in a new Python process of this environment (or of ``python``'s with ``environ``, a
+    backend's own kernel), for engines launched once per process. The engine's logs go to a temporary folder
+    that goes with the call (a failure shows their tail)."""
     with tempfile.TemporaryDirectory(prefix="fault-case-") as tmp:
         out = Path(tmp) / "result.json"
-        env = {**os.environ, LOG_PREFIX_ENV: str(Path(tmp) / spec.name)}
+        env = {**(os.environ if environ is None else environ), LOG_PREFIX_ENV: str(Path(tmp) / spec.name)}
         proc = subprocess.run([python or sys.executable, "-c", _FRESH, str(out)], input=json.dumps(spec.to_dict()),
                               capture_output=True, text=True, env=env, timeout=timeout_s or 2 * spec.timeout_s)
         if proc.returncode != 0 or not out.is_file():

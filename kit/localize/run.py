@@ -31,7 +31,7 @@ from kit.faults.effect import on_model, run_case_fresh
 from kit.gate.notebook import run_notebook
 
 LOCALIZE_NOTEBOOK = paths.NOTEBOOKS / "localize.ipynb"
-RESULT = "localize.json"
+RESULT = rundir.LOCALIZE
 MAX_PROMPTS = 2  # without --prompt: the worst failing prompts; one fault shows in each, so a few suffice
 
 
@@ -70,8 +70,8 @@ def failing_prompts(spec: CaseSpec, prompt_ids: Sequence[str] | None) -> tuple[C
     chosen = [p.id for p in _fixture(spec).select(spec.prompt_ids, spec.buckets)]
     run_case = run_here
     if spec.backend in IN_OWN_KERNEL:  # its engine is not importable here: the case runs in its kernel's Python
-        python, _ = kernel_python(spec.kernel, spec.name)
-        run_case = partial(run_case_fresh, python=python)
+        python, environ = kernel_python(spec.kernel, spec.name)
+        run_case = partial(run_case_fresh, python=python, environ=environ)
     if prompt_ids:
         unknown = [p for p in prompt_ids if p not in chosen]
         if unknown:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kit.core import rundir
+
 HEADS = {"first-bad-commit": "FIRST BAD COMMIT FOUND", "fails-at-base": "NO BAD COMMIT IN THE RANGE",
          "passes-at-tip": "NOTHING TO BISECT", "incomplete": "INCOMPLETE"}
 
@@ -35,6 +37,6 @@ def summary_markdown(record: dict) -> str:
 def markdown_report(folder: str | Path) -> str:
     """A bisect directory for an issue comment: its evidence line and summary, as the bisect wrote them."""
     folder = Path(folder)
-    parts = [(folder / name).read_text(encoding="utf-8").rstrip() for name in ("evidence.md", "summary.md")
+    parts = [(folder / name).read_text(encoding="utf-8").rstrip() for name in (rundir.EVIDENCE, rundir.SUMMARY_MARKDOWN)
              if (folder / name).is_file()]
     return "\n\n".join(parts) + "\n"

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kit.core import rundir
+
 FLOOR = 1e-12  # a bit-exact clean run has difference 0: keep it on a log axis
-RESULT = "localize.json"
 FIGURE = "localize-curve"  # figures/<FIGURE>.png and .svg beside localize.json, for `report --markdown`
 
 
@@ -50,10 +51,7 @@ def save_curve(fig, folder: str | Path) -> None:
     notebook and only misses the files."""
     from kit.views import plots
 
-    try:
-        plots.save_figure(fig, Path(folder) / "figures", FIGURE)
-    except OSError as exc:
-        print(f"figure {FIGURE} not written to {folder}: {exc}")
+    plots.save_figure_or_say(fig, Path(folder) / rundir.FIGURES, FIGURE)
 
 
 def markdown_report(folder: str | Path) -> str:
@@ -64,7 +62,7 @@ def markdown_report(folder: str | Path) -> str:
     from kit.gate.report import md
 
     folder = Path(folder)
-    doc = json.loads((folder / RESULT).read_text(encoding="utf-8"))
+    doc = json.loads((folder / rundir.LOCALIZE).read_text(encoding="utf-8"))
     lines = [f"## Localize `{md(doc['case'])}` ({md(doc['backend'])}): **{md(doc['verdict'])}**", "",
              f"Candidate {md(doc['model'], code=True)}; reference {md(doc['reference'])}; noise: "
              f"{md(doc['clean'])}; a point leaves the noise above {doc['k']:g} x it.", ""]
@@ -75,7 +73,7 @@ def markdown_report(folder: str | Path) -> str:
         lines += [f"| {md(p['point'])} | {p['candidate'][loc['metric']]:.4g} | {p['clean'][loc['metric']]:.4g} | "
                   f"{p['ratio']:.3g} | {'**yes**' if p['diverged'] else 'no'} |" for p in loc["points"]]
         lines.append("")
-    png = folder / "figures" / f"{FIGURE}.png"
-    if png.is_file():
-        lines.append(f"[![the per-point curves](figures/{FIGURE}.png)](figures/{FIGURE}.svg)")
+    if (folder / rundir.FIGURES / f"{FIGURE}.png").is_file():
+        figures = rundir.FIGURES
+        lines.append(f"[![the per-point curves]({figures}/{FIGURE}.png)]({figures}/{FIGURE}.svg)")
     return "\n".join(lines).rstrip() + "\n"

@@ -34,6 +34,15 @@ def save_figure(fig, folder: Path, stem: str) -> list[Path]:
     return written
 
 
+def save_figure_or_say(fig, folder: Path, stem: str) -> None:
+    """``save_figure``, saying so in one line where it cannot write: a run opened read-only still shows its
+    notebook; only the files are missing."""
+    try:
+        save_figure(fig, folder, stem)
+    except OSError as exc:
+        print(f"figure {stem} not written to {folder}: {exc}")
+
+
 def error_vs_length(prompts: pd.DataFrame, title: str = "max probability error per prompt"):
     """Each prompt's max probability error against its length, one colour per case, bounds dashed."""
     import matplotlib.pyplot as plt

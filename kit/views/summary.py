@@ -188,7 +188,7 @@ def show_run(view: RunView, save_figures: bool = True) -> None:
                plots.VS_LENGTH: plots.error_vs_length(prompts, title="max probability error per prompt")}
     for stem, fig in figures.items():
         if save_figures:
-            _save(fig, view.run_dir / rundir.FIGURES, stem)
+            plots.save_figure_or_say(fig, view.run_dir / rundir.FIGURES, stem)
         display(fig)
         plt.close(fig)  # shown once, here, not again when the cell ends
     calibration = calibration_table(view)
@@ -212,10 +212,3 @@ def show_run(view: RunView, save_figures: bool = True) -> None:
     display(audit.styled_provenance(view))
 
 
-def _save(fig, folder: Path, stem: str) -> None:
-    from kit.views import plots
-
-    try:
-        plots.save_figure(fig, folder, stem)
-    except OSError as exc:  # a run opened read-only still shows its summary; only the files are missing
-        print(f"figure {stem} not written to {folder}: {exc}")

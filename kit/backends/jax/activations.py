@@ -7,7 +7,7 @@ would use for the prompt's length. The prompt runs alone and unpadded, so every 
 
 from __future__ import annotations
 
-from kit.core.localize import ATTENTION, MLP, Point, points
+from kit.core.localize import Point, stream
 
 
 def residual_stream(backend, token_ids) -> list[tuple[Point, "object"]]:
@@ -18,22 +18,17 @@ def residual_stream(backend, token_ids) -> list[tuple[Point, "object"]]:
 
     import numpy as np
 
-    from kit.backends.jax.llama import residual_stream as stream
+    from kit.backends.jax.llama import residual_stream as scan_stream
     from kit.backends.jax.runtime import choose_attention
 
     jax = backend._jax
     ids = np.asarray([list(token_ids)], dtype=np.int32)
     attention = choose_attention(backend.attention, backend.dtype, backend.platform, ids.shape[1])
     where = backend.device if backend.tp is None else backend.tp.replicated()
-    embedded, attn, mlp = jax.jit(partial(stream, shape=backend.shape, attention=attention, tp=backend.tp))(
+    embedded, attn, mlp = jax.jit(partial(scan_stream, shape=backend.shape, attention=attention, tp=backend.tp))(
         backend.params, jax.device_put(ids, where))
 
     def host(a):
         return np.asarray(a, dtype=np.float32)
 
-    embedded, attn, mlp = host(embedded), host(attn), host(mlp)
-    states = {points(0)[0]: embedded[0]}
-    for i in range(backend.shape.layers):
-        states[Point(i, ATTENTION)] = attn[i, 0]
-        states[Point(i, MLP)] = mlp[i, 0]
-    return [(p, states[p]) for p in points(backend.shape.layers)]
+    return stream(host(embedded)[0], host(attn)[:, 0], host(mlp)[:, 0])

@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from kit.core.localize import ATTENTION, MLP, Point, points
+from kit.core.localize import Point, points, stream
 
 
 def residual_stream(backend, token_ids, bucket: int) -> list[tuple[Point, "object"]]:
@@ -49,13 +49,7 @@ def residual_stream(backend, token_ids, bucket: int) -> list[tuple[Point, "objec
     def real(a) -> np.ndarray:
         return np.asarray(a.array, dtype=np.float32)
 
-    x0, attn, mlp = real(x0)[:n], real(attn)[:, :n], real(mlp)[:, :n]
-    layers = attn.shape[0]
-    states = {points(0)[0]: x0}
-    for i in range(layers):
-        states[Point(i, ATTENTION)] = attn[i]
-        states[Point(i, MLP)] = mlp[i]
-    return [(p, states[p]) for p in points(layers)]
+    return stream(real(x0)[:n], real(attn)[:, :n], real(mlp)[:, :n])
 
 
 def write_request(path: Path, model_path: str, options: dict, prompts, out: Path) -> None:
@@ -65,12 +59,12 @@ def write_request(path: Path, model_path: str, options: dict, prompts, out: Path
                                             for p in prompts]}))
 
 
-def read_streams(out: Path, count: int, layers: int) -> list[list[tuple[Point, "object"]]]:
-    """What ``main`` wrote: per prompt, its points in forward order."""
+def read_streams(out: Path, count: int) -> list[list[tuple[Point, "object"]]]:
+    """What ``main`` wrote: per prompt, its points in forward order (an embeddings point, then two a layer)."""
     import numpy as np
 
-    order = points(layers)
     with np.load(out) as saved:
+        order = points((len(saved.files) // count - 1) // 2)
         return [[(p, saved[f"{i}:{k}"]) for k, p in enumerate(order)] for i in range(count)]
 
 

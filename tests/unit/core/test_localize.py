@@ -106,3 +106,11 @@ def test_earliest_takes_the_prompt_that_leaves_the_noise_first():
 def test_verdict_line_names_layer_and_sublayer_or_the_embeddings():
     assert verdict_line(Point(1, "attention")) == "first divergent: layer 1 attention"
     assert verdict_line(Point(None, "embeddings")) == "first divergent: embeddings"
+
+
+def test_a_stream_from_per_layer_arrays_runs_in_the_order_points_lists():
+    from kit.core.localize import stream
+
+    built = stream("e", ["a0", "a1"], ["m0", "m1"])
+    assert [p for p, _ in built] == points(2)
+    assert [s for _, s in built] == ["e", "a0", "m0", "a1", "m1"]
