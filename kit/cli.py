@@ -18,6 +18,7 @@ from kit import __version__
 from kit.core import contract, paths, rundir
 from kit.core.errors import BadInput
 from kit.core.exitcodes import ExitCode, epilog
+from kit.core.text import printable
 from kit.core.results import EXIT_CODES
 from kit.gate import stopping, verbosity
 from kit.gate.heartbeat import DEFAULT_HEARTBEAT_S, HEARTBEAT_ENV
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.flush()  # a reader gone early shows here, where it is caught, not at the exit's flush
             return code
     except BadInput as exc:
-        print(f"parity-kit: bad input: {exc}", file=sys.stderr)
+        print(f"parity-kit: bad input: {printable(str(exc))}", file=sys.stderr)  # it may quote a prompt id
         return ExitCode.BAD_INPUT
     except KeyboardInterrupt as exc:
         print(f"parity-kit: {stopping.describe(exc)}", file=sys.stderr)
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         import traceback
 
         traceback.print_exc(file=sys.stderr)
-        print(f"parity-kit: internal error: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
+        print(printable(f"parity-kit: internal error: {type(exc).__name__}: {exc}".splitlines()[0]), file=sys.stderr)
         return ExitCode.INTERNAL
 
 
@@ -252,6 +253,9 @@ def _parser() -> argparse.ArgumentParser:
     gm.add_argument("--attn-implementation", default="sdpa", choices=["sdpa", "eager", "sdpa_repeat_kv"],
                     help="hf: the attention implementation (default sdpa)")
     gm.add_argument("--device", default="cpu", help="torch device: cpu (default), cuda, cuda:N")
+    gm.add_argument("--cpu-kernels", default="native", choices=["native", "avx2"],
+                    help="hf on a CPU: native (default) runs the widest kernels this CPU has; avx2 pins torch's, "
+                         "oneDNN's and MKL's to their AVX2 code, so an exact golden holds on every AVX2 host")
     gm.add_argument("--batch-size", type=int, default=1, help="same-bucket prompts scored together (default 1)")
     gm.add_argument("--decode", type=int, default=0, metavar="N",
                     help="also continue every prompt N greedy steps with the backend's decode path and keep the "
@@ -701,7 +705,7 @@ def _fixture_report(args) -> int:
 
 def _golden_make(args) -> int:
     from kit.core.golden import golden_filename, write_golden
-    from kit.core.runtime import host_isa_level
+    from kit.core.runtime import runtime_slug
     from kit.goldens.make import make_golden_document
 
     paths.check_dir_target(args.out, "--out")  # before the fixture is scored, not after
@@ -710,9 +714,10 @@ def _golden_make(args) -> int:
     doc, fixture = make_golden_document(args.model, args.fixture, args.kind, args.top_k,
                                         ["parity-kit", *sys.argv[1:]], args.dtype, args.attn_implementation,
                                         backend=args.backend, checkpoint=args.checkpoint, device=args.device,
-                                        batch_size=args.batch_size, decode=args.decode)
+                                        batch_size=args.batch_size, decode=args.decode,
+                                        cpu_kernels=args.cpu_kernels)
     # An exact golden holds on one runtime: its name says which, beside those made on others.
-    runtime = host_isa_level() if args.kind == "exact" else None
+    runtime = runtime_slug(doc["provenance"].get("runtime", "")) if args.kind == "exact" else None
     name = golden_filename(fixture, Path(args.model).resolve().name, doc["model_digest"], args.kind, runtime,
                            args.decode)
     print(write_golden(Path(args.out) / name, doc))
@@ -755,7 +760,7 @@ def _golden_diff(args) -> int:
     moved = [r for r in rows if r.max_probability_delta > args.threshold or r.winner_changed]
     for r in sorted(moved, key=lambda r: -r.max_probability_delta):
         win = f"  winner {r.winner_before} -> {r.winner_after}" if r.winner_changed else ""
-        print(f"{r.id:<32} {r.max_probability_delta:.4g}{win}")
+        print(f"{printable(r.id):<32} {r.max_probability_delta:.4g}{win}")
     worst = max((r.max_probability_delta for r in rows), default=0.0)
     changed = sum(r.winner_changed for r in rows)
     print(f"{len(moved)} of {len(rows)} cases moved; largest move {worst:.4g}; {changed} winners changed")

@@ -78,8 +78,18 @@ class BackendInfo:
     requires: tuple[str, ...] = ()  # top-level modules its kernel must be able to import
     install: str = ""               # the command that installs what it requires
     decodes: bool = False           # its runtime implements ``decode``: cases may set ``decode = N``
+    # "module:function": ``function(options) -> str``, the key of what decides the bits of this backend's
+    # results under a case's options (kit.core.runtime). An exact golden holds only where its key is equal.
+    exact_runtime: str = "kit.core.runtime:host_runtime_of"
 
     def open(self, spec) -> "Backend":
         import importlib
 
         return importlib.import_module(self.runtime).open_backend(spec)
+
+    def runtime_key(self, options: dict) -> str:
+        """This host's runtime key for a case of this backend with ``options`` (see ``exact_runtime``)."""
+        import importlib
+
+        module, _, function = self.exact_runtime.partition(":")
+        return str(getattr(importlib.import_module(module), function)(dict(options)))

@@ -14,15 +14,17 @@ from pathlib import Path
 from kit.backends.base import Backend, can_decode
 from kit.backends.registry import open_backend
 from kit.core import contract
-from kit.core.calibration import hardware_change, mismatch, noise_class
+from kit.core.calibration import hardware_change, measured_on, mismatch, noise_class
 from kit.core.coverage import prompt_mismatch
 from kit.core.decode import check_continuations_fit, check_decode_golden, compare_continuation
 from kit.core.drift import drift_test
 from kit.core.errors import BadInput
 from kit.core.fixture import Prompt, load_fixture
-from kit.core.golden import check_golden_matches_fixture, hardware, load_golden
+from kit.core.golden import Golden, check_golden_matches_fixture, load_golden, provenance, reference_document
+from kit.core.jsonio import canonical_bytes, sha256_bytes, write_canonical
 from kit.core.modelconfig import model_limits
 from kit.core.modeldigest import check_model_digest
+from kit.core.observations import continuation_problem, observation_problem
 from kit.core.phases import PhaseClock
 from kit.core.progress import BucketDone, ProgressWriter
 from kit.core.records import FAILED, PASSED, CaseResult, Continuation, Observation, RepeatSpread
@@ -65,21 +67,27 @@ def with_options(spec: CaseSpec, **overrides) -> CaseSpec:
     return dataclasses.replace(spec, options={**spec.options, **given}) if given else spec
 
 
-def run_case(spec: CaseSpec) -> CaseResult:
+def run_case(spec: CaseSpec, reference_out: str | None = None) -> CaseResult:
+    """Score one case and judge it. An exact case with a ``reference`` first computes its reference in this
+    kernel (written to ``reference_out`` as an exact golden, when given, so the verdict's evidence stays)."""
+    if spec.no_baseline:
+        raise BadInput(f"case {spec.name}: {spec.no_baseline}")
     started, t0, clock = now_iso(), time.perf_counter(), PhaseClock()
     fixture = load_fixture(spec.fixture_path)
-    golden = load_golden(spec.golden_path)
-    check_golden_matches_fixture(golden, fixture)
     model_digest = check_model_digest(spec.model_path, spec.model_digest, f"case {spec.name}")
-    notes = []
-    if golden.model_digest != model_digest:
-        notes.append(f"golden {Path(golden.path).name} was made from model {golden.model_digest[:12]}, "
-                     f"this case scores model {model_digest[:12]}")
-    host = hardware()
-    if golden.kind == "exact" and golden.provenance.get("hardware") != host:
-        notes.append(f"exact golden {Path(golden.path).name} was made on {golden.provenance.get('hardware')}, "
-                     f"this host is {host}: bit-exact goldens hold only where they were made")
     prompts = fixture.select(spec.prompt_ids, spec.buckets)
+    notes = []
+    if spec.reference is not None:
+        golden = reference_golden(spec, fixture, prompts, reference_out)
+        notes.append(f"compared bit for bit with {spec.reference['model']} ({Path(spec.reference['model_path']).name}, "
+                     f"options {_changed_options(spec)}) computed by the same backend in this kernel")
+    else:
+        golden = load_golden(spec.golden_path)
+        check_golden_matches_fixture(golden, fixture)
+        if golden.model_digest != model_digest:
+            notes.append(f"golden {Path(golden.path).name} was made from model {golden.model_digest[:12]}, "
+                         f"this case scores model {model_digest[:12]}")
+    clock.mark("reference")
     if spec.decode:  # refused before the engine starts, as the preflight refuses it before the gate does
         check_decode_golden(golden, spec.decode, spec.name)
         check_continuations_fit(((p.id, p.n_tokens) for p in prompts), spec.decode, model_limits(spec.model_path),
@@ -99,10 +107,13 @@ def run_case(spec: CaseSpec) -> CaseResult:
         for obs in observations:
             if obs.prompt_id in runs:
                 runs[obs.prompt_id].append(obs)
-        _observe_again(backend, spec, repeated, runs, spec.repeats - 1)
-        clock.mark("repeats")
+        # Only the phases this case has are marked: the timeline holds what a case did, not what took time.
+        if spec.repeats > 1:
+            _observe_again(backend, spec, repeated, runs, spec.repeats - 1)
+            clock.mark("repeats")
         continuations, decode_s = continue_prompts(backend, spec, prompts)
-        clock.mark("decode")
+        if spec.decode:
+            clock.mark("decode")
     finally:
         backend.close()
     for _ in range(spec.repeat_launches - 1):
@@ -112,6 +123,7 @@ def run_case(spec: CaseSpec) -> CaseResult:
         finally:
             backend.close()
     clock.mark("engine close, relaunches")
+    check_distributions(spec, prompts, [*observations, *(o for r in runs.values() for o in r)], continuations)
 
     exact = golden.kind == "exact"
     scores = [
@@ -126,20 +138,23 @@ def run_case(spec: CaseSpec) -> CaseResult:
     failures += [f for d in decoded for f in d.failures]
     if decode_s is not None:
         details = {**details, "decode_s": round(decode_s, 3)}
-    drift = None
+    drift, drift_skipped = None, None
     if spec.calibration is not None:
         problem = mismatch(spec.calibration, backend=spec.backend, fixture_sha256=fixture.sha256,
                            golden_sha256=golden.sha256, model_digest=model_digest,
-                           noise_class=noise_class(spec.options), prompts=[p.id for p in prompts],
+                           noise_class=noise_class(spec.options), prompts={p.id: p.bucket for p in prompts},
                            accept=spec.calibration.get("accept", []))
         if problem:
             raise BadInput(f"case {spec.name}: calibration {spec.calibration.get('path')} does not fit: {problem}")
         elsewhere = other_hardware(spec)
         if elsewhere:
             notes.append(elsewhere)
+            drift_skipped = f"calibration measured on other hardware, {measured_on(spec.calibration)}"
         elif spec.drift:
             drift = drift_test(scores, spec.calibration)
             failures += drift.failures
+        else:
+            drift_skipped = "turned off: drift = false"
     spreads = [repeat_spread(p.id, runs[p.id], spec.repeat_launches) for p in repeated] if spec.repeated else []
     if spec.exact_repeats:
         failures += [_not_exact(r) for r in spreads if not r.identical]
@@ -148,13 +163,44 @@ def run_case(spec: CaseSpec) -> CaseResult:
         case=spec.name, backend=spec.backend, status=FAILED if failures else PASSED,
         golden_kind=golden.kind, golden_path=str(golden.path), bound=spec.bound,
         bucket_bounds=dict(spec.bucket_bounds), bound_source=bound_source(spec, exact),
-        drift=drift.to_dict() if drift else None, options=dict(spec.options), release=release, details=details,
+        drift=drift.to_dict() if drift else None, drift_skipped=drift_skipped, options=dict(spec.options),
+        release=release, details=details,
         fixture_sha256=fixture.sha256, model_digest=model_digest, golden_sha256=golden.sha256,
-        inputs_digest=spec.inputs_digest(fixture.sha256, golden.sha256),
+        inputs_digest=spec.inputs_digest(fixture.sha256, "" if spec.reference is not None else golden.sha256),
         started_at=started, finished_at=now_iso(), duration_s=time.perf_counter() - t0, scoring_s=scoring_s,
         prompts=scores, repeat_spread=spreads, failures=failures, notes=notes, decode=decoded,
         phases=clock.seconds, kernel_span=clock.span(),
     )
+
+
+def reference_golden(spec: CaseSpec, fixture, prompts: list[Prompt], out: str | None) -> Golden:
+    """The exact reference of a case with ``reference``: the same backend, in this kernel, on the reference's
+    model folder with its options, over the case's prompts; kept as an exact golden beside the case result."""
+    ref = spec.reference or {}
+    digest = check_model_digest(ref["model_path"], ref["model_digest"], f"case {spec.name}: reference")
+    ref_spec = dataclasses.replace(spec, model_path=ref["model_path"], model_digest=digest,
+                                   options=dict(ref["options"]), reference=None)
+    backend = open_backend(ref_spec)
+    try:
+        observed = observe_by_bucket(backend, prompts, spec.top_n, ProgressWriter(), spec.backend)[0]
+        release = backend.release()
+    finally:
+        backend.close()
+    prov = provenance(spec.backend, release, str(ref["options"].get("dtype", "float32")), "in-kernel reference",
+                      [f"parity-kit case {spec.name} (reference: {ref['model']})"], spec.runtime or None)
+    doc = reference_document(fixture, digest, spec.top_n, observed, prov)
+    data = canonical_bytes(doc)
+    path = Path(out) if out else Path(f"{spec.name}.reference.json")
+    if out:
+        write_canonical(path, doc)
+    return Golden(path, sha256_bytes(data), "exact", fixture.sha256, digest, spec.top_n, prov,
+                  {o.prompt_id: tuple(o.top_logprobs[: spec.top_n]) for o in observed})
+
+
+def _changed_options(spec: CaseSpec) -> str:
+    ref = (spec.reference or {}).get("options", {})
+    changed = {k: v for k, v in ref.items() if spec.options.get(k) != v}
+    return ", ".join(f"{k}={v}" for k, v in sorted(changed.items())) or "the same"
 
 
 def continue_prompts(backend: Backend, spec: CaseSpec,
@@ -206,6 +252,30 @@ def other_hardware(spec: CaseSpec) -> str | None:
 class BackendMismatch(Exception):
     """A backend returned observations for other prompts than it was given: a fault in the backend,
     which must end the case as an error rather than a verdict on the prompts it chose to return."""
+
+
+class InvalidObservation(BackendMismatch):
+    """A backend returned what no next-token distribution could be (kit.core.observations): its fault, so
+    the case ends as an error, as for observations of the wrong prompts, and is never scored."""
+
+
+def check_distributions(spec: CaseSpec, prompts: list[Prompt], observed: list[Observation],
+                        continuations: dict[str, Continuation]) -> None:
+    """Every observation (repeats included) and continuation held to being a distribution of the case's
+    model, before anything is scored; the first that is not ends the case naming its prompt."""
+    limits = model_limits(spec.model_path)
+    vocab = limits.vocab_size if limits is not None else None
+    lengths = {p.id: p.n_tokens for p in prompts}
+    for obs in observed:
+        _refuse_invalid(spec, obs.prompt_id, observation_problem(obs, lengths[obs.prompt_id], vocab))
+    for cont in continuations.values():
+        _refuse_invalid(spec, cont.prompt_id, continuation_problem(cont, vocab))
+
+
+def _refuse_invalid(spec: CaseSpec, prompt_id: str, problem: str | None) -> None:
+    if problem:
+        raise InvalidObservation(f"backend {spec.backend} returned an invalid distribution for prompt {prompt_id}: "
+                                 f"{problem}")
 
 
 def matched(backend_name: str, asked: list[Prompt], observed: list[Observation], what: str) -> list[Observation]:
@@ -283,7 +353,8 @@ def notebook_case(spec: dict | None, descriptor: str, case: str, result_path: st
     """Everything a parity notebook does before it shows anything: resolve the case (injected by the
     executor, or read from the descriptor when run by hand), apply the notebook's option parameters,
     score, write the result where the executor expects it, and print the verdict for the log."""
-    result = run_case(with_options(resolve_spec(spec, descriptor, case), **option_overrides))
+    reference_out = str(Path(result_path).with_suffix(".reference.json")) if result_path else None
+    result = run_case(with_options(resolve_spec(spec, descriptor, case), **option_overrides), reference_out)
     save(result, result_path)
     counts = result.counts()
     print(f"{result.case}: {result.status}, {counts['failed']} of {counts['prompts']} prompts failed")

@@ -15,7 +15,8 @@ from typing import Sequence
 
 from kit.core import paths
 from kit.core.exitcodes import ExitCode
-from kit.core.records import ERROR, FAILED, TIMEOUT, CaseResult, DecodeScore, PromptScore, known_fields
+from kit.core.records import (ERROR, FAILED, NO_BASELINE, TIMEOUT, CaseResult, DecodeScore, PromptScore,
+                              known_fields)
 from kit.core.results import RunView
 
 QUALIFIED, REGRESSION, BLOCKER, BOTH_BROKEN, INCOMPLETE = (
@@ -222,6 +223,8 @@ def _incomplete_lines(label: str, view: RunView) -> list[str]:
             where = f"partial notebook {paths.display(r.notebook)}" if r.notebook else "no notebook was kept"
             what = "timed out" if r.status == TIMEOUT else "errored"
             lines.append(f"{label}: case {name} {what}; {where}")
+        elif r.status == NO_BASELINE:  # nothing judged it here, so nothing can be compared
+            lines.append(f"{label}: case {name}: {r.error}")
     return lines
 
 

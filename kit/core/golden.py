@@ -27,7 +27,7 @@ from kit.core.errors import BadInput
 from kit.core.fixture import Fixture
 from kit.core.jsonio import canonical_bytes, read_input_bytes, sha256_bytes, write_canonical
 from kit.core.records import Continuation, Observation
-from kit.core.runtime import hardware, runtime_match
+from kit.core.runtime import golden_runtime, hardware
 
 KINDS = ("semantic", "exact")
 FORMAT = 2  # the newest golden format this code reads and writes (1: no "format" key, no continuations)
@@ -55,8 +55,11 @@ class Golden:
         return sorted(self.prompts)
 
 
-def provenance(backend: str, release: dict, dtype: str, attention: str | dict, command: Sequence[str]) -> dict:
-    return {
+def provenance(backend: str, release: dict, dtype: str, attention: str | dict, command: Sequence[str],
+               runtime: str | None = None) -> dict:
+    """Who made a golden, how and where; ``runtime``: the key of what decided its bits (exact goldens)."""
+    extra = {"runtime": runtime} if runtime else {}
+    return {**extra,
         "backend": backend,
         "release": release,
         "dtype": dtype,
@@ -106,6 +109,21 @@ def golden_document(kind: str, fixture: Fixture, model_digest: str, top_k: int,
             case["continuation"] = [{"token_id": int(t), "top_logprobs": _entries(top)} for t, top in steps]
         doc["format"], doc["decode_steps"] = FORMAT, decode_steps
     return doc
+
+
+def reference_document(fixture: Fixture, model_digest: str, top_k: int, observations: Sequence[Observation],
+                       prov: dict) -> dict:
+    """An exact golden over the prompts a case scored (a subset of the fixture): the reference an exact case
+    computes in its own kernel, kept beside its result as the evidence it was judged against."""
+    cases = []
+    for obs in sorted(observations, key=lambda o: o.prompt_id):
+        top = obs.top_logprobs[:top_k]
+        problem = top_list_problem(top, top_k)
+        if problem:
+            raise BadInput(f"reference of case {obs.prompt_id}: {problem}")
+        cases.append({"id": obs.prompt_id, "top_logprobs": _entries(top)})
+    return {"kind": "exact", "fixture_sha256": fixture.sha256, "model_digest": model_digest, "top_k": top_k,
+            "provenance": prov, "cases": cases}
 
 
 def _entries(top: Sequence[tuple[int, float]]) -> list[dict]:
@@ -263,16 +281,28 @@ def check_golden_matches_fixture(golden: Golden, fixture: Fixture) -> None:
         raise BadInput(f"golden {golden.path} case ids disagree with fixture {fixture.path.name}: {'; '.join(parts)}")
 
 
-def choose_for_host(goldens: Sequence[Golden], host: str) -> Golden | None:
-    """The golden made on this runtime; failing that, the first legacy one (made before fingerprints
-    named the ISA level) whose CPU model and OS agree; else None."""
-    fits = [(runtime_match(str(g.provenance.get("hardware", "")), host), g) for g in goldens]
-    return next((g for how, g in fits if how == "exact"), None) or next((g for how, g in fits if how == "legacy"),
-                                                                         None)
+def choose_for_runtime(goldens: Sequence[Golden], runtime: str) -> Golden | None:
+    """The golden made on ``runtime`` (its key, kit.core.runtime), else None: an exact golden never falls
+    back to another runtime's, whose bits differ."""
+    return next((g for g in goldens if golden_runtime(g.provenance) == runtime), None)
 
 
-def remake_command(golden: Golden, model: str, fixture: str, out: str) -> str:
-    """The `parity-kit golden make` line that makes a golden like this one, on the host that runs it."""
+def duplicate_runtime(goldens: Sequence[Golden]) -> tuple[Golden, Golden] | None:
+    """Two goldens of one list made on one runtime (which of them would judge is then arbitrary)."""
+    seen: dict[str, Golden] = {}
+    for g in goldens:
+        key = golden_runtime(g.provenance)
+        if key is None:
+            continue
+        if key in seen:
+            return seen[key], g
+        seen[key] = g
+    return None
+
+
+def remake_command(golden: Golden, model: str, fixture: str, out: str, options: dict | None = None) -> str:
+    """The `parity-kit golden make` line that makes a golden like this one, on the host that runs it (for
+    the case ``options`` that decide its runtime, where given: the kernels an hf case pins)."""
     prov, release = golden.provenance, golden.provenance.get("release") or {}
     backend = prov.get("backend", "hf")
     args = ["parity-kit", "golden", "make"]
@@ -284,7 +314,8 @@ def remake_command(golden: Golden, model: str, fixture: str, out: str) -> str:
     if backend == "hf":  # the options hf takes, where the golden was made with other than the defaults
         for flag, value, default in (("--dtype", prov.get("dtype"), "float32"),
                                      ("--attn-implementation", prov.get("attention"), "sdpa"),
-                                     ("--device", release.get("device"), "cpu")):
+                                     ("--device", release.get("device"), "cpu"),
+                                     ("--cpu-kernels", (options or release).get("cpu_kernels"), "native")):
             if value is not None and value != default:
                 args += [flag, str(value)]
     return shlex.join([*args, "--out", out])

@@ -14,7 +14,9 @@ from kit.core.jsonio import json_safe
 
 # A case status is one of these; the gate verdict is derived from them in kit.core.results.
 PASSED, FAILED, ERROR, TIMEOUT = "passed", "failed", "error", "timeout"
-CASE_STATUSES = (PASSED, FAILED, ERROR, TIMEOUT)
+# An exact case whose runtime has no golden: neither passed nor failed, since nothing could judge it.
+NO_BASELINE = "no-baseline"
+CASE_STATUSES = (PASSED, FAILED, ERROR, TIMEOUT, NO_BASELINE)
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,8 @@ class CaseResult:
     bound_source: dict[str, Any] = field(default_factory=dict)
     # The drift test over all prompts (kit.core.drift.DriftResult as a dict); None when not run.
     drift: dict[str, Any] | None = None
+    # Why a calibrated case did not run its drift test (turned off, or noise measured on other hardware).
+    drift_skipped: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
     release: dict[str, Any] = field(default_factory=dict)
     # How the backend computed this case (attention per bucket, repeat spread, ...): facts a
@@ -184,6 +188,8 @@ class CaseResult:
         """One line per reason this case did not pass."""
         if self.status in (ERROR, TIMEOUT):
             return [f"{self.case}: {self.status}: {self.error}"]
+        if self.status == NO_BASELINE:
+            return [f"{self.case}: {self.error}"]
         return [f"{self.case}: {message}" for message in self.failures]
 
     @property
@@ -225,10 +231,21 @@ class CaseResult:
     def drift_text(self) -> str:
         """The drift test in a few words, or why it did not run."""
         if self.drift is None:
-            return "not run (no calibration)" if self.golden_kind == "semantic" else "—"
+            return self._drift_not_run()
         verdict = "passed" if self.drift.get("passed") else "failed"
         p = self.drift.get("p_value")
         return f"{verdict}, p = {p:.2g}" if isinstance(p, (int, float)) else f"{verdict} (range rule)"
+
+    def _drift_not_run(self) -> str:
+        """Why there is no drift test: the case's own reason, else that it did not finish, else (a semantic
+        case) that it has no calibration to test against."""
+        if self.drift_skipped:
+            return f"not run ({self.drift_skipped})"
+        if self.status in (ERROR, TIMEOUT):
+            return f"not run (case {self.status})"
+        if (self.bound_source or {}).get("kind") == "calibrated":
+            return "not run"
+        return "not run (no calibration)" if self.golden_kind == "semantic" else "—"
 
     @property
     def calibrated_noise(self) -> float | None:

@@ -10,10 +10,12 @@ from typing import Mapping, Sequence
 from kit.core import rundir
 from kit.core.exitcodes import ExitCode
 from kit.core.jsonio import read_json, write_json
-from kit.core.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
+from kit.core.records import ERROR, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseResult
 
 GATE_PASSED, GATE_FAILED, GATE_INCOMPLETE = "passed", "failed", "incomplete"
-EXIT_CODES = {GATE_PASSED: ExitCode.PASSED, GATE_FAILED: ExitCode.FAILED, GATE_INCOMPLETE: ExitCode.INCOMPLETE}
+GATE_NO_BASELINE = "no-baseline"  # every case that ran passed, and some exact case had nothing to judge it by
+EXIT_CODES = {GATE_PASSED: ExitCode.PASSED, GATE_FAILED: ExitCode.FAILED, GATE_INCOMPLETE: ExitCode.INCOMPLETE,
+              GATE_NO_BASELINE: ExitCode.NO_BASELINE}
 
 
 def now_iso() -> str:
@@ -30,19 +32,21 @@ def load_case_result(path: str | Path) -> CaseResult:
 
 def gate_verdict(expected: Sequence[str], results: Mapping[str, CaseResult]) -> str:
     """``failed`` when any case failed (that answer stands whatever else happened),
-    else ``incomplete`` when a case errored, timed out or is missing, else ``passed``.
-    Never ``passed`` with a missing case."""
+    else ``incomplete`` when a case errored, timed out or is missing, else ``no-baseline`` when an exact
+    case had no golden for its runtime, else ``passed``. Never ``passed`` with a missing or unjudged case."""
     statuses = [results[name].status if name in results else None for name in expected]
     if FAILED in statuses:
         return GATE_FAILED
     if any(s in (ERROR, TIMEOUT, None) for s in statuses) or not expected:
         return GATE_INCOMPLETE
+    if NO_BASELINE in statuses:
+        return GATE_NO_BASELINE
     assert all(s == PASSED for s in statuses)
     return GATE_PASSED
 
 
 def status_counts(expected: Sequence[str], results: Mapping[str, CaseResult]) -> dict[str, int]:
-    counts = {PASSED: 0, FAILED: 0, ERROR: 0, TIMEOUT: 0, "missing": 0}
+    counts = {PASSED: 0, FAILED: 0, ERROR: 0, TIMEOUT: 0, NO_BASELINE: 0, "missing": 0}
     for name in expected:
         counts[results[name].status if name in results else "missing"] += 1
     return counts
@@ -50,7 +54,8 @@ def status_counts(expected: Sequence[str], results: Mapping[str, CaseResult]) ->
 
 def counts_sentence(counts: Mapping[str, int], duration_s: float) -> str:
     """'1 failed, 2 passed in 991 s' (zero counts left out)."""
-    words = {FAILED: "failed", ERROR: "errored", TIMEOUT: "timed out", "missing": "missing", PASSED: "passed"}
+    words = {FAILED: "failed", ERROR: "errored", TIMEOUT: "timed out", "missing": "missing",
+             NO_BASELINE: "without a baseline", PASSED: "passed"}
     parts = [f"{counts[k]} {word}" for k, word in words.items() if counts.get(k)]
     return f"{', '.join(parts) or 'no cases'} in {duration_s:.0f} s"
 

@@ -80,6 +80,135 @@ def has_level(fingerprint: str) -> bool:
     return without_level(fingerprint) != fingerprint
 
 
+# --- What decides the bits of an exact result ------------------------------------------------------------------
+# An exact golden holds where the same kernels run. Which kernels run is decided by each numeric library's own
+# dispatch, not by the x86-64 level: torch's ATen picks its vectorized kernels by its CPU capability, oneDNN and
+# MKL pick theirs by the instruction sets they find (and MKL by the vendor too), and XLA:CPU compiles for the
+# host's CPU model and every feature it reports. So an exact golden records the key of the runtime it was made
+# on, computed per numeric stack, and a case uses the golden whose key equals its own (docs/exact-baselines.md).
+
+# ATen's CPU capabilities, lowest first; ATEN_CPU_CAPABILITY may lower the one the CPU offers, never raise it.
+ATEN_CAPABILITIES = ("default", "avx2", "avx512")
+# What pins torch's float32 kernels to AVX2 on any x86-64 host with AVX2: ATen's vectorized kernels, oneDNN's
+# primitives and MKL's BLAS (conditional numerical reproducibility: the same results on every CPU of that
+# branch, Intel or AMD). Measured: under these, an AVX-512 host reproduces bit for bit the exact golden an
+# AVX2 host made without them.
+TORCH_AVX2_PIN = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2"}
+
+
+def aten_capability(flags: set[str] | frozenset[str] | None, environ=None) -> str:
+    """The capability torch's ATen dispatch uses on a CPU with ``flags`` (its own rule: AVX-512 needs the
+    VL, BW and DQ extensions and FMA; AVX2 needs FMA too), lowered by ``ATEN_CPU_CAPABILITY``."""
+    flags = flags or set()
+    if {"avx512vl", "avx512bw", "avx512dq", "fma"} <= flags:
+        natural = "avx512"
+    elif {"avx2", "fma"} <= flags:
+        natural = "avx2"
+    else:
+        natural = "default"
+    asked = str((environ or {}).get("ATEN_CPU_CAPABILITY", "")).lower()
+    if asked in ATEN_CAPABILITIES and ATEN_CAPABILITIES.index(asked) < ATEN_CAPABILITIES.index(natural):
+        return asked
+    return natural
+
+
+def onednn_isa(flags: set[str] | frozenset[str] | None, environ=None) -> str:
+    """The highest instruction set oneDNN dispatches to on ``flags`` (its names), or its pinned maximum."""
+    pinned = str((environ or {}).get("ONEDNN_MAX_CPU_ISA", "")).lower()
+    if pinned:
+        return pinned
+    flags = flags or set()
+    for isa, needs in (("avx512_core_amx", {"amx_tile", "avx512_bf16"}), ("avx512_core_bf16", {"avx512_bf16"}),
+                       ("avx512_core_vnni", {"avx512_vnni"}), ("avx512_core", {"avx512bw", "avx512vl", "avx512dq"}),
+                       ("avx2_vnni", {"avx_vnni", "avx2"}), ("avx2", {"avx2"}), ("sse41", {"sse4_1"})):
+        if needs <= flags and ("avx512" not in isa or "avx512f" in flags):
+            return isa
+    return "default"
+
+
+def _vendor() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "vendor_id":
+                return value.strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def torch_cpu_runtime(environ=None, flags: set[str] | frozenset[str] | None = None,
+                      machine: str | None = None) -> str:
+    """The key of the kernels torch runs float32 with on this CPU under ``environ`` (the case kernel's
+    environment): ``torch-cpu x86_64 aten=avx2 onednn=avx2 mkl=AVX2``. MKL's own dispatch follows the CPU's
+    vendor and model unless MKL_CBWR fixes its branch, so an unpinned key names the CPU model too."""
+    import os
+
+    environ = os.environ if environ is None else environ
+    machine = (machine or platform.machine()).lower()
+    model, found = _cpuinfo()
+    flags = found if flags is None else flags
+    mkl = str(environ.get("MKL_CBWR", "")).split(",")[0].upper() or f"{_vendor()} {model or 'unknown'}"
+    return (f"torch-cpu {machine} aten={aten_capability(flags, environ)} onednn={onednn_isa(flags, environ)} "
+            f"mkl={mkl}")
+
+
+def xla_cpu_runtime() -> str:
+    """The key of XLA:CPU's code on this host. XLA compiles for the host's CPU model and every feature it
+    reports, and offers no flag to lower them (XLA_FLAGS has no maximum ISA), so the key is the CPU model
+    with a digest of its full feature list: two hosts of one x86-64 level but other features differ."""
+    import hashlib
+
+    model, flags = _cpuinfo()
+    digest = hashlib.sha256(" ".join(sorted(flags or ())).encode()).hexdigest()[:12]
+    return f"xla-cpu {platform.machine().lower()} {model or platform.processor() or 'unknown'} features={digest}"
+
+
+def host_runtime_of(options: dict | None = None) -> str:
+    """The key for a backend that names no finer one: its device (a GPU's model and driver), or on a CPU
+    the host's CPU model and the digest of its features, the most a backend's kernels can depend on."""
+    device = str((options or {}).get("device", "cpu"))
+    if device.startswith("cuda"):
+        gpu = accelerator(device)
+        return f"cuda {gpu['name']} driver {gpu['driver'] or 'unknown'}"
+    return xla_cpu_runtime().replace("xla-cpu", "host", 1)
+
+
+def xla_runtime_of(options: dict | None = None) -> str:
+    """The key of a JAX backend's results: XLA's code for the host's CPU, or the GPU it runs on."""
+    device = str((options or {}).get("device", "cpu"))
+    return host_runtime_of(options) if device.startswith("cuda") else xla_cpu_runtime()
+
+
+def legacy_runtime(provenance: dict) -> str | None:
+    """The runtime key of an exact golden made before goldens recorded one, where its record says enough:
+    an hf golden made on an x86-64-v3 host ran torch's AVX2 kernels with oneDNN's AVX2 ones and MKL's branch
+    for that CPU; nothing else can be recovered (an XLA golden's features were never written down)."""
+    hardware_text = str(provenance.get("hardware", ""))
+    release = provenance.get("release") or {}
+    if provenance.get("backend") != "hf" or release.get("device", "cpu") != "cpu":
+        return None
+    model = hardware_text.split(" (", 1)[0]
+    vendor = "AuthenticAMD" if model.startswith("AMD") else "GenuineIntel" if model.startswith("Intel") else None
+    if vendor is None or not hardware_text.endswith(", x86-64-v3)"):
+        return None
+    return f"torch-cpu x86_64 aten=avx2 onednn=avx2 mkl={vendor} {model}"
+
+
+def runtime_slug(runtime: str) -> str:
+    """A short file-name tag for a runtime key: the pinned AVX2 torch runtime by name, others by digest."""
+    import hashlib
+
+    if runtime.startswith("torch-cpu ") and " aten=avx2 onednn=avx2 mkl=AVX2" in runtime:
+        return "cpu-avx2-pinned"
+    return "rt-" + hashlib.sha256(runtime.encode()).hexdigest()[:10]
+
+
+def golden_runtime(provenance: dict) -> str | None:
+    """The runtime key an exact golden holds on: the one it records, else what its record implies."""
+    return provenance.get("runtime") or legacy_runtime(provenance)
+
+
 def runtime_match(made_on: str, host: str) -> str | None:
     """How a golden made on ``made_on`` fits ``host``: "exact" when the fingerprints are equal, "legacy"
     when the golden predates the ISA level and the CPU model and OS agree, else None."""

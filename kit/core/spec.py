@@ -46,6 +46,13 @@ class CaseSpec:
     # The decode check (kit.core.decode): continue each prompt greedily this many steps through the
     # backend's own decode path and compare with the golden's continuation; 0: no decode check.
     decode: int = 0
+    # An exact case judged against a reference its kernel computes (the same backend on another model
+    # folder, with some options changed) instead of a golden file: {model_path, model_digest, model, options}.
+    reference: dict[str, Any] | None = None
+    # Why an exact case has no golden on this runtime (then golden_path is empty and it does not run).
+    no_baseline: str | None = None
+    # The key of the runtime an exact case's bits depend on here (kit.core.runtime); empty for other cases.
+    runtime: str = ""
 
     @property
     def repeated(self) -> bool:
@@ -67,4 +74,7 @@ class CaseSpec:
         entry = {k: v for k, v in self.to_dict().items() if k not in ("timeout_s", "descriptor")}
         if not self.decode:  # a case without the check keeps the digest it had before the check existed
             entry.pop("decode")
+        for key in ("reference", "no_baseline", "runtime"):  # likewise for a case without these
+            if not entry[key]:
+                entry.pop(key)
         return sha256_bytes(canonical_bytes({"entry": entry, "fixture": fixture_sha256, "golden": golden_sha256}))

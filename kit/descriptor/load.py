@@ -13,15 +13,15 @@ from pydantic import BaseModel, ValidationError
 
 from kit.backends import registry
 from kit.core import paths
-from kit.core.calibration import load_record, record_for_host
+from kit.core.calibration import CalibrationRecord, load_record, measured_on, record_for_host, same_class
 from kit.core.errors import BadInput
-from kit.core.golden import choose_for_host, load_golden, remake_command
+from kit.core.golden import choose_for_runtime, load_golden, remake_command
 from kit.core.jsonio import read_input_bytes
-from kit.core.runtime import hardware
+from kit.core.runtime import golden_runtime
 from kit.core.spec import CaseSpec
 from kit.descriptor.code_settings import warn_code_settings
 from kit.descriptor.schema import (CASE_NAME, CaseBase, CustomNotebook, Descriptor, ModelRef, Release, Resources,
-                                   case_schemas, golden_kind)
+                                   case_golden_kind, case_schemas, golden_kind)
 
 
 class LoadedDescriptor:
@@ -30,6 +30,7 @@ class LoadedDescriptor:
     def __init__(self, path: Path, text: str, doc: Descriptor, cases: dict[str, CaseBase]):
         self.path, self.text, self.doc, self.cases = path, text, doc, cases
         self._chosen: dict[str, Path | None] = {}
+        self._listed: dict[str, list[CalibrationRecord]] = {}
 
     @property
     def name(self) -> str:
@@ -37,6 +38,12 @@ class LoadedDescriptor:
 
     def resolve(self, relative: str) -> Path:
         return (self.path.parent / relative).resolve()
+
+    def resolve_name(self, relative: str) -> Path:
+        """``relative`` with its folders resolved but its own name kept: a content-addressed file is checked
+        under the name the descriptor gives it, a link's own, not its target's."""
+        given = Path(relative)
+        return self.resolve(str(given.parent)) / given.name
 
     def where(self, *loc: str) -> str:
         """``file:line`` of a key, for messages about values that parsed but are wrong."""
@@ -62,38 +69,44 @@ class LoadedDescriptor:
         files = self.doc.goldens[name]
         return [self.resolve(f) for f in ([files] if isinstance(files, str) else files)]
 
-    def host_golden(self, name: str) -> Path | None:
-        """The file of a [goldens] entry that cases use on this host. A semantic entry has one; an exact
-        one is chosen by runtime (bit-exact goldens hold only where they were made): the golden made on
-        this host's fingerprint, else a legacy one made on its CPU model and OS; else None."""
-        files = self.golden_files(name)
-        if golden_kind(name) != "exact":
-            return files[0]
-        if name not in self._chosen:
-            chosen = choose_for_host([load_golden(f) for f in files], hardware())
-            self._chosen[name] = chosen.path if chosen is not None else None
-        return self._chosen[name]
-
     def golden_path(self, name: str) -> Path:
-        """The host's file of a [goldens] entry; refused when no golden of the entry holds here."""
-        path = self.host_golden(name)
-        if path is None:
-            raise BadInput(self._no_golden_here(name))
-        return path
+        """The file of a semantic [goldens] entry (which holds on any host). An exact entry's golden is
+        chosen per case, by the case's runtime (``case_golden``)."""
+        if golden_kind(name) == "exact":
+            raise BadInput(f"{self.where('goldens', name)}: goldens.{name} is exact: its golden is chosen per case "
+                           "by runtime")
+        return self.golden_files(name)[0]
 
-    def _no_golden_here(self, name: str) -> str:
-        goldens = [load_golden(f) for f in self.golden_files(name)]
-        made_on = "; ".join(dict.fromkeys(str(g.provenance.get("hardware")) for g in goldens))
+    def case_golden(self, name: str, case: CaseBase) -> tuple[Path | None, str | None, str]:
+        """The golden a case is judged against on this host, the reason it has none, and the case's runtime
+        key. An exact golden holds only on the runtime that made it, and never falls back to another's: a
+        case whose runtime has none reads "no baseline for this runtime", with the command that makes one."""
+        entry = str(case.golden)
+        info = registry.get(case.backend)
+        runtime = info.runtime_key(case.backend_options()) if golden_kind(entry) == "exact" else ""
+        if golden_kind(entry) != "exact":
+            return self.golden_files(entry)[0], None, runtime
+        goldens = [load_golden(f) for f in self.golden_files(entry)]
+        chosen = choose_for_runtime(goldens, runtime)
+        if chosen is not None:
+            return chosen.path, None, runtime
+        return None, self._no_golden_here(entry, goldens, runtime, case), runtime
+
+    def _no_golden_here(self, name: str, goldens: list, runtime: str, case: CaseBase) -> str:
+        made_on = "; ".join(dict.fromkeys(str(golden_runtime(g.provenance) or g.provenance.get("hardware"))
+                                          for g in goldens))
         first = goldens[0]
         model = next((m.path for m in (self.doc.model, *self.doc.models.values()) if m.digest == first.model_digest),
                      self.doc.model.path)
         command = remake_command(first, paths.display(self.resolve(model)),
-                                 paths.display(self.resolve(self.doc.fixture.path)), paths.display(first.path.parent))
+                                 paths.display(self.resolve(self.doc.fixture.path)), paths.display(first.path.parent),
+                                 case.backend_options())
         info = registry.registry().get(str(first.provenance.get("backend")))
         env = (f" with the parity-kit of {info.name}'s own environment"
                if info is not None and info.kernel != paths.MAIN_KERNEL else "")
-        return (f"{self.where('goldens', name)}: goldens.{name}: no exact golden holds on this host: made on "
-                f"{made_on}; this host is {hardware()}; make one here with `{command}`{env} and add it to the list")
+        return (f"no baseline for this runtime: goldens.{name} ({self.where('goldens', name)}) holds no exact golden "
+                f"made on {runtime}; its goldens were made on {made_on}; make one here with `{command}`{env} and "
+                "add it to the list")
 
     def case_notebook(self, name: str, case: CaseBase) -> Path:
         """The notebook a case names: a packaged one by name, or the descriptor's own marked trusted.
@@ -152,10 +165,10 @@ class LoadedDescriptor:
         specs = []
         for name in names:
             c = self.cases[name]
-            if c.golden not in self.doc.goldens:
+            if c.golden is not None and c.golden not in self.doc.goldens:
                 raise BadInput(f"{self.where('cases', name, 'golden')}: cases.{name}.golden: "
                                f"no [goldens] entry {c.golden!r} (have: {', '.join(self.doc.goldens)})")
-            if golden_kind(c.golden) == "semantic" and c.bound is None and c.calibration is None:
+            if case_golden_kind(c) == "semantic" and c.bound is None and c.calibration is None:
                 raise BadInput(f"{self.where('cases', name)}: cases.{name}: a semantic golden needs a `bound` "
                                "or a `calibration` record")
             if c.exact_repeats and c.repeats == 1 and c.repeat_launches == 1:
@@ -177,41 +190,71 @@ class LoadedDescriptor:
                                    f"(add [releases.{release}.backends.{c.backend}])")
                 c = case_schemas()[c.backend].model_validate({**self.doc.cases[name], **built.options})
                 kernel, identity = built.kernel, {"name": release, **built.identity()}
-            calibration = self.calibration(name, c) if c.calibration and resolve_calibration else None
+            calibration = self.calibration(name, c) if c.calibration is not None and resolve_calibration else None
+            if c.reference is not None:
+                golden, no_baseline, runtime = None, None, ""
+                reference = self.reference(name, c)
+            else:
+                (golden, no_baseline, runtime), reference = self.case_golden(name, c), None
             specs.append(CaseSpec(
                 name=name, backend=c.backend, kernel=kernel, notebook=str(notebook),
                 timeout_s=c.timeout_s or d.timeout_s, model_path=str(self.resolve(model.path)),
                 model_digest=model.digest, fixture_path=str(self.resolve(self.doc.fixture.path)),
-                golden_path=str(self.golden_path(c.golden)), golden_kind=golden_kind(c.golden),
+                golden_path=str(golden) if golden is not None else "", golden_kind=case_golden_kind(c),
                 bound=c.bound, top_n=c.top_n or d.top_n, descriptor=str(self.path),
                 bucket_bounds=calibration["bounds"] if calibration else dict(c.bucket_bounds),
                 buckets=c.buckets, prompt_ids=c.prompts,
                 options=c.backend_options(), release=identity, repeats=c.repeats,
                 repeat_launches=c.repeat_launches, repeat_prompts=c.repeat_prompts, exact_repeats=c.exact_repeats,
                 calibration=calibration, drift=c.drift, decode=c.decode or 0,
+                reference=reference, no_baseline=no_baseline, runtime=runtime,
             ))
         return specs
+
+    def reference(self, name: str, c: CaseBase) -> dict:
+        """An exact case's in-kernel reference, resolved: the model folder, its pinned digest, the options."""
+        ref = c.reference
+        assert ref is not None
+        model = self.doc.model if ref.model is None else self.doc.models[ref.model]
+        return {"model_path": str(self.resolve(model.path)), "model_digest": model.digest,
+                "model": ref.model or "model", "options": {**c.backend_options(), **ref.options}}
 
 
     def calibration(self, name: str, c: CaseBase) -> dict:
         """The reference of the calibration record a case names (kit.core.calibration). Whether it fits
-        the case's inputs is checked by the preflight, after the inputs themselves."""
+        the case's inputs is checked by the preflight, after the inputs themselves, for every record listed."""
         where = self.calibration_where(name)
         if c.bound is not None or c.bucket_bounds:
             raise BadInput(f"{where}: the case also sets {'bound' if c.bound is not None else 'bucket_bounds'}; "
                            "a bound is either hand-set or calibrated, not both")
         if golden_kind(c.golden) != "semantic":
             raise BadInput(f"{where}: an exact golden has no bound to calibrate")
-        files = [c.calibration] if isinstance(c.calibration, str) else list(c.calibration)
-        if not files:
-            raise BadInput(f"{where}: an empty list; name a record, or one per class of hardware")
-        try:
-            records = [load_record(self.resolve(f)) for f in files]
-        except BadInput as exc:
-            raise BadInput(f"{where}: {exc}") from None
+        records = self.calibration_records(name, c)
         # One record needs no choosing, and so no look at the hardware (nvidia-smi, for a GPU case).
         record = records[0] if len(records) == 1 else record_for_host(records, c.backend_options())
         return {**record.reference(), "accept": list(c.accept_noise_changes)}
+
+    def calibration_records(self, name: str, c: CaseBase) -> list[CalibrationRecord]:
+        """Every record a case lists, each loaded (and so judged by its evidence), no two of one class of
+        hardware; kept for the preflight, which holds each to the case whichever this host chooses."""
+        where = self.calibration_where(name)
+        files = [c.calibration] if isinstance(c.calibration, str) else list(c.calibration or [])
+        try:
+            records = [load_record(self.resolve_name(f)) for f in files]
+        except BadInput as exc:
+            raise BadInput(f"{where}: {exc}") from None
+        twins = same_class(records)
+        if twins:
+            first, second = twins
+            measured = measured_on({"fingerprint": first.fingerprint}) or "a class of hardware it does not name"
+            raise BadInput(f"{where}: {paths.display(first.path)} and {paths.display(second.path)} both measured "
+                           f"noise on {measured}; list one record per class of hardware")
+        self._listed[name] = records
+        return records
+
+    def listed_records(self, name: str) -> list[CalibrationRecord]:
+        """The records a case's calibration lists, as loaded when its spec was resolved (none before)."""
+        return list(self._listed.get(name, []))
 
     def calibration_where(self, name: str) -> str:
         return f"{self.where('cases', name, 'calibration')}: cases.{name}.calibration"
@@ -275,10 +318,49 @@ def _validate(path: Path, shown: str, text: str, raw: dict) -> LoadedDescriptor:
             cases[name] = case_schemas()[backend].model_validate(entry)
         except ValidationError as exc:
             raise BadInput(_format_error(shown, text, exc, loc, case_schemas()[backend])) from None
+        _check_reference(shown, text, doc, name, entry, cases[name])
+    _check_calibrations(shown, text, cases)
     _check_goldens(shown, text, doc)
     _check_releases(shown, text, doc)
     warn_code_settings(lambda *loc: f"{shown}:{_locate(text, loc)}", doc, cases)
     return LoadedDescriptor(path.resolve(), text, doc, cases)
+
+
+def _check_reference(shown: str, text: str, doc: Descriptor, name: str, entry: dict, case: CaseBase) -> None:
+    """A case is judged against a [goldens] entry or an in-kernel reference, one of the two; a reference's
+    model is a [models] entry and its options are valid options of the case's backend."""
+    loc = ("cases", name)
+    if (case.golden is None) == (case.reference is None):
+        what = "names both" if case.golden is not None else "names neither"
+        raise BadInput(f"{shown}:{_locate(text, loc)}: cases.{name}: {what} a `golden` and a `reference`; "
+                       "a case is judged against one of them")
+    ref = case.reference
+    if ref is None:
+        return
+    where = f"{shown}:{_locate(text, (*loc, 'reference'))}: cases.{name}.reference"
+    if ref.model is not None and ref.model not in doc.models:
+        raise BadInput(f"{where}: no [models] entry {ref.model!r} (have: {', '.join(doc.models) or 'none'})")
+    if case.bound is not None or case.bucket_bounds or case.calibration:
+        raise BadInput(f"{where}: a reference is compared bit for bit; the case can have no bound or calibration")
+    try:
+        case_schemas()[case.backend].model_validate({**entry, **ref.options, "reference": None, "golden": "exact"})
+    except ValidationError as exc:
+        raise BadInput(_format_error(shown, text, exc, (*loc, "reference"), case_schemas()[case.backend])) from None
+
+
+def _check_calibrations(shown: str, text: str, cases: dict[str, CaseBase]) -> None:
+    """A calibration names at least one record: an empty one would leave a semantic case with no bound at all
+    (neither hand-set nor measured), which passes everything."""
+    for name, case in cases.items():
+        given = case.calibration
+        if given is None:
+            continue
+        where = f"{shown}:{_locate(text, ('cases', name, 'calibration'))}: cases.{name}.calibration"
+        if given == []:
+            raise BadInput(f"{where}: an empty list; name a record, or one per class of hardware")
+        if any(not f.strip() for f in ([given] if isinstance(given, str) else given)):
+            raise BadInput(f"{where}: an empty path names no record; name a calibration record "
+                           "(calibrations/<sha256>.json, relative to the descriptor)")
 
 
 def _check_goldens(shown: str, text: str, doc: Descriptor) -> None:
@@ -294,6 +376,13 @@ def _check_goldens(shown: str, text: str, doc: Descriptor) -> None:
             raise BadInput(f"{where}: the list names no golden file")
 
 
+# The case keys a release may override besides its engine's options: a slower build may need longer.
+RELEASE_MAY_SET = frozenset({"timeout_s"})
+# Case keys that are not how a case is judged, yet are not a release's either: the release names its
+# own kernel, and the executor takes resources and retries from the case, so a release's would be ignored.
+_NOT_JUDGMENT = frozenset({"kernel", "resources", "retries"})
+
+
 def _check_releases(shown: str, text: str, doc: Descriptor) -> None:
     """Every release names known backends, and its options are valid for every case they apply to."""
     for rname, rel in doc.releases.items():
@@ -302,6 +391,7 @@ def _check_releases(shown: str, text: str, doc: Descriptor) -> None:
             if backend not in case_schemas():
                 raise BadInput(f"{shown}:{_locate(text, loc)}: {'.'.join(loc)}: "
                                f"unknown backend {backend!r} (registered: {', '.join(case_schemas())})")
+            _check_release_option_keys(shown, text, loc, built.options)
             for cname, entry in doc.cases.items():
                 if entry.get("backend") != backend or not built.options:
                     continue
@@ -312,6 +402,22 @@ def _check_releases(shown: str, text: str, doc: Descriptor) -> None:
                     key = ".".join((*loc, "options", *map(str, err["loc"])))
                     raise BadInput(f"{shown}:{_locate(text, (*loc, 'options'))}: {key}: {err['msg']} "
                                    f"(for case {cname})") from None
+
+
+def _check_release_option_keys(shown: str, text: str, loc: tuple, options: dict) -> None:
+    """A release changes how its engine runs, never how its cases are judged. Its options merge over the
+    cases' own, so a `prompts`, `bound` or `drift` there would judge the candidate on other terms than
+    today's pin (two prompts, no drift test) and a control would still call it qualified."""
+    for key in options:
+        engine_option = key not in CaseBase.model_fields and key != "backend"
+        if engine_option or key in RELEASE_MAY_SET:
+            continue
+        where = f"{shown}:{_locate(text, (*loc, 'options', key))}: {'.'.join((*loc, 'options', key))}"
+        if key in _NOT_JUDGMENT or key == "backend":
+            raise BadInput(f"{where}: not an engine option of {loc[-1]}; a release sets its engine's options "
+                           f"(and timeout_s), and {key} is the case's own")
+        raise BadInput(f"{where}: a release may change how the engine runs, never how its cases are judged; "
+                       f"{key} is a case key (set it on the case, where it holds for every release)")
 
 
 def _format_error(shown: str, text: str, exc: ValidationError, prefix: tuple,

@@ -25,6 +25,11 @@ def golden_kind(name: str) -> str:
     return name.rsplit("-", 1)[-1]
 
 
+def case_golden_kind(case) -> str:
+    """How a case is judged: its golden entry's kind, or ``exact`` for an in-kernel reference."""
+    return "exact" if case.golden is None else golden_kind(case.golden)
+
+
 class _Strict(BaseModel):
     # No NaN or infinity in any number: NaN passes every comparison a bound makes, and an infinite
     # timeout silently turns the timeout off.
@@ -75,8 +80,19 @@ class CustomNotebook(_Strict):
     trusted: bool
 
 
+class Reference(_Strict):
+    """An exact case's reference computed in its own kernel: the same backend on another model folder (a
+    [models] entry; the descriptor's [model] when absent) with some options changed. What such a case
+    guards is that two ways of loading one model compute the same bits, which holds on any host, where a
+    committed exact golden holds only on the runtime that made it."""
+
+    model: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
 class CaseBase(_Strict):
-    golden: str  # a [goldens] entry
+    golden: str | None = None  # a [goldens] entry; an exact case with a `reference` has none
+    reference: Reference | None = None
     model: str | None = None  # a [models] entry; the descriptor's [model] when absent
     bound: Bound | None = None
     bucket_bounds: dict[str, Bound] = Field(default_factory=dict)

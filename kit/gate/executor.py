@@ -23,12 +23,13 @@ from typing import Callable, Sequence
 
 from kit import __version__
 from kit.core import contract, paths, rundir
-from kit.core.coverage import Expected, coverage_problem
+from kit.core.coverage import Expected, coverage_problem, rejudged
 from kit.core.errors import BadInput
 from kit.core.jsonio import sha256_file, write_json
 from kit.core.phases import with_executor_phases
-from kit.core.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
+from kit.core.records import ERROR, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseResult
 from kit.core.results import gate_verdict, load_case_result, now_iso, save_case_result, status_counts
+from kit.core.scoring import bound_for
 from kit.core.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, packaged_notebook
 from kit.gate import compilecache, devices, resume, runlock
@@ -67,8 +68,9 @@ class GateRun:
 
     @property
     def pending(self) -> list[CaseSpec]:
-        """The cases this run executes: all of them, less those a resume reused or kept."""
-        return [s for s in self.specs if s.name not in self.reused and s.name not in self.kept]
+        """The cases this run executes: all of them, less those a resume reused or kept and those with no
+        baseline for this runtime (recorded as such when the run is prepared)."""
+        return [s for s in self.specs if s.name not in self.reused and s.name not in self.kept and not s.no_baseline]
 
     @property
     def verdict(self) -> str:
@@ -147,14 +149,32 @@ def prepare_run(desc: LoadedDescriptor, out: str | Path | None, only: Sequence[s
     run.expected = expectations(specs, inputs)
     run.custom_notebooks = custom_notebooks(specs)
     inputs.digests.save(run.run_dir / rundir.MODEL_DIGESTS)  # the kernels' model checks read it
+    for spec in specs:
+        if spec.no_baseline:
+            run.results[spec.name] = saved(no_baseline_result(spec), run.cases_dir / f"{spec.name}.json")
     return run
 
 
+def no_baseline_result(spec: CaseSpec) -> CaseResult:
+    """The record of an exact case that cannot be judged here: no golden holds on its runtime."""
+    now = now_iso()
+    return CaseResult(case=spec.name, backend=spec.backend, status=NO_BASELINE, golden_kind=spec.golden_kind,
+                      error=spec.no_baseline, options=dict(spec.options), started_at=now, finished_at=now,
+                      duration_s=0.0, notes=[f"runtime: {spec.runtime}"])
+
+
 def expectations(specs: Sequence[CaseSpec], inputs: Inputs) -> dict[str, Expected]:
-    """Per case, what its verdict must cover: the prompts it selects and the inputs the preflight checked."""
+    """Per case, what its verdict must cover: the prompts it selects and the inputs the preflight checked,
+    and the bound each prompt is held to (by the bucket the fixture, not the result, gives it)."""
     golden_sha256 = {str(g.path): g.sha256 for g in inputs.goldens.values()}
-    return {s.name: Expected(s.name, s.backend, tuple(p.id for p in inputs.fixture.select(s.prompt_ids, s.buckets)),
-                             s.inputs_digest(inputs.fixture.sha256, golden_sha256[s.golden_path])) for s in specs}
+    out = {}
+    for s in specs:
+        prompts = inputs.fixture.select(s.prompt_ids, s.buckets)
+        out[s.name] = Expected(s.name, s.backend, tuple(p.id for p in prompts),
+                               s.inputs_digest(inputs.fixture.sha256, golden_sha256.get(s.golden_path, "")),
+                               {p.id: bound_for(p.bucket, s.bound, s.bucket_bounds) for p in prompts},
+                               exact=s.golden_kind == "exact")
+    return out
 
 
 def custom_notebooks(specs: Sequence[CaseSpec]) -> dict[str, dict]:
@@ -296,11 +316,12 @@ def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = No
 
 
 def checked(result: CaseResult, spec: CaseSpec, expected: Expected | None) -> CaseResult:
-    """The notebook's result, or an error saying what it does not cover (the notebook is code: it may
-    write a verdict on fewer prompts, or on another case's inputs)."""
+    """The notebook's result, judged again from its own numbers under the case's bounds, or an error saying
+    what it does not cover (the notebook is code: it may write a verdict on fewer prompts, on another case's
+    inputs, or one its numbers contradict)."""
     problem = coverage_problem(result, expected) if expected is not None else None
     if problem is None:
-        return result
+        return rejudged(result, expected) if expected is not None else result
     return CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error=problem,
                       started_at=result.started_at, notes=result.notes)
 
@@ -394,7 +415,8 @@ def record(cases_dir: Path, result: CaseResult, expected: Expected | None = None
             done = None
         if done is not None and done.status in (PASSED, FAILED) and (
                 expected is None or coverage_problem(done, expected) is None):
-            return done
+            again = rejudged(done, expected) if expected is not None else done
+            return done if again is done else saved(again, path)
     return saved(result, path)
 
 

@@ -17,7 +17,7 @@ from typing import Mapping, Sequence
 from kit.core import rundir
 from kit.core.errors import BadInput
 from kit.core.jsonio import atomic_write_bytes
-from kit.core.records import ERROR, FAILED, TIMEOUT, CaseResult
+from kit.core.records import ERROR, FAILED, NO_BASELINE, TIMEOUT, CaseResult
 from kit.core.results import read_run
 
 Suite = tuple[str, Sequence[str], Mapping[str, CaseResult], float]  # name, expected cases, results, duration
@@ -35,7 +35,7 @@ def junit_xml(suites: Sequence[Suite]) -> bytes:
 
 def _suite(root: ET.Element, suite: str, expected: Sequence[str], results: Mapping[str, CaseResult],
            duration_s: float) -> None:
-    counts = {"failures": 0, "errors": 0}
+    counts = {"failures": 0, "errors": 0, "skipped": 0}
     tests = ET.SubElement(root, "testsuite", name=suite, tests=str(len(expected)), time=f"{duration_s:.3f}")
     for name in expected:
         r = results.get(name)
@@ -53,6 +53,9 @@ def _suite(root: ET.Element, suite: str, expected: Sequence[str], results: Mappi
             counts["errors"] += 1
             node = ET.SubElement(case, "error", message=r.failure_messages[0], type=r.status)
             node.text = r.log_tail or ""
+        elif r.status == NO_BASELINE:  # not judged: skipped, with its own type, never a failure or an error
+            counts["skipped"] += 1
+            ET.SubElement(case, "skipped", message=r.failure_messages[0], type=NO_BASELINE)
         if r is not None and r.prompts:
             err = r.max_probability_error
             out = ET.SubElement(case, "system-out")
@@ -60,6 +63,7 @@ def _suite(root: ET.Element, suite: str, expected: Sequence[str], results: Mappi
                 f", bound {r.bound:g}" if r.bound is not None else f", {r.golden_kind} golden")
     tests.set("failures", str(counts["failures"]))
     tests.set("errors", str(counts["errors"]))
+    tests.set("skipped", str(counts["skipped"]))
 
 
 def write_junit(path: str | Path, suites: Sequence[Suite]) -> Path:

@@ -12,13 +12,15 @@ from typing import Sequence
 
 from kit.backends import registry
 from kit.core import paths
-from kit.core.calibration import mismatch, noise_class
+from kit.core.calibration import case_device, hardware_change, mismatch, noise_class
 from kit.core.decode import check_continuations_fit, check_decode_golden
 from kit.core.errors import BadInput
 from kit.core.fixture import Fixture, Prompt, load_fixture
-from kit.core.golden import Golden, check_golden_matches_fixture, check_golden_vocabulary, load_golden
+from kit.core.golden import (Golden, check_golden_matches_fixture, check_golden_vocabulary, duplicate_runtime,
+                             load_golden)
 from kit.core.modelconfig import check_prompts_fit, model_limits
 from kit.core.modeldigest import DigestCache, check_model_digest
+from kit.core.runtime import golden_runtime
 from kit.core.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, golden_kind
 from kit.descriptor.schema import case_schemas
@@ -105,6 +107,7 @@ def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
     fixture = load_fixture(desc.resolve(desc.doc.fixture.path))
     goldens, by_path = {}, {}
     for name in desc.doc.goldens:
+        listed = []
         for path in desc.golden_files(name):  # every runtime's golden of an entry, not only this host's
             golden = load_golden(path)
             if golden.kind != golden_kind(name):
@@ -112,9 +115,10 @@ def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
                                f"which is a {golden.kind} golden")
             check_golden_matches_fixture(golden, fixture)
             by_path[str(path)] = golden
-        here = desc.host_golden(name)
-        if here is not None:  # an exact entry with no golden for this host is refused where a case uses it
-            goldens[name] = by_path[str(here)]
+            listed.append(golden)
+        if golden_kind(name) == "exact":
+            check_exact_runtimes(desc, name, listed)
+    goldens = used_goldens(desc, specs, by_path)
     digests = DigestCache()  # empty: every gate reads every model byte once, here
     verbosity.announce_hashing(desc.resolve(desc.doc.model.path))
     model_digest = check_model_digest(desc.resolve(desc.doc.model.path), desc.doc.model.digest,
@@ -136,6 +140,11 @@ def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
             hint = "" if paths.NOTEBOOKS.is_dir() else (
                 "; this installation has no embedded notebooks: reinstall parity-kit from a complete wheel")
             raise BadInput(f"{where}: case {spec.name}: notebook {spec.notebook} does not exist{hint}")
+        if spec.no_baseline:  # recorded as its own outcome when the run starts; nothing of it can be checked
+            continue
+        if spec.reference is not None:
+            check_reference_inputs(desc, spec, fixture, digests)
+            continue
         golden = by_path[spec.golden_path]
         if spec.top_n < golden.top_k:
             raise BadInput(f"{where}: case {spec.name}: top_n {spec.top_n} is below the golden's top_k {golden.top_k}")
@@ -169,13 +178,81 @@ def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
         if spec.calibration is not None:
             case = desc.cases[spec.name]
             digest = models[case.model] if case.model is not None else model_digest
-            problem = mismatch(spec.calibration, backend=spec.backend, fixture_sha256=fixture.sha256,
-                               golden_sha256=golden.sha256, model_digest=digest, noise_class=noise_class(spec.options),
-                               prompts=[p.id for p in selected], accept=spec.calibration["accept"])
-            if problem:
-                raise BadInput(f"{desc.calibration_where(spec.name)}: record "
-                               f"{paths.display(spec.calibration['path'])} does not fit: {problem}")
+            check_calibration(desc, spec, fixture.sha256, golden.sha256, digest, {p.id: p.bucket for p in selected})
     return Inputs(fixture, goldens, model_digest, models, digests)
+
+
+def check_reference_inputs(desc: LoadedDescriptor, spec: CaseSpec, fixture, digests: DigestCache) -> None:
+    """An in-kernel reference's model folder is what the descriptor pins, and takes the case's prompts."""
+    ref = spec.reference or {}
+    where = desc.where("cases", spec.name, "reference")
+    check_model_digest(ref["model_path"], ref["model_digest"], f"{where}: cases.{spec.name}.reference", digests)
+    selected = fixture.select(spec.prompt_ids, spec.buckets)
+    if not selected:
+        raise BadInput(f"{where}: case {spec.name} selects no prompt of the fixture")
+    for model in (spec.model_path, ref["model_path"]):
+        limits = model_limits(model)
+        check_prompts_fit(((p.id, p.n_tokens) for p in selected), limits, model, f"{where}: case {spec.name}: ")
+
+
+def check_exact_runtimes(desc: LoadedDescriptor, name: str, listed: Sequence[Golden]) -> None:
+    """Every golden of an exact entry says which runtime it holds on, and no two hold on one: which of two
+    would judge a case is otherwise arbitrary."""
+    where = f"{desc.where('goldens', name)}: goldens.{name}"
+    for golden in listed:
+        key = golden.provenance.get("runtime", golden_runtime(golden.provenance))
+        if not isinstance(key, str) or not key:
+            raise BadInput(f"{where}: exact golden {paths.display(golden.path)} records no runtime it holds on "
+                           f"(made on {golden.provenance.get('hardware')!r}); remake it with `parity-kit golden make`")
+    twice = duplicate_runtime(listed)
+    if twice:
+        raise BadInput(f"{where}: {paths.display(twice[0].path)} and {paths.display(twice[1].path)} were both made "
+                       f"on {golden_runtime(twice[0].provenance)}; list one golden per runtime")
+
+
+def used_goldens(desc: LoadedDescriptor, specs: Sequence[CaseSpec], by_path: dict[str, Golden]) -> dict[str, Golden]:
+    """The goldens this run's cases are judged against, by [goldens] entry (an exact entry whose cases chose
+    several, one per runtime, names each file after the entry)."""
+    used = {spec.golden_path for spec in specs if spec.golden_path}
+    out: dict[str, Golden] = {}
+    for name in desc.doc.goldens:
+        chosen = [p for p in map(str, desc.golden_files(name)) if p in used]
+        for path in chosen:
+            out[name if len(chosen) == 1 else f"{name} ({Path(path).name})"] = by_path[path]
+    return out
+
+
+def check_calibration(desc: LoadedDescriptor, spec: CaseSpec, fixture_sha256: str, golden_sha256: str,
+                      model_digest: str, prompts: dict[str, int]) -> None:
+    """Every record a calibrated case lists fits the case (inputs, backend, noise class, prompts and their
+    buckets), the one this host does not choose as much as the one it does: a list is reviewed as a whole,
+    and a record that could never judge the case is a mistake wherever it runs. Then the chosen one must
+    have measured this host's class of hardware, or the case accept the change."""
+    accept = spec.calibration["accept"]
+    listed = [r.reference() for r in desc.listed_records(spec.name)] or [spec.calibration]
+    for reference in listed:
+        problem = mismatch(reference, backend=spec.backend, fixture_sha256=fixture_sha256, golden_sha256=golden_sha256,
+                           model_digest=model_digest, noise_class=noise_class(spec.options), prompts=prompts,
+                           accept=accept)
+        if problem:
+            raise BadInput(f"{desc.calibration_where(spec.name)}: record {paths.display(reference['path'])} does "
+                           f"not fit: {problem}")
+    check_hardware_class(desc, spec)
+
+
+def check_hardware_class(desc: LoadedDescriptor, spec: CaseSpec) -> None:
+    """A record measured on another CPU class than this host's is refused here, before the case runs (its
+    kernel would refuse it only after scoring every prompt). A GPU's name is known only in the case's kernel,
+    which keeps the check for GPUs (and this one as well)."""
+    cal = spec.calibration or {}
+    if "hardware" in cal.get("accept", []) or case_device(spec.options).startswith("cuda"):
+        return
+    change = hardware_change(cal, spec.options)
+    if change is not None:
+        measured, here = change
+        raise BadInput(f"{desc.calibration_where(spec.name)}: record {paths.display(cal.get('path') or cal['sha256'])} "
+                       f"measured noise on {measured}, this case runs on {here}: calibrate here, or set "
+                       "accept_noise_changes = [\"hardware\"] to use its bounds")
 
 
 def check_fits_model(prefix: str, model: str, golden: Golden, prompts: Sequence[Prompt]) -> None:

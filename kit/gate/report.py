@@ -10,8 +10,9 @@ from typing import Sequence
 
 from kit.core import paths, rundir
 from kit.core.jsonio import atomic_write_bytes, write_json
-from kit.core.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult, severity
+from kit.core.records import ERROR, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseResult, severity
 from kit.core.results import counts_sentence
+from kit.core.text import printable
 from kit.gate.notebook import run_notebook
 
 SUMMARY_NOTEBOOK = paths.NOTEBOOKS / rundir.SUMMARY_NOTEBOOK
@@ -29,9 +30,10 @@ _NEWLINES = re.compile(r"\r\n|[\r\n\u2028\u2029]")
 def md(text: object, code: bool = False) -> str:
     """Text from the world (prompt ids, case names, messages, release names, commit subjects) as
     Markdown shows it literally, on one line, in prose, a list or a table cell alike: it mentions
-    no one, opens no link, image or HTML and splits no cell. ``code`` sets it as inline code; text
+    no one, opens no link, image or HTML and splits no cell, and writes no control character raw (an escape
+    sequence, a bell, a right-to-left override: kit.core.text). ``code`` sets it as inline code; text
     holding ``|`` stays escaped prose instead, as a table would split a code span there."""
-    text = _NEWLINES.sub(" ", str(text))
+    text = printable(_NEWLINES.sub(" ", str(text)))
     if code and "|" not in text:
         fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
         pad = " " if text.startswith("`") or text.endswith("`") else ""
@@ -69,6 +71,8 @@ def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: fl
             lines.append(f"- {md(name, code=True)}: missing (no result was recorded)")
         elif r.status in (ERROR, TIMEOUT):
             lines.append(f"- {md(name, code=True)} ({md(r.backend)}): **{r.status}**: {md(r.error)}")
+        elif r.status == NO_BASELINE:
+            lines.append(f"- {md(name, code=True)} ({md(r.backend)}): **no baseline**, not judged: {md(r.error)}")
         elif r.status == FAILED and not r.counts()["failed"] and any(not d.passed for d in r.decode):
             lines.append(f"- {md(name, code=True)} ({md(r.backend)}): **failed** its decode check; every one of its "
                          f"{r.counts()['prompts']} prompts passes on the first token")

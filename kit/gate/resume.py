@@ -29,7 +29,7 @@ from typing import Sequence
 
 from kit import __version__
 from kit.core import rundir
-from kit.core.coverage import Expected, coverage_problem
+from kit.core.coverage import Expected, coverage_problem, rejudged
 from kit.core.errors import BadInput
 from kit.core.jsonio import read_json_input
 from kit.core.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
@@ -106,7 +106,9 @@ def plan(cases_dir: Path, specs: Sequence[CaseSpec], fixture_sha256: str, golden
     again (None: all)."""
     out = Plan()
     for spec in specs:
-        old, reason = _assess(cases_dir, spec, fixture_sha256, golden_sha256[spec.golden_path],
+        if spec.no_baseline:  # nothing ran, nothing to reuse: recorded again when the run is prepared
+            continue
+        old, reason = _assess(cases_dir, spec, fixture_sha256, golden_sha256.get(spec.golden_path, ""),
                               fingerprints_now.get(spec.kernel), fingerprints_then.get(spec.kernel),
                               (expected or {}).get(spec.name))
         if reason is None and (notebooks_then or {}).get(spec.name) != (notebooks_now or {}).get(spec.name):
@@ -145,6 +147,8 @@ def _assess(cases_dir: Path, spec: CaseSpec, fixture: str, golden: str, fp_now: 
     problem = coverage_problem(old, expected) if expected is not None else None
     if problem:
         return old, f"its earlier result does not hold: {problem}"
+    if expected is not None and rejudged(old, expected) is not old:  # a verdict written past the executor
+        return old, "its earlier result does not hold: it says passed over prompts its own numbers fail"
     return old, None
 
 

@@ -19,9 +19,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from kit.core import rundir
 from kit.core.progress import progress_path
-from kit.core.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
+from kit.core.records import ERROR, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseResult
 from kit.core.results import counts_sentence, now_iso
 from kit.core.spec import CaseSpec
+from kit.core.text import printable
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.gate import report, verbosity
 from kit.gate.devices import DevicePool
@@ -30,7 +31,7 @@ from kit.gate.heartbeat import Heartbeat, heartbeat_interval
 from kit.gate.notebook import stop_all
 from kit.gate.stopping import on_signals
 
-STATUS_STYLE = {PASSED: "green", FAILED: "red", ERROR: "magenta", TIMEOUT: "yellow"}
+STATUS_STYLE = {PASSED: "green", FAILED: "red", ERROR: "magenta", TIMEOUT: "yellow", NO_BASELINE: "cyan"}
 
 
 def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | None = None,
@@ -188,8 +189,8 @@ def finish_interrupted(runs: Sequence[GateRun], command: Sequence[str], console:
 def case_line(r: CaseResult, label: str | None = None) -> str:
     style = STATUS_STYLE.get(r.status, "white")
     dur = f"{r.duration_s:.1f} s" if r.duration_s is not None else ""
-    if r.status in (ERROR, TIMEOUT):
-        detail = r.error
+    if r.status in (ERROR, TIMEOUT, NO_BASELINE):
+        detail = escape(printable(str(r.error)))  # it may name a prompt: text from the world, not markup
     else:
         err = r.max_probability_error
         counts = r.counts()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from kit.backends import registry
 from kit.backends.base import can_decode
 from kit.core.decode import check_continuations_fit
 from kit.core.errors import BadInput
@@ -17,7 +18,7 @@ from kit.core.modeldigest import model_digest
 def make_golden_document(model: str | Path, fixture_path: str | Path, kind: str, top_k: int,
                          command: Sequence[str], dtype: str = "float32", attn_implementation: str = "sdpa",
                          backend: str = "hf", checkpoint: str = "hf", device: str = "cpu",
-                         batch_size: int = 1, decode: int = 0) -> tuple[dict, object]:
+                         batch_size: int = 1, decode: int = 0, cpu_kernels: str = "native") -> tuple[dict, object]:
     """The golden document and the fixture it was made for (the fixture is verified first).
     hf makes the semantic goldens; a native backend (levanter) makes its own exact golden. With
     ``decode`` the backend also continues every prompt that many greedy steps through its own decode
@@ -38,7 +39,7 @@ def make_golden_document(model: str | Path, fixture_path: str | Path, kind: str,
         from kit.backends.hf.runtime import HfBackend
 
         engine = HfBackend(str(model), dtype=dtype, attn_implementation=attn_implementation, device=device,
-                           batch_size=batch_size)
+                           batch_size=batch_size, cpu_kernels=cpu_kernels)
     try:
         observations = engine.observe(fixture.prompts, top_k)
         continuations = None
@@ -51,5 +52,8 @@ def make_golden_document(model: str | Path, fixture_path: str | Path, kind: str,
             dtype, attn_implementation = "float32", engine.details()["attention"]
     finally:
         engine.close()
-    prov = provenance(backend, release, dtype, attn_implementation, list(command))
+    # What decided the bits, computed where they were made: an exact golden holds only where this key is equal.
+    options = {"device": device, "cpu_kernels": cpu_kernels} if backend == "hf" else {"device": device}
+    runtime = registry.get(backend).runtime_key(options) if kind == "exact" else None
+    prov = provenance(backend, release, dtype, attn_implementation, list(command), runtime)
     return golden_document(kind, fixture, digest, top_k, observations, prov, continuations, decode), fixture

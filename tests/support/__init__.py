@@ -40,11 +40,17 @@ def load_embedded() -> Embedded:
     models = {k: {**m, "path": str((here / m["path"]).resolve())} for k, m in doc.get("models", {}).items()}
     loaded = load_descriptor(path)
     files = {k: loaded.golden_files(k) for k in doc["goldens"]}
-    # A host no exact golden holds on still gets a file to read; a gate there refuses the entry.
-    goldens = {k: loaded.host_golden(k) or files[k][0] for k in doc["goldens"]}
+    # An exact entry's file is the one its first case chooses on this host's runtime; a host none holds on
+    # still gets a file to read (a gate there reads "no baseline" for that case).
+    goldens = {k: _chosen(loaded, k) or files[k][0] for k in doc["goldens"]}
     as_written = {k: f if isinstance(doc["goldens"][k], list) else f[0] for k, f in files.items()}
     return Embedded(path, doc, (here / doc["model"]["path"]).resolve(), (here / doc["fixture"]["path"]).resolve(),
                     goldens, models, as_written)
+
+
+def _chosen(loaded, entry: str) -> Path | None:
+    user = next((n for n, c in loaded.cases.items() if c.golden == entry), None)
+    return loaded.case_golden(user, loaded.cases[user])[0] if user is not None else None
 
 
 def write_descriptor(folder: Path, embedded: Embedded, name: str = "test.toml", *, model: Path | None = None,
@@ -168,10 +174,14 @@ def edit_weight(model_dir: Path, tensor: str, edit) -> None:
 
 # Faults and stand-ins shared by several test modules.
 
-SLEEPER = """import os, pathlib, subprocess, time
-child = subprocess.Popen(["sleep", "600"])  # a worker process of the kernel, as engines start them
-pathlib.Path({pidfile!r}).write_text(f"{{os.getpid()}} {{child.pid}}")
-time.sleep(600)"""
+# A kernel's worker processes, as engines start them: a child, and one whose parent exited at once, so
+# that init adopted it and only the kernel's session still ties it to the case. The pidfile lists the
+# kernel, the child and the orphan.
+STARTS_WORKERS = """import os, pathlib, subprocess
+child = subprocess.Popen(["sleep", "600"])
+orphan = subprocess.run(["sh", "-c", "sleep 600 >/dev/null 2>&1 & echo $!"], capture_output=True, text=True)
+pathlib.Path({pidfile!r}).write_text(f"{{os.getpid()}} {{child.pid}} {{orphan.stdout.strip()}}")"""
+SLEEPER = STARTS_WORKERS + "\nimport time\ntime.sleep(600)"
 
 
 def gone(pids) -> bool:
@@ -184,6 +194,31 @@ def gone(pids) -> bool:
             return True
 
     return all(dead(p) for p in pids)
+
+
+def survivors(pids) -> list[int]:
+    """Those of ``pids`` still alive, with every live process of a session or process group one of them
+    leads: a case's kernel leads its session, so this is everything the case started that stayed in it,
+    also a grandchild whose parent died first."""
+    from kit.backends.processes import members
+
+    pids = list(pids)
+    left = {p for p in pids if not gone([p])}
+    for p in pids:
+        left.update(members(p))
+    return sorted(left)
+
+
+def wait_gone(pids, within_s: float = 120.0) -> list[int]:
+    """``survivors(pids)`` once there are none, or when ``within_s`` has passed: for a stop that ends
+    in another process than the one the test waited for (a lost Ray worker's guard), on a machine of
+    any load. A stop the gate itself makes is checked with ``survivors`` at once."""
+    import time
+
+    deadline = time.monotonic() + within_s
+    while (left := survivors(pids)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
 
 
 BROKEN_SILU = """import torch, torch.nn.functional as F

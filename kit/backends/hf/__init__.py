@@ -6,5 +6,5 @@ BACKEND = BackendInfo(
     name="hf", summary="transformers + torch; the reference that makes the goldens",
     runtime="kit.backends.hf.runtime", options="kit.backends.hf.options:HfOptions",
     notebook="parity_hf.ipynb", makes_goldens=True, decodes=True, requires=("torch", "transformers"),
-    install="pip install 'parity-kit[hf]'",
+    install="pip install 'parity-kit[hf]'", exact_runtime="kit.backends.hf.kernels:exact_runtime",
 )

@@ -26,6 +26,9 @@ class HfOptions(BackendOptions):
     # torch.compile each decoder layer, so the elementwise work around the matmuls (norms, rotary,
     # SiLU x up) fuses; one graph serves every layer and every prompt length.
     compile: bool = False
+    # "avx2": torch's, oneDNN's and MKL's CPU kernels pinned to their AVX2 code, so that an exact golden made
+    # on one x86-64 host holds bit for bit on every host with AVX2 (kit/backends/hf/kernels.py).
+    cpu_kernels: Literal["native", "avx2"] = "native"
 
     def implementation_variants(self) -> list[tuple[str, dict, str]]:
         # What a healthy transformers or torch release changes under the same model and precision: how

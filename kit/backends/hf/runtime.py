@@ -23,6 +23,7 @@ from itertools import groupby
 from typing import Sequence
 
 from kit.backends.hf import attention as hf_attention
+from kit.backends.hf import kernels
 from kit.core.fixture import Prompt
 from kit.core.records import Continuation, Observation
 from kit.core.spec import CaseSpec
@@ -69,7 +70,8 @@ class HfBackend:
 
     def __init__(self, model_path: str, dtype: str = "float32", attn_implementation: str = "sdpa",
                  device: str = "cpu", threads: int = 1, batch_size: int = 1, padding_side: str = "right",
-                 sdpa_backend: str = "auto", compile: bool = False):
+                 sdpa_backend: str = "auto", compile: bool = False, cpu_kernels: str = kernels.NATIVE):
+        kernels.apply_pin({"cpu_kernels": cpu_kernels, "device": device})
         import torch
         from transformers import AutoModelForCausalLM
         from transformers.utils import logging as hf_logging
@@ -82,6 +84,8 @@ class HfBackend:
         if attn_implementation == hf_attention.NAME:
             hf_attention.register()
         self._torch = torch
+        self.cpu_kernels = cpu_kernels
+        kernels.check_pin({"cpu_kernels": cpu_kernels, "device": device}, torch.backends.cpu.get_cpu_capability())
         if device == "cpu":
             # Cases run side by side, one core each; more threads per case only contend.
             torch.set_num_threads(threads)
@@ -104,6 +108,9 @@ class HfBackend:
                "attention": self.attn_implementation, "device": self.device}
         if self.compile:  # another code path than eager: the provenance must tell the two apart
             out["compile"] = "torch.compile per layer"
+        if self.device == "cpu":  # which kernels computed it: what an exact golden's bits depend on
+            out["cpu_kernels"] = self.cpu_kernels
+            out["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
         if self.device.startswith("cuda"):
             out["device_name"] = torch.cuda.get_device_name(self.device)
             out["cuda"] = torch.version.cuda

@@ -8,4 +8,5 @@ BACKEND = BackendInfo(
     notebook="parity_levanter.ipynb", kernel="parity-kit-levanter", makes_goldens=True,
     # Checked in the main environment only when a case runs there; its own kernel is checked by the preflight.
     requires=("levanter",), install="scripts/ensure-levanter-env.sh (its own venv and kernel)",
+    exact_runtime="kit.core.runtime:xla_runtime_of",
 )
