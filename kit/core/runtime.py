@@ -1,10 +1,10 @@
-"""The runtime fingerprint of a host: CPU model, OS, machine and instruction-set level.
+"""The runtime fingerprint of a host (CPU model, OS, machine, instruction-set level), and the runtime keys
+of exact results.
 
-Bit-exact goldens hold only on the runtime that made them: torch's ATen dispatch, MKL and XLA's CPU
-codegen pick their kernels by the instruction set the CPU offers, so the same code and versions give
-logprobs that differ in the last bits on an AVX2 host and an AVX-512 one. The fingerprint names the
-x86-64 microarchitecture level (psABI v1-v4) so that two such hosts tell apart; on other machines the
-level is the machine name. Stdlib only: it runs in every case kernel.
+Bit-exact goldens hold only where the same kernels compute. The fingerprint names the x86-64
+microarchitecture level (psABI v1-v4), which is what a class of noise follows (calibration records are
+chosen by it); the bits of an exact result follow each numeric stack's own dispatch, which the runtime keys
+below name (docs/exact-baselines.md). Stdlib only: it runs in every case kernel.
 """
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ X86_LEVELS: tuple[tuple[str, frozenset[str]], ...] = (
     ("x86-64-v4", frozenset({"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"})),
 )
 X86_MACHINES = frozenset({"x86_64", "amd64", "x64"})
-# The level a fingerprint ends in, inside its parentheses: "CPU (Linux x86_64, x86-64-v3)".
-_LEVEL_SUFFIX = re.compile(r", [^,()]+\)$")
 
 
 def isa_level(flags: set[str] | frozenset[str] | None, machine: str) -> str:
@@ -69,15 +67,6 @@ def hardware() -> str:
     model, flags = _cpuinfo()
     cpu = model or platform.processor() or platform.machine()
     return f"{cpu} ({platform.system()} {platform.machine()}, {isa_level(flags, platform.machine())})"
-
-
-def without_level(fingerprint: str) -> str:
-    """A fingerprint as it read before it named the ISA level: ``AMD EPYC (Linux x86_64)``."""
-    return _LEVEL_SUFFIX.sub(")", fingerprint)
-
-
-def has_level(fingerprint: str) -> bool:
-    return without_level(fingerprint) != fingerprint
 
 
 # --- What decides the bits of an exact result ------------------------------------------------------------------
@@ -207,16 +196,6 @@ def runtime_slug(runtime: str) -> str:
 def golden_runtime(provenance: dict) -> str | None:
     """The runtime key an exact golden holds on: the one it records, else what its record implies."""
     return provenance.get("runtime") or legacy_runtime(provenance)
-
-
-def runtime_match(made_on: str, host: str) -> str | None:
-    """How a golden made on ``made_on`` fits ``host``: "exact" when the fingerprints are equal, "legacy"
-    when the golden predates the ISA level and the CPU model and OS agree, else None."""
-    if made_on == host:
-        return "exact"
-    if not has_level(made_on) and made_on == without_level(host):
-        return "legacy"
-    return None
 
 
 # What moves numerics besides the code: the libraries that compute, and the environment variables that

@@ -48,9 +48,13 @@ def embedded_cases(descriptor: str | Path = paths.EMBEDDED_DESCRIPTOR,
                    names: tuple[str, ...] = ("hf-bf16", "vllm-pp1")) -> EmbeddedCases:
     loaded = load_descriptor(descriptor)
     specs = {s.name: s for s in loaded.case_specs([FLOAT32_CASE, *names])}
-    semantic = loaded.host_golden("semantic")
-    float32 = dataclasses.replace(specs.pop(FLOAT32_CASE), name=EFFECT_CASE, golden_path=str(semantic),
-                                  golden_kind="semantic", bound=None, bucket_bounds={})
+    semantic = loaded.golden_path("semantic")
+    checkpoint = specs.pop(FLOAT32_CASE)
+    # The float32 path as the golden maker runs it: the kernels the checkpoint case pins for its exact golden
+    # are no part of what a fault's effect is measured against.
+    options = {k: v for k, v in checkpoint.options.items() if k != "cpu_kernels"}
+    float32 = dataclasses.replace(checkpoint, name=EFFECT_CASE, golden_path=str(semantic), golden_kind="semantic",
+                                  bound=None, bucket_bounds={}, options=options, runtime="", no_baseline=None)
     return EmbeddedCases(float32, specs)
 
 

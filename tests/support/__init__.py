@@ -130,13 +130,18 @@ def hf_cases(embedded: Embedded) -> dict:
     return {k: v for k, v in embedded.doc["cases"].items() if v["backend"] == "hf" and "decode" not in v}
 
 
-def golden_made_on(golden: Path, dest: Path, hardware: str) -> Path:
-    """A copy of a golden whose provenance says it was made on ``hardware``, written canonically so that
-    it loads (a golden's digest is that of its canonical bytes)."""
+def golden_made_on(golden: Path, dest: Path, hardware: str, runtime: str | None = None) -> Path:
+    """A copy of a golden whose provenance says it was made on ``hardware`` (and, where given, on the runtime
+    key ``runtime``; "" drops the key), written canonically so that it loads (a golden's digest is that of
+    its canonical bytes)."""
     from kit.core.jsonio import canonical_bytes
 
     doc = json.loads(Path(golden).read_text())
     doc["provenance"]["hardware"] = hardware
+    if runtime == "":
+        doc["provenance"].pop("runtime", None)
+    elif runtime is not None:
+        doc["provenance"]["runtime"] = runtime
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_bytes(canonical_bytes(doc))
     return dest

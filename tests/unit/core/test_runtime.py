@@ -1,4 +1,5 @@
-"""The runtime fingerprint (CPU model, OS, ISA level) and which exact golden a host uses."""
+"""The runtime fingerprint, the runtime keys of exact results (what decides their bits), and which exact
+golden a case uses."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from kit.core.golden import Golden, choose_for_host, golden_filename, remake_command
-from kit.core.runtime import (cpuinfo_fields, hardware, has_level, host_isa_level, isa_level, runtime_match,
-                              without_level)
+from kit.core.golden import Golden, choose_for_runtime, duplicate_runtime, golden_filename, remake_command
+from kit.core.runtime import (TORCH_AVX2_PIN, aten_capability, cpuinfo_fields, golden_runtime, hardware,
+                              host_isa_level, isa_level, legacy_runtime, onednn_isa, runtime_slug,
+                              torch_cpu_runtime, xla_cpu_runtime)
 
 V1 = {"cmov", "cx8", "fpu", "fxsr", "mmx", "syscall", "sse", "sse2"}
 V2 = V1 | {"cx16", "lahf_lm", "popcnt", "pni", "sse4_1", "sse4_2", "ssse3"}
@@ -21,6 +23,7 @@ EPYC_AVX2 = ("fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat 
              "rdrand hypervisor lahf_lm cmp_legacy cr8_legacy abm sse4a misalignsse 3dnowprefetch osvw topoext "
              "fsgsbase bmi1 avx2 smep bmi2 erms invpcid rdseed adx smap clflushopt clwb sha_ni xsaveopt xsavec "
              "xgetbv1 xsaves clzero xsaveerptr rdpru arat npt nrip_save umip vaes vpclmulqdq rdpid")
+ZEN4 = V4 | {"avx512_bf16", "avx512_vnni", "avx_vnni", "avx512_vp2intersect"}
 
 
 @pytest.mark.parametrize("flags, level", [
@@ -53,41 +56,79 @@ def test_cpuinfo_fields_take_the_first_cpu():
 def test_this_hosts_fingerprint_names_its_level_and_is_deterministic():
     host = hardware()
     assert host == hardware()
-    assert host.endswith(f", {host_isa_level()})") and has_level(host)
+    assert host.endswith(f", {host_isa_level()})")
 
 
-def test_fingerprints_match_exactly_or_as_legacy_by_cpu_model_and_os():
-    host = "AMD EPYC (Linux x86_64, x86-64-v3)"
-    assert without_level(host) == "AMD EPYC (Linux x86_64)"
-    assert not has_level("AMD EPYC (Linux x86_64)")
-    assert runtime_match(host, host) == "exact"
-    assert runtime_match("AMD EPYC (Linux x86_64)", host) == "legacy"
-    assert runtime_match("AMD EPYC (Linux x86_64, x86-64-v4)", host) is None  # same model, other ISA level
-    assert runtime_match("Intel Xeon (Linux x86_64)", host) is None
-    assert runtime_match("AMD EPYC (Darwin x86_64)", host) is None
-    assert runtime_match("Intel(R) Xeon(R) CPU @ 2.20GHz (Linux x86_64)",
-                         "Intel(R) Xeon(R) CPU @ 2.20GHz (Linux x86_64, x86-64-v4)") == "legacy"
+@pytest.mark.parametrize("flags, env, capability", [
+    (V4, {}, "avx512"), (ZEN4, {}, "avx512"), (V3, {}, "avx2"), (V2, {}, "default"),
+    (V4 - {"avx512dq"}, {}, "avx2"),                      # ATen's AVX-512 needs VL, BW and DQ
+    (V4, {"ATEN_CPU_CAPABILITY": "avx2"}, "avx2"),        # the pin lowers it
+    (V4, {"ATEN_CPU_CAPABILITY": "default"}, "default"),
+    (V3, {"ATEN_CPU_CAPABILITY": "avx512"}, "avx2"),      # and never raises it past the CPU
+    (V3, {"ATEN_CPU_CAPABILITY": "sve"}, "avx2"),         # an unknown name changes nothing
+])
+def test_aten_capability_follows_its_dispatch_rule(flags, env, capability):
+    assert aten_capability(set(flags), env) == capability
 
 
-def golden(name: str, made_on: str) -> Golden:
-    return Golden(Path(name), "0" * 64, "exact", "f" * 64, "m" * 64, 25, {"hardware": made_on}, {})
+def test_onednn_isa_is_the_widest_it_finds_or_the_pinned_one():
+    assert onednn_isa(ZEN4) == "avx512_core_bf16"
+    assert onednn_isa(V4) == "avx512_core"
+    assert onednn_isa(V3 | {"avx_vnni"}) == "avx2_vnni"
+    assert onednn_isa(V3) == "avx2"
+    assert onednn_isa(ZEN4, {"ONEDNN_MAX_CPU_ISA": "AVX2"}) == "avx2"
 
 
-def test_the_host_uses_its_own_runtimes_golden_before_a_legacy_one():
-    host = "AMD EPYC (Linux x86_64, x86-64-v3)"
-    legacy, v3, v4 = (golden("legacy", "AMD EPYC (Linux x86_64)"),
-                      golden("v3", host), golden("v4", "AMD EPYC (Linux x86_64, x86-64-v4)"))
-    assert choose_for_host([legacy, v4, v3], host) is v3
-    assert choose_for_host([v4, legacy], host) is legacy
-    assert choose_for_host([v4, legacy], "AMD EPYC (Linux x86_64, x86-64-v4)") is v4
-    assert choose_for_host([v4, golden("intel", "Intel Xeon (Linux x86_64)")], host) is None
-    assert choose_for_host([golden("none", "")], host) is None
+def test_the_pinned_torch_runtime_is_one_key_on_every_avx2_host_and_the_native_ones_differ():
+    pinned = {**TORCH_AVX2_PIN}
+    keys = {torch_cpu_runtime(pinned, flags=f, machine="x86_64") for f in (V3, V4, ZEN4)}
+    assert keys == {"torch-cpu x86_64 aten=avx2 onednn=avx2 mkl=AVX2"}
+    native = {torch_cpu_runtime({}, flags=f, machine="x86_64") for f in (V3, V4, ZEN4)}
+    assert len(native) == 3  # AVX2, AVX-512 and AVX-512 with bf16 run other kernels
+    assert all("mkl=AVX2" not in k for k in native)  # MKL's branch follows the CPU unless pinned
+    assert runtime_slug(keys.pop()) == "cpu-avx2-pinned"
+    assert runtime_slug(native.pop()).startswith("rt-")
+
+
+def test_the_xla_runtime_names_the_cpu_model_and_a_digest_of_every_feature():
+    key = xla_cpu_runtime()
+    assert key == xla_cpu_runtime() and key.startswith("xla-cpu ") and " features=" in key
+
+
+def test_legacy_goldens_map_to_a_runtime_only_where_their_record_says_enough():
+    v3 = {"backend": "hf", "hardware": "AMD EPYC (Linux x86_64, x86-64-v3)", "release": {"device": "cpu"}}
+    assert legacy_runtime(v3) == "torch-cpu x86_64 aten=avx2 onednn=avx2 mkl=AuthenticAMD AMD EPYC"
+    # An AVX-512 host's oneDNN may have used bf16 or VNNI code: nothing says which.
+    assert legacy_runtime({**v3, "hardware": "AMD EPYC (Linux x86_64, x86-64-v4)"}) is None
+    assert legacy_runtime({**v3, "hardware": "AMD EPYC (Linux x86_64)"}) is None
+    # XLA compiled for features nobody wrote down.
+    assert legacy_runtime({**v3, "backend": "levanter"}) is None
+    assert golden_runtime({**v3, "runtime": "xla-cpu x"}) == "xla-cpu x"
+
+
+def golden(name: str, runtime: str | None) -> Golden:
+    prov = {"hardware": "somewhere", **({"runtime": runtime} if runtime else {})}
+    return Golden(Path(name), "0" * 64, "exact", "f" * 64, "m" * 64, 25, prov, {})
+
+
+def test_a_case_uses_the_golden_of_its_own_runtime_and_never_falls_back():
+    a, b = golden("a", "torch-cpu x86_64 aten=avx2 onednn=avx2 mkl=AVX2"), golden("b", "xla-cpu other")
+    assert choose_for_runtime([b, a], "torch-cpu x86_64 aten=avx2 onednn=avx2 mkl=AVX2") is a
+    assert choose_for_runtime([a, b], "xla-cpu other") is b
+    assert choose_for_runtime([a, b], "torch-cpu x86_64 aten=avx512 onednn=avx512_core mkl=x") is None
+    assert choose_for_runtime([golden("none", None)], "") is None  # no key: nothing chooses it
+
+
+def test_two_goldens_of_one_runtime_are_found():
+    a, b, c = golden("a", "k1"), golden("b", "k2"), golden("c", "k1")
+    assert duplicate_runtime([a, b, c]) == (a, c)
+    assert duplicate_runtime([a, b]) is None
 
 
 def test_exact_golden_names_carry_their_runtime():
     fixture = type("F", (), {"sha256": "44a3d799c03b" + "0" * 52})()
-    assert golden_filename(fixture, "tiny-llama", "1163a351b5ae" + "0" * 52, "exact", "x86-64-v3") == \
-        "44a3d799c03b-tiny-llama-1163a351b5ae-exact-x86-64-v3.json"
+    assert golden_filename(fixture, "tiny-llama", "1163a351b5ae" + "0" * 52, "exact", "cpu-avx2-pinned") == \
+        "44a3d799c03b-tiny-llama-1163a351b5ae-exact-cpu-avx2-pinned.json"
     assert golden_filename(fixture, "tiny-llama", "1163a351b5ae" + "0" * 52, "semantic") == \
         "44a3d799c03b-tiny-llama-1163a351b5ae-semantic.json"
 
@@ -98,6 +139,9 @@ def test_remake_command_repeats_how_the_golden_was_made():
     assert remake_command(hf, "fixtures/tiny-llama", "fixtures/f.json", "goldens") == (
         "parity-kit golden make --model fixtures/tiny-llama --fixture fixtures/f.json --kind exact --top-k 25 "
         "--attn-implementation eager --out goldens")
+    # The case's own pin decides the runtime the new golden must hold on.
+    assert remake_command(hf, "m", "f.json", "goldens", {"cpu_kernels": "avx2"}).endswith(
+        "--attn-implementation eager --cpu-kernels avx2 --out goldens")
     lev = Golden(Path("g.json"), "0", "exact", "f", "m", 10,
                  {"backend": "levanter", "dtype": "float32", "attention": {"128": "reference"},
                   "release": {"checkpoint": "native", "device": "cpu"}}, {})

@@ -1,15 +1,16 @@
-"""An exact [goldens] entry names one golden per runtime; a case uses this host's, or is refused before
-anything runs with the line that makes one here. A semantic entry stays one file."""
+"""An exact [goldens] entry names one golden per runtime (the key of what decides its bits); a case uses the
+golden of its own runtime and never another's: without one it reads "no baseline for this runtime", with
+the command that makes one. A semantic entry stays one file."""
 
 from __future__ import annotations
 
-from kit.core.runtime import hardware, host_isa_level, without_level
+from kit.backends.hf.kernels import exact_runtime
 from kit.descriptor.load import load_descriptor
 from support import golden_made_on, parity_kit, write_descriptor
 
-HOST = hardware()
-LEGACY = without_level(HOST)  # as this host's CPU model and OS read before fingerprints named the ISA level
-ELSEWHERE = f"{LEGACY[:-1]}, {'x86-64-v2' if host_isa_level() == 'x86-64-v4' else 'x86-64-v4'})"
+PINNED = exact_runtime({"cpu_kernels": "avx2"})
+NATIVE = exact_runtime({})
+ELSEWHERE = "torch-cpu x86_64 aten=avx512 onednn=avx512_core_amx mkl=GenuineIntel Some Xeon"
 
 
 def refused_line(proc, out) -> str:
@@ -24,70 +25,116 @@ def line_of(path, text) -> int:
     return next(n for n, line in enumerate(path.read_text().splitlines(), start=1) if text in line)
 
 
-def checkpoint_descriptor(tmp_path, embedded, *made_on: str):
-    """The checkpoint case against an exact entry listing copies of its golden made on ``made_on``."""
-    copies = [golden_made_on(embedded.goldens["exact"], tmp_path / "goldens" / f"exact-{n}.json", hw)
-              for n, hw in enumerate(made_on)]
+def checkpoint_descriptor(tmp_path, embedded, *runtimes: str, pinned: bool = True):
+    """The checkpoint case (its kernels pinned, or native) against an exact entry listing copies of its golden
+    made on ``runtimes``."""
+    copies = [golden_made_on(embedded.goldens["exact"], tmp_path / "goldens" / f"exact-{n}.json", "a host", rt)
+              for n, rt in enumerate(runtimes)]
     goldens = {"semantic": embedded.goldens["semantic"], "exact": copies}
-    cases = {"checkpoint": embedded.doc["cases"]["checkpoint"]}
-    return write_descriptor(tmp_path, embedded, goldens=goldens, cases=cases), copies
+    case = {**embedded.doc["cases"]["checkpoint"], "cpu_kernels": "avx2" if pinned else "native"}
+    return write_descriptor(tmp_path, embedded, goldens=goldens, cases={"checkpoint": case}), copies
 
 
-def chosen(desc) -> str:
-    return load_descriptor(desc).case_specs(["checkpoint"])[0].golden_path
+def spec(desc):
+    return load_descriptor(desc).case_specs(["checkpoint"])[0]
 
 
-def test_this_runtimes_golden_is_preferred_over_a_legacy_one(tmp_path, embedded):
-    desc, (legacy, elsewhere, here) = checkpoint_descriptor(tmp_path, embedded, LEGACY, ELSEWHERE, HOST)
-    assert chosen(desc) == str(here)
+def test_the_pinned_case_uses_the_pinned_golden_whatever_else_is_listed(tmp_path, embedded):
+    desc, (elsewhere, pinned, native) = checkpoint_descriptor(tmp_path, embedded, ELSEWHERE, PINNED, NATIVE + "x")
+    s = spec(desc)
+    assert (s.golden_path, s.runtime, s.no_baseline) == (str(pinned), PINNED, None)
 
 
-def test_a_legacy_golden_holds_where_cpu_model_and_os_agree(tmp_path, embedded):
-    desc, (elsewhere, legacy) = checkpoint_descriptor(tmp_path, embedded, ELSEWHERE, LEGACY)
-    assert chosen(desc) == str(legacy)
+def test_the_native_case_uses_its_own_runtimes_golden(tmp_path, embedded):
+    desc, (pinned, native) = checkpoint_descriptor(tmp_path, embedded, PINNED, NATIVE, pinned=False)
+    assert spec(desc).golden_path == str(native)
 
 
-def test_the_embedded_exact_entries_resolve_on_this_host(embedded):
-    specs = {s.name: s for s in load_descriptor(embedded.descriptor).case_specs(["checkpoint", "levanter-native"])}
-    assert specs["checkpoint"].golden_path in map(str, embedded.golden_files["exact"])
-    assert specs["levanter-native"].golden_path in map(str, embedded.golden_files["levanter-exact"])
+def test_the_embedded_checkpoint_case_is_pinned_and_holds_on_any_avx2_host(embedded):
+    s = load_descriptor(embedded.descriptor).case_specs(["checkpoint"])[0]
+    assert s.options["cpu_kernels"] == "avx2" and s.runtime == PINNED and s.no_baseline is None
+    assert s.golden_path.endswith("-exact-cpu-avx2-pinned.json")
 
 
-def test_no_golden_for_this_runtime_is_refused_with_the_command_that_makes_one(tmp_path, embedded):
-    other_cpu = "Some Other CPU (Linux x86_64)"
-    desc, copies = checkpoint_descriptor(tmp_path, embedded, ELSEWHERE, other_cpu)
-    out = tmp_path / "run"
-    line = refused_line(parity_kit("gate", desc, "--out", out), out)
-    assert line == (
-        f"parity-kit: bad input: {desc}:{line_of(desc, 'exact = [')}: goldens.exact: no exact golden holds on this "
-        f"host: made on {ELSEWHERE}; {other_cpu}; this host is {HOST}; make one here with `parity-kit golden make "
+def test_the_embedded_levanter_native_case_is_judged_in_its_kernel_not_by_a_golden(embedded):
+    s = load_descriptor(embedded.descriptor).case_specs(["levanter-native"])[0]
+    assert (s.golden_path, s.golden_kind, s.no_baseline) == ("", "exact", None)
+    assert s.reference["options"]["checkpoint"] == "hf" and s.options["checkpoint"] == "native"
+    assert s.reference["model_path"] == str(embedded.model)
+
+
+def test_no_golden_for_this_runtime_is_no_baseline_with_the_command_that_makes_one(tmp_path, embedded):
+    desc, copies = checkpoint_descriptor(tmp_path, embedded, ELSEWHERE, pinned=False)
+    s = spec(desc)
+    assert s.golden_path == "" and s.runtime == NATIVE
+    assert s.no_baseline == (
+        f"no baseline for this runtime: goldens.exact ({desc}:{line_of(desc, 'exact = [')}) holds no exact golden "
+        f"made on {NATIVE}; its goldens were made on {ELSEWHERE}; make one here with `parity-kit golden make "
         f"--model fixtures/tiny-llama --fixture fixtures/{embedded.fixture.name} --kind exact --top-k 25 "
         f"--out {tmp_path / 'goldens'}` and add it to the list")
 
 
-def test_a_levanter_golden_names_its_own_environment_in_the_refusal(tmp_path, embedded):
-    copy = golden_made_on(embedded.goldens["levanter-exact"], tmp_path / "goldens" / "lev.json", ELSEWHERE)
-    goldens = {"semantic": embedded.goldens["semantic"], "levanter-exact": [copy]}
-    desc = write_descriptor(tmp_path, embedded, goldens=goldens,
-                            cases={"levanter-native": embedded.doc["cases"]["levanter-native"]})
-    out = tmp_path / "run"
-    line = refused_line(parity_kit("gate", desc, "--out", out), out)
-    assert line.endswith(
-        f"make one here with `parity-kit golden make --backend levanter --checkpoint native --model "
-        f"fixtures/tiny-llama-levanter --fixture fixtures/{embedded.fixture.name} --kind exact --top-k 25 "
-        f"--out {tmp_path / 'goldens'}` with the parity-kit of levanter's own environment and add it to the list")
+def test_the_remake_command_carries_the_cases_pin(tmp_path, embedded):
+    desc, _ = checkpoint_descriptor(tmp_path, embedded, ELSEWHERE)
+    assert "--top-k 25 --cpu-kernels avx2 --out" in spec(desc).no_baseline
 
 
-def test_an_exact_entry_without_this_runtimes_golden_blocks_only_its_cases(tmp_path, embedded):
-    copy = golden_made_on(embedded.goldens["exact"], tmp_path / "exact.json", ELSEWHERE)
+def test_an_exact_entry_without_this_runtimes_golden_touches_only_its_cases(tmp_path, embedded):
+    copy = golden_made_on(embedded.goldens["exact"], tmp_path / "exact.json", "a host", ELSEWHERE)
     goldens = {"semantic": embedded.goldens["semantic"], "exact": [copy]}
     desc = load_descriptor(write_descriptor(tmp_path, embedded, goldens=goldens))
-    assert desc.host_golden("exact") is None
-    assert [s.golden_path for s in desc.case_specs(["hf-bf16"])] == [str(embedded.goldens["semantic"])]
+    specs = {s.name: s for s in desc.case_specs(["hf-bf16", "checkpoint"])}
+    assert specs["hf-bf16"].golden_path == str(embedded.goldens["semantic"]) and not specs["hf-bf16"].no_baseline
+    assert specs["checkpoint"].no_baseline.startswith("no baseline for this runtime")
+
+
+def test_two_goldens_for_one_runtime_are_refused_before_anything_runs(tmp_path, embedded):
+    desc, (a, b) = checkpoint_descriptor(tmp_path, embedded, PINNED, PINNED)
+    out = tmp_path / "run"
+    line = refused_line(parity_kit("gate", desc, "--out", out), out)
+    assert line == (f"parity-kit: bad input: {desc}:{line_of(desc, 'exact = [')}: goldens.exact: {a} and {b} were "
+                    f"both made on {PINNED}; list one golden per runtime")
+
+
+def test_a_golden_whose_runtime_cannot_be_read_is_refused(tmp_path, embedded):
+    unknown = golden_made_on(embedded.goldens["exact"], tmp_path / "goldens" / "old.json",
+                             "AMD EPYC (Linux x86_64)", "")
+    goldens = {"semantic": embedded.goldens["semantic"], "exact": [unknown]}
+    desc = write_descriptor(tmp_path, embedded, goldens=goldens,
+                            cases={"checkpoint": embedded.doc["cases"]["checkpoint"]})
+    out = tmp_path / "run"
+    line = refused_line(parity_kit("gate", desc, "--out", out), out)
+    assert line == (f"parity-kit: bad input: {desc}:{line_of(desc, 'exact = [')}: goldens.exact: exact golden "
+                    f"{unknown} records no runtime it holds on (made on 'AMD EPYC (Linux x86_64)'); remake it with "
+                    "`parity-kit golden make`")
+
+
+def test_a_case_names_a_golden_or_a_reference_not_both_nor_neither(tmp_path, embedded):
+    native = embedded.doc["cases"]["levanter-native"]
+    for case, what in (({**native, "golden": "exact"}, "names both"),
+                       ({k: v for k, v in native.items() if k != "reference"}, "names neither")):
+        desc = write_descriptor(tmp_path, embedded, cases={"levanter-native": case})
+        out = tmp_path / "run"
+        line = refused_line(parity_kit("check", desc), out)
+        assert line == (f"parity-kit: bad input: {desc}:{line_of(desc, '[cases.levanter-native]')}: "
+                        f"cases.levanter-native: {what} a `golden` and a `reference`; a case is judged against one "
+                        "of them")
+
+
+def test_a_reference_with_an_unknown_model_or_option_is_refused(tmp_path, embedded):
+    native = embedded.doc["cases"]["levanter-native"]
+    case = {**native, "reference": {"model": "nope", "options": {"checkpoint": "hf"}}}
+    desc = write_descriptor(tmp_path, embedded, cases={"levanter-native": case})
+    line = refused_line(parity_kit("check", desc), tmp_path / "run")
+    assert "cases.levanter-native.reference: no [models] entry 'nope'" in line
+    case = {**native, "reference": {"options": {"checkpoint": "safetensors"}}}
+    desc = write_descriptor(tmp_path, embedded, cases={"levanter-native": case})
+    line = refused_line(parity_kit("check", desc), tmp_path / "run")
+    assert "checkpoint" in line and "safetensors" in line
 
 
 def test_a_semantic_entry_is_one_file_not_a_list(tmp_path, embedded):
-    goldens = {"semantic": [embedded.goldens["semantic"]], "exact": embedded.goldens["exact"]}
+    goldens = {"semantic": [embedded.goldens["semantic"]], "exact": embedded.golden_files["exact"]}
     desc = write_descriptor(tmp_path, embedded, goldens=goldens)
     out = tmp_path / "run"
     line = refused_line(parity_kit("gate", desc, "--out", out), out)

@@ -39,8 +39,8 @@ def test_each_suite_counts_its_own_tests_failures_and_errors():
     root = parsed()
     assert root.tag == "testsuites"
     assert [dict(s.attrib) for s in root.findall("testsuite")] == [
-        {"name": "tiny.current", "tests": "5", "failures": "1", "errors": "3", "time": "612.500"},
-        {"name": "tiny.candidate", "tests": "1", "failures": "0", "errors": "0", "time": "2.000"},
+        {"name": "tiny.current", "tests": "5", "failures": "1", "errors": "3", "skipped": "0", "time": "612.500"},
+        {"name": "tiny.candidate", "tests": "1", "failures": "0", "errors": "0", "skipped": "0", "time": "2.000"},
     ]
     current = root.find("testsuite")
     assert [c.get("name") for c in current.findall("testcase")] == EXPECTED
@@ -89,3 +89,16 @@ def test_a_passed_case_has_only_its_largest_error():
     assert node.attrib == {"name": "ok", "classname": "tiny.current.hf", "time": "1.250"}
     assert [child.tag for child in node] == ["system-out"]
     assert node.find("system-out").text == "max probability error 0.0123, bound 0.075"
+
+
+def test_a_case_without_a_baseline_is_skipped_with_its_own_type_never_failed_or_errored():
+    from kit.core.records import NO_BASELINE
+
+    why = "no baseline for this runtime: goldens.exact holds no exact golden made on torch-cpu x"
+    results = {"ok": passed_case("ok"), "exact": CaseResult(case="exact", backend="hf", status=NO_BASELINE,
+                                                            error=why)}
+    root = ET.fromstring(junit_xml([("tiny", ["ok", "exact"], results, 1.0)]))
+    (suite,) = root.findall("testsuite")
+    assert (suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("0", "0", "1")
+    (skipped,) = case(suite, "exact").findall("skipped")
+    assert skipped.get("type") == "no-baseline" and skipped.get("message") == f"exact: {why}"
