@@ -9,6 +9,7 @@ entry point names a :class:`~kit.backends.base.BackendInfo`; loading one imports
 from __future__ import annotations
 
 import functools
+import re
 from importlib import metadata
 from typing import Iterable
 
@@ -22,9 +23,7 @@ GROUP = "parity_kit.backends"
 @functools.cache
 def registry() -> dict[str, BackendInfo]:
     found: dict[str, BackendInfo] = {}
-    for ep in sorted(metadata.entry_points(group=GROUP), key=lambda e: e.name):
-        if ep.name in found:
-            continue  # the same distribution seen twice on the path (an editable install beside a wheel)
+    for ep in _unique_names(metadata.entry_points(group=GROUP)):
         try:
             info = ep.load()
         except Exception as exc:  # a plugin's import error is its own; name it, with the error
@@ -37,6 +36,33 @@ def registry() -> dict[str, BackendInfo]:
         raise BadInput(f"no backends are registered (entry-point group {GROUP}): parity-kit is not installed "
                        "as a distribution; install it with pip (`pip install -e .` in a checkout)")
     return found
+
+
+def _unique_names(eps: Iterable[metadata.EntryPoint]) -> list[metadata.EntryPoint]:
+    """One entry point per backend name, sorted by name. The same distribution seen twice on the path (an
+    editable install beside a wheel) counts once; two distributions registering one name are refused,
+    naming both: whichever the path lists first would otherwise silently take the name (a plugin
+    replacing the built-in `hf`), and the gate would judge another engine under the name it reports."""
+    first: dict[str, metadata.EntryPoint] = {}
+    for ep in sorted(eps, key=lambda e: e.name):
+        seen = first.setdefault(ep.name, ep)
+        if seen is not ep and _distribution(seen) != _distribution(ep):
+            both = sorted((seen, ep), key=_distribution)
+            raise BadInput(f"backend {ep.name!r} is registered by two distributions: {_described(both[0])} and "
+                           f"{_described(both[1])}; uninstall one (a plugin takes a name of its own)")
+    return list(first.values())
+
+
+def _distribution(ep: metadata.EntryPoint) -> str:
+    """The normalized name of the distribution that registers ``ep`` (PEP 503), or its target where unknown."""
+    name = ep.dist.name if ep.dist is not None else ""
+    return re.sub(r"[-_.]+", "-", name).lower() if name else f"({ep.value})"
+
+
+def _described(ep: metadata.EntryPoint) -> str:
+    dist = ep.dist
+    who = f"{dist.name} {dist.version}" if dist is not None else "an unknown distribution"
+    return f"{who} ({ep.value})"
 
 
 def names() -> list[str]:

@@ -7,15 +7,24 @@ same case); averaged over a case's prompts it is nearly constant (the mean error
 variants spans 3 %: docs/calibration.md). So the test averages over prompts and compares the run
 with the clean samples of its calibration record:
 
-- ``error``: the mean max probability error over the prompts, which grows under any fault (one-sided);
+- ``error``: the mean max probability error over the prompts, which grows under any fault; and which no
+  clean run of a reduced-precision case takes far below the clean samples' (a bfloat16 engine's error
+  against a float32 golden is its rounding, the same on every variant). A run below the lower end is
+  implausibly exact for its noise class: the engine is not computing in the dtype the case says, or it
+  replays the golden, and either way what passed is not the engine the case describes. That side is
+  tested only where the interval's lower end is clearly above zero (above the dtype's cross-host
+  resolution): a float32 case's error sits at the floor, where an exact run is an ordinary one;
 - ``shift``: the mean signed change of the golden top token's probability, which a fault that sharpens
   or flattens the distributions moves one way (two-sided: its direction is part of the message).
 
 Each statistic of a new clean run is taken as one more draw of the samples' normal distribution: the
 run fails when it falls outside the prediction interval (Student's t with n-1 degrees of freedom, n
-distinct samples) at the case's false-failure rate, split evenly over the tests and sides. A minimum
-margin keeps a calibration whose samples agree to the last digit from failing every other rounding.
-Stdlib only: it runs in the kernel.
+distinct samples). The case's false-failure rate is split in halves over the two tests; the shift test
+splits its half evenly over its sides, the error test spends 90 % of its half on the upper side, where
+faults are small, and 10 % on the lower, where what it catches (an exact replay) lies far off. So the
+rate stays the case's alpha, and the upper side is as sensitive as a one-sided test at 90 % of its share.
+A minimum margin keeps a calibration whose samples agree to the last digit from failing every other
+rounding. Stdlib only: it runs in the kernel.
 """
 
 from __future__ import annotations
@@ -33,6 +42,8 @@ from kit.core.records import PromptScore
 # (kit.core.calibration.RESOLUTION). Below these, no reviewer would call it a fault.
 MIN_RELATIVE_ERROR = 0.05
 MIN_RELATIVE_SHIFT = 0.10
+# The error test's share of its half of the false-failure rate spent on its lower side (see the module).
+LOW_SHARE = 0.1
 
 
 def t_two_sided_p(t: float, df: int) -> float:
@@ -74,14 +85,17 @@ class DriftStatistic:
     test: str  # "error" or "shift"
     value: float  # the run's mean over its prompts
     reference: float  # the clean samples' mean of the same
-    low: float  # the clean interval; outside it the test fails
+    low: float  # the clean interval; outside it the test fails (-inf, or None once in JSON: no lower side)
     high: float
-    p_value: float | None  # two-sided for shift, one-sided for error; None from two samples (range rule)
+    # Two-sided for shift; for error one-sided, upward, or downward for a run below the lower end. None from
+    # two samples (range rule).
+    p_value: float | None
     samples: int
 
     @property
     def failed(self) -> bool:
-        return self.value > self.high if self.test == "error" else not (self.low <= self.value <= self.high)
+        low = -math.inf if self.low is None else self.low
+        return not (low <= self.value <= self.high)
 
 
 @dataclass
@@ -147,20 +161,33 @@ def drift_of(errors: Mapping[str, float], shifts: Mapping[str, float], reference
     run_shift = statistics.fmean(shifts[p] for p in ids)
     ref_error = statistics.fmean(means["error"])
     floor = float(reference.get("resolution") or 0.0)  # a float32 case's means move this much between hosts
-    stats = []
-    for test, value, two_sided, minimum in (
-            ("error", run_error, False, max(MIN_RELATIVE_ERROR * ref_error, floor)),
-            ("shift", run_shift, True, max(MIN_RELATIVE_SHIFT * ref_error, floor))):
-        side = alpha / 2 / (2 if two_sided else 1)  # two tests; a two-sided one splits its share again
-        low, high = interval(means[test], side, two_sided, minimum)
-        stats.append(DriftStatistic(test, value, statistics.fmean(means[test]), low, high,
-                                    _p_value(value, means[test], two_sided), n))
-    failures = [_message(s, len(ids)) for s in stats if s.failed]
+    stats = [_error_statistic(run_error, means["error"], alpha / 2, max(MIN_RELATIVE_ERROR * ref_error, floor),
+                              floor)]
+    low, high = interval(means["shift"], alpha / 4, True, max(MIN_RELATIVE_SHIFT * ref_error, floor))
+    stats.append(DriftStatistic("shift", run_shift, statistics.fmean(means["shift"]), low, high,
+                                _p_value(run_shift, means["shift"], "both"), n))
+    failures = [_message(s, len(ids), reference.get("noise_class")) for s in stats if s.failed]
     adjusted = min((min(1.0, 2 * s.p_value) for s in stats if s.p_value is not None), default=None)
     return DriftResult(reference["sha256"], alpha, len(ids), stats, not failures, adjusted, failures)
 
 
-def _p_value(value: float, values: Sequence[float], two_sided: bool) -> float | None:
+def _error_statistic(value: float, means: Sequence[float], share: float, minimum: float,
+                     floor: float) -> DriftStatistic:
+    """The error test with its ``share`` of the rate split unevenly over its sides (see the module); its lower
+    side only where the interval's lower end is clearly above zero, else -inf (no lower test)."""
+    high = interval(means, share * (1 - LOW_SHARE), False, minimum)[1]
+    # Two samples give a range, not a rate (see interval): a clean run below the range of two is no rarity.
+    low = interval(means, share * LOW_SHARE, True, minimum)[0] if len(means) > 2 else -math.inf
+    if low <= floor:
+        low = -math.inf
+    side = "down" if value < low else "up"
+    return DriftStatistic("error", value, statistics.fmean(means), low, high, _p_value(value, means, side),
+                          len(means))
+
+
+def _p_value(value: float, values: Sequence[float], side: str) -> float | None:
+    """The p-value of ``value`` as one more draw of ``values``: two-sided (``both``), or one-sided ``up``
+    or ``down``."""
     n = len(values)
     if n < 3:  # no distribution to take a p-value from: the range rule decides (see interval)
         return None
@@ -169,13 +196,16 @@ def _p_value(value: float, values: Sequence[float], two_sided: bool) -> float | 
         return 0.0 if value != values[0] else 1.0
     t = (value - statistics.fmean(values)) / (sd * math.sqrt(1 + 1 / n))
     p = t_two_sided_p(t, n - 1)
-    if two_sided:
+    if side == "both":
         return p
-    return p / 2 if t > 0 else 1 - p / 2
+    toward = t > 0 if side == "up" else t < 0
+    return p / 2 if toward else 1 - p / 2
 
 
-def _message(s: DriftStatistic, prompts: int) -> str:
-    if s.test == "error":
+def _message(s: DriftStatistic, prompts: int, noise_class: Mapping | None = None) -> str:
+    if s.test == "error" and s.value < s.low:
+        what = _too_exact(s, prompts, noise_class or {})
+    elif s.test == "error":
         what = (f"mean max probability error over {prompts} prompts grew to {s.value:.4g}, "
                 f"{s.value / s.reference:.2f} x the calibrated {s.reference:.4g} (clean runs stay below {s.high:.4g})")
     else:
@@ -184,6 +214,17 @@ def _message(s: DriftStatistic, prompts: int) -> str:
                 f"against the calibrated {s.reference:+.4g} (clean runs stay within {s.low:+.4g} .. {s.high:+.4g})")
     evidence = f"p = {s.p_value:.2g}" if s.p_value is not None else "the range rule, no p-value"
     return f"drift: {what}; {evidence} from {s.samples} clean samples"
+
+
+def _too_exact(s: DriftStatistic, prompts: int, noise_class: Mapping) -> str:
+    """Why a run far below its clean samples fails: an engine of the case's noise class cannot be this exact."""
+    dtype, device = noise_class.get("dtype"), noise_class.get("device")
+    named = f" ({dtype} on {device})" if dtype and device else ""
+    computes = f"is not computing in {dtype}" if dtype else "is not the engine the case describes"
+    return (f"mean max probability error over {prompts} prompts fell to {s.value:.4g}, "
+            f"{s.value / s.reference:.2f} x the calibrated {s.reference:.4g} (clean runs stay above {s.low:.4g}): "
+            f"implausibly exact for its noise class{named}; an engine of that class does not reproduce the golden "
+            f"this closely: it {computes}, or it replays the golden")
 
 
 def _finite(x) -> bool:

@@ -14,6 +14,7 @@ from typing import Iterable, Sequence
 from kit.core.errors import BadInput
 from kit.core.jsonio import canonical_bytes, read_input_bytes, sha256_bytes, sha256_file, write_canonical
 from kit.core.modelconfig import check_prompts_fit, model_limits
+from kit.core.text import lone_surrogate, printable
 
 DEFAULT_BUCKETS = (128, 256, 512, 1024)
 
@@ -105,6 +106,7 @@ def make_fixture(
     for i, p in enumerate(prompts):
         if set(p) != {"id", "prompt"}:
             raise BadInput(f"prompt #{i + 1}: expected keys id and prompt, got {sorted(p)}")
+        _check_encodable(p["id"], p["prompt"], f"prompt #{i + 1}")
         if p["id"] in seen:
             raise BadInput(f"prompt #{i + 1}: duplicate id {p['id']!r}")
         seen.add(p["id"])
@@ -116,6 +118,18 @@ def make_fixture(
     doc = fixture_document(tokenizer_dir.name, sha256_file(tok_file), cases)
     digest = sha256_bytes(canonical_bytes(doc))
     return write_canonical(Path(out_dir) / f"{digest}.json", doc)
+
+
+def _check_encodable(prompt_id, prompt, where: str) -> None:
+    """A prompt's id and text must be strings UTF-8 can write: a lone surrogate (JSON's "\\ud800") reads
+    from a file, then fails every write of a fixture, result or report that names it."""
+    for what, value in (("id", prompt_id), ("prompt", prompt)):
+        if not isinstance(value, str):
+            raise BadInput(f"{where}: its {what} {printable(repr(value))} is not a string")
+        bad = lone_surrogate(value)
+        if bad:
+            shown = f"id '{printable(value)}'" if what == "id" else "prompt"
+            raise BadInput(f"{where}: its {shown} holds a lone surrogate ({bad}), which UTF-8 cannot encode")
 
 
 def _bos_id(tokenizer_dir: Path) -> int | None:
@@ -145,6 +159,8 @@ def load_fixture(path: str | Path) -> Fixture:
         fixture = Fixture(path, actual, doc["tokenizer"], doc["tokenizer_digest"], cases)
     except (KeyError, TypeError, ValueError, OverflowError) as exc:  # int(Infinity) overflows
         raise BadInput(f"fixture {path} is malformed: {type(exc).__name__}: {exc}") from None
+    for n, c in enumerate(fixture.prompts, start=1):
+        _check_encodable(c.id, c.prompt, f"fixture {path}: case #{n}")
     try:
         canonical = canonical_bytes(doc)
     except ValueError:  # NaN or an infinity, which strict JSON does not allow

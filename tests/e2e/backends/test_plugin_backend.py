@@ -9,6 +9,7 @@ Its engine replays the golden, scaled by an option, so the same plugin can pass 
 from __future__ import annotations
 
 import json
+import re
 
 from support import install_echo_plugin, parity_kit, write_descriptor
 
@@ -29,10 +30,19 @@ def test_a_plugin_backend_is_listed_validated_and_gated(tmp_path, embedded):
     assert "passed echo (echo)" in good.stderr
 
     # A temperature error moves every probability: the same plugin now fails its bound.
-    hot = parity_kit("gate", echo_descriptor(tmp_path / "c", embedded, temperature=1.3), "--out", tmp_path / "hot",
+    cold = parity_kit("gate", echo_descriptor(tmp_path / "c", embedded, temperature=0.7), "--out", tmp_path / "cold",
+                      env=env)
+    assert cold.returncode == 1, cold.stdout + cold.stderr
+    assert "failed echo (echo)" in cold.stderr
+
+    # Above 1, the scaled logprobs are no distribution (their probabilities sum to more than 1): the kit
+    # checks every answer before scoring it, whatever the backend, and the case is the backend's error.
+    hot = parity_kit("gate", echo_descriptor(tmp_path / "d", embedded, temperature=1.3), "--out", tmp_path / "hot",
                      env=env)
-    assert hot.returncode == 1, hot.stdout + hot.stderr
-    assert "failed echo (echo)" in hot.stderr
+    assert hot.returncode == 2, hot.stdout + hot.stderr
+    error = json.loads((tmp_path / "hot" / "cases" / "echo.json").read_text())["error"]
+    assert re.search(r"raised InvalidObservation: backend echo returned an invalid distribution for prompt "
+                     r"\S+: its 25 probabilities sum to 1\.\d+; a distribution's probabilities sum to at most 1", error)
 
 
 def test_a_plugin_option_typo_and_an_unregistered_backend_are_refused(tmp_path, embedded):

@@ -104,3 +104,49 @@ def test_two_samples_take_their_range_widened_as_the_bound_rule_widens_a_spread(
     error = r.statistics[0]
     assert not r.passed and error.p_value is None and r.p_value is None
     assert r.failures[0].endswith("the range rule, no p-value from 2 clean samples")
+
+
+def test_a_run_implausibly_exact_for_its_noise_class_fails_saying_so():
+    # A bfloat16 engine whose error against the float32 golden is exactly 0: it computes in float32, or
+    # replays the golden. Below the calibrated interval's lower end, which is well above zero here.
+    ref = {**reference(), "noise_class": {"device": "cpu", "dtype": "bfloat16"}}
+    errors, shifts = noise(500)
+    r = drift_test(scores(dict.fromkeys(errors, 0.0), shifts), ref)
+    error = r.statistics[0]
+    assert not r.passed and error.failed and 0 < error.low < error.reference
+    assert r.failures == [
+        f"drift: mean max probability error over 64 prompts fell to 0, 0.00 x the calibrated {error.reference:.4g} "
+        f"(clean runs stay above {error.low:.4g}): implausibly exact for its noise class (bfloat16 on cpu); an engine "
+        "of that class does not reproduce the golden this closely: it is not computing in bfloat16, or it replays "
+        f"the golden; p = {error.p_value:.2g} from 6 clean samples"]
+    assert error.p_value < 1e-5
+    third = drift_test(scores({p: e / 3 for p, e in errors.items()}, shifts), ref)  # far below, not only 0
+    assert not third.passed and "fell to" in third.failures[0]
+
+
+def test_a_float32_case_at_its_floor_and_a_two_sample_record_have_no_lower_side():
+    # Levanter float32: mean errors near 1e-7, under the dtype's cross-host resolution; an exact run is ordinary.
+    floor = {p: 1e-7 for p in PROMPTS}
+    samples = [{"errors": {p: e * (1 + k / 50) for p, e in floor.items()}, "shifts": dict.fromkeys(PROMPTS, 0.0)}
+               for k in range(4)]
+    ref = {"sha256": "c" * 64, "resolution": 2e-6, "drift": {"alpha": 1e-3, "samples": samples}}
+    zero = dict.fromkeys(PROMPTS, 0.0)
+    r = drift_test(scores(zero, zero), ref)
+    assert r.passed and r.statistics[0].low == float("-inf")
+    (e1, s1), (e2, s2) = noise(1), noise(2)  # two samples give a range, not a rate
+    ref = {"sha256": "c" * 64, "drift": {"alpha": 1e-3, "samples": [{"errors": e1, "shifts": s1},
+                                                                    {"errors": e2, "shifts": s2}]}}
+    assert drift_test(scores(dict.fromkeys(PROMPTS, 0.0), s1), ref).passed
+
+
+def test_the_false_failure_rate_stays_alpha_split_over_four_sides():
+    from kit.core.drift import LOW_SHARE, interval, sample_means
+
+    ref = reference()
+    means = sample_means(ref["drift"]["samples"], PROMPTS)
+    r = drift_test(scores(*noise(600)), ref)
+    error, shift = r.statistics
+    minimum = MIN_RELATIVE_ERROR * error.reference
+    assert error.high == interval(means["error"], 1e-3 / 2 * (1 - LOW_SHARE), False, minimum)[1]
+    assert error.low == interval(means["error"], 1e-3 / 2 * LOW_SHARE, True, minimum)[0]
+    assert (shift.low, shift.high) == interval(means["shift"], 1e-3 / 4, True, 0.1 * error.reference)
