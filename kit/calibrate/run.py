@@ -5,7 +5,9 @@ fresh kernel for its second launch: the notebook scores the case's clean variant
 each, with no compilation cache, appending every finished sample to
 ``<case>.samples.jsonl`` in the calibration directory. Here the samples become a record
 (kit.core.calibration), written as ``calibrations/<sha256>.json`` (never over another file), and the
-line a descriptor needs to use it is printed. ``--resume DIR`` reuses every finished sample.
+line a descriptor needs to use it is printed. ``--resume DIR`` reuses every finished sample, in a directory
+calibrate made for this descriptor (its ``calibration.json``, written before the first case runs) and only
+for a case measured as it is set now; one calibration at a time holds a directory (kit.gate.runlock).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import importlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from rich.console import Console
 from rich.markup import escape
@@ -27,16 +29,20 @@ from kit.core import paths, rundir
 from kit.core.calibration import MIN_SAMPLES, CalibrationRecord, Sample, noise_class, record_filename
 from kit.core.errors import BadInput
 from kit.core.fixture import load_fixture
-from kit.core.jsonio import atomic_write_bytes, read_json, write_json
+from kit.core.jsonio import atomic_write_bytes, read_json, read_json_input, write_json
 from kit.core.results import now_iso
 from kit.core.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.descriptor.schema import golden_kind
+from kit.gate import runlock
 from kit.gate.notebook import run_notebook
 from kit.gate.stopping import on_signals
 
 CALIBRATE_NOTEBOOK = paths.NOTEBOOKS / "calibrate.ipynb"
 INDEX = "calibration.json"
+# What makes a folder a calibration directory that --resume may continue: its INDEX says so, and which
+# descriptor it measured, from the start (it is written before the first case runs).
+RUN_FORMAT = "parity-kit-calibrate-run/1"
 
 
 @dataclass
@@ -109,38 +115,104 @@ def calibrate(descriptor: str | Path, only: Sequence[str] | None = None, out: st
     names = semantic_cases(desc, only)
     # The case as measured: its options and inputs, none of its bounds (which may come from an older record).
     specs = {s.name: s for s in desc.case_specs(names, resolve_calibration=False)}
-    run_dir = _run_dir(desc, out, resume)
     to = Path(to)
-    to.mkdir(parents=True, exist_ok=True)
+    paths.check_dir_target(to, "--to")
     command = reproducing_command(command or ["parity-kit", "calibrate", str(descriptor)])
-    done = []
-    with on_signals():
-        for name in names:
-            done.append(calibrate_case(desc, specs[name], run_dir, to, command, console))
-    write_json(run_dir / INDEX, {"descriptor": str(desc.path), "command": command, "finished_at": now_iso(),
-                                 "cases": {c.case: {"record": str(c.path) if c.path else None, "error": c.error,
-                                                    "notebook": str(c.notebook) if c.notebook else None}
-                                           for c in done}})
+    index = resumed_index(desc, Path(resume), [specs[n] for n in names]) if resume is not None else None
+    run_dir = Path(resume) if resume is not None else _new_run_dir(desc, out)
+    with runlock.acquire(run_dir, command, what="calibration"):
+        index = begin_index(run_dir, desc, [specs[n] for n in names], command, index)
+        paths.make_dir(to, "--to")
+        done = []
+        with on_signals():
+            for name in names:
+                done.append(calibrate_case(desc, specs[name], run_dir, to, command, console))
+        index["finished_at"] = now_iso()
+        for c in done:
+            index["cases"][c.case].update({"record": str(c.path) if c.path else None, "error": c.error,
+                                           "notebook": str(c.notebook) if c.notebook else None})
+        write_json(run_dir / INDEX, index)
     return done
 
 
-def _run_dir(desc: LoadedDescriptor, out: str | Path | None, resume: str | Path | None) -> Path:
-    if resume is not None:
-        run_dir = Path(resume)
-        if not run_dir.is_dir():
-            raise BadInput(f"--resume {run_dir}: no such calibration directory")
-        return run_dir
+def measured_as(spec: CaseSpec) -> dict:
+    """What a case's samples depend on besides the engine's noise: a resumed sample is reused only for a
+    case still set this way (a float32 sample is no measurement of a bfloat16 case)."""
+    return {"backend": spec.backend, "kernel": spec.kernel, "options": dict(spec.options),
+            "model_digest": spec.model_digest, "fixture": spec.fixture_path, "golden": spec.golden_path,
+            "buckets": spec.buckets, "prompts": spec.prompt_ids, "top_n": spec.top_n}
+
+
+def _new_run_dir(desc: LoadedDescriptor, out: str | Path | None) -> Path:
     run_dir = Path(out) if out else default_dir(desc)
+    paths.check_dir_target(run_dir, "--out")
     if run_dir.exists() and any(run_dir.iterdir()):
         raise BadInput(f"--out {paths.display(run_dir)} is not empty (use --resume to continue a calibration)")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    return run_dir
+    return paths.make_dir(run_dir, "--out")
+
+
+def resumed_index(desc: LoadedDescriptor, run_dir: Path, specs: Sequence[CaseSpec]) -> dict:
+    """The index of a calibration directory that --resume may continue with ``specs``: made by calibrate, for
+    this descriptor, each case already in it measured as it is set now. Refused in one line otherwise,
+    before anything in the folder is touched."""
+    shown = f"--resume {paths.display(run_dir)}"
+    if not run_dir.is_dir():
+        raise BadInput(f"--resume {run_dir}: no such calibration directory")
+    if not (run_dir / INDEX).is_file():
+        raise BadInput(f"{shown}: not a calibration directory (no {INDEX}); resume only a folder calibrate made")
+    index = read_json_input(run_dir / INDEX, f"{shown}: its {INDEX}")
+    if not isinstance(index, dict) or index.get("format") != RUN_FORMAT or not isinstance(index.get("cases"), dict):
+        raise BadInput(f"{shown}: its {INDEX} is not a calibration directory's index ({RUN_FORMAT}); resume only a "
+                       "folder calibrate made")
+    if index.get("descriptor") != str(desc.path):
+        raise BadInput(f"{shown}: it calibrates {index.get('descriptor')}, not {paths.display(desc.path)}; "
+                       "calibrate in a fresh directory (--out)")
+    for spec in specs:
+        entries = finished(run_dir / f"{spec.name}.samples.jsonl")
+        before = (index["cases"].get(spec.name) or {}).get("measured_as")
+        if before is None and entries:
+            raise BadInput(f"{shown}: case {spec.name} has samples there but its {INDEX} does not say how they were "
+                           "measured; calibrate in a fresh directory (--out)")
+        changed = _first_change(before, measured_as(spec)) if before is not None else None
+        if changed:
+            raise BadInput(f"{shown}: case {spec.name}'s samples there were measured with {changed}; "
+                           "calibrate in a fresh directory (--out)")
+        check_covers(spec, entries)
+    return index
+
+
+def _first_change(before: Any, now: dict) -> str | None:
+    """The first setting in which ``now`` differs from ``before`` (an option by its name), in words."""
+    if not isinstance(before, dict):
+        return f"settings this kit cannot read ({before!r})"
+    for key, value in now.items():
+        if key == "options" and isinstance(before.get(key), dict):
+            old = before[key]
+            for option in sorted(set(old) | set(value)):
+                if old.get(option) != value.get(option):
+                    return f"{option} = {old.get(option)!r}, the case now sets {value.get(option)!r}"
+        elif before.get(key) != value:
+            return f"{key} {before.get(key)!r}, the case now has {value!r}"
+    return None
+
+
+def begin_index(run_dir: Path, desc: LoadedDescriptor, specs: Sequence[CaseSpec], command: list[str],
+                index: dict | None) -> dict:
+    """The directory's index as this calibration starts: which descriptor, and how each case is measured
+    (what a later --resume holds the case to); a resumed directory keeps its other cases' entries."""
+    index = dict(index or {"format": RUN_FORMAT, "descriptor": str(desc.path), "cases": {}})
+    index.update(command=command, started_at=now_iso(), finished_at=None)
+    for spec in specs:
+        index["cases"][spec.name] = {**(index["cases"].get(spec.name) or {}), "measured_as": measured_as(spec)}
+    write_json(run_dir / INDEX, index)
+    return index
 
 
 def calibrate_case(desc: LoadedDescriptor, spec: CaseSpec, run_dir: Path, to: Path, command: list[str],
                    console: Console) -> CaseCalibration:
     variants = variants_for(spec)
     samples_path = run_dir / f"{spec.name}.samples.jsonl"
+    finished(samples_path)  # a line that is no sample is refused before a kernel starts, not inside one
     notebook = run_dir / f"{spec.name}.ipynb"
     names = [v["name"] + (f" (launch {v['launch']})" if v.get("launch", 1) > 1 else "") for v in variants]
     console.print(f"calibrate {spec.name}: {len(variants)} clean variants ({', '.join(names)}), one launch each")
@@ -192,6 +264,7 @@ def build_record(spec: CaseSpec, variants: list[dict], entries: list[dict], comm
         if e["inputs"] != inputs:
             raise BadInput(f"case {spec.name}: its samples were measured on different inputs "
                            f"({e['inputs']} against {inputs}); calibrate again in a fresh directory")
+    check_covers(spec, entries)
     return CalibrationRecord.measured(
         buckets={p.id: p.bucket for p in selected},
         case=spec.name, backend=spec.backend, noise_class=noise_class(spec.options), inputs=inputs,
@@ -199,6 +272,20 @@ def build_record(spec: CaseSpec, variants: list[dict], entries: list[dict], comm
         fingerprint={"release": entries[0]["release"], "runtime": entries[0]["runtime"], "kit_version": __version__},
         command=command, variants=[{k: v.get(k) for k in ("name", "overrides", "why", "launch")} for v in variants],
         samples=[Sample.from_dict(e["sample"]) for e in entries], created_at=now_iso())
+
+
+def check_covers(spec: CaseSpec, entries: Sequence[dict]) -> None:
+    """Every sample measured every prompt the case scores (one measured before the fixture or the case's
+    buckets changed did not)."""
+    if not entries:
+        return
+    selected = load_fixture(spec.fixture_path).select(spec.prompt_ids, spec.buckets)
+    for e in entries:
+        missing = [p.id for p in selected if p.id not in e["sample"]["errors"]]
+        if missing:
+            raise BadInput(f"case {spec.name}: sample {e['sample']['variant']} (launch {e['sample']['launch']}) has "
+                           f"no error for {len(missing)} of the case's prompts, first {missing[0]} (measured before "
+                           "the case's prompts changed); calibrate again in a fresh directory (--out)")
 
 
 def write_record(record: CalibrationRecord, to: Path) -> Path:

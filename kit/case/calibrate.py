@@ -17,6 +17,7 @@ from pathlib import Path
 from kit.case.runner import resolve_spec, run_case
 from kit.core import contract
 from kit.core.calibration import Sample, case_device
+from kit.core.recordcheck import Wrong, check_sample
 from kit.core.errors import BadInput
 from kit.core.records import CaseResult
 from kit.core.runtime import numerics_fingerprint
@@ -30,17 +31,38 @@ def clean(spec: CaseSpec) -> CaseSpec:
 
 
 def finished(samples_path: str | Path) -> list[dict]:
-    """The samples already in the file; a line cut short by a kill is dropped (it is measured again)."""
+    """The samples already in the file; a line cut short by a kill is dropped (it is measured again). A
+    whole line that is no sample was not written by calibrate: refused in one line naming it, since
+    reusing it (or measuring around it) would make a record of something else."""
     path = Path(samples_path)
     if not path.is_file():
         return []
     out = []
-    for line in path.read_text().splitlines():
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
         try:
-            out.append(json.loads(line))
+            entry = json.loads(line)
         except json.JSONDecodeError:
             continue
+        problem = entry_problem(entry)
+        if problem:
+            raise BadInput(f"{path}:{number}: not a sample of parity-kit calibrate ({problem}); calibrate again "
+                           "in a fresh directory")
+        out.append(entry)
     return out
+
+
+def entry_problem(entry: object) -> str | None:
+    """Why one samples line is not what ``calibrate_case`` appends, or None."""
+    if not isinstance(entry, dict):
+        return f"expected an object, got {type(entry).__name__}"
+    for key in ("sample", "inputs", "release", "runtime"):
+        if not isinstance(entry.get(key), dict):
+            return f"{key}: expected an object, got {entry.get(key)!r}"[:200]
+    try:
+        check_sample(entry["sample"], "sample")
+    except Wrong as exc:
+        return exc.text
+    return None
 
 
 def sample_of(variant: str, launch: int, result: CaseResult) -> Sample:

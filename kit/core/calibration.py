@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from kit.core.errors import BadInput
-from kit.core.jsonio import canonical_bytes, read_json_input, sha256_bytes
+from kit.core.jsonio import canonical_bytes, parse_json_input, read_input_bytes, sha256_bytes
+from kit.core.recordcheck import Wrong, check_record
 
 FORMAT = "parity-kit-calibration/1"
 # A spread needs two distinct clean samples (the drift test's t interval needs three; with two it takes the
@@ -72,10 +73,21 @@ def resolution(dtype: str) -> float:
 # prompts at 1.7 x the clean error went through (the fault catalogue's embedding_swap at 0.2).
 SPREAD_FACTOR = 1.0
 
+# Every rule a record may have been made by: its text and how many scaled spreads its margin holds. A record
+# names its rule and is re-derived by that one, so one made before a change of rule keeps the bounds it was
+# reviewed with (and says which rule gave them) instead of being silently judged by another.
+RULES = {
+    RULE_NAME: (RULE_TEXT, SPREAD_FACTOR),
+    "largest-plus-margin/2": ("per bucket: largest error + max(2 x spread x d2(10)/d2(n), 0.1 x largest error, "
+                              "5 x the dtype's resolution), rounded up to two significant digits; spread is the "
+                              "largest per-prompt range across the n distinct samples", 2.0),
+}
 
-def bound_rule(largest: float, spread: float, n_distinct: int, dtype: str = "bfloat16") -> float:
-    """The bound a bucket's measured noise justifies (RULE_TEXT, in one place)."""
-    margin = max(SPREAD_FACTOR * spread * spread_factor(n_distinct), 0.1 * largest, 5 * resolution(dtype))
+
+def bound_rule(largest: float, spread: float, n_distinct: int, dtype: str = "bfloat16", rule: str = RULE_NAME) -> float:
+    """The bound a bucket's measured noise justifies (RULE_TEXT, in one place; ``rule``: an earlier rule's)."""
+    factor = RULES[rule][1]
+    margin = max(factor * spread * spread_factor(n_distinct), 0.1 * largest, 5 * resolution(dtype))
     return min(1.0, round_up(largest + margin))
 
 
@@ -124,7 +136,8 @@ def prompt_ranges(samples: Sequence[Sample], buckets: Mapping[str, int]) -> dict
     return out
 
 
-def bucket_bounds(prompts: Mapping[str, dict], n_distinct: int, dtype: str = "bfloat16") -> dict[str, dict]:
+def bucket_bounds(prompts: Mapping[str, dict], n_distinct: int, dtype: str = "bfloat16",
+                  rule: str = RULE_NAME) -> dict[str, dict]:
     """Per bucket: the largest error, the largest per-prompt range, and the bound the rule gives."""
     out: dict[str, dict] = {}
     for bucket in sorted({p["bucket"] for p in prompts.values()}):
@@ -132,7 +145,7 @@ def bucket_bounds(prompts: Mapping[str, dict], n_distinct: int, dtype: str = "bf
         largest = max(p["largest"] for p in members)
         spread = max(p["largest"] - p["smallest"] for p in members)
         out[str(bucket)] = {"prompts": len(members), "largest": largest, "spread": spread,
-                            "bound": bound_rule(largest, spread, n_distinct, dtype)}
+                            "bound": bound_rule(largest, spread, n_distinct, dtype, rule)}
     return out
 
 
@@ -175,11 +188,13 @@ class CalibrationRecord:
 
     @classmethod
     def measured(cls, *, buckets: Mapping[str, int], **kw) -> "CalibrationRecord":
-        """A record from its samples: per-prompt ranges, per-bucket bounds and drift rates derived here."""
+        """A record from its samples: per-prompt ranges, per-bucket bounds and drift rates derived here (by
+        the current rule, unless ``rule`` names the earlier one a record was made by)."""
         record = cls(**kw)
         unique = distinct(record.samples)
         record.prompts = prompt_ranges(record.samples, buckets)
-        record.buckets = bucket_bounds(record.prompts, len(unique), record.noise_class.get("dtype", "bfloat16"))
+        record.buckets = bucket_bounds(record.prompts, len(unique), record.noise_class.get("dtype", "bfloat16"),
+                                       record.rule["name"])
         record.drift = {"alpha": DRIFT_ALPHA, "distinct_samples": len(unique),
                         "variants": [s.variant for s in unique]}
         record.drift["leave_one_out"] = leave_one_out(unique, record.noise_class.get("dtype", ""))
@@ -212,6 +227,7 @@ class CalibrationRecord:
         """What the case kernel needs of this record: bounds, per-prompt ranges and the drift rates."""
         return {"sha256": self.sha256, "path": str(self.path) if self.path else None, "rule": self.rule["name"],
                 "backend": self.backend, "inputs": dict(self.inputs), "prompt_ids": sorted(self.prompts),
+                "prompt_buckets": {p: v["bucket"] for p, v in sorted(self.prompts.items())},
                 "bounds": self.bounds, "noise": self.noise, "noise_class": dict(self.noise_class),
                 "buckets": {b: {k: v[k] for k in ("largest", "spread", "bound")} for b, v in self.buckets.items()},
                 "resolution": resolution(self.noise_class.get("dtype", "")),
@@ -273,38 +289,119 @@ def record_filename(record: CalibrationRecord) -> str:
 
 
 def load_record(path: str | Path) -> CalibrationRecord:
-    """A record from its file, refused (one line) unless its name is its content's SHA-256, it is of this
-    format, and it holds enough samples for the rule."""
+    """A record from its file, judged by its evidence: refused (one line) unless its bytes are canonical JSON,
+    its name (as given: a link's own name, not its target's) is their SHA-256, every value is of its type and
+    range, it holds enough samples for the rule, and the figures it states are what its rule derives from
+    those samples. The name pins the bytes; only the samples make the bounds."""
     path = Path(path)
     shown = str(path)
     if not path.is_file():
         raise BadInput(f"calibration record {shown} does not exist")
-    doc = read_json_input(path, "calibration record")
+    data = read_input_bytes(path, f"calibration record {shown}")
+    doc = parse_json_input(data, f"calibration record {shown}")
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise BadInput(f"{shown}: not a calibration record of format {FORMAT} "
                        f"(format {doc.get('format') if isinstance(doc, dict) else None!r})")
-    try:
-        record = CalibrationRecord.from_dict(doc, path)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise BadInput(f"{shown}: malformed calibration record ({type(exc).__name__}: {exc})") from None
-    if record.sha256 != path.stem:
-        raise BadInput(f"{shown}: name is not the record's SHA-256 ({record.sha256}): the record was changed "
+    if canonical_bytes(doc) != data:
+        raise BadInput(f"{shown}: not canonical JSON (sorted keys, no spaces, one trailing newline, as calibrate "
+                       "writes a record): the record was edited; calibrate again instead of editing it")
+    digest = sha256_bytes(data)
+    if digest != path.stem:
+        raise BadInput(f"{shown}: name is not the record's SHA-256 ({digest}): the record was changed "
                        "after it was made; calibrate again instead of editing it")
+    try:
+        check_record(doc, {name: text for name, (text, _) in RULES.items()})
+    except Wrong as exc:
+        raise BadInput(f"{shown}: malformed calibration record: {exc.text}") from None
+    record = CalibrationRecord.from_dict(doc, path)
     unique = len(distinct(record.samples))
     if unique < MIN_SAMPLES:
         raise BadInput(f"{shown}: {unique} distinct sample(s) of {len(record.samples)}, the rule needs at least "
                        f"{MIN_SAMPLES}: calibrate with more variants")
+    differs = restated(record)
+    if differs:
+        raise BadInput(f"{shown}: {differs}: the record's figures are not its samples'; calibrate again instead "
+                       "of editing it")
     return record
 
 
+def rederived(record: CalibrationRecord) -> CalibrationRecord:
+    """The record as its rule makes it from its own samples (each prompt in the bucket the record gives it)."""
+    return CalibrationRecord.measured(
+        buckets={pid: p["bucket"] for pid, p in record.prompts.items()}, case=record.case, backend=record.backend,
+        noise_class=record.noise_class, inputs=record.inputs, options=record.options,
+        fingerprint=record.fingerprint, command=record.command, variants=record.variants, samples=record.samples,
+        created_at=record.created_at, rule=dict(record.rule))
+
+
+def restated(record: CalibrationRecord) -> str | None:
+    """Where the figures a record states differ from those its samples give by its rule, or None when they
+    agree (to within the rounding of a float written to JSON and computed again)."""
+    again = rederived(record)
+    for part in ("prompts", "buckets", "drift"):
+        where = first_difference(getattr(record, part), getattr(again, part), part)
+        if where is not None:
+            key, stated, derived = where
+            return (f"{key} is {_said(stated)}, rule {record.rule['name']} gives {_said(derived)} from its "
+                    f"{len(record.samples)} samples")
+    return None
+
+
+_ABSENT = object()
+
+
+def first_difference(stated: Any, derived: Any, key: str) -> tuple[str, Any, Any] | None:
+    """The first key (dotted) at which two JSON values differ; floats agree within 1e-9 relative."""
+    if isinstance(stated, dict) and isinstance(derived, dict):
+        for k in sorted(set(stated) | set(derived), key=str):
+            found = first_difference(stated.get(k, _ABSENT), derived.get(k, _ABSENT), f"{key}.{k}")
+            if found:
+                return found
+        return None
+    if isinstance(stated, list) and isinstance(derived, list) and len(stated) == len(derived):
+        for i, (a, b) in enumerate(zip(stated, derived)):
+            found = first_difference(a, b, f"{key}[{i}]")
+            if found:
+                return found
+        return None
+    if _numbers(stated, derived):
+        return None if math.isclose(stated, derived, rel_tol=1e-9, abs_tol=1e-12) else (key, stated, derived)
+    return None if type(stated) is type(derived) and stated == derived else (key, stated, derived)
+
+
+def _numbers(*values: Any) -> bool:
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+
+
+def _said(value: Any) -> str:
+    if value is _ABSENT:
+        return "absent"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def same_class(records: Sequence[CalibrationRecord]) -> tuple[CalibrationRecord, CalibrationRecord] | None:
+    """Two records of one list measured on one class of hardware (the first such pair), or None: a list holds
+    one record per class, and of two the host would silently take the first."""
+    seen: dict[str | None, CalibrationRecord] = {}
+    for r in records:
+        measured = measured_on({"fingerprint": r.fingerprint})
+        if measured in seen:
+            return seen[measured], r
+        seen[measured] = r
+    return None
+
+
 def mismatch(reference: Mapping[str, Any], *, backend: str, fixture_sha256: str, golden_sha256: str,
-             model_digest: str, noise_class: Mapping[str, str], prompts: Sequence[str],
+             model_digest: str, noise_class: Mapping[str, str], prompts: Mapping[str, int],
              accept: Sequence[str] = ()) -> str | None:
-    """Why a record (its ``reference()``) cannot set a case's bounds, or None when it can.
+    """Why a record (its ``reference()``) cannot set a case's bounds, or None when it can. ``prompts``: the
+    case's prompt ids, each with its bucket.
 
     The inputs must be the very ones measured. The runtime may differ (a candidate release always does:
     that is what the gate judges), but what the noise itself depends on, the device class and the dtype,
-    must match unless the case accepts the difference explicitly."""
+    must match unless the case accepts the difference explicitly. Every prompt the case scores must have
+    been measured, in the bucket the case scores it in, and every such bucket must have its bound."""
     if reference["backend"] != backend:
         return f"it measured backend {reference['backend']}, this case runs {backend}"
     for what, want in (("fixture_sha256", fixture_sha256), ("golden_sha256", golden_sha256),
@@ -317,8 +414,21 @@ def mismatch(reference: Mapping[str, Any], *, backend: str, fixture_sha256: str,
         if have != want and key not in accept:
             return (f"it measured noise on {key} {have!r}, this case runs on {want!r} "
                     f"(set accept_noise_changes = [\"{key}\"] to use it anyway)")
+    return uncovered(reference, prompts)
+
+
+def uncovered(reference: Mapping[str, Any], prompts: Mapping[str, int]) -> str | None:
+    """Which of the case's prompts (id -> bucket) a record has no sample or no bound of, or None."""
     measured = set(reference["prompt_ids"])
     missing = [p for p in prompts if p not in measured]
     if missing:
         return f"it has no samples of {len(missing)} prompt(s) this case scores, first {missing[0]}"
+    buckets = reference.get("prompt_buckets") or {}
+    moved = [p for p in prompts if p in buckets and buckets[p] != prompts[p]]
+    if moved:
+        return (f"it measured prompt {moved[0]} in bucket {buckets[moved[0]]}, this case scores it in bucket "
+                f"{prompts[moved[0]]} ({len(moved)} prompt(s) in other buckets)")
+    unbound = sorted({b for b in prompts.values() if str(b) not in reference["bounds"]})
+    if unbound:
+        return f"it has no bound for bucket {unbound[0]}, where this case scores prompts"
     return None

@@ -121,9 +121,14 @@ def _finite_float(text: str) -> float:
 def read_json_input(path: str | os.PathLike, what: str) -> Any:
     """An input JSON file the kit wrote (a manifest, a result) that a user or a crash may have damaged:
     unreadable, not UTF-8, not JSON, or holding NaN/Infinity is one line naming ``what``."""
+    return parse_json_input(read_input_bytes(path, what), what)
+
+
+def parse_json_input(data: bytes, what: str) -> Any:
+    """``data`` as read_json_input reads a file's bytes: for a caller that needs the bytes too (a
+    content-addressed file is checked against its bytes, not against its re-serialized content)."""
     from kit.core.errors import BadInput
 
-    data = read_input_bytes(path, what)
     try:
         return json.loads(data.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite_float)
     except UnicodeDecodeError as exc:

@@ -39,8 +39,9 @@ class RunLock:
         self.release()
 
 
-def acquire(run_dir: Path, command: Sequence[str] | None = None) -> RunLock:
-    """Lock ``run_dir`` for this process or refuse, in one line, naming the holder."""
+def acquire(run_dir: Path, command: Sequence[str] | None = None, what: str = "gate run") -> RunLock:
+    """Lock ``run_dir`` for this process or refuse, in one line, naming the holder (``what``: the kind of
+    run that holds such a directory, for the message)."""
     path = Path(run_dir) / LOCK_NAME
     # O_CLOEXEC: kernels and Ray workers started by this run must not inherit (and so prolong) the lock.
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -48,7 +49,7 @@ def acquire(run_dir: Path, command: Sequence[str] | None = None) -> RunLock:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise BadInput(f"run directory {run_dir} is in use by another gate run: {holder(path)}") from None
+        raise BadInput(f"run directory {run_dir} is in use by another {what}: {holder(path)}") from None
     info = {"pid": os.getpid(), "host": socket.gethostname(), "command": list(command or sys.argv),
             "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     os.ftruncate(fd, 0)

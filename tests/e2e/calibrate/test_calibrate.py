@@ -99,6 +99,8 @@ def test_an_interrupted_calibration_resumes_without_measuring_a_finished_sample_
     lines = (tmp / "cal" / "small.samples.jsonl").read_text().splitlines()
     resumed = tmp_path / "cal"
     resumed.mkdir()
+    # The directory's index, written as calibrate starts, says which descriptor and case settings it measured.
+    (resumed / "calibration.json").write_bytes((tmp / "cal" / "calibration.json").read_bytes())
     # Three finished samples and a fourth cut short by the kill.
     (resumed / "small.samples.jsonl").write_text("\n".join(lines[:3]) + "\n" + lines[3][: len(lines[3]) // 2])
     proc = parity_kit("calibrate", desc, "--resume", resumed, "--to", tmp_path / "records", timeout=900)
@@ -201,7 +203,15 @@ def test_noise_measured_on_other_hardware_is_refused_unless_accepted(embedded):
     accepted = run_case(dataclasses.replace(refused_spec, calibration={**cal, "fingerprint": elsewhere,
                                                                        "accept": ["hardware"]}))
     assert accepted.status == "passed" and accepted.drift is None
+    assert accepted.drift_skipped == "calibration measured on other hardware, cpu (x86-64-v9)"
     assert accepted.bucket_bounds == cal["bounds"]
     assert any(n.startswith("calibration measured on cpu (x86-64-v9), this case runs on cpu (") and
                n.endswith("its bounds apply; its drift test does not, since the mean error itself moves with the "
                           "hardware") for n in accepted.notes)
+    # Measured here and turned off: the drift column says so rather than "no calibration".
+    from kit.core.runtime import accelerator
+
+    here = {**cal["fingerprint"], "runtime": {**cal["fingerprint"]["runtime"], "accelerator": accelerator("cpu")}}
+    off = run_case(dataclasses.replace(spec, buckets=[128], drift=False, calibration={**cal, "fingerprint": here}))
+    assert off.drift is None and off.drift_skipped == "turned off: drift = false"
+    assert off.drift_text == "not run (turned off: drift = false)"

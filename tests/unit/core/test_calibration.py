@@ -93,7 +93,7 @@ def test_too_few_distinct_samples_are_refused(tmp_path):
 
 def fits(r: CalibrationRecord, **kw) -> str | None:
     base = dict(backend="hf", fixture_sha256="f" * 64, golden_sha256="g" * 64, model_digest="m" * 64,
-                noise_class={"device": "cpu", "dtype": "bfloat16"}, prompts=["a", "b", "c"])
+                noise_class={"device": "cpu", "dtype": "bfloat16"}, prompts=dict(BUCKETS))
     return mismatch(r.reference(), **{**base, **kw})
 
 
@@ -104,7 +104,7 @@ def test_a_record_fits_only_the_inputs_it_measured():
     assert fits(r, fixture_sha256="e" * 64) == f"it was made for fixture {'f' * 12}, this case uses {'e' * 12}"
     assert fits(r, model_digest="n" * 64) == f"it was made for model {'m' * 12}, this case uses {'n' * 12}"
     assert fits(r, backend="vllm") == "it measured backend hf, this case runs vllm"
-    assert fits(r, prompts=["a", "z"]) == "it has no samples of 1 prompt(s) this case scores, first z"
+    assert fits(r, prompts={"a": 128, "z": 128}) == "it has no samples of 1 prompt(s) this case scores, first z"
 
 
 def test_another_noise_class_is_refused_unless_accepted():
