@@ -11,6 +11,7 @@ import os
 import time
 from pathlib import Path
 
+from kit.backends import registry
 from kit.backends.base import Backend, can_decode
 from kit.backends.registry import open_backend
 from kit.core import contract
@@ -187,7 +188,8 @@ def reference_golden(spec: CaseSpec, fixture, prompts: list[Prompt], out: str | 
     finally:
         backend.close()
     prov = provenance(spec.backend, release, str(ref["options"].get("dtype", "float32")), "in-kernel reference",
-                      [f"parity-kit case {spec.name} (reference: {ref['model']})"], spec.runtime or None)
+                      [f"parity-kit case {spec.name} (reference: {ref['model']})"],
+                      registry.get(spec.backend).runtime_key(ref["options"]))
     doc = reference_document(fixture, digest, spec.top_n, observed, prov)
     data = canonical_bytes(doc)
     path = Path(out) if out else Path(f"{spec.name}.reference.json")

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from kit.core import paths
+from kit.core.golden import load_golden
 from kit.core.modeldigest import model_digest
 from support import ROOT, copy_model, edit_weight, parity_kit, write_descriptor
 
@@ -84,12 +85,17 @@ def test_levanter_cases_pass_on_the_tiny_model(levanter_run, embedded):
         assert case["release"]["levanter"] == "1.1" and case["release"]["jax"] == "0.4.20"
     # float32 JAX against the float32 torch golden: rounding only, far inside the bound.
     assert 0 < cases["levanter"]["max_probability_error"] < 1e-5
-    # The checkpoint control: the native checkpoint reproduces its own golden bit for bit.
+    # The checkpoint control: the native checkpoint computes, bit for bit, what the HF export of its weights
+    # computes through Levanter in the same kernel; that reference is kept as an exact golden beside the result.
     assert cases["levanter-native"]["max_probability_error"] == 0.0
     assert cases["levanter-native"]["details"]["checkpoint"] == "native"
-    # The levanter-exact entry's golden for this host's runtime (an exact entry names one per runtime).
-    assert cases["levanter-native"]["golden_path"] == str(embedded.goldens["levanter-exact"])
-    assert Path(cases["levanter-native"]["golden_path"]).name.startswith(f"44a3d799c03b-{NATIVE}-1bc01f4b3bbd-exact")
+    reference = run_dir / "cases" / "levanter-native.reference.json"
+    assert cases["levanter-native"]["golden_path"] == str(reference)
+    golden = load_golden(reference)
+    assert golden.kind == "exact" and golden.provenance["backend"] == "levanter"
+    assert golden.provenance["release"]["checkpoint"] == "hf" and golden.provenance["runtime"].startswith("xla-cpu ")
+    assert golden.model_digest == embedded.doc["model"]["digest"] and len(golden.prompts) == 64
+    assert cases["levanter-native"]["golden_sha256"] == golden.sha256
     assert cases["levanter"]["details"]["checkpoint"] == "hf"
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["models"] == {NATIVE: cases["levanter-native"]["model_digest"]}
@@ -197,7 +203,7 @@ def _native_copy(tmp_path, embedded, factor: float):
     return out
 
 
-def test_native_checkpoint_whose_tensors_differ_fails_the_exact_golden(tmp_path, embedded):
+def test_native_checkpoint_whose_tensors_differ_fails_its_in_kernel_reference(tmp_path, embedded):
     native = _native_copy(tmp_path, embedded, 1.0001)  # far below any semantic bound, still not the same
     models = {NATIVE: {"path": str(native), "digest": model_digest(native)}}
     _, case = gate_one(tmp_path, embedded, "levanter-native", 1, models=models)
@@ -264,14 +270,15 @@ def test_a_case_naming_an_unknown_model_or_golden_is_refused(tmp_path, embedded)
     assert proc.stderr.strip() == (f"parity-kit: bad input: {desc}:{n}: cases.levanter-native.model: no [models] "
                                    f"entry 'tiny-llama-levantr' (have: {NATIVE})")
 
-    desc = write_descriptor(tmp_path, embedded, cases={"levanter-native": {**native, "golden": "levanter-exakt"}})
+    hf_export = embedded.doc["cases"]["levanter"]
+    desc = write_descriptor(tmp_path, embedded, cases={"levanter": {**hf_export, "golden": "levanter-exakt"}})
     proc = parity_kit("gate", desc, "--out", tmp_path / "run")
     assert proc.returncode == 3
     n = _line_of(desc, 'golden = "levanter-exakt"')
-    assert proc.stderr.strip() == (f"parity-kit: bad input: {desc}:{n}: cases.levanter-native.golden: no [goldens] "
-                                   "entry 'levanter-exakt' (have: semantic, decode-semantic, exact, levanter-exact)")
+    assert proc.stderr.strip() == (f"parity-kit: bad input: {desc}:{n}: cases.levanter.golden: no [goldens] "
+                                   "entry 'levanter-exakt' (have: semantic, decode-semantic, exact)")
 
-    goldens = {**embedded.goldens, "levanter": embedded.goldens["levanter-exact"]}
+    goldens = {**embedded.goldens, "levanter": embedded.goldens["exact"]}
     desc = write_descriptor(tmp_path, embedded, goldens=goldens, cases={"levanter-native": native})
     proc = parity_kit("gate", desc, "--out", tmp_path / "run")
     assert proc.returncode == 3
