@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 from kit.backends import registry
 
 CASE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-# A [goldens] entry is named after its kind ("semantic", "exact") or ends in it ("levanter-exact"),
+# A [goldens] entry is named after its kind ("semantic", "exact") or ends in it ("decode-semantic"),
 # so that a reader of a case knows how it is judged without opening the golden.
 GOLDEN_NAME = r"^(semantic|exact|[a-z0-9][a-z0-9._-]*-(semantic|exact))$"
 
