@@ -33,7 +33,7 @@ from kit.core.jsonio import atomic_write_bytes, read_json, read_json_input, writ
 from kit.core.results import now_iso
 from kit.core.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
-from kit.descriptor.schema import golden_kind
+from kit.descriptor.schema import case_golden_kind
 from kit.gate import runlock
 from kit.gate.notebook import run_notebook
 from kit.gate.stopping import on_signals
@@ -100,11 +100,11 @@ def semantic_cases(desc: LoadedDescriptor, only: Sequence[str] | None) -> list[s
         for name in only:
             if name not in desc.cases:
                 raise BadInput(f"{paths.display(desc.path)}: no case named {name!r} (cases: {', '.join(desc.cases)})")
-            if golden_kind(desc.cases[name].golden) != "semantic":
+            if case_golden_kind(desc.cases[name]) != "semantic":
                 raise BadInput(f"{desc.where('cases', name, 'golden')}: case {name} is judged bit for bit against "
                                "an exact golden: there is no bound to calibrate")
         return list(only)
-    return [n for n, c in desc.cases.items() if golden_kind(c.golden) == "semantic"]
+    return [n for n, c in desc.cases.items() if case_golden_kind(c) == "semantic"]
 
 
 def calibrate(descriptor: str | Path, only: Sequence[str] | None = None, out: str | Path | None = None,

@@ -227,7 +227,7 @@ class LoadedDescriptor:
         if c.bound is not None or c.bucket_bounds:
             raise BadInput(f"{where}: the case also sets {'bound' if c.bound is not None else 'bucket_bounds'}; "
                            "a bound is either hand-set or calibrated, not both")
-        if golden_kind(c.golden) != "semantic":
+        if case_golden_kind(c) != "semantic":
             raise BadInput(f"{where}: an exact golden has no bound to calibrate")
         records = self.calibration_records(name, c)
         # One record needs no choosing, and so no look at the hardware (nvidia-smi, for a GPU case).
