@@ -1,4 +1,4 @@
-"""Control against candidate: whose fault is a failing gate (DESIGN §6).
+"""Control against candidate: whose fault is a failing gate (docs/architecture.md, Diagnosis).
 
 A failure only the candidate shows is a regression. A failure today's pin
 reproduces with the same metrics is a baseline blocker: the golden or the oracle

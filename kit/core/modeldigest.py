@@ -1,4 +1,4 @@
-"""The model digest of DESIGN section 4: one SHA-256 for a whole model folder.
+"""The model digest (docs/architecture.md, Data formats): one SHA-256 for a whole model folder.
 
 The format is fixed by the digests pinned in descriptors: SHA-256 over the lines
 ``relative/posix/path NUL sha256(file) LF`` of every file, ordered by path components (the order

@@ -1,4 +1,4 @@
-"""The names of the files a run directory holds (DESIGN §4), in one place.
+"""The names of the files a run directory holds (docs/architecture.md, Data formats), in one place.
 
 Gate runs, control directories and refresh directories are read back by the summary, the
 report and resume; every reader and writer takes the names from here.

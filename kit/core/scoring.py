@@ -1,6 +1,6 @@
 """Observation vs golden: the metric panel and the verdict of one fixture case.
 
-All metric definitions live here (DESIGN section 5). With golden top-k tokens G,
+All metric definitions live here (docs/architecture.md, Scoring). With golden top-k tokens G,
 golden logprobs g and backend logprobs a over the same tokens:
 
 - max_probability_error      max_i |exp(a_i) - exp(g_i)|

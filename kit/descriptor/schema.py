@@ -114,7 +114,7 @@ class CaseBase(_Strict):
     notebook: str | CustomNotebook | None = None
     resources: Resources = Resources()
     retries: int | None = Field(default=None, ge=0)
-    # Repeatability (DESIGN section 6): score the selected prompts `repeats` times in each of
+    # Repeatability (docs/architecture.md, Diagnosis): score the selected prompts `repeats` times in each of
     # `repeat_launches` engine launches; the spread is the noise floor, any spread fails with
     # `exact_repeats`.
     repeats: int = Field(default=1, ge=1)

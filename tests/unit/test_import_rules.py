@@ -1,4 +1,4 @@
-"""The import rules of DESIGN §3 hold, and the check that enforces them can fail.
+"""The import rules of docs/architecture.md hold, and the check that enforces them can fail.
 
 The contract lives in .importlinter at the repository root; import-linter reads the package from
 source, so a planted violation is tested on a copy of the package, never on the real tree.

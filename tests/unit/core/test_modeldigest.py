@@ -21,7 +21,7 @@ def sha(data: bytes) -> str:
 
 
 def folder_digest(lines: list[tuple[str, bytes]]) -> str:
-    """DESIGN section 4, written out: the lines in the order given."""
+    """docs/architecture.md's model digest, written out: the lines in the order given."""
     return sha(b"".join(f"{rel}\0{sha(data)}\n".encode() for rel, data in lines))
 
 

@@ -1,4 +1,4 @@
-"""Scoring against numbers worked out by hand (DESIGN section 5)."""
+"""Scoring against numbers worked out by hand (docs/architecture.md, Scoring)."""
 
 import math
 
