@@ -14,18 +14,23 @@ WRITE_OUT = "notebook write-out"
 
 
 class PhaseClock:
-    """Seconds per phase: ``mark(name)`` closes the phase that began at the previous mark."""
+    """Seconds per phase: ``mark(name)`` closes the phase that began at the previous mark.
+
+    A phase is in the timeline because its mark was called, however short it was: the caller marks only
+    the phases its case has (no repeats, no decode: no mark). Deciding by duration instead would drop a
+    real phase that took under a millisecond, and keep an absent one whenever the thread was preempted
+    between two marks."""
 
     def __init__(self) -> None:
         self.started_epoch = time.time()
         self._last = time.perf_counter()
+        self._total: dict[str, float] = {}  # unrounded, so that a phase marked again adds up exactly
         self.seconds: dict[str, float] = {}
 
     def mark(self, name: str) -> None:
         now = time.perf_counter()
-        seconds = self.seconds.get(name, 0.0) + now - self._last
-        if seconds >= 0.001:  # a phase this case did not have (no repeats, no decode) stays out of the timeline
-            self.seconds[name] = round(seconds, 3)
+        self._total[name] = self._total.get(name, 0.0) + now - self._last
+        self.seconds[name] = round(self._total[name], 3)
         self._last = now
 
     def span(self) -> list[float]:

@@ -1,4 +1,5 @@
-"""The phase timeline of a case: marks in order, phases a case did not have left out, the executor's frame."""
+"""The phase timeline of a case: marks in order, exactly the phases marked (whatever their length), the executor's
+frame."""
 
 from __future__ import annotations
 
@@ -7,15 +8,35 @@ import time
 from kit.core.phases import KERNEL_START, WRITE_OUT, PhaseClock, ordered, with_executor_phases
 
 
-def test_each_mark_closes_the_phase_since_the_last_and_empty_phases_stay_out():
+def test_each_mark_closes_the_phase_since_the_last_and_every_marked_phase_is_kept():
     clock = PhaseClock()
     time.sleep(0.02)
     clock.mark("model load")
-    clock.mark("repeats")  # nothing happened since the last mark
+    clock.mark("repeats")  # marked at once: it happened, however short
     time.sleep(0.01)
     clock.mark("bucket 128")
-    assert list(clock.seconds) == ["model load", "bucket 128"]
+    assert list(clock.seconds) == ["model load", "repeats", "bucket 128"]
     assert clock.seconds["model load"] >= 0.02 and clock.seconds["bucket 128"] >= 0.01
+    assert 0 <= clock.seconds["repeats"] < clock.seconds["model load"]
+
+
+def test_a_phase_never_marked_is_absent_however_long_the_thread_was_away():
+    # A preempted thread makes the time between two marks long; that alone never adds a phase.
+    clock = PhaseClock()
+    clock.mark("model load")
+    time.sleep(0.02)
+    clock.mark("bucket 128")
+    assert list(clock.seconds) == ["model load", "bucket 128"]
+
+
+def test_a_phase_marked_twice_adds_up_in_its_first_place():
+    clock = PhaseClock()
+    time.sleep(0.01)
+    clock.mark("bucket 128")
+    clock.mark("compare")
+    time.sleep(0.01)
+    clock.mark("bucket 128")
+    assert list(clock.seconds) == ["bucket 128", "compare"] and clock.seconds["bucket 128"] >= 0.02
 
 
 def test_the_executor_frames_the_kernels_phases_with_what_only_it_saw():
