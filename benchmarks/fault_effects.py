@@ -1,9 +1,12 @@
 """Measure every catalogued fault's hf float32 effect on the embedded model and write the table the
-catalogue test reads (tests/support/fault_effects.json): fault -> magnitude -> effect.
+catalogue test reads (tests/support/fault_effects.json): runtime -> fault -> magnitude -> effect.
 
-The effect is deterministic (float32, one host class moves it by about 1e-6), so the test reads it instead
-of measuring 126 faulted copies on every run; it re-measures the magnitudes it relies on and refuses a
-table that no longer matches the catalogue's code or the model.
+The effect is deterministic on one runtime (kit.faults.effect.effect_runtime: what decides the bits of the
+hf float32 case) but moves across runtimes, so the table holds one entry per runtime and this script writes
+only this host's, keeping the others. The test reads its own runtime's entry instead of measuring 126
+faulted copies on every run; it re-measures the magnitudes it relies on, measures a fault's row itself on a
+runtime the table holds no entry for, and refuses a table that no longer matches the catalogue's code or the
+model.
 
     python benchmarks/fault_effects.py [--faults a,b]
 """
@@ -18,7 +21,7 @@ from pathlib import Path
 from kit.core.jsonio import write_json
 from kit.faults.cache import code_digest, default_cache_dir, faulted_copy
 from kit.faults.catalogue import CATALOGUE
-from kit.faults.effect import embedded_cases, hf_float32_effect
+from kit.faults.effect import effect_runtime, embedded_cases, hf_float32_effect
 
 TABLE = Path(__file__).resolve().parents[1] / "tests" / "support" / "fault_effects.json"
 
@@ -29,9 +32,11 @@ def main() -> int:
     args = ap.parse_args()
     wanted = set(args.faults.split(",")) if args.faults else None
     cases = embedded_cases()
+    runtime = effect_runtime(cases)
     old = json.loads(TABLE.read_text()) if TABLE.is_file() else {}
     same = old.get("code") == code_digest() and old.get("model_digest") == cases.float32.model_digest
-    effects = dict(old.get("effects", {})) if same else {}
+    runtimes = dict(old.get("runtimes", {})) if same else {}  # another code or model: every entry is stale
+    effects = dict(runtimes.get(runtime, {}))
     t0 = time.perf_counter()
     for fault in CATALOGUE:
         if wanted and fault.name not in wanted:
@@ -42,8 +47,9 @@ def main() -> int:
             row[f"{m:g}"] = hf_float32_effect(folder, cases)
         effects[fault.name] = row
         print(f"{fault.name}: " + ", ".join(f"{m} {e:.4g}" for m, e in row.items()), flush=True)
-    write_json(TABLE, {"code": code_digest(), "model_digest": cases.float32.model_digest, "effects": effects})
-    print(f"{TABLE} ({time.perf_counter() - t0:.0f} s)")
+    runtimes[runtime] = effects
+    write_json(TABLE, {"code": code_digest(), "model_digest": cases.float32.model_digest, "runtimes": runtimes})
+    print(f"{TABLE}: {runtime} ({time.perf_counter() - t0:.0f} s)")
     return 0
 
 

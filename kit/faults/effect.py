@@ -87,6 +87,17 @@ def healthy_noise(clean_error: float, spec: CaseSpec) -> float:
     return max([clean_error, *calibrated])
 
 
+def effect_runtime(cases: EmbeddedCases | None = None) -> str:
+    """The runtime an effect is measured on, as a table of effects is keyed: the key of what decides the bits
+    of the hf float32 case that measures it (kit.core.runtime; on a CPU, torch's ATen capability, oneDNN's
+    instruction set and MKL's branch). On one runtime an effect is one number; on another it moves (by about
+    1e-6 on the tiny model), so a table holds one entry per runtime."""
+    from kit.backends import registry
+
+    cases = cases or embedded_cases()
+    return registry.get(cases.float32.backend).runtime_key(cases.float32.options)
+
+
 def hf_float32_effect(folder: str | Path, cases: EmbeddedCases | None = None, digest: str | None = None) -> float:
     cases = cases or embedded_cases()
     return largest_error(run_case(on_model(cases.float32, folder, digest)))

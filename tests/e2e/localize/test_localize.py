@@ -70,12 +70,23 @@ def test_a_scaled_attention_output_is_found_at_layer_1_attention_from_the_failin
     assert any("image/png" in o.get("data", {}) for o in outputs)  # the curve
 
 
-# The jax backend in bfloat16 under a bound its clean run keeps with room (largest error 0.0051 on CPU).
-JAX_BF16 = {"backend": "jax", "golden": "semantic", "bound": 0.012, "dtype": "bfloat16"}
+@pytest.fixture(scope="module")
+def jax_bf16(tmp_path_factory, embedded) -> dict:
+    """The jax backend in bfloat16 under a bound its clean run keeps with room: twice the largest error of its
+    clean run on this host. A bound read off another host's run need not hold here: XLA compiles for the
+    CPU it runs on, and bfloat16 rounding moves with the kernels."""
+    tmp = tmp_path_factory.mktemp("jax-clean")
+    case = {"backend": "jax", "golden": "semantic", "bound": 1.0, "dtype": "bfloat16"}
+    proc = parity_kit("gate", write_descriptor(tmp, embedded, cases={"jax-bf16": case}), "--out", tmp / "run",
+                      "--no-summary")
+    assert proc.returncode == 0, proc.stderr
+    clean = json.loads((tmp / "run" / "result.json").read_text())["cases"]["jax-bf16"]["max_probability_error"]
+    assert 0 < clean < 1.0  # bfloat16 against the float32 golden: close, never bit for bit
+    return {**case, "bound": 2 * clean}
 
 
-def test_a_jax_case_names_the_faulted_layer_against_the_hf_float32_reference(tmp_path, copies, embedded):
-    desc = write_descriptor(tmp_path, embedded, cases={"jax-bf16": JAX_BF16})
+def test_a_jax_case_names_the_faulted_layer_against_the_hf_float32_reference(tmp_path, copies, embedded, jax_bf16):
+    desc = write_descriptor(tmp_path, embedded, cases={"jax-bf16": jax_bf16})
     doc = localized_attention_fault(desc, "jax-bf16", tmp_path / "loc", copies)
     assert doc["backend"] == "jax" and doc["reference"].startswith("hf float32")
     assert doc["reference_options"] == {"dtype": "float32", "attn_implementation": "sdpa", "device": "cpu"}
@@ -109,10 +120,11 @@ def test_a_noised_mlp_is_found_at_layer_0_mlp_on_the_named_prompt(tmp_path, copi
     assert loc["points"][1]["ratio"] == 1.0  # layer 0's attention is untouched by the MLP's fault
 
 
-def test_a_prompt_that_passes_is_refused_and_nothing_is_written(tmp_path, copies):
+def test_a_prompt_that_passes_is_refused_and_nothing_is_written(tmp_path):
+    # The case's own, healthy model: every prompt passes on any host the gate passes on, where which prompts a
+    # fault leaves passing depends on how close to its bound each one lands on this host.
     out = tmp_path / "loc"
-    proc = parity_kit("localize", DESCRIPTOR, "hf-bf16", "--prompt", "chat-sharegpt-00",
-                      "--model", model_with("mlp_noise", 0.2, copies), "--out", out)
+    proc = parity_kit("localize", DESCRIPTOR, "hf-bf16", "--prompt", "chat-sharegpt-00", "--out", out)
     assert proc.returncode == ExitCode.BAD_INPUT, proc.stderr
     assert re.fullmatch(r"parity-kit: bad input: prompt chat-sharegpt-00 passes case hf-bf16 \(error [0-9.e-]+ "
                         r"under bound [0-9.]+\): nothing to localize\n", proc.stderr), proc.stderr
