@@ -50,6 +50,19 @@ def test_a_case_split_over_two_devices_passes_its_golden_and_agrees_with_one_dev
     assert done.stdout.splitlines()[1].startswith("jax-f32-tp2: passed, tensor_parallel 2, no GPU of its own")
 
 
+def test_each_weight_lies_where_the_megatron_split_puts_it():
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    from kit.backends.jax.sharding import TensorParallel
+
+    tp = TensorParallel.over(jax.devices("cpu")[:1], vocab=768)
+    assert [tp.param(f"layers.{k}").spec for k in ("wq", "wk", "wv", "w_gate", "w_up")] == [P(None, "tp", None)] * 5
+    assert [tp.param(f"layers.{k}").spec for k in ("wo", "w_down")] == [P(None, None, "tp")] * 2
+    assert [tp.param(k).spec for k in ("layers.attn_norm", "layers.mlp_norm", "embed", "norm")] == [P()] * 4
+    assert tp.param("lm_head").spec == P("tp", None)
+
+
 def test_the_split_costs_one_all_reduce_after_attention_and_one_after_the_mlp(embedded):
     """The compiled layer of a two-way split holds exactly two all-reduces, and the logits one all-gather (the
     LM head is split by vocabulary): what kit/backends/jax/sharding.py says it does."""

@@ -305,6 +305,7 @@ def test_golden_regen_refuses_exact(tmp_path, embedded):
     assert "golden regen makes semantic goldens only" in proc.stderr
 
 
+@pytest.mark.levanter  # the second backend that checks the new golden
 def test_golden_regen_places_a_golden_two_backends_agree_with(tmp_path, embedded, stale_golden):
     old = golden_copy(tmp_path / "goldens", stale_golden)
     cases = {n: embedded.doc["cases"][n] for n in ("hf-bf16", "levanter")}

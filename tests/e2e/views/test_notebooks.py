@@ -72,6 +72,7 @@ def test_summary_and_control_notebooks_run_as_is_on_the_newest_runs(tmp_path):
         shutil.rmtree(control_dir, ignore_errors=True)
 
 
+@pytest.mark.levanter
 def test_levanter_notebook_runs_as_is_in_its_kernel():
     nb = _run_as_is("parity_levanter.ipynb")
     printed = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))

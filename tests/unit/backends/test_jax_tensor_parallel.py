@@ -1,5 +1,6 @@
-"""The jax backend's tensor_parallel option without a second device: which splits are refused and why,
-where each weight lies on the mesh, and how benchmarks/tp_agreement.py compares two cases' results."""
+"""The jax backend's tensor_parallel option without a second device and without jax: which splits are refused
+and why, how a CPU split asks XLA for devices, and how benchmarks/tp_agreement.py compares two cases' results.
+Where each weight lies on the mesh needs jax itself (tests/e2e/backends/test_jax_tensor_parallel.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pydantic import ValidationError
 
 from kit.backends.jax import runtime
 from kit.backends.jax.options import JaxOptions
-from kit.backends.jax.sharding import TensorParallel, tensor_parallel_problem
+from kit.backends.jax.sharding import tensor_parallel_problem
 from kit.descriptor.schema import case_schemas
 from support import ROOT
 
@@ -52,17 +53,6 @@ def test_a_gpu_case_may_not_split_over_more_gpus_than_it_asks_for():
     with pytest.raises(ValidationError, match="greater than or equal to 1"):
         JaxOptions(tensor_parallel=0)
     assert JaxOptions().tensor_parallel == 1
-
-
-def test_each_weight_lies_where_the_megatron_split_puts_it():
-    import jax
-    from jax.sharding import PartitionSpec as P
-
-    tp = TensorParallel.over(jax.devices("cpu")[:1], vocab=768)
-    assert [tp.param(f"layers.{k}").spec for k in ("wq", "wk", "wv", "w_gate", "w_up")] == [P(None, "tp", None)] * 5
-    assert [tp.param(f"layers.{k}").spec for k in ("wo", "w_down")] == [P(None, None, "tp")] * 2
-    assert [tp.param(k).spec for k in ("layers.attn_norm", "layers.mlp_norm", "embed", "norm")] == [P()] * 4
-    assert tp.param("lm_head").spec == P("tp", None)
 
 
 def test_a_cpu_split_asks_xla_for_that_many_host_devices_unless_a_count_is_set(monkeypatch):
