@@ -24,13 +24,14 @@ from kit.gate import stopping, verbosity
 from kit.gate.heartbeat import DEFAULT_HEARTBEAT_S, HEARTBEAT_ENV
 
 
-def _golden_makers() -> list[str]:
+def _golden_makers() -> tuple[str, list[str]]:
+    """`golden make --backend`'s default (the reference) and its choices (the backends that make goldens)."""
     from kit.backends import registry
 
     try:
-        return registry.golden_makers()
+        return registry.REFERENCE, registry.golden_makers()
     except BadInput:
-        return ["hf"]
+        return registry.REFERENCE, [registry.REFERENCE]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -239,9 +240,10 @@ def _parser() -> argparse.ArgumentParser:
     gm = gl.add_parser("make", help="score the fixture with a backend and write a golden (never over an existing one)",
                        epilog=_exits("made: the golden's path on stdout"))
     gm.add_argument("--model", required=True, help="model folder to score the fixture with")
-    gm.add_argument("--backend", default="hf", choices=_golden_makers(),
-                    help="a backend that can make goldens (default: hf); levanter runs in its own environment: "
-                         "its parity-kit, e.g. .venv-levanter/bin/parity-kit golden make ...")
+    reference, makers = _golden_makers()
+    gm.add_argument("--backend", default=reference, choices=makers,
+                    help=f"a backend that can make goldens (default: {reference}); levanter runs in its own "
+                         "environment: its parity-kit, e.g. .venv-levanter/bin/parity-kit golden make ...")
     gm.add_argument("--checkpoint", default="hf", choices=["hf", "native"],
                     help="levanter: an HF export or a native tensorstore checkpoint (default: hf)")
     gm.add_argument("--fixture", required=True, help="fixture JSON whose prompts the golden scores")

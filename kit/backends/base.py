@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Protocol, Sequence
 
 from kit.core.contract import LOG_PREFIX_ENV
+from kit.core.errors import BadInput
 from kit.core.fixture import Prompt
 from kit.core.records import Continuation, Observation
 
@@ -59,12 +60,28 @@ def log_tail(path: Path, lines: int = 20) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+def placement(options: dict) -> dict:
+    """Where a case with ``options`` runs, in the reference's words (``device``, ``threads``): the default
+    ``placement`` of a backend whose options say it so already."""
+    return {k: options[k] for k in ("device", "threads") if k in options}
+
+
+def _call(target: str, *args):
+    """Call a "module:function" hook, importing its module only now (reading the registry imports none)."""
+    import importlib
+
+    module, _, function = target.partition(":")
+    return getattr(importlib.import_module(module), function)(*args)
+
+
 @dataclass(frozen=True)
 class BackendInfo:
     """What the registry knows of a backend, registered under the ``parity_kit.backends`` entry-point
     group (built-ins too). Every field is plain data or a dotted name, so reading the registry imports
     no engine: the runtime is imported only in the case kernel, the options schema only by the
-    descriptor."""
+    descriptor, and each hook only by the command that asks it. What a command does differently per
+    backend is one of these fields, never a test of the backend's name, so that adding a backend
+    (a third party's included) is one package."""
 
     name: str
     summary: str
@@ -73,7 +90,9 @@ class BackendInfo:
     # The case notebook: a file name among the packaged notebooks, or a path; the generic one shows the
     # verdict, a per-prompt table and the error plot, which is all a backend without details of its own needs.
     notebook: str = "parity.ipynb"
-    kernel: str = "parity-kit"      # the kernel a case runs in unless the descriptor names another
+    # The kernel a case runs in unless the descriptor names another. Other than the main one, the backend's
+    # environment is its own: what only it can compute (a golden, its activations) runs there.
+    kernel: str = "parity-kit"
     makes_goldens: bool = False     # `golden make --backend NAME` may use it
     requires: tuple[str, ...] = ()  # top-level modules its kernel must be able to import
     install: str = ""               # the command that installs what it requires
@@ -81,6 +100,20 @@ class BackendInfo:
     # "module:function": ``function(options) -> str``, the key of what decides the bits of this backend's
     # results under a case's options (kit.core.runtime). An exact golden holds only where its key is equal.
     exact_runtime: str = "kit.core.runtime:host_runtime_of"
+    # "module:function": ``function(request) -> dict``, the case options `golden make` opens the runtime with
+    # (its ``open_backend``), from the command line's (kit.goldens.make.request); empty: the runtime's defaults.
+    golden_options: str = ""
+    # "module:function": ``function(provenance, options) -> list[str]``, the `golden make` flags beyond the
+    # common ones that repeat how a golden of this backend was made (for a case's ``options``, where given).
+    golden_flags: str = ""
+    # `parity-kit localize`: the module that reads the residual stream (kit.case.localize says what it must
+    # provide; in a kernel of its own, through a request file); empty: its cases cannot be localized.
+    activations: str = ""
+    # "module:function": ``function(options) -> dict``, where a case runs in the reference's words (``device``,
+    # ``threads``): localize runs the float32 reference there.
+    placement: str = "kit.backends.base:placement"
+    # A refresh builds this engine from its fork when a release pins several backends and none is named.
+    forked: bool = False
 
     def open(self, spec) -> "Backend":
         import importlib
@@ -89,7 +122,19 @@ class BackendInfo:
 
     def runtime_key(self, options: dict) -> str:
         """This host's runtime key for a case of this backend with ``options`` (see ``exact_runtime``)."""
-        import importlib
+        return str(_call(self.exact_runtime, dict(options)))
 
-        module, _, function = self.exact_runtime.partition(":")
-        return str(getattr(importlib.import_module(module), function)(dict(options)))
+    def golden_case_options(self, request: dict) -> dict:
+        """The case options `golden make` opens this backend with; a backend that makes no goldens is refused
+        (a golden filed under its name must be its own engine's)."""
+        if not self.makes_goldens:
+            raise BadInput(f"backend {self.name} makes no goldens")
+        return dict(_call(self.golden_options, dict(request))) if self.golden_options else {}
+
+    def remake_flags(self, provenance: dict, options: dict | None = None) -> list[str]:
+        """The flags of this backend's own that `golden make` needs to make a golden like ``provenance``'s."""
+        return [str(a) for a in _call(self.golden_flags, provenance, options)] if self.golden_flags else []
+
+    def where(self, options: dict) -> dict:
+        """Where a case of this backend with ``options`` runs, in the reference's words (see ``placement``)."""
+        return dict(_call(self.placement, dict(options)))

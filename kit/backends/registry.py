@@ -18,6 +18,10 @@ from kit.core.errors import BadInput
 from kit.core.spec import CaseSpec
 
 GROUP = "parity_kit.backends"
+# The reference: the backend whose float32 results the semantic goldens are (`golden make`'s default), and
+# its settings when localize reads every case's residual stream against it.
+REFERENCE = "hf"
+REFERENCE_OPTIONS = {"dtype": "float32", "attn_implementation": "sdpa"}
 
 
 @functools.cache
@@ -89,6 +93,18 @@ def golden_makers() -> list[str]:
 
 def open_backend(spec: CaseSpec) -> Backend:
     return get(spec.backend).open(spec)
+
+
+def remake_command(golden, model: str, fixture: str, out: str, options: dict | None = None) -> str:
+    """The `parity-kit golden make` line that makes a golden like ``golden`` on the host that runs it, with
+    the flags its backend says repeat how it was made (for the case ``options`` that decide its runtime,
+    where given). A golden of a backend no longer installed gets the common flags alone."""
+    from kit.core.golden import remake_command as command_line
+
+    name = str(golden.provenance.get("backend", REFERENCE))  # goldens of old recorded no backend: the reference's
+    info = registry().get(name)
+    flags = info.remake_flags(golden.provenance, options) if info is not None else []
+    return command_line(golden, model, fixture, out, flags, None if name == REFERENCE else name)
 
 
 def describe(infos: Iterable[BackendInfo] | None = None) -> list[dict]:

@@ -1,11 +1,11 @@
 """Per-layer curves of a failing candidate, its clean run and the float32 reference (`parity-kit localize`).
 
-Three forward passes per prompt, each read at every point of the residual stream
-(kit.backends.<name>.activations): the reference, as the goldens were made (hf in float32 on the case's
-own model, whichever backend the case runs on); the clean run, the case's own settings on the case's own
-model, whose difference from the reference is the noise; and the candidate, the case's settings on the
-candidate's weights. When the candidate is the case's own model the clean run is the candidate itself, and
-no point can leave the noise: the localizer says so rather than name a layer.
+Three forward passes per prompt, each read at every point of the residual stream by the module its backend
+registers as ``activations``: the reference, as the goldens were made (hf in float32 on the case's own
+model, whichever backend the case runs on: kit.backends.registry.REFERENCE); the clean run, the case's own
+settings on the case's own model, whose difference from the reference is the noise; and the candidate, the
+case's settings on the candidate's weights. When the candidate is the case's own model the clean run is the
+candidate itself, and no point can leave the noise: the localizer says so rather than name a layer.
 """
 
 from __future__ import annotations
@@ -17,17 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from kit.backends import registry
+from kit.core import paths
 from kit.core.errors import BadInput
 from kit.core.fixture import Prompt
 from kit.core.localize import FLOOR, K, Localization, differences, localize
 from kit.core.spec import CaseSpec
-
-# Backends that can hand out their residual stream, and where; the others are refused with the one to use
-# instead.
-ACTIVATIONS = {"hf": "kit.backends.hf.activations", "jax": "kit.backends.jax.activations",
-               "levanter": "kit.backends.levanter.activations"}
-IN_OWN_KERNEL = {"levanter"}  # backends whose environment is not the main one: read in their kernel's interpreter
-REFERENCE = "hf"  # the golden maker (kit.goldens.make): every backend's curve is read against it
 
 
 @dataclass
@@ -38,48 +33,60 @@ class Curves:
 
 
 def reference_options(spec: CaseSpec) -> dict:
-    """The golden's settings (kit.goldens.make): hf in float32 with SDPA, on the case's device and threads
-    (a jax case's platform, said as hf's device)."""
-    keep = {k: spec.options[k] for k in ("device", "threads") if k in spec.options}
-    if spec.backend == "jax":
-        keep = {"device": "cuda" if spec.options.get("platform") == "gpu" else "cpu"}
-    return {"dtype": "float32", "attn_implementation": "sdpa", **keep}
+    """The golden's settings (the reference's, kit.backends.registry): float32 with SDPA, where the case runs (its
+    device and threads, as its backend says them in the reference's words)."""
+    return {**registry.REFERENCE_OPTIONS, **registry.get(spec.backend).where(spec.options)}
+
+
+def reference_spec(spec: CaseSpec) -> CaseSpec:
+    """The case as the reference runs it: the golden's settings on the case's own model, in this process."""
+    info = registry.get(registry.REFERENCE)
+    return dataclasses.replace(spec, backend=info.name, kernel=info.kernel, notebook=info.notebook,
+                               options=reference_options(spec))
+
+
+def localizable() -> list[str]:
+    """The backends whose activations can be read, in the registry's order."""
+    return [name for name, info in registry.registry().items() if info.activations]
 
 
 def backends_text() -> str:
     """The backends that can be localized, as a sentence says them: "hf, jax or levanter"."""
-    names = list(ACTIVATIONS)
-    return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
+    names = localizable()
+    return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else "".join(names)
 
 
 def require_activations(backend: str, case: str) -> None:
-    if backend not in ACTIVATIONS:
+    if not registry.get(backend).activations:
         raise BadInput(f"case {case} runs on {backend}, which exposes no per-layer activations to localize: "
                        f"localize on {backends_text()}")
 
 
-def open_for_activations(backend: str, model_path: str, options: dict, case: str):
-    """An open runtime of ``backend`` on ``model_path`` with ``options``, as its case would hold it."""
-    require_activations(backend, case)
-    if backend == "hf":
-        from kit.backends.hf.runtime import HfBackend
+def refusal(spec: CaseSpec) -> str | None:
+    """Why this case cannot be localized although its backend has activations (a checkpoint the reference cannot
+    load, say), as its activations module's ``unlocalizable(options)`` says it; None where it can."""
+    from importlib import import_module
 
-        return HfBackend(model_path, **options)
-    if backend == "jax":
-        from kit.backends.jax.runtime import JaxBackend
-
-        return JaxBackend(model_path, **options, case=case)
+    check = getattr(import_module(registry.get(spec.backend).activations), "unlocalizable", None)
+    return check(dict(spec.options)) if check is not None else None
 
 
-def capture(backend: str, model_path: str, options: dict, prompts: Sequence[Prompt],
-            case: str = "", kernel: str | None = None) -> list[list[tuple]]:
-    """Every prompt's residual stream through ``backend`` with ``options`` on ``model_path``."""
+def in_own_kernel(backend: str) -> bool:
+    """Whether the backend's environment is not this one's: its engine runs in its kernel's interpreter."""
+    return registry.get(backend).kernel != paths.MAIN_KERNEL
+
+
+def capture(spec: CaseSpec, prompts: Sequence[Prompt]) -> list[list[tuple]]:
+    """Every prompt's residual stream through the case's backend, opened as the case would open it (its
+    runtime's ``open_backend``) and read by its activations module's ``residual_stream(runtime, token_ids)``."""
     import importlib
 
-    if backend in IN_OWN_KERNEL:
-        return capture_in_kernel(backend, model_path, options, prompts, case, kernel)
-    runtime = open_for_activations(backend, model_path, options, case)
-    module = importlib.import_module(ACTIVATIONS[backend])
+    require_activations(spec.backend, spec.name)
+    info = registry.get(spec.backend)
+    if in_own_kernel(spec.backend):
+        return capture_in_kernel(spec, prompts)
+    runtime = info.open(spec)
+    module = importlib.import_module(info.activations)
     try:
         return [module.residual_stream(runtime, p.prompt_token_ids) for p in prompts]
     finally:
@@ -99,25 +106,25 @@ def kernel_python(kernel: str | None, case: str) -> tuple[str, dict]:
     return kspec.argv[0], {**os.environ, **(kspec.env or {})}
 
 
-def capture_in_kernel(backend: str, model_path: str, options: dict, prompts: Sequence[Prompt], case: str,
-                      kernel: str | None) -> list[list[tuple]]:
+def capture_in_kernel(spec: CaseSpec, prompts: Sequence[Prompt]) -> list[list[tuple]]:
     """The streams read by the backend's activations module run in the interpreter of the case's kernel, which
-    holds the backend's own environment, through a request file and an .npz of the points."""
+    holds the backend's own environment: the module writes the request (``write_request``), runs as
+    ``python -m MODULE REQUEST`` there, writing an .npz of the points, and reads that back (``read_streams``)."""
     import subprocess
     import tempfile
     from importlib import import_module
 
-    python, env = kernel_python(kernel, case)
-    module = ACTIVATIONS[backend]
+    python, env = kernel_python(spec.kernel, spec.name)
+    module = registry.get(spec.backend).activations
     helper = import_module(module)  # its request and reading helpers need only JSON and numpy here
     with tempfile.TemporaryDirectory(prefix="localize-") as tmp:
         request, out = Path(tmp) / "request.json", Path(tmp) / "streams.npz"
-        helper.write_request(request, model_path, options, prompts, out)
+        helper.write_request(request, spec.model_path, dict(spec.options), prompts, out)
         proc = subprocess.run([python, "-m", module, str(request)], capture_output=True, text=True, env=env)
         if proc.returncode != 0:
             tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            raise RuntimeError(f"case {case}: reading {backend}'s activations in kernel {kernel} failed "
-                               f"(exit {proc.returncode}): {tail}")
+            raise RuntimeError(f"case {spec.name}: reading {spec.backend}'s activations in kernel {spec.kernel} "
+                               f"failed (exit {proc.returncode}): {tail}")
         return helper.read_streams(out, len(prompts))
 
 
@@ -129,17 +136,16 @@ def curves(spec: CaseSpec, candidate_model: str | Path, prompts: Sequence[Prompt
     seconds = {}
     t0 = time.perf_counter()
     require_activations(spec.backend, spec.name)
-    reference = capture(REFERENCE, spec.model_path, reference_options(spec), prompts, spec.name)
+    reference = capture(reference_spec(spec), prompts)
     seconds["reference"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    clean = capture(spec.backend, spec.model_path, dict(spec.options), prompts, spec.name, spec.kernel)
+    clean = capture(spec, prompts)
     seconds["clean"] = time.perf_counter() - t0
     if same:
         candidate = clean
     else:
         t0 = time.perf_counter()
-        candidate = capture(spec.backend, str(candidate_model), dict(spec.options), prompts, spec.name,
-                            spec.kernel)
+        candidate = capture(dataclasses.replace(spec, model_path=str(candidate_model)), prompts)
         seconds["candidate"] = time.perf_counter() - t0
     out = []
     for prompt, ref, cln, cand in zip(prompts, reference, clean, candidate):

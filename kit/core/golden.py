@@ -300,24 +300,13 @@ def duplicate_runtime(goldens: Sequence[Golden]) -> tuple[Golden, Golden] | None
     return None
 
 
-def remake_command(golden: Golden, model: str, fixture: str, out: str, options: dict | None = None) -> str:
-    """The `parity-kit golden make` line that makes a golden like this one, on the host that runs it (for
-    the case ``options`` that decide its runtime, where given: the kernels an hf case pins)."""
-    prov, release = golden.provenance, golden.provenance.get("release") or {}
-    backend = prov.get("backend", "hf")
-    args = ["parity-kit", "golden", "make"]
-    if backend != "hf":
-        args += ["--backend", backend]
-        if release.get("checkpoint", "hf") != "hf":
-            args += ["--checkpoint", release["checkpoint"]]
-    args += ["--model", model, "--fixture", fixture, "--kind", golden.kind, "--top-k", str(golden.top_k)]
-    if backend == "hf":  # the options hf takes, where the golden was made with other than the defaults
-        for flag, value, default in (("--dtype", prov.get("dtype"), "float32"),
-                                     ("--attn-implementation", prov.get("attention"), "sdpa"),
-                                     ("--device", release.get("device"), "cpu"),
-                                     ("--cpu-kernels", (options or release).get("cpu_kernels"), "native")):
-            if value is not None and value != default:
-                args += [flag, str(value)]
+def remake_command(golden: Golden, model: str, fixture: str, out: str, flags: Sequence[str] = (),
+                   backend: str | None = None) -> str:
+    """The `parity-kit golden make` line that makes a golden like this one, on the host that runs it: with
+    ``backend`` where it is not `golden make`'s default, and ``flags``, the options of its backend's own that
+    the golden was made with (the backend says which: kit.backends.registry.remake_command)."""
+    args = ["parity-kit", "golden", "make", *(["--backend", backend] if backend else []),
+            "--model", model, "--fixture", fixture, "--kind", golden.kind, "--top-k", str(golden.top_k), *flags]
     return shlex.join([*args, "--out", out])
 
 

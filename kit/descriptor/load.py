@@ -15,7 +15,7 @@ from kit.backends import registry
 from kit.core import paths
 from kit.core.calibration import CalibrationRecord, load_record, measured_on, record_for_host, same_class
 from kit.core.errors import BadInput
-from kit.core.golden import choose_for_runtime, load_golden, remake_command
+from kit.core.golden import choose_for_runtime, load_golden
 from kit.core.jsonio import read_input_bytes
 from kit.core.runtime import golden_runtime
 from kit.core.spec import CaseSpec
@@ -98,9 +98,9 @@ class LoadedDescriptor:
         first = goldens[0]
         model = next((m.path for m in (self.doc.model, *self.doc.models.values()) if m.digest == first.model_digest),
                      self.doc.model.path)
-        command = remake_command(first, paths.display(self.resolve(model)),
-                                 paths.display(self.resolve(self.doc.fixture.path)), paths.display(first.path.parent),
-                                 case.backend_options())
+        command = registry.remake_command(first, paths.display(self.resolve(model)),
+                                          paths.display(self.resolve(self.doc.fixture.path)),
+                                          paths.display(first.path.parent), case.backend_options())
         info = registry.registry().get(str(first.provenance.get("backend")))
         env = (f" with the parity-kit of {info.name}'s own environment"
                if info is not None and info.kernel != paths.MAIN_KERNEL else "")

@@ -1,4 +1,5 @@
-"""Make a golden: score every fixture case with the reference backend (hf) and record how."""
+"""Make a golden: score every fixture case with a backend that makes goldens (the reference, hf, by default)
+and record how."""
 
 from __future__ import annotations
 
@@ -13,16 +14,21 @@ from kit.core.fixture import verify_fixture
 from kit.core.golden import golden_document, provenance
 from kit.core.modelconfig import check_prompts_fit, check_top_k_fits, model_limits
 from kit.core.modeldigest import model_digest
+from kit.core.spec import CaseSpec
 
 
 def make_golden_document(model: str | Path, fixture_path: str | Path, kind: str, top_k: int,
                          command: Sequence[str], dtype: str = "float32", attn_implementation: str = "sdpa",
-                         backend: str = "hf", checkpoint: str = "hf", device: str = "cpu",
+                         backend: str = registry.REFERENCE, checkpoint: str = "hf", device: str = "cpu",
                          batch_size: int = 1, decode: int = 0, cpu_kernels: str = "native") -> tuple[dict, object]:
     """The golden document and the fixture it was made for (the fixture is verified first).
-    hf makes the semantic goldens; a native backend (levanter) makes its own exact golden. With
-    ``decode`` the backend also continues every prompt that many greedy steps through its own decode
-    path: a format-2 golden whose continuations decode checks compare with."""
+    The reference makes the semantic goldens; a native backend (levanter) makes its own exact golden, each
+    through its own runtime with the options it takes from these (its ``golden_options``). With ``decode``
+    the backend also continues every prompt that many greedy steps through its own decode path: a format-2
+    golden whose continuations decode checks compare with."""
+    info = registry.get(backend)
+    options = info.golden_case_options(request(dtype, attn_implementation, checkpoint, device, batch_size,
+                                               cpu_kernels))
     fixture = verify_fixture(fixture_path, model)
     limits = model_limits(model)  # before any engine starts: a prompt it cannot take, a top_k beyond its vocabulary
     check_prompts_fit(((c.id, c.n_tokens) for c in fixture.prompts), limits, model, f"fixture {fixture_path}: ")
@@ -31,15 +37,7 @@ def make_golden_document(model: str | Path, fixture_path: str | Path, kind: str,
         check_continuations_fit(((c.id, c.n_tokens) for c in fixture.prompts), decode, limits, str(model),
                                 f"fixture {fixture_path}: ")
     digest = model_digest(model)
-    if backend == "levanter":
-        from kit.backends.levanter.runtime import LevanterBackend
-
-        engine = LevanterBackend(str(model), checkpoint=checkpoint)
-    else:
-        from kit.backends.hf.runtime import HfBackend
-
-        engine = HfBackend(str(model), dtype=dtype, attn_implementation=attn_implementation, device=device,
-                           batch_size=batch_size, cpu_kernels=cpu_kernels)
+    engine = info.open(golden_spec(info, str(model), digest, fixture_path, kind, top_k, options))
     try:
         observations = engine.observe(fixture.prompts, top_k)
         continuations = None
@@ -48,12 +46,28 @@ def make_golden_document(model: str | Path, fixture_path: str | Path, kind: str,
                 raise BadInput(f"--decode: backend {backend} has no decode path to continue the prompts with")
             continuations = engine.decode(fixture.prompts, decode, top_k)
         release = engine.release()
-        if backend == "levanter":
-            dtype, attn_implementation = "float32", engine.details()["attention"]
+        # How it scored, as the engine reports it (a backend choosing attention per bucket says so only now).
+        dtype = str(release.get("dtype", dtype))
+        attention = engine.details().get("attention", attn_implementation)
     finally:
         engine.close()
     # What decided the bits, computed where they were made: an exact golden holds only where this key is equal.
-    options = {"device": device, "cpu_kernels": cpu_kernels} if backend == "hf" else {"device": device}
-    runtime = registry.get(backend).runtime_key(options) if kind == "exact" else None
-    prov = provenance(backend, release, dtype, attn_implementation, list(command), runtime)
+    runtime = info.runtime_key(options) if kind == "exact" else None
+    prov = provenance(backend, release, dtype, attention, list(command), runtime)
     return golden_document(kind, fixture, digest, top_k, observations, prov, continuations, decode), fixture
+
+
+def request(dtype: str, attn_implementation: str, checkpoint: str, device: str, batch_size: int,
+            cpu_kernels: str) -> dict:
+    """The command line's options of how to score, by the names of the case options they stand for; each
+    backend's ``golden_options`` takes those that apply to it."""
+    return {"dtype": dtype, "attn_implementation": attn_implementation, "checkpoint": checkpoint, "device": device,
+            "batch_size": batch_size, "cpu_kernels": cpu_kernels}
+
+
+def golden_spec(info, model: str, digest: str, fixture_path: str | Path, kind: str, top_k: int,
+                options: dict) -> CaseSpec:
+    """The case a golden is made as: the backend's runtime opens it like any case of its own."""
+    return CaseSpec(name=f"golden-{info.name}", backend=info.name, kernel=info.kernel, notebook=info.notebook,
+                    timeout_s=0.0, model_path=model, model_digest=digest, fixture_path=str(fixture_path),
+                    golden_path="", golden_kind=kind, bound=None, top_n=top_k, descriptor="", options=options)

@@ -17,7 +17,9 @@ from functools import partial
 from pathlib import Path
 from typing import Sequence
 
-from kit.case.localize import ACTIVATIONS, IN_OWN_KERNEL, backends_text, curves, kernel_python, reference_options
+from kit.backends import registry
+from kit.case.localize import (backends_text, curves, in_own_kernel, kernel_python, localizable, reference_options,
+                                refusal)
 from kit.case.runner import run_case as run_here
 from kit.core import paths, rundir
 from kit.core.errors import BadInput
@@ -51,16 +53,17 @@ def case_spec(desc: LoadedDescriptor, case: str) -> CaseSpec:
     if case not in desc.cases:
         raise BadInput(f"{paths.display(desc.path)}: no case named {case!r} (cases: {', '.join(desc.cases)})")
     spec = desc.case_specs([case])[0]
-    if spec.backend not in ACTIVATIONS:
+    able_backends = localizable()
+    if spec.backend not in able_backends:
         dtype = spec.options.get("dtype")
-        able = [s for s in desc.case_specs() if s.backend in ACTIVATIONS]
+        able = [s for s in desc.case_specs() if s.backend in able_backends]
         alike = [s.name for s in able if s.options.get("dtype") == dtype] or [s.name for s in able]
         where = f" (in this descriptor: {', '.join(alike)})" if alike else ""
         raise BadInput(f"case {case} runs on {spec.backend}, which exposes no per-layer activations: localize on "
                        f"{backends_text()} instead, with the same dtype{where}")
-    if spec.options.get("checkpoint") == "native":
-        raise BadInput(f"case {case} reads a native Levanter checkpoint, which the hf float32 reference cannot load: "
-                       "localize a case of the same weights in the HF format")
+    why = refusal(spec)
+    if why:
+        raise BadInput(f"case {case} {why}")
     return spec
 
 
@@ -69,7 +72,7 @@ def failing_prompts(spec: CaseSpec, prompt_ids: Sequence[str] | None) -> tuple[C
     case that fails no prompt, is refused: there is nothing to localize."""
     chosen = [p.id for p in _fixture(spec).select(spec.prompt_ids, spec.buckets)]
     run_case = run_here
-    if spec.backend in IN_OWN_KERNEL:  # its engine is not importable here: the case runs in its kernel's Python
+    if in_own_kernel(spec.backend):  # its engine is not importable here: the case runs in its kernel's Python
         python, environ = kernel_python(spec.kernel, spec.name)
         run_case = partial(run_case_fresh, python=python, environ=environ)
     if prompt_ids:
@@ -122,7 +125,7 @@ def localize_case(descriptor: str | Path, case: str, prompt_ids: Sequence[str] |
         "options": dict(spec.options), "model": candidate_model, "case_model": spec.model_path,
         "same_model": found.same_model, "command": list(command or []), "finished_at": now_iso(),
         "k": k, "floor": FLOOR,
-        "reference": "hf float32 (the golden's settings) on the case's own model",
+        "reference": f"{registry.REFERENCE} float32 (the golden's settings) on the case's own model",
         "reference_options": reference_options(spec),
         "clean": "the case's own settings on the case's own model",
         "prompts": [{"id": i, "max_probability_error": scores[i].max_probability_error, "bound": scores[i].bound,

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from kit.backends import registry
 from kit.core.errors import BadInput
 from kit.core.jsonio import read_json, write_json
 from kit.core.paths import display
@@ -78,12 +79,14 @@ def candidate_release(desc: LoadedDescriptor, current: str, backend: str | None,
 
 
 def pick_backend(desc: LoadedDescriptor, current: str, backend: str | None) -> str:
-    """The backend the fork builds: the one named, else the pin's only one, else vllm (the engine
-    whose forks a refresh exists for)."""
+    """The backend the fork builds: the one named, else the pin's only one, else the pin's one forked engine
+    (vllm: the engine whose forks a refresh exists for; its BackendInfo says ``forked``)."""
     pin = desc.release(current)
     if backend is None:
-        if "vllm" in pin.backends and len(pin.backends) > 1:
-            return "vllm"
+        known = registry.registry()
+        forked = [name for name in pin.backends if name in known and known[name].forked]
+        if len(pin.backends) > 1 and len(forked) == 1:
+            return forked[0]
         if len(pin.backends) != 1:
             raise BadInput(f"{desc.where('releases', current)}: release {current!r} has backends "
                            f"{', '.join(pin.backends)}; say which one the fork builds (--backend)")

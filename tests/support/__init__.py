@@ -220,6 +220,7 @@ def wait_gone(pids, within_s: float = 120.0) -> list[int]:
     any load. A stop the gate itself makes is checked with ``survivors`` at once."""
     import time
 
+    pids = list(pids)  # read on every look
     deadline = time.monotonic() + within_s
     while (left := survivors(pids)) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -253,13 +254,17 @@ def install_backend_plugin(site: Path, backend: str, package: str, files: dict[s
 
 
 # A backend plugin whose engine replays the golden it is given, every logprob divided by its `temperature`
-# option: it agrees with any golden at 1.0 and disagrees at other temperatures.
+# option: it agrees with any golden at 1.0 and disagrees at other temperatures. Given none (`golden make`),
+# it echoes the prompt: its last distinct tokens, the latest most likely. Its activations, for `localize`, are
+# the float32 stream of the model it was opened on, read through hf: the hooks are its own, the numbers need
+# not be.
 ECHO_PLUGIN = {
     "__init__.py": '''
 from kit.backends.base import BackendInfo
 
 BACKEND = BackendInfo(name="echo", summary="replays the golden (a test plugin)", runtime="echo_backend.runtime",
-                      options="echo_backend.options:EchoOptions")
+                      options="echo_backend.options:EchoOptions", makes_goldens=True,
+                      activations="echo_backend.activations")
 ''',
     "options.py": '''
 from pydantic import Field
@@ -272,6 +277,7 @@ class EchoOptions(BackendOptions):
 ''',
     "runtime.py": '''
 import json
+import math
 
 from kit.core.records import Observation
 
@@ -279,17 +285,18 @@ from kit.core.records import Observation
 class Echo:
     name = "echo"
 
-    def __init__(self, golden_path, temperature):
-        doc = json.loads(open(golden_path).read())
-        self.tops = {c["id"]: c["top_logprobs"] for c in doc["cases"]}
-        self.temperature = temperature
+    def __init__(self, golden_path, model_path, temperature=1.0):
+        doc = json.loads(open(golden_path).read()) if golden_path else {"cases": []}
+        self.tops = {c["id"]: [(e["token_id"], e["logprob"]) for e in c["top_logprobs"]] for c in doc["cases"]}
+        self.model_path, self.temperature = model_path, temperature
 
     def release(self):
         return {"backend": "echo", "temperature": self.temperature}
 
     def observe(self, prompts, top_n):
-        return [Observation(p.id, tuple((e["token_id"], e["logprob"] / self.temperature) for e in self.tops[p.id]),
-                            p.n_tokens) for p in prompts]
+        tops = [self.tops.get(p.id) or echoed(p, top_n) for p in prompts]
+        return [Observation(p.id, tuple((t, lp / self.temperature) for t, lp in top), p.n_tokens)
+                for p, top in zip(prompts, tops)]
 
     def details(self):
         return {}
@@ -298,8 +305,24 @@ class Echo:
         pass
 
 
+def echoed(prompt, top_n):
+    latest = list(dict.fromkeys(reversed(prompt.prompt_token_ids)))[:top_n]
+    return [(t, -(i + 1) * math.log(2)) for i, t in enumerate(latest)]
+
+
 def open_backend(spec):
-    return Echo(spec.golden_path, **spec.options)
+    return Echo(spec.golden_path, spec.model_path, **spec.options)
+''',
+    "activations.py": '''
+def residual_stream(echo, token_ids):
+    from kit.backends.hf.activations import residual_stream as hf_stream
+    from kit.backends.hf.runtime import HfBackend
+
+    model = HfBackend(echo.model_path)
+    try:
+        return hf_stream(model, token_ids)
+    finally:
+        model.close()
 ''',
 }
 

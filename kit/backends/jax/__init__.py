@@ -7,4 +7,5 @@ BACKEND = BackendInfo(
     runtime="kit.backends.jax.runtime", options="kit.backends.jax.options:JaxOptions",
     notebook="parity_jax.ipynb", requires=("jax",), install="pip install 'parity-kit[jax]'",
     exact_runtime="kit.core.runtime:xla_runtime_of",
+    activations="kit.backends.jax.activations", placement="kit.backends.jax.activations:placement",
 )

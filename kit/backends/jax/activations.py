@@ -10,6 +10,11 @@ from __future__ import annotations
 from kit.core.localize import Point, stream
 
 
+def placement(options: dict) -> dict:
+    """Where a jax case runs, said as the reference's device: its platform (a GPU is cuda to torch)."""
+    return {"device": "cuda" if options.get("platform") == "gpu" else "cpu"}
+
+
 def residual_stream(backend, token_ids) -> list[tuple[Point, "object"]]:
     """Every point's hidden states, [positions, hidden] float32 numpy arrays, in forward order.
 

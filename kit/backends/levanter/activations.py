@@ -20,6 +20,14 @@ from pathlib import Path
 from kit.core.localize import Point, points, stream
 
 
+def unlocalizable(options: dict) -> str | None:
+    """Why a case with ``options`` cannot be localized: the reference cannot load a native checkpoint."""
+    if options.get("checkpoint") == "native":
+        return ("reads a native Levanter checkpoint, which the hf float32 reference cannot load: localize a case of "
+                "the same weights in the HF format")
+    return None
+
+
 def residual_stream(backend, token_ids, bucket: int) -> list[tuple[Point, "object"]]:
     """Every point's hidden states, [positions, hidden] float32 numpy arrays, in forward order.
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kit.core.golden import Golden, choose_for_runtime, duplicate_runtime, golden_filename, remake_command
+from kit.backends.registry import remake_command
+from kit.core.golden import Golden, choose_for_runtime, duplicate_runtime, golden_filename
 from kit.core.runtime import (TORCH_AVX2_PIN, aten_capability, cpuinfo_fields, golden_runtime, hardware,
                               host_isa_level, isa_level, legacy_runtime, onednn_isa, runtime_slug,
                               torch_cpu_runtime, xla_cpu_runtime)
@@ -146,8 +147,8 @@ def test_remake_command_repeats_how_the_golden_was_made():
                  {"backend": "levanter", "dtype": "float32", "attention": {"128": "reference"},
                   "release": {"checkpoint": "native", "device": "cpu"}}, {})
     assert remake_command(lev, "my models/lev", "f.json", "/tmp/g") == (
-        "parity-kit golden make --backend levanter --checkpoint native --model 'my models/lev' --fixture f.json "
-        "--kind exact --top-k 10 --out /tmp/g")
+        "parity-kit golden make --backend levanter --model 'my models/lev' --fixture f.json "
+        "--kind exact --top-k 10 --checkpoint native --out /tmp/g")
 
 
 def test_a_fingerprint_keeps_the_variables_that_change_numbers_and_no_machine_paths():
