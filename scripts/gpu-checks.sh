@@ -12,7 +12,12 @@
 # DESCRIPTOR picks another GPU descriptor (default descriptors/gpu-h200.toml). CALIBRATE="case ..."
 # calibrates those cases first (`parity-kit calibrate`), points the descriptor's cases at the new
 # records (scripts/use_calibration.py) and copies records and descriptor into OUT_DIR. GATE=0 skips the gate;
-# GATE_RUNS, GATE_CASES and JOBS shape it (below). BENCH_ARGS replaces the benchmark's arguments (--model and --json stay).
+# GATE_RUNS, GATE_CASES and JOBS shape it (scripts/gpu-gates.sh, which runs the gates: each into a fresh run
+# directory under OUT_DIR). BENCH_ARGS replaces the benchmark's arguments (--model and --json stay).
+#
+# Exit code: 1 when the notebook stack, the model or a missing golden cannot be made; 0 with GATE=0; otherwise
+# the worst (highest) exit code of the gates it ran (0 passed, 1 failed, 2 incomplete, 3 bad input, 128+N
+# stopped by signal N), never an earlier run's.
 set -uo pipefail
 OUT_DIR=${1:?usage: scripts/gpu-checks.sh OUT_DIR [WHEEL_DIR]}
 WHEELS=${2:-}
@@ -89,48 +94,6 @@ timeout 300 $PY benchmarks/gpu_scoring.py --model "$MODEL" ${BENCH_ARGS:---kerne
 fi
 
 [ "${GATE:-1}" = 0 ] && exit 0
-# GATE_RUNS=2 runs the gate again with the compilation caches the first run filled (cold, then warm);
-# GATE_CASES limits it to those cases; JOBS=auto lets the gate place cases on the GPUs itself
-# (resources.num_gpus), the default 1 runs one case at a time.
-runs=()
-for n in $(seq 1 "${GATE_RUNS:-1}"); do
-  label=$([ "$n" = 1 ] && echo cold || echo "warm$((n - 1))")
-  step "gate ($label): $DESCRIPTOR through papermill, summary included, jobs ${JOBS:-1}"
-  started=$SECONDS
-  $PY -m kit.cli gate "$DESCRIPTOR" $([ "${JOBS:-1}" = auto ] || echo "--jobs ${JOBS:-1}") \
-    $(for c in ${GATE_CASES:-}; do echo "--case $c"; done) --out "/tmp/gpu-gate-$label"
-  echo "gate ($label) exit code $?, $((SECONDS - started)) s wall"
-  runs+=("/tmp/gpu-gate-$label")
-  cp "/tmp/gpu-gate-$label/result.json" "$OUT_DIR/result-$label.json" 2>/dev/null
-done
-[ "${#runs[@]}" -gt 1 ] && $PY benchmarks/gate_timeline.py "${runs[@]}" --markdown
-last=${runs[-1]}
-for f in summary.html result.json evidence.md; do cp "$last/$f" "$OUT_DIR/" 2>/dev/null; done
-$PY - "$last" <<'EOF'
-import json, sys
-r = json.load(open(sys.argv[1] + "/result.json"))
-print("gate verdict:", r["verdict"])
-gpus = lambda c: ",".join(str(d["index"]) for d in c.get("devices") or []) or "none of its own"
-for c in r["cases"].values():
-    errs = [p["max_probability_error"] for p in c.get("prompts", [])]
-    print(f"{c['case']:<18} {c['status']:<8} bound {c.get('bucket_bounds') or c.get('bound')}  largest error "
-          f"{max(errs) if errs else float('nan'):.3g}  scoring {c.get('scoring_s') or 0:.1f} s  "
-          f"duration {c.get('duration_s') or 0:.1f} s  GPUs {gpus(c)}  "
-          f"tensor_parallel {(c.get('release') or {}).get('tensor_parallel', 1)}  {c.get('error') or ''}")
-    if c.get("drift"):
-        print(f"    drift: passed {c['drift'].get('passed')}  p {c['drift'].get('p_value')}  "
-              f"{'; '.join(c['drift'].get('failures') or [])}")
-    for p in (c.get("prompts", []) if c["status"] != "passed" else []):  # 64 lines a case: only where it failed
-        print(f"    {p['id']:<16} {p['n_tokens']:>6} tokens  error {p['max_probability_error']:.3g}  "
-              f"golden top-1 {p['golden_top_probability']:.3f}  backend top-1 {p['backend_top_probability']:.3f}")
-durations = [c.get("duration_s") or 0 for c in r["cases"].values()]
-if durations:  # side by side on several GPUs, the gate's wall comes near its slowest case instead of the sum
-    print(f"gate wall {r.get('duration_s') or 0:.1f} s; slowest case {max(durations):.1f} s; "
-          f"cases summed {sum(durations):.1f} s")
-EOF
-# A run with the single-GPU and the sharded jax case (descriptors/gpu-h200-x2.toml): how far the split moves it.
-if $PY -c "import json, sys; sys.exit(not {'jax-bf16', 'jax-bf16-tp2'} <= set(json.load(open('$last/result.json'))['cases']))" \
-  2>/dev/null; then
-  step "agreement: jax-bf16-tp2 (model split over two GPUs) against jax-bf16 (one GPU)"
-  $PY benchmarks/tp_agreement.py "$last" --json "$OUT_DIR/tp_agreement.json"
-fi
+# Each gate into a fresh run directory under OUT_DIR; the exit code is the worst of the gates' (see there).
+PY=$PY DESCRIPTOR=$DESCRIPTOR "$(dirname "$0")/gpu-gates.sh" "$OUT_DIR"
+exit $?

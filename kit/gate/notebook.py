@@ -1,9 +1,12 @@
 """Execute one notebook with papermill in a named kernel, under a wall-clock timeout.
 
-The kernel's process is tracked so that a timeout can kill its whole process
-tree (papermill's own timeout is per cell, and a hung kernel ignores
-interrupts). The kernel's stdout and stderr go to a log file: that is where a
-dying kernel says why, and they would otherwise interleave on the console.
+The kernel's process is tracked so that a timeout can kill everything the case
+started (papermill's own timeout is per cell, and a hung kernel ignores
+interrupts). jupyter_client starts each kernel in a session of its own; the
+kernel is stopped as that whole session (kit.backends.processes), on a timeout,
+an interrupt, and when the notebook ends, and a guard process stops it should
+this process die first. The kernel's stdout and stderr go to a log file: that is
+where a dying kernel says why, and they would otherwise interleave on the console.
 """
 
 from __future__ import annotations
@@ -14,14 +17,17 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
 from jupyter_client.manager import AsyncKernelManager
 
+from kit.backends import processes
 from kit.core import paths
 from kit.core.contract import LOG_PREFIX_ENV
 from kit.gate.mainkernel import provide_main_kernel
 
 KERNEL_START_TIMEOUT_S = 120
+# What a case left running once its notebook ended (an engine server whose kernel died) gets SIGTERM
+# and this long to shut its workers down before SIGKILL.
+LEFTOVER_GRACE_S = 10.0
 _live: set["KernelHandle"] = set()
 _live_lock = threading.Lock()
 _stopping = threading.Event()  # set when a run is stopped: no kernel may start after the sweep
@@ -40,14 +46,17 @@ class NotebookOutcome:
 
 
 class KernelHandle:
-    """Filled in when the kernel starts; ``kill`` ends the kernel and every process under it."""
+    """Filled in when the kernel starts; ``kill`` ends the kernel and every process of its session,
+    ``finish`` stops what is left of it once the notebook has ended."""
 
     def __init__(self, log_path: Path, log_prefix: str | None = None, env: dict[str, str] | None = None) -> None:
         self.log_path = log_path
         self.log_prefix = log_prefix
         self.env = dict(env or {})  # added to the kernel's environment
         self.pid: int | None = None
+        self.session: processes.Identity | None = None
         self.killed_by: str | None = None
+        self._guard: processes.Guard | None = None
         self._lock = threading.Lock()
 
     def manager_class(self) -> type[AsyncKernelManager]:
@@ -62,8 +71,11 @@ class KernelHandle:
                     await super().start_kernel(stdout=log, stderr=log, **kw)
                 with handle._lock:
                     handle.pid = getattr(self.provisioner, "pid", None)
+                    handle.session = processes.identity(handle.pid) if handle.pid is not None else None
+                    if handle.session is not None:
+                        handle._guard = processes.guard(handle.session)
                     if handle.killed_by:  # killed while the kernel was starting
-                        kill_tree(handle.pid)
+                        kill_tree(handle.session or handle.pid)
 
         return TrackedKernelManager
 
@@ -71,7 +83,17 @@ class KernelHandle:
         with self._lock:
             self.killed_by = self.killed_by or reason
             if self.pid is not None:
-                kill_tree(self.pid)
+                kill_tree(self.session or self.pid)
+
+    def finish(self) -> None:
+        """Stop whatever of the case outlived its notebook (papermill's shutdown kills the kernel's
+        process group only), then let the guard go."""
+        with self._lock:
+            if self.pid is not None:
+                processes.stop_tree(self.session or self.pid, grace_s=LEFTOVER_GRACE_S)
+            guard, self._guard = self._guard, None
+        if guard is not None:
+            guard.release()
 
     def log_tail(self, lines: int = 20) -> str | None:
         """The kernel log's tail, then those of the case's helper processes (a server that never got
@@ -125,6 +147,7 @@ def run_notebook(notebook: str | Path, output: Path, parameters: dict, kernel_na
     finally:
         if timer:
             timer.cancel()
+        handle.finish()
         with _live_lock:
             _live.discard(handle)
     failed = error or handle.killed_by
@@ -172,18 +195,7 @@ def first_line(text: str) -> str:
     return text.splitlines()[0] if text else ""
 
 
-def kill_tree(pid: int | None) -> None:
-    """SIGKILL a process and all its descendants (children first, so none is re-parented and missed)."""
-    if pid is None:
-        return
-    try:
-        root = psutil.Process(pid)
-        procs = root.children(recursive=True) + [root]
-    except psutil.NoSuchProcess:
-        return
-    for p in procs:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(procs, timeout=5)
+def kill_tree(target: int | processes.Identity | None) -> None:
+    """SIGKILL a kernel's session, every process in it and under it, and wait until none is alive
+    (a hung kernel ignores SIGTERM, and a timed-out case gets no clean shutdown)."""
+    processes.stop_tree(target, grace_s=0)

@@ -1,7 +1,7 @@
 """The Ray executor: each gate case is one Ray task that runs the case's papermill execution.
 
 The task calls the same ``execute_case`` as the local executor, so the notebook,
-the kernel, the per-case timeout (the kernel's process tree killed, status
+the kernel, the per-case timeout (the kernel's session killed, status
 ``timeout``, partial notebook kept) and the dead-kernel handling are one code
 path. What Ray adds is placement and survival:
 
@@ -15,6 +15,8 @@ path. What Ray adds is placement and survival:
   ``kit.case.placement.case_placement_group()`` to start its stages there.
 - a worker or node that dies under a case is retried by Ray up to the case's
   ``retries``; after that the case is an ``error`` with its partial notebook.
+  The lost worker's kernel session is stopped by the kernel's guard process
+  (kit.backends.processes), on whichever node it ran.
 - a task that outlives its timeout by a grace period (stuck outside the notebook,
   where the in-task timer cannot reach) is cancelled from here and recorded as ``timeout``.
 
@@ -36,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+from kit.backends.processes import stop_procs
 from kit.case.placement import RAY_NAMESPACE
 from kit.core import paths
 from kit.core.coverage import Expected
@@ -115,25 +118,22 @@ def _reap(temp: Path, deadline_s: float = REAP_S) -> None:
 
     ray.shutdown gives each process one second after SIGKILL and moves on; a loaded machine can take
     longer, and a ray.init that failed half-way leaves processes ray.shutdown does not know. Only
-    this process's descendants that name the run's own temp dir are touched."""
+    this process's descendants that name the run's own temp dir are touched, with what they started
+    (a worker's case kernel and its session among them)."""
     import psutil
 
-    def ours() -> list:
+    def ours() -> list[int]:
         found = []
         for p in psutil.Process().children(recursive=True):
             with contextlib.suppress(psutil.Error):
                 if str(temp) in " ".join(p.cmdline()):
-                    found.append(p)
+                    found.append(p.pid)
         return found
 
-    left = ours()
-    for p in left:
-        with contextlib.suppress(psutil.Error):
-            p.kill()
-    _, alive = psutil.wait_procs(left, timeout=deadline_s)
+    alive = stop_procs(ours(), grace_s=0, wait_s=deadline_s, warn=False)
     if alive:
         print(f"parity-kit: warning: {len(alive)} Ray process(es) of this run did not exit within "
-              f"{deadline_s:g} s of SIGKILL (pids {', '.join(str(p.pid) for p in alive)})", file=sys.stderr)
+              f"{deadline_s:g} s of SIGKILL (pids {', '.join(map(str, alive))})", file=sys.stderr)
 
 
 # ---------------------------------------------------------------- resources

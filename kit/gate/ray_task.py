@@ -29,7 +29,7 @@ def case_task(spec_dict: dict, cases_dir: str, cwd: str, group: str | None, expe
     from kit.core.results import save_case_result
     from kit.core.spec import CaseSpec
     from kit.gate.executor import execute_guarded
-    from kit.gate.notebook import kill_all
+    from kit.gate.notebook import allow_starts, stop_all
 
     spec = CaseSpec.from_dict(spec_dict)
     asked = Expected.from_dict(expected) if expected else None
@@ -41,15 +41,28 @@ def case_task(spec_dict: dict, cases_dir: str, cwd: str, group: str | None, expe
     if os.path.isdir(cwd):
         os.chdir(cwd)  # messages show paths relative to where the gate was started, as locally
     box: dict = {}
-    # The case runs in a thread so that this thread stays free to receive ray.cancel's interrupt.
-    worker = threading.Thread(target=lambda: box.update(result=execute_guarded(spec, cases, None, asked)), daemon=True)
-    worker.start()
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box.update(result=execute_guarded(spec, cases, None, asked))
+        finally:
+            done.set()
+
+    # The case runs in a thread so that this thread stays free to receive ray.cancel's interrupt. Its end
+    # is an event, not Thread.join: a join that an interrupt cut short can report the thread ended while
+    # it runs, and the task would then return before the case recorded itself (and Ray, its caller gone,
+    # would kill the worker under it).
+    threading.Thread(target=run, daemon=True).start()
     try:
-        while worker.is_alive():
-            worker.join(0.2)
+        while not done.wait(0.2):
+            pass
     except KeyboardInterrupt:  # ray.cancel: end the kernel, so the notebook returns with what it has
-        kill_all()
-        worker.join(30)
+        # A cancel can come before the case's kernel has started (a loaded machine takes seconds to get
+        # there): refuse that start too, or the kernel would run on after the task was given up.
+        stop_all()
+        done.wait(30)
+        allow_starts()  # the worker runs later tasks
         raise
     finally:
         for k, v in saved.items():

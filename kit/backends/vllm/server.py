@@ -1,12 +1,13 @@
 """vLLM's OpenAI-compatible server (`vllm serve`), as a deployment runs it.
 
-The server is a child of the case's kernel (not a new session), so the executor's kill of the
-kernel's process tree on a timeout takes the server and its workers with it; ``close`` stops the
-tree itself on every other path. Each prompt goes to `/v1/completions` as a list of token ids,
-which the server tokenizes no further; `return_tokens_as_token_ids` keys the top logprobs by
-`token_id:<id>` (token strings can collide or be undecodable), and `return_token_ids` echoes the
-prompt ids so that a server that scored anything else is caught. The decode check asks for a completion of
-N tokens the same way, and reads the chosen tokens by id too.
+The server is a child of the case's kernel, in the kernel's session but a process group of its own:
+the executor's stop of the kernel's session (a timeout, an interrupt, a kernel that died) takes the
+server and its workers with it, and ``close`` stops the server's group and tree alone. Each prompt
+goes to `/v1/completions` as a list of token ids, which the server tokenizes no further;
+`return_tokens_as_token_ids` keys the top logprobs by `token_id:<id>` (token strings can collide or
+be undecodable), and `return_token_ids` echoes the prompt ids so that a server that scored anything
+else is caught. The decode check asks for a completion of N tokens the same way, and reads the
+chosen tokens by id too.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import urllib.request
 from typing import Any, Sequence
 
 from kit.backends.base import helper_log_path, log_tail
-from kit.backends.processes import stop_tree
+from kit.backends.processes import own_group, stop_tree
 from kit.backends.vllm.runtime import EngineSettings, top_of
 from kit.core.fixture import Prompt
 from kit.core.records import Continuation, Observation
@@ -59,7 +60,8 @@ class VllmServerBackend:
             log.write(("$ " + " ".join(self.command) + "\n").encode())
             log.flush()
             self.proc = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, env={**os.environ, **settings.env})
+                                         stderr=subprocess.STDOUT, env={**os.environ, **settings.env},
+                                         **own_group())
         try:
             self._wait_healthy(settings.server_start_timeout_s)
             self.version = self._get("/version").get("version")

@@ -12,12 +12,13 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from support import SLEEPER, gone, trusted, write_descriptor, write_notebook
+from support import SLEEPER, survivors, trusted, write_descriptor, write_notebook
 
 
 def sleeping_gate(tmp_path, embedded, *extra, preexec_fn=None):
-    """A gate whose one case sleeps in a kernel that started a child process; returns the gate's
-    process, its run directory and the kernel's and the child's pids once the case runs."""
+    """A gate whose one case sleeps in a kernel that started worker processes (one already adopted by
+    init); returns the gate's process, its run directory and the kernel's and the workers' pids once the
+    case runs."""
     pidfile = tmp_path / "sleeper.pids"
     sleepy = write_notebook(tmp_path / "sleepy.ipynb", SLEEPER.format(pidfile=str(pidfile)))
     cases = {"sleeps": {**embedded.doc["cases"]["hf-bf16"], "notebook": trusted(sleepy), "timeout_s": 300}}
@@ -50,7 +51,8 @@ def test_terminated_gate_ends_its_kernel_tree_and_records_the_case(tmp_path, emb
     _, stderr = gate.communicate(timeout=60)
     assert gate.returncode == code, stderr
     assert stderr.strip().splitlines()[-1] == said
-    assert gone(pids), "the kernel and the child it started must be gone"
+    # The gate waits for them: nothing of the case, nor of the kernel's session, outlives its return.
+    assert survivors(pids) == [], "the kernel and every process it started must be gone"
 
     recorded = json.loads((run_dir / "cases" / "sleeps.json").read_text())
     assert (recorded["status"], recorded["error"]) == ("error", interrupted_line(run_dir))
@@ -72,7 +74,7 @@ def test_gate_started_with_sigint_ignored_still_stops_on_sigint(tmp_path, embedd
     _, stderr = gate.communicate(timeout=60)
     assert gate.returncode == 130, stderr
     assert stderr.strip().splitlines()[-1] == "parity-kit: interrupted"
-    assert gone(pids)
+    assert survivors(pids) == []
     recorded = json.loads((run_dir / "cases" / "sleeps.json").read_text())
     assert (recorded["status"], recorded["error"]) == ("error", interrupted_line(run_dir))
     assert json.loads((run_dir / "result.json").read_text())["verdict"] == "incomplete"
