@@ -24,6 +24,8 @@ def result_of(run_dir):
     return json.loads((run_dir / "result.json").read_text())
 
 
+# The embedded gate runs every case of the descriptor, Levanter's and vLLM's among them: each test of that run
+# carries both engines' markers.
 @pytest.fixture(scope="module")
 def passing_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("gate") / "run"
@@ -31,6 +33,8 @@ def passing_run(tmp_path_factory):
     return run_dir, proc
 
 
+@pytest.mark.levanter
+@pytest.mark.vllm
 def test_embedded_gate_passes_end_to_end(passing_run, embedded):
     run_dir, proc = passing_run
     assert proc.returncode == 0, proc.stderr
@@ -43,7 +47,8 @@ def test_embedded_gate_passes_end_to_end(passing_run, embedded):
         assert (run_dir / "cases" / f"{name}.ipynb").is_file()
     assert sb.read_notebook(str(run_dir / "cases" / "hf-bf16.ipynb")).scraps["verdict"].data == "passed"
     assert result["cases"]["checkpoint"]["max_probability_error"] == 0.0
-    assert 0 < result["cases"]["hf-bf16"]["max_probability_error"] < 0.075
+    # bfloat16 against the float32 golden: under the case's bounds (it passed), never bit for bit.
+    assert 0 < result["cases"]["hf-bf16"]["max_probability_error"]
     assert result["cases"]["levanter-native"]["max_probability_error"] == 0.0
     assert 0 < result["cases"]["levanter"]["max_probability_error"] < 1e-5  # float32 JAX vs float32 torch
     # The summary is built from the case notebooks' scraps and rendered.
@@ -59,6 +64,8 @@ def test_embedded_gate_passes_end_to_end(passing_run, embedded):
     assert "gate passed" in proc.stderr
 
 
+@pytest.mark.levanter
+@pytest.mark.vllm
 def test_embedded_vllm_cases_ran_as_configured(passing_run):
     """vllm-pp1: the offline engine, with two prompts repeated; vllm-pp2: the server over two stages."""
     run_dir, _ = passing_run
@@ -79,10 +86,12 @@ def test_embedded_vllm_cases_ran_as_configured(passing_run):
     assert "EngineCore" in (run_dir / "cases" / "vllm-pp1.engine.log").read_text()
     notebook = nbformat.read(str(run_dir / "cases" / "vllm-pp1.ipynb"), as_version=4)
     assert not any("EngineCore" in o.get("text", "") for c in notebook.cells for o in c.get("outputs", []))
-    for case in (pp1, pp2):  # bfloat16 engine against the float32 golden: close, not bit-exact
-        assert 0 < case["max_probability_error"] < 0.125
+    for case in (pp1, pp2):  # bfloat16 engine against the float32 golden: close (under its bounds), not bit-exact
+        assert case["status"] == "passed" and 0 < case["max_probability_error"]
 
 
+@pytest.mark.levanter
+@pytest.mark.vllm
 def test_a_rerun_never_writes_over_an_earlier_run(passing_run):
     run_dir, _ = passing_run
     before = (run_dir / "result.json").read_bytes()
@@ -226,6 +235,8 @@ def test_interrupted_gate_leaves_no_kernel_behind(tmp_path, embedded):
     assert recorded["error"] == f"interrupted; its kernel was killed; partial notebook {run_dir}/cases/sleeps.ipynb"
 
 
+@pytest.mark.levanter
+@pytest.mark.vllm
 def test_stdout_carries_only_the_run_directory(passing_run):
     run_dir, proc = passing_run
     assert proc.stdout.strip() == str(run_dir.resolve())

@@ -45,7 +45,10 @@ def ray4():
         assert processes_under(temp) == [], "stopping the test's Ray must stop everything it started"
 
 
-# Two full six-case gates (local, then Ray) in one test: 5-10 minutes on a loaded 2-core machine.
+# Two full six-case gates (local, then Ray) in one test: 5-10 minutes on a loaded 2-core machine. Every case of
+# the embedded descriptor runs, Levanter's and vLLM's among them.
+@pytest.mark.levanter
+@pytest.mark.vllm
 @pytest.mark.timeout(1500)
 def test_tiny_gate_on_ray_gives_the_local_results(tmp_path, embedded):
     local, on_ray = tmp_path / "local", tmp_path / "ray"
