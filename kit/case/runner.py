@@ -19,7 +19,7 @@ from kit.core.calibration import hardware_change, measured_on, mismatch, noise_c
 from kit.core.coverage import prompt_mismatch
 from kit.core.decode import check_continuations_fit, check_decode_golden, compare_continuation
 from kit.core.drift import drift_test
-from kit.core.errors import BadInput
+from kit.core.errors import BadInput, ParityKitError
 from kit.core.fixture import Prompt, load_fixture
 from kit.core.golden import Golden, check_golden_matches_fixture, load_golden, provenance, reference_document
 from kit.core.jsonio import canonical_bytes, sha256_bytes, write_canonical
@@ -251,7 +251,7 @@ def other_hardware(spec: CaseSpec) -> str | None:
             "test does not, since the mean error itself moves with the hardware")
 
 
-class BackendMismatch(Exception):
+class BackendMismatch(ParityKitError):
     """A backend returned observations for other prompts than it was given: a fault in the backend,
     which must end the case as an error rather than a verdict on the prompts it chose to return."""
 

@@ -1,7 +1,18 @@
-"""The one exception type the CLI turns into a one-line message and exit code 3."""
+"""The kit's exceptions share one root, ParityKitError; BadInput is the one the CLI turns into a one-line
+message and exit code 3.
+
+One root lets a caller (a notebook, a plugin, a script around the kit) tell the kit's own refusals and faults
+from a bug in itself or an engine's exception with one ``except``; every other exception class of the kit
+derives from it.
+"""
 
 
-class BadInput(Exception):
+class ParityKitError(Exception):
+    """The root of every exception the kit defines: raised by the kit on purpose, with a message meant to be
+    read, rather than a bug or an engine's own exception passing through."""
+
+
+class BadInput(ParityKitError):
     """Input the gate refuses before (or instead of) running anything.
 
     The message is a single line that names what is wrong and where (file, key,

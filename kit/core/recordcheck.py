@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any, Collection, Mapping
 
+from kit.core.errors import ParityKitError
+
 TOP_KEYS = ("format", "case", "backend", "noise_class", "inputs", "options", "fingerprint", "command", "variants",
             "samples", "created_at", "prompts", "buckets", "drift", "rule")
 SAMPLE_KEYS = ("variant", "launch", "repeat", "errors", "shifts")
@@ -24,7 +26,7 @@ INPUT_KEYS = ("fixture_sha256", "golden_sha256", "model_digest")
 NOISE_CLASS_KEYS = ("device", "dtype")
 
 
-class Wrong(Exception):
+class Wrong(ParityKitError):
     """One value that is not what a record holds there: its key, what was expected, what was found."""
 
     def __init__(self, key: str, expected: str, found: Any = ...):

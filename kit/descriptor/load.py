@@ -165,21 +165,8 @@ class LoadedDescriptor:
         specs = []
         for name in names:
             c = self.cases[name]
-            if c.golden is not None and c.golden not in self.doc.goldens:
-                raise BadInput(f"{self.where('cases', name, 'golden')}: cases.{name}.golden: "
-                               f"no [goldens] entry {c.golden!r} (have: {', '.join(self.doc.goldens)})")
-            if case_golden_kind(c) == "semantic" and c.bound is None and c.calibration is None:
-                raise BadInput(f"{self.where('cases', name)}: cases.{name}: a semantic golden needs a `bound` "
-                               "or a `calibration` record")
-            if c.exact_repeats and c.repeats == 1 and c.repeat_launches == 1:
-                raise BadInput(f"{self.where('cases', name, 'exact_repeats')}: cases.{name}.exact_repeats: "
-                               "nothing is repeated; set `repeats` or `repeat_launches` above 1")
             model = self.model_ref(name, c)
             info = registry.get(c.backend)
-            if c.decode and not info.decodes:
-                raise BadInput(f"{self.where('cases', name, 'decode')}: cases.{name}.decode: backend {c.backend} "
-                               f"has no decode path the kit can drive (backends that decode: "
-                               f"{', '.join(n for n, i in registry.registry().items() if i.decodes) or 'none'})")
             notebook = self.case_notebook(name, c) if c.notebook else paths.NOTEBOOKS / info.notebook
             kernel, identity = self.kernel(name), {}
             if rel is not None:
@@ -210,6 +197,28 @@ class LoadedDescriptor:
                 reference=reference, no_baseline=no_baseline, runtime=runtime,
             ))
         return specs
+
+    def check_cases(self) -> None:
+        """The rules that depend only on the document, for every case, whichever a run selects: a typo in one
+        case is found by `check --case another` too."""
+        for name, c in self.cases.items():
+            if c.golden is not None and c.golden not in self.doc.goldens:
+                raise BadInput(f"{self.where('cases', name, 'golden')}: cases.{name}.golden: "
+                               f"no [goldens] entry {c.golden!r} (have: {', '.join(self.doc.goldens)})")
+            if case_golden_kind(c) == "semantic" and c.bound is None and c.calibration is None:
+                raise BadInput(f"{self.where('cases', name)}: cases.{name}: a semantic golden needs a `bound` "
+                               "or a `calibration` record")
+            if c.exact_repeats and c.repeats == 1 and c.repeat_launches == 1:
+                raise BadInput(f"{self.where('cases', name, 'exact_repeats')}: cases.{name}.exact_repeats: "
+                               "nothing is repeated; set `repeats` or `repeat_launches` above 1")
+            self.model_ref(name, c)
+            info = registry.get(c.backend)
+            if c.decode and not info.decodes:
+                raise BadInput(f"{self.where('cases', name, 'decode')}: cases.{name}.decode: backend {c.backend} "
+                               f"has no decode path the kit can drive (backends that decode: "
+                               f"{', '.join(n for n, i in registry.registry().items() if i.decodes) or 'none'})")
+            if c.notebook:
+                self.case_notebook(name, c)
 
     def reference(self, name: str, c: CaseBase) -> dict:
         """An exact case's in-kernel reference, resolved: the model folder, its pinned digest, the options."""
@@ -323,7 +332,9 @@ def _validate(path: Path, shown: str, text: str, raw: dict) -> LoadedDescriptor:
     _check_goldens(shown, text, doc)
     _check_releases(shown, text, doc)
     warn_code_settings(lambda *loc: f"{shown}:{_locate(text, loc)}", doc, cases)
-    return LoadedDescriptor(path.resolve(), text, doc, cases)
+    loaded = LoadedDescriptor(path.resolve(), text, doc, cases)
+    loaded.check_cases()
+    return loaded
 
 
 def _check_reference(shown: str, text: str, doc: Descriptor, name: str, entry: dict, case: CaseBase) -> None:

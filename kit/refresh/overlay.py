@@ -12,12 +12,12 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from kit.core.errors import BadInput
+from kit.core.errors import BadInput, ParityKitError
 
 REPLAY_BRANCH = "main-next"
 
 
-class GitError(Exception):
+class GitError(ParityKitError):
     """A git command that should have worked did not; the message is git's own first line."""
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from rich.console import Console
 
 from kit.backends import registry
-from kit.core.errors import BadInput
+from kit.core.errors import BadInput, ParityKitError
 from kit.core.jsonio import read_json, write_json
 from kit.core.paths import display
 from kit.descriptor.load import LoadedDescriptor, derive, load_descriptor
@@ -169,7 +169,7 @@ def qualify_release(manifest_path: str | Path, descriptor: str | Path, step_dir:
     return _record(step_dir, out, t0)
 
 
-class StepFailed(Exception):
+class StepFailed(ParityKitError):
     def __init__(self, step: str, message: str):
         super().__init__(message)
         self.step = step

@@ -27,6 +27,7 @@ from typing import Any, Sequence
 from kit.backends.base import helper_log_path, log_tail
 from kit.backends.processes import own_group, stop_tree
 from kit.backends.vllm.runtime import EngineSettings, top_of
+from kit.core.errors import ParityKitError
 from kit.core.fixture import Prompt
 from kit.core.records import Continuation, Observation
 from kit.core.spec import CaseSpec
@@ -36,7 +37,7 @@ TOKEN_KEY = "token_id:"
 REQUEST_TIMEOUT_S = 300
 
 
-class VllmServerError(RuntimeError):
+class VllmServerError(ParityKitError, RuntimeError):
     """The server did not come up or answered wrongly; the first line says what, then its log tail."""
 
 

@@ -81,7 +81,7 @@ def test_the_remake_command_carries_the_cases_pin(tmp_path, embedded):
 
 def test_an_exact_entry_without_this_runtimes_golden_touches_only_its_cases(tmp_path, embedded):
     copy = golden_made_on(embedded.goldens["exact"], tmp_path / "exact.json", "a host", ELSEWHERE)
-    goldens = {"semantic": embedded.goldens["semantic"], "exact": [copy]}
+    goldens = {**embedded.golden_files, "exact": [copy]}
     desc = load_descriptor(write_descriptor(tmp_path, embedded, goldens=goldens))
     specs = {s.name: s for s in desc.case_specs(["hf-bf16", "checkpoint"])}
     assert specs["hf-bf16"].golden_path == str(embedded.goldens["semantic"]) and not specs["hf-bf16"].no_baseline
@@ -140,3 +140,12 @@ def test_a_semantic_entry_is_one_file_not_a_list(tmp_path, embedded):
     line = refused_line(parity_kit("gate", desc, "--out", out), out)
     assert line == (f"parity-kit: bad input: {desc}:{line_of(desc, 'semantic = [')}: goldens.semantic: a semantic "
                     "golden is one file, not a list (only an exact entry names one golden per runtime)")
+
+
+def test_every_case_is_checked_whichever_a_run_selects(tmp_path, embedded):
+    cases = {**embedded.doc["cases"], "hf-bf16-decode": {**embedded.doc["cases"]["hf-bf16-decode"],
+                                                          "golden": "decode-semantik"}}
+    desc = write_descriptor(tmp_path, embedded, cases=cases)
+    line = refused_line(parity_kit("check", desc, "--case", "hf-bf16"), tmp_path / "run")
+    assert line == (f"parity-kit: bad input: {desc}:{line_of(desc, 'decode-semantik')}: cases.hf-bf16-decode.golden: "
+                    "no [goldens] entry 'decode-semantik' (have: semantic, decode-semantic, exact)")
