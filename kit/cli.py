@@ -20,8 +20,9 @@ from kit.core.errors import BadInput
 from kit.core.exitcodes import ExitCode, epilog
 from kit.core.text import printable
 from kit.core.results import EXIT_CODES
-from kit.gate import stopping, verbosity
+from kit.gate import verbosity
 from kit.gate.heartbeat import DEFAULT_HEARTBEAT_S, HEARTBEAT_ENV
+from kit.run import stopping
 
 
 def _golden_makers() -> tuple[str, list[str]]:

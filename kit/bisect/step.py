@@ -27,9 +27,9 @@ from kit.core import paths
 from kit.core.jsonio import read_json
 from kit.core.results import now_iso
 from kit.descriptor.load import derive, load_descriptor
-from kit.gate.notebook import run_notebook
 from kit.refresh import build, overlay, qualify, release, wheels
 from kit.refresh.run import QUALIFY_NOTEBOOK
+from kit.run.notebook import run_notebook
 
 GOOD, BAD, BUILD_FAILED, NOT_QUALIFIED, ERROR = "good", "bad", "build-failed", "not-qualified", "error"
 CONFLICT = "conflict"  # upstream scope: the overlay does not apply onto the state's commit

@@ -7,7 +7,7 @@ each, with no compilation cache, appending every finished sample to
 (kit.core.calibration), written as ``calibrations/<sha256>.json`` (never over another file), and the
 line a descriptor needs to use it is printed. ``--resume DIR`` reuses every finished sample, in a directory
 calibrate made for this descriptor (its ``calibration.json``, written before the first case runs) and only
-for a case measured as it is set now; one calibration at a time holds a directory (kit.gate.runlock).
+for a case measured as it is set now; one calibration at a time holds a directory (kit.run.runlock).
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from kit.core.results import now_iso
 from kit.core.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.descriptor.schema import case_golden_kind
-from kit.gate import runlock
-from kit.gate.notebook import run_notebook
-from kit.gate.stopping import on_signals
+from kit.run import runlock
+from kit.run.notebook import run_notebook
+from kit.run.stopping import on_signals
 
 CALIBRATE_NOTEBOOK = paths.NOTEBOOKS / "calibrate.ipynb"
 INDEX = "calibration.json"

@@ -24,9 +24,9 @@ from kit.core.results import now_iso, read_run
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.gate import report
 from kit.gate.executor import Checked, GateRun, check_run
-from kit.gate.notebook import run_notebook
 from kit.gate.run import execute_gates, finish_gate, finish_interrupted, start_gate
-from kit.gate.stopping import on_signals
+from kit.run.notebook import run_notebook
+from kit.run.stopping import on_signals
 
 CONTROL_NOTEBOOK = paths.NOTEBOOKS / rundir.CONTROL_NOTEBOOK
 

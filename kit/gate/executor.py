@@ -32,10 +32,11 @@ from kit.core.results import gate_verdict, load_case_result, now_iso, save_case_
 from kit.core.scoring import bound_for
 from kit.core.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, packaged_notebook
-from kit.gate import compilecache, devices, resume, runlock
-from kit.gate.devices import DevicePool, Gpu, Inventory, Request, Slots, Stopped, Unavailable
-from kit.gate.notebook import describe_failure, run_notebook, stop_all, stopping
+from kit.gate import resume
 from kit.gate.preflight import Inputs, check_inputs
+from kit.run import compilecache, devices, runlock
+from kit.run.devices import DevicePool, Gpu, Inventory, Request, Slots, Stopped, Unavailable
+from kit.run.notebook import describe_failure, run_notebook, stop_all, stopping
 
 LOCAL, RAY = "local", "ray"
 EXECUTORS = (LOCAL, RAY)

@@ -25,7 +25,7 @@ from kit.core.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, golden_kind
 from kit.descriptor.schema import case_schemas
 from kit.gate import verbosity
-from kit.gate.mainkernel import provide_main_kernel, registered_kernels
+from kit.run.mainkernel import provide_main_kernel, registered_kernels
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class Inputs:
 
 def installed_kernels() -> dict[str, str]:
     """The kernels this gate can start: those registered, and the main kernel, which the gate
-    provides for its own interpreter when a plain pip install registered none (kit.gate.mainkernel)."""
+    provides for its own interpreter when a plain pip install registered none (kit.run.mainkernel)."""
     provide_main_kernel()
     return registered_kernels()
 

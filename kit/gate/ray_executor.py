@@ -47,8 +47,8 @@ from kit.core.results import now_iso
 from kit.core.spec import CaseSpec
 from kit.descriptor.schema import Resources
 from kit.gate.executor import GateRun, record
-from kit.gate.notebook import describe_failure
 from kit.gate.ray_task import case_task
+from kit.run.notebook import describe_failure
 
 GANG_STRATEGY = "STRICT_SPREAD"
 TEMP_DIR_ENV = "PARITY_KIT_RAY_TMPDIR"  # where a Ray started for the run keeps its sockets and logs

@@ -13,7 +13,7 @@ from kit.core.jsonio import atomic_write_bytes, write_json
 from kit.core.records import ERROR, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseResult, severity
 from kit.core.results import counts_sentence
 from kit.core.text import printable
-from kit.gate.notebook import run_notebook
+from kit.run.notebook import run_notebook
 
 SUMMARY_NOTEBOOK = paths.NOTEBOOKS / rundir.SUMMARY_NOTEBOOK
 

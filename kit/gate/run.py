@@ -25,11 +25,11 @@ from kit.core.spec import CaseSpec
 from kit.core.text import printable
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.gate import report, verbosity
-from kit.gate.devices import DevicePool
 from kit.gate.executor import LOCAL, RAY, Checked, GateRun, prepare_run, run_cases, write_manifest
 from kit.gate.heartbeat import Heartbeat, heartbeat_interval
-from kit.gate.notebook import stop_all
-from kit.gate.stopping import on_signals
+from kit.run.devices import DevicePool
+from kit.run.notebook import stop_all
+from kit.run.stopping import on_signals
 
 STATUS_STYLE = {PASSED: "green", FAILED: "red", ERROR: "magenta", TIMEOUT: "yellow", NO_BASELINE: "cyan"}
 

@@ -30,7 +30,7 @@ from kit.core.results import now_iso
 from kit.core.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.faults.effect import on_model, run_case_fresh
-from kit.gate.notebook import run_notebook
+from kit.run.notebook import run_notebook
 
 LOCALIZE_NOTEBOOK = paths.NOTEBOOKS / "localize.ipynb"
 RESULT = rundir.LOCALIZE

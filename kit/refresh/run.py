@@ -32,8 +32,8 @@ from kit.core.jsonio import read_json, write_json
 from kit.core.results import now_iso
 from kit.descriptor.load import derive, load_descriptor
 from kit.gate import report
-from kit.gate.notebook import run_notebook
 from kit.refresh import build, qualify
+from kit.run.notebook import run_notebook
 
 BUILD_NOTEBOOK = paths.NOTEBOOKS / "build.ipynb"
 QUALIFY_NOTEBOOK = paths.NOTEBOOKS / "qualify.ipynb"

@@ -14,7 +14,7 @@ import pytest
 
 from kit.core.errors import BadInput
 from kit.core.jsonio import canonical_bytes, sha256_file
-from kit.gate import runlock
+from kit.run import runlock
 from support import ROOT, SLEEPER, gone, hf_cases, parity_kit, trusted, write_descriptor, write_notebook
 
 
@@ -175,7 +175,7 @@ def test_a_second_run_on_a_busy_run_directory_is_refused(tmp_path, embedded):
 
 
 def test_a_crashed_holder_leaves_no_stale_lock(tmp_path):
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from kit.gate import runlock; "
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from kit.run import runlock; "
                                f"runlock.acquire(__import__('pathlib').Path({str(tmp_path)!r}), ['holder']); "
                                "print('locked', flush=True); time.sleep(600)"],
                               cwd=ROOT, stdout=subprocess.PIPE, text=True)

@@ -12,7 +12,7 @@ import pytest
 from kit.calibrate.run import INDEX, begin_index
 from kit.core.calibration import Sample
 from kit.descriptor.load import load_descriptor
-from kit.gate import runlock
+from kit.run import runlock
 from support import parity_kit, write_descriptor
 
 pytestmark = pytest.mark.unit

@@ -8,8 +8,8 @@ from kit.core import contract
 from kit.core.errors import BadInput
 from kit.descriptor.load import load_descriptor
 from kit.gate import executor
-from kit.gate.devices import Gpu
-from kit.gate.notebook import NotebookOutcome
+from kit.run.devices import Gpu
+from kit.run.notebook import NotebookOutcome
 from support import write_descriptor
 
 TWO = "0, GPU-aaaa1111, NVIDIA H200, 1 MiB, 143771 MiB\n1, GPU-bbbb2222, NVIDIA H200, 0 MiB, 143771 MiB"

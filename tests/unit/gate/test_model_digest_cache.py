@@ -7,8 +7,9 @@ from pathlib import Path
 from kit.core import contract, rundir
 from kit.core.modeldigest import DigestCache, check_model_digest
 from kit.descriptor.load import load_descriptor
-from kit.gate import compilecache, executor
-from kit.gate.notebook import NotebookOutcome
+from kit.gate import executor
+from kit.run import compilecache
+from kit.run.notebook import NotebookOutcome
 
 
 def no_read(path):

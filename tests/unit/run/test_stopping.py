@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from kit.gate import notebook, stopping
+from kit.run import notebook, stopping
 
 
 @pytest.mark.parametrize("signum, code, said", [

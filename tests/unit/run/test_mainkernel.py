@@ -13,7 +13,7 @@ import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 
 from kit.core import paths
-from kit.gate import mainkernel
+from kit.run import mainkernel
 from support import ROOT
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from kit.core.contract import FAKE_GPUS_ENV
 from kit.core.errors import BadInput
-from kit.gate import devices
-from kit.gate.devices import DevicePool, Gpu, Inventory, Slots, Stopped, Unavailable
+from kit.run import devices
+from kit.run.devices import DevicePool, Gpu, Inventory, Slots, Stopped, Unavailable
 
 TWO = "0, GPU-aaaa1111, NVIDIA H200, 1 MiB, 143771 MiB\n1, GPU-bbbb2222, NVIDIA H200, 0 MiB, 143771 MiB"
 

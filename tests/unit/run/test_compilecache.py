@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kit.gate.compilecache import CACHE_ENV, JAX_CACHE_ENV, JAX_MIN_COMPILE_ENV, cache_root, kernel_env
+from kit.run.compilecache import CACHE_ENV, JAX_CACHE_ENV, JAX_MIN_COMPILE_ENV, cache_root, kernel_env
 
 
 def test_the_kit_cache_is_under_the_users_cache_folder(tmp_path):

@@ -22,7 +22,7 @@ from jupyter_client.manager import AsyncKernelManager
 from kit.backends import processes
 from kit.core import paths
 from kit.core.contract import LOG_PREFIX_ENV
-from kit.gate.mainkernel import provide_main_kernel
+from kit.run.mainkernel import provide_main_kernel
 
 KERNEL_START_TIMEOUT_S = 120
 # What a case left running once its notebook ended (an engine server whose kernel died) gets SIGTERM

@@ -78,6 +78,6 @@ def on_signals() -> Iterator[None]:
             for s, handler in previous.items():
                 signal.signal(s, handler)
             _received = None
-            from kit.gate import notebook  # here, so that the CLI's --help loads no Jupyter client
+            from kit.run import notebook  # here, so that the CLI's --help loads no Jupyter client
 
             notebook.allow_starts()  # an in-process caller may run again after an interruption
