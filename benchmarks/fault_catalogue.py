@@ -27,15 +27,15 @@ from timing import ROOT
 
 sys.path.insert(0, str(ROOT))
 
+from kit.case.interpreter import run_case_fresh  # noqa: E402
 from kit.case.runner import run_case  # noqa: E402
 from kit.core.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes  # noqa: E402
 from kit.core.modeldigest import model_digest  # noqa: E402
 from kit.core.records import CaseResult  # noqa: E402
-from kit.core.spec import CaseSpec  # noqa: E402
+from kit.core.spec import CaseSpec, on_model  # noqa: E402
 from kit.faults.cache import default_cache_dir, faulted_copy  # noqa: E402
 from kit.faults.catalogue import CATALOGUE, Fault  # noqa: E402
-from kit.faults.effect import (EmbeddedCases, embedded_cases, failed_by, healthy_noise,  # noqa: E402
-                               largest_error, on_model, run_case_fresh)
+from kit.faults.effect import EmbeddedCases, embedded_cases, failed_by, healthy_noise, largest_error  # noqa: E402
 
 HF, VLLM = "hf-bf16", "vllm-pp1"
 HF_FACTOR, VLLM_FACTOR = 1.5, 3.0  # effect over clean hf-bf16 error from which each case must fail
@@ -81,7 +81,7 @@ class Memo:
 
     def key(self, spec: CaseSpec) -> str:
         d = {k: v for k, v in spec.to_dict().items() if k != "timeout_s"}
-        if d.get("calibration"):  # carried over to the faulted copy (kit.faults.effect.on_model): key it as made
+        if d.get("calibration"):  # carried over to the faulted copy (kit.core.spec.on_model): key it as made
             d["calibration"] = {**d["calibration"],
                                 "inputs": {**d["calibration"]["inputs"], "model_digest": self.clean_digest}}
         return sha256_bytes(canonical_bytes(d))

@@ -19,6 +19,10 @@ from pathlib import Path
 
 from timing import ROOT, print_rows, timed
 
+sys.path.insert(0, str(ROOT))
+
+from kit.case.interpreter import kernel_python  # noqa: E402
+
 # Run with the case's kernel's Python: a Levanter case needs its own environment.
 IN_PROCESS = """
 import json, sys, time
@@ -32,14 +36,6 @@ run_case(spec)
 t3 = time.perf_counter()
 print(json.dumps({"cold_s": t2 - t0, "import_s": t1 - t0, "warm_s": t3 - t2, "status": result.status}))
 """
-
-
-def kernel_python(kernel: str) -> tuple[str, dict]:
-    """The Python a Jupyter kernel runs and the environment it gives it."""
-    from jupyter_client.kernelspec import KernelSpecManager
-
-    spec = KernelSpecManager().get_kernel_spec(kernel)
-    return spec.argv[0], {**os.environ, **spec.env}
 
 
 def cell_times(notebook: Path, duration_s: float) -> dict:
@@ -89,7 +85,7 @@ def main() -> None:
     for name, runs in serial.items():
         inproc = []
         for _ in range(args.repeats):
-            python, env = kernel_python(kernels[name])
+            python, env = kernel_python(kernels[name], name)
             _, p = timed([python, "-c", IN_PROCESS, descriptor, name], env=env)
             assert p.returncode == 0, p.stderr
             inproc.append(json.loads(p.stdout.strip().splitlines()[-1]))

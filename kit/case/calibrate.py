@@ -14,6 +14,7 @@ import json
 import os
 from pathlib import Path
 
+from kit.case import interpreter
 from kit.case.runner import resolve_spec, run_case
 from kit.core import contract
 from kit.core.calibration import Sample, case_device
@@ -122,13 +123,10 @@ def notebook_calibration(spec: dict | None, variants: list[dict] | None, descrip
 
 
 def _variants_from_main_environment(descriptor: str, case: str) -> list[dict]:
-    import subprocess
-    import sys
-
-    main = os.environ.get(contract.MAIN_PYTHON_ENV) or sys.executable
-    proc = subprocess.run([main, "-m", "kit.cli", "calibrate", str(descriptor), "--case", case, "--list-variants"],
-                          capture_output=True, text=True)
+    main = interpreter.main_python()
+    proc = interpreter.run_python(main, ["-m", "kit.cli", "calibrate", str(descriptor), "--case", case,
+                                         "--list-variants"])
     if proc.returncode != 0:
-        reason = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        reason = interpreter.last_line(proc.stderr, f"exit {proc.returncode}")
         raise BadInput(f"cannot list the variants of case {case} of {descriptor} with {main}: {reason}")
     return json.loads(proc.stdout)

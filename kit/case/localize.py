@@ -11,13 +11,13 @@ candidate itself, and no point can leave the noise: the localizer says so rather
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 from kit.backends import registry
+from kit.case import interpreter
 from kit.core import paths
 from kit.core.errors import BadInput
 from kit.core.fixture import Prompt
@@ -93,36 +93,22 @@ def capture(spec: CaseSpec, prompts: Sequence[Prompt]) -> list[list[tuple]]:
         runtime.close()
 
 
-def kernel_python(kernel: str | None, case: str) -> tuple[str, dict]:
-    """The interpreter of a kernel and the environment it runs with: a backend whose environment is its own
-    (Levanter's) is run there, outside a notebook, for what only that environment can compute."""
-    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
-
-    try:
-        kspec = KernelSpecManager().get_kernel_spec(kernel or "")
-    except NoSuchKernel:
-        raise BadInput(f"case {case}: its kernel {kernel!r} is not installed (`parity-kit kernels` says how to "
-                       "install it)") from None
-    return kspec.argv[0], {**os.environ, **(kspec.env or {})}
-
-
 def capture_in_kernel(spec: CaseSpec, prompts: Sequence[Prompt]) -> list[list[tuple]]:
     """The streams read by the backend's activations module run in the interpreter of the case's kernel, which
     holds the backend's own environment: the module writes the request (``write_request``), runs as
     ``python -m MODULE REQUEST`` there, writing an .npz of the points, and reads that back (``read_streams``)."""
-    import subprocess
     import tempfile
     from importlib import import_module
 
-    python, env = kernel_python(spec.kernel, spec.name)
+    python, env = interpreter.kernel_python(spec.kernel, spec.name)
     module = registry.get(spec.backend).activations
     helper = import_module(module)  # its request and reading helpers need only JSON and numpy here
     with tempfile.TemporaryDirectory(prefix="localize-") as tmp:
         request, out = Path(tmp) / "request.json", Path(tmp) / "streams.npz"
         helper.write_request(request, spec.model_path, dict(spec.options), prompts, out)
-        proc = subprocess.run([python, "-m", module, str(request)], capture_output=True, text=True, env=env)
+        proc = interpreter.run_python(python, ["-m", module, str(request)], env=env)
         if proc.returncode != 0:
-            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            tail = interpreter.last_line(proc.stderr, "no output")
             raise RuntimeError(f"case {spec.name}: reading {spec.backend}'s activations in kernel {spec.kernel} "
                                f"failed (exit {proc.returncode}): {tail}")
         return helper.read_streams(out, len(prompts))

@@ -14,6 +14,7 @@ from pathlib import Path
 from kit.backends import registry
 from kit.backends.base import Backend, can_decode
 from kit.backends.registry import open_backend
+from kit.case import interpreter
 from kit.core import contract
 from kit.core.calibration import hardware_change, measured_on, mismatch, noise_class
 from kit.core.coverage import prompt_mismatch
@@ -47,17 +48,13 @@ def resolve_spec(spec: dict | None, descriptor: str, case: str) -> CaseSpec:
 
 def _spec_from_main_environment(descriptor: str, case: str) -> CaseSpec:
     import json
-    import subprocess
-    import sys
 
-    # Started by `parity-kit lab` or the gate, the kernel knows the main interpreter; a kernel of the
-    # main environment started some other way is that interpreter itself.
-    main = os.environ.get(contract.MAIN_PYTHON_ENV) or sys.executable
-    proc = subprocess.run([main, "-m", "kit.cli", "spec", str(descriptor), case], capture_output=True, text=True)
+    main = interpreter.main_python()
+    proc = interpreter.run_python(main, ["-m", "kit.cli", "spec", str(descriptor), case])
     if proc.returncode != 0:
-        reason = proc.stderr.strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
+        reason = interpreter.last_line(proc.stderr, f"exit {proc.returncode}")
         raise BadInput(f"cannot resolve case {case} of {descriptor} with {main}: "
-                       f"{reason[0].removeprefix('parity-kit: bad input: ')} (start JupyterLab with `parity-kit lab`, "
+                       f"{reason.removeprefix('parity-kit: bad input: ')} (start JupyterLab with `parity-kit lab`, "
                        "or pass `spec`)")
     return CaseSpec.from_dict(json.loads(proc.stdout))
 

@@ -12,22 +12,14 @@ folder, so whatever bounds and tests the descriptor's cases carry are the ones j
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import os
-import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.backends.base import LOG_PREFIX_ENV, log_tail
 from kit.case.runner import run_case
 from kit.core import paths
-from kit.core.modeldigest import model_digest
 from kit.core.records import CaseResult
-from kit.core.results import load_case_result
-from kit.core.spec import CaseSpec
+from kit.core.spec import CaseSpec, on_model
 from kit.descriptor.load import load_descriptor
 
 FLOAT32_CASE = "checkpoint"  # hf in float32: the settings the goldens were made with
@@ -56,20 +48,6 @@ def embedded_cases(descriptor: str | Path = paths.EMBEDDED_DESCRIPTOR,
     float32 = dataclasses.replace(checkpoint, name=EFFECT_CASE, golden_path=str(semantic), golden_kind="semantic",
                                   bound=None, bucket_bounds={}, options=options, runtime="", no_baseline=None)
     return EmbeddedCases(float32, specs)
-
-
-def on_model(spec: CaseSpec, folder: str | Path, digest: str | None = None) -> CaseSpec:
-    """The case run on a faulted copy of its model (the copy's digest computed unless given).
-
-    The copy stands for the case's own model run by an engine with the fault, so a calibration record
-    measured on that model still sets the case's bounds and drift reference: the record is carried over
-    to the copy's digest, which the runner would otherwise refuse as a record made for another model."""
-    digest = digest or model_digest(folder)
-    changes: dict = {"model_path": str(folder), "model_digest": digest}
-    calibration = getattr(spec, "calibration", None)
-    if calibration is not None and calibration.get("inputs", {}).get("model_digest") == spec.model_digest:
-        changes["calibration"] = {**calibration, "inputs": {**calibration["inputs"], "model_digest": digest}}
-    return dataclasses.replace(spec, **changes)
 
 
 def largest_error(result: CaseResult) -> float:
@@ -101,34 +79,6 @@ def effect_runtime(cases: EmbeddedCases | None = None) -> str:
 def hf_float32_effect(folder: str | Path, cases: EmbeddedCases | None = None, digest: str | None = None) -> float:
     cases = cases or embedded_cases()
     return largest_error(run_case(on_model(cases.float32, folder, digest)))
-
-
-# One case in a fresh interpreter: an engine that starts worker processes (vLLM) is started once per
-# process, so each launch gets its own and leaves nothing behind in the caller.
-_FRESH = """
-import json, sys
-from kit.case.runner import run_case
-from kit.core.results import save_case_result
-from kit.core.spec import CaseSpec
-save_case_result(run_case(CaseSpec.from_dict(json.load(sys.stdin))), sys.argv[1])
-"""
-
-
-def run_case_fresh(spec: CaseSpec, timeout_s: float | None = None, python: str | None = None,
-                   environ: dict | None = None) -> CaseResult:
-    """``run_case`` in a new Python process of this environment (or of ``python``'s with ``environ``, a
-    backend's own kernel), for engines launched once per process. The engine's logs go to a temporary folder
-    that goes with the call (a failure shows their tail)."""
-    with tempfile.TemporaryDirectory(prefix="fault-case-") as tmp:
-        out = Path(tmp) / "result.json"
-        env = {**(os.environ if environ is None else environ), LOG_PREFIX_ENV: str(Path(tmp) / spec.name)}
-        proc = subprocess.run([python or sys.executable, "-c", _FRESH, str(out)], input=json.dumps(spec.to_dict()),
-                              capture_output=True, text=True, env=env, timeout=timeout_s or 2 * spec.timeout_s)
-        if proc.returncode != 0 or not out.is_file():
-            logs = "".join(log_tail(p, 5) + "\n" for p in sorted(Path(tmp).glob("*.log")))
-            tail = "\n".join((logs + proc.stderr).strip().splitlines()[-10:])
-            raise RuntimeError(f"case {spec.name} on {spec.model_path} exited {proc.returncode}: {tail}")
-        return load_case_result(out)
 
 
 def failed_by(result: CaseResult) -> tuple[str, ...]:

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Sequence
 
 from kit.backends import registry
-from kit.case.localize import (backends_text, curves, in_own_kernel, kernel_python, localizable, reference_options,
-                                refusal)
+from kit.case.interpreter import kernel_python, run_case_fresh
+from kit.case.localize import backends_text, curves, in_own_kernel, localizable, reference_options, refusal
 from kit.case.runner import run_case as run_here
 from kit.core import paths, rundir
 from kit.core.errors import BadInput
@@ -27,9 +27,8 @@ from kit.core.jsonio import write_json
 from kit.core.localize import FLOOR, K, earliest, verdict_line
 from kit.core.records import CaseResult
 from kit.core.results import now_iso
-from kit.core.spec import CaseSpec
+from kit.core.spec import CaseSpec, on_model
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
-from kit.faults.effect import on_model, run_case_fresh
 from kit.run.notebook import run_notebook
 
 LOCALIZE_NOTEBOOK = paths.NOTEBOOKS / "localize.ipynb"

@@ -6,9 +6,10 @@ import dataclasses
 
 from kit.core.modeldigest import model_digest
 from kit.core.records import FAILED, CaseResult
+from kit.core.spec import on_model
 from kit.faults.cache import faulted_copy
 from kit.faults.catalogue import fault
-from kit.faults.effect import embedded_cases, failed_by, on_model
+from kit.faults.effect import embedded_cases, failed_by
 
 
 def test_a_faulted_copy_keeps_the_cases_calibration_under_its_own_digest(embedded, tmp_path):
