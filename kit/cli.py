@@ -19,7 +19,7 @@ from kit.core import contract, paths, rundir
 from kit.core.errors import BadInput
 from kit.core.exitcodes import ExitCode, epilog
 from kit.core.text import printable
-from kit.core.results import EXIT_CODES
+from kit.core.results import GATE_EXIT_CODES
 from kit.gate import verbosity
 from kit.gate.heartbeat import DEFAULT_HEARTBEAT_S, HEARTBEAT_ENV
 from kit.run import stopping
@@ -499,7 +499,7 @@ def _gate(args) -> int:
 
         write_junit(args.junit, [(run.descriptor.name, [s.name for s in run.specs], run.results, run.duration_s)])
     print(run.run_dir)  # stdout carries only the run directory, for scripts: RUN=$(parity-kit gate ...)
-    return EXIT_CODES[run.verdict]
+    return GATE_EXIT_CODES[run.verdict]
 
 
 @contextlib.contextmanager

@@ -23,8 +23,8 @@ QUALIFIED, REGRESSION, BLOCKER, BOTH_BROKEN, INCOMPLETE = (
     "qualified", "regression", "baseline-blocker", "both-broken", "incomplete")
 # Both-broken also refuses the candidate first for the baseline's sake: the pin must be repaired
 # before the candidate's own failures can be judged against it.
-EXIT_CODES = {QUALIFIED: ExitCode.PASSED, REGRESSION: ExitCode.FAILED, INCOMPLETE: ExitCode.INCOMPLETE,
-              BLOCKER: ExitCode.BLOCKER, BOTH_BROKEN: ExitCode.BLOCKER}
+DIAGNOSIS_EXIT_CODES = {QUALIFIED: ExitCode.PASSED, REGRESSION: ExitCode.FAILED, INCOMPLETE: ExitCode.INCOMPLETE,
+                        BLOCKER: ExitCode.BLOCKER, BOTH_BROKEN: ExitCode.BLOCKER}
 HEADLINES = {QUALIFIED: "qualified", REGRESSION: "regression in the candidate",
              BLOCKER: "baseline blocker", BOTH_BROKEN: "both broken", INCOMPLETE: "incomplete"}
 
@@ -70,7 +70,7 @@ class Diagnosis:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_CODES[self.verdict]
+        return DIAGNOSIS_EXIT_CODES[self.verdict]
 
     @property
     def qualified(self) -> bool:

@@ -14,8 +14,9 @@ from kit.core.records import ERROR, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseRe
 
 GATE_PASSED, GATE_FAILED, GATE_INCOMPLETE = "passed", "failed", "incomplete"
 GATE_NO_BASELINE = "no-baseline"  # every case that ran passed, and some exact case had nothing to judge it by
-EXIT_CODES = {GATE_PASSED: ExitCode.PASSED, GATE_FAILED: ExitCode.FAILED, GATE_INCOMPLETE: ExitCode.INCOMPLETE,
-              GATE_NO_BASELINE: ExitCode.NO_BASELINE}
+# What `parity-kit gate` exits with for each gate verdict.
+GATE_EXIT_CODES = {GATE_PASSED: ExitCode.PASSED, GATE_FAILED: ExitCode.FAILED, GATE_INCOMPLETE: ExitCode.INCOMPLETE,
+                   GATE_NO_BASELINE: ExitCode.NO_BASELINE}
 
 
 def now_iso() -> str:

@@ -26,7 +26,7 @@ from rich.markup import escape
 from kit import __version__
 from kit.control.run import build_control_notebook, run_control
 from kit.core import paths, rundir
-from kit.core.diagnosis import EXIT_CODES, QUALIFIED
+from kit.core.diagnosis import DIAGNOSIS_EXIT_CODES, QUALIFIED
 from kit.core.exitcodes import ExitCode
 from kit.core.jsonio import read_json, write_json
 from kit.core.results import now_iso
@@ -89,7 +89,7 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
     record["timings_s"]["build"] = time.perf_counter() - t0
     if not (run_dir / "build" / build.RECORD).is_file():
         return _finish(run_dir, record, INCOMPLETE, f"the build notebook did not finish: {error}; partial "
-                       f"notebook {run_dir / 'build.ipynb'}", EXIT_CODES[INCOMPLETE], [], console)
+                       f"notebook {run_dir / 'build.ipynb'}", DIAGNOSIS_EXIT_CODES[INCOMPLETE], [], console)
     built = build.load_outcome(run_dir / "build")
     style = "green" if built.built else "red"
     console.print(f"  [{style}]{built.status}[/]: {escape(built.reason)} ({record['timings_s']['build']:.1f} s)")
@@ -107,7 +107,7 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
     record["timings_s"]["qualify"] = time.perf_counter() - t0
     if not (run_dir / "qualify" / qualify.RECORD).is_file():
         return _finish(run_dir, record, INCOMPLETE, f"the qualify notebook did not finish: {error}; partial "
-                       f"notebook {run_dir / 'qualify.ipynb'}", EXIT_CODES[INCOMPLETE], [], console)
+                       f"notebook {run_dir / 'qualify.ipynb'}", DIAGNOSIS_EXIT_CODES[INCOMPLETE], [], console)
     q = qualify.load_outcome(run_dir / "qualify")
     style = "green" if q.qualified else "red"
     console.print(f"  [{style}]{'qualified' if q.qualified else 'not qualified'}[/]: {escape(q.reason)} "

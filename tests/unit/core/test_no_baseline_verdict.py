@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kit.core.exitcodes import ExitCode
 from kit.core.records import ERROR, NO_BASELINE, CaseResult
-from kit.core.results import EXIT_CODES, counts_sentence, gate_verdict, status_counts
+from kit.core.results import GATE_EXIT_CODES, counts_sentence, gate_verdict, status_counts
 from support.records import failed_case, passed_case
 
 NONE_HERE = CaseResult(case="exact", backend="hf", status=NO_BASELINE, error="no baseline for this runtime: ...")
@@ -14,7 +14,7 @@ NONE_HERE = CaseResult(case="exact", backend="hf", status=NO_BASELINE, error="no
 def test_no_baseline_alone_beside_passes_is_its_own_verdict_and_exit_code():
     results = {"ok": passed_case("ok"), "exact": NONE_HERE}
     assert gate_verdict(["ok", "exact"], results) == "no-baseline"
-    assert EXIT_CODES["no-baseline"] == ExitCode.NO_BASELINE == 7
+    assert GATE_EXIT_CODES["no-baseline"] == ExitCode.NO_BASELINE == 7
     assert counts_sentence(status_counts(["ok", "exact"], results), 3) == "1 without a baseline, 1 passed in 3 s"
 
 
