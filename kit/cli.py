@@ -7,7 +7,6 @@ refusals answer without loading torch.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
@@ -491,36 +490,11 @@ def _gate(args) -> int:
     if args.resume and args.out and Path(args.out).resolve() != Path(args.resume).resolve():
         raise BadInput(f"--out {args.out} and --resume {args.resume}: a resumed run writes into the directory "
                        "it resumes")
-    with _junit_when_interrupted(args, [args.resume or args.out]):
-        run = run_gate(args.descriptor, out=args.out, jobs=args.jobs, only=args.cases, command=_command("gate"),
-                       summary=not args.no_summary, release=args.release, executor=args.executor, resume=args.resume)
-    if args.junit:
-        from kit.gate.junit import write_junit
-
-        write_junit(args.junit, [(run.descriptor.name, [s.name for s in run.specs], run.results, run.duration_s)])
+    run = run_gate(args.descriptor, out=args.out, jobs=args.jobs, only=args.cases, command=_command("gate"),
+                   summary=not args.no_summary, release=args.release, executor=args.executor, resume=args.resume,
+                   junit=args.junit)
     print(run.run_dir)  # stdout carries only the run directory, for scripts: RUN=$(parity-kit gate ...)
     return GATE_EXIT_CODES[run.verdict]
-
-
-@contextlib.contextmanager
-def _junit_when_interrupted(args, run_dirs: list, per_release: bool = False):
-    """Refuse an unwritable --junit before anything runs; if the run is then interrupted (Ctrl-C,
-    a cancelled CI job), still write the JUnit of the cases that finished, from the run directories
-    (known only when --out or --resume names them)."""
-    import time
-
-    if not args.junit:
-        yield
-        return
-    from kit.gate.junit import check_junit_path, write_junit_from_disk
-
-    check_junit_path(args.junit)
-    began = time.time()
-    try:
-        yield
-    except KeyboardInterrupt:
-        write_junit_from_disk(args.junit, run_dirs, began, per_release)
-        raise
 
 
 def _report(args) -> int:
@@ -535,7 +509,7 @@ def _report(args) -> int:
         if args.attach:
             raise BadInput(f"{args.run_dir} is a {other} directory: --attach zips gate runs and controls; "
                            "attach the folder itself")
-        from kit.views import bisect as bisect_view
+        from kit.bisect import summary as bisect_view
         from kit.views import localize as localize_view
 
         view = localize_view if other == "localize" else bisect_view
@@ -583,15 +557,9 @@ def _lab(args) -> int:
 def _control(args) -> int:
     from kit.control.run import run_control
 
-    sides = [Path(args.out) / side for side in (args.current, args.candidate)] if args.out else []
-    with _junit_when_interrupted(args, sides, per_release=True):
-        run = run_control(args.descriptor, out=args.out, jobs=args.jobs, only=args.cases, current=args.current,
-                          candidate=args.candidate, command=_command("control"), summary=not args.no_summary)
-    if args.junit:
-        from kit.gate.junit import write_junit
-
-        write_junit(args.junit, [(f"{r.descriptor.name}.{r.release}", [s.name for s in r.specs], r.results,
-                                  r.duration_s) for r in (run.current, run.candidate)])
+    run = run_control(args.descriptor, out=args.out, jobs=args.jobs, only=args.cases, current=args.current,
+                      candidate=args.candidate, command=_command("control"), summary=not args.no_summary,
+                      junit=args.junit)
     print(run.control_dir)
     return run.diagnosis.exit_code
 
@@ -615,7 +583,6 @@ def _bisect(args) -> int:
     import shlex
 
     from kit.bisect import run as bisect
-    from kit.views.bisect import summary_markdown
 
     if args.resume:
         given = [flag for flag, value in (("REFRESH_DIR", args.refresh_dir), ("--case", args.case),
@@ -634,7 +601,6 @@ def _bisect(args) -> int:
                                        build_command=shlex.split(args.build_command) if args.build_command else None,
                                        out=args.out, command=_command("bisect"), upstream=args.upstream)
     run = bisect.run_bisect(run_dir, record, args.max_steps)
-    (run.run_dir / bisect.SUMMARY).write_text(summary_markdown(bisect.read_record(run.run_dir)))
     print(run.run_dir)
     return run.exit_code
 
@@ -683,9 +649,8 @@ def _fixture_verify(args) -> int:
 
 def _fixture_report(args) -> int:
     from kit.core.fixture import verify_fixture
-    from kit.core.jsonio import write_json
     from kit.core.vocabcoverage import fixture_coverage
-    from kit.views.coverage import print_report
+    from kit.views.coverage import check_json_target, print_report, write_report_json
 
     fixture = verify_fixture(args.fixture, args.model)  # a model with another tokenizer would misclassify
     cov = fixture_coverage(fixture, args.model)
@@ -697,33 +662,20 @@ def _fixture_report(args) -> int:
         print(json.dumps(cov.to_dict(), indent=1))
         return 0
     if args.json:
-        paths.check_dir_target(Path(args.json).parent, "--json")
-        if Path(args.json).is_dir():
-            raise BadInput(f"--json {args.json} is a directory; give a file name")
+        check_json_target(args.json)  # before the tables go out, not after
     print_report(cov, Path(args.fixture).name)
     if args.json:
-        print(f"written: {write_json(args.json, cov.to_dict())}")
+        print(f"written: {write_report_json(cov, args.json)}")
     return 0
 
 
 def _golden_make(args) -> int:
-    from kit.core.golden import golden_filename, write_golden
-    from kit.core.runtime import runtime_slug
-    from kit.goldens.make import make_golden_document
+    from kit.goldens.make import make_golden
 
-    paths.check_dir_target(args.out, "--out")  # before the fixture is scored, not after
-    if args.decode < 0:
-        raise BadInput(f"--decode {args.decode}: a continuation is 0 (none) or more steps")
-    doc, fixture = make_golden_document(args.model, args.fixture, args.kind, args.top_k,
-                                        ["parity-kit", *sys.argv[1:]], args.dtype, args.attn_implementation,
-                                        backend=args.backend, checkpoint=args.checkpoint, device=args.device,
-                                        batch_size=args.batch_size, decode=args.decode,
-                                        cpu_kernels=args.cpu_kernels)
-    # An exact golden holds on one runtime: its name says which, beside those made on others.
-    runtime = runtime_slug(doc["provenance"].get("runtime", "")) if args.kind == "exact" else None
-    name = golden_filename(fixture, Path(args.model).resolve().name, doc["model_digest"], args.kind, runtime,
-                           args.decode)
-    print(write_golden(Path(args.out) / name, doc))
+    print(make_golden(args.out, args.model, args.fixture, args.kind, args.top_k, ["parity-kit", *sys.argv[1:]],
+                      args.dtype, args.attn_implementation, backend=args.backend, checkpoint=args.checkpoint,
+                      device=args.device, batch_size=args.batch_size, decode=args.decode,
+                      cpu_kernels=args.cpu_kernels))
     return 0
 
 

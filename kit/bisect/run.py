@@ -2,8 +2,8 @@
 
 A bisect directory holds ``bisect.json`` (the inputs, every state, every finished step), one folder per
 step under ``steps/`` (its build log when it built, ``qualify.ipynb`` with ``qualify/``, and ``case/``:
-the gate run of the failing case, with the case's notebook), ``evidence.md`` and ``summary.md`` (the
-command writes it through kit.views.bisect, which sits above this package).
+the gate run of the failing case, with the case's notebook), ``evidence.md`` and ``summary.md``
+(kit.bisect.summary), both written when the bisect finishes or stops.
 
 ``bisect.json`` is rewritten after every step, so a bisect stopped half way (a kill, a lost machine,
 ``--max-steps``) loses no finished step: ``--resume DIR`` continues from it. A step that was cut short
@@ -23,6 +23,7 @@ from rich.markup import escape
 from kit import __version__
 from kit.bisect import search, step
 from kit.bisect.inputs import BisectInputs, State, from_fork, from_refresh, from_upstream
+from kit.bisect.summary import summary_markdown
 from kit.core import paths, rundir
 from kit.core.errors import BadInput
 from kit.core.exitcodes import ExitCode
@@ -176,6 +177,7 @@ def _finish(run_dir: Path, record: dict, inp: BisectInputs, verdict: str, reason
                   wall_s=sum(s["wall_s"] for s in record["steps"]))
     write_json(run_dir / RECORD, record)
     (run_dir / EVIDENCE).write_text(evidence_markdown(record))
+    (run_dir / SUMMARY).write_text(summary_markdown(read_record(run_dir)))  # the record as written, as a reader sees it
     style = {search.FIRST_BAD: "red", search.PASSES_AT_TIP: "green"}.get(verdict, "yellow")
     console.print(f"[{style}]bisect {verdict}[/]: {escape(reason)}")
     return BisectRun(run_dir, verdict, reason, code, first_bad)

@@ -24,6 +24,7 @@ from kit.core.results import now_iso, read_run
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.gate import report
 from kit.gate.executor import Checked, GateRun, check_run
+from kit.gate.junit import write_junit, written_when_interrupted
 from kit.gate.run import execute_gates, finish_gate, finish_interrupted, start_gate
 from kit.run.notebook import run_notebook
 from kit.run.stopping import on_signals
@@ -46,7 +47,22 @@ def default_control_dir(desc: LoadedDescriptor) -> Path:
 def run_control(descriptor: str | Path | LoadedDescriptor, out: str | Path | None = None, jobs: int | None = None,
                 only: Sequence[str] | None = None, current: str = "current", candidate: str = "candidate",
                 command: Sequence[str] | None = None, console: Console | None = None,
-                summary: bool = True) -> ControlRun:
+                summary: bool = True, junit: str | Path | None = None) -> ControlRun:
+    """Both gate runs and the diagnosis; with ``junit``, their JUnit XML too, one testsuite per release (written
+    from the run directories if the control is interrupted, and refused before anything runs if the path cannot
+    be written)."""
+    sides = [Path(out) / side for side in (current, candidate)] if out else []
+    with written_when_interrupted(junit, sides, per_release=True):
+        run = _run_control(descriptor, out, jobs, only, current, candidate, command, console, summary)
+    if junit:
+        write_junit(junit, [(f"{r.descriptor.name}.{r.release}", [s.name for s in r.specs], r.results, r.duration_s)
+                            for r in (run.current, run.candidate)])
+    return run
+
+
+def _run_control(descriptor: str | Path | LoadedDescriptor, out: str | Path | None, jobs: int | None,
+                 only: Sequence[str] | None, current: str, candidate: str, command: Sequence[str] | None,
+                 console: Console | None, summary: bool) -> ControlRun:
     console = console or Console(stderr=True, soft_wrap=True)
     # A refresh passes a descriptor it derived in memory, with the release it just built.
     desc = descriptor if isinstance(descriptor, LoadedDescriptor) else load_descriptor(descriptor)

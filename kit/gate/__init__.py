@@ -1,3 +1,3 @@
-"""One gate run: preflight, the executors (local, Ray), the papermill runner with timeouts, resume, the run
-lock, and the run's artifacts (result, evidence, JUnit, summary).
+"""One gate run: preflight, the executors (local, Ray), resume, and the run's artifacts (result, evidence, JUnit,
+summary). What it runs on (the papermill runner, the stop on a signal, the GPUs, the run lock) is kit.run's.
 """

@@ -8,11 +8,13 @@ attribute and text is made XML-safe on its way out.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from kit.core import rundir
 from kit.core.errors import BadInput
@@ -68,6 +70,24 @@ def _suite(root: ET.Element, suite: str, expected: Sequence[str], results: Mappi
 
 def write_junit(path: str | Path, suites: Sequence[Suite]) -> Path:
     return atomic_write_bytes(Path(path), junit_xml(suites))
+
+
+@contextlib.contextmanager
+def written_when_interrupted(path: str | Path | None, run_dirs: Sequence[str | Path | None],
+                             per_release: bool = False) -> Iterator[None]:
+    """Refuse an unwritable JUnit ``path`` before anything runs; if the run is then interrupted (Ctrl-C,
+    a cancelled CI job), still write the JUnit of the cases that finished, from the run directories
+    (known only when the caller named them before the run: --out or --resume). No ``path``: nothing to do."""
+    if not path:
+        yield
+        return
+    check_junit_path(path)
+    began = time.time()
+    try:
+        yield
+    except KeyboardInterrupt:
+        write_junit_from_disk(path, run_dirs, began, per_release)
+        raise
 
 
 def write_junit_from_disk(path: str | Path, run_dirs: Sequence[str | Path | None], since: float,

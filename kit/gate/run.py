@@ -27,6 +27,7 @@ from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.gate import report, verbosity
 from kit.gate.executor import LOCAL, RAY, Checked, GateRun, prepare_run, run_cases, write_manifest
 from kit.gate.heartbeat import Heartbeat, heartbeat_interval
+from kit.gate.junit import write_junit, written_when_interrupted
 from kit.run.devices import DevicePool
 from kit.run.notebook import stop_all
 from kit.run.stopping import on_signals
@@ -37,10 +38,13 @@ STATUS_STYLE = {PASSED: "green", FAILED: "red", ERROR: "magenta", TIMEOUT: "yell
 def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | None = None,
              only: Sequence[str] | None = None, command: Sequence[str] | None = None,
              console: Console | None = None, summary: bool = True, release: str | None = None,
-             executor: str = LOCAL, resume: str | Path | None = None) -> GateRun:
+             executor: str = LOCAL, resume: str | Path | None = None, junit: str | Path | None = None) -> GateRun:
+    """One gate run end to end; with ``junit``, its JUnit XML too (written from the run directory's results
+    if the run is interrupted, and refused before anything runs if the path cannot be written)."""
     console = console or Console(stderr=True, soft_wrap=True)
     command = list(command or sys.argv)
-    with on_signals():  # SIGTERM, SIGHUP and SIGINT (even if inherited as ignored) stop it cleanly
+    with written_when_interrupted(junit, [resume or out]), \
+            on_signals():  # SIGTERM, SIGHUP and SIGINT (even if inherited as ignored) stop it cleanly
         run = start_gate(load_descriptor(descriptor), out, only, release, command, console, executor, resume)
         try:
             execute_gates([run], jobs, console)
@@ -51,6 +55,8 @@ def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | 
         finally:
             if run.lock is not None:
                 run.lock.release()  # the OS drops it anyway if this process dies first
+    if junit:
+        write_junit(junit, [(run.descriptor.name, [s.name for s in run.specs], run.results, run.duration_s)])
     return run
 
 

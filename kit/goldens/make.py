@@ -8,13 +8,34 @@ from typing import Sequence
 
 from kit.backends import registry
 from kit.backends.base import can_decode
+from kit.core import paths
 from kit.core.decode import check_continuations_fit
 from kit.core.errors import BadInput
 from kit.core.fixture import verify_fixture
-from kit.core.golden import golden_document, provenance
+from kit.core.golden import golden_document, golden_filename, provenance, write_golden
 from kit.core.modelconfig import check_prompts_fit, check_top_k_fits, model_limits
 from kit.core.modeldigest import model_digest
+from kit.core.runtime import runtime_slug
 from kit.core.spec import CaseSpec
+
+
+def make_golden(out: str | Path, model: str | Path, fixture_path: str | Path, kind: str, top_k: int,
+                command: Sequence[str], dtype: str = "float32", attn_implementation: str = "sdpa",
+                backend: str = registry.REFERENCE, checkpoint: str = "hf", device: str = "cpu", batch_size: int = 1,
+                decode: int = 0, cpu_kernels: str = "native") -> Path:
+    """`parity-kit golden make`: the golden written into the folder ``out`` under the name that says what it is
+    (never over an existing one). A folder that cannot take it, or a negative ``decode``, is refused before the
+    fixture is scored, not after."""
+    paths.check_dir_target(out, "--out")
+    if decode < 0:
+        raise BadInput(f"--decode {decode}: a continuation is 0 (none) or more steps")
+    doc, fixture = make_golden_document(model, fixture_path, kind, top_k, command, dtype, attn_implementation,
+                                        backend=backend, checkpoint=checkpoint, device=device,
+                                        batch_size=batch_size, decode=decode, cpu_kernels=cpu_kernels)
+    # An exact golden holds on one runtime: its name says which, beside those made on others.
+    runtime = runtime_slug(doc["provenance"].get("runtime", "")) if kind == "exact" else None
+    name = golden_filename(fixture, Path(model).resolve().name, doc["model_digest"], kind, runtime, decode)
+    return write_golden(Path(out) / name, doc)
 
 
 def make_golden_document(model: str | Path, fixture_path: str | Path, kind: str, top_k: int,

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from kit.core import paths
 from kit.core.errors import BadInput
 from kit.core.fixture import load_fixture
+from kit.core.jsonio import write_json
 from kit.core.vocabcoverage import VocabCoverage, fixture_coverage
 
 BLIND = "a fault on these tokens cannot be seen"
@@ -56,6 +58,18 @@ def print_report(cov: VocabCoverage, fixture_name: str, console=None) -> None:
     for c in cov.blind_classes:
         line = f"! {c.name}: {c.description}; none of its {c.vocab} tokens is in any prompt: {BLIND}"
         console.print(Text(line), soft_wrap=True)
+
+
+def check_json_target(path: str | Path) -> None:
+    """Refuse a --json file that could not be written, before the report is shown."""
+    paths.check_dir_target(Path(path).parent, "--json")
+    if Path(path).is_dir():
+        raise BadInput(f"--json {path} is a directory; give a file name")
+
+
+def write_report_json(cov: VocabCoverage, path: str | Path) -> Path:
+    """The report as JSON, for a machine: what `fixture report --json -` prints, in a file."""
+    return write_json(path, cov.to_dict())
 
 
 def run_coverage(manifest: dict) -> VocabCoverage | str:

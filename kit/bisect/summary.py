@@ -1,4 +1,7 @@
-"""What a bisect's summary shows: the answer, then every step (commit, verdict, wheels, time, where)."""
+"""What a bisect's summary shows: the answer, then every step (commit, verdict, wheels, time, where).
+
+The bisect writes it as summary.md beside its record (kit.bisect.run), and `parity-kit report` prints it with the
+evidence line; it reads nothing but the record, so it lives with the command that writes the record."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kit.views.bisect import summary_markdown
+from kit.bisect.summary import summary_markdown
 
 
 def test_summary_names_the_commit_and_every_step():
