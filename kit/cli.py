@@ -34,6 +34,17 @@ def _golden_makers() -> tuple[str, list[str]]:
         return registry.REFERENCE, [registry.REFERENCE]
 
 
+def _localizable() -> str:
+    """`localize --help`'s backends: those registered with per-layer activations to read (the reference alone
+    where the registry cannot be read, as for golden make's choices)."""
+    from kit.backends import registry
+
+    try:
+        return ", ".join(registry.localizable())
+    except BadInput:
+        return registry.REFERENCE
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # Everything after a bare `--` belongs to the program a command wraps (jupyter lab).
@@ -348,7 +359,8 @@ def _parser() -> argparse.ArgumentParser:
                                     "their residual streams are compared after the embeddings and after each\n"
                                     "block's attention and MLP. The first point above k x the clean run's\n"
                                     "difference is named. Writes localize.json and localize.ipynb; stdout carries\n"
-                                    "the verdict line, then the directory. Backends: hf.",
+                                    "the verdict line, then the directory. Backends that expose per-layer\n"
+                                    f"activations: {_localizable()}.",
                         epilog=epilog(ExitCode.PASSED, ExitCode.INCOMPLETE, ExitCode.BAD_INPUT, ExitCode.INTERRUPTED,
                                       meanings={ExitCode.PASSED: "localized (the verdict may be that no point "
                                                                  "leaves the noise)",

@@ -91,6 +91,12 @@ def golden_makers() -> list[str]:
     return [name for name, info in registry().items() if info.makes_goldens]
 
 
+def localizable() -> list[str]:
+    """The backends whose per-layer activations `localize` can read (a ``BackendInfo.activations`` module), in the
+    registry's order: what localize refuses a case on another backend with, and what its --help lists."""
+    return [name for name, info in registry().items() if info.activations]
+
+
 def open_backend(spec: CaseSpec) -> Backend:
     return get(spec.backend).open(spec)
 

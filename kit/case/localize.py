@@ -47,7 +47,7 @@ def reference_spec(spec: CaseSpec) -> CaseSpec:
 
 def localizable() -> list[str]:
     """The backends whose activations can be read, in the registry's order."""
-    return [name for name, info in registry.registry().items() if info.activations]
+    return registry.localizable()
 
 
 def backends_text() -> str:

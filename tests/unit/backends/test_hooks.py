@@ -11,6 +11,7 @@ import pytest
 from kit.backends import registry
 from kit.backends.base import BackendInfo
 from kit.case.localize import backends_text, in_own_kernel, reference_options, refusal, require_activations
+from kit.cli import main
 from kit.core.errors import BadInput
 from kit.descriptor.load import load_descriptor
 from kit.goldens.make import make_golden_document, request
@@ -55,6 +56,13 @@ def test_localize_reads_the_backends_that_register_activations_and_refuses_the_o
     assert str(refused.value) == ("case vllm-pp1 runs on vllm, which exposes no per-layer activations to localize: "
                                   "localize on hf, jax or levanter")
     assert in_own_kernel("levanter") and not in_own_kernel("hf") and not in_own_kernel("jax")
+
+
+def test_localize_help_lists_the_backends_that_register_activations(capsys):
+    with pytest.raises(SystemExit):
+        main(["localize", "--help"])
+    assert registry.localizable() == ["hf", "jax", "levanter"]
+    assert "Backends that expose per-layer\nactivations: hf, jax, levanter.\n" in capsys.readouterr().out
 
 
 def test_the_reference_runs_where_the_case_does_in_the_references_words(embedded):
