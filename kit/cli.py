@@ -19,9 +19,8 @@ from kit.core.errors import BadInput
 from kit.core.exitcodes import ExitCode, epilog
 from kit.core.text import printable
 from kit.core.results import GATE_EXIT_CODES
-from kit.gate import verbosity
 from kit.gate.heartbeat import DEFAULT_HEARTBEAT_S, HEARTBEAT_ENV
-from kit.run import stopping
+from kit.run import output, stopping
 
 
 def _golden_makers() -> tuple[str, list[str]]:
@@ -51,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     passthrough = argv[argv.index("--") + 1:] if "--" in argv else []
     args = _parser().parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     args.passthrough = passthrough
-    verbosity.set_level(args.verbosity)
+    output.setup(args.verbosity)  # every command's lines go through logging from here
     # Kernels started from here (gate cases, JupyterLab) find the main environment through this.
     os.environ.setdefault(contract.MAIN_PYTHON_ENV, sys.executable)
     try:
@@ -109,9 +108,9 @@ def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="parity-kit", description=__doc__, epilog=epilog(*ExitCode))
     p.add_argument("--version", action="version", version=f"parity-kit {__version__}")
     level = p.add_mutually_exclusive_group()
-    level.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=verbosity.QUIET,
-                       default=verbosity.NORMAL, help="print only the verdict lines (refusals still go to stderr)")
-    level.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const=verbosity.VERBOSE,
+    level.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=output.QUIET,
+                       default=output.NORMAL, help="print only the verdict lines (refusals still go to stderr)")
+    level.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const=output.VERBOSE,
                        help="more detail: each case's start, its buckets in the heartbeat, every model hashing")
     sub = p.add_subparsers(required=True, metavar="COMMAND")
 
@@ -409,7 +408,7 @@ def _check(args) -> int:
     from kit.gate.check import run_check
 
     lines = run_check(args.descriptor, args.cases, args.release)
-    if not verbosity.quiet():
+    if output.shows(output.NORMAL):
         print("\n".join(lines))
     print("ok")
     return ExitCode.PASSED

@@ -13,11 +13,11 @@ left a folder but no record; its state is probed again in a folder of its own.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from rich.console import Console
 from rich.markup import escape
 
 from kit import __version__
@@ -31,6 +31,10 @@ from kit.core.jsonio import read_json, write_json
 from kit.core.results import now_iso
 from kit.descriptor.load import load_descriptor
 from kit.refresh import qualify
+from kit.run import output
+from kit.run.output import MARKUP, NOTICE
+
+log = logging.getLogger(__name__)
 
 RECORD = rundir.BISECT
 SUMMARY, EVIDENCE = rundir.SUMMARY_MARKDOWN, rundir.EVIDENCE
@@ -107,45 +111,45 @@ def read_record(run_dir: str | Path) -> dict:
     return read_json(Path(run_dir) / RECORD)
 
 
-def run_bisect(run_dir: Path, record: dict, max_steps: int | None = None,
-               console: Console | None = None) -> BisectRun:
+def run_bisect(run_dir: Path, record: dict, max_steps: int | None = None) -> BisectRun:
     """Probe states until the search answers (or ``max_steps`` new steps ran), recording each."""
-    console = console or Console(stderr=True, soft_wrap=True)
+    output.ensure()
     if max_steps is not None and max_steps < 1:
         raise BadInput(f"--max-steps {max_steps}: a bisect step count is at least 1")
     inp = BisectInputs.from_dict(record["inputs"])
     case = record["case"]
     bad = {s["index"]: s["bad"] for s in record["steps"] if s["bad"] is not None}
     done_before = len(bad)
-    console.print(f"bisect [bold]{escape(case)}[/] over {inp.n} {inp.scope} commit(s) of {escape(str(inp.repo))} "
-                  f"(at most {search.most_probes(inp.n)} steps; {done_before} done) -> {escape(str(run_dir))}")
+    log.log(NOTICE, f"bisect [bold]{escape(case)}[/] over {inp.n} {inp.scope} commit(s) of {escape(str(inp.repo))} "
+                    f"(at most {search.most_probes(inp.n)} steps; {done_before} done) -> {escape(str(run_dir))}",
+            extra=MARKUP)
     new = 0
     while (c := search.next_state(inp.n, bad)).kind == search.UNFINISHED:
         if max_steps is not None and new >= max_steps:
             return _finish(run_dir, record, inp, INCOMPLETE,
                            f"stopped after {new} new step(s) (--max-steps); resume with "
-                           f"parity-kit bisect --resume {run_dir}", console)
+                           f"parity-kit bisect --resume {run_dir}")
         state = inp.states[c.index]
         prompts = record["failing_prompts"] if c.index != inp.n else None
         label = "tip" if c.index == inp.n else "base" if c.index == 0 else f"{c.index}/{inp.n}"
-        console.print(f"[bold]step {len(bad) + 1}[/] ({label}): {escape(state.commit[:12])} "
-                      f"{escape(state.subject)}"
-                      + (f", {len(prompts)} failing prompt(s)" if prompts else ", all prompts"))
-        rec = step.probe(inp, state, case, prompts, _step_dir(run_dir, state), record.get("build_command"), console)
+        log.log(NOTICE, f"[bold]step {len(bad) + 1}[/] ({label}): {escape(state.commit[:12])} "
+                        f"{escape(state.subject)}"
+                        + (f", {len(prompts)} failing prompt(s)" if prompts else ", all prompts"), extra=MARKUP)
+        rec = step.probe(inp, state, case, prompts, _step_dir(run_dir, state), record.get("build_command"))
         record["steps"].append(rec.to_dict())
         new += 1
         style = {step.GOOD: "green", None: "yellow"}.get(rec.verdict if rec.bad is not None else None, "red")
-        console.print(f"  [{style}]{rec.verdict}[/]: {escape(rec.reason)} ({rec.wall_s:.1f} s"
-                      f"{', cached wheels' if rec.cached_build else ''})")
+        log.log(NOTICE, f"  [{style}]{rec.verdict}[/]: {escape(rec.reason)} ({rec.wall_s:.1f} s"
+                        f"{', cached wheels' if rec.cached_build else ''})", extra=MARKUP)
         if rec.bad is None:
             return _finish(run_dir, record, inp, INCOMPLETE,
                            f"step at {state.commit[:12]} reached no verdict: {rec.reason}; resume with "
-                           f"parity-kit bisect --resume {run_dir}", console)
+                           f"parity-kit bisect --resume {run_dir}")
         if c.index == inp.n and rec.bad:
             record["failing_prompts"] = rec.failing_prompts
         bad[c.index] = rec.bad
         write_json(run_dir / RECORD, record)
-    return _finish(run_dir, record, inp, c.kind, _reason(c, inp, case, record), console)
+    return _finish(run_dir, record, inp, c.kind, _reason(c, inp, case, record))
 
 
 def _reason(c: search.Conclusion, inp: BisectInputs, case: str, record: dict) -> str:
@@ -165,8 +169,7 @@ def _reason(c: search.Conclusion, inp: BisectInputs, case: str, record: dict) ->
     return f"first bad commit: {s.commit} {s.subject}"
 
 
-def _finish(run_dir: Path, record: dict, inp: BisectInputs, verdict: str, reason: str,
-            console: Console) -> BisectRun:
+def _finish(run_dir: Path, record: dict, inp: BisectInputs, verdict: str, reason: str) -> BisectRun:
     first_bad = None
     if verdict == search.FIRST_BAD:
         index = search.next_state(inp.n, {s["index"]: s["bad"] for s in record["steps"]
@@ -179,7 +182,7 @@ def _finish(run_dir: Path, record: dict, inp: BisectInputs, verdict: str, reason
     (run_dir / EVIDENCE).write_text(evidence_markdown(record))
     (run_dir / SUMMARY).write_text(summary_markdown(read_record(run_dir)))  # the record as written, as a reader sees it
     style = {search.FIRST_BAD: "red", search.PASSES_AT_TIP: "green"}.get(verdict, "yellow")
-    console.print(f"[{style}]bisect {verdict}[/]: {escape(reason)}")
+    log.log(NOTICE, f"[{style}]bisect {verdict}[/]: {escape(reason)}", extra=MARKUP)
     return BisectRun(run_dir, verdict, reason, code, first_bad)
 
 

@@ -19,8 +19,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from rich.console import Console
-
 from kit import __version__
 from kit.bisect.inputs import BisectInputs, State
 from kit.core import paths
@@ -106,7 +104,7 @@ def build_state(inp: BisectInputs, state: State, step_dir: Path, template: Seque
 
 
 def probe(inp: BisectInputs, state: State, case: str, prompts: list[str] | None, step_dir: Path,
-          template: Sequence[str] | None, console: Console, qualify_timeout_s: float = 1800) -> StepRecord:
+          template: Sequence[str] | None, qualify_timeout_s: float = 1800) -> StepRecord:
     """Build, qualify and run ``case`` (only ``prompts``, when given) at ``state``."""
     t0 = time.perf_counter()
     step_dir.mkdir(parents=True)
@@ -159,7 +157,7 @@ def probe(inp: BisectInputs, state: State, case: str, prompts: list[str] | None,
     derived = derive(desc, {doc["tag"]: candidate}, {case: {"prompts": prompts}} if prompts else None)
     qualify.use_jupyter_path(q.jupyter_path)
     t2 = time.perf_counter()
-    verdict, run_dir, result = _run_case(derived, doc["tag"], case, step_dir / "case", console)
+    verdict, run_dir, result = _run_case(derived, doc["tag"], case, step_dir / "case")
     rec.timings_s["case"] = time.perf_counter() - t2
     rec.paths["case_run"] = str(run_dir)
     if result is None or result.status not in ("passed", "failed"):
@@ -173,14 +171,14 @@ def probe(inp: BisectInputs, state: State, case: str, prompts: list[str] | None,
     return done(BAD, f"{case} fails on {n_bad} of {rec.prompts_run} prompt(s)", True)
 
 
-def _run_case(desc, release_name: str, case: str, out: Path, console: Console):
+def _run_case(desc, release_name: str, case: str, out: Path):
     from kit.gate.run import execute_gates, finish_gate, start_gate
 
     command = ["parity-kit", "gate", str(desc.path), "--release", release_name, "--case", case]
-    run = start_gate(desc, out, [case], release_name, command, console)
+    run = start_gate(desc, out, [case], release_name, command)
     try:
-        execute_gates([run], 1, console)
-        finish_gate(run, command, console, summary=False)
+        execute_gates([run], 1)
+        finish_gate(run, command, summary=False)
     finally:
         if run.lock is not None:
             run.lock.release()

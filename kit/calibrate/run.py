@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from rich.console import Console
 from rich.markup import escape
 
 from kit import __version__
@@ -34,9 +34,12 @@ from kit.core.results import now_iso
 from kit.core.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.descriptor.schema import case_golden_kind
-from kit.run import runlock
+from kit.run import output, runlock
 from kit.run.notebook import run_notebook
+from kit.run.output import MARKUP, NOTICE
 from kit.run.stopping import on_signals
+
+log = logging.getLogger(__name__)
 
 CALIBRATE_NOTEBOOK = paths.NOTEBOOKS / "calibrate.ipynb"
 INDEX = "calibration.json"
@@ -108,9 +111,9 @@ def semantic_cases(desc: LoadedDescriptor, only: Sequence[str] | None) -> list[s
 
 
 def calibrate(descriptor: str | Path, only: Sequence[str] | None = None, out: str | Path | None = None,
-              resume: str | Path | None = None, to: str | Path = "calibrations", command: Sequence[str] | None = None,
-              console: Console | None = None) -> list[CaseCalibration]:
-    console = console or Console(stderr=True, soft_wrap=True)
+              resume: str | Path | None = None, to: str | Path = "calibrations",
+              command: Sequence[str] | None = None) -> list[CaseCalibration]:
+    output.ensure()
     desc = load_descriptor(descriptor)
     names = semantic_cases(desc, only)
     # The case as measured: its options and inputs, none of its bounds (which may come from an older record).
@@ -126,7 +129,7 @@ def calibrate(descriptor: str | Path, only: Sequence[str] | None = None, out: st
         done = []
         with on_signals():
             for name in names:
-                done.append(calibrate_case(desc, specs[name], run_dir, to, command, console))
+                done.append(calibrate_case(desc, specs[name], run_dir, to, command))
         index["finished_at"] = now_iso()
         for c in done:
             index["cases"][c.case].update({"record": str(c.path) if c.path else None, "error": c.error,
@@ -208,14 +211,15 @@ def begin_index(run_dir: Path, desc: LoadedDescriptor, specs: Sequence[CaseSpec]
     return index
 
 
-def calibrate_case(desc: LoadedDescriptor, spec: CaseSpec, run_dir: Path, to: Path, command: list[str],
-                   console: Console) -> CaseCalibration:
+def calibrate_case(desc: LoadedDescriptor, spec: CaseSpec, run_dir: Path, to: Path,
+                   command: list[str]) -> CaseCalibration:
     variants = variants_for(spec)
     samples_path = run_dir / f"{spec.name}.samples.jsonl"
     finished(samples_path)  # a line that is no sample is refused before a kernel starts, not inside one
     notebook = run_dir / f"{spec.name}.ipynb"
     names = [v["name"] + (f" (launch {v['launch']})" if v.get("launch", 1) > 1 else "") for v in variants]
-    console.print(f"calibrate {spec.name}: {len(variants)} clean variants ({', '.join(names)}), one launch each")
+    log.log(NOTICE, f"calibrate {spec.name}: {len(variants)} clean variants ({', '.join(names)}), one launch each",
+            extra=MARKUP)
     for launch, group in by_launch(variants).items():
         stem = spec.name if launch == 1 else f"{spec.name}.launch{launch}"
         outcome = run_notebook(CALIBRATE_NOTEBOOK, run_dir / f"{stem}.ipynb",
@@ -232,26 +236,27 @@ def calibrate_case(desc: LoadedDescriptor, spec: CaseSpec, run_dir: Path, to: Pa
         why = outcome.error or f"killed ({outcome.killed_by})"
         error = (f"{why}; {len(entries)} of {len(variants)} samples kept in {paths.display(samples_path)} "
                  f"(resume with --resume {paths.display(run_dir)})")
-        console.print(f"calibrate {spec.name}: [red]error[/red]: {error}")
+        log.error(f"calibrate {spec.name}: [red]error[/red]: {error}", extra=MARKUP)
         return CaseCalibration(spec.name, None, None, error, notebook)
     record = build_record(spec, variants, entries, command)
     unique = record.drift["distinct_samples"]
     if unique < MIN_SAMPLES:
         error = (f"{unique} distinct samples of {len(entries)} (the others are bit-identical repeats); the rule "
                  f"needs {MIN_SAMPLES}: give the backend more implementation variants; no record written")
-        console.print(f"calibrate {spec.name}: [red]error[/red]: {error}")
+        log.error(f"calibrate {spec.name}: [red]error[/red]: {error}", extra=MARKUP)
         return CaseCalibration(spec.name, None, None, error, notebook)
     for miss in [x for x in record.drift.get("leave_one_out", []) if not x["passed"]]:
         p = f"p = {miss['p_value']:.2g}" if miss["p_value"] is not None else "by the range rule"
-        console.print(f"calibrate {spec.name}: [yellow]warning[/yellow]: variant {miss['variant']} fails the drift test "
-                      f"against the other variants ({p}): the variants may not span the case's noise yet; a healthy "
-                      "release like it would fail the gate")
+        log.warning(f"calibrate {spec.name}: [yellow]warning[/yellow]: variant {miss['variant']} fails the drift "
+                    f"test against the other variants ({p}): the variants may not span the case's noise yet; a "
+                    "healthy release like it would fail the gate", extra=MARKUP)
     path = write_record(record, to)
     where = os.path.relpath(path, desc.path.parent)
     measured = record.fingerprint.get("runtime", {}).get("accelerator", {}).get("name", "this host")
-    console.print(escape(f"calibrate {spec.name}: bounds {record.bounds} from {len(entries)} samples on {measured}; "
-                         f"record {paths.display(path)}\n  use it: [cases.{spec.name}] calibration = \"{where}\" "
-                         "(in place of bound), or add it to the case's list of one record per class of hardware"))
+    log.log(NOTICE, escape(f"calibrate {spec.name}: bounds {record.bounds} from {len(entries)} samples on "
+                           f"{measured}; record {paths.display(path)}\n  use it: [cases.{spec.name}] calibration = "
+                           f"\"{where}\" (in place of bound), or add it to the case's list of one record per class of "
+                           "hardware"), extra=MARKUP)
     return CaseCalibration(spec.name, record, path, None, notebook)
 
 

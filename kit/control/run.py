@@ -8,11 +8,11 @@ cover both runs.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from rich.console import Console
 from rich.markup import escape
 
 from kit import __version__
@@ -26,8 +26,12 @@ from kit.gate import report
 from kit.gate.executor import Checked, GateRun, check_run
 from kit.gate.junit import write_junit, written_when_interrupted
 from kit.gate.run import execute_gates, finish_gate, finish_interrupted, start_gate
+from kit.run import output
 from kit.run.notebook import run_notebook
+from kit.run.output import MARKUP, NOTICE
 from kit.run.stopping import on_signals
+
+log = logging.getLogger(__name__)
 
 CONTROL_NOTEBOOK = paths.NOTEBOOKS / rundir.CONTROL_NOTEBOOK
 
@@ -46,14 +50,14 @@ def default_control_dir(desc: LoadedDescriptor) -> Path:
 
 def run_control(descriptor: str | Path | LoadedDescriptor, out: str | Path | None = None, jobs: int | None = None,
                 only: Sequence[str] | None = None, current: str = "current", candidate: str = "candidate",
-                command: Sequence[str] | None = None, console: Console | None = None,
-                summary: bool = True, junit: str | Path | None = None) -> ControlRun:
+                command: Sequence[str] | None = None, summary: bool = True,
+                junit: str | Path | None = None) -> ControlRun:
     """Both gate runs and the diagnosis; with ``junit``, their JUnit XML too, one testsuite per release (written
     from the run directories if the control is interrupted, and refused before anything runs if the path cannot
     be written)."""
     sides = [Path(out) / side for side in (current, candidate)] if out else []
     with written_when_interrupted(junit, sides, per_release=True):
-        run = _run_control(descriptor, out, jobs, only, current, candidate, command, console, summary)
+        run = _run_control(descriptor, out, jobs, only, current, candidate, command, summary)
     if junit:
         write_junit(junit, [(f"{r.descriptor.name}.{r.release}", [s.name for s in r.specs], r.results, r.duration_s)
                             for r in (run.current, run.candidate)])
@@ -62,8 +66,8 @@ def run_control(descriptor: str | Path | LoadedDescriptor, out: str | Path | Non
 
 def _run_control(descriptor: str | Path | LoadedDescriptor, out: str | Path | None, jobs: int | None,
                  only: Sequence[str] | None, current: str, candidate: str, command: Sequence[str] | None,
-                 console: Console | None, summary: bool) -> ControlRun:
-    console = console or Console(stderr=True, soft_wrap=True)
+                 summary: bool) -> ControlRun:
+    output.ensure()
     # A refresh passes a descriptor it derived in memory, with the release it just built.
     desc = descriptor if isinstance(descriptor, LoadedDescriptor) else load_descriptor(descriptor)
     if current == candidate:
@@ -75,31 +79,31 @@ def _run_control(descriptor: str | Path | LoadedDescriptor, out: str | Path | No
         # Both releases' preflights first: a refusal leaves no directory behind to block the corrected retry.
         checked = {name: check_run(desc, only, release=name) for name in (current, candidate)}
         control_dir = paths.claim_empty_dir(out or default_control_dir(desc), "control directory", "control run")
-        console.print(f"control [bold]{desc.name}[/]: today's pin [bold]{current}[/] against "
-                      f"candidate [bold]{candidate}[/] -> {control_dir}")
+        log.log(NOTICE, f"control [bold]{desc.name}[/]: today's pin [bold]{current}[/] against "
+                        f"candidate [bold]{candidate}[/] -> {control_dir}", extra=MARKUP)
         started = now_iso()
-        runs = start_both(desc, control_dir, only, checked, command, console)
+        runs = start_both(desc, control_dir, only, checked, command)
         try:
-            execute_gates(runs, jobs, console)
+            execute_gates(runs, jobs)
             for run in runs:
-                finish_gate(run, command, console, summary=False)
+                finish_gate(run, command, summary=False)
         except KeyboardInterrupt:
-            finish_interrupted(runs, command, console)
+            finish_interrupted(runs, command)
             raise
         finally:
             for run in runs:
                 if run.lock is not None:
                     run.lock.release()
-        return finish_control(desc, control_dir, runs, command, started, console, summary)
+        return finish_control(desc, control_dir, runs, command, started, summary)
 
 
 def start_both(desc: LoadedDescriptor, control_dir: Path, only: Sequence[str] | None,
-               checked: dict[str, Checked], command: Sequence[str], console: Console) -> list[GateRun]:
+               checked: dict[str, Checked], command: Sequence[str]) -> list[GateRun]:
     """Each release's gate run, in ``control_dir/<release>/``, from its preflight already done."""
     runs: list[GateRun] = []
     try:
         for name, pre in checked.items():
-            runs.append(start_gate(desc, control_dir / name, only, name, command, console, checked=pre))
+            runs.append(start_gate(desc, control_dir / name, only, name, command, checked=pre))
     except BaseException:
         for run in runs:
             if run.lock is not None:
@@ -109,7 +113,7 @@ def start_both(desc: LoadedDescriptor, control_dir: Path, only: Sequence[str] | 
 
 
 def finish_control(desc: LoadedDescriptor, control_dir: Path, runs: list[GateRun], command: Sequence[str],
-                   started: str, console: Console, summary: bool) -> ControlRun:
+                   started: str, summary: bool) -> ControlRun:
     """The diagnosis of both finished runs, the control's records and (unless asked not to) its notebooks."""
     views = [read_run(run.run_dir) for run in runs]
     diagnosis = diagnose(*views)
@@ -120,10 +124,11 @@ def finish_control(desc: LoadedDescriptor, control_dir: Path, runs: list[GateRun
     if summary:
         for error in (build_control_notebook(control_dir), report.build_summary(control_dir)):
             if error:  # the diagnosis and both runs are already on disk
-                console.print(f"[red]a control notebook failed[/]: {escape(str(error))}")
+                log.error(f"[red]a control notebook failed[/]: {escape(str(error))}", extra=MARKUP)
     style = "green" if diagnosis.verdict == QUALIFIED else "red"
     artifact = control_dir / (rundir.SUMMARY_HTML if summary else rundir.EVIDENCE)
-    console.print(f"[{style}]control {diagnosis.verdict}[/]: {escape(diagnosis.reason)} -> {escape(str(artifact))}")
+    log.log(NOTICE, f"[{style}]control {diagnosis.verdict}[/]: {escape(diagnosis.reason)} -> {escape(str(artifact))}",
+            extra=MARKUP)
     return ControlRun(control_dir.resolve(), runs[0], runs[1], diagnosis)
 
 

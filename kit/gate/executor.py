@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 import platform
 import socket
-import sys
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -37,6 +37,8 @@ from kit.gate.preflight import Inputs, check_inputs
 from kit.run import compilecache, devices, runlock
 from kit.run.devices import DevicePool, Gpu, Inventory, Request, Slots, Stopped, Unavailable
 from kit.run.notebook import describe_failure, run_notebook, stop_all, stopping
+
+log = logging.getLogger(__name__)
 
 LOCAL, RAY = "local", "ray"
 EXECUTORS = (LOCAL, RAY)
@@ -337,7 +339,7 @@ def saved(result: CaseResult, path: Path) -> CaseResult:
         error = f"its result could not be written to {paths.display(path)}: {exc.strerror or exc}"
     with contextlib.suppress(OSError):
         path.unlink(missing_ok=True)  # e.g. the kernel's own verdict, which this run no longer vouches for
-    print(f"parity-kit: case {result.case}: {error}", file=sys.stderr)
+    log.error(f"parity-kit: case {result.case}: {error}")
     return dataclasses.replace(result, status=ERROR, error=error if result.error is None else f"{result.error}; {error}")
 
 
@@ -428,7 +430,7 @@ def execute_guarded(spec: CaseSpec, cases_dir: Path, on_start: Callable[[CaseSpe
             on_start(spec)
         return execute_case(spec, cases_dir, expected, gpus)
     except Exception as exc:  # a bug here must not cost the other cases their results
-        traceback.print_exc(file=sys.stderr)
+        log.error(traceback.format_exc().rstrip("\n"))  # the traceback alone, as print_exc writes it
         result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR,
                             error=f"executor failed: {describe_failure(exc)}")
         return saved(result, cases_dir / f"{spec.name}.json")

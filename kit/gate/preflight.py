@@ -5,6 +5,7 @@ Each refusal is a BadInput with one line naming what and where.
 
 from __future__ import annotations
 
+import logging
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,9 +25,11 @@ from kit.core.runtime import golden_runtime
 from kit.core.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, golden_kind
 from kit.descriptor.schema import case_schemas
-from kit.gate import verbosity
 from kit.run.mainkernel import provide_main_kernel, registered_kernels
 
+log = logging.getLogger(__name__)
+
+LARGE_MODEL_BYTES = 256 * 2**20  # hashing this much takes long enough that a silent console looks hung
 
 @dataclass(frozen=True)
 class Inputs:
@@ -36,6 +39,18 @@ class Inputs:
     models: dict[str, str] = field(default_factory=dict)  # the [models] entries the cases use: name -> digest
     # The file digests behind those model digests: the executor saves them for its kernels to reuse.
     digests: DigestCache = field(default_factory=DigestCache)
+
+
+def announce_hashing(folder: str | Path) -> None:
+    """Say that a model folder is being hashed, before a wait that can last minutes on a large model:
+    when the folder is large, or always under -v; never under -q (its files are not even listed then)."""
+    if not log.isEnabledFor(logging.INFO):
+        return
+    files = [p for p in Path(folder).rglob("*") if p.is_file()]
+    size = sum(p.stat().st_size for p in files)
+    if size > LARGE_MODEL_BYTES or log.isEnabledFor(logging.DEBUG):
+        amount = f"{size / 2**30:.1f} GiB" if size >= 2**30 else f"{size / 2**20:.1f} MiB"
+        log.info(f"hashing model folder {paths.display(folder)} ({len(files)} files, {amount})...")
 
 
 def installed_kernels() -> dict[str, str]:
@@ -120,7 +135,7 @@ def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
             check_exact_runtimes(desc, name, listed)
     goldens = used_goldens(desc, specs, by_path)
     digests = DigestCache()  # empty: every gate reads every model byte once, here
-    verbosity.announce_hashing(desc.resolve(desc.doc.model.path))
+    announce_hashing(desc.resolve(desc.doc.model.path))
     model_digest = check_model_digest(desc.resolve(desc.doc.model.path), desc.doc.model.digest,
                                       desc.where("model", "digest"), digests)
     models: dict[str, str] = {}
@@ -128,7 +143,7 @@ def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
         case = desc.cases[spec.name]
         if case.model is not None and case.model not in models:
             ref = desc.doc.models[case.model]
-            verbosity.announce_hashing(desc.resolve(ref.path))
+            announce_hashing(desc.resolve(ref.path))
             models[case.model] = check_model_digest(desc.resolve(ref.path), ref.digest, desc.model_where(case),
                                                     digests)
     kernels = installed_kernels()

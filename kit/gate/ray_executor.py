@@ -31,7 +31,6 @@ import contextlib
 import logging
 import os
 import shutil
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -49,6 +48,9 @@ from kit.descriptor.schema import Resources
 from kit.gate.executor import GateRun, record
 from kit.gate.ray_task import case_task
 from kit.run.notebook import describe_failure
+from kit.run.output import MARKUP, NOTICE
+
+log = logging.getLogger(__name__)
 
 GANG_STRATEGY = "STRICT_SPREAD"
 TEMP_DIR_ENV = "PARITY_KIT_RAY_TMPDIR"  # where a Ray started for the run keeps its sockets and logs
@@ -132,8 +134,8 @@ def _reap(temp: Path, deadline_s: float = REAP_S) -> None:
 
     alive = stop_procs(ours(), grace_s=0, wait_s=deadline_s, warn=False)
     if alive:
-        print(f"parity-kit: warning: {len(alive)} Ray process(es) of this run did not exit within "
-              f"{deadline_s:g} s of SIGKILL (pids {', '.join(map(str, alive))})", file=sys.stderr)
+        log.warning(f"parity-kit: warning: {len(alive)} Ray process(es) of this run did not exit within "
+                    f"{deadline_s:g} s of SIGKILL (pids {', '.join(map(str, alive))})")
 
 
 # ---------------------------------------------------------------- resources
@@ -193,7 +195,7 @@ class _Submitted:
 
 
 def run_cases_ray(run: GateRun, on_start: Callable[[CaseSpec], None] | None = None,
-                  on_done: Callable[[CaseSpec, CaseResult], None] | None = None, console=None,
+                  on_done: Callable[[CaseSpec, CaseResult], None] | None = None,
                   num_cpus: int | None = None) -> None:
     import ray
 
@@ -201,8 +203,7 @@ def run_cases_ray(run: GateRun, on_start: Callable[[CaseSpec], None] | None = No
     if not specs:
         return
     with ray_session(num_cpus) as where:
-        if console:
-            console.print(f"  on {where}")
+        log.log(NOTICE, f"  on {where}", extra=MARKUP)
         remote = ray.remote(case_task)
         nodes = ray.nodes()
         live: dict = {}

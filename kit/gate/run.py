@@ -7,13 +7,13 @@ pin and the candidate), execute them side by side, and finish each one.
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Sequence
 
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -24,33 +24,37 @@ from kit.core.results import counts_sentence, now_iso
 from kit.core.spec import CaseSpec
 from kit.core.text import printable
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
-from kit.gate import report, verbosity
+from kit.gate import report
 from kit.gate.executor import LOCAL, RAY, Checked, GateRun, prepare_run, run_cases, write_manifest
 from kit.gate.heartbeat import Heartbeat, heartbeat_interval
 from kit.gate.junit import write_junit, written_when_interrupted
+from kit.run import output
 from kit.run.devices import DevicePool
 from kit.run.notebook import stop_all
+from kit.run.output import MARKUP, NOTICE
 from kit.run.stopping import on_signals
+
+log = logging.getLogger(__name__)
 
 STATUS_STYLE = {PASSED: "green", FAILED: "red", ERROR: "magenta", TIMEOUT: "yellow", NO_BASELINE: "cyan"}
 
 
 def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | None = None,
              only: Sequence[str] | None = None, command: Sequence[str] | None = None,
-             console: Console | None = None, summary: bool = True, release: str | None = None,
+             summary: bool = True, release: str | None = None,
              executor: str = LOCAL, resume: str | Path | None = None, junit: str | Path | None = None) -> GateRun:
     """One gate run end to end; with ``junit``, its JUnit XML too (written from the run directory's results
     if the run is interrupted, and refused before anything runs if the path cannot be written)."""
-    console = console or Console(stderr=True, soft_wrap=True)
+    output.ensure()
     command = list(command or sys.argv)
     with written_when_interrupted(junit, [resume or out]), \
             on_signals():  # SIGTERM, SIGHUP and SIGINT (even if inherited as ignored) stop it cleanly
-        run = start_gate(load_descriptor(descriptor), out, only, release, command, console, executor, resume)
+        run = start_gate(load_descriptor(descriptor), out, only, release, command, executor, resume)
         try:
-            execute_gates([run], jobs, console)
-            finish_gate(run, command, console, summary)
+            execute_gates([run], jobs)
+            finish_gate(run, command, summary)
         except KeyboardInterrupt:
-            finish_interrupted([run], command, console)
+            finish_interrupted([run], command)
             raise
         finally:
             if run.lock is not None:
@@ -61,7 +65,7 @@ def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | 
 
 
 def start_gate(desc: LoadedDescriptor, out: str | Path | None, only: Sequence[str] | None,
-               release: str | None, command: Sequence[str], console: Console, executor: str = LOCAL,
+               release: str | None, command: Sequence[str], executor: str = LOCAL,
                resume: str | Path | None = None, checked: Checked | None = None) -> GateRun:
     """Validate (unless ``checked`` holds the preflight already done), claim and lock the run directory,
     write the manifest's start. The caller releases ``run.lock`` when the run is finished (or failed)."""
@@ -69,21 +73,19 @@ def start_gate(desc: LoadedDescriptor, out: str | Path | None, only: Sequence[st
                       checked=checked)
     run.started_at = now_iso()
     write_manifest(run, command)
-    if verbosity.quiet():
-        return run
     against = f" against release [bold]{release}[/]" if release else ""
     on = f" (executor {run.executor})" if run.executor != LOCAL else ""
-    console.print(f"gate [bold]{desc.name}[/]{against}: {len(run.specs)} cases -> {run.run_dir}{on}")
+    log.info(f"gate [bold]{desc.name}[/]{against}: {len(run.specs)} cases -> {run.run_dir}{on}", extra=MARKUP)
     for name, result in run.reused.items():
-        console.print(f"  reused {name}: {result.status} at {result.finished_at}, inputs unchanged")
+        log.info(f"  reused {name}: {result.status} at {result.finished_at}, inputs unchanged", extra=MARKUP)
     for name, why in run.rerun.items():
-        console.print(f"  rerun  {name}: {why}")
+        log.info(f"  rerun  {name}: {why}", extra=MARKUP)
     for name, why in run.kept.items():
-        console.print(f"  kept   {name}: {why}")
+        log.info(f"  kept   {name}: {why}", extra=MARKUP)
     return run
 
 
-def execute_gates(runs: Sequence[GateRun], jobs: int | None, console: Console) -> None:
+def execute_gates(runs: Sequence[GateRun], jobs: int | None) -> None:
     """Every case of every run, the runs side by side with the cores (or ``jobs``) shared between them
     and the node's GPUs handed to one case at a time, whichever run it belongs to."""
     import os
@@ -94,6 +96,7 @@ def execute_gates(runs: Sequence[GateRun], jobs: int | None, console: Console) -
     label = (lambda run, name: f"{run.release}/{name}") if len(runs) > 1 else (lambda run, name: name)
     running: list[str] = []
     lock = threading.Lock()
+    console = output.console()  # the progress bar shares it with the log lines, which go above the bar
     beat = ci_heartbeat(console)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True, disable=not console.is_terminal) as progress, \
@@ -118,15 +121,14 @@ def execute_gates(runs: Sequence[GateRun], jobs: int | None, console: Console) -
                     show()
                     if beat:
                         beat.finish(label(run, spec.name))
-                    if not verbosity.quiet():
-                        console.print(case_line(result, label(run, spec.name)))
+                    log.info(case_line(result, label(run, spec.name)), extra=MARKUP)
 
             t0 = time.perf_counter()
             try:
                 if run.executor == RAY:
                     from kit.gate.ray_executor import run_cases_ray
 
-                    run_cases_ray(run, on_start=started, on_done=done, console=console)
+                    run_cases_ray(run, on_start=started, on_done=done)
                 else:
                     run_cases(run, jobs=share, on_start=started, on_done=done, pool=pool, cores=cores)
             finally:  # an interrupted run still says how long it ran
@@ -149,15 +151,14 @@ def execute_gates(runs: Sequence[GateRun], jobs: int | None, console: Console) -
             raise
 
 
-def ci_heartbeat(console: Console) -> Heartbeat | None:
+def ci_heartbeat(console) -> Heartbeat | None:
     """Heartbeat and bucket lines where no terminal shows the progress bar (a CI log); none under -q."""
-    if console.is_terminal or verbosity.quiet():
+    if console.is_terminal or not output.shows(logging.INFO):
         return None
-    return Heartbeat(lambda line: console.print(line, markup=False, highlight=False), heartbeat_interval(),
-                     verbose=verbosity.verbose())
+    return Heartbeat(log.info, heartbeat_interval(), verbose=output.shows(logging.DEBUG))
 
 
-def finish_gate(run: GateRun, command: Sequence[str], console: Console, summary: bool = True) -> None:
+def finish_gate(run: GateRun, command: Sequence[str], summary: bool = True) -> None:
     """The manifest's end, result.json, evidence.md and (unless asked not to) the summary and its HTML."""
     finished = write_manifest(run, command)
     names = [s.name for s in run.specs]
@@ -168,18 +169,19 @@ def finish_gate(run: GateRun, command: Sequence[str], console: Console, summary:
     if summary:
         error = report.build_summary(run.run_dir)
         if error:  # the verdict and every case result are already on disk
-            console.print(f"[red]summary notebook failed[/]: {escape(str(error))}; "
-                          f"see {escape(str(run.run_dir / rundir.SUMMARY_NOTEBOOK))}")
+            log.error(f"[red]summary notebook failed[/]: {escape(str(error))}; "
+                         f"see {escape(str(run.run_dir / rundir.SUMMARY_NOTEBOOK))}", extra=MARKUP)
     style = "green" if run.verdict == PASSED else "red"
     sentence = counts_sentence(run.counts, run.duration_s)
     artifact = run.run_dir / (rundir.SUMMARY_HTML if summary else rundir.RESULT)
     who = f" ({run.release})" if run.release else ""
-    console.print(f"[{style}]gate{escape(who)} {run.verdict}[/]: {sentence} -> {escape(str(artifact))}")
+    log.log(NOTICE, f"[{style}]gate{escape(who)} {run.verdict}[/]: {sentence} -> {escape(str(artifact))}",
+               extra=MARKUP)
     if run.lock is not None:
         run.lock.release()  # finished: another run may resume this directory now
 
 
-def finish_interrupted(runs: Sequence[GateRun], command: Sequence[str], console: Console) -> None:
+def finish_interrupted(runs: Sequence[GateRun], command: Sequence[str]) -> None:
     """What a stopped run can still write quickly: each run's manifest end, result.json and evidence.md
     (its interrupted cases recorded as errors, its unstarted ones missing). No summary: that starts a
     kernel, and a CI runner that sent SIGTERM kills the job for good a few seconds later."""
@@ -187,9 +189,10 @@ def finish_interrupted(runs: Sequence[GateRun], command: Sequence[str], console:
         if not run.finished_at:  # stopped before its cases ran
             run.finished_at = now_iso()
         try:
-            finish_gate(run, command, console, summary=False)
+            finish_gate(run, command, summary=False)
         except Exception as exc:  # the interruption is what gets reported; this is what was lost
-            console.print(f"[red]could not write the results of the interrupted run[/] {run.run_dir}: {exc}")
+            log.error(f"[red]could not write the results of the interrupted run[/] {run.run_dir}: {exc}",
+                         extra=MARKUP)
 
 
 def case_line(r: CaseResult, label: str | None = None) -> str:

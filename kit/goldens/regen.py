@@ -9,12 +9,11 @@ one backend alone cannot tell a repaired golden from its own bug.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
-
-from rich.console import Console
 
 from kit.core import paths, rundir
 from kit.core.errors import BadInput
@@ -24,6 +23,10 @@ from kit.core.records import PASSED
 from kit.descriptor.load import LoadedDescriptor, golden_kind, load_descriptor
 from kit.gate.run import execute_gates, finish_gate, start_gate
 from kit.goldens.make import make_golden_document
+from kit.run import output
+from kit.run.output import MARKUP, NOTICE
+
+log = logging.getLogger(__name__)
 
 MIN_AGREEING_BACKENDS = 2
 MOVED = 1e-6  # below this a case did not move (float32 noise of the reference itself)
@@ -49,9 +52,9 @@ class RegenOutcome:
 
 
 def regen_golden(descriptor: str | Path, kind: str = "semantic", release: str | None = None,
-                 out: str | Path | None = None, jobs: int | None = None, command: Sequence[str] | None = None,
-                 console: Console | None = None) -> RegenOutcome:
-    console = console or Console(stderr=True, soft_wrap=True)
+                 out: str | Path | None = None, jobs: int | None = None,
+                 command: Sequence[str] | None = None) -> RegenOutcome:
+    output.ensure()
     desc = load_descriptor(descriptor)
     if golden_kind(kind) != "semantic":
         raise BadInput(f"golden regen makes semantic goldens only: an exact golden ({kind}) belongs to one "
@@ -66,8 +69,8 @@ def regen_golden(descriptor: str | Path, kind: str = "semantic", release: str | 
     command = list(command or ["parity-kit", "golden", "regen", str(descriptor)])
     work_dir = paths.claim_empty_dir(out or rundir.new_run_dir("regen", desc.name), "regen directory", "golden regeneration")
 
-    console.print(f"making a new {kind} golden from {paths.display(desc.resolve(desc.doc.model.path))} "
-                  f"(hf float32, top-{old.top_k}) -> {work_dir}")
+    log.log(NOTICE, f"making a new {kind} golden from {paths.display(desc.resolve(desc.doc.model.path))} "
+                    f"(hf float32, top-{old.top_k}) -> {work_dir}", extra=MARKUP)
     # A decode golden is remade with continuations as long as the old one's, so its cases still find them.
     doc, fixture = make_golden_document(desc.resolve(desc.doc.model.path), desc.resolve(desc.doc.fixture.path),
                                         "semantic", old.top_k, command, decode=old.decode_steps)
@@ -76,10 +79,10 @@ def regen_golden(descriptor: str | Path, kind: str = "semantic", release: str | 
     new_path = write_golden(work_dir / name, doc)
     diff = diff_goldens(old, load_golden(new_path))
 
-    console.print(f"checking it with {len(cases)} cases: {', '.join(cases)}")
-    run = start_gate(with_golden(desc, kind, new_path), work_dir / "check", cases, release, command, console)
-    execute_gates([run], jobs, console)
-    finish_gate(run, command, console, summary=False)
+    log.log(NOTICE, f"checking it with {len(cases)} cases: {', '.join(cases)}", extra=MARKUP)
+    run = start_gate(with_golden(desc, kind, new_path), work_dir / "check", cases, release, command)
+    execute_gates([run], jobs)
+    finish_gate(run, command, summary=False)
     backends: dict[str, list[str]] = {}
     for spec in run.specs:
         r = run.results.get(spec.name)

@@ -27,14 +27,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from rich.console import Console
-
 from kit.backends import registry
 from kit.core.errors import BadInput, ParityKitError
 from kit.core.jsonio import read_json, write_json
 from kit.core.paths import display
 from kit.descriptor.load import LoadedDescriptor, derive, load_descriptor
 from kit.refresh import release, wheels
+from kit.run import output
 
 RECORD = "qualify.json"
 MAIN_ENV_PTH = "_parity_kit_main_env.pth"
@@ -99,11 +98,10 @@ def pick_backend(desc: LoadedDescriptor, current: str, backend: str | None) -> s
 
 def qualify_release(manifest_path: str | Path, descriptor: str | Path, step_dir: str | Path,
                     current: str = "current", backend: str | None = None, case: str | None = None,
-                    bucket: int | None = None, console: Console | None = None,
-                    parity_case: bool = True) -> QualifyOutcome:
+                    bucket: int | None = None, parity_case: bool = True) -> QualifyOutcome:
     """Verify, install, register, import, then (unless ``parity_case`` is False: a bisect runs its own
     case on the failing prompts) one short parity case in the release's kernel."""
-    console = console or Console(stderr=True, soft_wrap=True, force_jupyter=False)
+    output.ensure()  # qualify.ipynb calls this in its kernel: the gate's lines are the cell's stderr
     step_dir = Path(step_dir).resolve()
     step_dir.mkdir(parents=True, exist_ok=True)
     manifest = release.load_release(manifest_path)
@@ -157,7 +155,7 @@ def qualify_release(manifest_path: str | Path, descriptor: str | Path, step_dir:
     t1 = time.perf_counter()
     derived = derive(desc, {manifest["tag"]: candidate}, {case_name: {"buckets": [case_bucket]}})
     use_jupyter_path(out.jupyter_path)
-    verdict, run_dir, error = _run_case(derived, manifest["tag"], case_name, step_dir / "case", console)
+    verdict, run_dir, error = _run_case(derived, manifest["tag"], case_name, step_dir / "case")
     out.timings_s["case"] = time.perf_counter() - t1
     out.case = {"name": case_name, "backend": backend, "bucket": case_bucket, "verdict": verdict,
                 "run_dir": str(run_dir), "error": error}
@@ -287,13 +285,13 @@ def pick_case(desc: LoadedDescriptor, backend: str, case: str | None, bucket: in
     return name, bucket if bucket is not None else buckets[0]
 
 
-def _run_case(desc: LoadedDescriptor, release: str, case: str, out: Path, console: Console):
+def _run_case(desc: LoadedDescriptor, release: str, case: str, out: Path):
     from kit.gate.run import execute_gates, finish_gate, start_gate
 
     command = ["parity-kit", "gate", str(desc.path), "--release", release, "--case", case]
-    run = start_gate(desc, out, [case], release, command, console)
-    execute_gates([run], 1, console)
-    finish_gate(run, command, console, summary=False)
+    run = start_gate(desc, out, [case], release, command)
+    execute_gates([run], 1)
+    finish_gate(run, command, summary=False)
     result = run.results.get(case)
     error = result.error if result is not None and result.error else None
     return run.verdict, run.run_dir, error

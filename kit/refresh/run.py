@@ -13,13 +13,13 @@ commands a person runs next are printed and written down.
 
 from __future__ import annotations
 
+import logging
 import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from rich.console import Console
 # Reasons carry build-log lines and paths: as markup, "[/tmp/x]" raises and "[end of output]" vanishes.
 from rich.markup import escape
 
@@ -33,7 +33,11 @@ from kit.core.results import now_iso
 from kit.descriptor.load import derive, load_descriptor
 from kit.gate import report
 from kit.refresh import build, qualify
+from kit.run import output
 from kit.run.notebook import run_notebook
+from kit.run.output import MARKUP, NOTICE
+
+log = logging.getLogger(__name__)
 
 BUILD_NOTEBOOK = paths.NOTEBOOKS / "build.ipynb"
 QUALIFY_NOTEBOOK = paths.NOTEBOOKS / "qualify.ipynb"
@@ -61,8 +65,8 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
                 qualify_bucket: int | None = None, build_command: Sequence[str] | None = None,
                 branch: str = build.overlay.REPLAY_BRANCH, jobs: int | None = None,
                 build_timeout_s: float = 3600, qualify_timeout_s: float = 1800,
-                command: Sequence[str] | None = None, console: Console | None = None) -> RefreshRun:
-    console = console or Console(stderr=True, soft_wrap=True)
+                command: Sequence[str] | None = None) -> RefreshRun:
+    output.ensure()
     desc = load_descriptor(descriptor)
     # Whatever the later steps would refuse is refused now, before a build that may take an hour.
     desc.case_specs(list(only) if only else None)
@@ -75,12 +79,12 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
     record = {"kind": "refresh", "name": desc.name, "descriptor": str(desc.path), "inputs": inputs.to_dict(),
               "store": str(store), "current": current, "command": command, "kit_version": __version__,
               "started_at": started, "timings_s": {}}
-    console.print(f"refresh [bold]{escape(desc.name)}[/]: fork {escape(str(inputs.repo))} "
-                  f"({inputs.base[:12]}..{inputs.tip[:12]}) onto {escape(upstream_ref)} ({inputs.upstream[:12]}) "
-                  f"-> {escape(str(run_dir))}")
+    log.log(NOTICE, f"refresh [bold]{escape(desc.name)}[/]: fork {escape(str(inputs.repo))} "
+                    f"({inputs.base[:12]}..{inputs.tip[:12]}) onto {escape(upstream_ref)} ({inputs.upstream[:12]}) "
+                    f"-> {escape(str(run_dir))}", extra=MARKUP)
 
     # 1. build
-    console.print(f"[bold][1/4] build[/]: replaying the overlay on {escape(branch)}, building wheels")
+    log.log(NOTICE, f"[bold][1/4] build[/]: replaying the overlay on {escape(branch)}, building wheels", extra=MARKUP)
     t0 = time.perf_counter()
     params = {"fork_repo": str(inputs.repo), "upstream_ref": upstream_ref, "base": inputs.base, "tip": inputs.tip,
               "fork": inputs.fork, "build_command": list(build_command) if build_command else None,
@@ -89,16 +93,17 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
     record["timings_s"]["build"] = time.perf_counter() - t0
     if not (run_dir / "build" / build.RECORD).is_file():
         return _finish(run_dir, record, INCOMPLETE, f"the build notebook did not finish: {error}; partial "
-                       f"notebook {run_dir / 'build.ipynb'}", DIAGNOSIS_EXIT_CODES[INCOMPLETE], [], console)
+                       f"notebook {run_dir / 'build.ipynb'}", DIAGNOSIS_EXIT_CODES[INCOMPLETE], [])
     built = build.load_outcome(run_dir / "build")
     style = "green" if built.built else "red"
-    console.print(f"  [{style}]{built.status}[/]: {escape(built.reason)} ({record['timings_s']['build']:.1f} s)")
+    log.log(NOTICE, f"  [{style}]{built.status}[/]: {escape(built.reason)} ({record['timings_s']['build']:.1f} s)",
+            extra=MARKUP)
     if not built.built:
         return _finish(run_dir, record, BUILD_STOPPED, f"build {built.status}: {built.reason}", EXIT_BUILD,
-                       _conflict_steps(built), console)
+                       _conflict_steps(built))
 
     # 2. qualify
-    console.print(f"[bold][2/4] qualify[/]: {built.tag}: verify, install, import, one parity case")
+    log.log(NOTICE, f"[bold][2/4] qualify[/]: {built.tag}: verify, install, import, one parity case", extra=MARKUP)
     t0 = time.perf_counter()
     params = {"manifest": built.manifest, "descriptor": str(desc.path), "current": current, "backend": backend,
               "case": qualify_case, "bucket": qualify_bucket, "step_dir": str(run_dir / "qualify")}
@@ -107,31 +112,31 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
     record["timings_s"]["qualify"] = time.perf_counter() - t0
     if not (run_dir / "qualify" / qualify.RECORD).is_file():
         return _finish(run_dir, record, INCOMPLETE, f"the qualify notebook did not finish: {error}; partial "
-                       f"notebook {run_dir / 'qualify.ipynb'}", DIAGNOSIS_EXIT_CODES[INCOMPLETE], [], console)
+                       f"notebook {run_dir / 'qualify.ipynb'}", DIAGNOSIS_EXIT_CODES[INCOMPLETE], [])
     q = qualify.load_outcome(run_dir / "qualify")
     style = "green" if q.qualified else "red"
-    console.print(f"  [{style}]{'qualified' if q.qualified else 'not qualified'}[/]: {escape(q.reason)} "
-                  f"({record['timings_s']['qualify']:.1f} s)")
+    log.log(NOTICE, f"  [{style}]{'qualified' if q.qualified else 'not qualified'}[/]: {escape(q.reason)} "
+                    f"({record['timings_s']['qualify']:.1f} s)", extra=MARKUP)
     if not q.qualified:
         return _finish(run_dir, record, NOT_QUALIFIED, f"qualification of {built.tag} failed: {q.reason}",
-                       EXIT_NOT_QUALIFIED, [], console)
+                       EXIT_NOT_QUALIFIED, [])
 
     # 3. control: today's pin against the release just built, in the kernel qualification registered
-    console.print(f"[bold][3/4] control[/]: {current} against {built.tag}")
+    log.log(NOTICE, f"[bold][3/4] control[/]: {current} against {built.tag}", extra=MARKUP)
     t0 = time.perf_counter()
     manifest = read_json(built.manifest)
     manifest["_path"] = built.manifest
     backend, release = qualify.candidate_release(desc, current, backend, manifest, q.kernel)
     qualify.use_jupyter_path(q.jupyter_path)
     control = run_control(derive(desc, {built.tag: release}), out=run_dir / "control", jobs=jobs, only=only,
-                          current=current, candidate=built.tag, command=command, console=console, summary=False)
+                          current=current, candidate=built.tag, command=command, summary=False)
     error = build_control_notebook(control.control_dir)
     if error:
-        console.print(f"[red]the control notebook failed[/]: {escape(error)}")
+        log.error(f"[red]the control notebook failed[/]: {escape(error)}", extra=MARKUP)
     record["timings_s"]["control"] = time.perf_counter() - t0
     d = control.diagnosis
     next_steps = _publish_steps(built, run_dir, desc.path, current, backend, q) if d.verdict == QUALIFIED else []
-    return _finish(run_dir, record, d.verdict, d.reason, d.exit_code, next_steps, console)
+    return _finish(run_dir, record, d.verdict, d.reason, d.exit_code, next_steps)
 
 
 def _step(notebook: Path, out: Path, params: dict, timeout_s: float, log: Path) -> str | None:
@@ -141,23 +146,24 @@ def _step(notebook: Path, out: Path, params: dict, timeout_s: float, log: Path) 
     return outcome.error
 
 
-def _finish(run_dir: Path, record: dict, verdict: str, reason: str, code: int, next_steps: list[str],
-            console: Console) -> RefreshRun:
+def _finish(run_dir: Path, record: dict, verdict: str, reason: str, code: int,
+            next_steps: list[str]) -> RefreshRun:
     record.update(verdict=verdict, reason=reason, exit_code=code, next_steps=next_steps, finished_at=now_iso())
     write_json(run_dir / rundir.REFRESH, record)
     if next_steps:
         (run_dir / "next-steps.sh").write_text("# Run by a person, after reading summary.html.\n"
                                                + "\n".join(next_steps) + "\n")
-    console.print("[bold][4/4] summary[/]")
+    log.log(NOTICE, "[bold][4/4] summary[/]", extra=MARKUP)
     error = report.build_summary(run_dir)
     if error:  # refresh.json and every step's record are already on disk
-        console.print(f"[red]the summary notebook failed[/]: {escape(error)}")
+        log.error(f"[red]the summary notebook failed[/]: {escape(error)}", extra=MARKUP)
     style = "green" if verdict == QUALIFIED else "red"
-    console.print(f"[{style}]refresh {verdict}[/]: {escape(reason)} -> {escape(str(run_dir / 'summary.html'))}")
+    log.log(NOTICE, f"[{style}]refresh {verdict}[/]: {escape(reason)} -> {escape(str(run_dir / 'summary.html'))}",
+            extra=MARKUP)
     if next_steps:
-        console.print("next, by hand (nothing was pushed, tagged or opened):")
+        log.log(NOTICE, "next, by hand (nothing was pushed, tagged or opened):", extra=MARKUP)
         for line in next_steps:
-            console.print(f"  {line}", markup=False, highlight=False)
+            log.log(NOTICE, f"  {line}")
     return RefreshRun(run_dir, verdict, reason, code, next_steps)
 
 

@@ -9,9 +9,9 @@ from rich.console import Console
 
 from kit.core.errors import BadInput
 from kit.core.progress import BucketDone, ProgressWriter, progress_path
-from kit.gate import verbosity
 from kit.gate.heartbeat import HEARTBEAT_ENV, Heartbeat, heartbeat_interval
 from kit.gate.run import ci_heartbeat
+from kit.run import output
 
 
 class Clock:
@@ -102,14 +102,15 @@ def test_interval_from_the_environment(monkeypatch):
 
 def test_heartbeat_only_where_no_terminal_shows_the_bar_and_never_under_quiet(monkeypatch):
     monkeypatch.setenv(HEARTBEAT_ENV, "7")
+    output.setup(output.NORMAL)  # what the CLI sets without -q or -v
     piped = Console(file=io.StringIO(), force_terminal=False)
     beat = ci_heartbeat(piped)
     assert beat is not None and beat.interval == 7.0 and not beat.verbose
     assert ci_heartbeat(Console(file=io.StringIO(), force_terminal=True)) is None
     try:
-        verbosity.set_level(verbosity.QUIET)
+        output.setup(output.QUIET)
         assert ci_heartbeat(piped) is None
-        verbosity.set_level(verbosity.VERBOSE)
+        output.setup(output.VERBOSE)
         assert ci_heartbeat(piped).verbose
     finally:
-        verbosity.set_level(verbosity.NORMAL)
+        output.setup(output.NORMAL)
