@@ -169,20 +169,18 @@ def test_resume_with_case_keeps_the_others(tmp_path, embedded, monkeypatch):
 def test_a_custom_notebook_must_say_it_is_code(tmp_path, embedded):
     case = {**embedded.doc["cases"]["hf-bf16"]}
     mine = tmp_path / "mine.ipynb"
-    desc = load_descriptor(write_descriptor(tmp_path, embedded, cases={"x": {**case, "notebook": str(mine)}}))
+    # Refused when the descriptor loads: a case's notebook is a rule of the document, whichever cases run.
     with pytest.raises(BadInput) as err:
-        desc.case_specs()
+        load_descriptor(write_descriptor(tmp_path, embedded, cases={"x": {**case, "notebook": str(mine)}}))
     assert str(err.value).endswith(f"cases.x.notebook: {str(mine)!r} is not in the kit's notebooks folder "
                                    f"({paths.NOTEBOOKS}); a notebook of your own runs as code: write notebook = "
                                    f"{{path = {str(mine)!r}, trusted = true}}")
-    desc = load_descriptor(write_descriptor(tmp_path, embedded, cases={"x": {**case, "notebook": {
-        "path": str(mine), "trusted": False}}}))
     with pytest.raises(BadInput, match=r"cases\.x\.notebook: trusted = false: a case notebook is code"):
-        desc.case_specs()
+        load_descriptor(write_descriptor(tmp_path, embedded, cases={"x": {**case, "notebook": {
+            "path": str(mine), "trusted": False}}}))
     result_file = tmp_path / "result.json"
-    desc = load_descriptor(write_descriptor(tmp_path, embedded, cases={"x": {**case, "notebook": trusted(result_file)}}))
     with pytest.raises(BadInput) as err:
-        desc.case_specs()
+        load_descriptor(write_descriptor(tmp_path, embedded, cases={"x": {**case, "notebook": trusted(result_file)}}))
     assert str(err.value).endswith(f"cases.x.notebook: {paths.display(result_file)} is not a notebook "
                                    "(a case notebook ends in .ipynb)")
     desc = load_descriptor(write_descriptor(tmp_path, embedded, cases={
