@@ -112,7 +112,10 @@ def read_record(run_dir: str | Path) -> dict:
 
 
 def run_bisect(run_dir: Path, record: dict, max_steps: int | None = None) -> BisectRun:
-    """Probe states until the search answers (or ``max_steps`` new steps ran), recording each."""
+    """Probe the overlay's states (build, qualify, run the failing case) in the order the search asks, until it
+    names the first commit that breaks the case or ``max_steps`` new steps ran. bisect.json is rewritten after
+    every step, so a bisect stopped half way resumes without probing a finished state again; a step that reaches
+    no verdict ends the bisect as incomplete, with its resume command, rather than guessing good or bad."""
     output.ensure()
     if max_steps is not None and max_steps < 1:
         raise BadInput(f"--max-steps {max_steps}: a bisect step count is at least 1")

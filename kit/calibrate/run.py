@@ -213,6 +213,13 @@ def begin_index(run_dir: Path, desc: LoadedDescriptor, specs: Sequence[CaseSpec]
 
 def calibrate_case(desc: LoadedDescriptor, spec: CaseSpec, run_dir: Path, to: Path,
                    command: list[str]) -> CaseCalibration:
+    """Measure one case's clean noise and write its calibration record: each of its backend's clean variants
+    runs through the calibrate notebook in the case's kernel, one kernel per engine launch, its sample appended
+    to ``<case>.samples.jsonl`` (which --resume reuses); the record, bounds derived by the rule from the
+    samples, is written to ``to`` only when enough distinct samples came. Bounds measured on the case's own
+    settings and hardware are what let a gate tell a regression from the noise a healthy release has
+    (docs/calibration.md). A failed notebook or too few samples is returned as the case's error, not raised,
+    so the other cases still calibrate."""
     variants = variants_for(spec)
     samples_path = run_dir / f"{spec.name}.samples.jsonl"
     finished(samples_path)  # a line that is no sample is refused before a kernel starts, not inside one

@@ -118,6 +118,12 @@ def missing_kernel(desc: LoadedDescriptor, spec: CaseSpec) -> str:
 
 
 def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
+    """Check every input of a gate before any kernel starts: the backends installed, the fixture, every golden
+    of every entry (each runtime's, not only this host's) against the fixture, the model folders against their
+    pinned digests, and per case its kernel, notebook, buckets, prompts, top_n, options, decode steps and
+    calibration. A bad input found here is one BadInput line naming what and where, in seconds; found inside a
+    case it would cost a kernel and an engine load, and read as that case's error instead of the descriptor's.
+    Returns what it read (Inputs), so the run does not read it again."""
     check_backends_installed(desc, specs)
     fixture = load_fixture(desc.resolve(desc.doc.fixture.path))
     goldens, by_path = {}, {}

@@ -54,6 +54,12 @@ class RegenOutcome:
 def regen_golden(descriptor: str | Path, kind: str = "semantic", release: str | None = None,
                  out: str | Path | None = None, jobs: int | None = None,
                  command: Sequence[str] | None = None) -> RegenOutcome:
+    """Remake a stale semantic golden with the reference backend, diff it with the old one, and run the
+    descriptor's cases that use it against the new one; it is placed beside the old golden only when those
+    cases pass on at least MIN_AGREEING_BACKENDS backends. The regen directory keeps the new golden, the diff
+    and the checking gate run whatever the outcome. Never over the old golden and never on one backend's word:
+    a golden that one backend alone agrees with could be that backend's bug, and a reviewer compares the two
+    files before the descriptor names the new one."""
     output.ensure()
     desc = load_descriptor(descriptor)
     if golden_kind(kind) != "semantic":

@@ -97,6 +97,13 @@ def failing_prompts(spec: CaseSpec, prompt_ids: Sequence[str] | None) -> tuple[C
 def localize_case(descriptor: str | Path, case: str, prompt_ids: Sequence[str] | None = None,
                   model: str | Path | None = None, out: str | Path | None = None, k: float = K,
                   command: Sequence[str] | None = None, notebook: bool = True) -> LocalizeRun:
+    """`parity-kit localize`: run the case on the candidate (``model``, else the case's own), take its failing
+    prompts (or ``prompt_ids``), and compare each prompt's residual stream after the embeddings and after every
+    block's attention and MLP across the float32 reference, a clean run of the case's settings and the
+    candidate; the verdict names the first point where the candidate leaves ``k`` times the clean run's
+    difference. Writes localize.json (and, with ``notebook``, localize.ipynb) to a fresh ``out``. A failing gate
+    says that a case is wrong; this says where in the model it first goes wrong, which is where a fix starts.
+    Bad input (an unknown case, a backend without activations, a used --out) is refused before anything runs."""
     t_start = time.perf_counter()
     desc = load_descriptor(descriptor)
     spec = case_spec(desc, case)

@@ -66,6 +66,13 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
                 branch: str = build.overlay.REPLAY_BRANCH, jobs: int | None = None,
                 build_timeout_s: float = 3600, qualify_timeout_s: float = 1800,
                 command: Sequence[str] | None = None) -> RefreshRun:
+    """Replay the fork's overlay onto ``upstream_ref`` and build its wheels, qualify them (verify, install,
+    import, one parity case in a fresh kernel), then run the control of today's pin (``current``) against the
+    release just built, each step a notebook kept in the refresh directory. Whatever a later step would refuse
+    (the cases, the qualify case) is refused before the build, which may take an hour; a step that stops the
+    refresh (a conflict, a failed qualification, a notebook that did not finish) ends it there, with its own
+    verdict and the commands a person runs next. The control's diagnosis has the last word: a release that
+    built and qualified is still not qualified when the control says otherwise."""
     output.ensure()
     desc = load_descriptor(descriptor)
     # Whatever the later steps would refuse is refused now, before a build that may take an hour.
