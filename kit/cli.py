@@ -546,6 +546,7 @@ def _lab(args) -> int:
     if jupyter is None:
         raise BadInput("jupyter is not installed in this environment; run `make env` first")
     root = paths.CHECKOUT or Path.cwd()
+    os.environ[paths.LAB_ROOT_ENV] = str(root.resolve())  # its kernels' runs/ (kit.core.paths.runs_root)
     cmd = [jupyter, "lab", f"--ServerApp.root_dir={root}", "--ip=127.0.0.1", f"--port={args.port}"]
     if args.run_dir:
         run = Path(args.run_dir).resolve()

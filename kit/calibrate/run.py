@@ -171,7 +171,7 @@ def resumed_index(desc: LoadedDescriptor, run_dir: Path, specs: Sequence[CaseSpe
         raise BadInput(f"{shown}: it calibrates {index.get('descriptor')}, not {paths.display(desc.path)}; "
                        "calibrate in a fresh directory (--out)")
     for spec in specs:
-        entries = finished(run_dir / f"{spec.name}.samples.jsonl")
+        entries = finished(run_dir / f"{spec.name}.samples.jsonl", spec.name)
         before = (index["cases"].get(spec.name) or {}).get("measured_as")
         if before is None and entries:
             raise BadInput(f"{shown}: case {spec.name} has samples there but its {INDEX} does not say how they were "
@@ -222,7 +222,7 @@ def calibrate_case(desc: LoadedDescriptor, spec: CaseSpec, run_dir: Path, to: Pa
     so the other cases still calibrate."""
     variants = variants_for(spec)
     samples_path = run_dir / f"{spec.name}.samples.jsonl"
-    finished(samples_path)  # a line that is no sample is refused before a kernel starts, not inside one
+    finished(samples_path, spec.name)  # a line that is no sample is refused before a kernel starts, not inside one
     notebook = run_dir / f"{spec.name}.ipynb"
     names = [v["name"] + (f" (launch {v['launch']})" if v.get("launch", 1) > 1 else "") for v in variants]
     log.log(NOTICE, f"calibrate {spec.name}: {len(variants)} clean variants ({', '.join(names)}), one launch each",
@@ -238,7 +238,8 @@ def calibrate_case(desc: LoadedDescriptor, spec: CaseSpec, run_dir: Path, to: Pa
             break
     wanted = {(v["name"], int(v.get("launch", 1))) for v in variants}
     # This calibration's variants only: a resumed file may hold samples of variants since dropped.
-    entries = [e for e in finished(samples_path) if (e["sample"]["variant"], e["sample"]["launch"]) in wanted]
+    entries = [e for e in finished(samples_path, spec.name)
+               if (e["sample"]["variant"], e["sample"]["launch"]) in wanted]
     if outcome.error or outcome.killed_by:
         why = outcome.error or f"killed ({outcome.killed_by})"
         error = (f"{why}; {len(entries)} of {len(variants)} samples kept in {paths.display(samples_path)} "

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kit.case import interpreter
 from kit.case.runner import resolve_spec, run_case
-from kit.core import contract
+from kit.core import contract, paths
 from kit.core.calibration import Sample, case_device
 from kit.core.recordcheck import Wrong, check_sample
 from kit.core.errors import BadInput
@@ -31,10 +31,12 @@ def clean(spec: CaseSpec) -> CaseSpec:
                                repeat_launches=1, repeat_prompts=None, exact_repeats=False)
 
 
-def finished(samples_path: str | Path) -> list[dict]:
+def finished(samples_path: str | Path, case: str | None = None) -> list[dict]:
     """The samples already in the file; a line cut short by a kill is dropped (it is measured again). A
-    whole line that is no sample was not written by calibrate: refused in one line naming it, since
-    reusing it (or measuring around it) would make a record of something else."""
+    whole line that is no sample was not written by calibrate, and with ``case`` given a sample of another case
+    must not stand for one of it (the variants have the same names): each is refused in one line naming it,
+    since reusing it (or measuring around it) would make a record of something else. A sample that names no
+    case was written before samples named theirs, into a file calibrate names after its case."""
     path = Path(samples_path)
     if not path.is_file():
         return []
@@ -48,6 +50,9 @@ def finished(samples_path: str | Path) -> list[dict]:
         if problem:
             raise BadInput(f"{path}:{number}: not a sample of parity-kit calibrate ({problem}); calibrate again "
                            "in a fresh directory")
+        if case is not None and entry.get("case", case) != case:
+            raise BadInput(f"{path}:{number}: a sample of case {entry['case']}, not of {case}; calibrate {case} "
+                           "with a samples file of its own")
         out.append(entry)
     return out
 
@@ -87,7 +92,7 @@ def calibrate_case(spec: CaseSpec, variants: list[dict], samples_path: str | Pat
 
     A variant is ``{"name", "overrides", "launch"}``; one engine launch each."""
     base = clean(spec)
-    done = {(e["sample"]["variant"], e["sample"]["launch"]): e for e in finished(samples_path)}
+    done = {(e["sample"]["variant"], e["sample"]["launch"]): e for e in finished(samples_path, spec.name)}
     out = []
     for v in variants:
         key = (v["name"], int(v.get("launch", 1)))
@@ -101,7 +106,8 @@ def calibrate_case(spec: CaseSpec, variants: list[dict], samples_path: str | Pat
         if bad:  # a clean variant that fails outright is a fault, not noise: it must not widen the bound
             raise RuntimeError(f"variant {v['name']} fails prompts {', '.join(bad[:5])}: "
                                f"{result.failures[0]}; it cannot be calibrated as noise")
-        entry = {"sample": sample_of(v["name"], key[1], result).to_dict(), "release": result.release,
+        entry = {"case": spec.name, "sample": sample_of(v["name"], key[1], result).to_dict(),
+                 "release": result.release,
                  "inputs": {"fixture_sha256": result.fixture_sha256, "golden_sha256": result.golden_sha256,
                             "model_digest": result.model_digest},
                  "runtime": numerics_fingerprint(case_device(base.options)),
@@ -112,14 +118,29 @@ def calibrate_case(spec: CaseSpec, variants: list[dict], samples_path: str | Pat
     return out
 
 
-def notebook_calibration(spec: dict | None, variants: list[dict] | None, descriptor: str, case: str,
-                         samples_path: str) -> list[dict]:
+def notebook_calibration(spec: dict | None, variants: list[dict] | None, descriptor: str | None, case: str,
+                         samples_path: str | None) -> list[dict]:
     """What calibrate.ipynb does: resolve the case (injected, or read from the descriptor by hand) and its
-    variants (injected, or asked of the main environment, which holds the options schemas), then measure."""
+    variants (injected, or asked of the main environment, which holds the options schemas), then measure.
+
+    `parity-kit calibrate` injects a samples file of the case's own in its calibration directory. Run by hand
+    with none, the samples go to a fresh folder of their own, named in one line: never into the notebook's
+    folder, and never into a file an earlier run (of this case or, its parameters changed, another) left, whose
+    samples would be reused as this case's."""
     resolved = resolve_spec(spec, descriptor, case)
     if variants is None:
-        variants = _variants_from_main_environment(descriptor, case)
+        variants = _variants_from_main_environment(str(paths.descriptor_path(descriptor)), resolved.name)
+    if samples_path is None:
+        samples_path = fresh_samples_path(resolved.name)
+        print(f"samples of case {resolved.name} go to {samples_path} (set samples_path to continue that file)")
     return calibrate_case(resolved, variants, samples_path)
+
+
+def fresh_samples_path(case: str) -> Path:
+    """``<case>.samples.jsonl`` in a new temporary folder: one calibration run by hand, kept nowhere else."""
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix=f"parity-kit-calibrate-{case}-")) / f"{case}.samples.jsonl"
 
 
 def _variants_from_main_environment(descriptor: str, case: str) -> list[dict]:

@@ -15,7 +15,7 @@ from kit.backends import registry
 from kit.backends.base import Backend, can_decode
 from kit.backends.registry import open_backend
 from kit.case import interpreter
-from kit.core import contract
+from kit.core import contract, paths
 from kit.core.calibration import hardware_change, measured_on, mismatch, noise_class
 from kit.core.coverage import prompt_mismatch
 from kit.core.decode import check_continuations_fit, check_decode_golden, compare_continuation
@@ -35,15 +35,16 @@ from kit.core.scoring import bound_for, repeat_spread, score_prompt
 from kit.core.spec import CaseSpec
 
 
-def resolve_spec(spec: dict | None, descriptor: str, case: str) -> CaseSpec:
-    """The executor injects ``spec``; run by hand (JupyterLab), the case is read from the descriptor.
+def resolve_spec(spec: dict | None, descriptor: str | None, case: str) -> CaseSpec:
+    """The executor injects ``spec``; run by hand (JupyterLab), the case is read from the descriptor (a path, or
+    the name of an embedded one: kit.core.paths.descriptor_path, never a path relative to the kernel's folder).
 
     Parsing a descriptor takes pydantic 2, which a kernel need not have (Levanter's runs pydantic 1), so
     the kernel asks the main environment's ``parity-kit spec`` for the resolved case instead of
     importing the descriptor layer: one path for every kernel, and the import rules stay whole."""
     if spec:
         return CaseSpec.from_dict(spec)
-    return _spec_from_main_environment(descriptor, case)
+    return _spec_from_main_environment(str(paths.descriptor_path(descriptor)), case)
 
 
 def _spec_from_main_environment(descriptor: str, case: str) -> CaseSpec:
@@ -341,19 +342,38 @@ def _not_exact(r: RepeatSpread) -> str:
             f"max probability difference {r.max_probability_spread:.3g} ({r.difference})")
 
 
+def result_target(result_path: str | None, case: str) -> str | None:
+    """Where this kernel writes its case result: ``result_path`` when the executor started the kernel to write
+    there (it names the same path in contract.RESULT_PATH_ENV), else nowhere. An executed case notebook keeps
+    its injected ``result_path``; opened in JupyterLab and run again it must not write over the result the gate
+    recorded there (docs/architecture.md, Data formats), so it says so in one line and writes nothing."""
+    if not result_path:
+        return None
+    started_for = os.environ.get(contract.RESULT_PATH_ENV)
+    if started_for and os.path.abspath(started_for) == os.path.abspath(result_path):
+        return result_path
+    print(f"case {case}: not run by the gate, so its result is not written to {paths.display(result_path)} "
+          "(that file keeps what the gate recorded)")
+    return None
+
+
 def save(result: CaseResult, path: str | None) -> None:
     """Write the case result where the executor asked for it (nowhere when run by hand)."""
-    if path:
-        save_case_result(result, path)
+    target = result_target(path, result.case)
+    if target:
+        save_case_result(result, target)
 
 
-def notebook_case(spec: dict | None, descriptor: str, case: str, result_path: str | None,
+def notebook_case(spec: dict | None, descriptor: str | None, case: str, result_path: str | None,
                   **option_overrides) -> CaseResult:
     """Everything a parity notebook does before it shows anything: resolve the case (injected by the
     executor, or read from the descriptor when run by hand), apply the notebook's option parameters,
-    score, write the result where the executor expects it, and print the verdict for the log."""
+    score, write the result where the executor expects it (only there, and only for the executor: see
+    ``result_target``), and print the verdict for the log."""
+    resolved = with_options(resolve_spec(spec, descriptor, case), **option_overrides)
+    result_path = result_target(result_path, resolved.name)
     reference_out = str(Path(result_path).with_suffix(".reference.json")) if result_path else None
-    result = run_case(with_options(resolve_spec(spec, descriptor, case), **option_overrides), reference_out)
+    result = run_case(resolved, reference_out)
     save(result, result_path)
     counts = result.counts()
     print(f"{result.case}: {result.status}, {counts['failed']} of {counts['prompts']} prompts failed")

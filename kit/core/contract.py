@@ -29,6 +29,10 @@ MAIN_PYTHON_ENV = "PARITY_KIT_MAIN_PYTHON"
 # The run's model-digest cache (run directory, rundir.MODEL_DIGESTS): the kernel's model check reads
 # the file digests the executor's preflight computed instead of hashing the model again.
 MODEL_DIGEST_CACHE_ENV = "PARITY_KIT_MODEL_DIGEST_CACHE"
+# The result_path the executor started this kernel to write. The parameter stays in the executed notebook; this
+# variable does not: the notebook opened in JupyterLab and run again has the one without the other, and writes
+# nowhere instead of over the result the gate recorded (kit.case.runner.result_target).
+RESULT_PATH_ENV = "PARITY_KIT_RESULT_PATH"
 # The GPUs the local executor gave the case, as nvidia-smi indices (with CUDA_DEVICE_ORDER=PCI_BUS_ID,
 # so that CUDA counts them as nvidia-smi does); torch, JAX and vLLM then see only those.
 CUDA_VISIBLE_DEVICES_ENV = "CUDA_VISIBLE_DEVICES"

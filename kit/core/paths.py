@@ -49,6 +49,43 @@ def backend_notebook(backend: str) -> Path:
     return NOTEBOOKS / f"parity_{backend}.ipynb"
 
 
+# Set by `parity-kit lab` for the kernels of the JupyterLab it starts: the folder it serves. A wheel install has
+# no checkout whose runs/ a notebook could look in, and JupyterLab starts each kernel in its notebook's folder.
+LAB_ROOT_ENV = "PARITY_KIT_LAB_ROOT"
+
+
+def runs_root() -> Path:
+    """Where a notebook run by hand looks for the newest run and puts what it writes: the checkout's runs/ (a
+    kernel starts in notebooks/, whose ../runs a copied notebook does not have), or, installed from a wheel,
+    runs/ in the folder `parity-kit lab` serves (else the working directory), where the commands put theirs."""
+    import os
+
+    if CHECKOUT is not None:
+        return CHECKOUT / "runs"
+    return Path(os.environ.get(LAB_ROOT_ENV) or Path.cwd()).resolve() / "runs"
+
+
+def descriptor_path(given: str | Path | None = None) -> Path:
+    """The descriptor a notebook's ``descriptor`` parameter names: None, the embedded descriptor; a file that
+    exists, itself; else the name of an embedded descriptor (``tiny-jax``, ``tiny-jax.toml``). A notebook's
+    defaults name the embedded ones, so that they hold in whatever folder its kernel starts (a checkout's
+    notebooks/, a copy, a wheel's package data). Anything else is refused in one line."""
+    from kit.core.errors import BadInput
+
+    if given is None:
+        return EMBEDDED_DESCRIPTOR
+    path = Path(given).expanduser()
+    if path.is_file():
+        return path.resolve()
+    if path.name == str(given):
+        for candidate in (DESCRIPTORS / path.name, DESCRIPTORS / f"{path.name}.toml"):
+            if candidate.is_file():
+                return candidate
+    embedded = sorted(p.stem for p in DESCRIPTORS.glob("*.toml"))
+    raise BadInput(f"descriptor {given}: no such file (from {Path.cwd()}) and no embedded descriptor of that name "
+                   f"(embedded: {', '.join(embedded) or 'none'})")
+
+
 def claim_empty_dir(path: str | Path, directory: str, run: str) -> Path:
     """Create ``path`` for a new ``run``, refusing one that already holds anything:
     an earlier run's artifacts are never written over."""

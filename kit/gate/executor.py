@@ -282,7 +282,8 @@ def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = No
     notebook = cases_dir / f"{spec.name}.ipynb"
     result_path = cases_dir / f"{spec.name}.json"
     started, t0, launched = now_iso(), time.perf_counter(), time.time()
-    env = {contract.MODEL_DIGEST_CACHE_ENV: str(cases_dir.parent / rundir.MODEL_DIGESTS), **compilecache.kernel_env()}
+    env = {contract.MODEL_DIGEST_CACHE_ENV: str(cases_dir.parent / rundir.MODEL_DIGESTS),
+           contract.RESULT_PATH_ENV: str(result_path), **compilecache.kernel_env()}
     outcome = run_notebook(spec.notebook, notebook, contract.case_parameters(spec.to_dict(), str(result_path)),
                            spec.kernel, spec.timeout_s, cases_dir / f"{spec.name}.kernel.log",
                            log_prefix=str(cases_dir / spec.name),

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 from kit import __version__
+from kit.core import paths, rundir
 from kit.core.jsonio import read_json, write_json
 from kit.core.results import now_iso
 from kit.refresh import overlay, release, wheels
@@ -77,11 +78,14 @@ class BuildOutcome:
         return asdict(self)
 
 
-def build_release(fork_repo: str | Path, upstream_ref: str, step_dir: str | Path, store: str | Path,
+def build_release(fork_repo: str | Path, upstream_ref: str, step_dir: str | Path | None, store: str | Path | None,
                   base: str | None = None, tip: str | None = None, fork: str | None = None,
                   build_command: Sequence[str] | None = None, branch: str = overlay.REPLAY_BRANCH,
                   today: _dt.date | None = None) -> BuildOutcome:
-    step_dir, store = Path(step_dir).resolve(), Path(store).resolve()
+    """The release built (``step_dir`` None: a fresh ``build-<time>`` folder; ``store`` None: ``releases/``, both
+    under the project's runs/, as `parity-kit refresh` puts them; never the folder a notebook's kernel runs in)."""
+    step_dir = Path(step_dir or rundir.new_run_dir("build", "", str(paths.runs_root()))).resolve()
+    store = Path(store or paths.runs_root() / "releases").resolve()
     step_dir.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()

@@ -30,6 +30,7 @@ from pathlib import Path
 from kit.backends import registry
 from kit.core.errors import BadInput, ParityKitError
 from kit.core.jsonio import read_json, write_json
+from kit.core import paths, rundir
 from kit.core.paths import display
 from kit.descriptor.load import LoadedDescriptor, derive, load_descriptor
 from kit.refresh import release, wheels
@@ -96,16 +97,18 @@ def pick_backend(desc: LoadedDescriptor, current: str, backend: str | None) -> s
     return backend
 
 
-def qualify_release(manifest_path: str | Path, descriptor: str | Path, step_dir: str | Path,
+def qualify_release(manifest_path: str | Path, descriptor: str | Path | None, step_dir: str | Path | None,
                     current: str = "current", backend: str | None = None, case: str | None = None,
                     bucket: int | None = None, parity_case: bool = True) -> QualifyOutcome:
     """Verify, install, register, import, then (unless ``parity_case`` is False: a bisect runs its own
-    case on the failing prompts) one short parity case in the release's kernel."""
+    case on the failing prompts) one short parity case in the release's kernel. ``descriptor`` is a path or an
+    embedded descriptor's name (kit.core.paths.descriptor_path); ``step_dir`` None is a fresh ``qualify-<time>``
+    folder under the project's runs/, not the folder a notebook's kernel runs in."""
     output.ensure()  # qualify.ipynb calls this in its kernel: the gate's lines are the cell's stderr
-    step_dir = Path(step_dir).resolve()
+    step_dir = Path(step_dir or rundir.new_run_dir("qualify", "", str(paths.runs_root()))).resolve()
     step_dir.mkdir(parents=True, exist_ok=True)
     manifest = release.load_release(manifest_path)
-    desc = load_descriptor(descriptor)
+    desc = load_descriptor(paths.descriptor_path(descriptor))
     kernel = kernel_name(manifest["tag"])
     # Not named `release`: that is the module this function reads the manifest with.
     backend, candidate = candidate_release(desc, current, backend, manifest, kernel)

@@ -14,6 +14,34 @@ FLOOR = 1e-12  # a bit-exact clean run has difference 0: keep it on a log axis
 FIGURE = "localize-curve"  # figures/<FIGURE>.png and .svg beside localize.json, for `report --markdown`
 
 
+def load(localize_json: str | Path | None = None) -> tuple[dict, Path]:
+    """A localize.json and the folder it is in: the one given, or with None the newest localize run's under the
+    project's runs/ (kit.core.paths.runs_root), never one in the folder JupyterLab starts the kernel in. A path
+    that holds none is refused in one line."""
+    import json
+
+    from kit.core.errors import BadInput
+    from kit.views.summary import latest_run
+
+    if localize_json is None:
+        try:
+            path = latest_run(kind="localize") / rundir.LOCALIZE
+        except FileNotFoundError as exc:
+            raise BadInput(f"{exc} (or set localize_json to a localize.json)") from None
+    else:
+        path = Path(localize_json).expanduser()
+        if path.is_dir():
+            path = path / rundir.LOCALIZE
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise BadInput(f"localize_json {path}: cannot be read as a localize.json "
+                       f"({getattr(exc, 'strerror', None) or exc})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("localizations"), list):
+        raise BadInput(f"localize_json {path}: not a localize.json written by `parity-kit localize`")
+    return doc, path.resolve().parent
+
+
 def curve(doc: dict, title: str | None = None):
     """The curves of a localize.json (kit.localize.run)."""
     import matplotlib.pyplot as plt

@@ -12,7 +12,7 @@ from typing import Mapping
 
 import pandas as pd
 
-from kit.core import contract, rundir
+from kit.core import contract, paths, rundir
 from kit.core.jsonio import read_json
 from kit.core.records import CaseResult
 from kit.core.results import RunView, load_case_result
@@ -20,13 +20,16 @@ from kit.core.results import RunView, load_case_result
 CASE_SCRAP = contract.CASE_RESULT_SCRAP
 
 
-def latest_run(runs_dir: str | Path = "runs", kind: str | None = None) -> Path:
-    """The newest gate run (``kind="gate"``), control (``"control"``) or refresh directory, or any."""
-    marks = {"gate": [rundir.MANIFEST], "control": [rundir.CONTROL], "refresh": [rundir.REFRESH]}.get(
-        kind, [rundir.MANIFEST, rundir.CONTROL, rundir.REFRESH])
-    runs = sorted((p for m in marks for p in Path(runs_dir).glob(f"*/{m}")), key=lambda p: p.stat().st_mtime)
+def latest_run(runs_dir: str | Path | None = None, kind: str | None = None) -> Path:
+    """The newest gate run (``kind="gate"``), control (``"control"``), refresh or localize directory, or any gate
+    run, control or refresh. ``runs_dir`` None is the project's runs/ (kit.core.paths.runs_root), not one
+    beside the kernel's folder: a notebook's default must not depend on where JupyterLab started its kernel."""
+    runs_dir = paths.runs_root() if runs_dir is None else Path(runs_dir)
+    marks = {"gate": [rundir.MANIFEST], "control": [rundir.CONTROL], "refresh": [rundir.REFRESH],
+             "localize": [rundir.LOCALIZE]}.get(kind, [rundir.MANIFEST, rundir.CONTROL, rundir.REFRESH])
+    runs = sorted((p for m in marks for p in runs_dir.glob(f"*/{m}")), key=lambda p: p.stat().st_mtime)
     if not runs:
-        what = "control run" if kind == "control" else "gate run"
+        what = f"{kind} run" if kind in ("control", "localize") else "gate run"
         raise FileNotFoundError(f"no {what} under {runs_dir}; run `parity-kit {kind or 'gate'}` first")
     return runs[-1].parent
 
@@ -47,7 +50,9 @@ def load_run(run_dir: str | Path) -> RunView:
                 recorded = load_case_result(executor_side)
                 result.duration_s, result.notebook = recorded.duration_s, recorded.notebook
                 result.devices = recorded.devices
-                if recorded.status != result.status:  # the executor refused the notebook's verdict: it stands
+                # The executor refused the notebook's verdict, or the scrap is not of the execution it recorded
+                # (the notebook was run again by hand in JupyterLab and saved): the recorded result stands.
+                if recorded.status != result.status or recorded.started_at != result.started_at:
                     results[name], sources[name] = recorded, "executor"
                     continue
             results[name], sources[name] = result, "scrap"

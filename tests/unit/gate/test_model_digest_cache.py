@@ -35,6 +35,7 @@ def test_prepare_run_saves_the_digests_and_each_kernel_is_told_where(tmp_path, e
         executor.execute_case(run.specs[0], run.cases_dir)
         # ... beside where compiled programs persist between kernels.
         assert given["env"] == {contract.MODEL_DIGEST_CACHE_ENV: str(cache_path),
+                                contract.RESULT_PATH_ENV: str(run.cases_dir / "checkpoint.json"),
                                 compilecache.JAX_CACHE_ENV: str(tmp_path / "compile" / "jax"),
                                 compilecache.JAX_MIN_COMPILE_ENV: "1"}
     finally:
