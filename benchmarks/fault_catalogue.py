@@ -102,7 +102,8 @@ class Memo:
         return Verdict(d["status"], tuple(d["failed_by"]), d["failed_prompts"], d["largest_error"])
 
 
-def measure(faults: list[Fault], cases: EmbeddedCases, cache: Path, memo: Memo, vllm: str | None) -> tuple[dict, list[Row]]:
+def measure(faults: list[Fault], cases: EmbeddedCases, cache: Path, memo: Memo,
+            vllm: str | None) -> tuple[dict, list[Row]]:
     source = cases.float32.model_path
     source_digest = model_digest(source)
     clean = {HF: memo.run(cases.cases[HF])}
@@ -169,7 +170,8 @@ def markdown(faults: list[Fault], clean: dict, rows: list[Row], vllm: bool, spec
            "winner: a winner change outside a near-tie; missing: a golden token missing from the top 64; drift: the "
            "case's drift test) and how many prompts failed.",
            "", f"Clean model: `{HF}` {clean[HF].cell()}, largest error {e:.4f}"
-           + (f"; `{VLLM}` {clean[VLLM].cell()}, largest error {clean[VLLM].largest_error:.4f}" if VLLM in clean else "")
+           + (f"; `{VLLM}` {clean[VLLM].cell()}, largest error {clean[VLLM].largest_error:.4f}"
+              if VLLM in clean else "")
            + ".", "",
            "Below the noise a fault can still fail the case on one prompt: bfloat16 rounding is chaotic per "
            "prompt, and a perturbation far smaller than the noise can tip one prompt across its bound, further "

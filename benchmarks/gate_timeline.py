@@ -39,7 +39,10 @@ def table(header: list[str], rows: list[tuple[str, list[float | None]]], markdow
         lines = ["| " + " | ".join(header) + " |", "| --- |" + " ---: |" * (len(header) - 1)]
         return "\n".join(lines + ["| " + " | ".join(c) + " |" for c in cells])
     widths = [max(len(str(x)) for x in col) for col in zip(header, *cells)]
-    fmt = lambda row: "  ".join(f"{x:<{w}}" if i == 0 else f"{x:>{w}}" for i, (x, w) in enumerate(zip(row, widths)))
+
+    def fmt(row):
+        return "  ".join(f"{x:<{w}}" if i == 0 else f"{x:>{w}}" for i, (x, w) in enumerate(zip(row, widths)))
+
     return "\n".join([fmt(header)] + [fmt(c) for c in cells])
 
 

@@ -149,9 +149,11 @@ def torch_parts(cfg, seq: int, warmup: int, repeats: int) -> dict[str, float]:
     k = torch.randn(1, kv, seq, d, **bf).repeat_interleave(heads // kv, dim=1)
     v = torch.randn(1, kv, seq, d, **bf).repeat_interleave(heads // kv, dim=1)
 
+    # The closures below read tensors the `del` after the timings frees; ruff reads that as undefined (F821),
+    # but each is called before it.
     def attention():
         with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: F821
 
     x = torch.randn(seq, h, **bf)
     a = torch.randn(seq, heads * d, **bf)
@@ -161,8 +163,8 @@ def torch_parts(cfg, seq: int, warmup: int, repeats: int) -> dict[str, float]:
          "down": torch.randn(h, m, **bf)}
 
     def projections():
-        return (x @ w["q"].T, x @ w["k"].T, x @ w["v"].T, a @ w["o"].T, x @ w["gate"].T, x @ w["up"].T,
-                g @ w["down"].T)
+        return (x @ w["q"].T, x @ w["k"].T, x @ w["v"].T, a @ w["o"].T, x @ w["gate"].T, x @ w["up"].T,  # noqa: F821
+                g @ w["down"].T)  # noqa: F821
 
     with torch.inference_mode():
         out = {"attention": cuda_time(attention, warmup, repeats),
@@ -283,12 +285,12 @@ def bench_hf(model_dir: str, buckets: list[int], kernels: list[str], warmup: int
         ids = inputs[seq]
         ctx = (lambda: sdpa_kernel([choice[kernel]])) if kernel in choice else None
 
-        def forward():
+        def forward():  # `model` is freed by the `del` after every measure() call (F821 is ruff reading that)
             with torch.inference_mode():
                 if ctx:
                     with ctx():
-                        return model(input_ids=ids, logits_to_keep=keep, use_cache=False).logits
-                return model(input_ids=ids, logits_to_keep=keep, use_cache=False).logits
+                        return model(input_ids=ids, logits_to_keep=keep, use_cache=False).logits  # noqa: F821
+                return model(input_ids=ids, logits_to_keep=keep, use_cache=False).logits  # noqa: F821
 
         gc.collect()
         torch.cuda.empty_cache()
@@ -370,7 +372,8 @@ def bench_jax(model_dir: str, buckets: list[int], warmup: int, repeats: int, unr
         last = jax.device_put(np.array([seq - 1], dtype=np.int32), device)
         for impl, n in variants:
             fn = jax.jit(partial(last_logits, shape=shape, attention="cudnn", unroll=n))
-            t = wall_time(lambda: fn(params, ids, last), warmup, repeats)
+            # Timed at once, in this iteration (B023), before the `del params` below (F821).
+            t = wall_time(lambda: fn(params, ids, last), warmup, repeats)  # noqa: B023, F821
             stats = device.memory_stats() or {}
             peak = stats.get("peak_bytes_in_use", 0)
             rows.append({"impl": impl, "seq": seq, "seconds": t, "tokens_per_s": seq / t,

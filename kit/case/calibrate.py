@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kit.case import interpreter
 from kit.case.runner import resolve_spec, run_case
-from kit.core import contract, paths
+from kit.core import paths
 from kit.core.calibration import Sample, case_device
 from kit.core.recordcheck import Wrong, check_sample
 from kit.core.errors import BadInput

@@ -135,8 +135,8 @@ def localize(prompt_id: str, curve_points: Sequence[Point], candidate: Sequence[
         raise ValueError(f"{len(curve_points)} points, {len(candidate)} candidate and {len(clean)} clean differences")
     if k < 1:
         raise ValueError(f"k = {k}: a candidate within the clean run's own difference cannot have left the noise")
-    return Localization(prompt_id, [judge(p, c, n, k, floor, metric) for p, c, n in zip(curve_points, candidate, clean)],
-                        k, floor, metric)
+    judged = [judge(p, c, n, k, floor, metric) for p, c, n in zip(curve_points, candidate, clean)]
+    return Localization(prompt_id, judged, k, floor, metric)
 
 
 def earliest(localizations: Sequence[Localization]) -> Localization | None:

@@ -118,7 +118,8 @@ def _stat(root: Path, entry: os.DirEntry, inner: tuple[str, ...]) -> os.stat_res
         return os.stat(entry.path)  # follows links: a linked file or folder counts as its target
     except FileNotFoundError:
         if entry.is_symlink():
-            raise BadInput(f"model folder {root}: {_named(entry, inner)} is dangling: its target does not exist") from None
+            raise BadInput(f"model folder {root}: {_named(entry, inner)} is dangling: "
+                           "its target does not exist") from None
         raise BadInput(f"model folder {root}: {'/'.join(inner)} vanished while it was read") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:

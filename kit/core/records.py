@@ -222,7 +222,8 @@ class CaseResult:
         if kind == "exact":
             return "exact golden"
         bounds = [b for b in self.bucket_bounds.values()] or ([self.bound] if self.bound is not None else [])
-        span = (f"{min(bounds):g}" if min(bounds) == max(bounds) else f"{min(bounds):g}-{max(bounds):g}") if bounds else "none"
+        span = ((f"{min(bounds):g}" if min(bounds) == max(bounds) else f"{min(bounds):g}-{max(bounds):g}")
+                if bounds else "none")
         if kind == "calibrated":
             return f"{span}, calibrated: record {str(src.get('record'))[:12]}, rule {src.get('rule')}"
         return f"{span}, hand-set"

@@ -10,7 +10,6 @@ below name (docs/exact-baselines.md). Stdlib only: it runs in every case kernel.
 from __future__ import annotations
 
 import platform
-import re
 from pathlib import Path
 
 # The x86-64 psABI levels as /proc/cpuinfo spells their flags (sse3 is "pni", lzcnt is "abm").
@@ -215,8 +214,8 @@ def numeric_env(environ) -> dict[str, str]:
 
 
 def accelerator(device: str = "cpu") -> dict[str, str]:
-    """The device a case computes on: "cpu (x86-64-v3)" with its instruction-set level, or the GPU's name and driver (from nvidia-smi, which every
-    CUDA node has; no torch or jax import needed)."""
+    """The device a case computes on: "cpu (x86-64-v3)" with its instruction-set level, or the GPU's name and
+    driver (from nvidia-smi, which every CUDA node has; no torch or jax import needed)."""
     if not device.startswith("cuda"):
         # The instruction-set level picks the CPU's kernels, and with them the rounding (see hardware()).
         return {"name": f"cpu ({host_isa_level()})", "driver": ""}

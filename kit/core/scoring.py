@@ -167,5 +167,6 @@ def _run_difference(first: Sequence[tuple[int, float]], other: Sequence[tuple[in
         return f"run {n} returned {len(other)} logprobs, run 1 returned {len(first)}"
     for rank, ((t1, lp1), (tn, lpn)) in enumerate(zip(first, other), start=1):
         if t1 != tn or lp1 != lpn:
-            return f"run {n} differs from run 1 at rank {rank}: token {tn} logprob {lpn!r} vs token {t1} logprob {lp1!r}"
+            return (f"run {n} differs from run 1 at rank {rank}: token {tn} logprob {lpn!r} "
+                    f"vs token {t1} logprob {lp1!r}")
     return None

@@ -35,7 +35,8 @@ def code_warnings(where: Callable[..., str], doc: Descriptor, cases: dict[str, C
                 merged = case_schemas()[backend].model_validate({**entry, **built.options})
                 for key, why in merged.code_settings():
                     if (key, why) not in own:
-                        lines.append(f"{where(*loc, *key.split('.', 1))}: release {rname} sets {key} for case {name}: {why}")
+                        lines.append(f"{where(*loc, *key.split('.', 1))}: release {rname} sets {key} "
+                                     f"for case {name}: {why}")
     return lines
 
 

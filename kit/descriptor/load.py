@@ -295,7 +295,8 @@ def _read_text(path: Path, shown: str) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise BadInput(f"{shown}:{line}: not UTF-8 (byte 0x{data[exc.start]:02x}); a TOML descriptor is UTF-8") from None
+        raise BadInput(f"{shown}:{line}: not UTF-8 (byte 0x{data[exc.start]:02x}); "
+                       "a TOML descriptor is UTF-8") from None
 
 
 def derive(desc: LoadedDescriptor, releases: dict[str, dict] | None = None,

@@ -341,7 +341,8 @@ def saved(result: CaseResult, path: Path) -> CaseResult:
     with contextlib.suppress(OSError):
         path.unlink(missing_ok=True)  # e.g. the kernel's own verdict, which this run no longer vouches for
     log.error(f"parity-kit: case {result.case}: {error}")
-    return dataclasses.replace(result, status=ERROR, error=error if result.error is None else f"{result.error}; {error}")
+    joined = error if result.error is None else f"{result.error}; {error}"
+    return dataclasses.replace(result, status=ERROR, error=joined)
 
 
 def run_cases(run: GateRun, jobs: int | None = None,

@@ -64,7 +64,8 @@ def kernel_install_hint(name: str, backend: str | None = None) -> str:
     if name == paths.MAIN_KERNEL:
         return f"install it with: {sys.executable} -m ipykernel install --sys-prefix --name {name}"
     info = registry.registry().get(backend or "")
-    if info is not None and info.kernel != paths.MAIN_KERNEL:  # a backend with an environment of its own (Levanter's pins)
+    # A backend with an environment of its own (Levanter's pins).
+    if info is not None and info.kernel != paths.MAIN_KERNEL:
         if name == info.kernel:
             return f"{backend} runs in an environment of its own; install it with: {info.install}"
         return (f"{backend} runs in an environment of its own ({info.install}); register this kernel from the "

@@ -296,7 +296,8 @@ def figure_links(view_dir: Path, base: Path) -> list[str]:
 
 
 def compact_case_table(view) -> str:
-    lines = ["| case | backend | status | max error | bound (from) | headroom | drift | failed prompts | worst prompt |",
+    lines = ["| case | backend | status | max error | bound (from) | headroom | drift | failed prompts "
+             "| worst prompt |",
              "| --- | --- | --- | ---: | --- | ---: | --- | ---: | --- |"]
     for name in view.expected:
         r = view.results.get(name)

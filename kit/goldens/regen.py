@@ -73,7 +73,8 @@ def regen_golden(descriptor: str | Path, kind: str = "semantic", release: str | 
         raise BadInput(f"{paths.display(desc.path)}: no case uses the {kind} golden; nothing could check a new one")
     old = load_golden(desc.golden_path(kind))
     command = list(command or ["parity-kit", "golden", "regen", str(descriptor)])
-    work_dir = paths.claim_empty_dir(out or rundir.new_run_dir("regen", desc.name), "regen directory", "golden regeneration")
+    work_dir = paths.claim_empty_dir(out or rundir.new_run_dir("regen", desc.name), "regen directory",
+                                     "golden regeneration")
 
     log.log(NOTICE, f"making a new {kind} golden from {paths.display(desc.resolve(desc.doc.model.path))} "
                     f"(hf float32, top-{old.top_k}) -> {work_dir}", extra=MARKUP)

@@ -43,7 +43,8 @@ def gate_reason(view: RunView) -> str:
     words = []
     for name in unfinished:
         r = view.results.get(name)
-        words.append(f"`{name}` is missing" if r is None else f"`{name}` {'timed out' if r.status == TIMEOUT else 'errored'}")
+        how = "is missing" if r is None else "timed out" if r.status == TIMEOUT else "errored"
+        words.append(f"`{name}` {how}")
     return "the gate did not finish: " + "; ".join(words)
 
 

@@ -192,7 +192,7 @@ def headroom(results: dict, title: str = "headroom: each case's largest error / 
         ax.text(0.5, 0.5, "no case with a bound", ha="center", va="center", transform=ax.transAxes)
         return fig
     colors = {"calibrated": "tab:blue", "hand-set": "tab:orange"}
-    for i, (name, value, kind) in enumerate(rows):
+    for i, (_name, value, kind) in enumerate(rows):
         ax.barh(i, value, color=colors.get(kind, "0.5"), label=kind)
     ax.set_yticks(range(len(rows)), [r[0] for r in rows])
     ax.invert_yaxis()

@@ -135,7 +135,8 @@ def calibration_table(view: RunView) -> pd.DataFrame:
             run = max(errors) if errors else None
             rows.append({"case": name, "bucket": int(bucket), "largest_error": run,
                          "calibrated_largest": cal["largest"], "calibrated_spread": cal["spread"],
-                         "bound": cal["bound"], "error_over_noise": run / cal["largest"] if run and cal["largest"] else None})
+                         "bound": cal["bound"],
+                         "error_over_noise": run / cal["largest"] if run and cal["largest"] else None})
     return pd.DataFrame(rows).set_index(["case", "bucket"]) if rows else pd.DataFrame()
 
 

@@ -25,7 +25,8 @@ class LevanterOptions(BackendOptions):
 
     def implementation_variants(self) -> list[tuple[str, dict, str]]:
         # Levanter's attention kernel choice and its padding are what a release changes most often.
-        return [("reference-attention", {"attention": {}, "flash_above": 1 << 30}, "reference attention at every length"),
+        return [("reference-attention", {"attention": {}, "flash_above": 1 << 30},
+                 "reference attention at every length"),
                 ("flash-attention", {"attention": {}, "flash_above": 0}, "blocked flash attention at every length"),
                 # Flash needs lengths in whole blocks, so unpadded prompts take reference attention.
                 ("unpadded", {"pad_to_bucket": False, "attention": {}, "flash_above": 1 << 30},

@@ -91,10 +91,12 @@ CODE_ARGS = {
     "kv_transfer_config": "the engine may import the KV connector module it names",
 }
 # Environment variables known to make a process load code: the dynamic loader's, Python's, vLLM's plugins.
-CODE_ENV = {"PATH": "it chooses the programs the engine starts", "VLLM_PLUGINS": "it chooses the vLLM plugins the engine loads",
+CODE_ENV = {"PATH": "it chooses the programs the engine starts",
+            "VLLM_PLUGINS": "it chooses the vLLM plugins the engine loads",
             "VLLM_USE_MODELSCOPE": "the engine fetches models and their code from ModelScope"}
 CODE_ENV_PREFIXES = {"LD_": "the dynamic loader loads what it names into the engine",
-                     "DYLD_": "the dynamic loader loads what it names into the engine", "PYTHON": "Python imports or runs what it names in the engine"}
+                     "DYLD_": "the dynamic loader loads what it names into the engine",
+                     "PYTHON": "Python imports or runs what it names in the engine"}
 
 
 def env_loads_code(name: str) -> str | None:

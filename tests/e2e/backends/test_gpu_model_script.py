@@ -118,4 +118,5 @@ def test_two_gpu_descriptor_splits_jax_over_both_beside_one_gpu_cases(tmp_path):
     assert specs["hf-bf16"].bucket_bounds == {s.name: s for s in base.case_specs()}["hf-bf16"].bucket_bounds
     (tmp_path / "config.json").write_text(json.dumps(gen.config()))
     assert JaxOptions.model_problem(specs["jax-bf16-tp2"].options, tmp_path) is None
-    assert JaxOptions.model_problem({"tensor_parallel": 16}, tmp_path).startswith("tensor_parallel = 16 does not divide")
+    assert JaxOptions.model_problem({"tensor_parallel": 16}, tmp_path).startswith(
+        "tensor_parallel = 16 does not divide")

@@ -17,8 +17,6 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-
 from support import ROOT, parity_kit, write_descriptor
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -98,7 +96,8 @@ from kit.core.fixture import Prompt
 folder, config = Path(sys.argv[1]), json.loads(Path(sys.argv[2]).read_text())
 config.update(num_attention_heads=4, num_key_value_heads=2)
 (folder / "config.json").write_text(json.dumps(config))
-rng, hidden, mlp, vocab = np.random.default_rng(0), config["hidden_size"], config["intermediate_size"], config["vocab_size"]
+rng = np.random.default_rng(0)
+hidden, mlp, vocab = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
 shapes = {"self_attn.q_proj": (128, hidden), "self_attn.k_proj": (64, hidden), "self_attn.v_proj": (64, hidden),
           "self_attn.o_proj": (hidden, 128), "mlp.gate_proj": (mlp, hidden), "mlp.up_proj": (mlp, hidden),
           "mlp.down_proj": (hidden, mlp)}
@@ -106,7 +105,8 @@ tensors = {"model.embed_tokens.weight": rng.normal(0, 1, (vocab, hidden)), "mode
            "lm_head.weight": rng.normal(0, 0.05, (vocab, hidden))}
 for i in range(config["num_hidden_layers"]):
     tensors |= {f"model.layers.{i}.{k}.weight": rng.normal(0, 0.05, s) for k, s in shapes.items()}
-    tensors |= {f"model.layers.{i}.{k}.weight": np.ones(hidden) for k in ("input_layernorm", "post_attention_layernorm")}
+    tensors |= {f"model.layers.{i}.{k}.weight": np.ones(hidden)
+                for k in ("input_layernorm", "post_attention_layernorm")}
 save_file({k: v.astype(np.float32) for k, v in tensors.items()}, str(folder / "model.safetensors"))
 prompts = [Prompt(f"p{n}", b, "", tuple(int(t) for t in rng.integers(3, vocab, n))) for n, b in ((300, 512),)]
 for attention in ("xla", "chunked"):
@@ -163,6 +163,7 @@ def test_a_gpu_case_that_splits_over_more_gpus_than_it_asks_for_is_refused(tmp_p
     assert proc.returncode == 3
     line = desc.read_text().splitlines().index("[cases.jax-gpu-tp2]") + 1
     assert proc.stderr.strip() == (
-        f"parity-kit: bad input: {desc}:{line}: cases.jax-gpu-tp2: tensor_parallel = 2 splits the model over more GPUs than resources.num_gpus = 1 "
+        f"parity-kit: bad input: {desc}:{line}: cases.jax-gpu-tp2: tensor_parallel = 2 splits the model over more GPUs "
+        "than resources.num_gpus = 1 "
         "gives the case (ask for 2)")
     assert not (tmp_path / "run").exists()

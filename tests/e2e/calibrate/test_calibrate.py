@@ -53,7 +53,7 @@ def test_a_record_holds_every_variant_its_bounds_and_where_it_was_measured(calib
     assert runtime["accelerator"]["name"].startswith("cpu (") and "torch" in runtime["packages"]
     assert record.fingerprint["release"]["backend"] == "hf" and record.command[:2] == ["parity-kit", "calibrate"]
     assert record.noise_class == {"device": "cpu", "dtype": "bfloat16"}
-    assert f'[cases.small] calibration = "' in proc.stderr and "(in place of bound)" in proc.stderr
+    assert '[cases.small] calibration = "' in proc.stderr and "(in place of bound)" in proc.stderr
     assert (tmp / "cal" / "small.ipynb").is_file() and (tmp / "cal" / "calibration.json").is_file()
     # The second launch is another process: nothing of the first launch's engine state carries over.
     assert "as-set (launch 2)" in (tmp / "cal" / "small.launch2.ipynb").read_text()
@@ -145,7 +145,8 @@ def test_a_record_made_for_other_inputs_is_refused(calibrated, embedded, tmp_pat
     doc = json.loads(embedded.goldens["semantic"].read_text())
     doc["provenance"]["note"] = "remade"
     other_golden.write_bytes(canonical_bytes(doc))
-    line = gate_line(tmp_path, embedded, calibrated_case(path), goldens={**embedded.golden_files, "semantic": other_golden})
+    line = gate_line(tmp_path, embedded, calibrated_case(path),
+                     goldens={**embedded.golden_files, "semantic": other_golden})
     assert "cases.small.calibration: record " in line and line.endswith(
         f"does not fit: it was made for golden {record.inputs['golden_sha256'][:12]}, this case uses "
         f"{load_golden(other_golden).sha256[:12]}")

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 import scrapbook as sb
 
-from kit.core import paths
 from kit.core.diagnosis import compare_case, metrics_equal
 from kit.core.records import RepeatSpread
 from kit.core.results import read_run
@@ -55,7 +54,8 @@ def test_both_pass_is_qualified_with_summary(tmp_path, embedded):
     assert evidence.startswith("# Qualified: test — candidate `candidate` passes every case, and so does the control")
     assert "| control (today's pin) | `current` | passed: 1 passed in " in evidence
     assert "| `candidate` | hf | `parity-kit` | next | 0123abcd | — |" in evidence
-    assert f"Reproduce: `parity-kit control {desc} --out {out} --case hf-bf16 --junit {tmp_path / 'junit.xml'}`" in evidence
+    assert (f"Reproduce: `parity-kit control {desc} --out {out} --case hf-bf16 "
+            f"--junit {tmp_path / 'junit.xml'}`") in evidence
     # The control notebook glues the diagnosis; the summary shows it, then both runs.
     glued = sb.read_notebook(str(out / "control.ipynb")).scraps["diagnosis"].data
     assert glued["verdict"] == "qualified" and glued["rows"][0]["case"] == "hf-bf16"
@@ -199,8 +199,10 @@ def test_noise_floor_decides_equal_metrics(tmp_path, embedded):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["gate", "--release", "nope"], "no release named 'nope' (releases: current, candidate; add a [releases.nope] table)"),
-    (["control", "--current", "current", "--candidate", "current"], "control needs two releases; both sides name 'current'"),
+    (["gate", "--release", "nope"],
+     "no release named 'nope' (releases: current, candidate; add a [releases.nope] table)"),
+    (["control", "--current", "current", "--candidate", "current"],
+     "control needs two releases; both sides name 'current'"),
 ])
 def test_unknown_or_repeated_release_is_refused(tmp_path, embedded, args, message):
     desc = write_descriptor(tmp_path, embedded, releases=releases())

@@ -170,5 +170,6 @@ def test_a_continuation_past_the_context_is_refused(tmp_path, embedded):
     desc, proc = _check(tmp_path, embedded, case, model=model, model_digest=model_digest(model))
     assert proc.returncode == 3
     assert proc.stderr.strip().splitlines()[-1].endswith(
-        f"case d: prompt knowledge-longbench-11 has 993 tokens; continued 8 steps it needs 1001 positions, more than the "
+        "case d: prompt knowledge-longbench-11 has 993 tokens; continued 8 steps it needs 1001 positions, "
+        "more than the "
         f"context of model {model} (1000, max_position_embeddings in {model / 'config.json'})")

@@ -168,7 +168,8 @@ def test_non_finite_logprobs_fail_naming_the_prompts(tmp_path, embedded):
     case = result_of(run_dir)["cases"]["hf-bf16"]
     assert case["counts"]["failed"] == 64
     first = case["prompts"][0]
-    assert case["failures"][0] == f"{first['id']}: non-finite logprob nan for token {first['backend_top'][0][0]} from the backend"
+    assert case["failures"][0] == (f"{first['id']}: non-finite logprob nan for token {first['backend_top'][0][0]} "
+                                   "from the backend")
 
 
 def test_timeout_and_killed_kernel_are_recorded_and_the_rest_finishes(tmp_path, embedded):
@@ -191,7 +192,8 @@ def test_timeout_and_killed_kernel_are_recorded_and_the_rest_finishes(tmp_path, 
 
     sleeps = result["cases"]["sleeps"]
     assert sleeps["status"] == "timeout"
-    assert sleeps["error"] == f"exceeded its timeout of 15 s; its kernel was killed; partial notebook {run_dir}/cases/sleeps.ipynb"
+    assert sleeps["error"] == ("exceeded its timeout of 15 s; its kernel was killed; "
+                               f"partial notebook {run_dir}/cases/sleeps.ipynb")
     partial = nbformat.read(str(run_dir / "cases" / "sleeps.ipynb"), as_version=4)
     assert any("scoring..." in o.get("text", "") for c in partial.cells for o in c.get("outputs", []))
     assert survivors(map(int, pidfile.read_text().split())) == [], \

@@ -89,7 +89,8 @@ def test_spread_of_runs_that_return_other_tokens():
 
 
 def test_exact_repeats_without_repeats_is_refused_where_it_is_written(tmp_path, embedded):
-    desc = write_descriptor(tmp_path, embedded, cases={"c": {**embedded.doc["cases"]["checkpoint"], "exact_repeats": True}})
+    case = {**embedded.doc["cases"]["checkpoint"], "exact_repeats": True}
+    desc = write_descriptor(tmp_path, embedded, cases={"c": case})
     with pytest.raises(BadInput) as err:
         load_descriptor(desc).case_specs()
     line = next(n for n, text in enumerate(desc.read_text().splitlines(), 1) if text.startswith("exact_repeats"))

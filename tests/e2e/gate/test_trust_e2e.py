@@ -81,7 +81,8 @@ def test_lying_case_notebooks_and_a_backend_that_drops_prompts_are_errors(tmp_pa
     assert errors["borrowed"] == (f"case borrowed: result was computed for other inputs (inputs digest {lent[:12]}, "
                                   f"expected {spec.inputs_digest(fixture_sha, golden_sha)[:12]})")
     assert errors["drops"] == ("cell 3 raised BackendMismatch: backend hf returned 2 observations for the 3 prompts of "
-                               "bucket 128: missing math-gsm-00; partial notebook " + str(run_dir / "cases" / "drops.ipynb"))
+                               "bucket 128: missing math-gsm-00; partial notebook "
+                               + str(run_dir / "cases" / "drops.ipynb"))
     assert "case none: result covers 0 of 16 prompts" in proc.stderr and "gate incomplete" in proc.stderr
     # The run names every notebook that is not the kit's, by digest.
     manifest = json.loads((run_dir / "manifest.json").read_text())

@@ -136,7 +136,8 @@ def test_a_vllm_case_is_refused_naming_the_hf_case_to_localize_on(tmp_path):
     proc = parity_kit("localize", DESCRIPTOR, "vllm-pp1", "--out", tmp_path / "loc")
     assert proc.returncode == ExitCode.BAD_INPUT
     assert proc.stderr == ("parity-kit: bad input: case vllm-pp1 runs on vllm, which exposes no per-layer "
-                           "activations: localize on hf, jax or levanter instead, with the same dtype (in this descriptor: "
+                           "activations: localize on hf, jax or levanter instead, with the same dtype "
+                           "(in this descriptor: "
                            "hf-bf16, hf-bf16-decode)\n")
     assert not (tmp_path / "loc").exists()
 

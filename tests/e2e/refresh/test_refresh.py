@@ -112,7 +112,8 @@ def test_conflicting_replay_stops_naming_the_commit_and_files(tmp_path):
     fork = make_fork(tmp_path, conflict=True)
     clamp = git(fork.repo, "rev-parse", "main")
     out = tmp_path / "refresh"
-    proc = parity_kit("refresh", "--backend", "hf", "--fork-repo", fork.repo, "--upstream-ref", "upstream", "--out", out, env=GIT_ENV)
+    proc = parity_kit("refresh", "--backend", "hf", "--fork-repo", fork.repo, "--upstream-ref", "upstream",
+                      "--out", out, env=GIT_ENV)
     assert proc.returncode == 5, proc.stderr
     reason = (f"overlay commit {clamp[:12]} \"fork: clamp activations\" does not apply onto upstream upstream "
               f"({git(fork.repo, 'rev-parse', 'upstream')[:12]}): conflict in tinyengine/ops.py; "
@@ -320,14 +321,17 @@ def test_refresh_whose_control_fails_is_not_qualified(tmp_path, embedded, plugin
 
 
 def test_refresh_refuses_bad_input_in_one_line(tmp_path):
-    proc = parity_kit("refresh", "--backend", "hf", "--fork-repo", tmp_path, "--upstream-ref", "upstream", "--out", tmp_path / "r")
+    proc = parity_kit("refresh", "--backend", "hf", "--fork-repo", tmp_path, "--upstream-ref", "upstream",
+                      "--out", tmp_path / "r")
     assert proc.returncode == 3
     assert proc.stderr.strip() == f"parity-kit: bad input: fork repository {tmp_path} is not a git repository"
     fork = make_fork(tmp_path / "fork")
-    proc = parity_kit("refresh", "--backend", "hf", "--fork-repo", fork.repo, "--upstream-ref", "nope", "--out", tmp_path / "r")
+    proc = parity_kit("refresh", "--backend", "hf", "--fork-repo", fork.repo, "--upstream-ref", "nope",
+                      "--out", tmp_path / "r")
     assert proc.returncode == 3
     assert proc.stderr.strip() == f"parity-kit: bad input: upstream ref 'nope' is not a commit in {fork.repo}"
-    proc = parity_kit("refresh", "--backend", "hf", "--fork-repo", fork.repo, "--upstream-ref", "upstream", "--qualify-bucket", "99",
+    proc = parity_kit("refresh", "--backend", "hf", "--fork-repo", fork.repo, "--upstream-ref", "upstream",
+                      "--qualify-bucket", "99",
                       "--out", tmp_path / "r")
     assert proc.returncode == 3
     assert proc.stderr.strip() == "parity-kit: bad input: case hf-bf16 has no bucket 99 (buckets: 128, 256, 512, 1024)"

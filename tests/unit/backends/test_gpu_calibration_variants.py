@@ -46,7 +46,8 @@ def test_jax_on_a_gpu_varies_the_attention_between_cudnn_and_chunked_only():
 
 
 def test_jax_on_cpu_adds_the_rounding_variant():
-    assert names(JaxOptions(dtype="bfloat16")) == ["as-set", "attention-xla", "attention-chunked", "rounded", "as-set@2"]
+    assert names(JaxOptions(dtype="bfloat16")) == [
+        "as-set", "attention-xla", "attention-chunked", "rounded", "as-set@2"]
     assert overrides(JaxOptions(dtype="bfloat16"))["rounded"] == {"excess_precision": False}
     assert overrides(JaxOptions(dtype="bfloat16", excess_precision=False))["excess-precision"] == {
         "excess_precision": True}

@@ -90,7 +90,8 @@ def test_agreement_compares_the_top_tokens_both_cases_kept():
 
 
 def test_agreement_refuses_a_run_without_the_cases(tmp_path, capsys):
-    (tmp_path / "result.json").write_text(json.dumps({"cases": {"jax-bf16": {"prompts": [prompt("a", 256, [(1, .5)], 0)]}}}))
+    cases = {"jax-bf16": {"prompts": [prompt("a", 256, [(1, .5)], 0)]}}
+    (tmp_path / "result.json").write_text(json.dumps({"cases": cases}))
     assert tp_agreement.main([str(tmp_path)]) == 3
     assert capsys.readouterr().err == (f"error: {tmp_path / 'result.json'}: case jax-bf16-tp2 has no scored prompts "
                                        "(cases: jax-bf16)\n")

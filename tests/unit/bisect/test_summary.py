@@ -13,7 +13,8 @@ def test_summary_names_the_commit_and_every_step():
               "failing_prompts": ["p1", "p2"],
               "inputs": {"fork": "tinyengine", "repo": "/src/tinyengine", "states": [{}, {}], "base_label": "the base",
                          "store": "/releases", "scope": "overlay"},
-              "steps": [{"index": 1, "commit": bad, "subject": "fork: fast path", "verdict": "bad", "cached_build": True,
+              "steps": [{"index": 1, "commit": bad, "subject": "fork: fast path", "verdict": "bad",
+                         "cached_build": True,
                          "wall_s": 12.34, "reason": "toy fails on 2 of 2 prompt(s)",
                          "paths": {"step": f"/runs/b/steps/01-{replayed[:12]}"}}]}
     text = summary_markdown(record)

@@ -117,8 +117,9 @@ def test_a_prompt_length_other_than_the_prompts_is_refused(spec, monkeypatch):
                     for o in super().observe(prompts, top_n)]
 
     monkeypatch.setattr(runner, "open_backend", lambda s: Short(s.golden_path, "chat-sharegpt-01", lambda t: t))
-    with pytest.raises(InvalidObservation, match=r"^backend hf returned an invalid distribution for prompt "
-                                                 r"chat-sharegpt-01: it reports \d+ prompt tokens; the prompt has \d+$"):
+    wrong = (r"^backend hf returned an invalid distribution for prompt "
+             r"chat-sharegpt-01: it reports \d+ prompt tokens; the prompt has \d+$")
+    with pytest.raises(InvalidObservation, match=wrong):
         runner.run_case(spec)
 
 

@@ -96,7 +96,8 @@ def test_the_localize_notebook_shows_the_newest_localize_run_or_refuses_in_one_l
     # The committed notebook's old default, localize.json beside the kernel, is no default any more.
     with pytest.raises(BadInput) as exc:
         localize_view.load("localize.json")
-    assert str(exc.value) == "localize_json localize.json: cannot be read as a localize.json (No such file or directory)"
+    assert str(exc.value) == ("localize_json localize.json: cannot be read as a localize.json "
+                              "(No such file or directory)")
     (elsewhere / "other.json").write_text("[]")
     with pytest.raises(BadInput) as exc:
         localize_view.load("other.json")

@@ -169,7 +169,8 @@ def test_decode_golden_checks(embedded):
     check_decode_golden(decode, 8, "c")
     with pytest.raises(BadInput) as exc:
         check_decode_golden(decode, 9, "c", "d.toml:3: ")
-    assert str(exc.value) == f"d.toml:3: case c has decode = 9, but golden {decode.path} continues each prompt only 8 steps"
+    assert str(exc.value) == (f"d.toml:3: case c has decode = 9, but golden {decode.path} "
+                              "continues each prompt only 8 steps")
     with pytest.raises(BadInput) as exc:
         check_decode_golden(plain, 4, "c")
     assert str(exc.value) == (f"case c has decode = 4, but golden {plain.path} holds no continuations "

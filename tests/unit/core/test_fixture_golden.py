@@ -49,7 +49,8 @@ def test_fixture_cli_verify_and_tokenizer_mismatch(tmp_path, embedded):
 
 def test_fixture_make_cli(tmp_path, embedded):
     prompts = tmp_path / "p.jsonl"
-    prompts.write_text('{"id": "tool-atlas-01", "prompt": "{\\"tool\\": \\"atlas."}\n{"id": "math-gsm-01", "prompt": "12 + 30 ="}\n')
+    prompts.write_text('{"id": "tool-atlas-01", "prompt": "{\\"tool\\": \\"atlas."}\n'
+                       '{"id": "math-gsm-01", "prompt": "12 + 30 ="}\n')
     proc = parity_kit("fixture", "make", "--prompts", prompts, "--model", embedded.model, "--out", tmp_path)
     assert proc.returncode == 0, proc.stderr
     made = load_fixture(proc.stdout.splitlines()[0])

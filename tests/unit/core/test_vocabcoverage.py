@@ -182,7 +182,8 @@ def test_fixture_report_on_the_embedded_fixture(tmp_path, embedded):
             "tokens is in any prompt: a fault on these tokens cannot be seen\n") in out
     written = json.loads((tmp_path / "coverage.json").read_text())
     assert out.endswith(f"written: {tmp_path / 'coverage.json'}\n")
-    assert (written["distinct"], written["vocab_size"], written["unseen"], written["max_tokens"]) == (310, 768, 458, 993)
+    counts = (written["distinct"], written["vocab_size"], written["unseen"], written["max_tokens"])
+    assert counts == (310, 768, 458, 993)
     assert [b["distinct"] for b in written["buckets"]] == [211, 270, 299, 310]
     assert written["blind_classes"] == ["byte"]
     assert sum(c["vocab"] for c in written["classes"]) == 768

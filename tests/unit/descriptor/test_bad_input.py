@@ -8,7 +8,6 @@ import pytest
 
 from kit.core.fixture import load_fixture, make_fixture
 from kit.core.jsonio import canonical_bytes
-from kit.descriptor.schema import case_schemas
 from support import copy_model, parity_kit, write_descriptor
 
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from kit.core.errors import BadInput
-from kit.faults.catalogue import BY_NAME, CATALOGUE, GELU_SIGMOID_BETA, QUANT, SWAPPED_TOKENS, fault, faulted, write_fault
+from kit.faults.catalogue import (BY_NAME, CATALOGUE, GELU_SIGMOID_BETA, QUANT, SWAPPED_TOKENS, fault, faulted,
+                                  write_fault)
 from kit.faults.checkpoint import CONFIG, WEIGHTS, load_checkpoint
 
 HD = 32  # the embedded model's head_dim (4 heads, 4 key/value heads, 2 layers)

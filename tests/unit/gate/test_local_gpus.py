@@ -71,7 +71,8 @@ def test_the_summarys_provenance_names_the_nodes_gpus_and_each_cases():
     h200 = {"index": 1, "uuid": "GPU-bbbb2222", "name": "NVIDIA H200"}
     manifest = {"cases": ["a", "b"], "kernels": {"a": "parity-kit", "b": "parity-kit"},
                 "gpus": {"source": "nvidia-smi", "problem": None,
-                         "gpus": [{"index": 0, "uuid": "GPU-a", "name": "NVIDIA H200", "busy": True}, {**h200, "busy": False}]}}
+                         "gpus": [{"index": 0, "uuid": "GPU-a", "name": "NVIDIA H200", "busy": True},
+                                  {**h200, "busy": False}]}}
     results = {"a": CaseResult("a", "hf", "passed", devices=[h200]), "b": CaseResult("b", "hf", "passed")}
     rows = dict(provenance_table(RunView(None, manifest, results, {})).set_index("what")["value"])
     assert rows["case a"] == "kernel parity-kit · on GPU 1 (NVIDIA H200)"

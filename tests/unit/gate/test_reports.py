@@ -81,7 +81,8 @@ def test_case_table_rows_keep_their_nine_cells():
     view = type("View", (), {"expected": ["a|b", "ok", "lost|case"], "results": results})()
     rows = report.compact_case_table(view).splitlines()[2:]
     assert [len(re.split(r"(?<!\\)\|", row)) - 2 for row in rows] == [9, 9, 9]
-    assert rows[0] == "| a\\|b | hf | ❌ failed | 0.5 | 0.075, hand-set | 6.67 | not run (no calibration) | 1/1 | p\\|1 next |"
+    assert rows[0] == ("| a\\|b | hf | ❌ failed | 0.5 | 0.075, hand-set | 6.67 | not run (no calibration) | 1/1 "
+                       "| p\\|1 next |")
     assert rows[2] == "| lost\\|case | | missing | | | | | | |"
 
 

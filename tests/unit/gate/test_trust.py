@@ -19,7 +19,7 @@ from kit.core.exitcodes import ExitCode
 from kit.core.fixture import Prompt, load_fixture
 from kit.core.progress import ProgressWriter
 from kit.core.records import ERROR, FAILED, PASSED, CaseResult, Observation, PromptScore
-from kit.core.results import load_case_result, save_case_result
+from kit.core.results import save_case_result
 from kit.descriptor.load import load_descriptor
 from kit.gate import executor, resume
 from support import trusted, write_descriptor
@@ -66,7 +66,8 @@ def test_half_the_prompts_extra_ones_and_repeats_are_named(asked, all_ids):
 def test_a_result_for_other_inputs_another_case_or_backend_is_refused(asked, all_ids):
     assert coverage_problem(result(all_ids, digest="b" * 64), asked) == (
         "case hf-bf16: result was computed for other inputs (inputs digest bbbbbbbbbbbb, expected aaaaaaaaaaaa)")
-    assert coverage_problem(result(all_ids, case="checkpoint"), asked) == "case hf-bf16: result is for case 'checkpoint'"
+    assert coverage_problem(result(all_ids, case="checkpoint"), asked) == (
+        "case hf-bf16: result is for case 'checkpoint'")
     assert coverage_problem(result(all_ids, backend="vllm"), asked) == (
         "case hf-bf16: result is from backend 'vllm', not 'hf'")
 
@@ -75,7 +76,8 @@ def test_a_status_must_agree_with_its_prompts(asked, all_ids):
     failing = result(all_ids)
     failing.prompts[1] = score(all_ids[1], passed=False)
     assert coverage_problem(failing, asked) == f"case hf-bf16: result says passed but lists failures ({all_ids[1]})"
-    assert coverage_problem(result(all_ids, status=FAILED), asked) == "case hf-bf16: result says failed but lists no failure"
+    assert coverage_problem(result(all_ids, status=FAILED), asked) == (
+        "case hf-bf16: result says failed but lists no failure")
     failing.status = FAILED
     assert coverage_problem(failing, asked) is None
     assert coverage_problem(result(all_ids), asked) is None

@@ -81,7 +81,8 @@ def test_more_gpus_than_the_node_has_is_refused_naming_both():
     devices.check_fits("c", 2, inventory(0, 0), "d.toml:9")
     with pytest.raises(BadInput) as refused:
         devices.check_fits("c", 3, inventory(0, 0), "d.toml:9")
-    assert str(refused.value) == "d.toml:9: case c asks for 3 GPU(s) (num_gpus); this node has 2: GPU 0 (Fake), GPU 1 (Fake)"
+    assert str(refused.value) == ("d.toml:9: case c asks for 3 GPU(s) (num_gpus); "
+                                  "this node has 2: GPU 0 (Fake), GPU 1 (Fake)")
     with pytest.raises(BadInput, match=r"this node has none \(nvidia-smi: not found\)$"):
         devices.check_fits("c", 1, Inventory((), "nvidia-smi", "nvidia-smi: not found"), "d.toml:9")
 
