@@ -6,7 +6,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Protocol, Sequence, TypeGuard
 
 from kit.core.contract import LOG_PREFIX_ENV
 from kit.core.errors import BadInput
@@ -39,7 +39,7 @@ class DecodingBackend(Backend, Protocol):
         cache), with the top-n logprobs at every step, most likely first (kit.core.decode compares them)."""
 
 
-def can_decode(backend: object) -> bool:
+def can_decode(backend: object) -> TypeGuard[DecodingBackend]:
     """Whether a backend object implements the optional ``decode``."""
     return callable(getattr(backend, "decode", None))
 

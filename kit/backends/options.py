@@ -25,7 +25,7 @@ class BackendOptions(BaseModel):
         engine that is not deterministic across launches shows it there). A variant that changes nothing
         of this case's options is dropped: it would count one measurement twice."""
         current = self.model_dump()
-        variants = [{"name": "as-set", "overrides": {}, "why": "the case as the descriptor sets it"}]
+        variants: list[dict] = [{"name": "as-set", "overrides": {}, "why": "the case as the descriptor sets it"}]
         seen = [current]
         for name, overrides, why in self.implementation_variants():
             effective = {**current, **overrides}

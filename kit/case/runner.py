@@ -131,7 +131,7 @@ def run_case(spec: CaseSpec, reference_out: str | None = None) -> CaseResult:
         for p, obs in zip(prompts, observations)
     ]
     failures = [f for s in scores for f in s.failures]
-    decoded = [compare_continuation(p.id, p.bucket, p.n_tokens, golden.continuations[p.id][: spec.decode],
+    decoded = [compare_continuation(p.id, p.bucket, p.n_tokens, (golden.continuations or {})[p.id][: spec.decode],
                                     continuations[p.id], bound_for(p.bucket, spec.bound, spec.bucket_bounds))
                for p in prompts] if spec.decode else []
     failures += [f for d in decoded for f in d.failures]
@@ -212,7 +212,7 @@ def continue_prompts(backend: Backend, spec: CaseSpec,
         raise BackendMismatch(f"backend {spec.backend} has no decode method, which case {spec.name} "
                               f"(decode = {spec.decode}) needs")
     t0 = time.perf_counter()
-    got = list(backend.decode(prompts, spec.decode, spec.top_n))  # type: ignore[attr-defined]
+    got = list(backend.decode(prompts, spec.decode, spec.top_n))
     wrong = prompt_mismatch([p.id for p in prompts], [c.prompt_id for c in got])
     if wrong:
         raise BackendMismatch(f"backend {spec.backend} returned {len(got)} continuations for the "

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Sequence
+from typing import Sequence, TypeGuard
 
 from kit.core import paths
 from kit.core.exitcodes import ExitCode
@@ -244,6 +244,6 @@ def _names(cases: Sequence[str]) -> str:
     return ", ".join(f"`{c}`" for c in cases)
 
 
-def _num(x) -> bool:
+def _num(x: object) -> TypeGuard[float]:
     return isinstance(x, (int, float)) and not math.isnan(x)
 

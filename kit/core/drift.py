@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import asdict, dataclass, field
-from typing import Mapping, Sequence
+from typing import Mapping, Sequence, TypeGuard
 
 from kit.core.calibration import spread_factor
 from kit.core.records import PromptScore
@@ -145,9 +145,13 @@ def interval(values: Sequence[float], alpha_side: float, two_sided: bool, minimu
 
 def drift_test(scores: Sequence[PromptScore], reference: Mapping) -> DriftResult:
     """The case's prompts against the calibration ``reference`` (CalibrationRecord.reference())."""
-    scored = [s for s in scores if _finite(s.max_probability_error) and _finite(s.top_probability_shift)]
-    return drift_of({s.id: s.max_probability_error for s in scored},
-                    {s.id: s.top_probability_shift for s in scored}, reference)
+    errors: dict[str, float] = {}
+    shifts: dict[str, float] = {}
+    for s in scores:
+        error, shift = s.max_probability_error, s.top_probability_shift
+        if _finite(error) and _finite(shift):
+            errors[s.id], shifts[s.id] = error, shift
+    return drift_of(errors, shifts, reference)
 
 
 def drift_of(errors: Mapping[str, float], shifts: Mapping[str, float], reference: Mapping) -> DriftResult:
@@ -227,5 +231,5 @@ def _too_exact(s: DriftStatistic, prompts: int, noise_class: Mapping) -> str:
             f"this closely: it {computes}, or it replays the golden")
 
 
-def _finite(x) -> bool:
+def _finite(x: object) -> TypeGuard[float]:
     return isinstance(x, (int, float)) and math.isfinite(x)

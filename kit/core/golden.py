@@ -82,7 +82,7 @@ def golden_document(kind: str, fixture: Fixture, model_digest: str, top_k: int,
     missing = [i for i in fixture.ids if i not in by_id]
     if missing:
         raise BadInput(f"no observation for fixture cases {', '.join(missing[:5])}")
-    cases = []
+    cases: list[dict] = []
     for cid in sorted(fixture.ids):
         top = by_id[cid].top_logprobs[:top_k]
         bad = [t for t, lp in top if not math.isfinite(lp)]

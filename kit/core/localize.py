@@ -141,7 +141,7 @@ def localize(prompt_id: str, curve_points: Sequence[Point], candidate: Sequence[
 
 def earliest(localizations: Sequence[Localization]) -> Localization | None:
     """The prompt whose curve leaves the noise first (ties: the first prompt given); None if none does."""
-    order = {}
+    order: dict[int, Localization] = {}
     for loc in localizations:
         if loc.first is not None:
             index = [r.point for r in loc.results].index(loc.first.point)

@@ -58,7 +58,8 @@ def top_list_problem(top: Sequence[tuple[int, float]], vocab_size: int | None) -
 def _id_problem(token, what: str, vocab_size: int | None) -> str | None:
     if isinstance(token, bool) or not isinstance(token, Integral):
         return f"{what} is not an integer"
-    if token < 0 or (vocab_size is not None and token >= vocab_size):
+    value = int(token)
+    if value < 0 or (vocab_size is not None and value >= vocab_size):
         holds = f"0..{vocab_size - 1}" if vocab_size is not None else "ids from 0"
         return f"{what} is outside the vocabulary ({holds})"
     return None

@@ -28,7 +28,7 @@ def isa_level(flags: set[str] | frozenset[str] | None, machine: str) -> str:
     when the flags cannot be read, the machine name itself."""
     if machine.lower() not in X86_MACHINES or flags is None:
         return machine.lower() or "unknown"
-    level, needed = "x86-64", set()  # below v1 (hardly a real x86-64 CPU): the bare architecture
+    level, needed = "x86-64", set[str]()  # below v1 (hardly a real x86-64 CPU): the bare architecture
     for name, more in X86_LEVELS:
         needed |= more
         if not needed <= flags:

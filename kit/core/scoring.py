@@ -83,12 +83,12 @@ def score_prompt(
             f"token {backend_winner} by {gap:.4g} > {WINNER_GAP_FACTOR:g} x max error {max_err:.4g}"
         )
 
-    exact_match = None
+    exact_match: bool | None = None
     if exact:
-        exact_match = _exact_mismatch(golden_top, backend)
-        if exact_match is not None:
-            failures.append(f"{where}: {exact_match}")
-        exact_match = exact_match is None
+        mismatch = _exact_mismatch(golden_top, backend)
+        if mismatch is not None:
+            failures.append(f"{where}: {mismatch}")
+        exact_match = mismatch is None
     elif bound is not None and max_err > bound:
         failures.append(f"{where}: max probability error {max_err:.4g} > bound {bound:g} (bucket {bucket})")
 

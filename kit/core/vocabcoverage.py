@@ -231,7 +231,8 @@ class VocabCoverage:
 
     @property
     def unseen_share(self) -> float | None:
-        return self.unseen / self.vocab_size if self.vocab_size else None
+        unseen = self.unseen
+        return unseen / self.vocab_size if unseen is not None and self.vocab_size else None
 
     @property
     def context_share(self) -> float | None:
@@ -302,7 +303,7 @@ def fixture_coverage(fixture, model_dir: str | Path | None = None) -> VocabCover
     vocab = load_token_vocab(model_dir) if model_dir is not None else None
     size = limits.vocab_size if limits is not None else None
     return vocab_coverage(fixture.sha256, fixture.prompts, size, vocab, limits.context if limits is not None else None,
-                          limits.where("vocab_size") if size is not None else None)
+                          limits.where("vocab_size") if limits is not None and size is not None else None)
 
 
 def _classes(vocab: TokenVocab, vocab_size: int, counts: Mapping[int, int]) -> tuple[ClassCoverage, ...]:

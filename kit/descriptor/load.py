@@ -121,6 +121,7 @@ class LoadedDescriptor:
                                "set trusted = true to run it, or name a packaged notebook")
             path = self.resolve(given.path)
         else:
+            assert given is not None, f"case {name} names no notebook"  # called only for a case that names one
             path = (paths.NOTEBOOKS / given).resolve()
             if not packaged_notebook(path):
                 raise BadInput(f"{where}: {given!r} is not in the kit's notebooks folder ({paths.NOTEBOOKS}); "
@@ -169,7 +170,7 @@ class LoadedDescriptor:
             info = registry.get(c.backend)
             notebook = self.case_notebook(name, c) if c.notebook else paths.NOTEBOOKS / info.notebook
             kernel, identity = self.kernel(name), {}
-            if rel is not None:
+            if rel is not None and release:
                 built = rel.backends.get(c.backend)
                 if built is None:
                     raise BadInput(f"{self.where('releases', release)}: release {release!r} names no "
@@ -255,6 +256,7 @@ class LoadedDescriptor:
         twins = same_class(records)
         if twins:
             first, second = twins
+            assert first.path is not None and second.path is not None  # read from files, each has its path
             measured = measured_on({"fingerprint": first.fingerprint}) or "a class of hardware it does not name"
             raise BadInput(f"{where}: {paths.display(first.path)} and {paths.display(second.path)} both measured "
                            f"noise on {measured}; list one record per class of hardware")

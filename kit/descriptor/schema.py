@@ -9,11 +9,14 @@ from __future__ import annotations
 import functools
 import importlib
 import re
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from kit.backends import registry
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 CASE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 # A [goldens] entry is named after its kind ("semantic", "exact") or ends in it ("decode-semantic"),
@@ -125,6 +128,16 @@ class CaseBase(_Strict):
     # backend's own decode path (its KV cache), against a golden that carries continuations.
     decode: int | None = Field(default=None, ge=1)
 
+    if TYPE_CHECKING:
+        # For the type checker only: what every case schema adds to these keys (case_schemas), its backend's
+        # name and its options' methods (kit.backends.options.BackendOptions).
+        backend: str
+
+        def code_settings(self) -> list[tuple[str, str]]: ...
+
+        @classmethod
+        def model_problem(cls, options: Mapping[str, Any], model_dir: str | Path) -> str | None: ...
+
     def backend_options(self) -> dict[str, Any]:
         common = set(CaseBase.model_fields) | {"backend"}
         return {k: v for k, v in self.model_dump().items() if k not in common}
@@ -138,7 +151,8 @@ def case_schemas() -> dict[str, type[CaseBase]]:
         module, _, cls = info.options.partition(":")
         options = getattr(importlib.import_module(module), cls)
         schemas[name] = create_model(f"{options.__name__.removesuffix('Options')}Case", __base__=(CaseBase, options),
-                                     __doc__=options.__doc__, backend=(Literal[name], ...))
+                                     # a Literal of a name known only at run time, which no checker types
+                                     __doc__=options.__doc__, backend=(Literal[name], ...))  # type: ignore[arg-type]
     return schemas
 
 

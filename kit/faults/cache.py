@@ -9,6 +9,7 @@ the catalogue's own code, so an edited fault or another model never reads a stal
 from __future__ import annotations
 
 import hashlib
+import inspect
 import os
 import shutil
 import tempfile
@@ -29,7 +30,7 @@ def code_digest() -> str:
     """The catalogue's code: what a faulted copy depends on besides the source model."""
     h = hashlib.sha256()
     for module in (catalogue, checkpoint):
-        h.update(Path(module.__file__).read_bytes())
+        h.update(Path(inspect.getfile(module)).read_bytes())
     return h.hexdigest()
 
 

@@ -14,6 +14,7 @@ import json
 import shutil
 import struct
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -98,7 +99,7 @@ def write_checkpoint(checkpoint: Checkpoint, source: str | Path, out: str | Path
     (out / CONFIG).write_text(json.dumps(checkpoint.config, indent=2, sort_keys=True) + "\n")
     with open(out / WEIGHTS, "wb") as f:
         write_tensors(f, [(name, checkpoint.dtypes[name], tuple(t.shape),
-                           lambda name=name, t=t: _stored(t, checkpoint.dtypes[name]))
+                           partial(_stored, t, checkpoint.dtypes[name]))
                           for name, t in checkpoint.tensors.items()], checkpoint.metadata)
     return out
 

@@ -11,7 +11,7 @@ from kit.backends.base import can_decode
 from kit.core import paths
 from kit.core.decode import check_continuations_fit
 from kit.core.errors import BadInput
-from kit.core.fixture import verify_fixture
+from kit.core.fixture import Fixture, verify_fixture
 from kit.core.golden import golden_document, golden_filename, provenance, write_golden
 from kit.core.modelconfig import check_prompts_fit, check_top_k_fits, model_limits
 from kit.core.modeldigest import model_digest
@@ -41,7 +41,7 @@ def make_golden(out: str | Path, model: str | Path, fixture_path: str | Path, ki
 def make_golden_document(model: str | Path, fixture_path: str | Path, kind: str, top_k: int,
                          command: Sequence[str], dtype: str = "float32", attn_implementation: str = "sdpa",
                          backend: str = registry.REFERENCE, checkpoint: str = "hf", device: str = "cpu",
-                         batch_size: int = 1, decode: int = 0, cpu_kernels: str = "native") -> tuple[dict, object]:
+                         batch_size: int = 1, decode: int = 0, cpu_kernels: str = "native") -> tuple[dict, Fixture]:
     """The golden document and the fixture it was made for (the fixture is verified first).
     The reference makes the semantic goldens; a native backend (levanter) makes its own exact golden, each
     through its own runtime with the options it takes from these (its ``golden_options``). With ``decode``

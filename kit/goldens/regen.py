@@ -122,7 +122,7 @@ def regen_report(o: RegenOutcome) -> str:
                    key=lambda r: -r.max_probability_delta)
     winners = [r for r in o.diff if r.winner_changed]
     largest = max(o.diff, key=lambda r: r.max_probability_delta, default=None)
-    if o.accepted:
+    if o.placed is not None:  # accepted
         head = (f"**Accepted for review:** {len(o.agreeing)} backends agree with the new golden within their "
                 f"bounds ({', '.join(o.agreeing)}). Written to `{paths.display(o.placed)}`, beside "
                 f"`{o.old_golden.name}`; point the descriptor's golden at it once reviewed.")

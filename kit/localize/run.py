@@ -123,7 +123,7 @@ def localize_case(descriptor: str | Path, case: str, prompt_ids: Sequence[str] |
     prompts.sort(key=lambda p: ids.index(p.id))
     found = curves(spec, candidate_model, prompts, k=k)
     first = earliest(found.localizations)
-    verdict = verdict_line(first.first.point if first else None, k)
+    verdict = verdict_line(first.first.point if first and first.first else None, k)
     scores = {s.id: s for s in result.prompts}
     out_dir = paths.claim_empty_dir(out, "--out", "localize")
     write_json(out_dir / RESULT, {

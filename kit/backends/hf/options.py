@@ -36,7 +36,7 @@ class HfOptions(BackendOptions):
         # case (docs/calibration.md): eager attention, whose bfloat16 score x value product is another
         # precision (its largest error 0.0217 against 0.0093-0.0102), and CPU thread counts, which gave
         # bit-identical results.
-        out = [("batched-2-right", {"batch_size": 2, "padding_side": "right"},
+        out: list[tuple[str, dict, str]] = [("batched-2-right", {"batch_size": 2, "padding_side": "right"},
                 "pairs of a bucket batched, padding masked"),
                ("batched-4-left", {"batch_size": 4, "padding_side": "left"}, "left padding shifts every real position"),
                ("batched-8-right", {"batch_size": 8, "padding_side": "right"},

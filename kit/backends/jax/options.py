@@ -61,8 +61,8 @@ class JaxOptions(BackendOptions):
             effective = self.attention if self.attention != "auto" else ("chunked" if float32 else "cudnn")
             others = [a for a in ("cudnn", "chunked") if a != effective and not (a == "cudnn" and float32)]
             return [(f"attention-{a}", {"attention": a}, "another attention implementation") for a in others]
-        out = [(f"attention-{a}", {"attention": a}, "another attention implementation")
-               for a in ("xla", "chunked") if a != self.attention]
+        out: list[tuple[str, dict, str]] = [(f"attention-{a}", {"attention": a}, "another attention implementation")
+                                            for a in ("xla", "chunked") if a != self.attention]
         out.append(("rounded" if self.excess_precision else "excess-precision",
                     {"excess_precision": not self.excess_precision},
                     "XLA's fusion keeps or skips bfloat16 roundings between fused operations"))
