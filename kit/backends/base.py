@@ -100,6 +100,9 @@ class BackendInfo:
     # "module:function": ``function(options) -> str``, the key of what decides the bits of this backend's
     # results under a case's options (kit.core.runtime). An exact golden holds only where its key is equal.
     exact_runtime: str = "kit.core.runtime:host_runtime_of"
+    # "module:function": ``function(options) -> dict`` of environment variables a case kernel must start with
+    # (settings a library reads once, when it loads: the kernels an hf case pins); "" for none.
+    kernel_env: str = ""
     # "module:function": ``function(request) -> dict``, the case options `golden make` opens the runtime with
     # (its ``open_backend``), from the command line's (kit.goldens.make.request); empty: the runtime's defaults.
     golden_options: str = ""
@@ -119,6 +122,15 @@ class BackendInfo:
         import importlib
 
         return importlib.import_module(self.runtime).open_backend(spec)
+
+    def environment(self, options: dict) -> dict[str, str]:
+        """What a case kernel of this backend with ``options`` must start with (see ``kernel_env``)."""
+        if not self.kernel_env:
+            return {}
+        import importlib
+
+        module, _, function = self.kernel_env.partition(":")
+        return dict(getattr(importlib.import_module(module), function)(dict(options)))
 
     def runtime_key(self, options: dict) -> str:
         """This host's runtime key for a case of this backend with ``options`` (see ``exact_runtime``)."""

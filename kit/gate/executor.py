@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from kit import __version__
+from kit.backends import registry
 from kit.core import contract, paths, rundir
 from kit.core.coverage import Expected, coverage_problem, rejudged
 from kit.core.errors import BadInput
@@ -283,7 +284,10 @@ def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = No
     result_path = cases_dir / f"{spec.name}.json"
     started, t0, launched = now_iso(), time.perf_counter(), time.time()
     env = {contract.MODEL_DIGEST_CACHE_ENV: str(cases_dir.parent / rundir.MODEL_DIGESTS),
-           contract.RESULT_PATH_ENV: str(result_path), **compilecache.kernel_env()}
+           contract.RESULT_PATH_ENV: str(result_path), **compilecache.kernel_env(),
+           # What the backend's libraries read once, when they load (an hf case's pinned kernels), must be in place
+           # before the kernel imports anything.
+           **registry.get(spec.backend).environment(spec.options)}
     outcome = run_notebook(spec.notebook, notebook, contract.case_parameters(spec.to_dict(), str(result_path)),
                            spec.kernel, spec.timeout_s, cases_dir / f"{spec.name}.kernel.log",
                            log_prefix=str(cases_dir / spec.name),

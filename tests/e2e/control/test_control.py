@@ -288,12 +288,12 @@ def test_golden_regen_diffs_and_refuses_with_one_backend(tmp_path, embedded, sta
 
 
 def test_golden_regen_refuses_a_golden_the_second_backend_disagrees_with(tmp_path, embedded, stale_golden):
-    """Two backends check the new golden and one disagrees (the echo plugin at temperature 1.3 moves every
+    """Two backends check the new golden and one disagrees (the echo plugin at temperature 0.7 moves every
     probability): one agreeing backend is not enough, so nothing is placed."""
     env = install_echo_plugin(tmp_path / "site")
     old = golden_copy(tmp_path / "goldens", stale_golden)
     cases = {"hf-bf16": embedded.doc["cases"]["hf-bf16"],
-             "echo": {"backend": "echo", "golden": "semantic", "bound": 0.05, "temperature": 1.3}}
+             "echo": {"backend": "echo", "golden": "semantic", "bound": 0.05, "temperature": 0.7}}
     desc = write_descriptor(tmp_path, embedded, goldens={**embedded.goldens, "semantic": old}, cases=cases)
     report = refused_regen(tmp_path, embedded, desc, old, stale_golden, env=env)
     assert "| echo | no | echo |" in report and "| hf | yes | — |" in report
