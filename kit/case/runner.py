@@ -23,7 +23,7 @@ from kit.core.drift import drift_test
 from kit.core.errors import BadInput, ParityKitError
 from kit.core.fixture import Prompt, load_fixture
 from kit.core.golden import Golden, check_golden_matches_fixture, load_golden, provenance, reference_document
-from kit.core.jsonio import canonical_bytes, sha256_bytes, write_canonical
+from kit.core.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
 from kit.core.modelconfig import model_limits
 from kit.core.modeldigest import check_model_digest
 from kit.core.observations import continuation_problem, observation_problem
@@ -188,11 +188,10 @@ def reference_golden(spec: CaseSpec, fixture, prompts: list[Prompt], out: str | 
     prov = provenance(spec.backend, release, str(ref["options"].get("dtype", "float32")), "in-kernel reference",
                       [f"parity-kit case {spec.name} (reference: {ref['model']})"],
                       registry.get(spec.backend).runtime_key(ref["options"]))
-    doc = reference_document(fixture, digest, spec.top_n, observed, prov)
-    data = canonical_bytes(doc)
+    data = canonical_bytes(reference_document(fixture, digest, spec.top_n, observed, prov))
     path = Path(out) if out else Path(f"{spec.name}.reference.json")
     if out:
-        write_canonical(path, doc)
+        atomic_write_bytes(path, data)
     return Golden(path, sha256_bytes(data), "exact", fixture.sha256, digest, spec.top_n, prov,
                   {o.prompt_id: tuple(o.top_logprobs[: spec.top_n]) for o in observed})
 

@@ -29,7 +29,7 @@ class LoadedDescriptor:
 
     def __init__(self, path: Path, text: str, doc: Descriptor, cases: dict[str, CaseBase]):
         self.path, self.text, self.doc, self.cases = path, text, doc, cases
-        self._chosen: dict[str, Path | None] = {}
+        self._exact: dict[str, list] = {}  # an exact entry's goldens, read once for every case that uses it
         self._listed: dict[str, list[CalibrationRecord]] = {}
 
     @property
@@ -82,11 +82,12 @@ class LoadedDescriptor:
         key. An exact golden holds only on the runtime that made it, and never falls back to another's: a
         case whose runtime has none reads "no baseline for this runtime", with the command that makes one."""
         entry = str(case.golden)
-        info = registry.get(case.backend)
-        runtime = info.runtime_key(case.backend_options()) if golden_kind(entry) == "exact" else ""
         if golden_kind(entry) != "exact":
-            return self.golden_files(entry)[0], None, runtime
-        goldens = [load_golden(f) for f in self.golden_files(entry)]
+            return self.golden_files(entry)[0], None, ""
+        runtime = registry.get(case.backend).runtime_key(case.backend_options())
+        if entry not in self._exact:
+            self._exact[entry] = [load_golden(f) for f in self.golden_files(entry)]
+        goldens = self._exact[entry]
         chosen = choose_for_runtime(goldens, runtime)
         if chosen is not None:
             return chosen.path, None, runtime
