@@ -84,6 +84,19 @@ def _runs_embedded_descriptor(args) -> bool:
     return getattr(args, "descriptor", None) == str(paths.EMBEDDED_DESCRIPTOR)
 
 
+def _jobs(text: str) -> int:
+    """``--jobs``: a count of cases at once, at least 1. Zero or less is refused as a usage error (exit 3, as
+    ``--jobs many`` is): the executors read a falsy count as "no limit given" and clamp a negative one to 1,
+    so either would run something other than what was asked, silently."""
+    try:
+        jobs = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if jobs < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return jobs
+
+
 class _Parser(argparse.ArgumentParser):
     """Every parser and subparser keeps the line breaks of its description and epilog (the exit codes)."""
 
@@ -124,7 +137,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR),
                    help="descriptor TOML (default: the embedded tiny-cpu descriptor)")
     g.add_argument("--out", help="run directory to create (default: runs/<name>-<time>-<id>)")
-    g.add_argument("--jobs", type=int,
+    g.add_argument("--jobs", type=_jobs,
                    help="cases run side by side with the local executor (default: cases that ask for GPUs "
                         "as many as the free GPUs allow, each on its own; the others as many as the cores); "
                         "Ray places cases by their resources instead")
@@ -150,8 +163,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--out", help="control directory to create (default: runs/control-<name>-<time>-<id>)")
     c.add_argument("--current", default="current", help="the release pinned today (default: current)")
     c.add_argument("--candidate", default="candidate", help="the release to qualify (default: candidate)")
-    c.add_argument("--jobs", type=int, help="cases run side by side, both runs together (default: the cores, "
-                                            "and for cases that ask for GPUs the free GPUs)")
+    c.add_argument("--jobs", type=_jobs, help="cases run side by side, both runs together (default: the cores, "
+                                              "and for cases that ask for GPUs the free GPUs)")
     c.add_argument("--case", action="append", dest="cases", help="run only this case (repeatable)")
     c.add_argument("--no-summary", action="store_true", help="skip the control and summary notebooks")
     c.add_argument("--junit", metavar="FILE", help="also write JUnit XML: one testsuite per release")
@@ -183,7 +196,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--qualify-bucket", type=int, help="its bucket (default: the shortest)")
     r.add_argument("--case", action="append", dest="cases", help="control only this case (repeatable)")
     r.add_argument("--out", help="refresh directory to create (default: runs/refresh-<name>-<time>-<id>)")
-    r.add_argument("--jobs", type=int, help="control cases run side by side (default: the cores)")
+    r.add_argument("--jobs", type=_jobs, help="control cases run side by side (default: the cores)")
     r.set_defaults(func=_refresh)
 
     b = sub.add_parser("bisect", help="find the first overlay commit whose build fails a case the tip fails",
@@ -300,7 +313,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="the [goldens] entry to replace (default: semantic); semantic goldens only")
     gr.add_argument("--release", help="check against this release's kernels (default: the cases' own)")
     gr.add_argument("--out", help="work directory (default: runs/regen-<name>-<time>-<id>)")
-    gr.add_argument("--jobs", type=int, help="checking cases run side by side (default: the cores)")
+    gr.add_argument("--jobs", type=_jobs, help="checking cases run side by side (default: the cores)")
     gr.set_defaults(func=_golden_regen)
 
     r = sub.add_parser("report", help="a finished run (or control) for people: Markdown for an issue, a zip to attach",

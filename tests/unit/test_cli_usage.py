@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from kit.cli import main
+from kit.cli import _parser, main
 from kit.core.exitcodes import ExitCode
 from support import ROOT
 
@@ -28,6 +28,20 @@ def test_a_usage_error_exits_3_with_argparse_usage(capsys, argv, usage, error):
     lines = capsys.readouterr().err.splitlines()
     assert lines[0].startswith(usage)
     assert lines[-1].startswith(error)
+
+
+@pytest.mark.parametrize("jobs", ["0", "-3"])
+@pytest.mark.parametrize("command", [["gate"], ["control"], ["golden", "regen"],
+                                     ["refresh", "--fork-repo", "f", "--upstream-ref", "r"]])
+def test_jobs_below_one_is_a_usage_error_like_any_bad_jobs(capsys, command, jobs):
+    # Parsed only: before the fix these parsed, and running them would start a real gate.
+    with pytest.raises(SystemExit) as exc:
+        _parser().parse_args([*command, "--jobs", jobs])
+    assert exc.value.code == ExitCode.BAD_INPUT
+    *_, last = capsys.readouterr().err.splitlines()
+    assert last == (f"parity-kit {' '.join(command[:2] if command[0] == 'golden' else command[:1])}: error: "
+                    f"argument --jobs: expected a whole number of at least 1, got '{jobs}'")
+    assert _parser().parse_args([*command, "--jobs", "1"]).jobs == 1
 
 
 @pytest.mark.parametrize("reader", ["head -1", "true"])
