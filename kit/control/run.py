@@ -55,6 +55,9 @@ def run_control(descriptor: str | Path | LoadedDescriptor, out: str | Path | Non
     """Both gate runs and the diagnosis; with ``junit``, their JUnit XML too, one testsuite per release (written
     from the run directories if the control is interrupted, and refused before anything runs if the path cannot
     be written)."""
+    for flag, name in (("--current", current), ("--candidate", candidate)):
+        # Each release's run is the folder <control>/<release>: a name that is not plain would put it elsewhere.
+        paths.check_plain_name(name, f"{flag}: release")
     sides = [Path(out) / side for side in (current, candidate)] if out else []
     with written_when_interrupted(junit, sides, per_release=True):
         run = _run_control(descriptor, out, jobs, only, current, candidate, command, summary)

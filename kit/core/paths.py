@@ -121,6 +121,32 @@ def check_dir_target(path: str | Path, what: str) -> None:
         raise BadInput(f"{what} {path}{place} is not writable (its permissions or a read-only filesystem)")
 
 
+def plain_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be one folder's name inside another, or None. A name that holds a separator, is
+    ``.`` or ``..``, or is empty names another place than a folder of its own (``../../x`` writes outside the
+    parent); one that starts with a dash reads as an option to the shell commands a person retypes."""
+    if not name:
+        return "it is empty"
+    if name in (".", ".."):
+        return f"{name} names a folder that is already there"
+    if "/" in name or "\\" in name:
+        return "it holds a path separator"
+    if name.startswith("-"):
+        return "it starts with a dash"
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name):
+        return "it holds a control character"
+    return None
+
+
+def check_plain_name(name: str, what: str) -> None:
+    """Refuse, before anything runs, a ``name`` that is made a folder's name but would not be a plain one."""
+    from kit.core.errors import BadInput
+
+    problem = plain_name_problem(name)
+    if problem:
+        raise BadInput(f"{what} {name!r} is not a plain name for a folder: {problem}")
+
+
 def make_dir(path: str | Path, what: str) -> Path:
     """mkdir -p, where a failure (a race with the check above, a full disk) is one line, not a traceback."""
     from kit.core.errors import BadInput

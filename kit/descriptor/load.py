@@ -399,8 +399,13 @@ _NOT_JUDGMENT = frozenset({"kernel", "resources", "retries"})
 
 
 def _check_releases(shown: str, text: str, doc: Descriptor) -> None:
-    """Every release names known backends, and its options are valid for every case they apply to."""
+    """Every release has a plain name (a control runs it in a folder of that name), names known backends, and
+    its options are valid for every case they apply to."""
     for rname, rel in doc.releases.items():
+        problem = paths.plain_name_problem(rname)
+        if problem:
+            raise BadInput(f"{shown}:{_locate(text, ('releases', rname))}: release name {rname!r} is not a plain "
+                           f"name for a folder: {problem}")
         for backend, built in rel.backends.items():
             loc = ("releases", rname, "backends", backend)
             if backend not in case_schemas():
