@@ -544,6 +544,7 @@ def _report(args) -> int:
                        "control.json, localize.json or bisect.json)")
     if args.attach:
         paths.check_dir_target(args.attach, "--attach")  # before the Markdown goes out, not after
+        report.attachable(run_dir)  # so is a run the zip would refuse (no summary, a link leading out)
     if args.markdown:
         sys.stdout.write(report.markdown_report(run_dir))
     if args.attach:

@@ -323,15 +323,7 @@ def attach_zip(run_dir: str | Path, out_dir: str | Path) -> Path:
     import zipfile
 
     run_dir = Path(run_dir).resolve()
-    wanted = [p for p in sorted(run_dir.rglob("*")) if p.is_file() and (
-        p.suffix in (".ipynb", ".html") or p.name in (rundir.RESULT, rundir.EVIDENCE, rundir.MANIFEST,
-                                                       rundir.CONTROL, rundir.DIAGNOSIS)
-        or (p.parent.name == rundir.FIGURES and p.suffix in (".png", ".svg")))]
-    if not any(p.name == rundir.SUMMARY_HTML for p in wanted):
-        from kit.core.errors import BadInput
-
-        raise BadInput(f"{run_dir} has no summary.html (was it run with --no-summary?); "
-                       "nothing worth attaching")
+    wanted = attachable(run_dir)
     target = Path(out_dir) / f"{run_dir.name}.zip"
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".zip.tmp")
@@ -340,3 +332,34 @@ def attach_zip(run_dir: str | Path, out_dir: str | Path) -> Path:
             z.write(p, f"{run_dir.name}/{p.relative_to(run_dir).as_posix()}")
     tmp.replace(target)
     return target
+
+
+def attachable(run_dir: str | Path) -> list[Path]:
+    """The files of a run (or control) directory that its zip carries; refuses, in one line and before anything
+    is written, a run with no summary or with a link that leads out of the folder."""
+    from kit.core.errors import BadInput
+
+    run_dir = Path(run_dir).resolve()
+    wanted = [p for p in sorted(run_dir.rglob("*")) if p.is_file() and (
+        p.suffix in (".ipynb", ".html") or p.name in (rundir.RESULT, rundir.EVIDENCE, rundir.MANIFEST,
+                                                       rundir.CONTROL, rundir.DIAGNOSIS)
+        or (p.parent.name == rundir.FIGURES and p.suffix in (".png", ".svg")))]
+    if not any(p.name == rundir.SUMMARY_HTML for p in wanted):
+        raise BadInput(f"{run_dir} has no summary.html (was it run with --no-summary?); "
+                       "nothing worth attaching")
+    for p in wanted:
+        check_inside(p, run_dir)
+    return wanted
+
+
+def check_inside(path: Path, run_dir: Path) -> None:
+    """Refuse a file of the run that is a link to one outside it. Refused, not skipped with a warning: the zip is
+    an audit artifact that stands for this run, and a link swapped in for a result or notebook (or one that
+    would carry a private file along to a public issue) must stop the person attaching it, not pass as a
+    zip that silently lacks the file."""
+    from kit.core.errors import BadInput
+
+    target = path.resolve()
+    if not target.is_relative_to(run_dir):
+        raise BadInput(f"{path} leads through a link to {target}, outside the run directory {run_dir}; "
+                       "a zip carries only the run's own files (replace the link with the file, or remove it)")
