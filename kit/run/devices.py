@@ -83,18 +83,40 @@ class Inventory:
 def parse_rows(text: str, source: str) -> list[Gpu]:
     """nvidia-smi's CSV rows (``index, uuid, name, memory.used, memory.total``, with or without the
     ``MiB`` unit); a row that is not one refuses the whole list, naming ``source``."""
-    gpus = []
+    gpus: list[Gpu] = []
     for row in filter(None, (r.strip() for r in text.replace(";", "\n").splitlines())):
-        parts = [p.strip() for p in row.split(",")]
-        try:
-            if len(parts) < 5:
-                raise ValueError
-            # A GPU's name may hold a comma; index and uuid lead, the two memory columns end the row.
-            gpus.append(Gpu(int(parts[0]), parts[1], ", ".join(parts[2:-2]), _mib(parts[-2]), _mib(parts[-1])))
-        except ValueError:
-            raise BadInput(f"{source}: cannot read GPU row {row!r}; expected 'index, uuid, name, "
-                           "memory.used, memory.total' as nvidia-smi --format=csv,noheader writes it") from None
+        gpu = _parse_row(row, source)
+        _check_row(gpu, gpus, row, source)
+        gpus.append(gpu)
     return gpus
+
+
+def _parse_row(row: str, source: str) -> Gpu:
+    parts = [p.strip() for p in row.split(",")]
+    try:
+        if len(parts) < 5:
+            raise ValueError
+        # A GPU's name may hold a comma; index and uuid lead, the two memory columns end the row.
+        return Gpu(int(parts[0]), parts[1], ", ".join(parts[2:-2]), _mib(parts[-2]), _mib(parts[-1]))
+    except ValueError:
+        raise BadInput(f"{source}: cannot read GPU row {row!r}; expected 'index, uuid, name, "
+                       "memory.used, memory.total' as nvidia-smi --format=csv,noheader writes it") from None
+
+
+def _check_row(gpu: Gpu, before: Sequence[Gpu], row: str, source: str) -> None:
+    """A row that parsed must still describe one GPU of its own: two rows of one index (or uuid) would hand
+    one GPU to two cases at once, as CUDA_VISIBLE_DEVICES names it by either, and a memory figure that is
+    negative or not finite would make the busy test (used >= 90 % of total) say what it likes."""
+    memory = [m for m in (gpu.memory_used_mib, gpu.memory_total_mib) if m is not None]
+    problem = next((why for bad, why in (
+        (gpu.index < 0, f"index {gpu.index} is negative"),
+        (not gpu.uuid, "its uuid is empty"),
+        (any(g.index == gpu.index for g in before), f"index {gpu.index} is listed twice"),
+        (any(g.uuid == gpu.uuid for g in before), f"uuid {gpu.uuid} is listed twice"),
+        (any(not (math.isfinite(m) and m >= 0) for m in memory), "a memory figure is negative or not finite"),
+    ) if bad), None)
+    if problem:
+        raise BadInput(f"{source}: GPU row {row!r}: {problem}; each row is one GPU, as nvidia-smi lists it")
 
 
 def _mib(text: str) -> float | None:
