@@ -5,8 +5,8 @@ The effect is deterministic on one runtime (kit.faults.effect.effect_runtime: wh
 hf float32 case) but moves across runtimes, so the table holds one entry per runtime and this script writes
 only this host's, keeping the others. The test reads its own runtime's entry instead of measuring 126
 faulted copies on every run; it re-measures the magnitudes it relies on, measures a fault's row itself on a
-runtime the table holds no entry for, and refuses a table that no longer matches the catalogue's code or the
-model.
+runtime the table holds no entry for, and refuses a table whose faulted copies are no longer the ones the
+catalogue writes (kit.faults.cache.copies_digest: another model, or an edit that changes a copy's bytes).
 
     python benchmarks/fault_effects.py [--faults a,b]
 """
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from kit.core.jsonio import write_json
-from kit.faults.cache import code_digest, default_cache_dir, faulted_copy
+from kit.faults.cache import copies_digest, default_cache_dir, faulted_copy
 from kit.faults.catalogue import CATALOGUE
 from kit.faults.effect import effect_runtime, embedded_cases, hf_float32_effect
 
@@ -34,8 +34,8 @@ def main() -> int:
     cases = embedded_cases()
     runtime = effect_runtime(cases)
     old = json.loads(TABLE.read_text()) if TABLE.is_file() else {}
-    same = old.get("code") == code_digest() and old.get("model_digest") == cases.float32.model_digest
-    runtimes = dict(old.get("runtimes", {})) if same else {}  # another code or model: every entry is stale
+    copies = copies_digest(cases.float32.model_path, default_cache_dir(), cases.float32.model_digest)
+    runtimes = dict(old.get("runtimes", {})) if old.get("copies") == copies else {}  # other copies: all stale
     effects = dict(runtimes.get(runtime, {}))
     t0 = time.perf_counter()
     for fault in CATALOGUE:
@@ -48,7 +48,7 @@ def main() -> int:
         effects[fault.name] = row
         print(f"{fault.name}: " + ", ".join(f"{m} {e:.4g}" for m, e in row.items()), flush=True)
     runtimes[runtime] = effects
-    write_json(TABLE, {"code": code_digest(), "model_digest": cases.float32.model_digest, "runtimes": runtimes})
+    write_json(TABLE, {"copies": copies, "model_digest": cases.float32.model_digest, "runtimes": runtimes})
     print(f"{TABLE}: {runtime} ({time.perf_counter() - t0:.0f} s)")
     return 0
 

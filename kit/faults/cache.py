@@ -60,3 +60,19 @@ def faulted_copy(fault: Fault, magnitude: float, source: str | Path, cache_dir: 
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def copies_digest(source: str | Path, cache_dir: str | Path | None = None, source_digest: str | None = None) -> str:
+    """One digest of every catalogued fault's copy of ``source`` at every magnitude: the bytes a fault's
+    measured effect depends on.
+
+    A table of measured effects keyed by this, not by the catalogue's source text, holds across edits that
+    write the same copies (a refactor, a type annotation) and is refused after any edit that changes one
+    byte of one copy, or another source model."""
+    digest = source_digest or model_digest(source)
+    h = hashlib.sha256()
+    for fault in catalogue.CATALOGUE:
+        for magnitude in fault.magnitudes:
+            copy = faulted_copy(fault, magnitude, source, cache_dir, source_digest=digest)
+            h.update(f"{fault.name}\t{magnitude!r}\t{model_digest(copy)}\n".encode())
+    return h.hexdigest()

@@ -19,7 +19,7 @@ from kit.calibrate.run import on_this_hardware
 from kit.case.interpreter import run_case_fresh
 from kit.case.runner import run_case
 from kit.core.modeldigest import model_digest
-from kit.faults.cache import code_digest, faulted_copy
+from kit.faults.cache import copies_digest, faulted_copy
 from kit.faults.catalogue import CATALOGUE, Fault
 from kit.core.spec import on_model
 from kit.faults.effect import (effect_runtime, embedded_cases, failed_by, healthy_noise, hf_float32_effect,
@@ -65,13 +65,16 @@ def effects(cases, copies) -> Effects:
 class Effects:
     """Every fault's hf float32 effect per magnitude on this host's runtime (effect_runtime): the committed
     table's entry for it, as benchmarks/fault_effects.py measured it, or, on a runtime the table holds none
-    for, measured here a fault at a time, as the benchmark would. The table is refused when the catalogue's
-    code or the model changed since: then no runtime's entry holds."""
+    for, measured here a fault at a time, as the benchmark would. The table is refused when the faulted copies
+    it was measured on are not the ones the catalogue writes now (another model, or an edit that changes a
+    copy's bytes): then no runtime's entry holds."""
 
     def __init__(self, cases, copies) -> None:
         table = json.loads(EFFECTS.read_text())
-        assert table["code"] == code_digest() and table["model_digest"] == cases.float32.model_digest, (
-            "tests/support/fault_effects.json is stale: run `python benchmarks/fault_effects.py`")
+        copies_now = copies_digest(cases.float32.model_path, copies, cases.float32.model_digest)
+        assert table["copies"] == copies_now, (
+            "tests/support/fault_effects.json is stale (the catalogue writes other faulted copies): "
+            "run `python benchmarks/fault_effects.py`")
         self.runtime = effect_runtime(cases)
         self.committed = table["runtimes"].get(self.runtime)
         self.cases, self.copies, self.measured = cases, copies, {}

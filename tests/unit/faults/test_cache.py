@@ -42,3 +42,28 @@ def test_the_default_cache_is_outside_the_repository_unless_named(monkeypatch, t
     assert paths.DATA_ROOT not in default_cache_dir().parents
     monkeypatch.setenv(CACHE_ENV, str(tmp_path))
     assert default_cache_dir() == tmp_path
+
+
+def test_the_copies_digest_follows_the_copies_bytes_not_the_code_text(embedded, tmp_path, monkeypatch):
+    """The effects table's key: a refactor that writes the same copies keeps it, a changed byte does not."""
+    from kit.faults import cache, catalogue
+
+    monkeypatch.setattr(catalogue, "CATALOGUE", [fault("o_proj_scale"), fault("logit_scale")])
+    before = cache.copies_digest(embedded.model, tmp_path / "a")
+    assert cache.copies_digest(embedded.model, tmp_path / "b") == before  # fresh copies, same bytes
+    # Another catalogue code (the cache key) writing the same bytes: same digest.
+    monkeypatch.setattr(cache, "code_digest", lambda: "refactored")
+    assert cache.copies_digest(embedded.model, tmp_path / "a") == before
+    # One magnitude more is another set of copies.
+    monkeypatch.setattr(catalogue, "CATALOGUE", [fault("o_proj_scale"), fault("logit_scale"), fault("rope_base")])
+    assert cache.copies_digest(embedded.model, tmp_path / "a") != before
+    # A fault writing other bytes at the same magnitude changes it too.
+    real_write = cache.write_fault
+    monkeypatch.setattr(catalogue, "CATALOGUE", [fault("o_proj_scale"), fault("logit_scale")])
+
+    def off_by_a_little(f, m, source, out):
+        return real_write(f, m * 1.001, source, out)
+
+    monkeypatch.setattr(cache, "write_fault", off_by_a_little)
+    monkeypatch.setattr(cache, "code_digest", lambda: "changed")
+    assert cache.copies_digest(embedded.model, tmp_path / "a") != before
