@@ -403,6 +403,9 @@ def _add_tool_commands(sub) -> None:
                     help="descriptor TOML (default: the embedded tiny-cpu descriptor)")
     ch.add_argument("--case", action="append", dest="cases", help="check only this case (repeatable)")
     ch.add_argument("--release", help="check against this [releases.NAME] of the descriptor (its kernels and options)")
+    ch.add_argument("--executor", choices=["local", "ray"], default="local",
+                    help="the executor the gate will run with (default: local, as the gate's): the local one "
+                         "also checks each case's GPUs against this node's")
     ch.set_defaults(func=_check)
 
     sc = sub.add_parser("schema", help="print the descriptor's JSON schema, for editors",
@@ -420,7 +423,7 @@ def _add_tool_commands(sub) -> None:
 def _check(args) -> int:
     from kit.gate.check import run_check
 
-    lines = run_check(args.descriptor, args.cases, args.release)
+    lines = run_check(args.descriptor, args.cases, args.release, args.executor)
     if output.shows(output.NORMAL):
         print("\n".join(lines))
     print("ok")

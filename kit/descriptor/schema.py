@@ -74,6 +74,17 @@ class Resources(_Strict):
     # cluster); then it is an error instead of a wait without end. None: wait as long as it takes.
     max_wait_s: float | None = Field(default=None, gt=0)
 
+    @field_validator("num_gpus")
+    @classmethod
+    def _whole_gpus_from_one(cls, n: float) -> float:
+        # Ray's own rule: a fraction below 1 shares a GPU, from 1 on a case holds whole GPUs (Ray refuses 1.5 only
+        # when the task is submitted, mid-run). Below 1 stays legal for `--executor ray`; the local executor's
+        # preflight (kit.run.devices.whole_gpus) refuses any fraction.
+        if n >= 1 and not float(n).is_integer():
+            raise ValueError(f"expected a whole number of GPUs, or a fraction below 1 to share one with "
+                             f"`--executor ray`, got {n:g}")
+        return n
+
 
 class CustomNotebook(_Strict):
     """A case notebook of the descriptor's own, outside the kit's notebooks folder. It is code the gate

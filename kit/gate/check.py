@@ -13,17 +13,24 @@ from kit.backends import registry
 from kit.core import paths
 from kit.core.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
-from kit.gate.preflight import Inputs, check_inputs, installed_kernels
+from kit.gate.executor import LOCAL, check_run
+from kit.gate.preflight import Inputs, installed_kernels
+from kit.run.devices import Inventory
 
 
-def run_check(descriptor: str, only: Sequence[str] | None = None, release: str | None = None) -> list[str]:
-    """The lines of a passed preflight; raises BadInput at the first check that fails. Writes nothing."""
+def run_check(descriptor: str, only: Sequence[str] | None = None, release: str | None = None,
+              executor: str = LOCAL) -> list[str]:
+    """The lines of a passed preflight; raises BadInput at the first check that fails. Writes nothing.
+
+    It is the gate's own preflight (``check_run``), executor's resources included, so that check cannot say ok
+    for a descriptor the gate refuses (a fraction of a GPU, more GPUs than the node has)."""
     desc = load_descriptor(descriptor)
-    specs = desc.case_specs(list(only) if only else None, release)
-    return passed_lines(desc, specs, check_inputs(desc, specs))
+    checked = check_run(desc, only, executor, release)
+    return passed_lines(desc, checked.specs, checked.inputs, checked.gpus)
 
 
-def passed_lines(desc: LoadedDescriptor, specs: Sequence[CaseSpec], inputs: Inputs) -> list[str]:
+def passed_lines(desc: LoadedDescriptor, specs: Sequence[CaseSpec], inputs: Inputs,
+                 gpus: Inventory | None = None) -> list[str]:
     lines = [f"descriptor {paths.display(desc.path)}: valid, {len(specs)} cases"
              + (f" ({', '.join(s.name for s in specs)})" if specs else "")]
     for backend in sorted({s.backend for s in specs if s.kernel == paths.MAIN_KERNEL}):
@@ -45,6 +52,9 @@ def passed_lines(desc: LoadedDescriptor, specs: Sequence[CaseSpec], inputs: Inpu
         lines.append(f"kernel {kernel}: installed ({kernels[kernel]}); cases: {', '.join(users)}")
     for notebook in sorted({s.notebook for s in specs}):
         lines.append(f"notebook {paths.display(notebook)}: present")
+    if gpus is not None:
+        asked = [f"{s.name} ({desc.resources(s.name).num_gpus:g})" for s in specs if desc.resources(s.name).num_gpus]
+        lines.append(f"gpus from {gpus.source}: {gpus.describe()}; every case fits: {', '.join(asked)}")
     for spec in specs:
         chosen = inputs.fixture.select(spec.prompt_ids, spec.buckets)
         decode = f", decode {spec.decode} steps" if spec.decode else ""

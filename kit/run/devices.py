@@ -180,7 +180,7 @@ def whole_gpus(num_gpus: float, case: str, where: str) -> int:
 def check_fits(case: str, wanted: int, inventory: Inventory, where: str) -> None:
     """Refuse, before anything runs, a case that asks for more GPUs than the node has at all."""
     if wanted > len(inventory.gpus):
-        raise BadInput(f"{where}: case {case} asks for {wanted} GPU(s) (num_gpus); this node has "
+        raise BadInput(f"{where}: case {case} asks for {wanted:g} GPU(s) (num_gpus); this node has "
                        f"{inventory.describe()}")
 
 
