@@ -23,11 +23,12 @@ from rich.markup import escape
 from kit import __version__
 from kit.bisect import search, step
 from kit.bisect.inputs import BisectInputs, State, from_fork, from_refresh, from_upstream
+from kit.bisect.record import load_record
 from kit.bisect.summary import summary_markdown
 from kit.core import paths, rundir
 from kit.core.errors import BadInput
 from kit.core.exitcodes import ExitCode
-from kit.core.jsonio import read_json, write_json
+from kit.core.jsonio import write_json
 from kit.core.results import now_iso
 from kit.descriptor.load import load_descriptor
 from kit.refresh import qualify
@@ -97,18 +98,23 @@ def start(case: str, *, refresh_dir: str | Path | None = None, descriptor: str |
 
 
 def resume(run_dir: str | Path) -> tuple[Path, dict]:
+    """A stopped bisect's folder and record, refused in one line when it is finished or its record is damaged."""
     folder = Path(run_dir)
     if not (folder / RECORD).is_file():
         raise BadInput(f"{paths.display(folder)} has no {RECORD}: not a bisect directory")
-    record = read_json(folder / RECORD)
-    if record.get("verdict") != INCOMPLETE:
+    return folder.resolve(), _unfinished(folder)
+
+
+def _unfinished(folder: Path) -> dict:
+    record = load_record(folder)
+    if record["verdict"] != INCOMPLETE:
         raise BadInput(f"bisect {paths.display(folder)} is finished ({record['verdict']}: {record['reason']}); "
                        "nothing to resume")
-    return folder.resolve(), record
+    return record
 
 
 def read_record(run_dir: str | Path) -> dict:
-    return read_json(Path(run_dir) / RECORD)
+    return load_record(run_dir)
 
 
 def run_bisect(run_dir: Path, record: dict, max_steps: int | None = None) -> BisectRun:

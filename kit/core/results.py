@@ -8,9 +8,13 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from kit.core import rundir
+from kit.core.errors import BadInput
 from kit.core.exitcodes import ExitCode
-from kit.core.jsonio import read_json, write_json
+from kit.core.jsonio import read_json, read_json_input, write_json
+from kit.core.paths import display
+from kit.core.recordcheck import Wrong
 from kit.core.records import ERROR, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseResult
+from kit.core.resultcheck import check_case_result, check_manifest, written_by
 
 GATE_PASSED, GATE_FAILED, GATE_INCOMPLETE = "passed", "failed", "incomplete"
 GATE_NO_BASELINE = "no-baseline"  # every case that ran passed, and some exact case had nothing to judge it by
@@ -88,12 +92,35 @@ class RunView:
 
 
 def read_run(run_dir: str | Path) -> RunView:
-    """A run from the case results the executor wrote (no notebook parsing)."""
+    """A run from the case results the executor wrote (no notebook parsing). A record that is damaged, or
+    that an older kit wrote without what this one reads, is refused in one line naming its file and key."""
     run_dir = Path(run_dir)
-    manifest = read_json(run_dir / rundir.MANIFEST)
+    manifest = read_manifest(run_dir / rundir.MANIFEST)
     results = {}
-    for name in manifest.get("cases", []):
-        path = run_dir / "cases" / f"{name}.json"
+    for name in manifest["cases"]:
+        path = run_dir / rundir.CASES / f"{name}.json"
         if path.is_file():
-            results[name] = load_case_result(path)
+            results[name] = read_case_result(path, name, manifest.get("kit_version"))
     return RunView(run_dir, manifest, results, {name: "executor" for name in results})
+
+
+def read_manifest(path: Path) -> dict:
+    """A gate run's manifest, checked for what its readers take from it."""
+    doc = read_json_input(path, display(path))
+    try:
+        check_manifest(doc)
+    except Wrong as wrong:
+        version = doc.get("kit_version") if isinstance(doc, dict) else None
+        raise BadInput(f"{display(path)}: {wrong.text}{written_by(version)}") from None
+    return doc
+
+
+def read_case_result(path: Path, case: str, kit_version: str | None = None) -> CaseResult:
+    """The result of ``case`` in ``path``, checked whole before any of it is used (``kit_version``: the
+    version the run's manifest names, for the message when it is not this kit's)."""
+    doc = read_json_input(path, display(path))
+    try:
+        check_case_result(doc, case)
+    except Wrong as wrong:
+        raise BadInput(f"{display(path)}: {wrong.text}{written_by(kit_version)}") from None
+    return CaseResult.from_dict(doc)

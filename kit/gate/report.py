@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Sequence
 
 from kit.core import paths, rundir
-from kit.core.jsonio import atomic_write_bytes, write_json
+from kit.core.errors import BadInput
+from kit.core.jsonio import atomic_write_bytes, read_input_bytes, read_json_input, write_json
 from kit.core.records import ERROR, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseResult, severity
 from kit.core.results import counts_sentence
 from kit.core.text import printable
@@ -256,17 +257,14 @@ def _repair_first(d, cur) -> str:
 
 def markdown_report(run_dir: str | Path) -> str:
     """evidence.md plus, per run, a compact case table and the summary's figures (linked by paths
-    relative to ``run_dir``, so they show once the folder is uploaded next to the comment)."""
+    relative to ``run_dir``, so they show once the folder is uploaded next to the comment). A damaged record
+    (or one an older kit wrote without what this one reads) is refused in one line naming its file."""
     from kit.core.results import read_run
 
     run_dir = Path(run_dir)
-    evidence = (run_dir / rundir.EVIDENCE).read_text(encoding="utf-8") if (run_dir / rundir.EVIDENCE).is_file() else ""
-    control = run_dir / rundir.CONTROL
-    if control.is_file():
-        import json
-
-        doc = json.loads(control.read_text())
-        views = [read_run(run_dir / doc["runs"][doc[role]]) for role in ("current", "candidate")]
+    evidence = read_text_input(run_dir / rundir.EVIDENCE) if (run_dir / rundir.EVIDENCE).is_file() else ""
+    if (run_dir / rundir.CONTROL).is_file():
+        views = [read_run(folder) for folder in control_runs(run_dir)]
     else:
         views = [read_run(run_dir)]
     parts = [evidence.rstrip()]
@@ -279,6 +277,31 @@ def markdown_report(run_dir: str | Path) -> str:
             parts += ["Decode checks (greedy continuations against the golden's, step by step):", "", *decode, ""]
         parts += [*figure_links(view.run_dir, run_dir), "</details>"]
     return "\n".join(parts) + "\n"
+
+
+def read_text_input(path: Path) -> str:
+    """A text file of a run (evidence.md) as UTF-8, or one line saying where it is not."""
+    data = read_input_bytes(path, paths.display(path))
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{paths.display(path)} is not UTF-8 (byte {exc.start})") from None
+
+
+def control_runs(control_dir: Path) -> list[Path]:
+    """The run directories of a control, today's pin first, as its control.json names them."""
+    path = control_dir / rundir.CONTROL
+    doc = read_json_input(path, paths.display(path))
+    runs = doc.get("runs") if isinstance(doc, dict) else None
+    folders = []
+    for role in ("current", "candidate"):
+        name = doc.get(role) if isinstance(doc, dict) else None
+        folder = runs.get(name) if isinstance(runs, dict) and isinstance(name, str) else None
+        if not isinstance(folder, str) or not folder:
+            raise BadInput(f"{paths.display(path)}: names no run directory for its {role} release "
+                           f"(expected {role} and runs.<release>)")
+        folders.append(control_dir / folder)
+    return folders
 
 
 def figure_links(view_dir: Path, base: Path) -> list[str]:

@@ -6,9 +6,14 @@ point must pass to leave the noise, and the named point is marked.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from kit.core import rundir
+from kit.core.errors import BadInput
+from kit.core.jsonio import read_json_input
+from kit.core.paths import display
+from kit.core.recordcheck import Wrong, listing, mapping, number, text
 
 FLOOR = 1e-12  # a bit-exact clean run has difference 0: keep it on a log axis
 FIGURE = "localize-curve"  # figures/<FIGURE>.png and .svg beside localize.json, for `report --markdown`
@@ -20,7 +25,6 @@ def load(localize_json: str | Path | None = None) -> tuple[dict, Path]:
     that holds none is refused in one line."""
     import json
 
-    from kit.core.errors import BadInput
     from kit.views.summary import latest_run
 
     if localize_json is None:
@@ -85,12 +89,10 @@ def save_curve(fig, folder: str | Path) -> None:
 def markdown_report(folder: str | Path) -> str:
     """A localize directory for an issue comment: the verdict, each localized prompt's points (its difference
     from the reference beside the clean run's) and the curve, linked where the folder is uploaded."""
-    import json
-
     from kit.gate.report import md
 
     folder = Path(folder)
-    doc = json.loads((folder / rundir.LOCALIZE).read_text(encoding="utf-8"))
+    doc = read_checked(folder / rundir.LOCALIZE)
     lines = [f"## Localize `{md(doc['case'])}` ({md(doc['backend'])}): **{md(doc['verdict'])}**", "",
              f"Candidate {md(doc['model'], code=True)}; reference {md(doc['reference'])}; noise: "
              f"{md(doc['clean'])}; a point leaves the noise above {doc['k']:g} x it.", ""]
@@ -99,9 +101,61 @@ def markdown_report(folder: str | Path) -> str:
                   f"| point | candidate {loc['metric']} | clean {loc['metric']} | ratio | left the noise |",
                   "| --- | ---: | ---: | ---: | --- |"]
         lines += [f"| {md(p['point'])} | {p['candidate'][loc['metric']]:.4g} | {p['clean'][loc['metric']]:.4g} | "
-                  f"{p['ratio']:.3g} | {'**yes**' if p['diverged'] else 'no'} |" for p in loc["points"]]
+                  f"{_ratio(p['ratio'])} | {'**yes**' if p['diverged'] else 'no'} |" for p in loc["points"]]
         lines.append("")
     if (folder / rundir.FIGURES / f"{FIGURE}.png").is_file():
         figures = rundir.FIGURES
         lines.append(f"[![the per-point curves]({figures}/{FIGURE}.png)]({figures}/{FIGURE}.svg)")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _ratio(ratio: float | None) -> str:
+    # localize.json writes an infinite ratio (a bit-exact clean run, a candidate that is not) as null.
+    return "inf" if ratio is None else f"{ratio:.3g}"
+
+
+def read_checked(path: Path) -> dict:
+    """A localize.json as the report reads it, or one line naming the file and the first key it lacks (a damaged
+    file, or one an older kit wrote)."""
+    doc = read_json_input(path, display(path))
+    try:
+        check_localize(doc)
+    except Wrong as wrong:
+        raise BadInput(f"{display(path)}: {wrong.text}") from None
+    return doc
+
+
+def check_localize(doc: object) -> None:
+    """Raises Wrong at the first value the report needs that ``doc`` does not hold as localize.json writes it."""
+    top = _keys(doc, "", ("case", "backend", "verdict", "model", "reference", "clean", "k", "localizations"))
+    for key in ("case", "backend", "verdict", "model", "reference", "clean"):
+        text(top[key], key)
+    number(top["k"], "k", 1.0, math.inf)
+    for i, loc in enumerate(listing(top["localizations"], "localizations")):
+        _check_localization(loc, f"localizations[{i}]")
+
+
+def _check_localization(value: object, key: str) -> None:
+    loc = _keys(value, key, ("prompt", "verdict", "metric", "points"))
+    for part in ("prompt", "verdict", "metric"):
+        text(loc[part], f"{key}.{part}")
+    for i, item in enumerate(listing(loc["points"], f"{key}.points")):
+        where = f"{key}.points[{i}]"
+        point = _keys(item, where, ("point", "candidate", "clean", "ratio", "diverged"))
+        text(point["point"], f"{where}.point")
+        for run in ("candidate", "clean"):
+            number(mapping(point[run], f"{where}.{run}").get(loc["metric"]), f"{where}.{run}.{loc['metric']}",
+                   0.0, math.inf)
+        if point["ratio"] is not None:
+            number(point["ratio"], f"{where}.ratio", 0.0, math.inf)
+        if not isinstance(point["diverged"], bool):
+            raise Wrong(f"{where}.diverged", "expected true or false", point["diverged"])
+
+
+def _keys(value: object, key: str, required: tuple[str, ...]) -> dict:
+    """``value`` as an object holding at least ``required`` (more is a newer kit's, and is left alone)."""
+    doc = mapping(value, key)
+    missing = next((k for k in required if k not in doc), None)
+    if missing is not None:
+        raise Wrong(f"{key}.{missing}" if key else missing, "missing")
+    return doc
