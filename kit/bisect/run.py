@@ -32,7 +32,7 @@ from kit.core.jsonio import write_json
 from kit.core.results import now_iso
 from kit.descriptor.load import load_descriptor
 from kit.refresh import qualify
-from kit.run import output
+from kit.run import output, runlock
 from kit.run.output import MARKUP, NOTICE
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 RECORD = rundir.BISECT
 SUMMARY, EVIDENCE = rundir.SUMMARY_MARKDOWN, rundir.EVIDENCE
 INCOMPLETE = "incomplete"
+LOCK_WHAT = "bisect"  # how the lock's refusal names the run holding the folder
 EXIT = {search.FIRST_BAD: ExitCode.FAILED, search.FAILS_AT_BASE: ExitCode.BLOCKER,
         search.PASSES_AT_TIP: ExitCode.PASSED, INCOMPLETE: ExitCode.INCOMPLETE}
 
@@ -85,7 +86,7 @@ def start(case: str, *, refresh_dir: str | Path | None = None, descriptor: str |
     if desc.cases[case].backend != backend_name:
         raise BadInput(f"case {case} runs the {desc.cases[case].backend} backend, not {backend_name}, the one "
                        "the fork builds; bisect a case of that backend")
-    run_dir = paths.claim_empty_dir(out or default_bisect_dir(desc.name), "bisect directory", "bisect")
+    run_dir = _claim(Path(out or default_bisect_dir(desc.name)), command)
     if not store and not refresh_dir:  # beside the bisect directory, as a refresh keeps its releases
         inp = dataclasses.replace(inp, store=(run_dir.parent / "releases").resolve())
     record = {"kind": "bisect", "name": desc.name, "case": case, "inputs": inp.to_dict(),
@@ -93,8 +94,19 @@ def start(case: str, *, refresh_dir: str | Path | None = None, descriptor: str |
               "command": list(command or ["parity-kit", "bisect"]), "kit_version": __version__,
               "started_at": now_iso(), "failing_prompts": None, "steps": [], "verdict": INCOMPLETE,
               "reason": "not finished", "exit_code": int(ExitCode.INCOMPLETE), "first_bad": None}
-    write_json(run_dir / RECORD, record)
+    with runlock.acquire(run_dir, command, what=LOCK_WHAT):
+        if (run_dir / RECORD).exists():  # another bisect claimed the folder between the check and the lock
+            raise BadInput(f"bisect directory {paths.display(run_dir)} was claimed by another bisect; choose "
+                           "another --out")
+        write_json(run_dir / RECORD, record)
     return run_dir, record
+
+
+def _claim(folder: Path, command: Sequence[str] | None) -> Path:
+    """A fresh bisect directory; one a bisect is running in is refused naming that bisect, not only as full."""
+    if (folder / runlock.LOCK_NAME).exists():
+        runlock.acquire(folder, command, what=LOCK_WHAT).release()
+    return paths.claim_empty_dir(folder, "bisect directory", "bisect")
 
 
 def resume(run_dir: str | Path) -> tuple[Path, dict]:
@@ -121,10 +133,22 @@ def run_bisect(run_dir: Path, record: dict, max_steps: int | None = None) -> Bis
     """Probe the overlay's states (build, qualify, run the failing case) in the order the search asks, until it
     names the first commit that breaks the case or ``max_steps`` new steps ran. bisect.json is rewritten after
     every step, so a bisect stopped half way resumes without probing a finished state again; a step that reaches
-    no verdict ends the bisect as incomplete, with its resume command, rather than guessing good or bad."""
+    no verdict ends the bisect as incomplete, with its resume command, rather than guessing good or bad.
+
+    One bisect at a time holds the folder (kit.run.runlock): a second, started or resumed while this one runs,
+    is refused in one line naming it, since two would probe states side by side and each rewrite bisect.json
+    without the other's steps."""
     output.ensure()
     if max_steps is not None and max_steps < 1:
         raise BadInput(f"--max-steps {max_steps}: a bisect step count is at least 1")
+    with runlock.acquire(run_dir, what=LOCK_WHAT):
+        if _unfinished(run_dir) != record:  # it moved on after it was read, and before the lock was ours
+            raise BadInput(f"{paths.display(run_dir / RECORD)} changed since it was read (another bisect ran in "
+                           f"the folder); run parity-kit bisect --resume {run_dir} again")
+        return _search(run_dir, record, max_steps)
+
+
+def _search(run_dir: Path, record: dict, max_steps: int | None) -> BisectRun:
     inp = BisectInputs.from_dict(record["inputs"])
     case = record["case"]
     bad = {s["index"]: s["bad"] for s in record["steps"] if s["bad"] is not None}

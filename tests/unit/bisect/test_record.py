@@ -1,8 +1,11 @@
 """A bisect's record read back: `bisect --resume` and `report` on a bisect.json that is damaged or that an older
 kit wrote are one line naming the file and the key (exit 3), never a traceback, and the folder is left as it
-was. Records are built by hand as kit.bisect.run writes them (no git, build or kernel)."""
+was; one bisect at a time holds a folder (kit.run.runlock), a second is refused naming the first. Records are
+built by hand as kit.bisect.run writes them (no git, build or kernel)."""
 
 from __future__ import annotations
+
+import re
 
 
 import pytest
@@ -13,7 +16,9 @@ from kit.bisect.inputs import State
 from kit.bisect.step import BAD, StepRecord
 from kit.cli import main
 from kit.core import rundir
+from kit.core.errors import BadInput
 from kit.core.jsonio import write_json
+from kit.run import runlock
 
 BASE, TIP = "a" * 40, "b" * 40
 
@@ -106,6 +111,27 @@ def test_an_older_kits_record_names_the_kit_or_reads_with_defaults(tmp_path, cap
     folder = bisect_dir(tmp_path, lambda d: [d["steps"][0].pop(k) for k in ("timings_s", "cached_build")])
     _, doc = run.resume(folder)
     assert doc["steps"][0]["timings_s"] == {} and doc["steps"][0]["cached_build"] is False
+
+
+def test_a_second_bisect_in_a_folder_is_refused_naming_the_first(tmp_path, capsys, monkeypatch, never_probed):
+    monkeypatch.chdir(tmp_path)
+    folder = bisect_dir(tmp_path)
+    with runlock.acquire(folder, ["parity-kit", "bisect", "--resume", "bisect"], what="bisect"):
+        before = snapshot(folder)
+        line = refused(capsys, "bisect", "--resume", "bisect")
+        assert line.startswith(f"run directory {folder.resolve()} is in use by another bisect: pid ")
+        assert line.endswith("(parity-kit bisect --resume bisect)")
+        assert snapshot(folder) == before
+        with pytest.raises(BadInput, match=f"^run directory {re.escape(str(folder))} is in use by another bisect: "):
+            run._claim(folder, None)  # a new bisect pointed at the folder: named, not only called full
+
+
+def test_a_record_that_moved_on_while_the_lock_was_awaited_is_not_continued(tmp_path, never_probed):
+    folder = bisect_dir(tmp_path)
+    _, doc = run.resume(folder)
+    write_json(folder / rundir.BISECT, {**doc, "steps": []})  # another bisect rewrote it meanwhile
+    with pytest.raises(BadInput, match=r"bisect\.json changed since it was read \(another bisect ran in the folder"):
+        run.run_bisect(folder.resolve(), doc)
 
 
 def test_report_shows_a_stopped_bisect_from_its_record_or_names_a_damaged_one(tmp_path, capsys, monkeypatch):
