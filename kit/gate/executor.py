@@ -220,7 +220,7 @@ def _resume(desc: LoadedDescriptor, run_dir: Path, specs: list[CaseSpec], inputs
                            earlier.get("kernel_fingerprints") or {}, expectations(specs, inputs),
                            {n: c["sha256"] for n, c in (earlier.get("notebooks") or {}).items()},
                            {n: c["sha256"] for n, c in custom_notebooks(specs).items()}, selected)
-        for name in plan.rerun:
+        for name in plan.superseded:
             resume.set_aside(cases_dir, name)
     except BaseException:
         lock.release()

@@ -69,7 +69,10 @@ def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: fl
     for name in manifest["cases"]:
         r = results.get(name)
         if r is None:
-            lines.append(f"- {md(name, code=True)}: missing (no result was recorded)")
+            # A resume's unselected case may have a result that no longer holds: recorded, but not counted.
+            why = "not run again, and no earlier result of it holds" if name in (manifest.get("kept") or {}) \
+                else "no result was recorded"
+            lines.append(f"- {md(name, code=True)}: missing ({why})")
         elif r.status in (ERROR, TIMEOUT):
             lines.append(f"- {md(name, code=True)} ({md(r.backend)}): **{r.status}**: {md(r.error)}")
         elif r.status == NO_BASELINE:

@@ -12,8 +12,11 @@ audit trail keeps every attempt.
 A resumed run's verdict covers every case of its directory. ``--case`` picks the
 cases that may run again; every other case of the directory keeps what it had: a
 result that still holds is reused, an earlier error or timeout stays one (the
-verdict stays incomplete), and a case with no result that holds counts as
-missing. So a resume can never drop a failed case out of the verdict.
+verdict stays incomplete), an earlier failure stays one until the case itself is
+run again (README, "Ray, resume and the run lock"), and a case with no result that
+holds counts as missing, its earlier files set aside like a rerun case's, so that
+no reader of the folder shows a verdict the run does not count. So a resume can
+never drop a failed case out of the verdict, nor call a recorded failure missing.
 """
 
 from __future__ import annotations
@@ -46,7 +49,13 @@ class Plan:
     reused: dict[str, CaseResult] = field(default_factory=dict)
     rerun: dict[str, str] = field(default_factory=dict)  # case -> why it runs again
     kept: dict[str, str] = field(default_factory=dict)  # not selected: case -> why it neither runs nor is reused
-    kept_results: dict[str, CaseResult] = field(default_factory=dict)  # of those, the earlier errors kept as they are
+    # Of those, the earlier errors, timeouts and failures, kept as they are: each still says what happened.
+    kept_results: dict[str, CaseResult] = field(default_factory=dict)
+
+    @property
+    def superseded(self) -> list[str]:
+        """The cases whose earlier files go to superseded/: those that run again, and those counted missing."""
+        return [*self.rerun, *(name for name in self.kept if name not in self.kept_results)]
 
 
 def earlier_manifest(run_dir: Path, desc_name: str) -> dict:
@@ -119,6 +128,9 @@ def plan(cases_dir: Path, specs: Sequence[CaseSpec], fixture_sha256: str, golden
             out.rerun[spec.name] = reason
         elif old is not None and old.status in (ERROR, TIMEOUT):
             out.kept[spec.name] = f"not selected by --case; {reason}"
+            out.kept_results[spec.name] = old
+        elif old is not None and old.status == FAILED and old.case == spec.name:
+            out.kept[spec.name] = f"not selected by --case; {reason}: its recorded failure stands until it runs again"
             out.kept_results[spec.name] = old
         else:
             out.kept[spec.name] = f"not selected by --case; {reason}: counted missing"

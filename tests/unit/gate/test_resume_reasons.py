@@ -120,9 +120,33 @@ def test_a_failed_case_is_reused_as_failed_with_or_without_case(tmp_path, spec):
         assert p.reused["hf-bf16"].status == FAILED and p.reused["hf-bf16"].inputs_digest == old.inputs_digest
 
 
-def test_a_failed_case_whose_release_changed_counts_missing_unless_selected(tmp_path, spec):
-    earlier(tmp_path, spec, status=FAILED)
+def test_a_failed_case_whose_release_changed_stays_failed_unless_selected(tmp_path, spec):
+    """Not selected by --case, a recorded failure is kept as the failure it is (README: a failed case stays failed
+    until it is itself rerun and passes), never reported missing; its files stay where they are."""
+    old = earlier(tmp_path, spec, status=FAILED)
     p = plan(tmp_path, spec, then="release-then", selected=["checkpoint"])
-    assert p.reused == {} and p.rerun == {} and p.kept_results == {}
+    assert p.reused == {} and p.rerun == {} and p.superseded == []
+    assert p.kept == {"hf-bf16": "not selected by --case; the release in kernel 'parity-kit' changed (or was not "
+                                 "recorded): its recorded failure stands until it runs again"}
+    assert p.kept_results["hf-bf16"].status == FAILED and p.kept_results["hf-bf16"].inputs_digest == old.inputs_digest
+
+
+def test_a_passed_case_that_no_longer_holds_counts_missing_and_its_files_are_set_aside(tmp_path, spec):
+    """A pass under another release is no pass of this run: counted missing, and its files go to superseded/ as a
+    rerun case's do, so the report and summary (which read cases/) say missing too, not passed."""
+    earlier(tmp_path, spec, status=PASSED)
+    p = plan(tmp_path, spec, then="release-then", selected=["checkpoint"])
     assert p.kept == {"hf-bf16": "not selected by --case; the release in kernel 'parity-kit' changed (or was not "
                                  "recorded): counted missing"}
+    assert p.kept_results == {} and p.superseded == ["hf-bf16"]
+
+
+def test_the_evidence_does_not_call_a_kept_case_unrecorded():
+    from kit.gate.report import evidence_markdown
+
+    why = "not selected by --case; the release in kernel 'parity-kit' changed (or was not recorded): counted missing"
+    manifest = {"name": "tiny", "cases": ["hf-bf16", "gone"], "fixture_sha256": "ab" * 32, "model_digest": "cd" * 32,
+                "kit_version": "0.1.0", "kept": {"hf-bf16": why}}
+    text = evidence_markdown(manifest, "incomplete", {"missing": 2}, 1.0, {})
+    assert "- `hf-bf16`: missing (not run again, and no earlier result of it holds)" in text
+    assert "- `gone`: missing (no result was recorded)" in text
