@@ -4,7 +4,10 @@ The new golden is made by the reference backend, compared with the old one
 (which cases moved, by how much, which winners changed), and checked by running
 the descriptor's cases against it. It is placed beside the old golden, never
 over it, and only when at least two backends agree with it within their bounds:
-one backend alone cannot tell a repaired golden from its own bug.
+one backend alone cannot tell a repaired golden from its own bug. A calibrated case's record names the golden
+its noise was measured against, so the case is calibrated again against the new golden on this host first
+(kit.goldens.recalibrate) and checked with that record; the new record is placed beside the old one with the
+golden, and the records of other classes of hardware are named as to be re-made on their hosts.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from kit.core.records import PASSED
 from kit.descriptor.load import LoadedDescriptor, golden_kind, load_descriptor
 from kit.gate.run import execute_gates, finish_gate, start_gate
 from kit.goldens.make import make_golden_document
+from kit.goldens.recalibrate import Recalibrated, place, recalibrate, stale_cases, with_records
 from kit.run import output
 from kit.run.output import MARKUP, NOTICE
 
@@ -41,6 +45,7 @@ class RegenOutcome:
     backends: dict[str, list[str]]  # backend -> its cases that did not pass against the new golden
     placed: Path | None = None
     notes: list[str] = field(default_factory=list)
+    recalibrated: dict[str, Recalibrated] = field(default_factory=dict)  # case -> its records after the regen
 
     @property
     def agreeing(self) -> list[str]:
@@ -84,22 +89,34 @@ def regen_golden(descriptor: str | Path, kind: str = "semantic", release: str | 
     name = golden_filename(fixture, desc.resolve(desc.doc.model.path).name, doc["model_digest"], "semantic",
                            decode_steps=old.decode_steps)
     new_path = write_golden(work_dir / name, doc)
-    diff = diff_goldens(old, load_golden(new_path))
+    new = load_golden(new_path)
+    diff = diff_goldens(old, new)
 
-    log.log(NOTICE, f"checking it with {len(cases)} cases: {', '.join(cases)}", extra=MARKUP)
-    run = start_gate(with_golden(desc, kind, new_path), work_dir / "check", cases, release, command)
-    execute_gates([run], jobs)
-    finish_gate(run, command, summary=False)
+    checked = with_golden(desc, kind, new_path)
+    recalibrated = recalibrate(checked, stale_cases(desc, cases, new.sha256), work_dir, command)
+    checked = with_records(checked, {n: r.record for n, r in recalibrated.items() if r.record is not None})
+    unmeasured = [n for n, r in recalibrated.items() if r.record is None]  # no bound to check them with
+    checking = [n for n in cases if n not in unmeasured]
     backends: dict[str, list[str]] = {}
-    for spec in run.specs:
-        r = run.results.get(spec.name)
-        backends.setdefault(spec.backend, [])
-        if r is None or r.status != PASSED:
-            backends[spec.backend].append(spec.name)
+    for n in unmeasured:
+        backends.setdefault(desc.cases[n].backend, []).append(n)
+    if checking:
+        log.log(NOTICE, f"checking it with {len(checking)} cases: {', '.join(checking)}", extra=MARKUP)
+        run = start_gate(checked, work_dir / "check", checking, release, command)
+        execute_gates([run], jobs)
+        finish_gate(run, command, summary=False)
+        for spec in run.specs:
+            r = run.results.get(spec.name)
+            backends.setdefault(spec.backend, [])
+            if r is None or r.status != PASSED:
+                backends[spec.backend].append(spec.name)
 
-    outcome = RegenOutcome(work_dir, new_path, old.path, diff, backends)
+    outcome = RegenOutcome(work_dir, new_path, old.path, diff, backends, recalibrated=recalibrated)
     if len(outcome.agreeing) >= MIN_AGREEING_BACKENDS:
         outcome.placed = write_golden(_beside(old.path, name), doc)
+        for measured in recalibrated.values():
+            if measured.record is not None:
+                place(measured)
     atomic_write_bytes(work_dir / rundir.REGEN_REPORT, regen_report(outcome).encode("utf-8"))
     return outcome
 
@@ -142,4 +159,22 @@ def regen_report(o: RegenOutcome) -> str:
                   f"{f'{r.winner_before} -> {r.winner_after}' if r.winner_changed else 'same'} |" for r in moved[:20]]
         if len(moved) > 20:
             lines.append(f"| ... {len(moved) - 20} more | | |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + calibration_lines(o)) + "\n"
+
+
+def calibration_lines(o: RegenOutcome) -> list[str]:
+    """The report's account of the calibrated cases: the record each was checked with, where it was placed,
+    and the records still to be re-made on other hosts, which the descriptor must list before it is used there."""
+    if not o.recalibrated:
+        return []
+    lines = ["", "## Calibrations", "", "Each calibrated case was measured again against the new golden on this host "
+             "and checked with that record; its old records name the old golden and cannot judge the new one.", "",
+             "| case | new record | placed | still to re-make |", "| --- | --- | --- | --- |"]
+    for name, r in sorted(o.recalibrated.items()):
+        new = f"`{r.record.name}`" if r.record else f"not measured: {r.error}"
+        placed = f"`{paths.display(r.placed)}`" if r.placed else "—"
+        lines.append(f"| {name} | {new} | {placed} | {', '.join(r.elsewhere) or '—'} |")
+    if any(r.elsewhere for r in o.recalibrated.values()):
+        lines += ["", "On a host of each class still to re-make, once the descriptor names the new golden: "
+                  "`parity-kit calibrate DESCRIPTOR --case NAME`, and list that record beside this host's."]
+    return lines

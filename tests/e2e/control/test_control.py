@@ -6,6 +6,7 @@ arithmetic (its SiLU), a hung one never starts. A stale golden is one made from 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 import scrapbook as sb
 
+from kit.core.calibration import load_record
 from kit.core.diagnosis import compare_case, metrics_equal
 from kit.core.records import RepeatSpread
 from kit.core.results import read_run
@@ -325,3 +327,48 @@ def test_golden_regen_places_a_golden_two_backends_agree_with(tmp_path, embedded
     # Pointing the descriptor at it makes the gate pass again.
     desc = write_descriptor(tmp_path, embedded, goldens={**embedded.goldens, "semantic": placed}, cases=cases)
     assert parity_kit("gate", desc, "--out", tmp_path / "after", "--no-summary").returncode == 0
+
+
+def test_golden_regen_calibrates_a_calibrated_case_again_against_the_new_golden(tmp_path, embedded, stale_golden):
+    """A calibrated case's record names the golden its noise was measured against: regen measures the case's
+    record again against the new golden on this host, checks with it, and places it beside the old record;
+    the old record (and its bounds, measured against the stale golden) judges nothing."""
+    env = install_echo_plugin(tmp_path / "site")
+    old = golden_copy(tmp_path / "goldens", stale_golden)
+    echo = {"backend": "echo", "golden": "semantic", "bound": 0.05}  # replays whatever golden it is given
+    cases = {"hf-bf16": embedded.doc["cases"]["hf-bf16"], "echo": echo}
+    desc = write_descriptor(tmp_path, embedded, goldens={**embedded.goldens, "semantic": old}, cases=cases)
+    records = tmp_path / "calibrations"
+    proc = parity_kit("calibrate", desc, "--case", "hf-bf16", "--out", tmp_path / "cal", "--to", records, env=env)
+    assert proc.returncode == 0, proc.stderr
+    (stale_record,) = records.iterdir()
+    hf = {k: v for k, v in embedded.doc["cases"]["hf-bf16"].items() if k != "calibration"}
+    cases = {"hf-bf16": {**hf, "calibration": str(stale_record)}, "echo": echo}
+    desc = write_descriptor(tmp_path, embedded, goldens={**embedded.goldens, "semantic": old}, cases=cases)
+    assert parity_kit("check", desc, env=env).returncode == 0  # a consistent descriptor: the record fits the golden
+
+    proc = parity_kit("golden", "regen", desc, "--out", tmp_path / "regen", env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    placed = Path(proc.stdout.strip())
+    report = (tmp_path / "regen" / "regen.md").read_text()
+    assert "**Accepted for review:** 2 backends agree" in report and "| hf | yes | — |" in report
+    new_records = list((tmp_path / "regen" / "calibrations").iterdir())
+    assert len(new_records) == 1
+    new_record = new_records[0]
+    assert sorted(p.name for p in records.iterdir()) == sorted([stale_record.name, new_record.name])
+    assert (records / new_record.name).read_bytes() == new_record.read_bytes()
+    assert f"| hf-bf16 | `{new_record.name}` | `{records / new_record.name}` | — |" in report
+    new_doc, stale_doc = json.loads(new_record.read_text()), json.loads(stale_record.read_text())
+    golden_sha = hashlib.sha256(placed.read_bytes()).hexdigest()
+    assert new_doc["inputs"]["golden_sha256"] == golden_sha != stale_doc["inputs"]["golden_sha256"]
+    # Measured against the stale golden (its output layer x1.5) the noise was the model's difference; against
+    # the new one it is bfloat16's: the check used the new record's bounds, far tighter.
+    new_bounds, stale_bounds = load_record(new_record).bounds, load_record(stale_record).bounds
+    assert max(new_bounds.values()) < max(stale_bounds.values()) / 3
+    checked = json.loads((tmp_path / "regen" / "check" / "result.json").read_text())["cases"]
+    assert checked["hf-bf16"]["status"] == "passed"
+    assert checked["hf-bf16"]["bound_source"]["record"] == new_record.stem
+    # The descriptor naming the new golden and the new record is consistent again.
+    cases["hf-bf16"]["calibration"] = str(records / new_record.name)
+    desc = write_descriptor(tmp_path, embedded, goldens={**embedded.goldens, "semantic": placed}, cases=cases)
+    assert parity_kit("check", desc, env=env).returncode == 0
