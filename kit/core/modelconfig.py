@@ -18,6 +18,9 @@ HF_CONFIG = "config.json"
 LEVANTER_CONFIG = "levanter_config.json"  # a Levanter-native checkpoint's own config
 # Where Hugging Face configs state the context, in the order architectures use them.
 HF_CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+# What makes two configs one network, whose activations line up point by point: the architecture and every shape.
+SHAPE_KEYS = ("model_type", "architectures", "num_hidden_layers", "hidden_size", "intermediate_size",
+              "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size")
 
 
 @dataclass(frozen=True)
@@ -35,18 +38,31 @@ def _positive(value) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
+def hf_config(model_dir: str | Path) -> dict | None:
+    """A Hugging Face folder's config.json, a multimodal config's text part merged in (where its language model's
+    shapes are); None when the folder has none. One that is not a JSON object is bad input naming the file."""
+    path = Path(model_dir) / HF_CONFIG
+    if not path.is_file():
+        return None
+    doc = read_json_input(path, f"model config {path}")
+    if not isinstance(doc, dict):
+        raise BadInput(f"model config {path} is not a JSON object")
+    text = doc.get("text_config")
+    return {**(text if isinstance(text, dict) else {}), **{k: v for k, v in doc.items() if k != "text_config"}}
+
+
 def model_limits(model_dir: str | Path) -> ModelLimits | None:
     """The limits a model folder's config states; None when it has no config the kit reads."""
     model_dir = Path(model_dir)
     hf, lev = model_dir / HF_CONFIG, model_dir / LEVANTER_CONFIG
-    if hf.is_file():
-        doc = read_json_input(hf, f"model config {hf}")
-        text = doc.get("text_config") if isinstance(doc.get("text_config"), dict) else {}  # multimodal configs
-        merged = {**text, **{k: v for k, v in doc.items() if k != "text_config"}}
+    merged = hf_config(model_dir)
+    if merged is not None:
         key = next((k for k in HF_CONTEXT_KEYS if _positive(merged.get(k))), None)
         return ModelLimits(hf, _positive(merged.get("vocab_size")), _positive(merged.get(key)) if key else None, key)
     if lev.is_file():
         doc = read_json_input(lev, f"model config {lev}")
+        if not isinstance(doc, dict):
+            raise BadInput(f"model config {lev} is not a JSON object")
         arch = next((v for v in doc.values() if isinstance(v, dict) and "seq_len" in v), {})
         return ModelLimits(lev, _positive(doc.get("vocab_size")), _positive(arch.get("seq_len")), "seq_len")
     return None

@@ -29,6 +29,7 @@ from kit.core.records import CaseResult
 from kit.core.results import now_iso
 from kit.core.spec import CaseSpec, on_model
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
+from kit.localize.candidate import check_candidate
 from kit.run.notebook import run_notebook
 
 LOCALIZE_NOTEBOOK = paths.NOTEBOOKS / "localize.ipynb"
@@ -107,8 +108,8 @@ def localize_case(descriptor: str | Path, case: str, prompt_ids: Sequence[str] |
     t_start = time.perf_counter()
     desc = load_descriptor(descriptor)
     spec = case_spec(desc, case)
-    if model is not None and not Path(model).is_dir():
-        raise BadInput(f"--model {model}: no such model folder")
+    if model is not None:
+        check_candidate(spec, Path(model), _prompts(spec, prompt_ids))
     out = Path(out or default_dir(case))
     paths.check_dir_target(out, "--out")  # refused before anything runs; created once there is a verdict
     if out.exists() and any(out.iterdir()):
@@ -147,6 +148,12 @@ def localize_case(descriptor: str | Path, case: str, prompt_ids: Sequence[str] |
                                paths.MAIN_KERNEL, 300, out_dir / "localize.kernel.log")
         error = outcome.error or ("timed out" if outcome.timed_out else None)
     return LocalizeRun(out_dir, verdict, error)
+
+
+def _prompts(spec: CaseSpec, prompt_ids: Sequence[str] | None) -> list:
+    """The prompts the case will run on the candidate: the named ones (those it scores), else all of its own."""
+    chosen = _fixture(spec).select(spec.prompt_ids, spec.buckets)
+    return [p for p in chosen if p.id in prompt_ids] if prompt_ids else chosen
 
 
 def _fixture(spec: CaseSpec):
