@@ -640,16 +640,10 @@ def _command(name: str) -> list[str] | None:
 
 
 def _fixture_make(args) -> int:
-    from kit.core.fixture import load_fixture, make_fixture
+    from kit.core.fixture import load_fixture, make_fixture, read_prompts
 
     paths.check_dir_target(args.out, "--out")
-    prompts = []
-    for n, line in enumerate(Path(args.prompts).read_text(encoding="utf-8").splitlines(), start=1):
-        if line.strip():
-            try:
-                prompts.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise BadInput(f"{args.prompts}:{n}: not JSON: {exc}") from None
+    prompts = read_prompts(args.prompts)
     try:
         buckets = [int(b) for b in args.buckets.split(",")]
     except ValueError:

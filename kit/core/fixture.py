@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from kit.core.errors import BadInput
-from kit.core.jsonio import canonical_bytes, read_input_bytes, sha256_bytes, sha256_file, write_canonical
+from kit.core.jsonio import (canonical_bytes, lone_surrogate_at, read_input_bytes, sha256_bytes, sha256_file,
+                             surrogate_place, write_canonical)
 from kit.core.modelconfig import check_prompts_fit, model_limits
 from kit.core.text import lone_surrogate, printable
 
@@ -123,13 +124,50 @@ def make_fixture(
 def _check_encodable(prompt_id, prompt, where: str) -> None:
     """A prompt's id and text must be strings UTF-8 can write: a lone surrogate (JSON's "\\ud800") reads
     from a file, then fails every write of a fixture, result or report that names it."""
+    bad = _not_a_string(prompt_id, prompt) or _lone_surrogate(prompt_id, prompt)
+    if bad:
+        raise BadInput(f"{where}: {bad}")
+
+
+def _not_a_string(prompt_id, prompt) -> str | None:
     for what, value in (("id", prompt_id), ("prompt", prompt)):
         if not isinstance(value, str):
-            raise BadInput(f"{where}: its {what} {printable(repr(value))} is not a string")
+            return f"its {what} {printable(repr(value))} is not a string"
+    return None
+
+
+def _lone_surrogate(prompt_id: str, prompt: str) -> str | None:
+    """What holds a lone surrogate, the id or the prompt, in words; None when neither does."""
+    for what, value in (("id", prompt_id), ("prompt", prompt)):
         bad = lone_surrogate(value)
         if bad:
             shown = f"id '{printable(value)}'" if what == "id" else "prompt"
-            raise BadInput(f"{where}: its {shown} holds a lone surrogate ({bad}), which UTF-8 cannot encode")
+            return f"its {shown} holds a lone surrogate ({bad}), which UTF-8 cannot encode"
+    return None
+
+
+def read_prompts(path: str | Path) -> list[dict]:
+    """The prompts of a JSON-lines file for `fixture make`, one object a line (blank lines skipped); a line that
+    is not JSON, or whose id or prompt UTF-8 cannot write, is refused naming ``path:line`` (and its column)."""
+    try:
+        text = read_input_bytes(path, f"--prompts {path}").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"--prompts {path} is not UTF-8 (byte {exc.start})") from None
+    prompts = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise BadInput(f"{path}:{n}: not JSON: {exc}") from None
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str) and isinstance(entry.get("prompt"), str):
+            bad = _lone_surrogate(entry["id"], entry["prompt"])
+            if bad:
+                column = (lone_surrogate_at(line) or (1, 1))[1]
+                raise BadInput(f"{path}:{n}:{column}: {bad}")
+        prompts.append(entry)
+    return prompts
 
 
 def _bos_id(tokenizer_dir: Path) -> int | None:
@@ -160,7 +198,12 @@ def load_fixture(path: str | Path) -> Fixture:
     except (KeyError, TypeError, ValueError, OverflowError) as exc:  # int(Infinity) overflows
         raise BadInput(f"fixture {path} is malformed: {type(exc).__name__}: {exc}") from None
     for n, c in enumerate(fixture.prompts, start=1):
-        _check_encodable(c.id, c.prompt, f"fixture {path}: case #{n}")
+        wrong = _not_a_string(c.id, c.prompt)
+        if wrong:
+            raise BadInput(f"fixture {path}: case #{n}: {wrong}")
+        bad = _lone_surrogate(c.id, c.prompt)
+        if bad:
+            raise BadInput(f"fixture {surrogate_place(path, data)}: case #{n}: {bad}")
     try:
         canonical = canonical_bytes(doc)
     except ValueError:  # NaN or an infinity, which strict JSON does not allow

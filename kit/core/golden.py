@@ -25,9 +25,10 @@ from typing import Sequence
 from kit import __version__
 from kit.core.errors import BadInput
 from kit.core.fixture import Fixture
-from kit.core.jsonio import canonical_bytes, read_input_bytes, sha256_bytes, write_canonical
+from kit.core.jsonio import canonical_bytes, read_input_bytes, sha256_bytes, surrogate_place, write_canonical
 from kit.core.records import Continuation, Observation
 from kit.core.runtime import golden_runtime, hardware
+from kit.core.text import lone_surrogate, printable
 
 KINDS = ("semantic", "exact")
 FORMAT = 2  # the newest golden format this code reads and writes (1: no "format" key, no continuations)
@@ -186,6 +187,7 @@ def load_golden(path: str | Path) -> Golden:
         raise BadInput(f"golden {path}: kind {golden.kind!r} is not one of {', '.join(KINDS)}")
     if not golden.provenance:
         raise BadInput(f"golden {path} carries no provenance; make it with `parity-kit golden make`")
+    _check_ids(golden, data)
     check_golden_contents(golden)
     try:
         canonical = canonical_bytes(doc)
@@ -194,6 +196,16 @@ def load_golden(path: str | Path) -> Golden:
     if canonical != data:
         raise BadInput(f"golden {path} is not canonical JSON (was it edited by hand?)")
     return golden
+
+
+def _check_ids(golden: Golden, data: bytes) -> None:
+    """A prompt id UTF-8 cannot write (a lone surrogate, read from its JSON escape) is named where it stands; the
+    canonical check after would otherwise fail on it and blame NaN."""
+    for n, prompt_id in enumerate(golden.prompts, start=1):
+        bad = lone_surrogate(prompt_id) if isinstance(prompt_id, str) else None
+        if bad:
+            raise BadInput(f"golden {surrogate_place(golden.path, data)}: case #{n}: its id '{printable(prompt_id)}' "
+                           f"holds a lone surrogate ({bad}), which UTF-8 cannot encode")
 
 
 def _integer(value, what: str) -> int:

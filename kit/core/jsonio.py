@@ -10,6 +10,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -135,3 +136,40 @@ def parse_json_input(data: bytes, what: str) -> Any:
         raise BadInput(f"{what} is not UTF-8 (byte {exc.start})") from None
     except ValueError as exc:  # JSONDecodeError is a ValueError
         raise BadInput(f"{what} is not valid JSON: {exc}") from None
+
+
+# A backslash escape in JSON text: \uXXXX with its code, or any other escape, consumed whole so that the "u"
+# after an escaped backslash ("\\u...") is read as the text it is.
+_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)", re.DOTALL)
+
+
+def lone_surrogate_at(text: str) -> tuple[int, int] | None:
+    """Line and column (1-based) of the first escape in JSON ``text`` that writes a lone surrogate (a high half not
+    followed at once by a low half, or a low half alone), or None. UTF-8 cannot encode one, so a file holds it
+    only as such an escape: where it stands is where a person must look."""
+    high = None
+    for m in _ESCAPE.finditer(text):
+        code = int(m.group(1), 16) if m.group(1) else -1
+        if high is not None:
+            if 0xDC00 <= code <= 0xDFFF and m.start() == high.end():
+                high = None  # a pair: one character beyond the Basic Multilingual Plane
+                continue
+            return _line_column(text, high.start())
+        if 0xD800 <= code <= 0xDBFF:
+            high = m
+        elif 0xDC00 <= code <= 0xDFFF:
+            return _line_column(text, m.start())
+    return None if high is None else _line_column(text, high.start())
+
+
+def surrogate_place(path: str | os.PathLike, data: bytes) -> str:
+    """``path:line:column`` of the first lone surrogate's escape in the JSON file ``path`` holding ``data``, for a
+    message (a canonical file is one line, sorted: that escape is the one its first offending entry holds); the
+    path alone when there is none."""
+    place = lone_surrogate_at(data.decode("utf-8", errors="replace"))
+    return f"{path}:{place[0]}:{place[1]}" if place else str(path)
+
+
+def _line_column(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from kit.core.errors import BadInput
-from kit.core.fixture import bucket_for, load_fixture, make_fixture, verify_fixture
+from kit.core.fixture import bucket_for, load_fixture, make_fixture, read_prompts, verify_fixture
 from kit.core.golden import check_golden_matches_fixture, diff_goldens, load_golden
 from kit.core.jsonio import canonical_bytes, sha256_file
 from kit.core.modeldigest import model_digest
@@ -115,3 +115,31 @@ def test_hand_edited_golden_is_refused(tmp_path, embedded):
     edited.write_text(json.dumps(json.loads(embedded.goldens["semantic"].read_text()), indent=1))
     with pytest.raises(BadInput, match="is not canonical JSON"):
         load_golden(edited)
+
+
+def test_a_golden_whose_prompt_id_holds_a_lone_surrogate_names_the_file_and_line(tmp_path, embedded):
+    """The canonical check would fail on it and blame NaN; it is named where its escape stands instead."""
+    text = embedded.goldens["semantic"].read_text()
+    first = json.loads(text)["cases"][0]["id"]
+    path = tmp_path / "golden.json"
+    path.write_text(text.replace(f'"id":"{first}"', '"id":"bad\\ud800id"', 1))
+    column = path.read_text().index("\\ud800") + 1
+    with pytest.raises(BadInput) as exc:
+        load_golden(path)
+    assert str(exc.value) == (f"golden {path}:1:{column}: case #1: its id 'bad\\ud800id' holds a lone surrogate "
+                              "(\\ud800), which UTF-8 cannot encode")
+
+
+def test_prompts_for_fixture_make_are_refused_at_their_line(tmp_path):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"id": "a", "prompt": "fine"}\n\n{"id": "b", "prompt": "x\\udc00"}\n')
+    with pytest.raises(BadInput) as exc:
+        read_prompts(prompts)
+    assert str(exc.value) == f"{prompts}:3:25: its prompt holds a lone surrogate (\\udc00), which UTF-8 cannot encode"
+    prompts.write_bytes(b'{"id": "a", "prompt": "\xff"}\n')
+    with pytest.raises(BadInput, match=r"is not UTF-8 \(byte 23\)$"):
+        read_prompts(prompts)
+    with pytest.raises(BadInput, match="cannot be read: No such file or directory$"):
+        read_prompts(tmp_path / "nowhere.jsonl")
+    prompts.write_text('{"id": "a", "prompt": "fine"}\n')
+    assert read_prompts(prompts) == [{"id": "a", "prompt": "fine"}]

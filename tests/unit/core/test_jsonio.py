@@ -1,10 +1,15 @@
-"""Artifacts are written atomically and with the mode the umask gives (not mkstemp's 0600)."""
+"""Artifacts are written atomically and with the mode the umask gives (not mkstemp's 0600); a lone surrogate in
+JSON text is found where its escape stands, for a message to point at."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+
+import pytest
+
+from kit.core.jsonio import lone_surrogate_at
 
 
 def test_written_files_follow_the_umask(tmp_path):
@@ -16,3 +21,15 @@ def test_written_files_follow_the_umask(tmp_path):
         assert oct(os.stat(target).st_mode & 0o777) == oct(mode)
         assert target.read_text() == '{\n  "a": 1\n}\n'
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "no temporary file is left behind"
+
+
+@pytest.mark.parametrize("text, place", [
+    ('{"id":"bad\\ud800id"}', (1, 11)),            # a high half alone
+    ('{"a":"ok",\n "id":"\\udc00"}', (2, 8)),      # a low half alone, on the second line
+    ('{"id":"\\ud800x\\udc00"}', (1, 8)),          # halves apart are no pair
+    ('{"id":"\\ud83d\\ude00 \\\\ud800"}', None),   # a pair, then an escaped backslash and text
+    ('{"id":"\\uD800"}', (1, 8)),                  # escapes may be upper case
+])
+def test_a_lone_surrogate_is_found_where_its_escape_stands(text, place):
+    assert lone_surrogate_at(text) == place
+

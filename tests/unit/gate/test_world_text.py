@@ -71,8 +71,8 @@ def test_a_lone_surrogate_in_a_prompt_id_is_one_line_not_a_crash(tmp_path, embed
     out = tmp_path / "out"
     proc = parity_kit("fixture", "make", "--prompts", prompts, "--model", embedded.model, "--out", out)
     assert (proc.returncode, proc.stderr.splitlines()) == (3, [
-        "parity-kit: bad input: prompt #1: its id 'bad\\ud800id' holds a lone surrogate (\\ud800), which UTF-8 "
-        "cannot encode"])
+        f"parity-kit: bad input: {prompts}:1:12: its id 'bad\\ud800id' holds a lone surrogate (\\ud800), which "
+        "UTF-8 cannot encode"])
     assert not out.exists()
 
     # A fixture file that holds one (as an escape: the bytes are ASCII) and is named by its digest.
@@ -83,6 +83,7 @@ def test_a_lone_surrogate_in_a_prompt_id_is_one_line_not_a_crash(tmp_path, embed
     fixture = tmp_path / f"{hashlib.sha256(data).hexdigest()}.json"
     fixture.write_bytes(data)
     proc = parity_kit("fixture", "verify", fixture)
+    column = data.decode().index("\\ud800") + 1  # the escape the file holds it as
     assert (proc.returncode, proc.stderr.splitlines()) == (3, [
-        f"parity-kit: bad input: fixture {fixture}: case #2: its id 'bad\\ud800id' holds a lone surrogate "
-        "(\\ud800), which UTF-8 cannot encode"])
+        f"parity-kit: bad input: fixture {fixture}:1:{column}: case #2: its id 'bad\\ud800id' holds a lone "
+        "surrogate (\\ud800), which UTF-8 cannot encode"])
