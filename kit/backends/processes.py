@@ -237,26 +237,41 @@ class Guard:
 
     It reads its stdin until the end: the only write end is this process's, which the kernel closes
     when this process exits, however it exits. It runs in a session of its own, so a terminal's
-    Ctrl-C to the gate's process group does not take it first."""
+    Ctrl-C to the gate's process group does not take it first, and it is no child of this process: a
+    runtime that kills a dead worker's children (Ray does) would otherwise kill the guard together with
+    the kernel, at the very moment it is needed, and leave the kernel's own children running. So it is
+    started through a short-lived first process that forks it and exits; its stdout's end tells this
+    process when it is done, since it cannot be waited for."""
 
     def __init__(self, session: Identity):
         self.session = session
-        self._proc: subprocess.Popen | None = subprocess.Popen(
-            [sys.executable, "-I", os.path.abspath(__file__), str(session.pid), str(session.start)],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        starter = subprocess.Popen(
+            [sys.executable, "-I", os.path.abspath(__file__), "--detach", str(session.pid), str(session.start)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            starter.wait(timeout=WAIT_S)  # it exits once the guard is forked
+        except subprocess.TimeoutExpired:
+            starter.kill()
+            starter.wait()
+            raise OSError("the guard's starter did not exit") from None
+        self._ends: tuple[IO[bytes], IO[bytes]] | None = (starter.stdin, starter.stdout)  # type: ignore[assignment]
 
     def release(self, wait_s: float = WAIT_S + 10) -> None:
-        """Close its stdin, so that it stops the session (empty by now, normally) and exits."""
-        proc, self._proc = self._proc, None
-        if proc is None:
+        """Close its stdin, so that it stops the session (empty by now, normally) and exits; wait until its
+        stdout's end says it has."""
+        import select
+
+        ends, self._ends = self._ends, None
+        if ends is None:
             return
-        stdin: IO[bytes] | None = proc.stdin
-        if stdin is not None:
-            stdin.close()
+        stdin, stdout = ends
+        stdin.close()
         try:
-            proc.wait(timeout=wait_s)
-        except subprocess.TimeoutExpired:
-            log.warning("the guard of session %d did not exit within %g s", self.session.pid, wait_s)
+            ready, _, _ = select.select([stdout], [], [], wait_s)
+            if not ready:
+                log.warning("the guard of session %d did not exit within %g s", self.session.pid, wait_s)
+        finally:
+            stdout.close()
 
 
 def guard(session: Identity) -> Guard | None:
@@ -270,6 +285,10 @@ def guard(session: Identity) -> Guard | None:
 
 
 def _guard_main(argv: list[str]) -> int:
+    if argv and argv[0] == "--detach":  # the starter: fork the guard, which init adopts, and go
+        if os.fork():
+            os._exit(0)
+        argv = argv[1:]
     session = Identity(int(argv[0]), int(argv[1]))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # only its stdin's end may start the stop
     try:
