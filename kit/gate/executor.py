@@ -36,7 +36,7 @@ from kit.descriptor.load import LoadedDescriptor, packaged_notebook
 from kit.gate import resume
 from kit.gate.preflight import Inputs, check_inputs
 from kit.run import compilecache, devices, runlock
-from kit.run.devices import DevicePool, Gpu, Inventory, Request, Slots, Stopped, Unavailable
+from kit.run.devices import DevicePool, Gpu, Inventory, Request, Slots, Unavailable, WaitStopped
 from kit.run.notebook import describe_failure, run_notebook, stop_all, stopping
 
 log = logging.getLogger(__name__)
@@ -399,7 +399,7 @@ def execute_scheduled(spec: CaseSpec, run: GateRun, pool: DevicePool, req: Reque
     while it waited. A case whose GPUs will not come ends as an error naming why."""
     try:
         gpus = pool.wait(req, stopping, run.descriptor.resources(spec.name).max_wait_s)
-    except Stopped:
+    except WaitStopped:
         return None
     except Unavailable as exc:
         if on_start:

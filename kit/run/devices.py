@@ -198,7 +198,7 @@ class Unavailable(Exception):
     """The case cannot start: its GPUs will not come (others fill them) or it waited past its max_wait_s."""
 
 
-class Stopped(Exception):
+class WaitStopped(Exception):
     """The run was stopped while the case waited: it never started."""
 
 
@@ -245,7 +245,7 @@ class DevicePool:
 
     def wait(self, req: Request, stopped: Callable[[], bool] = lambda: False,
              max_wait_s: float | None = None) -> list[Gpu]:
-        """Block until the request holds its GPUs and a slot; raises Unavailable or Stopped instead."""
+        """Block until the request holds its GPUs and a slot; raises Unavailable or WaitStopped instead."""
         t0 = time.monotonic()
         with self._cond:
             try:
@@ -253,7 +253,7 @@ class DevicePool:
                     raise Unavailable(self._why_not(req))
                 while True:
                     if stopped():
-                        raise Stopped(req.case)
+                        raise WaitStopped(req.case)
                     if self._first_fitting() is req:
                         self._grant(req)
                         return req.granted

@@ -10,7 +10,7 @@ import pytest
 from kit.core.contract import FAKE_GPUS_ENV
 from kit.core.errors import BadInput
 from kit.run import devices
-from kit.run.devices import DevicePool, Gpu, Inventory, Slots, Stopped, Unavailable
+from kit.run.devices import DevicePool, Gpu, Inventory, Slots, Unavailable, WaitStopped
 
 TWO = "0, GPU-aaaa1111, NVIDIA H200, 1 MiB, 143771 MiB\n1, GPU-bbbb2222, NVIDIA H200, 0 MiB, 143771 MiB"
 
@@ -96,7 +96,7 @@ def waiter(pool: DevicePool, req, got: dict, **kw) -> threading.Thread:
     def wait():
         try:
             got[req.case] = pool.wait(req, **kw)
-        except (Unavailable, Stopped) as exc:
+        except (Unavailable, WaitStopped) as exc:
             got[req.case] = exc
 
     t = threading.Thread(target=wait, daemon=True)
@@ -162,4 +162,4 @@ def test_a_case_waits_no_longer_than_its_max_wait_and_a_stopped_run_wakes_every_
     stopped = waiter(pool, pool.request("stopped", 1, slots), got, stopped=stop.is_set)
     stop.set()
     stopped.join(10)
-    assert isinstance(got["stopped"], Stopped)
+    assert isinstance(got["stopped"], WaitStopped)
