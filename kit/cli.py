@@ -363,6 +363,21 @@ def _parser() -> argparse.ArgumentParser:
     cal.add_argument("--list-variants", action="store_true", help="print the variants of the one --case as JSON")
     cal.set_defaults(func=_calibrate)
 
+    ft = sub.add_parser("fault", help="the fault catalogue: list its engine-like faults, or inject one into a copy "
+                                      "of a Llama checkpoint to see whether a gate fails it",
+                        epilog=_exits("done (inject: the faulted copy's folder on stdout)"))
+    ft = ft.add_subparsers(required=True, metavar="ACTION")
+    fl = ft.add_parser("list", help="every fault: the engine bug it mimics, what it edits, the magnitudes graded",
+                       epilog=_exits("listed"))
+    fl.set_defaults(func=_fault_list)
+    fi = ft.add_parser("inject", help="write a copy of a checkpoint with one fault at one magnitude into a new folder",
+                       epilog=_exits("injected: the copy's folder on stdout"))
+    fi.add_argument("name", help="the fault (parity-kit fault list)")
+    fi.add_argument("magnitude", type=float, help="how big (each fault's unit: parity-kit fault list)")
+    fi.add_argument("--model", required=True, help="the Hugging Face Llama checkpoint folder to copy")
+    fi.add_argument("--out", required=True, help="folder for the copy (new or empty)")
+    fi.set_defaults(func=_fault_inject)
+
     lo = sub.add_parser("localize", help="name the first layer and sublayer where a failing case's candidate "
                         "leaves the noise",
                         description="Runs the case on the candidate (--model, else the case's own model) and takes\n"
@@ -728,6 +743,22 @@ def _golden_verify(args) -> int:
     steps = f", continued {golden.decode_steps} steps (format {golden.format})" if golden.continuations else ""
     print(f"ok: {args.golden}: {golden.kind}, top-{golden.top_k}, {len(golden.prompts)} prompts{steps}, "
           f"made by {p.get('backend')} {p.get('dtype')} on {p.get('hardware')} at {p.get('created_at')}")
+    return 0
+
+
+def _fault_list(args) -> int:
+    from kit.faults.inject import catalogue_rows
+
+    for row in catalogue_rows():
+        print(f"{row.name}: {row.mimics}\n  edits {row.edit}; magnitude: {row.unit}; graded at "
+              f"{', '.join(f'{m:g}' for m in row.magnitudes)}")
+    return 0
+
+
+def _fault_inject(args) -> int:
+    from kit.faults.inject import inject
+
+    print(inject(args.name, args.magnitude, args.model, args.out))
     return 0
 
 

@@ -1,0 +1,63 @@
+"""`parity-kit fault list | inject`: the catalogue as a user's command writes the very copy the test suite
+measures, into a new folder only, and refuses what it cannot do in one line."""
+
+from __future__ import annotations
+
+import json
+
+from kit.core.modeldigest import model_digest
+from kit.faults.cache import faulted_copy
+from kit.faults.catalogue import CATALOGUE, fault
+from kit.faults.checkpoint import load_checkpoint, write_checkpoint
+from support import parity_kit
+
+
+def test_list_names_every_fault_with_its_unit_and_magnitudes():
+    proc = parity_kit("fault", "list")
+    assert proc.returncode == 0, proc.stderr
+    heads = [line.split(":")[0] for line in proc.stdout.splitlines() if not line.startswith(" ")]
+    assert heads == [f.name for f in CATALOGUE]
+    rope = fault("rope_base")
+    assert f"rope_base: {rope.mimics}\n  edits {rope.edit}; magnitude: {rope.unit}; graded at 0.002, " in proc.stdout
+
+
+def test_inject_writes_the_copy_the_catalogue_measures(embedded, tmp_path):
+    proc = parity_kit("fault", "inject", "rope_base", "0.05", "--model", embedded.model, "--out", tmp_path / "copy")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str((tmp_path / "copy").resolve())
+    config = json.loads((tmp_path / "copy" / "config.json").read_text())
+    source = json.loads((embedded.model / "config.json").read_text())
+    theta = source["rope_parameters"]["rope_theta"]
+    assert config["rope_parameters"]["rope_theta"] == theta * 1.05
+    reference = faulted_copy(fault("rope_base"), 0.05, embedded.model, tmp_path / "cache")
+    assert model_digest(tmp_path / "copy") == model_digest(reference) != model_digest(embedded.model)
+    assert f'digest = "{model_digest(reference)}"' in proc.stderr  # what the descriptor's [models] entry pins
+    # Never over anything: the same folder again is refused, and left as it was.
+    again = parity_kit("fault", "inject", "logit_scale", "0.1", "--model", embedded.model, "--out", tmp_path / "copy")
+    assert again.returncode == 3
+    assert again.stderr.startswith("parity-kit: bad input: --out ") and "exists and is not empty" in again.stderr
+    assert json.loads((tmp_path / "copy" / "config.json").read_text()) == config
+
+
+def test_inject_refuses_in_one_line(embedded, tmp_path):
+    def refused(*args: str) -> str:
+        proc = parity_kit("fault", "inject", *args)
+        assert proc.returncode == 3, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+        return proc.stderr.strip()
+
+    model = str(embedded.model)
+    assert "no fault named 'rope'" in refused("rope", "0.1", "--model", model, "--out", str(tmp_path / "a"))
+    assert ("fault qk_swap: magnitude 2.0 is out of range (0 to 1" in
+            refused("qk_swap", "2", "--model", model, "--out", str(tmp_path / "b")))
+    assert "no config.json" in refused("rope_base", "0.1", "--model", str(tmp_path), "--out", str(tmp_path / "c"))
+    # A checkpoint without the layer a fault edits: named, and no folder left behind.
+    c = load_checkpoint(embedded.model)
+    for name in [n for n in c.tensors if n.startswith("model.layers.0.")]:
+        del c.tensors[name]
+        del c.dtypes[name]
+    write_checkpoint(c, embedded.model, tmp_path / "no-layer-0")
+    line = refused("layer_skip", "1", "--model", str(tmp_path / "no-layer-0"), "--out", str(tmp_path / "d"))
+    assert "fault layer_skip cannot be applied to this checkpoint: it needs 'model.layers.0." in line
+    assert not (tmp_path / "d").exists()
+    assert not any(p.name in "abc" for p in tmp_path.iterdir())
