@@ -144,3 +144,27 @@ def test_report_shows_a_stopped_bisect_from_its_record_or_names_a_damaged_one(tm
     assert f"| 1 | 1/1 | `{TIP[:12]}` | fork: fast path | **bad** | built | 3.5 |" in out
     bisect_dir(tmp_path, lambda d: d["steps"][0].pop("commit"))
     assert refused(capsys, "report", "bisect", "--markdown") == "bisect/bisect.json: steps[0].commit: missing"
+
+
+def test_a_started_bisect_runs_under_its_lock_on_the_record_it_wrote(tmp_path, monkeypatch):
+    """start writes the record and run_bisect takes it again under the lock: the two must read as one record."""
+    from support.forkrepo import GIT_ENV, make_fork
+
+    for key, value in GIT_ENV.items():
+        monkeypatch.setenv(key, value)
+    fork = make_fork(tmp_path / "fork")
+    folder, doc = run.start("hf-bf16", out=tmp_path / "bisect", fork_repo=fork.repo, base=fork.old_base,
+                            backend="hf")
+    tip = doc["inputs"]["states"][-1]
+
+    def probe(inp, state, case, prompts, step_dir, template):
+        assert runlock.LOCK_NAME in {p.name for p in folder.iterdir()}
+        with pytest.raises(BadInput, match="is in use by another bisect"):
+            runlock.acquire(folder, what="bisect")  # held while the step runs
+        return StepRecord(state.index, state.commit, state.built_from, state.subject, "good", "passes", False)
+
+    monkeypatch.setattr(run.step, "probe", probe)
+    done = run.run_bisect(folder, doc)
+    assert (done.verdict, done.reason) == ("passes-at-tip", f"case hf-bf16 passes at the tip {tip['built_from'][:12]} "
+                                                            f"({tip['subject']}): nothing to bisect")
+    runlock.acquire(folder).release()  # and given back when it ends
