@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 from kit.core.contract import CUDA_VISIBLE_DEVICES_ENV, FAKE_GPUS_ENV
-from kit.core.errors import BadInput
+from kit.core.errors import BadInput, ParityKitError
 
 QUERY = ["nvidia-smi", "--query-gpu=index,uuid,name,memory.used,memory.total", "--format=csv,noheader"]
 QUERY_TIMEOUT_S = 30
@@ -194,11 +194,11 @@ def kernel_env(gpus: Sequence[Gpu]) -> dict[str, str]:
 
 # ---------------------------------------------------------------- who holds what
 
-class Unavailable(Exception):
+class Unavailable(ParityKitError):
     """The case cannot start: its GPUs will not come (others fill them) or it waited past its max_wait_s."""
 
 
-class WaitStopped(Exception):
+class WaitStopped(ParityKitError):
     """The run was stopped while the case waited: it never started."""
 
 

@@ -28,9 +28,6 @@ pytestmark = pytest.mark.unit
 OUTSIDE_THE_ROOT = {
     ("stopping.py", "Stopped"): "a KeyboardInterrupt on purpose: a stopping signal unwinds the run as Ctrl-C "
                                 "does, past every `except Exception`",
-    ("devices.py", "Stopped"): "to derive from ParityKitError, under a name of its own, where devices.py moves "
-                               "out of kit/gate",
-    ("devices.py", "Unavailable"): "to derive from ParityKitError where devices.py moves out of kit/gate",
 }
 
 
