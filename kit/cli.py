@@ -479,9 +479,10 @@ def _digest(args) -> int:
 
 def _kernels(args) -> int:
     from kit.descriptor.load import load_descriptor
+    from kit.descriptor.plan import outline
     from kit.gate.preflight import kernel_rows
 
-    rows = kernel_rows([load_descriptor(d) for d in args.descriptors or [paths.EMBEDDED_DESCRIPTOR]])
+    rows = kernel_rows([outline(load_descriptor(d)) for d in args.descriptors or [paths.EMBEDDED_DESCRIPTOR]])
     for row in rows:
         state = f"installed ({row['location']})" if row["installed"] else f"MISSING: {row['hint']}"
         print(f"{row['kernel']}: {state}; cases: {', '.join(row['cases'])}")

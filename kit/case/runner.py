@@ -16,7 +16,7 @@ from kit.backends.base import Backend, can_decode
 from kit.backends.registry import open_backend
 from kit.case import interpreter
 from kit.core import contract, paths
-from kit.core.calibration import hardware_change, measured_on, mismatch, noise_class
+from kit.core.calibration import check_case_inputs, hardware_change, measured_on
 from kit.core.coverage import prompt_mismatch
 from kit.core.decode import check_continuations_fit, check_decode_golden, compare_continuation
 from kit.core.drift import drift_test
@@ -139,10 +139,9 @@ def run_case(spec: CaseSpec, reference_out: str | None = None) -> CaseResult:
         details = {**details, "decode_s": round(decode_s, 3)}
     drift, drift_skipped = None, None
     if spec.calibration is not None:
-        problem = mismatch(spec.calibration, backend=spec.backend, fixture_sha256=fixture.sha256,
-                           golden_sha256=golden.sha256, model_digest=model_digest,
-                           noise_class=noise_class(spec.options), prompts={p.id: p.bucket for p in prompts},
-                           accept=spec.calibration.get("accept", []))
+        problem = check_case_inputs(spec.calibration, spec, fixture_sha256=fixture.sha256,
+                                    golden_sha256=golden.sha256, model_digest=model_digest,
+                                    prompts={p.id: p.bucket for p in prompts})
         if problem:
             raise BadInput(f"case {spec.name}: calibration {spec.calibration.get('path')} does not fit: {problem}")
         elsewhere = other_hardware(spec)

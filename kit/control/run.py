@@ -19,9 +19,10 @@ from kit import __version__
 from kit.core import paths, rundir
 from kit.core.diagnosis import QUALIFIED, Diagnosis, diagnose
 from kit.core.errors import BadInput
-from kit.core.jsonio import read_json, sha256_file, write_json
+from kit.core.jsonio import read_json, write_json
 from kit.core.results import now_iso, read_run
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
+from kit.descriptor.plan import Plan
 from kit.gate import report
 from kit.gate.executor import Checked, GateRun, check_run
 from kit.gate.junit import write_junit, written_when_interrupted
@@ -62,7 +63,7 @@ def run_control(descriptor: str | Path | LoadedDescriptor, out: str | Path | Non
     with written_when_interrupted(junit, sides, per_release=True):
         run = _run_control(descriptor, out, jobs, only, current, candidate, command, summary)
     if junit:
-        write_junit(junit, [(f"{r.descriptor.name}.{r.release}", [s.name for s in r.specs], r.results, r.duration_s)
+        write_junit(junit, [(f"{r.plan.name}.{r.release}", [s.name for s in r.specs], r.results, r.duration_s)
                             for r in (run.current, run.candidate)])
     return run
 
@@ -85,7 +86,7 @@ def _run_control(descriptor: str | Path | LoadedDescriptor, out: str | Path | No
         log.log(NOTICE, f"control [bold]{desc.name}[/]: today's pin [bold]{current}[/] against "
                         f"candidate [bold]{candidate}[/] -> {control_dir}", extra=MARKUP)
         started = now_iso()
-        runs = start_both(desc, control_dir, only, checked, command)
+        runs = start_both(control_dir, checked, command)
         try:
             execute_gates(runs, jobs)
             for run in runs:
@@ -97,16 +98,15 @@ def _run_control(descriptor: str | Path | LoadedDescriptor, out: str | Path | No
             for run in runs:
                 if run.lock is not None:
                     run.lock.release()
-        return finish_control(desc, control_dir, runs, command, started, summary)
+        return finish_control(checked[current].plan, control_dir, runs, command, started, summary)
 
 
-def start_both(desc: LoadedDescriptor, control_dir: Path, only: Sequence[str] | None,
-               checked: dict[str, Checked], command: Sequence[str]) -> list[GateRun]:
-    """Each release's gate run, in ``control_dir/<release>/``, from its preflight already done."""
+def start_both(control_dir: Path, checked: dict[str, Checked], command: Sequence[str]) -> list[GateRun]:
+    """Each release's gate run, in ``control_dir/<release>/``, from its plan and preflight already done."""
     runs: list[GateRun] = []
     try:
         for name, pre in checked.items():
-            runs.append(start_gate(desc, control_dir / name, only, name, command, checked=pre))
+            runs.append(start_gate(pre, control_dir / name, None, name, command))
     except BaseException:
         for run in runs:
             if run.lock is not None:
@@ -115,12 +115,12 @@ def start_both(desc: LoadedDescriptor, control_dir: Path, only: Sequence[str] | 
     return runs
 
 
-def finish_control(desc: LoadedDescriptor, control_dir: Path, runs: list[GateRun], command: Sequence[str],
+def finish_control(plan: Plan, control_dir: Path, runs: list[GateRun], command: Sequence[str],
                    started: str, summary: bool) -> ControlRun:
     """The diagnosis of both finished runs, the control's records and (unless asked not to) its notebooks."""
     views = [read_run(run.run_dir) for run in runs]
     diagnosis = diagnose(*views)
-    doc = control_manifest(desc, runs, command, started)
+    doc = control_manifest(plan, runs, command, started)
     write_json(control_dir / rundir.CONTROL, doc)
     write_json(control_dir / rundir.DIAGNOSIS, diagnosis.to_dict())
     report.write_evidence(control_dir, report.control_evidence(doc, diagnosis, views))
@@ -135,13 +135,12 @@ def finish_control(desc: LoadedDescriptor, control_dir: Path, runs: list[GateRun
     return ControlRun(control_dir.resolve(), runs[0], runs[1], diagnosis)
 
 
-def control_manifest(desc: LoadedDescriptor, runs: Sequence[GateRun], command: Sequence[str],
-                     started: str) -> dict:
+def control_manifest(plan: Plan, runs: Sequence[GateRun], command: Sequence[str], started: str) -> dict:
     return {
         "kind": "control",
-        "name": desc.name,
-        "descriptor": str(desc.path),
-        "descriptor_sha256": sha256_file(desc.path),
+        "name": plan.name,
+        "descriptor": str(plan.path),
+        "descriptor_sha256": plan.sha256,
         "current": runs[0].release,
         "candidate": runs[1].release,
         "runs": {run.release: run.run_dir.name for run in runs},

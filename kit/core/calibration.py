@@ -15,11 +15,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from kit.core.errors import BadInput
 from kit.core.jsonio import canonical_bytes, parse_json_input, read_input_bytes, sha256_bytes
 from kit.core.recordcheck import Wrong, check_record
+
+if TYPE_CHECKING:
+    from kit.core.spec import CaseSpec
 
 FORMAT = "parity-kit-calibration/1"
 # A spread needs two distinct clean samples (the drift test's t interval needs three; with two it takes the
@@ -415,6 +418,16 @@ def mismatch(reference: Mapping[str, Any], *, backend: str, fixture_sha256: str,
             return (f"it measured noise on {key} {have!r}, this case runs on {want!r} "
                     f"(set accept_noise_changes = [\"{key}\"] to use it anyway)")
     return uncovered(reference, prompts)
+
+
+def check_case_inputs(reference: Mapping[str, Any], spec: CaseSpec, *, fixture_sha256: str, golden_sha256: str,
+                      model_digest: str, prompts: Mapping[str, int]) -> str | None:
+    """Why a record (its ``reference()``) cannot set the bounds of the case ``spec`` on these inputs, or None.
+    The one check of a record against a case: the preflight makes it of every record a case lists, the case's
+    kernel of the one it was given, so the two can never disagree."""
+    accept = (spec.calibration or {}).get("accept", [])
+    return mismatch(reference, backend=spec.backend, fixture_sha256=fixture_sha256, golden_sha256=golden_sha256,
+                    model_digest=model_digest, noise_class=noise_class(spec.options), prompts=prompts, accept=accept)
 
 
 def uncovered(reference: Mapping[str, Any], prompts: Mapping[str, int]) -> str | None:

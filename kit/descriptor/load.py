@@ -31,6 +31,7 @@ class LoadedDescriptor:
         self.path, self.text, self.doc, self.cases = path, text, doc, cases
         self._exact: dict[str, list] = {}  # an exact entry's goldens, read once for every case that uses it
         self._listed: dict[str, list[CalibrationRecord]] = {}
+        self._lines: dict[tuple, int] | None = None  # each key's line, indexed on the first message that needs one
 
     @property
     def name(self) -> str:
@@ -47,7 +48,9 @@ class LoadedDescriptor:
 
     def where(self, *loc: str) -> str:
         """``file:line`` of a key, for messages about values that parsed but are wrong."""
-        return f"{paths.display(self.path)}:{_locate(self.text, loc)}"
+        if self._lines is None:
+            self._lines = _key_lines(self.text)
+        return f"{paths.display(self.path)}:{_line_of(self._lines, loc)}"
 
     def release(self, name: str) -> Release:
         if name not in self.doc.releases:
@@ -313,6 +316,20 @@ def derive(desc: LoadedDescriptor, releases: dict[str, dict] | None = None,
     return _validate(desc.path, paths.display(desc.path), desc.text, raw)
 
 
+def with_golden(desc: LoadedDescriptor, entry: str, path: Path) -> LoadedDescriptor:
+    """The same descriptor with one [goldens] entry naming another file (an absolute path resolves to itself):
+    what a regen checks a new golden with."""
+    doc = desc.doc.model_copy(update={"goldens": {**desc.doc.goldens, entry: str(path.resolve())}})
+    return LoadedDescriptor(desc.path, desc.text, doc, desc.cases)
+
+
+def with_records(desc: LoadedDescriptor, records: dict[str, Path]) -> LoadedDescriptor:
+    """The same descriptor with each named case's calibration replaced by one record (an absolute path)."""
+    cases = {name: (c.model_copy(update={"calibration": str(records[name].resolve())}) if name in records else c)
+             for name, c in desc.cases.items()}
+    return LoadedDescriptor(desc.path, desc.text, desc.doc, cases)
+
+
 def _validate(path: Path, shown: str, text: str, raw: dict) -> LoadedDescriptor:
     try:
         doc = Descriptor.model_validate(raw)
@@ -486,6 +503,11 @@ def _split_key(key: str) -> tuple[str, ...]:
 
 def _locate(text: str, loc: tuple) -> int:
     """The line of the deepest key along ``loc`` (tables and dotted keys); 1 if none is found."""
+    return _line_of(_key_lines(text), loc)
+
+
+def _key_lines(text: str) -> dict[tuple, int]:
+    """The line each table and key of a TOML text is first given on."""
     lines: dict[tuple, int] = {}
     table: tuple = ()
     for n, line in enumerate(text.splitlines(), start=1):
@@ -499,6 +521,10 @@ def _locate(text: str, loc: tuple) -> int:
         m = _KEY.match(line)
         if m:
             lines.setdefault((*table, *_split_key(m.group(1))), n)
+    return lines
+
+
+def _line_of(lines: dict[tuple, int], loc: tuple) -> int:
     loc = tuple(str(p) for p in loc)
     for depth in range(len(loc), 0, -1):
         if loc[:depth] in lines:

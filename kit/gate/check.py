@@ -11,8 +11,8 @@ from typing import Sequence
 
 from kit.backends import registry
 from kit.core import paths
-from kit.core.spec import CaseSpec
-from kit.descriptor.load import LoadedDescriptor, load_descriptor
+from kit.descriptor.load import load_descriptor
+from kit.descriptor.plan import Plan
 from kit.gate.executor import LOCAL, check_run
 from kit.gate.preflight import Inputs, installed_kernels
 from kit.run.devices import Inventory
@@ -24,14 +24,13 @@ def run_check(descriptor: str, only: Sequence[str] | None = None, release: str |
 
     It is the gate's own preflight (``check_run``), executor's resources included, so that check cannot say ok
     for a descriptor the gate refuses (a fraction of a GPU, more GPUs than the node has)."""
-    desc = load_descriptor(descriptor)
-    checked = check_run(desc, only, executor, release)
-    return passed_lines(desc, checked.specs, checked.inputs, checked.gpus)
+    checked = check_run(load_descriptor(descriptor), only, executor, release)
+    return passed_lines(checked.plan, checked.inputs, checked.gpus)
 
 
-def passed_lines(desc: LoadedDescriptor, specs: Sequence[CaseSpec], inputs: Inputs,
-                 gpus: Inventory | None = None) -> list[str]:
-    lines = [f"descriptor {paths.display(desc.path)}: valid, {len(specs)} cases"
+def passed_lines(plan: Plan, inputs: Inputs, gpus: Inventory | None = None) -> list[str]:
+    specs = plan.specs
+    lines = [f"descriptor {paths.display(plan.path)}: valid, {len(specs)} cases"
              + (f" ({', '.join(s.name for s in specs)})" if specs else "")]
     for backend in sorted({s.backend for s in specs if s.kernel == paths.MAIN_KERNEL}):
         lines.append(f"backend {backend}: installed here ({registry.get(backend).summary})")
@@ -41,10 +40,10 @@ def passed_lines(desc: LoadedDescriptor, specs: Sequence[CaseSpec], inputs: Inpu
     for name, golden in inputs.goldens.items():
         lines.append(f"golden {name} {paths.display(golden.path)}: {golden.kind}, top-{golden.top_k}, "
                      "matches the fixture")
-    lines.append(f"model {paths.display(desc.resolve(desc.doc.model.path))}: digest "
+    lines.append(f"model {paths.display(plan.model.path)}: digest "
                  f"{inputs.model_digest[:16]}... as pinned")
     for name, digest in inputs.models.items():
-        lines.append(f"model {name} {paths.display(desc.resolve(desc.doc.models[name].path))}: digest "
+        lines.append(f"model {name} {paths.display(plan.models[name].path)}: digest "
                      f"{digest[:16]}... as pinned")
     kernels = installed_kernels()
     for kernel in sorted({s.kernel for s in specs}):
@@ -53,7 +52,7 @@ def passed_lines(desc: LoadedDescriptor, specs: Sequence[CaseSpec], inputs: Inpu
     for notebook in sorted({s.notebook for s in specs}):
         lines.append(f"notebook {paths.display(notebook)}: present")
     if gpus is not None:
-        asked = [f"{s.name} ({desc.resources(s.name).num_gpus:g})" for s in specs if desc.resources(s.name).num_gpus]
+        asked = [f"{c.name} ({c.resources.num_gpus:g})" for c in plan.cases.values() if c.resources.num_gpus]
         lines.append(f"gpus from {gpus.source}: {gpus.describe()}; every case fits: {', '.join(asked)}")
     for spec in specs:
         chosen = inputs.fixture.select(spec.prompt_ids, spec.buckets)

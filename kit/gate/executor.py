@@ -33,6 +33,7 @@ from kit.core.results import gate_verdict, load_case_result, now_iso, save_case_
 from kit.core.scoring import bound_for
 from kit.core.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, packaged_notebook
+from kit.descriptor.plan import Plan, outline, resolve
 from kit.gate import resume
 from kit.gate.preflight import Inputs, check_inputs
 from kit.run import compilecache, devices, runlock
@@ -48,7 +49,7 @@ EXECUTORS = (LOCAL, RAY)
 @dataclass
 class GateRun:
     run_dir: Path
-    descriptor: LoadedDescriptor
+    plan: Plan  # the descriptor resolved for this run: the executor reads nothing else of it
     specs: list[CaseSpec]
     inputs: Inputs
     release: str | None = None
@@ -89,42 +90,51 @@ class GateRun:
         return self.run_dir / "cases"
 
 
-def default_run_dir(desc: LoadedDescriptor) -> Path:
+def default_run_dir(desc: LoadedDescriptor | Plan) -> Path:
     return rundir.new_run_dir("", desc.name)
 
 
 @dataclass(frozen=True)
 class Checked:
-    """A run's cases and their inputs, checked: what may run, known before anything is written."""
-    specs: list[CaseSpec]
+    """A run's plan and its inputs, checked: what may run, known before anything is written."""
+    plan: Plan
     inputs: Inputs
     gpus: Inventory | None = None  # the node's GPUs, listed when a case asks for some (local executor)
+
+    @property
+    def specs(self) -> list[CaseSpec]:
+        return self.plan.specs
 
 
 def check_run(desc: LoadedDescriptor, only: Sequence[str] | None = None, executor: str = LOCAL,
               release: str | None = None) -> Checked:
-    """The preflight of one run (one release): its cases resolve, and every input they read exists
-    and is what the descriptor pins. Writes nothing."""
-    specs = desc.case_specs(list(only) if only else None, release)
-    gpus = check_local_resources(desc, specs) if executor == LOCAL else None
-    return Checked(specs, check_inputs(desc, specs), gpus)
+    """The preflight of one run (one release): its cases resolve into a plan, and every input they read
+    exists and is what the descriptor pins. Writes nothing."""
+    return check_plan(resolve(desc, only, release), executor)
 
 
-def check_local_resources(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inventory | None:
+def check_plan(plan: Plan, executor: str = LOCAL) -> Checked:
+    """The preflight of a resolved plan: what the executor can give, and the outside world (files, digests,
+    kernels, GPUs)."""
+    gpus = check_local_resources(plan) if executor == LOCAL else None
+    return Checked(plan, check_inputs(plan), gpus)
+
+
+def check_local_resources(plan: Plan) -> Inventory | None:
     """What the local executor cannot give is refused before anything runs: several nodes, a fraction
     of a GPU, more GPUs than this node has. Returns the node's GPUs when some case asks for them."""
     wanted = {}
-    for spec in specs:
-        res, where = desc.resources(spec.name), desc.where("cases", spec.name, "resources")
+    for case in plan.cases.values():
+        res, where = case.resources, case.where.resources
         if res.nodes > 1:
-            raise BadInput(f"{where}: case {spec.name} asks for {res.nodes} nodes; only `--executor ray` can "
+            raise BadInput(f"{where}: case {case.name} asks for {res.nodes} nodes; only `--executor ray` can "
                            "place a multi-node case")
-        wanted[spec.name] = devices.whole_gpus(res.num_gpus, spec.name, where)
+        wanted[case.name] = devices.whole_gpus(res.num_gpus, case.name, where)
     if not any(wanted.values()):
         return None
     inventory = devices.discover()
     for name, n in wanted.items():
-        devices.check_fits(name, n, inventory, desc.where("cases", name, "resources"))
+        devices.check_fits(name, n, inventory, plan.cases[name].where.resources)
     return inventory
 
 
@@ -139,16 +149,25 @@ def prepare_run(desc: LoadedDescriptor, out: str | Path | None, only: Sequence[s
     """
     if resume_dir is None:  # an --out that cannot be created is refused before the preflight's work
         paths.check_dir_target(Path(out) if out else default_run_dir(desc), "run directory")
+    selected = None
     if resume_dir is not None:  # a resumed run's verdict covers every case of its directory, not only --case
         selected = list(only) if only else None
-        only = resume.covered_cases(Path(resume_dir), desc, only)
+        only = resume.covered_cases(Path(resume_dir), outline(desc), only)
     checked = checked or check_run(desc, only, executor, release)
-    specs, inputs = checked.specs, checked.inputs
+    return claim_run(checked, out, resume_dir, selected, command, executor, release)
+
+
+def claim_run(checked: Checked, out: str | Path | None = None, resume_dir: str | Path | None = None,
+              selected: Sequence[str] | None = None, command: Sequence[str] | None = None,
+              executor: str = LOCAL, release: str | None = None) -> GateRun:
+    """Claim (or, resumed, lock) the run directory of a checked plan; ``selected``: the cases a resumed run
+    may run again (None: all)."""
+    plan, specs, inputs = checked.plan, checked.specs, checked.inputs
     fingerprints = {k: resume.release_fingerprint(k) for k in sorted({s.kernel for s in specs})}
     if resume_dir is not None:
-        run = _resume(desc, Path(resume_dir), specs, inputs, fingerprints, command, selected)
+        run = _resume(plan, Path(resume_dir), specs, inputs, fingerprints, command, selected)
     else:
-        run = _claim(desc, Path(out) if out else default_run_dir(desc), specs, inputs, command)
+        run = _claim(plan, Path(out) if out else default_run_dir(plan), specs, inputs, command)
     run.fingerprints, run.executor, run.release, run.gpus = fingerprints, executor, release, checked.gpus
     run.expected = expectations(specs, inputs)
     run.custom_notebooks = custom_notebooks(specs)
@@ -188,7 +207,7 @@ def custom_notebooks(specs: Sequence[CaseSpec]) -> dict[str, dict]:
             for s in specs if not packaged_notebook(s.notebook)}
 
 
-def _claim(desc: LoadedDescriptor, run_dir: Path, specs: list[CaseSpec], inputs: Inputs,
+def _claim(plan: Plan, run_dir: Path, specs: list[CaseSpec], inputs: Inputs,
            command: Sequence[str] | None) -> GateRun:
     refusal = BadInput(f"run directory {run_dir} exists and is not empty; a gate run never writes over "
                        "an earlier one (choose another --out, or --resume it)")
@@ -203,45 +222,45 @@ def _claim(desc: LoadedDescriptor, run_dir: Path, specs: list[CaseSpec], inputs:
     except FileExistsError:
         lock.release()
         raise refusal from None
-    return GateRun(run_dir.resolve(), desc, specs, inputs, lock=lock)
+    return GateRun(run_dir.resolve(), plan, specs, inputs, lock=lock)
 
 
-def _resume(desc: LoadedDescriptor, run_dir: Path, specs: list[CaseSpec], inputs: Inputs,
+def _resume(plan: Plan, run_dir: Path, specs: list[CaseSpec], inputs: Inputs,
             fingerprints: dict[str, str | None], command: Sequence[str] | None,
             selected: Sequence[str] | None = None) -> GateRun:
-    resume.earlier_manifest(run_dir, desc.name)
+    resume.earlier_manifest(run_dir, plan.name)
     lock = runlock.acquire(run_dir, command)
     try:
-        earlier = resume.earlier_manifest(run_dir, desc.name)  # again, now that no other run writes it
+        earlier = resume.earlier_manifest(run_dir, plan.name)  # again, now that no other run writes it
         cases_dir = run_dir / "cases"
         cases_dir.mkdir(exist_ok=True)
         goldens = {str(g.path): g.sha256 for g in inputs.goldens.values()}
-        plan = resume.plan(cases_dir, specs, inputs.fixture.sha256, goldens, fingerprints,
+        kept = resume.plan(cases_dir, specs, inputs.fixture.sha256, goldens, fingerprints,
                            earlier.get("kernel_fingerprints") or {}, expectations(specs, inputs),
                            {n: c["sha256"] for n, c in (earlier.get("notebooks") or {}).items()},
                            {n: c["sha256"] for n, c in custom_notebooks(specs).items()}, selected)
-        for name in plan.superseded:
+        for name in kept.superseded:
             resume.set_aside(cases_dir, name)
     except BaseException:
         lock.release()
         raise
     history = [*earlier.get("history", []),
                {k: earlier.get(k) for k in ("started_at", "finished_at", "command", "executor")}]
-    return GateRun(run_dir.resolve(), desc, specs, inputs, results={**plan.reused, **plan.kept_results},
-                   lock=lock, reused=plan.reused, rerun=plan.rerun, kept=plan.kept, history=history)
+    return GateRun(run_dir.resolve(), plan, specs, inputs, results={**kept.reused, **kept.kept_results},
+                   lock=lock, reused=kept.reused, rerun=kept.rerun, kept=kept.kept, history=history)
 
 
 def manifest(run: GateRun, command: Sequence[str]) -> dict:
     return {
-        "name": run.descriptor.name,
-        "descriptor": str(run.descriptor.path),
-        "descriptor_sha256": sha256_file(run.descriptor.path),
+        "name": run.plan.name,
+        "descriptor": str(run.plan.path),
+        "descriptor_sha256": run.plan.sha256,
         "cases": [s.name for s in run.specs],
         "kernels": {s.name: s.kernel for s in run.specs},
         "release": _release_identity(run),
         "fixture": str(run.inputs.fixture.path),
         "fixture_sha256": run.inputs.fixture.sha256,
-        "model": str(run.descriptor.resolve(run.descriptor.doc.model.path)),
+        "model": str(run.plan.model.path),
         "model_digest": run.inputs.model_digest,
         "models": run.inputs.models,
         "goldens": {k: {"path": str(g.path), "sha256": g.sha256} for k, g in run.inputs.goldens.items()},
@@ -268,11 +287,9 @@ def manifest(run: GateRun, command: Sequence[str]) -> dict:
 
 def _release_identity(run: GateRun) -> dict | None:
     """The named release's builds, per backend, as the descriptor states them."""
-    if run.release is None:
+    if run.release is None or run.plan.release is None:
         return None
-    rel = run.descriptor.release(run.release)
-    return {"name": run.release, "description": rel.description,
-            "backends": {b: built.identity() for b, built in rel.backends.items()}}
+    return run.plan.release.identity()
 
 
 def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = None,
@@ -389,8 +406,8 @@ def run_cases(run: GateRun, jobs: int | None = None,
 
 
 def gpus_asked(run: GateRun, spec: CaseSpec) -> int:
-    res = run.descriptor.resources(spec.name)
-    return devices.whole_gpus(res.num_gpus, spec.name, run.descriptor.where("cases", spec.name, "resources"))
+    case = run.plan.cases[spec.name]
+    return devices.whole_gpus(case.resources.num_gpus, spec.name, case.where.resources)
 
 
 def execute_scheduled(spec: CaseSpec, run: GateRun, pool: DevicePool, req: Request,
@@ -398,7 +415,7 @@ def execute_scheduled(spec: CaseSpec, run: GateRun, pool: DevicePool, req: Reque
     """The case once its GPUs and slot are free, holding them until it ends; None if the run was stopped
     while it waited. A case whose GPUs will not come ends as an error naming why."""
     try:
-        gpus = pool.wait(req, stopping, run.descriptor.resources(spec.name).max_wait_s)
+        gpus = pool.wait(req, stopping, run.plan.cases[spec.name].resources.max_wait_s)
     except WaitStopped:
         return None
     except Unavailable as exc:

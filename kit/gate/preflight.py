@@ -1,6 +1,9 @@
 """Check every input of a gate before anything runs: fixture, goldens, model, kernels, notebooks.
 
-Each refusal is a BadInput with one line naming what and where.
+It checks the outside world against a resolved plan (kit.descriptor.plan): the files, their digests, the
+kernels installed. What the descriptor says was settled when the plan was resolved; the plan also holds every
+location a message names, so nothing here reads the descriptor. Each refusal is a BadInput with one line
+naming what and where.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Sequence
 
 from kit.backends import registry
 from kit.core import paths
-from kit.core.calibration import case_device, hardware_change, mismatch, noise_class
+from kit.core.calibration import case_device, check_case_inputs, hardware_change
 from kit.core.decode import check_continuations_fit, check_decode_golden
 from kit.core.errors import BadInput
 from kit.core.fixture import Fixture, Prompt, load_fixture
@@ -22,8 +25,7 @@ from kit.core.golden import (Golden, check_golden_matches_fixture, check_golden_
 from kit.core.modelconfig import check_prompts_fit, model_limits
 from kit.core.modeldigest import DigestCache, check_model_digest
 from kit.core.runtime import golden_runtime
-from kit.core.spec import CaseSpec
-from kit.descriptor.load import LoadedDescriptor, golden_kind
+from kit.descriptor.plan import CasePlan, GoldenEntry, Outline, Plan
 from kit.descriptor.schema import case_schemas
 from kit.run.mainkernel import provide_main_kernel, registered_kernels
 
@@ -74,31 +76,32 @@ def kernel_install_hint(name: str, backend: str | None = None) -> str:
             f"python -m ipykernel install --sys-prefix --name {name}")
 
 
-def check_backends_installed(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> None:
+def check_backends_installed(plan: Plan) -> None:
     """A case that runs in this environment's own kernel needs its backend's engine here: refuse it
     before anything runs, with the line that installs it."""
-    for spec in specs:
+    for case in plan.cases.values():
+        spec = case.spec
         if spec.kernel != paths.MAIN_KERNEL:
             continue  # another environment's kernel: what it holds is checked by starting it
         info = registry.get(spec.backend)
         missing = registry.missing_requirements(info)
         if missing:
-            raise BadInput(f"{desc.where('cases', spec.name, 'backend')}: case {spec.name} needs backend "
+            raise BadInput(f"{case.where.backend}: case {spec.name} needs backend "
                            f"{spec.backend}, whose {', '.join(missing)} this environment lacks; "
                            f"install it with: {info.install}")
 
 
-def kernel_rows(descriptors: Sequence[LoadedDescriptor]) -> list[dict]:
+def kernel_rows(descriptors: Sequence[Outline]) -> list[dict]:
     """Each kernel the descriptors' cases need: which cases, whether installed, how to install it."""
     installed = installed_kernels()
     rows: dict[str, dict] = {}
-    for desc in descriptors:
-        for name, case in desc.cases.items():  # kernels only: no golden is chosen, none can refuse a listing
-            kernel = desc.kernel(name)
+    for outline in descriptors:
+        for name, case in outline.cases.items():  # outlines: no golden is chosen, none can refuse a listing
+            kernel = case.kernel
             row = rows.setdefault(kernel, {"kernel": kernel, "cases": [], "installed": kernel in installed,
                                            "location": _location(kernel, installed),
                                            "hint": kernel_install_hint(kernel, case.backend)})
-            row["cases"].append(f"{desc.name}:{name}")
+            row["cases"].append(f"{outline.name}:{name}")
     return list(rows.values())
 
 
@@ -109,55 +112,51 @@ def _location(kernel: str, installed: dict[str, str]) -> str | None:
     return installed.get(kernel)
 
 
-def missing_kernel(desc: LoadedDescriptor, spec: CaseSpec) -> str:
+def missing_kernel(case: CasePlan) -> str:
     """Where a missing kernel is named: the release's `kernel` key when a release chose it, else the case."""
+    spec = case.spec
     if spec.release:
         key = ("releases", spec.release["name"], "backends", spec.backend, "kernel")
-        return f"{desc.where(*key)}: {'.'.join(key)}: kernel {spec.kernel!r} is not installed; "
-    return (f"{desc.where('cases', spec.name)}: case {spec.name} needs kernel {spec.kernel!r}, "
+        return f"{case.release_kernel_where}: {'.'.join(key)}: kernel {spec.kernel!r} is not installed; "
+    return (f"{case.where.case}: case {spec.name} needs kernel {spec.kernel!r}, "
             "which is not installed; ")
 
 
-def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
+def check_inputs(plan: Plan) -> Inputs:
     """Check every input of a gate before any kernel starts: the backends installed, the fixture, every golden
     of every entry (each runtime's, not only this host's) against the fixture, the model folders against their
     pinned digests, and per case its kernel, notebook, buckets, prompts, top_n, options, decode steps and
     calibration. A bad input found here is one BadInput line naming what and where, in seconds; found inside a
     case it would cost a kernel and an engine load, and read as that case's error instead of the descriptor's.
     Returns what it read (Inputs), so the run does not read it again."""
-    check_backends_installed(desc, specs)
-    fixture = load_fixture(desc.resolve(desc.doc.fixture.path))
+    check_backends_installed(plan)
+    fixture = load_fixture(plan.fixture)
     goldens, by_path = {}, {}
-    for name in desc.doc.goldens:
+    for entry in plan.goldens.values():
         listed = []
-        for path in desc.golden_files(name):  # every runtime's golden of an entry, not only this host's
+        for path in entry.files:  # every runtime's golden of an entry, not only this host's
             golden = load_golden(path)
-            if golden.kind != golden_kind(name):
-                raise BadInput(f"{desc.where('goldens', name)}: goldens.{name} names {paths.display(path)}, "
+            if golden.kind != entry.kind:
+                raise BadInput(f"{entry.where}: goldens.{entry.name} names {paths.display(path)}, "
                                f"which is a {golden.kind} golden")
             check_golden_matches_fixture(golden, fixture)
             by_path[str(path)] = golden
             listed.append(golden)
-        if golden_kind(name) == "exact":
-            check_exact_runtimes(desc, name, listed)
-    goldens = used_goldens(desc, specs, by_path)
+        if entry.kind == "exact":
+            check_exact_runtimes(entry, listed)
+    goldens = used_goldens(plan, by_path)
     digests = DigestCache()  # empty: every gate reads every model byte once, here
-    announce_hashing(desc.resolve(desc.doc.model.path))
-    model_digest = check_model_digest(desc.resolve(desc.doc.model.path), desc.doc.model.digest,
-                                      desc.where("model", "digest"), digests)
+    announce_hashing(plan.model.path)
+    model_digest = check_model_digest(plan.model.path, plan.model.digest, plan.model.where, digests)
     models: dict[str, str] = {}
-    for spec in specs:  # other model folders, each held to its own pinned digest
-        case = desc.cases[spec.name]
-        if case.model is not None and case.model not in models:
-            ref = desc.doc.models[case.model]
-            announce_hashing(desc.resolve(ref.path))
-            models[case.model] = check_model_digest(desc.resolve(ref.path), ref.digest, desc.model_where(case),
-                                                    digests)
+    for name, pin in plan.models.items():  # other model folders, each held to its own pinned digest
+        announce_hashing(pin.path)
+        models[name] = check_model_digest(pin.path, pin.digest, pin.where, digests)
     kernels = installed_kernels()
-    for spec in specs:
-        where = desc.where("cases", spec.name)
+    for case in plan.cases.values():
+        spec, where = case.spec, case.where.case
         if spec.kernel not in kernels:
-            raise BadInput(missing_kernel(desc, spec) + kernel_install_hint(spec.kernel, spec.backend))
+            raise BadInput(missing_kernel(case) + kernel_install_hint(spec.kernel, spec.backend))
         if not Path(spec.notebook).is_file():
             hint = "" if paths.NOTEBOOKS.is_dir() else (
                 "; this installation has no embedded notebooks: reinstall parity-kit from a complete wheel")
@@ -165,7 +164,7 @@ def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
         if spec.no_baseline:  # recorded as its own outcome when the run starts; nothing of it can be checked
             continue
         if spec.reference is not None:
-            check_reference_inputs(desc, spec, fixture, digests)
+            check_reference_inputs(case, fixture, digests)
             continue
         golden = by_path[spec.golden_path]
         if spec.top_n < golden.top_k:
@@ -186,28 +185,29 @@ def check_inputs(desc: LoadedDescriptor, specs: Sequence[CaseSpec]) -> Inputs:
             raise BadInput(f"{where}: case {spec.name} selects no prompt of the fixture")
         unselected = sorted(set(spec.repeat_prompts or []) - {p.id for p in selected})
         if unselected:
-            raise BadInput(f"{desc.where('cases', spec.name, 'repeat_prompts')}: case {spec.name}: repeat prompt "
+            raise BadInput(f"{case.where.repeat_prompts}: case {spec.name}: repeat prompt "
                            f"{unselected[0]!r} is not among the prompts this case scores")
         check_fits_model(f"{where}: case {spec.name}: ", spec.model_path, golden, selected)
         problem = case_schemas()[spec.backend].model_problem(spec.options, spec.model_path)
         if problem:  # options the model cannot run with (e.g. a head count a tensor-parallel split must divide)
             raise BadInput(f"{where}: case {spec.name}: {problem}")
         if spec.decode:
-            at = f"{desc.where('cases', spec.name, 'decode')}: "
+            at = f"{case.where.decode}: "
             check_decode_golden(golden, spec.decode, spec.name, at)
             check_continuations_fit(((p.id, p.n_tokens) for p in selected), spec.decode,
                                     model_limits(spec.model_path), spec.model_path, f"{at}case {spec.name}: ")
         if spec.calibration is not None:
-            case = desc.cases[spec.name]
-            digest = models[case.model] if case.model is not None else model_digest
-            check_calibration(desc, spec, fixture.sha256, golden.sha256, digest, {p.id: p.bucket for p in selected})
+            model = case.outline.model
+            digest = models[model] if model is not None else model_digest
+            check_calibration(case, fixture.sha256, golden.sha256, digest, {p.id: p.bucket for p in selected})
     return Inputs(fixture, goldens, model_digest, models, digests)
 
 
-def check_reference_inputs(desc: LoadedDescriptor, spec: CaseSpec, fixture, digests: DigestCache) -> None:
+def check_reference_inputs(case: CasePlan, fixture, digests: DigestCache) -> None:
     """An in-kernel reference's model folder is what the descriptor pins, and takes the case's prompts."""
+    spec = case.spec
     ref = spec.reference or {}
-    where = desc.where("cases", spec.name, "reference")
+    where = case.where.reference
     check_model_digest(ref["model_path"], ref["model_digest"], f"{where}: cases.{spec.name}.reference", digests)
     selected = fixture.select(spec.prompt_ids, spec.buckets)
     if not selected:
@@ -217,10 +217,10 @@ def check_reference_inputs(desc: LoadedDescriptor, spec: CaseSpec, fixture, dige
         check_prompts_fit(((p.id, p.n_tokens) for p in selected), limits, model, f"{where}: case {spec.name}: ")
 
 
-def check_exact_runtimes(desc: LoadedDescriptor, name: str, listed: Sequence[Golden]) -> None:
+def check_exact_runtimes(entry: GoldenEntry, listed: Sequence[Golden]) -> None:
     """Every golden of an exact entry says which runtime it holds on, and no two hold on one: which of two
     would judge a case is otherwise arbitrary."""
-    where = f"{desc.where('goldens', name)}: goldens.{name}"
+    where = f"{entry.where}: goldens.{entry.name}"
     for golden in listed:
         key = golden.provenance.get("runtime", golden_runtime(golden.provenance))
         if not isinstance(key, str) or not key:
@@ -232,47 +232,48 @@ def check_exact_runtimes(desc: LoadedDescriptor, name: str, listed: Sequence[Gol
                        f"on {golden_runtime(twice[0].provenance)}; list one golden per runtime")
 
 
-def used_goldens(desc: LoadedDescriptor, specs: Sequence[CaseSpec], by_path: dict[str, Golden]) -> dict[str, Golden]:
+def used_goldens(plan: Plan, by_path: dict[str, Golden]) -> dict[str, Golden]:
     """The goldens this run's cases are judged against, by [goldens] entry (an exact entry whose cases chose
     several, one per runtime, names each file after the entry)."""
-    used = {spec.golden_path for spec in specs if spec.golden_path}
+    used = {spec.golden_path for spec in plan.specs if spec.golden_path}
     out: dict[str, Golden] = {}
-    for name in desc.doc.goldens:
-        chosen = [p for p in map(str, desc.golden_files(name)) if p in used]
+    for name, entry in plan.goldens.items():
+        chosen = [p for p in map(str, entry.files) if p in used]
         for path in chosen:
             out[name if len(chosen) == 1 else f"{name} ({Path(path).name})"] = by_path[path]
     return out
 
 
-def check_calibration(desc: LoadedDescriptor, spec: CaseSpec, fixture_sha256: str, golden_sha256: str,
-                      model_digest: str, prompts: dict[str, int]) -> None:
+def check_calibration(case: CasePlan, fixture_sha256: str, golden_sha256: str, model_digest: str,
+                      prompts: dict[str, int]) -> None:
     """Every record a calibrated case lists fits the case (inputs, backend, noise class, prompts and their
     buckets), the one this host does not choose as much as the one it does: a list is reviewed as a whole,
     and a record that could never judge the case is a mistake wherever it runs. Then the chosen one must
     have measured this host's class of hardware, or the case accept the change."""
-    accept = spec.calibration["accept"]
-    listed = [r.reference() for r in desc.listed_records(spec.name)] or [spec.calibration]
+    spec = case.spec
+    assert spec.calibration is not None  # called for a calibrated case only
+    listed = [r.reference() for r in case.records] or [spec.calibration]
     for reference in listed:
-        problem = mismatch(reference, backend=spec.backend, fixture_sha256=fixture_sha256, golden_sha256=golden_sha256,
-                           model_digest=model_digest, noise_class=noise_class(spec.options), prompts=prompts,
-                           accept=accept)
+        problem = check_case_inputs(reference, spec, fixture_sha256=fixture_sha256, golden_sha256=golden_sha256,
+                                    model_digest=model_digest, prompts=prompts)
         if problem:
-            raise BadInput(f"{desc.calibration_where(spec.name)}: record {paths.display(reference['path'])} does "
+            raise BadInput(f"{case.where.calibration}: record {paths.display(reference['path'])} does "
                            f"not fit: {problem}")
-    check_hardware_class(desc, spec)
+    check_hardware_class(case)
 
 
-def check_hardware_class(desc: LoadedDescriptor, spec: CaseSpec) -> None:
+def check_hardware_class(case: CasePlan) -> None:
     """A record measured on another CPU class than this host's is refused here, before the case runs (its
     kernel would refuse it only after scoring every prompt). A GPU's name is known only in the case's kernel,
     which keeps the check for GPUs (and this one as well)."""
+    spec = case.spec
     cal = spec.calibration or {}
     if "hardware" in cal.get("accept", []) or case_device(spec.options).startswith("cuda"):
         return
     change = hardware_change(cal, spec.options)
     if change is not None:
         measured, here = change
-        raise BadInput(f"{desc.calibration_where(spec.name)}: record {paths.display(cal.get('path') or cal['sha256'])} "
+        raise BadInput(f"{case.where.calibration}: record {paths.display(cal.get('path') or cal['sha256'])} "
                        f"measured noise on {measured}, this case runs on {here}: calibrate here, or set "
                        "accept_noise_changes = [\"hardware\"] to use its bounds")
 

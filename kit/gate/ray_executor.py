@@ -222,7 +222,8 @@ def run_cases_ray(run: GateRun, on_start: Callable[[CaseSpec], None] | None = No
                 on_done(spec, result)
 
         for spec in specs:
-            res, retries = run.descriptor.resources(spec.name), run.descriptor.retries(spec.name)
+            case = run.plan.cases[spec.name]
+            res, retries = case.resources, case.retries
             why = unplaceable(res, nodes)
             if why:
                 finish(spec, record(run.cases_dir, CaseResult(

@@ -38,6 +38,7 @@ from kit.core.jsonio import read_json_input
 from kit.core.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
 from kit.core.results import load_case_result
 from kit.core.spec import CaseSpec
+from kit.descriptor.plan import Outline
 
 SUPERSEDED = "superseded"
 # Everything a case leaves in cases/; they move together when the case is rerun.
@@ -71,7 +72,7 @@ def earlier_manifest(run_dir: Path, desc_name: str) -> dict:
     return earlier
 
 
-def covered_cases(run_dir: Path, desc, only: Sequence[str] | None) -> list[str] | None:
+def covered_cases(run_dir: Path, desc: Outline, only: Sequence[str] | None) -> list[str] | None:
     """The cases a resumed run covers: every case of its directory, and those ``--case`` adds (all of the
     descriptor's without ``--case``). None: every case of the descriptor."""
     earlier = list(earlier_manifest(run_dir, desc.name).get("cases", []))

@@ -17,7 +17,7 @@ from typing import Sequence
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from kit.core import rundir
+from kit.core import paths, rundir
 from kit.core.progress import progress_path
 from kit.core.records import ERROR, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseResult
 from kit.core.results import counts_sentence, now_iso
@@ -25,7 +25,8 @@ from kit.core.spec import CaseSpec
 from kit.core.text import printable
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.gate import report
-from kit.gate.executor import LOCAL, RAY, Checked, GateRun, prepare_run, run_cases, write_manifest
+from kit.gate.executor import (LOCAL, RAY, Checked, GateRun, claim_run, default_run_dir, prepare_run, run_cases,
+                               write_manifest)
 from kit.gate.heartbeat import Heartbeat, heartbeat_interval
 from kit.gate.junit import write_junit, written_when_interrupted
 from kit.run import output
@@ -60,22 +61,26 @@ def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | 
             if run.lock is not None:
                 run.lock.release()  # the OS drops it anyway if this process dies first
     if junit:
-        write_junit(junit, [(run.descriptor.name, [s.name for s in run.specs], run.results, run.duration_s)])
+        write_junit(junit, [(run.plan.name, [s.name for s in run.specs], run.results, run.duration_s)])
     return run
 
 
-def start_gate(desc: LoadedDescriptor, out: str | Path | None, only: Sequence[str] | None,
+def start_gate(source: LoadedDescriptor | Checked, out: str | Path | None, only: Sequence[str] | None,
                release: str | None, command: Sequence[str], executor: str = LOCAL,
-               resume: str | Path | None = None, checked: Checked | None = None) -> GateRun:
-    """Validate (unless ``checked`` holds the preflight already done), claim and lock the run directory,
-    write the manifest's start. The caller releases ``run.lock`` when the run is finished (or failed)."""
-    run = prepare_run(desc, out, only, resume_dir=resume, command=command, executor=executor, release=release,
-                      checked=checked)
+               resume: str | Path | None = None) -> GateRun:
+    """Resolve and check a descriptor (or take a plan whose preflight is done: ``Checked``), claim and lock
+    the run directory, write the manifest's start. The caller releases ``run.lock`` when the run is finished
+    (or failed)."""
+    if isinstance(source, Checked):
+        paths.check_dir_target(Path(out) if out else default_run_dir(source.plan), "run directory")
+        run = claim_run(source, out, command=command, executor=executor, release=release)
+    else:
+        run = prepare_run(source, out, only, resume_dir=resume, command=command, executor=executor, release=release)
     run.started_at = now_iso()
     write_manifest(run, command)
     against = f" against release [bold]{release}[/]" if release else ""
     on = f" (executor {run.executor})" if run.executor != LOCAL else ""
-    log.info(f"gate [bold]{desc.name}[/]{against}: {len(run.specs)} cases -> {run.run_dir}{on}", extra=MARKUP)
+    log.info(f"gate [bold]{run.plan.name}[/]{against}: {len(run.specs)} cases -> {run.run_dir}{on}", extra=MARKUP)
     for name, result in run.reused.items():
         log.info(f"  reused {name}: {result.status} at {result.finished_at}, inputs unchanged", extra=MARKUP)
     for name, why in run.rerun.items():
@@ -162,7 +167,7 @@ def finish_gate(run: GateRun, command: Sequence[str], summary: bool = True) -> N
     """The manifest's end, result.json, evidence.md and (unless asked not to) the summary and its HTML."""
     finished = write_manifest(run, command)
     names = [s.name for s in run.specs]
-    report.write_result(run.run_dir, report.result_document(run.descriptor.name, run.verdict, run.counts,
+    report.write_result(run.run_dir, report.result_document(run.plan.name, run.verdict, run.counts,
                                                             run.duration_s, names, run.results))
     report.write_evidence(run.run_dir, report.evidence_markdown(finished, run.verdict, run.counts,
                                                                 run.duration_s, run.results))
