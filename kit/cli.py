@@ -494,10 +494,11 @@ def _calibrate(args) -> int:
 
     if args.list_variants:
         from kit.descriptor.load import load_descriptor
+        from kit.descriptor.plan import resolve
 
         if not args.cases or len(args.cases) != 1:
             raise BadInput("--list-variants needs exactly one --case")
-        spec = load_descriptor(args.descriptor).case_specs(args.cases, resolve_calibration=False)[0]
+        spec = resolve(load_descriptor(args.descriptor), args.cases, resolve_calibration=False).specs[0]
         print(json.dumps(variants_for(spec)))
         return 0
     done = calibrate(args.descriptor, only=args.cases, out=args.out, resume=args.resume, to=args.to,
@@ -522,8 +523,9 @@ def _localize(args) -> int:
 
 def _spec(args) -> int:
     from kit.descriptor.load import load_descriptor
+    from kit.descriptor.plan import resolve
 
-    print(json.dumps(load_descriptor(args.descriptor).case_specs([args.case])[0].to_dict(), sort_keys=True))
+    print(json.dumps(resolve(load_descriptor(args.descriptor), [args.case]).specs[0].to_dict(), sort_keys=True))
     return 0
 
 

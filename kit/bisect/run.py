@@ -31,6 +31,7 @@ from kit.core.exitcodes import ExitCode
 from kit.core.jsonio import write_json
 from kit.core.results import now_iso
 from kit.descriptor.load import load_descriptor
+from kit.descriptor.plan import outline
 from kit.refresh import qualify
 from kit.run import output, runlock
 from kit.run.output import MARKUP, NOTICE
@@ -79,17 +80,17 @@ def start(case: str, *, refresh_dir: str | Path | None = None, descriptor: str |
         inp = from_fork(descriptor or paths.EMBEDDED_DESCRIPTOR, fork_repo, base, tip, fork, store, current, backend)
     else:
         raise BadInput("bisect needs a refresh directory (REFRESH_DIR) or --fork-repo and --base")
-    desc = load_descriptor(inp.descriptor)
-    backend_name = qualify.pick_backend(desc, inp.current, inp.backend)
-    if case not in desc.cases:
-        raise BadInput(f"{paths.display(desc.path)}: no case named {case!r} (cases: {', '.join(desc.cases)})")
-    if desc.cases[case].backend != backend_name:
-        raise BadInput(f"case {case} runs the {desc.cases[case].backend} backend, not {backend_name}, the one "
+    stated = outline(load_descriptor(inp.descriptor))
+    backend_name = qualify.pick_backend(stated, inp.current, inp.backend)
+    if case not in stated.cases:
+        raise BadInput(stated.no_case(case))
+    if stated.cases[case].backend != backend_name:
+        raise BadInput(f"case {case} runs the {stated.cases[case].backend} backend, not {backend_name}, the one "
                        "the fork builds; bisect a case of that backend")
-    run_dir = _claim(Path(out or default_bisect_dir(desc.name)), command)
+    run_dir = _claim(Path(out or default_bisect_dir(stated.name)), command)
     if not store and not refresh_dir:  # beside the bisect directory, as a refresh keeps its releases
         inp = dataclasses.replace(inp, store=(run_dir.parent / "releases").resolve())
-    record = {"kind": "bisect", "name": desc.name, "case": case, "inputs": inp.to_dict(),
+    record = {"kind": "bisect", "name": stated.name, "case": case, "inputs": inp.to_dict(),
               "build_command": list(build_command) if build_command else None,
               "command": list(command or ["parity-kit", "bisect"]), "kit_version": __version__,
               "started_at": now_iso(), "failing_prompts": None, "steps": [], "verdict": INCOMPLETE,

@@ -33,7 +33,7 @@ from kit.core.jsonio import atomic_write_bytes, read_json, read_json_input, writ
 from kit.core.results import now_iso
 from kit.core.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
-from kit.descriptor.schema import case_golden_kind
+from kit.descriptor.plan import Outline, Plan, outline, resolve
 from kit.run import output, runlock
 from kit.run.notebook import run_notebook
 from kit.run.output import MARKUP, NOTICE
@@ -57,8 +57,8 @@ class CaseCalibration:
     notebook: Path | None = None
 
 
-def default_dir(desc: LoadedDescriptor) -> Path:
-    return rundir.new_run_dir("calibrate", desc.name)
+def default_dir(plan: Plan) -> Path:
+    return rundir.new_run_dir("calibrate", plan.name)
 
 
 # Every launch compiles afresh: XLA's GPU autotuner picks kernels by timing, so two compiles of one
@@ -97,17 +97,17 @@ def variants_for(spec: CaseSpec) -> list[dict]:
     return options.calibration_variants()
 
 
-def semantic_cases(desc: LoadedDescriptor, only: Sequence[str] | None) -> list[str]:
+def semantic_cases(stated: Outline, only: Sequence[str] | None) -> list[str]:
     """The cases to calibrate: the named ones (each must be semantic), else every semantic case."""
     if only:
         for name in only:
-            if name not in desc.cases:
-                raise BadInput(f"{paths.display(desc.path)}: no case named {name!r} (cases: {', '.join(desc.cases)})")
-            if case_golden_kind(desc.cases[name]) != "semantic":
-                raise BadInput(f"{desc.where('cases', name, 'golden')}: case {name} is judged bit for bit against "
+            if name not in stated.cases:
+                raise BadInput(stated.no_case(name))
+            if stated.cases[name].golden_kind != "semantic":
+                raise BadInput(f"{stated.cases[name].where.golden}: case {name} is judged bit for bit against "
                                "an exact golden: there is no bound to calibrate")
         return list(only)
-    return [n for n, c in desc.cases.items() if case_golden_kind(c) == "semantic"]
+    return [n for n, c in stated.cases.items() if c.golden_kind == "semantic"]
 
 
 def calibrate(descriptor: str | Path, only: Sequence[str] | None = None, out: str | Path | None = None,
@@ -115,21 +115,22 @@ def calibrate(descriptor: str | Path, only: Sequence[str] | None = None, out: st
               command: Sequence[str] | None = None) -> list[CaseCalibration]:
     output.ensure()
     desc = load_descriptor(descriptor)
-    names = semantic_cases(desc, only)
+    names = semantic_cases(outline(desc), only)
     # The case as measured: its options and inputs, none of its bounds (which may come from an older record).
-    specs = {s.name: s for s in desc.case_specs(names, resolve_calibration=False)}
+    plan = resolve(desc, names, resolve_calibration=False)
+    specs = {name: case.spec for name, case in plan.cases.items()}
     to = Path(to)
     paths.check_dir_target(to, "--to")
     command = reproducing_command(command or ["parity-kit", "calibrate", str(descriptor)])
-    index = resumed_index(desc, Path(resume), [specs[n] for n in names]) if resume is not None else None
-    run_dir = Path(resume) if resume is not None else _new_run_dir(desc, out)
+    index = resumed_index(plan, Path(resume), [specs[n] for n in names]) if resume is not None else None
+    run_dir = Path(resume) if resume is not None else _new_run_dir(plan, out)
     with runlock.acquire(run_dir, command, what="calibration"):
-        index = begin_index(run_dir, desc, [specs[n] for n in names], command, index)
+        index = begin_index(run_dir, plan, [specs[n] for n in names], command, index)
         paths.make_dir(to, "--to")
         done = []
         with on_signals():
             for name in names:
-                done.append(calibrate_case(desc, specs[name], run_dir, to, command))
+                done.append(calibrate_case(plan, specs[name], run_dir, to, command))
         index["finished_at"] = now_iso()
         for c in done:
             index["cases"][c.case].update({"record": str(c.path) if c.path else None, "error": c.error,
@@ -146,15 +147,15 @@ def measured_as(spec: CaseSpec) -> dict:
             "buckets": spec.buckets, "prompts": spec.prompt_ids, "top_n": spec.top_n}
 
 
-def _new_run_dir(desc: LoadedDescriptor, out: str | Path | None) -> Path:
-    run_dir = Path(out) if out else default_dir(desc)
+def _new_run_dir(plan: Plan, out: str | Path | None) -> Path:
+    run_dir = Path(out) if out else default_dir(plan)
     paths.check_dir_target(run_dir, "--out")
     if run_dir.exists() and any(run_dir.iterdir()):
         raise BadInput(f"--out {paths.display(run_dir)} is not empty (use --resume to continue a calibration)")
     return paths.make_dir(run_dir, "--out")
 
 
-def resumed_index(desc: LoadedDescriptor, run_dir: Path, specs: Sequence[CaseSpec]) -> dict:
+def resumed_index(plan: Plan, run_dir: Path, specs: Sequence[CaseSpec]) -> dict:
     """The index of a calibration directory that --resume may continue with ``specs``: made by calibrate, for
     this descriptor, each case already in it measured as it is set now. Refused in one line otherwise,
     before anything in the folder is touched."""
@@ -167,8 +168,8 @@ def resumed_index(desc: LoadedDescriptor, run_dir: Path, specs: Sequence[CaseSpe
     if not isinstance(index, dict) or index.get("format") != RUN_FORMAT or not isinstance(index.get("cases"), dict):
         raise BadInput(f"{shown}: its {INDEX} is not a calibration directory's index ({RUN_FORMAT}); resume only a "
                        "folder calibrate made")
-    if index.get("descriptor") != str(desc.path):
-        raise BadInput(f"{shown}: it calibrates {index.get('descriptor')}, not {paths.display(desc.path)}; "
+    if index.get("descriptor") != str(plan.path):
+        raise BadInput(f"{shown}: it calibrates {index.get('descriptor')}, not {paths.display(plan.path)}; "
                        "calibrate in a fresh directory (--out)")
     for spec in specs:
         entries = finished(run_dir / f"{spec.name}.samples.jsonl", spec.name)
@@ -199,11 +200,11 @@ def _first_change(before: Any, now: dict) -> str | None:
     return None
 
 
-def begin_index(run_dir: Path, desc: LoadedDescriptor, specs: Sequence[CaseSpec], command: list[str],
+def begin_index(run_dir: Path, plan: Plan | LoadedDescriptor, specs: Sequence[CaseSpec], command: list[str],
                 index: dict | None) -> dict:
     """The directory's index as this calibration starts: which descriptor, and how each case is measured
     (what a later --resume holds the case to); a resumed directory keeps its other cases' entries."""
-    index = dict(index or {"format": RUN_FORMAT, "descriptor": str(desc.path), "cases": {}})
+    index = dict(index or {"format": RUN_FORMAT, "descriptor": str(plan.path), "cases": {}})
     index.update(command=command, started_at=now_iso(), finished_at=None)
     for spec in specs:
         index["cases"][spec.name] = {**(index["cases"].get(spec.name) or {}), "measured_as": measured_as(spec)}
@@ -211,7 +212,7 @@ def begin_index(run_dir: Path, desc: LoadedDescriptor, specs: Sequence[CaseSpec]
     return index
 
 
-def calibrate_case(desc: LoadedDescriptor, spec: CaseSpec, run_dir: Path, to: Path,
+def calibrate_case(plan: Plan, spec: CaseSpec, run_dir: Path, to: Path,
                    command: list[str]) -> CaseCalibration:
     """Measure one case's clean noise and write its calibration record: each of its backend's clean variants
     runs through the calibrate notebook in the case's kernel, one kernel per engine launch, its sample appended
@@ -231,7 +232,7 @@ def calibrate_case(desc: LoadedDescriptor, spec: CaseSpec, run_dir: Path, to: Pa
         stem = spec.name if launch == 1 else f"{spec.name}.launch{launch}"
         outcome = run_notebook(CALIBRATE_NOTEBOOK, run_dir / f"{stem}.ipynb",
                                {"spec": spec.to_dict(), "variants": group, "samples_path": str(samples_path),
-                                "descriptor": str(desc.path), "case": spec.name},
+                                "descriptor": str(plan.path), "case": spec.name},
                                spec.kernel, spec.timeout_s * len(group), run_dir / f"{stem}.kernel.log",
                                env=FRESH_COMPILES)
         if outcome.error or outcome.killed_by:
@@ -259,7 +260,7 @@ def calibrate_case(desc: LoadedDescriptor, spec: CaseSpec, run_dir: Path, to: Pa
                     f"test against the other variants ({p}): the variants may not span the case's noise yet; a "
                     "healthy release like it would fail the gate", extra=MARKUP)
     path = write_record(record, to)
-    where = os.path.relpath(path, desc.path.parent)
+    where = os.path.relpath(path, plan.path.parent)
     measured = record.fingerprint.get("runtime", {}).get("accelerator", {}).get("name", "this host")
     log.log(NOTICE, escape(f"calibrate {spec.name}: bounds {record.bounds} from {len(entries)} samples on "
                            f"{measured}; record {paths.display(path)}\n  use it: [cases.{spec.name}] calibration = "

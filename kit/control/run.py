@@ -22,7 +22,7 @@ from kit.core.errors import BadInput
 from kit.core.jsonio import read_json, write_json
 from kit.core.results import now_iso, read_run
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
-from kit.descriptor.plan import Plan
+from kit.descriptor.plan import Plan, outline
 from kit.gate import report
 from kit.gate.executor import Checked, GateRun, check_run
 from kit.gate.junit import write_junit, written_when_interrupted
@@ -76,8 +76,9 @@ def _run_control(descriptor: str | Path | LoadedDescriptor, out: str | Path | No
     desc = descriptor if isinstance(descriptor, LoadedDescriptor) else load_descriptor(descriptor)
     if current == candidate:
         raise BadInput(f"control needs two releases; both sides name {current!r}")
+    stated = outline(desc)
     for name in (current, candidate):
-        desc.release(name)  # an unknown release is refused before anything is created
+        stated.release(name)  # an unknown release is refused before anything is created
     command = list(command or ["parity-kit", "control", str(desc.path if desc is descriptor else descriptor)])
     with on_signals():  # SIGTERM, SIGHUP and SIGINT (even if inherited as ignored) stop both runs cleanly
         # Both releases' preflights first: a refusal leaves no directory behind to block the corrected retry.

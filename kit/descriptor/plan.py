@@ -18,7 +18,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Sequence
 
+from kit.core import paths
 from kit.core.calibration import CalibrationRecord
+from kit.core.errors import BadInput
 from kit.core.jsonio import sha256_file
 from kit.core.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor
@@ -108,9 +110,15 @@ class Outline:
 
     def no_case(self, name: str) -> str:
         """The refusal of a case name the descriptor does not define."""
-        from kit.core import paths
-
         return f"{paths.display(self.path)}: no case named {name!r} (cases: {', '.join(self.cases)})"
+
+    def release(self, name: str) -> ReleasePin:
+        """A named release, refused in the words LoadedDescriptor.release uses."""
+        if name not in self.releases:
+            known = ", ".join(self.releases) or "none"
+            raise BadInput(f"{paths.display(self.path)}: no release named {name!r} "
+                           f"(releases: {known}; add a [releases.{name}] table)")
+        return self.releases[name]
 
 
 @dataclass(frozen=True)

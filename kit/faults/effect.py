@@ -21,6 +21,7 @@ from kit.core import paths
 from kit.core.records import CaseResult
 from kit.core.spec import CaseSpec, on_model
 from kit.descriptor.load import load_descriptor
+from kit.descriptor.plan import resolve
 
 FLOAT32_CASE = "checkpoint"  # hf in float32: the settings the goldens were made with
 EFFECT_CASE = "hf-float32-effect"
@@ -38,9 +39,9 @@ class EmbeddedCases:
 
 def embedded_cases(descriptor: str | Path = paths.EMBEDDED_DESCRIPTOR,
                    names: tuple[str, ...] = ("hf-bf16", "vllm-pp1")) -> EmbeddedCases:
-    loaded = load_descriptor(descriptor)
-    specs = {s.name: s for s in loaded.case_specs([FLOAT32_CASE, *names])}
-    semantic = loaded.golden_path("semantic")
+    plan = resolve(load_descriptor(descriptor), [FLOAT32_CASE, *names])
+    specs = {name: case.spec for name, case in plan.cases.items()}
+    semantic = plan.goldens["semantic"].files[0]  # a semantic entry names one file
     checkpoint = specs.pop(FLOAT32_CASE)
     # The float32 path as the golden maker runs it: the kernels the checkpoint case pins for its exact golden
     # are no part of what a fault's effect is measured against.

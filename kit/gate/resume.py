@@ -72,13 +72,13 @@ def earlier_manifest(run_dir: Path, desc_name: str) -> dict:
     return earlier
 
 
-def covered_cases(run_dir: Path, desc: Outline, only: Sequence[str] | None) -> list[str] | None:
+def covered_cases(run_dir: Path, stated: Outline, only: Sequence[str] | None) -> list[str] | None:
     """The cases a resumed run covers: every case of its directory, and those ``--case`` adds (all of the
     descriptor's without ``--case``). None: every case of the descriptor."""
-    earlier = list(earlier_manifest(run_dir, desc.name).get("cases", []))
-    gone = [n for n in earlier if n not in desc.cases]
+    earlier = list(earlier_manifest(run_dir, stated.name).get("cases", []))
+    gone = [n for n in earlier if n not in stated.cases]
     if gone:
-        raise BadInput(f"--resume {run_dir}: its run has case {gone[0]!r}, which {desc.path.name} no longer "
+        raise BadInput(f"--resume {run_dir}: its run has case {gone[0]!r}, which {stated.path.name} no longer "
                        "defines; a resumed run covers every case of its directory (start a new run with --out)")
     if not only:
         return None

@@ -14,12 +14,13 @@ import logging
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from kit.calibrate.run import calibrate_case
 from kit.core import paths
 from kit.core.calibration import CalibrationRecord, measured_on, record_for_host
 from kit.descriptor.load import LoadedDescriptor
+from kit.descriptor.plan import resolve
 from kit.run.output import MARKUP, NOTICE
 
 log = logging.getLogger(__name__)
@@ -37,18 +38,12 @@ class Recalibrated:
     placed: Path | None = None  # the new record beside the old one, once the new golden is accepted
 
 
-def stale_cases(desc: LoadedDescriptor, cases: Sequence[str], golden_sha256: str) -> dict[str, list[CalibrationRecord]]:
-    """The calibrated cases among ``cases`` whose records were made for another golden than ``golden_sha256``,
-    each with every record it lists."""
-    out = {}
-    for name in cases:
-        c = desc.cases[name]
-        if not c.calibration:
-            continue
-        records = desc.calibration_records(name, c)
-        if any(r.inputs.get("golden_sha256") != golden_sha256 for r in records):
-            out[name] = records
-    return out
+def stale_cases(listed: Mapping[str, Sequence[CalibrationRecord]],
+                golden_sha256: str) -> dict[str, list[CalibrationRecord]]:
+    """The cases of ``listed`` (each calibrated case with every record it lists: kit.descriptor.plan's
+    calibration_lists) whose records were made for another golden than ``golden_sha256``."""
+    return {name: list(records) for name, records in listed.items()
+            if any(r.inputs.get("golden_sha256") != golden_sha256 for r in records)}
 
 
 def recalibrate(desc: LoadedDescriptor, stale: dict[str, list[CalibrationRecord]], work_dir: Path,
@@ -57,7 +52,8 @@ def recalibrate(desc: LoadedDescriptor, stale: dict[str, list[CalibrationRecord]
     ``work_dir``/calibrations; the samples and notebooks stay in ``work_dir``/calibrate."""
     run_dir = paths.make_dir(work_dir / "calibrate", "regen calibration directory")
     to = paths.make_dir(work_dir / "calibrations", "regen calibrations directory")
-    specs = {s.name: s for s in desc.case_specs(list(stale), resolve_calibration=False)}
+    plan = resolve(desc, list(stale), resolve_calibration=False)
+    specs = {name: case.spec for name, case in plan.cases.items()}
     out = {}
     for name, records in stale.items():
         here = record_for_host(records, specs[name].options)
@@ -67,17 +63,10 @@ def recalibrate(desc: LoadedDescriptor, stale: dict[str, list[CalibrationRecord]
         log.log(NOTICE, f"re-calibrating {name} against the new golden on this host ({here_class}); its records of "
                         f"{', '.join(elsewhere) or 'no other class of hardware'} must be re-made on their own hosts",
                 extra=MARKUP)
-        done = calibrate_case(desc, specs[name], run_dir, to, command)
+        done = calibrate_case(plan, specs[name], run_dir, to, command)
         assert here.path is not None  # loaded from the descriptor's files
         out[name] = Recalibrated(name, here.path, done.path, done.error, elsewhere)
     return out
-
-
-def with_records(desc: LoadedDescriptor, records: dict[str, Path]) -> LoadedDescriptor:
-    """The same descriptor with each named case's calibration replaced by one record (an absolute path)."""
-    cases = {name: (c.model_copy(update={"calibration": str(records[name].resolve())}) if name in records else c)
-             for name, c in desc.cases.items()}
-    return LoadedDescriptor(desc.path, desc.text, desc.doc, cases)
 
 
 def place(r: Recalibrated) -> Path:

@@ -23,10 +23,11 @@ from kit.core.errors import BadInput
 from kit.core.golden import PromptDiff, diff_goldens, golden_filename, load_golden, write_golden
 from kit.core.jsonio import atomic_write_bytes
 from kit.core.records import PASSED
-from kit.descriptor.load import LoadedDescriptor, golden_kind, load_descriptor
+from kit.descriptor.load import golden_kind, load_descriptor, with_golden, with_records
+from kit.descriptor.plan import calibration_lists, outline
 from kit.gate.run import execute_gates, finish_gate, start_gate
 from kit.goldens.make import make_golden_document
-from kit.goldens.recalibrate import Recalibrated, place, recalibrate, stale_cases, with_records
+from kit.goldens.recalibrate import Recalibrated, place, recalibrate, stale_cases
 from kit.run import output
 from kit.run.output import MARKUP, NOTICE
 
@@ -67,39 +68,40 @@ def regen_golden(descriptor: str | Path, kind: str = "semantic", release: str | 
     files before the descriptor names the new one."""
     output.ensure()
     desc = load_descriptor(descriptor)
+    stated = outline(desc)
     if golden_kind(kind) != "semantic":
         raise BadInput(f"golden regen makes semantic goldens only: an exact golden ({kind}) belongs to one "
                        "native backend and runtime; remake it there with `parity-kit golden make --kind exact`")
-    if kind not in desc.doc.goldens:
-        raise BadInput(f"{paths.display(desc.path)}: no [goldens] entry {kind!r} to regenerate "
-                       f"(have: {', '.join(desc.doc.goldens)})")
-    cases = [name for name, c in desc.cases.items() if c.golden == kind]
+    if kind not in stated.goldens:
+        raise BadInput(f"{paths.display(stated.path)}: no [goldens] entry {kind!r} to regenerate "
+                       f"(have: {', '.join(stated.goldens)})")
+    cases = [name for name, c in stated.cases.items() if c.golden == kind]
     if not cases:
-        raise BadInput(f"{paths.display(desc.path)}: no case uses the {kind} golden; nothing could check a new one")
-    old = load_golden(desc.golden_path(kind))
+        raise BadInput(f"{paths.display(stated.path)}: no case uses the {kind} golden; nothing could check a new one")
+    old = load_golden(stated.goldens[kind].files[0])  # a semantic entry names one file
     command = list(command or ["parity-kit", "golden", "regen", str(descriptor)])
-    work_dir = paths.claim_empty_dir(out or rundir.new_run_dir("regen", desc.name), "regen directory",
+    work_dir = paths.claim_empty_dir(out or rundir.new_run_dir("regen", stated.name), "regen directory",
                                      "golden regeneration")
 
-    log.log(NOTICE, f"making a new {kind} golden from {paths.display(desc.resolve(desc.doc.model.path))} "
+    log.log(NOTICE, f"making a new {kind} golden from {paths.display(stated.model.path)} "
                     f"(hf float32, top-{old.top_k}) -> {work_dir}", extra=MARKUP)
     # A decode golden is remade with continuations as long as the old one's, so its cases still find them.
-    doc, fixture = make_golden_document(desc.resolve(desc.doc.model.path), desc.resolve(desc.doc.fixture.path),
+    doc, fixture = make_golden_document(stated.model.path, stated.fixture,
                                         "semantic", old.top_k, command, decode=old.decode_steps)
-    name = golden_filename(fixture, desc.resolve(desc.doc.model.path).name, doc["model_digest"], "semantic",
+    name = golden_filename(fixture, stated.model.path.name, doc["model_digest"], "semantic",
                            decode_steps=old.decode_steps)
     new_path = write_golden(work_dir / name, doc)
     new = load_golden(new_path)
     diff = diff_goldens(old, new)
 
     checked = with_golden(desc, kind, new_path)
-    recalibrated = recalibrate(checked, stale_cases(desc, cases, new.sha256), work_dir, command)
+    recalibrated = recalibrate(checked, stale_cases(calibration_lists(desc, cases), new.sha256), work_dir, command)
     checked = with_records(checked, {n: r.record for n, r in recalibrated.items() if r.record is not None})
     unmeasured = [n for n, r in recalibrated.items() if r.record is None]  # no bound to check them with
     checking = [n for n in cases if n not in unmeasured]
     backends: dict[str, list[str]] = {}
     for n in unmeasured:
-        backends.setdefault(desc.cases[n].backend, []).append(n)
+        backends.setdefault(stated.cases[n].backend, []).append(n)
     if checking:
         log.log(NOTICE, f"checking it with {len(checking)} cases: {', '.join(checking)}", extra=MARKUP)
         run = start_gate(checked, work_dir / "check", checking, release, command)
@@ -119,12 +121,6 @@ def regen_golden(descriptor: str | Path, kind: str = "semantic", release: str | 
                 place(measured)
     atomic_write_bytes(work_dir / rundir.REGEN_REPORT, regen_report(outcome).encode("utf-8"))
     return outcome
-
-
-def with_golden(desc: LoadedDescriptor, kind: str, path: Path) -> LoadedDescriptor:
-    """The same descriptor with one golden replaced (an absolute path resolves to itself)."""
-    doc = desc.doc.model_copy(update={"goldens": {**desc.doc.goldens, kind: str(path.resolve())}})
-    return LoadedDescriptor(desc.path, desc.text, doc, desc.cases)
 
 
 def _beside(old: Path, name: str) -> Path:

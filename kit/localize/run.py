@@ -29,6 +29,7 @@ from kit.core.records import CaseResult
 from kit.core.results import now_iso
 from kit.core.spec import CaseSpec, on_model
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
+from kit.descriptor.plan import outline, resolve
 from kit.localize.candidate import check_candidate
 from kit.run.notebook import run_notebook
 
@@ -50,13 +51,14 @@ def default_dir(case: str) -> Path:
 
 def case_spec(desc: LoadedDescriptor, case: str) -> CaseSpec:
     """The case, refused unless its backend can expose activations (naming the cases that can)."""
-    if case not in desc.cases:
-        raise BadInput(f"{paths.display(desc.path)}: no case named {case!r} (cases: {', '.join(desc.cases)})")
-    spec = desc.case_specs([case])[0]
+    stated = outline(desc)
+    if case not in stated.cases:
+        raise BadInput(stated.no_case(case))
+    spec = resolve(desc, [case]).cases[case].spec
     able_backends = localizable()
     if spec.backend not in able_backends:
         dtype = spec.options.get("dtype")
-        able = [s for s in desc.case_specs() if s.backend in able_backends]
+        able = [s for s in resolve(desc).specs if s.backend in able_backends]
         alike = [s.name for s in able if s.options.get("dtype") == dtype] or [s.name for s in able]
         where = f" (in this descriptor: {', '.join(alike)})" if alike else ""
         raise BadInput(f"case {case} runs on {spec.backend}, which exposes no per-layer activations: localize on "

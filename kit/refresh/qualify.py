@@ -16,6 +16,7 @@ finds it through ``JUPYTER_PATH``, which the step reports.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import platform
@@ -33,6 +34,7 @@ from kit.core.jsonio import read_json, write_json
 from kit.core import paths, rundir
 from kit.core.paths import display
 from kit.descriptor.load import LoadedDescriptor, derive, load_descriptor
+from kit.descriptor.plan import Outline, outline, resolve
 from kit.refresh import release, wheels
 from kit.run import output
 
@@ -64,12 +66,13 @@ def kernel_name(tag: str) -> str:
     return f"release-{tag}"
 
 
-def candidate_release(desc: LoadedDescriptor, current: str, backend: str | None, manifest: dict,
+def candidate_release(desc: LoadedDescriptor | Outline, current: str, backend: str | None, manifest: dict,
                       kernel: str) -> tuple[str, dict]:
     """Today's pin with one backend's build replaced by the release: the refresh's candidate."""
-    pin = desc.release(current)
-    backend = pick_backend(desc, current, backend)
-    backends = {name: built.model_dump() for name, built in pin.backends.items()}
+    stated = _stated(desc)
+    pin = stated.release(current)
+    backend = pick_backend(stated, current, backend)
+    backends = {name: copy.deepcopy(dict(built)) for name, built in pin.builds.items()}
     backends[backend] = {**backends[backend], "kernel": kernel, "version": manifest["version"],
                          "source_commit": manifest["source_commit"],
                          "wheels": {w["file"]: w["sha256"] for w in manifest["wheels"]}}
@@ -78,23 +81,27 @@ def candidate_release(desc: LoadedDescriptor, current: str, backend: str | None,
                      "backends": backends}
 
 
-def pick_backend(desc: LoadedDescriptor, current: str, backend: str | None) -> str:
+def pick_backend(desc: LoadedDescriptor | Outline, current: str, backend: str | None) -> str:
     """The backend the fork builds: the one named, else the pin's only one, else the pin's one forked engine
     (vllm: the engine whose forks a refresh exists for; its BackendInfo says ``forked``)."""
-    pin = desc.release(current)
+    pin = _stated(desc).release(current)
     if backend is None:
         known = registry.registry()
-        forked = [name for name in pin.backends if name in known and known[name].forked]
-        if len(pin.backends) > 1 and len(forked) == 1:
+        forked = [name for name in pin.builds if name in known and known[name].forked]
+        if len(pin.builds) > 1 and len(forked) == 1:
             return forked[0]
-        if len(pin.backends) != 1:
-            raise BadInput(f"{desc.where('releases', current)}: release {current!r} has backends "
-                           f"{', '.join(pin.backends)}; say which one the fork builds (--backend)")
-        return next(iter(pin.backends))
-    if backend not in pin.backends:
-        raise BadInput(f"{desc.where('releases', current)}: release {current!r} has no {backend} build "
-                       f"(backends: {', '.join(pin.backends)})")
+        if len(pin.builds) != 1:
+            raise BadInput(f"{pin.where}: release {current!r} has backends "
+                           f"{', '.join(pin.builds)}; say which one the fork builds (--backend)")
+        return next(iter(pin.builds))
+    if backend not in pin.builds:
+        raise BadInput(f"{pin.where}: release {current!r} has no {backend} build "
+                       f"(backends: {', '.join(pin.builds)})")
     return backend
+
+
+def _stated(desc: LoadedDescriptor | Outline) -> Outline:
+    return desc if isinstance(desc, Outline) else outline(desc)
 
 
 def qualify_release(manifest_path: str | Path, descriptor: str | Path | None, step_dir: str | Path | None,
@@ -272,16 +279,17 @@ def pick_case(desc: LoadedDescriptor, backend: str, case: str | None, bucket: in
     """The case to qualify with and one bucket of it (default: the shortest)."""
     from kit.core.fixture import load_fixture
 
-    names = [n for n, c in desc.cases.items() if c.backend == backend]
+    stated = outline(desc)
+    names = [n for n, c in stated.cases.items() if c.backend == backend]
     if case is not None and case not in names:
         raise BadInput(f"{display(desc.path)}: no {backend} case named {case!r} (cases: {', '.join(names)})")
     # A tolerance-bound case by preference: exact goldens hold only on the hardware that made them,
     # and qualification runs on the target hardware.
-    semantic = [n for n in names if desc.cases[n].golden == "semantic"]
+    semantic = [n for n in names if stated.cases[n].golden == "semantic"]
     name = case or next(iter(semantic or names), None)
     if name is None:
         raise BadInput(f"{display(desc.path)}: no case runs the {backend} backend")
-    spec = desc.case_specs([name])[0]
+    spec = resolve(desc, [name]).cases[name].spec
     buckets = sorted({c.bucket for c in load_fixture(spec.fixture_path).select(spec.prompt_ids, spec.buckets)})
     if bucket is not None and bucket not in buckets:
         raise BadInput(f"case {name} has no bucket {bucket} (buckets: {', '.join(map(str, buckets))})")

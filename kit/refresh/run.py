@@ -31,6 +31,7 @@ from kit.core.exitcodes import ExitCode
 from kit.core.jsonio import read_json, write_json
 from kit.core.results import now_iso
 from kit.descriptor.load import derive, load_descriptor
+from kit.descriptor.plan import resolve
 from kit.gate import report
 from kit.refresh import build, qualify
 from kit.run import output
@@ -76,7 +77,7 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
     output.ensure()
     desc = load_descriptor(descriptor)
     # Whatever the later steps would refuse is refused now, before a build that may take an hour.
-    desc.case_specs(list(only) if only else None)
+    resolve(desc, only)
     qualify.pick_case(desc, qualify.pick_backend(desc, current, backend), qualify_case, qualify_bucket)
     inputs = build.resolve_inputs(fork_repo, upstream_ref, base, tip, fork)
     run_dir = paths.claim_empty_dir(out or default_refresh_dir(desc.name), "refresh directory", "refresh")
