@@ -15,7 +15,7 @@ from typing import NoReturn
 
 from kit import __version__
 from kit.core import contract, paths, rundir
-from kit.core.errors import BadInput
+from kit.core.errors import BadInput, Unrunnable
 from kit.core.exitcodes import ExitCode, epilog
 from kit.core.text import printable
 from kit.core.results import GATE_EXIT_CODES
@@ -63,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     except BadInput as exc:
         print(f"parity-kit: bad input: {printable(str(exc))}", file=sys.stderr)  # it may quote a prompt id
         return ExitCode.BAD_INPUT
+    except Unrunnable as exc:  # no case ran: no verdict, as for an incomplete run
+        print(f"parity-kit: cannot run: {printable(str(exc))}", file=sys.stderr)
+        return ExitCode.INCOMPLETE
     except KeyboardInterrupt as exc:
         print(f"parity-kit: {stopping.describe(exc)}", file=sys.stderr)
         return stopping.exit_code(exc)

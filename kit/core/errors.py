@@ -18,3 +18,9 @@ class BadInput(ParityKitError):
     The message is a single line that names what is wrong and where (file, key,
     case), so that a CI log shows the cause without a traceback.
     """
+
+
+class Unrunnable(ParityKitError):
+    """What a run needs to run at all (a Ray cluster) could not be had: no case ran, so there is no verdict, and
+    nothing about the engine is known. The CLI says so in one line and exits as for an incomplete run, which a
+    CI reads as "run again", never as a parity failure."""

@@ -41,6 +41,7 @@ from kit.backends.processes import stop_procs
 from kit.case.placement import RAY_NAMESPACE
 from kit.core import paths
 from kit.core.coverage import Expected
+from kit.core.errors import Unrunnable
 from kit.core.records import ERROR, TIMEOUT, CaseResult
 from kit.core.results import now_iso
 from kit.core.spec import CaseSpec
@@ -59,6 +60,7 @@ TEMP_DIR_ENV = "PARITY_KIT_RAY_TMPDIR"  # where a Ray started for the run keeps 
 GRACE_ENV, GRACE_S = "PARITY_KIT_RAY_GRACE_S", 30.0
 FORCE_AFTER_S = 15.0  # after a polite cancel, how long before the worker is killed
 REAP_S = 30.0  # how long the Ray started for a run may take to die after SIGKILL
+RAY_STARTS = 3  # tries to start a Ray for the run whose node does not come up in Ray's startup wait
 
 
 # ---------------------------------------------------------------- the task, in a Ray worker
@@ -85,7 +87,10 @@ def ray_session(num_cpus: int | None = None) -> Iterator[str]:
     quiet = {"logging_level": logging.WARNING, "log_to_driver": False, "namespace": RAY_NAMESPACE}
     address = os.environ.get("RAY_ADDRESS")
     if address:
-        ray.init(address=address, **quiet)
+        try:
+            ray.init(address=address, **quiet)
+        except ConnectionError as exc:
+            raise Unrunnable(f"the Ray cluster at RAY_ADDRESS={address} cannot be reached: {exc}") from None
         try:
             yield f"Ray cluster at {address}"
         finally:
@@ -100,7 +105,8 @@ def ray_session(num_cpus: int | None = None) -> Iterator[str]:
     os.environ["RAY_TMPDIR"] = str(temp)  # else Ray writes its cluster pointer into a machine-wide /tmp/ray
     try:
         try:
-            ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False, _temp_dir=str(temp), **quiet)
+            _start_local(ray, temp, dict(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
+                                         _temp_dir=str(temp), **quiet))
             yield f"a Ray started for this run ({temp})"
         finally:
             # Also after a failed or interrupted ray.init, which may have started some processes.
@@ -113,6 +119,28 @@ def ray_session(num_cpus: int | None = None) -> Iterator[str]:
             os.environ["RAY_TMPDIR"] = saved
         if not given:
             shutil.rmtree(temp, ignore_errors=True)
+
+
+def _start_local(ray, temp: Path, options: dict) -> None:
+    """``ray.init`` of a Ray for this run, tried again when its node does not come up in time.
+
+    Ray gives its raylet a fixed 30 s to register, which a loaded 2-core machine can miss; the start is then
+    no fact about the engine, so it is tried again (what was started is reaped first) before the run is given
+    up as unrunnable."""
+    for attempt in range(1, RAY_STARTS + 1):
+        try:
+            ray.init(**options)
+            return
+        except Exception as exc:  # Ray raises a bare Exception for a node that did not come up in time
+            if "timed out during startup" not in str(exc):
+                raise
+            ray.shutdown()
+            _reap(temp)
+            if attempt == RAY_STARTS:
+                raise Unrunnable(f"a Ray for this run did not start, {attempt} times within Ray's own startup "
+                                 f"wait: {exc} (is the machine overloaded?)") from None
+            log.warning("a Ray for this run did not start in time (try %d of %d); starting it again", attempt,
+                        RAY_STARTS)
 
 
 def _reap(temp: Path, deadline_s: float = REAP_S) -> None:

@@ -163,11 +163,13 @@ def test_a_task_past_its_timeout_is_cancelled_from_the_driver(tmp_path, embedded
 
 def test_a_case_whose_resources_never_come_gives_up_after_its_wait(tmp_path, embedded, ray4):
     # Two cases that each need all 4 CPUs: whichever Ray starts first holds them past the other's wait.
-    # The wait leaves room for a loaded machine to start the first task's worker (3 s did not).
+    # The wait leaves room for a loaded machine to start the first task's worker (3 s did not, and 15 s did not
+    # on 2 cores at a load of 4); the timeout stays past the wait, so the first is still running when the
+    # second gives up.
     pidfile = tmp_path / "sleeper.pids"
     sleepy = write_notebook(tmp_path / "sleepy.ipynb", "print('scoring...')", SLEEPER.format(pidfile=str(pidfile)))
-    case = {**embedded.doc["cases"]["hf-bf16"], "notebook": trusted(sleepy), "timeout_s": 45,
-            "resources": {"num_cpus": 4, "max_wait_s": 15}}
+    case = {**embedded.doc["cases"]["hf-bf16"], "notebook": trusted(sleepy), "timeout_s": 75,
+            "resources": {"num_cpus": 4, "max_wait_s": 40}}
     run_dir = tmp_path / "run"
     proc = ray4.gate(write_descriptor(tmp_path, embedded, cases={"first": case, "second": case}),
                      "--out", run_dir, "--no-summary")
@@ -175,7 +177,7 @@ def test_a_case_whose_resources_never_come_gives_up_after_its_wait(tmp_path, emb
     result = result_of(run_dir)["cases"]
     assert sorted(r["status"] for r in result.values()) == ["error", "timeout"]
     waited = next(r for r in result.values() if r["status"] == "error")
-    assert waited["error"] == ("waited 15 s for 1 node(s) with CPU 4 each and never started; "
+    assert waited["error"] == ("waited 40 s for 1 node(s) with CPU 4 each and never started; "
                                "its Ray task was cancelled")
     assert waited["notebook"] is None and not (run_dir / "cases" / f"{waited['case']}.ipynb").exists()
 
