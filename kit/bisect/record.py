@@ -16,12 +16,9 @@ from typing import Any
 from kit.bisect.inputs import State
 from kit.bisect.step import StepRecord
 from kit.core import rundir
-from kit.core.errors import BadInput
-from kit.core.jsonio import read_json_input
-from kit.core.paths import display
 from kit.core.recordcheck import Wrong, listing, mapping, text
 from kit.core.records import known_fields
-from kit.core.resultcheck import check_fields, written_by
+from kit.core.resultcheck import check_fields, read_checked
 
 # What every kit version's record holds; the rest (build_command, first_bad, ...) is read with a default.
 REQUIRED = ("name", "case", "inputs", "steps", "verdict", "reason")
@@ -31,12 +28,7 @@ INPUTS = ("repo", "fork", "descriptor", "base_label", "states", "store")
 def load_record(folder: str | Path) -> dict:
     """``folder``'s bisect.json, checked whole, or one line naming the file and what is wrong in it."""
     path = Path(folder) / rundir.BISECT
-    doc = read_json_input(path, display(path))
-    try:
-        check_record(doc)
-    except Wrong as wrong:
-        version = doc.get("kit_version") if isinstance(doc, dict) else None
-        raise BadInput(f"{display(path)}: {wrong.text}{written_by(version)}") from None
+    doc = read_checked(path, check_record, version_key="kit_version")
     doc.setdefault("failing_prompts", None)
     # A step an older kit wrote without a later field reads with that field's default, as a new step starts.
     doc["steps"] = [{**StepRecord(**known_fields(StepRecord, s)).to_dict(), **s} for s in doc["steps"]]

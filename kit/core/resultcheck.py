@@ -14,9 +14,13 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 from kit import __version__
+from kit.core.errors import BadInput
+from kit.core.jsonio import read_json_input
+from kit.core.paths import display
 from kit.core.recordcheck import Wrong, listing, mapping, text
 from kit.core.records import CASE_STATUSES, CaseResult, DecodeScore, PromptScore, RepeatSpread
 
@@ -51,6 +55,20 @@ def check_manifest(doc: Any) -> None:
             text(release["name"], "release.name")
     if doc.get("duration_s") is not None:
         _conform(doc["duration_s"], float, "duration_s", nullable=False)
+
+
+def read_checked(path: Path, check: Callable[[Any], None], version: str | None = None,
+                 version_key: str | None = None) -> Any:
+    """``path``'s JSON once ``check`` has held it whole, or one line naming the file and the first value it lacks;
+    with the kit version that wrote it when another did (``version``, or the document's own ``version_key``)."""
+    doc = read_json_input(path, display(path))
+    try:
+        check(doc)
+    except Wrong as wrong:
+        if version_key is not None:
+            version = doc.get(version_key) if isinstance(doc, dict) else None
+        raise BadInput(f"{display(path)}: {wrong.text}{written_by(version)}") from None
+    return doc
 
 
 def written_by(version: object) -> str:

@@ -8,13 +8,10 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from kit.core import rundir
-from kit.core.errors import BadInput
 from kit.core.exitcodes import ExitCode
-from kit.core.jsonio import read_json, read_json_input, write_json
-from kit.core.paths import display
-from kit.core.recordcheck import Wrong
+from kit.core.jsonio import read_json, write_json
 from kit.core.records import ERROR, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseResult
-from kit.core.resultcheck import check_case_result, check_manifest, written_by
+from kit.core.resultcheck import check_case_result, check_manifest, read_checked
 
 GATE_PASSED, GATE_FAILED, GATE_INCOMPLETE = "passed", "failed", "incomplete"
 GATE_NO_BASELINE = "no-baseline"  # every case that ran passed, and some exact case had nothing to judge it by
@@ -106,21 +103,10 @@ def read_run(run_dir: str | Path) -> RunView:
 
 def read_manifest(path: Path) -> dict:
     """A gate run's manifest, checked for what its readers take from it."""
-    doc = read_json_input(path, display(path))
-    try:
-        check_manifest(doc)
-    except Wrong as wrong:
-        version = doc.get("kit_version") if isinstance(doc, dict) else None
-        raise BadInput(f"{display(path)}: {wrong.text}{written_by(version)}") from None
-    return doc
+    return read_checked(path, check_manifest, version_key="kit_version")
 
 
 def read_case_result(path: Path, case: str, kit_version: str | None = None) -> CaseResult:
     """The result of ``case`` in ``path``, checked whole before any of it is used (``kit_version``: the
     version the run's manifest names, for the message when it is not this kit's)."""
-    doc = read_json_input(path, display(path))
-    try:
-        check_case_result(doc, case)
-    except Wrong as wrong:
-        raise BadInput(f"{display(path)}: {wrong.text}{written_by(kit_version)}") from None
-    return CaseResult.from_dict(doc)
+    return CaseResult.from_dict(read_checked(path, lambda doc: check_case_result(doc, case), kit_version))

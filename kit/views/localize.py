@@ -11,8 +11,7 @@ from pathlib import Path
 
 from kit.core import rundir
 from kit.core.errors import BadInput
-from kit.core.jsonio import read_json_input
-from kit.core.paths import display
+from kit.core import resultcheck
 from kit.core.recordcheck import Wrong, listing, mapping, number, text
 
 FLOOR = 1e-12  # a bit-exact clean run has difference 0: keep it on a log axis
@@ -117,12 +116,7 @@ def _ratio(ratio: float | None) -> str:
 def read_checked(path: Path) -> dict:
     """A localize.json as the report reads it, or one line naming the file and the first key it lacks (a damaged
     file, or one an older kit wrote)."""
-    doc = read_json_input(path, display(path))
-    try:
-        check_localize(doc)
-    except Wrong as wrong:
-        raise BadInput(f"{display(path)}: {wrong.text}") from None
-    return doc
+    return resultcheck.read_checked(path, check_localize)
 
 
 def check_localize(doc: object) -> None:
