@@ -407,6 +407,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("model", help="model folder")
     d.set_defaults(func=_digest)
     _add_tool_commands(sub)
+    _add_baseline_commands(sub)
     return p
 
 
@@ -436,6 +437,117 @@ def _add_tool_commands(sub) -> None:
     b = sub.add_parser("backends", help="list the registered backends and whether each is installed here",
                        epilog=_exits("listed (a backend not installed here is not an error)"))
     b.set_defaults(func=_backends)
+
+
+def _add_baseline_commands(sub) -> None:
+    """Baselines with a lifecycle: which each case stands on here, make the missing ones, their lineage."""
+    desc_help = "descriptor TOML (default: the embedded tiny-cpu descriptor)"
+    bl = sub.add_parser("baseline", help="which baselines each case stands on here; make the missing ones; their "
+                                         "lineage").add_subparsers(dest="baseline_command", required=True)
+    st = bl.add_parser("status", help="per case, the golden and calibration record it would use on this host, "
+                                      "made where and when: matches, falls back (by which rule) or missing",
+                       epilog=_exits("every case has a baseline it may use here (own or by a stated fallback)",
+                                     ExitCode.NO_BASELINE))
+    st.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR), help=desc_help)
+    st.add_argument("--case", action="append", dest="cases", help="this case only (repeatable)")
+    st.add_argument("--json", action="store_true", help="print the rows as JSON")
+    st.set_defaults(func=_baseline_status)
+
+    mk = bl.add_parser("make", help="make the baselines this runtime lacks (exact goldens, calibration records), "
+                                    "backtest them, check them with a gate run, and only then place them with "
+                                    "their lineage",
+                       epilog=_exits("made and blessed, or nothing to make", ExitCode.FAILED))
+    mk.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR), help=desc_help)
+    mk.add_argument("--case", action="append", dest="cases", help="this case only (repeatable)")
+    mk.add_argument("--reason", required=True, help="why the baselines are made (kept in their lineage)")
+    mk.add_argument("--again", action="store_true",
+                    help="also remake the baselines this runtime has (the new ones supersede them)")
+    mk.add_argument("--archive", action="append", default=[],
+                    help="a folder of run directories to backtest over (repeatable; default: runs/)")
+    mk.add_argument("--accept-flips", metavar="REASON",
+                    help="bless even though known-good runs would now fail (listed), for this reason")
+    mk.add_argument("--skip-unreadable", action="store_true",
+                    help="backtest without the archived runs that cannot be read (each is named)")
+    mk.add_argument("--jobs", type=_jobs, help="cases of the evidence gate run side by side")
+    mk.add_argument("--out", help="working directory (default: runs/baseline-<descriptor>-<time>)")
+    mk.set_defaults(func=_baseline_make)
+
+    lg = bl.add_parser("log", help="each case's chain of baselines, oldest first: why, by which command, "
+                                   "the backtest, how the bounds moved", epilog=_exits("printed"))
+    lg.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR), help=desc_help)
+    lg.add_argument("--case", action="append", dest="cases", help="this case only (repeatable)")
+    lg.add_argument("--json", action="store_true", help="print the chains as JSON")
+    lg.set_defaults(func=_baseline_log)
+
+    ad = bl.add_parser("adopt", help="write a first lineage entry for every listed baseline that has none",
+                       epilog=_exits("written (or every entry was there)"))
+    ad.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR), help=desc_help)
+    ad.add_argument("--reason", help="the reason the entries keep (default: made before baselines kept a lineage)")
+    ad.set_defaults(func=_baseline_adopt)
+
+    mark = bl.add_parser("mark-bad", help="mark a run directory as known-bad: no new baseline may pass it",
+                         epilog=_exits("marked"))
+    mark.add_argument("run", help="the run directory")
+    mark.add_argument("--reason", required=True, help="why the run is bad (a known fault, a broken build)")
+    mark.set_defaults(func=_baseline_mark_bad)
+
+
+def _baseline_status(args) -> int:
+    from kit.baselines.status import MISSING, plan_rows, table_markdown
+    from kit.descriptor.load import load_descriptor
+    from kit.descriptor.plan import resolve
+
+    desc = load_descriptor(args.descriptor)
+    rows = plan_rows(resolve(desc, args.cases), desc.lineage())
+    print(json.dumps([r.to_dict() for r in rows], indent=2) if args.json else table_markdown(rows))
+    return ExitCode.NO_BASELINE if any(r.standing == MISSING for r in rows) else ExitCode.PASSED
+
+
+def _baseline_make(args) -> int:
+    from kit.baselines.make import make_baselines
+
+    outcome = make_baselines(args.descriptor, args.cases, args.reason, args.again, args.accept_flips, args.archive,
+                             args.skip_unreadable, args.jobs, args.out, _command("baseline"))
+    for line in outcome.refusals:
+        print(f"refused: {line}")
+    if outcome.work_dir is not None:
+        print(f"{'blessed' if outcome.blessed else 'refused'}: evidence in {paths.display(outcome.work_dir)}")
+    for path in outcome.written:
+        print(f"  wrote {paths.display(path)}")
+    return ExitCode.FAILED if outcome.refusals else ExitCode.PASSED
+
+
+def _baseline_log(args) -> int:
+    from kit.baselines.log import chain_lines, chains
+    from kit.descriptor.load import load_descriptor
+
+    desc = load_descriptor(args.descriptor)
+    found = chains(desc.lineage(), args.cases)
+    if args.json:
+        print(json.dumps([c.to_dict() for c in found], indent=2))
+    elif not found:
+        print("no lineage kept yet (`parity-kit baseline adopt` gives the listed baselines their first entries)")
+    for c in found if not args.json else []:
+        print("\n".join(chain_lines(c)))
+    return ExitCode.PASSED
+
+
+def _baseline_adopt(args) -> int:
+    from kit.baselines.adopt import adopt
+
+    written = adopt(args.descriptor, args.reason)
+    for path in written:
+        print(f"wrote {paths.display(path)}")
+    if not written:
+        print("every listed baseline has its lineage entry")
+    return ExitCode.PASSED
+
+
+def _baseline_mark_bad(args) -> int:
+    from kit.baselines.marks import mark_bad
+
+    print(f"marked {paths.display(mark_bad(args.run, args.reason))}")
+    return ExitCode.PASSED
 
 
 def _check(args) -> int:

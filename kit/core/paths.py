@@ -11,7 +11,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-DATA_FOLDERS = ("notebooks", "descriptors", "fixtures", "goldens", "calibrations")
+DATA_FOLDERS = ("notebooks", "descriptors", "fixtures", "goldens", "calibrations", "baselines")
 
 
 def _data_root() -> Path:

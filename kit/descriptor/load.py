@@ -16,7 +16,8 @@ from kit.core import paths
 from kit.core.calibration import CalibrationRecord, load_record, measured_on, record_for_host, same_class
 from kit.core.errors import BadInput
 from kit.core.golden import choose_for_runtime, load_golden
-from kit.core.jsonio import read_input_bytes
+from kit.core.jsonio import read_input_bytes, sha256_file
+from kit.core.lineage import LineageEntry, heads, load_folder
 from kit.core.runtime import golden_runtime
 from kit.core.spec import CaseSpec
 from kit.descriptor.code_settings import warn_code_settings
@@ -32,6 +33,7 @@ class LoadedDescriptor:
         self._exact: dict[str, list] = {}  # an exact entry's goldens, read once for every case that uses it
         self._listed: dict[str, list[CalibrationRecord]] = {}
         self._lines: dict[tuple, int] | None = None  # each key's line, indexed on the first message that needs one
+        self._lineage: list[LineageEntry] | None = None
 
     @property
     def name(self) -> str:
@@ -68,9 +70,55 @@ class LoadedDescriptor:
         return self.doc.models[case.model]
 
     def golden_files(self, name: str) -> list[Path]:
-        """Every file a [goldens] entry names, resolved: one, or for an exact entry one per runtime."""
+        """Every file a [goldens] entry names, resolved: one, or for an exact entry one per runtime, the
+        lineage's current goldens of the entry in place of those they supersede."""
         files = self.doc.goldens[name]
-        return [self.resolve(f) for f in ([files] if isinstance(files, str) else files)]
+        listed = [self.resolve(f) for f in ([files] if isinstance(files, str) else files)]
+        if golden_kind(name) != "exact":
+            return listed
+        return self.with_lineage("exact-golden", name, listed, self.where("goldens", name))
+
+    def lineage_folder(self) -> Path | None:
+        """The folder of the descriptor's lineage entries (``[baselines] lineage``); None: it keeps none."""
+        return self.resolve(self.doc.baselines.lineage) if self.doc.baselines else None
+
+    def lineage(self) -> list[LineageEntry]:
+        """Every lineage entry of the descriptor's folder, each judged by its bytes and its chain, read once."""
+        if self._lineage is None:
+            folder = self.lineage_folder()
+            try:
+                self._lineage = load_folder(folder) if folder is not None else []
+            except BadInput as exc:
+                raise BadInput(f"{self.where('baselines', 'lineage')}: baselines.lineage: {exc}") from None
+        return self._lineage
+
+    def with_lineage(self, kind: str, case: str, listed: list[Path], where: str) -> list[Path]:
+        """``listed`` with every baseline a lineage entry supersedes left out and the chains' heads put first
+        (a head is the baseline its runtime uses now; a runtime's first baseline is a chain of one). A head's
+        file must hold the bytes its entry names."""
+        entries = self.lineage()
+        if not any(e.kind == kind and e.case == case for e in entries):
+            return listed
+        folder = self.lineage_folder()
+        assert folder is not None  # entries come from it
+        current = heads(entries, kind, case)
+        superseded = {e.baseline for e in entries if e.kind == kind and e.case == case} - {
+            h.baseline for h in current.values()}
+        kept = [f for f in listed if sha256_file(f) not in superseded] if superseded else list(listed)
+        kept_digests = {sha256_file(f) for f in kept}
+        added = []
+        for head in current.values():
+            path = (folder / head.file).resolve()
+            if not path.is_file():
+                raise BadInput(f"{where}: lineage entry {paths.display(head.path or folder)} names "
+                               f"{paths.display(path)}, which does not exist")
+            digest = sha256_file(path)
+            if digest != head.baseline:
+                raise BadInput(f"{where}: lineage entry {paths.display(head.path or folder)} names "
+                               f"{paths.display(path)} with SHA-256 {head.baseline}; the file's is {digest}")
+            if digest not in kept_digests:
+                added.append(path)
+        return added + kept
 
     def golden_path(self, name: str) -> Path:
         """The file of a semantic [goldens] entry (which holds on any host). An exact entry's golden is
@@ -254,7 +302,8 @@ class LoadedDescriptor:
         where = self.calibration_where(name)
         files = [c.calibration] if isinstance(c.calibration, str) else list(c.calibration or [])
         try:
-            records = [load_record(self.resolve_name(f)) for f in files]
+            listed = self.with_lineage("calibration", name, [self.resolve_name(f) for f in files], where)
+            records = [load_record(f) for f in listed]
         except BadInput as exc:
             raise BadInput(f"{where}: {exc}") from None
         twins = same_class(records)

@@ -189,6 +189,16 @@ class Release(_Strict):
     backends: dict[str, BackendRelease] = Field(min_length=1)
 
 
+class Baselines(_Strict):
+    """Where a descriptor's baselines keep their lineage, and where `parity-kit baseline make` writes new ones
+    (each relative to the descriptor). The lineage's heads are the baselines in use: a new one reaches the gate
+    as two new files, itself and its lineage entry, without an edit of the descriptor (kit.core.lineage)."""
+
+    lineage: str
+    calibrations: str = "../calibrations"
+    goldens: str = "../goldens"
+
+
 class Descriptor(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
     description: str = ""
@@ -200,6 +210,7 @@ class Descriptor(_Strict):
     defaults: Defaults = Defaults()
     releases: dict[str, Release] = Field(default_factory=dict)
     cases: dict[str, dict[str, Any]] = Field(min_length=1)
+    baselines: Baselines | None = None
 
     @field_validator("goldens")
     @classmethod

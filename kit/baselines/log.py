@@ -1,0 +1,68 @@
+"""`parity-kit baseline log`: each case's chain of baselines, oldest first, with why each one was made.
+
+A bound that only ever widens, a golden re-made three times in a month, a record made on a host nobody can
+name: these read from the chain and from nothing else, so the chain is shown as it is kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from kit.core.lineage import LineageEntry, bound_moves, chain, heads
+
+
+@dataclass(frozen=True)
+class Chain:
+    """One case's baselines of one kind on one runtime, oldest first."""
+
+    kind: str
+    case: str
+    runtime: str
+    steps: tuple[LineageEntry, ...]
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "case": self.case, "runtime": self.runtime,
+                "bounds_moved": bound_moves(self.steps).text,
+                "steps": [{**s.to_dict(), "sha256": s.sha256} for s in self.steps]}
+
+
+def chains(entries: Sequence[LineageEntry], cases: Sequence[str] | None = None) -> list[Chain]:
+    """Every chain of ``entries`` (of ``cases`` only, when given), sorted by case, kind and runtime."""
+    keys = sorted({(e.case, e.kind) for e in entries if cases is None or e.case in cases})
+    out = []
+    for case, kind in keys:
+        for runtime, head in sorted(heads(entries, kind, case).items()):
+            out.append(Chain(kind, case, runtime, tuple(chain(entries, head))))
+    return out
+
+
+def chain_lines(c: Chain) -> list[str]:
+    """A chain as text: a heading, then one line per baseline (oldest first) and what it changed."""
+    lines = [f"{c.case}: {c.kind} on {c.runtime} ({len(c.steps)} baseline{'s' if len(c.steps) != 1 else ''}, "
+             f"bounds {bound_moves(c.steps).text})"]
+    before: LineageEntry | None = None
+    for step in c.steps:
+        tested = _backtest_text(step)
+        change = _bounds_change(before, step)
+        lines.append(f"  {step.created_at[:19]}  {step.file}  {step.reason}")
+        lines.append(f"      by `{' '.join(step.command)}`; {tested}{change}")
+        before = step
+    return lines
+
+
+def _backtest_text(step: LineageEntry) -> str:
+    bt = step.backtest
+    if bt is None:
+        return "no backtest (made before baselines kept one)"
+    flips = bt.get("flips", 0)
+    accepted = f", flips accepted: {bt['accepted']}" if bt.get("accepted") else ""
+    return f"backtest over {bt.get('replayed', 0)} observations, {flips} verdicts flipped{accepted}"
+
+
+def _bounds_change(before: LineageEntry | None, step: LineageEntry) -> str:
+    if before is None or not step.bounds:
+        return f"; bounds {dict(step.bounds)}" if step.bounds else ""
+    moved = {b: f"{before.bounds[b]:g} -> {v:g}" for b, v in step.bounds.items()
+             if b in before.bounds and before.bounds[b] != v}
+    return f"; bounds moved {moved}" if moved else "; bounds unchanged"
