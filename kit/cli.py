@@ -443,7 +443,12 @@ def _add_baseline_commands(sub) -> None:
     """Baselines with a lifecycle: which each case stands on here, make the missing ones, their lineage."""
     desc_help = "descriptor TOML (default: the embedded tiny-cpu descriptor)"
     bl = sub.add_parser("baseline", help="which baselines each case stands on here; make the missing ones; their "
-                                         "lineage").add_subparsers(dest="baseline_command", required=True)
+                                         "lineage",
+                        epilog=epilog(ExitCode.PASSED, ExitCode.FAILED, ExitCode.BAD_INPUT, ExitCode.NO_BASELINE, ExitCode.INTERRUPTED,
+                                      meanings={ExitCode.PASSED: "done", ExitCode.FAILED: "make: the bless was "
+                                                "refused (backtest or evidence gate)", ExitCode.NO_BASELINE:
+                                                "status: a case has no baseline it may use here"}))
+    bl = bl.add_subparsers(dest="baseline_command", required=True, metavar="ACTION")
     st = bl.add_parser("status", help="per case, the golden and calibration record it would use on this host, "
                                       "made where and when: matches, falls back (by which rule) or missing",
                        epilog=_exits("every case has a baseline it may use here (own or by a stated fallback)",

@@ -56,7 +56,8 @@ def _chosen(loaded, entry: str) -> Path | None:
 def write_descriptor(folder: Path, embedded: Embedded, name: str = "test.toml", *, model: Path | None = None,
                      model_digest: str | None = None, fixture: Path | None = None,
                      goldens: dict | None = None, cases: dict | None = None, defaults: dict | None = None,
-                     releases: dict | None = None, models: dict | None = None) -> Path:
+                     releases: dict | None = None, models: dict | None = None,
+                     baselines: dict | None = None) -> Path:
     """A descriptor like the embedded one, with absolute paths and the given parts replaced."""
     doc = {
         "name": "test",
@@ -71,6 +72,8 @@ def write_descriptor(folder: Path, embedded: Embedded, name: str = "test.toml", 
     }
     if releases is not None:
         doc["releases"] = releases
+    if baselines is not None:
+        doc["baselines"] = baselines
     folder.mkdir(parents=True, exist_ok=True)
     out = folder / name
     out.write_text(tomli_w.dumps(doc))

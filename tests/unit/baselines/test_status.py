@@ -1,0 +1,171 @@
+"""`baseline status` names, per case, the baseline it would use on this host and how it stands (matches, falls
+back by a named rule, missing); the lineage's heads are the baselines in use, each checked against its file;
+`baseline adopt` gives listed baselines their first entries once, and `baseline log` shows the chains."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from kit.backends.hf.kernels import exact_runtime
+from kit.baselines.adopt import adopt
+from kit.baselines.status import FALLBACK, HAND_SET, IN_KERNEL, MATCH, MISSING, gaps, plan_rows
+from kit.core.calibration import load_record
+from kit.core.errors import BadInput
+from kit.core.lineage import LineageEntry, write_entry
+from kit.core.runtime import accelerator
+from kit.descriptor.load import load_descriptor
+from kit.descriptor.plan import resolve
+from support import golden_made_on, parity_kit, write_descriptor
+
+pytestmark = pytest.mark.unit
+
+ELSEWHERE_CPU = "cpu (x86-64-v9)"
+ELSEWHERE_RUNTIME = "torch-cpu x86_64 aten=avx512 onednn=avx512_core_amx mkl=GenuineIntel Some Xeon"
+
+
+def record_elsewhere(embedded, folder: Path, name: str = ELSEWHERE_CPU) -> Path:
+    """The embedded hf-bf16 record of this host's class, as if measured on another class of CPU (it loads:
+    written canonically under its own digest, its figures its samples')."""
+    from kit.core.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
+
+    here = embedded.descriptor.parent
+    own = next(p for p in ((here / f).resolve() for f in embedded.doc["cases"]["hf-bf16"]["calibration"])
+               if load_record(p).fingerprint["runtime"]["accelerator"]["name"] == accelerator("cpu")["name"])
+    doc = json.loads(own.read_text())
+    doc["fingerprint"]["runtime"]["accelerator"] = {"name": name, "driver": ""}
+    data = canonical_bytes(doc)
+    folder.mkdir(parents=True, exist_ok=True)
+    return atomic_write_bytes(folder / f"{sha256_bytes(data)}.json", data)
+
+
+def hf_case(embedded, calibration, **more) -> dict:
+    case = {k: v for k, v in embedded.doc["cases"]["hf-bf16"].items() if k != "calibration"}
+    return {**case, "calibration": calibration, **more}
+
+
+def rows_of(desc: Path, *cases: str):
+    loaded = load_descriptor(desc)
+    return plan_rows(resolve(loaded, list(cases) or None), loaded.lineage())
+
+
+def test_the_embedded_descriptor_stands_on_baselines_of_this_host_or_says_so(embedded):
+    rows = rows_of(embedded.descriptor)
+    by = {(r.case, r.kind): r for r in rows}
+    assert by[("checkpoint", "exact golden")].standing == MATCH
+    assert by[("levanter-native", "reference")].standing == IN_KERNEL
+    assert by[("hf-bf16-decode", "bound")].standing == HAND_SET
+    assert by[("hf-bf16-decode", "bound")].rule == "bound = 0.075, set by hand in the descriptor"
+    cal = by[("hf-bf16", "calibration")]
+    # This host's class of CPU has a record of its own, or the case falls back by its stated rule: never silently.
+    assert cal.standing in (MATCH, FALLBACK)
+    if cal.standing == FALLBACK:
+        assert cal.rule.startswith('accept_noise_changes = ["hardware"]: noise measured on ')
+    assert cal.lineage == "first of its chain" and cal.made_at and cal.file
+
+
+def test_a_host_with_no_baselines_sees_each_gap_with_what_closes_it(tmp_path, embedded):
+    other = golden_made_on(embedded.goldens["exact"], tmp_path / "goldens" / "exact-elsewhere.json", "a host",
+                           ELSEWHERE_RUNTIME)
+    record = record_elsewhere(embedded, tmp_path / "calibrations")
+    cases = {"checkpoint": {**embedded.doc["cases"]["checkpoint"], "cpu_kernels": "native"},
+             "hf-bf16": hf_case(embedded, str(record), accept_noise_changes=[]),
+             "hf-fallback": hf_case(embedded, str(record), accept_noise_changes=["hardware"])}
+    desc = write_descriptor(tmp_path, embedded, goldens={"semantic": embedded.goldens["semantic"], "exact": [other]},
+                            cases=cases)
+    by = {(r.case, r.kind): r for r in rows_of(desc)}
+    exact = by[("checkpoint", "exact golden")]
+    assert exact.standing == MISSING
+    assert exact.rule.startswith(f"no baseline for this runtime: goldens.exact ({desc}:")
+    assert exact.remedy and exact.remedy.startswith("parity-kit golden make ")
+    here = accelerator("cpu")["name"]
+    missing = by[("hf-bf16", "calibration")]
+    assert (missing.standing, missing.rule) == (MISSING, f"no record measured on {here} (listed: {ELSEWHERE_CPU}), "
+                                                         "and the case accepts no hardware change")
+    fallback = by[("hf-fallback", "calibration")]
+    assert fallback.standing == FALLBACK
+    assert fallback.rule == (f'accept_noise_changes = ["hardware"]: noise measured on {ELSEWHERE_CPU}, this host is '
+                             f"{here}; its bounds apply, its drift test does not")
+    assert [r.case for r in gaps(list(by.values()))] == ["checkpoint", "hf-bf16", "hf-fallback"]
+    proc = parity_kit("baseline", "status", str(desc), "--json")
+    assert proc.returncode == 7, proc.stderr  # no baseline for this runtime, as the gate says it
+    assert {(r["case"], r["standing"]) for r in json.loads(proc.stdout)} >= {("checkpoint", MISSING),
+                                                                             ("hf-fallback", FALLBACK)}
+
+
+def lineage_descriptor(tmp_path, embedded, listed: Path) -> Path:
+    return write_descriptor(tmp_path, embedded, cases={"hf-bf16": hf_case(embedded, [str(listed)])},
+                            baselines={"lineage": str(tmp_path / "lineage")})
+
+
+def entry_for(record: Path, lineage: Path, supersedes: str | None = None, **more) -> LineageEntry:
+    r = load_record(record)
+    fields = dict(kind="calibration", case="hf-bf16", baseline=r.sha256, file=os.path.relpath(record, lineage),
+                  runtime=r.fingerprint["runtime"]["accelerator"]["name"], supersedes=supersedes, reason="test",
+                  command=("parity-kit", "calibrate"), created_at=r.created_at, bounds=r.bounds)
+    return LineageEntry(**{**fields, **more})
+
+
+def test_the_head_of_a_chain_is_the_record_in_use_and_the_superseded_one_is_left_out(tmp_path, embedded):
+    here = accelerator("cpu")["name"]
+    old = record_elsewhere(embedded, tmp_path / "calibrations", here)  # a record of this class, listed
+    doc = json.loads(old.read_text())
+    doc["created_at"] = "2026-12-02T12:00:00+00:00"  # a remade record: other bytes, same figures
+    from kit.core.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
+
+    data = canonical_bytes(doc)
+    new = atomic_write_bytes(tmp_path / "calibrations" / f"{sha256_bytes(data)}.json", data)
+    lineage = tmp_path / "lineage"
+    first = entry_for(old, lineage)
+    write_entry(lineage, first)
+    write_entry(lineage, entry_for(new, lineage, supersedes=first.sha256, reason="remade for torch 2.14"))
+    desc = lineage_descriptor(tmp_path, embedded, old)
+    spec = load_descriptor(desc).case_specs(["hf-bf16"])[0]
+    assert spec.calibration is not None and spec.calibration["path"] == str(new)
+    row = next(r for r in rows_of(desc) if r.kind == "calibration")
+    assert row.lineage == "2nd of its chain, bounds never moved"
+    proc = parity_kit("baseline", "log", str(desc))
+    assert proc.returncode == 0, proc.stderr
+    assert f"hf-bf16: calibration on {here} (2 baselines, bounds never moved)" in proc.stdout
+    assert "remade for torch 2.14" in proc.stdout
+
+
+def test_a_head_whose_file_is_not_what_its_entry_names_is_refused(tmp_path, embedded):
+    here = accelerator("cpu")["name"]
+    listed = record_elsewhere(embedded, tmp_path / "calibrations", here)
+    lineage = tmp_path / "lineage"
+    other = record_elsewhere(embedded, tmp_path / "other", ELSEWHERE_CPU)
+    forged = entry_for(listed, lineage, file=os.path.relpath(other, lineage))  # names one file, points at another
+    write_entry(lineage, forged)
+    desc = lineage_descriptor(tmp_path, embedded, listed)
+    with pytest.raises(BadInput, match=re.escape(f"names {other} with SHA-256 {forged.baseline}; the file's is ")):
+        load_descriptor(desc).case_specs(["hf-bf16"])
+
+
+def test_adopt_writes_each_first_entry_once_and_log_shows_the_chains(tmp_path, embedded):
+    here = accelerator("cpu")["name"]
+    listed = record_elsewhere(embedded, tmp_path / "calibrations", here)
+    desc = lineage_descriptor(tmp_path, embedded, listed)
+    written = adopt(desc)
+    kinds = sorted(json.loads(p.read_text())["kind"] for p in written)
+    assert kinds == ["calibration", "exact-golden", "exact-golden", "semantic-golden", "semantic-golden"]
+    assert adopt(desc) == []  # idempotent: every entry is there
+    proc = parity_kit("baseline", "log", str(desc), "--case", "hf-bf16", "--json")
+    chains = json.loads(proc.stdout)
+    assert [(c["kind"], c["runtime"], len(c["steps"])) for c in chains] == [("calibration", here, 1)]
+    assert chains[0]["steps"][0]["reason"] == "made before baselines kept a lineage"
+    assert chains[0]["steps"][0]["backtest"] is None
+
+
+def test_no_lineage_folder_means_nothing_to_adopt_into(tmp_path, embedded):
+    desc = write_descriptor(tmp_path, embedded, cases={"checkpoint": embedded.doc["cases"]["checkpoint"]})
+    with pytest.raises(BadInput, match=r"no \[baselines\] table to keep a lineage in"):
+        adopt(desc)
+
+
+def test_the_pinned_runtime_name_is_what_the_embedded_exact_golden_records():
+    assert exact_runtime({"cpu_kernels": "avx2"}).startswith("torch-cpu x86_64 aten=avx2")
