@@ -498,7 +498,7 @@ def _add_baseline_commands(sub) -> None:
 
 
 def _baseline_status(args) -> int:
-    from kit.baselines.status import MISSING, plan_rows, table_markdown
+    from kit.descriptor.standing import MISSING, plan_rows, table_markdown
     from kit.descriptor.load import load_descriptor
     from kit.descriptor.plan import resolve
 

@@ -17,11 +17,11 @@ from kit.core.errors import BadInput
 from kit.core.golden import golden_runtime, load_golden
 from kit.core.lineage import FIRST_REASON, LineageEntry, entry_of, write_entry
 from kit.core import paths
-from kit.descriptor.load import LoadedDescriptor, load_descriptor
-from kit.descriptor.schema import golden_kind
+from kit.descriptor.load import load_descriptor
+from kit.descriptor.plan import resolve
 
 
-def first_entry(desc: LoadedDescriptor, lineage: Path, kind: str, case: str, baseline: Path,
+def first_entry(lineage: Path, kind: str, case: str, baseline: Path,
                 reason: str | None = None) -> LineageEntry:
     """The first lineage entry of a baseline made before baselines kept one: what its own file says of it."""
     if kind == "calibration":
@@ -41,25 +41,22 @@ def first_entry(desc: LoadedDescriptor, lineage: Path, kind: str, case: str, bas
 
 def adopt(descriptor: str | Path, reason: str | None = None) -> list[Path]:
     """Write a first entry for every listed calibration record and golden that has none; the written files."""
-    desc = load_descriptor(descriptor)
-    folder = desc.lineage_folder()
-    if folder is None:
-        raise BadInput(f"{paths.display(desc.path)}: no [baselines] table to keep a lineage in: add `[baselines]` "
+    plan = resolve(load_descriptor(descriptor))
+    folders = plan.outline.baseline_folders
+    if folders is None:
+        raise BadInput(f"{paths.display(plan.path)}: no [baselines] table to keep a lineage in: add `[baselines]` "
                        "with `lineage = \"../baselines\"`")
-    entries = desc.lineage()
+    entries = plan.outline.lineage
     written = []
-    for name in desc.doc.goldens:
-        kind = f"{golden_kind(name)}-golden"
-        for f in desc.golden_files(name):
-            entry = first_entry(desc, folder, kind, name, f, reason)
+    for name, golden in plan.goldens.items():
+        for f in golden.files:
+            entry = first_entry(folders["lineage"], f"{golden.kind}-golden", name, f, reason)
             if entry_of(entries, entry.baseline) is None:
-                written.append(write_entry(folder, entry))
-    for name, c in desc.cases.items():
-        if c.calibration is None:
-            continue
-        for record in desc.calibration_records(name, c):
-            assert record.path is not None
+                written.append(write_entry(folders["lineage"], entry))
+    for case in plan.cases.values():
+        for record in case.records:
+            assert record.path is not None  # loaded from the descriptor's files
             if entry_of(entries, record.sha256) is None:
-                written.append(write_entry(folder, first_entry(desc, folder, "calibration", name, record.path,
-                                                               reason)))
+                written.append(write_entry(folders["lineage"], first_entry(folders["lineage"], "calibration",
+                                                                           case.name, record.path, reason)))
     return written

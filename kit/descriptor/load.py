@@ -379,6 +379,18 @@ def with_records(desc: LoadedDescriptor, records: dict[str, Path]) -> LoadedDesc
     return LoadedDescriptor(desc.path, desc.text, desc.doc, cases)
 
 
+def with_baselines(desc: LoadedDescriptor, goldens: dict[str, list[Path]],
+                   records: dict[str, list[Path]]) -> LoadedDescriptor:
+    """The same descriptor with [goldens] entries and cases' calibration lists replaced by these files (absolute
+    paths), and no lineage left to apply: what `baseline make` checks the baselines it made with."""
+    doc = desc.doc.model_copy(update={
+        "goldens": {**desc.doc.goldens, **{n: [str(f.resolve()) for f in files] for n, files in goldens.items()}},
+        "baselines": None})
+    cases = {name: (c.model_copy(update={"calibration": [str(f.resolve()) for f in records[name]]})
+                    if name in records else c) for name, c in desc.cases.items()}
+    return LoadedDescriptor(desc.path, desc.text, doc, cases)
+
+
 def _validate(path: Path, shown: str, text: str, raw: dict) -> LoadedDescriptor:
     try:
         doc = Descriptor.model_validate(raw)

@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Sequence
 
 from kit.core import paths
+from kit.core.lineage import LineageEntry
 from kit.core.calibration import CalibrationRecord
 from kit.core.errors import BadInput
 from kit.core.jsonio import sha256_file
@@ -107,6 +108,10 @@ class Outline:
     goldens: Mapping[str, GoldenEntry]
     releases: Mapping[str, ReleasePin]
     cases: Mapping[str, CaseOutline]
+    # The descriptor's lineage entries (kit.core.lineage), read once: where each baseline in use came from.
+    lineage: tuple[LineageEntry, ...] = ()
+    # [baselines]: the lineage folder and where new calibration records and goldens go; None: keeps no lineage.
+    baseline_folders: Mapping[str, Path] | None = None
 
     def no_case(self, name: str) -> str:
         """The refusal of a case name the descriptor does not define."""
@@ -214,7 +219,16 @@ def outline(desc: LoadedDescriptor) -> Outline:
                                                 for b, built in r.backends.items()),
                                         desc.where("releases", n)))
                          for n, r in doc.releases.items()),
-        cases=_frozen((n, _case_outline(desc, n)) for n in desc.cases))
+        cases=_frozen((n, _case_outline(desc, n)) for n in desc.cases), lineage=tuple(desc.lineage()),
+        baseline_folders=_baseline_folders(desc))
+
+
+def _baseline_folders(desc: LoadedDescriptor) -> Mapping[str, Path] | None:
+    b = desc.doc.baselines
+    if b is None:
+        return None
+    return _frozen([("lineage", desc.resolve(b.lineage)), ("calibration", desc.resolve(b.calibrations)),
+                    ("exact-golden", desc.resolve(b.goldens))])
 
 
 def _case_outline(desc: LoadedDescriptor, name: str) -> CaseOutline:

@@ -33,6 +33,7 @@ from kit.core.results import gate_verdict, load_case_result, now_iso, save_case_
 from kit.core.scoring import bound_for
 from kit.core.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, packaged_notebook
+from kit.descriptor.standing import plan_rows
 from kit.descriptor.plan import Plan, outline, resolve
 from kit.gate import resume
 from kit.gate.preflight import Inputs, check_inputs
@@ -70,6 +71,8 @@ class GateRun:
     history: list[dict] = field(default_factory=list)  # the earlier runs into this directory
     placements: dict[str, dict] = field(default_factory=dict)  # case -> where the Ray executor placed it
     gpus: Inventory | None = None  # the node's GPUs, listed when a case asks for some (local executor)
+    # Which baseline each case stands on here (kit.descriptor.standing), worked out once, when the run starts.
+    baselines: list[dict] | None = None
 
     @property
     def pending(self) -> list[CaseSpec]:
@@ -282,7 +285,14 @@ def manifest(run: GateRun, command: Sequence[str]) -> dict:
         "history": run.history,
         "placements": run.placements,
         "gpus": run.gpus.to_dict() if run.gpus is not None else None,  # what the node offered the cases
+        "baselines": _baselines(run),
     }
+
+
+def _baselines(run: GateRun) -> list[dict]:
+    if run.baselines is None:
+        run.baselines = [row.to_dict() for row in plan_rows(run.plan)]
+    return run.baselines
 
 
 def _release_identity(run: GateRun) -> dict | None:

@@ -140,6 +140,24 @@ def calibration_table(view: RunView) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index(["case", "bucket"]) if rows else pd.DataFrame()
 
 
+def baseline_table(view: RunView, today: str | None = None) -> pd.DataFrame:
+    """Per case, each baseline it was judged against when the run started (the manifest's ``baselines``): how it
+    stands on this runtime (matches, falls back by the rule named, missing, hand-set), where and when it was
+    made and how old it was, and its place in its lineage (how often its bounds moved, and which way)."""
+    import datetime as dt
+
+    rows = []
+    now = dt.datetime.fromisoformat(today or view.manifest.get("started_at") or dt.datetime.now(dt.timezone.utc)
+                                    .isoformat())
+    for row in view.manifest.get("baselines") or []:
+        made_at = row.get("made_at")
+        age = (now - dt.datetime.fromisoformat(made_at)).days if made_at else None
+        rows.append({"case": row["case"], "baseline": row["kind"], "standing": row["standing"], "rule": row["rule"],
+                     "made on": row.get("made_on") or "", "age (days)": age,
+                     "file": Path(row["file"]).name if row.get("file") else "", "lineage": row.get("lineage") or ""})
+    return pd.DataFrame(rows).set_index(["case", "baseline"]) if rows else pd.DataFrame()
+
+
 def prompt_frame(results: Mapping[str, CaseResult]) -> pd.DataFrame:
     """One row per scored prompt of every case, with the case and backend names."""
     rows = [{"case": name, "backend": r.backend, **p.to_dict()} for name, r in results.items() for p in r.prompts]
@@ -197,6 +215,10 @@ def show_run(view: RunView, save_figures: bool = True) -> None:
             plots.save_figure_or_say(fig, view.run_dir / rundir.FIGURES, stem)
         display(fig)
         plt.close(fig)  # shown once, here, not again when the cell ends
+    baselines = baseline_table(view)
+    if not baselines.empty:
+        display(HTML("<h4>Baselines: what each case was judged against, and how it stands on this runtime</h4>"))
+        display(baselines.style.format({"age (days)": "{:.0f}"}, na_rep="—", escape="html"))
     calibration = calibration_table(view)
     if not calibration.empty:
         display(HTML("<h4>Against calibrated noise: each bucket's largest error beside the clean variants'</h4>"))

@@ -13,7 +13,7 @@ import pytest
 
 from kit.backends.hf.kernels import exact_runtime
 from kit.baselines.adopt import adopt
-from kit.baselines.status import FALLBACK, HAND_SET, IN_KERNEL, MATCH, MISSING, gaps, plan_rows
+from kit.descriptor.standing import FALLBACK, HAND_SET, IN_KERNEL, MATCH, MISSING, gaps, plan_rows
 from kit.core.calibration import load_record
 from kit.core.errors import BadInput
 from kit.core.lineage import LineageEntry, write_entry
@@ -169,3 +169,16 @@ def test_no_lineage_folder_means_nothing_to_adopt_into(tmp_path, embedded):
 
 def test_the_pinned_runtime_name_is_what_the_embedded_exact_golden_records():
     assert exact_runtime({"cpu_kernels": "avx2"}).startswith("torch-cpu x86_64 aten=avx2")
+
+
+def test_every_run_names_its_baselines_in_its_manifest_and_summary(tmp_path, embedded):
+    from kit.core.results import RunView
+    from kit.views.summary import baseline_table
+
+    rows = [r.to_dict() for r in rows_of(embedded.descriptor, "hf-bf16", "hf-bf16-decode")]
+    view = RunView(tmp_path, {"baselines": rows, "started_at": "2026-12-31T00:00:00+00:00", "cases": []}, {}, {})
+    table = baseline_table(view)
+    cal = table.loc[("hf-bf16", "calibration")]
+    assert cal["standing"] in (MATCH, FALLBACK) and cal["lineage"] == "first of its chain"
+    assert cal["age (days)"] >= 29  # the embedded records were made by 2026-12-02
+    assert table.loc[("hf-bf16-decode", "bound")]["standing"] == HAND_SET

@@ -1,4 +1,5 @@
-"""`parity-kit baseline status`: which baseline each case stands on here, and whether it was made here.
+"""Which baseline each case stands on here, and whether it was made here (`parity-kit baseline status`, and
+every run's manifest and summary).
 
 Every verdict rests on a case's baselines: its golden (exact or semantic) and, for a calibrated case, the
 record its bounds come from. A baseline holds on the runtime that made it; on another host a case either
@@ -63,7 +64,9 @@ def case_rows(spec: CaseSpec, entries: Sequence[LineageEntry] = (),
     return rows
 
 
-def plan_rows(plan: Plan, entries: Sequence[LineageEntry] = ()) -> list[BaselineRow]:
+def plan_rows(plan: Plan, entries: Sequence[LineageEntry] | None = None) -> list[BaselineRow]:
+    """Every selected case's rows; ``entries``: the lineage to date them by (default: the plan's own)."""
+    entries = plan.outline.lineage if entries is None else entries
     return [row for case in plan.cases.values() for row in case_rows(case.spec, entries, case.records)]
 
 
