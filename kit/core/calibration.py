@@ -277,14 +277,31 @@ def measured_on(reference: Mapping[str, Any]) -> str | None:
     return ((reference.get("fingerprint") or {}).get("runtime", {}).get("accelerator") or {}).get("name")
 
 
-def record_for_host(records: Sequence[CalibrationRecord], options: Mapping[str, Any]) -> CalibrationRecord:
-    """Of records measured on several classes of hardware, the one measured on the class this host computes a
-    case of ``options`` on; the first when none was (the kernel then refuses it unless the case accepts the
-    change). Chosen where the descriptor is loaded, as an exact golden is chosen by runtime."""
+# The rules a calibration record of other hardware may stand in by, finest first: the same accelerator and
+# driver, the same accelerator (CPU instruction-set level, or GPU model), any of the same kind of device.
+FALLBACK_LEVELS = ("driver", "hardware", "device")
+DEFAULT_FALLBACK = ("hardware",)
+
+
+def record_for_host(records: Sequence[CalibrationRecord], options: Mapping[str, Any],
+                    order: Sequence[str] = DEFAULT_FALLBACK) -> tuple[CalibrationRecord, str | None]:
+    """Of records measured on several classes of hardware, the first one the fallback ``order`` takes for the
+    hardware this host computes a case of ``options`` on, with the rule that took it; ``(records[0], None)``
+    when no rule does (the kernel then refuses it unless the case accepts the change). Chosen where the
+    descriptor is loaded, as an exact golden is chosen by runtime."""
     from kit.core.runtime import accelerator
 
-    here = accelerator(case_device(options))["name"]
-    return next((r for r in records if measured_on({"fingerprint": r.fingerprint}) == here), records[0])
+    here = accelerator(case_device(options))
+    for level in order:
+        for r in records:
+            theirs = (r.fingerprint.get("runtime", {}).get("accelerator") or {})
+            if level == "driver" and theirs.get("name") == here["name"] and theirs.get("driver") == here["driver"]:
+                return r, level
+            if level == "hardware" and theirs.get("name") == here["name"]:
+                return r, level
+            if level == "device" and r.noise_class.get("device") == noise_class(options)["device"]:
+                return r, level
+    return records[0], None
 
 
 def record_filename(record: CalibrationRecord) -> str:

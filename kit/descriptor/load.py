@@ -292,9 +292,23 @@ class LoadedDescriptor:
         if case_golden_kind(c) != "semantic":
             raise BadInput(f"{where}: an exact golden has no bound to calibrate")
         records = self.calibration_records(name, c)
+        order = self.fallback_order(c)
         # One record needs no choosing, and so no look at the hardware (nvidia-smi, for a GPU case).
-        record = records[0] if len(records) == 1 else record_for_host(records, c.backend_options())
-        return {**record.reference(), "accept": list(c.accept_noise_changes)}
+        record, rule = (records[0], None) if len(records) == 1 else record_for_host(records, c.backend_options(),
+                                                                                    order)
+        accept = list(c.accept_noise_changes)
+        if rule == "device" and "hardware" not in accept:  # the descriptor's own order takes other hardware
+            accept.append("hardware")
+        return {**record.reference(), "accept": accept, "fallback": {"order": list(order), "rule": rule}}
+
+    def fallback_order(self, c: CaseBase) -> list[str]:
+        """The rules by which a record of other hardware may stand in for this case: the descriptor's
+        ``[baselines.fallback] calibration`` (default: the same hardware only), with ``device`` added by the
+        case's ``accept_noise_changes = ["hardware"]``."""
+        order = list(self.doc.baselines.fallback.calibration) if self.doc.baselines else ["hardware"]
+        if "hardware" in c.accept_noise_changes and "device" not in order:
+            order.append("device")
+        return order
 
     def calibration_records(self, name: str, c: CaseBase) -> list[CalibrationRecord]:
         """Every record a case lists, each loaded (and so judged by its evidence), no two of one class of

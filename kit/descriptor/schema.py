@@ -189,6 +189,26 @@ class Release(_Strict):
     backends: dict[str, BackendRelease] = Field(min_length=1)
 
 
+class Fallback(_Strict):
+    """Per kind of baseline, the order of rules by which one made elsewhere may stand in on this host, finest
+    first. A calibration record: ``driver`` (the same accelerator and driver), ``hardware`` (the same CPU
+    instruction-set level or GPU model), ``device`` (any record of the same kind of device; its bounds apply,
+    its drift test does not). An exact golden holds on the runtime that made it and on no other: ``runtime``
+    is its only rule. A case's ``accept_noise_changes = ["hardware"]`` adds ``device`` to its own order."""
+
+    calibration: list[Literal["driver", "hardware", "device"]] = Field(default_factory=lambda: ["hardware"],
+                                                                        min_length=1)
+    exact: list[str] = Field(default_factory=lambda: ["runtime"])
+
+    @field_validator("exact")
+    @classmethod
+    def _exact_never_falls_back(cls, order: list[str]) -> list[str]:
+        if order != ["runtime"]:
+            raise ValueError("an exact golden never falls back: its bits hold only on the runtime that made it, "
+                             "so its order is [\"runtime\"]")
+        return order
+
+
 class Baselines(_Strict):
     """Where a descriptor's baselines keep their lineage, and where `parity-kit baseline make` writes new ones
     (each relative to the descriptor). The lineage's heads are the baselines in use: a new one reaches the gate
@@ -197,6 +217,7 @@ class Baselines(_Strict):
     lineage: str
     calibrations: str = "../calibrations"
     goldens: str = "../goldens"
+    fallback: Fallback = Field(default_factory=Fallback)
 
 
 class Descriptor(_Strict):

@@ -101,6 +101,12 @@ def _calibration_row(spec: CaseSpec, entries: Sequence[LineageEntry], made_at: s
         return BaselineRow(spec.name, "calibration", MATCH, f"noise measured on this class of hardware ({made_on})",
                            where, cal.get("sha256"), made_on, made_at, lineage)
     measured, here = change
+    fallback = cal.get("fallback") or {}
+    if fallback.get("rule") == "device":
+        return BaselineRow(spec.name, "calibration", FALLBACK,
+                           f"fallback order {fallback.get('order')} took it by its rule \"device\": noise measured on "
+                           f"{measured}, this host is {here}; its bounds apply, its drift test does not", where,
+                           cal.get("sha256"), made_on, made_at, lineage, remedy)
     if "hardware" in cal.get("accept", []):
         return BaselineRow(spec.name, "calibration", FALLBACK,
                            f"accept_noise_changes = [\"hardware\"]: noise measured on {measured}, this host is "

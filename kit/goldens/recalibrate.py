@@ -56,7 +56,7 @@ def recalibrate(desc: LoadedDescriptor, stale: dict[str, list[CalibrationRecord]
     specs = {name: case.spec for name, case in plan.cases.items()}
     out = {}
     for name, records in stale.items():
-        here = record_for_host(records, specs[name].options)
+        here, _ = record_for_host(records, specs[name].options)
         here_class = measured_on({"fingerprint": here.fingerprint})
         elsewhere = sorted({measured_on({"fingerprint": r.fingerprint}) or "an unnamed class of hardware"
                             for r in records if r is not here})

@@ -134,7 +134,25 @@ def test_of_records_per_class_of_hardware_a_host_takes_its_own_else_the_first(mo
 
     v3, v4 = record(SAMPLES, fingerprint=on("cpu (x86-64-v3)")), record(SAMPLES, fingerprint=on("cpu (x86-64-v4)"))
     monkeypatch.setattr(runtime, "host_isa_level", lambda: "x86-64-v4")
-    assert calibration.record_for_host([v3, v4], {"dtype": "bfloat16"}) is v4
-    assert calibration.record_for_host([v4, v3], {"dtype": "bfloat16"}) is v4
+    assert calibration.record_for_host([v3, v4], {"dtype": "bfloat16"}) == (v4, "hardware")
+    assert calibration.record_for_host([v4, v3], {"dtype": "bfloat16"}) == (v4, "hardware")
     monkeypatch.setattr(runtime, "host_isa_level", lambda: "x86-64-v2")
-    assert calibration.record_for_host([v3, v4], {"dtype": "bfloat16"}) is v3  # the kernel refuses it unless accepted
+    assert calibration.record_for_host([v3, v4], {"dtype": "bfloat16"}) == (v3, None)  # refused unless accepted
+
+
+def test_a_stated_fallback_order_takes_the_finest_rule_that_holds(monkeypatch):
+    from kit.core import calibration, runtime
+
+    def gpu(name: str, driver: str) -> dict:
+        return {"runtime": {"hardware": name, "accelerator": {"name": name, "driver": driver}}}
+
+    old = record(SAMPLES, fingerprint=gpu("NVIDIA H200", "550.1"), noise_class={"device": "cuda", "dtype": "bfloat16"})
+    new = record(SAMPLES, fingerprint=gpu("NVIDIA H200", "570.2"), noise_class={"device": "cuda", "dtype": "bfloat16"})
+    other = record(SAMPLES, fingerprint=gpu("NVIDIA H100", "570.2"),
+                   noise_class={"device": "cuda", "dtype": "bfloat16"})
+    monkeypatch.setattr(runtime, "accelerator", lambda device="cpu": {"name": "NVIDIA H200", "driver": "570.2"})
+    cuda = {"dtype": "bfloat16", "device": "cuda"}
+    assert calibration.record_for_host([old, new], cuda, ["driver", "hardware"]) == (new, "driver")
+    assert calibration.record_for_host([old, other], cuda, ["driver", "hardware"]) == (old, "hardware")
+    assert calibration.record_for_host([other], cuda, ["driver", "hardware"]) == (other, None)
+    assert calibration.record_for_host([other], cuda, ["driver", "hardware", "device"]) == (other, "device")
