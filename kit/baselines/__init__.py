@@ -1,1 +1,2 @@
-"""Baselines with a lifecycle: which each case stands on, making the missing ones, their backtest and lineage."""
+"""Baselines with a lifecycle: making the ones a runtime lacks, the archive a new one is backtested over, its
+lineage, and the runs marked bad."""

@@ -27,6 +27,7 @@ LOCALIZE = "localize.json"        # localize directory: the curves, the named po
 REGEN_REPORT = "regen.md"
 FIGURES = "figures"               # the summary's plots as PNG and SVG files
 LOCK = ".lock"
+BAD_MARK = "bad.json"             # gate run: a person's mark that the run is known bad, and why (kit.baselines.marks)
 
 
 def new_run_dir(kind: str, name: str, root: str = "runs") -> Path:

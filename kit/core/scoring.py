@@ -29,6 +29,7 @@ logprobs are finite. An ``exact`` golden instead requires the backend's first k
 from __future__ import annotations
 
 import math
+import re
 from typing import Mapping, Sequence
 
 from kit.core.records import Observation, PromptScore, RepeatSpread
@@ -89,8 +90,10 @@ def score_prompt(
         if mismatch is not None:
             failures.append(f"{where}: {mismatch}")
         exact_match = mismatch is None
-    elif bound is not None and max_err > bound:
-        failures.append(f"{where}: max probability error {max_err:.4g} > bound {bound:g} (bucket {bucket})")
+    else:
+        over = bound_failure(max_err, bound, bucket)
+        if over is not None:
+            failures.append(f"{where}: {over}")
 
     return PromptScore(
         id=prompt_id, bucket=bucket, n_tokens=observation.n_tokens, passed=not failures, bound=bound,
@@ -103,6 +106,25 @@ def score_prompt(
         else -g_prob[golden_winner],
         golden_top=_side(golden_top), backend_top=_side(backend),
     )
+
+
+def bound_failure(max_err: float, bound: float | None, bucket: int) -> str | None:
+    """The failure of an error above its bucket's bound, as it follows the prompt's id; None within the bound (or
+    without one, or for an unscorable NaN). The one line a bound adds to a prompt's failures (and to a decode
+    step's): a replay of recorded errors under other bounds (kit.baselines.backtest) judges and says it here too."""
+    if bound is None or not max_err > bound:
+        return None
+    return f"max probability error {max_err:.4g} > bound {bound:g} (bucket {bucket})"
+
+
+# bound_failure's line at the end of a failure, whatever its prefix (a prompt's id, a decode step).
+_BOUND_FAILURE = re.compile(r": max probability error \S+ > bound \S+ \(bucket [^()]*\)$")
+
+
+def is_bound_failure(line: str) -> bool:
+    """Whether a recorded failure is a bound's (bound_failure), which another bound may turn: every other failure
+    (a missing token, a winner change, a non-finite logprob) holds whatever the bound."""
+    return _BOUND_FAILURE.search(line) is not None
 
 
 def _kl_shared(golden_top: Sequence[tuple[int, float]], a: Mapping[int, float]) -> float:

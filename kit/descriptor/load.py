@@ -305,7 +305,7 @@ class LoadedDescriptor:
         """The rules by which a record of other hardware may stand in for this case: the descriptor's
         ``[baselines.fallback] calibration`` (default: the same hardware only), with ``device`` added by the
         case's ``accept_noise_changes = ["hardware"]``."""
-        order = list(self.doc.baselines.fallback.calibration) if self.doc.baselines else ["hardware"]
+        order: list[str] = list(self.doc.baselines.fallback.calibration) if self.doc.baselines else ["hardware"]
         if "hardware" in c.accept_noise_changes and "device" not in order:
             order.append("device")
         return order

@@ -189,6 +189,9 @@ class Release(_Strict):
     backends: dict[str, BackendRelease] = Field(min_length=1)
 
 
+FallbackRule = Literal["driver", "hardware", "device"]
+
+
 class Fallback(_Strict):
     """Per kind of baseline, the order of rules by which one made elsewhere may stand in on this host, finest
     first. A calibration record: ``driver`` (the same accelerator and driver), ``hardware`` (the same CPU
@@ -196,8 +199,7 @@ class Fallback(_Strict):
     its drift test does not). An exact golden holds on the runtime that made it and on no other: ``runtime``
     is its only rule. A case's ``accept_noise_changes = ["hardware"]`` adds ``device`` to its own order."""
 
-    calibration: list[Literal["driver", "hardware", "device"]] = Field(default_factory=lambda: ["hardware"],
-                                                                        min_length=1)
+    calibration: list[FallbackRule] = Field(default_factory=lambda: list[FallbackRule](["hardware"]), min_length=1)
     exact: list[str] = Field(default_factory=lambda: ["runtime"])
 
     @field_validator("exact")

@@ -5,6 +5,8 @@ fails. The catalogue answers that for the embedded model in the tests; with thes
 of their own gate: inject a fault at a magnitude into a copy of their Llama checkpoint, point a case at the
 copy, and run the gate. The copy is written into a fresh folder, never over anything, and its source folder's
 other files (tokenizer, generation config) come with it, so every backend loads it as it loads the original.
+Beside them it holds its provenance (kit.core.faultcopy: the fault, its magnitude, the source's digest), which
+its digest covers: a gate run of the copy is then known bad to a backtest of a new baseline (kit.baselines).
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.core import paths
+from kit.core import faultcopy, paths
 from kit.core.errors import BadInput
+from kit.core.jsonio import atomic_write_bytes, canonical_bytes
 from kit.core.modelconfig import hf_config
 from kit.core.modeldigest import model_digest
 from kit.faults.catalogue import CATALOGUE, fault, faulted
@@ -54,8 +57,17 @@ def inject(name: str, magnitude: float, model: str | Path, out: str | Path) -> P
         target.rmdir()  # empty: claimed for this copy only
         raise BadInput(f"{model}: fault {name} cannot be applied to this checkpoint: it needs {exc}, which the "
                        "model lacks") from None
+    try:
+        source_fault = faultcopy.read_provenance(model)  # a copy of a copy says both faults
+        source_digest = model_digest(model)
+    except BadInput:
+        target.rmdir()
+        raise
     target.rmdir()  # write_checkpoint makes the folder itself, refusing one that exists
     write_checkpoint(checkpoint, model, target)
+    # Written last, over the source's own provenance that write_checkpoint copied with the other files.
+    atomic_write_bytes(target / faultcopy.FILE, canonical_bytes(
+        faultcopy.provenance(f.name, magnitude, f.unit, source_digest, source_fault)))
     # A descriptor pins each model's digest: the line a user needs to name the copy in [models].
     log.log(NOTICE, f"fault {name} at {magnitude:g} ({f.unit}) injected into a copy of {model}: "
                     f"digest = \"{model_digest(target)}\"")

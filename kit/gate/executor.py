@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 
 from kit import __version__
 from kit.backends import registry
-from kit.core import contract, paths, rundir
+from kit.core import contract, faultcopy, paths, rundir
 from kit.core.coverage import Expected, coverage_problem, rejudged
 from kit.core.errors import BadInput
 from kit.core.jsonio import sha256_file, write_json
@@ -266,6 +266,10 @@ def manifest(run: GateRun, command: Sequence[str]) -> dict:
         "model": str(run.plan.model.path),
         "model_digest": run.inputs.model_digest,
         "models": run.inputs.models,
+        # Per model digest, the provenance of each model folder that is a fault copy (`parity-kit fault inject`):
+        # a run of one is known bad, which a backtest of a new baseline reads here (kit.baselines.archive).
+        "model_faults": faultcopy.model_faults([(run.plan.model.path, run.inputs.model_digest), *(
+            (run.plan.models[name].path, digest) for name, digest in run.inputs.models.items())]),
         "goldens": {k: {"path": str(g.path), "sha256": g.sha256} for k, g in run.inputs.goldens.items()},
         "kit_version": __version__,
         "host": socket.gethostname(),

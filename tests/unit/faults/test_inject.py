@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from kit.core import faultcopy
 from kit.core.modeldigest import model_digest
 from kit.faults.cache import faulted_copy
 from kit.faults.catalogue import CATALOGUE, fault
@@ -29,9 +30,23 @@ def test_inject_writes_the_copy_the_catalogue_measures(embedded, tmp_path):
     source = json.loads((embedded.model / "config.json").read_text())
     theta = source["rope_parameters"]["rope_theta"]
     assert config["rope_parameters"]["rope_theta"] == theta * 1.05
+    # File for file the copy the catalogue measures, and beside them its provenance, which its digest covers: a
+    # gate run of the copy is known bad to a backtest (kit.baselines.archive), which reads it from the manifest.
     reference = faulted_copy(fault("rope_base"), 0.05, embedded.model, tmp_path / "cache")
-    assert model_digest(tmp_path / "copy") == model_digest(reference) != model_digest(embedded.model)
-    assert f'digest = "{model_digest(reference)}"' in proc.stderr  # what the descriptor's [models] entry pins
+    copied = sorted(p.name for p in (tmp_path / "copy").iterdir())
+    assert copied == sorted([p.name for p in reference.iterdir()] + [faultcopy.FILE])
+    assert all((tmp_path / "copy" / name).read_bytes() == (reference / name).read_bytes()
+               for name in copied if name != faultcopy.FILE)
+    assert faultcopy.read_provenance(tmp_path / "copy") == faultcopy.provenance(
+        "rope_base", 0.05, fault("rope_base").unit, model_digest(embedded.model), None)
+    digest = model_digest(tmp_path / "copy")
+    assert digest not in (model_digest(reference), model_digest(embedded.model))
+    assert f'digest = "{digest}"' in proc.stderr  # what the descriptor's [models] entry pins
+    # A copy of that copy names both faults.
+    twice = parity_kit("fault", "inject", "logit_scale", "0.1", "--model", tmp_path / "copy", "--out", tmp_path / "2")
+    assert twice.returncode == 0, twice.stderr
+    assert faultcopy.read_provenance(tmp_path / "2") == faultcopy.provenance(
+        "logit_scale", 0.1, fault("logit_scale").unit, digest, faultcopy.read_provenance(tmp_path / "copy"))
     # Never over anything: the same folder again is refused, and left as it was.
     again = parity_kit("fault", "inject", "logit_scale", "0.1", "--model", embedded.model, "--out", tmp_path / "copy")
     assert again.returncode == 3

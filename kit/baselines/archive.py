@@ -1,0 +1,347 @@
+"""The archive a new baseline is backtested on: every recorded observation of one case that can be read.
+
+A run directory keeps what a case measured (per prompt its error, its shift, its bucket) next to the verdict it
+got, so a new calibration record can judge it again with no engine running (kit.baselines.backtest). What makes
+that replay worth doing is knowing which verdicts were right; each observation says so, and why:
+
+- known **bad**: a run someone marked bad (``bad.json``, kit.baselines.marks), a run of a fault copy that
+  `parity-kit fault inject` wrote (its manifest records the copy's provenance by model digest), the candidate of
+  a control whose diagnosis found a regression;
+- known **good**: a passed run marked by none of these, and each distinct clean sample of the record being
+  superseded (clean by construction: that is what a sample is);
+- **unknown**: the rest, replayed and listed all the same.
+
+A run that cannot be read is not skipped in silence: it is collected with one line naming its file and what is
+wrong, and the caller decides whether that refuses the backtest. Nothing here judges; it only reads.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+from kit.baselines.marks import BadMark, read_mark
+from kit.core import faultcopy, rundir
+from kit.core.calibration import CalibrationRecord, distinct, measured_on
+from kit.core.diagnosis import REGRESSION
+from kit.core.errors import BadInput
+from kit.core.jsonio import read_json_input
+from kit.core.paths import display
+from kit.core.recordcheck import Wrong, mapping, text
+from kit.core.records import PASSED, CaseResult
+from kit.core.results import GATE_PASSED, read_case_result, read_manifest
+from kit.core.scoring import is_bound_failure
+
+log = logging.getLogger(__name__)
+
+# What an observation is.
+GATE_RUN, CONTROL_CANDIDATE, CONTROL_CURRENT, CALIBRATION_SAMPLE = (
+    "gate run", "control candidate", "control current", "calibration sample")
+KINDS = (GATE_RUN, CONTROL_CANDIDATE, CONTROL_CURRENT, CALIBRATION_SAMPLE)
+# What is known of its verdict.
+BAD, GOOD, UNKNOWN = "bad", "good", "unknown"
+# The status of a case a run lists but holds no result of (stopped before it finished).
+MISSING = "missing"
+# How deep below a root a run directory is looked for: runs/<run>, runs/<refresh>/<control>/<release> and the
+# like sit a few levels down; deeper is someone else's tree.
+MAX_DEPTH = 6
+# How a case result says its drift test was turned off in the descriptor (kit.case.runner writes it); a case that
+# turned it off ran on the class of hardware its record measured, or the kernel would have refused the record.
+DRIFT_TURNED_OFF = "turned off"
+
+_RUN_WORDS = {GATE_RUN: "gate run", CONTROL_CANDIDATE: "candidate run of a control",
+              CONTROL_CURRENT: "current-pin run of a control"}
+
+
+@dataclass(frozen=True)
+class PromptFigures:
+    """What one prompt (or one prompt's decode check) recorded that a replay judges again: its largest error
+    (NaN when it could not be scored), its shift, its bucket, and its failures that no bound or drift test
+    decides (a missing token, a winner change, a non-finite logprob, a refused divergence)."""
+
+    id: str
+    bucket: int
+    error: float
+    shift: float | None
+    failures: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ArchivedObservation:
+    """One case as one run (or one calibration sample) recorded it, with what is known of its verdict."""
+
+    source: str  # the file it was read from, for messages (a sample: its record and its variant)
+    kind: str  # one of KINDS
+    known: str  # BAD, GOOD or UNKNOWN
+    why: str  # how that is known ("marked bad: ...", "a passed gate run", ...)
+    case: str
+    backend: str | None
+    fixture_sha256: str | None
+    golden_sha256: str | None
+    model_digest: str | None
+    status: str  # the status the case got when it ran: passed, failed, error, timeout, no-baseline, missing
+    hardware: str | None  # the class of hardware it ran on, as kit.core.runtime.accelerator names it; None: unsaid
+    prompts: tuple[PromptFigures, ...] = ()
+    decode: tuple[PromptFigures, ...] = ()  # shift None: a decode check follows none
+    other_failures: tuple[str, ...] = ()  # the case's failures of no prompt and no drift test (exact repeats)
+    drift_skipped: str | None = None  # why the run itself left its drift test out, as it recorded
+
+    @property
+    def errors(self) -> dict[str, float]:
+        return {p.id: p.error for p in self.prompts}
+
+    @property
+    def shifts(self) -> dict[str, float]:
+        return {p.id: p.shift for p in self.prompts if p.shift is not None}
+
+    @property
+    def buckets(self) -> dict[str, int]:
+        return {p.id: p.bucket for p in self.prompts}
+
+    @property
+    def kept_failures(self) -> list[str]:
+        """Every failure that holds whatever the bounds and the drift test: prompts', decode checks', the rest."""
+        return [f for p in (*self.prompts, *self.decode) for f in p.failures] + list(self.other_failures)
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A run (or control) directory the archive could not read: one line naming the file and what is wrong."""
+
+    source: str  # the directory left out
+    reason: str
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Archive:
+    """Every observation of ``case`` found under the roots, and every directory that could not be read."""
+
+    case: str
+    observations: tuple[ArchivedObservation, ...]
+    unreadable: tuple[Unreadable, ...] = ()
+
+
+def read_archive(roots: Sequence[str | Path], case: str, superseded: CalibrationRecord | None = None) -> Archive:
+    """The observations of ``case`` in the gate runs and controls under ``roots`` (each a folder of runs, or a
+    run or control directory itself), then the distinct samples of ``superseded``, the record a new one replaces.
+    A root that is no folder is refused; a run that cannot be read is collected in ``unreadable``."""
+    found: list[ArchivedObservation] = []
+    unreadable: list[Unreadable] = []
+    runs: dict[Path, tuple[Path, str, tuple[str, str] | None]] = {}
+    for root in map(Path, roots):
+        if not root.is_dir():
+            raise BadInput(f"{display(root)}: no folder of runs to backtest on")
+        for run_dir, kind, told in _runs(root, 0, unreadable):
+            # Roots that overlap name a run twice; one named as a root itself is still its control's side.
+            earlier = runs.get(run_dir.resolve())
+            if earlier is None or (earlier[1] == GATE_RUN and kind != GATE_RUN):
+                runs[run_dir.resolve()] = (run_dir, kind, told)
+    for run_dir, kind, told in runs.values():
+        try:
+            observation = read_observation(run_dir, case, kind, told)
+        except BadInput as exc:
+            unreadable.append(Unreadable(display(run_dir), str(exc)))
+            continue
+        if observation is not None:
+            log.debug(f"{observation.source}: {observation.kind}, {observation.status}, known {observation.known}")
+            found.append(observation)
+    if superseded is not None:
+        found += record_samples(superseded)
+    log.info(f"archive of case {case}: {len(found)} observation(s), {len(unreadable)} unreadable")
+    return Archive(case, tuple(found), tuple(unreadable))
+
+
+def _runs(folder: Path, depth: int, unreadable: list[Unreadable]) -> Iterator[tuple[Path, str, tuple[str, str] | None]]:
+    """Each run directory under ``folder``: ``(run_dir, kind, what its control says of it)``. A control stands
+    for its two runs; a run is not looked into; hidden folders and links are not followed."""
+    if (folder / rundir.CONTROL).is_file():
+        try:
+            yield from control_runs(folder)
+        except BadInput as exc:
+            unreadable.append(Unreadable(display(folder), str(exc)))
+        return
+    if (folder / rundir.MANIFEST).is_file():
+        yield folder, GATE_RUN, None
+        return
+    if depth >= MAX_DEPTH:
+        return
+    try:
+        children = sorted(p for p in folder.iterdir()
+                          if p.is_dir() and not p.is_symlink() and not p.name.startswith("."))
+    except OSError as exc:
+        unreadable.append(Unreadable(display(folder), f"{display(folder)} cannot be listed: {exc.strerror or exc}"))
+        return
+    for child in children:
+        yield from _runs(child, depth + 1, unreadable)
+
+
+def control_runs(control_dir: Path) -> list[tuple[Path, str, tuple[str, str] | None]]:
+    """A control's current and candidate run directories, from its own record; the candidate is known bad when the
+    control's diagnosis found a regression in it."""
+    runs = _checked(control_dir / rundir.CONTROL, "control record", _run_names)
+    verdict = None
+    if (control_dir / rundir.DIAGNOSIS).is_file():
+        verdict = _checked(control_dir / rundir.DIAGNOSIS, "diagnosis",
+                           lambda d: text(mapping(d, "").get("verdict"), "verdict"))
+    told = (BAD, f"the candidate of a control that found a regression ({display(control_dir)})") \
+        if verdict == REGRESSION else None
+    return [(control_dir / runs[0], CONTROL_CURRENT, None), (control_dir / runs[1], CONTROL_CANDIDATE, told)]
+
+
+def _run_names(doc: Any) -> tuple[str, str]:
+    """The folders of a control's current and candidate runs, as its record names them."""
+    d = mapping(doc, "")
+    current, candidate = text(d.get("current"), "current"), text(d.get("candidate"), "candidate")
+    runs = mapping(d.get("runs"), "runs")
+    names = tuple(text(runs.get(release), f"runs.{release}") for release in (current, candidate))
+    for release, name in zip((current, candidate), names):
+        if Path(name).name != name or name in (".", ".."):
+            raise Wrong(f"runs.{release}", "expected the name of a folder in the control directory", name)
+    return names[0], names[1]
+
+
+def _checked(path: Path, what: str, check: Callable[[Any], Any]) -> Any:
+    """``check`` of the JSON in ``path``; one line naming the file and the key when it does not hold."""
+    doc = read_json_input(path, display(path))
+    try:
+        return check(doc)
+    except Wrong as wrong:
+        raise BadInput(f"{display(path)}: malformed {what}: {wrong.text}") from None
+
+
+def read_observation(run_dir: Path, case: str, kind: str = GATE_RUN,
+                     told: tuple[str, str] | None = None) -> ArchivedObservation | None:
+    """The observation of ``case`` in the gate run ``run_dir`` (None when the run does not list the case); a
+    damaged manifest, case result, result.json or bad mark is refused in one line naming the file."""
+    manifest = read_manifest(run_dir / rundir.MANIFEST)
+    if case not in manifest["cases"]:
+        return None
+    mark = read_mark(run_dir)
+    verdict = run_verdict(run_dir)
+    path = run_dir / rundir.CASES / f"{case}.json"
+    result = read_case_result(path, case, manifest.get("kit_version")) if path.is_file() else None
+    known, why = judged(kind, manifest, result, mark, told, verdict)
+    if result is None:
+        return ArchivedObservation(display(path), kind, known, why, case, None, None, None, None, MISSING, None)
+    return from_result(result, display(path), kind, known, why)
+
+
+def run_verdict(run_dir: Path) -> str | None:
+    """The gate verdict the run recorded in result.json; None when it wrote none (it was stopped)."""
+    path = run_dir / rundir.RESULT
+    if not path.is_file():
+        return None
+    return _checked(path, "run result", lambda d: text(mapping(d, "").get("verdict"), "verdict"))
+
+
+def judged(kind: str, manifest: Mapping[str, Any], result: CaseResult | None, mark: BadMark | None,
+           told: tuple[str, str] | None, verdict: str | None) -> tuple[str, str]:
+    """What is known of a run's verdict, and how (see the module): a mark first, then a fault copy, then what its
+    control said, then a passed run; anything else is unknown."""
+    if mark is not None:
+        return BAD, f"marked bad: {mark.reason}"
+    fault = fault_of(manifest, result.model_digest if result else None)
+    if fault is not None:
+        return BAD, f"a gate run of a fault-catalogue copy ({faultcopy.describe(fault)})"
+    if told is not None:
+        return told
+    words = _RUN_WORDS[kind]
+    if verdict == GATE_PASSED:
+        return GOOD, f"a passed {words}"
+    if verdict:
+        return UNKNOWN, f"{'an' if verdict[0] in 'aeiou' else 'a'} {verdict} {words}, not known bad"
+    return UNKNOWN, f"a {words} that recorded no verdict"
+
+
+def fault_of(manifest: Mapping[str, Any], digest: str | None) -> dict | None:
+    """The fault provenance of the model a case ran on (by its digest), None when it was no fault copy. A manifest
+    written before manifests recorded ``model_faults`` is answered by its main model's folder, if that is still
+    there and the case ran on it."""
+    if digest is None:
+        return None
+    faults = manifest.get("model_faults")
+    if isinstance(faults, dict):
+        found = faults.get(digest)
+        return found if isinstance(found, dict) else None
+    model = manifest.get("model")
+    if faults is not None or manifest.get("model_digest") != digest or not isinstance(model, str):
+        return None
+    try:
+        found = faultcopy.read_provenance(model)
+    except BadInput as exc:
+        found = {"unreadable": str(exc)}
+    return found
+
+
+def from_result(result: CaseResult, source: str, kind: str, known: str, why: str) -> ArchivedObservation:
+    """The figures of a case result a replay needs: per prompt and per decode check, with the failures no bound
+    decides (every bound line left out: a replay says its own), and the rest of the case's failures that no
+    prompt and no drift test gave."""
+    prompts = tuple(PromptFigures(p.id, p.bucket, _number(p.max_probability_error), _shift(p.top_probability_shift),
+                                  _kept(p.failures)) for p in result.prompts)
+    decode = tuple(PromptFigures(d.id, d.bucket, _number(d.max_probability_error), None, _kept(d.failures))
+                   for d in result.decode)
+    drift = result.drift.get("failures") if isinstance(result.drift, dict) else None
+    accounted = {f for p in result.prompts for f in p.failures} | {f for d in result.decode for f in d.failures} | set(
+        drift if isinstance(drift, list) else [])
+    return ArchivedObservation(
+        source=source, kind=kind, known=known, why=why, case=result.case, backend=result.backend,
+        fixture_sha256=result.fixture_sha256, golden_sha256=result.golden_sha256, model_digest=result.model_digest,
+        status=result.status, hardware=ran_on(result), prompts=prompts, decode=decode,
+        other_failures=tuple(f for f in result.failures if f not in accounted), drift_skipped=result.drift_skipped)
+
+
+def ran_on(result: CaseResult) -> str | None:
+    """The class of hardware a case ran on, where its result says: the class its calibration record measured when
+    the case ran that record's drift test (the kernel runs it only on the same class, or turned off), else the
+    one model of the GPUs the executor gave it (nvidia-smi's name, as accelerator() gives it); None otherwise."""
+    source = result.bound_source or {}
+    ran_drift = result.drift is not None or (result.drift_skipped or "").startswith(DRIFT_TURNED_OFF)
+    runtime = source.get("measured_on")
+    if source.get("kind") == "calibrated" and ran_drift and isinstance(runtime, dict):
+        name = measured_on({"fingerprint": {"runtime": runtime}})
+        if isinstance(name, str) and name:
+            return name
+    names = {d.get("name") for d in result.devices if isinstance(d, dict)}
+    if len(names) == 1:
+        name = names.pop()
+        return name if isinstance(name, str) and name else None
+    return None
+
+
+def record_samples(record: CalibrationRecord) -> list[ArchivedObservation]:
+    """Each distinct clean sample of ``record`` as an observation: known good, measured on the record's hardware,
+    with the record's inputs and each prompt in the record's bucket."""
+    buckets = {pid: int(p["bucket"]) for pid, p in record.prompts.items()}
+    where = display(record.path) if record.path else f"calibration record {record.sha256[:12]}"
+    hardware = measured_on({"fingerprint": record.fingerprint})
+    out = []
+    for s in distinct(record.samples):
+        prompts = tuple(PromptFigures(pid, buckets[pid], s.errors[pid], s.shifts.get(pid))
+                        for pid in sorted(s.errors) if pid in buckets)
+        out.append(ArchivedObservation(
+            source=f"{where} sample {s.variant} (launch {s.launch}, repeat {s.repeat})", kind=CALIBRATION_SAMPLE,
+            known=GOOD, why=f"a clean calibration sample of record {record.sha256[:12]}", case=record.case,
+            backend=record.backend, fixture_sha256=record.inputs.get("fixture_sha256"),
+            golden_sha256=record.inputs.get("golden_sha256"), model_digest=record.inputs.get("model_digest"),
+            status=PASSED, hardware=hardware, prompts=prompts))
+    return out
+
+
+def _kept(failures: Sequence[str]) -> tuple[str, ...]:
+    return tuple(f for f in failures if not is_bound_failure(f))
+
+
+def _number(value: float | None) -> float:
+    """A recorded error; None is how JSON kept a NaN (an unscorable prompt)."""
+    return float(value) if isinstance(value, (int, float)) else math.nan
+
+
+def _shift(value: float | None) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None

@@ -1,0 +1,223 @@
+"""The backtest of a new calibration record: every archived verdict it would turn, before it is blessed.
+
+New bounds are a new gate. Looser ones can pass what the old ones rightly failed (a fault copy, a regressed
+candidate); tighter ones can fail what was clean. Neither shows until a gate meets such a run again, so before
+a record replaces another, every observation of its case the archive holds (kit.baselines.archive) is judged
+again under it, from the numbers that run recorded, with no engine running:
+
+- the failures no bound decides stay as they were recorded (a missing token, a winner change, a non-finite
+  logprob, a refused decode divergence, a repeat that was not exact);
+- each prompt's (and each decode check's) recorded error meets its bucket's new bound, in kit.core.scoring's
+  words (``bound_failure``);
+- the drift test (kit.core.drift) runs against the new record's clean samples only where the run computed on the
+  class of hardware the record measured its noise on, as the gate runs it; elsewhere it is left out, and said so.
+
+A verdict that turns is a flip. A known-bad run that would now pass refuses the record (``refusals``); a
+known-good one that would now fail needs someone to accept it (``needs_acceptance``); the rest are listed.
+Observations made on other inputs (another fixture or golden) are not comparable and are skipped, each with its
+reason; a run that could not be read is counted, and refuses unless the caller chose to skip it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Iterable
+
+from kit.baselines.archive import BAD, DRIFT_TURNED_OFF, GOOD, Archive, ArchivedObservation, Unreadable
+from kit.core.calibration import CalibrationRecord, measured_on, uncovered
+from kit.core.drift import drift_of
+from kit.core.errors import BadInput
+from kit.core.records import FAILED, PASSED
+from kit.core.scoring import bound_failure, bound_for
+
+log = logging.getLogger(__name__)
+
+PASSES = "passes"  # a flip's first failure when there is none
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An observation the record cannot judge, and why."""
+
+    source: str
+    reason: str
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Flip:
+    """One archived verdict the new record would turn: ``was`` as recorded, ``now`` under the record, ``first`` its
+    first failure there (or "passes"), ``drift`` why the drift test was left out (None: it ran)."""
+
+    source: str
+    kind: str
+    known: str
+    why: str
+    was: str
+    now: str
+    first: str
+    drift: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "kind": self.kind, "known": self.known, "why": self.why, "was": self.was,
+                "now": self.now, "first": self.first, "drift": self.drift}
+
+
+@dataclass(frozen=True)
+class Backtest:
+    """A record replayed over an archive: how many observations it judged, what it skipped or could not read, and
+    every verdict it would turn."""
+
+    record: str  # the new record's SHA-256
+    case: str
+    replayed: int
+    flips: tuple[Flip, ...]
+    skipped: tuple[Skipped, ...] = ()
+    unreadable: tuple[Unreadable, ...] = ()
+    skip_unreadable: bool = False
+    drift_left_out: int = 0  # replayed observations judged without the drift test (other or unknown hardware)
+
+    @property
+    def refusals(self) -> list[Flip]:
+        """Known-bad runs the record would pass: each refuses the bless."""
+        return [f for f in self.flips if f.known == BAD and f.now == PASSED]
+
+    @property
+    def needs_acceptance(self) -> list[Flip]:
+        """Known-good observations the record would fail: each must be accepted by a person, or the record is not
+        blessed."""
+        return [f for f in self.flips if f.known == GOOD and f.now == FAILED]
+
+    @property
+    def failure_messages(self) -> list[str]:
+        """One line per reason the record cannot be blessed as it is, each naming its source."""
+        sha = self.record[:12]
+        lines = [f"{f.source}: known bad ({f.why}), {f.was} when it ran, would pass under record {sha}"
+                 for f in self.refusals]
+        lines += [f"{f.source}: known good ({f.why}), {f.was} when it ran, would fail under record {sha}: {f.first}"
+                  for f in self.needs_acceptance]
+        if not self.skip_unreadable:
+            lines += [f"{u.source}: unreadable, so not backtested: {u.reason}" for u in self.unreadable]
+        return lines
+
+    def to_dict(self) -> dict:
+        return {"record": self.record, "case": self.case, "replayed": self.replayed,
+                "refusals": len(self.refusals), "needs_acceptance": len(self.needs_acceptance),
+                "flips": [f.to_dict() for f in self.flips], "skipped": [s.to_dict() for s in self.skipped],
+                "unreadable": [u.to_dict() for u in self.unreadable], "skip_unreadable": self.skip_unreadable,
+                "drift_left_out": self.drift_left_out}
+
+
+def backtest(record: CalibrationRecord, observations: Archive | Iterable[ArchivedObservation],
+             skip_unreadable: bool = False) -> Backtest:
+    """Replay every observation (an Archive brings its unreadable runs too) under ``record``; see the module."""
+    if isinstance(observations, Archive):
+        found, unreadable = observations.observations, observations.unreadable
+    else:
+        found, unreadable = tuple(observations), ()
+    flips: list[Flip] = []
+    skipped: list[Skipped] = []
+    replayed = left_out = 0
+    reference = record.reference()  # once: it serializes the whole record to name it
+    for obs in found:
+        reason = _not_comparable(obs, record, reference)
+        if reason is not None:
+            skipped.append(Skipped(obs.source, reason))
+            continue
+        replayed += 1
+        status, failures = _replay(obs, record, reference)
+        drift = drift_left_out(obs, record)
+        left_out += drift is not None
+        if status != obs.status:
+            flips.append(Flip(obs.source, obs.kind, obs.known, obs.why, obs.status, status,
+                              failures[0] if failures else PASSES, drift))
+    result = Backtest(record.sha256, record.case, replayed, tuple(flips), tuple(skipped), tuple(unreadable),
+                      skip_unreadable, left_out)
+    log.info(f"backtest of record {record.sha256[:12]} ({record.case}): {replayed} replayed, {len(flips)} would "
+             f"turn ({len(result.refusals)} known bad would pass, {len(result.needs_acceptance)} known good would "
+             f"fail), {len(skipped)} not comparable, {len(unreadable)} unreadable")
+    return result
+
+
+def replay(observation: ArchivedObservation, record: CalibrationRecord) -> tuple[str, list[str]]:
+    """The status ``observation`` would get under ``record``, and its failures in the order the gate gives them
+    (per prompt, then decode checks, then the drift test, then the rest). One it cannot judge is refused."""
+    reference = record.reference()
+    reason = _not_comparable(observation, record, reference)
+    if reason is not None:
+        raise BadInput(f"{observation.source}: cannot be judged by record {record.sha256[:12]}: {reason}")
+    return _replay(observation, record, reference)
+
+
+def _replay(obs: ArchivedObservation, record: CalibrationRecord, reference: dict) -> tuple[str, list[str]]:
+    bounds = reference["bounds"]
+    failures: list[str] = []
+    for p in obs.prompts:
+        failures += p.failures
+        over = bound_failure(p.error, bound_for(p.bucket, None, bounds), p.bucket)
+        if over is not None:
+            failures.append(f"{p.id}: {over}")
+    for d in obs.decode:
+        failures += d.failures
+        over = bound_failure(d.error, bound_for(d.bucket, None, bounds), d.bucket)
+        if over is not None:  # the largest error over the steps compared: which step, the record does not say
+            failures.append(f"{d.id}: decode: {over}")
+    if drift_left_out(obs, record) is None:
+        failures += _drift_failures(obs, reference)
+    failures += obs.other_failures
+    return (FAILED if failures else PASSED), failures
+
+
+def _drift_failures(obs: ArchivedObservation, reference: dict) -> list[str]:
+    """The drift test of the observation's scorable prompts against the record's clean samples."""
+    measured = set(reference["prompt_ids"])
+    scored = [p for p in obs.prompts
+              if p.id in measured and math.isfinite(p.error) and p.shift is not None and math.isfinite(p.shift)]
+    if not scored:  # nothing to average: the prompts' own failures say why
+        return []
+    return drift_of({p.id: p.error for p in scored}, {p.id: float(p.shift or 0.0) for p in scored},
+                    reference).failures
+
+
+def drift_left_out(obs: ArchivedObservation, record: CalibrationRecord) -> str | None:
+    """Why the drift test does not judge ``obs`` under ``record`` (None: it does). As in the gate: only on the
+    class of hardware the record measured its noise on (a record that names none holds everywhere), never where
+    the case turned it off; and a run that does not say where it ran is not taken to be on the same class."""
+    if (obs.drift_skipped or "").startswith(DRIFT_TURNED_OFF):
+        return f"drift left out: the case's drift test was {obs.drift_skipped}"
+    measured = measured_on({"fingerprint": record.fingerprint})
+    if measured is None:
+        return None
+    if obs.hardware is None:
+        return f"drift left out: the run does not say which hardware it ran on; the record measured noise on {measured}"
+    if obs.hardware != measured:
+        return f"drift left out: calibration measured on other hardware, {measured}; this run ran on {obs.hardware}"
+    return None
+
+
+def not_comparable(obs: ArchivedObservation, record: CalibrationRecord) -> str | None:
+    """Why ``record`` cannot judge ``obs`` (None: it can): nothing was judged when it ran, another case, fixture,
+    golden or backend, or prompts the record has no bound for. The model may differ: a fault copy's runs are what
+    a backtest is for."""
+    return _not_comparable(obs, record, record.reference())
+
+
+def _not_comparable(obs: ArchivedObservation, record: CalibrationRecord, reference: dict) -> str | None:
+    if obs.status not in (PASSED, FAILED):
+        return f"status {obs.status} when it ran: nothing was judged, so nothing to replay"
+    if obs.case != record.case:
+        return f"another case: {obs.case}, the record calibrates {record.case}"
+    for what in ("fixture", "golden"):
+        have, want = getattr(obs, f"{what}_sha256"), record.inputs.get(f"{what}_sha256")
+        if have != want:
+            return f"another {what}: the run used {str(have)[:12]}, the record was made for {str(want)[:12]}"
+    if obs.backend is not None and obs.backend != record.backend:
+        return f"another backend: the run ran {obs.backend}, the record measured {record.backend}"
+    if not obs.prompts:
+        return "no prompt was scored"
+    gap = uncovered(reference, obs.buckets)
+    return f"the record does not cover it: {gap}" if gap else None
