@@ -100,6 +100,10 @@ class BackendInfo:
     # "module:function": ``function(options) -> str``, the key of what decides the bits of this backend's
     # results under a case's options (kit.core.runtime). An exact golden holds only where its key is equal.
     exact_runtime: str = "kit.core.runtime:host_runtime_of"
+    # "module:function": ``function(provenance) -> str | None``, the runtime key of an exact golden of this backend
+    # made before goldens recorded one, where its record says enough (None where it does not); "" for none: such
+    # a golden holds on no runtime.
+    legacy_runtime: str = ""
     # "module:function": ``function(options) -> dict`` of environment variables a case kernel must start with
     # (settings a library reads once, when it loads: the kernels an hf case pins); "" for none.
     kernel_env: str = ""
@@ -135,6 +139,13 @@ class BackendInfo:
     def runtime_key(self, options: dict) -> str:
         """This host's runtime key for a case of this backend with ``options`` (see ``exact_runtime``)."""
         return str(_call(self.exact_runtime, dict(options)))
+
+    def legacy_runtime_key(self, provenance: dict) -> str | None:
+        """The runtime key an exact golden of this backend that records none holds on (see ``legacy_runtime``)."""
+        if not self.legacy_runtime:
+            return None
+        key = _call(self.legacy_runtime, dict(provenance))
+        return None if key is None else str(key)
 
     def golden_case_options(self, request: dict) -> dict:
         """The case options `golden make` opens this backend with; a backend that makes no goldens is refused

@@ -11,11 +11,14 @@ from __future__ import annotations
 import functools
 import re
 from importlib import metadata
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from kit.backends.base import Backend, BackendInfo
 from kit.core.errors import BadInput
 from kit.core.spec import CaseSpec
+
+if TYPE_CHECKING:
+    from kit.core.golden import Golden
 
 GROUP = "parity_kit.backends"
 # The reference: the backend whose float32 results the semantic goldens are (`golden make`'s default), and
@@ -99,6 +102,36 @@ def localizable() -> list[str]:
 
 def open_backend(spec: CaseSpec) -> Backend:
     return get(spec.backend).open(spec)
+
+
+def legacy_runtime(provenance: dict) -> str | None:
+    """The runtime key of an exact golden made before goldens recorded one, where its record says enough: what its
+    backend's ``legacy_runtime`` hook recovers; None for a golden that names no backend installed here, or one
+    without the hook (an XLA golden's features were never written down)."""
+    name = provenance.get("backend")
+    info = registry().get(name) if isinstance(name, str) else None
+    return info.legacy_runtime_key(provenance) if info is not None else None
+
+
+def golden_runtime(provenance: dict) -> str | None:
+    """The runtime key an exact golden holds on: the one it records, else what its record implies."""
+    return provenance.get("runtime") or legacy_runtime(provenance)
+
+
+def choose_for_runtime(goldens: Sequence[Golden], runtime: str) -> Golden | None:
+    """The golden made on ``runtime``, else None (kit.core.golden.choose_for_runtime, with each golden's runtime
+    as its backend reads it)."""
+    from kit.core.golden import choose_for_runtime as choose
+
+    return choose(goldens, runtime, golden_runtime)
+
+
+def duplicate_runtime(goldens: Sequence[Golden]) -> tuple[Golden, Golden] | None:
+    """Two goldens of one list made on one runtime (kit.core.golden.duplicate_runtime, with each golden's runtime
+    as its backend reads it)."""
+    from kit.core.golden import duplicate_runtime as duplicate
+
+    return duplicate(goldens, golden_runtime)
 
 
 def remake_command(golden, model: str, fixture: str, out: str, options: dict | None = None) -> str:

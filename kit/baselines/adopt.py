@@ -14,7 +14,8 @@ from pathlib import Path
 from kit.calibrate.run import reproducing_command
 from kit.core.calibration import CalibrationRecord, load_record, measured_on
 from kit.core.errors import BadInput
-from kit.core.golden import golden_runtime, load_golden
+from kit.backends.registry import golden_runtime
+from kit.core.golden import load_golden
 from kit.core.lineage import FIRST_REASON, LineageEntry, entry_of, write_entry
 from kit.core import paths
 from kit.descriptor.load import load_descriptor

@@ -12,7 +12,6 @@ for a case measured as it is set now; one calibration at a time holds a director
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import logging
 import os
@@ -313,26 +312,3 @@ def write_record(record: CalibrationRecord, to: Path) -> Path:
 
 def load_index(run_dir: str | Path) -> dict:
     return read_json(Path(run_dir) / INDEX)
-
-
-
-def measure_in_process(spec: CaseSpec, samples_path: str | Path, command: Sequence[str] = ("in-process",)
-                       ) -> CalibrationRecord:
-    """A record of ``spec`` measured in this process (no kernel, no file under calibrations/): for tests
-    and benchmarks that need the noise of the host they run on."""
-    from kit.case.calibrate import calibrate_case
-
-    variants = variants_for(spec)
-    entries = calibrate_case(spec, variants, samples_path)
-    return build_record(spec, variants, entries, list(command))
-
-
-def on_this_hardware(spec: CaseSpec, samples_path: str | Path) -> CaseSpec:
-    """``spec`` as it is, when its calibration was measured on this host's class of hardware; else with a
-    calibration measured here, in process (a record of another instruction-set level has other noise)."""
-    from kit.core.calibration import hardware_change
-
-    if spec.calibration is None or hardware_change(spec.calibration, spec.options) is None:
-        return spec
-    record = measure_in_process(spec, samples_path)
-    return dataclasses.replace(spec, calibration={**record.reference(), "accept": []}, bucket_bounds=record.bounds)

@@ -20,14 +20,14 @@ import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from kit import __version__
 from kit.core.errors import BadInput
 from kit.core.fixture import Fixture
 from kit.core.jsonio import canonical_bytes, read_input_bytes, sha256_bytes, surrogate_place, write_canonical
 from kit.core.records import Continuation, Observation
-from kit.core.runtime import golden_runtime, hardware
+from kit.core.runtime import hardware
 from kit.core.text import lone_surrogate, printable
 
 KINDS = ("semantic", "exact")
@@ -293,17 +293,22 @@ def check_golden_matches_fixture(golden: Golden, fixture: Fixture) -> None:
         raise BadInput(f"golden {golden.path} case ids disagree with fixture {fixture.path.name}: {'; '.join(parts)}")
 
 
-def choose_for_runtime(goldens: Sequence[Golden], runtime: str) -> Golden | None:
-    """The golden made on ``runtime`` (its key, kit.core.runtime), else None: an exact golden never falls
-    back to another runtime's, whose bits differ."""
-    return next((g for g in goldens if golden_runtime(g.provenance) == runtime), None)
+# What a golden's provenance says of the runtime it holds on (kit.backends.registry.golden_runtime: the key it
+# records, else what its backend can tell from the rest of its record).
+RuntimeOf = Callable[[dict], "str | None"]
 
 
-def duplicate_runtime(goldens: Sequence[Golden]) -> tuple[Golden, Golden] | None:
+def choose_for_runtime(goldens: Sequence[Golden], runtime: str, runtime_of: RuntimeOf) -> Golden | None:
+    """The golden made on ``runtime`` (its key, kit.core.runtime, as ``runtime_of`` reads it from a golden's
+    provenance), else None: an exact golden never falls back to another runtime's, whose bits differ."""
+    return next((g for g in goldens if runtime_of(g.provenance) == runtime), None)
+
+
+def duplicate_runtime(goldens: Sequence[Golden], runtime_of: RuntimeOf) -> tuple[Golden, Golden] | None:
     """Two goldens of one list made on one runtime (which of them would judge is then arbitrary)."""
     seen: dict[str, Golden] = {}
     for g in goldens:
-        key = golden_runtime(g.provenance)
+        key = runtime_of(g.provenance)
         if key is None:
             continue
         if key in seen:

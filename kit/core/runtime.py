@@ -168,21 +168,6 @@ def xla_runtime_of(options: dict | None = None) -> str:
     return host_runtime_of(options) if device.startswith("cuda") else xla_cpu_runtime()
 
 
-def legacy_runtime(provenance: dict) -> str | None:
-    """The runtime key of an exact golden made before goldens recorded one, where its record says enough:
-    an hf golden made on an x86-64-v3 host ran torch's AVX2 kernels with oneDNN's AVX2 ones and MKL's branch
-    for that CPU; nothing else can be recovered (an XLA golden's features were never written down)."""
-    hardware_text = str(provenance.get("hardware", ""))
-    release = provenance.get("release") or {}
-    if provenance.get("backend") != "hf" or release.get("device", "cpu") != "cpu":
-        return None
-    model = hardware_text.split(" (", 1)[0]
-    vendor = "AuthenticAMD" if model.startswith("AMD") else "GenuineIntel" if model.startswith("Intel") else None
-    if vendor is None or not hardware_text.endswith(", x86-64-v3)"):
-        return None
-    return f"torch-cpu x86_64 aten=avx2 onednn=avx2 mkl={vendor} {model}"
-
-
 def runtime_slug(runtime: str) -> str:
     """A short file-name tag for a runtime key: the pinned AVX2 torch runtime by name, others by digest."""
     import hashlib
@@ -190,11 +175,6 @@ def runtime_slug(runtime: str) -> str:
     if runtime.startswith("torch-cpu ") and " aten=avx2 onednn=avx2 mkl=AVX2" in runtime:
         return "cpu-avx2-pinned"
     return "rt-" + hashlib.sha256(runtime.encode()).hexdigest()[:10]
-
-
-def golden_runtime(provenance: dict) -> str | None:
-    """The runtime key an exact golden holds on: the one it records, else what its record implies."""
-    return provenance.get("runtime") or legacy_runtime(provenance)
 
 
 # What moves numerics besides the code: the libraries that compute, and the environment variables that

@@ -15,10 +15,9 @@ from kit.backends import registry
 from kit.core import paths
 from kit.core.calibration import CalibrationRecord, load_record, measured_on, record_for_host, same_class
 from kit.core.errors import BadInput
-from kit.core.golden import choose_for_runtime, load_golden
+from kit.core.golden import load_golden
 from kit.core.jsonio import read_input_bytes, sha256_file
 from kit.core.lineage import LineageEntry, heads, load_folder
-from kit.core.runtime import golden_runtime
 from kit.core.spec import CaseSpec
 from kit.descriptor.code_settings import warn_code_settings
 from kit.descriptor.schema import (CASE_NAME, CaseBase, CustomNotebook, Descriptor, ModelRef, Release, Resources,
@@ -139,13 +138,13 @@ class LoadedDescriptor:
         if entry not in self._exact:
             self._exact[entry] = [load_golden(f) for f in self.golden_files(entry)]
         goldens = self._exact[entry]
-        chosen = choose_for_runtime(goldens, runtime)
+        chosen = registry.choose_for_runtime(goldens, runtime)
         if chosen is not None:
             return chosen.path, None, runtime
         return None, self._no_golden_here(entry, goldens, runtime, case), runtime
 
     def _no_golden_here(self, name: str, goldens: list, runtime: str, case: CaseBase) -> str:
-        made_on = "; ".join(dict.fromkeys(str(golden_runtime(g.provenance) or g.provenance.get("hardware"))
+        made_on = "; ".join(dict.fromkeys(str(registry.golden_runtime(g.provenance) or g.provenance.get("hardware"))
                                           for g in goldens))
         first = goldens[0]
         model = next((m.path for m in (self.doc.model, *self.doc.models.values()) if m.digest == first.model_digest),

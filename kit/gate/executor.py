@@ -414,8 +414,8 @@ def run_cases(run: GateRun, jobs: int | None = None,
                 fut.cancel()
             stop_all()  # the running cases then end as errors, their partial notebooks kept; waiting ones never start
             for fut, spec in futures.items():  # their kernels are dead: each ends now, recorded
-                if not fut.cancelled() and fut.result() is not None:
-                    run.results[spec.name] = fut.result()
+                if not fut.cancelled() and (ended := fut.result()) is not None:
+                    run.results[spec.name] = ended
             raise
 
 

@@ -98,8 +98,10 @@ def write_junit_from_disk(path: str | Path, run_dirs: Sequence[str | Path | None
     happens to live there is never reported as this one. Returns None when no run had started."""
     suites = []
     for run_dir in run_dirs:
-        manifest = Path(run_dir) / rundir.MANIFEST if run_dir else None
-        if manifest is None or not manifest.is_file() or manifest.stat().st_mtime < since - 1:
+        if not run_dir:
+            continue
+        manifest = Path(run_dir) / rundir.MANIFEST
+        if not manifest.is_file() or manifest.stat().st_mtime < since - 1:
             continue  # the 1 s: coarse file-system clocks
         view = read_run(run_dir)
         name = view.manifest["name"] + (f".{view.release}" if per_release else "")

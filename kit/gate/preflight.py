@@ -20,11 +20,9 @@ from kit.core.calibration import case_device, check_case_inputs, hardware_change
 from kit.core.decode import check_continuations_fit, check_decode_golden
 from kit.core.errors import BadInput
 from kit.core.fixture import Fixture, Prompt, load_fixture
-from kit.core.golden import (Golden, check_golden_matches_fixture, check_golden_vocabulary, duplicate_runtime,
-                             load_golden)
+from kit.core.golden import Golden, check_golden_matches_fixture, check_golden_vocabulary, load_golden
 from kit.core.modelconfig import check_prompts_fit, model_limits
 from kit.core.modeldigest import DigestCache, check_model_digest
-from kit.core.runtime import golden_runtime
 from kit.descriptor.plan import CasePlan, GoldenEntry, Outline, Plan
 from kit.descriptor.schema import case_schemas
 from kit.run.mainkernel import provide_main_kernel, registered_kernels
@@ -222,14 +220,14 @@ def check_exact_runtimes(entry: GoldenEntry, listed: Sequence[Golden]) -> None:
     would judge a case is otherwise arbitrary."""
     where = f"{entry.where}: goldens.{entry.name}"
     for golden in listed:
-        key = golden.provenance.get("runtime", golden_runtime(golden.provenance))
+        key = golden.provenance.get("runtime", registry.golden_runtime(golden.provenance))
         if not isinstance(key, str) or not key:
             raise BadInput(f"{where}: exact golden {paths.display(golden.path)} records no runtime it holds on "
                            f"(made on {golden.provenance.get('hardware')!r}); remake it with `parity-kit golden make`")
-    twice = duplicate_runtime(listed)
+    twice = registry.duplicate_runtime(listed)
     if twice:
         raise BadInput(f"{where}: {paths.display(twice[0].path)} and {paths.display(twice[1].path)} were both made "
-                       f"on {golden_runtime(twice[0].provenance)}; list one golden per runtime")
+                       f"on {registry.golden_runtime(twice[0].provenance)}; list one golden per runtime")
 
 
 def used_goldens(plan: Plan, by_path: dict[str, Golden]) -> dict[str, Golden]:

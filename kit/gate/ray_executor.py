@@ -28,6 +28,7 @@ at the same path on every node, as a shared filesystem gives.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import shutil
@@ -334,16 +335,18 @@ def _drive(ray, run: GateRun, live: dict, start, finish) -> None:
 def _outcome(ray, ref, sub: _Submitted, cases: Path, expected: Expected | None = None) -> CaseResult:
     spec = sub.spec
     notebook = paths.display(cases / f"{spec.name}.ipynb")
-    base = {"case": spec.name, "backend": spec.backend, "finished_at": now_iso(),
-            "notebook": str(cases / f"{spec.name}.ipynb"), "bound": spec.bound, "golden_kind": spec.golden_kind}
+    # What every result the executor writes for the task says of the case (it finished now).
+    result = functools.partial(CaseResult, case=spec.name, backend=spec.backend, finished_at=now_iso(),
+                               notebook=str(cases / f"{spec.name}.ipynb"), bound=spec.bound,
+                               golden_kind=spec.golden_kind)
     try:
         return CaseResult.from_dict(ray.get(ref))
     except ray.exceptions.TaskCancelledError:
         if sub.gave_up_waiting:
-            return record(cases, CaseResult(**{**base, "notebook": None}, status=ERROR, error=(
+            return record(cases, result(notebook=None, status=ERROR, error=(
                 f"waited {sub.resources.max_wait_s:g} s for {asked(sub.resources)} and never started; "
                 "its Ray task was cancelled")))
-        return record(cases, CaseResult(**base, status=TIMEOUT, error=(
+        return record(cases, result(status=TIMEOUT, error=(
             f"exceeded its timeout of {spec.timeout_s:g} s and did not return; its Ray task was cancelled; "
             f"partial notebook {notebook}")), expected)
     except Exception as exc:
@@ -352,7 +355,7 @@ def _outcome(ray, ref, sub: _Submitted, cases: Path, expected: Expected | None =
                                                           ray.exceptions.NodeDiedError,
                                                           ray.exceptions.OutOfMemoryError))
                 else "its Ray task failed")
-        return record(cases, CaseResult(**base, status=ERROR, error=(
+        return record(cases, result(status=ERROR, error=(
             f"{what} ({type(exc).__name__}) on attempt {tries} of {1 + sub.retries}; "
             f"partial notebook {notebook}")), expected)
 

@@ -82,6 +82,7 @@ def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: fl
                          f"{r.counts()['prompts']} prompts passes on the first token")
         elif r.status == FAILED:
             w = r.worst
+            assert w is not None  # a failed verdict covers the case's prompts (kit.core.coverage)
             lines.append(f"- {md(name, code=True)} ({md(r.backend)}): **failed** on {r.counts()['failed']} of "
                          f"{r.counts()['prompts']} prompts; worst {md(w.id, code=True)} (bucket {w.bucket}): "
                          f"{md(_worst_reason(w))}")
@@ -94,6 +95,7 @@ def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: fl
                     key=lambda r: r.max_probability_error or 0)
         if worst is not None:
             w = worst.worst
+            assert w is not None  # chosen among the results with prompts
             bound = f"bound {w.bound:g}" if w.bound is not None else "exact"
             lines.append(f"Largest error: {md(worst.case, code=True)} on {md(w.id, code=True)}: max probability error "
                          f"{w.max_probability_error:.3g} ({bound}).")

@@ -124,6 +124,7 @@ def plan(cases_dir: Path, specs: Sequence[CaseSpec], fixture_sha256: str, golden
         if reason is None and (notebooks_then or {}).get(spec.name) != (notebooks_now or {}).get(spec.name):
             reason = "its custom notebook changed"
         if reason is None:
+            assert old is not None  # _assess finds no reason against a result only in one it read
             out.reused[spec.name] = old
         elif selected is None or spec.name in selected:
             out.rerun[spec.name] = reason

@@ -84,9 +84,11 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
     store = Path(store).resolve() if store else (run_dir.parent / "releases").resolve()
     command = list(command or ["parity-kit", "refresh", str(descriptor)])
     started = now_iso()
-    record = {"kind": "refresh", "name": desc.name, "descriptor": str(desc.path), "inputs": inputs.to_dict(),
-              "store": str(store), "current": current, "command": command, "kit_version": __version__,
-              "started_at": started, "timings_s": {}}
+    timings: dict[str, float] = {}  # seconds per step, written with the record
+    record: dict[str, object] = {
+        "kind": "refresh", "name": desc.name, "descriptor": str(desc.path), "inputs": inputs.to_dict(),
+        "store": str(store), "current": current, "command": command, "kit_version": __version__,
+        "started_at": started, "timings_s": timings}
     log.log(NOTICE, f"refresh [bold]{escape(desc.name)}[/]: fork {escape(str(inputs.repo))} "
                     f"({inputs.base[:12]}..{inputs.tip[:12]}) onto {escape(upstream_ref)} ({inputs.upstream[:12]}) "
                     f"-> {escape(str(run_dir))}", extra=MARKUP)
@@ -94,17 +96,18 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
     # 1. build
     log.log(NOTICE, f"[bold][1/4] build[/]: replaying the overlay on {escape(branch)}, building wheels", extra=MARKUP)
     t0 = time.perf_counter()
-    params = {"fork_repo": str(inputs.repo), "upstream_ref": upstream_ref, "base": inputs.base, "tip": inputs.tip,
-              "fork": inputs.fork, "build_command": list(build_command) if build_command else None,
-              "branch": branch, "step_dir": str(run_dir / "build"), "store": str(store)}
+    params: dict[str, object] = {
+        "fork_repo": str(inputs.repo), "upstream_ref": upstream_ref, "base": inputs.base, "tip": inputs.tip,
+        "fork": inputs.fork, "build_command": list(build_command) if build_command else None,
+        "branch": branch, "step_dir": str(run_dir / "build"), "store": str(store)}
     error = _step(BUILD_NOTEBOOK, run_dir / "build.ipynb", params, build_timeout_s, run_dir / "build.kernel.log")
-    record["timings_s"]["build"] = time.perf_counter() - t0
+    timings["build"] = time.perf_counter() - t0
     if not (run_dir / "build" / build.RECORD).is_file():
         return _finish(run_dir, record, INCOMPLETE, f"the build notebook did not finish: {error}; partial "
                        f"notebook {run_dir / 'build.ipynb'}", DIAGNOSIS_EXIT_CODES[INCOMPLETE], [])
     built = build.load_outcome(run_dir / "build")
     style = "green" if built.built else "red"
-    log.log(NOTICE, f"  [{style}]{built.status}[/]: {escape(built.reason)} ({record['timings_s']['build']:.1f} s)",
+    log.log(NOTICE, f"  [{style}]{built.status}[/]: {escape(built.reason)} ({timings['build']:.1f} s)",
             extra=MARKUP)
     if not built.built:
         return _finish(run_dir, record, BUILD_STOPPED, f"build {built.status}: {built.reason}", EXIT_BUILD,
@@ -117,14 +120,14 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
               "case": qualify_case, "bucket": qualify_bucket, "step_dir": str(run_dir / "qualify")}
     error = _step(QUALIFY_NOTEBOOK, run_dir / "qualify.ipynb", params, qualify_timeout_s,
                   run_dir / "qualify.kernel.log")
-    record["timings_s"]["qualify"] = time.perf_counter() - t0
+    timings["qualify"] = time.perf_counter() - t0
     if not (run_dir / "qualify" / qualify.RECORD).is_file():
         return _finish(run_dir, record, INCOMPLETE, f"the qualify notebook did not finish: {error}; partial "
                        f"notebook {run_dir / 'qualify.ipynb'}", DIAGNOSIS_EXIT_CODES[INCOMPLETE], [])
     q = qualify.load_outcome(run_dir / "qualify")
     style = "green" if q.qualified else "red"
     log.log(NOTICE, f"  [{style}]{'qualified' if q.qualified else 'not qualified'}[/]: {escape(q.reason)} "
-                    f"({record['timings_s']['qualify']:.1f} s)", extra=MARKUP)
+                    f"({timings['qualify']:.1f} s)", extra=MARKUP)
     if not q.qualified:
         return _finish(run_dir, record, NOT_QUALIFIED, f"qualification of {built.tag} failed: {q.reason}",
                        EXIT_NOT_QUALIFIED, [])
@@ -141,7 +144,7 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
     error = build_control_notebook(control.control_dir)
     if error:
         log.error(f"[red]the control notebook failed[/]: {escape(error)}", extra=MARKUP)
-    record["timings_s"]["control"] = time.perf_counter() - t0
+    timings["control"] = time.perf_counter() - t0
     d = control.diagnosis
     next_steps = _publish_steps(built, run_dir, desc.path, current, backend, q) if d.verdict == QUALIFIED else []
     return _finish(run_dir, record, d.verdict, d.reason, d.exit_code, next_steps)

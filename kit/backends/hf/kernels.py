@@ -33,6 +33,21 @@ def exact_runtime(options: dict) -> str:
     return torch_cpu_runtime({**os.environ, **pin_env(options)})
 
 
+def legacy_runtime(provenance: dict) -> str | None:
+    """The runtime key of an hf exact golden made before goldens recorded one, where its record says enough: a
+    golden made on an x86-64-v3 host's CPU ran torch's AVX2 kernels with oneDNN's AVX2 ones and MKL's branch for
+    that CPU; nothing else can be recovered (an AVX-512 host's oneDNN may have run bf16 or VNNI code)."""
+    hardware_text = str(provenance.get("hardware", ""))
+    release = provenance.get("release") or {}
+    if release.get("device", "cpu") != "cpu":
+        return None
+    model = hardware_text.split(" (", 1)[0]
+    vendor = "AuthenticAMD" if model.startswith("AMD") else "GenuineIntel" if model.startswith("Intel") else None
+    if vendor is None or not hardware_text.endswith(", x86-64-v3)"):
+        return None
+    return f"torch-cpu x86_64 aten=avx2 onednn=avx2 mkl={vendor} {model}"
+
+
 def apply_pin(options: dict) -> None:
     """Put the pin in this process's environment before torch reads it, or refuse where it is too late."""
     wanted = pin_env(options)

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from kit.calibrate.run import on_this_hardware
 from kit.case.interpreter import run_case_fresh
 from kit.case.runner import run_case
 from kit.core.modeldigest import model_digest
@@ -24,6 +23,7 @@ from kit.faults.catalogue import CATALOGUE, Fault
 from kit.core.spec import on_model
 from kit.faults.effect import (effect_runtime, embedded_cases, failed_by, healthy_noise, hf_float32_effect,
                                largest_error)
+from support.calibration import on_this_hardware
 
 EFFECTS = Path(__file__).resolve().parents[2] / "support" / "fault_effects.json"
 HF_FACTOR = 1.5  # issue 16: at least this many times the clean hf-bf16 error fails hf-bf16

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from kit.backends.registry import remake_command
-from kit.core.golden import Golden, choose_for_runtime, duplicate_runtime, golden_filename
-from kit.core.runtime import (TORCH_AVX2_PIN, aten_capability, cpuinfo_fields, golden_runtime, hardware,
-                              host_isa_level, isa_level, legacy_runtime, onednn_isa, runtime_slug,
-                              torch_cpu_runtime, xla_cpu_runtime)
+from kit.backends.registry import choose_for_runtime, duplicate_runtime, golden_runtime, legacy_runtime, remake_command
+from kit.core.golden import Golden, golden_filename
+from kit.core.runtime import (TORCH_AVX2_PIN, aten_capability, cpuinfo_fields, hardware, host_isa_level, isa_level,
+                              onednn_isa, runtime_slug, torch_cpu_runtime, xla_cpu_runtime)
 
 V1 = {"cmov", "cx8", "fpu", "fxsr", "mmx", "syscall", "sse", "sse2"}
 V2 = V1 | {"cx16", "lahf_lm", "popcnt", "pni", "sse4_1", "sse4_2", "ssse3"}
