@@ -511,8 +511,10 @@ def _baseline_status(args) -> int:
 def _baseline_make(args) -> int:
     from kit.baselines.make import make_baselines
 
+    # The command as typed, less the verbosity flags (they change no baseline).
+    typed = ["parity-kit", *(a for a in sys.argv[1:] if a not in ("-q", "--quiet", "-v", "--verbose"))]
     outcome = make_baselines(args.descriptor, args.cases, args.reason, args.again, args.accept_flips, args.archive,
-                             args.skip_unreadable, args.jobs, args.out, _command("baseline"))
+                             args.skip_unreadable, args.jobs, args.out, typed if "baseline" in typed else None)
     for line in outcome.refusals:
         print(f"refused: {line}")
     if outcome.work_dir is not None:

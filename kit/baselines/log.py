@@ -6,6 +6,7 @@ name: these read from the chain and from nothing else, so the chain is shown as 
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -46,7 +47,7 @@ def chain_lines(c: Chain) -> list[str]:
         tested = _backtest_text(step)
         change = _bounds_change(before, step)
         lines.append(f"  {step.created_at[:19]}  {step.file}  {step.reason}")
-        lines.append(f"      by `{' '.join(step.command)}`; {tested}{change}")
+        lines.append(f"      by `{shlex.join(step.command)}`; {tested}{change}")
         before = step
     return lines
 
@@ -55,9 +56,12 @@ def _backtest_text(step: LineageEntry) -> str:
     bt = step.backtest
     if bt is None:
         return "no backtest (made before baselines kept one)"
-    flips = bt.get("flips", 0)
+    gate = f"evidence gate {bt['evidence_gate']}" if bt.get("evidence_gate") else ""
+    if "replayed" not in bt:  # a golden: judged bit for bit by the evidence gate, no bounds to replay
+        return gate or "no backtest"
     accepted = f", flips accepted: {bt['accepted']}" if bt.get("accepted") else ""
-    return f"backtest over {bt.get('replayed', 0)} observations, {flips} verdicts flipped{accepted}"
+    tested = f"backtest over {bt['replayed']} observations, {bt.get('flips', 0)} verdicts flipped{accepted}"
+    return f"{tested}; {gate}" if gate else tested
 
 
 def _bounds_change(before: LineageEntry | None, step: LineageEntry) -> str:

@@ -34,7 +34,7 @@ from kit.baselines.adopt import first_entry
 from kit.baselines.archive import Archive, read_archive
 from kit.baselines.backtest import Backtest, backtest
 from kit.descriptor.standing import FALLBACK, MATCH, MISSING, BaselineRow, plan_rows
-from kit.calibrate.run import calibrate_case
+from kit.calibrate.run import calibrate_case, reproducing_command
 from kit.core import paths, rundir
 from kit.core.calibration import load_record, measured_on
 from kit.core.errors import BadInput
@@ -44,13 +44,16 @@ from kit.core.lineage import LineageEntry, heads, write_entry
 from kit.core.results import PASSED, now_iso
 from kit.descriptor.load import LoadedDescriptor, load_descriptor, with_baselines
 from kit.descriptor.plan import Plan, resolve
+from kit.gate.report import render_html
 from kit.gate.run import execute_gates, finish_gate, start_gate
+from kit.run.notebook import run_notebook
 from kit.run.output import MARKUP, NOTICE
 
 log = logging.getLogger(__name__)
 
 RECORD = "baseline.json"
 EVIDENCE = "evidence.md"
+EVIDENCE_NOTEBOOK = paths.NOTEBOOKS / "baseline.ipynb"
 
 
 @dataclass
@@ -107,7 +110,8 @@ def make_baselines(descriptor: str | Path, only: Sequence[str] | None = None, re
     if accept_flips is not None and not accept_flips.strip():
         raise BadInput("--accept-flips: empty; accepting a known-good run's new failure needs its reason")
     desc = load_descriptor(descriptor)
-    command = list(command or ["parity-kit", "baseline", "make", str(descriptor), "--reason", reason])
+    # As a record keeps a command: what remakes it, without the scratch folder it was made in.
+    command = reproducing_command(command or ["parity-kit", "baseline", "make", str(descriptor), "--reason", reason])
     plan = resolve(desc, only)
     folders = _folders(plan)
     before = plan_rows(plan)
@@ -131,10 +135,23 @@ def make_baselines(descriptor: str | Path, only: Sequence[str] | None = None, re
     if not outcome.refusals:
         _evidence_gate(desc, plan, made, work_dir, jobs, command, outcome)
     if outcome.blessed:
-        outcome.written = _place(plan, folders, made, reason, command, accept_flips)
+        outcome.written = _place(plan, folders, made, reason, command, accept_flips, outcome.gate_verdict)
     write_json(work_dir / RECORD, outcome.to_dict())
     atomic_write_bytes(work_dir / EVIDENCE, evidence_markdown(outcome).encode("utf-8"))
+    _render_evidence(work_dir)
     return outcome
+
+
+def _render_evidence(work_dir: Path) -> None:
+    """The evidence notebook and its HTML, for the pull request; a failure to render loses nothing (the record
+    and evidence.md are written) and is said in one line."""
+    out = work_dir / EVIDENCE_NOTEBOOK.name.replace("baseline", "evidence")
+    outcome = run_notebook(EVIDENCE_NOTEBOOK, out, {"work_dir": str(work_dir)}, paths.MAIN_KERNEL, 300,
+                           work_dir / "evidence.kernel.log")
+    if out.is_file():
+        render_html(out)
+    if outcome.error or outcome.timed_out:
+        log.error(f"evidence notebook failed: {outcome.error or 'timed out'}; the record is {work_dir / RECORD}")
 
 
 def _folders(plan: Plan) -> Mapping[str, Path]:
@@ -158,8 +175,8 @@ def _make_goldens(plan: Plan, rows: Sequence[BaselineRow], work_dir: Path) -> li
         info = registry.get(str(first.provenance.get("backend", registry.REFERENCE)))
         flags = info.remake_flags(first.provenance, spec.options)
         argv = ["golden", "make", *(["--backend", info.name] if info.name != registry.REFERENCE else []),
-                "--model", spec.model_path, "--fixture", spec.fixture_path, "--kind", "exact",
-                "--top-k", str(first.top_k), *flags, "--out", str(work_dir / "goldens")]
+                "--model", paths.display(spec.model_path), "--fixture", paths.display(spec.fixture_path),
+                "--kind", "exact", "--top-k", str(first.top_k), *flags, "--out", str(work_dir / "goldens")]
         if info.kernel != paths.MAIN_KERNEL:
             made.append(Made("exact-golden", entry, spec.runtime, None,
                              error=f"its golden is made in {info.name}'s own environment: run `parity-kit "
@@ -260,7 +277,7 @@ def with_made(desc: LoadedDescriptor, plan: Plan, made: Sequence[Made]) -> Loade
 
 
 def _place(plan: Plan, folders: Mapping[str, Path], made: Sequence[Made], reason: str,
-           command: list[str], accept_flips: str | None) -> list[Path]:
+           command: list[str], accept_flips: str | None, gate_verdict: str | None) -> list[Path]:
     """Copy each blessed baseline into its folder (named by content: never over another) and write its lineage
     entry, superseding the current head of its runtime (the listed baseline, given a first entry of its own
     when it had none)."""
@@ -283,9 +300,10 @@ def _place(plan: Plan, folders: Mapping[str, Path], made: Sequence[Made], reason
             file=os.path.relpath(target, folders["lineage"]), runtime=m.runtime,
             supersedes=parent.sha256 if parent else None, reason=reason.strip(), command=tuple(m.command or command),
             created_at=now_iso(), bounds=m.bounds,
-            backtest=None if bt is None else {"replayed": bt.replayed, "flips": len(bt.flips),
-                                              "skipped": len(bt.skipped), "unreadable": len(bt.unreadable),
-                                              "accepted": accept_flips if bt.needs_acceptance else None})
+            backtest={"evidence_gate": gate_verdict} if bt is None else {
+                "replayed": bt.replayed, "flips": len(bt.flips), "skipped": len(bt.skipped),
+                "unreadable": len(bt.unreadable), "accepted": accept_flips if bt.needs_acceptance else None,
+                "evidence_gate": gate_verdict})
         written.append(write_entry(folders["lineage"], entry))
         log.log(NOTICE, f"{m.case}: {m.kind} for {m.runtime} blessed -> {paths.display(target)}", extra=MARKUP)
     return written
