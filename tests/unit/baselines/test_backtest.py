@@ -51,6 +51,18 @@ def test_a_loose_record_that_would_pass_a_fault_run_is_refused_with_its_line(tmp
     assert backtest(old, archive).flips == ()  # the record it ran under fails it still
 
 
+def test_a_known_bad_run_that_passed_when_it_ran_still_refuses_a_record_that_passes_it(tmp_path):
+    loose = record(LOOSE)
+    ran = case_result(LOOSE[1], loose, model=FAULTY)
+    assert ran.status == "passed"  # a bound too loose to see its fault, when it ran
+    fault = write_run(tmp_path / "runs" / "fault", ran, model_faults={FAULTY: FAULT})
+    result = backtest(loose, read_archive([tmp_path / "runs"], CASE))
+    (flip,) = result.refusals
+    assert (flip.source, flip.was, flip.now) == (result_file(fault), "passed", "passed")
+    assert result.failure_messages[0].startswith(f"{result_file(fault)}: known bad (a gate run of a fault-catalogue "
+                                                 "copy (fault rope_base at 0.05)), passed when it ran, would pass")
+
+
 def test_a_tight_record_that_fails_a_clean_passed_run_needs_acceptance(tmp_path):
     old, tight = record(OLD), record(TIGHT)
     clean = write_run(tmp_path / "runs" / "clean", case_result(OLD[1], old))
