@@ -73,7 +73,7 @@ def bounds_plot(frame: pd.DataFrame):
         ax.set_xlabel("bucket (tokens)")
         ax.set_ylabel("bound (max probability error)")
         ax.set_title(case)
-        ax.legend()
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
     fig.tight_layout()
     return fig
 
