@@ -87,6 +87,23 @@ for case in ${CALIBRATE:-}; do
   cp "$DESCRIPTOR" "$OUT_DIR/"
 done
 
+# BASELINE="case ...": `baseline status`, then `baseline make --again` for each case (its record made again here,
+# backtested against the one it supersedes, checked by an evidence gate); the work, the new records and the
+# lineage go to OUT_DIR, the checkout's own records stay as they are.
+if [ -n "${BASELINE:-}" ]; then
+  step "baseline status"
+  $PY -m kit.cli baseline status "$DESCRIPTOR" | tee "$OUT_DIR/baseline-status.md"
+  for case in $BASELINE; do
+    step "baseline make $case"
+    started=$SECONDS
+    $PY -m kit.cli baseline make "$DESCRIPTOR" --case "$case" --again --out "$OUT_DIR/baseline-$case" \
+      --reason "remade from scratch on this GPU node, to compare with the committed record"
+    echo "baseline make exit code $?, $((SECONDS - started)) s"
+  done
+  mkdir -p "$OUT_DIR/lineage" && cp baselines/*.json "$OUT_DIR/lineage/" 2>/dev/null
+  $PY -m kit.cli baseline log "$DESCRIPTOR" | tee "$OUT_DIR/baseline-log.txt"
+fi
+
 if [ "${BENCH:-1}" != 0 ]; then
 step "benchmark: scoring speed and memory per bucket"
 timeout 300 $PY benchmarks/gpu_scoring.py --model "$MODEL" ${BENCH_ARGS:---kernels cudnn,auto,flash --breakdown} \
