@@ -292,11 +292,11 @@ def _place(plan: Plan, folders: Mapping[str, Path], made: Sequence[Made], reason
             written.append(target)
         parent = heads(entries, m.kind, m.case).get(m.runtime)
         if parent is None and m.superseded is not None:
-            parent = first_entry(folders["lineage"], m.kind, m.case, m.superseded)
+            parent = first_entry(plan.name, folders["lineage"], m.kind, m.case, m.superseded)
             written.append(write_entry(folders["lineage"], parent))
         bt = m.backtest
         entry = LineageEntry(
-            kind=m.kind, case=m.case, baseline=sha256_file(target),
+            descriptor=plan.name, kind=m.kind, case=m.case, baseline=sha256_file(target),
             file=os.path.relpath(target, folders["lineage"]), runtime=m.runtime,
             supersedes=parent.sha256 if parent else None, reason=reason.strip(), command=tuple(m.command or command),
             created_at=now_iso(), bounds=m.bounds,

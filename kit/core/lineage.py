@@ -25,8 +25,8 @@ from kit.core.recordcheck import Wrong, listing, mapping, text
 
 FORMAT = "parity-kit-lineage/1"
 KINDS = ("calibration", "exact-golden", "semantic-golden")
-KEYS = ("format", "kind", "case", "baseline", "file", "runtime", "supersedes", "reason", "command", "created_at",
-        "bounds", "backtest")
+KEYS = ("format", "descriptor", "kind", "case", "baseline", "file", "runtime", "supersedes", "reason", "command",
+        "created_at", "bounds", "backtest")
 FIRST_REASON = "made before baselines kept a lineage"
 
 
@@ -38,6 +38,7 @@ class LineageEntry:
     a case's bounds moved reads from the chain alone; ``backtest`` the summary of the backtest it passed (None
     for a baseline made before backtests)."""
 
+    descriptor: str  # the name of the descriptor whose case it is: a lineage folder may serve several
     kind: str
     case: str
     baseline: str  # the SHA-256 of the baseline's file
@@ -52,7 +53,8 @@ class LineageEntry:
     path: Path | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict:
-        return {"format": FORMAT, "kind": self.kind, "case": self.case, "baseline": self.baseline,
+        return {"format": FORMAT, "descriptor": self.descriptor, "kind": self.kind, "case": self.case,
+                "baseline": self.baseline,
                 "file": self.file, "runtime": self.runtime, "supersedes": self.supersedes, "reason": self.reason,
                 "command": list(self.command), "created_at": self.created_at, "bounds": dict(self.bounds),
                 "backtest": dict(self.backtest) if self.backtest is not None else None}
@@ -65,8 +67,8 @@ class LineageEntry:
         return sha256_bytes(self.canonical())
 
     @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.kind, self.case, self.runtime)
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.descriptor, self.kind, self.case, self.runtime)
 
 
 def entry_from_dict(doc: Any, shown: str) -> LineageEntry:
@@ -93,7 +95,8 @@ def entry_from_dict(doc: Any, shown: str) -> LineageEntry:
         backtest = d["backtest"]
         if backtest is not None:
             mapping(backtest, "backtest")
-        return LineageEntry(kind=d["kind"], case=text(d["case"], "case"), baseline=baseline,
+        return LineageEntry(descriptor=text(d["descriptor"], "descriptor"), kind=d["kind"],
+                            case=text(d["case"], "case"), baseline=baseline,
                             file=text(d["file"], "file"), runtime=text(d["runtime"], "runtime"), supersedes=parent,
                             reason=d["reason"], command=tuple(command), created_at=text(d["created_at"], "created_at"),
                             bounds={str(k): float(v) for k, v in bounds.items()}, backtest=backtest)
@@ -155,8 +158,9 @@ def check_chains(entries: Sequence[LineageEntry], where: str) -> None:
             raise BadInput(f"{shown}: supersedes {e.supersedes}, which is not in {where}: the lineage names a "
                            "missing parent")
         if parent.key != e.key:
-            raise BadInput(f"{shown}: supersedes an entry of another chain ({parent.kind} of {parent.case} on "
-                           f"{parent.runtime}); an entry supersedes only one of its own case, kind and runtime")
+            raise BadInput(f"{shown}: supersedes an entry of another chain ({parent.kind} of {parent.descriptor}'s "
+                           f"{parent.case} on {parent.runtime}); an entry supersedes only one of its own descriptor, "
+                           "case, kind and runtime")
     for e in entries:
         seen: list[str] = []
         node: LineageEntry | None = e
@@ -169,12 +173,12 @@ def check_chains(entries: Sequence[LineageEntry], where: str) -> None:
         heads = _heads(group)
         if len(heads) > 1:
             shown = ", ".join(str(h.path or h.sha256) for h in heads)
-            raise BadInput(f"{where}: the {key[0]} of {key[1]} on {key[2]} has {len(heads)} current baselines "
-                           f"({shown}); each new one supersedes the one before")
+            raise BadInput(f"{where}: the {key[1]} of {key[0]}'s {key[2]} on {key[3]} has {len(heads)} current "
+                           f"baselines ({shown}); each new one supersedes the one before")
 
 
-def _group(entries: Iterable[LineageEntry]) -> dict[tuple[str, str, str], list[LineageEntry]]:
-    groups: dict[tuple[str, str, str], list[LineageEntry]] = {}
+def _group(entries: Iterable[LineageEntry]) -> dict[tuple[str, str, str, str], list[LineageEntry]]:
+    groups: dict[tuple[str, str, str, str], list[LineageEntry]] = {}
     for e in entries:
         groups.setdefault(e.key, []).append(e)
     return groups
@@ -186,9 +190,15 @@ def _heads(group: Sequence[LineageEntry]) -> list[LineageEntry]:
 
 
 def heads(entries: Sequence[LineageEntry], kind: str, case: str) -> dict[str, LineageEntry]:
-    """Per runtime, the baseline of ``kind`` that ``case`` uses now (the head of its chain)."""
-    return {key[2]: _heads(group)[0] for key, group in _group(entries).items()
-            if key[0] == kind and key[1] == case}
+    """Per runtime, the baseline of ``kind`` that ``case`` uses now (the head of its chain); ``entries`` are one
+    descriptor's (``of_descriptor``)."""
+    return {key[3]: _heads(group)[0] for key, group in _group(entries).items()
+            if key[1] == kind and key[2] == case}
+
+
+def of_descriptor(entries: Sequence[LineageEntry], name: str) -> list[LineageEntry]:
+    """The entries of one descriptor's cases: a case name means nothing outside its descriptor."""
+    return [e for e in entries if e.descriptor == name]
 
 
 def chain(entries: Sequence[LineageEntry], head: LineageEntry) -> list[LineageEntry]:

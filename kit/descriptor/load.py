@@ -17,7 +17,7 @@ from kit.core.calibration import CalibrationRecord, load_record, measured_on, re
 from kit.core.errors import BadInput
 from kit.core.golden import load_golden
 from kit.core.jsonio import read_input_bytes, sha256_file
-from kit.core.lineage import LineageEntry, heads, load_folder
+from kit.core.lineage import LineageEntry, heads, load_folder, of_descriptor
 from kit.core.spec import CaseSpec
 from kit.descriptor.code_settings import warn_code_settings
 from kit.descriptor.schema import (CASE_NAME, CaseBase, CustomNotebook, Descriptor, ModelRef, Release, Resources,
@@ -82,11 +82,12 @@ class LoadedDescriptor:
         return self.resolve(self.doc.baselines.lineage) if self.doc.baselines else None
 
     def lineage(self) -> list[LineageEntry]:
-        """Every lineage entry of the descriptor's folder, each judged by its bytes and its chain, read once."""
+        """The lineage entries of this descriptor's cases in its folder (the folder may serve several
+        descriptors), each judged by its bytes and every chain checked, read once."""
         if self._lineage is None:
             folder = self.lineage_folder()
             try:
-                self._lineage = load_folder(folder) if folder is not None else []
+                self._lineage = of_descriptor(load_folder(folder), self.name) if folder is not None else []
             except BadInput as exc:
                 raise BadInput(f"{self.where('baselines', 'lineage')}: baselines.lineage: {exc}") from None
         return self._lineage

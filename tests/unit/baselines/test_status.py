@@ -104,7 +104,8 @@ def lineage_descriptor(tmp_path, embedded, listed: Path) -> Path:
 
 def entry_for(record: Path, lineage: Path, supersedes: str | None = None, **more) -> LineageEntry:
     r = load_record(record)
-    fields = dict(kind="calibration", case="hf-bf16", baseline=r.sha256, file=os.path.relpath(record, lineage),
+    fields = dict(descriptor="test", kind="calibration", case="hf-bf16", baseline=r.sha256,
+                  file=os.path.relpath(record, lineage),
                   runtime=r.fingerprint["runtime"]["accelerator"]["name"], supersedes=supersedes, reason="test",
                   command=("parity-kit", "calibrate"), created_at=r.created_at, bounds=r.bounds)
     return LineageEntry(**{**fields, **more})

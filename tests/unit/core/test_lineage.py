@@ -17,8 +17,8 @@ pytestmark = pytest.mark.unit
 
 def entry(baseline: str, supersedes: str | None = None, bounds: dict | None = None, runtime: str = "cpu (x86-64-v3)",
           case: str = "hf-bf16", reason: str = "new CPU class") -> LineageEntry:
-    return LineageEntry("calibration", case, baseline * 64, f"../calibrations/{baseline * 64}.json", runtime,
-                        supersedes, reason, ("parity-kit", "baseline", "make"), "2026-12-02T10:00:00+00:00",
+    return LineageEntry("tiny-cpu", "calibration", case, baseline * 64, f"../calibrations/{baseline * 64}.json",
+                        runtime, supersedes, reason, ("parity-kit", "baseline", "make"), "2026-12-02T10:00:00+00:00",
                         bounds or {"128": 0.016})
 
 
@@ -90,6 +90,15 @@ def _with_sha(e: LineageEntry, sha: str, supersedes: str) -> LineageEntry:
     out = _Fixed(**{**e.__dict__, "supersedes": supersedes})
     object.__setattr__(out, "fixed", sha)
     return out
+
+
+def test_a_case_of_another_descriptor_in_the_same_folder_is_another_chain(tmp_path):
+    from kit.core.lineage import of_descriptor
+
+    here, there = entry("a"), LineageEntry(**{**entry("b").__dict__, "descriptor": "gpu-h200-64"})
+    check_chains([here, there], "here")  # two firsts, but of two descriptors: no two heads
+    assert of_descriptor([here, there], "gpu-h200-64") == [there]
+    assert heads(of_descriptor([here, there], "tiny-cpu"), "calibration", "hf-bf16") == {"cpu (x86-64-v3)": here}
 
 
 def test_heads_chains_and_how_the_bounds_moved():
