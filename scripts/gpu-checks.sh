@@ -99,9 +99,12 @@ if [ -n "${BASELINE:-}" ]; then
     $PY -m kit.cli baseline make "$DESCRIPTOR" --case "$case" --again --out "$OUT_DIR/baseline-$case" \
       --reason "remade from scratch on this GPU node, to compare with the committed record"
     echo "baseline make exit code $?, $((SECONDS - started)) s"
+    # One file each: the work folder (samples, notebooks, the evidence gate, evidence.html) and the lineage.
+    tar czf "$OUT_DIR/baseline-$case.tgz" -C "$OUT_DIR" "baseline-$case" && rm -rf "$OUT_DIR/baseline-$case"
   done
-  mkdir -p "$OUT_DIR/lineage" && cp baselines/*.json "$OUT_DIR/lineage/" 2>/dev/null
-  $PY -m kit.cli baseline log "$DESCRIPTOR" | tee "$OUT_DIR/baseline-log.txt"
+  tar czf "$OUT_DIR/lineage.tgz" baselines calibrations
+  cases=(); for case in $BASELINE; do cases+=(--case "$case"); done
+  $PY -m kit.cli baseline log "$DESCRIPTOR" "${cases[@]}" | tee "$OUT_DIR/baseline-log.txt"
 fi
 
 if [ "${BENCH:-1}" != 0 ]; then
