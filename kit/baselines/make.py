@@ -242,12 +242,23 @@ def _judge_backtest(bt: Backtest, accept_flips: str | None) -> list[str]:
     return refusals
 
 
+def evidence_cases(plan: Plan, made: Sequence[Made]) -> list[str]:
+    """The cases the evidence gate runs: the selected ones, and every other case judged against a golden entry a
+    made baseline is of, so that where the descriptor has a second backend on that golden, it must agree."""
+    entries = {m.case if m.kind == "exact-golden" else plan.outline.cases[m.case].golden
+               for m in made if m.staged is not None}
+    return [name for name, c in plan.outline.cases.items() if name in plan.cases or c.golden in entries]
+
+
 def _evidence_gate(desc: LoadedDescriptor, plan: Plan, made: Sequence[Made], work_dir: Path,
                    jobs: int | None, command: list[str], outcome: MakeOutcome) -> None:
-    """The selected cases against the new baselines: the pinned release must pass with them."""
+    """The selected cases, and the other backends' cases on the same goldens, against the new baselines: the
+    pinned environment must pass with them, and a second backend agree where the descriptor has one."""
     checked = with_made(desc, plan, made)
-    names = list(plan.cases)
-    log.log(NOTICE, f"evidence gate: {len(names)} cases against the new baselines", extra=MARKUP)
+    names = evidence_cases(plan, made)
+    backends = sorted({plan.outline.cases[n].backend for n in names})
+    log.log(NOTICE, f"evidence gate: {len(names)} cases on {len(backends)} backend(s) ({', '.join(backends)}) "
+                    "against the new baselines", extra=MARKUP)
     run = start_gate(checked, work_dir / "gate", names, None, command)
     execute_gates([run], jobs)
     finish_gate(run, command)

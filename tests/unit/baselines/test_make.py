@@ -1,0 +1,109 @@
+"""`baseline make` refuses bad input in one line before it makes anything (an empty reason, no lineage folder, an
+archive it cannot read), makes nothing where nothing is missing, runs its evidence gate over every backend on the
+goldens it touched, and a lineage head whose record does not fit its descriptor is refused by the preflight."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from kit.baselines import make
+from kit.core.calibration import load_record
+from kit.core.errors import BadInput
+from kit.core.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
+from kit.core.lineage import write_entry
+from kit.core.runtime import accelerator
+from kit.descriptor.load import load_descriptor
+from kit.descriptor.plan import resolve
+from support import parity_kit, write_descriptor
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from unit.baselines.test_status import ELSEWHERE_CPU, entry_for, hf_case, record_elsewhere  # noqa: E402
+
+pytestmark = pytest.mark.unit
+
+
+def missing_record(tmp_path, embedded) -> Path:
+    """hf-bf16 with a record of another class of CPU only, and a lineage folder: one gap to close."""
+    record = record_elsewhere(embedded, tmp_path / "calibrations")
+    return write_descriptor(tmp_path, embedded, cases={"hf-bf16": hf_case(embedded, [str(record)],
+                                                                         accept_noise_changes=[])},
+                            baselines={"lineage": str(tmp_path / "lineage")})
+
+
+def test_an_empty_reason_or_no_lineage_folder_is_refused_before_anything(tmp_path, embedded):
+    desc = missing_record(tmp_path, embedded)
+    with pytest.raises(BadInput, match=re.escape("--reason: empty; a baseline keeps why it was made")):
+        make.make_baselines(desc, reason="  ", out=tmp_path / "work")
+    bare = write_descriptor(tmp_path / "bare", embedded, cases={"hf-bf16": hf_case(embedded, [str(
+        record_elsewhere(embedded, tmp_path / "cal2"))], accept_noise_changes=[])})
+    with pytest.raises(BadInput, match=r"no \[baselines\] table; `baseline make` writes a lineage entry"):
+        make.make_baselines(bare, reason="new host", out=tmp_path / "work")
+    assert not (tmp_path / "work").exists()
+    proc = parity_kit("baseline", "make", str(desc), "--reason", "", "--out", str(tmp_path / "work"))
+    assert proc.returncode == 3 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not (tmp_path / "work").exists() and not (tmp_path / "lineage").exists()
+
+
+def test_an_archive_run_that_cannot_be_read_is_bad_input_unless_skipped(tmp_path, embedded, monkeypatch):
+    desc = missing_record(tmp_path, embedded)
+    broken = tmp_path / "runs" / "broken"
+    (broken / "cases").mkdir(parents=True)
+    (broken / "manifest.json").write_text(json.dumps({"name": "test", "cases": ["hf-bf16"]}))
+    (broken / "cases" / "hf-bf16.json").write_text('{"case": "hf-bf16", "status": "pass')  # cut off
+    with pytest.raises(BadInput) as refused:
+        make.make_baselines(desc, reason="new host", archives=[tmp_path / "runs"], out=tmp_path / "work")
+    line = str(refused.value)
+    assert "\n" not in line and str(broken) in line and "cannot be read for the backtest of hf-bf16" in line
+    assert line.endswith("give --skip-unreadable to backtest without it")
+    assert not (tmp_path / "work").exists()
+
+    def stop(*args, **kwargs):  # past the archive: what follows needs an engine, which this tier never starts
+        raise RuntimeError("calibrating")
+
+    monkeypatch.setattr(make, "calibrate_case", stop)
+    with pytest.raises(RuntimeError, match="calibrating"):
+        make.make_baselines(desc, reason="new host", archives=[tmp_path / "runs"], skip_unreadable=True,
+                            out=tmp_path / "work")
+
+
+def test_nothing_missing_means_nothing_made(tmp_path, embedded):
+    desc = write_descriptor(tmp_path, embedded, cases={"checkpoint": embedded.doc["cases"]["checkpoint"]},
+                            baselines={"lineage": str(tmp_path / "lineage")})
+    outcome = make.make_baselines(desc, reason="nothing to do", out=tmp_path / "work")
+    assert outcome.made == [] and outcome.work_dir is None and not outcome.blessed
+    assert not (tmp_path / "work").exists()
+
+
+def test_the_evidence_gate_runs_every_backend_on_the_goldens_a_made_baseline_touches(embedded):
+    plan = resolve(load_descriptor(embedded.descriptor), ["hf-bf16"])
+    record = make.Made("calibration", "hf-bf16", "cpu", Path("new.json"))
+    assert make.evidence_cases(plan, [record]) == ["hf-bf16", "levanter", "vllm-pp1", "vllm-pp2"]
+    golden = make.Made("exact-golden", "exact", "a runtime", Path("new.json"))
+    assert make.evidence_cases(resolve(load_descriptor(embedded.descriptor), ["checkpoint"]),
+                               [golden]) == ["checkpoint"]
+    assert make.evidence_cases(plan, [make.Made("calibration", "hf-bf16", "cpu", None, error="failed")]) == [
+        "hf-bf16"]  # nothing made: the selected case alone
+
+
+def test_a_lineage_head_whose_record_does_not_fit_the_descriptor_is_refused(tmp_path, embedded):
+    here = accelerator("cpu")["name"]
+    listed = record_elsewhere(embedded, tmp_path / "calibrations", ELSEWHERE_CPU)
+    doc = json.loads(record_elsewhere(embedded, tmp_path / "other", here).read_text())
+    doc["inputs"]["golden_sha256"] = "0" * 64  # measured against another golden than the case's
+    data = canonical_bytes(doc)
+    stranger = atomic_write_bytes(tmp_path / "calibrations" / f"{sha256_bytes(data)}.json", data)
+    lineage = tmp_path / "lineage"
+    write_entry(lineage, entry_for(stranger, lineage))
+    desc = write_descriptor(tmp_path, embedded, cases={"hf-bf16": hf_case(embedded, [str(listed)])},
+                            baselines={"lineage": str(lineage)})
+    assert load_record(stranger).inputs["golden_sha256"] == "0" * 64
+    proc = parity_kit("check", str(desc), "--case", "hf-bf16")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert os.path.basename(stranger) in line and "it was made for golden 000000000000" in line
