@@ -474,7 +474,10 @@ def _add_baseline_commands(sub) -> None:
     mk.add_argument("--skip-unreadable", action="store_true",
                     help="backtest without the archived runs that cannot be read (each is named)")
     mk.add_argument("--jobs", type=_jobs, help="cases of the evidence gate run side by side")
-    mk.add_argument("--out", help="working directory (default: runs/baseline-<descriptor>-<time>)")
+    where = mk.add_mutually_exclusive_group()
+    where.add_argument("--out", help="working directory (default: runs/baseline-<descriptor>-<time>)")
+    where.add_argument("--resume", metavar="DIR", help="continue an interrupted make of this descriptor in DIR: its "
+                                                        "finished calibration samples and staged goldens are reused")
     mk.set_defaults(func=_baseline_make)
 
     lg = bl.add_parser("log", help="each case's chain of baselines, oldest first: why, by which command, "
@@ -514,7 +517,8 @@ def _baseline_make(args) -> int:
     # The command as typed, less the verbosity flags (they change no baseline).
     typed = ["parity-kit", *(a for a in sys.argv[1:] if a not in ("-q", "--quiet", "-v", "--verbose"))]
     outcome = make_baselines(args.descriptor, args.cases, args.reason, args.again, args.accept_flips, args.archive,
-                             args.skip_unreadable, args.jobs, args.out, typed if "baseline" in typed else None)
+                             args.skip_unreadable, args.jobs, args.out, typed if "baseline" in typed else None,
+                             args.resume)
     for line in outcome.refusals:
         print(f"refused: {line}")
     if outcome.work_dir is not None:

@@ -39,7 +39,7 @@ from kit.core import paths, rundir
 from kit.core.calibration import load_record, measured_on
 from kit.core.errors import BadInput
 from kit.core.golden import load_golden
-from kit.core.jsonio import atomic_write_bytes, sha256_file, write_json
+from kit.core.jsonio import atomic_write_bytes, read_json, sha256_file, write_json
 from kit.core.lineage import LineageEntry, heads, write_entry
 from kit.core.results import PASSED, now_iso
 from kit.descriptor.load import LoadedDescriptor, load_descriptor, with_baselines
@@ -53,6 +53,8 @@ log = logging.getLogger(__name__)
 
 RECORD = "baseline.json"
 EVIDENCE = "evidence.md"
+MAKING = "making.json"  # written first: what --resume checks
+MAKING_FORMAT = "parity-kit-baseline-make/1"
 EVIDENCE_NOTEBOOK = paths.NOTEBOOKS / "baseline.ipynb"
 
 
@@ -101,7 +103,7 @@ def _shown(path: Path | None) -> str | None:
 def make_baselines(descriptor: str | Path, only: Sequence[str] | None = None, reason: str = "",
                    again: bool = False, accept_flips: str | None = None, archives: Sequence[str | Path] = (),
                    skip_unreadable: bool = False, jobs: int | None = None, out: str | Path | None = None,
-                   command: Sequence[str] | None = None) -> MakeOutcome:
+                   command: Sequence[str] | None = None, resume: str | Path | None = None) -> MakeOutcome:
     """Make what this runtime lacks among the cases ``only`` (None: all), or with ``again`` remake what it has;
     bless it on the evidence above. Bad input (no reason, no [baselines] table, an archive that cannot be read
     without ``skip_unreadable``) is refused before anything is made, and nothing is written."""
@@ -123,7 +125,8 @@ def make_baselines(descriptor: str | Path, only: Sequence[str] | None = None, re
     roots = [Path(a) for a in archives] or ([paths.runs_root()] if paths.runs_root().is_dir() else [])
     # The archive is read before anything is made: a run that cannot be read is bad input, not a late refusal.
     archived = {r.case: _archive(roots, r.case, skip_unreadable) for r in targets if r.kind == "calibration"}
-    work_dir = paths.claim_empty_dir(out or rundir.new_run_dir("baseline", plan.name), "--out", "baseline make")
+    work_dir = _resumed(Path(resume), plan) if resume is not None else _begin(
+        paths.claim_empty_dir(out or rundir.new_run_dir("baseline", plan.name), "--out", "baseline make"), plan)
     made = _make_goldens(plan, [r for r in targets if r.kind == "exact golden"], work_dir) + \
         _make_records(desc, [r for r in targets if r.kind == "calibration"], work_dir, command)
     outcome = MakeOutcome(work_dir, before, made)
@@ -154,6 +157,30 @@ def _render_evidence(work_dir: Path) -> None:
         log.error(f"evidence notebook failed: {outcome.error or 'timed out'}; the record is {work_dir / RECORD}")
 
 
+def _begin(work_dir: Path, plan: Plan) -> Path:
+    """Mark a fresh working directory as this descriptor's, so that --resume may continue it and nothing else."""
+    write_json(work_dir / MAKING, {"format": MAKING_FORMAT, "descriptor": str(plan.path),
+                                   "descriptor_sha256": plan.sha256, "started_at": now_iso()})
+    return work_dir
+
+
+def _resumed(work_dir: Path, plan: Plan) -> Path:
+    """A working directory an interrupted `baseline make` of this very descriptor left: its finished calibration
+    samples and staged goldens are reused, nothing else."""
+    try:
+        doc = read_json(work_dir / MAKING)
+    except (OSError, ValueError):
+        doc = None
+    if not isinstance(doc, dict) or doc.get("format") != MAKING_FORMAT:
+        raise BadInput(f"--resume {paths.display(work_dir)}: not a working directory of `parity-kit baseline make` "
+                       f"(no {MAKING} in it)")
+    if doc.get("descriptor_sha256") != plan.sha256:
+        raise BadInput(f"--resume {paths.display(work_dir)}: made for {doc.get('descriptor')} as it was then "
+                       f"(SHA-256 {str(doc.get('descriptor_sha256'))[:12]}); {paths.display(plan.path)} is now "
+                       f"{plan.sha256[:12]}: start afresh")
+    return work_dir
+
+
 def _folders(plan: Plan) -> Mapping[str, Path]:
     if plan.outline.baseline_folders is None:
         raise BadInput(f"{paths.display(plan.path)}: no [baselines] table; `baseline make` writes a lineage entry "
@@ -182,17 +209,27 @@ def _make_goldens(plan: Plan, rows: Sequence[BaselineRow], work_dir: Path) -> li
                              error=f"its golden is made in {info.name}'s own environment: run `parity-kit "
                                    f"{' '.join(argv)}` there"))
             continue
-        log.log(NOTICE, f"making an exact golden of {entry} for {spec.runtime}", extra=MARKUP)
-        proc = subprocess.run([sys.executable, "-m", "kit", "-q", *argv], capture_output=True, text=True)
-        staged = sorted((work_dir / "goldens").glob("*.json"), key=os.path.getmtime)
-        if proc.returncode != 0 or not staged:
-            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            made.append(Made("exact-golden", entry, spec.runtime, None, error=f"golden make failed: {tail}"))
-            continue
         superseded = None if row.standing == MISSING else Path(spec.golden_path)
-        made.append(Made("exact-golden", entry, spec.runtime, staged[-1], superseded,
+        staged = _staged_golden(work_dir / "goldens", spec.runtime)  # made by an interrupted run of this make
+        if staged is None:
+            log.log(NOTICE, f"making an exact golden of {entry} for {spec.runtime}", extra=MARKUP)
+            proc = subprocess.run([sys.executable, "-m", "kit", "-q", *argv], capture_output=True, text=True)
+            said = Path((proc.stdout.strip().splitlines() or [""])[-1])  # golden make prints the golden's path
+            if proc.returncode != 0 or not said.is_file():
+                tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+                made.append(Made("exact-golden", entry, spec.runtime, None, error=f"golden make failed: {tail}"))
+                continue
+            staged = said
+        made.append(Made("exact-golden", entry, spec.runtime, staged, superseded,
                          command=["parity-kit", *argv[:-2]]))
     return made
+
+
+def _staged_golden(folder: Path, runtime: str) -> Path | None:
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        if load_golden(path).provenance.get("runtime") == runtime:
+            return path
+    return None
 
 
 def _make_records(desc: LoadedDescriptor, rows: Sequence[BaselineRow], work_dir: Path,
@@ -259,7 +296,10 @@ def _evidence_gate(desc: LoadedDescriptor, plan: Plan, made: Sequence[Made], wor
     backends = sorted({plan.outline.cases[n].backend for n in names})
     log.log(NOTICE, f"evidence gate: {len(names)} cases on {len(backends)} backend(s) ({', '.join(backends)}) "
                     "against the new baselines", extra=MARKUP)
-    run = start_gate(checked, work_dir / "gate", names, None, command)
+    # A resumed make checks again, into a run directory of its own: the gate never writes over an earlier run.
+    gate_dir = next(work_dir / f"gate{'' if n == 1 else f'-{n}'}" for n in range(1, 1000)
+                    if not (work_dir / f"gate{'' if n == 1 else f'-{n}'}").exists())
+    run = start_gate(checked, gate_dir, names, None, command)
     execute_gates([run], jobs)
     finish_gate(run, command)
     outcome.gate_dir, outcome.gate_verdict = run.run_dir, run.verdict

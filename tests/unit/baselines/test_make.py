@@ -107,3 +107,28 @@ def test_a_lineage_head_whose_record_does_not_fit_the_descriptor_is_refused(tmp_
     assert proc.returncode == 3, proc.stdout + proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert os.path.basename(stranger) in line and "it was made for golden 000000000000" in line
+
+
+def test_resume_continues_only_an_interrupted_make_of_the_same_descriptor(tmp_path, embedded, monkeypatch):
+    desc = missing_record(tmp_path, embedded)
+    seen: list[Path] = []
+
+    def interrupted(plan, spec, run_dir, to, command):  # the kill comes while the variants are measured
+        seen.append(Path(run_dir))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(make, "calibrate_case", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        make.make_baselines(desc, reason="new host", out=tmp_path / "work")
+    assert json.loads((tmp_path / "work" / make.MAKING).read_text())["format"] == make.MAKING_FORMAT
+    with pytest.raises(KeyboardInterrupt):
+        make.make_baselines(desc, reason="new host", resume=tmp_path / "work")
+    assert seen == [tmp_path / "work" / "calibrate"] * 2  # the same samples file: finished variants are kept
+
+    with pytest.raises(BadInput, match=re.escape(f"--resume {tmp_path / 'runs'}: not a working directory of "
+                                                 "`parity-kit baseline make` (no making.json in it)")):
+        (tmp_path / "runs").mkdir()
+        make.make_baselines(desc, reason="new host", resume=tmp_path / "runs")
+    desc.write_text(desc.read_text() + "\n# edited since\n")
+    with pytest.raises(BadInput, match="start afresh"):
+        make.make_baselines(desc, reason="new host", resume=tmp_path / "work")
