@@ -124,13 +124,16 @@ def _command_in(message: str) -> str | None:
 
 
 def _lineage_text(entries: Sequence[LineageEntry], sha256: str | None) -> str | None:
+    """Where a baseline stands in its lineage; said plainly when it has none where its descriptor keeps one (a
+    file listed by hand, never backtested), and when its entry predates backtests."""
     entry = entry_of(entries, sha256) if sha256 else None
     if entry is None:
-        return None
+        return "no lineage entry: listed by hand, never backtested" if entries else None
     steps = chain(entries, entry)
+    untested = ", made before backtests" if entry.backtest is None else ""
     if len(steps) == 1:
-        return "first of its chain"
-    return f"{_ordinal(len(steps))} of its chain, bounds {bound_moves(steps).text}"
+        return f"first of its chain{untested}"
+    return f"{_ordinal(len(steps))} of its chain{untested}, bounds {bound_moves(steps).text}"
 
 
 def _ordinal(n: int) -> str:

@@ -65,7 +65,7 @@ def test_the_embedded_descriptor_stands_on_baselines_of_this_host_or_says_so(emb
     assert cal.standing in (MATCH, FALLBACK)
     if cal.standing == FALLBACK:
         assert cal.rule.startswith('accept_noise_changes = ["hardware"]: noise measured on ')
-    assert cal.lineage == "first of its chain" and cal.made_at and cal.file
+    assert cal.lineage == "first of its chain, made before backtests" and cal.made_at and cal.file
 
 
 def test_a_host_with_no_baselines_sees_each_gap_with_what_closes_it(tmp_path, embedded):
@@ -127,8 +127,11 @@ def test_the_head_of_a_chain_is_the_record_in_use_and_the_superseded_one_is_left
     desc = lineage_descriptor(tmp_path, embedded, old)
     spec = load_descriptor(desc).case_specs(["hf-bf16"])[0]
     assert spec.calibration is not None and spec.calibration["path"] == str(new)
-    row = next(r for r in rows_of(desc) if r.kind == "calibration")
-    assert row.lineage == "2nd of its chain, bounds never moved"
+    rows = rows_of(desc)
+    row = next(r for r in rows if r.kind == "calibration")
+    assert row.lineage == "2nd of its chain, made before backtests, bounds never moved"
+    golden = next(r for r in rows if r.kind == "semantic golden")  # the descriptor keeps a lineage; this has none
+    assert golden.lineage == "no lineage entry: listed by hand, never backtested"
     proc = parity_kit("baseline", "log", str(desc))
     assert proc.returncode == 0, proc.stderr
     assert f"hf-bf16: calibration on {here} (2 baselines, bounds never moved)" in proc.stdout
@@ -180,6 +183,6 @@ def test_every_run_names_its_baselines_in_its_manifest_and_summary(tmp_path, emb
     view = RunView(tmp_path, {"baselines": rows, "started_at": "2026-12-31T00:00:00+00:00", "cases": []}, {}, {})
     table = baseline_table(view)
     cal = table.loc[("hf-bf16", "calibration")]
-    assert cal["standing"] in (MATCH, FALLBACK) and cal["lineage"] == "first of its chain"
+    assert cal["standing"] in (MATCH, FALLBACK) and cal["lineage"] == "first of its chain, made before backtests"
     assert cal["age (days)"] >= 29  # the embedded records were made by 2026-12-02
     assert table.loc[("hf-bf16-decode", "bound")]["standing"] == HAND_SET
