@@ -185,6 +185,10 @@ def _folders(plan: Plan) -> Mapping[str, Path]:
     if plan.outline.baseline_folders is None:
         raise BadInput(f"{paths.display(plan.path)}: no [baselines] table; `baseline make` writes a lineage entry "
                        "for every baseline it makes: add `[baselines]` with `lineage = \"../baselines\"`")
+    if paths.CHECKOUT is None and plan.path.resolve().is_relative_to(paths.DATA_ROOT.resolve()):
+        # An installed package's own files: a new baseline there would vanish with the next install.
+        raise BadInput(f"{paths.display(plan.path)} is the installed package's own descriptor; copy it with its "
+                       "data folders into a folder of yours (or work in a checkout) to make baselines for it")
     return plan.outline.baseline_folders
 
 

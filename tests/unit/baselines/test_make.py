@@ -132,3 +132,13 @@ def test_resume_continues_only_an_interrupted_make_of_the_same_descriptor(tmp_pa
     desc.write_text(desc.read_text() + "\n# edited since\n")
     with pytest.raises(BadInput, match="start afresh"):
         make.make_baselines(desc, reason="new host", resume=tmp_path / "work")
+
+
+def test_an_installed_packages_own_descriptor_is_not_written_into(embedded, monkeypatch, tmp_path):
+    from kit.core import paths
+
+    monkeypatch.setattr(paths, "CHECKOUT", None)  # as a wheel install sees it: the data root is the package's
+    monkeypatch.setattr(paths, "DATA_ROOT", embedded.descriptor.parent.parent)
+    with pytest.raises(BadInput, match="is the installed package's own descriptor; copy it with its data folders"):
+        make.make_baselines(embedded.descriptor, reason="new host", out=tmp_path / "work")
+    assert not (tmp_path / "work").exists()
