@@ -408,7 +408,51 @@ def _parser() -> argparse.ArgumentParser:
     d.set_defaults(func=_digest)
     _add_tool_commands(sub)
     _add_baseline_commands(sub)
+    _add_history_command(sub)
     return p
+
+
+def _add_history_command(sub) -> None:
+    h = sub.add_parser("history", help="the gate over time: each case and bucket's errors, bounds and headroom "
+                                       "across every run of a store, releases and baseline changes marked",
+                       description="Indexes every run directory of a store (a folder, or an fsspec URL such as\n"
+                                   "s3://bucket/prefix; only what changed is read again) and renders the history\n"
+                                   "notebook to history.html in a new folder; --markdown and --json print the\n"
+                                   "headroom table instead, without a kernel. A run that cannot be read is a line\n"
+                                   "in the output, never a refusal.",
+                       epilog=epilog(ExitCode.PASSED, ExitCode.INCOMPLETE, ExitCode.BAD_INPUT, ExitCode.INTERRUPTED,
+                                     meanings={ExitCode.PASSED: "shown",
+                                               ExitCode.INCOMPLETE: "indexed, but the notebook did not run",
+                                               ExitCode.BAD_INPUT: "nothing to show: the store cannot be read, "
+                                                                   "holds no run, or no run matches"}))
+    h.add_argument("descriptor", nargs="?", help="only the runs of this descriptor (by its name; default: every "
+                                                 "descriptor's runs)")
+    h.add_argument("--runs", metavar="URL", help="the store of run directories: a folder or an fsspec URL "
+                                                 "(default: runs/)")
+    h.add_argument("--case", action="append", dest="cases", default=[], help="this case only (repeatable)")
+    h.add_argument("--since", metavar="DATE", help="only runs started on or after this date (ISO, UTC)")
+    h.add_argument("--rebuild", action="store_true", help="rebuild the index from every run directory")
+    shown = h.add_mutually_exclusive_group()
+    shown.add_argument("--markdown", action="store_true", help="print the headroom table as Markdown (no notebook)")
+    shown.add_argument("--json", action="store_true", help="print the history as JSON (no notebook)")
+    shown.add_argument("--out", help="folder to render into (default: runs/history-<descriptor>-<time>)")
+    h.set_defaults(func=_history)
+
+
+def _history(args) -> int:
+    from kit.history.command import gather, markdown, render
+
+    found = gather(args.runs, args.descriptor, args.cases, args.since, args.rebuild)
+    if args.json:
+        print(json.dumps(found.to_dict(), indent=2))
+        return ExitCode.PASSED
+    if args.markdown:
+        print(markdown(found), end="")
+        return ExitCode.PASSED
+    render(found, args.out)
+    assert found.out_dir is not None
+    print(paths.display(found.out_dir / "history.html"))
+    return ExitCode.INCOMPLETE if found.notebook_error else ExitCode.PASSED
 
 
 def _add_tool_commands(sub) -> None:

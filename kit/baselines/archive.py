@@ -184,7 +184,7 @@ def _runs(folder: Path, depth: int, unreadable: list[Unreadable]) -> Iterator[tu
 def control_runs(control_dir: Path) -> list[tuple[Path, str, tuple[str, str] | None]]:
     """A control's current and candidate run directories, from its own record; the candidate is known bad when the
     control's diagnosis found a regression in it."""
-    runs = _checked(control_dir / rundir.CONTROL, "control record", _run_names)
+    runs = _checked(control_dir / rundir.CONTROL, "control record", rundir.control_run_names)
     verdict = None
     if (control_dir / rundir.DIAGNOSIS).is_file():
         verdict = _checked(control_dir / rundir.DIAGNOSIS, "diagnosis",
@@ -192,18 +192,6 @@ def control_runs(control_dir: Path) -> list[tuple[Path, str, tuple[str, str] | N
     told = (BAD, f"the candidate of a control that found a regression ({display(control_dir)})") \
         if verdict == REGRESSION else None
     return [(control_dir / runs[0], CONTROL_CURRENT, None), (control_dir / runs[1], CONTROL_CANDIDATE, told)]
-
-
-def _run_names(doc: Any) -> tuple[str, str]:
-    """The folders of a control's current and candidate runs, as its record names them."""
-    d = mapping(doc, "")
-    current, candidate = text(d.get("current"), "current"), text(d.get("candidate"), "candidate")
-    runs = mapping(d.get("runs"), "runs")
-    names = tuple(text(runs.get(release), f"runs.{release}") for release in (current, candidate))
-    for release, name in zip((current, candidate), names):
-        if Path(name).name != name or name in (".", ".."):
-            raise Wrong(f"runs.{release}", "expected the name of a folder in the control directory", name)
-    return names[0], names[1]
 
 
 def _checked(path: Path, what: str, check: Callable[[Any], Any]) -> Any:

@@ -9,6 +9,9 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
+
+from kit.core.recordcheck import Wrong, mapping, text
 
 MANIFEST = "manifest.json"        # gate run: descriptor, digests, kit version, host, times
 RESULT = "result.json"            # gate run: the verdict and every case result
@@ -36,3 +39,17 @@ def new_run_dir(kind: str, name: str, root: str = "runs") -> Path:
     runs started in the same second apart; the time keeps a listing in the order they ran."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     return Path(root) / "-".join(filter(None, (kind, name, stamp, os.urandom(2).hex())))
+
+
+def control_run_names(doc: Any) -> tuple[str, str]:
+    """The folders of a control's current and candidate runs, as its record (``control.json``) names them;
+    Wrong at the first key that is not what a control writes. A name is one folder inside the control
+    directory: a record that points elsewhere would make its readers read another run as this control's."""
+    d = mapping(doc, "")
+    current, candidate = text(d.get("current"), "current"), text(d.get("candidate"), "candidate")
+    runs = mapping(d.get("runs"), "runs")
+    names = tuple(text(runs.get(release), f"runs.{release}") for release in (current, candidate))
+    for release, name in zip((current, candidate), names):
+        if Path(name).name != name or name in (".", ".."):
+            raise Wrong(f"runs.{release}", "expected the name of a folder in the control directory", name)
+    return names[0], names[1]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import re
-import warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -14,7 +13,7 @@ from kit.core.jsonio import atomic_write_bytes, read_input_bytes, read_json_inpu
 from kit.core.records import ERROR, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseResult, severity
 from kit.core.results import counts_sentence
 from kit.core.text import printable
-from kit.run.notebook import run_notebook
+from kit.run.notebook import render_html, run_notebook
 
 SUMMARY_NOTEBOOK = paths.NOTEBOOKS / rundir.SUMMARY_NOTEBOOK
 
@@ -166,18 +165,6 @@ def build_summary(run_dir: Path, kernel: str = paths.MAIN_KERNEL, timeout_s: flo
     if out.is_file():
         render_html(out)
     return outcome.error or ("timed out" if outcome.timed_out else None)
-
-
-def render_html(notebook: Path) -> Path:
-    import nbformat
-    from nbconvert import HTMLExporter
-
-    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
-    with warnings.catch_warnings():
-        # Scraps are stored as outputs of their own mimetype, which HTML rightly leaves out.
-        warnings.filterwarnings("ignore", message=".*is not able to be represented", category=UserWarning)
-        body, _ = exporter.from_notebook_node(nbformat.read(str(notebook), as_version=4))
-    return atomic_write_bytes(notebook.with_suffix(".html"), body.encode("utf-8"))
 
 
 def control_evidence(control: dict, diagnosis, views: Sequence) -> str:

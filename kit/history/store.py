@@ -59,6 +59,21 @@ class Store:
         entries = self.fs.ls(self.path(relative), detail=False)
         return sorted(posixpath.basename(str(e).rstrip("/")) for e in entries)
 
+    def stamps(self, relative: str) -> dict[str, str]:
+        """Per file directly under ``relative``: what changes when it is rewritten (its size with its modification
+        time, or an object store's ETag), without reading it; empty when there is no such folder."""
+        try:
+            entries = self.fs.ls(self.path(relative), detail=True)
+        except FileNotFoundError:
+            return {}
+        out = {}
+        for e in entries:
+            if e.get("type") == "directory":
+                continue
+            stamp = e.get("ETag") or e.get("mtime") or e.get("LastModified") or e.get("last_modified") or ""
+            out[posixpath.basename(str(e["name"]).rstrip("/"))] = f"{e.get('size')}:{stamp}"
+        return out
+
     def run_dirs(self) -> Iterator[str]:
         """Each run directory under the root, relative to it, in name order (which is the order they ran:
         run directories are named by their start time). A run is not looked into."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import glob
 import os
 import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from jupyter_client.manager import AsyncKernelManager
 from kit.backends import processes
 from kit.core import paths
 from kit.core.contract import LOG_PREFIX_ENV
+from kit.core.jsonio import atomic_write_bytes
 from kit.run.mainkernel import provide_main_kernel
 
 KERNEL_START_TIMEOUT_S = 120
@@ -199,3 +201,16 @@ def kill_tree(target: int | processes.Identity | None) -> None:
     """SIGKILL a kernel's session, every process in it and under it, and wait until none is alive
     (a hung kernel ignores SIGTERM, and a timed-out case gets no clean shutdown)."""
     processes.stop_tree(target, grace_s=0)
+
+
+def render_html(notebook: Path) -> Path:
+    """The executed notebook as HTML beside it, without the code: what a reader opens (every command's report)."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    with warnings.catch_warnings():
+        # Scraps are stored as outputs of their own mimetype, which HTML rightly leaves out.
+        warnings.filterwarnings("ignore", message=".*is not able to be represented", category=UserWarning)
+        body, _ = exporter.from_notebook_node(nbformat.read(str(notebook), as_version=4))
+    return atomic_write_bytes(notebook.with_suffix(".html"), body.encode("utf-8"))

@@ -1,0 +1,191 @@
+"""The history's index: a DuckDB file of every run's rows, a cache the run directories can rebuild at any time.
+
+Reading a run means parsing every case result it holds (tens of kilobytes each); a store of a thousand runs is
+too much to parse on every question. So the rows are kept in a DuckDB file and only what changed is read
+again: a location whose files (sizes with modification times, or an object store's ETags) are what they were
+when it was indexed is not read; one that vanished loses its rows. Nothing in the index is authoritative:
+``rebuild`` drops it and reads every run again, and deleting the file does the same.
+
+Where it lives: beside a local store, ``<root>/.history/index.duckdb`` (a hidden folder, which the store's walk
+does not enter); for a remote store, in the user's cache (``$XDG_CACHE_HOME/parity-kit/history/``), named by
+the URL's digest, since a bucket is not ours to write into.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import os
+import posixpath
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from kit.core import rundir
+from kit.core.errors import BadInput
+from kit.history.rows import BucketRow, CaseRow, Line, Read, RunRow, read_location
+from kit.history.store import Store
+
+log = logging.getLogger(__name__)
+
+FORMAT = "parity-kit-history/1"  # a file of another format is rebuilt, not migrated: it is only a cache
+INDEX_FOLDER = ".history"
+INDEX_FILE = "index.duckdb"
+
+_COLUMNS = {
+    "runs": [(f.name, _t) for f, _t in zip(dataclasses.fields(RunRow), (
+        "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "TIMESTAMP", "VARCHAR", "VARCHAR",
+        "VARCHAR"))],
+    "cases": [(f.name, _t) for f, _t in zip(dataclasses.fields(CaseRow), (
+        "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "DOUBLE", "DOUBLE", "DOUBLE",
+        "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "TIMESTAMP", "VARCHAR", "VARCHAR"))],
+    "buckets": [(f.name, _t) for f, _t in zip(dataclasses.fields(BucketRow), (
+        "VARCHAR", "VARCHAR", "INTEGER", "INTEGER", "DOUBLE", "DOUBLE", "DOUBLE", "DOUBLE", "DOUBLE"))],
+    "lines": [("location", "VARCHAR"), ("kind", "VARCHAR"), ("text", "VARCHAR")],
+    "locations": [("location", "VARCHAR"), ("signature", "VARCHAR")],
+}
+
+
+@dataclass(frozen=True)
+class Update:
+    """What one update of the index did."""
+
+    path: Path
+    found: int  # locations under the store
+    read: int  # read again (new or changed)
+    removed: int  # gone from the store
+    seconds: float
+
+
+def index_path(store: Store) -> Path:
+    """Where the index of ``store`` is kept (see the module)."""
+    if "file" in _protocols(store):
+        return Path(store.root) / INDEX_FOLDER / INDEX_FILE
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    digest = hashlib.sha256(store.url.rstrip("/").encode("utf-8")).hexdigest()[:32]
+    return base / "parity-kit" / "history" / f"{digest}.duckdb"
+
+
+def _protocols(store: Store) -> tuple[str, ...]:
+    protocol = store.fs.protocol
+    return (protocol,) if isinstance(protocol, str) else tuple(protocol)
+
+
+def connect(path: Path, read_only: bool = False) -> Any:
+    import duckdb
+
+    try:
+        if not read_only:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        return duckdb.connect(str(path), read_only=read_only)
+    except (OSError, duckdb.Error) as exc:
+        raise BadInput(f"{path}: the history index cannot be opened: {str(exc).splitlines()[0]}") from None
+
+
+def update(store: Store, path: Path | None = None, rebuild: bool = False) -> Update:
+    """Bring the index of ``store`` up to date with its run directories (all of them with ``rebuild``)."""
+    started = time.perf_counter()
+    path = path or index_path(store)
+    con = connect(path)
+    try:
+        _prepare(con, rebuild)
+        known = dict(con.execute("SELECT location, signature FROM locations").fetchall())
+        found = _locations(store)
+        fresh = Read()
+        changed: list[tuple[str, str]] = []
+        for location in found:
+            sig = signature(store, location)
+            if known.get(location) == sig:
+                continue
+            read = read_location(store, location)
+            for name in ("runs", "cases", "buckets", "lines"):
+                getattr(fresh, name).extend(getattr(read, name))
+            changed.append((location, sig))
+        gone = [loc for loc in known if loc not in set(found)]
+        con.execute("BEGIN TRANSACTION")
+        for location in [loc for loc, _ in changed] + gone:
+            _forget(con, location)
+        _insert(con, "runs", fresh.runs)
+        _insert(con, "cases", fresh.cases)
+        _insert(con, "buckets", fresh.buckets)
+        _insert(con, "lines", fresh.lines)
+        _insert_tuples(con, "locations", changed)
+        con.execute("COMMIT")
+    finally:
+        con.close()
+    done = Update(path, len(found), len(changed), len(gone), time.perf_counter() - started)
+    log.info(f"history index {path}: {done.found} run location(s), {done.read} read, {done.removed} removed, "
+             f"in {done.seconds:.2f} s")
+    return done
+
+
+def _locations(store: Store) -> list[str]:
+    """The run locations of ``store``; one line naming it when it cannot be reached."""
+    try:
+        return list(store.run_dirs())
+    except BadInput:
+        raise
+    except FileNotFoundError:
+        raise BadInput(f"{store.url}: no such folder or bucket prefix") from None
+    except Exception as exc:  # fsspec backends raise their own (botocore, aiohttp): one line for any of them
+        said = (str(exc).splitlines() or [""])[0]
+        raise BadInput(f"{store.url}: cannot be read: {type(exc).__name__}: {said}") from None
+
+
+def signature(store: Store, location: str) -> str:
+    """What changes when anything the history reads at ``location`` is rewritten, without reading it: the stamps
+    of the run's own files and its case results (a control: of each of its runs too)."""
+    parts = []
+    folders = [location]
+    stamps = store.stamps(location)
+    if rundir.CONTROL in stamps:
+        folders += [posixpath.join(location, name) for name in store.listdir(location) if name not in stamps]
+    for folder in folders:
+        own = stamps if folder == location else store.stamps(folder)
+        parts += [f"{folder}/{k}={v}" for k, v in sorted(own.items())
+                  if k in (rundir.MANIFEST, rundir.RESULT, rundir.CONTROL, rundir.BAD_MARK)]
+        cases = store.stamps(posixpath.join(folder, rundir.CASES))
+        parts += [f"{folder}/cases/{k}={v}" for k, v in sorted(cases.items()) if k.endswith(".json")]
+    return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()
+
+
+def _prepare(con: Any, rebuild: bool) -> None:
+    con.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+    stored = con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+    if rebuild or stored is None or stored[0] != FORMAT:
+        for table in _COLUMNS:
+            con.execute(f"DROP TABLE IF EXISTS {table}")
+        con.execute("DELETE FROM meta")
+        con.execute("INSERT INTO meta VALUES ('format', ?)", [FORMAT])
+    for table, columns in _COLUMNS.items():
+        con.execute(f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(f'{n} {t}' for n, t in columns)})")
+
+
+def _forget(con: Any, location: str) -> None:
+    runs = "SELECT run FROM runs WHERE location = ?"
+    con.execute(f"DELETE FROM cases WHERE run IN ({runs})", [location])
+    con.execute(f"DELETE FROM buckets WHERE run IN ({runs})", [location])
+    for table in ("runs", "lines", "locations"):
+        con.execute(f"DELETE FROM {table} WHERE location = ?", [location])
+
+
+def _insert(con: Any, table: str, rows: Sequence[Any]) -> None:
+    _insert_tuples(con, table, [dataclasses.astuple(r) if not isinstance(r, Line) else
+                                (r.location, r.kind, r.text) for r in rows])
+
+
+def _insert_tuples(con: Any, table: str, rows: Iterable[tuple]) -> None:
+    """Bulk rows through a DataFrame: DuckDB's executemany binds one row at a time, far slower at this size."""
+    import pandas as pd  # type: ignore[import-untyped]  # no stubs in the test extra; a frame is all it makes
+
+    rows = list(rows)
+    if not rows:
+        return
+    frame = pd.DataFrame(rows, columns=[n for n, _ in _COLUMNS[table]])
+    con.register("incoming", frame)
+    try:
+        con.execute(f"INSERT INTO {table} SELECT * FROM incoming")
+    finally:
+        con.unregister("incoming")

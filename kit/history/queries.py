@@ -1,0 +1,185 @@
+"""The questions the history answers, in SQL over the index: each case and bucket's series over time, the
+releases and baseline changes on that time axis, and the headroom table with its trend.
+
+A selection (``Selection``) narrows every query the same way: one descriptor's runs (by its name, which stays
+while its file is edited; the digest changes with every edit), some cases, runs since a date. The series are
+ordered by when a run started, and by its folder's name where two started in the same second.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from kit.core.drift import t_two_sided_p
+
+# Runs the trend of a bucket's headroom is fitted over, and the p-value under which a falling trend is named.
+TREND_RUNS = 10
+TREND_ALPHA = 0.01
+
+
+@dataclass(frozen=True)
+class Selection:
+    name: str | None = None  # the descriptor's name; None: every descriptor
+    cases: tuple[str, ...] = ()
+    since: _dt.datetime | None = None
+
+    def where(self, runs: str = "r", cases: str = "c") -> tuple[str, list[Any]]:
+        """A WHERE clause over the runs table (alias ``runs``) and a table with a case column (``cases``)."""
+        terms: list[str] = ["TRUE"]
+        args: list[Any] = []
+        if self.name is not None:
+            terms.append(f"{runs}.name = ?")
+            args.append(self.name)
+        if self.cases:
+            terms.append(f"{cases}.\"case\" IN ({', '.join('?' for _ in self.cases)})")
+            args += list(self.cases)
+        if self.since is not None:
+            terms.append(f"{runs}.started_at >= ?")
+            args.append(self.since)
+        return " AND ".join(terms), args
+
+
+@dataclass
+class HeadroomRow:
+    """One case and bucket: where its headroom stands now and where it is heading."""
+
+    case: str
+    bucket: int
+    runs: int
+    last_run: str
+    last_release: str | None
+    max_error: float | None
+    bound: float | None
+    headroom: float | None
+    ratio: float | None
+    least_headroom: float | None
+    slope: float | None  # headroom per run, least squares over the last TREND_RUNS runs
+    p_value: float | None  # of that slope being zero
+    shrinking: bool
+    flag: str | None = None  # the step a change-point test found in its error, in words
+    step_run: str | None = None  # the first run after that step
+    values: list[float] = field(default_factory=list, repr=False)  # its largest errors, oldest first
+    run_names: list[str] = field(default_factory=list, repr=False)  # the run of each
+    labels: list[str] = field(default_factory=list, repr=False)  # the run (and release) of each, for a reader
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in ("values", "run_names", "labels")}
+
+
+_SERIES = """
+SELECT r.run, r.kind, r.started_at, r.release, r.name, c."case", c.status, c.golden_sha256, c.record_sha256,
+       b.bucket, b.prompts, b.max_error, b.mean_error, b.bound, b.headroom, b.ratio
+FROM buckets b JOIN cases c ON b.run = c.run AND b."case" = c."case" JOIN runs r ON r.run = b.run
+WHERE {where}
+ORDER BY c."case", b.bucket, r.started_at NULLS FIRST, r.run
+"""
+
+
+def series(con: Any, sel: Selection) -> Any:
+    """Per case, bucket and run: the largest and mean error, the bound, the headroom (a DataFrame)."""
+    where, args = sel.where("r", "c")
+    return con.execute(_SERIES.format(where=where), args).df()
+
+
+def case_series(con: Any, sel: Selection) -> Any:
+    """Per case and run: its status, errors, drift statistic and what it stood on (a DataFrame)."""
+    where, args = sel.where("r", "c")
+    return con.execute(f"""
+        SELECT r.run, r.kind, r.started_at, r.release, c.* EXCLUDE (run, release, started_at)
+        FROM cases c JOIN runs r ON r.run = c.run WHERE {where}
+        ORDER BY c."case", r.started_at NULLS FIRST, r.run""", args).df()
+
+
+def changes(con: Any, sel: Selection) -> list[dict]:
+    """The points of the time axis where something a reader should see changed: a release (the first run of
+    each), a case's calibration record or golden (the first run that used the new one)."""
+    where, args = sel.where("r", "c")
+    rows = con.execute(f"""
+        WITH s AS (
+            SELECT r.run, r.started_at, r.release, c."case", c.golden_sha256, c.record_sha256,
+                   lag(r.release) OVER w AS prev_release, lag(c.golden_sha256) OVER w AS prev_golden,
+                   lag(c.record_sha256) OVER w AS prev_record, row_number() OVER w AS n
+            FROM cases c JOIN runs r ON r.run = c.run WHERE {where}
+            WINDOW w AS (PARTITION BY c."case" ORDER BY r.started_at NULLS FIRST, r.run))
+        SELECT run, started_at, "case", release, prev_release, golden_sha256, prev_golden, record_sha256, prev_record
+        FROM s WHERE n > 1 AND (release IS DISTINCT FROM prev_release OR golden_sha256 IS DISTINCT FROM prev_golden
+                                OR record_sha256 IS DISTINCT FROM prev_record)
+        ORDER BY started_at, run, "case" """, args).fetchall()
+    out = []
+    for run, at, case, rel, prev_rel, golden, prev_golden, record, prev_record in rows:
+        what = []
+        if rel != prev_rel:
+            what.append(("release", f"release {rel or 'none'} (was {prev_rel or 'none'})"))
+        if golden != prev_golden:
+            what.append(("baseline", f"golden {_short(golden)} (was {_short(prev_golden)})"))
+        if record != prev_record:
+            what.append(("baseline", f"calibration record {_short(record)} (was {_short(prev_record)})"))
+        out += [{"run": run, "started_at": _iso(at), "case": case, "kind": kind, "text": text} for kind, text in what]
+    return out
+
+
+def headroom(con: Any, sel: Selection, trend_runs: int = TREND_RUNS) -> list[HeadroomRow]:
+    """Per case and bucket with a bound: the last run's headroom, the least over all runs, and the least-squares
+    slope of the headroom over the last ``trend_runs`` runs; shrinking when it falls with p < TREND_ALPHA."""
+    where, args = sel.where("r", "c")
+    rows = con.execute(f"""
+        WITH s AS (
+            SELECT c."case", b.bucket, r.run, r.release, b.max_error, b.bound, b.headroom, b.ratio,
+                   row_number() OVER (PARTITION BY c."case", b.bucket ORDER BY r.started_at DESC NULLS LAST,
+                                      r.run DESC) AS back
+            FROM buckets b JOIN cases c ON b.run = c.run AND b."case" = c."case" JOIN runs r ON r.run = b.run
+            WHERE {where} AND b.bound IS NOT NULL)
+        SELECT "case", bucket, count(*) AS runs,
+               arg_min(run, back) AS last_run, arg_min(release, back) AS last_release,
+               arg_min(max_error, back), arg_min(bound, back), arg_min(headroom, back), arg_min(ratio, back),
+               min(headroom),
+               regr_slope(headroom, -back) FILTER (WHERE back <= ?) AS slope,
+               regr_r2(headroom, -back) FILTER (WHERE back <= ?) AS r2,
+               count(headroom) FILTER (WHERE back <= ?) AS n,
+               list(max_error ORDER BY back DESC), list(run ORDER BY back DESC), list(release ORDER BY back DESC)
+        FROM s GROUP BY "case", bucket ORDER BY "case", bucket""",
+                       [*args, trend_runs, trend_runs, trend_runs]).fetchall()
+    out = []
+    for (case, bucket, runs, last_run, last_release, err, bound, room, ratio, least, slope, r2, n,
+         errors, run_names, releases) in rows:
+        p = slope_p_value(r2, n) if slope is not None else None
+        out.append(HeadroomRow(
+            case, bucket, runs, last_run, last_release, err, bound, room, ratio, least, slope, p,
+            shrinking=bool(slope is not None and slope < 0 and p is not None and p < TREND_ALPHA),
+            values=[math.nan if e is None else e for e in errors], run_names=list(run_names),
+            labels=[f"release {rel} / run {name}" if rel else f"run {name}" for name, rel in zip(run_names, releases)]))
+    return out
+
+
+def slope_p_value(r2: float | None, n: int) -> float | None:
+    """The two-sided p-value of a least-squares slope of ``n`` points being zero, from its R²."""
+    if r2 is None or n < 3:
+        return None
+    if r2 >= 1.0:
+        return 0.0
+    t = math.sqrt(r2 * (n - 2) / (1.0 - r2))
+    return t_two_sided_p(t, n - 2)
+
+
+def lines(con: Any) -> list[dict]:
+    """Every line about what could not be read or was not trusted, in location order."""
+    rows = con.execute("SELECT location, kind, text FROM lines ORDER BY location, kind, text").fetchall()
+    return [{"location": loc, "kind": kind, "text": text} for loc, kind, text in rows]
+
+
+def count_runs(con: Any, sel: Selection) -> int:
+    where, args = sel.where("r", "c")
+    found = con.execute(f"""SELECT count(DISTINCT r.run) FROM runs r LEFT JOIN cases c ON c.run = r.run
+                            WHERE {where}""", args).fetchone()
+    return int(found[0]) if found else 0
+
+
+def _short(sha: str | None) -> str:
+    return sha[:12] if sha else "none"
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat() if isinstance(value, _dt.datetime) else (None if value is None else str(value))

@@ -1,0 +1,194 @@
+"""The history: run directories into rows, the index kept incrementally, the queries, and the command's Markdown
+and JSON through the CLI, with every kind of bad input one line."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from kit.cli import main
+from kit.core import rundir
+from kit.core.exitcodes import ExitCode
+from kit.core.jsonio import write_json
+from kit.history import index as history_index
+from kit.history import queries
+from kit.history.command import gather, markdown
+from kit.history.rows import CONTROL_CANDIDATE, CONTROL_CURRENT, GATE_RUN, SKIPPED, VERDICT, read_location
+from kit.history.store import open_store
+from support.history import BOUNDS, RECORD, START, case_result, control, gate_run, series
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_gate_run_reads_into_run_case_and_bucket_rows(tmp_path):
+    doc = case_result("hf-bf16", {128: [0.012, 0.004], 256: [0.01, 0.02]},
+                      triage={"class": "engine", "evidence": "rope"})
+    gate_run(tmp_path, "tiny-cpu-1", {"hf-bf16": doc}, release="2.3")
+    read = read_location(open_store(str(tmp_path)), "tiny-cpu-1")
+    assert read.lines == []
+    [run], [case] = read.runs, read.cases
+    assert (run.kind, run.name, run.release, run.verdict, run.recorded_verdict) == (
+        GATE_RUN, "tiny-cpu", "2.3", "passed", "passed")
+    assert (case.status, case.bound_kind, case.record_sha256, case.release) == ("passed", "calibrated", RECORD, "2.3")
+    assert case.max_error == pytest.approx(0.02) and case.mean_error == pytest.approx(0.0115)
+    assert (case.drift_value, case.drift_limit) == (0.004, 0.0045)
+    assert (case.triage_class, case.triage_evidence) == ("engine", "rope")
+    by_bucket = {b.bucket: b for b in read.buckets}
+    assert by_bucket[128].bound == BOUNDS["128"]
+    assert by_bucket[128].headroom == pytest.approx(0.02 - 0.012)
+    assert by_bucket[256].ratio == pytest.approx(0.02 / 0.03)
+    assert by_bucket[128].mean_error == pytest.approx(0.008)
+
+
+def test_a_case_without_triage_reads_none(tmp_path):
+    gate_run(tmp_path, "r", {"c": case_result("c", {128: [0.01]})})
+    [case] = read_location(open_store(str(tmp_path)), "r").cases
+    assert case.triage_class is None and case.triage_evidence is None
+
+
+def test_a_control_reads_as_its_two_runs(tmp_path):
+    control(tmp_path, "control-1", {"c": case_result("c", {128: [0.01]})}, {"c": case_result("c", {128: [0.015]})})
+    read = read_location(open_store(str(tmp_path)), "control-1")
+    assert {r.kind: r.release for r in read.runs} == {CONTROL_CURRENT: "pin", CONTROL_CANDIDATE: "next"}
+    assert {r.run for r in read.runs} == {"control-1/pin", "control-1/next"}
+
+
+def test_an_older_run_is_skipped_with_one_line_naming_its_file(tmp_path):
+    write_json(tmp_path / "old" / rundir.MANIFEST, {"descriptor": "x.toml", "kit_version": "0.0.1"})
+    gate_run(tmp_path, "new", {"c": case_result("c", {128: [0.01]})})
+    store = open_store(str(tmp_path))
+    old = read_location(store, "old")
+    assert old.runs == [] and len(old.lines) == 1
+    [line] = old.lines
+    assert line.kind == SKIPPED and "old/manifest.json" in line.text and "name" in line.text
+    assert "0.0.1" in line.text and "\n" not in line.text
+    assert len(read_location(store, "new").runs) == 1
+
+
+def test_an_unreadable_case_file_leaves_out_that_case_only(tmp_path):
+    run = gate_run(tmp_path, "r", {"a": case_result("a", {128: [0.01]}), "b": case_result("b", {128: [0.01]})})
+    (run / rundir.CASES / "b.json").write_text("{not json")
+    read = read_location(open_store(str(tmp_path)), "r")
+    assert [c.case for c in read.cases] == ["a"]
+    assert any(line.kind == SKIPPED and "b.json" in line.text for line in read.lines)
+
+
+def test_a_verdict_that_disagrees_with_the_case_files_trusts_the_case_files(tmp_path):
+    gate_run(tmp_path, "r", {"c": case_result("c", {128: [0.01]})}, verdict="failed")
+    read = read_location(open_store(str(tmp_path)), "r")
+    [run] = read.runs
+    assert (run.verdict, run.recorded_verdict) == ("passed", "failed")
+    [line] = read.lines
+    assert line.kind == VERDICT and "says failed" in line.text and "trusted" in line.text
+
+
+def test_the_index_reads_only_what_changed(tmp_path):
+    runs = series(tmp_path, [0.010, 0.011, 0.012])
+    store = open_store(str(tmp_path))
+    first = history_index.update(store)
+    assert first.path == tmp_path / ".history" / "index.duckdb"
+    assert (first.found, first.read, first.removed) == (3, 3, 0)
+    again = history_index.update(store)
+    assert (again.found, again.read) == (3, 0)
+    doc = json.loads((runs[1] / rundir.CASES / "hf-bf16.json").read_text())
+    doc["prompts"][0]["max_probability_error"] = 0.019
+    write_json(runs[1] / rundir.CASES / "hf-bf16.json", doc)
+    os.utime(runs[1] / rundir.CASES / "hf-bf16.json", (1, 1))  # a rewrite in the same second still shows
+    changed = history_index.update(store)
+    assert changed.read == 1
+    con = history_index.connect(changed.path, read_only=True)
+    try:
+        frame = queries.series(con, queries.Selection())
+    finally:
+        con.close()
+    assert frame[frame["bucket"] == 128]["max_error"].tolist() == pytest.approx([0.010, 0.019, 0.012])
+    import shutil
+
+    shutil.rmtree(runs[2])
+    gone = history_index.update(store)
+    assert (gone.found, gone.removed) == (2, 1)
+    assert history_index.update(store, rebuild=True).read == 2
+
+
+def test_a_remote_store_keeps_its_index_in_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    path = history_index.index_path(open_store("memory://bucket/runs"))
+    assert path.parent == tmp_path / "cache" / "parity-kit" / "history" and path.suffix == ".duckdb"
+    assert history_index.index_path(open_store("memory://bucket/other")) != path
+
+
+def test_headroom_shrinking_and_changes_on_the_time_axis(tmp_path):
+    # Bucket 128's error creeps towards its bound of 0.02 run after run; a release and a record change on the way.
+    errors = [0.010 + 0.0008 * i for i in range(10)]
+    releases = ["2.2"] * 5 + ["2.3"] * 5
+    records = [RECORD] * 7 + ["s" * 64] * 3
+    series(tmp_path, errors, releases=releases, records=records)
+    found = gather(str(tmp_path))
+    rows = {(r.case, r.bucket): r for r in found.headroom}
+    creeping = rows[("hf-bf16", 128)]
+    assert creeping.runs == 10 and creeping.shrinking and creeping.slope < 0
+    assert creeping.headroom == pytest.approx(0.02 - errors[-1])
+    assert not rows[("hf-bf16", 256)].shrinking
+    kinds = [(c["kind"], c["text"].split()[0]) for c in found.changes]
+    assert ("release", "release") in kinds and ("baseline", "calibration") in kinds
+    release = next(c for c in found.changes if c["kind"] == "release")
+    assert release["started_at"].startswith((START.replace(tzinfo=None) + __import__("datetime").timedelta(
+        hours=5)).isoformat()[:13])
+
+
+def test_selection_by_descriptor_case_and_date(tmp_path):
+    series(tmp_path, [0.01, 0.011, 0.012, 0.013])
+    gate_run(tmp_path, "other-1", {"c": case_result("c", {128: [0.01]})}, name="other")
+    assert gather(str(tmp_path)).runs == 5
+    assert gather(str(tmp_path), "other").runs == 1
+    assert gather(str(tmp_path), "tiny-cpu", since="2026-11-01T14:00:00+00:00").runs == 2
+    assert {r.case for r in gather(str(tmp_path), cases=["c"]).headroom} == {"c"}
+
+
+def test_markdown_and_json_through_the_cli(tmp_path, capsys):
+    series(tmp_path, [0.010, 0.012, 0.014])
+    write_json(tmp_path / "old" / rundir.MANIFEST, {"kit_version": "0.0.1"})
+    assert main(["history", "--runs", str(tmp_path), "--markdown"]) == ExitCode.PASSED
+    out = capsys.readouterr().out
+    assert "| hf-bf16 | 128 | 3 |" in out and "skipped:" in out and "old/manifest.json" in out
+    assert main(["history", "--runs", str(tmp_path), "--json", "--case", "hf-bf16"]) == ExitCode.PASSED
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["runs"] == 3 and {r["bucket"] for r in doc["headroom"]} == {128, 256}
+    assert [line["kind"] for line in doc["lines"]] == ["skipped"]
+
+
+def test_markdown_names_the_flag_column(tmp_path):
+    series(tmp_path, [0.010, 0.012])
+    text = markdown(gather(str(tmp_path)))
+    assert "| flag |" in text and "losing headroom" in text
+
+
+@pytest.mark.parametrize("where, said", [
+    ("missing", "no such folder"),
+    ("empty", "holds no run directory"),
+])
+def test_nothing_to_show_is_one_line_and_exit_3(tmp_path, capsys, where, said):
+    (tmp_path / "empty").mkdir()
+    assert main(["history", "--runs", str(tmp_path / where), "--json"]) == ExitCode.BAD_INPUT
+    err = capsys.readouterr().err.strip()
+    assert said in err and len(err.splitlines()) == 1
+
+
+def test_an_unreachable_url_is_one_line_and_exit_3(capsys):
+    assert main(["history", "--runs", "nosuchprotocol://bucket/runs", "--json"]) == ExitCode.BAD_INPUT
+    err = capsys.readouterr().err.strip()
+    assert "nosuchprotocol://bucket/runs" in err and len(err.splitlines()) == 1
+
+
+def test_a_selection_matching_nothing_is_one_line_and_exit_3(tmp_path, capsys):
+    series(tmp_path, [0.01])
+    assert main(["history", "no-such-descriptor", "--runs", str(tmp_path), "--markdown"]) == ExitCode.BAD_INPUT
+    assert "no run matches descriptor no-such-descriptor" in capsys.readouterr().err
+
+
+def test_a_bad_since_is_one_line_and_exit_3(tmp_path, capsys):
+    series(tmp_path, [0.01])
+    assert main(["history", "--runs", str(tmp_path), "--since", "last week", "--json"]) == ExitCode.BAD_INPUT
+    assert "--since last week" in capsys.readouterr().err
