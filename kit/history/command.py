@@ -151,7 +151,8 @@ def markdown(history: History) -> str:
                    f"{_g(r.ratio, '.2f')} | {trend} | {r.flag or ''} |")
     if history.changes:
         out += ["", "Releases and baselines changed:", ""]
-        out += [f"- {c['started_at'] or '?'} {c['case']}: {c['text']} (run {c['run']})" for c in history.changes]
+        out += [f"- {c['started_at'] or '?'} {c['case'] or 'every case'}: {c['text']} (run {c['run']})"
+                for c in history.changes]
     if history.lines:
         out += ["", "Not read, or not trusted:", ""]
         out += [f"- {line['kind']}: {line['text']}" for line in history.lines]

@@ -95,30 +95,36 @@ def case_series(con: Any, sel: Selection) -> Any:
 
 def changes(con: Any, sel: Selection) -> list[dict]:
     """The points of the time axis where something a reader should see changed: a release (the first run of
-    each), a case's calibration record or golden (the first run that used the new one)."""
+    each; ``case`` None, since it is every case's), a case's golden or calibration record (the first run of
+    the case that stood on the new one)."""
     where, args = sel.where("r", "c")
-    rows = con.execute(f"""
+    releases = con.execute(f"""
         WITH s AS (
-            SELECT r.run, r.started_at, r.release, c."case", c.golden_sha256, c.record_sha256,
-                   lag(r.release) OVER w AS prev_release, lag(c.golden_sha256) OVER w AS prev_golden,
-                   lag(c.record_sha256) OVER w AS prev_record, row_number() OVER w AS n
+            SELECT DISTINCT r.run, r.started_at, r.release FROM runs r JOIN cases c ON c.run = r.run WHERE {where}),
+        t AS (SELECT *, lag(release) OVER w AS prev, row_number() OVER w AS n FROM s
+              WINDOW w AS (ORDER BY started_at NULLS FIRST, run))
+        SELECT run, started_at, release, prev FROM t WHERE n > 1 AND release IS DISTINCT FROM prev""",
+                           args).fetchall()
+    out = [{"run": run, "started_at": _iso(at), "case": None, "kind": "release",
+            "text": f"release {rel or 'none'} (was {prev or 'none'})"} for run, at, rel, prev in releases]
+    baselines = con.execute(f"""
+        WITH s AS (
+            SELECT r.run, r.started_at, c."case", c.golden_sha256, c.record_sha256,
+                   lag(c.golden_sha256) OVER w AS prev_golden, lag(c.record_sha256) OVER w AS prev_record,
+                   row_number() OVER w AS n
             FROM cases c JOIN runs r ON r.run = c.run WHERE {where}
             WINDOW w AS (PARTITION BY c."case" ORDER BY r.started_at NULLS FIRST, r.run))
-        SELECT run, started_at, "case", release, prev_release, golden_sha256, prev_golden, record_sha256, prev_record
-        FROM s WHERE n > 1 AND (release IS DISTINCT FROM prev_release OR golden_sha256 IS DISTINCT FROM prev_golden
-                                OR record_sha256 IS DISTINCT FROM prev_record)
-        ORDER BY started_at, run, "case" """, args).fetchall()
-    out = []
-    for run, at, case, rel, prev_rel, golden, prev_golden, record, prev_record in rows:
-        what = []
-        if rel != prev_rel:
-            what.append(("release", f"release {rel or 'none'} (was {prev_rel or 'none'})"))
+        SELECT run, started_at, "case", golden_sha256, prev_golden, record_sha256, prev_record
+        FROM s WHERE n > 1 AND (golden_sha256 IS DISTINCT FROM prev_golden
+                                OR record_sha256 IS DISTINCT FROM prev_record)""", args).fetchall()
+    for run, at, case, golden, prev_golden, record, prev_record in baselines:
         if golden != prev_golden:
-            what.append(("baseline", f"golden {_short(golden)} (was {_short(prev_golden)})"))
+            out.append({"run": run, "started_at": _iso(at), "case": case, "kind": "baseline",
+                        "text": f"golden {_short(golden)} (was {_short(prev_golden)})"})
         if record != prev_record:
-            what.append(("baseline", f"calibration record {_short(record)} (was {_short(prev_record)})"))
-        out += [{"run": run, "started_at": _iso(at), "case": case, "kind": kind, "text": text} for kind, text in what]
-    return out
+            out.append({"run": run, "started_at": _iso(at), "case": case, "kind": "baseline",
+                        "text": f"calibration record {_short(record)} (was {_short(prev_record)})"})
+    return sorted(out, key=lambda c: (c["started_at"] or "", c["run"], c["case"] or ""))
 
 
 def headroom(con: Any, sel: Selection, trend_runs: int = TREND_RUNS) -> list[HeadroomRow]:

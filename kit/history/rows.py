@@ -14,21 +14,23 @@ import datetime as _dt
 import logging
 import math
 import posixpath
+import re
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from kit.core import rundir
 from kit.core.errors import BadInput
-from kit.core.records import CaseResult
-from kit.core.recordcheck import Wrong
-from kit.core.resultcheck import check_case_result, check_manifest, written_by
+from kit.core.records import CASE_STATUSES, CaseResult
+from kit.core.recordcheck import Wrong, listing, mapping, text
+from kit.core.resultcheck import check_manifest, written_by
 from kit.core.results import gate_verdict
 from kit.history.store import Store
 
 log = logging.getLogger(__name__)
 
 GATE_RUN, CONTROL_CURRENT, CONTROL_CANDIDATE = "gate run", "control current", "control candidate"
+_VERDICT_AT_END = re.compile(rb'"verdict":"([a-z-]+)"}\s*$')
 # What a line about a run says: it (or a part of it) could not be read, or its recorded verdict was not trusted.
 SKIPPED, VERDICT = "skipped", "verdict"
 
@@ -149,7 +151,7 @@ def _read_run(store: Store, location: str, run: str, kind: str, out: Read) -> No
             continue  # stopped before it finished: missing, as the verdict counts it
         try:
             doc = store.read_json(rel)
-            check_case_result(doc, case)
+            row, buckets = case_rows(run, case, doc, release, started)
         except BadInput as exc:
             out.lines.append(Line(location, SKIPPED, f"{exc}; case left out"))
             continue
@@ -157,10 +159,10 @@ def _read_run(store: Store, location: str, run: str, kind: str, out: Read) -> No
             out.lines.append(Line(location, SKIPPED,
                                   f"{store.where(rel)}: {wrong.text}{written_by(version)}; case left out"))
             continue
-        result = CaseResult.from_dict(doc)
-        results[case] = result
-        out.cases.append(case_row(run, result, doc, release, started))
-        out.buckets += bucket_rows(run, result)
+        # What the verdict needs of a case is its status: a full CaseResult is not built (see case_rows).
+        results[case] = CaseResult(case=case, backend=row.backend, status=row.status)
+        out.cases.append(row)
+        out.buckets += buckets
     verdict = gate_verdict(manifest["cases"], results)
     recorded = _recorded_verdict(store, run)
     if recorded is not None and recorded != verdict:
@@ -172,60 +174,80 @@ def _read_run(store: Store, location: str, run: str, kind: str, out: Read) -> No
 
 
 def _recorded_verdict(store: Store, run: str) -> str | None:
+    """What result.json says the verdict was. The file repeats every case result (most of a run's bytes), and
+    its canonical JSON sorts ``verdict`` last, so its tail says it; anything else is parsed whole."""
     rel = posixpath.join(run, rundir.RESULT)
     if not store.exists(rel):
         return None
+    tail = _VERDICT_AT_END.search(store.read_tail(rel, 256))
+    if tail:
+        return tail.group(1).decode("ascii")
     doc = store.read_json(rel)
     verdict = doc.get("verdict") if isinstance(doc, dict) else None
     return verdict if isinstance(verdict, str) else None
 
 
-def case_row(run: str, r: CaseResult, doc: Mapping[str, Any], release: str | None,
-             run_started: _dt.datetime | None) -> CaseRow:
-    errors = [p.max_probability_error for p in r.prompts]
-    drift = _drift_error(r.drift)
-    source = r.bound_source or {}
+def case_rows(run: str, case: str, doc: Any, release: str | None,
+              run_started: _dt.datetime | None) -> tuple[CaseRow, list[BucketRow]]:
+    """The rows of one case result, read from its JSON for what the history shows and checked for that only
+    (Wrong at the first value it cannot use): checking every field of a CaseResult, and building one, costs
+    ten times the parse, and a store holds thousands."""
+    d = mapping(doc, "")
+    status = text(d.get("status"), "status")
+    if status not in CASE_STATUSES:
+        raise Wrong("status", f"expected one of {', '.join(CASE_STATUSES)}", status)
+    if d.get("case") != case:
+        raise Wrong("case", f"expected {case!r}, the case its file is named after", d.get("case"))
+    prompts = [mapping(p, f"prompts[{i}]") for i, p in enumerate(listing(d.get("prompts", []), "prompts"))]
+    errors = [_finite(p.get("max_probability_error")) for p in prompts]
+    source, drift = _table(d.get("bound_source")), _table(d.get("drift"))
     record = source.get("record")
-    # Read tolerantly: a triage is a field a newer kit adds to case results.
-    found = doc.get("triage")
-    triage: Mapping[str, Any] = found if isinstance(found, dict) else {}
-    return CaseRow(
-        run=run, case=r.case, status=r.status, backend=r.backend, bound_kind=bound_kind(r),
-        max_error=_finite(r.max_probability_error), mean_error=_mean(errors),
-        drift_value=drift.get("value"), drift_limit=drift.get("high"),
-        drift_p=_finite((r.drift or {}).get("p_value")), golden_sha256=r.golden_sha256,
-        record_sha256=record if isinstance(record, str) else None, release=release, model_digest=r.model_digest,
-        started_at=_when(r.started_at) or run_started,
+    triage = _table(d.get("triage"))  # read tolerantly: a triage is a field a newer kit adds to case results
+    row = CaseRow(
+        run=run, case=case, status=status, backend=text(d.get("backend"), "backend"),
+        bound_kind=bound_kind(source, d.get("golden_kind")),
+        max_error=_largest(errors),
+        mean_error=_mean(errors), drift_value=_drift_error(drift).get("value"),
+        drift_limit=_drift_error(drift).get("high"), drift_p=_finite(drift.get("p_value")),
+        golden_sha256=_text(d.get("golden_sha256")), record_sha256=record if isinstance(record, str) else None,
+        release=release, model_digest=_text(d.get("model_digest")),
+        started_at=_when(d.get("started_at")) or run_started,
         triage_class=_text(triage.get("class")), triage_evidence=_text(triage.get("evidence")))
+    return row, bucket_rows(run, case, d, prompts)
 
 
-def bound_kind(r: CaseResult) -> str:
-    kind = (r.bound_source or {}).get("kind")
+def bound_kind(source: Mapping[str, Any], golden_kind: Any) -> str:
+    """Where a case's bounds came from, as its result records it (an older result: from its golden's kind)."""
+    kind = source.get("kind")
     if isinstance(kind, str) and kind:
         return kind
-    return "exact" if r.golden_kind == "exact" else "hand-set"
+    return "exact" if golden_kind == "exact" else "hand-set"
 
 
-def bucket_rows(run: str, r: CaseResult) -> list[BucketRow]:
+def bucket_rows(run: str, case: str, d: Mapping[str, Any], prompts: Sequence[Mapping[str, Any]]) -> list[BucketRow]:
     by_bucket: dict[int, list[float | None]] = {}
-    bounds: dict[int, float | None] = {}
-    for p in r.prompts:
-        by_bucket.setdefault(p.bucket, []).append(p.max_probability_error)
-        bounds.setdefault(p.bucket, p.bound)
+    bounds: dict[int, Any] = {}
+    for i, p in enumerate(prompts):
+        bucket = p.get("bucket")
+        if not isinstance(bucket, int):
+            raise Wrong(f"prompts[{i}].bucket", "expected a whole number", bucket)
+        by_bucket.setdefault(bucket, []).append(_finite(p.get("max_probability_error")))
+        bounds.setdefault(bucket, p.get("bound"))
+    table = _table(d.get("bucket_bounds"))
     rows = []
     for bucket, errors in sorted(by_bucket.items()):
-        bound = _finite(r.bucket_bounds.get(str(bucket), bounds[bucket])) if r.golden_kind != "exact" else None
-        largest = None if any(_finite(e) is None for e in errors) else max(float(e) for e in errors if e is not None)
+        bound = _finite(table.get(str(bucket), bounds[bucket])) if d.get("golden_kind") != "exact" else None
+        largest = _largest(errors)
         rows.append(BucketRow(
-            run=run, case=r.case, bucket=bucket, prompts=len(errors), max_error=largest, mean_error=_mean(errors),
+            run=run, case=case, bucket=bucket, prompts=len(errors), max_error=largest, mean_error=_mean(errors),
             bound=bound, headroom=bound - largest if bound is not None and largest is not None else None,
             ratio=largest / bound if bound and largest is not None else None))
     return rows
 
 
-def _drift_error(drift: Mapping[str, Any] | None) -> dict[str, float | None]:
+def _drift_error(drift: Mapping[str, Any]) -> dict[str, float | None]:
     """The drift test's error statistic: the run's mean error and the upper end of its interval."""
-    for s in (drift or {}).get("statistics") or []:
+    for s in drift.get("statistics") or []:
         if isinstance(s, dict) and s.get("test") == "error":
             return {"value": _finite(s.get("value")), "high": _finite(s.get("high"))}
     return {}
@@ -244,6 +266,16 @@ def _when(value: Any) -> _dt.datetime | None:
 
 def _finite(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def _table(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _largest(errors: Sequence[float | None]) -> float | None:
+    """The largest error; None when there is none, or one prompt could not be scored (its error is no number)."""
+    finite = [e for e in errors if e is not None]
+    return max(finite) if finite and len(finite) == len(errors) else None
 
 
 def _mean(values: Sequence[float | None]) -> float | None:

@@ -51,6 +51,16 @@ class Store:
         except OSError as exc:
             raise BadInput(f"{self.where(relative)}: cannot be read: {exc}") from None
 
+    def read_tail(self, relative: str, size: int) -> bytes:
+        """The last ``size`` bytes of a file (all of it when shorter), without fetching the rest."""
+        try:
+            total = int(self.fs.size(self.path(relative)))
+            return bytes(self.fs.cat_file(self.path(relative), start=max(0, total - size)))
+        except FileNotFoundError:
+            raise BadInput(f"{self.where(relative)}: no such file") from None
+        except OSError as exc:
+            raise BadInput(f"{self.where(relative)}: cannot be read: {exc}") from None
+
     def read_json(self, relative: str) -> Any:
         return parse_json_input(self.read_bytes(relative), self.where(relative))
 

@@ -51,7 +51,7 @@ def case_plot(series: pd.DataFrame, case: str, changes: Sequence[dict], steps: d
     part = series[series["case"] == case]
     buckets = sorted(part["bucket"].unique())
     fig, axes = plt.subplots(1, len(buckets), figsize=(4.2 * len(buckets), 3.2), squeeze=False, sharey=False)
-    marks = [c for c in changes if c["case"] == case]
+    marks = [c for c in changes if c["case"] in (case, None)]
     for ax, bucket in zip(axes[0], buckets):
         b = part[part["bucket"] == bucket]
         x = pd.to_datetime(b["started_at"])

@@ -3,8 +3,10 @@ and JSON through the CLI, with every kind of bad input one line."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
+import shutil
 
 import pytest
 
@@ -104,8 +106,6 @@ def test_the_index_reads_only_what_changed(tmp_path):
     finally:
         con.close()
     assert frame[frame["bucket"] == 128]["max_error"].tolist() == pytest.approx([0.010, 0.019, 0.012])
-    import shutil
-
     shutil.rmtree(runs[2])
     gone = history_index.update(store)
     assert (gone.found, gone.removed) == (2, 1)
@@ -133,9 +133,9 @@ def test_headroom_shrinking_and_changes_on_the_time_axis(tmp_path):
     assert not rows[("hf-bf16", 256)].shrinking
     kinds = [(c["kind"], c["text"].split()[0]) for c in found.changes]
     assert ("release", "release") in kinds and ("baseline", "calibration") in kinds
-    release = next(c for c in found.changes if c["kind"] == "release")
-    assert release["started_at"].startswith((START.replace(tzinfo=None) + __import__("datetime").timedelta(
-        hours=5)).isoformat()[:13])
+    [release] = [c for c in found.changes if c["kind"] == "release"]
+    assert release["case"] is None and release["text"] == "release 2.3 (was 2.2)"
+    assert release["started_at"] == (START + dt.timedelta(hours=5)).replace(tzinfo=None).isoformat()
 
 
 def test_selection_by_descriptor_case_and_date(tmp_path):
