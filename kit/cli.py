@@ -419,23 +419,23 @@ def _add_history_command(sub) -> None:
                                    "s3://bucket/prefix; only what changed is read again) and renders the history\n"
                                    "notebook to history.html in a new folder; --markdown and --json print the\n"
                                    "headroom table instead, without a kernel. A run that cannot be read is a line\n"
-                                   "in the output, never a refusal.",
+                                   "in the output, never a refusal; bad input (3) is a store that cannot be read or\n"
+                                   "holds no run, or a selection that matches none.",
                        epilog=epilog(ExitCode.PASSED, ExitCode.INCOMPLETE, ExitCode.BAD_INPUT, ExitCode.INTERRUPTED,
                                      meanings={ExitCode.PASSED: "shown",
-                                               ExitCode.INCOMPLETE: "indexed, but the notebook did not run",
-                                               ExitCode.BAD_INPUT: "nothing to show: the store cannot be read, "
-                                                                   "holds no run, or no run matches"}))
+                                               ExitCode.INCOMPLETE: "indexed, but the notebook did not run"}))
     h.add_argument("descriptor", nargs="?", help="only the runs of this descriptor (by its name; default: every "
                                                  "descriptor's runs)")
     h.add_argument("--runs", metavar="URL", help="the store of run directories: a folder or an fsspec URL "
                                                  "(default: runs/)")
-    h.add_argument("--case", action="append", dest="cases", default=[], help="this case only (repeatable)")
+    h.add_argument("--case", action="append", dest="cases", default=[], metavar="NAME",
+                   help="this case only (repeatable)")
     h.add_argument("--since", metavar="DATE", help="only runs started on or after this date (ISO, UTC)")
     h.add_argument("--rebuild", action="store_true", help="rebuild the index from every run directory")
     shown = h.add_mutually_exclusive_group()
     shown.add_argument("--markdown", action="store_true", help="print the headroom table as Markdown (no notebook)")
     shown.add_argument("--json", action="store_true", help="print the history as JSON (no notebook)")
-    shown.add_argument("--out", help="folder to render into (default: runs/history-<descriptor>-<time>)")
+    shown.add_argument("--out", metavar="DIR", help="folder to render into (default: runs/history-<descriptor>-<time>)")
     h.set_defaults(func=_history)
 
 
