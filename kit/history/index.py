@@ -7,8 +7,8 @@ when it was indexed is not read; one that vanished loses its rows. Nothing in th
 ``rebuild`` drops it and reads every run again, and deleting the file does the same.
 
 Where it lives: beside a local store, ``<root>/.history/index.duckdb`` (a hidden folder, which the store's walk
-does not enter); for a remote store, in the user's cache (``$XDG_CACHE_HOME/parity-kit/history/``), named by
-the URL's digest, since a bucket is not ours to write into.
+does not enter); for a remote store, or a local one that cannot be written, in the user's cache
+(``$XDG_CACHE_HOME/parity-kit/history/``), named by the URL's digest, since a bucket is not ours to write into.
 """
 
 from __future__ import annotations
@@ -61,10 +61,13 @@ class Update:
 
 def index_path(store: Store) -> Path:
     """Where the index of ``store`` is kept (see the module)."""
-    if "file" in _protocols(store):
+    local = "file" in _protocols(store)
+    if local and os.access(store.root, os.W_OK | os.X_OK):
         return Path(store.root) / INDEX_FOLDER / INDEX_FILE
+    # A remote store, or a local one we may only read (a shared mount): the user's cache.
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    digest = hashlib.sha256(store.url.rstrip("/").encode("utf-8")).hexdigest()[:32]
+    named = store.root if local else store.url.rstrip("/")  # a local folder by its absolute path
+    digest = hashlib.sha256(named.encode("utf-8")).hexdigest()[:32]
     return base / "parity-kit" / "history" / f"{digest}.duckdb"
 
 

@@ -61,7 +61,9 @@ def case_plot(series: pd.DataFrame, case: str, changes: Sequence[dict], steps: d
             ax.step(x, b["bound"], where="post", lw=1.2, label="bound", color="#30a030")
         for mark in marks:
             at = pd.to_datetime(mark["started_at"])
-            ax.axvline(at, color=RELEASE if mark["kind"] == "release" else BASELINE, ls=":", lw=1)
+            release = mark["kind"] == "release"
+            ax.axvline(at, color=RELEASE if release else BASELINE, ls=":", lw=1,
+                       label="new release" if release else "new golden or calibration record")
         step_run = steps.get(int(bucket))
         if step_run is not None:
             hit = b[b["run"] == step_run]
@@ -70,8 +72,12 @@ def case_plot(series: pd.DataFrame, case: str, changes: Sequence[dict], steps: d
         ax.set_title(f"{case}, bucket {bucket}")
         ax.set_ylabel("max probability error")
         ax.tick_params(axis="x", labelrotation=30, labelsize=7)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=4, frameon=False, bbox_to_anchor=(0.5, -0.08))
+    legend: dict[str, Any] = {}  # each label once, from whichever bucket drew it
+    for ax in axes[0]:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(label, handle)
+    fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=3, frameon=False,
+               bbox_to_anchor=(0.5, -0.12))
     fig.tight_layout()
     return fig
 
