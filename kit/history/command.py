@@ -95,8 +95,6 @@ def gather(runs: str | None = None, descriptor: str | Path | None = None, cases:
     store = open_store(url)
     selection = queries.Selection(descriptor_name(descriptor), tuple(cases or ()), parse_since(since))
     indexed = history_index.update(store, rebuild=rebuild)
-    if not indexed.found:
-        raise BadInput(f"{url}: holds no run directory (no {rundir.MANIFEST} or {rundir.CONTROL} below it)")
     con = history_index.connect(indexed.path, read_only=True)
     try:
         found = queries.count_runs(con, selection)

@@ -90,12 +90,14 @@ def connect(path: Path, read_only: bool = False) -> Any:
 def update(store: Store, path: Path | None = None, rebuild: bool = False) -> Update:
     """Bring the index of ``store`` up to date with its run directories (all of them with ``rebuild``)."""
     started = time.perf_counter()
+    found = _locations(store)
+    if not found:  # refused before an index is made inside a folder that is not one of runs
+        raise BadInput(f"{store.url}: holds no run directory (no {rundir.MANIFEST} or {rundir.CONTROL} below it)")
     path = path or index_path(store)
     con = connect(path)
     try:
         _prepare(con, rebuild)
         known = dict(con.execute("SELECT location, signature FROM locations").fetchall())
-        found = _locations(store)
         fresh = Read()
         changed: list[tuple[str, str]] = []
         for location in found:
@@ -163,7 +165,8 @@ def _prepare(con: Any, rebuild: bool) -> None:
         con.execute("DELETE FROM meta")
         con.execute("INSERT INTO meta VALUES ('format', ?)", [FORMAT])
     for table, columns in _COLUMNS.items():
-        con.execute(f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(f'{n} {t}' for n, t in columns)})")
+        quoted = ", ".join(f'"{name}" {kind}' for name, kind in columns)  # "case" is a keyword of SQL
+        con.execute(f"CREATE TABLE IF NOT EXISTS {table} ({quoted})")
 
 
 def _forget(con: Any, location: str) -> None:
