@@ -15,7 +15,7 @@ from kit.core import rundir
 from kit.core.exitcodes import ExitCode
 from kit.core.jsonio import write_json
 from kit.history import index as history_index
-from kit.history import queries
+from kit.history import queries, steps
 from kit.history.command import gather, markdown
 from kit.history.rows import CONTROL_CANDIDATE, CONTROL_CURRENT, GATE_RUN, SKIPPED, VERDICT, read_location
 from kit.history.store import open_store
@@ -198,3 +198,26 @@ def test_a_bad_since_is_one_line_and_exit_3(tmp_path, capsys):
     series(tmp_path, [0.01])
     assert main(["history", "--runs", str(tmp_path), "--since", "last week", "--json"]) == ExitCode.BAD_INPUT
     assert "--since last week" in capsys.readouterr().err
+
+
+def test_a_step_up_is_flagged_with_its_run_and_release(tmp_path, monkeypatch):
+    # The change-point test is kit.history.changepoint's; here a stand-in that finds the step at the fourth run.
+    class Step:
+        index, before, after = 3, 0.010, 0.016
+
+    monkeypatch.setattr(steps, "_find_step", lambda: lambda values, false_alarm: Step())
+    runs = series(tmp_path, [0.010, 0.010, 0.010, 0.016, 0.016], releases=["2.2"] * 3 + ["2.3"] * 2)
+    rows = {(r.case, r.bucket): r for r in gather(str(tmp_path)).headroom}
+    flagged = rows[("hf-bf16", 128)]
+    assert flagged.flag == f"error stepped up from 0.01 to 0.016 at release 2.3 / run {runs[3].name}"
+    assert flagged.step_run == runs[3].name
+    assert "error stepped up" in markdown(gather(str(tmp_path)))
+
+
+def test_a_step_down_is_no_flag(tmp_path, monkeypatch):
+    class Step:
+        index, before, after = 2, 0.016, 0.010
+
+    monkeypatch.setattr(steps, "_find_step", lambda: lambda values, false_alarm: Step())
+    series(tmp_path, [0.016, 0.016, 0.010, 0.010])
+    assert all(r.flag is None for r in gather(str(tmp_path)).headroom)
