@@ -80,7 +80,8 @@ class Store:
         for e in entries:
             if e.get("type") == "directory":
                 continue
-            stamp = e.get("ETag") or e.get("mtime") or e.get("LastModified") or e.get("last_modified") or ""
+            stamp = (e.get("ETag") or e.get("mtime") or e.get("LastModified") or e.get("last_modified")
+                     or e.get("created") or "")
             out[posixpath.basename(str(e["name"]).rstrip("/"))] = f"{e.get('size')}:{stamp}"
         return out
 

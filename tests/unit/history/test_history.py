@@ -221,3 +221,18 @@ def test_a_step_down_is_no_flag(tmp_path, monkeypatch):
     monkeypatch.setattr(steps, "_find_step", lambda: lambda values, false_alarm: Step())
     series(tmp_path, [0.016, 0.016, 0.010, 0.010])
     assert all(r.flag is None for r in gather(str(tmp_path)).headroom)
+
+
+def test_a_store_behind_a_url_is_read_through_fsspec_and_indexed_in_the_cache(tmp_path, monkeypatch):
+    import fsspec
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    series(tmp_path / "local", [0.010, 0.012, 0.014])
+    fs = fsspec.filesystem("memory")
+    fs.put(str(tmp_path / "local"), "/team/parity-runs", recursive=True)
+    try:
+        found = gather("memory://team/parity-runs")
+        assert found.runs == 3 and found.index.is_relative_to(tmp_path / "cache")
+        assert history_index.update(open_store("memory://team/parity-runs")).read == 0
+    finally:
+        fs.rm("/team", recursive=True)
