@@ -24,7 +24,6 @@ from kit.history import index as history_index
 from kit.history import queries
 from kit.history.steps import flag_rows
 from kit.history.store import open_store
-from kit.run.notebook import render_html, run_notebook
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +118,8 @@ def describe(sel: queries.Selection) -> str:
 def render(history: History, out: str | Path | None = None) -> History:
     """The history notebook over ``history``'s selection, executed in the main kernel and rendered to HTML in a
     new folder (``out``, or runs/history-<descriptor>-<time>); a failed cell is kept and said in one line."""
+    from kit.run.notebook import render_html, run_notebook  # Jupyter's machinery: not for --markdown and --json
+
     out_dir = paths.claim_empty_dir(out or rundir.new_run_dir("history", history.selection.name or "all",
                                                               str(paths.runs_root())), "--out", "history")
     write_json(out_dir / DOCUMENT, history.to_dict())
