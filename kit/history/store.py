@@ -119,8 +119,11 @@ class Store:
 
     def run_dirs(self) -> Iterator[str]:
         """Each run directory under the root, relative to it, in name order (which is the order they ran:
-        run directories are named by their start time). A run is not looked into."""
-        yield from self._walk("", 0)
+        run directories are named by their start time). A run is not looked into. A prefix nothing was published
+        under yet has none (refused where the bucket or, for a folder store, the folder does not exist)."""
+        self.probe()
+        if self.is_local or self.exists(""):
+            yield from self._walk("", 0)
 
     def _walk(self, relative: str, depth: int) -> Iterator[str]:
         names = self.listdir(relative)
@@ -226,9 +229,11 @@ def _code(exc: BaseException) -> str | None:
 
 def _endpoint(fs: Any) -> str:
     """The endpoint a filesystem talks to, for messages: an S3 client's URL where there is one."""
-    for owner in ("s3", "_s3"):
-        client = getattr(fs, owner, None)
-        url = getattr(getattr(client, "meta", None), "endpoint_url", None)
+    for owner in ("_s3", "s3"):
+        try:
+            url = getattr(getattr(getattr(fs, owner, None), "meta", None), "endpoint_url", None)
+        except Exception:  # a client that is not made yet may say so by raising: the environment then says where
+            url = None
         if url:
             return str(url)
     return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or "(the default endpoint)"

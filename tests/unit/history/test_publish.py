@@ -54,7 +54,9 @@ def test_a_failed_publication_keeps_the_run_and_says_why(s3, tmp_path, caplog):
     before = tree(run)
     url = f"s3://{s3.bucket}-missing/runs"
     publish_finished(run, url)  # as the gate does after its run: logs, never raises
-    assert f"not published: {url}: cannot be opened: the bucket does not exist" in caplog.text
+    [line] = [r.getMessage() for r in caplog.records if r.name == "kit.gate.run"]
+    assert line.startswith(f"[red]not published[/]: {url}: cannot be opened: the bucket does not exist; "
+                           f"the run stays in {run}")
     after = tree(run)
     assert set(after) - set(before) == {rundir.PUBLISHED}
     assert all(after[k] == v for k, v in before.items())
@@ -66,7 +68,7 @@ def test_a_failed_publication_keeps_the_run_and_says_why(s3, tmp_path, caplog):
 def test_publication_recorded_after_and_not_copied(s3, tmp_path):
     run = gate_run(tmp_path / RUN)
     done = publish_run(run, s3.url("runs"))
-    assert done.error is None and done.url == s3.url(f"runs/{RUN}") and done.files == 5
+    assert done.error is None and done.url == s3.url(f"runs/{RUN}") and done.files == 6
     assert publications(run) == [done]
     again = publish_run(run, s3.url("runs"))  # a second attempt is refused, and recorded after the first
     assert again.error and "already exists" in again.error

@@ -8,6 +8,8 @@ import socket
 import sys
 import time
 
+import importlib
+
 import pytest
 
 from kit.core import rundir
@@ -30,8 +32,9 @@ def test_lists_and_reads_run_dirs_on_s3_as_in_a_folder(s3, tmp_path):
     run = "tiny-20261201-110000-bbbb"
     assert remote.read_json(f"{run}/{rundir.RESULT}") == local.read_json(f"{run}/{rundir.RESULT}")
     assert remote.read_json(f"{run}/{rundir.RESULT}")["verdict"] == "failed"
-    assert remote.listdir(run) == local.listdir(run) == sorted(
-        [rundir.CASES, rundir.EVIDENCE, rundir.MANIFEST, rundir.RESULT, rundir.SUMMARY_HTML])
+    assert remote.listdir(run) == sorted([rundir.CASES, rundir.EVIDENCE, rundir.MANIFEST, rundir.RESULT,
+                                          rundir.SUMMARY_HTML])
+    assert local.listdir(run) == sorted([rundir.LOCK, *remote.listdir(run)])  # the lock is not published
     assert remote.listdir("control-tiny-20261201-120000-cccc/candidate") == sorted(
         [rundir.CASES, rundir.EVIDENCE, rundir.MANIFEST, rundir.RESULT])
     assert remote.read_bytes(f"{run}/{rundir.EVIDENCE}") == (runs / run / rundir.EVIDENCE).read_bytes()
@@ -57,7 +60,7 @@ def test_a_bucket_that_does_not_exist(s3):
     with pytest.raises(BadInput) as exc:
         open_store(url).probe()
     assert one_line(exc) == f"{url}: cannot be opened: the bucket does not exist"
-    with pytest.raises(BadInput, match=r"^s3://.*-missing/runs: cannot be listed: the bucket does not exist$"):
+    with pytest.raises(BadInput, match=r"^s3://.*-missing/runs: cannot be opened: the bucket does not exist$"):
         list(open_store(url).run_dirs())
 
 
@@ -72,7 +75,7 @@ def test_an_unreachable_endpoint_is_one_line_and_quick(s3, monkeypatch):
         list(open_store(url).run_dirs())
     # Bounded, not fast to a host's number: botocore's defaults take minutes where a connect hangs.
     assert time.monotonic() - started < 30
-    assert one_line(exc).startswith(f"{url}: cannot be listed: cannot reach the endpoint http://127.0.0.1:{port}")
+    assert one_line(exc).startswith(f"{url}: cannot be opened: cannot reach the endpoint http://127.0.0.1:{port}")
 
 
 def test_credentials_the_server_does_not_know(s3_checks_keys):
@@ -94,6 +97,8 @@ def test_no_credentials_at_all(s3, monkeypatch):
 
 def test_s3fs_not_installed(monkeypatch):
     monkeypatch.setitem(sys.modules, "s3fs", None)  # an import of it fails, as where it was never installed
+    known = importlib.import_module("fsspec.registry")._registry  # fsspec keeps each class it imported
+    monkeypatch.delitem(known, "s3", raising=False)
     with pytest.raises(BadInput) as exc:
         open_store("s3://team/runs")
     assert one_line(exc) == "s3://team/runs: the s3:// filesystem is not installed: pip install parity-kit[s3]"
