@@ -80,14 +80,29 @@ def s3(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path) -> S3:
     return store
 
 
+@dataclass(frozen=True)
+class Keys:
+    """A user the server's IAM knows, with no policy: its key is known, but it may do nothing."""
+
+    access_key: str
+    secret_key: str
+
+
 @pytest.fixture
-def s3_checks_keys(s3: S3, monkeypatch: pytest.MonkeyPatch) -> S3:
-    """The same server, now checking every request's access key against its IAM users (it has none, so every
-    key is unknown): moto checks credentials only past INITIAL_NO_AUTH_ACTION_COUNT requests, which is
-    unbounded by default. The setting is read at each request, so patching it turns the check on and off."""
+def s3_checks_keys(s3: S3, monkeypatch: pytest.MonkeyPatch) -> Keys:
+    """The same server, now checking every request's signature and key against its IAM users: moto checks
+    credentials only past INITIAL_NO_AUTH_ACTION_COUNT requests, which is unbounded by default. The setting is
+    read at each request, so patching it turns the check on for this test alone. Returns a user's keys (made
+    before the check starts); the test's dummy keys are unknown to the server."""
+    import boto3
     from moto import settings
     from moto.core.responses import ActionAuthenticatorMixin
 
+    iam = boto3.client("iam", endpoint_url=s3.endpoint, region_name="us-east-1",
+                       aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY)
+    user = f"reader-{uuid.uuid4().hex[:8]}"
+    iam.create_user(UserName=user)
+    made = iam.create_access_key(UserName=user)["AccessKey"]
     monkeypatch.setattr(settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)
     monkeypatch.setattr(ActionAuthenticatorMixin, "request_count", 0)
-    return s3
+    return Keys(made["AccessKeyId"], made["SecretAccessKey"])

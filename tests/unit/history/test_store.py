@@ -78,12 +78,20 @@ def test_an_unreachable_endpoint_is_one_line_and_quick(s3, monkeypatch):
     assert one_line(exc).startswith(f"{url}: cannot be opened: cannot reach the endpoint http://127.0.0.1:{port}")
 
 
-def test_credentials_the_server_does_not_know(s3_checks_keys):
-    url = s3_checks_keys.url("runs")
+@pytest.mark.parametrize("which, code", [("unknown key", "InvalidAccessKeyId"),
+                                         ("wrong secret", "SignatureDoesNotMatch"),
+                                         ("no permission", "AccessDenied")])
+def test_credentials_the_server_refuses(s3, s3_checks_keys, monkeypatch, which, code):
+    if which != "unknown key":  # a key the server knows; the test's own dummy key it does not
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3_checks_keys.access_key)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY",
+                           "not-the-secret" if which == "wrong secret" else s3_checks_keys.secret_key)
+    url = s3.url("runs")
     with pytest.raises(BadInput) as exc:
         open_store(url).probe()
-    assert one_line(exc).startswith(f"{url}: cannot be opened: access denied (InvalidAccessKeyId): check the "
-                                    "credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)")
+    assert one_line(exc) == (f"{url}: cannot be opened: access denied ({code}): check the credentials "
+                             "(AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE) and what they may do "
+                             "on this bucket")
 
 
 def test_no_credentials_at_all(s3, monkeypatch):
