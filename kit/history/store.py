@@ -196,12 +196,12 @@ def reason(exc: BaseException, fs: Any = None) -> str:
             return "no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE"
         if name in _UNREACHABLE or isinstance(e, (ConnectionError, TimeoutError)):
             return f"cannot reach the endpoint {_endpoint(fs)}: {_line(e)}"
+    if isinstance(exc, FileNotFoundError):  # NoSuchKey, a 404, or a folder's absence: the bucket is there
+        return "no such file or folder"
     if code:
         return f"the server refused the request ({code}): {_line(exc)}"
     if isinstance(exc, PermissionError):
         return f"permission denied: {_line(exc)}"
-    if isinstance(exc, FileNotFoundError):
-        return "no such file or folder"
     return f"{type(exc).__name__}: {_line(exc)}"
 
 

@@ -96,3 +96,24 @@ def test_gate_refuses_an_unusable_store_before_running(s3, tmp_path, capsys):
     assert capsys.readouterr().err.strip() == (f"parity-kit: bad input: s3://{s3.bucket}-missing/runs: cannot be "
                                                "opened: the bucket does not exist")
     assert not (tmp_path / "run").exists()
+
+
+def test_publish_to_a_folder_store(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    run = control_dir(tmp_path / "local" / "control-tiny-20261201-120000-cccc")
+    url = publish(run, str(shared))
+    assert url == f"{shared}/{run.name}"
+    assert tree(shared / run.name) == {k: v for k, v in tree(run).items() if not k.endswith(rundir.LOCK)}
+    with pytest.raises(BadInput, match=r"/absent: cannot be opened: no such file or folder$"):
+        publish(run, str(tmp_path / "absent"))  # a folder store is not made: a typo would scatter runs
+
+
+def test_a_link_out_of_the_run_is_refused_before_anything_is_copied(s3, tmp_path):
+    run = gate_run(tmp_path / RUN)
+    secret = tmp_path / "elsewhere.txt"
+    secret.write_text("not the run's")
+    (run / "notes.txt").symlink_to(secret)
+    with pytest.raises(BadInput, match=r"notes.txt: a link that leads out of the run"):
+        publish(run, s3.url("runs"))
+    assert s3.keys() == []
