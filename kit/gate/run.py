@@ -29,6 +29,7 @@ from kit.gate.executor import (LOCAL, RAY, Checked, GateRun, claim_run, default_
                                write_manifest)
 from kit.gate.heartbeat import Heartbeat, heartbeat_interval
 from kit.gate.junit import write_junit, written_when_interrupted
+from kit.history.publish import check_target, publish_run
 from kit.run import output
 from kit.run.devices import DevicePool
 from kit.run.notebook import stop_all
@@ -43,11 +44,15 @@ STATUS_STYLE = {PASSED: "green", FAILED: "red", ERROR: "magenta", TIMEOUT: "yell
 def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | None = None,
              only: Sequence[str] | None = None, command: Sequence[str] | None = None,
              summary: bool = True, release: str | None = None,
-             executor: str = LOCAL, resume: str | Path | None = None, junit: str | Path | None = None) -> GateRun:
+             executor: str = LOCAL, resume: str | Path | None = None, junit: str | Path | None = None,
+             publish: str | None = None) -> GateRun:
     """One gate run end to end; with ``junit``, its JUnit XML too (written from the run directory's results
-    if the run is interrupted, and refused before anything runs if the path cannot be written)."""
+    if the run is interrupted, and refused before anything runs if the path cannot be written); with ``publish``,
+    the finished run copied to that store (refused before anything runs if the store cannot be used)."""
     output.ensure()
     command = list(command or sys.argv)
+    if publish:
+        check_target(publish)
     with written_when_interrupted(junit, [resume or out]), \
             on_signals():  # SIGTERM, SIGHUP and SIGINT (even if inherited as ignored) stop it cleanly
         run = start_gate(load_descriptor(descriptor), out, only, release, command, executor, resume)
@@ -62,7 +67,21 @@ def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | 
                 run.lock.release()  # the OS drops it anyway if this process dies first
     if junit:
         write_junit(junit, [(run.plan.name, [s.name for s in run.specs], run.results, run.duration_s)])
+    publish_finished(run.run_dir, publish)
     return run
+
+
+def publish_finished(local_dir: Path, url: str | None) -> None:
+    """Copy a finished run (or control) directory to ``url``. A failure is one error line and a note in the
+    run's published.json, never an exception: the run and its verdict (and exit code) are what they were."""
+    if not url:
+        return
+    done = publish_run(local_dir, url)
+    if done.error:
+        log.error(f"[red]not published[/]: {escape(printable(done.error))}; the run stays in {escape(str(local_dir))} "
+                  f"(again: parity-kit publish {escape(str(local_dir))} {escape(url)})", extra=MARKUP)
+    else:
+        log.log(NOTICE, f"published {done.files} files -> {escape(done.url)}", extra=MARKUP)
 
 
 def start_gate(source: LoadedDescriptor | Checked, out: str | Path | None, only: Sequence[str] | None,
