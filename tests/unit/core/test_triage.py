@@ -28,7 +28,8 @@ def test_passed_and_no_baseline_cases_have_no_class():
 
 
 def test_a_timeout_is_infrastructure():
-    r = CaseResult("c", "hf", "timeout", error="exceeded its timeout of 15 s; its kernel was killed; partial notebook n")
+    r = CaseResult("c", "hf", "timeout",
+                   error="exceeded its timeout of 15 s; its kernel was killed; partial notebook n")
     assert classify(r) == Triage(INFRASTRUCTURE, "infrastructure: timeout: exceeded its timeout of 15 s; its kernel "
                                                  "was killed; partial notebook n")
 

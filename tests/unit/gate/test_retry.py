@@ -127,7 +127,8 @@ def test_a_case_error_is_not_retried_but_errors_across_backends_are(tmp_path, em
     vllm = next(n for n, c in embedded.doc["cases"].items() if c["backend"] == "vllm")
     run, calls = gate_run(tmp_path / "b", embedded, {"hf-bf16": [own, PASSED], vllm: [own, PASSED]}, monkeypatch)
     assert calls == {"hf-bf16": 2, vllm: 2} and run.verdict == "passed"
-    assert run.retried["hf-bf16"].startswith("infrastructure: 2 cases of backends hf, vllm errored in this run together")
+    assert run.retried["hf-bf16"].startswith(
+        "infrastructure: 2 cases of backends hf, vllm errored in this run together")
 
 
 def test_a_negative_retry_count_is_refused_naming_its_key(tmp_path, embedded):
