@@ -75,6 +75,12 @@ def test_an_infrastructure_failure_runs_again_once_and_its_pass_stands(tmp_path,
     suite = ET.parse(tmp_path / "junit.xml").getroot()
     props = {p.get("name"): p.get("value") for p in suite.iter("property")}
     assert props == {"attempt1": f"error: {evidence}"}
+    from kit.core.results import read_run
+    from kit.views.summary import case_table, failure_lines
+
+    view = read_run(run.run_dir)
+    assert failure_lines(view) == [f"hf-bf16: attempt 1 was retried: {evidence}"]
+    assert case_table(view).loc["hf-bf16", "attempts"] == 2 and case_table(view).loc["hf-bf16", "triage"] is None
 
 
 def test_a_persisting_infrastructure_failure_leaves_the_verdict_incomplete(tmp_path, embedded, monkeypatch):
