@@ -100,6 +100,17 @@ def _jobs(text: str) -> int:
     return jobs
 
 
+def _retries(text: str) -> int:
+    """``--infra-retries``: how often an infrastructure failure runs again, 0 or more (a usage error otherwise)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {n}")
+    return n
+
+
 class _Parser(argparse.ArgumentParser):
     """Every parser and subparser keeps the line breaks of its description and epilog (the exit codes)."""
 
@@ -157,6 +168,10 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--publish", metavar="URL", help="copy the finished run directory to URL/<run>/ (s3://bucket/prefix, gs://..., or a folder); never over "
                         "an existing one; a failed copy is logged and noted in published.json, the verdict's exit code "
                         "stands (default: $PARITY_KIT_PUBLISH; docs/history-store.md)")
+    g.add_argument("--infra-retries", type=_retries, metavar="N", dest="infra_retries",
+                   help="run a case that failed for a reason of the job (its kernel died, its engine never "
+                        "answered, a timeout, a lost worker) again up to N times; numeric failures never "
+                        "(default: the descriptor's [defaults] infrastructure_retries, 1)")
     g.set_defaults(func=_gate)
 
     c = sub.add_parser("control", help="gate today's pin and the candidate, then say whose fault a failure is",
@@ -677,7 +692,7 @@ def _gate(args) -> int:
                        "it resumes")
     run = run_gate(args.descriptor, out=args.out, jobs=args.jobs, only=args.cases, command=_command("gate"),
                    summary=not args.no_summary, release=args.release, executor=args.executor, resume=args.resume,
-                   junit=args.junit, publish=_publish_target(args.publish))
+                   junit=args.junit, publish=_publish_target(args.publish), infra_retries=args.infra_retries)
     print(run.run_dir)  # stdout carries only the run directory, for scripts: RUN=$(parity-kit gate ...)
     return GATE_EXIT_CODES[run.verdict]
 
