@@ -100,6 +100,17 @@ def _jobs(text: str) -> int:
     return jobs
 
 
+def _retries(text: str) -> int:
+    """``--infra-retries``: how often an infrastructure failure runs again, 0 or more (a usage error otherwise)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {n}")
+    return n
+
+
 class _Parser(argparse.ArgumentParser):
     """Every parser and subparser keeps the line breaks of its description and epilog (the exit codes)."""
 
@@ -154,6 +165,13 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--resume", metavar="RUN_DIR",
                    help="rerun into an earlier run directory: reuse each finished case whose inputs are "
                         "unchanged, run the rest")
+    g.add_argument("--publish", metavar="URL", help="copy the finished run directory to URL/<run>/ (s3://bucket/prefix, gs://..., or a folder); never over "
+                        "an existing one; a failed copy is logged and noted in published.json, the verdict's exit code "
+                        "stands (default: $PARITY_KIT_PUBLISH; docs/history-store.md)")
+    g.add_argument("--infra-retries", type=_retries, metavar="N", dest="infra_retries",
+                   help="run a case that failed for a reason of the job (its kernel died, its engine never "
+                        "answered, a timeout, a lost worker) again up to N times; numeric failures never "
+                        "(default: the descriptor's [defaults] infrastructure_retries, 1)")
     g.set_defaults(func=_gate)
 
     c = sub.add_parser("control", help="gate today's pin and the candidate, then say whose fault a failure is",
@@ -171,7 +189,18 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--case", action="append", dest="cases", help="run only this case (repeatable)")
     c.add_argument("--no-summary", action="store_true", help="skip the control and summary notebooks")
     c.add_argument("--junit", metavar="FILE", help="also write JUnit XML: one testsuite per release")
+    c.add_argument("--publish", metavar="URL", help="copy the finished control directory, both runs in it, to "
+                                                    "URL/<control>/, as gate --publish does")
     c.set_defaults(func=_control)
+
+    pb = sub.add_parser("publish", help="copy a finished run or control directory to a store: URL/<its name>/",
+                        description="Copies a finished gate run or control directory to URL/<its name>/ (an\n"
+                                    "s3:// prefix, gs://, or a folder) and records it in its published.json; a\n"
+                                    "destination that exists already is refused. What gate --publish does, again.",
+                        epilog=_exits("published: the URL on stdout"))
+    pb.add_argument("run_dir", help="a finished gate run or control directory")
+    pb.add_argument("url", nargs="?", help="the store (default: $PARITY_KIT_PUBLISH)")
+    pb.set_defaults(func=_publish)
 
     r = sub.add_parser("refresh", help="replay a fork onto a newer upstream, build and qualify its wheels, "
                                        "then control it against today's pin",
@@ -707,7 +736,7 @@ def _gate(args) -> int:
                        "it resumes")
     run = run_gate(args.descriptor, out=args.out, jobs=args.jobs, only=args.cases, command=_command("gate"),
                    summary=not args.no_summary, release=args.release, executor=args.executor, resume=args.resume,
-                   junit=args.junit)
+                   junit=args.junit, publish=_publish_target(args.publish), infra_retries=args.infra_retries)
     print(run.run_dir)  # stdout carries only the run directory, for scripts: RUN=$(parity-kit gate ...)
     return GATE_EXIT_CODES[run.verdict]
 
@@ -776,9 +805,28 @@ def _control(args) -> int:
 
     run = run_control(args.descriptor, out=args.out, jobs=args.jobs, only=args.cases, current=args.current,
                       candidate=args.candidate, command=_command("control"), summary=not args.no_summary,
-                      junit=args.junit)
+                      junit=args.junit, publish=_publish_target(args.publish))
     print(run.control_dir)
     return run.diagnosis.exit_code
+
+
+def _publish_target(given: str | None) -> str | None:
+    from kit.history.publish import default_target
+
+    return default_target(given)
+
+
+def _publish(args) -> int:
+    from kit.history.publish import PUBLISH_ENV, publish_run
+
+    url = _publish_target(args.url)
+    if not url:
+        raise BadInput(f"publish: say where: a URL, or ${PUBLISH_ENV}")
+    done = publish_run(args.run_dir, url)
+    if done.error:
+        raise BadInput(done.error)
+    print(done.url)
+    return ExitCode.PASSED
 
 
 def _refresh(args) -> int:

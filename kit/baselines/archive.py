@@ -21,18 +21,18 @@ import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from kit.baselines.marks import BadMark, read_mark
 from kit.core import faultcopy, rundir
 from kit.core.calibration import CalibrationRecord, distinct, measured_on
 from kit.core.diagnosis import REGRESSION
 from kit.core.errors import BadInput
-from kit.core.jsonio import read_json_input
 from kit.core.paths import display
-from kit.core.recordcheck import Wrong, mapping, text
+from kit.core.recordcheck import mapping, text
 from kit.core.records import PASSED, CaseResult
 from kit.core.results import GATE_PASSED, read_case_result, read_manifest
+from kit.core.resultcheck import read_shaped
 from kit.core.scoring import is_bound_failure
 
 log = logging.getLogger(__name__)
@@ -184,23 +184,14 @@ def _runs(folder: Path, depth: int, unreadable: list[Unreadable]) -> Iterator[tu
 def control_runs(control_dir: Path) -> list[tuple[Path, str, tuple[str, str] | None]]:
     """A control's current and candidate run directories, from its own record; the candidate is known bad when the
     control's diagnosis found a regression in it."""
-    runs = _checked(control_dir / rundir.CONTROL, "control record", rundir.control_run_names)
+    runs = read_shaped(control_dir / rundir.CONTROL, "control record", rundir.control_run_names)
     verdict = None
     if (control_dir / rundir.DIAGNOSIS).is_file():
-        verdict = _checked(control_dir / rundir.DIAGNOSIS, "diagnosis",
+        verdict = read_shaped(control_dir / rundir.DIAGNOSIS, "diagnosis",
                            lambda d: text(mapping(d, "").get("verdict"), "verdict"))
     told = (BAD, f"the candidate of a control that found a regression ({display(control_dir)})") \
         if verdict == REGRESSION else None
     return [(control_dir / runs[0], CONTROL_CURRENT, None), (control_dir / runs[1], CONTROL_CANDIDATE, told)]
-
-
-def _checked(path: Path, what: str, check: Callable[[Any], Any]) -> Any:
-    """``check`` of the JSON in ``path``; one line naming the file and the key when it does not hold."""
-    doc = read_json_input(path, display(path))
-    try:
-        return check(doc)
-    except Wrong as wrong:
-        raise BadInput(f"{display(path)}: malformed {what}: {wrong.text}") from None
 
 
 def read_observation(run_dir: Path, case: str, kind: str = GATE_RUN,
@@ -225,7 +216,7 @@ def run_verdict(run_dir: Path) -> str | None:
     path = run_dir / rundir.RESULT
     if not path.is_file():
         return None
-    return _checked(path, "run result", lambda d: text(mapping(d, "").get("verdict"), "verdict"))
+    return read_shaped(path, "run result", lambda d: text(mapping(d, "").get("verdict"), "verdict"))
 
 
 def judged(kind: str, manifest: Mapping[str, Any], result: CaseResult | None, mark: BadMark | None,

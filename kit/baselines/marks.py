@@ -17,9 +17,10 @@ from pathlib import Path
 from kit import __version__
 from kit.core import rundir
 from kit.core.errors import BadInput
-from kit.core.jsonio import canonical_bytes, read_json_input
+from kit.core.jsonio import canonical_bytes
 from kit.core.paths import display
-from kit.core.recordcheck import Wrong, mapping, text
+from kit.core.recordcheck import formatted, text
+from kit.core.resultcheck import read_shaped
 from kit.core.results import now_iso
 
 log = logging.getLogger(__name__)
@@ -85,11 +86,8 @@ def read_mark(run_dir: str | Path) -> BadMark | None:
     path = Path(run_dir) / rundir.BAD_MARK
     if not path.is_file():
         return None
-    doc = read_json_input(path, display(path))
-    try:
-        d = mapping(doc, "", KEYS)
-        if d["format"] != FORMAT:
-            raise Wrong("format", f"expected {FORMAT!r}", d["format"])
+    def shape(doc: object) -> BadMark:
+        d = formatted(doc, KEYS, FORMAT)
         return BadMark(text(d["reason"], "reason"), text(d["marked_at"], "marked_at"), path)
-    except Wrong as wrong:
-        raise BadInput(f"{display(path)}: malformed bad mark: {wrong.text}") from None
+
+    return read_shaped(path, "bad mark", shape)

@@ -26,7 +26,8 @@ from kit.descriptor.plan import Plan, outline
 from kit.gate import report
 from kit.gate.executor import Checked, GateRun, check_run
 from kit.gate.junit import write_junit, written_when_interrupted
-from kit.gate.run import execute_gates, finish_gate, finish_interrupted, start_gate
+from kit.gate.run import execute_gates, finish_gate, finish_interrupted, publish_finished, start_gate
+from kit.history.publish import check_target
 from kit.run import output
 from kit.run.notebook import run_notebook
 from kit.run.output import MARKUP, NOTICE
@@ -52,19 +53,22 @@ def default_control_dir(desc: LoadedDescriptor) -> Path:
 def run_control(descriptor: str | Path | LoadedDescriptor, out: str | Path | None = None, jobs: int | None = None,
                 only: Sequence[str] | None = None, current: str = "current", candidate: str = "candidate",
                 command: Sequence[str] | None = None, summary: bool = True,
-                junit: str | Path | None = None) -> ControlRun:
+                junit: str | Path | None = None, publish: str | None = None) -> ControlRun:
     """Both gate runs and the diagnosis; with ``junit``, their JUnit XML too, one testsuite per release (written
     from the run directories if the control is interrupted, and refused before anything runs if the path cannot
-    be written)."""
+    be written); with ``publish``, the finished control directory, both runs in it, copied to that store."""
     for flag, name in (("--current", current), ("--candidate", candidate)):
         # Each release's run is the folder <control>/<release>: a name that is not plain would put it elsewhere.
         paths.check_plain_name(name, f"{flag}: release")
+    if publish:
+        check_target(publish)  # before two runs, not after them
     sides = [Path(out) / side for side in (current, candidate)] if out else []
     with written_when_interrupted(junit, sides, per_release=True):
         run = _run_control(descriptor, out, jobs, only, current, candidate, command, summary)
     if junit:
         write_junit(junit, [(f"{r.plan.name}.{r.release}", [s.name for s in r.specs], r.results, r.duration_s)
                             for r in (run.current, run.candidate)])
+    publish_finished(run.control_dir, publish)
     return run
 
 

@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from kit.core.errors import BadInput
-from kit.core.jsonio import read_json_input
-from kit.core.paths import display
-from kit.core.recordcheck import Wrong, mapping, text
+from kit.core.recordcheck import Wrong, formatted, text
+from kit.core.resultcheck import read_shaped
 
 FILE = "parity-kit-fault.json"
 FORMAT = "parity-kit-fault/1"
@@ -35,17 +34,15 @@ def read_provenance(folder: str | Path) -> dict | None:
     path = Path(folder) / FILE
     if not path.is_file():
         return None
-    doc = read_json_input(path, display(path))
-    try:
-        d = mapping(doc, "", KEYS)
-        if d["format"] != FORMAT:
-            raise Wrong("format", f"expected {FORMAT!r}", d["format"])
-        text(d["fault"], "fault")
-        if isinstance(d["magnitude"], bool) or not isinstance(d["magnitude"], (int, float)):
-            raise Wrong("magnitude", "expected a number", d["magnitude"])
-        text(d["source_model_digest"], "source_model_digest")
-    except Wrong as wrong:
-        raise BadInput(f"{display(path)}: malformed fault provenance: {wrong.text}") from None
+    return read_shaped(path, "fault provenance", _provenance)
+
+
+def _provenance(doc: Any) -> dict:
+    d = formatted(doc, KEYS, FORMAT)
+    text(d["fault"], "fault")
+    if isinstance(d["magnitude"], bool) or not isinstance(d["magnitude"], (int, float)):
+        raise Wrong("magnitude", "expected a number", d["magnitude"])
+    text(d["source_model_digest"], "source_model_digest")
     return d
 
 

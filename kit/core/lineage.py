@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from kit.core.errors import BadInput
 from kit.core.jsonio import canonical_bytes, parse_json_input, read_input_bytes, sha256_bytes
-from kit.core.recordcheck import Wrong, listing, mapping, text
+from kit.core.recordcheck import Wrong, formatted, listing, mapping, text
 
 FORMAT = "parity-kit-lineage/1"
 KINDS = ("calibration", "exact-golden", "semantic-golden")
@@ -74,9 +74,7 @@ class LineageEntry:
 def entry_from_dict(doc: Any, shown: str) -> LineageEntry:
     """An entry from its JSON, every key checked; one line naming the file and the key otherwise."""
     try:
-        d = mapping(doc, "", KEYS)
-        if d["format"] != FORMAT:
-            raise Wrong("format", f"expected {FORMAT!r}", d["format"])
+        d = formatted(doc, KEYS, FORMAT)
         if d["kind"] not in KINDS:
             raise Wrong("kind", f"expected one of {', '.join(KINDS)}", d["kind"])
         baseline = text(d["baseline"], "baseline")

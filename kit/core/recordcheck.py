@@ -62,6 +62,15 @@ def mapping(value: Any, key: str, keys: Collection[str] | None = None) -> dict:
     return value
 
 
+def formatted(doc: Any, keys: Collection[str], fmt: str) -> dict:
+    """A record's top level: exactly ``keys``, one of which is ``format``, and that format ``fmt`` (a file of
+    another format, or another record altogether, is named as such before any of its keys is read)."""
+    d = mapping(doc, "", keys)
+    if d["format"] != fmt:
+        raise Wrong("format", f"expected {fmt!r}", d["format"])
+    return d
+
+
 def listing(value: Any, key: str, non_empty: bool = False) -> list:
     if not isinstance(value, list):
         raise Wrong(key, "expected a list", value)

@@ -182,6 +182,12 @@ class CaseResult:
     # phases with the kernel's start and the notebook's write-out, using kernel_span (epoch seconds).
     phases: dict[str, float] = field(default_factory=dict)
     kernel_span: list[float] = field(default_factory=list)
+    # Why it did not pass, as kit.core.triage classed it: {"class": ..., "evidence": ...}; None when it passed,
+    # and in a record written before triage existed.
+    triage: dict[str, str] | None = None
+    # The earlier attempts of this case in the same run, each set aside before the gate ran it again
+    # (kit.gate.retry): {"attempt": n, "status", "error", "triage", "files": [paths in the run directory]}.
+    attempts: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def failure_messages(self) -> list[str]:

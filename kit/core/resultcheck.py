@@ -15,7 +15,7 @@ import dataclasses
 import types
 import typing
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from kit import __version__
 from kit.core.errors import BadInput
@@ -69,6 +69,19 @@ def read_checked(path: Path, check: Callable[[Any], None], version: str | None =
             version = doc.get(version_key) if isinstance(doc, dict) else None
         raise BadInput(f"{display(path)}: {wrong.text}{written_by(version)}") from None
     return doc
+
+
+T = TypeVar("T")
+
+
+def read_shaped(path: Path, what: str, shape: Callable[[Any], T]) -> T:
+    """What ``shape`` makes of ``path``'s JSON, or one line naming the file, ``what`` it should be and the key
+    that is not as ``shape`` expects (``FILE: malformed bad mark: reason: missing``)."""
+    doc = read_json_input(path, display(path))
+    try:
+        return shape(doc)
+    except Wrong as wrong:
+        raise BadInput(f"{display(path)}: malformed {what}: {wrong.text}") from None
 
 
 def written_by(version: object) -> str:

@@ -31,6 +31,7 @@ REGEN_REPORT = "regen.md"
 FIGURES = "figures"               # the summary's plots as PNG and SVG files
 LOCK = ".lock"
 BAD_MARK = "bad.json"             # gate run: a person's mark that the run is known bad, and why (kit.baselines.marks)
+PUBLISHED = "published.json"     # run or control: where and when it was copied to a store, or why not
 
 
 def new_run_dir(kind: str, name: str, root: str = "runs") -> Path:

@@ -104,8 +104,10 @@ class LoadedDescriptor:
         current = heads(entries, kind, case)
         superseded = {e.baseline for e in entries if e.kind == kind and e.case == case} - {
             h.baseline for h in current.values()}
-        kept = [f for f in listed if sha256_file(f) not in superseded] if superseded else list(listed)
-        kept_digests = {sha256_file(f) for f in kept}
+        # Each listed file hashed once: goldens of a GPU descriptor are hundreds of megabytes.
+        digests = {f: sha256_file(f) for f in listed}
+        kept = [f for f in listed if digests[f] not in superseded]
+        kept_digests = {digests[f] for f in kept}
         added = []
         for head in current.values():
             path = (folder / head.file).resolve()

@@ -165,6 +165,7 @@ class Plan:
     outline: Outline
     release: ReleasePin | None
     cases: Mapping[str, CasePlan]
+    infrastructure_retries: int = 1  # [defaults] infrastructure_retries (kit.gate.retry)
 
     @property
     def path(self) -> Path:
@@ -255,7 +256,7 @@ def resolve(desc: LoadedDescriptor, only: Sequence[str] | None = None, release: 
         kernel_where = desc.where("releases", release, "backends", spec.backend, "kernel") if release else ""
         cases.append((spec.name, CasePlan(spec, lines.cases[spec.name], own.resources, desc.retries(spec.name),
                                           tuple(desc.listed_records(spec.name)), kernel_where)))
-    return Plan(lines, pin, _frozen(cases))
+    return Plan(lines, pin, _frozen(cases), desc.doc.defaults.infrastructure_retries)
 
 
 def calibration_lists(desc: LoadedDescriptor, names: Sequence[str]) -> dict[str, tuple[CalibrationRecord, ...]]:

@@ -58,6 +58,9 @@ class Defaults(_Strict):
     top_n: int = Field(default=64, ge=1)
     # How often the Ray executor reruns a case whose worker or node died under it.
     retries: int = Field(default=1, ge=0)
+    # How often the gate runs again a case that failed for a reason of the job, not of its numbers
+    # (kit.core.triage's infrastructure class), whichever executor ran it.
+    infrastructure_retries: int = Field(default=1, ge=0)
 
 
 class Resources(_Strict):

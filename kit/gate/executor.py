@@ -73,12 +73,19 @@ class GateRun:
     gpus: Inventory | None = None  # the node's GPUs, listed when a case asks for some (local executor)
     # Which baseline each case stands on here (kit.descriptor.standing), worked out once, when the run starts.
     baselines: list[dict] | None = None
+    # How often a case classed infrastructure runs again (kit.gate.retry), and what that did: case -> the
+    # evidence of the attempt that was retried; while a retry runs, ``only`` narrows the run to those cases.
+    infrastructure_retries: int = 1
+    retried: dict[str, str] = field(default_factory=dict)
+    only: set[str] | None = None
+    pending_attempts: dict[str, list[dict]] = field(default_factory=dict)
 
     @property
     def pending(self) -> list[CaseSpec]:
         """The cases this run executes: all of them, less those a resume reused or kept and those with no
         baseline for this runtime (recorded as such when the run is prepared)."""
-        return [s for s in self.specs if s.name not in self.reused and s.name not in self.kept and not s.no_baseline]
+        return [s for s in self.specs if s.name not in self.reused and s.name not in self.kept and not s.no_baseline
+                and (self.only is None or s.name in self.only)]
 
     @property
     def verdict(self) -> str:
@@ -172,6 +179,7 @@ def claim_run(checked: Checked, out: str | Path | None = None, resume_dir: str |
     else:
         run = _claim(plan, Path(out) if out else default_run_dir(plan), specs, inputs, command)
     run.fingerprints, run.executor, run.release, run.gpus = fingerprints, executor, release, checked.gpus
+    run.infrastructure_retries = plan.infrastructure_retries
     run.expected = expectations(specs, inputs)
     run.custom_notebooks = custom_notebooks(specs)
     inputs.digests.save(run.run_dir / rundir.MODEL_DIGESTS)  # the kernels' model checks read it
@@ -284,6 +292,9 @@ def manifest(run: GateRun, command: Sequence[str]) -> dict:
         "reused": {n: {"status": r.status, "finished_at": r.finished_at} for n, r in run.reused.items()},
         "rerun": run.rerun,
         "kept": run.kept,
+        # The cases run again after an infrastructure failure (kit.gate.retry): case -> why.
+        "infrastructure_retries": run.infrastructure_retries,
+        "retried": run.retried,
         # Case notebooks from outside the kit's notebooks folder: code the descriptor trusted, by digest.
         "notebooks": run.custom_notebooks,
         "history": run.history,

@@ -50,14 +50,16 @@ def _suite(root: ET.Element, suite: str, expected: Sequence[str], results: Mappi
             counts["failures"] += 1
             messages = r.failure_messages
             node = ET.SubElement(case, "failure", message=messages[0] if messages else "failed", type="parity")
-            node.text = "\n".join(messages)
+            node.text = "\n".join([*_triage_line(r), *messages])
         elif r.status in (ERROR, TIMEOUT):
             counts["errors"] += 1
             node = ET.SubElement(case, "error", message=r.failure_messages[0], type=r.status)
-            node.text = r.log_tail or ""
+            node.text = "\n".join([*_triage_line(r), r.log_tail or ""])
         elif r.status == NO_BASELINE:  # not judged: skipped, with its own type, never a failure or an error
             counts["skipped"] += 1
             ET.SubElement(case, "skipped", message=r.failure_messages[0], type=NO_BASELINE)
+        if r is not None and (r.triage or r.attempts):
+            _triage_properties(case, r)
         if r is not None and r.prompts:
             err = r.max_probability_error
             out = ET.SubElement(case, "system-out")
@@ -66,6 +68,23 @@ def _suite(root: ET.Element, suite: str, expected: Sequence[str], results: Mappi
     tests.set("failures", str(counts["failures"]))
     tests.set("errors", str(counts["errors"]))
     tests.set("skipped", str(counts["skipped"]))
+
+
+def _triage_line(r: CaseResult) -> list[str]:
+    return [f"triage: {r.triage.get('evidence')}"] if r.triage else []
+
+
+def _triage_properties(case: ET.Element, r: CaseResult) -> None:
+    """The case's class and evidence (kit.core.triage), and its retried attempts, as testcase properties:
+    a dashboard can group failures by class without parsing the message."""
+    props = ET.Element("properties")
+    if r.triage:
+        ET.SubElement(props, "property", name="triage", value=str(r.triage.get("class")))
+        ET.SubElement(props, "property", name="triage.evidence", value=str(r.triage.get("evidence")))
+    for a in r.attempts:
+        ET.SubElement(props, "property", name=f"attempt{a.get('attempt')}",
+                      value=f"{a.get('status')}: {(a.get('triage') or {}).get('evidence') or a.get('error')}")
+    case.insert(0, props)
 
 
 def write_junit(path: str | Path, suites: Sequence[Suite]) -> Path:

@@ -87,6 +87,12 @@ def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: fl
                          f"{md(_worst_reason(w))}")
         if r is not None and r.decode and r.status == FAILED:
             lines.append(f"  - decode: {md(r.decode_text)}" + _decode_failure(r))
+        if r is not None and r.triage:
+            lines.append(f"  - triage: {md(r.triage.get('evidence', ''))}")
+        if r is not None and r.attempts:
+            lines += [f"  - attempt {a.get('attempt')} was retried: {md(a.get('status'))}, "
+                      f"{md((a.get('triage') or {}).get('evidence') or a.get('error'))}; its files in "
+                      f"{md(', '.join(a.get('files') or []) or 'none', code=True)}" for a in r.attempts]
         if r is not None and r.status != PASSED:
             lines += [f"  - note: {md(note)}" for note in r.notes]
     if all(name in results and results[name].status == PASSED for name in manifest["cases"]):
@@ -98,6 +104,9 @@ def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: fl
             bound = f"bound {w.bound:g}" if w.bound is not None else "exact"
             lines.append(f"Largest error: {md(worst.case, code=True)} on {md(w.id, code=True)}: max probability error "
                          f"{w.max_probability_error:.3g} ({bound}).")
+    if manifest.get("retried"):  # the verdict of these cases is their second (or later) attempt's
+        lines += [f"Retried after an infrastructure failure: {md(n, code=True)} ({md(why)})."
+                  for n, why in manifest["retried"].items()]
     if manifest.get("reused"):  # a resumed run: say which verdicts were not computed by this command
         names = ", ".join(md(n, code=True) for n in manifest["reused"])
         lines.append(f"Reused from an earlier run into this directory, inputs unchanged: {names}.")

@@ -186,13 +186,14 @@ def _what_changed(old: CaseResult, spec: CaseSpec, fixture: str, golden: str) ->
     return ", ".join(changed) if changed else "descriptor entry"
 
 
-def set_aside(cases_dir: Path, name: str) -> list[Path]:
-    """Move a case's earlier files to cases/superseded/<case>.<n>.* before it runs again."""
+def set_aside(cases_dir: Path, name: str, folder: str = SUPERSEDED) -> list[Path]:
+    """Move a case's earlier files to cases/<folder>/<case>.<n>.* (superseded/ by default) before it runs
+    again; ``n`` counts up past every earlier set of them, so none is ever written over."""
     present = [cases_dir / f"{name}{ext}" for ext in CASE_FILES if (cases_dir / f"{name}{ext}").exists()]
     present += sorted(cases_dir.glob(f"{name}.attempt[0-9]*.ipynb"))
     if not present:
         return []
-    dest = cases_dir / SUPERSEDED
+    dest = cases_dir / folder
     dest.mkdir(exist_ok=True)
     n = 1
     while any(dest.glob(f"{name}.{n}.*")):

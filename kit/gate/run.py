@@ -29,6 +29,8 @@ from kit.gate.executor import (LOCAL, RAY, Checked, GateRun, claim_run, default_
                                write_manifest)
 from kit.gate.heartbeat import Heartbeat, heartbeat_interval
 from kit.gate.junit import write_junit, written_when_interrupted
+from kit.gate.retry import retry_infrastructure
+from kit.history.publish import check_target, publish_run
 from kit.run import output
 from kit.run.devices import DevicePool
 from kit.run.notebook import stop_all
@@ -43,14 +45,21 @@ STATUS_STYLE = {PASSED: "green", FAILED: "red", ERROR: "magenta", TIMEOUT: "yell
 def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | None = None,
              only: Sequence[str] | None = None, command: Sequence[str] | None = None,
              summary: bool = True, release: str | None = None,
-             executor: str = LOCAL, resume: str | Path | None = None, junit: str | Path | None = None) -> GateRun:
+             executor: str = LOCAL, resume: str | Path | None = None, junit: str | Path | None = None,
+             publish: str | None = None, infra_retries: int | None = None) -> GateRun:
     """One gate run end to end; with ``junit``, its JUnit XML too (written from the run directory's results
-    if the run is interrupted, and refused before anything runs if the path cannot be written)."""
+    if the run is interrupted, and refused before anything runs if the path cannot be written); with ``publish``,
+    the finished run copied to that store (refused before anything runs if the store cannot be used);
+    ``infra_retries`` overrides the descriptor's [defaults] infrastructure_retries."""
     output.ensure()
     command = list(command or sys.argv)
+    if publish:
+        check_target(publish)
     with written_when_interrupted(junit, [resume or out]), \
             on_signals():  # SIGTERM, SIGHUP and SIGINT (even if inherited as ignored) stop it cleanly
         run = start_gate(load_descriptor(descriptor), out, only, release, command, executor, resume)
+        if infra_retries is not None:
+            run.infrastructure_retries = infra_retries
         try:
             execute_gates([run], jobs)
             finish_gate(run, command, summary)
@@ -62,7 +71,21 @@ def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | 
                 run.lock.release()  # the OS drops it anyway if this process dies first
     if junit:
         write_junit(junit, [(run.plan.name, [s.name for s in run.specs], run.results, run.duration_s)])
+    publish_finished(run.run_dir, publish)
     return run
+
+
+def publish_finished(local_dir: Path, url: str | None) -> None:
+    """Copy a finished run (or control) directory to ``url``. A failure is one error line and a note in the
+    run's published.json, never an exception: the run and its verdict (and exit code) are what they were."""
+    if not url:
+        return
+    done = publish_run(local_dir, url)
+    if done.error:
+        log.error(f"[red]not published[/]: {escape(printable(done.error))}; the run stays in {escape(str(local_dir))} "
+                  f"(again: parity-kit publish {escape(str(local_dir))} {escape(url)})", extra=MARKUP)
+    else:
+        log.log(NOTICE, f"published {done.files} files -> {escape(done.url)}", extra=MARKUP)
 
 
 def start_gate(source: LoadedDescriptor | Checked, out: str | Path | None, only: Sequence[str] | None,
@@ -92,7 +115,13 @@ def start_gate(source: LoadedDescriptor | Checked, out: str | Path | None, only:
 
 def execute_gates(runs: Sequence[GateRun], jobs: int | None) -> None:
     """Every case of every run, the runs side by side with the cores (or ``jobs``) shared between them
-    and the node's GPUs handed to one case at a time, whichever run it belongs to."""
+    and the node's GPUs handed to one case at a time, whichever run it belongs to; then every case classed
+    (kit.core.triage), and those the job failed run again (kit.gate.retry)."""
+    _execute(runs, jobs)
+    retry_infrastructure(runs, lambda again: _execute(again, jobs))
+
+
+def _execute(runs: Sequence[GateRun], jobs: int | None) -> None:
     import os
 
     share = max(1, jobs // len(runs)) if jobs else None
@@ -136,8 +165,8 @@ def execute_gates(runs: Sequence[GateRun], jobs: int | None) -> None:
                     run_cases_ray(run, on_start=started, on_done=done)
                 else:
                     run_cases(run, jobs=share, on_start=started, on_done=done, pool=pool, cores=cores)
-            finally:  # an interrupted run still says how long it ran
-                run.duration_s = time.perf_counter() - t0
+            finally:  # an interrupted run still says how long it ran (a retry's time adds to the first round's)
+                run.duration_s += time.perf_counter() - t0
                 run.finished_at = now_iso()
 
         if len(runs) == 1:
@@ -176,8 +205,12 @@ def finish_gate(run: GateRun, command: Sequence[str], summary: bool = True) -> N
         if error:  # the verdict and every case result are already on disk
             log.error(f"[red]summary notebook failed[/]: {escape(str(error))}; "
                          f"see {escape(str(run.run_dir / rundir.SUMMARY_NOTEBOOK))}", extra=MARKUP)
+    for line in triage_lines(run):
+        log.info(line, extra=MARKUP)
     style = "green" if run.verdict == PASSED else "red"
     sentence = counts_sentence(run.counts, run.duration_s)
+    if run.retried:
+        sentence += f" ({len(run.retried)} retried after an infrastructure failure: {', '.join(run.retried)})"
     artifact = run.run_dir / (rundir.SUMMARY_HTML if summary else rundir.RESULT)
     who = f" ({run.release})" if run.release else ""
     log.log(NOTICE, f"[{style}]gate{escape(who)} {run.verdict}[/]: {sentence} -> {escape(str(artifact))}",
@@ -198,6 +231,18 @@ def finish_interrupted(runs: Sequence[GateRun], command: Sequence[str]) -> None:
         except Exception as exc:  # the interruption is what gets reported; this is what was lost
             log.error(f"[red]could not write the results of the interrupted run[/] {run.run_dir}: {exc}",
                          extra=MARKUP)
+
+
+def triage_lines(run: GateRun) -> list[str]:
+    """One console line per case that did not pass: its class and the evidence (kit.core.triage)."""
+    lines = []
+    for spec in run.specs:
+        r = run.results.get(spec.name)
+        if r is None or not r.triage:
+            continue
+        again = f" (attempt {len(r.attempts) + 1})" if r.attempts else ""
+        lines.append(f"  triage {escape(spec.name)}{again}: {escape(printable(r.triage.get('evidence', '')))}")
+    return lines
 
 
 def case_line(r: CaseResult, label: str | None = None) -> str:

@@ -60,6 +60,8 @@ class History:
                               "since": sel.since.isoformat() if sel.since else None},
                 "runs": self.runs, "headroom": [r.to_dict() for r in self.headroom],
                 "shrinking": [{"case": r.case, "bucket": r.bucket} for r in self.shrinking],
+                "new_steps": [{"case": r.case, "bucket": r.bucket, "flag": r.flag} for r in self.headroom
+                              if r.new_step],
                 "changes": self.changes, "lines": self.lines}
 
 
@@ -146,8 +148,9 @@ def markdown(history: History) -> str:
                "| flag |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
     for r in history.headroom:
         trend = "—" if r.slope is None else f"{r.slope:+.2g}" + (" (shrinking)" if r.shrinking else "")
+        flag = (r.flag or "") + (" (new with the last run)" if r.new_step else "")
         out.append(f"| {r.case} | {r.bucket} | {r.runs} | {_g(r.max_error)} | {_g(r.bound)} | {_g(r.headroom)} | "
-                   f"{_g(r.ratio, '.2f')} | {trend} | {r.flag or ''} |")
+                   f"{_g(r.ratio, '.2f')} | {trend} | {flag} |")
     if history.changes:
         out += ["", "Releases and baselines changed:", ""]
         out += [f"- {c['started_at'] or '?'} {c['case'] or 'every case'}: {c['text']} (run {c['run']})"

@@ -61,6 +61,7 @@ class HeadroomRow:
     shrinking: bool
     flag: str | None = None  # the step a change-point test found in its error, in words
     step_run: str | None = None  # the first run after that step
+    new_step: bool = False  # the newest run is the one that made that step significant
     values: list[float] = field(default_factory=list, repr=False)  # its largest errors, oldest first
     run_names: list[str] = field(default_factory=list, repr=False)  # the run of each
     labels: list[str] = field(default_factory=list, repr=False)  # the run (and release) of each, for a reader

@@ -3,12 +3,20 @@
 The history is a query over run directories wherever they are kept: ``runs/`` on one machine, or a bucket
 prefix a team shares (``s3://team/parity-runs``). fsspec gives one interface over both, so nothing above this
 module knows which it reads. What this module adds is the part fsspec leaves to its callers: finding the run
-directories under a root, and turning a store that cannot be reached into one line that names it.
+directories under a root, and turning a store that cannot be reached, refuses the credentials or has no such
+bucket into one line (BadInput) that names the URL and what is wrong, never a botocore traceback.
+
+An S3 store is opened with the standard AWS settings (AWS_ENDPOINT_URL for an S3-compatible server,
+AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE, AWS_REGION), plus the fsspec storage options in
+$PARITY_KIT_STORAGE_OPTIONS (a JSON object) where one is set; docs/history-store.md.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
+import os
 import posixpath
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -24,10 +32,27 @@ RUN_MARKERS = (rundir.MANIFEST, rundir.CONTROL)
 # How deep below a root run directories are looked for (runs/<refresh>/<control>/<release> is three down).
 MAX_DEPTH = 6
 
+# fsspec storage options for every store opened, as a JSON object: an escape hatch for what the AWS settings
+# do not say (anon access, a requester-pays bucket, gcsfs's project), so that no option needs a flag of its own.
+STORAGE_OPTIONS_ENV = "PARITY_KIT_STORAGE_OPTIONS"
+
+# botocore's defaults (60 s to connect, several attempts with backoff) turn a wrong endpoint into minutes of
+# silence before a CI job says anything; a store is small requests, so a short connect and few attempts suffice.
+S3_CONFIG = {"connect_timeout": 5, "read_timeout": 60, "retries": {"max_attempts": 2, "mode": "standard"}}
+
+# The error codes of a request the server refused for who made it.
+_DENIED = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403", "Forbidden", "ExpiredToken",
+           "InvalidToken", "InvalidClientTokenId", "AuthorizationHeaderMalformed", "AllAccessDisabled"}
+_NO_BUCKET = {"NoSuchBucket"}
+# Exceptions (by class name: botocore and aiohttp are optional here) that mean the endpoint was never reached.
+_UNREACHABLE = {"EndpointConnectionError", "ConnectTimeoutError", "ConnectTimeout", "ClientConnectorError",
+                "ServerDisconnectedError", "ProxyConnectionError", "SSLError", "ReadTimeoutError"}
+
 
 @dataclass(frozen=True)
 class Store:
-    """A root of run directories: ``fs`` (an fsspec filesystem) and ``root`` (the path inside it)."""
+    """A root of run directories: ``fs`` (an fsspec filesystem) and ``root`` (the path inside it). Every method
+    that touches the filesystem raises BadInput, one line naming the URL, for whatever the store refused."""
 
     url: str  # as the user gave it, for messages
     fs: Any
@@ -40,42 +65,59 @@ class Store:
         """A file's name for messages: the URL the user gave, joined with the path below it."""
         return posixpath.join(self.url.rstrip("/"), relative) if relative else self.url
 
+    @property
+    def is_local(self) -> bool:
+        """Whether the store is a folder on this machine (its folders exist apart from their files)."""
+        return bool(getattr(self.fs, "local_file", False))
+
+    @contextlib.contextmanager
+    def errors(self, relative: str, doing: str) -> Iterator[None]:
+        """Whatever the filesystem raises inside becomes BadInput: ``<url>: cannot <doing>: <why>``."""
+        try:
+            yield
+        except BadInput:
+            raise
+        except Exception as exc:  # botocore and aiohttp raise their own classes, not OSError: all of them land here
+            raise BadInput(f"{self.where(relative)}: cannot {doing}: {reason(exc, self.fs)}") from None
+
     def exists(self, relative: str) -> bool:
-        return bool(self.fs.exists(self.path(relative)))
+        with self.errors(relative, "be looked up"):
+            return bool(self.fs.exists(self.path(relative)))
 
     def read_bytes(self, relative: str) -> bytes:
-        try:
-            return bytes(self.fs.cat_file(self.path(relative)))
-        except FileNotFoundError:
-            raise BadInput(f"{self.where(relative)}: no such file") from None
-        except OSError as exc:
-            raise BadInput(f"{self.where(relative)}: cannot be read: {exc}") from None
+        with self.errors(relative, "be read"):
+            try:
+                return bytes(self.fs.cat_file(self.path(relative)))
+            except FileNotFoundError as exc:
+                if _code(exc) in _NO_BUCKET:
+                    raise
+                raise BadInput(f"{self.where(relative)}: no such file") from None
 
     def read_tail(self, relative: str, size: int) -> bytes:
         """The last ``size`` bytes of a file (all of it when shorter), without fetching the rest."""
-        try:
+        with self.errors(relative, "be read"):
             total = int(self.fs.size(self.path(relative)))
             return bytes(self.fs.cat_file(self.path(relative), start=max(0, total - size)))
-        except FileNotFoundError:
-            raise BadInput(f"{self.where(relative)}: no such file") from None
-        except OSError as exc:
-            raise BadInput(f"{self.where(relative)}: cannot be read: {exc}") from None
 
     def read_json(self, relative: str) -> Any:
         return parse_json_input(self.read_bytes(relative), self.where(relative))
 
     def listdir(self, relative: str) -> list[str]:
         """The names directly under ``relative`` (files and folders), sorted."""
-        entries = self.fs.ls(self.path(relative), detail=False)
+        with self.errors(relative, "be listed"):
+            entries = self.fs.ls(self.path(relative), detail=False)
         return sorted(posixpath.basename(str(e).rstrip("/")) for e in entries)
 
     def stamps(self, relative: str) -> dict[str, str]:
         """Per file directly under ``relative``: what changes when it is rewritten (its size with its modification
         time, or an object store's ETag), without reading it; empty when there is no such folder."""
-        try:
-            entries = self.fs.ls(self.path(relative), detail=True)
-        except FileNotFoundError:
-            return {}
+        with self.errors(relative, "be listed"):
+            try:
+                entries = self.fs.ls(self.path(relative), detail=True)
+            except FileNotFoundError as exc:
+                if _code(exc) in _NO_BUCKET:
+                    raise
+                return {}
         out = {}
         for e in entries:
             if e.get("type") == "directory":
@@ -85,10 +127,28 @@ class Store:
             out[posixpath.basename(str(e["name"]).rstrip("/"))] = f"{e.get('size')}:{stamp}"
         return out
 
+    def isdir(self, relative: str) -> bool:
+        with self.errors(relative, "be looked up"):
+            return bool(self.fs.isdir(self.path(relative)))
+
+    def probe(self) -> None:
+        """Refuse, in one line, a store that cannot be used at all: an endpoint not reached, credentials refused,
+        a bucket or folder that does not exist. An empty or absent prefix in a bucket is a store with no runs yet
+        (an object store has no folders: the first run published makes it)."""
+        with self.errors("", "be opened"):
+            try:
+                self.fs.ls(self.root, detail=False)
+            except FileNotFoundError as exc:
+                if self.is_local or _code(exc) in _NO_BUCKET:
+                    raise
+
     def run_dirs(self) -> Iterator[str]:
         """Each run directory under the root, relative to it, in name order (which is the order they ran:
-        run directories are named by their start time). A run is not looked into."""
-        yield from self._walk("", 0)
+        run directories are named by their start time). A run is not looked into. A prefix nothing was published
+        under yet has none (refused where the bucket or, for a folder store, the folder does not exist)."""
+        self.probe()
+        if self.is_local or self.exists(""):
+            yield from self._walk("", 0)
 
     def _walk(self, relative: str, depth: int) -> Iterator[str]:
         names = self.listdir(relative)
@@ -101,17 +161,108 @@ class Store:
             if name.startswith("."):
                 continue
             child = posixpath.join(relative, name) if relative else name
-            if self.fs.isdir(self.path(child)):
+            if self.isdir(child):
                 yield from self._walk(child, depth + 1)
 
 
 def open_store(url: str) -> Store:
-    """The store at ``url`` (a local path or any URL fsspec knows); one line when it cannot be opened."""
+    """The store at ``url`` (a local path or any URL fsspec knows); one line when it cannot be opened. Nothing
+    is requested from the store here: ``Store.probe`` asks it whether it can be used."""
     import fsspec
 
+    options = storage_options(url)
     try:
-        fs, root = fsspec.core.url_to_fs(url)
-    except (ImportError, ValueError) as exc:
-        raise BadInput(f"{url}: cannot open this store: {exc}") from None
+        fs, root = fsspec.core.url_to_fs(url, **options)
+    except ImportError:
+        protocol = url.split("://", 1)[0]
+        extra = {"s3": "parity-kit[s3]", "s3a": "parity-kit[s3]", "gs": "gcsfs", "gcs": "gcsfs"}.get(protocol)
+        hint = f": pip install {extra}" if extra else ""
+        raise BadInput(f"{url}: the {protocol}:// filesystem is not installed{hint}") from None
+    except Exception as exc:  # an unknown protocol (ValueError), a storage option the filesystem rejects (TypeError)
+        raise BadInput(f"{url}: cannot open this store: {reason(exc)}") from None
     return Store(url, fs, root.rstrip("/") if root != "/" else root)
 
+
+def storage_options(url: str) -> dict[str, Any]:
+    """The fsspec options a store at ``url`` is opened with: for S3, bounded connects and retries, and a fresh
+    client each time (fsspec reuses a filesystem by its options, not by the environment it was made in, so a
+    changed AWS_ENDPOINT_URL or profile would otherwise be ignored); then $PARITY_KIT_STORAGE_OPTIONS over them."""
+    options: dict[str, Any] = {}
+    if url.split("://", 1)[0] in ("s3", "s3a"):
+        options = {"config_kwargs": json.loads(json.dumps(S3_CONFIG)), "skip_instance_cache": True}
+    text = os.environ.get(STORAGE_OPTIONS_ENV, "").strip()
+    if text:
+        try:
+            given = json.loads(text)
+        except ValueError as exc:
+            raise BadInput(f"${STORAGE_OPTIONS_ENV}: not JSON: {exc}") from None
+        if not isinstance(given, dict):
+            raise BadInput(f"${STORAGE_OPTIONS_ENV}: expected a JSON object of fsspec storage options, "
+                           f"got {type(given).__name__}")
+        for key, value in given.items():  # one level deep, so config_kwargs can add to the bounds, not drop them
+            if isinstance(value, dict) and isinstance(options.get(key), dict):
+                options[key] = {**options[key], **value}
+            else:
+                options[key] = value
+    return options
+
+
+def reason(exc: BaseException, fs: Any = None) -> str:
+    """What went wrong, in words and on one line, from an exception fsspec, s3fs, botocore or aiohttp raised."""
+    code = _code(exc)
+    if code in _NO_BUCKET:
+        return "the bucket does not exist"
+    if code in _DENIED:
+        return (f"access denied ({code}): check the credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+                "or AWS_PROFILE) and what they may do on this bucket")
+    for e in _chain(exc):
+        name = type(e).__name__
+        if name in ("NoCredentialsError", "PartialCredentialsError"):
+            return "no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE"
+        if name in _UNREACHABLE or isinstance(e, (ConnectionError, TimeoutError)):
+            return f"cannot reach the endpoint {_endpoint(fs)}: {_line(e)}"
+    if isinstance(exc, FileNotFoundError):  # NoSuchKey, a 404, or a folder's absence: the bucket is there
+        return "no such file or folder"
+    if code:
+        return f"the server refused the request ({code}): {_line(exc)}"
+    if isinstance(exc, PermissionError):
+        return f"permission denied: {_line(exc)}"
+    return f"{type(exc).__name__}: {_line(exc)}"
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        yield e
+        e = e.__cause__ or e.__context__
+
+
+def _code(exc: BaseException) -> str | None:
+    """The S3 error code of a refused request (botocore's ClientError, which s3fs keeps as the cause of the
+    OSError it raises), or None."""
+    for e in _chain(exc):
+        response = getattr(e, "response", None)
+        if isinstance(response, dict):
+            error = response.get("Error") or {}
+            code = error.get("Code") or response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code:
+                return str(code)
+    return None
+
+
+def _endpoint(fs: Any) -> str:
+    """The endpoint a filesystem talks to, for messages: an S3 client's URL where there is one."""
+    for owner in ("_s3", "s3"):
+        try:
+            url = getattr(getattr(getattr(fs, owner, None), "meta", None), "endpoint_url", None)
+        except Exception:  # a client that is not made yet may say so by raising: the environment then says where
+            url = None
+        if url:
+            return str(url)
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or "(the default endpoint)"
+
+
+def _line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__

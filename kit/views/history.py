@@ -39,7 +39,8 @@ def headroom_table(rows: Sequence[queries.HeadroomRow]) -> pd.DataFrame:
     frame = pd.DataFrame([{"case": r.case, "bucket": r.bucket, "runs": r.runs, "last largest error": r.max_error,
                            "bound": r.bound, "headroom": r.headroom, "error / bound": r.ratio,
                            "least headroom": r.least_headroom, "trend per run": r.slope, "trend p": r.p_value,
-                           "shrinking": r.shrinking, "flag": r.flag or ""} for r in rows])
+                           "shrinking": r.shrinking, "flag": r.flag or "", "new with the last run": r.new_step}
+                          for r in rows])
     return frame.set_index(["case", "bucket"]) if not frame.empty else frame
 
 

@@ -84,6 +84,8 @@ def case_table(view: RunView) -> pd.DataFrame:
             "failed_prompts": r.counts()["failed"], "prompts": r.counts()["prompts"],
             "noise_floor": r.noise_floor,  # largest spread across repeats; None when nothing was repeated
             "duration_s": round(r.duration_s, 1) if r.duration_s is not None else None,
+            # Whose kind of fault a case that did not pass is (kit.core.triage), and how often it ran.
+            "triage": (r.triage or {}).get("class"), "attempts": len(r.attempts) + 1,
         })
     return pd.DataFrame(rows).set_index("case")
 
@@ -187,10 +189,15 @@ def failure_lines(view: RunView, per_case: int = 5) -> list[str]:
         if name not in view.results:
             lines.append(f"{name}: missing (no result was recorded)")
             continue
-        messages = view.results[name].failure_messages
+        r = view.results[name]
+        messages = r.failure_messages
         lines += messages[:per_case]
         if len(messages) > per_case:
             lines.append(f"{name}: ... and {len(messages) - per_case} more")
+        if r.triage:
+            lines.append(f"{name}: triage: {r.triage.get('evidence')}")
+        lines += [f"{name}: attempt {a.get('attempt')} was retried: {(a.get('triage') or {}).get('evidence')}"
+                  for a in r.attempts]
     return lines
 
 

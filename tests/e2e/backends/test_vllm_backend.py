@@ -52,8 +52,9 @@ def server_run(tmp_path_factory, embedded):
             "data_parallel_rpc_port": free_port()}},
     }
     run_dir = tmp / "run"
+    # Not retried (the retry of such a server has its own test, test_triage_e2e): one engine start each.
     proc = parity_kit("gate", write_descriptor(tmp, embedded, cases=cases), "--out", run_dir, "--jobs", "3",
-                      "--no-summary")
+                      "--no-summary", "--infra-retries", "0")
     result = json.loads((run_dir / "result.json").read_text())
     return run_dir, proc, result["cases"]
 
@@ -78,6 +79,9 @@ def test_a_server_that_cannot_start_is_an_error_with_its_log_tail(server_run):
                     r"\(log .*bad-option\.server\.log\)", case["error"]), case["error"]
     assert "--- bad-option.server.log ---" in case["log_tail"]
     assert "max_model_len" in case["log_tail"], case["log_tail"]
+    assert case["triage"]["class"] == "infrastructure" and case["attempts"] == []  # --infra-retries 0
+    # The evidence is one line of at most 300 characters: the start of the error.
+    assert case["triage"]["evidence"].startswith(f"infrastructure: the engine failed to start: {case['error'][:150]}")
 
 
 def test_a_server_that_never_gets_healthy_times_out_with_its_log_tail(server_run):

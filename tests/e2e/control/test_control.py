@@ -166,8 +166,9 @@ def test_different_failures_on_both_sides_are_both_broken(tmp_path, embedded, st
 
 def test_candidate_that_times_out_is_incomplete(tmp_path, embedded):
     env = add_kernel(tmp_path / "jupyter", "hung-next", HUNG)
+    # Its timeout is the point: not run again (the retry of infrastructure failures has tests of its own).
     desc = write_descriptor(tmp_path, embedded, releases=releases(candidate="hung-next"),
-                            defaults={**embedded.doc["defaults"], "timeout_s": 90})
+                            defaults={**embedded.doc["defaults"], "timeout_s": 90, "infrastructure_retries": 0})
     proc, out, d, evidence = control(tmp_path, desc, "--no-summary", env=env)
     assert proc.returncode == 2, proc.stderr
     assert d["verdict"] == "incomplete"

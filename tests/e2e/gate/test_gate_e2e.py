@@ -135,6 +135,14 @@ def test_injected_fault_fails_with_the_prompts_named(tmp_path, embedded, fault):
     evidence = (run_dir / "evidence.md").read_text()
     assert "**Parity gate `test`: failed.** 2 failed in" in evidence
     assert f"`hf-bf16` (hf): **failed** on {len(failed)} of 64 prompts" in evidence
+    # Triage: a numeric failure, never retried (a regression must not be run again until it passes).
+    assert bf16["triage"]["class"] == "numeric" and bf16["attempts"] == []
+    assert re.fullmatch(r"numeric: (over the bound|winner changes|missing tokens) \(\d+\)(, .*)?; first: "
+                        + re.escape(bf16["failures"][0]), bf16["triage"]["evidence"]), bf16["triage"]
+    assert result["cases"]["checkpoint"]["triage"]["evidence"].startswith("numeric: exact mismatch (64)")
+    assert json.loads((run_dir / "manifest.json").read_text())["retried"] == {}
+    assert not (run_dir / "cases" / "retried").exists()
+    assert "  - triage: numeric: " in evidence
 
 
 def test_stale_golden_fails(tmp_path, embedded):
@@ -184,7 +192,8 @@ def test_timeout_and_killed_kernel_are_recorded_and_the_rest_finishes(tmp_path, 
     }
     desc = write_descriptor(tmp_path, embedded, cases=cases)
     run_dir = tmp_path / "run"
-    proc = parity_kit("gate", desc, "--out", run_dir, "--jobs", "3")
+    # Not retried here (--infra-retries 0: the retry has tests of its own, test_triage_e2e), only classed.
+    proc = parity_kit("gate", desc, "--out", run_dir, "--jobs", "3", "--infra-retries", "0")
     assert proc.returncode == 2, proc.stderr
     result = result_of(run_dir)
     assert result["verdict"] == "incomplete"
@@ -202,6 +211,10 @@ def test_timeout_and_killed_kernel_are_recorded_and_the_rest_finishes(tmp_path, 
     dies = result["cases"]["dies"]
     assert dies["status"] == "error"
     assert dies["error"].startswith("the kernel died mid-case; partial notebook ")
+    assert sleeps["triage"] == {"class": "infrastructure", "evidence": f"infrastructure: timeout: {sleeps['error']}"}
+    assert dies["triage"] == {"class": "infrastructure",
+                              "evidence": f"infrastructure: the kernel died: {dies['error']}"}
+    assert sleeps["attempts"] == dies["attempts"] == []
     partial = nbformat.read(str(run_dir / "cases" / "dies.ipynb"), as_version=4)
     assert any("scoring..." in o.get("text", "") for c in partial.cells for o in c.get("outputs", []))
 

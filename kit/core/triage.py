@@ -1,0 +1,186 @@
+"""Triage: whose kind of fault a failed or unfinished case is, decided from its record alone.
+
+A gate that fails for a dead kernel, an engine that never answered or a lost worker says nothing about
+parity, and a winner flipped inside a near-tie is a flake family, not a regression; reading either as a
+numeric regression sends people after the wrong bug. So every case that did not pass gets one class, with
+the evidence that decided it, and the gate acts on the class: an infrastructure failure is retried
+(kit.gate.retry) and, if it persists, leaves the verdict incomplete; a numeric one is never retried
+(docs/triage.md).
+
+The rules are one table (RULES), tried in order, first match wins; each is a pure function of the case's
+status, error text, log tail and failure lines, and of the other results of the same run (several unrelated
+cases erroring together is a job-level event). Stdlib only: the kernel-safe core.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping, Sequence
+
+from kit.core.records import ERROR, FAILED, TIMEOUT, CaseResult
+from kit.core.scoring import is_bound_failure
+
+INFRASTRUCTURE, NEAR_TIE, NUMERIC = "infrastructure", "near-tie", "numeric"
+# An error the kit cannot pin on the job (a cell raised for a reason of its own, a result that does not cover
+# the case): not retried, since it would raise again, and not a regression either, since nothing was judged.
+CASE_ERROR = "case-error"
+CLASSES = (INFRASTRUCTURE, NEAR_TIE, NUMERIC, CASE_ERROR)
+
+
+@dataclass(frozen=True)
+class Triage:
+    kind: str  # one of CLASSES
+    evidence: str  # one line, starting with the class: what a reader is told
+
+    def to_dict(self) -> dict:
+        return {"class": self.kind, "evidence": self.evidence}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "Triage":
+        return cls(str(d.get("class")), str(d.get("evidence")))
+
+
+# What an error (or, failing that, the kernel's log tail) says when the job, not the engine's numbers,
+# went wrong: (pattern, the words the evidence uses). Searched in this order.
+INFRASTRUCTURE_SIGNS: tuple[tuple[str, str], ...] = (
+    (r"out of memory|OutOfMemoryError|\bMemoryError\b|\bOOM\b|oom-kill", "out of memory"),
+    (r"Ray worker died|Ray task failed|WorkerCrashedError|NodeDiedError|ActorDiedError", "lost worker (Ray)"),
+    (r"kernel died|DeadKernelError", "the kernel died"),
+    (r"not healthy within|exited with code -?\d+ before it became healthy", "the engine failed to start"),
+    (r"Connection ?refused|ConnectionRefusedError|RemoteDisconnected|Connection reset|ConnectionResetError|"
+     r"BrokenPipeError|Connection aborted", "the engine stopped answering"),
+    (r"^cannot start:|^executor failed:|never started|before its kernel started|could not be written",
+     "the executor could not start or record the case"),
+    (r"^interrupted", "the run was interrupted"),
+)
+
+# A failure line that is a winner change and nothing else: scoring's first-token line, or the decode check's
+# divergence between two tokens of the golden's top-k (a token outside it is no near-tie).
+_WINNER_CHANGE = re.compile(r"winner changed outside a near-tie: golden top token \d+ leads|"
+                            r"winner changed outside a near-tie: gap |"
+                            r"continuations diverged (?:inside|outside) a near-tie: golden token \d+ leads")
+
+# Numeric failure families, for the evidence: (label, test on a failure line). A line none names is "other".
+_FAMILIES: tuple[tuple[str, Callable[[str], bool]], ...] = (
+    ("over the bound", is_bound_failure),
+    ("drift", lambda line: line.startswith("drift: ")),
+    ("non-finite logprobs", lambda line: "non-finite logprob" in line or "no finite max probability error" in line),
+    ("missing tokens", lambda line: "is missing from the backend" in line
+     or "not in the golden top" in line or "which is not in the golden" in line),
+    ("exact mismatch", lambda line: "bit-exact" in line or "exact golden needs" in line or "differs from run" in line),
+    ("winner changes", lambda line: _WINNER_CHANGE.search(line) is not None),
+)
+
+EVIDENCE_CHARS = 300  # an evidence line stays a line
+
+
+def classify(result: CaseResult, run_results: Mapping[str, CaseResult] | Iterable[CaseResult] = ()) -> Triage | None:
+    """The class of a case that did not pass (None for a passed case, or one without a baseline: nothing
+    failed); ``run_results``: every result of the same run, this one among them or not."""
+    others = list(run_results.values()) if isinstance(run_results, Mapping) else list(run_results)
+    for _, rule in RULES:
+        found = rule(result, others)
+        if found is not None:
+            return Triage(found.kind, _line(found.evidence))
+    return None
+
+
+def _timeout(r: CaseResult, _: Sequence[CaseResult]) -> Triage | None:
+    if r.status != TIMEOUT:
+        return None
+    return Triage(INFRASTRUCTURE, f"infrastructure: timeout: {r.error or 'the case ran past its timeout'}")
+
+
+def _infrastructure_sign(r: CaseResult, _: Sequence[CaseResult]) -> Triage | None:
+    if r.status != ERROR:
+        return None
+    # The error first: it is the executor's or the case's own account; the log tail only when it names nothing.
+    for where, text in (("", r.error or ""), ("its log: ", r.log_tail or "")):
+        for pattern, words in INFRASTRUCTURE_SIGNS:
+            hit = re.search(pattern, text, re.IGNORECASE | re.MULTILINE)
+            if hit:
+                said = r.error if not where else _around(text, hit)
+                return Triage(INFRASTRUCTURE, f"infrastructure: {words}: {where}{said}")
+    return None
+
+
+def _correlated(r: CaseResult, run: Sequence[CaseResult]) -> Triage | None:
+    """An unexplained error while cases of other backends errored too: unrelated code failing together
+    points at the job (a full disk, a node going away), not at each case."""
+    if r.status != ERROR:
+        return None
+    broke = [o for o in run if o.status in (ERROR, TIMEOUT)]
+    if not any(o.case == r.case for o in broke):
+        broke.append(r)
+    backends = sorted({o.backend for o in broke})
+    if len(broke) < 2 or len(backends) < 2:
+        return None
+    return Triage(INFRASTRUCTURE, f"infrastructure: {len(broke)} cases of backends {', '.join(backends)} errored in "
+                                  f"this run together ({', '.join(sorted(o.case for o in broke))}): a job-level "
+                                  f"event, not independent regressions; this one: {r.error}")
+
+
+def _case_error(r: CaseResult, _: Sequence[CaseResult]) -> Triage | None:
+    if r.status != ERROR:
+        return None
+    return Triage(CASE_ERROR, f"case error: {r.error}")
+
+
+def _near_tie(r: CaseResult, _: Sequence[CaseResult]) -> Triage | None:
+    """Failed on winner changes only: with no error over its bound, a flipped winner led by at most twice the
+    bound, so these are the near-tie flake family, not a drifting distribution."""
+    if r.status != FAILED or not r.failures or _drift_failed(r):
+        return None
+    if not all(_WINNER_CHANGE.search(line) for line in r.failures):
+        return None
+    prompts = sorted({line.split(": ", 1)[0] for line in r.failures})
+    return Triage(NEAR_TIE, f"near-tie: only winner changes between near-tied tokens ({len(r.failures)} on "
+                            f"{', '.join(prompts)}), no bound exceeded, no drift failure: the near-tie flake family; "
+                            f"first: {r.failures[0]}")
+
+
+def _numeric(r: CaseResult, _: Sequence[CaseResult]) -> Triage | None:
+    if r.status != FAILED:
+        return None
+    counts: dict[str, int] = {}
+    for line in r.failures:
+        label = next((name for name, test in _FAMILIES if test(line)), "other")
+        counts[label] = counts.get(label, 0) + 1
+    if _drift_failed(r) and "drift" not in counts:
+        counts["drift"] = 1
+    if not counts:
+        return Triage(NUMERIC, "numeric: failed, with no failure line recorded")
+    what = ", ".join(f"{name} ({n})" for name, n in counts.items())
+    first = r.failures[0] if r.failures else "the drift test failed"
+    return Triage(NUMERIC, f"numeric: {what}; first: {first}")
+
+
+# The rules, first match wins. The order is the argument: an explicit sign of the job beats everything an
+# error could otherwise be; the run-wide pattern comes before calling an error the case's own; a failed
+# case is never infrastructure (it was judged), and near-tie only when nothing numeric is in it.
+RULES: tuple[tuple[str, Callable[[CaseResult, Sequence[CaseResult]], Triage | None]], ...] = (
+    ("timeout: the kit killed a case that ran past its timeout", _timeout),
+    ("error naming a dead kernel, an engine that did not start or answer, out of memory, a lost worker, an "
+     "executor that could not start the case (its error, else its log tail)", _infrastructure_sign),
+    ("error while cases of another backend errored or timed out in the same run", _correlated),
+    ("any other error", _case_error),
+    ("failed, every failure a winner change between near-tied tokens, drift not failed", _near_tie),
+    ("failed otherwise: over the bound, drift, non-finite, missing tokens, exact mismatch", _numeric),
+)
+
+
+def _drift_failed(r: CaseResult) -> bool:
+    return bool(r.drift) and r.drift.get("passed") is False  # type: ignore[union-attr]
+
+
+def _around(text: str, hit: re.Match) -> str:
+    """The log line that matched, not the whole tail."""
+    start = text.rfind("\n", 0, hit.start()) + 1
+    end = text.find("\n", hit.end())
+    return text[start:end if end >= 0 else len(text)].strip()
+
+
+def _line(text: str) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= EVIDENCE_CHARS else one[:EVIDENCE_CHARS - 1] + "…"

@@ -1,0 +1,114 @@
+"""Triage every case of a gate run, and run again, once by default, the ones the job failed.
+
+A case that died for a reason of the job (its kernel killed, its engine never healthy, a lost worker,
+docs/triage.md) says nothing about parity: running it again is the cheapest way to get the verdict it
+owes. Only ``infrastructure`` is retried: a numeric or near-tie failure is a verdict, and running it
+until it passes would turn a regression into a pass. The retry happens after every case has run, through
+whichever executor ran them (``execute`` below), so it costs a run nothing when nothing failed and needs
+nothing of the executor. Nothing is overwritten: the earlier attempt's files move to
+``cases/retried/<case>.<n>.*`` first, and the new result lists them under ``attempts``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Callable, Sequence
+
+from kit.core.records import CaseResult
+from kit.core.triage import INFRASTRUCTURE, classify
+from kit.gate import resume
+from kit.gate.executor import GateRun, saved
+
+log = logging.getLogger(__name__)
+
+RETRIED = "retried"  # cases/retried/: the files of attempts that were run again
+
+
+def triage_run(run: GateRun) -> None:
+    """Class every result of ``run`` (kit.core.triage). The cases this run executed have their file written
+    again with it; a result taken over from an earlier run (reused, kept) is classed in the reports only,
+    its file left as that run wrote it."""
+    executed = {s.name for s in run.specs} - set(run.reused) - set(run.kept)
+    for name, result in run.results.items():
+        found = classify(result, run.results)
+        triage = found.to_dict() if found is not None else None
+        if triage == result.triage:
+            continue
+        result.triage = triage
+        if name in executed:
+            run.results[name] = saved(result, run.cases_dir / f"{name}.json")
+
+
+def due(run: GateRun, ran: Sequence[str]) -> list[str]:
+    """Of the cases ``ran`` (this round), those classed infrastructure that have a retry left."""
+    out = []
+    for name in ran:
+        result = run.results.get(name)
+        if result is None or (result.triage or {}).get("class") != INFRASTRUCTURE:
+            continue
+        if len(result.attempts) < run.infrastructure_retries:
+            out.append(name)
+    return out
+
+
+def retry_infrastructure(runs: Sequence[GateRun], execute: Callable[[Sequence[GateRun]], None]) -> None:
+    """Triage ``runs``, then, while some case is due a retry, set its files aside and ``execute`` those
+    cases again (each run narrowed to them), recording every attempt."""
+    ran = {id(run): [s.name for s in run.pending] for run in runs}
+    for run in runs:
+        triage_run(run)
+    while True:
+        retrying = []
+        for run in runs:
+            names = due(run, ran[id(run)])
+            if names:
+                for name in names:
+                    _set_aside(run, name)
+                run.only = set(names)
+                retrying.append(run)
+            ran[id(run)] = names
+        if not retrying:
+            return
+        try:
+            execute(retrying)
+        finally:
+            for run in retrying:
+                run.only = None
+        for run in retrying:
+            for name in ran[id(run)]:
+                _carry_attempts(run, name)
+            triage_run(run)
+
+
+def _set_aside(run: GateRun, name: str) -> None:
+    """Move the attempt's files aside and remember it; the case counts as missing until it runs again."""
+    earlier = run.results.pop(name)
+    moved = resume.set_aside(run.cases_dir, name, RETRIED)
+    attempt = {"attempt": len(earlier.attempts) + 1, "status": earlier.status, "error": earlier.error,
+               "triage": earlier.triage, "files": [_relative(p, run.run_dir) for p in moved]}
+    run.pending_attempts.setdefault(name, [*earlier.attempts]).append(attempt)
+    why = (earlier.triage or {}).get("evidence", "")
+    run.retried[name] = why
+    log.info(f"  retry  {name}: {why}")
+
+
+def _carry_attempts(run: GateRun, name: str) -> None:
+    """The new result of a retried case lists the attempts before it."""
+    attempts = run.pending_attempts.pop(name, [])
+    result: CaseResult | None = run.results.get(name)
+    if result is None:
+        return
+    result.attempts = attempts
+    note = f"attempt {len(attempts) + 1}: the earlier one was retried ({attempts[-1]['triage']['evidence']})" \
+        if attempts and attempts[-1].get("triage") else f"attempt {len(attempts) + 1}"
+    if note not in result.notes:
+        result.notes = [*result.notes, note]
+    run.results[name] = saved(result, run.cases_dir / f"{name}.json")
+
+
+def _relative(path: Path, run_dir: Path) -> str:
+    try:
+        return path.relative_to(run_dir).as_posix()
+    except ValueError:
+        return str(path)

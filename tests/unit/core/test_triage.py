@@ -1,0 +1,137 @@
+"""Every rule of kit.core.triage, from constructed case results: the class and the exact evidence."""
+
+from __future__ import annotations
+
+import pytest
+
+from kit.core.records import CaseResult
+from kit.core.triage import CASE_ERROR, CLASSES, INFRASTRUCTURE, NEAR_TIE, NUMERIC, RULES, Triage, classify
+
+BOUND = "p1: max probability error 0.2 > bound 0.075 (bucket 8)"
+WINNER = ("p2: winner changed outside a near-tie: golden top token 5 leads backend greedy token 9 by 0.031 > "
+          "2 x max error 0.012")
+DECODE_WINNER = ("p3: decode step 2: continuations diverged outside a near-tie: golden token 4 leads backend token 7 "
+                 "by 0.05 > 2 x max error 0.02")
+
+
+def error(error: str, case: str = "c", backend: str = "hf", log_tail: str | None = None) -> CaseResult:
+    return CaseResult(case, backend, "error", error=error, log_tail=log_tail)
+
+
+def failed(*failures: str, drift: dict | None = None) -> CaseResult:
+    return CaseResult("c", "hf", "failed", failures=list(failures), drift=drift)
+
+
+def test_passed_and_no_baseline_cases_have_no_class():
+    assert classify(CaseResult("c", "hf", "passed")) is None
+    assert classify(CaseResult("c", "hf", "no-baseline", error="no golden for runtime x")) is None
+
+
+def test_a_timeout_is_infrastructure():
+    r = CaseResult("c", "hf", "timeout",
+                   error="exceeded its timeout of 15 s; its kernel was killed; partial notebook n")
+    assert classify(r) == Triage(INFRASTRUCTURE, "infrastructure: timeout: exceeded its timeout of 15 s; its kernel "
+                                                 "was killed; partial notebook n")
+
+
+@pytest.mark.parametrize("text, words", [
+    ("the kernel died mid-case; partial notebook n", "the kernel died"),
+    ("cell 3 raised VllmServerError: vllm serve was not healthy within 0.01 s (log x)", "the engine failed to start"),
+    ("cell 3 raised VllmServerError: vllm serve exited with code 1 before it became healthy (log x)",
+     "the engine failed to start"),
+    ("cell 3 raised URLError: <urlopen error [Errno 111] Connection refused>", "the engine stopped answering"),
+    ("cell 3 raised RemoteDisconnected: Remote end closed connection without response", "the engine stopped answering"),
+    ("cell 3 raised OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "out of memory"),
+    ("its Ray worker died (WorkerCrashedError) on attempt 2 of 2; partial notebook n", "lost worker (Ray)"),
+    ("cannot start: GPU 1 is gone", "the executor could not start or record the case"),
+    ("executor failed: OSError: no space left", "the executor could not start or record the case"),
+    ("interrupted; its kernel was killed; partial notebook n", "the run was interrupted"),
+])
+def test_an_error_naming_the_job_is_infrastructure(text, words):
+    assert classify(error(text)) == Triage(INFRASTRUCTURE, f"infrastructure: {words}: {text}")
+
+
+def test_the_log_tail_speaks_when_the_error_names_nothing():
+    r = error("cell 3 raised RuntimeError: engine core died", log_tail="loading\n[rank0] torch.OutOfMemoryError: "
+                                                                       "CUDA out of memory\nbye")
+    assert classify(r) == Triage(INFRASTRUCTURE, "infrastructure: out of memory: its log: [rank0] "
+                                                 "torch.OutOfMemoryError: CUDA out of memory")
+
+
+def test_an_unexplained_error_alone_is_the_cases_own():
+    r = error("cell 3 raised KeyError: 'layers'")
+    assert classify(r, {"c": r, "d": CaseResult("d", "vllm", "passed")}) == Triage(
+        CASE_ERROR, "case error: cell 3 raised KeyError: 'layers'")
+
+
+def test_errors_of_several_backends_in_one_run_are_infrastructure():
+    a, b = error("cell 3 raised KeyError: 'x'", "a", "hf"), error("cell 2 raised OSError: y", "b", "vllm")
+    run = {"a": a, "b": b, "c": CaseResult("c", "jax", "passed")}
+    assert classify(a, run) == Triage(INFRASTRUCTURE, "infrastructure: 2 cases of backends hf, vllm errored in this "
+                                                      "run together (a, b): a job-level event, not independent "
+                                                      "regressions; this one: cell 3 raised KeyError: 'x'")
+
+
+def test_errors_of_one_backend_are_not_correlated():
+    a, b = error("cell 3 raised KeyError: 'x'", "a", "hf"), error("cell 3 raised KeyError: 'x'", "b", "hf")
+    assert classify(a, [a, b]).kind == CASE_ERROR
+
+
+def test_several_numeric_failures_never_become_infrastructure():
+    a, b = failed(BOUND), CaseResult("b", "vllm", "failed", failures=[BOUND])
+    assert classify(a, [a, b]).kind == NUMERIC
+
+
+def test_winner_changes_alone_are_the_near_tie_family():
+    r = failed(WINNER, DECODE_WINNER)
+    assert classify(r) == Triage(NEAR_TIE, "near-tie: only winner changes between near-tied tokens (2 on p2, p3), no "
+                                           "bound exceeded, no drift failure: the near-tie flake family; first: "
+                                           + WINNER)
+
+
+def test_a_winner_change_with_a_bound_exceeded_is_numeric():
+    assert classify(failed(WINNER, BOUND)) == Triage(
+        NUMERIC, f"numeric: winner changes (1), over the bound (1); first: {WINNER}")
+
+
+def test_a_winner_change_with_drift_failed_is_numeric():
+    r = failed(WINNER, drift={"passed": False})
+    assert classify(r) == Triage(NUMERIC, f"numeric: winner changes (1), drift (1); first: {WINNER}")
+
+
+@pytest.mark.parametrize("line, family", [
+    (BOUND, "over the bound"),
+    ("drift: mean max probability error over 64 prompts grew to 0.02; p = 0.001 from 8 clean samples", "drift"),
+    ("p1: non-finite logprob nan for token 7 from the backend", "non-finite logprobs"),
+    ("p1: golden token 12 is missing from the backend's top-64", "missing tokens"),
+    ("p1: backend greedy token 99 is not in the golden top-20", "missing tokens"),
+    ("p1: not bit-exact at rank 1: golden token 1 logprob -0.5, backend token 1 logprob -0.50001", "exact mismatch"),
+    ("p1: decode step 2: continuations diverged outside a near-tie: golden token 4, backend token 9, which is not in "
+     "the golden top-20", "missing tokens"),
+])
+def test_each_numeric_family_is_named(line, family):
+    assert classify(failed(line)) == Triage(NUMERIC, f"numeric: {family} (1); first: {line}")
+
+
+def test_a_failed_case_with_no_line_is_numeric_all_the_same():
+    assert classify(failed()) == Triage(NUMERIC, "numeric: failed, with no failure line recorded")
+
+
+def test_evidence_is_one_line_of_bounded_length():
+    r = error("the kernel died mid-case\n" + "x" * 1000)
+    found = classify(r)
+    assert "\n" not in found.evidence and len(found.evidence) == 300 and found.evidence.endswith("…")
+
+
+def test_the_table_names_each_class_and_round_trips():
+    assert len(RULES) == 6 and all(why for why, _ in RULES)
+    t = Triage(NEAR_TIE, "near-tie: x")
+    assert t.to_dict() == {"class": "near-tie", "evidence": "near-tie: x"} and Triage.from_dict(t.to_dict()) == t
+    assert set(CLASSES) == {INFRASTRUCTURE, NEAR_TIE, NUMERIC, CASE_ERROR}
+
+
+def test_a_record_without_triage_still_loads():
+    d = CaseResult("c", "hf", "failed").to_dict()
+    del d["triage"], d["attempts"]
+    r = CaseResult.from_dict(d)
+    assert r.triage is None and r.attempts == []
