@@ -30,6 +30,7 @@ LOCALIZE = "localize.json"        # localize directory: the curves, the named po
 REGEN_REPORT = "regen.md"
 FIGURES = "figures"               # the summary's plots as PNG and SVG files
 LOCK = ".lock"
+TREND = "trend.json"              # gate run: the steps up in a case's error this run completed (kit.gate.trend)
 BAD_MARK = "bad.json"             # gate run: a person's mark that the run is known bad, and why (kit.baselines.marks)
 PUBLISHED = "published.json"     # run or control: where and when it was copied to a store, or why not
 

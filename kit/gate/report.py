@@ -61,7 +61,7 @@ def write_result(run_dir: Path, doc: dict) -> Path:
 
 
 def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: float,
-                      results: dict[str, CaseResult]) -> str:
+                      results: dict[str, CaseResult], trend: str | None = None) -> str:
     """A paragraph fit for an issue comment: verdict, counts, the worst case, digests, command."""
     lines = [f"**Parity gate {md(manifest['name'], code=True)}: {verdict}.** {counts_sentence(counts, duration_s)}.",
              ""]
@@ -107,6 +107,8 @@ def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: fl
     if manifest.get("retried"):  # the verdict of these cases is their second (or later) attempt's
         lines += [f"Retried after an infrastructure failure: {md(n, code=True)} ({md(why)})."
                   for n, why in manifest["retried"].items()]
+    if trend:  # a step up in some case's error that this run completed (kit.gate.trend)
+        lines.append(md(trend))
     if manifest.get("reused"):  # a resumed run: say which verdicts were not computed by this command
         names = ", ".join(md(n, code=True) for n in manifest["reused"])
         lines.append(f"Reused from an earlier run into this directory, inputs unchanged: {names}.")

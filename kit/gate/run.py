@@ -24,7 +24,7 @@ from kit.core.results import counts_sentence, now_iso
 from kit.core.spec import CaseSpec
 from kit.core.text import printable
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
-from kit.gate import report
+from kit.gate import report, trend
 from kit.gate.executor import (LOCAL, RAY, Checked, GateRun, claim_run, default_run_dir, prepare_run, run_cases,
                                write_manifest)
 from kit.gate.heartbeat import Heartbeat, heartbeat_interval
@@ -192,14 +192,20 @@ def ci_heartbeat(console) -> Heartbeat | None:
     return Heartbeat(log.info, heartbeat_interval(), verbose=output.shows(logging.DEBUG))
 
 
-def finish_gate(run: GateRun, command: Sequence[str], summary: bool = True) -> None:
-    """The manifest's end, result.json, evidence.md and (unless asked not to) the summary and its HTML."""
+def finish_gate(run: GateRun, command: Sequence[str], summary: bool = True, with_trend: bool = True) -> None:
+    """The manifest's end, result.json, evidence.md (with any step up in a case's error this run completed, unless
+    ``with_trend`` is off) and (unless asked not to) the summary and its HTML."""
     finished = write_manifest(run, command)
     names = [s.name for s in run.specs]
     report.write_result(run.run_dir, report.result_document(run.plan.name, run.verdict, run.counts,
                                                             run.duration_s, names, run.results))
+    steps = trend.steps_completed(run.run_dir, run.plan.name) if with_trend else []
+    trend.write_steps(run.run_dir, steps)
+    said = trend.evidence_line(steps, run.verdict == PASSED)
+    if said:
+        log.log(NOTICE, f"[yellow]{escape(said)}[/]", extra=MARKUP)
     report.write_evidence(run.run_dir, report.evidence_markdown(finished, run.verdict, run.counts,
-                                                                run.duration_s, run.results))
+                                                                run.duration_s, run.results, said))
     if summary:
         error = report.build_summary(run.run_dir)
         if error:  # the verdict and every case result are already on disk
@@ -227,7 +233,7 @@ def finish_interrupted(runs: Sequence[GateRun], command: Sequence[str]) -> None:
         if not run.finished_at:  # stopped before its cases ran
             run.finished_at = now_iso()
         try:
-            finish_gate(run, command, summary=False)
+            finish_gate(run, command, summary=False, with_trend=False)
         except Exception as exc:  # the interruption is what gets reported; this is what was lost
             log.error(f"[red]could not write the results of the interrupted run[/] {run.run_dir}: {exc}",
                          extra=MARKUP)

@@ -18,6 +18,7 @@ from kit.core.fixture import load_fixture
 from kit.core.golden import load_golden
 from kit.core.records import ERROR, FAILED, NO_BASELINE, PASSED, TIMEOUT, PromptScore, severity
 from kit.core.results import RunView, counts_sentence
+from kit.gate.trend import read_steps
 
 BANNER_COLORS = {"passed": "#1a7f37", "qualified": "#1a7f37", "failed": "#cf222e", "regression": "#cf222e",
                  "incomplete": "#9a6700", "baseline-blocker": "#8250df", "both-broken": "#8250df",
@@ -29,7 +30,9 @@ def gate_reason(view: RunView) -> str:
     failed = [n for n in view.expected if n in view.results and view.results[n].status == FAILED]
     unfinished = [n for n in view.expected if n not in view.results or view.results[n].status in (ERROR, TIMEOUT)]
     if view.verdict == PASSED:
-        return f"all {len(view.expected)} cases are within their bounds"
+        steps = read_steps(view.run_dir)
+        but = ", but " + "; ".join(s.sentence for s in steps) if steps else ""
+        return f"all {len(view.expected)} cases are within their bounds{but}"
     if failed:
         parts = []
         for name in failed:
