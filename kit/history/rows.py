@@ -209,11 +209,20 @@ def case_rows(run: str, case: str, doc: Any, release: str | None,
         max_error=_largest(errors),
         mean_error=_mean(errors), drift_value=_drift_error(drift).get("value"),
         drift_limit=_drift_error(drift).get("high"), drift_p=_finite(drift.get("p_value")),
-        golden_sha256=_text(d.get("golden_sha256")), record_sha256=record if isinstance(record, str) else None,
+        golden_sha256=_baseline_golden(d, case), record_sha256=record if isinstance(record, str) else None,
         release=release, model_digest=_text(d.get("model_digest")),
         started_at=_when(d.get("started_at")) or run_started,
         triage_class=_text(triage.get("class")), triage_evidence=_text(triage.get("evidence")))
     return row, bucket_rows(run, case, d, prompts)
+
+
+def _baseline_golden(d: Mapping[str, Any], case: str) -> str | None:
+    """The digest of the golden a case stood on; None for a reference its own kernel computed in the run
+    (``cases/<case>.reference.json``): made anew every run, so its digest changing is no change of baseline."""
+    path = d.get("golden_path")
+    if isinstance(path, str) and posixpath.basename(path.replace("\\", "/")) == f"{case}.reference.json":
+        return None
+    return _text(d.get("golden_sha256"))
 
 
 def bound_kind(source: Mapping[str, Any], golden_kind: Any) -> str:

@@ -245,3 +245,13 @@ def test_a_store_behind_a_url_is_read_through_fsspec_and_indexed_in_the_cache(tm
         assert history_index.update(open_store("memory://team/parity-runs")).read == 0
     finally:
         fs.rm("/team", recursive=True)
+
+
+def test_a_reference_computed_in_the_run_is_no_baseline_change(tmp_path):
+    # An exact case whose reference its kernel computes gets a new one every run: not a change of baseline.
+    for i in range(2):
+        at = START + dt.timedelta(hours=i)
+        doc = case_result("native", {128: [0.0, 0.0]}, started=at, record=None, golden=f"{i}" * 64)
+        doc["golden_path"] = f"/somewhere/run{i}/cases/native.reference.json"
+        gate_run(tmp_path, f"tiny-cpu-{i}", {"native": doc}, started=at)
+    assert [c for c in gather(str(tmp_path)).changes if c["case"] == "native"] == []
