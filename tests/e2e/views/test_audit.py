@@ -92,7 +92,10 @@ def test_junit_has_one_testcase_per_case_with_failures(failing_run, passing_run)
     assert set(cases) == {"checkpoint", "hf-bf16"}
     failure = cases["hf-bf16"].find("failure")
     first = read_run(failing_run[0]).results["hf-bf16"].failure_messages[0]
-    assert failure.get("message") == first and failure.text.startswith(first)
+    # The body leads with the case's triage (kit.core.triage), then every failure message in full.
+    triage_line, *messages = failure.text.split("\n")
+    assert failure.get("message") == first and messages[0] == first
+    assert triage_line.startswith("triage: numeric: over the bound")
     assert cases["hf-bf16"].get("classname") == "test.hf"
 
     suite = ET.parse(passing_run[1]).getroot().find("testsuite")
