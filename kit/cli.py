@@ -87,28 +87,27 @@ def _runs_embedded_descriptor(args) -> bool:
     return getattr(args, "descriptor", None) == str(paths.EMBEDDED_DESCRIPTOR)
 
 
-def _jobs(text: str) -> int:
-    """``--jobs``: a count of cases at once, at least 1. Zero or less is refused as a usage error (exit 3, as
-    ``--jobs many`` is): the executors read a falsy count as "no limit given" and clamp a negative one to 1,
-    so either would run something other than what was asked, silently."""
-    try:
-        jobs = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
-    if jobs < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
-    return jobs
-
-
-def _retries(text: str) -> int:
-    """``--infra-retries``: how often an infrastructure failure runs again, 0 or more (a usage error otherwise)."""
+def _at_least(text: str, minimum: int) -> int:
+    """A whole number of at least ``minimum`` from the command line, or a usage error (exit 3) saying so."""
     try:
         n = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {n}")
+    if n < minimum:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least {minimum}, got {text!r}")
     return n
+
+
+def _jobs(text: str) -> int:
+    """``--jobs``: a count of cases at once, at least 1. Zero or less is refused as a usage error (exit 3, as
+    ``--jobs many`` is): the executors read a falsy count as "no limit given" and clamp a negative one to 1,
+    so either would run something other than what was asked, silently."""
+    return _at_least(text, 1)
+
+
+def _retries(text: str) -> int:
+    """``--infra-retries``: how often an infrastructure failure runs again, 0 or more."""
+    return _at_least(text, 0)
 
 
 class _Parser(argparse.ArgumentParser):
