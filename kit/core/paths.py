@@ -158,6 +158,13 @@ def make_dir(path: str | Path, what: str) -> Path:
     return Path(path)
 
 
+def leads_out(path: Path, root: Path) -> Path | None:
+    """Where ``path`` really is, when a link takes it outside ``root`` (a resolved folder); None when it stays
+    inside. A run's copies (a zip to attach, a published run) carry only the run's own files."""
+    target = path.resolve()
+    return None if target.is_relative_to(root) else target
+
+
 def display(path: str | Path) -> str:
     """A path as a reader wants it in a message: relative to the working directory when inside it."""
     p = Path(path)

@@ -24,6 +24,7 @@ from pathlib import Path
 from kit.core import rundir
 from kit.core.errors import BadInput
 from kit.core.jsonio import read_json, write_json
+from kit.core.paths import leads_out
 from kit.core.results import now_iso
 from kit.history.store import RUN_MARKERS, Store, open_store
 
@@ -70,8 +71,8 @@ def run_files(local_dir: Path) -> list[str]:
             continue
         if not path.is_file():
             continue
-        if not path.resolve().is_relative_to(root):
-            raise BadInput(f"{path}: a link that leads out of the run ({path.resolve()}); a published run carries "
+        if (target := leads_out(path, root)) is not None:
+            raise BadInput(f"{path}: a link that leads out of the run ({target}); a published run carries "
                            "only its own files")
         files.append(path.relative_to(root).as_posix())
 
