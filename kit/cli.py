@@ -394,6 +394,28 @@ def _parser() -> argparse.ArgumentParser:
     cal.add_argument("--list-variants", action="store_true", help="print the variants of the one --case as JSON")
     cal.set_defaults(func=_calibrate)
 
+    pw = sub.add_parser("power", help="measure what each calibrated case can detect: the fault catalogue at graded "
+                                      "magnitudes against the case's record; write power records",
+                        description="Writes each fault family's representative fault into the case's model at graded\n"
+                                    "magnitudes, scores the faulted model with every clean variant of the case's\n"
+                                    "calibration, and judges each sample by the record this host uses. The smallest\n"
+                                    "magnitude caught in at least 80 % of them is the family's detectable effect.\n"
+                                    "Writes calibrations/power/<sha256>.json; a case lists it with power = [...].",
+                        epilog=epilog(ExitCode.PASSED, ExitCode.INCOMPLETE, ExitCode.BAD_INPUT, ExitCode.INTERRUPTED))
+    pw.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR),
+                    help="descriptor TOML (default: the embedded tiny-cpu descriptor)")
+    pw.add_argument("--case", action="append", dest="cases", help="measure only this case (repeatable; default: "
+                    "every calibrated case that does not decode)")
+    pw.add_argument("--family", action="append", dest="families", metavar="NAME[=FAULT]",
+                    help="measure only this family (repeatable; NAME=FAULT names any fault of the catalogue)")
+    pw.add_argument("--float32-case", default="checkpoint", help="the descriptor's hf float32 case that measures "
+                    "each fault's effect (default: checkpoint)")
+    pw.add_argument("--out", help="directory of the faulted samples (default: runs/power-<name>-<time>-<id>)")
+    pw.add_argument("--resume", metavar="DIR", help="continue a measurement, reusing its finished samples")
+    pw.add_argument("--to", default="calibrations/power", help="folder of the power records "
+                    "(default: calibrations/power)")
+    pw.set_defaults(func=_power)
+
     ft = sub.add_parser("fault", help="the fault catalogue: list its engine-like faults, or inject one into a copy "
                                       "of a Llama checkpoint to see whether a gate fails it",
                         epilog=_exits("done (inject: the faulted copy's folder on stdout)"))
@@ -701,6 +723,16 @@ def _calibrate(args) -> int:
         return 0
     done = calibrate(args.descriptor, only=args.cases, out=args.out, resume=args.resume, to=args.to,
                      command=_command("calibrate"))
+    for c in done:
+        print(c.path if c.path else f"{c.case}: error: {c.error}")
+    return ExitCode.INCOMPLETE if any(c.error for c in done) else ExitCode.PASSED
+
+
+def _power(args) -> int:
+    from kit.faults.power import measure
+
+    done = measure(args.descriptor, args.cases, args.families, out=args.out, resume=args.resume, to=args.to,
+                   float32_case=args.float32_case, command=_command("power"))
     for c in done:
         print(c.path if c.path else f"{c.case}: error: {c.error}")
     return ExitCode.INCOMPLETE if any(c.error for c in done) else ExitCode.PASSED

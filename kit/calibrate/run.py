@@ -222,26 +222,12 @@ def calibrate_case(plan: Plan, spec: CaseSpec, run_dir: Path, to: Path,
     so the other cases still calibrate."""
     variants = variants_for(spec)
     samples_path = run_dir / f"{spec.name}.samples.jsonl"
-    finished(samples_path, spec.name)  # a line that is no sample is refused before a kernel starts, not inside one
     notebook = run_dir / f"{spec.name}.ipynb"
     names = [v["name"] + (f" (launch {v['launch']})" if v.get("launch", 1) > 1 else "") for v in variants]
     log.log(NOTICE, f"calibrate {spec.name}: {len(variants)} clean variants ({', '.join(names)}), one launch each",
             extra=MARKUP)
-    for launch, group in by_launch(variants).items():
-        stem = spec.name if launch == 1 else f"{spec.name}.launch{launch}"
-        outcome = run_notebook(CALIBRATE_NOTEBOOK, run_dir / f"{stem}.ipynb",
-                               {"spec": spec.to_dict(), "variants": group, "samples_path": str(samples_path),
-                                "descriptor": str(plan.path), "case": spec.name},
-                               spec.kernel, spec.timeout_s * len(group), run_dir / f"{stem}.kernel.log",
-                               env=FRESH_COMPILES)
-        if outcome.error or outcome.killed_by:
-            break
-    wanted = {(v["name"], int(v.get("launch", 1))) for v in variants}
-    # This calibration's variants only: a resumed file may hold samples of variants since dropped.
-    entries = [e for e in finished(samples_path, spec.name)
-               if (e["sample"]["variant"], e["sample"]["launch"]) in wanted]
-    if outcome.error or outcome.killed_by:
-        why = outcome.error or f"killed ({outcome.killed_by})"
+    entries, why = measure_variants(plan, spec, variants, run_dir, spec.name)
+    if why:
         error = (f"{why}; {len(entries)} of {len(variants)} samples kept in {paths.display(samples_path)} "
                  f"(resume with --resume {paths.display(run_dir)})")
         log.error(f"calibrate {spec.name}: [red]error[/red]: {error}", extra=MARKUP)
@@ -266,6 +252,31 @@ def calibrate_case(plan: Plan, spec: CaseSpec, run_dir: Path, to: Path,
                            f"\"{where}\" (in place of bound), or add it to the case's list of one record per class of "
                            "hardware"), extra=MARKUP)
     return CaseCalibration(spec.name, record, path, None, notebook)
+
+
+def measure_variants(plan: Plan, spec: CaseSpec, variants: list[dict], run_dir: Path,
+                     stem: str) -> tuple[list[dict], str | None]:
+    """Every variant's sample entry, scored through the calibrate notebook in the case's kernel, one kernel per
+    launch, appended to ``<stem>.samples.jsonl`` in ``run_dir`` (finished ones reused); with why the
+    measurement stopped short (a failed notebook, a killed kernel), or None."""
+    samples_path = run_dir / f"{stem}.samples.jsonl"
+    finished(samples_path, spec.name)  # a line that is no sample is refused before a kernel starts, not inside one
+    why = None
+    for launch, group in by_launch(variants).items():
+        name = stem if launch == 1 else f"{stem}.launch{launch}"
+        outcome = run_notebook(CALIBRATE_NOTEBOOK, run_dir / f"{name}.ipynb",
+                               {"spec": spec.to_dict(), "variants": group, "samples_path": str(samples_path),
+                                "descriptor": str(plan.path), "case": spec.name},
+                               spec.kernel, spec.timeout_s * len(group), run_dir / f"{name}.kernel.log",
+                               env=FRESH_COMPILES)
+        if outcome.error or outcome.killed_by:
+            why = outcome.error or f"killed ({outcome.killed_by})"
+            break
+    wanted = {(v["name"], int(v.get("launch", 1))) for v in variants}
+    # This measurement's variants only: a resumed file may hold samples of variants since dropped.
+    entries = [e for e in finished(samples_path, spec.name)
+               if (e["sample"]["variant"], e["sample"]["launch"]) in wanted]
+    return entries, why
 
 
 def build_record(spec: CaseSpec, variants: list[dict], entries: list[dict], command: list[str]) -> CalibrationRecord:

@@ -13,6 +13,7 @@ import dataclasses
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from kit.case import interpreter
 from kit.case.runner import resolve_spec, run_case
@@ -71,11 +72,15 @@ def entry_problem(entry: object) -> str | None:
     return None
 
 
-def sample_of(variant: str, launch: int, result: CaseResult) -> Sample:
+def sample_of(variant: str, launch: int, result: CaseResult, faulted: bool = False) -> Sample:
     # A prompt whose golden winner the variant lost has no shift (None): the record check refuses the sample
-    # with its key (kit.core.recordcheck), as it refuses any value out of its type.
+    # with its key (kit.core.recordcheck), as it refuses any value out of its type. A faulted model may lose
+    # it (that is a catch, kept in the entry's ``no_shift``), so there it is written as 0 and never read.
+    shifts = {p.id: p.top_probability_shift for p in result.prompts}
+    if faulted:
+        shifts = {pid: 0.0 if x is None else x for pid, x in shifts.items()}
     return Sample(variant, launch, 1, {p.id: p.max_probability_error for p in result.prompts},
-                  {p.id: p.top_probability_shift for p in result.prompts})  # type: ignore[misc]
+                  shifts)  # type: ignore[arg-type]
 
 
 def append(samples_path: str | Path, entry: dict) -> None:
@@ -105,15 +110,20 @@ def calibrate_case(spec: CaseSpec, variants: list[dict], samples_path: str | Pat
         # Overrides replace options as given, None included (a variant may unset what the case sets).
         result = run_case(dataclasses.replace(base, options={**base.options, **v.get("overrides", {})}))
         bad = [p.id for p in result.prompts if p.failures]
-        if bad:  # a clean variant that fails outright is a fault, not noise: it must not widen the bound
+        # A faulted model's variant (what a power measurement scores) may fail outright: that is what is measured.
+        faulted = bool(v.get("faulted"))
+        if bad and not faulted:  # a clean variant failing outright is a fault, not noise: it must not widen the bound
             raise RuntimeError(f"variant {v['name']} fails prompts {', '.join(bad[:5])}: "
                                f"{result.failures[0]}; it cannot be calibrated as noise")
-        entry = {"case": spec.name, "sample": sample_of(v["name"], key[1], result).to_dict(),
+        entry: dict[str, Any] = {"case": spec.name, "sample": sample_of(v["name"], key[1], result, faulted).to_dict(),
                  "release": result.release,
                  "inputs": {"fixture_sha256": result.fixture_sha256, "golden_sha256": result.golden_sha256,
                             "model_digest": result.model_digest},
                  "runtime": numerics_fingerprint(case_device(base.options)),
                  "scoring_s": result.scoring_s, "duration_s": result.duration_s}
+        if faulted:
+            entry["failed_prompts"] = bad
+            entry["no_shift"] = [p.id for p in result.prompts if p.top_probability_shift is None]
         append(samples_path, entry)
         print(f"{v['name']} (launch {key[1]}): largest error {result.max_probability_error:.4g}")
         out.append(entry)

@@ -18,6 +18,7 @@ class ExitCode(enum.IntEnum):
     BUILD_STOPPED = 5   # refresh: the overlay did not replay or the wheels did not build
     NOT_QUALIFIED = 6   # refresh: the built release failed qualification
     NO_BASELINE = 7     # every case that ran passed, but an exact case has no golden for this runtime
+    INCONCLUSIVE = 8    # nothing failed, but a case could not see a fault as small as the descriptor asks
     INTERNAL = 70       # an unexpected exception in the kit itself (EX_SOFTWARE): no verdict
     INTERRUPTED = 130   # SIGINT
     HANGUP = 129        # SIGHUP: 128 + the signal's number, the shell's convention for a process a signal ended
@@ -39,6 +40,9 @@ _MEANINGS = {
     ExitCode.NOT_QUALIFIED: "refresh: qualification failed",
     ExitCode.NO_BASELINE: ("no baseline for this runtime: an exact case has no golden made where it runs (neither "
                            "passed nor failed; the result names the command that makes one); the rest passed"),
+    ExitCode.INCONCLUSIVE: ("inconclusive: nothing failed, but a case's detectable effect is over the limit its "
+                            "descriptor states (or it scored fewer prompts than that effect was measured on): "
+                            "neither passed nor failed"),
     ExitCode.INTERNAL: "internal error: an unexpected exception in parity-kit (a bug); no verdict; traceback on stderr",
     ExitCode.INTERRUPTED: "interrupted (SIGINT, Ctrl-C)",
     ExitCode.HANGUP: "stopped by SIGHUP (a closed terminal)",

@@ -16,7 +16,10 @@ from kit.core.jsonio import json_safe
 PASSED, FAILED, ERROR, TIMEOUT = "passed", "failed", "error", "timeout"
 # An exact case whose runtime has no golden: neither passed nor failed, since nothing could judge it.
 NO_BASELINE = "no-baseline"
-CASE_STATUSES = (PASSED, FAILED, ERROR, TIMEOUT, NO_BASELINE)
+# A case within its bounds that could not have seen a fault as small as its descriptor asks (its detectable
+# effect is over the limit, or it scored fewer prompts than that effect was measured on): not passed, not failed.
+INCONCLUSIVE = "inconclusive"
+CASE_STATUSES = (PASSED, FAILED, ERROR, TIMEOUT, NO_BASELINE, INCONCLUSIVE)
 
 
 @dataclass(frozen=True)
@@ -188,6 +191,9 @@ class CaseResult:
     # The earlier attempts of this case in the same run, each set aside before the gate ran it again
     # (kit.gate.retry): {"attempt": n, "status", "error", "triage", "files": [paths in the run directory]}.
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    # What the case can detect (kit.core.power.detectable_of): per fault family, the smallest fault it catches
+    # with probability 0.8 in units of its clean error; None when no power record was measured for it.
+    detectable: dict[str, Any] | None = None
 
     @property
     def failure_messages(self) -> list[str]:
@@ -196,6 +202,8 @@ class CaseResult:
             return [f"{self.case}: {self.status}: {self.error}"]
         if self.status == NO_BASELINE:
             return [f"{self.case}: {self.error}"]
+        if self.status == INCONCLUSIVE:
+            return [f"{self.case}: inconclusive: {self.error}"]
         return [f"{self.case}: {message}" for message in self.failures]
 
     @property

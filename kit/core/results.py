@@ -10,14 +10,16 @@ from typing import Mapping, Sequence
 from kit.core import rundir
 from kit.core.exitcodes import ExitCode
 from kit.core.jsonio import read_json, write_json
-from kit.core.records import ERROR, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseResult
+from kit.core.records import ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult
 from kit.core.resultcheck import check_case_result, check_manifest, read_checked
 
 GATE_PASSED, GATE_FAILED, GATE_INCOMPLETE = "passed", "failed", "incomplete"
 GATE_NO_BASELINE = "no-baseline"  # every case that ran passed, and some exact case had nothing to judge it by
+# Nothing failed or went missing, but some case could not have seen a fault as small as the descriptor asks.
+GATE_INCONCLUSIVE = "inconclusive"
 # What `parity-kit gate` exits with for each gate verdict.
 GATE_EXIT_CODES = {GATE_PASSED: ExitCode.PASSED, GATE_FAILED: ExitCode.FAILED, GATE_INCOMPLETE: ExitCode.INCOMPLETE,
-                   GATE_NO_BASELINE: ExitCode.NO_BASELINE}
+                   GATE_NO_BASELINE: ExitCode.NO_BASELINE, GATE_INCONCLUSIVE: ExitCode.INCONCLUSIVE}
 
 
 def now_iso() -> str:
@@ -41,6 +43,10 @@ def gate_verdict(expected: Sequence[str], results: Mapping[str, CaseResult]) -> 
         return GATE_FAILED
     if any(s in (ERROR, TIMEOUT, None) for s in statuses) or not expected:
         return GATE_INCOMPLETE
+    # A case that says it could not see the faults asked of it outranks one with nothing to judge it by: both
+    # stop a pin, and the inconclusive one needs a better measurement, not only a golden.
+    if INCONCLUSIVE in statuses:
+        return GATE_INCONCLUSIVE
     if NO_BASELINE in statuses:
         return GATE_NO_BASELINE
     assert all(s == PASSED for s in statuses)
@@ -48,7 +54,7 @@ def gate_verdict(expected: Sequence[str], results: Mapping[str, CaseResult]) -> 
 
 
 def status_counts(expected: Sequence[str], results: Mapping[str, CaseResult]) -> dict[str, int]:
-    counts = {PASSED: 0, FAILED: 0, ERROR: 0, TIMEOUT: 0, NO_BASELINE: 0, "missing": 0}
+    counts = {PASSED: 0, FAILED: 0, ERROR: 0, TIMEOUT: 0, NO_BASELINE: 0, INCONCLUSIVE: 0, "missing": 0}
     for name in expected:
         counts[results[name].status if name in results else "missing"] += 1
     return counts
@@ -57,7 +63,7 @@ def status_counts(expected: Sequence[str], results: Mapping[str, CaseResult]) ->
 def counts_sentence(counts: Mapping[str, int], duration_s: float) -> str:
     """'1 failed, 2 passed in 991 s' (zero counts left out)."""
     words = {FAILED: "failed", ERROR: "errored", TIMEOUT: "timed out", "missing": "missing",
-             NO_BASELINE: "without a baseline", PASSED: "passed"}
+             NO_BASELINE: "without a baseline", INCONCLUSIVE: "inconclusive", PASSED: "passed"}
     parts = [f"{counts[k]} {word}" for k, word in words.items() if counts.get(k)]
     return f"{', '.join(parts) or 'no cases'} in {duration_s:.0f} s"
 

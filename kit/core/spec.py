@@ -55,6 +55,11 @@ class CaseSpec:
     no_baseline: str | None = None
     # The key of the runtime an exact case's bits depend on here (kit.core.runtime); empty for other cases.
     runtime: str = ""
+    # What the case can detect, from the power record measured against its calibration record
+    # (kit.core.power.detectable_of); None when none was measured.
+    power: dict[str, Any] | None = None
+    # The largest detectable effect (x the clean error) under which the case may say "passed" (None: no limit).
+    detectable_limit: float | None = None
 
     @property
     def repeated(self) -> bool:
@@ -76,7 +81,7 @@ class CaseSpec:
         entry = {k: v for k, v in self.to_dict().items() if k not in ("timeout_s", "descriptor")}
         if not self.decode:  # a case without the check keeps the digest it had before the check existed
             entry.pop("decode")
-        for key in ("reference", "no_baseline", "runtime"):  # likewise for a case without these
+        for key in ("reference", "no_baseline", "runtime", "power", "detectable_limit"):  # likewise without these
             if not entry[key]:
                 entry.pop(key)
         return sha256_bytes(canonical_bytes({"entry": entry, "fixture": fixture_sha256, "golden": golden_sha256}))

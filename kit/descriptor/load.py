@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
+from typing import Any, Mapping
 
 from pydantic import BaseModel, ValidationError
 
@@ -16,7 +17,8 @@ from kit.core import paths
 from kit.core.calibration import CalibrationRecord, load_record, measured_on, record_for_host, same_class
 from kit.core.errors import BadInput
 from kit.core.golden import load_golden
-from kit.core.jsonio import read_input_bytes, sha256_file
+from kit.core.jsonio import read_input_bytes, read_json_input, sha256_file
+from kit.core.power import detectable_of, load_power
 from kit.core.lineage import LineageEntry, heads, load_folder, of_descriptor
 from kit.core.spec import CaseSpec
 from kit.descriptor.code_settings import warn_code_settings
@@ -233,6 +235,7 @@ class LoadedDescriptor:
                 c = case_schemas()[c.backend].model_validate({**self.doc.cases[name], **built.options})
                 kernel, identity = built.kernel, {"name": release, **built.identity()}
             calibration = self.calibration(name, c) if c.calibration is not None and resolve_calibration else None
+            power, limit = self.power(name, c, calibration) if calibration else (None, None)
             if c.reference is not None:
                 golden, no_baseline, runtime = None, None, ""
                 reference = self.reference(name, c)
@@ -249,7 +252,7 @@ class LoadedDescriptor:
                 options=c.backend_options(), release=identity, repeats=c.repeats,
                 repeat_launches=c.repeat_launches, repeat_prompts=c.repeat_prompts, exact_repeats=c.exact_repeats,
                 calibration=calibration, drift=c.drift, decode=c.decode or 0,
-                reference=reference, no_baseline=no_baseline, runtime=runtime,
+                reference=reference, no_baseline=no_baseline, runtime=runtime, power=power, detectable_limit=limit,
             ))
         return specs
 
@@ -302,6 +305,38 @@ class LoadedDescriptor:
         if rule == "device" and "hardware" not in accept:  # the descriptor's own order takes other hardware
             accept.append("hardware")
         return {**record.reference(), "accept": accept, "fallback": {"order": list(order), "rule": rule}}
+
+    def power(self, name: str, c: CaseBase, calibration: Mapping[str, Any]) -> tuple[dict | None, float | None]:
+        """What the case can detect and the limit it is held to. Each power record listed is judged by its evidence
+        against the calibration record it names (which the case must list); the one measured against the record
+        this host uses is the case's, else one of another class of hardware, said to be so. A limit with none
+        measured against the record in use is refused: "passed" could not say what it could detect."""
+        where = f"{self.where('cases', name, 'power')}: cases.{name}.power"
+        files = [c.power] if isinstance(c.power, str) else list(c.power or [])
+        listed = {r.sha256: r for r in self._listed.get(name, [])}
+        loaded = []
+        for f in files:
+            path = self.resolve_name(f)
+            try:
+                stated = read_json_input(path, "power record")
+                named = stated.get("record_sha256") if isinstance(stated, dict) else None
+                record = listed.get(named) if isinstance(named, str) else None
+                if record is None:
+                    raise BadInput(f"{paths.display(path)}: measured against calibration record "
+                                   f"{str((stated or {}).get('record_sha256'))[:12]}, which the case does not list")
+                loaded.append(load_power(path, record.reference()))
+            except BadInput as exc:
+                raise BadInput(f"{where}: {exc}") from None
+        limit = c.detectable_limit if c.detectable_limit is not None else self.doc.defaults.detectable_limit
+        own = [p for p in loaded if p.record_sha256 == calibration["sha256"]]
+        if limit is not None and not own:
+            limit_where = f"{self.where('cases', name, 'detectable_limit')}: cases.{name}.detectable_limit"
+            raise BadInput(f"{limit_where}: a limit of {limit:g}x the clean error, but no power record measured "
+                           f"against calibration record {calibration['sha256'][:12]} (the one this host uses) is "
+                           "listed in "
+                           f"power: measure it with `parity-kit power {paths.display(self.path)} --case {name}`")
+        chosen = own or loaded
+        return (detectable_of(chosen[0], same_class=bool(own)) if chosen else None), limit
 
     def fallback_order(self, c: CaseBase) -> list[str]:
         """The rules by which a record of other hardware may stand in for this case: the descriptor's

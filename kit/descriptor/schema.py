@@ -41,6 +41,9 @@ class _Strict(BaseModel):
 
 # A probability bound: an error above 1 would pass anything, one at or below 0 nothing.
 Bound = Annotated[float, Field(gt=0, le=1)]
+# How large a fault, in units of a case's clean error, the case must be able to see for "passed" to mean
+# anything (kit.core.power): a positive, finite multiple.
+DetectableLimit = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
 class ModelRef(_Strict):
@@ -61,6 +64,8 @@ class Defaults(_Strict):
     # How often the gate runs again a case that failed for a reason of the job, not of its numbers
     # (kit.core.triage's infrastructure class), whichever executor ran it.
     infrastructure_retries: int = Field(default=1, ge=0)
+    # Every calibrated case's limit on its detectable effect, unless the case sets its own (none: no limit).
+    detectable_limit: DetectableLimit | None = None
 
 
 class Resources(_Strict):
@@ -119,6 +124,12 @@ class CaseBase(_Strict):
     # on the class its host computes on, else the first (refused there unless the change is accepted).
     calibration: str | list[str] | None = None
     drift: bool = True
+    # Power records (calibrations/power/<sha256>.json, `parity-kit power`): what the case can detect, measured
+    # against one of its calibration records each; the case uses the one measured against the record it uses.
+    power: str | list[str] | None = None
+    # The largest detectable effect (x its clean error) under which the case may say "passed"; above it the case
+    # is inconclusive. A limit with no power record measured against the record the case uses is refused.
+    detectable_limit: DetectableLimit | None = None
     # What the record may differ in from the case although the noise depends on it (refused otherwise).
     # "hardware" (another CPU instruction-set level or GPU) keeps the record's bounds but not its drift test.
     accept_noise_changes: list[Literal["device", "dtype", "hardware"]] = Field(default_factory=list)

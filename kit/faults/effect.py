@@ -18,6 +18,7 @@ from pathlib import Path
 
 from kit.case.runner import run_case
 from kit.core import paths
+from kit.core.errors import BadInput
 from kit.core.records import CaseResult
 from kit.core.spec import CaseSpec, on_model
 from kit.descriptor.load import load_descriptor
@@ -38,11 +39,16 @@ class EmbeddedCases:
 
 
 def embedded_cases(descriptor: str | Path = paths.EMBEDDED_DESCRIPTOR,
-                   names: tuple[str, ...] = ("hf-bf16", "vllm-pp1")) -> EmbeddedCases:
-    plan = resolve(load_descriptor(descriptor), [FLOAT32_CASE, *names])
+                   names: tuple[str, ...] = ("hf-bf16", "vllm-pp1"), float32_case: str = FLOAT32_CASE) -> EmbeddedCases:
+    """The descriptor's ``names`` as it resolves them, and ``float32_case`` (an hf case in float32: the embedded
+    descriptor's ``checkpoint``, a GPU descriptor's ``hf-f32``) set up to measure a fault's effect."""
+    plan = resolve(load_descriptor(descriptor), [float32_case, *[n for n in names if n != float32_case]])
     specs = {name: case.spec for name, case in plan.cases.items()}
     semantic = plan.goldens["semantic"].files[0]  # a semantic entry names one file
-    checkpoint = specs.pop(FLOAT32_CASE)
+    checkpoint = specs.pop(float32_case)
+    if checkpoint.backend != "hf" or checkpoint.options.get("dtype", "float32") != "float32":
+        raise BadInput(f"case {float32_case} of {descriptor} is no hf float32 case: a fault's effect is what hf "
+                       "computes in float32, as the goldens are made")
     # The float32 path as the golden maker runs it: the kernels the checkpoint case pins for its exact golden
     # are no part of what a fault's effect is measured against.
     options = {k: v for k, v in checkpoint.options.items() if k != "cpu_kernels"}

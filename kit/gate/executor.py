@@ -29,6 +29,7 @@ from kit.core.errors import BadInput
 from kit.core.jsonio import sha256_file, write_json
 from kit.core.phases import with_executor_phases
 from kit.core.records import ERROR, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseResult
+from kit.core.power import judged_by_power
 from kit.core.results import gate_verdict, load_case_result, now_iso, save_case_result, status_counts
 from kit.core.scoring import bound_for
 from kit.core.spec import CaseSpec
@@ -371,7 +372,9 @@ def checked(result: CaseResult, spec: CaseSpec, expected: Expected | None) -> Ca
     inputs, or one its numbers contradict)."""
     problem = coverage_problem(result, expected) if expected is not None else None
     if problem is None:
-        return rejudged(result, expected) if expected is not None else result
+        judged = rejudged(result, expected) if expected is not None else result
+        return judged_by_power(judged, getattr(spec, "power", None), getattr(spec, "detectable_limit", None),
+                               f"cases.{spec.name}.detectable_limit")
     return CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error=problem,
                       started_at=result.started_at, notes=result.notes)
 

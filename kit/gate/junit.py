@@ -19,7 +19,8 @@ from typing import Iterator, Mapping, Sequence
 from kit.core import rundir
 from kit.core.errors import BadInput
 from kit.core.jsonio import atomic_write_bytes
-from kit.core.records import ERROR, FAILED, NO_BASELINE, TIMEOUT, CaseResult
+from kit.core.power import headline
+from kit.core.records import ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, TIMEOUT, CaseResult
 from kit.core.results import read_run
 
 Suite = tuple[str, Sequence[str], Mapping[str, CaseResult], float]  # name, expected cases, results, duration
@@ -58,13 +59,17 @@ def _suite(root: ET.Element, suite: str, expected: Sequence[str], results: Mappi
         elif r.status == NO_BASELINE:  # not judged: skipped, with its own type, never a failure or an error
             counts["skipped"] += 1
             ET.SubElement(case, "skipped", message=r.failure_messages[0], type=NO_BASELINE)
+        elif r.status == INCONCLUSIVE:  # within its bounds but unable to see what was asked: neither passed nor failed
+            counts["skipped"] += 1
+            ET.SubElement(case, "skipped", message=r.failure_messages[0], type=INCONCLUSIVE)
         if r is not None and (r.triage or r.attempts):
             _triage_properties(case, r)
         if r is not None and r.prompts:
             err = r.max_probability_error
             out = ET.SubElement(case, "system-out")
             out.text = (f"max probability error {err:.6g}" if err is not None and err == err else "no error") + (
-                f", bound {r.bound:g}" if r.bound is not None else f", {r.golden_kind} golden")
+                f", bound {r.bound:g}" if r.bound is not None else f", {r.golden_kind} golden") + (
+                f"; {headline(r.detectable)}" if r.detectable else "")
     tests.set("failures", str(counts["failures"]))
     tests.set("errors", str(counts["errors"]))
     tests.set("skipped", str(counts["skipped"]))

@@ -1,0 +1,220 @@
+"""`parity-kit power`: measure what each case can detect, and write it as a power record.
+
+For each fault family (one representative fault of the catalogue each, ``FAMILIES``) the fault is written into
+the case's model at the catalogue's graded magnitudes; the faulted model is scored by every clean variant and
+launch of the case's calibration (the calibrate notebook, one kernel per launch: what calibrating measures, on
+the faulted weights), and each faulted sample is judged by the calibration record this host uses
+(kit.core.power). The float32 effect of each magnitude (hf in float32, cheap) picks where to start: the first
+magnitude whose effect reaches the case's clean error. From there the search steps down while the fault is
+still caught (at most ``STEPS_DOWN`` steps) and up until it is, so a family costs two or three faulted
+calibrations, not seven. It assumes a fault caught at one magnitude is caught at every larger one, and the
+record keeps every magnitude tried, so a reader can see where that held. On a CPU every engine is
+deterministic, so a variant's second launch repeats its first bit for bit (as the records show): there each
+variant is scored in one launch.
+
+Every finished sample is kept in the run directory (``<case>-<fault>-<magnitude>.samples.jsonl``), so a
+measurement cut short continues with ``--resume DIR``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from kit.calibrate.run import measure_variants, variants_for
+from kit.core import paths, rundir
+from kit.core.calibration import case_device, hardware_change, measured_on
+from kit.core.errors import BadInput, ParityKitError
+from kit.core.jsonio import atomic_write_bytes
+from kit.core.modeldigest import model_digest
+from kit.core.power import (DETECTION_PROBABILITY, FaultedSample, PowerRecord, Trial, caught_fraction, clean_error,
+                            family_lines, headline)
+from kit.core.results import now_iso
+from kit.core.runtime import numerics_fingerprint
+from kit.core.spec import CaseSpec, on_model
+from kit.descriptor.load import load_descriptor
+from kit.descriptor.plan import outline, resolve
+from kit.faults.cache import faulted_copy
+from kit.faults.catalogue import BY_NAME, Fault
+from kit.faults.effect import FLOAT32_CASE, embedded_cases, hf_float32_effect
+from kit.run import output, runlock
+from kit.run.output import MARKUP, NOTICE
+from kit.run.stopping import on_signals
+
+log = logging.getLogger(__name__)
+
+# One fault per family of engine bug: where positions are encoded, how attention is scaled, the MLP's
+# nonlinearity, normalization, and the output logits. Each is the family's most graded fault of the catalogue
+# (docs/fault-catalogue.md), then the one measured where a backend cannot load the first (Levanter 1.1
+# hard-codes its RoPE base, so it refuses a checkpoint asking for another); `--family NAME=FAULT` measures any.
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "position": ("rope_base", "rotary_interleave"), "attention": ("attention_scale", "head_order"),
+    "mlp": ("activation", "mlp_noise"), "normalization": ("norm_offset", "rms_norm_eps"),
+    "output": ("logit_scale", "tied_embeddings")}
+STEPS_DOWN = 1  # below the first magnitude caught: enough to see where detection stops, not the whole ladder
+
+
+@dataclass
+class CasePower:
+    case: str
+    record: PowerRecord | None
+    path: Path | None
+    error: str | None = None
+
+
+def parse_families(given: Sequence[str] | None) -> dict[str, tuple[str, ...]]:
+    """``--family NAME=FAULT`` (or a bare family of FAMILIES); every family by default."""
+    if not given:
+        return dict(FAMILIES)
+    out = {}
+    for item in given:
+        name, _, fault = item.partition("=")
+        faults = (fault,) if fault else FAMILIES.get(name, ("",))
+        if any(f not in BY_NAME for f in faults):
+            known = ", ".join(f"{f}={x[0]}" for f, x in FAMILIES.items())
+            raise BadInput(f"--family {item}: no such family or fault (families: {known}; faults: "
+                           f"{', '.join(BY_NAME)})")
+        out[name] = faults
+    return out
+
+
+def measure(descriptor: str | Path, cases: Sequence[str] | None = None, families: Sequence[str] | None = None,
+            out: str | Path | None = None, resume: str | Path | None = None, to: str | Path = "calibrations/power",
+            float32_case: str = FLOAT32_CASE, command: Sequence[str] | None = None) -> list[CasePower]:
+    output.ensure()
+    chosen = parse_families(families)
+    desc = load_descriptor(descriptor)
+    stated = outline(desc)
+    names = list(cases) if cases else [n for n, c in stated.cases.items() if c.calibrated]
+    judged = resolve(desc, names)  # bounds and drift test as this host's gate uses them
+    if not cases:  # a decode case's errors are per step, which no fault of the catalogue is measured against
+        names = [n for n in names if not judged.cases[n].spec.decode]
+    for name in names:
+        if judged.cases[name].spec.calibration is None:
+            raise BadInput(f"case {name} of {paths.display(judged.path)} has no calibration record: its detectable "
+                           "effect is measured against one (parity-kit calibrate first)")
+    clean = resolve(desc, names, resolve_calibration=False)
+    effects = embedded_cases(descriptor, tuple(names), float32_case)
+    run_dir = Path(resume) if resume else _new_dir(judged.name, out)
+    to = Path(to)
+    command = list(command or ["parity-kit", "power", str(descriptor)])
+    done = []
+    with runlock.acquire(run_dir, command, what="power measurement"), on_signals():
+        paths.make_dir(to, "--to")
+        for name in names:
+            done.append(measure_case(judged, clean.cases[name].spec, judged.cases[name].spec, chosen, effects,
+                                     run_dir, to, command))
+    return done
+
+
+def _new_dir(name: str, out: str | Path | None) -> Path:
+    run_dir = Path(out) if out else rundir.new_run_dir("power", name)
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise BadInput(f"--out {paths.display(run_dir)} is not empty (use --resume to continue a measurement)")
+    return paths.make_dir(run_dir, "--out")
+
+
+def measure_case(plan, clean_spec: CaseSpec, judged: CaseSpec, families: dict[str, tuple[str, ...]], effects,
+                 run_dir: Path,
+                 to: Path, command: list[str]) -> CasePower:
+    reference = judged.calibration
+    assert reference is not None
+    change = hardware_change(reference, judged.options)
+    if change:
+        return CasePower(judged.name, None, None, f"its record measured noise on {change[0]}, this host is "
+                                                  f"{change[1]}: calibrate the case here first, then measure its power")
+    noise = clean_error(reference)
+    log.log(NOTICE, f"power {judged.name}: {len(families)} fault families against record {reference['sha256'][:12]} "
+            f"(clean error {noise:.3g})", extra=MARKUP)
+    trials: list[Trial] = []
+    measured: dict[str, str] = {}
+    try:
+        for family, faults in families.items():
+            for name in faults:
+                try:
+                    trials += search(plan, family, BY_NAME[name], clean_spec, reference, noise, effects, run_dir)
+                except _Refused as exc:
+                    log.warning(f"power {judged.name}: {family}: the backend cannot load {exc}; the family's next fault")
+                    continue
+                measured[family] = name
+                break
+    except _Stopped as exc:
+        log.error(f"power {judged.name}: [red]error[/red]: {exc} (continue with --resume {paths.display(run_dir)})",
+                  extra=MARKUP)
+        return CasePower(judged.name, None, None, str(exc))
+    record = PowerRecord.measured(
+        reference, case=judged.name, backend=judged.backend, record_sha256=reference["sha256"],
+        measured_on=measured_on(reference) or "unknown",
+        fingerprint={"runtime": numerics_fingerprint(case_device(judged.options))},
+        families=measured, trials=trials, command=command, created_at=now_iso())
+    path = to / f"{record.sha256}.json"
+    if not path.exists():
+        atomic_write_bytes(path, record.canonical())
+    record.path = path
+    summary = record.to_dict()["summary"]
+    log.log(NOTICE, f"power {judged.name}: {headline({**summary, 'same_class': True})}; record "
+            f"{paths.display(path)}\n  " + "\n  ".join(family_lines(summary)), extra=MARKUP)
+    return CasePower(judged.name, record, path)
+
+
+class _Stopped(ParityKitError):
+    pass
+
+
+class _Refused(ParityKitError):
+    """The case's backend refused the faulted checkpoint (a config it cannot express): no measurement."""
+
+
+def search(plan, family: str, fault: Fault, clean_spec: CaseSpec, reference: dict, noise: float, effects,
+           run_dir: Path) -> list[Trial]:
+    """The family's trials: from the first magnitude whose float32 effect reaches the clean error, down while
+    caught (at most STEPS_DOWN), else up until caught."""
+    ladder = list(fault.magnitudes)
+    folders = {m: faulted_copy(fault, m, clean_spec.model_path) for m in ladder}
+    effect = {m: hf_float32_effect(folders[m], effects) for m in ladder}
+    start = next((i for i, m in enumerate(ladder) if effect[m] >= noise), len(ladder) - 1)
+    trials: dict[int, Trial] = {}
+
+    def trial(i: int) -> Trial:
+        m = ladder[i]
+        trials[i] = run_trial(plan, family, fault, m, effect[m], folders[m], clean_spec, run_dir)
+        p = caught_fraction(trials[i], reference)
+        log.info(f"power {clean_spec.name}: {fault.name} at {m:g} (float32 effect {effect[m]:.3g}, "
+                 f"{effect[m] / noise:.2g}x): caught in {p:.0%} of {len(trials[i].samples)} samples")
+        return trials[i]
+
+    caught = lambda i: caught_fraction(trial(i), reference) >= DETECTION_PROBABILITY  # noqa: E731 - read as a sentence below
+    if caught(start):
+        i = start
+        while i > 0 and start - i < STEPS_DOWN and caught(i - 1):
+            i -= 1
+    else:
+        i = start + 1
+        while i < len(ladder) and not caught(i):
+            i += 1
+    return [trials[k] for k in sorted(trials)]
+
+
+def faulted_sample(entry: dict) -> FaultedSample:
+    """A samples line of a faulted model: a prompt whose golden winner was lost has no shift to keep."""
+    sample, lost = entry["sample"], set(entry.get("no_shift", []))
+    return FaultedSample(sample["variant"], int(sample["launch"]), dict(sample["errors"]),
+                         {p: x for p, x in sample["shifts"].items() if p not in lost},
+                         tuple(entry.get("failed_prompts", [])))
+
+
+def run_trial(plan, family: str, fault: Fault, magnitude: float, effect: float, folder: Path, clean_spec: CaseSpec,
+              run_dir: Path) -> Trial:
+    spec = on_model(clean_spec, folder, model_digest(folder))
+    variants = [{**v, "faulted": True} for v in variants_for(clean_spec)
+                if int(v.get("launch", 1)) == 1 or case_device(clean_spec.options) != "cpu"]
+    stem = f"{clean_spec.name}-{fault.name}-{magnitude!r}"
+    entries, why = measure_variants(plan, spec, variants, run_dir, stem)
+    if why and "raised BadInput" in why and not entries:
+        raise _Refused(f"{fault.name} at {magnitude:g} ({why})")
+    if why:
+        raise _Stopped(f"{fault.name} at {magnitude:g}: {why}")
+    samples = tuple(faulted_sample(e) for e in entries)
+    return Trial(family, fault.name, float(magnitude), float(effect), samples)
