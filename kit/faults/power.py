@@ -136,7 +136,7 @@ def measure_case(plan, clean_spec: CaseSpec, judged: CaseSpec, families: dict[st
                 try:
                     trials += search(plan, family, BY_NAME[name], clean_spec, reference, noise, effects, run_dir)
                 except _Refused as exc:
-                    log.warning(f"power {judged.name}: {family}: the backend cannot load {exc}; the family's next fault")
+                    log.warning(f"power {judged.name}: {family}: the backend cannot load {exc}; next fault")
                     continue
                 measured[family] = name
                 break
