@@ -10,7 +10,8 @@ from typing import Sequence
 from kit.core import paths, rundir
 from kit.core.errors import BadInput
 from kit.core.jsonio import atomic_write_bytes, read_input_bytes, read_json_input, write_json
-from kit.core.records import ERROR, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseResult, severity
+from kit.core.power import family_lines, headline
+from kit.core.records import ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult, severity
 from kit.core.results import counts_sentence
 from kit.core.text import printable
 from kit.run.notebook import render_html, run_notebook
@@ -76,6 +77,9 @@ def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: fl
             lines.append(f"- {md(name, code=True)} ({md(r.backend)}): **{r.status}**: {md(r.error)}")
         elif r.status == NO_BASELINE:
             lines.append(f"- {md(name, code=True)} ({md(r.backend)}): **no baseline**, not judged: {md(r.error)}")
+        elif r.status == INCONCLUSIVE:
+            lines.append(f"- {md(name, code=True)} ({md(r.backend)}): **inconclusive**, within its bounds but "
+                         f"{md(r.error)}")
         elif r.status == FAILED and not r.counts()["failed"] and any(not d.passed for d in r.decode):
             lines.append(f"- {md(name, code=True)} ({md(r.backend)}): **failed** its decode check; every one of its "
                          f"{r.counts()['prompts']} prompts passes on the first token")
@@ -95,6 +99,9 @@ def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: fl
                       f"{md(', '.join(a.get('files') or []) or 'none', code=True)}" for a in r.attempts]
         if r is not None and r.status != PASSED:
             lines += [f"  - note: {md(note)}" for note in r.notes]
+        if r is not None and r.detectable and r.status in (PASSED, INCONCLUSIVE):
+            lines.append(f"  - {md(name, code=True)} {md(headline(r.detectable))}: "
+                         f"{md('; '.join(family_lines(r.detectable)))}")
     if all(name in results and results[name].status == PASSED for name in manifest["cases"]):
         worst = max((r for r in results.values() if r.prompts), default=None,
                     key=lambda r: r.max_probability_error or 0)

@@ -19,7 +19,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from kit.core import paths, rundir
 from kit.core.progress import progress_path
-from kit.core.records import ERROR, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseResult
+from kit.core.power import headline
+from kit.core.records import ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult
 from kit.core.results import counts_sentence, now_iso
 from kit.core.spec import CaseSpec
 from kit.core.text import printable
@@ -39,7 +40,8 @@ from kit.run.stopping import on_signals
 
 log = logging.getLogger(__name__)
 
-STATUS_STYLE = {PASSED: "green", FAILED: "red", ERROR: "magenta", TIMEOUT: "yellow", NO_BASELINE: "cyan"}
+STATUS_STYLE = {PASSED: "green", FAILED: "red", ERROR: "magenta", TIMEOUT: "yellow", NO_BASELINE: "cyan",
+                INCONCLUSIVE: "yellow"}
 
 
 def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | None = None,
@@ -254,12 +256,13 @@ def triage_lines(run: GateRun) -> list[str]:
 def case_line(r: CaseResult, label: str | None = None) -> str:
     style = STATUS_STYLE.get(r.status, "white")
     dur = f"{r.duration_s:.1f} s" if r.duration_s is not None else ""
-    if r.status in (ERROR, TIMEOUT, NO_BASELINE):
+    if r.status in (ERROR, TIMEOUT, NO_BASELINE, INCONCLUSIVE):
         detail = escape(printable(str(r.error)))  # it may name a prompt: text from the world, not markup
     else:
         err = r.max_probability_error
         counts = r.counts()
         detail = f"{counts['failed']}/{counts['prompts']} prompts failed"
         detail += f", max error {err:.3g}" if err is not None else ""
+        detail += f"; {headline(r.detectable)}" if r.detectable else ""
     on = f" on GPU {','.join(str(d.get('index')) for d in r.devices)}" if r.devices else ""
     return f"  [{style}]{r.status:>7}[/] {label or r.case} ({r.backend}){on} {dur}  {detail}"

@@ -16,13 +16,13 @@ import pandas as pd
 
 from kit.core.fixture import load_fixture
 from kit.core.golden import load_golden
-from kit.core.records import ERROR, FAILED, NO_BASELINE, PASSED, TIMEOUT, PromptScore, severity
+from kit.core.records import ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, PromptScore, severity
 from kit.core.results import RunView, counts_sentence
 from kit.gate.trend import read_steps
 
 BANNER_COLORS = {"passed": "#1a7f37", "qualified": "#1a7f37", "failed": "#cf222e", "regression": "#cf222e",
                  "incomplete": "#9a6700", "baseline-blocker": "#8250df", "both-broken": "#8250df",
-                 "no-baseline": "#0969da"}
+                 "no-baseline": "#0969da", "inconclusive": "#9a6700"}
 
 
 def gate_reason(view: RunView) -> str:
@@ -39,6 +39,10 @@ def gate_reason(view: RunView) -> str:
             r = view.results[name]
             parts.append(f"`{name}` fails {r.counts()['failed']} of {r.counts()['prompts']} prompts")
         return "; ".join(parts)
+    inconclusive = [n for n in view.expected if n in view.results and view.results[n].status == INCONCLUSIVE]
+    if inconclusive and not unfinished:  # nothing failed or is missing, but "passed" would claim too much
+        return "every case is within its bounds, but " + "; ".join(
+            f"`{n}` is inconclusive: {view.results[n].error}" for n in inconclusive)
     if not unfinished:  # nothing failed or is missing: the rest passed, some exact case could not be judged
         unjudged = [n for n in view.expected if view.results[n].status == NO_BASELINE]
         return ("every case that ran is within its bounds; no baseline for this runtime: "

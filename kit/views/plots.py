@@ -12,6 +12,7 @@ FLOOR = 1e-9  # bit-exact cases have error 0; keep them visible on a log axis
 BY_BUCKET = "error-by-bucket"
 VS_LENGTH = "error-vs-length"
 HEADROOM = "headroom"
+DETECTABLE = "detectable-effect"
 
 
 def save_figure(fig, folder: Path, stem: str) -> list[Path]:
@@ -202,5 +203,33 @@ def headroom(results: dict, title: str = "headroom: each case's largest error / 
     handles, labels = ax.get_legend_handles_labels()
     unique = dict(zip(labels, handles))
     ax.legend(unique.values(), unique.keys(), fontsize=8, loc="lower right")
+    ax.set_title(title)
+    return fig
+
+
+def detectable(results: dict, title: str = "detectable effect: the smallest fault each case catches (x clean error)"):
+    """Per case, one bar per fault family: the smallest fault caught in 80 % of the case's clean variants, in
+    units of its clean error; a family caught at no magnitude tried is drawn at the largest tried, hatched. A
+    case's limit, where its descriptor states one, is a red tick: a bar beyond it makes the case inconclusive."""
+    import matplotlib.pyplot as plt
+
+    rows = []
+    for name, r in results.items():
+        for family, p in sorted(((r.detectable or {}).get("families") or {}).items()):
+            tried = p.get("tried") or [[0.0, 0.0, 0.0]]
+            clean = (r.detectable or {}).get("clean_error") or 1.0
+            value = p["ratio"] if p.get("ratio") is not None else tried[-1][1] / clean
+            rows.append((f"{name}: {family}", value, p.get("ratio") is None))
+    fig, ax = plt.subplots(figsize=(9, 0.5 + 0.32 * max(len(rows), 1)))
+    if not rows:
+        ax.text(0.5, 0.5, "no case with a measured detectable effect", ha="center", va="center",
+                transform=ax.transAxes)
+        return fig
+    for i, (_label, value, missed) in enumerate(rows):
+        ax.barh(i, value, color="0.75" if missed else "tab:blue", hatch="//" if missed else None)
+    ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=8)
+    ax.invert_yaxis()
+    ax.axvline(1.0, color="0.4", linewidth=1, linestyle=":")
+    ax.set_xlabel("float32 effect of the smallest fault caught / the case's clean error (1: as large as its noise)")
     ax.set_title(title)
     return fig

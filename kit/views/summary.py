@@ -86,6 +86,8 @@ def case_table(view: RunView) -> pd.DataFrame:
             "duration_s": round(r.duration_s, 1) if r.duration_s is not None else None,
             # Whose kind of fault a case that did not pass is (kit.core.triage), and how often it ran.
             "triage": (r.triage or {}).get("class"), "attempts": len(r.attempts) + 1,
+            # The smallest fault of every family it catches, in units of its clean error (kit.core.power).
+            "detects_from": (r.detectable or {}).get("detects_from"),
         })
     return pd.DataFrame(rows).set_index("case")
 
@@ -142,6 +144,20 @@ def calibration_table(view: RunView) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index(["case", "bucket"]) if rows else pd.DataFrame()
 
 
+def power_table(view: RunView) -> pd.DataFrame:
+    """Per case and fault family: the smallest magnitude caught in 80 % of the clean variants, its float32
+    effect and that effect over the case's clean error, where it was measured."""
+    rows = []
+    for name in view.expected:
+        r = view.results.get(name)
+        d = r.detectable if r is not None else None
+        for family, p in sorted(((d or {}).get("families") or {}).items()):
+            rows.append({"case": name, "family": family, "fault": p["fault"], "magnitude": p["magnitude"],
+                         "float32_effect": p["effect"], "x_clean_error": p["ratio"],
+                         "not_caught_at": p["below"], "measured_on": (d or {}).get("measured_on")})
+    return pd.DataFrame(rows).set_index(["case", "family"]) if rows else pd.DataFrame()
+
+
 def baseline_table(view: RunView, today: str | None = None) -> pd.DataFrame:
     """Per case, each baseline it was judged against when the run started (the manifest's ``baselines``): how it
     stands on this runtime (matches, falls back by the rule named, missing, hand-set), where and when it was
@@ -167,7 +183,7 @@ def prompt_frame(results: Mapping[str, CaseResult]) -> pd.DataFrame:
 
 
 TABLE_FORMAT = {"max_probability_error": "{:.4g}", "bound": "{:g}", "margin": "{:+.4g}", "duration_s": "{:.1f}",
-                "headroom": "{:.2f}",
+                "headroom": "{:.2f}", "detects_from": "{:.2g}x",
                 "noise_floor": "{:.3g}"}
 
 
@@ -179,7 +195,8 @@ def styled_case_table(view: RunView):
             .format_index(lambda c: HEADERS.get(str(c), str(c).replace("_", " ")), axis=1, escape="html"))
 
 
-HEADERS = {"bound": "bound (worst prompt)", "margin": "margin (worst prompt)"}
+HEADERS = {"bound": "bound (worst prompt)", "margin": "margin (worst prompt)",
+           "detects_from": "detects faults from (x clean error)"}
 
 
 def failure_lines(view: RunView, per_case: int = 5) -> list[str]:
@@ -217,6 +234,8 @@ def show_run(view: RunView, save_figures: bool = True) -> None:
     figures = {plots.HEADROOM: plots.headroom(view.results),
                plots.BY_BUCKET: plots.error_by_bucket(prompts),
                plots.VS_LENGTH: plots.error_vs_length(prompts, title="max probability error per prompt")}
+    if any(r.detectable for r in view.results.values()):
+        figures[plots.DETECTABLE] = plots.detectable(view.results)
     for stem, fig in figures.items():
         if save_figures:
             plots.save_figure_or_say(fig, view.run_dir / rundir.FIGURES, stem)
@@ -230,6 +249,12 @@ def show_run(view: RunView, save_figures: bool = True) -> None:
     if not calibration.empty:
         display(HTML("<h4>Against calibrated noise: each bucket's largest error beside the clean variants'</h4>"))
         display(calibration.style.format("{:.4g}", na_rep="—", escape="html"))
+    power = power_table(view)
+    if not power.empty:
+        display(HTML("<h4>Power: the smallest fault of each family each case catches in 80 % of its clean "
+                     "variants</h4>"))
+        display(power.style.format({"magnitude": "{:g}", "float32_effect": "{:.3g}", "x_clean_error": "{:.2g}",
+                                    "not_caught_at": "{:g}"}, na_rep="—", escape="html"))
     drift = drift_table(view)
     if not drift.empty:
         display(HTML("<h4>Drift: each case's mean over its prompts against its calibrated clean samples</h4>"))
