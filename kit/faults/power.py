@@ -171,9 +171,9 @@ def search(plan, family: str, fault: Fault, clean_spec: CaseSpec, reference: dic
            run_dir: Path) -> list[Trial]:
     """The family's trials: from the first magnitude whose float32 effect reaches the clean error, down while
     caught (at most STEPS_DOWN), else up until caught."""
-    ladder = list(fault.magnitudes)
+    ladder = extended(fault, clean_spec, effects, noise)
     folders = {m: faulted_copy(fault, m, clean_spec.model_path) for m in ladder}
-    effect = {m: hf_float32_effect(folders[m], effects) for m in ladder}
+    effect = {m: _effect(folders[m], effects) for m in ladder}
     start = next((i for i, m in enumerate(ladder) if effect[m] >= noise), len(ladder) - 1)
     trials: dict[int, Trial] = {}
 
@@ -203,6 +203,33 @@ def faulted_sample(entry: dict) -> FaultedSample:
     return FaultedSample(sample["variant"], int(sample["launch"]), dict(sample["errors"]),
                          {p: x for p, x in sample["shifts"].items() if p not in lost},
                          tuple(entry.get("failed_prompts", [])))
+
+
+DECADES_BELOW = 4  # how far under the catalogue's smallest magnitude a case of tiny noise is followed
+
+
+def extended(fault: Fault, clean_spec: CaseSpec, effects, noise: float) -> list[float]:
+    """The catalogue's magnitudes, with decades below its smallest while that one's effect is still above the
+    case's clean error: a float32 case's noise (about 1e-6) sits far under the catalogue's smallest fault, and
+    "detects from 10000x its noise" would say nothing of what it can see."""
+    ladder = list(fault.magnitudes)
+    for _ in range(DECADES_BELOW):
+        smallest = ladder[0]
+        if _effect(faulted_copy(fault, smallest, clean_spec.model_path), effects) < noise:
+            break
+        ladder.insert(0, float(f"{smallest / 10:.3g}"))
+    return ladder
+
+
+_EFFECTS: dict[str, float] = {}
+
+
+def _effect(folder: Path, effects) -> float:
+    """A faulted copy's float32 effect, measured once per copy in this process."""
+    key = str(folder)
+    if key not in _EFFECTS:
+        _EFFECTS[key] = hf_float32_effect(folder, effects)
+    return _EFFECTS[key]
 
 
 def run_trial(plan, family: str, fault: Fault, magnitude: float, effect: float, folder: Path, clean_spec: CaseSpec,
