@@ -64,7 +64,8 @@ class Defaults(_Strict):
     infrastructure_retries: int = Field(default=1, ge=0)
     # The gate's false-failure rate, split over the descriptor's drift tests (kit.core.falsefailure: Bonferroni);
     # None: each keeps the 0.1 % its record was reviewed with, up to 1 % for the gate.
-    false_failure_rate: float | None = None
+    false_failure_rate: float | None = Field(default=None, json_schema_extra={"exclusiveMinimum": 0,
+                                                                               "exclusiveMaximum": MAX_RATE})
 
     @field_validator("false_failure_rate")
     @classmethod
