@@ -11,23 +11,15 @@ import statistics
 import sys
 
 from kit.core import paths
-from kit.core.calibration import bucket_bounds, distinct, load_record, prompt_ranges
+from kit.core.calibration import distinct, load_record
+from kit.core.falsefailure import left_out_headroom
 from kit.core.drift import MIN_RELATIVE_ERROR, MIN_RELATIVE_SHIFT, interval, sample_means
 from kit.descriptor.load import load_descriptor
 
 
-def bucket_headroom(unique, record) -> float:
+def bucket_headroom(record) -> float:
     """The largest error / bound of any distinct sample against the bounds the other samples make."""
-    buckets = {p: v["bucket"] for p, v in record.prompts.items()}
-    dtype = record.noise_class.get("dtype", "")
-    worst = 0.0
-    for i, s in enumerate(unique):
-        others = unique[:i] + unique[i + 1:]
-        if len(others) < 2:
-            continue
-        bounds = bucket_bounds(prompt_ranges(others, buckets), len(others), dtype)
-        worst = max(worst, max(s.errors[p] / bounds[str(b)]["bound"] for p, b in buckets.items()))
-    return worst
+    return max(left_out_headroom(record), default=0.0)
 
 
 def main(descriptor: str) -> None:
@@ -59,7 +51,7 @@ def figures(name: str, record) -> None:
     low_s, high_s = interval(means["shift"], record.drift["alpha"] / 4, True, max(MIN_RELATIVE_SHIFT * ref, floor))
     print(f"\ndrift: a run fails above mean error {high:.4g} ({high / ref - 1:+.0%} on the calibrated {ref:.4g}) "
           f"or outside mean shift {low_s:+.4g} .. {high_s:+.4g}")
-    print(f"bounds, each variant left out: it reaches at most {bucket_headroom(unique, record):.2f} of the bound "
+    print(f"bounds, each variant left out: it reaches at most {bucket_headroom(record):.2f} of the bound "
           "the others give")
     loo = record.drift.get("leave_one_out") or []
     if loo:

@@ -113,8 +113,10 @@ class Backtest:
 
 
 def backtest(record: CalibrationRecord, observations: Archive | Iterable[ArchivedObservation],
-             skip_unreadable: bool = False) -> Backtest:
-    """Replay every observation (an Archive brings its unreadable runs too) under ``record``; see the module."""
+             skip_unreadable: bool = False, alpha: float | None = None) -> Backtest:
+    """Replay every observation (an Archive brings its unreadable runs too) under ``record``; see the module.
+    ``alpha``: the drift test's alpha the descriptor gives the case (kit.descriptor.falsefailure), as the gate
+    would judge it; None: the record's own."""
     if isinstance(observations, Archive):
         found, unreadable = observations.observations, observations.unreadable
     else:
@@ -123,6 +125,8 @@ def backtest(record: CalibrationRecord, observations: Archive | Iterable[Archive
     skipped: list[Skipped] = []
     replayed = left_out = 0
     reference = record.reference()  # once: it serializes the whole record to name it
+    if alpha is not None:
+        reference["drift"] = {**reference["drift"], "alpha": alpha}
     for obs in found:
         reason = _not_comparable(obs, record, reference)
         if reason is not None:

@@ -133,7 +133,7 @@ def make_baselines(descriptor: str | Path, only: Sequence[str] | None = None, re
     outcome.refusals += [f"{m.case}: {m.error}" for m in made if m.error]
     for m in made:
         if m.kind == "calibration" and m.staged is not None:
-            m.backtest = _backtest(m, archived[m.case], roots)
+            m.backtest = _backtest(m, archived[m.case], roots, _drift_alpha(plan, m.case))
             outcome.refusals += _judge_backtest(m.backtest, accept_flips)
     if not outcome.refusals:
         _evidence_gate(desc, plan, made, work_dir, jobs, command, outcome)
@@ -265,13 +265,20 @@ def _archive(roots: Sequence[Path], case: str, skip_unreadable: bool) -> Archive
     return archive
 
 
-def _backtest(m: Made, archive: Archive, roots: Sequence[Path]) -> Backtest:
-    """The new record over the archive and, when it supersedes one, that record's clean samples."""
+def _backtest(m: Made, archive: Archive, roots: Sequence[Path], alpha: float | None = None) -> Backtest:
+    """The new record over the archive and, when it supersedes one, that record's clean samples; its drift test
+    at ``alpha``, the one the gate gives the case (None: the record's own)."""
     assert m.staged is not None
     record = load_record(m.staged)
     if m.superseded is not None:
         archive = read_archive(roots, m.case, superseded=load_record(m.superseded))
-    return backtest(record, archive, skip_unreadable=True)  # what could not be read was refused or let go above
+    # what could not be read was refused or let go above
+    return backtest(record, archive, skip_unreadable=True, alpha=alpha)
+
+
+def _drift_alpha(plan: Plan, case: str) -> float | None:
+    """The drift test's alpha the descriptor's false-failure rate gives ``case``; None when it has no drift test."""
+    return plan.false_failure.per_case if case in plan.false_failure.cases else None
 
 
 def _judge_backtest(bt: Backtest, accept_flips: str | None) -> list[str]:

@@ -21,7 +21,9 @@ from kit.core.jsonio import read_input_bytes, read_json_input, sha256_file
 from kit.core.power import detectable_of, load_power
 from kit.core.lineage import LineageEntry, heads, load_folder, of_descriptor
 from kit.core.spec import CaseSpec
+from kit.core.falsefailure import Budget
 from kit.descriptor.code_settings import warn_code_settings
+from kit.descriptor.falsefailure import descriptor_budget
 from kit.descriptor.schema import (CASE_NAME, CaseBase, CustomNotebook, Descriptor, ModelRef, Release, Resources,
                                    case_golden_kind, case_schemas, golden_kind)
 
@@ -304,7 +306,15 @@ class LoadedDescriptor:
         accept = list(c.accept_noise_changes)
         if rule == "device" and "hardware" not in accept:  # the descriptor's own order takes other hardware
             accept.append("hardware")
-        return {**record.reference(), "accept": accept, "fallback": {"order": list(order), "rule": rule}}
+        reference = record.reference()
+        if c.drift:  # the drift test's alpha is the gate's rate split over the descriptor's drift cases
+            reference["drift"] = {**reference["drift"], "alpha": self.false_failure_budget().per_case}
+        return {**reference, "accept": accept, "fallback": {"order": list(order), "rule": rule}}
+
+    def false_failure_budget(self) -> Budget:
+        """The gate's false-failure rate (``[defaults] false_failure_rate``) split over every drift case of the
+        descriptor, whichever a run selects (kit.descriptor.falsefailure)."""
+        return descriptor_budget(self.doc.defaults.false_failure_rate, self.cases)
 
     def power(self, name: str, c: CaseBase, calibration: Mapping[str, Any]) -> tuple[dict | None, float | None]:
         """What the case can detect and the limit it is held to. Each power record listed is judged by its evidence

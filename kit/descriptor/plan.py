@@ -22,6 +22,7 @@ from kit.core import paths
 from kit.core.lineage import LineageEntry
 from kit.core.calibration import CalibrationRecord
 from kit.core.errors import BadInput
+from kit.core.falsefailure import Budget
 from kit.core.jsonio import sha256_file
 from kit.core.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor
@@ -166,6 +167,8 @@ class Plan:
     release: ReleasePin | None
     cases: Mapping[str, CasePlan]
     infrastructure_retries: int = 1  # [defaults] infrastructure_retries (kit.gate.retry)
+    # The gate's false-failure rate and its split over the descriptor's drift cases (kit.descriptor.falsefailure).
+    false_failure: Budget = Budget(0.0, (), False)
 
     @property
     def path(self) -> Path:
@@ -256,7 +259,7 @@ def resolve(desc: LoadedDescriptor, only: Sequence[str] | None = None, release: 
         kernel_where = desc.where("releases", release, "backends", spec.backend, "kernel") if release else ""
         cases.append((spec.name, CasePlan(spec, lines.cases[spec.name], own.resources, desc.retries(spec.name),
                                           tuple(desc.listed_records(spec.name)), kernel_where)))
-    return Plan(lines, pin, _frozen(cases), desc.doc.defaults.infrastructure_retries)
+    return Plan(lines, pin, _frozen(cases), desc.doc.defaults.infrastructure_retries, desc.false_failure_budget())
 
 
 def calibration_lists(desc: LoadedDescriptor, names: Sequence[str]) -> dict[str, tuple[CalibrationRecord, ...]]:

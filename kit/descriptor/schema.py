@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Mapping
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from kit.backends import registry
+from kit.core.falsefailure import MAX_RATE
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -66,6 +67,18 @@ class Defaults(_Strict):
     infrastructure_retries: int = Field(default=1, ge=0)
     # Every calibrated case's limit on its detectable effect, unless the case sets its own (none: no limit).
     detectable_limit: DetectableLimit | None = None
+    # The gate's false-failure rate, split over the descriptor's drift tests (kit.core.falsefailure: Bonferroni);
+    # None: each keeps the 0.1 % its record was reviewed with, up to 1 % for the gate.
+    false_failure_rate: float | None = Field(default=None, json_schema_extra={"exclusiveMinimum": 0,
+                                                                               "exclusiveMaximum": MAX_RATE})
+
+    @field_validator("false_failure_rate")
+    @classmethod
+    def _a_rate(cls, rate: float | None) -> float | None:
+        if rate is not None and not 0 < rate < MAX_RATE:
+            raise ValueError(f"expected a number in (0, {MAX_RATE:g}), the chance a clean release fails the gate "
+                             f"(0.01 is 1 %), got {rate!r}")
+        return rate
 
 
 class Resources(_Strict):

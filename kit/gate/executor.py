@@ -33,6 +33,7 @@ from kit.core.power import judged_by_power
 from kit.core.results import gate_verdict, load_case_result, now_iso, save_case_result, status_counts
 from kit.core.scoring import bound_for
 from kit.core.spec import CaseSpec
+from kit.descriptor.falsefailure import plan_statement
 from kit.descriptor.load import LoadedDescriptor, packaged_notebook
 from kit.descriptor.standing import plan_rows
 from kit.descriptor.plan import Plan, outline, resolve
@@ -302,6 +303,8 @@ def manifest(run: GateRun, command: Sequence[str]) -> dict:
         "placements": run.placements,
         "gpus": run.gpus.to_dict() if run.gpus is not None else None,  # what the node offered the cases
         "baselines": _baselines(run),
+        # The gate's stated false-failure rate, its split over the drift cases and the bounds' measured rate.
+        "false_failure_rate": plan_statement(run.plan),
     }
 
 

@@ -125,9 +125,23 @@ def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: fl
     if manifest.get("notebooks"):  # code from the descriptor, not the kit's notebooks: name it by digest
         lines += [f"Custom notebook of {md(n, code=True)}: {md(nb['path'], code=True)} (sha256 "
                   f"{md(nb['sha256'], code=True)})." for n, nb in manifest["notebooks"].items()]
+    lines += false_failure_lines(manifest)
     lines += ["", _digests_line(manifest),
               f"Reproduce: {md(' '.join(manifest.get('command') or ['parity-kit', 'gate']), code=True)}", ""]
     return "\n".join(lines)
+
+
+def false_failure_part(manifest: dict) -> dict:
+    """result.json's statement of the gate's false-failure rate, as the manifest records it from the plan
+    (kit.descriptor.falsefailure); nothing for a manifest of a kit that stated none."""
+    stated = manifest.get("false_failure_rate")
+    return {"false_failure_rate": stated} if stated else {}
+
+
+def false_failure_lines(manifest: dict) -> list[str]:
+    """evidence.md's line of the gate's false-failure rate (none where the manifest states none)."""
+    stated = (manifest.get("false_failure_rate") or {}).get("statement")
+    return [f"{md(stated[0].upper() + stated[1:])}."] if stated else []
 
 
 def _digests_line(manifest: dict) -> str:

@@ -199,8 +199,9 @@ def finish_gate(run: GateRun, command: Sequence[str], summary: bool = True, with
     ``with_trend`` is off) and (unless asked not to) the summary and its HTML."""
     finished = write_manifest(run, command)
     names = [s.name for s in run.specs]
-    report.write_result(run.run_dir, report.result_document(run.plan.name, run.verdict, run.counts,
-                                                            run.duration_s, names, run.results))
+    report.write_result(run.run_dir, {**report.result_document(run.plan.name, run.verdict, run.counts,
+                                                               run.duration_s, names, run.results),
+                                      **report.false_failure_part(finished)})
     steps = trend.steps_completed(run.run_dir, run.plan.name) if with_trend else []
     trend.write_steps(run.run_dir, steps)
     said = trend.evidence_line(steps, run.verdict == PASSED)

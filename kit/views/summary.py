@@ -7,6 +7,7 @@ result the executor recorded for it.
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 from typing import Mapping
 
@@ -218,6 +219,12 @@ def failure_lines(view: RunView, per_case: int = 5) -> list[str]:
     return lines
 
 
+def false_failure_line(view: RunView) -> str | None:
+    """The run's statement of its false-failure rate, as its manifest records it (None: a run that stated none)."""
+    stated = (view.manifest.get("false_failure_rate") or {}).get("statement")
+    return stated[0].upper() + stated[1:] + "." if stated else None
+
+
 def show_run(view: RunView, save_figures: bool = True) -> None:
     """One run's section of the summary: verdict banner, case table, plots, worst prompts,
     failures and provenance. Data from the world goes out escaped or as plain text. The plots
@@ -229,6 +236,9 @@ def show_run(view: RunView, save_figures: bool = True) -> None:
 
     display(HTML(audit.run_banner(view)))
     display(styled_case_table(view))
+    stated = false_failure_line(view)
+    if stated:
+        display(HTML(f"<p>{html.escape(stated)}</p>"))
     coverage.show_run_coverage(view.manifest)  # what the verdict cannot see: tokens and positions no prompt reaches
     prompts = prompt_frame(view.results)
     figures = {plots.HEADROOM: plots.headroom(view.results),

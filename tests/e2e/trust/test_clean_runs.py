@@ -4,21 +4,30 @@
 The variants each run as a case of their own, with the options the variant changes, against the committed
 record: a variant is a release that changed only what a healthy release may change. The 20 runs are
 behind the ``slow`` marker (`make test-slow`; docs/calibration.md says how long they take).
+
+What a release owner meets is the gate's rate, not a case's: the 20 runs are counted as 20 gates (each one run of
+every semantic case) and the gate-level rate is reported with its exact upper bound (kit.core.falsefailure). Each
+descriptor written here holds many copies of a case, so it states the gate's rate that gives every copy the alpha
+the embedded descriptor gives its case (a Bonferroni split over 80 copies would otherwise test each more loosely).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
+from kit.core import paths
 from kit.core.calibration import load_record
+from kit.core.falsefailure import gate_level
 from kit.descriptor.load import load_descriptor
 from support import parity_kit, write_descriptor
 
 pytestmark = pytest.mark.e2e
 
 RUNS = 20
+log = logging.getLogger(__name__)
 
 
 def semantic_cases(embedded) -> dict[str, dict]:
@@ -42,10 +51,23 @@ def variant_cases(embedded, names: list[str]) -> dict[str, dict]:
     return out
 
 
-def gate_all_pass(tmp_path, embedded, cases: dict, timeout: float) -> dict:
-    desc = write_descriptor(tmp_path, embedded, cases=cases)
+def embedded_alpha_defaults(embedded, cases: dict) -> dict:
+    """The descriptor's [defaults] with the gate's rate that splits, over ``cases``' drift tests, into the alpha
+    the embedded descriptor gives each of its own."""
+    per_case = load_descriptor(paths.EMBEDDED_DESCRIPTOR).false_failure_budget().per_case
+    drifting = sum(1 for c in cases.values() if c.get("calibration") and c.get("drift", True))
+    return {**embedded.doc.get("defaults", {}), "false_failure_rate": per_case * drifting}
+
+
+def gate_results(tmp_path, embedded, cases: dict, timeout: float):
+    desc = write_descriptor(tmp_path, embedded, cases=cases, defaults=embedded_alpha_defaults(embedded, cases))
     proc = parity_kit("gate", desc, "--out", tmp_path / "run", "--no-summary", "--jobs", "2", timeout=timeout)
     results = json.loads((tmp_path / "run" / "result.json").read_text())["cases"]
+    return proc, results
+
+
+def gate_all_pass(tmp_path, embedded, cases: dict, timeout: float) -> dict:
+    proc, results = gate_results(tmp_path, embedded, cases, timeout)
     failed = {n: r.get("failures", [])[:2] or r.get("error") for n, r in results.items() if r["status"] != "passed"}
     assert proc.returncode == 0 and not failed, (failed, proc.stderr[-2000:])
     return results
@@ -72,6 +94,13 @@ def test_every_clean_vllm_variant_passes_its_case(tmp_path, embedded):
 @pytest.mark.vllm
 @pytest.mark.timeout(4 * 3600)
 def test_twenty_clean_runs_of_every_semantic_case_pass(tmp_path, embedded):
-    cases = {f"{name}-{n:02d}": case for name, case in semantic_cases(embedded).items() for n in range(1, RUNS + 1)}
-    results = gate_all_pass(tmp_path, embedded, cases, timeout=4 * 3600 - 60)
-    assert len(results) == RUNS * len(semantic_cases(embedded))
+    names = list(semantic_cases(embedded))
+    cases = {f"{name}-{n:02d}": semantic_cases(embedded)[name] for name in names for n in range(1, RUNS + 1)}
+    proc, results = gate_results(tmp_path, embedded, cases, timeout=4 * 3600 - 60)
+    # Run n of every semantic case is one clean gate: it fails when any of its cases did not pass.
+    level = gate_level({n: r["status"] for n, r in results.items()},
+                       [[f"{name}-{n:02d}" for name in names] for n in range(1, RUNS + 1)])
+    log.warning(level.line())  # shown in the pytest report whatever the outcome
+    failed = {n: r.get("failures", [])[:2] or r.get("error") for n, r in results.items() if r["status"] != "passed"}
+    assert not level.failing and proc.returncode == 0, (level.line(), failed, proc.stderr[-2000:])
+    assert len(results) == RUNS * len(names)

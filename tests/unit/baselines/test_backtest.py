@@ -166,3 +166,13 @@ def test_the_backtest_is_a_json_record(tmp_path):
     assert canonical_bytes(doc)  # plain JSON throughout
     assert (doc["record"], doc["case"], doc["replayed"], doc["refusals"]) == (loose.sha256, CASE, 7, 1)
     assert {f["known"] for f in doc["flips"]} == {"bad", "good"}  # the old clean samples are implausibly exact now
+
+
+def test_the_drift_test_is_replayed_at_the_alpha_the_descriptor_gives_the_case(tmp_path):
+    old = record(OLD)
+    drifted = write_run(tmp_path / "runs" / "drifted", case_result(DRIFTED, old))
+    archive = read_archive([tmp_path / "runs"], CASE)
+    assert backtest(old, archive).flips == ()  # at the record's own alpha: failed then, failed now
+    # A gate's rate split over very many drift cases leaves each a far smaller alpha, a far wider interval.
+    (flip,) = backtest(old, archive, alpha=1e-12).flips
+    assert (flip.source, flip.was, flip.now) == (result_file(drifted), "failed", "passed")
