@@ -104,8 +104,12 @@ def measure(descriptor: str | Path, cases: Sequence[str] | None = None, families
     with runlock.acquire(run_dir, command, what="power measurement"), on_signals():
         paths.make_dir(to, "--to")
         for name in names:
-            done.append(measure_case(judged, clean.cases[name].spec, judged.cases[name].spec, chosen, effects,
-                                     run_dir, to, command))
+            # Judged at the drift rate the record was reviewed with (as the descriptor re-derives it on loading),
+            # whatever share of the gate's false-failure rate this descriptor gives the case.
+            used = judged.cases[name].spec.calibration or {}
+            own = {r.sha256: r for r in desc.listed_records(name)}[used["sha256"]]
+            done.append(measure_case(judged, clean.cases[name].spec, judged.cases[name].spec, own.reference(),
+                                     chosen, effects, run_dir, to, command))
     return done
 
 
@@ -116,11 +120,9 @@ def _new_dir(name: str, out: str | Path | None) -> Path:
     return paths.make_dir(run_dir, "--out")
 
 
-def measure_case(plan, clean_spec: CaseSpec, judged: CaseSpec, families: dict[str, tuple[str, ...]], effects,
-                 run_dir: Path,
+def measure_case(plan, clean_spec: CaseSpec, judged: CaseSpec, reference: dict, families: dict[str, tuple[str, ...]],
+                 effects, run_dir: Path,
                  to: Path, command: list[str]) -> CasePower:
-    reference = judged.calibration
-    assert reference is not None
     change = hardware_change(reference, judged.options)
     if change:
         return CasePower(judged.name, None, None, f"its record measured noise on {change[0]}, this host is "
