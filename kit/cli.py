@@ -410,6 +410,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="measure only this family (repeatable; NAME=FAULT names any fault of the catalogue)")
     pw.add_argument("--float32-case", default="checkpoint", help="the descriptor's hf float32 case that measures "
                     "each fault's effect (default: checkpoint)")
+    pw.add_argument("--steps-down", type=lambda text: _at_least(text, 0), default=1,
+                    help="magnitudes tried below the first one caught (default 1; 0: stop at the first caught, "
+                    "which then bounds the detectable effect from above)")
     pw.add_argument("--out", help="directory of the faulted samples (default: runs/power-<name>-<time>-<id>)")
     pw.add_argument("--resume", metavar="DIR", help="continue a measurement, reusing its finished samples")
     pw.add_argument("--to", default="calibrations/power", help="folder of the power records "
@@ -732,7 +735,7 @@ def _power(args) -> int:
     from kit.faults.power import measure
 
     done = measure(args.descriptor, args.cases, args.families, out=args.out, resume=args.resume, to=args.to,
-                   float32_case=args.float32_case, command=_command("power"))
+                   float32_case=args.float32_case, command=_command("power"), steps_down=args.steps_down)
     for c in done:
         print(c.path if c.path else f"{c.case}: error: {c.error}")
     return ExitCode.INCOMPLETE if any(c.error for c in done) else ExitCode.PASSED

@@ -82,7 +82,8 @@ def parse_families(given: Sequence[str] | None) -> dict[str, tuple[str, ...]]:
 
 def measure(descriptor: str | Path, cases: Sequence[str] | None = None, families: Sequence[str] | None = None,
             out: str | Path | None = None, resume: str | Path | None = None, to: str | Path = "calibrations/power",
-            float32_case: str = FLOAT32_CASE, command: Sequence[str] | None = None) -> list[CasePower]:
+            float32_case: str = FLOAT32_CASE, command: Sequence[str] | None = None,
+            steps_down: int = STEPS_DOWN) -> list[CasePower]:
     output.ensure()
     chosen = parse_families(families)
     desc = load_descriptor(descriptor)
@@ -109,7 +110,7 @@ def measure(descriptor: str | Path, cases: Sequence[str] | None = None, families
             used = judged.cases[name].spec.calibration or {}
             own = {r.sha256: r for r in desc.listed_records(name)}[used["sha256"]]
             done.append(measure_case(judged, clean.cases[name].spec, judged.cases[name].spec, own.reference(),
-                                     chosen, effects, run_dir, to, command))
+                                     chosen, effects, run_dir, to, command, steps_down))
     return done
 
 
@@ -121,8 +122,7 @@ def _new_dir(name: str, out: str | Path | None) -> Path:
 
 
 def measure_case(plan, clean_spec: CaseSpec, judged: CaseSpec, reference: dict, families: dict[str, tuple[str, ...]],
-                 effects, run_dir: Path,
-                 to: Path, command: list[str]) -> CasePower:
+                 effects, run_dir: Path, to: Path, command: list[str], steps_down: int = STEPS_DOWN) -> CasePower:
     change = hardware_change(reference, judged.options)
     if change:
         return CasePower(judged.name, None, None, f"its record measured noise on {change[0]}, this host is "
@@ -136,7 +136,8 @@ def measure_case(plan, clean_spec: CaseSpec, judged: CaseSpec, reference: dict, 
         for family, faults in families.items():
             for name in faults:
                 try:
-                    trials += search(plan, family, BY_NAME[name], clean_spec, reference, noise, effects, run_dir)
+                    trials += search(plan, family, BY_NAME[name], clean_spec, reference, noise, effects, run_dir,
+                                     steps_down)
                 except _Refused as exc:
                     log.warning(f"power {judged.name}: {family}: the backend cannot load {exc}; next fault")
                     continue
@@ -170,9 +171,9 @@ class _Refused(ParityKitError):
 
 
 def search(plan, family: str, fault: Fault, clean_spec: CaseSpec, reference: dict, noise: float, effects,
-           run_dir: Path) -> list[Trial]:
+           run_dir: Path, steps_down: int = STEPS_DOWN) -> list[Trial]:
     """The family's trials: from the first magnitude whose float32 effect reaches the clean error, down while
-    caught (at most STEPS_DOWN), else up until caught."""
+    caught (at most ``steps_down``), else up until caught."""
     ladder = extended(fault, clean_spec, effects, noise)
     folders = {m: faulted_copy(fault, m, clean_spec.model_path) for m in ladder}
     effect = {m: _effect(folders[m], effects) for m in ladder}
@@ -190,7 +191,7 @@ def search(plan, family: str, fault: Fault, clean_spec: CaseSpec, reference: dic
     caught = lambda i: caught_fraction(trial(i), reference) >= DETECTION_PROBABILITY  # noqa: E731 - read as a sentence below
     if caught(start):
         i = start
-        while i > 0 and start - i < STEPS_DOWN and caught(i - 1):
+        while i > 0 and start - i < steps_down and caught(i - 1):
             i -= 1
     else:
         i = start + 1
