@@ -93,6 +93,12 @@ def _calibrated_or_hand_set(cases: dict, embedded: Embedded, own_inputs: bool) -
         return str((here / f).resolve())
 
     def one(c: dict) -> dict:
+        power = c.get("power")
+        if power is not None:  # power records stand with the calibration records they were measured against
+            listed = [power] if isinstance(power, str) else power
+            c = {k: v for k, v in c.items() if k != "power"}
+            if own_inputs:
+                c["power"] = [f if Path(f).is_absolute() else absolute(f) for f in listed]
         cal = c.get("calibration")
         files = [cal] if isinstance(cal, str) else cal or []
         if not files or all(Path(f).is_absolute() for f in files):  # a test's own record stays

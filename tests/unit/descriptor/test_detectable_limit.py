@@ -1,0 +1,84 @@
+"""A descriptor's detectable-effect limit and power records: bad input is one line and nothing runs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kit.cli import main
+from kit.core import paths
+from kit.core.errors import BadInput
+from kit.descriptor.load import load_descriptor
+from kit.descriptor.plan import resolve
+
+EMBEDDED = paths.EMBEDDED_DESCRIPTOR
+FAMILIES = {"position", "attention", "mlp", "normalization", "output"}
+
+
+def _copy(tmp_path: Path, edit) -> Path:
+    """The embedded descriptor with its relative paths made absolute, edited by ``edit`` (text -> text)."""
+    text = EMBEDDED.read_text().replace('"../', f'"{EMBEDDED.parent.parent}/')
+    path = tmp_path / "power.toml"
+    path.write_text(edit(text))
+    return path
+
+
+def _in_case(case: str, lines: str):
+    """An edit adding ``lines`` at the top of ``[cases.<case>]``."""
+    return lambda text: text.replace(f"[cases.{case}]\n", f"[cases.{case}]\n{lines}\n", 1)
+
+
+def _without_power(text: str, case: str) -> str:
+    """The descriptor without the case's ``power = [...]`` line."""
+    lines, inside = text.splitlines(keepends=True), False
+    for i, line in enumerate(lines):
+        inside = line.strip() == f"[cases.{case}]" or (inside and not line.startswith("["))
+        if inside and line.startswith("power = "):
+            return "".join(lines[:i] + lines[i + 1:])
+    raise AssertionError(f"case {case} lists no power record")
+
+
+def test_every_semantic_case_of_the_embedded_descriptor_states_its_detectable_effect_per_family():
+    plan = resolve(load_descriptor(EMBEDDED))
+    stated = {n: c.spec.power for n, c in plan.cases.items()
+              if c.spec.golden_kind == "semantic" and c.spec.calibration and not c.spec.decode}
+    assert set(stated) == {"hf-bf16", "levanter", "vllm-pp1", "vllm-pp2"}
+    for name, power in stated.items():
+        assert power is not None, name
+        assert set(power["families"]) == FAMILIES, name
+        assert power["probability"] == 0.8
+        for family, p in power["families"].items():
+            assert p["tried"], (name, family)  # measured, never assumed
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("0", "greater than 0"), ("-1.5", "greater than 0"), ("nan", "finite number"), ('"2x"', "valid number")])
+def test_a_limit_that_is_not_a_positive_number_is_one_line_naming_its_key(tmp_path, capsys, value, expected):
+    desc = _copy(tmp_path, _in_case("hf-bf16", f"detectable_limit = {value}"))
+    assert main(["check", str(desc)]) == 3
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "cases.hf-bf16.detectable_limit" in err and expected in err
+    assert re.search(r"power\.toml:\d+", err)
+
+
+def test_a_limit_without_a_power_record_for_the_record_in_use_is_refused_before_anything_runs(tmp_path, capsys):
+    desc = _copy(tmp_path, lambda t: _in_case("hf-bf16", "detectable_limit = 2")(_without_power(t, "hf-bf16")))
+    with pytest.raises(BadInput) as exc:
+        resolve(load_descriptor(desc), ["hf-bf16"])
+    message = str(exc.value)
+    assert "cases.hf-bf16.detectable_limit: a limit of 2x the clean error, but no power record measured" in message
+    assert f"parity-kit power {paths.display(desc)} --case hf-bf16" in message and "\n" not in message
+    assert main(["gate", str(desc), "--case", "hf-bf16", "--out", str(tmp_path / "run")]) == 3
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_power_record_of_a_calibration_record_the_case_does_not_list_is_refused(tmp_path):
+    plan = resolve(load_descriptor(EMBEDDED), ["levanter"])
+    levanter_power = plan.cases["levanter"].spec.power["path"]
+    desc = _copy(tmp_path, lambda t: _without_power(t, "hf-bf16"))
+    desc.write_text(_in_case("hf-bf16", f'power = ["{levanter_power}"]')(desc.read_text()))
+    with pytest.raises(BadInput, match=r"cases\.hf-bf16\.power: .*measured against calibration record [0-9a-f]{12}, "
+                                       r"which the case does not list"):
+        resolve(load_descriptor(desc), ["hf-bf16"])
