@@ -100,8 +100,9 @@ class PairedResult:
             head = f"candidate's error is {size} {'above' if self.mean > 0 else 'below'} the pin's"
         parts = [f"{self.confidence:.0%}".replace("%", " %") + f" interval {self.low:.{digits}f} .. "
                  f"{self.high:.{digits}f}"]
-        if self.relative is not None:
-            parts.append(f"{self.relative:+.2g} x the clean error {self.clean_error:.2g}")
+        if self.relative is not None and self.clean_error:
+            # In units of the mean as shown, so that a mean shown as 0 is not 1e-17 clean errors.
+            parts.append(f"{round(self.mean, digits) / self.clean_error:+.2g} x the clean error {self.clean_error:.2g}")
         if self.p_value is not None:
             parts.append(f"p = {self.p_value:.2g}")
         parts.append(counts)
