@@ -114,3 +114,14 @@ def test_the_paired_effect_survives_the_diagnosis_record():
     # A diagnosis written before the paired test has none, and reads.
     del doc["rows"][0]["paired"]
     assert Diagnosis.from_dict(doc).rows[0].paired_text == "not paired: a side scored no prompts"
+
+
+def test_worse_still_where_the_failures_also_differ_names_both():
+    shifted = [e + 0.001 + 0.0002 * (i % 3) for i, e in enumerate(PIN_ERRORS)]
+    passing = [0.01, 0.02, 0.03]
+    d = diagnose(view("current", case("a", PIN_ERRORS), case("b", passing)),
+                 view("candidate", case("a", shifted), case("b", [0.2, 0.3, 0.4])))
+    assert (d.verdict, d.exit_code) == (BOTH_BROKEN, ExitCode.BLOCKER) and d.worse_still == [d.rows[0]]
+    assert d.reason == ("both releases fail, differently: today's pin `current` fails `a`, the candidate `candidate` "
+                        f"fails `a`, `b`, and the candidate `candidate` is worse still: on `a` the "
+                        f"{d.rows[0].paired_text}; repair the baseline first, then judge the candidate")
