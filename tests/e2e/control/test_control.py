@@ -89,6 +89,7 @@ def test_candidate_that_changes_the_model_is_a_regression(tmp_path, embedded):
     assert row["paired_text"].startswith("candidate's error is ") and " above the pin's (95 % interval " in \
         row["paired_text"]
     assert f"- `hf-bf16` (passed in the pin, failed in the candidate): {row['paired_text']}" in evidence
+    assert f"  `hf-bf16` (passed in the pin, failed in the candidate): {row['paired_text']}\n" in proc.stderr
     assert evidence.startswith("# Refresh blocked: test — regression in the candidate (hf-bf16)\n")
     case = read_run(out / "candidate").results["hf-bf16"]
     w = case.worst
