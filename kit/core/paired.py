@@ -26,6 +26,8 @@ The metric, defined here and nowhere else (docs/architecture.md, Diagnosis):
   0.05 (its smallest value is 2 / 2^n), which the reader sees in the number.
 
 With fewer than MIN_PAIRED usable prompts there is no interval and no p-value: the text says "too few prompts".
+Only the first token's errors are paired: a decode check's later steps stop being the same context on both
+sides once either continuation diverges, so kit.core.diagnosis keeps comparing those by its noise rule.
 
 Pure: numpy and the stdlib, no records written, nothing read.
 """
