@@ -21,6 +21,7 @@ from kit.core.diagnosis import QUALIFIED, Diagnosis, diagnose
 from kit.core.errors import BadInput
 from kit.core.jsonio import read_json, write_json
 from kit.core.results import now_iso, read_run
+from kit.core.text import printable
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.descriptor.plan import Plan, outline
 from kit.gate import report
@@ -133,6 +134,8 @@ def finish_control(plan: Plan, control_dir: Path, runs: list[GateRun], command: 
         for error in (build_control_notebook(control_dir), report.build_summary(control_dir)):
             if error:  # the diagnosis and both runs are already on disk
                 log.error(f"[red]a control notebook failed[/]: {escape(str(error))}", extra=MARKUP)
+    for line in diagnosis.case_lines:  # each case's paired effect, then the verdict as the last word
+        log.info(f"  {printable(line)}")
     style = "green" if diagnosis.verdict == QUALIFIED else "red"
     artifact = control_dir / (rundir.SUMMARY_HTML if summary else rundir.EVIDENCE)
     log.log(NOTICE, f"[{style}]control {diagnosis.verdict}[/]: {escape(diagnosis.reason)} -> {escape(str(artifact))}",

@@ -5,6 +5,13 @@ reproduces with the same metrics is a baseline blocker: the golden or the oracle
 is broken, and no candidate can qualify until it is repaired. "The same metrics"
 means equal within the noise the case's calibration record or its repeats measured
 (the larger), and bit for bit where nothing measured one.
+
+Every case is also compared prompt by prompt (kit.core.paired: the candidate's error minus the pin's, a
+paired test near-tie aware), and every diagnosis states that effect and its interval. Where both releases
+fail the same cases with metrics equal within the noise, the paired test has the last word: a candidate
+whose error is above the pin's beyond chance (the interval entirely above 0) is not the pin's failure
+reproduced but both broken, the candidate worse still (docs/architecture.md, Diagnosis, says why not a
+regression).
 """
 
 from __future__ import annotations
@@ -15,6 +22,9 @@ from typing import Sequence, TypeGuard
 
 from kit.core import paths
 from kit.core.exitcodes import ExitCode
+from kit.core.paired import PairedResult
+from kit.core.paired import compare as compare_paired
+from kit.core.power import clean_error
 from kit.core.records import (ERROR, FAILED, NO_BASELINE, TIMEOUT, CaseResult, DecodeScore, PromptScore,
                               known_fields)
 from kit.core.results import RunView
@@ -46,6 +56,22 @@ class CaseComparison:
     noise_source: str = ""
     control_failed: list[str] = field(default_factory=list)
     candidate_failed: list[str] = field(default_factory=list)
+    # The prompt-by-prompt comparison (kit.core.paired); None where either side has no prompts scored.
+    paired: PairedResult | None = None
+
+    @property
+    def paired_text(self) -> str:
+        """The paired effect in a few words, or why there is none."""
+        if self.paired is not None:
+            return self.paired.text
+        return "not paired: " + ("a side has no result" if "missing" in (self.control_status, self.candidate_status)
+                                 else "a side scored no prompts")
+
+    @property
+    def line(self) -> str:
+        """The case's line of the diagnosis: both statuses and the paired effect."""
+        return f"`{self.case}` ({self.control_status} in the pin, {self.candidate_status} in the candidate): " \
+               f"{self.paired_text}"
 
     @property
     def delta(self) -> float | None:
@@ -54,7 +80,14 @@ class CaseComparison:
         return None
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "delta": self.delta}
+        return {**asdict(self), "delta": self.delta, "paired_text": self.paired_text}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CaseComparison":
+        kw = known_fields(cls, d)
+        if kw.get("paired") is not None:
+            kw["paired"] = PairedResult.from_dict(kw["paired"])
+        return cls(**kw)
 
 
 @dataclass
@@ -86,6 +119,17 @@ class Diagnosis:
         lines += [f"{self.candidate} (candidate): {c} failed" for c in self.candidate_failures]
         return lines or [self.reason]
 
+    @property
+    def case_lines(self) -> list[str]:
+        """One line per case: its statuses and the paired effect of the candidate against the pin."""
+        return [r.line for r in self.rows]
+
+    @property
+    def worse_still(self) -> list[CaseComparison]:
+        """The cases both releases fail on which the candidate's error is above the pin's beyond chance."""
+        return [r for r in self.rows if r.case in self.control_failures and r.case in self.candidate_failures
+                and r.paired is not None and r.paired.worse]
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["rows"] = [r.to_dict() for r in self.rows]
@@ -94,7 +138,7 @@ class Diagnosis:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Diagnosis":
-        rows = [CaseComparison(**known_fields(CaseComparison, r)) for r in d["rows"]]
+        rows = [CaseComparison.from_dict(r) for r in d["rows"]]
         return cls(**{**known_fields(cls, d), "rows": rows})
 
 
@@ -119,9 +163,11 @@ def compare_case(name: str, control: CaseResult | None, candidate: CaseResult | 
     noise = max(repeats, calibrated)
     source = "" if noise == 0 else "calibration" if calibrated >= repeats else "repeats"
     same = None
+    paired = None
     if control is not None and candidate is not None and control.prompts and candidate.prompts:
         same = metrics_equal(control.prompts, candidate.prompts, noise) and decode_equal(control.decode,
                                                                                          candidate.decode, noise)
+        paired = compare_paired(control.prompts, candidate.prompts, _clean_error(control) or _clean_error(candidate))
     ref = control or candidate
     return CaseComparison(
         case=name, backend=ref.backend if ref else None,
@@ -131,7 +177,7 @@ def compare_case(name: str, control: CaseResult | None, candidate: CaseResult | 
         candidate_error=candidate.max_probability_error if candidate else None,
         bound=(control.bound if control and control.bound is not None else candidate.bound if candidate else None),
         noise_floor=noise, same_metrics=same, noise_source=source,
-        control_failed=_failed_prompts(control), candidate_failed=_failed_prompts(candidate),
+        control_failed=_failed_prompts(control), candidate_failed=_failed_prompts(candidate), paired=paired,
     )
 
 
@@ -194,6 +240,13 @@ def _verdict(d: Diagnosis) -> tuple[str, str]:
     if not new:
         return BLOCKER, (f"{cur} fails {_names(ctl)} while {cand} passes: the control is broken, "
                          "and the candidate alone cannot establish qualification")
+    worse = d.worse_still
+    if worse:
+        both = (f"both releases fail {_names(ctl)}" if set(ctl) == set(new) else
+                f"both releases fail, differently: {cur} fails {_names(ctl)}, {cand} fails {_names(new)}")
+        effects = "; ".join(f"on `{r.case}` the {r.paired_text}" for r in worse if r.paired is not None)
+        return BOTH_BROKEN, (f"{both}, and {cand} is worse still: {effects}; "
+                             "repair the baseline first, then judge the candidate")
     same = set(ctl) == set(new) and all(r.same_metrics for r in d.rows if r.case in ctl)
     if same:
         return BLOCKER, (f"{cur} reproduces the candidate's failure of {_names(ctl)} with {sameness(d)}: "
@@ -238,6 +291,18 @@ def _calibrated(result: CaseResult | None) -> float:
     """The noise the case's calibration record measured (its largest per-prompt range); 0 without one."""
     value = result.calibrated_noise if result is not None else None
     return float(value) if _num(value) else 0.0
+
+
+def _clean_error(result: CaseResult | None) -> float | None:
+    """The clean error the case's calibration record measured (kit.core.power's definition); None without one."""
+    source = result.bound_source if result is not None else None
+    if not source or not source.get("buckets"):
+        return None
+    try:
+        value = clean_error(source)
+    except (KeyError, TypeError, ValueError):  # a record written before buckets carried "largest"
+        return None
+    return float(value) if _num(value) and value > 0 else None
 
 
 def _names(cases: Sequence[str]) -> str:

@@ -227,6 +227,9 @@ def control_evidence(control: dict, diagnosis, views: Sequence) -> str:
         for line in _worst_per_backend(label, view):
             lines.append(line)
     lines += [f"- {_md_backticked(line)}" for line in d.incomplete]
+    if d.rows:  # each case's paired effect (kit.core.paired): the candidate's error against the pin's, per prompt
+        lines += ["", "The candidate against the pin, prompt by prompt:", ""]
+        lines += [f"- {_md_backticked(line)}" for line in d.case_lines]
     if d.verdict in (BLOCKER, BOTH_BROKEN):
         lines += ["", _repair_first(d, cur)]
     lines += ["", "Releases:", "", "| release | backend | kernel | version | source commit | wheels |",

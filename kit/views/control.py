@@ -62,7 +62,9 @@ def comparison_table(view: ControlView) -> pd.DataFrame:
     rows = [{"case": r.case, "backend": r.backend, "control": r.control_status, "candidate": r.candidate_status,
              "control_error": r.control_error, "candidate_error": r.candidate_error, "bound": r.bound,
              "delta": r.delta, "noise_floor": r.noise_floor or None,
-             "same_metrics": {True: "yes", False: "no"}.get(r.same_metrics, "—")}
+             "same_metrics": {True: "yes", False: "no"}.get(r.same_metrics, "—"),
+             # The candidate's error against the pin's prompt by prompt, effect and interval (kit.core.paired).
+             "paired": r.paired_text}
             for r in view.diagnosis.rows]
     return pd.DataFrame(rows).set_index("case")
 

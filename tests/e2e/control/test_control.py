@@ -84,6 +84,12 @@ def test_candidate_that_changes_the_model_is_a_regression(tmp_path, embedded):
     row = d["rows"][0]
     assert row["control_status"] == "passed" and row["candidate_status"] == "failed"
     assert row["delta"] > 0 and row["candidate_status"] == "failed"
+    # The paired comparison: a SiLU that moves every prompt puts the candidate's error above the pin's.
+    assert row["paired"]["low"] > 0 and row["paired"]["paired"] + row["paired"]["near_ties"] == 64
+    assert row["paired_text"].startswith("candidate's error is ") and " above the pin's (95 % interval " in \
+        row["paired_text"]
+    assert f"- `hf-bf16` (passed in the pin, failed in the candidate): {row['paired_text']}" in evidence
+    assert f"  `hf-bf16` (passed in the pin, failed in the candidate): {row['paired_text']}\n" in proc.stderr
     assert evidence.startswith("# Refresh blocked: test — regression in the candidate (hf-bf16)\n")
     case = read_run(out / "candidate").results["hf-bf16"]
     w = case.worst
@@ -131,6 +137,13 @@ def test_stale_golden_is_a_baseline_blocker(tmp_path, embedded, stale_golden):
     assert d["verdict"] == "baseline-blocker"
     assert d["control_failures"] == d["candidate_failures"] == ["hf-bf16"]
     assert d["rows"][0]["same_metrics"] is True and d["rows"][0]["delta"] == 0
+    # Prompt by prompt the same errors: no effect, and the diagnosis line says so with its interval.
+    paired = d["rows"][0]["paired"]
+    assert (paired["mean"], paired["low"], paired["high"], paired["p_value"]) == (0, 0, 0, 1)
+    text = d["rows"][0]["paired_text"]
+    assert text.startswith("candidate's error is the pin's on average (95 % interval 0.0 .. 0.0, ")
+    assert f"p = 1, {paired['paired']} prompts paired" in text and paired["paired"] + paired["near_ties"] == 64
+    assert f"- `hf-bf16` (failed in the pin, failed in the candidate): {text}\n" in evidence
     assert d["reason"] == ("today's pin `current` reproduces the candidate's failure of `hf-bf16` with identical "
                            "metrics: the golden or the oracle is broken; repair it before any candidate can qualify")
     assert evidence.startswith("# Refresh blocked: test — baseline blocker (hf-bf16)\n")

@@ -25,16 +25,18 @@ PASSES = 0.0
 
 class Moved:
     """An engine that answers with the golden's logprobs moved by ``shift``, and by ``jitter`` more on each
-    later call (a noisy engine's repeats)."""
+    later call (a noisy engine's repeats), and by ``wiggle`` up on every other prompt and down on the rest (noise
+    that moves each prompt its own way, not every prompt the same way)."""
 
-    def __init__(self, golden_path: str, shift: float, jitter: float):
+    def __init__(self, golden_path: str, shift: float, jitter: float, wiggle: float = 0.0):
         self.tops = load_golden(golden_path).prompts
-        self.shift, self.jitter, self.calls = shift, jitter, 0
+        self.shift, self.jitter, self.wiggle, self.calls = shift, jitter, wiggle, 0
 
     def observe(self, prompts, top_n):
         offset = self.shift + self.jitter * self.calls
         self.calls += 1
-        return [Observation(p.id, tuple((t, lp + offset) for t, lp in self.tops[p.id]), p.n_tokens) for p in prompts]
+        return [Observation(p.id, tuple((t, lp + offset + self.wiggle * (-1) ** i) for t, lp in self.tops[p.id]),
+                            p.n_tokens) for i, p in enumerate(prompts)]
 
     def release(self) -> dict:
         return {"backend": "moved", "shift": self.shift}
@@ -62,8 +64,9 @@ def base(calibrated):
 @pytest.fixture
 def scored(base, monkeypatch):
     """Run a case (named ``name``) through the real runner and scoring, against an engine moved by ``shift``."""
-    def run(name: str, shift: float, jitter: float = 0.0, repeats: int = 1, spec: CaseSpec | None = None) -> CaseResult:
-        monkeypatch.setattr(runner, "open_backend", lambda spec: Moved(spec.golden_path, shift, jitter))
+    def run(name: str, shift: float, jitter: float = 0.0, repeats: int = 1, spec: CaseSpec | None = None,
+            wiggle: float = 0.0) -> CaseResult:
+        monkeypatch.setattr(runner, "open_backend", lambda spec: Moved(spec.golden_path, shift, jitter, wiggle))
         spec = dataclasses.replace(spec or base, name=name, repeats=repeats,
                                    repeat_prompts=["chat-sharegpt-00"] if repeats > 1 else None)
         return runner.run_case(spec)
@@ -92,9 +95,10 @@ def test_a_two_case_control_judges_each_case(scored):
 
 def test_failures_equal_within_the_measured_noise_are_a_baseline_blocker(scored):
     control = scored("a", FAILS)
-    # The candidate's engine moves every logprob by 1e-4 more than the pin's, and its repeats of one prompt
-    # spread by 1e-2: the difference is inside the noise the candidate measured.
-    noisy = scored("a", FAILS - 1e-4, jitter=1e-2, repeats=2)
+    # The candidate's engine moves each prompt's logprobs by 1e-4 up or down (every other prompt), and its
+    # repeats of one prompt spread by 1e-2: the difference is inside the noise the candidate measured, and
+    # no systematic shift.
+    noisy = scored("a", FAILS, jitter=1e-2, repeats=2, wiggle=1e-4)
     assert control.status == noisy.status == FAILED
     assert control.max_probability_error != noisy.max_probability_error
     noise = noisy.noise_floor
@@ -102,9 +106,19 @@ def test_failures_equal_within_the_measured_noise_are_a_baseline_blocker(scored)
     d = diagnose(view("current", ["a"], control), view("candidate", ["a"], noisy))
     assert (d.verdict, d.exit_code) == ("baseline-blocker", ExitCode.BLOCKER)
     assert d.rows[0].same_metrics is True and d.rows[0].noise_floor == noise
+    assert d.rows[0].paired.low < 0 < d.rows[0].paired.high
     assert d.reason == (f"today's pin `current` reproduces the candidate's failure of `a` with metrics equal within "
                         f"the measured noise ({noise:.3g}): the golden or the oracle is broken; repair it before "
                         "any candidate can qualify")
+    # Intended since the paired test: every prompt 1e-4 further off, the same noise, is no longer the pin's
+    # failure reproduced; the candidate is worse still on every prompt (tests/unit/core/test_diagnosis_paired.py
+    # pins the wording).
+    systematic = scored("a", FAILS - 1e-4, jitter=1e-2, repeats=2)
+    d = diagnose(view("current", ["a"], control), view("candidate", ["a"], systematic))
+    assert d.rows[0].same_metrics is True and d.rows[0].paired.worse
+    assert (d.verdict, d.exit_code) == (BOTH_BROKEN, ExitCode.BLOCKER)
+    assert d.reason.startswith("both releases fail `a`, and the candidate `candidate` is worse still: on `a` the "
+                               "candidate's error is ")
     # The same difference where nothing measured a noise floor is a different failure.
     quiet = scored("a", FAILS - 1e-4)
     d = diagnose(view("current", ["a"], control), view("candidate", ["a"], quiet))
@@ -114,7 +128,7 @@ def test_failures_equal_within_the_measured_noise_are_a_baseline_blocker(scored)
 def test_failures_equal_within_the_calibrated_noise_are_a_baseline_blocker(scored, calibrated):
     # No repeats on either side: the calibration record's measured noise is what "equal" allows.
     control = scored("a", FAILS, spec=calibrated)
-    candidate = scored("a", FAILS - 1e-4, spec=calibrated)
+    candidate = scored("a", FAILS, spec=calibrated, wiggle=1e-4)
     assert control.status == candidate.status == FAILED and control.noise_floor is None
     noise = control.calibrated_noise
     assert noise == max(b["spread"] for b in load_record(calibrated.calibration["path"]).buckets.values())
@@ -123,6 +137,9 @@ def test_failures_equal_within_the_calibrated_noise_are_a_baseline_blocker(score
     assert d.reason == (f"today's pin `current` reproduces the candidate's failure of `a` with metrics equal within "
                         f"the calibrated noise ({noise:.3g}): the golden or the oracle is broken; repair it before "
                         "any candidate can qualify")
+    # The record's clean error is the unit the paired effect is also stated in.
+    assert d.rows[0].paired.clean_error == max(b["largest"] for b in control.bound_source["buckets"].values())
+    assert " x the clean error " in d.rows[0].paired_text
 
 
 def test_both_broken_on_different_cases(scored):

@@ -61,6 +61,12 @@ def test_markdown_names_the_verdict_and_both_releases_cases(tmp_path, capsys):
     assert "| control (today's pin) | `current` | passed: 2 passed in 4 s |" in lines
     assert "| candidate | `candidate` | failed: 1 failed, 1 passed in 4 s |" in lines
     assert "Reproduce: `parity-kit control tiny.toml`" in lines
+    # Each case's paired effect, the candidate's error against the pin's (here too few prompts to pair).
+    paired = lines.index("The candidate against the pin, prompt by prompt:")
+    assert lines[paired + 2:paired + 4] == [
+        "- `hf-bf16` (passed in the pin, failed in the candidate): too few prompts to pair (0 prompts paired, "
+        "2 not scored on both sides)",
+        "- `hf-fp32` (passed in the pin, passed in the candidate): too few prompts to pair (1 prompt paired)"]
     # Each release's own table, in the order today's pin then the candidate.
     current = lines.index("<details open><summary>Cases against <code>current</code></summary>")
     candidate = lines.index("<details open><summary>Cases against <code>candidate</code></summary>")
