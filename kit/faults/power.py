@@ -18,7 +18,9 @@ measurement cut short continues with ``--resume DIR``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -173,31 +175,68 @@ class _Refused(ParityKitError):
 def search(plan, family: str, fault: Fault, clean_spec: CaseSpec, reference: dict, noise: float, effects,
            run_dir: Path, steps_down: int = STEPS_DOWN) -> list[Trial]:
     """The family's trials: from the first magnitude whose float32 effect reaches the clean error, down while
-    caught (at most ``steps_down``), else up until caught."""
-    ladder = extended(fault, clean_spec, effects, noise)
-    folders = {m: faulted_copy(fault, m, clean_spec.model_path) for m in ladder}
-    effect = {m: _effect(folders[m], effects) for m in ladder}
-    start = next((i for i, m in enumerate(ladder) if effect[m] >= noise), len(ladder) - 1)
-    trials: dict[int, Trial] = {}
+    caught (at most ``steps_down``), else up until caught. Faulted copies are written when first needed, into
+    the run directory, and removed when the family is done: a 1B model's copy is gigabytes."""
+    ladder = Ladder(fault, clean_spec.model_path, effects, run_dir / "faulted" / fault.name)
+    try:
+        start = ladder.start(noise)
+        trials: dict[int, Trial] = {}
 
-    def trial(i: int) -> Trial:
-        m = ladder[i]
-        trials[i] = run_trial(plan, family, fault, m, effect[m], folders[m], clean_spec, run_dir)
-        p = caught_fraction(trials[i], reference)
-        log.info(f"power {clean_spec.name}: {fault.name} at {m:g} (float32 effect {effect[m]:.3g}, "
-                 f"{effect[m] / noise:.2g}x): caught in {p:.0%} of {len(trials[i].samples)} samples")
-        return trials[i]
+        def caught(i: int) -> bool:
+            m = ladder.magnitudes[i]
+            trials[i] = run_trial(plan, family, fault, m, ladder.effect(i), ladder.folder(i), clean_spec, run_dir)
+            p = caught_fraction(trials[i], reference)
+            log.info(f"power {clean_spec.name}: {fault.name} at {m:g} (float32 effect {ladder.effect(i):.3g}, "
+                     f"{ladder.effect(i) / noise:.2g}x): caught in {p:.0%} of {len(trials[i].samples)} samples")
+            return p >= DETECTION_PROBABILITY
 
-    caught = lambda i: caught_fraction(trial(i), reference) >= DETECTION_PROBABILITY  # noqa: E731 - read as a sentence below
-    if caught(start):
-        i = start
-        while i > 0 and start - i < steps_down and caught(i - 1):
-            i -= 1
-    else:
-        i = start + 1
-        while i < len(ladder) and not caught(i):
-            i += 1
-    return [trials[k] for k in sorted(trials)]
+        if caught(start):
+            i = start
+            while i > 0 and start - i < steps_down and caught(i - 1):
+                i -= 1
+        else:
+            i = start + 1
+            while i < len(ladder.magnitudes) and not caught(i):
+                i += 1
+        return [trials[k] for k in sorted(trials)]
+    finally:
+        ladder.remove()
+
+
+class Ladder:
+    """A fault's magnitudes, each faulted copy and its float32 effect made on first use."""
+
+    def __init__(self, fault: Fault, source: str, effects, cache: Path):
+        self.fault, self.source, self.effects, self.cache = fault, source, effects, cache
+        self.magnitudes = list(fault.magnitudes)
+        self._effects: dict[float, float] = {}
+
+    def folder(self, i: int) -> Path:
+        return faulted_copy(self.fault, self.magnitudes[i], self.source, cache_dir=self.cache)
+
+    def effect(self, i: int) -> float:
+        m = self.magnitudes[i]
+        if m not in self._effects:
+            self._effects[m] = hf_float32_effect(self.folder(i), self.effects)
+        return self._effects[m]
+
+    def start(self, noise: float) -> int:
+        """The first magnitude whose effect reaches ``noise``; decades below the catalogue's smallest are added
+        while that one's effect is still above it (at most DECADES_BELOW): a float32 case's noise (about 1e-6)
+        sits far under the catalogue's smallest fault, and "detects from 10000x its noise" says nothing."""
+        for _ in range(DECADES_BELOW):
+            if self.effect(0) < noise:
+                break
+            self.magnitudes.insert(0, float(f"{self.magnitudes[0] / 10:.3g}"))
+        return next((i for i in range(len(self.magnitudes)) if self.effect(i) >= noise), len(self.magnitudes) - 1)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.cache, ignore_errors=True)
+        with contextlib.suppress(OSError):  # the run's folder of copies, once no family's copy is left in it
+            self.cache.parent.rmdir()
+
+
+DECADES_BELOW = 4  # how far under the catalogue's smallest magnitude a case of tiny noise is followed
 
 
 def faulted_sample(entry: dict) -> FaultedSample:
@@ -206,33 +245,6 @@ def faulted_sample(entry: dict) -> FaultedSample:
     return FaultedSample(sample["variant"], int(sample["launch"]), dict(sample["errors"]),
                          {p: x for p, x in sample["shifts"].items() if p not in lost},
                          tuple(entry.get("failed_prompts", [])))
-
-
-DECADES_BELOW = 4  # how far under the catalogue's smallest magnitude a case of tiny noise is followed
-
-
-def extended(fault: Fault, clean_spec: CaseSpec, effects, noise: float) -> list[float]:
-    """The catalogue's magnitudes, with decades below its smallest while that one's effect is still above the
-    case's clean error: a float32 case's noise (about 1e-6) sits far under the catalogue's smallest fault, and
-    "detects from 10000x its noise" would say nothing of what it can see."""
-    ladder = list(fault.magnitudes)
-    for _ in range(DECADES_BELOW):
-        smallest = ladder[0]
-        if _effect(faulted_copy(fault, smallest, clean_spec.model_path), effects) < noise:
-            break
-        ladder.insert(0, float(f"{smallest / 10:.3g}"))
-    return ladder
-
-
-_EFFECTS: dict[str, float] = {}
-
-
-def _effect(folder: Path, effects) -> float:
-    """A faulted copy's float32 effect, measured once per copy in this process."""
-    key = str(folder)
-    if key not in _EFFECTS:
-        _EFFECTS[key] = hf_float32_effect(folder, effects)
-    return _EFFECTS[key]
 
 
 def run_trial(plan, family: str, fault: Fault, magnitude: float, effect: float, folder: Path, clean_spec: CaseSpec,
