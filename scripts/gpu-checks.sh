@@ -87,6 +87,29 @@ for case in ${CALIBRATE:-}; do
   cp "$DESCRIPTOR" "$OUT_DIR/"
 done
 
+# POWER="case ...": `parity-kit power` for each case (what it can detect: the fault catalogue at graded magnitudes
+# against its record; POWER_ARGS adds to its arguments, e.g. "--family output --steps-down 0"), the power record
+# and the faulted samples (power-CASE.tgz, which `--resume` continues from) copied to OUT_DIR. POWER_RESUME=DIR
+# continues the samples of an earlier call (DIR/<case> holds them).
+for case in ${POWER:-}; do
+  step "power $case"
+  started=$SECONDS
+  work="$OUT_DIR/power-$case"
+  mkdir -p "$work"
+  if [ -n "${POWER_RESUME:-}" ] && [ -d "$POWER_RESUME/$case" ]; then
+    cp "$POWER_RESUME/$case"/*.samples.jsonl "$work/" 2>/dev/null
+  fi
+  # shellcheck disable=SC2086
+  timeout "${POWER_TIMEOUT:-540}" $PY -m kit.cli power "$DESCRIPTOR" --case "$case" --float32-case hf-f32 \
+    --resume "$work" --to calibrations/power ${POWER_ARGS:-} > "$OUT_DIR/power-$case.out"
+  code=$?
+  cat "$OUT_DIR/power-$case.out"; echo "power exit code $code, $((SECONDS - started)) s"
+  record=$(tail -n 1 "$OUT_DIR/power-$case.out")
+  [ -f "$record" ] && cp "$record" "$OUT_DIR/"
+  tar czf "$OUT_DIR/power-$case.tgz" -C "$work" $(cd "$work" && ls *.samples.jsonl *.kernel.log 2>/dev/null) \
+    && rm -rf "$work"
+done
+
 # BASELINE="case ...": `baseline status`, then `baseline make --again` for each case (its record made again here,
 # backtested against the one it supersedes, checked by an evidence gate); the work, the new records and the
 # lineage go to OUT_DIR, the checkout's own records stay as they are.
