@@ -318,9 +318,11 @@ class LoadedDescriptor:
 
     def power(self, name: str, c: CaseBase, calibration: Mapping[str, Any]) -> tuple[dict | None, float | None]:
         """What the case can detect and the limit it is held to. Each power record listed is judged by its evidence
-        against the calibration record it names (which the case must list); the one measured against the record
-        this host uses is the case's, else one of another class of hardware, said to be so. A limit with none
-        measured against the record in use is refused: "passed" could not say what it could detect."""
+        against the calibration record it names; the one measured against the record this host uses is the
+        case's, else one of another class of hardware, said to be so. One measured against a record the case no
+        longer lists (a baseline since superseded through the lineage) says nothing of the bounds in use and is
+        left out. A limit with none measured against the record in use is refused: "passed" could not say what
+        it could detect."""
         where = f"{self.where('cases', name, 'power')}: cases.{name}.power"
         files = [c.power] if isinstance(c.power, str) else list(c.power or [])
         listed = {r.sha256: r for r in self._listed.get(name, [])}
@@ -330,11 +332,11 @@ class LoadedDescriptor:
             try:
                 stated = read_json_input(path, "power record")
                 named = stated.get("record_sha256") if isinstance(stated, dict) else None
-                record = listed.get(named) if isinstance(named, str) else None
-                if record is None:
-                    raise BadInput(f"{paths.display(path)}: measured against calibration record "
-                                   f"{str((stated or {}).get('record_sha256'))[:12]}, which the case does not list")
-                loaded.append(load_power(path, record.reference()))
+                if not isinstance(named, str):
+                    raise BadInput(f"{paths.display(path)}: record_sha256: expected the calibration record it was "
+                                   "measured against")
+                if named in listed:
+                    loaded.append(load_power(path, listed[named].reference()))
             except BadInput as exc:
                 raise BadInput(f"{where}: {exc}") from None
         limit = c.detectable_limit if c.detectable_limit is not None else self.doc.defaults.detectable_limit

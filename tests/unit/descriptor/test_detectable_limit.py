@@ -74,11 +74,23 @@ def test_a_limit_without_a_power_record_for_the_record_in_use_is_refused_before_
     assert not (tmp_path / "run").exists()
 
 
-def test_a_power_record_of_a_calibration_record_the_case_does_not_list_is_refused(tmp_path):
+def test_a_power_record_of_a_calibration_record_the_case_no_longer_lists_is_left_out(tmp_path):
+    # As after a baseline superseded the record through the lineage: its power says nothing of the bounds in use.
     plan = resolve(load_descriptor(EMBEDDED), ["levanter"])
     levanter_power = plan.cases["levanter"].spec.power["path"]
-    desc = _copy(tmp_path, lambda t: _without_power(t, "hf-bf16"))
-    desc.write_text(_in_case("hf-bf16", f'power = ["{levanter_power}"]')(desc.read_text()))
-    with pytest.raises(BadInput, match=r"cases\.hf-bf16\.power: .*measured against calibration record [0-9a-f]{12}, "
-                                       r"which the case does not list"):
+    desc = _copy(tmp_path, lambda t: _in_case("hf-bf16", f'power = ["{levanter_power}"]')(_without_power(t, "hf-bf16")))
+    assert resolve(load_descriptor(desc), ["hf-bf16"]).cases["hf-bf16"].spec.power is None
+    limited = _copy(tmp_path, lambda t: _in_case("hf-bf16", "detectable_limit = 3")(desc.read_text()))
+    with pytest.raises(BadInput, match=r"cases\.hf-bf16\.detectable_limit: a limit of 3x the clean error, but no "
+                                       r"power record measured against calibration record"):
+        resolve(load_descriptor(limited), ["hf-bf16"])
+
+
+def test_a_power_record_that_is_not_one_is_one_line_naming_it(tmp_path):
+    bogus = tmp_path / "bogus.json"
+    bogus.write_text('{"record_sha256": 7}')
+    desc = _copy(tmp_path, lambda t: _in_case("hf-bf16", f'power = ["{bogus}"]')(_without_power(t, "hf-bf16")))
+    with pytest.raises(BadInput) as exc:
         resolve(load_descriptor(desc), ["hf-bf16"])
+    assert str(exc.value).endswith(f"cases.hf-bf16.power: {bogus}: record_sha256: expected the calibration record "
+                                   "it was measured against")
