@@ -110,7 +110,7 @@ def measure(descriptor: str | Path, cases: Sequence[str] | None = None, families
             # Judged at the drift rate the record was reviewed with (as the descriptor re-derives it on loading),
             # whatever share of the gate's false-failure rate this descriptor gives the case.
             used = judged.cases[name].spec.calibration or {}
-            own = {r.sha256: r for r in desc.listed_records(name)}[used["sha256"]]
+            own = {r.sha256: r for r in judged.cases[name].records}[used["sha256"]]
             done.append(measure_case(judged, clean.cases[name].spec, judged.cases[name].spec, own.reference(),
                                      chosen, effects, run_dir, to, command, steps_down))
     return done
