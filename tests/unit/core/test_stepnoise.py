@@ -159,3 +159,21 @@ def test_each_decode_step_is_judged_by_its_own_bound():
     assert compare_continuation("p", 128, 40, GOLDEN, got, 0.015, {"1": 0.012}).failures == [
         "p: decode step 2: max probability error 0.02 > bound 0.015 (bucket 128)",
         "p: decode step 3: max probability error 0.03 > bound 0.015 (bucket 128)"]
+
+
+DECODE_CASES = ("hf-bf16-decode", "vllm-pp1-decode")
+
+
+def test_the_embedded_decode_cases_resolve_to_calibrated_step_bounds(embedded):
+    from kit.descriptor.load import load_descriptor
+
+    specs = {s.name: s for s in load_descriptor(embedded.descriptor).case_specs(list(DECODE_CASES))}
+    for name in DECODE_CASES:
+        spec = specs[name]
+        cal = spec.calibration
+        assert spec.decode == 8 and spec.bound is None and cal is not None, name
+        assert cal["decode_steps"] == 8 and sorted(cal["step_bounds"], key=int) == [str(n) for n in range(1, 9)]
+        assert "hardware" in cal["accept"]  # an AVX2 host uses the AVX-512 record's bounds, without its drift test
+        assert set(spec.bucket_bounds) == {"128"}
+        # Every step's measured bound is tighter than the one hand-set bound the decode case had (0.075).
+        assert max(cal["step_bounds"].values()) < 0.075, (name, cal["step_bounds"])
