@@ -223,7 +223,8 @@ class CalibrationRecord:
 
     def to_dict(self) -> dict:
         decode = {"decode": self.decode} if self.decode else {}
-        return {"format": FORMAT_DECODE if self.decode else FORMAT, **decode, "case": self.case, "backend": self.backend, "noise_class": dict(self.noise_class),
+        return {"format": FORMAT_DECODE if self.decode else FORMAT, **decode, "case": self.case,
+                "backend": self.backend, "noise_class": dict(self.noise_class),
                 "inputs": dict(self.inputs), "options": dict(self.options), "fingerprint": self.fingerprint,
                 "command": list(self.command), "variants": list(self.variants),
                 "samples": [s.to_dict() for s in self.samples], "created_at": self.created_at,
@@ -366,8 +367,8 @@ def load_record(path: str | Path) -> CalibrationRecord:
                        f"{MIN_SAMPLES}: calibrate with more variants")
     if record.decode and len(distinct_steps(record.samples)) < MIN_SAMPLES:
         raise BadInput(f"{shown}: {len(distinct_steps(record.samples))} distinct continuation(s) of "
-                       f"{len(record.samples)} samples, the rule needs at least {MIN_SAMPLES} for decode steps' bounds: "
-                       "calibrate with more variants of the decode path")
+                       f"{len(record.samples)} samples, the rule needs at least {MIN_SAMPLES} for decode steps' "
+                       "bounds: calibrate with more variants of the decode path")
     differs = restated(record)
     if differs:
         raise BadInput(f"{shown}: {differs}: the record's figures are not its samples'; calibrate again instead "
