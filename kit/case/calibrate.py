@@ -116,7 +116,8 @@ def calibrate_case(spec: CaseSpec, variants: list[dict], samples_path: str | Pat
         # A faulted model's variant (what a power measurement scores) may fail outright: that is what is measured.
         faulted = bool(v.get("faulted"))
         failing = bad + [d.id for d in result.decode if d.failures]  # a decode step's failure too
-        if failing and not faulted:  # a clean variant failing outright is a fault, not noise: it must not widen the bound
+        # A clean variant failing outright is a fault, not noise: it must not widen the bound.
+        if failing and not faulted:
             raise RuntimeError(f"variant {v['name']} fails prompts {', '.join(failing[:5])}: "
                                f"{result.failures[0]}; it cannot be calibrated as noise")
         entry: dict[str, Any] = {"case": spec.name, "sample": sample_of(v["name"], key[1], result, faulted).to_dict(),
