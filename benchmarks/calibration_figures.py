@@ -1,6 +1,7 @@
 """Print the calibration figures of a descriptor's calibrated cases: per bucket the clean variants' largest
 error, their spread and the bound the rule made; per variant its mean error and mean top-probability shift
-(what the drift test compares); and the drift test's interval. docs/calibration.md keeps the output.
+(what the drift test compares); the drift test's interval; and for a decode case, per decode step the largest
+error, spread and bound. docs/calibration.md keeps the output.
 
     python benchmarks/calibration_figures.py [DESCRIPTOR]
 """
@@ -40,6 +41,8 @@ def figures(name: str, record) -> None:
     print("| bucket | prompts | largest error | spread | bound |\n| ---: | ---: | ---: | ---: | ---: |")
     for bucket, b in sorted(record.buckets.items(), key=lambda kv: int(kv[0])):
         print(f"| {bucket} | {b['prompts']} | {b['largest']:.3g} | {b['spread']:.3g} | {b['bound']:g} |")
+    if record.decode:
+        steps(record)
     ids = sorted(record.prompts)
     means = sample_means([{"errors": s.errors, "shifts": s.shifts} for s in unique], ids)
     print("\n| variant | mean error | mean top-probability shift |\n| --- | ---: | ---: |")
@@ -58,6 +61,17 @@ def figures(name: str, record) -> None:
         print("each variant against the others: " + ", ".join(
             f"{x['variant']} {'passes' if x['passed'] else 'FAILS'} "
             + (f"(p {x['p_value']:.2g})" if x["p_value"] is not None else "(by the range rule)") for x in loo))
+
+
+
+def steps(record) -> None:
+    """A decode case's per-step noise: the prompts whose clean continuations reached each step, their largest
+    error, the spread across the distinct continuations and the step's bound (kit.core.stepnoise)."""
+    d = record.decode
+    print(f"\ndecode steps: {d['distinct_samples']} distinct continuations of {len(record.samples)} samples\n")
+    print("| step | prompts | largest error | spread | bound |\n| ---: | ---: | ---: | ---: | ---: |")
+    for n, s in sorted(d["per_step"].items(), key=lambda kv: int(kv[0])):
+        print(f"| {n} | {s['prompts']} | {s['largest']:.3g} | {s['spread']:.3g} | {s['bound']:g} |")
 
 
 if __name__ == "__main__":

@@ -143,7 +143,8 @@ def measured_as(spec: CaseSpec) -> dict:
     case still set this way (a float32 sample is no measurement of a bfloat16 case)."""
     return {"backend": spec.backend, "kernel": spec.kernel, "options": dict(spec.options),
             "model_digest": spec.model_digest, "fixture": spec.fixture_path, "golden": spec.golden_path,
-            "buckets": spec.buckets, "prompts": spec.prompt_ids, "top_n": spec.top_n}
+            "buckets": spec.buckets, "prompts": spec.prompt_ids, "top_n": spec.top_n,
+            **({"decode": spec.decode} if spec.decode else {})}
 
 
 def _new_run_dir(plan: Plan, out: str | Path | None) -> Path:
@@ -247,7 +248,8 @@ def calibrate_case(plan: Plan, spec: CaseSpec, run_dir: Path, to: Path,
     path = write_record(record, to)
     where = os.path.relpath(path, plan.path.parent)
     measured = record.fingerprint.get("runtime", {}).get("accelerator", {}).get("name", "this host")
-    log.log(NOTICE, escape(f"calibrate {spec.name}: bounds {record.bounds} from {len(entries)} samples on "
+    steps = f", decode steps' bounds {record.decode_reference()['step_bounds']}" if record.decode else ""
+    log.log(NOTICE, escape(f"calibrate {spec.name}: bounds {record.bounds}{steps} from {len(entries)} samples on "
                            f"{measured}; record {paths.display(path)}\n  use it: [cases.{spec.name}] calibration = "
                            f"\"{where}\" (in place of bound), or add it to the case's list of one record per class of "
                            "hardware"), extra=MARKUP)
@@ -290,7 +292,7 @@ def build_record(spec: CaseSpec, variants: list[dict], entries: list[dict], comm
                            f"({e['inputs']} against {inputs}); calibrate again in a fresh directory")
     check_covers(spec, entries)
     return CalibrationRecord.measured(
-        buckets={p.id: p.bucket for p in selected},
+        buckets={p.id: p.bucket for p in selected}, decode_steps=spec.decode,
         case=spec.name, backend=spec.backend, noise_class=noise_class(spec.options), inputs=inputs,
         options=dict(spec.options),
         fingerprint={"release": entries[0]["release"], "runtime": entries[0]["runtime"], "kit_version": __version__},

@@ -75,12 +75,15 @@ def entry_problem(entry: object) -> str | None:
 def sample_of(variant: str, launch: int, result: CaseResult, faulted: bool = False) -> Sample:
     # A prompt whose golden winner the variant lost has no shift (None): the record check refuses the sample
     # with its key (kit.core.recordcheck), as it refuses any value out of its type. A faulted model may lose
-    # it (that is a catch, kept in the entry's ``no_shift``), so there it is written as 0 and never read.
+    # it (that is a catch, kept in the entry's ``no_shift``), so there it is written as 0 and never read. A decode
+    # case's sample also keeps each prompt's error per decode step compared (kit.core.stepnoise), as the decode
+    # check scored them.
     shifts = {p.id: p.top_probability_shift for p in result.prompts}
     if faulted:
         shifts = {pid: 0.0 if x is None else x for pid, x in shifts.items()}
+    steps = {d.id: list(d.step_errors) for d in result.decode} if result.decode else None
     return Sample(variant, launch, 1, {p.id: p.max_probability_error for p in result.prompts},
-                  shifts)  # type: ignore[arg-type]
+                  shifts, steps)  # type: ignore[arg-type]
 
 
 def append(samples_path: str | Path, entry: dict) -> None:
@@ -112,8 +115,10 @@ def calibrate_case(spec: CaseSpec, variants: list[dict], samples_path: str | Pat
         bad = [p.id for p in result.prompts if p.failures]
         # A faulted model's variant (what a power measurement scores) may fail outright: that is what is measured.
         faulted = bool(v.get("faulted"))
-        if bad and not faulted:  # a clean variant failing outright is a fault, not noise: it must not widen the bound
-            raise RuntimeError(f"variant {v['name']} fails prompts {', '.join(bad[:5])}: "
+        failing = bad + [d.id for d in result.decode if d.failures]  # a decode step's failure too
+        # A clean variant failing outright is a fault, not noise: it must not widen the bound.
+        if failing and not faulted:
+            raise RuntimeError(f"variant {v['name']} fails prompts {', '.join(failing[:5])}: "
                                f"{result.failures[0]}; it cannot be calibrated as noise")
         entry: dict[str, Any] = {"case": spec.name, "sample": sample_of(v["name"], key[1], result, faulted).to_dict(),
                  "release": result.release,

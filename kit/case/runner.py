@@ -132,7 +132,8 @@ def run_case(spec: CaseSpec, reference_out: str | None = None) -> CaseResult:
     ]
     failures = [f for s in scores for f in s.failures]
     decoded = [compare_continuation(p.id, p.bucket, p.n_tokens, (golden.continuations or {})[p.id][: spec.decode],
-                                    continuations[p.id], bound_for(p.bucket, spec.bound, spec.bucket_bounds))
+                                    continuations[p.id], bound_for(p.bucket, spec.bound, spec.bucket_bounds),
+                                    (spec.calibration or {}).get("step_bounds"))
                for p in prompts] if spec.decode else []
     failures += [f for d in decoded for f in d.failures]
     if decode_s is not None:
@@ -227,7 +228,8 @@ def bound_source(spec: CaseSpec, exact: bool) -> dict:
         return {"kind": "hand-set"}
     return {"kind": "calibrated", "record": cal["sha256"], "path": cal.get("path"), "rule": cal["rule"],
             "noise": cal["noise"], "noise_class": cal["noise_class"], "buckets": cal.get("buckets", {}),
-            "measured_on": cal["fingerprint"].get("runtime", {}), "release": cal["fingerprint"].get("release", {})}
+            "measured_on": cal["fingerprint"].get("runtime", {}), "release": cal["fingerprint"].get("release", {}),
+            **({"step_bounds": cal["step_bounds"]} if cal.get("step_bounds") else {})}
 
 
 def other_hardware(spec: CaseSpec) -> str | None:

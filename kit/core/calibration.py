@@ -20,11 +20,18 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from kit.core.errors import BadInput
 from kit.core.jsonio import canonical_bytes, parse_json_input, read_input_bytes, sha256_bytes
 from kit.core.recordcheck import Wrong, check_record
+from kit.core.stepnoise import check_section, distinct_steps, step_bounds, step_section, steps_uncovered
 
 if TYPE_CHECKING:
     from kit.core.spec import CaseSpec
 
 FORMAT = "parity-kit-calibration/1"
+# Format 2: format 1 with a ``decode`` section (per decode step: kit.core.stepnoise) and every sample's per-step
+# errors. Only a record of a case with ``decode`` is written in it; every other record stays format 1, its bytes
+# (and so its name) as before. A kit that knows only format 1 refuses it, rather than judge its decode steps by
+# the first token's bounds.
+FORMAT_DECODE = "parity-kit-calibration/2"
+FORMATS = (FORMAT, FORMAT_DECODE)
 # A spread needs two distinct clean samples (the drift test's t interval needs three; with two it takes the
 # samples' range, widened as the bound rule widens it: kit.core.drift). vLLM's CPU build gives two: of every
 # variant tried only graph capture moves its rounding (docs/calibration.md).
@@ -103,20 +110,25 @@ class Sample:
     repeat: int
     errors: dict[str, float]  # prompt id -> max probability error against the golden
     shifts: dict[str, float]  # prompt id -> signed change of the golden top token's probability
+    # A decode case's: prompt id -> the max probability error of each decode step compared (kit.core.stepnoise).
+    steps: dict[str, list[float]] | None = None
 
     def key(self) -> tuple:
         """Equal keys: bit-identical samples (a deterministic repeat), counted once for spreads."""
         return tuple(sorted(self.errors.items())), tuple(sorted(self.shifts.items()))
 
     def to_dict(self) -> dict:
+        steps = {} if self.steps is None else {"steps": {p: list(e) for p, e in self.steps.items()}}
         return {"variant": self.variant, "launch": self.launch, "repeat": self.repeat,
-                "errors": dict(self.errors), "shifts": dict(self.shifts)}
+                "errors": dict(self.errors), "shifts": dict(self.shifts), **steps}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "Sample":
+        steps = d.get("steps")
         return cls(str(d["variant"]), int(d["launch"]), int(d["repeat"]),
                    {str(k): float(v) for k, v in d["errors"].items()},
-                   {str(k): float(v) for k, v in d["shifts"].items()})
+                   {str(k): float(v) for k, v in d["shifts"].items()},
+                   None if steps is None else {str(k): [float(x) for x in v] for k, v in steps.items()})
 
 
 def distinct(samples: Sequence[Sample]) -> list[Sample]:
@@ -188,12 +200,18 @@ class CalibrationRecord:
     drift: dict[str, Any] = field(default_factory=dict)
     rule: dict[str, str] = field(default_factory=lambda: {"name": RULE_NAME, "text": RULE_TEXT})
     path: Path | None = None
+    decode: dict[str, Any] = field(default_factory=dict)  # per decode step (kit.core.stepnoise); {}: none measured
 
     @classmethod
-    def measured(cls, *, buckets: Mapping[str, int], **kw) -> "CalibrationRecord":
+    def measured(cls, *, buckets: Mapping[str, int], decode_steps: int = 0, **kw) -> "CalibrationRecord":
         """A record from its samples: per-prompt ranges, per-bucket bounds and drift rates derived here (by
-        the current rule, unless ``rule`` names the earlier one a record was made by)."""
+        the current rule, unless ``rule`` names the earlier one a record was made by); with ``decode_steps``,
+        the bound of each decode step too, from the samples' per-step errors."""
         record = cls(**kw)
+        if decode_steps:
+            dtype, rule = record.noise_class.get("dtype", "bfloat16"), record.rule["name"]
+            record.decode = step_section(record.samples, decode_steps,
+                                         lambda largest, spread, n: bound_rule(largest, spread, n, dtype, rule))
         unique = distinct(record.samples)
         record.prompts = prompt_ranges(record.samples, buckets)
         record.buckets = bucket_bounds(record.prompts, len(unique), record.noise_class.get("dtype", "bfloat16"),
@@ -204,7 +222,9 @@ class CalibrationRecord:
         return record
 
     def to_dict(self) -> dict:
-        return {"format": FORMAT, "case": self.case, "backend": self.backend, "noise_class": dict(self.noise_class),
+        decode = {"decode": self.decode} if self.decode else {}
+        return {"format": FORMAT_DECODE if self.decode else FORMAT, **decode, "case": self.case,
+                "backend": self.backend, "noise_class": dict(self.noise_class),
                 "inputs": dict(self.inputs), "options": dict(self.options), "fingerprint": self.fingerprint,
                 "command": list(self.command), "variants": list(self.variants),
                 "samples": [s.to_dict() for s in self.samples], "created_at": self.created_at,
@@ -236,7 +256,13 @@ class CalibrationRecord:
                 "resolution": resolution(self.noise_class.get("dtype", "")),
                 "drift": {"alpha": self.drift["alpha"],
                           "samples": [{"errors": s.errors, "shifts": s.shifts} for s in distinct(self.samples)]},
-                "fingerprint": self.fingerprint}
+                "fingerprint": self.fingerprint, **self.decode_reference()}
+
+    def decode_reference(self) -> dict:
+        """What the case kernel needs of the decode section: how many steps were measured and each one's bound."""
+        if not self.decode:
+            return {}
+        return {"decode_steps": self.decode["steps"], "step_bounds": step_bounds(self.decode)}
 
     @classmethod
     def from_dict(cls, d: Mapping, path: Path | None = None) -> "CalibrationRecord":
@@ -244,7 +270,7 @@ class CalibrationRecord:
                    options=dict(d["options"]), fingerprint=dict(d["fingerprint"]), command=list(d["command"]),
                    variants=list(d["variants"]), samples=[Sample.from_dict(s) for s in d["samples"]],
                    created_at=d["created_at"], prompts=dict(d["prompts"]), buckets=dict(d["buckets"]),
-                   drift=dict(d["drift"]), rule=dict(d["rule"]), path=path)
+                   drift=dict(d["drift"]), rule=dict(d["rule"]), path=path, decode=dict(d.get("decode") or {}))
 
 
 def noise_class(options: Mapping[str, Any]) -> dict[str, str]:
@@ -319,8 +345,8 @@ def load_record(path: str | Path) -> CalibrationRecord:
         raise BadInput(f"calibration record {shown} does not exist")
     data = read_input_bytes(path, f"calibration record {shown}")
     doc = parse_json_input(data, f"calibration record {shown}")
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise BadInput(f"{shown}: not a calibration record of format {FORMAT} "
+    if not isinstance(doc, dict) or doc.get("format") not in FORMATS:
+        raise BadInput(f"{shown}: not a calibration record of format {' or '.join(FORMATS)} "
                        f"(format {doc.get('format') if isinstance(doc, dict) else None!r})")
     if canonical_bytes(doc) != data:
         raise BadInput(f"{shown}: not canonical JSON (sorted keys, no spaces, one trailing newline, as calibrate "
@@ -330,7 +356,8 @@ def load_record(path: str | Path) -> CalibrationRecord:
         raise BadInput(f"{shown}: name is not the record's SHA-256 ({digest}): the record was changed "
                        "after it was made; calibrate again instead of editing it")
     try:
-        check_record(doc, {name: text for name, (text, _) in RULES.items()})
+        check_record(doc, {name: text for name, (text, _) in RULES.items()},
+                     decode=check_section if doc["format"] == FORMAT_DECODE else None)
     except Wrong as exc:
         raise BadInput(f"{shown}: malformed calibration record: {exc.text}") from None
     record = CalibrationRecord.from_dict(doc, path)
@@ -338,6 +365,10 @@ def load_record(path: str | Path) -> CalibrationRecord:
     if unique < MIN_SAMPLES:
         raise BadInput(f"{shown}: {unique} distinct sample(s) of {len(record.samples)}, the rule needs at least "
                        f"{MIN_SAMPLES}: calibrate with more variants")
+    if record.decode and len(distinct_steps(record.samples)) < MIN_SAMPLES:
+        raise BadInput(f"{shown}: {len(distinct_steps(record.samples))} distinct continuation(s) of "
+                       f"{len(record.samples)} samples, the rule needs at least {MIN_SAMPLES} for decode steps' "
+                       "bounds: calibrate with more variants of the decode path")
     differs = restated(record)
     if differs:
         raise BadInput(f"{shown}: {differs}: the record's figures are not its samples'; calibrate again instead "
@@ -351,14 +382,14 @@ def rederived(record: CalibrationRecord) -> CalibrationRecord:
         buckets={pid: p["bucket"] for pid, p in record.prompts.items()}, case=record.case, backend=record.backend,
         noise_class=record.noise_class, inputs=record.inputs, options=record.options,
         fingerprint=record.fingerprint, command=record.command, variants=record.variants, samples=record.samples,
-        created_at=record.created_at, rule=dict(record.rule))
+        created_at=record.created_at, rule=dict(record.rule), decode_steps=record.decode.get("steps", 0))
 
 
 def restated(record: CalibrationRecord) -> str | None:
     """Where the figures a record states differ from those its samples give by its rule, or None when they
     agree (to within the rounding of a float written to JSON and computed again)."""
     again = rederived(record)
-    for part in ("prompts", "buckets", "drift"):
+    for part in ("prompts", "buckets", "drift", "decode"):
         where = first_difference(getattr(record, part), getattr(again, part), part)
         if where is not None:
             key, stated, derived = where
@@ -444,7 +475,8 @@ def check_case_inputs(reference: Mapping[str, Any], spec: CaseSpec, *, fixture_s
     kernel of the one it was given, so the two can never disagree."""
     accept = (spec.calibration or {}).get("accept", [])
     return mismatch(reference, backend=spec.backend, fixture_sha256=fixture_sha256, golden_sha256=golden_sha256,
-                    model_digest=model_digest, noise_class=noise_class(spec.options), prompts=prompts, accept=accept)
+                    model_digest=model_digest, noise_class=noise_class(spec.options), prompts=prompts,
+                    accept=accept) or steps_uncovered(reference, getattr(spec, "decode", 0))
 
 
 def uncovered(reference: Mapping[str, Any], prompts: Mapping[str, int]) -> str | None:

@@ -12,13 +12,18 @@ backend continue each prompt greedily for N steps through its own cache, and com
   other tests, and the comparison of that prompt ends there (the continuations no longer share a context);
 - a divergence outside a near-tie fails, naming the prompt, the step and both tokens.
 
+A case calibrated for its decode steps judges step n by its record's bound for step n (``step_bounds``,
+kit.core.stepnoise): a step's context holds every earlier step's rounding, so its clean error grows with n and
+the first token's bound would be too tight for late steps (a hand-set one, wide enough for them, too loose for
+early ones).
+
 Pure functions of the records, so that any backend's continuation is judged the same way.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from kit.core.errors import BadInput
 from kit.core.golden import Golden, Step
@@ -28,8 +33,10 @@ from kit.core.scoring import WINNER_GAP_FACTOR, score_prompt
 
 
 def compare_continuation(prompt_id: str, bucket: int, n_tokens: int, golden: Sequence[Step],
-                         backend: Continuation, bound: float | None) -> DecodeScore:
-    """Score ``backend``'s first ``len(golden)`` steps against the golden continuation (see the module)."""
+                         backend: Continuation, bound: float | None,
+                         step_bounds: Mapping[str, float] | None = None) -> DecodeScore:
+    """Score ``backend``'s first ``len(golden)`` steps against the golden continuation (see the module): step n
+    under ``step_bounds[str(n)]`` where a calibration measured it, else under ``bound`` (the bucket's)."""
     steps = len(golden)
     failures: list[str] = []
     errors: list[float] = []
@@ -39,7 +46,8 @@ def compare_continuation(prompt_id: str, bucket: int, n_tokens: int, golden: Seq
     for n, ((g_token, g_top), (b_token, b_top)) in enumerate(zip(golden, backend.steps), start=1):
         where = f"{prompt_id}: decode step {n}"
         failed_before = len(failures)
-        score = score_prompt(prompt_id, bucket, g_top, Observation(prompt_id, b_top, n_tokens + n - 1), bound)
+        score = score_prompt(prompt_id, bucket, g_top, Observation(prompt_id, b_top, n_tokens + n - 1),
+                             (step_bounds or {}).get(str(n), bound))
         err = score.max_probability_error
         errors.append(err)
         # The winner test is the divergence test below, said in the decode's words; every other test
@@ -65,8 +73,9 @@ def compare_continuation(prompt_id: str, bucket: int, n_tokens: int, golden: Seq
             failures.append(f"{where}: continuations diverged {why}")
         return DecodeScore(prompt_id, bucket, steps, n, not failures, _worst(errors), diverged_at=n,
                            golden_token=g_token, backend_token=b_token, accepted=accepted, why=why,
-                           failures=failures)
-    return DecodeScore(prompt_id, bucket, steps, len(errors), not failures, _worst(errors), failures=failures)
+                           failures=failures, step_errors=errors)
+    return DecodeScore(prompt_id, bucket, steps, len(errors), not failures, _worst(errors), failures=failures,
+                       step_errors=errors)
 
 
 def _worst(errors: Sequence[float]) -> float:

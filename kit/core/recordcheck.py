@@ -11,7 +11,7 @@ Stdlib only: calibrate's kernel checks the samples it resumes with the same rule
 from __future__ import annotations
 
 import math
-from typing import Any, Collection, Mapping
+from typing import Any, Callable, Collection, Mapping
 
 from kit.core.errors import ParityKitError
 
@@ -103,8 +103,11 @@ def number(value: Any, key: str, low: float, high: float, low_open: bool = False
 
 
 def check_sample(value: Any, key: str) -> set[str]:
-    """One clean sample (kit.core.calibration.Sample as a dict); returns its prompt ids."""
-    s = mapping(value, key, SAMPLE_KEYS)
+    """One clean sample (kit.core.calibration.Sample as a dict); returns its prompt ids. A decode case's
+    sample also holds ``steps``, each prompt's error per decode step (kit.core.stepnoise)."""
+    from kit.core.stepnoise import check_steps_of_sample
+
+    s = mapping(value, key, SAMPLE_KEYS + (("steps",) if isinstance(value, dict) and "steps" in value else ()))
     text(s["variant"], f"{key}.variant")
     count(s["launch"], f"{key}.launch")
     count(s["repeat"], f"{key}.repeat")
@@ -119,6 +122,8 @@ def check_sample(value: Any, key: str) -> set[str]:
     if set(shifts) != set(errors):
         odd = sorted(set(shifts) ^ set(errors))[0]
         raise Wrong(f"{key}.shifts", f"expected the same prompts as its errors (prompt {odd} is in one only)")
+    if "steps" in s:
+        check_steps_of_sample(s["steps"], f"{key}.steps", set(errors))
     return set(errors)
 
 
@@ -214,12 +219,15 @@ def check_provenance(doc: Mapping) -> None:
         mapping(v, f"variants[{i}]")
 
 
-def check_record(doc: Any, rules: Mapping[str, str]) -> None:
-    """Raises Wrong at the first value of ``doc`` that is not what a calibration record holds."""
-    mapping(doc, "", TOP_KEYS)
+def check_record(doc: Any, rules: Mapping[str, str], decode: Callable[[Any, list], None] | None = None) -> None:
+    """Raises Wrong at the first value of ``doc`` that is not what a calibration record holds; with ``decode``
+    (a format-2 record), its ``decode`` section is required and checked by it."""
+    mapping(doc, "", TOP_KEYS + (("decode",) if decode else ()))
     check_provenance(doc)
     ids = check_samples(doc["samples"])
     check_prompts(doc["prompts"], ids)
     check_buckets(doc["buckets"])
     check_drift(doc["drift"])
     check_rule(doc["rule"], rules)
+    if decode:
+        decode(doc["decode"], doc["samples"])

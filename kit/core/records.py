@@ -74,6 +74,8 @@ class DecodeScore:
     accepted: bool | None = None
     why: str = ""
     failures: list[str] = field(default_factory=list)
+    # The max probability error of each step compared, in order: what calibrating a decode case keeps per step.
+    step_errors: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)

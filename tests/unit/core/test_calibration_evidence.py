@@ -45,16 +45,21 @@ def refusal(path: Path) -> str:
 
 def test_every_committed_record_loads_and_rederives_from_its_samples():
     files = sorted((ROOT / "calibrations").glob("*.json"))
-    assert len(files) == 11
-    rules = {}
+    assert len(files) == 13
+    rules, decoding = {}, []
     for f in files:
         r = load_record(f)
         assert rederived(r).buckets == r.buckets and rederived(r).drift == r.drift
+        assert rederived(r).decode == r.decode
+        if r.decode:
+            decoding.append(r.case)
         rules[f.name[:8]] = r.rule["name"]
     # The hf-bf16 record of the H200 was made before the current rule (docs/gpu-figures.md) and is re-derived by
     # its own, the rule its bounds were reviewed under; every other record by the current one.
     assert rules.pop("5f2f3207") == "largest-plus-margin/2"
     assert set(rules.values()) == {RULE_NAME}
+    # The decode cases' records (format 2) hold per-step bounds; every other record is format 1 as it was.
+    assert sorted(decoding) == ["hf-bf16-decode", "vllm-pp1-decode"]
 
 
 def test_a_bucket_removed_and_the_file_renamed_is_refused(tmp_path):
