@@ -19,7 +19,7 @@ def cell(p: dict) -> str:
         top = p["tried"][-1]
         return f"not caught up to {top[0]:g} ({p['fault']})"
     below = f"; {p['below']:g} missed" if p["below"] is not None else ""
-    return f"{p['ratio']:.2g}x ({p['fault']} {p['magnitude']:g}{below})"
+    return f"{p['ratio']:.2g}x ({p['fault']} {p['magnitude']:g}, effect {p['effect']:.2g}{below})"
 
 
 def main(descriptor: str) -> None:
