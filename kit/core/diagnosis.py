@@ -25,7 +25,7 @@ from kit.core.exitcodes import ExitCode
 from kit.core.paired import PairedResult
 from kit.core.paired import compare as compare_paired
 from kit.core.power import clean_error
-from kit.core.records import (ERROR, FAILED, NO_BASELINE, TIMEOUT, CaseResult, DecodeScore, PromptScore,
+from kit.core.records import (ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, TIMEOUT, CaseResult, DecodeScore, PromptScore,
                               known_fields)
 from kit.core.results import RunView
 
@@ -278,6 +278,8 @@ def _incomplete_lines(label: str, view: RunView) -> list[str]:
             lines.append(f"{label}: case {name} {what}; {where}")
         elif r.status == NO_BASELINE:  # nothing judged it here, so nothing can be compared
             lines.append(f"{label}: case {name}: {r.error}")
+        elif r.status == INCONCLUSIVE:  # within its bounds, but it could not have seen what was asked: no pass
+            lines.append(f"{label}: case {name} is inconclusive: {r.error}")
     return lines
 
 

@@ -180,3 +180,17 @@ def test_inconclusive_is_its_own_gate_verdict_and_exit_code_never_passed_failed_
     failed = CaseResult(case="c", backend="hf", status=FAILED, prompts=[prompt_score("p", 0.5)])
     assert gate_verdict(["a", "b", "c"], {**results, "c": failed}) == "failed"
     assert gate_verdict(["a", "b", "d"], results) == "incomplete"
+
+
+def test_a_control_with_an_inconclusive_case_never_qualifies_the_candidate(tmp_path):
+    from kit.core.diagnosis import INCOMPLETE, diagnose
+    from kit.core.results import RunView
+
+    def view(name: str, results: dict) -> RunView:
+        return RunView(tmp_path / name, {"name": "t", "cases": list(results), "release": {"name": name}}, results,
+                       {n: "executor" for n in results})
+
+    candidate = {"a": passed_case("a"), "b": judged_by_power(_passed(), DETECTABLE, 2.0, "cases.b.detectable_limit")}
+    d = diagnose(view("current", {"a": passed_case("a"), "b": passed_case("b")}), view("candidate", candidate))
+    assert d.verdict == INCOMPLETE
+    assert "case b is inconclusive: it detects faults only from 2.3x the clean error" in d.reason
