@@ -230,6 +230,8 @@ def detectable(results: dict, title: str = "detectable effect: the smallest faul
     ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=8)
     ax.invert_yaxis()
     ax.axvline(1.0, color="0.4", linewidth=1, linestyle=":")
+    # Log scale: a float32 case's figures (its clean error is a millionth) are decades beside a bfloat16 case's.
+    ax.set_xscale("log")
     ax.set_xlabel("float32 effect of the smallest fault caught / the case's clean error (1: as large as its noise)")
     ax.set_title(title)
     return fig

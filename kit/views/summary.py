@@ -47,10 +47,10 @@ def load_run(run_dir: str | Path) -> RunView:
         if CASE_SCRAP in scraps:
             result = CaseResult.from_dict(scraps[CASE_SCRAP].data)
             executor_side = run_dir / "cases" / f"{name}.json"
-            if executor_side.is_file():  # duration, notebook path and GPUs are known only to the executor
+            if executor_side.is_file():  # duration, notebook path, GPUs and power are known only to the executor
                 recorded = load_case_result(executor_side)
                 result.duration_s, result.notebook = recorded.duration_s, recorded.notebook
-                result.devices = recorded.devices
+                result.devices, result.detectable = recorded.devices, recorded.detectable
                 # The executor refused the notebook's verdict, or the scrap is not of the execution it recorded
                 # (the notebook was run again by hand in JupyterLab and saved): the recorded result stands.
                 if recorded.status != result.status or recorded.started_at != result.started_at:
