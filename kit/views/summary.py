@@ -87,8 +87,6 @@ def case_table(view: RunView) -> pd.DataFrame:
             "duration_s": round(r.duration_s, 1) if r.duration_s is not None else None,
             # Whose kind of fault a case that did not pass is (kit.core.triage), and how often it ran.
             "triage": (r.triage or {}).get("class"), "attempts": len(r.attempts) + 1,
-            # The smallest fault of every family it catches, in units of its clean error (kit.core.power).
-            "detects_from": (r.detectable or {}).get("detects_from"),
         })
     return pd.DataFrame(rows).set_index("case")
 
@@ -153,9 +151,11 @@ def power_table(view: RunView) -> pd.DataFrame:
         r = view.results.get(name)
         d = r.detectable if r is not None else None
         for family, p in sorted(((d or {}).get("families") or {}).items()):
+            # The case's own figure beside each family's: its hardest family's (kit.core.power).
             rows.append({"case": name, "family": family, "fault": p["fault"], "magnitude": p["magnitude"],
                          "float32_effect": p["effect"], "x_clean_error": p["ratio"],
-                         "not_caught_at": p["below"], "measured_on": (d or {}).get("measured_on")})
+                         "not_caught_at": p["below"], "case_detects_from": (d or {}).get("detects_from"),
+                         "measured_on": (d or {}).get("measured_on")})
     return pd.DataFrame(rows).set_index(["case", "family"]) if rows else pd.DataFrame()
 
 
@@ -184,7 +184,7 @@ def prompt_frame(results: Mapping[str, CaseResult]) -> pd.DataFrame:
 
 
 TABLE_FORMAT = {"max_probability_error": "{:.4g}", "bound": "{:g}", "margin": "{:+.4g}", "duration_s": "{:.1f}",
-                "headroom": "{:.2f}", "detects_from": "{:.2g}x",
+                "headroom": "{:.2f}",
                 "noise_floor": "{:.3g}"}
 
 
@@ -196,8 +196,7 @@ def styled_case_table(view: RunView):
             .format_index(lambda c: HEADERS.get(str(c), str(c).replace("_", " ")), axis=1, escape="html"))
 
 
-HEADERS = {"bound": "bound (worst prompt)", "margin": "margin (worst prompt)",
-           "detects_from": "detects faults from (x clean error)"}
+HEADERS = {"bound": "bound (worst prompt)", "margin": "margin (worst prompt)"}
 
 
 def failure_lines(view: RunView, per_case: int = 5) -> list[str]:
@@ -264,7 +263,8 @@ def show_run(view: RunView, save_figures: bool = True) -> None:
         display(HTML("<h4>Power: the smallest fault of each family each case catches in 80 % of its clean "
                      "variants</h4>"))
         display(power.style.format({"magnitude": "{:g}", "float32_effect": "{:.3g}", "x_clean_error": "{:.2g}",
-                                    "not_caught_at": "{:g}"}, na_rep="—", escape="html"))
+                                    "not_caught_at": "{:g}", "case_detects_from": "{:.2g}"}, na_rep="—",
+                                   escape="html"))
     drift = drift_table(view)
     if not drift.empty:
         display(HTML("<h4>Drift: each case's mean over its prompts against its calibrated clean samples</h4>"))

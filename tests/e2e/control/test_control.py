@@ -172,8 +172,10 @@ def test_different_failures_on_both_sides_are_both_broken(tmp_path, embedded, st
     assert proc.returncode == 4, proc.stderr
     assert d["verdict"] == "both-broken"
     assert d["rows"][0]["same_metrics"] is False
-    assert d["reason"].startswith("both releases fail, differently: today's pin `current` fails `hf-bf16`, "
-                                  "the candidate `candidate` fails `hf-bf16`")
+    # The stale golden fails both; the broken SiLU makes the candidate worse still, prompt by prompt (paired).
+    assert d["reason"].startswith("both releases fail `hf-bf16`, and the candidate `candidate` is worse still: on "
+                                  "`hf-bf16` the candidate's error is ")
+    assert d["reason"].endswith("repair the baseline first, then judge the candidate")
     assert evidence.startswith("# Refresh blocked: test — both broken (hf-bf16)\n")
 
 
