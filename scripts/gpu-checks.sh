@@ -97,7 +97,7 @@ for case in ${POWER:-}; do
   work="$OUT_DIR/power-$case"
   mkdir -p "$work"
   if [ -n "${POWER_RESUME:-}" ] && [ -d "$POWER_RESUME/$case" ]; then
-    cp "$POWER_RESUME/$case"/*.samples.jsonl "$work/" 2>/dev/null
+    cp "$POWER_RESUME/$case"/*.samples.jsonl "$POWER_RESUME/$case"/*.effects.jsonl "$work/" 2>/dev/null
   fi
   # shellcheck disable=SC2086
   timeout "${POWER_TIMEOUT:-540}" $PY -m kit.cli power "$DESCRIPTOR" --case "$case" --float32-case hf-f32 \
@@ -106,7 +106,7 @@ for case in ${POWER:-}; do
   cat "$OUT_DIR/power-$case.out"; echo "power exit code $code, $((SECONDS - started)) s"
   record=$(tail -n 1 "$OUT_DIR/power-$case.out")
   [ -f "$record" ] && cp "$record" "$OUT_DIR/"
-  tar czf "$OUT_DIR/power-$case.tgz" -C "$work" $(cd "$work" && ls *.samples.jsonl *.kernel.log 2>/dev/null) \
+  tar czf "$OUT_DIR/power-$case.tgz" -C "$work" $(cd "$work" && ls *.samples.jsonl *.effects.jsonl *.kernel.log 2>/dev/null) \
     && rm -rf "$work"
 done
 

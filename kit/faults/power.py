@@ -19,6 +19,7 @@ measurement cut short continues with ``--resume DIR``.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import shutil
 from dataclasses import dataclass
@@ -177,7 +178,8 @@ def search(plan, family: str, fault: Fault, clean_spec: CaseSpec, reference: dic
     """The family's trials: from the first magnitude whose float32 effect reaches the clean error, down while
     caught (at most ``steps_down``), else up until caught. Faulted copies are written when first needed, into
     the run directory, and removed when the family is done: a 1B model's copy is gigabytes."""
-    ladder = Ladder(fault, clean_spec.model_path, effects, run_dir / "faulted" / fault.name)
+    ladder = Ladder(fault, clean_spec.model_path, effects, run_dir / "faulted" / fault.name,
+                    run_dir / f"{clean_spec.name}.effects.jsonl")
     try:
         start = ladder.start(noise)
         trials: dict[int, Trial] = {}
@@ -206,10 +208,18 @@ def search(plan, family: str, fault: Fault, clean_spec: CaseSpec, reference: dic
 class Ladder:
     """A fault's magnitudes, each faulted copy and its float32 effect made on first use."""
 
-    def __init__(self, fault: Fault, source: str, effects, cache: Path):
-        self.fault, self.source, self.effects, self.cache = fault, source, effects, cache
+    def __init__(self, fault: Fault, source: str, effects, cache: Path, kept: Path | None = None):
+        self.fault, self.source, self.effects, self.cache, self.kept = fault, source, effects, cache, kept
         self.magnitudes = list(fault.magnitudes)
+        # Effects measured before, in this run directory: on a 1B model each is a minute of float32 scoring, and a
+        # measurement continued with --resume must not pay for them again.
         self._effects: dict[float, float] = {}
+        if kept is not None and kept.is_file():
+            for line in kept.read_text().splitlines():
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    entry = json.loads(line)
+                    if entry["fault"] == fault.name:
+                        self._effects[float(entry["magnitude"])] = float(entry["effect"])
 
     def folder(self, i: int) -> Path:
         return faulted_copy(self.fault, self.magnitudes[i], self.source, cache_dir=self.cache)
@@ -218,6 +228,9 @@ class Ladder:
         m = self.magnitudes[i]
         if m not in self._effects:
             self._effects[m] = hf_float32_effect(self.folder(i), self.effects)
+            if self.kept is not None:
+                with open(self.kept, "a") as f:
+                    f.write(json.dumps({"fault": self.fault.name, "magnitude": m, "effect": self._effects[m]}) + "\n")
         return self._effects[m]
 
     def start(self, noise: float) -> int:

@@ -46,7 +46,9 @@ def test_power_measures_a_family_and_the_record_it_writes_is_what_the_case_carri
     again = parity_kit("power", desc, "--case", "hf-bf16", "--family", "output=logit_scale", "--steps-down", "0",
                        "--resume", out, "--to", to)
     assert again.returncode == 0, again.stderr
-    # The same samples (reused, nothing scored again), judged the same; a record of its own (its time and command).
+    # The same samples and float32 effects (kept in the run, nothing scored again), judged the same; a record of its
+    # own (its time and command).
+    assert "logit_scale" in (out / "hf-bf16.effects.jsonl").read_text()
     [second] = [p for p in to.glob("*.json") if p != written]
     assert json.loads(second.read_text())["summary"] == record.summary
     assert again.stdout.strip() == str(second)
