@@ -108,7 +108,9 @@ class FamilyPower:
     magnitude: float | None  # the detectable magnitude; None when no magnitude tried is caught often enough
     effect: float | None
     ratio: float | None  # effect over the case's clean error
-    below: float | None  # the largest magnitude tried under it that was not caught often enough (None: none tried)
+    # The largest magnitude tried under it that was not caught often enough (None: none was tried below it); for a
+    # family caught at no magnitude, the largest magnitude tried.
+    below: float | None
 
     def to_dict(self) -> dict:
         return {"family": self.family, "fault": self.fault, "tried": [list(t) for t in self.tried],

@@ -159,7 +159,7 @@ def measure_case(plan, clean_spec: CaseSpec, judged: CaseSpec, reference: dict, 
     if not path.exists():
         atomic_write_bytes(path, record.canonical())
     record.path = path
-    summary = record.to_dict()["summary"]
+    summary = record.summary
     log.log(NOTICE, f"power {judged.name}: {headline({**summary, 'same_class': True})}; record "
             f"{paths.display(path)}\n  " + "\n  ".join(family_lines(summary)), extra=MARKUP)
     return CasePower(judged.name, record, path)
