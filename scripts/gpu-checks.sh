@@ -54,8 +54,12 @@ $PY -c "import torch, jax, transformers; print('torch', torch.__version__, 'cuda
 step "model: rebuild from its seed, check the pinned digest"
 pinned=$($PY -c "import tomllib; print(tomllib.load(open('$DESCRIPTOR', 'rb'))['model']['digest'])")
 fixture=$($PY -c "import tomllib; print('descriptors/' + tomllib.load(open('$DESCRIPTOR', 'rb'))['fixture']['path'])")
-$PY scripts/make_gpu_model.py --out "$MODEL" || exit 1
-built=$($PY -m kit.cli digest "$MODEL")
+# A node kept between calls still has it: its digest (seconds) then spares the rebuild (most of a minute).
+built=$([ -d "$MODEL" ] && $PY -m kit.cli digest "$MODEL" 2>/dev/null)
+if [ "$built" != "$pinned" ]; then
+  $PY scripts/make_gpu_model.py --out "$MODEL" || exit 1
+  built=$($PY -m kit.cli digest "$MODEL")
+fi
 echo "pinned $pinned"; echo "built  $built"
 [ "$pinned" = "$built" ] || { echo "MODEL DIGEST MISMATCH"; exit 1; }
 
@@ -88,27 +92,33 @@ for case in ${CALIBRATE:-}; do
 done
 
 # POWER="case ...": `parity-kit power` for each case (what it can detect: the fault catalogue at graded magnitudes
-# against its record; POWER_ARGS adds to its arguments, e.g. "--family output --steps-down 0"), the power record
-# and the faulted samples (power-CASE.tgz, which `--resume` continues from) copied to OUT_DIR. POWER_RESUME=DIR
-# continues the samples of an earlier call (DIR/<case> holds them).
-for case in ${POWER:-}; do
-  step "power $case"
-  started=$SECONDS
-  work="$OUT_DIR/power-$case"
+# against its record; POWER_ARGS adds to its arguments, e.g. "--family output --steps-down 0"), in one run directory
+# (the cases share the float32 effects of the model's faults), all within POWER_TIMEOUT seconds. The power records
+# and the run's samples and effects (power.tgz, which `--resume` continues from) go to OUT_DIR. POWER_RESUME=DIR
+# continues an earlier call's (DIR holds the unpacked power.tgz); POWER_DIR names the run directory (default
+# OUT_DIR/power; one outside OUT_DIR outlives the call on a node kept between calls, and is not removed).
+if [ -n "${POWER:-}" ]; then
+  work="${POWER_DIR:-$OUT_DIR/power}"
   mkdir -p "$work"
-  if [ -n "${POWER_RESUME:-}" ] && [ -d "$POWER_RESUME/$case" ]; then
-    cp "$POWER_RESUME/$case"/*.samples.jsonl "$POWER_RESUME/$case"/*.effects.jsonl "$work/" 2>/dev/null
+  if [ -n "${POWER_RESUME:-}" ]; then
+    cp "$POWER_RESUME"/*.jsonl "$work/" 2>/dev/null
   fi
-  # shellcheck disable=SC2086
-  timeout "${POWER_TIMEOUT:-540}" $PY -m kit.cli power "$DESCRIPTOR" --case "$case" --float32-case hf-f32 \
-    --resume "$work" --to calibrations/power ${POWER_ARGS:-} > "$OUT_DIR/power-$case.out"
-  code=$?
-  cat "$OUT_DIR/power-$case.out"; echo "power exit code $code, $((SECONDS - started)) s"
-  record=$(tail -n 1 "$OUT_DIR/power-$case.out")
-  [ -f "$record" ] && cp "$record" "$OUT_DIR/"
-  tar czf "$OUT_DIR/power-$case.tgz" -C "$work" $(cd "$work" && ls *.samples.jsonl *.effects.jsonl *.kernel.log 2>/dev/null) \
-    && rm -rf "$work"
-done
+  deadline=$((SECONDS + ${POWER_TIMEOUT:-540}))
+  for case in $POWER; do
+    step "power $case"
+    started=$SECONDS
+    [ "$started" -lt "$deadline" ] || { echo "no time left for $case"; continue; }
+    # shellcheck disable=SC2086
+    timeout "$((deadline - started))" $PY -m kit.cli power "$DESCRIPTOR" --case "$case" --float32-case hf-f32 \
+      --resume "$work" --to calibrations/power ${POWER_ARGS:-} > "$OUT_DIR/power-$case.out"
+    code=$?
+    cat "$OUT_DIR/power-$case.out"; echo "power exit code $code, $((SECONDS - started)) s"
+    record=$(tail -n 1 "$OUT_DIR/power-$case.out")
+    [ -f "$record" ] && cp "$record" "$OUT_DIR/"
+  done
+  tar czf "$OUT_DIR/power.tgz" -C "$work" $(cd "$work" && ls *.jsonl *.kernel.log 2>/dev/null)
+  [ -z "${POWER_DIR:-}" ] && rm -rf "$work"
+fi
 
 # BASELINE="case ...": `baseline status`, then `baseline make --again` for each case (its record made again here,
 # backtested against the one it supersedes, checked by an evidence gate); the work, the new records and the

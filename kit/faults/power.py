@@ -179,7 +179,7 @@ def search(plan, family: str, fault: Fault, clean_spec: CaseSpec, reference: dic
     caught (at most ``steps_down``), else up until caught. Faulted copies are written when first needed, into
     the run directory, and removed when the family is done: a 1B model's copy is gigabytes."""
     ladder = Ladder(fault, clean_spec.model_path, effects, run_dir / "faulted" / fault.name,
-                    run_dir / f"{clean_spec.name}.effects.jsonl")
+                    run_dir / EFFECTS_FILE)
     try:
         start = ladder.start(noise)
         trials: dict[int, Trial] = {}
@@ -212,13 +212,14 @@ class Ladder:
         self.fault, self.source, self.effects, self.cache, self.kept = fault, source, effects, cache, kept
         self.magnitudes = list(fault.magnitudes)
         # Effects measured before, in this run directory: on a 1B model each is a minute of float32 scoring, and a
-        # measurement continued with --resume must not pay for them again.
+        # measurement continued with --resume must not pay for them again. An effect is the model's, not the
+        # case's, so every case of the run measured on this model shares it.
         self._effects: dict[float, float] = {}
         if kept is not None and kept.is_file():
             for line in kept.read_text().splitlines():
                 with contextlib.suppress(ValueError, KeyError, TypeError):
                     entry = json.loads(line)
-                    if entry["fault"] == fault.name:
+                    if entry["fault"] == fault.name and entry["model"] == str(source):
                         self._effects[float(entry["magnitude"])] = float(entry["effect"])
 
     def folder(self, i: int) -> Path:
@@ -230,18 +231,31 @@ class Ladder:
             self._effects[m] = hf_float32_effect(self.folder(i), self.effects)
             if self.kept is not None:
                 with open(self.kept, "a") as f:
-                    f.write(json.dumps({"fault": self.fault.name, "magnitude": m, "effect": self._effects[m]}) + "\n")
+                    f.write(json.dumps({"model": str(self.source), "fault": self.fault.name, "magnitude": m,
+                                        "effect": self._effects[m]}) + "\n")
         return self._effects[m]
 
     def start(self, noise: float) -> int:
-        """The first magnitude whose effect reaches ``noise``; decades below the catalogue's smallest are added
-        while that one's effect is still above it (at most DECADES_BELOW): a float32 case's noise (about 1e-6)
-        sits far under the catalogue's smallest fault, and "detects from 10000x its noise" says nothing."""
+        """The first magnitude whose effect reaches ``noise``, or the largest where none does. The effect grows
+        with the magnitude, so it is found by bisection: on a 1B model each effect is a minute of float32 scoring,
+        and a walk up a ladder of seven measures up to seven where three do. Where even the smallest reaches the
+        noise, decades below it are added while they still do (at most DECADES_BELOW): a float32 case's noise
+        (about 1e-6) sits far under the catalogue's smallest fault, and "detects from 10000x its noise" says
+        nothing."""
+        below, above = -1, len(self.magnitudes) - 1  # the answer lies in (below, above]
+        while above - below > 1:
+            middle = (below + above) // 2
+            if self.effect(middle) >= noise:
+                above = middle
+            else:
+                below = middle
+        if above > 0:
+            return above
         for _ in range(DECADES_BELOW):
-            if self.effect(0) < noise:
-                break
             self.magnitudes.insert(0, float(f"{self.magnitudes[0] / 10:.3g}"))
-        return next((i for i in range(len(self.magnitudes)) if self.effect(i) >= noise), len(self.magnitudes) - 1)
+            if self.effect(0) < noise:
+                return 1
+        return 0
 
     def remove(self) -> None:
         shutil.rmtree(self.cache, ignore_errors=True)
@@ -249,6 +263,7 @@ class Ladder:
             self.cache.parent.rmdir()
 
 
+EFFECTS_FILE = "effects.jsonl"  # float32 effects of the run, by model, fault and magnitude
 DECADES_BELOW = 4  # how far under the catalogue's smallest magnitude a case of tiny noise is followed
 
 

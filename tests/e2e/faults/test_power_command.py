@@ -48,7 +48,7 @@ def test_power_measures_a_family_and_the_record_it_writes_is_what_the_case_carri
     assert again.returncode == 0, again.stderr
     # The same samples and float32 effects (kept in the run, nothing scored again), judged the same; a record of its
     # own (its time and command).
-    assert "logit_scale" in (out / "hf-bf16.effects.jsonl").read_text()
+    assert "logit_scale" in (out / "effects.jsonl").read_text()
     [second] = [p for p in to.glob("*.json") if p != written]
     assert json.loads(second.read_text())["summary"] == record.summary
     assert again.stdout.strip() == str(second)
