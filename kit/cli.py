@@ -417,6 +417,9 @@ def _parser() -> argparse.ArgumentParser:
     pw.add_argument("--resume", metavar="DIR", help="continue a measurement, reusing its finished samples")
     pw.add_argument("--to", default="calibrations/power", help="folder of the power records "
                     "(default: calibrations/power)")
+    pw.add_argument("--merge", nargs="+", metavar="RECORD", help="measure nothing: write one record of the "
+                    "trials of these power records of one --case (families measured in separate calls), each "
+                    "judged by its evidence first")
     pw.set_defaults(func=_power)
 
     ft = sub.add_parser("fault", help="the fault catalogue: list its engine-like faults, or inject one into a copy "
@@ -732,8 +735,13 @@ def _calibrate(args) -> int:
 
 
 def _power(args) -> int:
-    from kit.faults.power import measure
+    from kit.faults.power import measure, merge
 
+    if args.merge:
+        if len(args.cases or []) != 1:
+            raise BadInput("power --merge: name the case the records are of, once (--case NAME)")
+        print(merge(args.descriptor, args.cases[0], args.merge, to=args.to, command=_command("power")).path)
+        return ExitCode.PASSED
     done = measure(args.descriptor, args.cases, args.families, out=args.out, resume=args.resume, to=args.to,
                    float32_case=args.float32_case, command=_command("power"), steps_down=args.steps_down)
     for c in done:

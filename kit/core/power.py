@@ -33,6 +33,9 @@ FORMAT = "parity-kit-power/1"
 # power of a test sized to a minimum detectable effect); a lone lucky variant does not make a fault detectable.
 DETECTION_PROBABILITY = 0.8
 BOUND, PROMPT_TEST, DRIFT = "bound", "winner/missing", "drift"
+# The fault families a measurement covers by default (kit.faults.power maps each to its faults). A record of
+# fewer says which it left out: "detects from 2x" over two families says nothing of the other three.
+FAMILY_NAMES = ("position", "attention", "mlp", "normalization", "output")
 TOP_KEYS = ("format", "case", "backend", "record_sha256", "measured_on", "fingerprint", "clean_error", "families",
             "trials", "command", "created_at", "summary")
 
@@ -189,6 +192,10 @@ def inconclusive_reason(detectable: Mapping[str, Any], limit: float, prompts: in
     if worst > limit:
         return (f"it detects faults only from {worst:.2g}x the clean error ({hardest}: "
                 f"{detectable['families'][hardest]['fault']}), over the limit of {limit:g}x ({where})")
+    missing = unmeasured(detectable)
+    if missing:
+        return (f"its detectable effect ({worst:.2g}x) was measured for {len(FAMILY_NAMES) - len(missing)} of "
+                f"{len(FAMILY_NAMES)} fault families: it cannot say what it would see of {', '.join(missing)}")
     measured = int(detectable.get("prompts") or 0)
     if prompts < measured:
         return (f"it scored {prompts} prompts and its detectable effect ({worst:.2g}x) was measured on {measured}: "
@@ -243,6 +250,48 @@ class PowerRecord:
                    path=path)
 
 
+# What every record of one measurement shares: a merged record could not say what it was measured against
+# if these differed.
+SAME_MEASUREMENT = ("case", "backend", "record_sha256", "measured_on", "fingerprint")
+
+
+def merged(records: Sequence[PowerRecord], reference: Mapping[str, Any], command: Sequence[str],
+           created_at: str) -> PowerRecord:
+    """One record of the trials of several, each already judged by its evidence (``load_power``): a case's
+    families measured in separate calls (a GPU node's calls are ten minutes; a 1B model's family takes most of
+    one). They must be one measurement: the same case and backend, against the same calibration record, on the
+    same hardware and runtime; no family by two faults, no magnitude measured twice. The figures are derived
+    afresh from the trials together."""
+    if not records:
+        raise BadInput("merge: no power records given")
+    first = records[0]
+    families: dict[str, str] = {}
+    trials: dict[tuple[str, float], tuple[Trial, str]] = {}
+    for record in records:
+        shown = str(record.path or "a record")
+        for key in SAME_MEASUREMENT:
+            if getattr(record, key) != getattr(first, key):
+                raise BadInput(f"{shown}: {key}: {_short(getattr(record, key))}, where {first.path} has "
+                               f"{_short(getattr(first, key))}: only records of one measurement are merged")
+        for family, fault in record.families.items():
+            if families.setdefault(family, fault) != fault:
+                raise BadInput(f"{shown}: family {family} measured by {fault}, elsewhere by {families[family]}")
+        for t in record.trials:
+            if (t.fault, t.magnitude) in trials:
+                raise BadInput(f"{shown}: {t.fault} at {t.magnitude:g} is measured in "
+                               f"{trials[t.fault, t.magnitude][1]} too")
+            trials[t.fault, t.magnitude] = (t, shown)
+    return PowerRecord.measured(
+        reference, case=first.case, backend=first.backend, record_sha256=first.record_sha256,
+        measured_on=first.measured_on, fingerprint=first.fingerprint, families=families,
+        trials=[t for t, _ in trials.values()], command=list(command), created_at=created_at)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def load_power(path: str | Path, reference: Mapping[str, Any]) -> PowerRecord:
     """A power record, judged by its evidence: named by its own SHA-256, measured against the calibration
     record ``reference`` (its ``sha256``), and every stated figure what its samples give under that record.
@@ -276,6 +325,11 @@ def load_power(path: str | Path, reference: Mapping[str, Any]) -> PowerRecord:
     return record
 
 
+def unmeasured(detectable: Mapping[str, Any]) -> list[str]:
+    """The default fault families a measurement left out."""
+    return [f for f in FAMILY_NAMES if f not in (detectable.get("families") or {})]
+
+
 def _said(x: Any) -> str:
     return "never" if x is None else f"{x:g}" if isinstance(x, (int, float)) else repr(x)
 
@@ -297,6 +351,8 @@ def headline(detectable: Mapping[str, Any] | None) -> str:
     if not detectable:
         return "detectable effect not measured"
     where = "" if detectable.get("same_class", True) else f" (measured on {detectable.get('measured_on')})"
+    missing = unmeasured(detectable)
+    where += f"; not measured: {', '.join(missing)}" if missing else ""
     worst = detectable.get("detects_from")
     if worst is None:
         missed = [f for f, p in detectable["families"].items() if p.get("ratio") is None]

@@ -32,8 +32,9 @@ from kit.core.calibration import case_device, hardware_change, measured_on
 from kit.core.errors import BadInput, ParityKitError
 from kit.core.jsonio import atomic_write_bytes
 from kit.core.modeldigest import model_digest
+from kit.core.jsonio import read_json_input
 from kit.core.power import (DETECTION_PROBABILITY, FaultedSample, PowerRecord, Trial, caught_fraction, clean_error,
-                            family_lines, headline)
+                            family_lines, headline, load_power, merged)
 from kit.core.results import now_iso
 from kit.core.runtime import numerics_fingerprint
 from kit.core.spec import CaseSpec, on_model
@@ -117,6 +118,41 @@ def measure(descriptor: str | Path, cases: Sequence[str] | None = None, families
     return done
 
 
+def merge(descriptor: str | Path, case: str, files: Sequence[str | Path], to: str | Path = "calibrations/power",
+          command: Sequence[str] | None = None) -> CasePower:
+    """One power record of the case from several of its measurement (kit.core.power.merged), each judged by its
+    evidence against the calibration record it names, which the case must list."""
+    output.ensure()
+    judged = resolve(load_descriptor(descriptor), [case])
+    listed = {r.sha256: r for r in judged.cases[case].records}
+    records = []
+    for f in files:
+        stated = read_json_input(Path(f), "power record")
+        named = stated.get("record_sha256") if isinstance(stated, dict) else None
+        if named not in listed:
+            raise BadInput(f"{paths.display(Path(f))}: measured against calibration record {str(named)[:12]}, "
+                           f"which case {case} of {paths.display(judged.path)} does not list")
+        records.append(load_power(f, listed[named].reference()))
+        if records[-1].case != case:
+            raise BadInput(f"{paths.display(Path(f))}: a power record of case {records[-1].case}, not {case}")
+    record = merged(records, listed[records[0].record_sha256].reference(),
+                    command or ["parity-kit", "power", str(descriptor), "--case", case, "--merge", *map(str, files)],
+                    now_iso())
+    return _write(record, Path(to))
+
+
+def _write(record: PowerRecord, to: Path) -> CasePower:
+    paths.make_dir(to, "--to")
+    path = to / f"{record.sha256}.json"
+    if not path.exists():
+        atomic_write_bytes(path, record.canonical())
+    record.path = path
+    summary = record.summary
+    log.log(NOTICE, f"power {record.case}: {headline({**summary, 'same_class': True})}; record "
+            f"{paths.display(path)}\n  " + "\n  ".join(family_lines(summary)), extra=MARKUP)
+    return CasePower(record.case, record, path)
+
+
 def _new_dir(name: str, out: str | Path | None) -> Path:
     run_dir = Path(out) if out else rundir.new_run_dir("power", name)
     if run_dir.exists() and any(run_dir.iterdir()):
@@ -155,14 +191,7 @@ def measure_case(plan, clean_spec: CaseSpec, judged: CaseSpec, reference: dict, 
         measured_on=measured_on(reference) or "unknown",
         fingerprint={"runtime": numerics_fingerprint(case_device(judged.options))},
         families=measured, trials=trials, command=command, created_at=now_iso())
-    path = to / f"{record.sha256}.json"
-    if not path.exists():
-        atomic_write_bytes(path, record.canonical())
-    record.path = path
-    summary = record.summary
-    log.log(NOTICE, f"power {judged.name}: {headline({**summary, 'same_class': True})}; record "
-            f"{paths.display(path)}\n  " + "\n  ".join(family_lines(summary)), extra=MARKUP)
-    return CasePower(judged.name, record, path)
+    return _write(record, to)
 
 
 class _Stopped(ParityKitError):

@@ -89,7 +89,7 @@ def test_a_family_never_caught_has_no_detectable_effect_and_the_case_says_so(rec
     assert s["detects_from"] is None and s["hardest"] == "position"
     assert s["families"]["output"]["ratio"] == pytest.approx(0.3 / s["clean_error"], rel=1e-3)
     assert headline({**s, "same_class": True}) == ("does not detect every fault family: position not caught at any "
-                                                   "magnitude tried")
+                                                   "magnitude tried; not measured: attention, mlp, normalization")
 
 
 def test_the_case_detects_from_its_hardest_family(record):
@@ -100,7 +100,8 @@ def test_the_case_detects_from_its_hardest_family(record):
     assert s["hardest"] == "position"
     assert s["detects_from"] == round(0.02 / clean, 4)
     assert headline({**s, "same_class": False, "measured_on": "cpu (x86-64-v4)"}) == (
-        f"detects faults from {0.02 / clean:.2g}x the clean error (measured on cpu (x86-64-v4))")
+        f"detects faults from {0.02 / clean:.2g}x the clean error (measured on cpu (x86-64-v4)); not measured: "
+        "attention, mlp, normalization")
 
 
 def _written(tmp_path, record, trials) -> tuple:
@@ -143,7 +144,9 @@ def test_an_edited_power_record_and_one_of_another_record_are_refused(tmp_path, 
 
 
 DETECTABLE = {"detects_from": 2.3, "hardest": "position", "prompts": 64, "clean_error": 0.01,
-              "families": {"position": {"fault": "rope_base", "ratio": 2.3}}}
+              "families": {"position": {"fault": "rope_base", "ratio": 2.3},
+                           **{f: {"fault": "x", "ratio": 1.5}
+                              for f in ("attention", "mlp", "normalization", "output")}}}
 
 
 def _passed(n: int = 64) -> CaseResult:
@@ -194,3 +197,22 @@ def test_a_control_with_an_inconclusive_case_never_qualifies_the_candidate(tmp_p
     d = diagnose(view("current", {"a": passed_case("a"), "b": passed_case("b")}), view("candidate", candidate))
     assert d.verdict == INCOMPLETE
     assert "case b is inconclusive: it detects faults only from 2.3x the clean error" in d.reason
+
+
+def test_a_measurement_of_fewer_families_says_so_and_cannot_meet_a_limit():
+    # As on a GPU node, where each family of a 1B model takes most of a ten-minute call: two families measured.
+    two = {**DETECTABLE, "families": {f: DETECTABLE["families"][f] for f in ("position", "output")}}
+    assert headline(two) == "detects faults from 2.3x the clean error; not measured: attention, mlp, normalization"
+    assert headline(DETECTABLE) == "detects faults from 2.3x the clean error"
+    r = judged_by_power(_passed(), two, 3.0, "x")
+    assert r.status == INCONCLUSIVE
+    assert r.error == ("its detectable effect (2.3x) was measured for 2 of 5 fault families: it cannot say what it "
+                       "would see of attention, mlp, normalization")
+    assert judged_by_power(_passed(), two, None, "x").status == PASSED  # no limit asked: it only states its power
+
+
+def test_the_default_families_are_the_ones_the_power_command_measures():
+    from kit.core.power import FAMILY_NAMES
+    from kit.faults.power import FAMILIES
+
+    assert tuple(FAMILIES) == FAMILY_NAMES
