@@ -405,7 +405,7 @@ def _parser() -> argparse.ArgumentParser:
     pw.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR),
                     help="descriptor TOML (default: the embedded tiny-cpu descriptor)")
     pw.add_argument("--case", action="append", dest="cases", help="measure only this case (repeatable; default: "
-                    "every calibrated case that does not decode)")
+                    "every calibrated case)")
     pw.add_argument("--family", action="append", dest="families", metavar="NAME[=FAULT]",
                     help="measure only this family (repeatable; NAME=FAULT names any fault of the catalogue)")
     pw.add_argument("--float32-case", default="checkpoint", help="the descriptor's hf float32 case that measures "

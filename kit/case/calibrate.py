@@ -129,6 +129,8 @@ def calibrate_case(spec: CaseSpec, variants: list[dict], samples_path: str | Pat
         if faulted:
             entry["failed_prompts"] = bad
             entry["no_shift"] = [p.id for p in result.prompts if p.top_probability_shift is None]
+            if result.decode:  # judged with no bound: only what no bound decides (a divergence, a short continuation)
+                entry["decode_failed"] = [d.id for d in result.decode if d.failures]
         append(samples_path, entry)
         print(f"{v['name']} (launch {key[1]}): largest error {result.max_probability_error:.4g}")
         out.append(entry)

@@ -32,7 +32,7 @@ FORMAT = "parity-kit-power/1"
 # "Can detect" means caught in at least four of five healthy ways of running the faulty engine (the usual
 # power of a test sized to a minimum detectable effect); a lone lucky variant does not make a fault detectable.
 DETECTION_PROBABILITY = 0.8
-BOUND, PROMPT_TEST, DRIFT = "bound", "winner/missing", "drift"
+BOUND, PROMPT_TEST, DRIFT, DECODE = "bound", "winner/missing", "drift", "decode"
 # The fault families a measurement covers by default (kit.faults.power maps each to its faults). A record of
 # fewer says which it left out: "detects from 2x" over two families says nothing of the other three.
 FAMILY_NAMES = ("position", "attention", "mlp", "normalization", "output")
@@ -49,15 +49,26 @@ class FaultedSample:
     errors: dict[str, float]  # prompt id -> max probability error against the golden
     shifts: dict[str, float]  # prompt id -> signed shift of the golden top token (none where it was lost)
     failed_prompts: tuple[str, ...] = ()  # prompts the kernel's own tests failed (a winner change, a missing token)
+    # A decode case's: each prompt's error per decode step compared, and the prompts whose continuation failed a
+    # test no bound decides (a divergence outside a near-tie, a continuation cut short). None for other cases,
+    # and then absent from the record, whose bytes (and so its name) stay what they were.
+    steps: dict[str, tuple[float, ...]] | None = None
+    decode_failed: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
-        return {"variant": self.variant, "launch": self.launch, "errors": dict(self.errors),
-                "shifts": dict(self.shifts), "failed_prompts": list(self.failed_prompts)}
+        out = {"variant": self.variant, "launch": self.launch, "errors": dict(self.errors),
+               "shifts": dict(self.shifts), "failed_prompts": list(self.failed_prompts)}
+        if self.steps is not None:
+            out.update(steps={p: list(e) for p, e in self.steps.items()}, decode_failed=list(self.decode_failed))
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "FaultedSample":
+        steps = d.get("steps")
         return cls(str(d["variant"]), int(d["launch"]), {str(k): float(v) for k, v in d["errors"].items()},
-                   {str(k): float(v) for k, v in d["shifts"].items()}, tuple(str(p) for p in d["failed_prompts"]))
+                   {str(k): float(v) for k, v in d["shifts"].items()}, tuple(str(p) for p in d["failed_prompts"]),
+                   None if steps is None else {str(p): tuple(float(x) for x in e) for p, e in steps.items()},
+                   tuple(str(p) for p in d.get("decode_failed", ())))
 
 
 @dataclass(frozen=True)
@@ -94,7 +105,22 @@ def caught_by(sample: FaultedSample, reference: Mapping[str, Any]) -> tuple[str,
     errors = {p: e for p, e in sample.errors.items() if p in shifts and _finite(e)}
     if errors and not drift_of(errors, shifts, reference).passed:
         tests.append(DRIFT)
+    if sample.steps is not None and (sample.decode_failed or _step_over(sample.steps, reference)):
+        tests.append(DECODE)
     return tuple(tests)
+
+
+def _step_over(steps: Mapping[str, Sequence[float]], reference: Mapping[str, Any]) -> bool:
+    """A decode step over its bound, as the gate judges one (kit.core.decode): step n under the record's bound for
+    step n, else under the prompt's bucket's."""
+    step_bounds, bounds, buckets = reference.get("step_bounds") or {}, reference["bounds"], reference["prompt_buckets"]
+    for pid, errors in steps.items():
+        if pid not in buckets:
+            continue
+        bucket_bound = bounds[str(buckets[pid])]
+        if any(not _finite(e) or e > step_bounds.get(str(n), bucket_bound) for n, e in enumerate(errors, start=1)):
+            return True
+    return False
 
 
 def caught_fraction(trial: Trial, reference: Mapping[str, Any]) -> float:

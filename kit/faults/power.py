@@ -93,9 +93,7 @@ def measure(descriptor: str | Path, cases: Sequence[str] | None = None, families
     desc = load_descriptor(descriptor)
     stated = outline(desc)
     names = list(cases) if cases else [n for n, c in stated.cases.items() if c.calibrated]
-    judged = resolve(desc, names)  # bounds and drift test as this host's gate uses them
-    if not cases:  # a decode case's errors are per step, which no fault of the catalogue is measured against
-        names = [n for n in names if not judged.cases[n].spec.decode]
+    judged = resolve(desc, names)  # bounds, step bounds and drift test as this host's gate uses them
     for name in names:
         if judged.cases[name].spec.calibration is None:
             raise BadInput(f"case {name} of {paths.display(judged.path)} has no calibration record: its detectable "
@@ -299,9 +297,12 @@ DECADES_BELOW = 4  # how far under the catalogue's smallest magnitude a case of 
 def faulted_sample(entry: dict) -> FaultedSample:
     """A samples line of a faulted model: a prompt whose golden winner was lost has no shift to keep."""
     sample, lost = entry["sample"], set(entry.get("no_shift", []))
+    steps = sample.get("steps")
     return FaultedSample(sample["variant"], int(sample["launch"]), dict(sample["errors"]),
                          {p: x for p, x in sample["shifts"].items() if p not in lost},
-                         tuple(entry.get("failed_prompts", [])))
+                         tuple(entry.get("failed_prompts", [])),
+                         None if steps is None else {p: tuple(e) for p, e in steps.items()},
+                         tuple(entry.get("decode_failed", [])))
 
 
 def run_trial(plan, family: str, fault: Fault, magnitude: float, effect: float, folder: Path, clean_spec: CaseSpec,

@@ -216,3 +216,29 @@ def test_the_default_families_are_the_ones_the_power_command_measures():
     from kit.faults.power import FAMILIES
 
     assert tuple(FAMILIES) == FAMILY_NAMES
+
+
+def test_a_decode_sample_is_caught_by_a_step_over_its_own_bound_or_a_divergence(record):
+    reference = {**record.reference(), "decode_steps": 3, "step_bounds": {"1": 0.012, "2": 0.02, "3": 0.03}}
+    clean = _faulted("a", 0.0081, on=0)
+    quiet = {p: (0.005, 0.01, 0.02) for p in clean.errors}
+    as_decode = lambda steps, failed=(): FaultedSample(  # noqa: E731
+        "a", 1, clean.errors, clean.shifts, (), steps, failed)
+    assert caught_by(as_decode(quiet), reference) == ()
+    # Step 3's error of 0.025 would fail step 1's bound, and passes its own.
+    late = {**quiet, "p00": (0.005, 0.01, 0.025)}
+    assert caught_by(as_decode(late), reference) == ()
+    over = {**quiet, "p00": (0.005, 0.021, 0.02)}
+    assert caught_by(as_decode(over), reference) == ("decode",)
+    assert caught_by(as_decode(quiet, ("p03",)), reference) == ("decode",)
+    # A step the record has no bound for is judged by the prompt's bucket's bound, as the gate judges it.
+    longer = {**quiet, "p00": (0.005, 0.01, 0.02, 0.5)}
+    assert caught_by(as_decode(longer), reference) == ("decode",)
+
+
+def test_a_first_token_sample_keeps_the_bytes_it_had_and_a_decode_sample_round_trips():
+    plain = _faulted("a", 0.5)
+    assert set(plain.to_dict()) == {"variant", "launch", "errors", "shifts", "failed_prompts"}
+    assert FaultedSample.from_dict(plain.to_dict()) == plain
+    decode = FaultedSample("a", 1, {"p": 0.1}, {"p": 0.0}, (), {"p": (0.1, 0.2)}, ("p",))
+    assert FaultedSample.from_dict(json.loads(json.dumps(decode.to_dict()))) == decode
