@@ -318,14 +318,20 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def load_power(path: str | Path, reference: Mapping[str, Any]) -> PowerRecord:
+def read_power(path: str | Path) -> Any:
+    """A power record's document as written, unjudged: what a reader needs to find the calibration record it
+    names before ``load_power`` judges it (pass the document on, so the file is read once)."""
+    return parse_json_input(read_input_bytes(Path(path), "power record"), f"power record {path}")
+
+
+def load_power(path: str | Path, reference: Mapping[str, Any], doc: Any = None) -> PowerRecord:
     """A power record, judged by its evidence: named by its own SHA-256, measured against the calibration
     record ``reference`` (its ``sha256``), and every stated figure what its samples give under that record.
-    Anything else is refused in one line naming the file and what is wrong."""
+    Anything else is refused in one line naming the file and what is wrong. ``doc``: the file's document,
+    where the caller has read it (``read_power``)."""
     path = Path(path)
-    data = read_input_bytes(path, "power record")
     shown = str(path)
-    doc = parse_json_input(data, f"power record {shown}")
+    doc = read_power(path) if doc is None else doc
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise BadInput(f"{shown}: not a power record ({FORMAT})")
     missing = [k for k in TOP_KEYS if k not in doc]

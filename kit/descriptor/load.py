@@ -17,8 +17,8 @@ from kit.core import paths
 from kit.core.calibration import CalibrationRecord, load_record, measured_on, record_for_host, same_class
 from kit.core.errors import BadInput
 from kit.core.golden import load_golden
-from kit.core.jsonio import read_input_bytes, read_json_input, sha256_file
-from kit.core.power import detectable_of, load_power
+from kit.core.jsonio import read_input_bytes, sha256_file
+from kit.core.power import detectable_of, load_power, read_power
 from kit.core.lineage import LineageEntry, heads, load_folder, of_descriptor
 from kit.core.spec import CaseSpec
 from kit.core.falsefailure import Budget
@@ -330,13 +330,13 @@ class LoadedDescriptor:
         for f in files:
             path = self.resolve_name(f)
             try:
-                stated = read_json_input(path, "power record")
+                stated = read_power(path)
                 named = stated.get("record_sha256") if isinstance(stated, dict) else None
                 if not isinstance(named, str):
                     raise BadInput(f"{paths.display(path)}: record_sha256: expected the calibration record it was "
                                    "measured against")
                 if named in listed:
-                    loaded.append(load_power(path, listed[named].reference()))
+                    loaded.append(load_power(path, listed[named].reference(), stated))
                     twin = next((p for p in loaded[:-1] if p.record_sha256 == named), None)
                     if twin is not None:  # one would be used and the other's families silently not
                         raise BadInput(

@@ -19,6 +19,7 @@ measurement cut short continues with ``--resume DIR``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import shutil
@@ -32,9 +33,8 @@ from kit.core.calibration import case_device, hardware_change, measured_on
 from kit.core.errors import BadInput, ParityKitError
 from kit.core.jsonio import atomic_write_bytes
 from kit.core.modeldigest import model_digest
-from kit.core.jsonio import read_json_input
 from kit.core.power import (DETECTION_PROBABILITY, FaultedSample, PowerRecord, Trial, caught_fraction, clean_error,
-                            family_lines, headline, load_power, merged)
+                            family_lines, headline, load_power, merged, read_power)
 from kit.core.results import now_iso
 from kit.core.runtime import numerics_fingerprint
 from kit.core.spec import CaseSpec, on_model
@@ -42,7 +42,7 @@ from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import outline, resolve
 from kit.faults.cache import faulted_copy
 from kit.faults.catalogue import BY_NAME, Fault
-from kit.faults.effect import FLOAT32_CASE, embedded_cases, hf_float32_effect
+from kit.faults.effect import FLOAT32_CASE, EmbeddedCases, embedded_cases, hf_float32_effect
 from kit.run import output, runlock
 from kit.run.output import MARKUP, NOTICE
 from kit.run.stopping import on_signals
@@ -125,12 +125,12 @@ def merge(descriptor: str | Path, case: str, files: Sequence[str | Path], to: st
     listed = {r.sha256: r for r in judged.cases[case].records}
     records = []
     for f in files:
-        stated = read_json_input(Path(f), "power record")
+        stated = read_power(f)
         named = stated.get("record_sha256") if isinstance(stated, dict) else None
         if named not in listed:
             raise BadInput(f"{paths.display(Path(f))}: measured against calibration record {str(named)[:12]}, "
                            f"which case {case} of {paths.display(judged.path)} does not list")
-        records.append(load_power(f, listed[named].reference()))
+        records.append(load_power(f, listed[named].reference(), stated))
         if records[-1].case != case:
             raise BadInput(f"{paths.display(Path(f))}: a power record of case {records[-1].case}, not {case}")
     record = merged(records, listed[records[0].record_sha256].reference(),
@@ -205,7 +205,7 @@ def search(plan, family: str, fault: Fault, clean_spec: CaseSpec, reference: dic
     """The family's trials: from the first magnitude whose float32 effect reaches the clean error, down while
     caught (at most ``steps_down``), else up until caught. Faulted copies are written when first needed, into
     the run directory, and removed when the family is done: a 1B model's copy is gigabytes."""
-    ladder = Ladder(fault, clean_spec.model_path, effects, run_dir / "faulted" / fault.name,
+    ladder = Ladder(fault, clean_spec.model_path, on_prompts_of(effects, clean_spec), run_dir / "faulted" / fault.name,
                     run_dir / EFFECTS_FILE)
     try:
         start = ladder.start(noise)
@@ -232,6 +232,14 @@ def search(plan, family: str, fault: Fault, clean_spec: CaseSpec, reference: dic
         ladder.remove()
 
 
+def on_prompts_of(effects: EmbeddedCases, spec: CaseSpec) -> EmbeddedCases:
+    """The float32 effect measured on the case's own prompts: a case of the 128-token bucket alone (a decode case)
+    never sees what a RoPE fault does at 1024 tokens, and an effect taken over the whole fixture would state its
+    power against a fault it could not have seen."""
+    return dataclasses.replace(effects, float32=dataclasses.replace(effects.float32, buckets=spec.buckets,
+                                                                    prompt_ids=spec.prompt_ids))
+
+
 class Ladder:
     """A fault's magnitudes, each faulted copy and its float32 effect made on first use."""
 
@@ -242,11 +250,12 @@ class Ladder:
         # measurement continued with --resume must not pay for them again. An effect is the model's, not the
         # case's, so every case of the run measured on this model shares it.
         self._effects: dict[float, float] = {}
+        self.scope = _scope(effects)
         if kept is not None and kept.is_file():
             for line in kept.read_text().splitlines():
                 with contextlib.suppress(ValueError, KeyError, TypeError):
                     entry = json.loads(line)
-                    if entry["fault"] == fault.name and entry["model"] == str(source):
+                    if (entry["fault"], entry["model"], entry.get("prompts")) == (fault.name, str(source), self.scope):
                         self._effects[float(entry["magnitude"])] = float(entry["effect"])
 
     def folder(self, i: int) -> Path:
@@ -258,8 +267,8 @@ class Ladder:
             self._effects[m] = hf_float32_effect(self.folder(i), self.effects)
             if self.kept is not None:
                 with open(self.kept, "a") as f:
-                    f.write(json.dumps({"model": str(self.source), "fault": self.fault.name, "magnitude": m,
-                                        "effect": self._effects[m]}) + "\n")
+                    f.write(json.dumps({"model": str(self.source), "prompts": self.scope, "fault": self.fault.name,
+                                        "magnitude": m, "effect": self._effects[m]}) + "\n")
         return self._effects[m]
 
     def start(self, noise: float) -> int:
@@ -288,6 +297,14 @@ class Ladder:
         shutil.rmtree(self.cache, ignore_errors=True)
         with contextlib.suppress(OSError):  # the run's folder of copies, once no family's copy is left in it
             self.cache.parent.rmdir()
+
+
+def _scope(effects: EmbeddedCases | None) -> dict | None:
+    """Which prompts an effect was measured on (None: the whole fixture), as the effects file keys it."""
+    spec = effects.float32 if effects is not None else None
+    if spec is None or (spec.buckets is None and spec.prompt_ids is None):
+        return None
+    return {"buckets": spec.buckets, "prompt_ids": spec.prompt_ids}
 
 
 EFFECTS_FILE = "effects.jsonl"  # float32 effects of the run, by model, fault and magnitude

@@ -63,3 +63,16 @@ def test_effects_are_kept_for_every_case_of_the_same_model_and_only_that_model(m
 
     ladder(tmp_path, source="model-b").start(0.02)
     assert measured  # another model's effects are its own
+
+
+def test_an_effect_on_some_buckets_is_kept_apart_from_the_whole_fixtures(measured, tmp_path):
+    from types import SimpleNamespace
+
+    whole = ladder(tmp_path)
+    whole.start(0.02)
+    measured.clear()
+    short = SimpleNamespace(float32=SimpleNamespace(buckets=[128], prompt_ids=None))
+    power.Ladder(BY_NAME["logit_scale"], "model-a", short, tmp_path / "faulted", tmp_path / power.EFFECTS_FILE).start(0.02)
+    assert measured  # the 128 bucket's effects are measured, not taken from the whole fixture's
+    kept = [json.loads(line) for line in (tmp_path / power.EFFECTS_FILE).read_text().splitlines()]
+    assert {json.dumps(e["prompts"]) for e in kept} == {"null", json.dumps({"buckets": [128], "prompt_ids": None})}
