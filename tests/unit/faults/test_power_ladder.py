@@ -72,7 +72,8 @@ def test_an_effect_on_some_buckets_is_kept_apart_from_the_whole_fixtures(measure
     whole.start(0.02)
     measured.clear()
     short = SimpleNamespace(float32=SimpleNamespace(buckets=[128], prompt_ids=None))
-    power.Ladder(BY_NAME["logit_scale"], "model-a", short, tmp_path / "faulted", tmp_path / power.EFFECTS_FILE).start(0.02)
+    kept_in = tmp_path / power.EFFECTS_FILE
+    power.Ladder(BY_NAME["logit_scale"], "model-a", short, tmp_path / "faulted", kept_in).start(0.02)
     assert measured  # the 128 bucket's effects are measured, not taken from the whole fixture's
     kept = [json.loads(line) for line in (tmp_path / power.EFFECTS_FILE).read_text().splitlines()]
     assert {json.dumps(e["prompts"]) for e in kept} == {"null", json.dumps({"buckets": [128], "prompt_ids": None})}
