@@ -340,7 +340,7 @@ class LoadedDescriptor:
                     twin = next((p for p in loaded[:-1] if p.record_sha256 == named), None)
                     if twin is not None:  # one would be used and the other's families silently not
                         raise BadInput(
-                            f"{paths.display(twin.path)} and {paths.display(path)} were both measured against "
+                            f"{paths.display(twin.path or path)} and {paths.display(path)} were both measured against "
                             f"calibration record {named[:12]}: list one (`parity-kit power "
                             f"{paths.display(self.path)} --case {name} --merge A B` makes one of both)")
             except BadInput as exc:

@@ -102,7 +102,9 @@ def measure(descriptor: str | Path, cases: Sequence[str] | None = None, families
     effects = embedded_cases(descriptor, tuple(names), float32_case)
     run_dir = Path(resume) if resume else _new_dir(judged.name, out)
     to = Path(to)
-    command = list(command or ["parity-kit", "power", str(descriptor)])
+    # The run directory by its name: a record is committed, the folders of the machine that measured it are not.
+    command = [Path(c).name if before in ("--out", "--resume") else c
+               for before, c in zip(["", *(command or [])], command or ["parity-kit", "power", str(descriptor)])]
     done = []
     with runlock.acquire(run_dir, command, what="power measurement"), on_signals():
         paths.make_dir(to, "--to")
@@ -133,9 +135,12 @@ def merge(descriptor: str | Path, case: str, files: Sequence[str | Path], to: st
         records.append(load_power(f, listed[named].reference(), stated))
         if records[-1].case != case:
             raise BadInput(f"{paths.display(Path(f))}: a power record of case {records[-1].case}, not {case}")
-    record = merged(records, listed[records[0].record_sha256].reference(),
-                    command or ["parity-kit", "power", str(descriptor), "--case", case, "--merge", *map(str, files)],
-                    now_iso())
+    # The parts are named by their file names (their SHA-256s), wherever they were read from: a record names
+    # records, not the folders of the machine that merged them.
+    given = {str(f) for f in files}
+    command = [Path(c).name if c in given else c for c in
+               (command or ["parity-kit", "power", str(descriptor), "--case", case, "--merge", *map(str, files)])]
+    record = merged(records, listed[records[0].record_sha256].reference(), command, now_iso())
     return _write(record, Path(to))
 
 

@@ -66,8 +66,8 @@ def test_parts_merged_give_the_whole_measurement(tmp_path, measured, capsys):
     assert written.parent == out
     loaded = load_power(written, measured[1])
     assert loaded.summary == whole.summary and loaded.families == whole.families
-    at = loaded.command.index("--merge")  # the record names the records it was made of
-    assert loaded.command[at + 1:at + 3] == [str(a), str(b)]
+    at = loaded.command.index("--merge")  # the record names the records it was made of, by their SHA-256s
+    assert loaded.command[at + 1:at + 3] == [a.name, b.name]
 
 
 def test_a_descriptor_listing_two_records_of_one_calibration_record_is_refused(tmp_path, measured):
