@@ -120,8 +120,9 @@ def measure(descriptor: str | Path, cases: Sequence[str] | None = None, families
 
 def merge(descriptor: str | Path, case: str, files: Sequence[str | Path], to: str | Path = "calibrations/power",
           command: Sequence[str] | None = None) -> CasePower:
-    """One power record of the case from several of its measurement (kit.core.power.merged), each judged by its
-    evidence against the calibration record it names, which the case must list."""
+    """One power record of the case from the records of one measurement made in several runs
+    (kit.core.power.merged), each judged by its evidence against the calibration record it names, which the case
+    must list."""
     output.ensure()
     judged = resolve(load_descriptor(descriptor), [case])
     listed = {r.sha256: r for r in judged.cases[case].records}
