@@ -68,27 +68,28 @@ def more_launches_reference(record, n: int) -> dict:
     return {**ref, "drift": {**ref["drift"], "samples": projected}}
 
 
+def _said(ratio: float | None) -> str:
+    return "not caught" if ratio is None else f"{ratio:.2g}x"
+
+
 def main(power_path: str, record_path: str, launches: list[int] | None = None) -> None:
     record = load_record(record_path)
     power = load_power(power_path, record.reference())
     clean = power.summary["clean_error"]
-    alternative = per_prompt_reference(record)
+    by_family = {f: [t for t in power.trials if t.family == f] for f in sorted(power.families)}
+
+    def ratios(reference: dict) -> dict[str, float | None]:
+        return {f: family_power(f, trials, reference, clean).ratio for f, trials in by_family.items()}
+
     print(f"{power.case}: detectable effect per family, x the clean error {clean:.3g} "
           f"(per-bucket bounds as recorded -> per-prompt bounds)")
-    for family in sorted(power.families):
-        trials = [t for t in power.trials if t.family == family]
+    for family, after in ratios(per_prompt_reference(record)).items():
         before = power.summary["families"][family]["ratio"]
-        after = family_power(family, trials, alternative, clean).ratio
-        said = lambda r: "not caught" if r is None else f"{r:.2g}x"  # noqa: E731
-        print(f"  {family} ({power.families[family]}): {said(before)} -> {said(after)}")
+        print(f"  {family} ({power.families[family]}): {_said(before)} -> {_said(after)}")
     failed, n = left_out_failures(record)
     print(f"per-prompt bounds, each clean sample left out: {failed} of {n} fail the others' bounds")
-    said = lambda r: "not caught" if r is None else f"{r:.2g}x"  # noqa: E731
     for count in launches or []:
-        projected = more_launches_reference(record, count)
-        ratios = {family: family_power(family, [t for t in power.trials if t.family == family], projected,
-                                       clean).ratio for family in sorted(power.families)}
-        line = ", ".join(f"{family} {said(r)}" for family, r in ratios.items())
+        line = ", ".join(f"{f} {_said(r)}" for f, r in ratios(more_launches_reference(record, count)).items())
         print(f"projected, {count} distinct clean samples of the same spread (drift test only): {line}")
 
 

@@ -324,6 +324,15 @@ def read_power(path: str | Path) -> Any:
     return parse_json_input(read_input_bytes(Path(path), "power record"), f"power record {path}")
 
 
+def named_calibration(doc: Any, shown: str) -> str:
+    """The SHA-256 of the calibration record a power record's document says it was measured against: what a
+    reader looks up before ``load_power`` judges the record against it."""
+    named = doc.get("record_sha256") if isinstance(doc, dict) else None
+    if not isinstance(named, str):
+        raise BadInput(f"{shown}: record_sha256: expected the calibration record it was measured against")
+    return named
+
+
 def load_power(path: str | Path, reference: Mapping[str, Any], doc: Any = None) -> PowerRecord:
     """A power record, judged by its evidence: named by its own SHA-256, measured against the calibration
     record ``reference`` (its ``sha256``), and every stated figure what its samples give under that record.

@@ -18,7 +18,7 @@ from kit.core.calibration import CalibrationRecord, load_record, measured_on, re
 from kit.core.errors import BadInput
 from kit.core.golden import load_golden
 from kit.core.jsonio import read_input_bytes, sha256_file
-from kit.core.power import detectable_of, load_power, read_power
+from kit.core.power import detectable_of, load_power, named_calibration, read_power
 from kit.core.lineage import LineageEntry, heads, load_folder, of_descriptor
 from kit.core.spec import CaseSpec
 from kit.core.falsefailure import Budget
@@ -331,10 +331,7 @@ class LoadedDescriptor:
             path = self.resolve_name(f)
             try:
                 stated = read_power(path)
-                named = stated.get("record_sha256") if isinstance(stated, dict) else None
-                if not isinstance(named, str):
-                    raise BadInput(f"{paths.display(path)}: record_sha256: expected the calibration record it was "
-                                   "measured against")
+                named = named_calibration(stated, paths.display(path))
                 if named in listed:
                     loaded.append(load_power(path, listed[named].reference(), stated))
                     twin = next((p for p in loaded[:-1] if p.record_sha256 == named), None)

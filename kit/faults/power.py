@@ -27,14 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from kit.calibrate.run import measure_variants, variants_for
+from kit.calibrate.run import measure_variants, reproducing_command, variants_for
 from kit.core import paths, rundir
 from kit.core.calibration import case_device, hardware_change, measured_on
 from kit.core.errors import BadInput, ParityKitError
 from kit.core.jsonio import atomic_write_bytes
 from kit.core.modeldigest import model_digest
 from kit.core.power import (DETECTION_PROBABILITY, FaultedSample, PowerRecord, Trial, caught_fraction, clean_error,
-                            family_lines, headline, load_power, merged, read_power)
+                            family_lines, headline, load_power, merged, named_calibration, read_power)
 from kit.core.results import now_iso
 from kit.core.runtime import numerics_fingerprint
 from kit.core.spec import CaseSpec, on_model
@@ -102,9 +102,7 @@ def measure(descriptor: str | Path, cases: Sequence[str] | None = None, families
     effects = embedded_cases(descriptor, tuple(names), float32_case)
     run_dir = Path(resume) if resume else _new_dir(judged.name, out)
     to = Path(to)
-    # The run directory by its name: a record is committed, the folders of the machine that measured it are not.
-    command = [Path(c).name if before in ("--out", "--resume") else c
-               for before, c in zip(["", *(command or [])], command or ["parity-kit", "power", str(descriptor)])]
+    command = reproducing_command(command or ["parity-kit", "power", str(descriptor)])
     done = []
     with runlock.acquire(run_dir, command, what="power measurement"), on_signals():
         paths.make_dir(to, "--to")
@@ -129,9 +127,9 @@ def merge(descriptor: str | Path, case: str, files: Sequence[str | Path], to: st
     records = []
     for f in files:
         stated = read_power(f)
-        named = stated.get("record_sha256") if isinstance(stated, dict) else None
+        named = named_calibration(stated, paths.display(Path(f)))
         if named not in listed:
-            raise BadInput(f"{paths.display(Path(f))}: measured against calibration record {str(named)[:12]}, "
+            raise BadInput(f"{paths.display(Path(f))}: measured against calibration record {named[:12]}, "
                            f"which case {case} of {paths.display(judged.path)} does not list")
         records.append(load_power(f, listed[named].reference(), stated))
         if records[-1].case != case:
