@@ -18,11 +18,8 @@ measurement cut short continues with ``--resume DIR``.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
 import logging
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -32,7 +29,6 @@ from kit.core import paths, rundir
 from kit.core.calibration import case_device, hardware_change, measured_on
 from kit.core.errors import BadInput, ParityKitError
 from kit.core.jsonio import atomic_write_bytes
-from kit.core.modeldigest import model_digest
 from kit.core.power import (DETECTION_PROBABILITY, FaultedSample, PowerRecord, Trial, caught_fraction, clean_error,
                             family_lines, headline, load_power, merged, named_calibration, read_power)
 from kit.core.results import now_iso
@@ -40,9 +36,9 @@ from kit.core.runtime import numerics_fingerprint
 from kit.core.spec import CaseSpec, on_model
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import outline, resolve
-from kit.faults.cache import faulted_copy
 from kit.faults.catalogue import BY_NAME, Fault
-from kit.faults.effect import FLOAT32_CASE, EmbeddedCases, embedded_cases, hf_float32_effect
+from kit.faults.effect import FLOAT32_CASE, EmbeddedCases, embedded_cases
+from kit.faults.ladder import EFFECTS_FILE, SOURCE, Ladder
 from kit.run import output, runlock
 from kit.run.output import MARKUP, NOTICE
 from kit.run.stopping import on_signals
@@ -217,7 +213,15 @@ def search(plan, family: str, fault: Fault, clean_spec: CaseSpec, reference: dic
 
         def caught(i: int) -> bool:
             m = ladder.magnitudes[i]
-            trials[i] = run_trial(plan, family, fault, m, ladder.effect(i), ladder.folder(i), clean_spec, run_dir)
+            twin = ladder.twin(i, trials)
+            if twin not in (None, SOURCE):
+                # The same bytes as a magnitude already tried: the same faulted model, so the same outcome. Tried
+                # again it would cost a faulted calibration and could only repeat itself.
+                log.info(f"power {clean_spec.name}: {fault.name} at {m:g} is the faulted model of {twin:g} "
+                         f"(the checkpoint's precision rounds them alike): not tried again")
+                return caught_fraction(trials[ladder.magnitudes.index(twin)], reference) >= DETECTION_PROBABILITY
+            trials[i] = run_trial(plan, family, fault, m, ladder.effect(i), ladder.folder(i), ladder.digest(i),
+                                  clean_spec, run_dir)
             p = caught_fraction(trials[i], reference)
             log.info(f"power {clean_spec.name}: {fault.name} at {m:g} (float32 effect {ladder.effect(i):.3g}, "
                      f"{ladder.effect(i) / noise:.2g}x): caught in {p:.0%} of {len(trials[i].samples)} samples")
@@ -244,77 +248,6 @@ def on_prompts_of(effects: EmbeddedCases, spec: CaseSpec) -> EmbeddedCases:
                                                                     prompt_ids=spec.prompt_ids))
 
 
-class Ladder:
-    """A fault's magnitudes, each faulted copy and its float32 effect made on first use."""
-
-    def __init__(self, fault: Fault, source: str, effects, cache: Path, kept: Path | None = None):
-        self.fault, self.source, self.effects, self.cache, self.kept = fault, source, effects, cache, kept
-        self.magnitudes = list(fault.magnitudes)
-        # Effects measured before, in this run directory: on a 1B model each is a minute of float32 scoring, and a
-        # measurement continued with --resume must not pay for them again. An effect is the model's, not the
-        # case's, so every case of the run measured on this model shares it.
-        self._effects: dict[float, float] = {}
-        self.scope = _scope(effects)
-        if kept is not None and kept.is_file():
-            for line in kept.read_text().splitlines():
-                with contextlib.suppress(ValueError, KeyError, TypeError):
-                    entry = json.loads(line)
-                    if (entry["fault"], entry["model"], entry.get("prompts")) == (fault.name, str(source), self.scope):
-                        self._effects[float(entry["magnitude"])] = float(entry["effect"])
-
-    def folder(self, i: int) -> Path:
-        return faulted_copy(self.fault, self.magnitudes[i], self.source, cache_dir=self.cache)
-
-    def effect(self, i: int) -> float:
-        m = self.magnitudes[i]
-        if m not in self._effects:
-            self._effects[m] = hf_float32_effect(self.folder(i), self.effects)
-            if self.kept is not None:
-                with open(self.kept, "a") as f:
-                    f.write(json.dumps({"model": str(self.source), "prompts": self.scope, "fault": self.fault.name,
-                                        "magnitude": m, "effect": self._effects[m]}) + "\n")
-        return self._effects[m]
-
-    def start(self, noise: float) -> int:
-        """The first magnitude whose effect reaches ``noise``, or the largest where none does. The effect grows
-        with the magnitude, so it is found by bisection: on a 1B model each effect is a minute of float32 scoring,
-        and a walk up a ladder of seven measures up to seven where three do. Where even the smallest reaches the
-        noise, decades below it are added while they still do (at most DECADES_BELOW): a float32 case's noise
-        (about 1e-6) sits far under the catalogue's smallest fault, and "detects from 10000x its noise" says
-        nothing."""
-        below, above = -1, len(self.magnitudes) - 1  # the answer lies in (below, above]
-        while above - below > 1:
-            middle = (below + above) // 2
-            if self.effect(middle) >= noise:
-                above = middle
-            else:
-                below = middle
-        if above > 0:
-            return above
-        for _ in range(DECADES_BELOW):
-            self.magnitudes.insert(0, float(f"{self.magnitudes[0] / 10:.3g}"))
-            if self.effect(0) < noise:
-                return 1
-        return 0
-
-    def remove(self) -> None:
-        shutil.rmtree(self.cache, ignore_errors=True)
-        with contextlib.suppress(OSError):  # the run's folder of copies, once no family's copy is left in it
-            self.cache.parent.rmdir()
-
-
-def _scope(effects: EmbeddedCases | None) -> dict | None:
-    """Which prompts an effect was measured on (None: the whole fixture), as the effects file keys it."""
-    spec = effects.float32 if effects is not None else None
-    if spec is None or (spec.buckets is None and spec.prompt_ids is None):
-        return None
-    return {"buckets": spec.buckets, "prompt_ids": spec.prompt_ids}
-
-
-EFFECTS_FILE = "effects.jsonl"  # float32 effects of the run, by model, fault and magnitude
-DECADES_BELOW = 4  # how far under the catalogue's smallest magnitude a case of tiny noise is followed
-
-
 def faulted_sample(entry: dict) -> FaultedSample:
     """A samples line of a faulted model: a prompt whose golden winner was lost has no shift to keep."""
     sample, lost = entry["sample"], set(entry.get("no_shift", []))
@@ -326,9 +259,9 @@ def faulted_sample(entry: dict) -> FaultedSample:
                          tuple(entry.get("decode_failed", [])))
 
 
-def run_trial(plan, family: str, fault: Fault, magnitude: float, effect: float, folder: Path, clean_spec: CaseSpec,
-              run_dir: Path) -> Trial:
-    spec = on_model(clean_spec, folder, model_digest(folder))
+def run_trial(plan, family: str, fault: Fault, magnitude: float, effect: float, folder: Path, digest: str,
+              clean_spec: CaseSpec, run_dir: Path) -> Trial:
+    spec = on_model(clean_spec, folder, digest)
     variants = [{**v, "faulted": True} for v in variants_for(clean_spec)
                 if int(v.get("launch", 1)) == 1 or case_device(clean_spec.options) != "cpu"]
     stem = f"{clean_spec.name}-{fault.name}-{magnitude!r}"
