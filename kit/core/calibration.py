@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from kit.core.errors import BadInput
-from kit.core.jsonio import canonical_bytes, parse_json_input, read_input_bytes, sha256_bytes
+from kit.core.jsonio import ContentAddressed, canonical_bytes, parse_json_input, read_input_bytes, sha256_bytes
 from kit.core.recordcheck import Wrong, check_record
 from kit.core.stepnoise import check_section, distinct_steps, step_bounds, step_section, steps_uncovered
 
@@ -182,7 +182,7 @@ def leave_one_out(unique: Sequence[Sample], dtype: str) -> list[dict]:
 
 
 @dataclass
-class CalibrationRecord:
+class CalibrationRecord(ContentAddressed):
     """A case's measured noise and the bounds it justifies, with where and how it was measured."""
 
     case: str
@@ -229,13 +229,6 @@ class CalibrationRecord:
                 "command": list(self.command), "variants": list(self.variants),
                 "samples": [s.to_dict() for s in self.samples], "created_at": self.created_at,
                 "prompts": self.prompts, "buckets": self.buckets, "drift": self.drift, "rule": dict(self.rule)}
-
-    def canonical(self) -> bytes:
-        return canonical_bytes(self.to_dict())
-
-    @property
-    def sha256(self) -> str:
-        return sha256_bytes(self.canonical())
 
     @property
     def bounds(self) -> dict[str, float]:

@@ -37,6 +37,21 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+class ContentAddressed:
+    """A record whose name is the SHA-256 of its canonical JSON (calibration records, power records, lineage
+    entries): one definition of the bytes that are written and of the name they give, for every kind."""
+
+    def to_dict(self) -> dict:
+        raise NotImplementedError
+
+    def canonical(self) -> bytes:
+        return canonical_bytes(self.to_dict())
+
+    @property
+    def sha256(self) -> str:
+        return sha256_bytes(self.canonical())
+
+
 def sha256_file(path: str | os.PathLike) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from kit.core.errors import BadInput
-from kit.core.jsonio import canonical_bytes, parse_json_input, read_input_bytes, sha256_bytes
+from kit.core.jsonio import ContentAddressed, canonical_bytes, parse_json_input, read_input_bytes, sha256_bytes
 from kit.core.recordcheck import Wrong, formatted, listing, mapping, text
 
 FORMAT = "parity-kit-lineage/1"
@@ -31,7 +31,7 @@ FIRST_REASON = "made before baselines kept a lineage"
 
 
 @dataclass(frozen=True)
-class LineageEntry:
+class LineageEntry(ContentAddressed):
     """One baseline's place in its chain. ``case`` is the case a calibration record belongs to, or the
     ``[goldens]`` entry a golden is listed under; ``runtime`` is where its numbers hold (a record's class of
     hardware, an exact golden's runtime key); ``bounds`` a record's per-bucket bounds, kept here so that how
@@ -58,13 +58,6 @@ class LineageEntry:
                 "file": self.file, "runtime": self.runtime, "supersedes": self.supersedes, "reason": self.reason,
                 "command": list(self.command), "created_at": self.created_at, "bounds": dict(self.bounds),
                 "backtest": dict(self.backtest) if self.backtest is not None else None}
-
-    def canonical(self) -> bytes:
-        return canonical_bytes(self.to_dict())
-
-    @property
-    def sha256(self) -> str:
-        return sha256_bytes(self.canonical())
 
     @property
     def key(self) -> tuple[str, str, str, str]:

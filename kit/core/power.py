@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from kit.core.errors import BadInput
-from kit.core.jsonio import canonical_bytes, parse_json_input, read_input_bytes, sha256_bytes
+from kit.core.jsonio import ContentAddressed, canonical_bytes, parse_json_input, read_input_bytes, sha256_bytes
 from kit.core.records import INCONCLUSIVE, PASSED, CaseResult
 
 FORMAT = "parity-kit-power/1"
@@ -230,7 +230,7 @@ def inconclusive_reason(detectable: Mapping[str, Any], limit: float, prompts: in
 
 
 @dataclass
-class PowerRecord:
+class PowerRecord(ContentAddressed):
     """The faulted samples of one case against one calibration record, and what they show."""
 
     case: str
@@ -258,13 +258,6 @@ class PowerRecord:
                 "measured_on": self.measured_on, "fingerprint": self.fingerprint, "clean_error": self.clean_error,
                 "families": dict(self.families), "trials": [t.to_dict() for t in self.trials],
                 "command": list(self.command), "created_at": self.created_at, "summary": self.summary}
-
-    def canonical(self) -> bytes:
-        return canonical_bytes(self.to_dict())
-
-    @property
-    def sha256(self) -> str:
-        return sha256_bytes(self.canonical())
 
     @classmethod
     def from_dict(cls, d: Mapping, path: Path | None = None) -> "PowerRecord":
