@@ -80,6 +80,9 @@ def case_table(view: RunView) -> pd.DataFrame:
             "max_probability_error": err, "bound": bound,
             "margin": (bound - worst_err) if (bound is not None and worst_err is not None) else None,
             "headroom": r.headroom,  # the largest error / bound over the prompts: above 1 fails
+            # The smallest fault the case catches, in units of its clean error (its power record): what "passed"
+            # could have seen.
+            "detects_from": (r.detectable or {}).get("detects_from"),
             "bound_from": r.bound_text, "drift": r.drift_text, "decode": r.decode_text,
             "worst_prompt": worst.id if worst and (err or not worst.passed) else None,
             "failed_prompts": r.counts()["failed"], "prompts": r.counts()["prompts"],
@@ -184,19 +187,28 @@ def prompt_frame(results: Mapping[str, CaseResult]) -> pd.DataFrame:
 
 
 TABLE_FORMAT = {"max_probability_error": "{:.4g}", "bound": "{:g}", "margin": "{:+.4g}", "duration_s": "{:.1f}",
-                "headroom": "{:.2f}",
+                "headroom": "{:.2f}", "detects_from": "{:.2g}x",
                 "noise_floor": "{:.3g}"}
+# Columns shown only where some case has something in them: a noise floor where a case repeated, a triage class
+# and an attempt count where a case was retried, a detectable effect where one was measured.
+QUIET_COLUMNS = {"noise_floor": None, "triage": None, "attempts": 1, "detects_from": None}
 
 
 def styled_case_table(view: RunView):
     """The case table as a reader wants it: few digits, a dash where a number does not apply, and headers
     in words, which a browser can wrap (an underscored name is one unbreakable word: with the bound's
-    source, drift and decode columns the table outgrew a 1400-pixel window)."""
-    return (case_table(view).style.format(TABLE_FORMAT, na_rep="—", escape="html")
+    source, drift and decode columns the table outgrew a 1400-pixel window), and no column that is empty for every
+    case."""
+    table = case_table(view)
+    empty = [c for c, nothing in QUIET_COLUMNS.items()
+             if c in table and all(pd.isna(v) or v == nothing for v in table[c])]
+    return (table.drop(columns=empty).style.format({k: v for k, v in TABLE_FORMAT.items() if k not in empty},
+                                                   na_rep="—", escape="html")
             .format_index(lambda c: HEADERS.get(str(c), str(c).replace("_", " ")), axis=1, escape="html"))
 
 
-HEADERS = {"bound": "bound (worst prompt)", "margin": "margin (worst prompt)"}
+HEADERS = {"bound": "bound (worst prompt)", "margin": "margin (worst prompt)",
+           "detects_from": "detects from (x clean error)"}
 
 
 def failure_lines(view: RunView, per_case: int = 5) -> list[str]:

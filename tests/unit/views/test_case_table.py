@@ -32,3 +32,20 @@ def test_bound_and_margin_are_the_worst_prompts_where_the_largest_error_sits_und
     assert (row["bound"], row["margin"], row["headroom"]) == (0.016, pytest.approx(0.0077), pytest.approx(0.51875))
     html = styled_case_table(view).to_html()
     assert "bound (worst prompt)" in html and "margin (worst prompt)" in html and "max probability error" in html
+
+
+def test_the_table_says_what_each_case_detects_and_drops_columns_no_case_fills():
+    prompts = [score("short", 128, 0.044, 0.0167)]
+    powered = CaseResult(case="hf-bf16", backend="hf", status="passed", golden_kind="semantic", prompts=prompts,
+                         bucket_bounds={"128": 0.044}, detectable={"detects_from": 1.94, "families": {}})
+    plain = CaseResult(case="checkpoint", backend="hf", status="passed", golden_kind="exact", prompts=prompts)
+    view = RunView(Path("run"), {"cases": ["hf-bf16", "checkpoint"]}, {"hf-bf16": powered, "checkpoint": plain},
+                   {"hf-bf16": "executor", "checkpoint": "executor"})
+    assert case_table(view).loc["hf-bf16", "detects_from"] == 1.94
+    html = styled_case_table(view).to_html()
+    assert "detects from (x clean error)" in html and "1.9x" in html
+    # Nothing was repeated or retried: those columns would say nothing for every case.
+    assert "noise floor" not in html and "triage" not in html and "attempts" not in html
+
+    unpowered = RunView(Path("run"), {"cases": ["checkpoint"]}, {"checkpoint": plain}, {"checkpoint": "executor"})
+    assert "detects from" not in styled_case_table(unpowered).to_html()
