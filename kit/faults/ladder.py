@@ -68,7 +68,7 @@ class Ladder:
             self._source_digest = model_digest(faulted_copy(self.fault, 0.0, self.source, cache_dir=self.cache))
         if self.digest(i) == self._source_digest:
             return SOURCE
-        return next((self.magnitudes[j] for j in among if j != i and self.digest(j) == self.digest(i)), None)
+        return next((float(self.magnitudes[j]) for j in among if j != i and self.digest(j) == self.digest(i)), None)
 
     def effect(self, i: int) -> float:
         m = self.magnitudes[i]
@@ -78,7 +78,7 @@ class Ladder:
             if twin is None:
                 self._effects[m] = hf_float32_effect(self.folder(i), self.effects)
             else:
-                self._effects[m] = 0.0 if twin == SOURCE else self._effects[twin]
+                self._effects[m] = self._effects[twin] if isinstance(twin, float) else 0.0
                 log.info(f"power: {self.fault.name} at {m:g} writes the same checkpoint as "
                          f"{'the unfaulted model' if twin == SOURCE else f'{twin:g}'} (the checkpoint's precision "
                          f"rounds them alike): float32 effect {self._effects[m]:.3g}, not scored again")

@@ -38,7 +38,7 @@ from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import outline, resolve
 from kit.faults.catalogue import BY_NAME, Fault
 from kit.faults.effect import FLOAT32_CASE, EmbeddedCases, embedded_cases
-from kit.faults.ladder import EFFECTS_FILE, SOURCE, Ladder
+from kit.faults.ladder import EFFECTS_FILE, Ladder
 from kit.run import output, runlock
 from kit.run.output import MARKUP, NOTICE
 from kit.run.stopping import on_signals
@@ -214,7 +214,7 @@ def search(plan, family: str, fault: Fault, clean_spec: CaseSpec, reference: dic
         def caught(i: int) -> bool:
             m = ladder.magnitudes[i]
             twin = ladder.twin(i, trials)
-            if twin not in (None, SOURCE):
+            if isinstance(twin, float):
                 # The same bytes as a magnitude already tried: the same faulted model, so the same outcome. Tried
                 # again it would cost a faulted calibration and could only repeat itself.
                 log.info(f"power {clean_spec.name}: {fault.name} at {m:g} is the faulted model of {twin:g} "
