@@ -202,6 +202,10 @@ def styled_case_table(view: RunView):
     table = case_table(view)
     empty = [c for c, nothing in QUIET_COLUMNS.items()
              if c in table and all(pd.isna(v) or v == nothing for v in table[c])]
+    if "prompts" in table:  # one column "2/64" in place of two
+        table["failed_prompts"] = [None if pd.isna(n) else f"{int(f)}/{int(n)}"
+                                   for f, n in zip(table["failed_prompts"], table["prompts"])]
+        empty.append("prompts")
     return (table.drop(columns=empty).style.format({k: v for k, v in TABLE_FORMAT.items() if k not in empty},
                                                    na_rep="—", escape="html")
             .format_index(lambda c: HEADERS.get(str(c), str(c).replace("_", " ")), axis=1, escape="html"))

@@ -44,6 +44,7 @@ def test_the_table_says_what_each_case_detects_and_drops_columns_no_case_fills()
     assert case_table(view).loc["hf-bf16", "detects_from"] == 1.94
     html = styled_case_table(view).to_html()
     assert "detects from (x clean error)" in html and "1.9x" in html
+    assert ">0/1<" in html and ">prompts<" not in html  # failed of all prompts, in one column
     # Nothing was repeated or retried: those columns would say nothing for every case.
     assert "noise floor" not in html and "triage" not in html and "attempts" not in html
 
