@@ -18,18 +18,24 @@ the first token's bound would be too tight for late steps (a hand-set one, wide 
 early ones).
 
 Pure functions of the records, so that any backend's continuation is judged the same way.
+
+What a reader is shown of a decode check is each step's error against the bound it was judged under
+(``StepMargin``): the summary's banner, case table and headroom figure, and the history's decode series, all ask
+``worst_step``/``worst_decode_step`` here, so that a step past its bound reads as a failure as plainly as a first
+token past its bound, and a step creeping toward its bound is seen as a first token's would be.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 from kit.core.errors import BadInput
 from kit.core.golden import Golden, Step
 from kit.core.modelconfig import ModelLimits
-from kit.core.records import Continuation, DecodeScore, Observation
-from kit.core.scoring import WINNER_GAP_FACTOR, score_prompt
+from kit.core.records import CaseResult, Continuation, DecodeScore, Observation
+from kit.core.scoring import WINNER_GAP_FACTOR, bound_for, score_prompt
 
 
 def compare_continuation(prompt_id: str, bucket: int, n_tokens: int, golden: Sequence[Step],
@@ -47,7 +53,7 @@ def compare_continuation(prompt_id: str, bucket: int, n_tokens: int, golden: Seq
         where = f"{prompt_id}: decode step {n}"
         failed_before = len(failures)
         score = score_prompt(prompt_id, bucket, g_top, Observation(prompt_id, b_top, n_tokens + n - 1),
-                             (step_bounds or {}).get(str(n), bound))
+                             step_bound(n, bound, step_bounds))
         err = score.max_probability_error
         errors.append(err)
         # The winner test is the divergence test below, said in the decode's words; every other test
@@ -76,6 +82,81 @@ def compare_continuation(prompt_id: str, bucket: int, n_tokens: int, golden: Seq
                            failures=failures, step_errors=errors)
     return DecodeScore(prompt_id, bucket, steps, len(errors), not failures, _worst(errors), failures=failures,
                        step_errors=errors)
+
+
+def step_bound(step: int, bound: float | None, step_bounds: Mapping[str, float] | None) -> float | None:
+    """The bound step ``step`` (1-based) is judged under: its calibration record's for that step where one was
+    measured, else ``bound`` (the prompt's bucket's). The one place this is decided, for the check and its readers."""
+    return (step_bounds or {}).get(str(step), bound)
+
+
+@dataclass(frozen=True)
+class StepMargin:
+    """One decode step's max probability error against the bound it was judged under. Steps are compared by
+    error / bound, each under its own bound: a late step's error may be larger, and so may its bound."""
+
+    prompt: str
+    bucket: int
+    step: int  # 1-based
+    error: float  # NaN: the step could not be scored
+    bound: float  # positive
+
+    @property
+    def ratio(self) -> float:
+        """error / bound, 1 at the bound; an unscorable step is infinitely past it (as kit.core.records.severity
+        says of an unscorable prompt)."""
+        return self.error / self.bound if math.isfinite(self.error) else math.inf
+
+    @property
+    def margin(self) -> float:
+        """bound - error, in probability: negative past the bound (NaN for an unscorable step)."""
+        return self.bound - self.error
+
+    @property
+    def over(self) -> bool:
+        """Past its bound (or unscorable): the step fails the decode check on its error alone."""
+        return self.ratio > 1.0
+
+
+def worst_step(prompt: str, bucket: int, step_errors: Sequence[float | None], bound: float | None,
+               step_bounds: Mapping[str, float] | None) -> StepMargin | None:
+    """The step of one prompt's continuation furthest past (or nearest) its own bound (``step_bound``); None when
+    no step was compared or none has a bound. A step error of None is one a JSON record wrote for NaN."""
+    margins = []
+    for n, err in enumerate(step_errors, start=1):
+        b = step_bound(n, bound, step_bounds)
+        if b:
+            margins.append(StepMargin(prompt, bucket, n, math.nan if err is None else float(err), float(b)))
+    return max(margins, key=lambda m: m.ratio, default=None)
+
+
+def worst_steps(result: CaseResult) -> dict[str, StepMargin | None]:
+    """Each prompt's worst step (``worst_step``) in a case's decode check, every step under the bound the case
+    judged it by; None for a prompt without one, and for every prompt of an exact case (it has no bounds)."""
+    step_bounds = (result.bound_source or {}).get("step_bounds")
+    return {d.id: worst_step(d.id, d.bucket, d.step_errors, bound_for(d.bucket, result.bound, result.bucket_bounds),
+                             step_bounds) if result.golden_kind != "exact" else None for d in result.decode}
+
+
+def worst_decode_step(result: CaseResult) -> StepMargin | None:
+    """The worst step over every prompt of a case's decode check (``worst_steps``); None without one."""
+    return max((m for m in worst_steps(result).values() if m is not None), key=lambda m: m.ratio, default=None)
+
+
+def failed_prompts(result: CaseResult) -> list[str]:
+    """The prompts that failed on the first token or at any step of their continuation, in the case's order: a
+    prompt whose decode step fails is a failed prompt, though its first token passed."""
+    failed = {p.id for p in result.prompts if not p.passed} | {d.id for d in result.decode if not d.passed}
+    order = [p.id for p in result.prompts] + [d.id for d in result.decode]
+    return [pid for pid in dict.fromkeys(order) if pid in failed]
+
+
+def case_headroom(result: CaseResult) -> float | None:
+    """The largest error / bound over the first tokens and every decode step, each against its own bound; 1 is at
+    the bound, None without bounds."""
+    step = worst_decode_step(result)
+    ratios = [r for r in (result.headroom, step.ratio if step else None) if r is not None]
+    return max(ratios, default=None)
 
 
 def _worst(errors: Sequence[float]) -> float:

@@ -59,9 +59,9 @@ class History:
                 "selection": {"descriptor": sel.name, "cases": list(sel.cases),
                               "since": sel.since.isoformat() if sel.since else None},
                 "runs": self.runs, "headroom": [r.to_dict() for r in self.headroom],
-                "shrinking": [{"case": r.case, "bucket": r.bucket} for r in self.shrinking],
-                "new_steps": [{"case": r.case, "bucket": r.bucket, "flag": r.flag} for r in self.headroom
-                              if r.new_step],
+                "shrinking": [{"case": r.case, "check": r.check, "bucket": r.bucket} for r in self.shrinking],
+                "new_steps": [{"case": r.case, "check": r.check, "bucket": r.bucket, "flag": r.flag}
+                              for r in self.headroom if r.new_step],
                 "changes": self.changes, "lines": self.lines}
 
 
@@ -141,7 +141,8 @@ def render(history: History, out: str | Path | None = None) -> History:
 
 
 def markdown(history: History) -> str:
-    """The headroom table for a CI log or a pull request, then every line about what was not read."""
+    """The headroom table for a CI log or a pull request (a decode case's worst step a series of its own, "<case>
+    decode"), then every line about what was not read."""
     out = [f"## Parity history: {describe(history.selection)}", "",
            f"{history.runs} run(s) from {history.store}; {len(history.shrinking)} case-bucket(s) losing headroom.",
            "", "| case | bucket | runs | last largest error | bound | headroom | error / bound | trend per run "
@@ -149,7 +150,7 @@ def markdown(history: History) -> str:
     for r in history.headroom:
         trend = "—" if r.slope is None else f"{r.slope:+.2g}" + (" (shrinking)" if r.shrinking else "")
         flag = (r.flag or "") + (" (new with the last run)" if r.new_step else "")
-        out.append(f"| {r.case} | {r.bucket} | {r.runs} | {_g(r.max_error)} | {_g(r.bound)} | {_g(r.headroom)} | "
+        out.append(f"| {r.series} | {r.bucket} | {r.runs} | {_g(r.max_error)} | {_g(r.bound)} | {_g(r.headroom)} | "
                    f"{_g(r.ratio, '.2f')} | {trend} | {flag} |")
     if history.changes:
         out += ["", "Releases and baselines changed:", ""]

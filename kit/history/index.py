@@ -30,7 +30,8 @@ from kit.history.store import Store
 
 log = logging.getLogger(__name__)
 
-FORMAT = "parity-kit-history/1"  # a file of another format is rebuilt, not migrated: it is only a cache
+# A file of another format is rebuilt, not migrated: it is only a cache. 2: bucket rows say which check they measure.
+FORMAT = "parity-kit-history/2"
 INDEX_FOLDER = ".history"
 INDEX_FILE = "index.duckdb"
 
@@ -42,7 +43,7 @@ _COLUMNS = {
         "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "DOUBLE", "DOUBLE", "DOUBLE",
         "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "TIMESTAMP", "VARCHAR", "VARCHAR"))],
     "buckets": [(f.name, _t) for f, _t in zip(dataclasses.fields(BucketRow), (
-        "VARCHAR", "VARCHAR", "INTEGER", "INTEGER", "DOUBLE", "DOUBLE", "DOUBLE", "DOUBLE", "DOUBLE"))],
+        "VARCHAR", "VARCHAR", "INTEGER", "INTEGER", "DOUBLE", "DOUBLE", "DOUBLE", "DOUBLE", "DOUBLE", "VARCHAR"))],
     "lines": [("location", "VARCHAR"), ("kind", "VARCHAR"), ("text", "VARCHAR")],
     "locations": [("location", "VARCHAR"), ("signature", "VARCHAR")],
 }

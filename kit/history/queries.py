@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kit.core.drift import t_two_sided_p
+from kit.history.rows import DECODE, FIRST_TOKEN
 
 # Runs the trend of a bucket's headroom is fitted over, and the p-value under which a falling trend is named.
 TREND_RUNS = 10
@@ -44,7 +45,8 @@ class Selection:
 
 @dataclass
 class HeadroomRow:
-    """One case and bucket: where its headroom stands now and where it is heading."""
+    """One case and bucket, of its first tokens or (``check`` DECODE) of its worst decode step against that step's
+    own bound: where its headroom stands now and where it is heading."""
 
     case: str
     bucket: int
@@ -62,25 +64,39 @@ class HeadroomRow:
     flag: str | None = None  # the step a change-point test found in its error, in words
     step_run: str | None = None  # the first run after that step
     new_step: bool = False  # the newest run is the one that made that step significant
-    values: list[float] = field(default_factory=list, repr=False)  # its largest errors, oldest first
+    check: str = FIRST_TOKEN  # or DECODE (kit.history.rows)
+    # What the change-point test reads, oldest first: its largest errors; of a decode series, its worst step's
+    # error / bound (the worst step may be another step, under another bound, from run to run).
+    values: list[float] = field(default_factory=list, repr=False)
     run_names: list[str] = field(default_factory=list, repr=False)  # the run of each
     labels: list[str] = field(default_factory=list, repr=False)  # the run (and release) of each, for a reader
+
+    @property
+    def series(self) -> str:
+        """Its name for a reader: the case, or "<case> decode" for its decode steps."""
+        return series_name(self.case, self.check)
 
     def to_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k not in ("values", "run_names", "labels")}
 
 
+def series_name(case: str, check: str) -> str:
+    """A series' name for a reader: the case for its first tokens, "<case> decode" for its decode steps."""
+    return f"{case} decode" if check == DECODE else case
+
+
 _SERIES = """
 SELECT r.run, r.kind, r.started_at, r.release, r.name, c."case", c.status, c.golden_sha256, c.record_sha256,
-       b.bucket, b.prompts, b.max_error, b.mean_error, b.bound, b.headroom, b.ratio
+       b.bucket, b.prompts, b.max_error, b.mean_error, b.bound, b.headroom, b.ratio, b."check"
 FROM buckets b JOIN cases c ON b.run = c.run AND b."case" = c."case" JOIN runs r ON r.run = b.run
 WHERE {where}
-ORDER BY c."case", b.bucket, r.started_at NULLS FIRST, r.run
+ORDER BY c."case", b."check" DESC, b.bucket, r.started_at NULLS FIRST, r.run
 """
 
 
 def series(con: Any, sel: Selection) -> Any:
-    """Per case, bucket and run: the largest and mean error, the bound, the headroom (a DataFrame)."""
+    """Per case, check (first token, decode), bucket and run: the largest and mean error, the bound, the headroom
+    (a DataFrame)."""
     where, args = sel.where("r", "c")
     return con.execute(_SERIES.format(where=where), args).df()
 
@@ -129,34 +145,37 @@ def changes(con: Any, sel: Selection) -> list[dict]:
 
 
 def headroom(con: Any, sel: Selection, trend_runs: int = TREND_RUNS) -> list[HeadroomRow]:
-    """Per case and bucket with a bound: the last run's headroom, the least over all runs, and the least-squares
-    slope of the headroom over the last ``trend_runs`` runs; shrinking when it falls with p < TREND_ALPHA."""
+    """Per case, check and bucket with a bound: the last run's headroom, the least over all runs, and the
+    least-squares slope of the headroom over the last ``trend_runs`` runs; shrinking when it falls with
+    p < TREND_ALPHA."""
     where, args = sel.where("r", "c")
     rows = con.execute(f"""
         WITH s AS (
-            SELECT c."case", b.bucket, r.run, r.release, b.max_error, b.bound, b.headroom, b.ratio,
-                   row_number() OVER (PARTITION BY c."case", b.bucket ORDER BY r.started_at DESC NULLS LAST,
-                                      r.run DESC) AS back
+            SELECT c."case", b."check", b.bucket, r.run, r.release, b.max_error, b.bound, b.headroom, b.ratio,
+                   row_number() OVER (PARTITION BY c."case", b."check", b.bucket
+                                      ORDER BY r.started_at DESC NULLS LAST, r.run DESC) AS back
             FROM buckets b JOIN cases c ON b.run = c.run AND b."case" = c."case" JOIN runs r ON r.run = b.run
             WHERE {where} AND b.bound IS NOT NULL)
-        SELECT "case", bucket, count(*) AS runs,
+        SELECT "case", "check", bucket, count(*) AS runs,
                arg_min(run, back) AS last_run, arg_min(release, back) AS last_release,
                arg_min(max_error, back), arg_min(bound, back), arg_min(headroom, back), arg_min(ratio, back),
                min(headroom),
                regr_slope(headroom, -back) FILTER (WHERE back <= ?) AS slope,
                regr_r2(headroom, -back) FILTER (WHERE back <= ?) AS r2,
                count(headroom) FILTER (WHERE back <= ?) AS n,
-               list(max_error ORDER BY back DESC), list(run ORDER BY back DESC), list(release ORDER BY back DESC)
-        FROM s GROUP BY "case", bucket ORDER BY "case", bucket""",
+               list(max_error ORDER BY back DESC), list(ratio ORDER BY back DESC), list(run ORDER BY back DESC),
+               list(release ORDER BY back DESC)
+        FROM s GROUP BY "case", "check", bucket ORDER BY "case", "check" DESC, bucket""",
                        [*args, trend_runs, trend_runs, trend_runs]).fetchall()
     out = []
-    for (case, bucket, runs, last_run, last_release, err, bound, room, ratio, least, slope, r2, n,
-         errors, run_names, releases) in rows:
+    for (case, check, bucket, runs, last_run, last_release, err, bound, room, ratio, least, slope, r2, n,
+         errors, ratios, run_names, releases) in rows:
         p = slope_p_value(r2, n) if slope is not None else None
+        values = ratios if check == DECODE else errors
         out.append(HeadroomRow(
             case, bucket, runs, last_run, last_release, err, bound, room, ratio, least, slope, p,
-            shrinking=bool(slope is not None and slope < 0 and p is not None and p < TREND_ALPHA),
-            values=[math.nan if e is None else e for e in errors], run_names=list(run_names),
+            shrinking=bool(slope is not None and slope < 0 and p is not None and p < TREND_ALPHA), check=check,
+            values=[math.nan if v is None else v for v in values], run_names=list(run_names),
             labels=[f"release {rel} / run {name}" if rel else f"run {name}" for name, rel in zip(run_names, releases)]))
     return out
 

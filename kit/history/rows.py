@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from kit.core import rundir
+from kit.core.decode import StepMargin, worst_step
 from kit.core.errors import BadInput
 from kit.core.records import CASE_STATUSES, CaseResult
 from kit.core.recordcheck import Wrong, listing, mapping, text
@@ -33,6 +34,9 @@ GATE_RUN, CONTROL_CURRENT, CONTROL_CANDIDATE = "gate run", "control current", "c
 _VERDICT_AT_END = re.compile(rb'"verdict":"([a-z-]+)"}\s*$')
 # What a line about a run says: it (or a part of it) could not be read, or its recorded verdict was not trusted.
 SKIPPED, VERDICT = "skipped", "verdict"
+# What a bucket row measures: the first token of its prompts, or the worst step of their continuations (a decode
+# case's second series, each step against its own bound: kit.core.decode.worst_step).
+FIRST_TOKEN, DECODE = "first-token", "decode"
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,9 @@ class BucketRow:
     bound: float | None  # None: an exact case, judged bit for bit
     headroom: float | None  # bound - largest error
     ratio: float | None  # largest error / bound: 1 is at the bound
+    # FIRST_TOKEN, or DECODE: then the error and bound are the bucket's worst step's (the step furthest past, or
+    # nearest, its own bound), and the mean error is None (the steps have bounds of their own).
+    check: str = FIRST_TOKEN
 
 
 @dataclass(frozen=True)
@@ -213,7 +220,7 @@ def case_rows(run: str, case: str, doc: Any, release: str | None,
         release=release, model_digest=_text(d.get("model_digest")),
         started_at=_when(d.get("started_at")) or run_started,
         triage_class=_text(triage.get("class")), triage_evidence=_text(triage.get("evidence")))
-    return row, bucket_rows(run, case, d, prompts)
+    return row, bucket_rows(run, case, d, prompts) + decode_rows(run, case, d)
 
 
 def _baseline_golden(d: Mapping[str, Any], case: str) -> str | None:
@@ -252,6 +259,46 @@ def bucket_rows(run: str, case: str, d: Mapping[str, Any], prompts: Sequence[Map
             bound=bound, headroom=bound - largest if bound is not None and largest is not None else None,
             ratio=largest / bound if bound and largest is not None else None))
     return rows
+
+
+def decode_rows(run: str, case: str, d: Mapping[str, Any]) -> list[BucketRow]:
+    """Per bucket of a decode case, its worst step against that step's own bound, as a series of its own: a step
+    creeping toward its bound is flagged as a first token's error would be. None for an exact case (no bounds)."""
+    if d.get("golden_kind") == "exact":
+        return []
+    bound, table = _finite(d.get("bound")), _table(d.get("bucket_bounds"))
+    steps = {n: b for n, b in _table(_table(d.get("bound_source")).get("step_bounds")).items() if _finite(b)}
+    by_bucket: dict[int, list[StepMargin | None]] = {}
+    for i, s in enumerate(listing(d.get("decode") or [], "decode")):
+        s = mapping(s, f"decode[{i}]")
+        bucket = s.get("bucket")
+        if not isinstance(bucket, int):
+            raise Wrong(f"decode[{i}].bucket", "expected a whole number", bucket)
+        errors = [_step_error(e, f"decode[{i}].step_errors[{n}]")
+                  for n, e in enumerate(listing(s.get("step_errors") or [], f"decode[{i}].step_errors"))]
+        bucket_bound = _finite(table.get(str(bucket), bound))
+        by_bucket.setdefault(bucket, []).append(worst_step(str(s.get("id")), bucket, errors, bucket_bound, steps))
+    rows = []
+    for bucket, found in sorted(by_bucket.items()):
+        margins = [m for m in found if m is not None]
+        if not margins:
+            continue
+        worst = max(margins, key=lambda m: m.ratio)
+        scored = math.isfinite(worst.error)  # an unscorable step has no error, as an unscorable prompt has none
+        rows.append(BucketRow(
+            run=run, case=case, bucket=bucket, prompts=len(found), max_error=worst.error if scored else None,
+            mean_error=None, bound=worst.bound, headroom=worst.margin if scored else None,
+            ratio=worst.ratio if scored else None, check=DECODE))
+    return rows
+
+
+def _step_error(value: Any, where: str) -> float:
+    """A step's error as a result records it: a number, or None for a step that could not be scored (NaN)."""
+    if value is None:
+        return math.nan
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise Wrong(where, "expected a number or null", value)
+    return float(value)
 
 
 def _drift_error(drift: Mapping[str, Any]) -> dict[str, float | None]:

@@ -8,15 +8,18 @@ here, once, and only ever shown as text.
 from __future__ import annotations
 
 import html
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from kit.core.decode import failed_prompts, worst_decode_step
 from kit.core.fixture import load_fixture
 from kit.core.golden import load_golden
-from kit.core.records import ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, PromptScore, severity
+from kit.core.records import (ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult, PromptScore,
+                              severity)
 from kit.core.results import RunView, counts_sentence
 from kit.gate.trend import read_steps
 
@@ -37,7 +40,8 @@ def gate_reason(view: RunView) -> str:
         parts = []
         for name in failed:
             r = view.results[name]
-            parts.append(f"`{name}` fails {r.counts()['failed']} of {r.counts()['prompts']} prompts")
+            parts.append(f"`{name}` fails {len(failed_prompts(r))} of {r.counts()['prompts']} prompts"
+                         + decode_clause(r))
         return "; ".join(parts)
     inconclusive = [n for n in view.expected if n in view.results and view.results[n].status == INCONCLUSIVE]
     if inconclusive and not unfinished:  # nothing failed or is missing, but "passed" would claim too much
@@ -53,6 +57,23 @@ def gate_reason(view: RunView) -> str:
         how = "is missing" if r is None else "timed out" if r.status == TIMEOUT else "errored"
         words.append(f"`{name}` {how}")
     return "the gate did not finish: " + "; ".join(words)
+
+
+def decode_clause(r: CaseResult) -> str:
+    """What failed in a case's decode check, for its banner sentence: the worst step past its own bound and by how
+    much (its margin as a share of that bound), else the first continuation that failed and how; empty when the
+    decode check passed (or the case has none). Read from the numbers, never from the failure lines."""
+    step = worst_decode_step(r)
+    if step is not None and step.over:
+        said = (f"{step.error:.4g} > {step.bound:g}, margin {step.margin / step.bound:+.0%}"
+                if math.isfinite(step.error) else f"not scorable (bound {step.bound:g})")
+        return f" (decode step {step.step} of `{step.prompt}`: {said})"
+    failed = next((d for d in r.decode if not d.passed), None)
+    if failed is None:
+        return ""
+    if failed.diverged_at is not None and not failed.accepted:
+        return f" (decode step {failed.diverged_at} of `{failed.id}`: the continuations diverged outside a near-tie)"
+    return f" (the decode check of `{failed.id}`: {failed.compared} of {failed.steps} steps compared)"
 
 
 def banner_html(title: str, verdict: str, reason: str, detail: str = "", mark: str | None = None) -> str:

@@ -1,5 +1,6 @@
-"""What the history notebook shows: each case and bucket's errors against its bound over time, with the releases,
-baseline changes and steps in its error marked where they happened, and the table of headroom being lost.
+"""What the history notebook shows: each case and bucket's errors against its bound over time (a decode case's worst
+step against that step's bound too, as a series of its own), with the releases, baseline changes and steps in its
+error marked where they happened, and the table of headroom being lost.
 
 Read from the history's index (kit.history.index), which `parity-kit history` has brought up to date before the
 notebook runs, so the notebook only queries.
@@ -15,6 +16,7 @@ import pandas as pd
 
 from kit.history import index as history_index
 from kit.history import queries
+from kit.history.rows import DECODE, FIRST_TOKEN
 from kit.history.steps import flag_rows
 
 # Marker colours: a release, a baseline (golden or calibration record), a step up in the error.
@@ -36,7 +38,7 @@ def load(index: str | Path, sel: queries.Selection) -> dict[str, Any]:
 
 
 def headroom_table(rows: Sequence[queries.HeadroomRow]) -> pd.DataFrame:
-    frame = pd.DataFrame([{"case": r.case, "bucket": r.bucket, "runs": r.runs, "last largest error": r.max_error,
+    frame = pd.DataFrame([{"case": r.series, "bucket": r.bucket, "runs": r.runs, "last largest error": r.max_error,
                            "bound": r.bound, "headroom": r.headroom, "error / bound": r.ratio,
                            "least headroom": r.least_headroom, "trend per run": r.slope, "trend p": r.p_value,
                            "shrinking": r.shrinking, "flag": r.flag or "", "new with the last run": r.new_step}
@@ -44,22 +46,28 @@ def headroom_table(rows: Sequence[queries.HeadroomRow]) -> pd.DataFrame:
     return frame.set_index(["case", "bucket"]) if not frame.empty else frame
 
 
-def case_plot(series: pd.DataFrame, case: str, changes: Sequence[dict], steps: dict[int, str]) -> Any:
+def case_plot(series: pd.DataFrame, case: str, changes: Sequence[dict], steps: dict[int, str],
+              check: str = FIRST_TOKEN) -> Any:
     """One case: per bucket, its largest and mean error and its bound over the runs' start times; releases and
-    baseline changes as vertical lines, the run after a step up in the error as a red triangle."""
+    baseline changes as vertical lines, the run after a step up in the error as a red triangle. With ``check``
+    DECODE, its worst decode step's error and that step's own bound instead (no mean: each step has its bound)."""
     import matplotlib.pyplot as plt
 
-    part = series[series["case"] == case]
+    part = series[(series["case"] == case) & (series["check"] == check)]
     buckets = sorted(part["bucket"].unique())
     fig, axes = plt.subplots(1, len(buckets), figsize=(4.2 * len(buckets), 3.2), squeeze=False, sharey=False)
     marks = [c for c in changes if c["case"] in (case, None)]
     for ax, bucket in zip(axes[0], buckets):
         b = part[part["bucket"] == bucket]
         x = pd.to_datetime(b["started_at"])
-        ax.plot(x, b["max_error"], marker=".", lw=1, label="largest error", color="#202020")
-        ax.plot(x, b["mean_error"], lw=1, ls="--", label="mean error", color="#808080")
+        decode = check == DECODE
+        ax.plot(x, b["max_error"], marker=".", lw=1, label="worst step's error" if decode else "largest error",
+                color="#202020")
+        if not decode:
+            ax.plot(x, b["mean_error"], lw=1, ls="--", label="mean error", color="#808080")
         if b["bound"].notna().any():
-            ax.step(x, b["bound"], where="post", lw=1.2, label="bound", color="#30a030")
+            ax.step(x, b["bound"], where="post", lw=1.2, label="its step's bound" if decode else "bound",
+                    color="#30a030")
         for mark in marks:
             at = pd.to_datetime(mark["started_at"])
             release = mark["kind"] == "release"
@@ -70,7 +78,7 @@ def case_plot(series: pd.DataFrame, case: str, changes: Sequence[dict], steps: d
             hit = b[b["run"] == step_run]
             ax.scatter(pd.to_datetime(hit["started_at"]), hit["max_error"], marker="^", s=80, color=STEP,
                        zorder=5, label="error stepped up")
-        ax.set_title(f"{case}, bucket {bucket}")
+        ax.set_title(f"{queries.series_name(case, check)}, bucket {bucket}")
         ax.set_ylabel("max probability error")
         ax.tick_params(axis="x", labelrotation=30, labelsize=7)
     legend: dict[str, Any] = {}  # each label once, from whichever bucket drew it
@@ -99,9 +107,10 @@ def show(runs: str, index: str | Path, descriptor: str | None = None, cases: Seq
     display(Markdown(f"### Losing headroom ({len(losing)})"))
     if losing:
         display(headroom_table(losing))
-    for case in dict.fromkeys(data["series"]["case"]) if not data["series"].empty else []:
-        steps = {r.bucket: r.step_run for r in rows if r.case == case and r.step_run}
-        fig = case_plot(data["series"], case, data["changes"], steps)
+    shown = data["series"][["case", "check"]].drop_duplicates() if not data["series"].empty else pd.DataFrame()
+    for case, check in shown.itertuples(index=False):
+        steps = {r.bucket: r.step_run for r in rows if r.case == case and r.check == check and r.step_run}
+        fig = case_plot(data["series"], case, data["changes"], steps, check)
         display(fig)
         plt.close(fig)
     display(Markdown("### Headroom of every case and bucket"))

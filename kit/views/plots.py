@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from kit.core.decode import worst_decode_step
+
 FLOOR = 1e-9  # bit-exact cases have error 0; keep them visible on a log axis
 # File stems of the summary's figures in a run's figures/ folder.
 BY_BUCKET = "error-by-bucket"
@@ -183,28 +185,47 @@ def calibration_samples(entries: list[dict], title: str = "max probability error
 
 def headroom(results: dict, title: str = "headroom: each case's largest error / its bound"):
     """One bar per case with a bound, the line at 1 where a prompt fails; the bar says where the
-    bound came from (calibrated or hand-set), so a wide hand-set bound shows as the blind spot it is."""
+    bound came from (calibrated or hand-set), so a wide hand-set bound shows as the blind spot it is.
+    A decode case has a second bar, "<case> decode": its worst step against that step's own bound
+    (kit.core.decode.worst_decode_step), so that a failing step shows as plainly as a failing first token."""
     import matplotlib.pyplot as plt
 
-    rows = [(name, r.headroom, (r.bound_source or {}).get("kind", "hand-set")) for name, r in results.items()
-            if r.headroom is not None]
+    rows = headroom_rows(results)
     fig, ax = plt.subplots(figsize=(9, 0.5 + 0.45 * max(len(rows), 1)))
     if not rows:
         ax.text(0.5, 0.5, "no case with a bound", ha="center", va="center", transform=ax.transAxes)
         return fig
     colors = {"calibrated": "tab:blue", "hand-set": "tab:orange"}
+    finite = [r[1] for r in rows if math.isfinite(r[1])]
+    right = max(1.1, max(finite, default=1.0) * 1.05)
     for i, (_name, value, kind) in enumerate(rows):
-        ax.barh(i, value, color=colors.get(kind, "0.5"), label=kind)
+        # An unscorable step (error / bound infinite) reaches the right edge, hatched.
+        ax.barh(i, min(value, right), color=colors.get(kind, "0.5"), label=kind,
+                hatch=None if math.isfinite(value) else "//")
     ax.set_yticks(range(len(rows)), [r[0] for r in rows])
     ax.invert_yaxis()
     ax.axvline(1.0, color="red", linewidth=1)
-    ax.set_xlim(0, max(1.1, max(r[1] for r in rows) * 1.05))
-    ax.set_xlabel("largest error / bound (1: at the bound)")
+    ax.set_xlim(0, right)
+    ax.set_xlabel("largest error / bound (1: at the bound; decode: the worst step / its own bound)")
     handles, labels = ax.get_legend_handles_labels()
     unique = dict(zip(labels, handles))
     ax.legend(unique.values(), unique.keys(), fontsize=8, loc="lower right")
     ax.set_title(title)
     return fig
+
+
+def headroom_rows(results: dict) -> list[tuple[str, float, str]]:
+    """The headroom figure's bars: (label, error / bound, where the bound came from) per case with a bound, and
+    per decode case a "<case> decode" bar of its worst step."""
+    rows = []
+    for name, r in results.items():
+        kind = (r.bound_source or {}).get("kind", "hand-set")
+        if r.headroom is not None:
+            rows.append((name, r.headroom, kind))
+        step = worst_decode_step(r)
+        if step is not None:
+            rows.append((f"{name} decode", step.ratio, kind))
+    return rows
 
 
 def detectable(results: dict, title: str = "detectable effect: the smallest fault each case catches (x clean error)"):

@@ -15,7 +15,8 @@ import pandas as pd
 
 from kit.core import contract, paths, rundir
 from kit.core.jsonio import read_json
-from kit.core.records import CaseResult
+from kit.core.decode import StepMargin, case_headroom, failed_prompts, worst_decode_step, worst_steps
+from kit.core.records import CaseResult, severity
 from kit.core.results import RunView, load_case_result
 
 CASE_SCRAP = contract.CASE_RESULT_SCRAP
@@ -75,23 +76,39 @@ def case_table(view: RunView) -> pd.DataFrame:
         # Bound and margin are the worst prompt's (the one nearest its bound, per bucket where bounds differ
         # by bucket); the largest error may sit in another bucket, under a wider bound.
         worst_err = worst.max_probability_error if worst is not None else err
+        worst_name = worst.id if worst and (err or not worst.passed) else None
+        step = worst_step_shown(r)
+        if step is not None:  # a decode step is further past (or nearer) its own bound than any first token
+            bound, worst_err, worst_name = step.bound, step.error, f"{step.prompt}, decode step {step.step}"
         rows.append({
             "case": name, "backend": r.backend, "status": r.status, "golden": r.golden_kind,
             "max_probability_error": err, "bound": bound,
             "margin": (bound - worst_err) if (bound is not None and worst_err is not None) else None,
-            "headroom": r.headroom,  # the largest error / bound over the prompts: above 1 fails
+            # The largest error / bound over the prompts and their decode steps: above 1 fails.
+            "headroom": case_headroom(r),
             # The smallest fault the case catches, in units of its clean error (its power record): what "passed"
             # could have seen.
             "detects_from": (r.detectable or {}).get("detects_from"),
             "bound_from": r.bound_text, "drift": r.drift_text, "decode": r.decode_text,
-            "worst_prompt": worst.id if worst and (err or not worst.passed) else None,
-            "failed_prompts": r.counts()["failed"], "prompts": r.counts()["prompts"],
+            "worst_prompt": worst_name,
+            # A prompt that fails at a decode step is a failed prompt, though its first token passed.
+            "failed_prompts": len(failed_prompts(r)), "prompts": r.counts()["prompts"],
             "noise_floor": r.noise_floor,  # largest spread across repeats; None when nothing was repeated
             "duration_s": round(r.duration_s, 1) if r.duration_s is not None else None,
             # Whose kind of fault a case that did not pass is (kit.core.triage), and how often it ran.
             "triage": (r.triage or {}).get("class"), "attempts": len(r.attempts) + 1,
         })
     return pd.DataFrame(rows).set_index("case")
+
+
+def worst_step_shown(r: CaseResult) -> StepMargin | None:
+    """The case's worst decode step where it, not a first token, is what the table's worst columns show: a failing
+    step before a passing prompt, else whichever is further past (or nearer) its own bound."""
+    step = worst_decode_step(r)
+    worst = r.worst
+    if step is None or (worst is not None and (not worst.passed, severity(worst)) >= (step.over, step.ratio)):
+        return None
+    return step
 
 
 def drift_table(view: RunView) -> pd.DataFrame:
@@ -111,12 +128,18 @@ def drift_table(view: RunView) -> pd.DataFrame:
 
 
 def decode_frame(result: CaseResult) -> pd.DataFrame:
-    """One row per prompt of a case's decode check: steps compared, where the continuations diverged and
-    why that was accepted or not (empty when the case has none)."""
-    rows = [{"prompt": d.id, "passed": d.passed, "compared": f"{d.compared}/{d.steps}",
-             "max_probability_error": d.max_probability_error, "diverged_at": d.diverged_at,
-             "tokens": f"{d.golden_token} -> {d.backend_token}" if d.diverged_at is not None else None,
-             "accepted": d.accepted, "why": d.why or None} for d in result.decode]
+    """One row per prompt of a case's decode check: steps compared, its worst step against that step's own bound,
+    where the continuations diverged and why that was accepted or not (empty when the case has none)."""
+    worst = worst_steps(result)
+    rows = []
+    for d in result.decode:
+        step = worst.get(d.id)
+        rows.append({"prompt": d.id, "passed": d.passed, "compared": f"{d.compared}/{d.steps}",
+                     "max_probability_error": d.max_probability_error,
+                     "worst_step": step.step if step else None, "error_over_bound": step.ratio if step else None,
+                     "diverged_at": d.diverged_at,
+                     "tokens": f"{d.golden_token} -> {d.backend_token}" if d.diverged_at is not None else None,
+                     "accepted": d.accepted, "why": d.why or None})
     return pd.DataFrame(rows).set_index("prompt") if rows else pd.DataFrame()
 
 
@@ -289,7 +312,8 @@ def show_run(view: RunView, save_figures: bool = True) -> None:
     decode = decode_table(view)
     if not decode.empty:
         display(HTML("<h4>Decode: each prompt's greedy continuation against the golden's, step by step</h4>"))
-        display(decode.style.format({"max_probability_error": "{:.4g}", "diverged_at": "{:.0f}"}, na_rep="—",
+        display(decode.style.format({"max_probability_error": "{:.4g}", "worst_step": "{:.0f}",
+                                     "error_over_bound": "{:.2f}", "diverged_at": "{:.0f}"}, na_rep="—",
                                     escape="html"))
     display(HTML("<h4>Worst prompts: the golden's and the backend's top tokens</h4>"))
     display(audit.styled_worst_prompts(view))

@@ -10,10 +10,11 @@ from typing import Mapping
 
 from kit.core import rundir
 from kit.core.jsonio import write_json
-from kit.core.records import PASSED, CaseResult, PromptScore
+from kit.core.records import PASSED, CaseResult, DecodeScore, PromptScore
 from kit.core.results import gate_verdict
 
 BOUNDS = {"128": 0.02, "256": 0.03}
+STEP_BOUNDS = {"1": 0.02, "2": 0.01, "3": 0.006}  # a decode case's record's bounds for its three steps
 RECORD, GOLDEN = "r" * 64, "g" * 64
 START = _dt.datetime(2026, 11, 1, 12, 0, tzinfo=_dt.timezone.utc)
 
@@ -28,16 +29,21 @@ def prompt(pid: str, bucket: int, err: float, bound: float | None) -> PromptScor
 
 def case_result(case: str, errors: Mapping[int, list[float]], *, record: str | None = RECORD,
                 golden: str = GOLDEN, started: _dt.datetime = START, status: str | None = None,
-                triage: dict | None = None) -> dict:
-    """A calibrated semantic case's result (its JSON) with ``errors`` per bucket under BOUNDS."""
+                triage: dict | None = None, decode: Mapping[str, list[float]] | None = None) -> dict:
+    """A calibrated semantic case's result (its JSON) with ``errors`` per bucket under BOUNDS; ``decode``: the
+    step errors of each prompt's continuation (by prompt id, ``<case>-<bucket>-<i>``), under STEP_BOUNDS."""
     prompts = [prompt(f"{case}-{bucket}-{i}", bucket, e, BOUNDS[str(bucket)])
                for bucket, errs in errors.items() for i, e in enumerate(errs)]
+    buckets = {p.id: p.bucket for p in prompts}
+    steps = [DecodeScore(pid, buckets[pid], len(errs), len(errs), True, max(errs), step_errors=list(errs))
+             for pid, errs in (decode or {}).items()]
     failed = [p for p in prompts if not p.passed]
+    source = {"kind": "calibrated", "record": record, "rule": "spread-x3",
+              **({"step_bounds": dict(STEP_BOUNDS)} if decode else {})} if record else {"kind": "hand-set"}
     result = CaseResult(
         case=case, backend="hf", status=status or ("failed" if failed else PASSED), golden_kind="semantic",
-        bucket_bounds=dict(BOUNDS), bound_source={"kind": "calibrated", "record": record, "rule": "spread-x3"}
-        if record else {"kind": "hand-set"}, golden_sha256=golden, model_digest="m" * 64,
-        started_at=started.isoformat(), prompts=prompts,
+        bucket_bounds=dict(BOUNDS), bound_source=source, golden_sha256=golden, model_digest="m" * 64,
+        started_at=started.isoformat(), prompts=prompts, decode=steps,
         failures=[f"{p.id}: error {p.max_probability_error} > bound {p.bound}" for p in failed],
         drift={"calibration": record, "alpha": 0.001, "prompts": len(prompts), "passed": True, "p_value": 0.5,
                "failures": [], "statistics": [{"test": "error", "value": 0.004, "low": 0.003, "high": 0.0045,
@@ -78,6 +84,18 @@ def series(root: Path, errors: list[float], *, case: str = "hf-bf16", releases: 
                           record=records[i] if records else RECORD)
         runs.append(gate_run(root, f"tiny-cpu-{at:%Y%m%d-%H%M%S}-{i:04x}", {case: doc},
                              release=releases[i] if releases else None, started=at))
+    return runs
+
+
+def decode_series(root: Path, step_3: list[float], *, case: str = "hf-bf16-decode") -> list[Path]:
+    """One gate run of a decode case per entry of ``step_3``, an hour apart: every first token steady, bucket 128's
+    first prompt continued three steps, its third at that error (under STEP_BOUNDS' 0.006), the others steady."""
+    runs = []
+    for i, err in enumerate(step_3):
+        at = START + _dt.timedelta(hours=i)
+        doc = case_result(case, {128: [0.01, 0.005], 256: [0.01]}, started=at,
+                          decode={f"{case}-128-0": [0.004, 0.003, err], f"{case}-128-1": [0.002, 0.002, 0.001]})
+        runs.append(gate_run(root, f"tiny-cpu-{at:%Y%m%d-%H%M%S}-{i:04x}", {case: doc}, started=at))
     return runs
 
 

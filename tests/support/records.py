@@ -3,12 +3,13 @@ written, without one, so a report's every branch can be reached in milliseconds.
 
 from __future__ import annotations
 
-from kit.core.records import FAILED, PASSED, CaseResult, PromptScore
+from kit.core.records import FAILED, PASSED, CaseResult, DecodeScore, PromptScore
 
 
-def prompt_score(id_: str, err: float, bound: float = 0.075, failures: list[str] | None = None) -> PromptScore:
+def prompt_score(id_: str, err: float, bound: float = 0.075, failures: list[str] | None = None,
+                 bucket: int = 256) -> PromptScore:
     """One scored prompt; it passed unless ``failures`` names why not."""
-    return PromptScore(id=id_, bucket=256, n_tokens=200, passed=not failures, bound=bound,
+    return PromptScore(id=id_, bucket=bucket, n_tokens=200, passed=not failures, bound=bound,
                        max_probability_error=err, top_probability_l1_error=err, kl_shared=0.0,
                        first_rank_agreement=True, golden_top_token=5, golden_top_probability=0.6,
                        backend_top_token=5, backend_top_probability=0.6, winner_gap=0.0, failures=failures or [])
@@ -25,3 +26,12 @@ def failed_case(case: str, reasons: dict[str, str], duration_s: float = 2.0) -> 
     prompts = [prompt_score(pid, 0.5, failures=[line]) for pid, line in zip(reasons, failures)]
     return CaseResult(case=case, backend="hf", status=FAILED, bound=0.075, golden_kind="semantic",
                       duration_s=duration_s, prompts=prompts, failures=failures)
+
+
+def decode_score(id_: str, step_errors: list[float], bucket: int = 256, failures: list[str] | None = None,
+                 **divergence) -> DecodeScore:
+    """One prompt's continuation, compared at every step with these errors; it passed unless ``failures`` names
+    why not (``divergence``: diverged_at, golden_token, backend_token, accepted, why)."""
+    return DecodeScore(id=id_, bucket=bucket, steps=len(step_errors), compared=len(step_errors), passed=not failures,
+                       max_probability_error=max(step_errors), failures=failures or [], step_errors=step_errors,
+                       **divergence)

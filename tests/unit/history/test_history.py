@@ -223,7 +223,8 @@ def test_the_run_that_completes_a_step_says_so(tmp_path):
     flagged = next(r for r in found.headroom if r.bucket == 128)
     # The third run after the step is where a step this clear becomes significant (min_segment 3).
     assert flagged.flag is not None and flagged.new_step and "(new with the last run)" in markdown(found)
-    assert found.to_dict()["new_steps"] == [{"case": "hf-bf16", "bucket": 128, "flag": flagged.flag}]
+    assert found.to_dict()["new_steps"] == [{"case": "hf-bf16", "check": "first-token", "bucket": 128,
+                                             "flag": flagged.flag}]
 
 
 def test_a_step_down_is_no_flag(tmp_path):
