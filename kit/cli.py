@@ -348,10 +348,16 @@ def _parser() -> argparse.ArgumentParser:
     gr.set_defaults(func=_golden_regen)
 
     r = sub.add_parser("report", help="a finished run (or control) for people: Markdown for an issue, a zip to attach",
-                       epilog=_exits("written"))
-    r.add_argument("run_dir", help="a gate run directory or a control directory")
+                       epilog=epilog(ExitCode.PASSED, ExitCode.INCOMPLETE, ExitCode.BAD_INPUT, ExitCode.INTERRUPTED,
+                                     meanings={ExitCode.PASSED: "written",
+                                               ExitCode.INCOMPLETE: "--summary: the summary was not built in full "
+                                                                    "(one line says what failed)"}))
+    r.add_argument("run_dir", help="a gate run directory or a control directory (for --summary, a refresh directory "
+                                   "too)")
     r.add_argument("--markdown", action="store_true", help="print the evidence and a compact case table")
     r.add_argument("--attach", metavar="DIR", help="write DIR/<run>.zip: summary HTML, notebooks, results")
+    r.add_argument("--summary", action="store_true", help="execute the summary notebook again and render "
+                   "summary.html (a run whose summary failed, or was left out with --no-summary)")
     r.set_defaults(func=_report)
 
     lab = sub.add_parser("lab", help="open JupyterLab on the project, or on a run's summary, with its kernels",
@@ -757,7 +763,7 @@ def _localize(args) -> int:
     print(run.verdict)
     print(run.out)
     if run.notebook_error:
-        print(f"parity-kit: localize.ipynb did not run: {run.notebook_error}", file=sys.stderr)
+        print(f"parity-kit: {run.notebook_error}", file=sys.stderr)
         return ExitCode.INCOMPLETE
     return ExitCode.PASSED
 
@@ -787,43 +793,66 @@ def _report(args) -> int:
     from kit.gate import report
 
     run_dir = Path(args.run_dir)
-    if not (args.markdown or args.attach):
-        raise BadInput("report: say what to write: --markdown, --attach DIR, or both")
+    if not (args.markdown or args.attach or args.summary):
+        raise BadInput("report: say what to write: --markdown, --attach DIR, --summary, or several")
     other = next((kind for kind, name in (("localize", rundir.LOCALIZE), ("bisect", rundir.BISECT))
                   if (run_dir / name).is_file()), None)
     if other:  # a localize or bisect directory: Markdown of its own, no zip (the folder is the attachment)
-        if args.attach:
-            raise BadInput(f"{args.run_dir} is a {other} directory: --attach zips gate runs and controls; "
-                           "attach the folder itself")
+        if args.attach or args.summary:
+            raise BadInput(f"{args.run_dir} is a {other} directory: --attach and --summary are for gate runs and "
+                           "controls; attach the folder itself")
         from kit.bisect import summary as bisect_view
         from kit.views import localize as localize_view
 
         view = localize_view if other == "localize" else bisect_view
         sys.stdout.write(view.markdown_report(run_dir))
         return 0
-    if not ((run_dir / rundir.MANIFEST).is_file() or (run_dir / rundir.CONTROL).is_file()):
+    refresh = args.summary and (run_dir / rundir.REFRESH).is_file()  # its summary only: no case table, no zip
+    if not ((run_dir / rundir.MANIFEST).is_file() or (run_dir / rundir.CONTROL).is_file() or refresh):
         raise BadInput(f"{args.run_dir} is not a gate run, control, localize or bisect directory (no manifest.json, "
                        "control.json, localize.json or bisect.json)")
+    if refresh and (args.markdown or args.attach):
+        raise BadInput(f"{args.run_dir} is a refresh directory: --markdown and --attach are for its control "
+                       f"({paths.display(run_dir / 'control')})")
     if args.attach:
-        paths.check_dir_target(args.attach, "--attach")  # before the Markdown goes out, not after
+        paths.check_dir_target(args.attach, "--attach")  # before anything is written, not after
+    built = _build_summary(run_dir) if args.summary else None
+    if args.attach:
         report.attachable(run_dir)  # so is a run the zip would refuse (no summary, a link leading out)
     if args.markdown:
         sys.stdout.write(report.markdown_report(run_dir))
+    if built is not None and built.html is not None:
+        print(built.html, file=sys.stderr if args.markdown else sys.stdout)
     if args.attach:
         print(report.attach_zip(run_dir, args.attach), file=sys.stderr if args.markdown else sys.stdout)
-    return 0
+    return ExitCode.INCOMPLETE if built is not None and built.error else ExitCode.PASSED
+
+
+def _build_summary(run_dir: Path):
+    """The summary of a gate run, control or refresh directory built again, as the gate builds it (a line says
+    whatever failed)."""
+    if (run_dir / rundir.CONTROL).is_file():
+        from kit.control.run import build_notebooks
+
+        return build_notebooks(run_dir)
+    from kit.gate.run import build_summary
+
+    return build_summary(run_dir)
 
 
 def _lab(args) -> int:
     import os
     import shutil
 
+    from kit.run.labcheckpoints import lab_options
+
     jupyter = shutil.which("jupyter", path=str(Path(sys.executable).parent)) or shutil.which("jupyter")
     if jupyter is None:
         raise BadInput("jupyter is not installed in this environment; run `make env` first")
     root = paths.CHECKOUT or Path.cwd()
     os.environ[paths.LAB_ROOT_ENV] = str(root.resolve())  # its kernels' runs/ (kit.core.paths.runs_root)
-    cmd = [jupyter, "lab", f"--ServerApp.root_dir={root}", "--ip=127.0.0.1", f"--port={args.port}"]
+    cmd = [jupyter, "lab", f"--ServerApp.root_dir={root}", "--ip=127.0.0.1", f"--port={args.port}",
+           *lab_options(root)]  # checkpoints in the user's cache, never in a run directory
     if args.run_dir:
         run = Path(args.run_dir).resolve()
         if not run.is_dir():

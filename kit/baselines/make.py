@@ -44,9 +44,8 @@ from kit.core.lineage import LineageEntry, heads, write_entry
 from kit.core.results import PASSED, now_iso
 from kit.descriptor.load import LoadedDescriptor, load_descriptor, with_baselines
 from kit.descriptor.plan import Plan, resolve
-from kit.gate.report import render_html
 from kit.gate.run import execute_gates, finish_gate, start_gate
-from kit.run.notebook import run_notebook
+from kit.run.notebook import run_and_render
 from kit.run.output import MARKUP, NOTICE
 
 log = logging.getLogger(__name__)
@@ -149,12 +148,9 @@ def _render_evidence(work_dir: Path) -> None:
     """The evidence notebook and its HTML, for the pull request; a failure to render loses nothing (the record
     and evidence.md are written) and is said in one line."""
     out = work_dir / EVIDENCE_NOTEBOOK.name.replace("baseline", "evidence")
-    outcome = run_notebook(EVIDENCE_NOTEBOOK, out, {"work_dir": str(work_dir)}, paths.MAIN_KERNEL, 300,
-                           work_dir / "evidence.kernel.log")
-    if out.is_file():
-        render_html(out)
-    if outcome.error or outcome.timed_out:
-        log.error(f"evidence notebook failed: {outcome.error or 'timed out'}; the record is {work_dir / RECORD}")
+    built = run_and_render(EVIDENCE_NOTEBOOK, out, {"work_dir": str(work_dir)}, 300, work_dir / "evidence.kernel.log")
+    if built.error:
+        log.error(f"evidence notebook not rendered in full: {built.error}; the record is {work_dir / RECORD}")
 
 
 def _begin(work_dir: Path, plan: Plan) -> Path:

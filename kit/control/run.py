@@ -30,7 +30,7 @@ from kit.gate.junit import write_junit, written_when_interrupted
 from kit.gate.run import execute_gates, finish_gate, finish_interrupted, publish_finished, start_gate
 from kit.history.publish import check_target
 from kit.run import output
-from kit.run.notebook import run_notebook
+from kit.run.notebook import Rendered, run_and_render
 from kit.run.output import MARKUP, NOTICE
 from kit.run.stopping import on_signals
 
@@ -130,14 +130,11 @@ def finish_control(plan: Plan, control_dir: Path, runs: list[GateRun], command: 
     write_json(control_dir / rundir.CONTROL, doc)
     write_json(control_dir / rundir.DIAGNOSIS, diagnosis.to_dict())
     report.write_evidence(control_dir, report.control_evidence(doc, diagnosis, views))
-    if summary:
-        for error in (build_control_notebook(control_dir), report.build_summary(control_dir)):
-            if error:  # the diagnosis and both runs are already on disk
-                log.error(f"[red]a control notebook failed[/]: {escape(str(error))}", extra=MARKUP)
+    page = build_notebooks(control_dir).html if summary else None
     for line in diagnosis.case_lines:  # each case's paired effect, then the verdict as the last word
         log.info(f"  {printable(line)}")
     style = "green" if diagnosis.verdict == QUALIFIED else "red"
-    artifact = control_dir / (rundir.SUMMARY_HTML if summary else rundir.EVIDENCE)
+    artifact = page or control_dir / rundir.EVIDENCE
     log.log(NOTICE, f"[{style}]control {diagnosis.verdict}[/]: {escape(diagnosis.reason)} -> {escape(str(artifact))}",
             extra=MARKUP)
     return ControlRun(control_dir.resolve(), runs[0], runs[1], diagnosis)
@@ -170,8 +167,19 @@ def control_runs(control_dir: str | Path) -> tuple[Path, Path]:
     return control_dir / doc["runs"][doc["current"]], control_dir / doc["runs"][doc["candidate"]]
 
 
-def build_control_notebook(control_dir: Path, kernel: str = paths.MAIN_KERNEL, timeout_s: float = 300) -> str | None:
-    out = control_dir / rundir.CONTROL_NOTEBOOK
-    outcome = run_notebook(CONTROL_NOTEBOOK, out, {"control_dir": str(control_dir)}, kernel, timeout_s,
-                           control_dir / "control.kernel.log")
-    return outcome.error or ("timed out" if outcome.timed_out else None)
+def build_notebooks(control_dir: Path) -> Rendered:
+    """The control notebook and the summary with its page, and one logged line if anything failed, naming it and
+    how to build it later: the diagnosis and both runs are on disk by now, and no failure here may change them or
+    the exit code."""
+    control, summary = build_control_notebook(control_dir), report.build_summary(control_dir)
+    error = "; ".join(e for e in (control.error, summary.error) if e) or None
+    if error:
+        log.error(report.summary_failure(control_dir, error))
+    return Rendered(error, summary.html)
+
+
+def build_control_notebook(control_dir: Path, kernel: str = paths.MAIN_KERNEL, timeout_s: float = 300) -> Rendered:
+    """The executed control notebook (no HTML of its own: the summary covers the control); a failure is its one
+    line, never an exception."""
+    return run_and_render(CONTROL_NOTEBOOK, control_dir / rundir.CONTROL_NOTEBOOK, {"control_dir": str(control_dir)},
+                          timeout_s, control_dir / "control.kernel.log", kernel, html=False)

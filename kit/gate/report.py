@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+import shlex
 from pathlib import Path
 from typing import Sequence
 
@@ -14,7 +15,7 @@ from kit.core.power import family_lines, headline
 from kit.core.records import ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult, severity
 from kit.core.results import counts_sentence
 from kit.core.text import printable
-from kit.run.notebook import render_html, run_notebook
+from kit.run.notebook import Rendered, run_and_render
 
 SUMMARY_NOTEBOOK = paths.NOTEBOOKS / rundir.SUMMARY_NOTEBOOK
 
@@ -188,15 +189,24 @@ def write_evidence(run_dir: Path, text: str) -> Path:
     return atomic_write_bytes(run_dir / rundir.EVIDENCE, text.encode("utf-8"))
 
 
-def build_summary(run_dir: Path, kernel: str = paths.MAIN_KERNEL, timeout_s: float = 300) -> str | None:
-    """Execute the summary notebook over the run and render it to HTML (also when a cell failed,
-    so the reader sees where). Returns the failure, if any, as one line."""
-    out = run_dir / rundir.SUMMARY_NOTEBOOK
-    outcome = run_notebook(SUMMARY_NOTEBOOK, out, {"run_dir": str(run_dir)}, kernel, timeout_s,
-                           run_dir / "summary.kernel.log")
-    if out.is_file():
-        render_html(out)
-    return outcome.error or ("timed out" if outcome.timed_out else None)
+def build_summary(run_dir: Path, kernel: str = paths.MAIN_KERNEL, timeout_s: float = 300) -> Rendered:
+    """Execute the summary notebook over the run (a gate run, a control or a refresh directory) and render it to
+    HTML, also when a cell failed, so the reader sees where. It runs once the verdict and every record are on
+    disk, so whatever fails in it (a plot, the kernel, a missing piece of nbconvert) is the outcome's one line,
+    never an exception that would turn a finished verdict into an internal error."""
+    return run_and_render(SUMMARY_NOTEBOOK, run_dir / rundir.SUMMARY_NOTEBOOK, {"run_dir": str(run_dir)}, timeout_s,
+                          run_dir / "summary.kernel.log", kernel)
+
+
+def summary_later(run_dir: Path) -> str:
+    """The command that builds a directory's summary again (once the notebook stack is mended)."""
+    return f"parity-kit report {shlex.quote(paths.display(run_dir))} --summary"
+
+
+def summary_failure(run_dir: Path, error: str) -> str:
+    """The one line a failed summary is: what failed, that the verdict stands, and how to build it later."""
+    return (f"summary not built in full: {error}; the verdict and its records are written and stand; "
+            f"build it later with `{summary_later(run_dir)}`")
 
 
 def control_evidence(control: dict, diagnosis, views: Sequence) -> str:
@@ -395,8 +405,8 @@ def attachable(run_dir: str | Path) -> list[Path]:
                                                        rundir.CONTROL, rundir.DIAGNOSIS)
         or (p.parent.name == rundir.FIGURES and p.suffix in (".png", ".svg")))]
     if not any(p.name == rundir.SUMMARY_HTML for p in wanted):
-        raise BadInput(f"{run_dir} has no summary.html (was it run with --no-summary?); "
-                       "nothing worth attaching")
+        raise BadInput(f"{run_dir} has no summary.html (run with --no-summary, or its summary failed): "
+                       f"`{summary_later(run_dir)}` builds it")
     for p in wanted:
         check_inside(p, run_dir)
     return wanted

@@ -34,7 +34,7 @@ from kit.gate.retry import retry_infrastructure
 from kit.history.publish import check_target, publish_run
 from kit.run import output
 from kit.run.devices import DevicePool
-from kit.run.notebook import stop_all
+from kit.run.notebook import Rendered, stop_all
 from kit.run.output import MARKUP, NOTICE
 from kit.run.stopping import on_signals
 
@@ -209,23 +209,29 @@ def finish_gate(run: GateRun, command: Sequence[str], summary: bool = True, with
         log.log(NOTICE, f"[yellow]{escape(said)}[/]", extra=MARKUP)
     report.write_evidence(run.run_dir, report.evidence_markdown(finished, run.verdict, run.counts,
                                                                 run.duration_s, run.results, said))
-    if summary:
-        error = report.build_summary(run.run_dir)
-        if error:  # the verdict and every case result are already on disk
-            log.error(f"[red]summary notebook failed[/]: {escape(str(error))}; "
-                         f"see {escape(str(run.run_dir / rundir.SUMMARY_NOTEBOOK))}", extra=MARKUP)
+    page = build_summary(run.run_dir).html if summary else None
     for line in triage_lines(run):
         log.info(line, extra=MARKUP)
     style = "green" if run.verdict == PASSED else "red"
     sentence = counts_sentence(run.counts, run.duration_s)
     if run.retried:
         sentence += f" ({len(run.retried)} retried after an infrastructure failure: {', '.join(run.retried)})"
-    artifact = run.run_dir / (rundir.SUMMARY_HTML if summary else rundir.RESULT)
+    artifact = page or run.run_dir / rundir.RESULT
     who = f" ({run.release})" if run.release else ""
     log.log(NOTICE, f"[{style}]gate{escape(who)} {run.verdict}[/]: {sentence} -> {escape(str(artifact))}",
                extra=MARKUP)
     if run.lock is not None:
         run.lock.release()  # finished: another run may resume this directory now
+
+
+def build_summary(run_dir: Path) -> Rendered:
+    """The run's summary and its page, and one logged line if anything failed, saying what and how to build it
+    later: the verdict and every case result are on disk by now, and the summary is a view of them that must not
+    change them, nor the exit code."""
+    built = report.build_summary(run_dir)
+    if built.error:
+        log.error(report.summary_failure(run_dir, built.error))
+    return built
 
 
 def finish_interrupted(runs: Sequence[GateRun], command: Sequence[str]) -> None:

@@ -120,7 +120,7 @@ def describe(sel: queries.Selection) -> str:
 def render(history: History, out: str | Path | None = None) -> History:
     """The history notebook over ``history``'s selection, executed in the main kernel and rendered to HTML in a
     new folder (``out``, or runs/history-<descriptor>-<time>); a failed cell is kept and said in one line."""
-    from kit.run.notebook import render_html, run_notebook  # Jupyter's machinery: not for --markdown and --json
+    from kit.run.notebook import run_and_render  # Jupyter's machinery: not for --markdown and --json
 
     out_dir = paths.claim_empty_dir(out or rundir.new_run_dir("history", history.selection.name or "all",
                                                               str(paths.runs_root())), "--out", "history")
@@ -129,14 +129,12 @@ def render(history: History, out: str | Path | None = None) -> History:
     params = {"runs": history.store, "index": str(history.index), "descriptor": sel.name,
               "cases": list(sel.cases), "since": sel.since.isoformat() if sel.since else None}
     notebook = out_dir / RENDERED
-    outcome = run_notebook(NOTEBOOK, notebook, params, paths.MAIN_KERNEL, NOTEBOOK_TIMEOUT_S,
-                           out_dir / "history.kernel.log")
-    if notebook.is_file():
-        render_html(notebook)
+    built = run_and_render(NOTEBOOK, notebook, params, NOTEBOOK_TIMEOUT_S, out_dir / "history.kernel.log")
     history.out_dir = out_dir
-    history.notebook_error = outcome.error or ("timed out" if outcome.timed_out else None)
-    if history.notebook_error:
-        log.error(f"history notebook failed: {history.notebook_error}; see {paths.display(notebook)}")
+    history.notebook_error = built.error
+    if built.error:  # history.json is written; the same command builds the page again
+        log.error(f"history not rendered in full: {built.error}; {DOCUMENT} is written; "
+                  f"see {paths.display(notebook)}")
     return history
 
 
@@ -148,7 +146,7 @@ def markdown(history: History) -> str:
            "", "| case | bucket | runs | last largest error | bound | headroom | error / bound | trend per run "
                "| flag |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
     for r in history.headroom:
-        trend = "—" if r.slope is None else f"{r.slope:+.2g}" + (" (shrinking)" if r.shrinking else "")
+        trend = r.trend + (" (shrinking)" if r.shrinking else "")
         flag = (r.flag or "") + (" (new with the last run)" if r.new_step else "")
         out.append(f"| {r.series} | {r.bucket} | {r.runs} | {_g(r.max_error)} | {_g(r.bound)} | {_g(r.headroom)} | "
                    f"{_g(r.ratio, '.2f')} | {trend} | {flag} |")

@@ -76,6 +76,11 @@ class HeadroomRow:
         """Its name for a reader: the case, or "<case> decode" for its decode steps."""
         return series_name(self.case, self.check)
 
+    @property
+    def trend(self) -> str:
+        """Its trend per run for a reader, signed; "—" where none can be computed (a series of one run)."""
+        return "—" if self.slope is None else f"{self.slope:+.2g}"
+
     def to_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k not in ("values", "run_names", "labels")}
 
@@ -170,6 +175,7 @@ def headroom(con: Any, sel: Selection, trend_runs: int = TREND_RUNS) -> list[Hea
     out = []
     for (case, check, bucket, runs, last_run, last_release, err, bound, room, ratio, least, slope, r2, n,
          errors, ratios, run_names, releases) in rows:
+        slope = fitted_slope(slope, n)
         p = slope_p_value(r2, n) if slope is not None else None
         values = ratios if check == DECODE else errors
         out.append(HeadroomRow(
@@ -178,6 +184,12 @@ def headroom(con: Any, sel: Selection, trend_runs: int = TREND_RUNS) -> list[Hea
             values=[math.nan if v is None else v for v in values], run_names=list(run_names),
             labels=[f"release {rel} / run {name}" if rel else f"run {name}" for name, rel in zip(run_names, releases)]))
     return out
+
+
+def fitted_slope(slope: float | None, n: int) -> float | None:
+    """A least-squares slope, or None where it cannot be computed: DuckDB's regr_slope of a single point is NaN,
+    not NULL, and a NaN would read as a trend ("+nan") in every table and as invalid JSON."""
+    return slope if slope is not None and n >= 2 and math.isfinite(slope) else None
 
 
 def slope_p_value(r2: float | None, n: int) -> float | None:

@@ -141,9 +141,9 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
     qualify.use_jupyter_path(q.jupyter_path)
     control = run_control(derive(desc, {built.tag: release}), out=run_dir / "control", jobs=jobs, only=only,
                           current=current, candidate=built.tag, command=command, summary=False)
-    error = build_control_notebook(control.control_dir)
-    if error:
-        log.error(f"[red]the control notebook failed[/]: {escape(error)}", extra=MARKUP)
+    notebook = build_control_notebook(control.control_dir)
+    if notebook.error:  # the control's diagnosis is on disk; the refresh's summary is built again below
+        log.error(report.summary_failure(control.control_dir, notebook.error))
     timings["control"] = time.perf_counter() - t0
     d = control.diagnosis
     next_steps = _publish_steps(built, run_dir, desc.path, current, backend, q) if d.verdict == QUALIFIED else []
@@ -165,12 +165,12 @@ def _finish(run_dir: Path, record: dict, verdict: str, reason: str, code: int,
         (run_dir / "next-steps.sh").write_text("# Run by a person, after reading summary.html.\n"
                                                + "\n".join(next_steps) + "\n")
     log.log(NOTICE, "[bold][4/4] summary[/]", extra=MARKUP)
-    error = report.build_summary(run_dir)
-    if error:  # refresh.json and every step's record are already on disk
-        log.error(f"[red]the summary notebook failed[/]: {escape(error)}", extra=MARKUP)
+    built = report.build_summary(run_dir)
+    if built.error:  # refresh.json and every step's record are already on disk, and stand
+        log.error(report.summary_failure(run_dir, built.error))
     style = "green" if verdict == QUALIFIED else "red"
-    log.log(NOTICE, f"[{style}]refresh {verdict}[/]: {escape(reason)} -> {escape(str(run_dir / 'summary.html'))}",
-            extra=MARKUP)
+    page = built.html or run_dir / rundir.REFRESH
+    log.log(NOTICE, f"[{style}]refresh {verdict}[/]: {escape(reason)} -> {escape(str(page))}", extra=MARKUP)
     if next_steps:
         log.log(NOTICE, "next, by hand (nothing was pushed, tagged or opened):", extra=MARKUP)
         for line in next_steps:

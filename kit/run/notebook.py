@@ -203,6 +203,44 @@ def kill_tree(target: int | processes.Identity | None) -> None:
     processes.stop_tree(target, grace_s=0)
 
 
+@dataclass(frozen=True)
+class Rendered:
+    """A report notebook (a run's summary, a control's notebook, the history, a baseline's evidence) executed and
+    rendered. It is a view of records already on disk, so what failed in it is one line here, never an exception:
+    a notebook stack missing a piece must not turn the verdict it shows into an internal error."""
+
+    error: str | None  # one line: what failed (the notebook, its kernel, or its HTML); None when all of it worked
+    html: Path | None  # the HTML written this time; None when none was (kept off, or its rendering failed)
+
+
+def run_and_render(notebook: str | Path, output: Path, parameters: dict, timeout_s: float, log_path: Path,
+                   kernel_name: str = paths.MAIN_KERNEL, html: bool = True) -> Rendered:
+    """``notebook`` executed into ``output`` and (``html``) rendered beside it, also when a cell failed, so the
+    reader sees where. Every failure is said, none raised: an interrupt still stops it."""
+    try:
+        outcome = run_notebook(notebook, output, parameters, kernel_name, timeout_s, log_path)
+    except Exception as exc:  # the notebook stack itself (papermill, the main kernel's spec) could not start it
+        why = f"{type(exc).__name__}: {first_line(str(exc))}"
+        return Rendered(f"{output.name} could not run: {why}", None)
+    errors = [f"{output.name} timed out after {timeout_s:g} s" if outcome.timed_out else
+              f"{output.name} failed: {outcome.error}" if outcome.error else None]
+    page = None
+    if html and output.is_file():
+        page, failed = try_render_html(output)
+        errors.append(failed)
+    return Rendered("; ".join(e for e in errors if e) or None, page)
+
+
+def try_render_html(notebook: Path) -> tuple[Path | None, str | None]:
+    """render_html, or the one line saying why not: on a node whose nbconvert lacks a piece (its sanitizer
+    without tinycss2 raises NameError on import) the HTML is lost, never what it shows."""
+    try:
+        return render_html(notebook), None
+    except Exception as exc:
+        why = f"{type(exc).__name__}: {first_line(str(exc))}"
+        return None, f"nbconvert could not render {notebook.name} to HTML: {why}"
+
+
 def render_html(notebook: Path) -> Path:
     """The executed notebook as HTML beside it, without the code: what a reader opens (every command's report)."""
     import nbformat

@@ -40,7 +40,8 @@ def load(index: str | Path, sel: queries.Selection) -> dict[str, Any]:
 def headroom_table(rows: Sequence[queries.HeadroomRow]) -> pd.DataFrame:
     frame = pd.DataFrame([{"case": r.series, "bucket": r.bucket, "runs": r.runs, "last largest error": r.max_error,
                            "bound": r.bound, "headroom": r.headroom, "error / bound": r.ratio,
-                           "least headroom": r.least_headroom, "trend per run": r.slope, "trend p": r.p_value,
+                           "least headroom": r.least_headroom, "trend per run": r.trend,
+                           "trend p": "—" if r.p_value is None else f"{r.p_value:.2g}",
                            "shrinking": r.shrinking, "flag": r.flag or "", "new with the last run": r.new_step}
                           for r in rows])
     return frame.set_index(["case", "bucket"]) if not frame.empty else frame

@@ -209,14 +209,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_lab_serves_the_project_with_its_kernels(passing_run):
+def test_lab_serves_the_project_with_its_kernels(passing_run, tmp_path):
     run, _ = passing_run
     inside = ROOT / "runs" / f"lab-test-{os.getpid()}"
     shutil.copytree(run, inside)
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "kit.cli", "lab", str(inside), "--no-browser", "--port", str(port),
                              "--", "--IdentityProvider.token=labtest"], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})
     try:
         specs = None
         for _ in range(120):
@@ -232,6 +233,12 @@ def test_lab_serves_the_project_with_its_kernels(passing_run):
         url = f"http://127.0.0.1:{port}/api/contents/runs/{inside.name}/summary.ipynb?token=labtest&content=0"
         with urllib.request.urlopen(url, timeout=5) as r:
             assert json.loads(r.read())["type"] == "notebook"
+        # What JupyterLab does on every save: the checkpoint lands outside the run directory, the audit artifact.
+        save = urllib.request.Request(f"http://127.0.0.1:{port}/api/contents/runs/{inside.name}/summary.ipynb/"
+                                      "checkpoints?token=labtest", method="POST")
+        with urllib.request.urlopen(save, timeout=5) as r:
+            assert json.loads(r.read())["id"] == "checkpoint"
+        assert not list(inside.rglob(".ipynb_checkpoints"))
     finally:
         os.killpg(proc.pid, 15)
         proc.wait(timeout=30)

@@ -1,0 +1,148 @@
+"""Building the summary cannot change the verdict: a notebook stack missing a piece (nbconvert whose sanitizer lacks
+tinycss2 raises NameError on import), a plot that raises, or a notebook that cannot start is one line naming what
+failed and the command that builds the summary later, and the exit code stays the verdict's, never 70. The case
+executions and the summary's kernel are faked: what is tested is what the commands do with the failure."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from kit.cli import main
+from kit.control.run import build_notebooks
+from kit.core import rundir
+from kit.core.exitcodes import ExitCode
+from kit.core.records import CaseResult, PromptScore
+from kit.core.results import save_case_result
+from kit.gate import executor
+from kit.history.command import gather, render
+from kit.run import notebook
+from kit.run.notebook import NotebookOutcome
+from support import write_descriptor
+from support.history import series
+from support.rundirs import control_dir, gate_run
+
+pytestmark = pytest.mark.unit
+
+NAME_ERROR = "name 'ALLOWED_STYLES' is not defined"
+BOUND = "p1: max probability error 0.2 > bound 0.075 (bucket 8)"
+FAILED = {"status": "failed", "failures": [BOUND],
+          "prompts": [PromptScore("p1", 8, 10, False, 0.075, 0.2, 0.2, 0.1, False, 5, 0.5, 9, 0.5, 0.031,
+                                  failures=[BOUND])]}
+
+
+def fake_case(monkeypatch, outcome: dict) -> None:
+    """Every case ends with ``outcome``, leaving the files a case leaves."""
+    def execute_case(spec, cases_dir, expected=None, gpus=()):
+        (cases_dir / f"{spec.name}.ipynb").write_text("{}")
+        result = CaseResult(spec.name, spec.backend, **outcome)
+        save_case_result(result, cases_dir / f"{spec.name}.json")
+        return result
+
+    monkeypatch.setattr(executor, "execute_case", execute_case)
+
+
+def fake_kernel(monkeypatch, error: str | None = None) -> None:
+    """A notebook 'executed' at once: an empty one written where papermill would write it, ``error`` its failed
+    cell (a plot that raised)."""
+    def run_notebook(source, output, parameters, kernel_name, timeout_s, log_path, *rest, **kw):
+        nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("a summary")]), str(output))
+        return NotebookOutcome(error, None, None)
+
+    monkeypatch.setattr(notebook, "run_notebook", run_notebook)
+
+
+def break_nbconvert(monkeypatch) -> None:
+    """nbconvert as a node without tinycss2 has it: `from nbconvert import HTMLExporter` raises NameError."""
+    broken = types.ModuleType("nbconvert")
+
+    def __getattr__(name: str):
+        raise NameError(NAME_ERROR)
+
+    broken.__getattr__ = __getattr__  # type: ignore[method-assign]
+    monkeypatch.setitem(sys.modules, "nbconvert", broken)
+
+
+def gate(tmp_path: Path, embedded, capsys) -> tuple[int, Path, list[str]]:
+    desc = write_descriptor(tmp_path, embedded, cases={"hf-bf16": embedded.doc["cases"]["hf-bf16"]})
+    run_dir = tmp_path / "run"
+    code = main(["gate", str(desc), "--out", str(run_dir), "--jobs", "1", "--junit", str(tmp_path / "junit.xml")])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "internal error" not in err
+    return code, run_dir, [line for line in err.splitlines() if "summary not built in full" in line]
+
+
+@pytest.mark.parametrize("outcome, verdict, code", [({"status": "passed"}, "passed", ExitCode.PASSED),
+                                                    (FAILED, "failed", ExitCode.FAILED)])
+def test_an_exporter_that_cannot_import_leaves_the_verdict_and_its_exit_code(tmp_path, embedded, monkeypatch,
+                                                                            capsys, outcome, verdict, code):
+    fake_case(monkeypatch, outcome)
+    fake_kernel(monkeypatch)
+    break_nbconvert(monkeypatch)
+    exit_code, run_dir, said = gate(tmp_path, embedded, capsys)
+    assert exit_code == code
+    [line] = said
+    assert f"nbconvert could not render summary.ipynb to HTML: NameError: {NAME_ERROR}" in line
+    assert f"parity-kit report {run_dir} --summary" in line
+    assert json.loads((run_dir / rundir.RESULT).read_text())["verdict"] == verdict
+    assert (run_dir / rundir.EVIDENCE).is_file() and (tmp_path / "junit.xml").is_file()
+    assert (run_dir / rundir.SUMMARY_NOTEBOOK).is_file() and not (run_dir / rundir.SUMMARY_HTML).exists()
+
+    # Once nbconvert is mended, the command the line names builds the page.
+    monkeypatch.delitem(sys.modules, "nbconvert")
+    assert main(["report", str(run_dir), "--summary"]) == ExitCode.PASSED
+    assert (run_dir / rundir.SUMMARY_HTML).is_file()
+    assert capsys.readouterr().out.strip().endswith(rundir.SUMMARY_HTML)
+
+
+def test_a_plot_that_raises_is_one_line_and_the_page_still_shows_where(tmp_path, embedded, monkeypatch, capsys):
+    fake_case(monkeypatch, {"status": "passed"})
+    fake_kernel(monkeypatch, "cell 4 raised ValueError: x and y must have same first dimension")
+    exit_code, run_dir, [line] = gate(tmp_path, embedded, capsys)
+    assert exit_code == ExitCode.PASSED
+    assert "summary.ipynb failed: cell 4 raised ValueError: x and y must have same first dimension" in line
+    assert (run_dir / rundir.SUMMARY_HTML).is_file()
+
+
+def test_a_notebook_stack_that_cannot_start_is_one_line(tmp_path, embedded, monkeypatch, capsys):
+    def run_notebook(*args, **kw):
+        raise ImportError("cannot import name 'execute_notebook' from 'papermill'")
+
+    fake_case(monkeypatch, {"status": "passed"})
+    monkeypatch.setattr(notebook, "run_notebook", run_notebook)
+    exit_code, run_dir, [line] = gate(tmp_path, embedded, capsys)
+    assert exit_code == ExitCode.PASSED
+    assert "summary.ipynb could not run: ImportError: cannot import name 'execute_notebook'" in line
+    assert json.loads((run_dir / rundir.RESULT).read_text())["verdict"] == "passed"
+
+
+def test_report_summary_says_what_failed_and_exits_2(tmp_path, monkeypatch, capsys):
+    run_dir = gate_run(tmp_path / "run", summary=False)
+    fake_kernel(monkeypatch)
+    break_nbconvert(monkeypatch)
+    assert main(["report", str(run_dir), "--summary"]) == ExitCode.INCOMPLETE
+    assert f"NameError: {NAME_ERROR}" in capsys.readouterr().err
+
+
+def test_a_control_keeps_its_diagnosis(tmp_path, monkeypatch, caplog):
+    folder = control_dir(tmp_path / "control")
+    fake_kernel(monkeypatch)
+    break_nbconvert(monkeypatch)
+    built = build_notebooks(folder)
+    assert built.html is None and f"NameError: {NAME_ERROR}" in (built.error or "")
+    assert f"parity-kit report {folder} --summary" in caplog.text
+    assert (folder / rundir.DIAGNOSIS).is_file() and (folder / rundir.CONTROL_NOTEBOOK).is_file()
+
+
+def test_the_history_page_says_what_failed(tmp_path, monkeypatch):
+    series(tmp_path / "store", [0.010, 0.012])
+    fake_kernel(monkeypatch)
+    break_nbconvert(monkeypatch)
+    found = render(gather(str(tmp_path / "store")), tmp_path / "history")
+    assert f"NameError: {NAME_ERROR}" in (found.notebook_error or "")
+    assert (tmp_path / "history" / "history.json").is_file()
