@@ -146,7 +146,8 @@ def _parser() -> argparse.ArgumentParser:
                                    f"bar (CI), a heartbeat line every {DEFAULT_HEARTBEAT_S:g} s (${HEARTBEAT_ENV}) and a line per\n"
                                    "finished bucket of each case say what runs.",
                        epilog=epilog(ExitCode.PASSED, ExitCode.FAILED, ExitCode.INCOMPLETE, ExitCode.BAD_INPUT,
-                                     ExitCode.NO_BASELINE, ExitCode.INCONCLUSIVE, ExitCode.INTERRUPTED))
+                                     ExitCode.NO_BASELINE, ExitCode.INCONCLUSIVE, ExitCode.BORROWED_BOUNDS,
+                                     ExitCode.INTERRUPTED))
     g.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR),
                    help="descriptor TOML (default: the embedded tiny-cpu descriptor)")
     g.add_argument("--out", help="run directory to create (default: runs/<name>-<time>-<id>)")

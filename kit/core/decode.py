@@ -79,7 +79,7 @@ def compare_continuation(prompt_id: str, bucket: int, n_tokens: int, golden: Seq
             failures.append(f"{where}: continuations diverged {why}")
         return DecodeScore(prompt_id, bucket, steps, n, not failures, _worst(errors), diverged_at=n,
                            golden_token=g_token, backend_token=b_token, accepted=accepted, why=why,
-                           failures=failures, step_errors=errors)
+                           failures=failures, step_errors=errors, gap=gap)
     return DecodeScore(prompt_id, bucket, steps, len(errors), not failures, _worst(errors), failures=failures,
                        step_errors=errors)
 

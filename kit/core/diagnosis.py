@@ -25,8 +25,8 @@ from kit.core.exitcodes import ExitCode
 from kit.core.paired import PairedResult
 from kit.core.paired import compare as compare_paired
 from kit.core.power import clean_error
-from kit.core.records import (ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, TIMEOUT, CaseResult, DecodeScore, PromptScore,
-                              known_fields)
+from kit.core.records import (BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, TIMEOUT, CaseResult, DecodeScore,
+                              PromptScore, known_fields)
 from kit.core.results import RunView
 
 QUALIFIED, REGRESSION, BLOCKER, BOTH_BROKEN, INCOMPLETE = (
@@ -280,6 +280,8 @@ def _incomplete_lines(label: str, view: RunView) -> list[str]:
             lines.append(f"{label}: case {name}: {r.error}")
         elif r.status == INCONCLUSIVE:  # within its bounds, but it could not have seen what was asked: no pass
             lines.append(f"{label}: case {name} is inconclusive: {r.error}")
+        elif r.status == BORROWED:  # judged by another class of hardware's noise: this host's is not known
+            lines.append(f"{label}: case {name}: {r.error}")
     return lines
 
 

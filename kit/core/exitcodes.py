@@ -19,6 +19,7 @@ class ExitCode(enum.IntEnum):
     NOT_QUALIFIED = 6   # refresh: the built release failed qualification
     NO_BASELINE = 7     # every case that ran passed, but an exact case has no golden for this runtime
     INCONCLUSIVE = 8    # nothing failed, but a case could not see a fault as small as the descriptor asks
+    BORROWED_BOUNDS = 9  # a case failed only under bounds measured on another class of hardware, by what classes differ
     INTERNAL = 70       # an unexpected exception in the kit itself (EX_SOFTWARE): no verdict
     INTERRUPTED = 130   # SIGINT
     HANGUP = 129        # SIGHUP: 128 + the signal's number, the shell's convention for a process a signal ended
@@ -43,6 +44,9 @@ _MEANINGS = {
     ExitCode.INCONCLUSIVE: ("inconclusive: nothing failed, but a case's detectable effect is over the limit its "
                             "descriptor states (or it scored fewer prompts than that effect was measured on): "
                             "neither passed nor failed"),
+    ExitCode.BORROWED_BOUNDS: ("borrowed bounds: nothing else failed, but a case failed under bounds measured on "
+                               "another class of hardware by no more than classes differ (neither passed nor "
+                               "failed; its result names the `baseline make` command that measures this host)"),
     ExitCode.INTERNAL: "internal error: an unexpected exception in parity-kit (a bug); no verdict; traceback on stderr",
     ExitCode.INTERRUPTED: "interrupted (SIGINT, Ctrl-C)",
     ExitCode.HANGUP: "stopped by SIGHUP (a closed terminal)",

@@ -19,7 +19,10 @@ NO_BASELINE = "no-baseline"
 # A case within its bounds that could not have seen a fault as small as its descriptor asks (its detectable
 # effect is over the limit, or it scored fewer prompts than that effect was measured on): not passed, not failed.
 INCONCLUSIVE = "inconclusive"
-CASE_STATUSES = (PASSED, FAILED, ERROR, TIMEOUT, NO_BASELINE, INCONCLUSIVE)
+# A case that failed only under bounds measured on another class of hardware, by no more than classes differ
+# (kit.core.borrowed): this host's noise may explain it, so it is neither a pass nor a regression until measured.
+BORROWED = "borrowed-bounds"
+CASE_STATUSES = (PASSED, FAILED, ERROR, TIMEOUT, NO_BASELINE, INCONCLUSIVE, BORROWED)
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,9 @@ class DecodeScore:
     failures: list[str] = field(default_factory=list)
     # The max probability error of each step compared, in order: what calibrating a decode case keeps per step.
     step_errors: list[float] = field(default_factory=list)
+    # At a divergence, the golden's lead of its token over the backend's (None: none, or outside the golden's
+    # top-k): what lets a reader re-judge the near-tie under other bounds without the continuations.
+    gap: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -206,6 +212,8 @@ class CaseResult:
             return [f"{self.case}: {self.error}"]
         if self.status == INCONCLUSIVE:
             return [f"{self.case}: inconclusive: {self.error}"]
+        if self.status == BORROWED:
+            return [f"{self.case}: borrowed bounds: {self.error}"]
         return [f"{self.case}: {message}" for message in self.failures]
 
     @property

@@ -10,16 +10,20 @@ from typing import Mapping, Sequence
 from kit.core import rundir
 from kit.core.exitcodes import ExitCode
 from kit.core.jsonio import read_json, write_json
-from kit.core.records import ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult
+from kit.core.records import BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult
 from kit.core.resultcheck import check_case_result, check_manifest, read_checked
 
 GATE_PASSED, GATE_FAILED, GATE_INCOMPLETE = "passed", "failed", "incomplete"
 GATE_NO_BASELINE = "no-baseline"  # every case that ran passed, and some exact case had nothing to judge it by
 # Nothing failed or went missing, but some case could not have seen a fault as small as the descriptor asks.
 GATE_INCONCLUSIVE = "inconclusive"
+# Nothing failed or went missing, but some case failed under another class of hardware's bounds by no more than
+# classes differ (kit.core.borrowed): the host needs its own measurement before anything is claimed.
+GATE_BORROWED = "borrowed-bounds"
 # What `parity-kit gate` exits with for each gate verdict.
 GATE_EXIT_CODES = {GATE_PASSED: ExitCode.PASSED, GATE_FAILED: ExitCode.FAILED, GATE_INCOMPLETE: ExitCode.INCOMPLETE,
-                   GATE_NO_BASELINE: ExitCode.NO_BASELINE, GATE_INCONCLUSIVE: ExitCode.INCONCLUSIVE}
+                   GATE_NO_BASELINE: ExitCode.NO_BASELINE, GATE_INCONCLUSIVE: ExitCode.INCONCLUSIVE,
+                   GATE_BORROWED: ExitCode.BORROWED_BOUNDS}
 
 
 def now_iso() -> str:
@@ -36,7 +40,8 @@ def load_case_result(path: str | Path) -> CaseResult:
 
 def gate_verdict(expected: Sequence[str], results: Mapping[str, CaseResult]) -> str:
     """``failed`` when any case failed (that answer stands whatever else happened),
-    else ``incomplete`` when a case errored, timed out or is missing, else ``no-baseline`` when an exact
+    else ``incomplete`` when a case errored, timed out or is missing, else ``borrowed-bounds`` when a case failed
+    only under another class of hardware's bounds, else ``inconclusive``, else ``no-baseline`` when an exact
     case had no golden for its runtime, else ``passed``. Never ``passed`` with a missing or unjudged case."""
     statuses = [results[name].status if name in results else None for name in expected]
     if FAILED in statuses:
@@ -45,6 +50,9 @@ def gate_verdict(expected: Sequence[str], results: Mapping[str, CaseResult]) -> 
         return GATE_INCOMPLETE
     # A case that says it could not see the faults asked of it outranks one with nothing to judge it by: both
     # stop a pin, and the inconclusive one needs a better measurement, not only a golden.
+    # A bound crossed under borrowed bounds outranks a case that could not see enough: something did move.
+    if BORROWED in statuses:
+        return GATE_BORROWED
     if INCONCLUSIVE in statuses:
         return GATE_INCONCLUSIVE
     if NO_BASELINE in statuses:
@@ -54,7 +62,7 @@ def gate_verdict(expected: Sequence[str], results: Mapping[str, CaseResult]) -> 
 
 
 def status_counts(expected: Sequence[str], results: Mapping[str, CaseResult]) -> dict[str, int]:
-    counts = {PASSED: 0, FAILED: 0, ERROR: 0, TIMEOUT: 0, NO_BASELINE: 0, INCONCLUSIVE: 0, "missing": 0}
+    counts = {PASSED: 0, FAILED: 0, ERROR: 0, TIMEOUT: 0, NO_BASELINE: 0, INCONCLUSIVE: 0, BORROWED: 0, "missing": 0}
     for name in expected:
         counts[results[name].status if name in results else "missing"] += 1
     return counts
@@ -63,7 +71,8 @@ def status_counts(expected: Sequence[str], results: Mapping[str, CaseResult]) ->
 def counts_sentence(counts: Mapping[str, int], duration_s: float) -> str:
     """'1 failed, 2 passed in 991 s' (zero counts left out)."""
     words = {FAILED: "failed", ERROR: "errored", TIMEOUT: "timed out", "missing": "missing",
-             NO_BASELINE: "without a baseline", INCONCLUSIVE: "inconclusive", PASSED: "passed"}
+             BORROWED: "failed under borrowed bounds", NO_BASELINE: "without a baseline",
+             INCONCLUSIVE: "inconclusive", PASSED: "passed"}
     parts = [f"{counts[k]} {word}" for k, word in words.items() if counts.get(k)]
     return f"{', '.join(parts) or 'no cases'} in {duration_s:.0f} s"
 

@@ -18,14 +18,17 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence
 
-from kit.core.records import ERROR, FAILED, TIMEOUT, CaseResult
+from kit.core.records import BORROWED, ERROR, FAILED, TIMEOUT, CaseResult
 from kit.core.scoring import is_bound_failure
 
 INFRASTRUCTURE, NEAR_TIE, NUMERIC = "infrastructure", "near-tie", "numeric"
 # An error the kit cannot pin on the job (a cell raised for a reason of its own, a result that does not cover
 # the case): not retried, since it would raise again, and not a regression either, since nothing was judged.
 CASE_ERROR = "case-error"
-CLASSES = (INFRASTRUCTURE, NEAR_TIE, NUMERIC, CASE_ERROR)
+# A failure under bounds measured on another class of hardware, by no more than classes differ (kit.core.borrowed):
+# this host's noise may explain it, so it is neither retried nor called a regression; measuring this host decides.
+BORROWED_BOUNDS = "borrowed-bounds"
+CLASSES = (INFRASTRUCTURE, NEAR_TIE, NUMERIC, CASE_ERROR, BORROWED_BOUNDS)
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,12 @@ def _case_error(r: CaseResult, _: Sequence[CaseResult]) -> Triage | None:
     return Triage(CASE_ERROR, f"case error: {r.error}")
 
 
+def _borrowed(r: CaseResult, _: Sequence[CaseResult]) -> Triage | None:
+    if r.status != BORROWED:
+        return None
+    return Triage(BORROWED_BOUNDS, f"borrowed bounds: {r.error}")
+
+
 def _near_tie(r: CaseResult, _: Sequence[CaseResult]) -> Triage | None:
     """Failed on winner changes only: with no error over its bound, a flipped winner led by at most twice the
     bound, so these are the near-tie flake family, not a drifting distribution."""
@@ -165,6 +174,7 @@ RULES: tuple[tuple[str, Callable[[CaseResult, Sequence[CaseResult]], Triage | No
      "executor that could not start the case (its error, else its log tail)", _infrastructure_sign),
     ("error while cases of another backend errored or timed out in the same run", _correlated),
     ("any other error", _case_error),
+    ("failed only under bounds measured on another class of hardware, by what classes differ", _borrowed),
     ("failed, every failure a winner change between near-tied tokens, drift not failed", _near_tie),
     ("failed otherwise: over the bound, drift, non-finite, missing tokens, exact mismatch", _numeric),
 )

@@ -24,6 +24,8 @@ from typing import Callable, Sequence
 from kit import __version__
 from kit.backends import registry
 from kit.core import contract, faultcopy, paths, rundir
+from kit.core.borrowed import judged_under_borrowed_bounds
+from kit.core.calibration import hardware_change
 from kit.core.coverage import Expected, coverage_problem, rejudged
 from kit.core.errors import BadInput
 from kit.core.jsonio import sha256_file, write_json
@@ -376,10 +378,27 @@ def checked(result: CaseResult, spec: CaseSpec, expected: Expected | None) -> Ca
     problem = coverage_problem(result, expected) if expected is not None else None
     if problem is None:
         judged = rejudged(result, expected) if expected is not None else result
+        judged = judged_by_hardware(judged, spec)
         return judged_by_power(judged, getattr(spec, "power", None), getattr(spec, "detectable_limit", None),
                                f"cases.{spec.name}.detectable_limit")
     return CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error=problem,
                       started_at=result.started_at, notes=result.notes)
+
+
+def judged_by_hardware(result: CaseResult, spec: CaseSpec) -> CaseResult:
+    """A failure under bounds measured on another class of hardware than this host's, judged by
+    kit.core.borrowed: asked here, on the case's host, since only it knows what it computes on."""
+    calibration = getattr(spec, "calibration", None)
+    if result.status != FAILED or not calibration:
+        return result
+    change = hardware_change(calibration, spec.options)
+    if change is None:
+        return result
+    command = f"parity-kit baseline make {paths.display(spec.descriptor)} --case {spec.name} --reason \"...\""
+    # A calibration launches the case once per sample it keeps; the backtest and the evidence gate add about two.
+    variants = len((calibration.get("drift") or {}).get("samples") or ()) or 3
+    expected_s = (variants + 2) * result.duration_s if result.duration_s else None
+    return judged_under_borrowed_bounds(result, *change, command, expected_s)
 
 
 def saved(result: CaseResult, path: Path) -> CaseResult:

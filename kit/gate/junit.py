@@ -20,7 +20,7 @@ from kit.core import rundir
 from kit.core.errors import BadInput
 from kit.core.jsonio import atomic_write_bytes
 from kit.core.power import headline
-from kit.core.records import ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, TIMEOUT, CaseResult
+from kit.core.records import BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, TIMEOUT, CaseResult
 from kit.core.results import read_run
 
 Suite = tuple[str, Sequence[str], Mapping[str, CaseResult], float]  # name, expected cases, results, duration
@@ -62,6 +62,10 @@ def _suite(root: ET.Element, suite: str, expected: Sequence[str], results: Mappi
         elif r.status == INCONCLUSIVE:  # within its bounds but unable to see what was asked: neither passed nor failed
             counts["skipped"] += 1
             ET.SubElement(case, "skipped", message=r.failure_messages[0], type=INCONCLUSIVE)
+        elif r.status == BORROWED:  # over bounds of another class of hardware by what classes differ: not judged here
+            counts["skipped"] += 1
+            node = ET.SubElement(case, "skipped", message=r.failure_messages[0], type=BORROWED)
+            node.text = "\n".join([*_triage_line(r), *(f"{r.case}: {line}" for line in r.failures)])
         if r is not None and (r.triage or r.attempts):
             _triage_properties(case, r)
         if r is not None and r.prompts:

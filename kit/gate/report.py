@@ -12,7 +12,8 @@ from kit.core import paths, rundir
 from kit.core.errors import BadInput
 from kit.core.jsonio import atomic_write_bytes, read_input_bytes, read_json_input, write_json
 from kit.core.power import family_lines, headline
-from kit.core.records import ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult, severity
+from kit.core.records import (BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult,
+                              severity)
 from kit.core.results import counts_sentence
 from kit.core.text import printable
 from kit.run.notebook import Rendered, run_and_render
@@ -81,6 +82,9 @@ def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: fl
         elif r.status == INCONCLUSIVE:
             lines.append(f"- {md(name, code=True)} ({md(r.backend)}): **inconclusive**, within its bounds but "
                          f"{md(r.error)}")
+        elif r.status == BORROWED:
+            lines.append(f"- {md(name, code=True)} ({md(r.backend)}): **failed under borrowed bounds**: {md(r.error)}")
+            lines += [f"  - {md(line)}" for line in r.failures[:5]]
         elif r.status == FAILED and not r.counts()["failed"] and any(not d.passed for d in r.decode):
             lines.append(f"- {md(name, code=True)} ({md(r.backend)}): **failed** its decode check; every one of its "
                          f"{r.counts()['prompts']} prompts passes on the first token")

@@ -20,7 +20,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from kit.core import paths, rundir
 from kit.core.progress import progress_path
 from kit.core.power import headline
-from kit.core.records import ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult
+from kit.core.decode import failed_prompts
+from kit.core.records import BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult
 from kit.core.results import counts_sentence, now_iso
 from kit.core.spec import CaseSpec
 from kit.core.text import printable
@@ -41,7 +42,7 @@ from kit.run.stopping import on_signals
 log = logging.getLogger(__name__)
 
 STATUS_STYLE = {PASSED: "green", FAILED: "red", ERROR: "magenta", TIMEOUT: "yellow", NO_BASELINE: "cyan",
-                INCONCLUSIVE: "yellow"}
+                INCONCLUSIVE: "yellow", BORROWED: "yellow"}
 
 
 def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | None = None,
@@ -263,12 +264,11 @@ def triage_lines(run: GateRun) -> list[str]:
 def case_line(r: CaseResult, label: str | None = None) -> str:
     style = STATUS_STYLE.get(r.status, "white")
     dur = f"{r.duration_s:.1f} s" if r.duration_s is not None else ""
-    if r.status in (ERROR, TIMEOUT, NO_BASELINE, INCONCLUSIVE):
+    if r.status in (ERROR, TIMEOUT, NO_BASELINE, INCONCLUSIVE, BORROWED):
         detail = escape(printable(str(r.error)))  # it may name a prompt: text from the world, not markup
     else:
         err = r.max_probability_error
-        counts = r.counts()
-        detail = f"{counts['failed']}/{counts['prompts']} prompts failed"
+        detail = f"{len(failed_prompts(r))}/{r.counts()['prompts']} prompts failed"  # a decode step's failure too
         detail += f", max error {err:.3g}" if err is not None else ""
         detail += f"; {headline(r.detectable)}" if r.detectable else ""
     on = f" on GPU {','.join(str(d.get('index')) for d in r.devices)}" if r.devices else ""

@@ -18,14 +18,14 @@ import pandas as pd
 from kit.core.decode import failed_prompts, worst_decode_step
 from kit.core.fixture import load_fixture
 from kit.core.golden import load_golden
-from kit.core.records import (ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult, PromptScore,
-                              severity)
+from kit.core.records import (BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult,
+                              PromptScore, severity)
 from kit.core.results import RunView, counts_sentence
 from kit.gate.trend import read_steps
 
 BANNER_COLORS = {"passed": "#1a7f37", "qualified": "#1a7f37", "failed": "#cf222e", "regression": "#cf222e",
                  "incomplete": "#9a6700", "baseline-blocker": "#8250df", "both-broken": "#8250df",
-                 "no-baseline": "#0969da", "inconclusive": "#9a6700"}
+                 "no-baseline": "#0969da", "inconclusive": "#9a6700", "borrowed-bounds": "#9a6700"}
 
 
 def gate_reason(view: RunView) -> str:
@@ -43,6 +43,10 @@ def gate_reason(view: RunView) -> str:
             parts.append(f"`{name}` fails {len(failed_prompts(r))} of {r.counts()['prompts']} prompts"
                          + decode_clause(r))
         return "; ".join(parts)
+    borrowed = [n for n in view.expected if n in view.results and view.results[n].status == BORROWED]
+    if borrowed and not unfinished:  # over bounds this host did not measure, by no more than classes differ
+        return "no case failed its own bounds, but " + "; ".join(
+            f"`{n}` {view.results[n].error}" for n in borrowed)
     inconclusive = [n for n in view.expected if n in view.results and view.results[n].status == INCONCLUSIVE]
     if inconclusive and not unfinished:  # nothing failed or is missing, but "passed" would claim too much
         return "every case is within its bounds, but " + "; ".join(

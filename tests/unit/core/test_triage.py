@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kit.core.records import CaseResult
-from kit.core.triage import CASE_ERROR, CLASSES, INFRASTRUCTURE, NEAR_TIE, NUMERIC, RULES, Triage, classify
+from kit.core.triage import (BORROWED_BOUNDS, CASE_ERROR, CLASSES, INFRASTRUCTURE, NEAR_TIE, NUMERIC, RULES, Triage,
+                             classify)
 
 BOUND = "p1: max probability error 0.2 > bound 0.075 (bucket 8)"
 WINNER = ("p2: winner changed outside a near-tie: golden top token 5 leads backend greedy token 9 by 0.031 > "
@@ -124,10 +125,10 @@ def test_evidence_is_one_line_of_bounded_length():
 
 
 def test_the_table_names_each_class_and_round_trips():
-    assert len(RULES) == 6 and all(why for why, _ in RULES)
+    assert len(RULES) == 7 and all(why for why, _ in RULES)
     t = Triage(NEAR_TIE, "near-tie: x")
     assert t.to_dict() == {"class": "near-tie", "evidence": "near-tie: x"} and Triage.from_dict(t.to_dict()) == t
-    assert set(CLASSES) == {INFRASTRUCTURE, NEAR_TIE, NUMERIC, CASE_ERROR}
+    assert set(CLASSES) == {INFRASTRUCTURE, NEAR_TIE, NUMERIC, CASE_ERROR, BORROWED_BOUNDS}
 
 
 def test_a_record_without_triage_still_loads():

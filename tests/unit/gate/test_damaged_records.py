@@ -75,7 +75,7 @@ DAMAGES = {
                               "{f}: bucket_bounds.256: expected a number, got None"),
     "unknown status": (CASE, lambda d: d.update(status="green"),
                        "{f}: status: expected one of passed, failed, error, timeout, no-baseline, inconclusive, "
-                       "got 'green'"),
+                       "borrowed-bounds, got 'green'"),
     "another case's result": (CASE, lambda d: d.update(case="hf-fp32"),
                               "{f}: case: expected 'hf-bf16', the case its file is named after, got 'hf-fp32'"),
     "manifest without cases": ("manifest.json", lambda d: d.pop("cases"), "{f}: cases: missing"),
