@@ -27,7 +27,7 @@ from kit.core import contract, faultcopy, paths, rundir
 from kit.core.borrowed import judged_under_borrowed_bounds
 from kit.core.calibration import hardware_change
 from kit.core.coverage import Expected, coverage_problem, rejudged
-from kit.core.errors import BadInput
+from kit.core.errors import BadInput, ParityKitError
 from kit.core.jsonio import sha256_file, write_json
 from kit.core.phases import with_executor_phases
 from kit.core.records import ERROR, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseResult
@@ -359,6 +359,8 @@ def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = No
         error = outcome.error or "the notebook finished without writing its case result"
         result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR,
                             error=f"{error}; partial notebook {shown}")
+    if result.status in (ERROR, TIMEOUT):
+        result = verdict_written(result, result_path, launched, spec, expected)
     result.log_tail = outcome.log_tail
     result.notebook = str(notebook)
     result.started_at = result.started_at or started
@@ -369,6 +371,28 @@ def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = No
     result.devices = [g.record() for g in gpus]
     result.phases = with_executor_phases(result.phases, result.kernel_span, launched, time.time())
     return saved(result, result_path)
+
+
+def verdict_written(unfinished: CaseResult, result_path: Path, launched: float, spec: CaseSpec,
+                    expected: Expected | None) -> CaseResult:
+    """A failed verdict the case's kernel wrote in this attempt, kept whatever happened to its process afterwards:
+    a numeric failure is the engine's answer, and reading it as a dead kernel would retry it until it passes. Its
+    result carries what ended the process as a note. Anything else (no verdict written, an unreadable or earlier
+    one, a pass followed by a crash) leaves ``unfinished`` as it is: a pass is only a pass when the notebook
+    finished."""
+    try:
+        if not result_path.is_file() or result_path.stat().st_mtime < launched - 1:
+            return unfinished
+        written = load_case_result(result_path)
+    except (OSError, ParityKitError, ValueError, KeyError, TypeError):  # damaged: the executor's account stands
+        return unfinished
+    if written.status != FAILED:
+        return unfinished
+    judged = checked(written, spec, expected)
+    if judged.status != FAILED:
+        return unfinished  # a verdict that does not cover the case claims nothing
+    after = f"after it wrote its verdict, the case ended with {unfinished.status}: {unfinished.error}; the verdict stands"
+    return dataclasses.replace(judged, notes=[*judged.notes, after])
 
 
 def checked(result: CaseResult, spec: CaseSpec, expected: Expected | None) -> CaseResult:
