@@ -18,6 +18,7 @@ from kit.core.golden import load_golden
 from kit.core.modeldigest import model_digest
 from support import (SLEEPER, copy_model, edit_weight, hf_cases, parity_kit, survivors, trusted, write_descriptor,
                      write_notebook)
+from support.shared import embedded_gate_run
 
 
 def result_of(run_dir):
@@ -25,12 +26,10 @@ def result_of(run_dir):
 
 
 # The embedded gate runs every case of the descriptor, Levanter's and vLLM's among them: each test of that run
-# carries both engines' markers.
+# carries both engines' markers. It is the session's one run of it, which other modules read too.
 @pytest.fixture(scope="module")
 def passing_run(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("gate") / "run"
-    proc = parity_kit("gate", "--out", run_dir)
-    return run_dir, proc
+    return embedded_gate_run(tmp_path_factory)
 
 
 @pytest.mark.levanter

@@ -11,9 +11,10 @@ import time
 import nbformat
 import pytest
 
-from support import (ROOT, SLEEPER, STARTS_WORKERS, parity_kit, survivors, trusted, wait_gone, write_descriptor,
+from support import (ROOT, SLEEPER, STARTS_WORKERS, survivors, trusted, wait_gone, write_descriptor,
                      write_notebook)
 from support.rayns import RayInNamespace, gate_in_own_namespace, processes_under, short_temp
+from support.shared import embedded_gate_run
 
 RUN_THE_CASE = ("from kit.case.runner import resolve_spec, run_case, save\n"
                 "save(run_case(resolve_spec(spec, None, None)), result_path)")
@@ -50,9 +51,10 @@ def ray4():
 @pytest.mark.levanter
 @pytest.mark.vllm
 @pytest.mark.timeout(1500)
-def test_tiny_gate_on_ray_gives_the_local_results(tmp_path, embedded):
-    local, on_ray = tmp_path / "local", tmp_path / "ray"
-    proc = parity_kit("gate", "--out", local, "--no-summary")
+def test_tiny_gate_on_ray_gives_the_local_results(tmp_path, tmp_path_factory, embedded):
+    # The local run is the session's one run of the embedded gate (support.shared), read only here.
+    local, proc = embedded_gate_run(tmp_path_factory)
+    on_ray = tmp_path / "ray"
     assert proc.returncode == 0, proc.stderr
     with short_temp("g") as temp:
         # No RAY_ADDRESS: the gate starts a Ray for the run and must stop it afterwards.
