@@ -33,8 +33,10 @@ def test_a_kernel_killed_once_is_retried_and_the_retry_passes(tmp_path, embedded
     assert result["verdict"] == "passed"
     case = result["cases"]["flaky"]
     assert case["status"] == "passed" and case["triage"] is None
-    died = f"the kernel died mid-case; partial notebook {run_dir}/cases/flaky.ipynb"
-    evidence = f"infrastructure: the kernel died: {died}"
+    # SIGKILL from outside the kit is how the out-of-memory killer ends a kernel: the kind says so.
+    died = (f"the kernel died mid-case (killed by SIGKILL, as the out-of-memory killer kills); partial notebook "
+            f"{run_dir}/cases/flaky.ipynb")
+    evidence = f"infrastructure: out of memory: {died}"
     [attempt] = case["attempts"]
     assert attempt == {"attempt": 1, "status": "error", "error": died,
                        "triage": {"class": "infrastructure", "evidence": evidence},
@@ -47,7 +49,7 @@ def test_a_kernel_killed_once_is_retried_and_the_retry_passes(tmp_path, embedded
     assert "(1 retried after an infrastructure failure: flaky)" in proc.stderr
     md = (run_dir / "evidence.md").read_text()
     assert "**Parity gate `test`: passed.**" in md
-    assert "Retried after an infrastructure failure: `flaky` (infrastructure: the kernel died:" in md
+    assert "Retried after an infrastructure failure: `flaky` (infrastructure: out of memory:" in md
     assert f'name="attempt1" value="error: {evidence}"' in (tmp_path / "junit.xml").read_text()
 
 
@@ -64,7 +66,7 @@ def test_a_server_that_never_gets_healthy_is_retried_and_leaves_the_run_incomple
     assert result["verdict"] == "incomplete"
     case = result["cases"]["slow-start"]
     assert case["status"] == "error"
-    started = (r"infrastructure: the engine failed to start: cell \d+ raised VllmServerError: vllm serve was not "
+    started = (r"infrastructure: the engine failed to start: cell \d+ raised EngineDidNotStart: vllm serve was not "
                r"healthy within 1 s \(log .*slow-start\.server\.log\)")
     assert case["triage"]["class"] == "infrastructure" and re.match(started, case["triage"]["evidence"]), case
     [attempt] = case["attempts"]
