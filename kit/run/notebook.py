@@ -11,7 +11,8 @@ where a dying kernel says why, and they would otherwise interleave on the consol
 Every outcome carries its kind (kit.core.outcomes), decided from types where the failure arises: the kit's own
 kill on a timeout or an interrupt, nbclient's DeadKernelError, the class a failing cell raised (its name, as the
 kernel reports it, looked up among the kit's typed exceptions by kit.core.errors.kind_named), and the kernel
-process's own exit (killed by SIGKILL, as the out-of-memory killer does, when the kit did not kill it).
+process's own exit (a kernel killed by SIGKILL the kit did not send is a dead kernel, the signal named: the
+out-of-memory killer sends it, and so may anyone else, so it is not called out of memory).
 """
 
 from __future__ import annotations
@@ -233,8 +234,6 @@ def failure_kind(exc: BaseException, exit_code: int | None = None) -> str:
 
     if isinstance(exc, pm.PapermillExecutionError):
         return kind_named(exc.ename)
-    if exit_code in SIGKILLED:
-        return outcomes.OUT_OF_MEMORY
     if exit_code is not None or isinstance(exc, DeadKernelError):
         return outcomes.KERNEL_DIED
     if isinstance(exc, CellTimeoutError):
@@ -247,7 +246,8 @@ def exit_words(exit_code: int | None) -> str:
     if exit_code is None:
         return ""
     if exit_code in SIGKILLED:
-        return " (killed by SIGKILL, as the out-of-memory killer kills)"
+        # The out-of-memory killer sends it, and so may a person or another process: a dead kernel, no more.
+        return " (killed by SIGKILL: the out-of-memory killer, or another process)"
     return f" (its process exited with code {exit_code})"
 
 

@@ -107,14 +107,14 @@ def ended(code: str) -> subprocess.Popen:
     return proc
 
 
-def test_a_kernel_killed_by_sigkill_the_kit_did_not_send_is_out_of_memory(monkeypatch, tmp_path):
+def test_a_kernel_killed_by_sigkill_the_kit_did_not_send_is_a_dead_kernel_naming_the_signal(monkeypatch, tmp_path):
     def oom_killed(*_a, **_kw):
         live_handle().process = ended("import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
         raise DeadKernelError("Kernel died")
 
     outcome = run_with(monkeypatch, tmp_path, oom_killed)
-    assert outcome.kind == outcomes.OUT_OF_MEMORY
-    assert outcome.error == "the kernel died mid-case (killed by SIGKILL, as the out-of-memory killer kills)"
+    assert outcome.kind == outcomes.KERNEL_DIED
+    assert outcome.error == "the kernel died mid-case (killed by SIGKILL: the out-of-memory killer, or another process)"
 
 
 def test_a_kernel_that_exited_on_its_own_died_whatever_nbclient_raised(monkeypatch, tmp_path):
