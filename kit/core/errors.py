@@ -4,7 +4,18 @@ message and exit code 3.
 One root lets a caller (a notebook, a plugin, a script around the kit) tell the kit's own refusals and faults
 from a bug in itself or an engine's exception with one ``except``; every other exception class of the kit
 derives from it.
+
+An engine's faults that are the job's, not the case's, are typed (EngineDidNotStart, EngineStoppedAnswering):
+each carries its kind (kit.core.outcomes) as a class attribute, so any backend raising one is classed by its
+type. A case's kernel reports only the class name of what a cell raised, so the gate finds the kind by that name
+(``kind_named``): a backend raises these classes themselves, not subclasses of its own.
 """
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from kit.core import outcomes
 
 
 class ParityKitError(Exception):
@@ -24,3 +35,36 @@ class Unrunnable(ParityKitError):
     """What a run needs to run at all (a Ray cluster) could not be had: no case ran, so there is no verdict, and
     nothing about the engine is known. The CLI says so in one line and exits as for an incomplete run, which a
     CI reads as "run again", never as a parity failure."""
+
+
+class EngineFault(ParityKitError, RuntimeError):
+    """An engine failed the case for a reason of the job; ``kind`` says which. A RuntimeError too, so that code
+    catching an engine's RuntimeError still does."""
+
+    kind: ClassVar[str]
+
+
+class EngineDidNotStart(EngineFault):
+    """The engine (a server, an engine process) exited, or never became ready, before it answered anything."""
+
+    kind = outcomes.ENGINE_DID_NOT_START
+
+
+class EngineStoppedAnswering(EngineFault):
+    """The engine started, then its connection was refused, reset or closed mid-case."""
+
+    kind = outcomes.ENGINE_STOPPED_ANSWERING
+
+
+TYPED: tuple[type[EngineFault], ...] = (EngineDidNotStart, EngineStoppedAnswering)
+# The class names of an out-of-memory error: Python's own, torch's (torch.OutOfMemoryError, and
+# torch.cuda.OutOfMemoryError, the same class), Ray's.
+MEMORY_ERRORS = ("MemoryError", "OutOfMemoryError")
+_BY_NAME = {**{cls.__name__: cls.kind for cls in TYPED}, **dict.fromkeys(MEMORY_ERRORS, outcomes.OUT_OF_MEMORY)}
+
+
+def kind_named(class_name: str | None) -> str:
+    """The kind of an exception known only by its class name (what a kernel reports of a cell's exception), plain
+    or qualified (``torch.OutOfMemoryError``); CASE_ERROR for every other class."""
+    name = class_name or ""
+    return _BY_NAME.get(name) or _BY_NAME.get(name.rsplit(".", 1)[-1]) or outcomes.CASE_ERROR

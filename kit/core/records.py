@@ -183,6 +183,9 @@ class CaseResult:
     failures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     error: str | None = None
+    # What kind of error ended the case (kit.core.outcomes), set from its type where it arose; None when it did not
+    # error, and in a record written before kinds existed (triage then reads its error text, kit.core.triage).
+    error_kind: str | None = None
     notebook: str | None = None
     log_tail: str | None = None
     # The GPUs the local executor gave the case ({index, uuid, name} each); empty: it asked for none.

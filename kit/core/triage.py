@@ -8,8 +8,10 @@ the evidence that decided it, and the gate acts on the class: an infrastructure 
 (docs/triage.md).
 
 The rules are one table (RULES), tried in order, first match wins; each is a pure function of the case's
-status, error text, log tail and failure lines, and of the other results of the same run (several unrelated
-cases erroring together is a job-level event). Stdlib only: the kernel-safe core.
+status, error kind, failure lines, and of the other results of the same run (several unrelated cases erroring
+together is a job-level event). An error is classed by its kind (``CaseResult.error_kind``, kit.core.outcomes),
+set from its type where it arose; its text and log tail are read only for a record written before kinds existed,
+so that older run directories triage as they always did. Stdlib only: the kernel-safe core.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence
 
+from kit.core.outcomes import kind_of
 from kit.core.records import BORROWED, ERROR, FAILED, TIMEOUT, CaseResult
 from kit.core.scoring import is_bound_failure
 
@@ -44,8 +47,9 @@ class Triage:
         return cls(str(d.get("class")), str(d.get("evidence")))
 
 
-# What an error (or, failing that, the kernel's log tail) says when the job, not the engine's numbers,
-# went wrong: (pattern, the words the evidence uses). Searched in this order.
+# For a record without an error kind only (written before kinds existed; a current one is classed by its kind):
+# what an error (or, failing that, the kernel's log tail) says when the job, not the engine's numbers, went
+# wrong, in the wording the kit and vLLM used then: (pattern, the words the evidence uses). Searched in this order.
 INFRASTRUCTURE_SIGNS: tuple[tuple[str, str], ...] = (
     (r"out of memory|OutOfMemoryError|\bMemoryError\b|\bOOM\b|oom-kill", "out of memory"),
     (r"Ray worker died|Ray task failed|WorkerCrashedError|NodeDiedError|ActorDiedError", "lost worker (Ray)"),
@@ -95,8 +99,17 @@ def _timeout(r: CaseResult, _: Sequence[CaseResult]) -> Triage | None:
     return Triage(INFRASTRUCTURE, f"infrastructure: timeout: {r.error or 'the case ran past its timeout'}")
 
 
+def _typed(r: CaseResult, _: Sequence[CaseResult]) -> Triage | None:
+    """An error whose kind is the job's. A case error (or no kind) goes on to the run-wide rule."""
+    kind = kind_of(r.error_kind)
+    if r.status != ERROR or kind is None or not kind.infrastructure:
+        return None
+    return Triage(INFRASTRUCTURE, f"infrastructure: {kind.words}: {r.error}")
+
+
 def _infrastructure_sign(r: CaseResult, _: Sequence[CaseResult]) -> Triage | None:
-    if r.status != ERROR:
+    """The fallback for a record written before error kinds existed: its error text, else its log tail."""
+    if r.status != ERROR or kind_of(r.error_kind) is not None:
         return None
     # The error first: it is the executor's or the case's own account; the log tail only when it names nothing.
     for where, text in (("", r.error or ""), ("its log: ", r.log_tail or "")):
@@ -170,8 +183,10 @@ def _numeric(r: CaseResult, _: Sequence[CaseResult]) -> Triage | None:
 # case is never infrastructure (it was judged), and near-tie only when nothing numeric is in it.
 RULES: tuple[tuple[str, Callable[[CaseResult, Sequence[CaseResult]], Triage | None]], ...] = (
     ("timeout: the kit killed a case that ran past its timeout", _timeout),
-    ("error naming a dead kernel, an engine that did not start or answer, out of memory, a lost worker, an "
-     "executor that could not start the case (its error, else its log tail)", _infrastructure_sign),
+    ("error of a kind that is the job's: an engine that did not start or stopped answering, a dead kernel, out "
+     "of memory, a lost worker, an interrupted run, an executor that could not start or record the case", _typed),
+    ("error without a kind (a record of an older kit) whose text names one of those (its error, else its log "
+     "tail)", _infrastructure_sign),
     ("error while cases of another backend errored or timed out in the same run", _correlated),
     ("any other error", _case_error),
     ("failed only under bounds measured on another class of hardware, by what classes differ", _borrowed),

@@ -2,8 +2,10 @@
 
 A case notebook writes its own result; the executor records ``timeout`` (the
 kernel's process tree was killed) or ``error`` (the kernel died or a cell
-raised) itself. In every outcome the executed, possibly partial, notebook stays
-in the run directory, and a finished case result is never overwritten.
+raised) itself, with the kind of error (kit.core.outcomes) the notebook's
+outcome or the executor's own failure gives it, never one read from its text.
+In every outcome the executed, possibly partial, notebook stays in the run
+directory, and a finished case result is never overwritten.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Callable, Sequence
 
 from kit import __version__
 from kit.backends import registry
-from kit.core import contract, faultcopy, paths, rundir
+from kit.core import contract, faultcopy, outcomes, paths, rundir
 from kit.core.borrowed import judged_under_borrowed_bounds
 from kit.core.calibration import hardware_change
 from kit.core.coverage import Expected, coverage_problem, rejudged
@@ -344,21 +346,21 @@ def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = No
     shown = paths.display(notebook)
 
     if outcome.timed_out:
-        result = CaseResult(case=spec.name, backend=spec.backend, status=TIMEOUT,
+        result = CaseResult(case=spec.name, backend=spec.backend, status=TIMEOUT, error_kind=outcomes.TIMEOUT,
                             error=f"exceeded its timeout of {spec.timeout_s:g} s; its kernel was killed; "
                                   f"partial notebook {shown}")
     elif outcome.killed_by and not outcome.started:
-        result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR,
+        result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error_kind=outcomes.INTERRUPTED,
                             error="interrupted before its kernel started")
     elif outcome.killed_by:
-        result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR,
+        result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error_kind=outcomes.INTERRUPTED,
                             error=f"interrupted; its kernel was killed; partial notebook {shown}")
     elif outcome.error is None and result_path.is_file():
         result = checked(load_case_result(result_path), spec, expected)
     else:
         error = outcome.error or "the notebook finished without writing its case result"
         result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR,
-                            error=f"{error}; partial notebook {shown}")
+                            error_kind=outcome.kind or outcomes.CASE_ERROR, error=f"{error}; partial notebook {shown}")
     if result.status in (ERROR, TIMEOUT):
         result = verdict_written(result, result_path, launched, spec, expected)
     result.log_tail = outcome.log_tail
@@ -391,7 +393,8 @@ def verdict_written(unfinished: CaseResult, result_path: Path, launched: float, 
     judged = checked(written, spec, expected)
     if judged.status != FAILED:
         return unfinished  # a verdict that does not cover the case claims nothing
-    after = f"after it wrote its verdict, the case ended with {unfinished.status}: {unfinished.error}; the verdict stands"
+    after = (f"after it wrote its verdict, the case ended with {unfinished.status}: {unfinished.error}; "
+             "the verdict stands")
     return dataclasses.replace(judged, notes=[*judged.notes, after])
 
 
@@ -406,7 +409,7 @@ def checked(result: CaseResult, spec: CaseSpec, expected: Expected | None) -> Ca
         return judged_by_power(judged, getattr(spec, "power", None), getattr(spec, "detectable_limit", None),
                                f"cases.{spec.name}.detectable_limit")
     return CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error=problem,
-                      started_at=result.started_at, notes=result.notes)
+                      error_kind=outcomes.CASE_ERROR, started_at=result.started_at, notes=result.notes)
 
 
 def judged_by_hardware(result: CaseResult, spec: CaseSpec) -> CaseResult:
@@ -437,7 +440,7 @@ def saved(result: CaseResult, path: Path) -> CaseResult:
         path.unlink(missing_ok=True)  # e.g. the kernel's own verdict, which this run no longer vouches for
     log.error(f"parity-kit: case {result.case}: {error}")
     joined = error if result.error is None else f"{result.error}; {error}"
-    return dataclasses.replace(result, status=ERROR, error=joined)
+    return dataclasses.replace(result, status=ERROR, error=joined, error_kind=outcomes.EXECUTOR)
 
 
 def run_cases(run: GateRun, jobs: int | None = None,
@@ -496,7 +499,8 @@ def execute_scheduled(spec: CaseSpec, run: GateRun, pool: DevicePool, req: Reque
         if on_start:
             on_start(spec)  # progress reports pair each end with a start
         result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error=f"cannot start: {exc}",
-                            finished_at=now_iso(), bound=spec.bound, golden_kind=spec.golden_kind)
+                            error_kind=outcomes.EXECUTOR, finished_at=now_iso(), bound=spec.bound,
+                            golden_kind=spec.golden_kind)
         return saved(result, run.cases_dir / f"{spec.name}.json")
     try:
         return execute_guarded(spec, run.cases_dir, on_start, run.expected.get(spec.name), gpus)
@@ -528,7 +532,7 @@ def execute_guarded(spec: CaseSpec, cases_dir: Path, on_start: Callable[[CaseSpe
         return execute_case(spec, cases_dir, expected, gpus)
     except Exception as exc:  # a bug here must not cost the other cases their results
         log.error(traceback.format_exc().rstrip("\n"))  # the traceback alone, as print_exc writes it
-        result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR,
+        result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error_kind=outcomes.EXECUTOR,
                             error=f"executor failed: {describe_failure(exc)}")
         return saved(result, cases_dir / f"{spec.name}.json")
 

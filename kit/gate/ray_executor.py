@@ -14,7 +14,8 @@ path. What Ray adds is placement and survival:
   notebook task sits in bundle 0; the kernel gets the group from
   ``kit.case.placement.case_placement_group()`` to start its stages there.
 - a worker or node that dies under a case is retried by Ray up to the case's
-  ``retries``; after that the case is an ``error`` with its partial notebook.
+  ``retries``; after that the case is an ``error`` with its partial notebook,
+  of kind ``worker-lost`` (kit.core.outcomes), decided from Ray's exception type.
   The lost worker's kernel session is stopped by the kernel's guard process
   (kit.backends.processes), on whichever node it ran.
 - a task that outlives its timeout by a grace period (stuck outside the notebook,
@@ -40,7 +41,7 @@ from typing import Callable, Iterator
 
 from kit.backends.processes import stop_procs
 from kit.case.placement import RAY_NAMESPACE
-from kit.core import paths
+from kit.core import outcomes, paths
 from kit.core.coverage import Expected
 from kit.core.errors import Unrunnable
 from kit.core.records import ERROR, TIMEOUT, CaseResult
@@ -257,14 +258,14 @@ def run_cases_ray(run: GateRun, on_start: Callable[[CaseSpec], None] | None = No
             if why:
                 finish(spec, record(run.cases_dir, CaseResult(
                     case=spec.name, backend=spec.backend, status=ERROR, finished_at=now_iso(),
-                    error=f"cannot be placed: {why}")))
+                    error_kind=outcomes.CASE_ERROR, error=f"cannot be placed: {why}")))
                 continue
             try:
                 ref, sub = _submit(ray, remote, run, spec, res, retries)
             except Exception as exc:  # a refused submission is this case's error, not the gate's
                 finish(spec, record(run.cases_dir, CaseResult(
                     case=spec.name, backend=spec.backend, status=ERROR, finished_at=now_iso(),
-                    error=f"Ray refused the task: {describe_failure(exc)}")))
+                    error_kind=outcomes.CASE_ERROR, error=f"Ray refused the task: {describe_failure(exc)}")))
                 continue
             live[ref] = sub
         try:
@@ -343,21 +344,33 @@ def _outcome(ray, ref, sub: _Submitted, cases: Path, expected: Expected | None =
         return CaseResult.from_dict(ray.get(ref))
     except ray.exceptions.TaskCancelledError:
         if sub.gave_up_waiting:
-            return record(cases, result(notebook=None, status=ERROR, error=(
+            return record(cases, result(notebook=None, status=ERROR, error_kind=outcomes.EXECUTOR, error=(
                 f"waited {sub.resources.max_wait_s:g} s for {asked(sub.resources)} and never started; "
                 "its Ray task was cancelled")))
-        return record(cases, result(status=TIMEOUT, error=(
+        return record(cases, result(status=TIMEOUT, error_kind=outcomes.TIMEOUT, error=(
             f"exceeded its timeout of {spec.timeout_s:g} s and did not return; its Ray task was cancelled; "
             f"partial notebook {notebook}")), expected)
     except Exception as exc:
         tries = len(attempts(cases, spec.name))
-        what = ("its Ray worker died" if isinstance(exc, (ray.exceptions.WorkerCrashedError,
-                                                          ray.exceptions.NodeDiedError,
-                                                          ray.exceptions.OutOfMemoryError))
-                else "its Ray task failed")
-        return record(cases, result(status=ERROR, error=(
+        kind = lost_kind(ray, exc)
+        died = kind in (outcomes.WORKER_LOST, outcomes.OUT_OF_MEMORY)
+        what = "its Ray worker died" if died else "its Ray task failed"
+        return record(cases, result(status=ERROR, error_kind=kind, error=(
             f"{what} ({type(exc).__name__}) on attempt {tries} of {1 + sub.retries}; "
             f"partial notebook {notebook}")), expected)
+
+
+def lost_kind(ray, exc: BaseException) -> str:
+    """The kind of a Ray task's failure, from Ray's exception types: its worker, node or actor died (worker-lost),
+    Ray killed it for memory (out-of-memory), or the task failed otherwise outside the notebook, whose failures
+    the task records itself (executor). A RayTaskError is judged by the exception it wraps."""
+    cause = exc.cause if isinstance(exc, ray.exceptions.RayTaskError) and exc.cause is not None else exc
+    if isinstance(cause, ray.exceptions.OutOfMemoryError):
+        return outcomes.OUT_OF_MEMORY
+    if isinstance(cause, (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
+                          ray.exceptions.ActorDiedError)):
+        return outcomes.WORKER_LOST
+    return outcomes.EXECUTOR
 
 
 def _placement(ray, group) -> dict:

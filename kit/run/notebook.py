@@ -7,12 +7,20 @@ kernel is stopped as that whole session (kit.backends.processes), on a timeout,
 an interrupt, and when the notebook ends, and a guard process stops it should
 this process die first. The kernel's stdout and stderr go to a log file: that is
 where a dying kernel says why, and they would otherwise interleave on the console.
+
+Every outcome carries its kind (kit.core.outcomes), decided from types where the failure arises: the kit's own
+kill on a timeout or an interrupt, nbclient's DeadKernelError, the class a failing cell raised (its name, as the
+kernel reports it, looked up among the kit's typed exceptions by kit.core.errors.kind_named), and the kernel
+process's own exit (a kernel killed by SIGKILL the kit did not send is a dead kernel, the signal named: the
+out-of-memory killer sends it, and so may anyone else, so it is not called out of memory).
 """
 
 from __future__ import annotations
 
 import glob
 import os
+import signal
+import subprocess
 import threading
 import warnings
 from dataclasses import dataclass
@@ -21,8 +29,9 @@ from pathlib import Path
 from jupyter_client.manager import AsyncKernelManager
 
 from kit.backends import processes
-from kit.core import paths
+from kit.core import outcomes, paths
 from kit.core.contract import LOG_PREFIX_ENV
+from kit.core.errors import kind_named
 from kit.core.jsonio import atomic_write_bytes
 from kit.run.mainkernel import provide_main_kernel
 
@@ -41,6 +50,7 @@ class NotebookOutcome:
     killed_by: str | None  # "timeout" or "interrupt" when the kit killed the kernel
     log_tail: str | None
     started: bool = True  # False: the run was stopped before this notebook's kernel could start
+    kind: str | None = None  # kit.core.outcomes: what ended it, when it failed; None when every cell ran
 
     @property
     def timed_out(self) -> bool:
@@ -58,6 +68,8 @@ class KernelHandle:
         self.pid: int | None = None
         self.session: processes.Identity | None = None
         self.killed_by: str | None = None
+        self.process: subprocess.Popen | None = None  # the kernel's process, as jupyter_client launched it
+        self.shut_down = False  # papermill shut the kernel down (alive at the end), which kills it itself
         self._guard: processes.Guard | None = None
         self._lock = threading.Lock()
 
@@ -73,11 +85,16 @@ class KernelHandle:
                     await super().start_kernel(stdout=log, stderr=log, **kw)
                 with handle._lock:
                     handle.pid = getattr(self.provisioner, "pid", None)
+                    handle.process = getattr(self.provisioner, "process", None)
                     handle.session = processes.identity(handle.pid) if handle.pid is not None else None
                     if handle.session is not None:
                         handle._guard = processes.guard(handle.session)
                     if handle.killed_by:  # killed while the kernel was starting
                         kill_tree(handle.session or handle.pid)
+
+            async def shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:  # type: ignore[override]
+                handle.shut_down = True  # nbclient shuts down only a kernel still alive
+                await super().shutdown_kernel(now=now, restart=restart)
 
         return TrackedKernelManager
 
@@ -86,6 +103,13 @@ class KernelHandle:
             self.killed_by = self.killed_by or reason
             if self.pid is not None:
                 kill_tree(self.session or self.pid)
+
+    def exit_code(self) -> int | None:
+        """The kernel process's exit status when it ended on its own (neither the kit nor papermill's shutdown
+        killed it); None while it runs, or when it was killed on purpose. Read before ``finish``."""
+        if self.process is None or self.shut_down or self.killed_by:
+            return None
+        return self.process.poll()
 
     def finish(self) -> None:
         """Stop whatever of the case outlived its notebook (papermill's shutdown kills the kernel's
@@ -127,10 +151,11 @@ def run_notebook(notebook: str | Path, output: Path, parameters: dict, kernel_na
         provide_main_kernel()  # a plain pip install registered none; the summary may be the first to ask
     handle = KernelHandle(log_path, log_prefix, env)
     timer = threading.Timer(timeout_s, handle.kill) if timeout_s else None
-    error = None
+    error, kind = None, None
     with _live_lock:  # checked under the lock that stop_all sweeps with: no kernel slips past it
         if _stopping.is_set():
-            return NotebookOutcome("the run was stopped before its kernel started", "interrupt", None, False)
+            return NotebookOutcome("the run was stopped before its kernel started", "interrupt", None, False,
+                                   outcomes.INTERRUPTED)
         _live.add(handle)
     if timer:
         timer.daemon = True
@@ -142,7 +167,8 @@ def run_notebook(notebook: str | Path, output: Path, parameters: dict, kernel_na
                             # Every result is saved by then; a graceful shutdown only adds wait.
                             shutdown_kernel="immediate")
     except Exception as exc:  # every failure becomes a recorded outcome, never a lost case
-        error = describe_failure(exc)
+        code = handle.exit_code()
+        error, kind = describe_failure(exc) + exit_words(code), failure_kind(exc, code)
     except BaseException:  # stopped in this very thread (a notebook run by the main thread): end its kernel
         handle.kill("interrupt")
         raise
@@ -153,7 +179,8 @@ def run_notebook(notebook: str | Path, output: Path, parameters: dict, kernel_na
         with _live_lock:
             _live.discard(handle)
     failed = error or handle.killed_by
-    return NotebookOutcome(error, handle.killed_by, handle.log_tail() if failed else None)
+    kind = KILLED_BY.get(handle.killed_by or "", kind)  # the kit's own kill is why the notebook failed
+    return NotebookOutcome(error, handle.killed_by, handle.log_tail() if failed else None, kind=kind)
 
 
 def kill_all() -> int:
@@ -190,6 +217,38 @@ def describe_failure(exc: BaseException) -> str:
     if isinstance(exc, DeadKernelError):
         return "the kernel died mid-case"
     return f"{type(exc).__name__}: {first_line(str(exc))}"
+
+
+# What the kit's own kill of a kernel (KernelHandle.kill's reason) makes of the case.
+KILLED_BY = {"timeout": outcomes.TIMEOUT, "interrupt": outcomes.INTERRUPTED}
+# How a kernel ended that was killed by SIGKILL it did not get from the kit: as its own process (a negative
+# signal number) or through a shell in front of it (128 + the signal).
+SIGKILLED = (-signal.SIGKILL, 128 + signal.SIGKILL)
+
+
+def failure_kind(exc: BaseException, exit_code: int | None = None) -> str:
+    """The kind of a failed notebook execution, from types: the class a cell raised, else how the kernel's process
+    ended (``exit_code``, when it ended on its own), else what nbclient raised."""
+    import papermill as pm
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+    if isinstance(exc, pm.PapermillExecutionError):
+        return kind_named(exc.ename)
+    if exit_code is not None or isinstance(exc, DeadKernelError):
+        return outcomes.KERNEL_DIED
+    if isinstance(exc, CellTimeoutError):
+        return outcomes.TIMEOUT
+    return outcomes.CASE_ERROR
+
+
+def exit_words(exit_code: int | None) -> str:
+    """How a kernel that ended on its own ended, for its error line ("" when unknown)."""
+    if exit_code is None:
+        return ""
+    if exit_code in SIGKILLED:
+        # The out-of-memory killer sends it, and so may a person or another process: a dead kernel, no more.
+        return " (killed by SIGKILL: the out-of-memory killer, or another process)"
+    return f" (its process exited with code {exit_code})"
 
 
 def first_line(text: str) -> str:

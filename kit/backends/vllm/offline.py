@@ -4,6 +4,9 @@ The top logprobs of that one token are the next-token distribution at the last p
 case's decode check asks for N tokens instead (``decode``), each with its top logprobs.
 vLLM reports them from the raw logits (its default `logprobs_mode`), before any sampling
 processing, so temperature does not reshape them.
+
+An engine whose constructor fails (its core process or a worker did not come up) raises
+kit.core.errors.EngineDidNotStart, the typed fault the gate classes as the job's, as the server mode does.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Sequence
 from kit.backends.base import helper_log_path
 from kit.backends.processes import descendants, stop_procs
 from kit.backends.vllm.runtime import EngineSettings, top_of
+from kit.core.errors import EngineDidNotStart
 from kit.core.fixture import Prompt
 from kit.core.records import Continuation, Observation
 from kit.core.spec import CaseSpec
@@ -39,7 +43,11 @@ class VllmOfflineBackend:
                 from vllm import LLM
 
                 self.import_s = time.perf_counter() - t0
-                self.llm = LLM(model=settings.model, **settings.engine_args)
+                try:
+                    self.llm = LLM(model=settings.model, **settings.engine_args)
+                except Exception as exc:
+                    raise EngineDidNotStart(f"vLLM's engine did not start (log {self.log_path}): "
+                                            f"{type(exc).__name__}: {exc}") from exc
         finally:
             # The engine core and its workers are this process's children: remember them so that
             # close() leaves none behind, whatever vLLM's own shutdown does (or a failed start left).

@@ -8,6 +8,10 @@ goes to `/v1/completions` as a list of token ids, which the server tokenizes no 
 be undecodable), and `return_token_ids` echoes the prompt ids so that a server that scored anything
 else is caught. The decode check asks for a completion of N tokens the same way, and reads the
 chosen tokens by id too.
+
+A server that exits or is not healthy in time raises kit.core.errors.EngineDidNotStart, one whose connection is
+refused or cut mid-case EngineStoppedAnswering: the typed faults of every backend, which the gate classes as the
+job's by their type (kit.core.outcomes); an answer of the wrong shape is a VllmServerError, the case's own.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any, Sequence
 from kit.backends.base import helper_log_path, log_tail
 from kit.backends.processes import own_group, stop_tree
 from kit.backends.vllm.runtime import EngineSettings, top_of
-from kit.core.errors import ParityKitError
+from kit.core.errors import EngineDidNotStart, EngineStoppedAnswering, ParityKitError
 from kit.core.fixture import Prompt
 from kit.core.records import Continuation, Observation
 from kit.core.spec import CaseSpec
@@ -38,7 +42,7 @@ REQUEST_TIMEOUT_S = 300
 
 
 class VllmServerError(ParityKitError, RuntimeError):
-    """The server did not come up or answered wrongly; the first line says what, then its log tail."""
+    """The server answered wrongly; the first line says what, then its log tail."""
 
 
 class VllmServerBackend:
@@ -76,7 +80,7 @@ class VllmServerBackend:
         while True:
             code = self.proc.poll()
             if code is not None:
-                raise self._error(f"vllm serve exited with code {code} before it became healthy")
+                raise self._error(f"vllm serve exited with code {code} before it became healthy", EngineDidNotStart)
             try:
                 with urllib.request.urlopen(self.url + "/health", timeout=5) as resp:
                     if resp.status == 200:
@@ -84,12 +88,12 @@ class VllmServerBackend:
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
                 pass
             if time.monotonic() > deadline:
-                raise self._error(f"vllm serve was not healthy within {timeout_s:g} s")
+                raise self._error(f"vllm serve was not healthy within {timeout_s:g} s", EngineDidNotStart)
             time.sleep(0.5)
 
-    def _error(self, what: str) -> VllmServerError:
+    def _error(self, what: str, cls: type[RuntimeError] = VllmServerError) -> RuntimeError:
         tail = log_tail(self.log_path)
-        return VllmServerError(f"{what} (log {self.log_path})" + (f"; its last lines:\n{tail}" if tail else ""))
+        return cls(f"{what} (log {self.log_path})" + (f"; its last lines:\n{tail}" if tail else ""))
 
     def _get(self, path: str) -> Any:
         with urllib.request.urlopen(self.url + path, timeout=30) as resp:
@@ -103,6 +107,10 @@ class VllmServerBackend:
                 return json.loads(resp.read())
         except urllib.error.HTTPError as exc:
             raise self._error(f"{path} answered {exc.code}: {exc.read().decode(errors='replace')[:500]}") from None
+        except (urllib.error.URLError, ConnectionError) as exc:  # refused, reset, closed without an answer
+            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+            raise self._error(f"{path}: the server stopped answering: {type(reason).__name__}: {reason}",
+                              EngineStoppedAnswering) from exc
 
     def release(self) -> dict:
         return {"backend": self.name, "vllm": self.version, "python": platform.python_version(), "mode": "server",

@@ -75,7 +75,7 @@ def test_a_server_that_cannot_start_is_an_error_with_its_log_tail(server_run):
     _, _, cases = server_run
     case = cases["bad-option"]
     assert case["status"] == "error"
-    assert re.match(r"cell \d+ raised VllmServerError: vllm serve exited with code \d+ before it became healthy "
+    assert re.match(r"cell \d+ raised EngineDidNotStart: vllm serve exited with code \d+ before it became healthy "
                     r"\(log .*bad-option\.server\.log\)", case["error"]), case["error"]
     assert "--- bad-option.server.log ---" in case["log_tail"]
     assert "max_model_len" in case["log_tail"], case["log_tail"]

@@ -210,7 +210,8 @@ def test_timeout_and_killed_kernel_are_recorded_and_the_rest_finishes(tmp_path, 
 
     dies = result["cases"]["dies"]
     assert dies["status"] == "error"
-    assert dies["error"].startswith("the kernel died mid-case; partial notebook ")
+    assert dies["error"].startswith("the kernel died mid-case (killed by SIGKILL: the out-of-memory killer, or another "
+                                    "process); partial notebook ")
     assert sleeps["triage"] == {"class": "infrastructure", "evidence": f"infrastructure: timeout: {sleeps['error']}"}
     assert dies["triage"] == {"class": "infrastructure",
                               "evidence": f"infrastructure: the kernel died: {dies['error']}"}

@@ -1,9 +1,13 @@
-"""Every rule of kit.core.triage, from constructed case results: the class and the exact evidence."""
+"""Every rule of kit.core.triage, from constructed case results: the class and the exact evidence. An error is
+classed by its kind; the text rules are tried on records without one (written before kinds existed) only."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from kit.core import outcomes
 from kit.core.records import CaseResult
 from kit.core.triage import (BORROWED_BOUNDS, CASE_ERROR, CLASSES, INFRASTRUCTURE, NEAR_TIE, NUMERIC, RULES, Triage,
                              classify)
@@ -15,8 +19,9 @@ DECODE_WINNER = ("p3: decode step 2: continuations diverged outside a near-tie: 
                  "by 0.05 > 2 x max error 0.02")
 
 
-def error(error: str, case: str = "c", backend: str = "hf", log_tail: str | None = None) -> CaseResult:
-    return CaseResult(case, backend, "error", error=error, log_tail=log_tail)
+def error(error: str, case: str = "c", backend: str = "hf", log_tail: str | None = None,
+          kind: str | None = None) -> CaseResult:
+    return CaseResult(case, backend, "error", error=error, log_tail=log_tail, error_kind=kind)
 
 
 def failed(*failures: str, drift: dict | None = None) -> CaseResult:
@@ -48,8 +53,47 @@ def test_a_timeout_is_infrastructure():
     ("executor failed: OSError: no space left", "the executor could not start or record the case"),
     ("interrupted; its kernel was killed; partial notebook n", "the run was interrupted"),
 ])
-def test_an_error_naming_the_job_is_infrastructure(text, words):
+def test_an_older_record_whose_error_names_the_job_is_infrastructure(text, words):
     assert classify(error(text)) == Triage(INFRASTRUCTURE, f"infrastructure: {words}: {text}")
+
+
+@pytest.mark.parametrize("kind, words", [
+    (outcomes.ENGINE_DID_NOT_START, "the engine failed to start"),
+    (outcomes.ENGINE_STOPPED_ANSWERING, "the engine stopped answering"),
+    (outcomes.KERNEL_DIED, "the kernel died"),
+    (outcomes.TIMEOUT, "timeout"),
+    (outcomes.OUT_OF_MEMORY, "out of memory"),
+    (outcomes.WORKER_LOST, "lost worker"),
+    (outcomes.INTERRUPTED, "the run was interrupted"),
+    (outcomes.EXECUTOR, "the executor could not start or record the case"),
+])
+def test_an_error_of_a_kind_of_the_job_is_infrastructure_whatever_its_text(kind, words):
+    text = "cell 3 raised SomethingElse: nothing any rule reads"
+    assert classify(error(text, kind=kind)) == Triage(INFRASTRUCTURE, f"infrastructure: {words}: {text}")
+
+
+def test_a_new_backend_whose_engine_did_not_start_is_infrastructure_in_its_own_words():
+    text = "cell 3 raised EngineDidNotStart: llama-server: model load aborted (see llama.log)"
+    assert classify(error(text, kind=outcomes.ENGINE_DID_NOT_START)) == Triage(
+        INFRASTRUCTURE, f"infrastructure: the engine failed to start: {text}")
+    assert classify(error(text)).kind == CASE_ERROR  # the same words, without the kind: no rule knows them
+
+
+def test_a_case_error_kind_is_never_read_as_text():
+    text = "cell 3 raised ValueError: the prompt says: Connection refused, kernel died, out of memory"
+    r = error(text, log_tail="torch.OutOfMemoryError: CUDA out of memory", kind=outcomes.CASE_ERROR)
+    assert classify(r) == Triage(CASE_ERROR, f"case error: {text}")
+
+
+def test_a_case_error_kind_while_other_backends_errored_is_still_a_job_level_event():
+    a = error("cell 3 raised KeyError: 'x'", "a", "hf", kind=outcomes.CASE_ERROR)
+    b = error("cell 2 raised OSError: y", "b", "vllm", kind=outcomes.CASE_ERROR)
+    assert classify(a, [a, b]).evidence.startswith("infrastructure: 2 cases of backends hf, vllm errored")
+
+
+def test_a_kind_this_kit_does_not_know_is_read_as_an_older_record():
+    assert classify(error("the kernel died mid-case", kind="from-a-newer-kit")) == Triage(
+        INFRASTRUCTURE, "infrastructure: the kernel died: the kernel died mid-case")
 
 
 def test_the_log_tail_speaks_when_the_error_names_nothing():
@@ -125,7 +169,7 @@ def test_evidence_is_one_line_of_bounded_length():
 
 
 def test_the_table_names_each_class_and_round_trips():
-    assert len(RULES) == 7 and all(why for why, _ in RULES)
+    assert len(RULES) == 8 and all(why for why, _ in RULES)
     t = Triage(NEAR_TIE, "near-tie: x")
     assert t.to_dict() == {"class": "near-tie", "evidence": "near-tie: x"} and Triage.from_dict(t.to_dict()) == t
     assert set(CLASSES) == {INFRASTRUCTURE, NEAR_TIE, NUMERIC, CASE_ERROR, BORROWED_BOUNDS}
@@ -136,3 +180,33 @@ def test_a_record_without_triage_still_loads():
     del d["triage"], d["attempts"]
     r = CaseResult.from_dict(d)
     assert r.triage is None and r.attempts == []
+
+
+def test_a_record_without_an_error_kind_still_loads_checks_and_triages_as_before(tmp_path):
+    from kit.core.resultcheck import check_case_result
+    from kit.core.results import load_case_result
+
+    d = error("cell 3 raised VllmServerError: vllm serve was not healthy within 1 s (log x)").to_dict()
+    del d["error_kind"]
+    check_case_result(d, "c")
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(d))
+    r = load_case_result(path)
+    assert r.error_kind is None
+    assert classify(r) == Triage(INFRASTRUCTURE, "infrastructure: the engine failed to start: cell 3 raised "
+                                                 "VllmServerError: vllm serve was not healthy within 1 s (log x)")
+
+
+def test_an_error_kind_round_trips_and_is_checked_as_a_string():
+    from kit.core.recordcheck import Wrong
+    from kit.core.resultcheck import check_case_result
+
+    r = error("x", kind=outcomes.KERNEL_DIED)
+    assert CaseResult.from_dict(r.to_dict()).error_kind == outcomes.KERNEL_DIED
+    with pytest.raises(Wrong, match="error_kind"):
+        check_case_result({**r.to_dict(), "error_kind": 3}, "c")
+
+
+def test_every_kind_is_infrastructure_but_a_case_error():
+    assert {k.name for k in outcomes.KINDS.values() if not k.infrastructure} == {outcomes.CASE_ERROR}
+    assert all(k.words for k in outcomes.KINDS.values())

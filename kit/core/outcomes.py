@@ -1,0 +1,50 @@
+"""The kinds of error a case can end with, and which of them are the job's rather than the engine's.
+
+An error is typed where it arises (the executor knows it killed a kernel on its timeout, nbclient raises
+DeadKernelError, a backend raises kit.core.errors.EngineDidNotStart) and the kind travels with the case result
+(``CaseResult.error_kind``). Triage then reads the kind, not the error's wording: a new backend whose engine fails
+to start is infrastructure because it raised the typed exception, whatever its message says.
+
+A kind is a plain string, so that a kernel of another environment writes and reads it as it does every other
+field of a record. Stdlib only: the kernel-safe core.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ENGINE_DID_NOT_START = "engine-did-not-start"
+ENGINE_STOPPED_ANSWERING = "engine-stopped-answering"
+KERNEL_DIED = "kernel-died"
+TIMEOUT = "timeout"
+OUT_OF_MEMORY = "out-of-memory"
+WORKER_LOST = "worker-lost"
+INTERRUPTED = "interrupted"
+EXECUTOR = "executor"  # the executor could not start the case or record its result
+CASE_ERROR = "case-error"  # the case raised for a reason of its own: a bad input, a bug
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    infrastructure: bool  # the job failed the case, not the engine's numbers: worth running again
+    words: str  # what a reader is told (triage's evidence)
+
+
+KINDS: dict[str, Kind] = {k.name: k for k in (
+    Kind(ENGINE_DID_NOT_START, True, "the engine failed to start"),
+    Kind(ENGINE_STOPPED_ANSWERING, True, "the engine stopped answering"),
+    Kind(KERNEL_DIED, True, "the kernel died"),
+    Kind(TIMEOUT, True, "timeout"),
+    Kind(OUT_OF_MEMORY, True, "out of memory"),
+    Kind(WORKER_LOST, True, "lost worker"),
+    Kind(INTERRUPTED, True, "the run was interrupted"),
+    Kind(EXECUTOR, True, "the executor could not start or record the case"),
+    Kind(CASE_ERROR, False, "case error"),
+)}
+
+
+def kind_of(name: str | None) -> Kind | None:
+    """The kind a record names; None for a record without one (written before kinds existed) or with one this kit
+    does not know (written by a newer kit)."""
+    return KINDS.get(name) if isinstance(name, str) else None
