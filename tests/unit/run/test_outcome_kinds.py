@@ -150,7 +150,8 @@ def test_the_kernel_manager_marks_its_shutdown(tmp_path):
 
 def test_the_sigkill_of_a_kernel_behind_a_shell_counts_too():
     assert notebook.failure_kind(DeadKernelError("x"), 128 + signal.SIGKILL) == outcomes.KERNEL_DIED
-    assert notebook.exit_words(128 + signal.SIGKILL) == " (killed by SIGKILL: the out-of-memory killer, or another process)"
+    assert notebook.exit_words(128 + signal.SIGKILL) == (" (killed by SIGKILL: the out-of-memory killer, or another "
+                                                         "process)")
     assert notebook.failure_kind(DeadKernelError("x"), None) == outcomes.KERNEL_DIED
     # A cell's class decides, whatever the process did afterwards.
     assert notebook.failure_kind(cell_error("EngineDidNotStart"), -signal.SIGKILL) == outcomes.ENGINE_DID_NOT_START
