@@ -28,7 +28,7 @@ from typing import Mapping
 
 from kit.core.decode import step_bound
 from kit.core.records import BORROWED, FAILED, CaseResult, DecodeScore, PromptScore
-from kit.core.scoring import WINNER_GAP_FACTOR
+from kit.core.scoring import WINNER_GAP_FACTOR, bound_for
 
 # The largest ratio between two classes' bounds of one case among the committed records is 2.7 (vllm-pp1-decode,
 # decode step 3: 0.016 on x86-64-v3 against 0.0059 on x86-64-v4); the factor leaves a little room above it.
@@ -62,7 +62,7 @@ def explained(result: CaseResult) -> bool:
         return False  # a failure of the case as a whole (drift, repeats, coverage): no bound explains it
     step_bounds = (result.bound_source or {}).get("step_bounds") or {}
     return (all(_prompt_explained(p) for p in result.prompts if not p.passed)
-            and all(_decode_explained(d, step_bounds, _bucket_bound(result, d.bucket))
+            and all(_decode_explained(d, step_bounds, bound_for(d.bucket, result.bound, result.bucket_bounds))
                     for d in result.decode if not d.passed))
 
 
@@ -93,10 +93,6 @@ def _decode_explained(d: DecodeScore, step_bounds: Mapping[str, float], bucket_b
     if diverged and not (gap is not None and _finite(gap) and gap <= WINNER_GAP_FACTOR * d.step_errors[-1]):
         return False  # outside a near-tie (or not recorded): the step's bound does not explain it
     return len(d.failures) == over + diverged
-
-
-def _bucket_bound(result: CaseResult, bucket: int) -> float | None:
-    return result.bucket_bounds.get(str(bucket), result.bound)
 
 
 def _finite(x: object) -> bool:
