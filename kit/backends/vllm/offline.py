@@ -110,13 +110,17 @@ class VllmOfflineBackend:
 
     def close(self) -> None:
         llm, self.llm = getattr(self, "llm", None), None
+        shut_down = False
         if llm is not None:
             core = getattr(llm.llm_engine, "engine_core", None)
             if core is not None:
                 core.shutdown()
+                shut_down = True
             del llm
             gc.collect()
-        stop_procs(getattr(self, "_engine_procs", []))
+        # After vLLM's own shutdown what is left is what it does not stop, such as multiprocessing's resource
+        # tracker, which ignores SIGTERM: a grace period would only wait out its 10 s.
+        stop_procs(getattr(self, "_engine_procs", []), grace_s=0 if shut_down else 10.0)
         # The log stays open: vLLM's logger holds on to it for the rest of the process.
 
 

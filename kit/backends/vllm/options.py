@@ -24,6 +24,11 @@ class VllmOptions(BackendOptions):
     enforce_eager: bool | None = None  # default: eager at pp1, compiled beyond (see kit.backends.vllm.runtime)
     cpu_kvcache_space_gib: int | None = Field(default=None, ge=1)
     cpu_threads_bind: str | None = None
+    # Where the offline engine's core runs: in the case's kernel (no engine-core or worker process to start and
+    # import vLLM again: on 2 CPU cores its start falls from about 50 s to 20 s and its close from 16 s to 2 s), or in
+    # processes of its own as vLLM's default. Unset: in the kernel on CPU with one worker, its own processes otherwise.
+    # Scoring is bit for bit the same either way (kit.backends.vllm.runtime).
+    engine_in_kernel: bool | None = None
     server_start_timeout_s: float = Field(default=600.0, gt=0)
     # Any other engine argument, by its Python name, for both modes (server: --name-with-dashes).
     engine_args: dict[str, str | int | float | bool] = Field(default_factory=dict)

@@ -5,6 +5,8 @@ test_gate_e2e.) Engine starts are slow, so one gate run serves several tests."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import re
 
@@ -137,6 +139,22 @@ def test_pipeline_parallel_in_eager_mode_on_cpu_is_refused_with_the_reason(embed
     assert settings.env["VLLM_CPU_OMP_THREADS_BIND"] == "0|1"
     assert settings.engine_args["enforce_eager"] is False
     assert settings.engine_args["distributed_executor_backend"] == "mp"
+
+
+def test_the_offline_engine_runs_in_the_kernel_on_cpu_with_one_worker_and_in_its_own_processes_otherwise(embedded):
+    specs = {s.name: s for s in load_descriptor(embedded.descriptor).case_specs(["vllm-pp1", "vllm-pp2"])}
+    pp1, pp2 = specs["vllm-pp1"], specs["vllm-pp2"]
+    on_cpu = engine_settings(pp1, cuda=False)
+    assert on_cpu.env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    assert on_cpu.engine_args["distributed_executor_backend"] == "uni"
+    for elsewhere in (engine_settings(pp1, cuda=True), engine_settings(pp2, cuda=False),
+                      engine_settings(dataclasses.replace(pp1, options={**pp1.options, "engine_in_kernel": False}),
+                                      cuda=False)):
+        assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in elsewhere.env
+        assert elsewhere.engine_args.get("distributed_executor_backend") != "uni"
+    server = dataclasses.replace(pp1, options={**pp1.options, "mode": "server", "engine_in_kernel": True})
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in engine_settings(server, cuda=False).env, \
+        "the server is a process of its own whatever the option says"
 
 
 def test_engine_arguments_become_server_flags():
