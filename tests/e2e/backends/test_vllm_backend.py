@@ -6,7 +6,6 @@ test_gate_e2e.) Engine starts are slow, so one gate run serves several tests."""
 from __future__ import annotations
 
 import dataclasses
-
 import json
 import re
 
