@@ -57,7 +57,7 @@ def score_prompt(
     a = dict(backend)
     g_prob = {t: math.exp(lp) for t, lp in golden_top}
     failures: list[Failure] = rules.missing_tokens(prompt_id, bucket, golden_top, backend)
-    missing = [f.golden_token for f in failures]
+    missing = [t for t, _ in golden_top if t not in a]
 
     errors = [abs(math.exp(a[t]) - g_prob[t]) for t, _ in golden_top if t in a]
     max_err = max(errors, default=float("inf"))

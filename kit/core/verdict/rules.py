@@ -27,6 +27,7 @@ Stdlib only: the kernel-safe core.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
@@ -153,17 +154,17 @@ def recorded(p: PromptScore, bound: float | None, is_exact: bool) -> Failure | N
     """Why a prompt's recorded metrics fail it under ``bound`` (the first of the first token's rules that does),
     or None when they pass it: the executor's re-judging of a result whose notebook said passed."""
     err = p.max_probability_error
-    where = dict(prompt=p.id, bucket=p.bucket, rejudged=True)
+    found = functools.partial(Failure, prompt=p.id, bucket=p.bucket, rejudged=True)
     if not _finite(err):
-        return Failure(Kind.NON_FINITE, value=None, note=f"{err}", **where)  # type: ignore[arg-type]
+        return found(Kind.NON_FINITE, note=f"{err}")
     if p.missing_tokens:
-        return Failure(Kind.MISSING_TOKEN, golden_token=p.missing_tokens[0], **where)  # type: ignore[arg-type]
+        return found(Kind.MISSING_TOKEN, golden_token=p.missing_tokens[0])
     if is_exact and p.exact_match is not True:
-        return Failure(Kind.NOT_EXACT, note=f"{p.exact_match}", **where)  # type: ignore[arg-type]
+        return found(Kind.NOT_EXACT, note=f"{p.exact_match}")
     if not is_exact and bound is not None and err > bound:
-        return Failure(Kind.OVER_BOUND, value=err, bound=bound, **where)  # type: ignore[arg-type]
+        return found(Kind.OVER_BOUND, value=err, bound=bound)
     if near_tie(p.winner_gap, err) is False:
-        return Failure(Kind.WINNER_CHANGE, value=err, gap=p.winner_gap, **where)  # type: ignore[arg-type]
+        return found(Kind.WINNER_CHANGE, value=err, gap=p.winner_gap)
     return None
 
 
