@@ -30,10 +30,10 @@ from kit.core.diagnosis import REGRESSION
 from kit.core.errors import BadInput
 from kit.core.paths import display
 from kit.core.recordcheck import mapping, text
-from kit.core.records import PASSED, CaseResult
+from kit.core.records import PASSED, CaseResult, DecodeScore, PromptScore
 from kit.core.results import GATE_PASSED, read_case_result, read_manifest
 from kit.core.resultcheck import read_shaped
-from kit.core.scoring import is_bound_failure
+from kit.core.verdict import Kind, failures_of
 
 log = logging.getLogger(__name__)
 
@@ -263,8 +263,8 @@ def from_result(result: CaseResult, source: str, kind: str, known: str, why: str
     decides (every bound line left out: a replay says its own), and the rest of the case's failures that no
     prompt and no drift test gave."""
     prompts = tuple(PromptFigures(p.id, p.bucket, _number(p.max_probability_error), _shift(p.top_probability_shift),
-                                  _kept(p.failures)) for p in result.prompts)
-    decode = tuple(PromptFigures(d.id, d.bucket, _number(d.max_probability_error), None, _kept(d.failures))
+                                  _kept(p)) for p in result.prompts)
+    decode = tuple(PromptFigures(d.id, d.bucket, _number(d.max_probability_error), None, _kept(d))
                    for d in result.decode)
     drift = result.drift.get("failures") if isinstance(result.drift, dict) else None
     accounted = {f for p in result.prompts for f in p.failures} | {f for d in result.decode for f in d.failures} | set(
@@ -313,8 +313,11 @@ def record_samples(record: CalibrationRecord) -> list[ArchivedObservation]:
     return out
 
 
-def _kept(failures: Sequence[str]) -> tuple[str, ...]:
-    return tuple(f for f in failures if not is_bound_failure(f))
+def _kept(score: PromptScore | DecodeScore) -> tuple[str, ...]:
+    """The failures of a prompt (or decode check) that no bound decides: every bound's is left out, since a replay
+    judges the recorded error under its own bounds. One the executor found re-judging a notebook's verdict stays:
+    it records that the notebook disagreed with its own numbers, which no bound undoes."""
+    return tuple(f.text for f in failures_of(score) if f.kind is not Kind.OVER_BOUND or f.rejudged)
 
 
 def _number(value: float | None) -> float:

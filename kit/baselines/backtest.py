@@ -7,8 +7,8 @@ again under it, from the numbers that run recorded, with no engine running:
 
 - the failures no bound decides stay as they were recorded (a missing token, a winner change, a non-finite
   logprob, a refused decode divergence, a repeat that was not exact);
-- each prompt's (and each decode check's) recorded error meets its bucket's new bound, in kit.core.scoring's
-  words (``bound_failure``);
+- each prompt's (and each decode check's) recorded error meets its bucket's new bound, by the verdict's bound
+  rule (kit.core.verdict.rules.over_bound), in its words;
 - the drift test (kit.core.drift) runs against the new record's clean samples only where the run computed on the
   class of hardware the record measured its noise on, as the gate runs it; elsewhere it is left out, and said so.
 
@@ -30,7 +30,7 @@ from kit.core.calibration import CalibrationRecord, measured_on, uncovered
 from kit.core.drift import drift_of
 from kit.core.errors import BadInput
 from kit.core.records import FAILED, PASSED
-from kit.core.scoring import bound_failure, bound_for
+from kit.core.verdict.rules import bound_for, over_bound
 
 log = logging.getLogger(__name__)
 
@@ -164,14 +164,15 @@ def _replay(obs: ArchivedObservation, record: CalibrationRecord, reference: dict
     failures: list[str] = []
     for p in obs.prompts:
         failures += p.failures
-        over = bound_failure(p.error, bound_for(p.bucket, None, bounds), p.bucket)
+        over = over_bound(p.id, p.bucket, p.error, bound_for(p.bucket, None, bounds))
         if over is not None:
-            failures.append(f"{p.id}: {over}")
+            failures.append(over.text)
     for d in obs.decode:
         failures += d.failures
-        over = bound_failure(d.error, bound_for(d.bucket, None, bounds), d.bucket)
-        if over is not None:  # the largest error over the steps compared: which step, the record does not say
-            failures.append(f"{d.id}: decode: {over}")
+        # The largest error over the steps compared: which step, the record does not say.
+        over = over_bound(d.id, d.bucket, d.error, bound_for(d.bucket, None, bounds), decode=True)
+        if over is not None:
+            failures.append(over.text)
     if drift_left_out(obs, record) is None:
         failures += _drift_failures(obs, reference)
     failures += obs.other_failures

@@ -227,7 +227,7 @@ def calibrate_case(plan: Plan, spec: CaseSpec, run_dir: Path, to: Path,
     names = [v["name"] + (f" (launch {v['launch']})" if v.get("launch", 1) > 1 else "") for v in variants]
     log.log(NOTICE, f"calibrate {spec.name}: {len(variants)} clean variants ({', '.join(names)}), one launch each",
             extra=MARKUP)
-    entries, why = measure_variants(plan, spec, variants, run_dir, spec.name)
+    entries, why, _ = measure_variants(plan, spec, variants, run_dir, spec.name)
     if why:
         error = (f"{why}; {len(entries)} of {len(variants)} samples kept in {paths.display(samples_path)} "
                  f"(resume with --resume {paths.display(run_dir)})")
@@ -257,13 +257,14 @@ def calibrate_case(plan: Plan, spec: CaseSpec, run_dir: Path, to: Path,
 
 
 def measure_variants(plan: Plan, spec: CaseSpec, variants: list[dict], run_dir: Path,
-                     stem: str) -> tuple[list[dict], str | None]:
+                     stem: str) -> tuple[list[dict], str | None, str | None]:
     """Every variant's sample entry, scored through the calibrate notebook in the case's kernel, one kernel per
     launch, appended to ``<stem>.samples.jsonl`` in ``run_dir`` (finished ones reused); with why the
-    measurement stopped short (a failed notebook, a killed kernel), or None."""
+    measurement stopped short (a failed notebook, a killed kernel), or None; and the class name of the exception
+    a cell raised when one stopped it (kit.run.notebook.NotebookOutcome.raised), or None."""
     samples_path = run_dir / f"{stem}.samples.jsonl"
     finished(samples_path, spec.name)  # a line that is no sample is refused before a kernel starts, not inside one
-    why = None
+    why = raised = None
     for launch, group in by_launch(variants).items():
         name = stem if launch == 1 else f"{stem}.launch{launch}"
         outcome = run_notebook(CALIBRATE_NOTEBOOK, run_dir / f"{name}.ipynb",
@@ -272,13 +273,13 @@ def measure_variants(plan: Plan, spec: CaseSpec, variants: list[dict], run_dir: 
                                spec.kernel, spec.timeout_s * len(group), run_dir / f"{name}.kernel.log",
                                env=FRESH_COMPILES)
         if outcome.error or outcome.killed_by:
-            why = outcome.error or f"killed ({outcome.killed_by})"
+            why, raised = outcome.error or f"killed ({outcome.killed_by})", outcome.raised
             break
     wanted = {(v["name"], int(v.get("launch", 1))) for v in variants}
     # This measurement's variants only: a resumed file may hold samples of variants since dropped.
     entries = [e for e in finished(samples_path, spec.name)
                if (e["sample"]["variant"], e["sample"]["launch"]) in wanted]
-    return entries, why
+    return entries, why, raised
 
 
 def build_record(spec: CaseSpec, variants: list[dict], entries: list[dict], command: list[str]) -> CalibrationRecord:

@@ -29,9 +29,12 @@ from kit.core.modeldigest import check_model_digest
 from kit.core.observations import continuation_problem, observation_problem
 from kit.core.phases import PhaseClock
 from kit.core.progress import BucketDone, ProgressWriter
-from kit.core.records import FAILED, PASSED, CaseResult, Continuation, Observation, RepeatSpread
+from kit.core.records import FAILED, PASSED, CaseResult, Continuation, Observation
 from kit.core.results import now_iso, save_case_result
-from kit.core.scoring import bound_for, repeat_spread, score_prompt
+from kit.core.scoring import repeat_spread, score_prompt
+from kit.core.verdict import rules
+from kit.core.verdict.failure import texts
+from kit.core.verdict.rules import bound_for
 from kit.core.spec import CaseSpec
 
 
@@ -130,12 +133,12 @@ def run_case(spec: CaseSpec, reference_out: str | None = None) -> CaseResult:
                      bound_for(p.bucket, spec.bound, spec.bucket_bounds), exact=exact)
         for p, obs in zip(prompts, observations)
     ]
-    failures = [f for s in scores for f in s.failures]
+    failures = [f for s in scores for f in s.typed_failures]
     decoded = [compare_continuation(p.id, p.bucket, p.n_tokens, (golden.continuations or {})[p.id][: spec.decode],
                                     continuations[p.id], bound_for(p.bucket, spec.bound, spec.bucket_bounds),
                                     (spec.calibration or {}).get("step_bounds"))
                for p in prompts] if spec.decode else []
-    failures += [f for d in decoded for f in d.failures]
+    failures += [f for d in decoded for f in d.typed_failures]
     if decode_s is not None:
         details = {**details, "decode_s": round(decode_s, 3)}
     drift, drift_skipped = None, None
@@ -151,12 +154,12 @@ def run_case(spec: CaseSpec, reference_out: str | None = None) -> CaseResult:
             drift_skipped = f"calibration measured on other hardware, {measured_on(spec.calibration)}"
         elif spec.drift:
             drift = drift_test(scores, spec.calibration)
-            failures += drift.failures
+            failures += drift.typed_failures
         else:
             drift_skipped = "turned off: drift = false"
     spreads = [repeat_spread(p.id, runs[p.id], spec.repeat_launches) for p in repeated] if spec.repeated else []
     if spec.exact_repeats:
-        failures += [_not_exact(r) for r in spreads if not r.identical]
+        failures += [f for f in map(rules.repeat, spreads) if f is not None]
     clock.mark("compare")
     return CaseResult(
         case=spec.name, backend=spec.backend, status=FAILED if failures else PASSED,
@@ -167,7 +170,8 @@ def run_case(spec: CaseSpec, reference_out: str | None = None) -> CaseResult:
         fixture_sha256=fixture.sha256, model_digest=model_digest, golden_sha256=golden.sha256,
         inputs_digest=spec.inputs_digest(fixture.sha256, "" if spec.reference is not None else golden.sha256),
         started_at=started, finished_at=now_iso(), duration_s=time.perf_counter() - t0, scoring_s=scoring_s,
-        prompts=scores, repeat_spread=spreads, failures=failures, notes=notes, decode=decoded,
+        prompts=scores, repeat_spread=spreads, failures=texts(failures), typed_failures=failures, notes=notes,
+        decode=decoded,
         phases=clock.seconds, kernel_span=clock.span(),
     )
 
@@ -335,11 +339,6 @@ def _observe_again(backend: Backend, spec: CaseSpec, prompts: list[Prompt],
         for obs in matched(spec.backend, prompts, backend.observe(prompts, spec.top_n), "a repeat"):
             runs[obs.prompt_id].append(obs)
 
-
-def _not_exact(r: RepeatSpread) -> str:
-    where = f"{r.runs} runs in {r.launches} launch{'es' if r.launches > 1 else ''}"
-    return (f"{r.id}: repeats are not bit-exact across {where}: max logprob difference {r.max_logprob_spread:.3g}, "
-            f"max probability difference {r.max_probability_spread:.3g} ({r.difference})")
 
 
 def result_target(result_path: str | None, case: str) -> str | None:

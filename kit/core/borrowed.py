@@ -26,9 +26,8 @@ import dataclasses
 import math
 from typing import Mapping
 
-from kit.core.decode import step_bound
 from kit.core.records import BORROWED, FAILED, CaseResult, DecodeScore, PromptScore
-from kit.core.scoring import WINNER_GAP_FACTOR, bound_for
+from kit.core.verdict.rules import bound_for, near_tie, step_bound
 
 # The largest ratio between two classes' bounds of one case among the committed records is 2.7 (vllm-pp1-decode,
 # decode step 3: 0.016 on x86-64-v3 against 0.0059 on x86-64-v4); the factor leaves a little room above it.
@@ -72,7 +71,7 @@ def _prompt_explained(p: PromptScore) -> bool:
     err, bound = p.max_probability_error, p.bound
     if not (_finite(err) and bound and _finite(bound)) or p.missing_tokens or len(p.failures) != 1:
         return False
-    if _finite(p.winner_gap) and p.winner_gap > WINNER_GAP_FACTOR * err:
+    if near_tie(p.winner_gap, err) is False:
         return False
     return bound < err <= CROSS_CLASS_FACTOR * bound
 
@@ -89,8 +88,7 @@ def _decode_explained(d: DecodeScore, step_bounds: Mapping[str, float], bucket_b
             return False
         over += err > bound
     diverged = d.diverged_at is not None and not d.accepted
-    gap = d.gap
-    if diverged and not (gap is not None and _finite(gap) and gap <= WINNER_GAP_FACTOR * d.step_errors[-1]):
+    if diverged and near_tie(d.gap, d.step_errors[-1]) is not True:
         return False  # outside a near-tie (or not recorded): the step's bound does not explain it
     return len(d.failures) == over + diverged
 

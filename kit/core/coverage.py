@@ -10,13 +10,13 @@ import it, Levanter's kernel included.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from kit.core.records import FAILED, PASSED, CaseResult, PromptScore
-from kit.core.scoring import WINNER_GAP_FACTOR
+from kit.core.records import FAILED, PASSED, CaseResult
+from kit.core.verdict import rules
+from kit.core.verdict.failure import texts
 
 SHOWN = 3  # ids named in a message; the rest are counted
 
@@ -95,38 +95,22 @@ def coverage_problem(result: CaseResult, expected: Expected) -> str | None:
 def rejudged(result: CaseResult, expected: Expected) -> CaseResult:
     """``result`` judged again from its own numbers under the case's bounds: a case notebook is code, and
     one (a trusted custom notebook, a broken one) may say passed over a prompt whose recorded error is
-    above its bound. Each prompt's pass is re-derived by the first token's rules (kit.core.scoring) from
+    above its bound. Each prompt's pass is re-derived by the first token's rules (kit.core.verdict.rules) from
     the metrics the result records; one that fails makes the case failed, saying that the notebook's
     verdict disagreed with its own numbers. A verdict of failed is left as it is: it claims nothing."""
     if result.status != PASSED or expected.bounds is None:
         return result
-    prompts, lines = [], []
+    prompts, found = [], []
     for p in result.prompts:
         bound = expected.bounds.get(p.id)
-        why = _fails(p, bound, expected.exact)
-        if why is None:
+        failure = rules.recorded(p, bound, expected.exact)
+        if failure is None:
             prompts.append(p)
             continue
-        line = f"{p.id}: {why}; the notebook said passed: its verdict disagreed with its own numbers"
-        lines.append(line)
-        prompts.append(dataclasses.replace(p, passed=False, bound=bound, failures=[*p.failures, line]))
-    if not lines:
+        found.append(failure)
+        prompts.append(dataclasses.replace(p, passed=False, bound=bound, failures=[*p.failures, failure.text],
+                                           typed_failures=[*p.typed_failures, failure]))
+    if not found:
         return result
-    return dataclasses.replace(result, status=FAILED, prompts=prompts, failures=[*result.failures, *lines])
-
-
-def _fails(p: PromptScore, bound: float | None, exact: bool) -> str | None:
-    """Why a prompt's recorded metrics fail it under ``bound``, or None when they pass it."""
-    err = p.max_probability_error
-    if not isinstance(err, (int, float)) or not math.isfinite(err):
-        return f"no finite max probability error ({err})"
-    if p.missing_tokens:
-        return f"golden token {p.missing_tokens[0]} is missing from the backend's top list"
-    if exact and p.exact_match is not True:
-        return f"not bit-exact against the exact golden (exact_match {p.exact_match})"
-    if not exact and bound is not None and err > bound:
-        return f"max probability error {err:.4g} > bound {bound:g}"
-    if isinstance(p.winner_gap, (int, float)) and p.winner_gap > WINNER_GAP_FACTOR * err:
-        return (f"winner changed outside a near-tie: gap {p.winner_gap:.4g} > {WINNER_GAP_FACTOR:g} x max error "
-                f"{err:.4g}")
-    return None
+    return dataclasses.replace(result, status=FAILED, prompts=prompts, failures=[*result.failures, *texts(found)],
+                               typed_failures=[*result.typed_failures, *found])

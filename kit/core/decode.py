@@ -7,7 +7,7 @@ backend continue each prompt greedily for N steps through its own cache, and com
 - while the continuations agree, every step is scored like the first token
   (kit.core.scoring.score_prompt, under the case's bound for the prompt's bucket);
 - where the backend chooses another token than the golden, the divergence is accepted only inside a
-  near-tie, by the first token's rule (kit.core.scoring: the golden's winner leads the backend's
+  near-tie, by the first token's rule (kit.core.verdict.rules.near_tie: the golden's winner leads the backend's
   choice by at most WINNER_GAP_FACTOR x the step's max probability error) at a step that passes its
   other tests, and the comparison of that prompt ends there (the continuations no longer share a context);
 - a divergence outside a near-tie fails, naming the prompt, the step and both tokens.
@@ -27,6 +27,7 @@ token past its bound, and a step creeping toward its bound is seen as a first to
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
@@ -35,7 +36,13 @@ from kit.core.errors import BadInput
 from kit.core.golden import Golden, Step
 from kit.core.modelconfig import ModelLimits
 from kit.core.records import CaseResult, Continuation, DecodeScore, Observation
-from kit.core.scoring import WINNER_GAP_FACTOR, bound_for, score_prompt
+from kit.core.scoring import score_prompt
+from kit.core.verdict import rules
+from kit.core.verdict.failure import WINNER_CHANGES, Failure, Kind, texts
+from kit.core.verdict.rules import bound_for, step_bound
+
+__all__ = ["StepMargin", "case_headroom", "check_continuations_fit", "check_decode_golden", "compare_continuation",
+           "failed_prompts", "step_bound", "worst_decode_step", "worst_step", "worst_steps"]
 
 
 def compare_continuation(prompt_id: str, bucket: int, n_tokens: int, golden: Sequence[Step],
@@ -44,13 +51,10 @@ def compare_continuation(prompt_id: str, bucket: int, n_tokens: int, golden: Seq
     """Score ``backend``'s first ``len(golden)`` steps against the golden continuation (see the module): step n
     under ``step_bounds[str(n)]`` where a calibration measured it, else under ``bound`` (the bucket's)."""
     steps = len(golden)
-    failures: list[str] = []
+    short = rules.decode_short(prompt_id, bucket, len(backend.steps), steps)
+    failures: list[Failure] = [short] if short is not None else []
     errors: list[float] = []
-    if len(backend.steps) < steps:
-        failures.append(f"{prompt_id}: decode: the backend continued {len(backend.steps)} steps, "
-                        f"the case asks for {steps}")
     for n, ((g_token, g_top), (b_token, b_top)) in enumerate(zip(golden, backend.steps), start=1):
-        where = f"{prompt_id}: decode step {n}"
         failed_before = len(failures)
         score = score_prompt(prompt_id, bucket, g_top, Observation(prompt_id, b_top, n_tokens + n - 1),
                              step_bound(n, bound, step_bounds))
@@ -58,36 +62,17 @@ def compare_continuation(prompt_id: str, bucket: int, n_tokens: int, golden: Seq
         errors.append(err)
         # The winner test is the divergence test below, said in the decode's words; every other test
         # (bound, missing tokens, non-finite logprobs) applies to the step as it does to the first token.
-        failures += [f"{where}: {line.removeprefix(prompt_id + ': ')}" for line in score.failures
-                     if "winner changed" not in line and "greedy token" not in line]
+        failures += [dataclasses.replace(f, step=n) for f in score.typed_failures
+                     if f.kind not in WINNER_CHANGES and f.kind is not Kind.GREEDY_OUTSIDE_TOP]
         if b_token == g_token:
             continue
-        gap, near_tie = _near_tie(g_top, b_token, err)
-        step_failed = len(failures) > failed_before
-        if gap is None:
-            why = (f"outside a near-tie: golden token {g_token}, backend token {b_token}, which is not in the golden "
-                   f"top-{len(g_top)}")
-        elif near_tie and step_failed:  # a tie only because the step is off by more than its bound
-            why = (f"at a step that fails its own tests: golden token {g_token} leads backend token {b_token} by "
-                   f"{gap:.4g}, within {WINNER_GAP_FACTOR:g} x a max error ({err:.4g}) that is itself too large")
-        else:
-            relation = "<=" if near_tie else ">"
-            why = (f"{'inside' if near_tie else 'outside'} a near-tie: golden token {g_token} leads backend token "
-                   f"{b_token} by {gap:.4g} {relation} {WINNER_GAP_FACTOR:g} x max error {err:.4g}")
-        accepted = near_tie and not step_failed
-        if not accepted:
-            failures.append(f"{where}: continuations diverged {why}")
+        judged = rules.divergence(prompt_id, bucket, n, g_top, b_token, err, len(failures) > failed_before)
+        failures += [judged.failure] if judged.failure is not None else []
         return DecodeScore(prompt_id, bucket, steps, n, not failures, _worst(errors), diverged_at=n,
-                           golden_token=g_token, backend_token=b_token, accepted=accepted, why=why,
-                           failures=failures, step_errors=errors, gap=gap)
-    return DecodeScore(prompt_id, bucket, steps, len(errors), not failures, _worst(errors), failures=failures,
-                       step_errors=errors)
-
-
-def step_bound(step: int, bound: float | None, step_bounds: Mapping[str, float] | None) -> float | None:
-    """The bound step ``step`` (1-based) is judged under: its calibration record's for that step where one was
-    measured, else ``bound`` (the prompt's bucket's). The one place this is decided, for the check and its readers."""
-    return (step_bounds or {}).get(str(step), bound)
+                           golden_token=g_token, backend_token=b_token, accepted=judged.accepted, why=judged.why,
+                           failures=texts(failures), step_errors=errors, gap=judged.gap, typed_failures=failures)
+    return DecodeScore(prompt_id, bucket, steps, len(errors), not failures, _worst(errors), failures=texts(failures),
+                       step_errors=errors, typed_failures=failures)
 
 
 @dataclass(frozen=True)
@@ -164,16 +149,6 @@ def _worst(errors: Sequence[float]) -> float:
     if any(math.isnan(e) for e in errors):
         return float("nan")
     return max(errors, default=0.0)
-
-
-def _near_tie(golden_top: Sequence[tuple[int, float]], backend_token: int, max_err: float) -> tuple[float | None, bool]:
-    """The golden's lead of its winner over the backend's token, and whether that lead is a near-tie
-    (the first token's rule in kit.core.scoring); a token outside the golden's top-k is never one."""
-    g_prob = {t: math.exp(lp) for t, lp in golden_top}
-    if backend_token not in g_prob:
-        return None, False
-    gap = g_prob[golden_top[0][0]] - g_prob[backend_token]
-    return gap, math.isfinite(max_err) and gap <= WINNER_GAP_FACTOR * max_err
 
 
 def check_decode_golden(golden: Golden, steps: int, case: str, prefix: str = "") -> None:

@@ -36,6 +36,8 @@ from typing import Mapping, Sequence, TypeGuard
 
 from kit.core.calibration import spread_factor
 from kit.core.records import PromptScore
+from kit.core.verdict import rules
+from kit.core.verdict.failure import Failure
 
 # The smallest difference the tests act on, whatever the samples' spread: a mean error 5 % above the
 # calibration's, a mean shift of 10 % of its mean error, and never less than the dtype's resolution
@@ -109,15 +111,20 @@ class DriftResult:
     passed: bool
     p_value: float | None
     failures: list[str] = field(default_factory=list)
+    # ``failures`` as data (kit.core.verdict); empty in a record written before failures had kinds.
+    typed_failures: list[Failure] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d["typed_failures"] = [f.to_dict() for f in self.typed_failures]
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "DriftResult":
         return cls(calibration=d["calibration"], alpha=d["alpha"], prompts=d["prompts"],
                    statistics=[DriftStatistic(**s) for s in d["statistics"]], passed=d["passed"],
-                   p_value=d["p_value"], failures=list(d.get("failures", [])))
+                   p_value=d["p_value"], failures=list(d.get("failures", [])),
+                   typed_failures=[f for f in map(Failure.from_dict, d.get("typed_failures") or []) if f is not None])
 
 
 def sample_means(samples: Sequence[Mapping], prompts: Sequence[str]) -> dict[str, list[float]]:
@@ -170,9 +177,10 @@ def drift_of(errors: Mapping[str, float], shifts: Mapping[str, float], reference
     low, high = interval(means["shift"], alpha / 4, True, max(MIN_RELATIVE_SHIFT * ref_error, floor))
     stats.append(DriftStatistic("shift", run_shift, statistics.fmean(means["shift"]), low, high,
                                 _p_value(run_shift, means["shift"], "both"), n))
-    failures = [_message(s, len(ids), reference.get("noise_class")) for s in stats if s.failed]
+    failures = [_failure(s, len(ids), reference.get("noise_class")) for s in stats if s.failed]
     adjusted = min((min(1.0, 2 * s.p_value) for s in stats if s.p_value is not None), default=None)
-    return DriftResult(reference["sha256"], alpha, len(ids), stats, not failures, adjusted, failures)
+    return DriftResult(reference["sha256"], alpha, len(ids), stats, not failures, adjusted,
+                       [f.text for f in failures], failures)
 
 
 def _error_statistic(value: float, means: Sequence[float], share: float, minimum: float,
@@ -206,7 +214,13 @@ def _p_value(value: float, values: Sequence[float], side: str) -> float | None:
     return p / 2 if toward else 1 - p / 2
 
 
-def _message(s: DriftStatistic, prompts: int, noise_class: Mapping | None = None) -> str:
+def _failure(s: DriftStatistic, prompts: int, noise_class: Mapping | None = None) -> Failure:
+    """The drift rule's failure (kit.core.verdict.rules.drift), at the end of the clean interval it crossed."""
+    crossed = s.high if s.value > s.high else s.low
+    return rules.drift(s.value, crossed, _words(s, prompts, noise_class))
+
+
+def _words(s: DriftStatistic, prompts: int, noise_class: Mapping | None = None) -> str:
     if s.test == "error" and s.value < s.low:
         what = _too_exact(s, prompts, noise_class or {})
     elif s.test == "error":
@@ -217,7 +231,7 @@ def _message(s: DriftStatistic, prompts: int, noise_class: Mapping | None = None
         what = (f"golden top token's probability moved {way}; mean shift over {prompts} prompts {s.value:+.4g} "
                 f"against the calibrated {s.reference:+.4g} (clean runs stay within {s.low:+.4g} .. {s.high:+.4g})")
     evidence = f"p = {s.p_value:.2g}" if s.p_value is not None else "the range rule, no p-value"
-    return f"drift: {what}; {evidence} from {s.samples} clean samples"
+    return f"{what}; {evidence} from {s.samples} clean samples"
 
 
 def _too_exact(s: DriftStatistic, prompts: int, noise_class: Mapping) -> str:

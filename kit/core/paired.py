@@ -9,7 +9,7 @@ The metric, defined here and nowhere else (docs/architecture.md, Diagnosis):
 
 - d_i = candidate max_probability_error_i - pin max_probability_error_i, over the prompts both sides scored
   with a finite error, in the fixture's order;
-- a prompt where either side changed its winner inside a near-tie (kit.core.scoring's rule: the backend's
+- a prompt where either side changed its winner inside a near-tie (kit.core.verdict.rules.near_tie: the backend's
   greedy token is another of the golden's tokens, led by at most WINNER_GAP_FACTOR x the prompt's max error)
   is left out and counted: its winner is the flake family's, and which side of the tie it fell on is no
   property of either release;
@@ -43,7 +43,7 @@ import numpy as np
 
 from kit.core.drift import t_quantile_two_sided
 from kit.core.records import PromptScore
-from kit.core.scoring import WINNER_GAP_FACTOR
+from kit.core.verdict.rules import near_tie as within_near_tie
 
 CONFIDENCE = 0.95
 # Two prompts give a t interval on one degree of freedom (12.7 standard errors wide) and a permutation p of
@@ -119,11 +119,8 @@ class PairedResult:
 
 
 def near_tie(p: PromptScore) -> bool:
-    """Whether the prompt's winner changed inside a near-tie (kit.core.scoring's accepted winner change)."""
-    err = p.max_probability_error
-    if p.first_rank_agreement or not _finite(err) or not _finite(p.winner_gap):
-        return False
-    return p.winner_gap <= WINNER_GAP_FACTOR * err
+    """Whether the prompt's winner changed inside a near-tie (the verdict's accepted winner change)."""
+    return not p.first_rank_agreement and within_near_tie(p.winner_gap, p.max_probability_error) is True
 
 
 def differences(pin: Sequence[PromptScore], candidate: Sequence[PromptScore]) -> tuple[list[float], int, int]:

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from kit.core.jsonio import json_safe
+from kit.core.verdict.failure import Failure
 
 # A case status is one of these; the gate verdict is derived from them in kit.core.results.
 PASSED, FAILED, ERROR, TIMEOUT = "passed", "failed", "error", "timeout"
@@ -82,13 +83,15 @@ class DecodeScore:
     # At a divergence, the golden's lead of its token over the backend's (None: none, or outside the golden's
     # top-k): what lets a reader re-judge the near-tie under other bounds without the continuations.
     gap: float | None = None
+    # ``failures`` as data (kit.core.verdict): what a reader asks, through kit.core.verdict.failures_of.
+    typed_failures: list[Failure] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return typed_dict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "DecodeScore":
-        return cls(**known_fields(cls, d))
+        return cls(**read_typed(known_fields(cls, d)))
 
 
 @dataclass
@@ -117,13 +120,15 @@ class PromptScore:
     # Top tokens side by side, so a reader sees how it failed, not only that it did.
     golden_top: list[list[float]] = field(default_factory=list)
     backend_top: list[list[float]] = field(default_factory=list)
+    # ``failures`` as data (kit.core.verdict): what a reader asks, through kit.core.verdict.failures_of.
+    typed_failures: list[Failure] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return typed_dict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "PromptScore":
-        return cls(**known_fields(cls, d))
+        return cls(**read_typed(known_fields(cls, d)))
 
 
 @dataclass
@@ -205,6 +210,9 @@ class CaseResult:
     # What the case can detect (kit.core.power.detectable_of): per fault family, the smallest fault it catches
     # with probability 0.8 in units of its clean error; None when no power record was measured for it.
     detectable: dict[str, Any] | None = None
+    # ``failures`` as data (kit.core.verdict): what a reader asks (triage, the archive, a fault's effect), through
+    # kit.core.verdict.failures_of; empty in a record written before failures had kinds.
+    typed_failures: list[Failure] = field(default_factory=list)
 
     @property
     def failure_messages(self) -> list[str]:
@@ -308,7 +316,9 @@ class CaseResult:
 
     def to_dict(self) -> dict:
         """JSON-ready: non-finite metrics (a NaN-poisoned prompt) become None."""
-        d = asdict(self)
+        d = typed_dict(self)
+        d["prompts"] = [p.to_dict() for p in self.prompts]
+        d["decode"] = [x.to_dict() for x in self.decode]
         d["max_probability_error"] = self.max_probability_error
         d["counts"] = self.counts()
         d["noise_floor"] = self.noise_floor
@@ -317,7 +327,7 @@ class CaseResult:
 
     @classmethod
     def from_dict(cls, d: dict) -> "CaseResult":
-        kw = known_fields(cls, d)
+        kw = read_typed(known_fields(cls, d))
         kw["prompts"] = [PromptScore.from_dict(p) for p in d.get("prompts", [])]
         kw["repeat_spread"] = [RepeatSpread.from_dict(r) for r in d.get("repeat_spread", [])]
         kw["decode"] = [DecodeScore.from_dict(r) for r in d.get("decode") or []]
@@ -329,6 +339,21 @@ def known_fields(cls, d: dict) -> dict:
     kit version may carry keys this one does not know, and reading it must not fail on them."""
     names = {f.name for f in fields(cls)}
     return {k: v for k, v in d.items() if k in names}
+
+
+def typed_dict(record: Any) -> dict:
+    """``asdict`` of a record, its typed failures as the plain dicts JSON holds."""
+    d = asdict(record)
+    d["typed_failures"] = [f.to_dict() for f in record.typed_failures]
+    return d
+
+
+def read_typed(kw: dict) -> dict:
+    """A record's fields as read, its typed failures back as Failures (a kind this kit does not know is left out:
+    its line is then read as an older record's is, kit.core.verdict.failures_of)."""
+    typed = [Failure.from_dict(f) for f in kw.get("typed_failures") or [] if isinstance(f, dict)]
+    kw["typed_failures"] = [f for f in typed if f is not None]
+    return kw
 
 
 def severity(p: PromptScore) -> float:

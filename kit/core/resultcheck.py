@@ -12,6 +12,7 @@ Stdlib only: kit.core.results reads runs with it, and that module runs in kernel
 from __future__ import annotations
 
 import dataclasses
+import enum
 import types
 import typing
 from pathlib import Path
@@ -141,4 +142,6 @@ def _is_a(value: Any, hint: Any, nullable: bool) -> bool:
         return isinstance(value, int) and not isinstance(value, bool)
     if hint is type(None):
         return value is None
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):  # a kind: one a newer kit wrote is read as words
+        return isinstance(value, str)
     return isinstance(value, hint) if isinstance(hint, type) else True

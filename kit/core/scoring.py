@@ -19,28 +19,26 @@ Repeated observations of one prompt (kit.case.runner runs them) are compared wit
 - identical                  every run returned the same token ids, in the same order, with
                              bit-identical logprobs (what ``exact_repeats`` requires)
 
-A case passes when every golden token is in the backend's returned top-n, the
-backend's greedy token lies in G, winner_gap <= 2 * max_probability_error (a
-winner change only inside a near-tie), max_probability_error <= bound, and all
-logprobs are finite. An ``exact`` golden instead requires the backend's first k
-(token id, logprob) pairs to equal the golden's, bit for bit.
+A case passes when it fails none of the verdict's rules (kit.core.verdict.rules, where each is written once):
+every golden token is in the backend's returned top-n, the backend's greedy token lies in G, winner_gap <=
+2 * max_probability_error (a winner change only inside a near-tie), max_probability_error <= bound, and all
+logprobs are finite. An ``exact`` golden instead requires the backend's first k (token id, logprob) pairs to
+equal the golden's, bit for bit. This module computes the panel and asks the rules; it judges nothing itself.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from typing import Mapping, Sequence
 
 from kit.core.records import Observation, PromptScore, RepeatSpread
+from kit.core.verdict import rules
+from kit.core.verdict.failure import Failure, texts
+from kit.core.verdict.rules import WINNER_GAP_FACTOR, bound_for
 
-WINNER_GAP_FACTOR = 2.0
+__all__ = ["SIDE_BY_SIDE", "WINNER_GAP_FACTOR", "bound_for", "repeat_spread", "score_prompt"]
+
 SIDE_BY_SIDE = 5  # top tokens kept in a score for the reader
-
-
-def bound_for(bucket: int, bound: float | None, bucket_bounds: Mapping[str, float]) -> float | None:
-    """A per-bucket bound overrides the case bound."""
-    return bucket_bounds.get(str(bucket), bound)
 
 
 def score_prompt(
@@ -51,21 +49,15 @@ def score_prompt(
     bound: float | None,
     exact: bool = False,
 ) -> PromptScore:
-    failures: list[str] = []
     backend = list(observation.top_logprobs)
-    where = f"{prompt_id}"
-
-    nonfinite = [(t, lp) for t, lp in backend if not math.isfinite(lp)]
-    if nonfinite or not backend:
-        t, lp = nonfinite[0] if nonfinite else (-1, float("nan"))
-        failures.append(f"{where}: non-finite logprob {lp} for token {t} from the backend")
-        return _unscorable(prompt_id, bucket, observation, golden_top, bound, exact, failures)
+    implausible = rules.non_finite(prompt_id, bucket, backend)
+    if implausible is not None:
+        return _unscorable(prompt_id, bucket, observation, golden_top, bound, exact, [implausible])
 
     a = dict(backend)
     g_prob = {t: math.exp(lp) for t, lp in golden_top}
+    failures: list[Failure] = rules.missing_tokens(prompt_id, bucket, golden_top, backend)
     missing = [t for t, _ in golden_top if t not in a]
-    for t in missing:
-        failures.append(f"{where}: golden token {t} is missing from the backend's top-{len(backend)}")
 
     errors = [abs(math.exp(a[t]) - g_prob[t]) for t, _ in golden_top if t in a]
     max_err = max(errors, default=float("inf"))
@@ -73,27 +65,17 @@ def score_prompt(
     kl = _kl_shared(golden_top, a)
 
     golden_winner, backend_winner = golden_top[0][0], backend[0][0]
-    if backend_winner in g_prob:
-        gap = g_prob[golden_winner] - g_prob[backend_winner]
-    else:
-        gap = g_prob[golden_winner]
-        failures.append(f"{where}: backend greedy token {backend_winner} is not in the golden top-{len(golden_top)}")
-    if gap > WINNER_GAP_FACTOR * max_err:
-        failures.append(
-            f"{where}: winner changed outside a near-tie: golden top token {golden_winner} leads backend greedy "
-            f"token {backend_winner} by {gap:.4g} > {WINNER_GAP_FACTOR:g} x max error {max_err:.4g}"
-        )
+    gap, changed = rules.winner(prompt_id, bucket, golden_top, backend, max_err)
+    failures += changed
 
     exact_match: bool | None = None
     if exact:
-        mismatch = _exact_mismatch(golden_top, backend)
-        if mismatch is not None:
-            failures.append(f"{where}: {mismatch}")
+        mismatch = rules.exact(prompt_id, bucket, golden_top, backend)
+        failures += [mismatch] if mismatch is not None else []
         exact_match = mismatch is None
     else:
-        over = bound_failure(max_err, bound, bucket)
-        if over is not None:
-            failures.append(f"{where}: {over}")
+        over = rules.over_bound(prompt_id, bucket, max_err, bound)
+        failures += [over] if over is not None else []
 
     return PromptScore(
         id=prompt_id, bucket=bucket, n_tokens=observation.n_tokens, passed=not failures, bound=bound,
@@ -101,30 +83,12 @@ def score_prompt(
         first_rank_agreement=golden_winner == backend_winner,
         golden_top_token=golden_winner, golden_top_probability=g_prob[golden_winner],
         backend_top_token=backend_winner, backend_top_probability=math.exp(backend[0][1]),
-        winner_gap=gap, missing_tokens=missing, exact_match=exact_match, failures=failures,
+        winner_gap=gap, missing_tokens=missing, exact_match=exact_match, failures=texts(failures),
+        typed_failures=failures,
         top_probability_shift=math.exp(a[golden_winner]) - g_prob[golden_winner] if golden_winner in a
         else -g_prob[golden_winner],
         golden_top=_side(golden_top), backend_top=_side(backend),
     )
-
-
-def bound_failure(max_err: float, bound: float | None, bucket: int) -> str | None:
-    """The failure of an error above its bucket's bound, as it follows the prompt's id; None within the bound (or
-    without one, or for an unscorable NaN). The one line a bound adds to a prompt's failures (and to a decode
-    step's): a replay of recorded errors under other bounds (kit.baselines.backtest) judges and says it here too."""
-    if bound is None or not max_err > bound:
-        return None
-    return f"max probability error {max_err:.4g} > bound {bound:g} (bucket {bucket})"
-
-
-# bound_failure's line at the end of a failure, whatever its prefix (a prompt's id, a decode step).
-_BOUND_FAILURE = re.compile(r": max probability error \S+ > bound \S+ \(bucket [^()]*\)$")
-
-
-def is_bound_failure(line: str) -> bool:
-    """Whether a recorded failure is a bound's (bound_failure), which another bound may turn: every other failure
-    (a missing token, a winner change, a non-finite logprob) holds whatever the bound."""
-    return _BOUND_FAILURE.search(line) is not None
 
 
 def _kl_shared(golden_top: Sequence[tuple[int, float]], a: Mapping[int, float]) -> float:
@@ -133,17 +97,6 @@ def _kl_shared(golden_top: Sequence[tuple[int, float]], a: Mapping[int, float]) 
     if not shared or zp <= 0 or zq <= 0:
         return float("inf")
     return sum((p / zp) * math.log((p / zp) / (q / zq)) for p, q in shared if p > 0 and q > 0)
-
-
-def _exact_mismatch(golden_top: Sequence[tuple[int, float]], backend: Sequence[tuple[int, float]]) -> str | None:
-    """The first difference from an exact golden, or None when bit-identical."""
-    if len(backend) < len(golden_top):
-        return f"exact golden needs {len(golden_top)} logprobs, backend returned {len(backend)}"
-    for rank, ((gt, glp), (bt, blp)) in enumerate(zip(golden_top, backend), start=1):
-        if gt != bt or glp != blp:
-            return (f"not bit-exact at rank {rank}: golden token {gt} logprob {glp!r}, "
-                    f"backend token {bt} logprob {blp!r}")
-    return None
 
 
 def _side(top: Sequence[tuple[int, float]]) -> list[list[float]]:
@@ -158,7 +111,8 @@ def _unscorable(prompt_id, bucket, observation, golden_top, bound, exact, failur
         golden_top_token=golden_top[0][0], golden_top_probability=math.exp(golden_top[0][1]),
         backend_top_token=observation.top_logprobs[0][0] if observation.top_logprobs else -1,
         backend_top_probability=nan, winner_gap=nan, top_probability_shift=nan, exact_match=False if exact else None,
-        failures=failures, golden_top=_side(golden_top), backend_top=_side(observation.top_logprobs),
+        failures=texts(failures), typed_failures=list(failures), golden_top=_side(golden_top),
+        backend_top=_side(observation.top_logprobs),
     )
 
 

@@ -10,19 +10,21 @@ the evidence that decided it, and the gate acts on the class: an infrastructure 
 The rules are one table (RULES), tried in order, first match wins; each is a pure function of the case's
 status, error kind, failure lines, and of the other results of the same run (several unrelated cases erroring
 together is a job-level event). An error is classed by its kind (``CaseResult.error_kind``, kit.core.outcomes),
-set from its type where it arose; its text and log tail are read only for a record written before kinds existed,
-so that older run directories triage as they always did. Stdlib only: the kernel-safe core.
+set from its type where it arose, and a failure by its kinds (kit.core.verdict: ``failures_of``). Neither is read
+from its words here: a record written before kinds existed is read by the verdict's one legacy reading
+(kit.core.verdict.legacy), so that older run directories triage as they always did. Stdlib only: the kernel-safe
+core.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence
 
 from kit.core.outcomes import kind_of
 from kit.core.records import BORROWED, ERROR, FAILED, TIMEOUT, CaseResult
-from kit.core.scoring import is_bound_failure
+from kit.core.verdict import Failure, Kind, failures_of, legacy
+from kit.core.verdict.failure import WINNER_CHANGES
 
 INFRASTRUCTURE, NEAR_TIE, NUMERIC = "infrastructure", "near-tie", "numeric"
 # An error the kit cannot pin on the job (a cell raised for a reason of its own, a result that does not cover
@@ -47,36 +49,14 @@ class Triage:
         return cls(str(d.get("class")), str(d.get("evidence")))
 
 
-# For a record without an error kind only (written before kinds existed; a current one is classed by its kind):
-# what an error (or, failing that, the kernel's log tail) says when the job, not the engine's numbers, went
-# wrong, in the wording the kit and vLLM used then: (pattern, the words the evidence uses). Searched in this order.
-INFRASTRUCTURE_SIGNS: tuple[tuple[str, str], ...] = (
-    (r"out of memory|OutOfMemoryError|\bMemoryError\b|\bOOM\b|oom-kill", "out of memory"),
-    (r"Ray worker died|Ray task failed|WorkerCrashedError|NodeDiedError|ActorDiedError", "lost worker (Ray)"),
-    (r"kernel died|DeadKernelError", "the kernel died"),
-    (r"not healthy within|exited with code -?\d+ before it became healthy", "the engine failed to start"),
-    (r"Connection ?refused|ConnectionRefusedError|RemoteDisconnected|Connection reset|ConnectionResetError|"
-     r"BrokenPipeError|Connection aborted", "the engine stopped answering"),
-    (r"^cannot start:|^executor failed:|never started|before its kernel started|could not be written",
-     "the executor could not start or record the case"),
-    (r"^interrupted", "the run was interrupted"),
-)
-
-# A failure line that is a winner change and nothing else: scoring's first-token line, or the decode check's
-# divergence between two tokens of the golden's top-k (a token outside it is no near-tie).
-_WINNER_CHANGE = re.compile(r"winner changed outside a near-tie: golden top token \d+ leads|"
-                            r"winner changed outside a near-tie: gap |"
-                            r"continuations diverged (?:inside|outside) a near-tie: golden token \d+ leads")
-
-# Numeric failure families, for the evidence: (label, test on a failure line). A line none names is "other".
-_FAMILIES: tuple[tuple[str, Callable[[str], bool]], ...] = (
-    ("over the bound", is_bound_failure),
-    ("drift", lambda line: line.startswith("drift: ")),
-    ("non-finite logprobs", lambda line: "non-finite logprob" in line or "no finite max probability error" in line),
-    ("missing tokens", lambda line: "is missing from the backend" in line
-     or "not in the golden top" in line or "which is not in the golden" in line),
-    ("exact mismatch", lambda line: "bit-exact" in line or "exact golden needs" in line or "differs from run" in line),
-    ("winner changes", lambda line: _WINNER_CHANGE.search(line) is not None),
+# Numeric failure families, for the evidence: (label, the failure kinds it holds). A kind none names is "other".
+_FAMILIES: tuple[tuple[str, frozenset[Kind]], ...] = (
+    ("over the bound", frozenset({Kind.OVER_BOUND})),
+    ("drift", frozenset({Kind.DRIFT})),
+    ("non-finite logprobs", frozenset({Kind.NON_FINITE})),
+    ("missing tokens", frozenset({Kind.MISSING_TOKEN, Kind.GREEDY_OUTSIDE_TOP, Kind.DECODE_OUTSIDE_TOP})),
+    ("exact mismatch", frozenset({Kind.NOT_EXACT, Kind.REPEAT})),
+    ("winner changes", WINNER_CHANGES),
 )
 
 EVIDENCE_CHARS = 300  # an evidence line stays a line
@@ -108,17 +88,12 @@ def _typed(r: CaseResult, _: Sequence[CaseResult]) -> Triage | None:
 
 
 def _infrastructure_sign(r: CaseResult, _: Sequence[CaseResult]) -> Triage | None:
-    """The fallback for a record written before error kinds existed: its error text, else its log tail."""
+    """The fallback for a record written before error kinds existed: what the legacy reading finds in its error
+    text, else its log tail (kit.core.verdict.legacy)."""
     if r.status != ERROR or kind_of(r.error_kind) is not None:
         return None
-    # The error first: it is the executor's or the case's own account; the log tail only when it names nothing.
-    for where, text in (("", r.error or ""), ("its log: ", r.log_tail or "")):
-        for pattern, words in INFRASTRUCTURE_SIGNS:
-            hit = re.search(pattern, text, re.IGNORECASE | re.MULTILINE)
-            if hit:
-                said = r.error if not where else _around(text, hit)
-                return Triage(INFRASTRUCTURE, f"infrastructure: {words}: {where}{said}")
-    return None
+    sign = legacy.infrastructure_sign(r.error, r.log_tail)
+    return None if sign is None else Triage(INFRASTRUCTURE, f"infrastructure: {sign[0]}: {sign[1]}")
 
 
 def _correlated(r: CaseResult, run: Sequence[CaseResult]) -> Triage | None:
@@ -152,11 +127,12 @@ def _borrowed(r: CaseResult, _: Sequence[CaseResult]) -> Triage | None:
 def _near_tie(r: CaseResult, _: Sequence[CaseResult]) -> Triage | None:
     """Failed on winner changes only: with no error over its bound, a flipped winner led by at most twice the
     bound, so these are the near-tie flake family, not a drifting distribution."""
-    if r.status != FAILED or not r.failures or _drift_failed(r):
+    failures = failures_of(r)
+    if r.status != FAILED or not failures or _drift_failed(r):
         return None
-    if not all(_WINNER_CHANGE.search(line) for line in r.failures):
+    if not all(f.kind in WINNER_CHANGES for f in failures):
         return None
-    prompts = sorted({line.split(": ", 1)[0] for line in r.failures})
+    prompts = sorted({str(f.prompt) for f in failures})
     return Triage(NEAR_TIE, f"near-tie: only winner changes between near-tied tokens ({len(r.failures)} on "
                             f"{', '.join(prompts)}), no bound exceeded, no drift failure: the near-tie flake family; "
                             f"first: {r.failures[0]}")
@@ -166,8 +142,8 @@ def _numeric(r: CaseResult, _: Sequence[CaseResult]) -> Triage | None:
     if r.status != FAILED:
         return None
     counts: dict[str, int] = {}
-    for line in r.failures:
-        label = next((name for name, test in _FAMILIES if test(line)), "other")
+    for f in failures_of(r):
+        label = _family(f)
         counts[label] = counts.get(label, 0) + 1
     if _drift_failed(r) and "drift" not in counts:
         counts["drift"] = 1
@@ -199,11 +175,8 @@ def _drift_failed(r: CaseResult) -> bool:
     return bool(r.drift) and r.drift.get("passed") is False  # type: ignore[union-attr]
 
 
-def _around(text: str, hit: re.Match) -> str:
-    """The log line that matched, not the whole tail."""
-    start = text.rfind("\n", 0, hit.start()) + 1
-    end = text.find("\n", hit.end())
-    return text[start:end if end >= 0 else len(text)].strip()
+def _family(f: Failure) -> str:
+    return next((name for name, kinds in _FAMILIES if f.kind in kinds), "other")
 
 
 def _line(text: str) -> str:

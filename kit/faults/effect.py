@@ -21,15 +21,18 @@ from kit.core import paths
 from kit.core.errors import BadInput
 from kit.core.records import CaseResult
 from kit.core.spec import CaseSpec, on_model
+from kit.core.verdict import Kind, failures_of
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve
 
 FLOAT32_CASE = "checkpoint"  # hf in float32: the settings the goldens were made with
 EFFECT_CASE = "hf-float32-effect"
 
-# What failed a case, from its failure lines (kit.core.scoring writes the prompt ones; a drift test's
-# lines start with "drift").
+# What failed a case, by its failures' kinds (kit.core.verdict).
 BOUND, WINNER, MISSING, DRIFT, OTHER = "bound", "winner", "missing", "drift", "other"
+_TESTS = {Kind.OVER_BOUND: BOUND, Kind.WINNER_CHANGE: WINNER, Kind.GREEDY_OUTSIDE_TOP: WINNER,
+          Kind.DECODE_DIVERGENCE: WINNER, Kind.DECODE_OUTSIDE_TOP: WINNER, Kind.NEAR_TIE_DIVERGENCE: WINNER,
+          Kind.MISSING_TOKEN: MISSING, Kind.DRIFT: DRIFT}
 
 
 @dataclass(frozen=True)
@@ -90,19 +93,6 @@ def hf_float32_effect(folder: str | Path, cases: EmbeddedCases | None = None, di
 
 def failed_by(result: CaseResult) -> tuple[str, ...]:
     """Which tests failed the case: a prompt over its bound, a winner change, a golden token missing from
-    the backend's top tokens, the drift test, other (a non-finite logprob, an exact mismatch)."""
-    seen = []
-    for line in result.failures:
-        if line.startswith("drift"):
-            kind = DRIFT
-        elif "> bound" in line:
-            kind = BOUND
-        elif "winner changed" in line or "greedy token" in line:
-            kind = WINNER
-        elif "is missing from the backend" in line:
-            kind = MISSING
-        else:
-            kind = OTHER
-        if kind not in seen:
-            seen.append(kind)
-    return tuple(seen)
+    the backend's top tokens, the drift test, other (a non-finite logprob, an exact mismatch); each once, in the
+    order the case's failures first name it. A decode divergence is a winner change at a step."""
+    return tuple(dict.fromkeys(_TESTS.get(f.kind, OTHER) for f in failures_of(result)))

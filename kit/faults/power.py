@@ -265,8 +265,8 @@ def run_trial(plan, family: str, fault: Fault, magnitude: float, effect: float, 
     variants = [{**v, "faulted": True} for v in variants_for(clean_spec)
                 if int(v.get("launch", 1)) == 1 or case_device(clean_spec.options) != "cpu"]
     stem = f"{clean_spec.name}-{fault.name}-{magnitude!r}"
-    entries, why = measure_variants(plan, spec, variants, run_dir, stem)
-    if why and "raised BadInput" in why and not entries:
+    entries, why, raised = measure_variants(plan, spec, variants, run_dir, stem)
+    if why and raised == BadInput.__name__ and not entries:
         raise _Refused(f"{fault.name} at {magnitude:g} ({why})")
     if why:
         raise _Stopped(f"{fault.name} at {magnitude:g}: {why}")

@@ -15,6 +15,7 @@ from kit.core.power import family_lines, headline
 from kit.core.records import (BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult,
                               severity)
 from kit.core.results import counts_sentence
+from kit.core.verdict import failures_of
 from kit.core.text import printable
 from kit.run.notebook import Rendered, run_and_render
 
@@ -184,8 +185,9 @@ def decode_markdown(view) -> list[str]:
 
 
 def _worst_reason(score) -> str:
-    if score.failures:
-        return score.failures[0].split(": ", 1)[-1]
+    failures = failures_of(score)
+    if failures:
+        return failures[0].clause
     return f"max probability error {score.max_probability_error:.3g}"
 
 

@@ -1,0 +1,19 @@
+"""The verdict: every rule that passes or fails a prompt, a decode step or a case, each written once.
+
+A rule returns typed failures (``Failure``: kind, prompt, bucket, step, value, bound, ...), and a failure's words
+are made from those fields in one place (``Failure.text``). Readers (triage, the backtest's archive, a fault's
+effect, the reports) ask a failure its kind; none parses its words. Records written before failures had kinds are
+read through ``failures_of``, whose fallback (kit.core.verdict.legacy) is the one place old wording is read.
+
+- ``failure``: the Failure type, its kinds and its words, and ``failures_of`` (what a reader calls);
+- ``rules``: the rules (bound per bucket, near-tie, plausibility, missing tokens, exact, decode step and
+  divergence, the re-judging of a recorded verdict, repeats, drift);
+- ``legacy``: the reading of records written before kinds existed (failure lines and error texts).
+
+This package imports nothing that imports it back: kit.core.records uses ``failure`` for its fields, so
+``rules`` (which reads records) is imported by name, never from here. Stdlib only: the kernel-safe core.
+"""
+
+from kit.core.verdict.failure import WINNER_GAP_FACTOR, Failure, Kind, failures_of
+
+__all__ = ["WINNER_GAP_FACTOR", "Failure", "Kind", "failures_of"]
