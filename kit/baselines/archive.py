@@ -203,7 +203,7 @@ def read_observation(run_dir: Path, case: str, kind: str = GATE_RUN,
     path = recorded_result(run_dir, case)
     result = read_case_result(path, case, manifest.get("kit_version")) if path is not None else None
     known, why = judged(kind, manifest, result, mark, told, verdict)
-    if result is None:
+    if result is None or path is None:
         missing = rundir.case_file(run_dir / rundir.CASES, case)
         return ArchivedObservation(display(missing), kind, known, why, case, None, None, None, None, MISSING, None)
     return from_result(result, display(path), kind, known, why)
