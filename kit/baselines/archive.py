@@ -31,7 +31,7 @@ from kit.core.errors import BadInput
 from kit.core.paths import display
 from kit.core.recordcheck import mapping, text
 from kit.core.records import PASSED, CaseResult, DecodeScore, PromptScore
-from kit.core.results import GATE_PASSED, read_case_result, read_manifest
+from kit.core.results import GATE_PASSED, read_case_result, read_manifest, recorded_result
 from kit.core.resultcheck import read_shaped
 from kit.core.verdict import Kind, failures_of
 
@@ -45,9 +45,6 @@ KINDS = (GATE_RUN, CONTROL_CANDIDATE, CONTROL_CURRENT, CALIBRATION_SAMPLE)
 BAD, GOOD, UNKNOWN = "bad", "good", "unknown"
 # The status of a case a run lists but holds no result of (stopped before it finished).
 MISSING = "missing"
-# How deep below a root a run directory is looked for: runs/<run>, runs/<refresh>/<control>/<release> and the
-# like sit a few levels down; deeper is someone else's tree.
-MAX_DEPTH = 6
 # How a case result says its drift test was turned off in the descriptor (kit.case.runner writes it); a case that
 # turned it off ran on the class of hardware its record measured, or the kernel would have refused the record.
 DRIFT_TURNED_OFF = "turned off"
@@ -125,19 +122,22 @@ class Archive:
     case: str
     observations: tuple[ArchivedObservation, ...]
     unreadable: tuple[Unreadable, ...] = ()
+    skipped: tuple[Unreadable, ...] = ()  # folders the walk did not look into (hidden, too deep, a link out)
 
 
 def read_archive(roots: Sequence[str | Path], case: str, superseded: CalibrationRecord | None = None) -> Archive:
     """The observations of ``case`` in the gate runs and controls under ``roots`` (each a folder of runs, or a
     run or control directory itself), then the distinct samples of ``superseded``, the record a new one replaces.
-    A root that is no folder is refused; a run that cannot be read is collected in ``unreadable``."""
+    A root that is no folder is refused; a run that cannot be read is collected in ``unreadable``, and each folder
+    the walk did not look into (kit.core.rundir.walk) in ``skipped``, both said in a line each."""
     found: list[ArchivedObservation] = []
     unreadable: list[Unreadable] = []
+    skipped: list[Unreadable] = []
     runs: dict[Path, tuple[Path, str, tuple[str, str] | None]] = {}
     for root in map(Path, roots):
         if not root.is_dir():
             raise BadInput(f"{display(root)}: no folder of runs to backtest on")
-        for run_dir, kind, told in _runs(root, 0, unreadable):
+        for run_dir, kind, told in _runs(root, unreadable, skipped):
             # Roots that overlap name a run twice; one named as a root itself is still its control's side.
             earlier = runs.get(run_dir.resolve())
             if earlier is None or (earlier[1] == GATE_RUN and kind != GATE_RUN):
@@ -153,45 +153,42 @@ def read_archive(roots: Sequence[str | Path], case: str, superseded: Calibration
             found.append(observation)
     if superseded is not None:
         found += record_samples(superseded)
-    log.info(f"archive of case {case}: {len(found)} observation(s), {len(unreadable)} unreadable")
-    return Archive(case, tuple(found), tuple(unreadable))
+    for s in skipped:
+        log.warning(f"{s.source}: {s.reason}")
+    log.info(f"archive of case {case}: {len(found)} observation(s), {len(unreadable)} unreadable, "
+             f"{len(skipped)} folder(s) not looked into")
+    return Archive(case, tuple(found), tuple(unreadable), tuple(skipped))
 
 
-def _runs(folder: Path, depth: int, unreadable: list[Unreadable]) -> Iterator[tuple[Path, str, tuple[str, str] | None]]:
-    """Each run directory under ``folder``: ``(run_dir, kind, what its control says of it)``. A control stands
-    for its two runs; a run is not looked into; hidden folders and links are not followed."""
-    if (folder / rundir.CONTROL).is_file():
+def _runs(root: Path, unreadable: list[Unreadable],
+          skipped: list[Unreadable]) -> Iterator[tuple[Path, str, tuple[str, str] | None]]:
+    """Each run directory under ``root`` (kit.core.rundir.walk): ``(run_dir, kind, what its control says of it)``.
+    A control stands for its two runs; a folder that cannot be listed is unreadable, one not looked into skipped."""
+    walked = rundir.walk(rundir.LocalTree(root))
+    for s in walked.skipped:
+        (unreadable if s.kind == rundir.UNLISTED else skipped).append(Unreadable(display(root / s.location), s.why))
+    for found in walked.found:
+        folder = root / found.location if found.location else root
+        if found.kind == rundir.GATE:
+            yield folder, GATE_RUN, None
+            continue
         try:
             yield from control_runs(folder)
         except BadInput as exc:
             unreadable.append(Unreadable(display(folder), str(exc)))
-        return
-    if (folder / rundir.MANIFEST).is_file():
-        yield folder, GATE_RUN, None
-        return
-    if depth >= MAX_DEPTH:
-        return
-    try:
-        children = sorted(p for p in folder.iterdir()
-                          if p.is_dir() and not p.is_symlink() and not p.name.startswith("."))
-    except OSError as exc:
-        unreadable.append(Unreadable(display(folder), f"{display(folder)} cannot be listed: {exc.strerror or exc}"))
-        return
-    for child in children:
-        yield from _runs(child, depth + 1, unreadable)
 
 
 def control_runs(control_dir: Path) -> list[tuple[Path, str, tuple[str, str] | None]]:
     """A control's current and candidate run directories, from its own record; the candidate is known bad when the
     control's diagnosis found a regression in it."""
-    runs = read_shaped(control_dir / rundir.CONTROL, "control record", rundir.control_run_names)
+    current, candidate = rundir.control_run_dirs(control_dir)
     verdict = None
     if (control_dir / rundir.DIAGNOSIS).is_file():
         verdict = read_shaped(control_dir / rundir.DIAGNOSIS, "diagnosis",
                            lambda d: text(mapping(d, "").get("verdict"), "verdict"))
     told = (BAD, f"the candidate of a control that found a regression ({display(control_dir)})") \
         if verdict == REGRESSION else None
-    return [(control_dir / runs[0], CONTROL_CURRENT, None), (control_dir / runs[1], CONTROL_CANDIDATE, told)]
+    return [(current, CONTROL_CURRENT, None), (candidate, CONTROL_CANDIDATE, told)]
 
 
 def read_observation(run_dir: Path, case: str, kind: str = GATE_RUN,
@@ -203,11 +200,12 @@ def read_observation(run_dir: Path, case: str, kind: str = GATE_RUN,
         return None
     mark = read_mark(run_dir)
     verdict = run_verdict(run_dir)
-    path = run_dir / rundir.CASES / f"{case}.json"
-    result = read_case_result(path, case, manifest.get("kit_version")) if path.is_file() else None
+    path = recorded_result(run_dir, case)
+    result = read_case_result(path, case, manifest.get("kit_version")) if path is not None else None
     known, why = judged(kind, manifest, result, mark, told, verdict)
-    if result is None:
-        return ArchivedObservation(display(path), kind, known, why, case, None, None, None, None, MISSING, None)
+    if result is None or path is None:
+        missing = rundir.case_file(run_dir / rundir.CASES, case)
+        return ArchivedObservation(display(missing), kind, known, why, case, None, None, None, None, MISSING, None)
     return from_result(result, display(path), kind, known, why)
 
 

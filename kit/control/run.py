@@ -19,7 +19,7 @@ from kit import __version__
 from kit.core import paths, rundir
 from kit.core.diagnosis import QUALIFIED, Diagnosis, diagnose
 from kit.core.errors import BadInput
-from kit.core.jsonio import read_json, write_json
+from kit.core.jsonio import write_json
 from kit.core.results import now_iso, read_run
 from kit.core.text import printable
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
@@ -161,10 +161,8 @@ def is_control_dir(path: str | Path) -> bool:
 
 
 def control_runs(control_dir: str | Path) -> tuple[Path, Path]:
-    """The current and candidate run directories of a control directory."""
-    control_dir = Path(control_dir)
-    doc = read_json(control_dir / rundir.CONTROL)
-    return control_dir / doc["runs"][doc["current"]], control_dir / doc["runs"][doc["candidate"]]
+    """The current and candidate run directories of a control directory (kit.core.rundir reads its record)."""
+    return rundir.control_run_dirs(control_dir)
 
 
 def build_notebooks(control_dir: Path) -> Rendered:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from kit import __version__
+from kit.core import rundir
 from kit.core.errors import BadInput
 from kit.core.jsonio import read_json_input
 from kit.core.paths import display
@@ -49,6 +50,9 @@ def check_manifest(doc: Any) -> None:
     text(doc["name"], "name")
     for i, name in enumerate(listing(doc["cases"], "cases")):
         text(name, f"cases[{i}]")
+        problem = rundir.name_problem(name)
+        if problem:  # the name becomes cases/<name>.json: it must not lead out of the run directory
+            raise Wrong(f"cases[{i}]", f"expected a case name, one file name inside cases/ ({problem})", name)
     release = doc.get("release")
     if release is not None:
         mapping(release, "release")

@@ -110,10 +110,20 @@ def read_run(run_dir: str | Path) -> RunView:
     manifest = read_manifest(run_dir / rundir.MANIFEST)
     results = {}
     for name in manifest["cases"]:
-        path = run_dir / rundir.CASES / f"{name}.json"
-        if path.is_file():
+        path = recorded_result(run_dir, name)
+        if path is not None:
             results[name] = read_case_result(path, name, manifest.get("kit_version"))
     return RunView(run_dir, manifest, results, {name: "executor" for name in results})
+
+
+def recorded_result(run_dir: Path, case: str) -> Path | None:
+    """The file of the result the executor recorded for ``case`` (``cases/<case>.json``), None when there is none
+    yet; a name or a link that leads out of ``run_dir`` is refused (kit.core.rundir)."""
+    path = rundir.case_file(run_dir / rundir.CASES, case)
+    if not path.is_file():
+        return None
+    rundir.inside(path, run_dir, "case result")
+    return path
 
 
 def read_manifest(path: Path) -> dict:

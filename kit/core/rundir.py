@@ -1,16 +1,30 @@
-"""The names of the files a run directory holds (docs/architecture.md, Data formats), in one place.
+"""A run directory in one place: the names of its files (docs/architecture.md, Data formats), the paths to them,
+the walk that finds run directories under a root, and a control's record of its two runs.
 
-Gate runs, control directories and refresh directories are read back by the summary, the
-report and resume; every reader and writer takes the names from here.
+Gate runs, control directories and refresh directories are read back by results, the summary, the history, the
+baselines archive and control; every reader and writer takes the names and paths from here, so that one rule keeps
+every path inside its root. A run directory is input from the world (copied by hand, published, edited): a case
+name in a manifest is used as a file name, so ``../../../x`` or an absolute name would read or write outside the
+run; a link may lead out of the folder of runs or back into itself. Each of these is refused here in one line
+naming what and where, and a walk says what it did not look into and why, instead of skipping it in silence.
+
+Stdlib only: kernels import kit.core. A store that is not a local folder (kit.history.store) walks through the
+same ``walk`` by offering the three methods of ``Tree``.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import posixpath
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from kit.core.errors import BadInput
+from kit.core.jsonio import read_input_bytes, read_json_input
+from kit.core.paths import display
 from kit.core.recordcheck import Wrong, mapping, text
 
 MANIFEST = "manifest.json"        # gate run: descriptor, digests, kit version, host, times
@@ -55,3 +69,215 @@ def control_run_names(doc: Any) -> tuple[str, str]:
         if Path(name).name != name or name in (".", ".."):
             raise Wrong(f"runs.{release}", "expected the name of a folder in the control directory", name)
     return names[0], names[1]
+
+
+# What a walk does not look into below a run directory: the run's own folders, which hold no runs.
+RUN_FOLDERS = (CASES, FIGURES)
+# Hidden folders that are known to hold no run: the history's index, version control, Jupyter's checkpoints.
+NOT_RUNS = {".history": "the history's index", ".git": "version control", ".ipynb_checkpoints": "Jupyter's checkpoints"}
+# How deep below a root run directories are looked for (runs/<refresh>/<control>/<release> is three down, a bisect's
+# steps four); a folder deeper still is named in the walk's skipped lines, not looked into.
+MAX_DEPTH = 8
+# What a walk found: a gate run's folder, or a control's (which stands for its two runs).
+GATE, CONTROL_DIR = "gate run", "control"
+# Why a walk did not look into a folder: hidden, too deep, a link out of the root, a second name of a folder
+# already walked (a loop), or a folder that could not be listed.
+HIDDEN, DEEP, OUTSIDE, AGAIN, UNLISTED = "hidden", "deep", "outside", "again", "unlisted"
+
+
+def name_problem(name: object) -> str | None:
+    """Why ``name`` (a case name a manifest lists) cannot be one file's name inside a run's cases/, or None. Such a
+    name is joined to a path: ``../x`` or ``/x`` would read or write outside the run directory."""
+    if not isinstance(name, str) or not name:
+        return "it is empty" if name == "" else "it is not a string"
+    if name in (".", ".."):
+        return f"{name} names a folder, not a case"
+    if "/" in name or "\\" in name:
+        return "it holds a path separator"
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name):
+        return "it holds a control character"
+    return None
+
+
+def safe_name(name: str, where: str) -> str:
+    """``name`` as one file name in a run directory, or one line naming it, ``where`` it came from and why not."""
+    problem = name_problem(name)
+    if problem:
+        raise BadInput(f"{where}: case name {name!r} is not a file name inside the run directory ({problem}); "
+                       "refused")
+    return name
+
+
+def case_file(cases_dir: str | Path, case: str, suffix: str = ".json") -> Path:
+    """``cases/<case><suffix>`` of a run: where its executor writes a case's result (``.json``), notebook
+    (``.ipynb``) and log (``.log``). A case name that would lead out of ``cases_dir`` is refused."""
+    return Path(cases_dir) / f"{safe_name(case, str(cases_dir))}{suffix}"
+
+
+def case_member(run: str, case: str, suffix: str = ".json") -> str:
+    """The same file as ``case_file``, as a path relative to a store's root (POSIX separators)."""
+    return posixpath.join(run, CASES, f"{safe_name(case, posixpath.join(run, CASES) or CASES)}{suffix}")
+
+
+def inside(path: str | Path, root: str | Path, what: str = "file") -> Path:
+    """``path`` once its links are resolved, refused in one line when that leads out of ``root`` (also resolved):
+    a run's files are its own, and a link to elsewhere makes a reader read something else as the run's."""
+    real, top = Path(os.path.realpath(path)), Path(os.path.realpath(root))
+    if real != top and not real.is_relative_to(top):
+        raise BadInput(f"{display(path)}: a link leading out of {display(root)} (to {real}); the {what} is refused")
+    return real
+
+
+def member(root: str | Path, relative: str) -> Path:
+    """The file ``relative`` names below ``root``, which must stay inside it: no absolute name, no ``..``, and no
+    link that leads out (``inside``)."""
+    parts = relative.replace("\\", "/").split("/")
+    if relative.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
+        raise BadInput(f"{display(root)}: {relative!r} is not a path inside it; refused")
+    path = Path(root, *[p for p in parts if p not in ("", ".")])
+    inside(path, root)
+    return path
+
+
+def control_run_dirs(control_dir: str | Path) -> tuple[Path, Path]:
+    """A control directory's current and candidate run directories, as its record (``control.json``) names them;
+    one line naming the record and the key when it is not one a control writes."""
+    control_dir = Path(control_dir)
+    path = control_dir / CONTROL
+    try:
+        current, candidate = control_run_names(read_json_input(path, display(path)))
+    except Wrong as wrong:
+        raise BadInput(f"{display(path)}: malformed control record: {wrong.text}") from None
+    return member(control_dir, current), member(control_dir, candidate)
+
+
+class Tree(Protocol):
+    """What a walk needs of a store of runs (a local folder, kit.history.store's fsspec store): paths are
+    relative to its root, POSIX-separated, ``""`` the root itself."""
+
+    def entries(self, relative: str) -> list[tuple[str, bool]]:
+        """The names directly under ``relative``, each with whether it is a folder, sorted by name."""
+
+    def real(self, relative: str) -> str | None:
+        """Where ``relative`` really is once links are resolved; None for a store without links (an object store)."""
+
+    def read_bytes(self, relative: str) -> bytes:
+        """A file's bytes; BadInput when it cannot be read."""
+
+
+@dataclass(frozen=True)
+class LocalTree:
+    """A folder of runs on this machine as a Tree."""
+
+    root: Path
+
+    def entries(self, relative: str) -> list[tuple[str, bool]]:
+        with os.scandir(self.root / relative if relative else self.root) as it:
+            return sorted((e.name, _is_dir(e)) for e in it)
+
+    def real(self, relative: str) -> str | None:
+        return os.path.realpath(self.root / relative if relative else self.root)
+
+    def read_bytes(self, relative: str) -> bytes:
+        path = member(self.root, relative)
+        return read_input_bytes(path, display(path))
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()  # follows a link: where it leads is the walk's to judge
+    except OSError:
+        return False
+
+
+@dataclass(frozen=True)
+class Found:
+    """A run directory a walk found: its folder relative to the root and whether it is a gate run or a control."""
+
+    location: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A folder a walk did not look into, and why, in one line."""
+
+    location: str
+    why: str
+    kind: str  # HIDDEN, DEEP, OUTSIDE, AGAIN or UNLISTED
+
+    @property
+    def text(self) -> str:
+        return f"{self.location or '.'}: {self.why}"
+
+
+@dataclass
+class Walk:
+    """What a walk found under a root, and each folder it did not look into."""
+
+    found: list[Found] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+def walk(tree: Tree, max_depth: int = MAX_DEPTH) -> Walk:
+    """Every gate run and control directory under ``tree``'s root, in name order. A run directory does not hide
+    the folders below it (a stray manifest.json at a root is one run, not the end of the walk): only its own
+    cases/ and figures/ and a control's two runs are not looked into again. A link is followed while it stays
+    inside the root, and each folder is counted once however many names lead to it (a loop ends there); a link
+    leading out, a hidden folder and a folder deeper than ``max_depth`` are each one skipped line."""
+    out = Walk()
+    top = tree.real("")
+    _visit(tree, "", max_depth, top, set(), out)
+    return out
+
+
+def _visit(tree: Tree, relative: str, left: int, top: str | None, seen: set[str], out: Walk) -> None:
+    """Walk ``relative`` (``left``: how many folders deeper the walk may still go)."""
+    real = tree.real(relative)
+    if real is not None and top is not None:
+        if real != top and not real.startswith(top.rstrip(os.sep) + os.sep):
+            out.skipped.append(Skipped(relative, f"a link leading out of the root (to {real}): not followed", OUTSIDE))
+            return
+        if real in seen:
+            out.skipped.append(Skipped(relative, f"a second name of a folder already walked ({real}): counted once",
+                                       AGAIN))
+            return
+        seen.add(real)
+    try:
+        entries = tree.entries(relative)
+    except (OSError, BadInput) as exc:
+        out.skipped.append(Skipped(relative, f"cannot be listed: {getattr(exc, 'strerror', None) or exc}",
+                                   UNLISTED))
+        return
+    names = {name for name, _ in entries}
+    own: set[str] = set()
+    if CONTROL in names:
+        out.found.append(Found(relative, CONTROL_DIR))
+        own = set(_control_names(tree, relative))
+    elif MANIFEST in names:
+        out.found.append(Found(relative, GATE))
+    if own or MANIFEST in names:
+        own |= set(RUN_FOLDERS)
+    for name, is_dir in entries:
+        if not is_dir or name in own:
+            continue
+        child = posixpath.join(relative, name) if relative else name
+        if name.startswith("."):
+            if name in NOT_RUNS:
+                continue
+            out.skipped.append(Skipped(child, "a hidden folder: not looked into (name it as a root to read it)",
+                                       HIDDEN))
+        elif left < 1:
+            out.skipped.append(Skipped(child, f"more than {MAX_DEPTH} folders below the root: not looked into "
+                                              "(name a folder nearer it as a root)", DEEP))
+        else:
+            _visit(tree, child, left - 1, top, seen, out)
+
+
+def _control_names(tree: Tree, relative: str) -> tuple[str, ...]:
+    """A control's two run folders, not walked again as gate runs of their own; none when its record cannot be
+    read (its reader says why, and its runs are then found as gate runs)."""
+    try:
+        return control_run_names(json.loads(tree.read_bytes(posixpath.join(relative, CONTROL))))
+    except (BadInput, Wrong, ValueError, OSError):
+        return ()

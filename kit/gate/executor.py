@@ -191,7 +191,7 @@ def claim_run(checked: Checked, out: str | Path | None = None, resume_dir: str |
     inputs.digests.save(run.run_dir / rundir.MODEL_DIGESTS)  # the kernels' model checks read it
     for spec in specs:
         if spec.no_baseline:
-            run.results[spec.name] = saved(no_baseline_result(spec), run.cases_dir / f"{spec.name}.json")
+            run.results[spec.name] = saved(no_baseline_result(spec), rundir.case_file(run.cases_dir, spec.name))
     return run
 
 
@@ -330,8 +330,8 @@ def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = No
     """One papermill execution of the case's notebook in the case's kernel, bounded by its timeout.
     A verdict the notebook wrote counts only if it covers ``expected`` (what this case was asked).
     ``gpus``: the GPUs the case holds, the only ones its kernel sees."""
-    notebook = cases_dir / f"{spec.name}.ipynb"
-    result_path = cases_dir / f"{spec.name}.json"
+    notebook = rundir.case_file(cases_dir, spec.name, ".ipynb")
+    result_path = rundir.case_file(cases_dir, spec.name)
     started, t0, launched = now_iso(), time.perf_counter(), time.time()
     env = {contract.MODEL_DIGEST_CACHE_ENV: str(cases_dir.parent / rundir.MODEL_DIGESTS),
            contract.RESULT_PATH_ENV: str(result_path), **compilecache.kernel_env(),
@@ -339,7 +339,7 @@ def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = No
            # before the kernel imports anything.
            **registry.get(spec.backend).environment(spec.options)}
     outcome = run_notebook(spec.notebook, notebook, contract.case_parameters(spec.to_dict(), str(result_path)),
-                           spec.kernel, spec.timeout_s, cases_dir / f"{spec.name}.kernel.log",
+                           spec.kernel, spec.timeout_s, rundir.case_file(cases_dir, spec.name, ".kernel.log"),
                            log_prefix=str(cases_dir / spec.name),
                            env={**env, **(devices.kernel_env(gpus) if gpus else {})})
     duration = time.perf_counter() - t0
@@ -501,7 +501,7 @@ def execute_scheduled(spec: CaseSpec, run: GateRun, pool: DevicePool, req: Reque
         result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error=f"cannot start: {exc}",
                             error_kind=outcomes.EXECUTOR, finished_at=now_iso(), bound=spec.bound,
                             golden_kind=spec.golden_kind)
-        return saved(result, run.cases_dir / f"{spec.name}.json")
+        return saved(result, rundir.case_file(run.cases_dir, spec.name))
     try:
         return execute_guarded(spec, run.cases_dir, on_start, run.expected.get(spec.name), gpus)
     finally:
@@ -511,7 +511,7 @@ def execute_scheduled(spec: CaseSpec, run: GateRun, pool: DevicePool, req: Reque
 def record(cases_dir: Path, result: CaseResult, expected: Expected | None = None) -> CaseResult:
     """Save an executor's own account of a case, unless the case already saved a finished result that
     covers ``expected`` (a worker lost after the notebook finished must not turn a verdict into an error)."""
-    path = cases_dir / f"{result.case}.json"
+    path = rundir.case_file(cases_dir, result.case)
     if path.is_file():
         try:
             done = load_case_result(path)
@@ -534,7 +534,7 @@ def execute_guarded(spec: CaseSpec, cases_dir: Path, on_start: Callable[[CaseSpe
         log.error(traceback.format_exc().rstrip("\n"))  # the traceback alone, as print_exc writes it
         result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error_kind=outcomes.EXECUTOR,
                             error=f"executor failed: {describe_failure(exc)}")
-        return saved(result, cases_dir / f"{spec.name}.json")
+        return saved(result, rundir.case_file(cases_dir, spec.name))
 
 
 def write_manifest(run: GateRun, command: Sequence[str]) -> dict:

@@ -41,7 +41,7 @@ from typing import Callable, Iterator
 
 from kit.backends.processes import stop_procs
 from kit.case.placement import RAY_NAMESPACE
-from kit.core import outcomes, paths
+from kit.core import outcomes, paths, rundir
 from kit.core.coverage import Expected
 from kit.core.errors import Unrunnable
 from kit.core.records import ERROR, TIMEOUT, CaseResult
@@ -335,10 +335,10 @@ def _drive(ray, run: GateRun, live: dict, start, finish) -> None:
 
 def _outcome(ray, ref, sub: _Submitted, cases: Path, expected: Expected | None = None) -> CaseResult:
     spec = sub.spec
-    notebook = paths.display(cases / f"{spec.name}.ipynb")
+    notebook = paths.display(rundir.case_file(cases, spec.name, ".ipynb"))
     # What every result the executor writes for the task says of the case (it finished now).
     result = functools.partial(CaseResult, case=spec.name, backend=spec.backend, finished_at=now_iso(),
-                               notebook=str(cases / f"{spec.name}.ipynb"), bound=spec.bound,
+                               notebook=str(rundir.case_file(cases, spec.name, ".ipynb")), bound=spec.bound,
                                golden_kind=spec.golden_kind)
     try:
         return CaseResult.from_dict(ray.get(ref))

@@ -24,6 +24,7 @@ def case_task(spec_dict: dict, cases_dir: str, cwd: str, group: str | None, expe
     cases = Path(cases_dir)
     attempt = start_attempt(cases, spec_dict["name"])
 
+    from kit.core import rundir
     from kit.core.contract import PLACEMENT_GROUP_ENV
     from kit.core.coverage import Expected
     from kit.core.results import save_case_result
@@ -74,7 +75,7 @@ def case_task(spec_dict: dict, cases_dir: str, cwd: str, group: str | None, expe
     if attempt["attempt"] > 1:  # a reader of a retried verdict should know it was not the first try
         result.notes = [*result.notes, f"ran on {attempt['host']} (Ray node {attempt['node'][:12]}), "
                                        f"attempt {attempt['attempt']}"]
-        save_case_result(result, cases / f"{spec.name}.json")
+        save_case_result(result, rundir.case_file(cases, spec.name))
     return result.to_dict()
 
 
@@ -82,11 +83,13 @@ def start_attempt(cases: Path, name: str) -> dict:
     """Append this attempt to cases/<case>.attempts.jsonl; keep an earlier attempt's partial notebook."""
     import ray
 
+    from kit.core import rundir
+
     log = cases / f"{name}.attempts.jsonl"
     n = 1 + (len(log.read_text().splitlines()) if log.is_file() else 0)
-    notebook = cases / f"{name}.ipynb"
+    notebook = rundir.case_file(cases, name, ".ipynb")
     if n > 1 and notebook.is_file():
-        os.replace(notebook, cases / f"{name}.attempt{n - 1}.ipynb")
+        os.replace(notebook, rundir.case_file(cases, name, f".attempt{n - 1}.ipynb"))
     started = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()  # as kit.core.results.now_iso
     attempt = {"attempt": n, "host": socket.gethostname(), "pid": os.getpid(),
                "node": ray.get_runtime_context().get_node_id(), "started_at": started}

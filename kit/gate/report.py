@@ -10,7 +10,7 @@ from typing import Sequence
 
 from kit.core import paths, rundir
 from kit.core.errors import BadInput
-from kit.core.jsonio import atomic_write_bytes, read_input_bytes, read_json_input, write_json
+from kit.core.jsonio import atomic_write_bytes, read_input_bytes, write_json
 from kit.core.power import family_lines, headline
 from kit.core.records import (BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult,
                               severity)
@@ -332,19 +332,8 @@ def read_text_input(path: Path) -> str:
 
 
 def control_runs(control_dir: Path) -> list[Path]:
-    """The run directories of a control, today's pin first, as its control.json names them."""
-    path = control_dir / rundir.CONTROL
-    doc = read_json_input(path, paths.display(path))
-    runs = doc.get("runs") if isinstance(doc, dict) else None
-    folders = []
-    for role in ("current", "candidate"):
-        name = doc.get(role) if isinstance(doc, dict) else None
-        folder = runs.get(name) if isinstance(runs, dict) and isinstance(name, str) else None
-        if not isinstance(folder, str) or not folder:
-            raise BadInput(f"{paths.display(path)}: names no run directory for its {role} release "
-                           f"(expected {role} and runs.<release>)")
-        folders.append(control_dir / folder)
-    return folders
+    """The run directories of a control, today's pin first, as its control.json names them (kit.core.rundir)."""
+    return list(rundir.control_run_dirs(control_dir))
 
 
 def figure_links(view_dir: Path, base: Path) -> list[str]:

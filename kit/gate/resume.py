@@ -142,7 +142,7 @@ def plan(cases_dir: Path, specs: Sequence[CaseSpec], fixture_sha256: str, golden
 def _assess(cases_dir: Path, spec: CaseSpec, fixture: str, golden: str, fp_now: str | None,
             fp_then: str | None, expected: Expected | None) -> tuple[CaseResult | None, str | None]:
     """The earlier result (None if there is none to read) and why it cannot be reused (None: it can)."""
-    path = cases_dir / f"{spec.name}.json"
+    path = rundir.case_file(cases_dir, spec.name)
     if not path.is_file():
         return None, "no earlier result"
     try:
@@ -151,7 +151,7 @@ def _assess(cases_dir: Path, spec: CaseSpec, fixture: str, golden: str, fp_now: 
         return None, f"its earlier result is unreadable ({type(exc).__name__})"
     if old.status not in (PASSED, FAILED):
         return old, f"its earlier attempt ended with {old.status}"
-    broken = _notebook_problem(cases_dir / f"{spec.name}.ipynb")
+    broken = _notebook_problem(rundir.case_file(cases_dir, spec.name, ".ipynb"))
     if broken:
         return old, broken
     if old.inputs_digest != spec.inputs_digest(fixture, golden):

@@ -15,6 +15,7 @@ import logging
 from pathlib import Path
 from typing import Callable, Sequence
 
+from kit.core import rundir
 from kit.core.records import CaseResult
 from kit.core.triage import INFRASTRUCTURE, classify
 from kit.gate import resume
@@ -37,7 +38,7 @@ def triage_run(run: GateRun) -> None:
             continue
         result.triage = triage
         if name in executed:
-            run.results[name] = saved(result, run.cases_dir / f"{name}.json")
+            run.results[name] = saved(result, rundir.case_file(run.cases_dir, name))
 
 
 def due(run: GateRun, ran: Sequence[str]) -> list[str]:
@@ -104,7 +105,7 @@ def _carry_attempts(run: GateRun, name: str) -> None:
         if attempts and attempts[-1].get("triage") else f"attempt {len(attempts) + 1}"
     if note not in result.notes:
         result.notes = [*result.notes, note]
-    run.results[name] = saved(result, run.cases_dir / f"{name}.json")
+    run.results[name] = saved(result, rundir.case_file(run.cases_dir, name))
 
 
 def _relative(path: Path, run_dir: Path) -> str:

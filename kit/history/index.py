@@ -88,6 +88,58 @@ def connect(path: Path, read_only: bool = False) -> Any:
         raise BadInput(f"{path}: the history index cannot be opened: {str(exc).splitlines()[0]}") from None
 
 
+# What every DuckDB file holds at bytes 8 to 12, whatever its version.
+DUCKDB_MAGIC = b"DUCK"
+
+
+def open_for_update(path: Path, rebuild: bool) -> Any:
+    """The index at ``path``, ready to be written. The index is a cache (see the module): a damaged one (not a
+    DuckDB file, or one whose tables cannot be read) is removed and made anew from the run directories, with a
+    line saying so, never refused. A file that is a DuckDB file but cannot be opened (another process holds its
+    lock, no permission) is refused in one line: removing it would not be ours to do."""
+    import duckdb
+
+    try:
+        con = connect(path)
+        try:
+            _prepare(con, rebuild)
+        except BaseException:
+            con.close()
+            raise
+        return con
+    except (BadInput, duckdb.Error) as exc:
+        if not damaged(path, exc):
+            raise
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    log.warning(f"{path}: the history index is damaged ({why}); it is a cache, so it is removed and rebuilt "
+                "from the run directories")
+    for stale in (path, path.with_name(path.name + ".wal")):
+        try:
+            stale.unlink(missing_ok=True)
+        except OSError as exc:
+            raise BadInput(f"{stale}: the damaged history index cannot be removed: {exc.strerror or exc}") from None
+    con = connect(path)
+    _prepare(con, True)
+    return con
+
+
+def damaged(path: Path, exc: BaseException) -> bool:
+    """Whether opening the index at ``path`` failed for what its file holds: no DuckDB header, or a DuckDB file
+    whose contents the database refused (anything but an I/O error, which is a lock or a permission)."""
+    import duckdb
+
+    if isinstance(exc, BadInput):  # connect's line: what the database raised is its context
+        exc = exc.__context__ or exc
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError:
+        return False
+    if head[8:12] != DUCKDB_MAGIC:
+        return True
+    return isinstance(exc, duckdb.Error) and not isinstance(exc, duckdb.IOException)
+
+
 def update(store: Store, path: Path | None = None, rebuild: bool = False) -> Update:
     """Bring the index of ``store`` up to date with its run directories (all of them with ``rebuild``)."""
     started = time.perf_counter()
@@ -95,9 +147,8 @@ def update(store: Store, path: Path | None = None, rebuild: bool = False) -> Upd
     if not found:  # refused before an index is made inside a folder that is not one of runs
         raise BadInput(f"{store.url}: holds no run directory (no {rundir.MANIFEST} or {rundir.CONTROL} below it)")
     path = path or index_path(store)
-    con = connect(path)
+    con = open_for_update(path, rebuild)
     try:
-        _prepare(con, rebuild)
         known = dict(con.execute("SELECT location, signature FROM locations").fetchall())
         fresh = Read()
         changed: list[tuple[str, str]] = []

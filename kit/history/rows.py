@@ -153,7 +153,7 @@ def _read_run(store: Store, location: str, run: str, kind: str, out: Read) -> No
     started = _when(manifest.get("started_at"))
     results: dict[str, CaseResult] = {}
     for case in manifest["cases"]:
-        rel = posixpath.join(run, rundir.CASES, f"{case}.json")
+        rel = rundir.case_member(run, case)
         if not store.exists(rel):
             continue  # stopped before it finished: missing, as the verdict counts it
         try:

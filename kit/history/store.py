@@ -29,8 +29,6 @@ log = logging.getLogger(__name__)
 
 # What marks a directory as one command's run: a gate run's manifest, a control's record.
 RUN_MARKERS = (rundir.MANIFEST, rundir.CONTROL)
-# How deep below a root run directories are looked for (runs/<refresh>/<control>/<release> is three down).
-MAX_DEPTH = 6
 
 # fsspec storage options for every store opened, as a JSON object: an escape hatch for what the AWS settings
 # do not say (anon access, a requester-pays bucket, gcsfs's project), so that no option needs a flag of its own.
@@ -59,7 +57,16 @@ class Store:
     root: str
 
     def path(self, relative: str) -> str:
-        return posixpath.join(self.root, relative) if relative else self.root
+        """``relative`` below the root; a name that leads out of it (absolute, ``..``, a link of a local store
+        pointing elsewhere) is refused in one line."""
+        if not relative:
+            return self.root
+        if relative.startswith("/") or ".." in relative.split("/"):
+            raise BadInput(f"{self.where('')}: {relative!r} is not a path inside the store; refused")
+        path = posixpath.join(self.root, relative)
+        if self.is_local:
+            rundir.inside(path, self.root)
+        return path
 
     def where(self, relative: str) -> str:
         """A file's name for messages: the URL the user gave, joined with the path below it."""
@@ -142,27 +149,35 @@ class Store:
                 if self.is_local or _code(exc) in _NO_BUCKET:
                     raise
 
+    def entries(self, relative: str) -> list[tuple[str, bool]]:
+        """The names directly under ``relative``, each with whether it is a folder, in one listing (a walk of a
+        bucket asks nothing per name)."""
+        with self.errors(relative, "be listed"):
+            found = self.fs.ls(self.path(relative), detail=True)
+        return sorted((posixpath.basename(str(e["name"]).rstrip("/")), e.get("type") == "directory") for e in found)
+
+    def real(self, relative: str) -> str | None:
+        """Where a folder of a local store really is, its links resolved; None for an object store (no links)."""
+        if not self.is_local:
+            return None
+        return os.path.realpath(posixpath.join(self.root, relative) if relative else self.root)
+
     def run_dirs(self) -> Iterator[str]:
         """Each run directory under the root, relative to it, in name order (which is the order they ran:
-        run directories are named by their start time). A run is not looked into. A prefix nothing was published
-        under yet has none (refused where the bucket or, for a folder store, the folder does not exist)."""
+        run directories are named by their start time); each folder the walk did not look into is logged."""
+        found = self.walk()
+        for skipped in found.skipped:
+            log.warning(f"{self.where(skipped.location)}: {skipped.why}")
+        yield from (f.location for f in found.found)
+
+    def walk(self) -> rundir.Walk:
+        """The run directories under the root and the folders not looked into (kit.core.rundir.walk). A prefix
+        nothing was published under yet has none (refused where the bucket or, for a folder store, the folder
+        does not exist)."""
         self.probe()
         if self.is_local or self.exists(""):
-            yield from self._walk("", 0)
-
-    def _walk(self, relative: str, depth: int) -> Iterator[str]:
-        names = self.listdir(relative)
-        if any(m in names for m in RUN_MARKERS):
-            yield relative
-            return
-        if depth >= MAX_DEPTH:
-            return
-        for name in names:
-            if name.startswith("."):
-                continue
-            child = posixpath.join(relative, name) if relative else name
-            if self.isdir(child):
-                yield from self._walk(child, depth + 1)
+            return rundir.walk(self)
+        return rundir.Walk()
 
 
 def open_store(url: str) -> Store:

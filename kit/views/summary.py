@@ -1,8 +1,8 @@
-"""What the summary notebook shows: a run read back from its case notebooks' scraps.
+"""What the summary notebook shows: a run read back from the case results its executor recorded.
 
-Every number comes from the ``case_result`` scrap of a case notebook; a case
-whose notebook never got that far (timeout, dead kernel) falls back to the
-result the executor recorded for it.
+Every number comes from ``cases/<case>.json``, the result the executor wrote and judged (the same file
+result.json and the verdict are made of), so the summary cannot show another number than the verdict stands on.
+A case notebook's ``case_result`` scrap is read only for a case the executor recorded nothing for yet.
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ from typing import Mapping
 import pandas as pd
 
 from kit.core import contract, paths, rundir
-from kit.core.jsonio import read_json
 from kit.core.decode import StepMargin, case_headroom, failed_prompts, worst_decode_step, worst_steps
 from kit.core.records import CaseResult, severity
-from kit.core.results import RunView, load_case_result
+from kit.core.results import RunView, read_run
 
 CASE_SCRAP = contract.CASE_RESULT_SCRAP
 
@@ -37,30 +36,28 @@ def latest_run(runs_dir: str | Path | None = None, kind: str | None = None) -> P
 
 
 def load_run(run_dir: str | Path) -> RunView:
+    """A run as its executor recorded it (kit.core.results.read_run), every field of each case result kept; a case
+    it recorded nothing for yet (a run still going, or stopped) is read from its notebook's scrap."""
+    view = read_run(run_dir)
+    for name in view.expected:
+        if name not in view.results:
+            scrapped = scrap_result(view.run_dir, name)
+            if scrapped is not None:
+                view.results[name], view.sources[name] = scrapped, "scrap"
+    return view
+
+
+def scrap_result(run_dir: Path, case: str) -> CaseResult | None:
+    """The ``case_result`` scrap of a case's notebook, where it glued one; only ever a stand-in for the executor's
+    result: the notebook can be run again by hand, or glue a second scrap, and the executor re-judges what the
+    kernel wrote (kit.gate.executor), so the file it wrote is the run's record."""
     import scrapbook as sb
 
-    run_dir = Path(run_dir)
-    manifest = read_json(run_dir / rundir.MANIFEST)
-    results, sources = {}, {}
-    for name in manifest.get("cases", []):
-        nb_path = run_dir / "cases" / f"{name}.ipynb"
-        scraps = sb.read_notebook(str(nb_path)).scraps if nb_path.is_file() else {}
-        if CASE_SCRAP in scraps:
-            result = CaseResult.from_dict(scraps[CASE_SCRAP].data)
-            executor_side = run_dir / "cases" / f"{name}.json"
-            if executor_side.is_file():  # duration, notebook path, GPUs and power are known only to the executor
-                recorded = load_case_result(executor_side)
-                result.duration_s, result.notebook = recorded.duration_s, recorded.notebook
-                result.devices, result.detectable = recorded.devices, recorded.detectable
-                # The executor refused the notebook's verdict, or the scrap is not of the execution it recorded
-                # (the notebook was run again by hand in JupyterLab and saved): the recorded result stands.
-                if recorded.status != result.status or recorded.started_at != result.started_at:
-                    results[name], sources[name] = recorded, "executor"
-                    continue
-            results[name], sources[name] = result, "scrap"
-        elif (run_dir / "cases" / f"{name}.json").is_file():
-            results[name], sources[name] = load_case_result(run_dir / "cases" / f"{name}.json"), "executor"
-    return RunView(run_dir, manifest, results, sources)
+    nb_path = rundir.case_file(run_dir / rundir.CASES, case, ".ipynb")
+    if not nb_path.is_file():
+        return None
+    scraps = sb.read_notebook(str(rundir.inside(nb_path, run_dir, "case notebook"))).scraps
+    return CaseResult.from_dict(scraps[CASE_SCRAP].data) if CASE_SCRAP in scraps else None
 
 
 def case_table(view: RunView) -> pd.DataFrame:

@@ -220,3 +220,30 @@ def test_records_built_here_are_the_kits_own():
     assert CaseResult.from_dict(json.loads(json.dumps(result.to_dict()))).to_dict() == result.to_dict()
     assert CalibrationRecord.from_dict(old.to_dict()).bounds == old.bounds == {"128": 0.017, "256": 0.018}
     assert sample("v", {"a": 0.1}).shifts == {"a": -0.1}
+
+
+def test_a_stray_manifest_at_the_root_hides_no_known_bad_run(tmp_path):
+    old = record(OLD)
+    runs = tmp_path / "runs"
+    write_json(runs / rundir.MANIFEST, {"stray": "a manifest copied here by hand"})
+    marked = write_run(runs / "marked", case_result(FAILING, old))
+    mark_bad(marked, "a fault")
+    archive = read_archive([runs], CASE)
+    assert [o.known for o in archive.observations] == [BAD]
+    assert [u.source for u in archive.unreadable] == [display(runs)]
+
+
+def test_a_known_bad_run_behind_a_link_or_deep_is_read_once_and_a_hidden_one_is_said(tmp_path, caplog):
+    old = record(OLD)
+    runs = tmp_path / "runs"
+    deep = write_run(runs.joinpath(*"abcdefg"), case_result(FAILING, old))
+    mark_bad(deep, "seven folders down")
+    (runs / "alias").symlink_to(runs / "a", target_is_directory=True)
+    (runs / "a" / "loop").symlink_to(runs, target_is_directory=True)
+    write_run(runs / ".trash" / "old", case_result(FAILING, old))
+    with caplog.at_level("WARNING", logger="kit.baselines.archive"):
+        archive = read_archive([runs], CASE)
+    assert [(o.known, o.why) for o in archive.observations] == [(BAD, "marked bad: seven folders down")]
+    hidden = [s for s in archive.skipped if s.source == display(runs / ".trash")]
+    assert hidden and "a hidden folder: not looked into" in hidden[0].reason
+    assert "a hidden folder: not looked into" in caplog.text

@@ -115,7 +115,7 @@ def test_evidence_that_is_not_utf8_is_named(tmp_path, capsys, monkeypatch):
     ("{", "ci/control.json is not valid JSON: Expecting property name enclosed in double quotes: line 1 column 2 "
           "(char 1)"),
     ('{"current": "current", "candidate": "candidate", "runs": {"current": "current"}}',
-     "ci/control.json: names no run directory for its candidate release (expected candidate and runs.<release>)"),
+     "ci/control.json: malformed control record: runs.candidate: expected a non-empty string, got None"),
     ('{"current": "current", "candidate": "candidate", "runs": {"current": "current", "candidate": "gone"}}',
      "ci/gone/manifest.json cannot be read: No such file or directory"),
 ])
