@@ -384,6 +384,125 @@ def bench_jax(model_dir: str, buckets: list[int], warmup: int, repeats: int, unr
     return rows
 
 
+def rectangular_chunked_attention(q, k, v, precision, block=512):
+    """The chunked attention as it was before 2026-12-04 (kept here to measure against): 512 query rows at a
+    time through ``lax.map``, each scored against every key (the masked ones included), k and v repeated."""
+    import jax
+    import jax.numpy as jnp
+
+    b, s, n, d = q.shape
+    group = n // k.shape[2]
+    k = jnp.repeat(k, group, axis=2)
+    v = jnp.repeat(v, group, axis=2)
+    block = block if s % block == 0 else s
+    key_pos = jnp.arange(s)
+
+    def one_block(start):
+        qb = jax.lax.dynamic_slice_in_dim(q, start, block, axis=1)
+        scores = jnp.einsum("bqnd,bknd->bnqk", qb, k, precision=precision,
+                            preferred_element_type=jnp.float32) / d ** 0.5
+        query_pos = start + jnp.arange(block)
+        scores = jnp.where(key_pos[None, None, None, :] <= query_pos[None, None, :, None], scores, -jnp.inf)
+        probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+        return jnp.einsum("bnqk,bknd->bqnd", probs, v, precision=precision)
+
+    blocks = jax.lax.map(one_block, jnp.arange(0, s, block))
+    return jnp.moveaxis(blocks, 0, 1).reshape(b, s, n, d)
+
+
+FLOAT32_VARIANTS = {  # name -> (attention function or None for the backend's, per-program XLA options)
+    "jax-f32 before (rectangular, lax.map)": ("rectangular", {}),
+    "jax-f32 triangular": (None, {}),
+    "jax-f32 triangular, no Triton GEMM": (None, {"xla_gpu_enable_triton_gemm": False}),
+    "jax-f32 triangular, autotune 0": (None, {"xla_gpu_autotune_level": 0}),
+}
+
+
+def bench_float32(model_dir: str, lengths: list[int], variants: list[str], repeats: int) -> list[dict]:
+    """Float32, the gate's jax-f32 and hf-f32 paths, one prompt of each length: first call (tracing, compiling,
+    autotuning) and warm seconds; and each path's f32 matmul rate (torch without TF32, jax at HIGHEST)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import kit.backends.jax.llama as llama
+    from kit.backends.hf import attention as hf_attention
+
+    rows = []
+    n = 8192
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a = torch.randn(n, n, device="cuda")
+    rows.append({"impl": "matmul f32 torch (no TF32)", "tflops": 2 * n ** 3 / cuda_time(lambda: a @ a, 3, 10) / 1e12})  # noqa: F821
+    del a
+    x = jax.random.normal(jax.random.PRNGKey(0), (n, n), dtype=jnp.float32)
+    mm = jax.jit(lambda x: jnp.matmul(x, x, precision=jax.lax.Precision.HIGHEST))
+    rows.append({"impl": "matmul f32 jax HIGHEST", "tflops": 2 * n ** 3 / wall_time(lambda: mm(x), 3, 10) / 1e12})  # noqa: F821
+    del x
+    for r in rows:
+        print(f"{r['impl']:<44} {r['tflops']:.1f} TFLOP/s", flush=True)
+
+    from transformers import AutoConfig
+    cfg = AutoConfig.from_pretrained(model_dir)
+    device = jax.devices("gpu")[0]
+    shape, params = llama.load_params(model_dir, "float32", device)
+    backend_attention = llama.chunked_causal_attention
+    for name in variants:
+        fn_name, options = FLOAT32_VARIANTS[name]
+        llama.chunked_causal_attention = rectangular_chunked_attention if fn_name else backend_attention
+        for seq in lengths:
+            ids = jax.device_put(np.random.default_rng(0).integers(2, shape.vocab, (1, seq), dtype=np.int32), device)
+            last = jax.device_put(np.array([seq - 1], dtype=np.int32), device)
+            fn = jax.jit(partial(llama.last_logits, shape=shape, attention="chunked"),
+                         compiler_options=options or None)
+            t0 = time.perf_counter()
+            out = jax.block_until_ready(fn(params, ids, last))
+            first = time.perf_counter() - t0
+            t = wall_time(lambda: fn(params, ids, last), 0, repeats)  # noqa: B023, F821
+            probs = np.asarray(jax.nn.softmax(out[0]))
+            row = {"impl": name, "seq": seq, "first_s": first, "seconds": t,
+                   "tflops": model_flops(cfg, seq, 1) / t / 1e12, "probs": probs}
+            rows.append(row)
+            print(f"{name:<44}{seq:>7}  first call {first:7.2f} s  warm {t:.4f} s  {row['tflops']:.1f} TFLOP/s",
+                  flush=True)
+    llama.chunked_causal_attention = backend_attention
+    del params
+    gc.collect()
+
+    from transformers import AutoModelForCausalLM
+
+    hf_attention.register()
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32,
+                                                 attn_implementation=hf_attention.NAME).to("cuda").eval()
+    for seq in lengths:
+        ids = torch.from_numpy(np.random.default_rng(0).integers(2, shape.vocab, (1, seq), dtype=np.int64)).cuda()
+
+        def forward():
+            with torch.inference_mode():
+                return model(input_ids=ids, logits_to_keep=1, use_cache=False).logits  # noqa: B023, F821
+
+        t0 = time.perf_counter()
+        out = forward()
+        torch.cuda.synchronize()
+        first = time.perf_counter() - t0
+        t = cuda_time(forward, 0, repeats)
+        probs = torch.softmax(out[0, -1].float(), -1).cpu().numpy()
+        row = {"impl": "hf-f32 (sdpa_repeat_kv)", "seq": seq, "first_s": first, "seconds": t,
+               "tflops": model_flops(cfg, seq, 1) / t / 1e12}
+        for r in rows:  # every jax variant against hf at this length: they must agree to float32 rounding
+            if r.get("seq") == seq and "probs" in r:
+                r["max_prob_diff_vs_hf"] = float(np.abs(r.pop("probs") - probs).max())
+        rows.append(row)
+        print(f"{row['impl']:<44}{seq:>7}  first call {first:7.2f} s  warm {t:.4f} s  {row['tflops']:.1f} TFLOP/s",
+              flush=True)
+    for r in rows:
+        if "max_prob_diff_vs_hf" in r:
+            print(f"{r['impl']:<44}{r['seq']:>7}  max |dp| vs hf-f32 {r['max_prob_diff_vs_hf']:.3g}")
+    del model
+    gc.collect()
+    torch.cuda.empty_cache()
+    return rows
+
+
 def measure_parts(model_dir: str, seq: int, rows: list[dict], rate: float, warmup: int, repeats: int,
                   jax_too: bool, heads_first: bool = False) -> list[dict]:
     """parts_rows for torch and jax at ``seq``, each beside its whole forward's time from ``rows``."""
@@ -422,9 +541,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--unroll", type=int, default=1, help="also time jax with the layer scan unrolled this much")
     ap.add_argument("--contiguous", action="store_true", help="also time hf compiled with q, k and v made "
                     "contiguous before SDPA, and jax's cuDNN attention alone on [batch, heads, seq, dim] inputs")
+    ap.add_argument("--float32", default="", help="only the float32 paths (jax-f32, hf-f32) at these comma-separated "
+                    "lengths: first-call and warm seconds per variant (--f32-variants), f32 matmul rates")
+    ap.add_argument("--f32-variants", default=",".join(FLOAT32_VARIANTS), help="comma-separated names of "
+                    "FLOAT32_VARIANTS")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     buckets = [int(b) for b in args.buckets.split(",")]
+    if args.float32:
+        rows = bench_float32(args.model, [int(x) for x in args.float32.split(",")], args.f32_variants.split(","),
+                             args.repeats)
+        if args.json:
+            args.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                                             "rows": rows}, indent=1) + "\n")
+        return 0
 
     rate = matmul_rate()
     rows = bench_hf(args.model, buckets, args.kernels.split(","), args.warmup, args.repeats,
