@@ -400,7 +400,7 @@ def rectangular_chunked_attention(q, k, v, precision, block=512):
     def one_block(start):
         qb = jax.lax.dynamic_slice_in_dim(q, start, block, axis=1)
         scores = jnp.einsum("bqnd,bknd->bnqk", qb, k, precision=precision,
-                            preferred_element_type=jnp.float32) / d ** 0.5
+                            preferred_element_type=jnp.float32) * (1.0 / d ** 0.5)
         query_pos = start + jnp.arange(block)
         scores = jnp.where(key_pos[None, None, None, :] <= query_pos[None, None, :, None], scores, -jnp.inf)
         probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
@@ -410,17 +410,19 @@ def rectangular_chunked_attention(q, k, v, precision, block=512):
     return jnp.moveaxis(blocks, 0, 1).reshape(b, s, n, d)
 
 
-FLOAT32_VARIANTS = {  # name -> (attention function or None for the backend's, per-program XLA options)
-    "jax-f32 before (rectangular, lax.map)": ("rectangular", {}),
-    "jax-f32 triangular": (None, {}),
-    "jax-f32 triangular, no Triton GEMM": (None, {"xla_gpu_enable_triton_gemm": False}),
-    "jax-f32 triangular, autotune 0": (None, {"xla_gpu_autotune_level": 0}),
+FLOAT32_VARIANTS = {  # name -> (attention: "rectangular" or None for the backend's, per-program XLA options)
+    "jax-f32 before (rectangular, lax.map, Triton GEMM)": ("rectangular", {}),
+    "jax-f32 triangular, Triton GEMM": (None, {}),
+    "jax-f32 triangular, cuBLAS (the backend's)": (None, {"xla_gpu_enable_triton_gemm": False}),
 }
 
 
 def bench_float32(model_dir: str, lengths: list[int], variants: list[str], repeats: int) -> list[dict]:
     """Float32, the gate's jax-f32 and hf-f32 paths, one prompt of each length: first call (tracing, compiling,
-    autotuning) and warm seconds; and each path's f32 matmul rate (torch without TF32, jax at HIGHEST)."""
+    autotuning) and warm seconds; and each path's f32 matmul rate (torch without TF32, jax at HIGHEST).
+
+    Written 2026-12-04 beside the change it measures; that day's figures in docs/gpu-figures.md came from
+    scoring the whole fixture instead (this section had not yet run on a GPU)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -503,6 +505,42 @@ def bench_float32(model_dir: str, lengths: list[int], variants: list[str], repea
     return rows
 
 
+def score_fixture(model_dir: str, fixture: str, case: str, out: Path | None) -> dict:
+    """One gate case's backend scoring every prompt of ``fixture``, bucket by bucket, outside the gate (no
+    notebook, no papermill): the seconds of loading and of each bucket, compiling included, as the case's
+    "scoring" time counts them; ``out`` receives the top log-probabilities per prompt (JSON), to compare
+    with the golden or with another run. Cases: hf-f32 (sdpa_repeat_kv), hf-bf16 (layers compiled), jax-f32,
+    jax-bf16, as descriptors/gpu-h200-64.toml sets them. How the 2026-12-04 float32 figures were taken
+    (several at once, in separate processes, for the four-case figure)."""
+    from kit.core.fixture import load_fixture
+
+    prompts = load_fixture(fixture).prompts
+    dtype = "float32" if case.endswith("f32") else "bfloat16"
+    t0 = time.perf_counter()
+    if case.startswith("hf"):
+        from kit.backends.hf.runtime import HfBackend
+
+        attn = {"attn_implementation": "sdpa_repeat_kv"} if dtype == "float32" else {"compile": True}
+        backend = HfBackend(model_dir, dtype, device="cuda", **attn)
+    else:
+        from kit.backends.jax.runtime import JaxBackend
+
+        backend = JaxBackend(model_dir, dtype, platform="gpu")
+    times = {"load": time.perf_counter() - t0}
+    observed = {}
+    for bucket in sorted({p.bucket for p in prompts}):
+        t = time.perf_counter()
+        batch = [p for p in prompts if p.bucket == bucket]
+        observed.update({p.id: o.top_logprobs for p, o in zip(batch, backend.observe(batch, 64))})
+        times[str(bucket)] = time.perf_counter() - t
+        print(case, bucket, f"{times[str(bucket)]:.1f} s", flush=True)
+    times["scoring"] = sum(v for k, v in times.items() if k != "load")
+    print(case, "load", f"{times['load']:.1f} s", "scoring", f"{times['scoring']:.1f} s", flush=True)
+    if out:
+        out.write_text(json.dumps({"case": case, "seconds": times, "top_logprobs": observed}) + "\n")
+    return times
+
+
 def measure_parts(model_dir: str, seq: int, rows: list[dict], rate: float, warmup: int, repeats: int,
                   jax_too: bool, heads_first: bool = False) -> list[dict]:
     """parts_rows for torch and jax at ``seq``, each beside its whole forward's time from ``rows``."""
@@ -545,9 +583,16 @@ def main(argv: list[str] | None = None) -> int:
                     "lengths: first-call and warm seconds per variant (--f32-variants), f32 matmul rates")
     ap.add_argument("--f32-variants", default=",".join(FLOAT32_VARIANTS), help="comma-separated names of "
                     "FLOAT32_VARIANTS")
+    ap.add_argument("--score-fixture", metavar="CASE", help="only score every prompt of --fixture as this case of "
+                    "descriptors/gpu-h200-64.toml would (hf-f32, hf-bf16, jax-f32, jax-bf16); --json gets its outputs")
+    ap.add_argument("--fixture", help="the fixture --score-fixture scores",
+                    default="fixtures/819217be9528f0da14324cf54cd89028ff0bb3e0226b83c666487dd457760374.json")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     buckets = [int(b) for b in args.buckets.split(",")]
+    if args.score_fixture:
+        score_fixture(args.model, args.fixture, args.score_fixture, args.json)
+        return 0
     if args.float32:
         rows = bench_float32(args.model, [int(x) for x in args.float32.split(",")], args.f32_variants.split(","),
                              args.repeats)

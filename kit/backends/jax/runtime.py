@@ -2,8 +2,7 @@
 
 Each prompt is right-padded to its bucket's length, so one compiled program
 serves a whole bucket; causal attention keeps the padding invisible to the real
-positions, and the logits are read at the last real one. Float32 on a GPU pads
-to a multiple of FLOAT32_GPU_STEP tokens within the bucket instead (``padded_length``).
+positions, and the logits are read at the last real one.
 """
 
 from __future__ import annotations
@@ -21,21 +20,18 @@ from kit.core.records import Observation
 from kit.core.spec import CaseSpec
 
 LONG_PROMPT = 8192  # from here on, XLA's reference attention needs [heads, seq, seq] scores: too much memory
-FLOAT32_GPU_STEP = 2048  # float32 on a GPU: prompts padded to a multiple of this many tokens, within the bucket
 
 
-def padded_length(n_tokens: int, bucket: int, dtype: str, platform: str) -> int:
-    """The length a prompt is padded to: its bucket's (one program per bucket), except float32 on a GPU, where
-    it is the next multiple of FLOAT32_GPU_STEP tokens at most the bucket. Float32 there runs on CUDA cores,
-    where padding costs in proportion (and in attention in its square): an 18K-token prompt of the 32K
-    bucket padded to 32K took twice its own work. More lengths mean more programs to compile (a few
-    seconds each); a step of 2048 makes at most 16 in a 32K bucket. bfloat16 and the CPU keep the bucket:
-    their calibrated records were measured with it, and a padded length is part of the rounding."""
-    seq = max(bucket, n_tokens)
-    if dtype != "float32" or platform != "gpu" or n_tokens >= seq:
-        return seq
-    step = FLOAT32_GPU_STEP
-    return min(seq, -(-n_tokens // step) * step)
+def float32_gpu_options(dtype: str, platform: str) -> dict:
+    """XLA options for a float32 program on a GPU: no Triton GEMM fusions, so every matmul goes to cuBLAS.
+
+    At HIGHEST precision XLA otherwise autotunes Triton kernels for each float32 matmul, compiling many
+    candidates: on an H200 each program of the 1.5B model took 20-30 s to compile (the 256- and
+    1024-token buckets' programs alone took 24 s each), most of jax-f32's 214 s over the 64-prompt
+    fixture. With cuBLAS a program compiles in about 2 s and the float32 result stays float32
+    (another kernel, another summation order: float32 rounding). bfloat16 keeps XLA's defaults: its
+    calibrated records were measured with them. Measured 2026-12-04, docs/gpu-figures.md."""
+    return {"xla_gpu_enable_triton_gemm": False} if dtype == "float32" and platform == "gpu" else {}
 
 
 def choose_attention(requested: str, dtype: str, platform: str, seq: int) -> str:
@@ -95,6 +91,8 @@ class JaxBackend:
         out = {"backend": self.name, "jax": jax.__version__, "jaxlib": jaxlib.__version__,
                "python": _platform.python_version(), "dtype": self.dtype, "attention": self.attention,
                "device": self.platform, "device_name": getattr(self.device, "device_kind", str(self.device))}
+        if float32_gpu_options(self.dtype, self.platform):  # cuBLAS for every matmul (float32_gpu_options)
+            out["xla_triton_gemm"] = False
         if not self.excess_precision:  # another rounding than XLA's default: the provenance must tell them apart
             out["excess_precision"] = False
         if self.tp is not None:  # another summation order (kit.backends.jax.sharding): the provenance says so
@@ -114,6 +112,7 @@ class JaxBackend:
 
             # XLA's own default is True; only the other choice is passed, as a per-program option.
             options = {} if self.excess_precision else {"xla_allow_excess_precision": False}
+            options.update(float32_gpu_options(self.dtype, self.platform))
             sharded = {} if self.tp is None else {"out_shardings": self.tp.replicated()}
             self._compiled[key] = self._jax.jit(partial(last_logits, shape=self.shape, attention=attention,
                                                         tp=self.tp),
@@ -126,7 +125,7 @@ class JaxBackend:
         jax = self._jax
         out = []
         for prompt in prompts:
-            seq = padded_length(prompt.n_tokens, prompt.bucket, self.dtype, self.platform)
+            seq = max(prompt.bucket, prompt.n_tokens)
             attention = choose_attention(self.attention, self.dtype, self.platform, seq)
             self._used[str(prompt.bucket)] = attention
             ids = np.zeros((1, seq), dtype=np.int32)
