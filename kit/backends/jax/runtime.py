@@ -26,9 +26,9 @@ def float32_gpu_options(dtype: str, platform: str) -> dict:
     """XLA options for a float32 program on a GPU: no Triton GEMM fusions, so every matmul goes to cuBLAS.
 
     At HIGHEST precision XLA otherwise autotunes Triton kernels for each float32 matmul, compiling many
-    candidates: on an H200 each program of the 1.5B model took 20-30 s to compile (the 256- and
-    1024-token buckets' programs alone took 24 s each), most of jax-f32's 214 s over the 64-prompt
-    fixture. With cuBLAS a program compiles in about 2 s and the float32 result stays float32
+    candidates: on an H200 the 1.5B model's programs took 20-27 s each to compile (the 256- and 1K-token
+    buckets, next to no work, took 24 and 27 s), about half of jax-f32's 214 s over the 64-prompt
+    fixture. With cuBLAS a program compiles in 2 s or less, and the float32 result stays float32
     (another kernel, another summation order: float32 rounding). bfloat16 keeps XLA's defaults: its
     calibrated records were measured with them. Measured 2026-12-04, docs/gpu-figures.md."""
     return {"xla_gpu_enable_triton_gemm": False} if dtype == "float32" and platform == "gpu" else {}
