@@ -34,6 +34,10 @@ torch and in jax: the causal attention (cuDNN) and the layer's seven projections
 its attention kernel allows even with every elementwise operation free (the "ceiling" line). ``--unroll``
 adds a jax row with the layer scan unrolled that many layers per step.
 
+``--float32 LENGTHS`` times only the float32 paths (jax-f32 before and after the 2026-12-04 change, hf-f32)
+at those lengths, first call and warm, with each framework's float32 matmul rate. ``--score-fixture CASE``
+scores a whole fixture as one case of descriptors/gpu-h200-64.toml would, bucket by bucket, outside the gate.
+
 Prints a table; ``--json PATH`` also writes every number.
 """
 
