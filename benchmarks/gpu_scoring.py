@@ -34,6 +34,10 @@ torch and in jax: the causal attention (cuDNN) and the layer's seven projections
 its attention kernel allows even with every elementwise operation free (the "ceiling" line). ``--unroll``
 adds a jax row with the layer scan unrolled that many layers per step.
 
+``--float32 LENGTHS`` times only the float32 paths (jax-f32 before and after the 2026-12-04 change, hf-f32)
+at those lengths, first call and warm, with each framework's float32 matmul rate. ``--score-fixture CASE``
+scores a whole fixture as one case of descriptors/gpu-h200-64.toml would, bucket by bucket, outside the gate.
+
 Prints a table; ``--json PATH`` also writes every number.
 """
 
@@ -384,6 +388,163 @@ def bench_jax(model_dir: str, buckets: list[int], warmup: int, repeats: int, unr
     return rows
 
 
+def rectangular_chunked_attention(q, k, v, precision, block=512):
+    """The chunked attention as it was before 2026-12-04 (kept here to measure against): 512 query rows at a
+    time through ``lax.map``, each scored against every key (the masked ones included), k and v repeated."""
+    import jax
+    import jax.numpy as jnp
+
+    b, s, n, d = q.shape
+    group = n // k.shape[2]
+    k = jnp.repeat(k, group, axis=2)
+    v = jnp.repeat(v, group, axis=2)
+    block = block if s % block == 0 else s
+    key_pos = jnp.arange(s)
+
+    def one_block(start):
+        qb = jax.lax.dynamic_slice_in_dim(q, start, block, axis=1)
+        scores = jnp.einsum("bqnd,bknd->bnqk", qb, k, precision=precision,
+                            preferred_element_type=jnp.float32) * (1.0 / d ** 0.5)
+        query_pos = start + jnp.arange(block)
+        scores = jnp.where(key_pos[None, None, None, :] <= query_pos[None, None, :, None], scores, -jnp.inf)
+        probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+        return jnp.einsum("bnqk,bknd->bqnd", probs, v, precision=precision)
+
+    blocks = jax.lax.map(one_block, jnp.arange(0, s, block))
+    return jnp.moveaxis(blocks, 0, 1).reshape(b, s, n, d)
+
+
+FLOAT32_VARIANTS = {  # name -> (attention: "rectangular" or None for the backend's, per-program XLA options)
+    "jax-f32 before (rectangular, lax.map, Triton GEMM)": ("rectangular", {}),
+    "jax-f32 triangular, Triton GEMM": (None, {}),
+    "jax-f32 triangular, cuBLAS (the backend's)": (None, {"xla_gpu_enable_triton_gemm": False}),
+}
+
+
+def bench_float32(model_dir: str, lengths: list[int], variants: list[str], repeats: int) -> list[dict]:
+    """Float32, the gate's jax-f32 and hf-f32 paths, one prompt of each length: first call (tracing, compiling,
+    autotuning) and warm seconds; and each path's f32 matmul rate (torch without TF32, jax at HIGHEST).
+
+    Written 2026-12-04 beside the change it measures; that day's figures in docs/gpu-figures.md came from
+    scoring the whole fixture instead (this section had not yet run on a GPU)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import kit.backends.jax.llama as llama
+    from kit.backends.hf import attention as hf_attention
+
+    rows = []
+    n = 8192
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a = torch.randn(n, n, device="cuda")
+    rows.append({"impl": "matmul f32 torch (no TF32)", "tflops": 2 * n ** 3 / cuda_time(lambda: a @ a, 3, 10) / 1e12})  # noqa: F821
+    del a
+    x = jax.random.normal(jax.random.PRNGKey(0), (n, n), dtype=jnp.float32)
+    mm = jax.jit(lambda x: jnp.matmul(x, x, precision=jax.lax.Precision.HIGHEST))
+    rows.append({"impl": "matmul f32 jax HIGHEST", "tflops": 2 * n ** 3 / wall_time(lambda: mm(x), 3, 10) / 1e12})  # noqa: F821
+    del x
+    for r in rows:
+        print(f"{r['impl']:<44} {r['tflops']:.1f} TFLOP/s", flush=True)
+
+    from transformers import AutoConfig
+    cfg = AutoConfig.from_pretrained(model_dir)
+    device = jax.devices("gpu")[0]
+    shape, params = llama.load_params(model_dir, "float32", device)
+    backend_attention = llama.chunked_causal_attention
+    for name in variants:
+        fn_name, options = FLOAT32_VARIANTS[name]
+        llama.chunked_causal_attention = rectangular_chunked_attention if fn_name else backend_attention
+        for seq in lengths:
+            ids = jax.device_put(np.random.default_rng(0).integers(2, shape.vocab, (1, seq), dtype=np.int32), device)
+            last = jax.device_put(np.array([seq - 1], dtype=np.int32), device)
+            fn = jax.jit(partial(llama.last_logits, shape=shape, attention="chunked"),
+                         compiler_options=options or None)
+            t0 = time.perf_counter()
+            out = jax.block_until_ready(fn(params, ids, last))
+            first = time.perf_counter() - t0
+            t = wall_time(lambda: fn(params, ids, last), 0, repeats)  # noqa: B023, F821
+            probs = np.asarray(jax.nn.softmax(out[0]))
+            row = {"impl": name, "seq": seq, "first_s": first, "seconds": t,
+                   "tflops": model_flops(cfg, seq, 1) / t / 1e12, "probs": probs}
+            rows.append(row)
+            print(f"{name:<44}{seq:>7}  first call {first:7.2f} s  warm {t:.4f} s  {row['tflops']:.1f} TFLOP/s",
+                  flush=True)
+    llama.chunked_causal_attention = backend_attention
+    del params
+    gc.collect()
+
+    from transformers import AutoModelForCausalLM
+
+    hf_attention.register()
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32,
+                                                 attn_implementation=hf_attention.NAME).to("cuda").eval()
+    for seq in lengths:
+        ids = torch.from_numpy(np.random.default_rng(0).integers(2, shape.vocab, (1, seq), dtype=np.int64)).cuda()
+
+        def forward():
+            with torch.inference_mode():
+                return model(input_ids=ids, logits_to_keep=1, use_cache=False).logits  # noqa: B023, F821
+
+        t0 = time.perf_counter()
+        out = forward()
+        torch.cuda.synchronize()
+        first = time.perf_counter() - t0
+        t = cuda_time(forward, 0, repeats)
+        probs = torch.softmax(out[0, -1].float(), -1).cpu().numpy()
+        row = {"impl": "hf-f32 (sdpa_repeat_kv)", "seq": seq, "first_s": first, "seconds": t,
+               "tflops": model_flops(cfg, seq, 1) / t / 1e12}
+        for r in rows:  # every jax variant against hf at this length: they must agree to float32 rounding
+            if r.get("seq") == seq and "probs" in r:
+                r["max_prob_diff_vs_hf"] = float(np.abs(r.pop("probs") - probs).max())
+        rows.append(row)
+        print(f"{row['impl']:<44}{seq:>7}  first call {first:7.2f} s  warm {t:.4f} s  {row['tflops']:.1f} TFLOP/s",
+              flush=True)
+    for r in rows:
+        if "max_prob_diff_vs_hf" in r:
+            print(f"{r['impl']:<44}{r['seq']:>7}  max |dp| vs hf-f32 {r['max_prob_diff_vs_hf']:.3g}")
+    del model
+    gc.collect()
+    torch.cuda.empty_cache()
+    return rows
+
+
+def score_fixture(model_dir: str, fixture: str, case: str, out: Path | None) -> dict:
+    """One gate case's backend scoring every prompt of ``fixture``, bucket by bucket, outside the gate (no
+    notebook, no papermill): the seconds of loading and of each bucket, compiling included, as the case's
+    "scoring" time counts them; ``out`` receives the top log-probabilities per prompt (JSON), to compare
+    with the golden or with another run. Cases: hf-f32 (sdpa_repeat_kv), hf-bf16 (layers compiled), jax-f32,
+    jax-bf16, as descriptors/gpu-h200-64.toml sets them. How the 2026-12-04 float32 figures were taken
+    (several at once, in separate processes, for the four-case figure)."""
+    from kit.core.fixture import load_fixture
+
+    prompts = load_fixture(fixture).prompts
+    dtype = "float32" if case.endswith("f32") else "bfloat16"
+    t0 = time.perf_counter()
+    if case.startswith("hf"):
+        from kit.backends.hf.runtime import HfBackend
+
+        attn = {"attn_implementation": "sdpa_repeat_kv"} if dtype == "float32" else {"compile": True}
+        backend = HfBackend(model_dir, dtype, device="cuda", **attn)
+    else:
+        from kit.backends.jax.runtime import JaxBackend
+
+        backend = JaxBackend(model_dir, dtype, platform="gpu")
+    times = {"load": time.perf_counter() - t0}
+    observed = {}
+    for bucket in sorted({p.bucket for p in prompts}):
+        t = time.perf_counter()
+        batch = [p for p in prompts if p.bucket == bucket]
+        observed.update({p.id: o.top_logprobs for p, o in zip(batch, backend.observe(batch, 64))})
+        times[str(bucket)] = time.perf_counter() - t
+        print(case, bucket, f"{times[str(bucket)]:.1f} s", flush=True)
+    times["scoring"] = sum(v for k, v in times.items() if k != "load")
+    print(case, "load", f"{times['load']:.1f} s", "scoring", f"{times['scoring']:.1f} s", flush=True)
+    if out:
+        out.write_text(json.dumps({"case": case, "seconds": times, "top_logprobs": observed}) + "\n")
+    return times
+
+
 def measure_parts(model_dir: str, seq: int, rows: list[dict], rate: float, warmup: int, repeats: int,
                   jax_too: bool, heads_first: bool = False) -> list[dict]:
     """parts_rows for torch and jax at ``seq``, each beside its whole forward's time from ``rows``."""
@@ -422,9 +583,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--unroll", type=int, default=1, help="also time jax with the layer scan unrolled this much")
     ap.add_argument("--contiguous", action="store_true", help="also time hf compiled with q, k and v made "
                     "contiguous before SDPA, and jax's cuDNN attention alone on [batch, heads, seq, dim] inputs")
+    ap.add_argument("--float32", default="", help="only the float32 paths (jax-f32, hf-f32) at these comma-separated "
+                    "lengths: first-call and warm seconds per variant (--f32-variants), f32 matmul rates")
+    ap.add_argument("--f32-variants", default=",".join(FLOAT32_VARIANTS), help="comma-separated names of "
+                    "FLOAT32_VARIANTS")
+    ap.add_argument("--score-fixture", metavar="CASE", help="only score every prompt of --fixture as this case of "
+                    "descriptors/gpu-h200-64.toml would (hf-f32, hf-bf16, jax-f32, jax-bf16); --json gets its outputs")
+    ap.add_argument("--fixture", help="the fixture --score-fixture scores",
+                    default="fixtures/819217be9528f0da14324cf54cd89028ff0bb3e0226b83c666487dd457760374.json")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     buckets = [int(b) for b in args.buckets.split(",")]
+    if args.score_fixture:
+        score_fixture(args.model, args.fixture, args.score_fixture, args.json)
+        return 0
+    if args.float32:
+        rows = bench_float32(args.model, [int(x) for x in args.float32.split(",")], args.f32_variants.split(","),
+                             args.repeats)
+        if args.json:
+            args.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                                             "rows": rows}, indent=1) + "\n")
+        return 0
 
     rate = matmul_rate()
     rows = bench_hf(args.model, buckets, args.kernels.split(","), args.warmup, args.repeats,

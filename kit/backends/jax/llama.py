@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 
 ATTENTIONS = ("xla", "cudnn", "chunked")
-QUERY_BLOCK = 512  # rows of the score matrix held at once by the chunked attention
+QUERY_BLOCK = 512  # rows of the score matrix held at once by the chunked attention (at least)
+MAX_BLOCKS = 16  # query blocks per attention at most: each is its own matmul shape in the compiled program
 
 
 @dataclass(frozen=True)
@@ -133,34 +134,50 @@ def rotate(x, cos, sin):
     return x * cos[None, :, None, :] + rotated * sin[None, :, None, :]
 
 
+def query_block(seq: int) -> int:
+    """Rows of the score matrix the chunked attention holds at once for a ``seq``-token program:
+    QUERY_BLOCK, doubled while that leaves more than MAX_BLOCKS blocks and still divides ``seq`` (fewer,
+    larger matmuls; each block is its own matmul shape in the compiled program); ``seq`` itself when
+    QUERY_BLOCK does not divide it."""
+    if seq % QUERY_BLOCK:
+        return seq
+    block = QUERY_BLOCK
+    while seq // block > MAX_BLOCKS and seq % (2 * block) == 0:
+        block *= 2
+    return block
+
+
 def chunked_causal_attention(q, k, v, precision):
-    """Exact causal attention, QUERY_BLOCK query rows at a time: never a [seq, seq] score matrix.
+    """Exact causal attention, one block of query rows at a time: never a [seq, seq] score matrix.
 
     Float32 long prompts need it: cuDNN's flash attention has no float32 kernel, and XLA's
     reference attention materializes all heads' [seq, seq] scores (128 GiB at 32K tokens).
+    Query block ``i`` (rows ``[i * block, (i + 1) * block)``) is scored against keys
+    ``[0, (i + 1) * block)`` only: the keys after its last row are masked for all of its rows, so
+    they would add exact zeros to its softmax and to its product with v. Skipping them halves the
+    work at long prompts; the result differs from the full rows only by float32 summation order.
+    Query heads are grouped over their key/value head (head ``h`` reads key/value head
+    ``h // group``, as transformers' ``repeat_kv``) instead of repeating k and v.
     """
     import jax
     import jax.numpy as jnp
 
     b, s, n, d = q.shape
-    group = n // k.shape[2]
-    k = jnp.repeat(k, group, axis=2)
-    v = jnp.repeat(v, group, axis=2)
-    block = QUERY_BLOCK if s % QUERY_BLOCK == 0 else s
+    kv = k.shape[2]
+    group = n // kv
+    q = q.reshape(b, s, kv, group, d)
+    block = query_block(s)
     scale = 1.0 / d ** 0.5
-    key_pos = jnp.arange(s)
-
-    def one_block(start):
-        qb = jax.lax.dynamic_slice_in_dim(q, start, block, axis=1)
-        scores = jnp.einsum("bqnd,bknd->bnqk", qb, k, precision=precision,
+    out = []
+    for start in range(0, s, block):
+        end = start + block
+        scores = jnp.einsum("bqhgd,bkhd->bhgqk", q[:, start:end], k[:, :end], precision=precision,
                             preferred_element_type=jnp.float32) * scale
-        query_pos = start + jnp.arange(block)
-        scores = jnp.where(key_pos[None, None, None, :] <= query_pos[None, None, :, None], scores, -jnp.inf)
+        visible = jnp.arange(end)[None, :] <= jnp.arange(start, end)[:, None]  # [block, end]
+        scores = jnp.where(visible, scores, -jnp.inf)
         probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
-        return jnp.einsum("bnqk,bknd->bqnd", probs, v, precision=precision)
-
-    blocks = jax.lax.map(one_block, jnp.arange(0, s, block))  # [blocks, b, block, n, d]
-    return jnp.moveaxis(blocks, 0, 1).reshape(b, s, n, d)
+        out.append(jnp.einsum("bhgqk,bkhd->bqhgd", probs, v[:, :end], precision=precision))
+    return jnp.concatenate(out, axis=1).reshape(b, s, n, d)
 
 
 def attend(q, k, v, attention: str, precision):

@@ -22,6 +22,18 @@ from kit.core.spec import CaseSpec
 LONG_PROMPT = 8192  # from here on, XLA's reference attention needs [heads, seq, seq] scores: too much memory
 
 
+def float32_gpu_options(dtype: str, platform: str) -> dict:
+    """XLA options for a float32 program on a GPU: no Triton GEMM fusions, so every matmul goes to cuBLAS.
+
+    At HIGHEST precision XLA otherwise autotunes Triton kernels for each float32 matmul, compiling many
+    candidates: on an H200 the 1.5B model's programs took 20-27 s each to compile (the 256- and 1K-token
+    buckets, next to no work, took 24 and 27 s), about half of jax-f32's 214 s over the 64-prompt
+    fixture. With cuBLAS a program compiles in 2 s or less, and the float32 result stays float32
+    (another kernel, another summation order: float32 rounding). bfloat16 keeps XLA's defaults: its
+    calibrated records were measured with them. Measured 2026-12-04, docs/gpu-figures.md."""
+    return {"xla_gpu_enable_triton_gemm": False} if dtype == "float32" and platform == "gpu" else {}
+
+
 def choose_attention(requested: str, dtype: str, platform: str, seq: int) -> str:
     if requested != "auto":
         return requested
@@ -79,6 +91,8 @@ class JaxBackend:
         out = {"backend": self.name, "jax": jax.__version__, "jaxlib": jaxlib.__version__,
                "python": _platform.python_version(), "dtype": self.dtype, "attention": self.attention,
                "device": self.platform, "device_name": getattr(self.device, "device_kind", str(self.device))}
+        if float32_gpu_options(self.dtype, self.platform):  # cuBLAS for every matmul (float32_gpu_options)
+            out["xla_triton_gemm"] = False
         if not self.excess_precision:  # another rounding than XLA's default: the provenance must tell them apart
             out["excess_precision"] = False
         if self.tp is not None:  # another summation order (kit.backends.jax.sharding): the provenance says so
@@ -98,6 +112,7 @@ class JaxBackend:
 
             # XLA's own default is True; only the other choice is passed, as a per-program option.
             options = {} if self.excess_precision else {"xla_allow_excess_precision": False}
+            options.update(float32_gpu_options(self.dtype, self.platform))
             sharded = {} if self.tp is None else {"out_shardings": self.tp.replicated()}
             self._compiled[key] = self._jax.jit(partial(last_logits, shape=self.shape, attention=attention,
                                                         tp=self.tp),
