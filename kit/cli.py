@@ -836,7 +836,7 @@ def _build_summary(run_dir: Path):
         from kit.control.run import build_notebooks
 
         return build_notebooks(run_dir)
-    from kit.gate.run import build_summary
+    from kit.gate.session import build_summary
 
     return build_summary(run_dir)
 

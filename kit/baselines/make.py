@@ -23,8 +23,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -44,7 +42,8 @@ from kit.core.lineage import LineageEntry, heads, write_entry
 from kit.core.results import PASSED, now_iso
 from kit.descriptor.load import LoadedDescriptor, load_descriptor, with_baselines
 from kit.descriptor.plan import Plan, resolve
-from kit.gate.run import execute_gates, finish_gate, start_gate
+from kit.gate.session import gate_once
+from kit.goldens.make import flag_keywords, make_golden_apart
 from kit.run.notebook import run_and_render
 from kit.run.output import MARKUP, NOTICE
 
@@ -55,6 +54,7 @@ EVIDENCE = "evidence.md"
 MAKING = "making.json"  # written first: what --resume checks
 MAKING_FORMAT = "parity-kit-baseline-make/1"
 EVIDENCE_NOTEBOOK = paths.NOTEBOOKS / "baseline.ipynb"
+GOLDEN_LOG = "golden-make.log"  # what each golden's maker printed
 
 
 @dataclass
@@ -213,13 +213,16 @@ def _make_goldens(plan: Plan, rows: Sequence[BaselineRow], work_dir: Path) -> li
         staged = _staged_golden(work_dir / "goldens", spec.runtime)  # made by an interrupted run of this make
         if staged is None:
             log.log(NOTICE, f"making an exact golden of {entry} for {spec.runtime}", extra=MARKUP)
-            proc = subprocess.run([sys.executable, "-m", "kit", "-q", *argv], capture_output=True, text=True)
-            said = Path((proc.stdout.strip().splitlines() or [""])[-1])  # golden make prints the golden's path
-            if proc.returncode != 0 or not said.is_file():
-                tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-                made.append(Made("exact-golden", entry, spec.runtime, None, error=f"golden make failed: {tail}"))
+            # `golden make` called as a function, in a process of its own (make_golden_apart says why)
+            golden = make_golden_apart(work_dir / "goldens", paths.display(spec.model_path),
+                                       paths.display(spec.fixture_path), "exact", first.top_k,
+                                       ["parity-kit", "-q", *argv], work_dir / GOLDEN_LOG, backend=info.name,
+                                       **flag_keywords(flags))
+            if golden.path is None or not golden.path.is_file():
+                made.append(Made("exact-golden", entry, spec.runtime, None,
+                                 error=f"golden make failed: {golden.error or 'no output'}"))
                 continue
-            staged = said
+            staged = golden.path
         made.append(Made("exact-golden", entry, spec.runtime, staged, superseded,
                          command=["parity-kit", *argv[:-2]]))
     return made
@@ -306,9 +309,7 @@ def _evidence_gate(desc: LoadedDescriptor, plan: Plan, made: Sequence[Made], wor
     # A resumed make checks again, into a run directory of its own: the gate never writes over an earlier run.
     gate_dir = next(work_dir / f"gate{'' if n == 1 else f'-{n}'}" for n in range(1, 1000)
                     if not (work_dir / f"gate{'' if n == 1 else f'-{n}'}").exists())
-    run = start_gate(checked, gate_dir, names, None, command)
-    execute_gates([run], jobs)
-    finish_gate(run, command)
+    run = gate_once(checked, gate_dir, names, None, command, jobs)
     outcome.gate_dir, outcome.gate_verdict = run.run_dir, run.verdict
     if run.verdict != PASSED:
         failing = [n for n in names if (r := run.results.get(n)) is None or r.status != PASSED]

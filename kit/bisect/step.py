@@ -172,14 +172,8 @@ def probe(inp: BisectInputs, state: State, case: str, prompts: list[str] | None,
 
 
 def _run_case(desc, release_name: str, case: str, out: Path):
-    from kit.gate.run import execute_gates, finish_gate, start_gate
+    from kit.gate.session import gate_once
 
     command = ["parity-kit", "gate", str(desc.path), "--release", release_name, "--case", case]
-    run = start_gate(desc, out, [case], release_name, command)
-    try:
-        execute_gates([run], 1)
-        finish_gate(run, command, summary=False)
-    finally:
-        if run.lock is not None:
-            run.lock.release()
+    run = gate_once(desc, out, [case], release_name, command, jobs=1, summary=False)
     return run.verdict, run.run_dir, run.results.get(case)

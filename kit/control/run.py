@@ -25,9 +25,10 @@ from kit.core.text import printable
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.descriptor.plan import Plan, outline
 from kit.gate import report
-from kit.gate.executor import Checked, GateRun, check_run
+from kit.gate.executor import GateRun, check_run
 from kit.gate.junit import write_junit, written_when_interrupted
-from kit.gate.run import execute_gates, finish_gate, finish_interrupted, publish_finished, start_gate
+from kit.gate.run import publish_finished
+from kit.gate.session import GateSession
 from kit.history.publish import check_target
 from kit.run import output
 from kit.run.notebook import Rendered, run_and_render
@@ -92,33 +93,11 @@ def _run_control(descriptor: str | Path | LoadedDescriptor, out: str | Path | No
         log.log(NOTICE, f"control [bold]{desc.name}[/]: today's pin [bold]{current}[/] against "
                         f"candidate [bold]{candidate}[/] -> {control_dir}", extra=MARKUP)
         started = now_iso()
-        runs = start_both(control_dir, checked, command)
-        try:
-            execute_gates(runs, jobs)
-            for run in runs:
-                finish_gate(run, command, summary=False)
-        except KeyboardInterrupt:
-            finish_interrupted(runs, command)
-            raise
-        finally:
-            for run in runs:
-                if run.lock is not None:
-                    run.lock.release()
+        with GateSession(command, jobs) as session:  # both runs side by side; a stop finishes both as stopped
+            runs = [session.start(pre, control_dir / name, None, name) for name, pre in checked.items()]
+            session.execute()
+            session.finish(summary=False)
         return finish_control(checked[current].plan, control_dir, runs, command, started, summary)
-
-
-def start_both(control_dir: Path, checked: dict[str, Checked], command: Sequence[str]) -> list[GateRun]:
-    """Each release's gate run, in ``control_dir/<release>/``, from its plan and preflight already done."""
-    runs: list[GateRun] = []
-    try:
-        for name, pre in checked.items():
-            runs.append(start_gate(pre, control_dir / name, None, name, command))
-    except BaseException:
-        for run in runs:
-            if run.lock is not None:
-                run.lock.release()
-        raise
-    return runs
 
 
 def finish_control(plan: Plan, control_dir: Path, runs: list[GateRun], command: Sequence[str],

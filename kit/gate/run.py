@@ -1,48 +1,29 @@
-"""One gate run end to end: validate, execute every case, write the artifacts.
+"""`parity-kit gate`: one gate run end to end, in a gate session (kit.gate.session), with its JUnit XML and
+its publication.
 
-The steps are separate so that a control run can prepare two gate runs (today's
-pin and the candidate), execute them side by side, and finish each one.
+The lifecycle itself (claim, manifest, execution, interruption, finish) is the session's: a control runs two
+gate runs side by side in one session, and every other command that checks something with a gate runs one.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Sequence
 
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from kit.core import paths, rundir
-from kit.core.progress import progress_path
-from kit.core.power import headline
-from kit.core.decode import failed_prompts
-from kit.core.records import BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult
-from kit.core.results import counts_sentence, now_iso
-from kit.core.spec import CaseSpec
 from kit.core.text import printable
-from kit.descriptor.load import LoadedDescriptor, load_descriptor
-from kit.gate import report, trend
-from kit.gate.executor import (LOCAL, RAY, Checked, GateRun, claim_run, default_run_dir, prepare_run, run_cases,
-                               write_manifest)
-from kit.gate.heartbeat import Heartbeat, heartbeat_interval
+from kit.descriptor.load import load_descriptor
+from kit.gate.executor import LOCAL, GateRun
 from kit.gate.junit import write_junit, written_when_interrupted
-from kit.gate.retry import retry_infrastructure
+from kit.gate.session import GateSession
 from kit.history.publish import check_target, publish_run
 from kit.run import output
-from kit.run.devices import DevicePool
-from kit.run.notebook import Rendered, stop_all
 from kit.run.output import MARKUP, NOTICE
-from kit.run.stopping import on_signals
 
 log = logging.getLogger(__name__)
-
-STATUS_STYLE = {PASSED: "green", FAILED: "red", ERROR: "magenta", TIMEOUT: "yellow", NO_BASELINE: "cyan",
-                INCONCLUSIVE: "yellow", BORROWED: "yellow"}
 
 
 def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | None = None,
@@ -58,20 +39,10 @@ def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | 
     command = list(command or sys.argv)
     if publish:
         check_target(publish)
-    with written_when_interrupted(junit, [resume or out]), \
-            on_signals():  # SIGTERM, SIGHUP and SIGINT (even if inherited as ignored) stop it cleanly
-        run = start_gate(load_descriptor(descriptor), out, only, release, command, executor, resume)
-        if infra_retries is not None:
-            run.infrastructure_retries = infra_retries
-        try:
-            execute_gates([run], jobs)
-            finish_gate(run, command, summary)
-        except KeyboardInterrupt:
-            finish_interrupted([run], command)
-            raise
-        finally:
-            if run.lock is not None:
-                run.lock.release()  # the OS drops it anyway if this process dies first
+    with written_when_interrupted(junit, [resume or out]), GateSession(command, jobs) as session:
+        run = session.start(load_descriptor(descriptor), out, only, release, executor, resume, infra_retries)
+        session.execute()
+        session.finish(summary)
     if junit:
         write_junit(junit, [(run.plan.name, [s.name for s in run.specs], run.results, run.duration_s)])
     publish_finished(run.run_dir, publish)
@@ -91,185 +62,3 @@ def publish_finished(local_dir: Path, url: str | None) -> None:
         log.log(NOTICE, f"published {done.files} files -> {escape(done.url)}", extra=MARKUP)
 
 
-def start_gate(source: LoadedDescriptor | Checked, out: str | Path | None, only: Sequence[str] | None,
-               release: str | None, command: Sequence[str], executor: str = LOCAL,
-               resume: str | Path | None = None) -> GateRun:
-    """Resolve and check a descriptor (or take a plan whose preflight is done: ``Checked``), claim and lock
-    the run directory, write the manifest's start. The caller releases ``run.lock`` when the run is finished
-    (or failed)."""
-    if isinstance(source, Checked):
-        paths.check_dir_target(Path(out) if out else default_run_dir(source.plan), "run directory")
-        run = claim_run(source, out, command=command, executor=executor, release=release)
-    else:
-        run = prepare_run(source, out, only, resume_dir=resume, command=command, executor=executor, release=release)
-    run.started_at = now_iso()
-    write_manifest(run, command)
-    against = f" against release [bold]{release}[/]" if release else ""
-    on = f" (executor {run.executor})" if run.executor != LOCAL else ""
-    log.info(f"gate [bold]{run.plan.name}[/]{against}: {len(run.specs)} cases -> {run.run_dir}{on}", extra=MARKUP)
-    for name, result in run.reused.items():
-        log.info(f"  reused {name}: {result.status} at {result.finished_at}, inputs unchanged", extra=MARKUP)
-    for name, why in run.rerun.items():
-        log.info(f"  rerun  {name}: {why}", extra=MARKUP)
-    for name, why in run.kept.items():
-        log.info(f"  kept   {name}: {why}", extra=MARKUP)
-    return run
-
-
-def execute_gates(runs: Sequence[GateRun], jobs: int | None) -> None:
-    """Every case of every run, the runs side by side with the cores (or ``jobs``) shared between them
-    and the node's GPUs handed to one case at a time, whichever run it belongs to; then every case classed
-    (kit.core.triage), and those the job failed run again (kit.gate.retry)."""
-    _execute(runs, jobs)
-    retry_infrastructure(runs, lambda again: _execute(again, jobs))
-
-
-def _execute(runs: Sequence[GateRun], jobs: int | None) -> None:
-    import os
-
-    share = max(1, jobs // len(runs)) if jobs else None
-    cores = max(1, (os.cpu_count() or 1) // len(runs))
-    pool = DevicePool(next((r.gpus for r in runs if r.gpus is not None), None))
-    label = (lambda run, name: f"{run.release}/{name}") if len(runs) > 1 else (lambda run, name: name)
-    running: list[str] = []
-    lock = threading.Lock()
-    console = output.console()  # the progress bar shares it with the log lines, which go above the bar
-    beat = ci_heartbeat(console)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True, disable=not console.is_terminal) as progress, \
-            (beat or contextlib.nullcontext()):
-        task = progress.add_task("cases", total=sum(len(r.pending) for r in runs))
-
-        def show() -> None:
-            progress.update(task, description=f"running {', '.join(running)}" if running else "cases")
-
-        def one(run: GateRun) -> None:
-            def started(spec: CaseSpec) -> None:
-                with lock:
-                    running.append(label(run, spec.name))
-                    show()
-                    if beat:  # the executor's log prefix for the case is cases/<case>
-                        beat.start(label(run, spec.name), progress_path(run.cases_dir / spec.name))
-
-            def done(spec: CaseSpec, result: CaseResult) -> None:
-                with lock:
-                    running.remove(label(run, spec.name))
-                    progress.update(task, advance=1)
-                    show()
-                    if beat:
-                        beat.finish(label(run, spec.name))
-                    log.info(case_line(result, label(run, spec.name)), extra=MARKUP)
-
-            t0 = time.perf_counter()
-            try:
-                if run.executor == RAY:
-                    from kit.gate.ray_executor import run_cases_ray
-
-                    run_cases_ray(run, on_start=started, on_done=done)
-                else:
-                    run_cases(run, jobs=share, on_start=started, on_done=done, pool=pool, cores=cores)
-            finally:  # an interrupted run still says how long it ran (a retry's time adds to the first round's)
-                run.duration_s += time.perf_counter() - t0
-                run.finished_at = now_iso()
-
-        if len(runs) == 1:
-            one(runs[0])
-            return
-        threads = [threading.Thread(target=one, args=(run,), name=f"gate-{run.release}") for run in runs]
-        for t in threads:
-            t.start()
-        try:
-            for t in threads:
-                t.join()
-        except KeyboardInterrupt:  # it reaches the main thread only: stop the kernels the other threads run
-            stop_all()
-            for t in threads:
-                t.join()  # each records its running cases as interrupted; its queued ones start no kernel
-            raise
-
-
-def ci_heartbeat(console) -> Heartbeat | None:
-    """Heartbeat and bucket lines where no terminal shows the progress bar (a CI log); none under -q."""
-    if console.is_terminal or not output.shows(logging.INFO):
-        return None
-    return Heartbeat(log.info, heartbeat_interval(), verbose=output.shows(logging.DEBUG))
-
-
-def finish_gate(run: GateRun, command: Sequence[str], summary: bool = True, with_trend: bool = True) -> None:
-    """The manifest's end, result.json, evidence.md (with any step up in a case's error this run completed, unless
-    ``with_trend`` is off) and (unless asked not to) the summary and its HTML."""
-    finished = write_manifest(run, command)
-    names = [s.name for s in run.specs]
-    report.write_result(run.run_dir, {**report.result_document(run.plan.name, run.verdict, run.counts,
-                                                               run.duration_s, names, run.results),
-                                      **report.false_failure_part(finished)})
-    steps = trend.steps_completed(run.run_dir, run.plan.name) if with_trend else []
-    trend.write_steps(run.run_dir, steps)
-    said = trend.evidence_line(steps, run.verdict == PASSED)
-    if said:
-        log.log(NOTICE, f"[yellow]{escape(said)}[/]", extra=MARKUP)
-    report.write_evidence(run.run_dir, report.evidence_markdown(finished, run.verdict, run.counts,
-                                                                run.duration_s, run.results, said))
-    page = build_summary(run.run_dir).html if summary else None
-    for line in triage_lines(run):
-        log.info(line, extra=MARKUP)
-    style = "green" if run.verdict == PASSED else "red"
-    sentence = counts_sentence(run.counts, run.duration_s)
-    if run.retried:
-        sentence += f" ({len(run.retried)} retried after an infrastructure failure: {', '.join(run.retried)})"
-    artifact = page or run.run_dir / rundir.RESULT
-    who = f" ({run.release})" if run.release else ""
-    log.log(NOTICE, f"[{style}]gate{escape(who)} {run.verdict}[/]: {sentence} -> {escape(str(artifact))}",
-               extra=MARKUP)
-    if run.lock is not None:
-        run.lock.release()  # finished: another run may resume this directory now
-
-
-def build_summary(run_dir: Path) -> Rendered:
-    """The run's summary and its page, and one logged line if anything failed, saying what and how to build it
-    later: the verdict and every case result are on disk by now, and the summary is a view of them that must not
-    change them, nor the exit code."""
-    built = report.build_summary(run_dir)
-    if built.error:
-        log.error(report.summary_failure(run_dir, built.error))
-    return built
-
-
-def finish_interrupted(runs: Sequence[GateRun], command: Sequence[str]) -> None:
-    """What a stopped run can still write quickly: each run's manifest end, result.json and evidence.md
-    (its interrupted cases recorded as errors, its unstarted ones missing). No summary: that starts a
-    kernel, and a CI runner that sent SIGTERM kills the job for good a few seconds later."""
-    for run in runs:
-        if not run.finished_at:  # stopped before its cases ran
-            run.finished_at = now_iso()
-        try:
-            finish_gate(run, command, summary=False, with_trend=False)
-        except Exception as exc:  # the interruption is what gets reported; this is what was lost
-            log.error(f"[red]could not write the results of the interrupted run[/] {run.run_dir}: {exc}",
-                         extra=MARKUP)
-
-
-def triage_lines(run: GateRun) -> list[str]:
-    """One console line per case that did not pass: its class and the evidence (kit.core.triage)."""
-    lines = []
-    for spec in run.specs:
-        r = run.results.get(spec.name)
-        if r is None or not r.triage:
-            continue
-        again = f" (attempt {len(r.attempts) + 1})" if r.attempts else ""
-        lines.append(f"  triage {escape(spec.name)}{again}: {escape(printable(r.triage.get('evidence', '')))}")
-    return lines
-
-
-def case_line(r: CaseResult, label: str | None = None) -> str:
-    style = STATUS_STYLE.get(r.status, "white")
-    dur = f"{r.duration_s:.1f} s" if r.duration_s is not None else ""
-    if r.status in (ERROR, TIMEOUT, NO_BASELINE, INCONCLUSIVE, BORROWED):
-        detail = escape(printable(str(r.error)))  # it may name a prompt: text from the world, not markup
-    else:
-        err = r.max_probability_error
-        detail = f"{len(failed_prompts(r))}/{r.counts()['prompts']} prompts failed"  # a decode step's failure too
-        detail += f", max error {err:.3g}" if err is not None else ""
-        detail += f"; {headline(r.detectable)}" if r.detectable else ""
-    on = f" on GPU {','.join(str(d.get('index')) for d in r.devices)}" if r.devices else ""
-    return f"  [{style}]{r.status:>7}[/] {label or r.case} ({r.backend}){on} {dur}  {detail}"

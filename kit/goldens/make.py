@@ -3,20 +3,33 @@ and record how."""
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import traceback
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from kit.backends import registry
 from kit.backends.base import can_decode
 from kit.core import paths
 from kit.core.decode import check_continuations_fit
-from kit.core.errors import BadInput
+from kit.core.errors import BadInput, Unrunnable
 from kit.core.fixture import Fixture, verify_fixture
 from kit.core.golden import golden_document, golden_filename, provenance, write_golden
 from kit.core.modelconfig import check_prompts_fit, check_top_k_fits, model_limits
 from kit.core.modeldigest import model_digest
 from kit.core.runtime import runtime_slug
 from kit.core.spec import CaseSpec
+from kit.core.text import printable
+from kit.run import output
+from kit.run.stopping import describe
+
+# `golden make`'s flags a backend's remake line may hold (BackendInfo.remake_flags), by make_golden's keywords.
+FLAG_KEYWORDS = {"--backend": "backend", "--dtype": "dtype", "--attn-implementation": "attn_implementation",
+                 "--device": "device", "--cpu-kernels": "cpu_kernels", "--checkpoint": "checkpoint",
+                 "--batch-size": "batch_size", "--decode": "decode"}
+WHOLE_NUMBERS = ("batch_size", "decode")
 
 
 def make_golden(out: str | Path, model: str | Path, fixture_path: str | Path, kind: str, top_k: int,
@@ -92,3 +105,86 @@ def golden_spec(info, model: str, digest: str, fixture_path: str | Path, kind: s
     return CaseSpec(name=f"golden-{info.name}", backend=info.name, kernel=info.kernel, notebook=info.notebook,
                     timeout_s=0.0, model_path=model, model_digest=digest, fixture_path=str(fixture_path),
                     golden_path="", golden_kind=kind, bound=None, top_n=top_k, descriptor="", options=options)
+
+
+@dataclass(frozen=True)
+class MadeGolden:
+    """What ``make_golden_apart`` made: the golden's path, or (``path`` None) the one line saying why not, as
+    `parity-kit golden make` would have ended with it."""
+    path: Path | None
+    error: str | None = None
+
+
+def flag_keywords(flags: Sequence[str]) -> dict[str, Any]:
+    """``make_golden``'s keywords for `golden make` flags (a backend's remake line: ``--dtype bfloat16 ...``)."""
+    pairs = list(zip(flags[::2], flags[1::2]))
+    unknown = [f for f, _ in pairs if f not in FLAG_KEYWORDS]
+    if len(flags) % 2 or unknown:
+        raise BadInput(f"golden make flags {' '.join(flags)!r}: not pairs of {', '.join(FLAG_KEYWORDS)}")
+    keywords: dict[str, Any] = {FLAG_KEYWORDS[f]: v for f, v in pairs}
+    for key in WHOLE_NUMBERS:
+        if key in keywords:
+            keywords[key] = int(keywords[key])
+    return keywords
+
+
+def make_golden_apart(out: str | Path, model: str | Path, fixture_path: str | Path, kind: str, top_k: int,
+                      command: Sequence[str], log_path: str | Path, **keywords: Any) -> MadeGolden:
+    """``make_golden`` called in a fresh Python process of its own, its output (and any traceback) appended to
+    ``log_path``; never raises for a golden that could not be made (``MadeGolden.error`` says why), only for an
+    interruption of this process (the maker is ended first).
+
+    Why a process and not a plain call: a golden holds on the runtime that made it, and that runtime is the
+    process's. The CPU-kernel pin (``--cpu-kernels avx2``, kit.backends.hf.kernels) must be in the environment
+    before torch is imported, which it cannot be in a process that has imported torch already (a calibration
+    or a second golden of the same make); the engine's threads, memory and global state (torch's thread count,
+    deterministic flags, an allocator's cache) must not leak into the next golden or into the command's own
+    process; and a maker that crashes (out of memory, a native abort) must end one golden, not the command."""
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter: no torch, no threads inherited
+    receive, send = context.Pipe(duplex=False)
+    maker = context.Process(target=_make_in_child, name="golden-make", daemon=True,
+                            args=(send, str(log_path), (str(out), str(model), str(fixture_path), kind, top_k,
+                                                        list(command)), keywords))
+    maker.start()
+    send.close()  # the child holds the only sending end: its exit without an answer reads as EOF here
+    try:
+        try:
+            path, error = receive.recv()
+        except EOFError:
+            path, error = None, _last_line(log_path)  # it died: its last words, as the command's would be
+    finally:
+        if maker.is_alive():
+            maker.terminate()  # interrupted here: the maker must not outlive the command
+        maker.join()
+        receive.close()
+    return MadeGolden(Path(path), None) if path else MadeGolden(None, error)
+
+
+def _make_in_child(send, log_path: str, args: tuple, keywords: dict[str, Any]) -> None:
+    """The maker's process: ``make_golden`` with its output in ``log_path``; its answer (path, error) on ``send``."""
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    output.setup(output.QUIET)
+    try:
+        answer: tuple[str | None, str | None] = (str(make_golden(*args, **keywords)), None)
+    except BadInput as exc:
+        answer = None, f"parity-kit: bad input: {printable(str(exc))}"
+    except Unrunnable as exc:
+        answer = None, f"parity-kit: cannot run: {printable(str(exc))}"
+    except KeyboardInterrupt as exc:
+        answer = None, f"parity-kit: {describe(exc)}"
+    except Exception as exc:
+        traceback.print_exc()
+        answer = None, printable(f"parity-kit: internal error: {type(exc).__name__}: {exc}".splitlines()[0])
+    send.send(answer)
+    send.close()
+
+
+def _last_line(path: str | Path) -> str:
+    try:
+        lines = [line for line in Path(path).read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        lines = []
+    return lines[-1] if lines else "no output"

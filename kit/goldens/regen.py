@@ -25,7 +25,7 @@ from kit.core.jsonio import atomic_write_bytes
 from kit.core.records import PASSED
 from kit.descriptor.load import golden_kind, load_descriptor, with_golden, with_records
 from kit.descriptor.plan import calibration_lists, outline
-from kit.gate.run import execute_gates, finish_gate, start_gate
+from kit.gate.session import gate_once
 from kit.goldens.make import make_golden_document
 from kit.goldens.recalibrate import Recalibrated, place, recalibrate, stale_cases
 from kit.run import output
@@ -104,9 +104,7 @@ def regen_golden(descriptor: str | Path, kind: str = "semantic", release: str | 
         backends.setdefault(stated.cases[n].backend, []).append(n)
     if checking:
         log.log(NOTICE, f"checking it with {len(checking)} cases: {', '.join(checking)}", extra=MARKUP)
-        run = start_gate(checked, work_dir / "check", checking, release, command)
-        execute_gates([run], jobs)
-        finish_gate(run, command, summary=False)
+        run = gate_once(checked, work_dir / "check", checking, release, command, jobs, summary=False)
         for spec in run.specs:
             r = run.results.get(spec.name)
             backends.setdefault(spec.backend, [])

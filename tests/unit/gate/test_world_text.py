@@ -12,7 +12,7 @@ import re
 from kit.core.records import ERROR, FAILED, CaseResult, PromptScore
 from kit.core.text import printable
 from kit.gate import report
-from kit.gate.run import case_line
+from kit.gate.session import case_line
 from support import copy_model, parity_kit
 
 HOSTILE = "evil\x1b[2J\x07\u202eid\n"
