@@ -82,10 +82,15 @@ def test_embedded_vllm_cases_ran_as_configured(passing_run):
     server_log = (run_dir / "cases" / "vllm-pp2.server.log").read_text()
     assert "world_size=2" in server_log
     assert sorted(re.findall(r"^\(Worker_PP(\d) pid=\d+\) .*Warming up done\.$", server_log, re.M)) == ["0", "1"]
+    # On CPU with one worker the offline engine runs in the case's kernel: no engine-core process of its own.
+    assert pp1["details"]["env"]["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    engine_log = (run_dir / "cases" / "vllm-pp1.engine.log").read_text()
+    assert "(EngineCore pid=" not in engine_log
     # The engine's own output goes to its log, not into the case notebook (the audit artifact).
-    assert "EngineCore" in (run_dir / "cases" / "vllm-pp1.engine.log").read_text()
+    assert "Initializing a V1 LLM engine" in engine_log
     notebook = nbformat.read(str(run_dir / "cases" / "vllm-pp1.ipynb"), as_version=4)
-    assert not any("EngineCore" in o.get("text", "") for c in notebook.cells for o in c.get("outputs", []))
+    assert not any("Initializing a V1 LLM engine" in o.get("text", "") for c in notebook.cells
+                   for o in c.get("outputs", []))
     for case in (pp1, pp2):  # bfloat16 engine against the float32 golden: close (under its bounds), not bit-exact
         assert case["status"] == "passed" and 0 < case["max_probability_error"]
 
