@@ -69,9 +69,10 @@ def test_three_one_gpu_cases_on_two_gpus_never_share_one_and_the_third_waits(tmp
 
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert [g["uuid"] for g in manifest["gpus"]["gpus"]] == ["GPU-aaaa1111", "GPU-bbbb2222"]
-    # The summary reads each result from its notebook's scrap, and the GPUs from the executor's record.
+    # The summary reads each result, the GPUs among it, from the executor's record (a notebook's scrap only for
+    # a case the executor recorded nothing for).
     view = load_run(run_dir)
-    assert set(view.sources.values()) == {"scrap"}
+    assert set(view.sources.values()) == {"executor"}
     rows = dict(provenance_table(view).set_index("what")["value"])
     for name, r in ran.items():
         assert rows[f"case {name}"].endswith(f" · on GPU {r['visible']} (NVIDIA H200)")
