@@ -121,6 +121,9 @@ def check_dir_target(path: str | Path, what: str) -> None:
         raise BadInput(f"{what} {path}{place} is not writable (its permissions or a read-only filesystem)")
 
 
+HOLDS_SEPARATOR = "it holds a path separator"
+
+
 def plain_name_problem(name: str) -> str | None:
     """Why ``name`` cannot be one folder's name inside another, or None. A name that holds a separator, is
     ``.`` or ``..``, or is empty names another place than a folder of its own (``../../x`` writes outside the
@@ -129,10 +132,17 @@ def plain_name_problem(name: str) -> str | None:
         return "it is empty"
     if name in (".", ".."):
         return f"{name} names a folder that is already there"
-    if "/" in name or "\\" in name:
-        return "it holds a path separator"
-    if name.startswith("-"):
+    problem = separator_or_control(name)
+    if name.startswith("-") and problem != HOLDS_SEPARATOR:
         return "it starts with a dash"
+    return problem
+
+
+def separator_or_control(name: str) -> str | None:
+    """Why ``name`` cannot be one component of a path however it is used (a folder of ours, a case's file), or
+    None: a separator makes it several components, a control character garbles every line that names it."""
+    if "/" in name or "\\" in name:
+        return HOLDS_SEPARATOR
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name):
         return "it holds a control character"
     return None

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from kit.core.errors import BadInput
 from kit.core.jsonio import read_input_bytes, read_json_input
-from kit.core.paths import display
+from kit.core.paths import display, separator_or_control
 from kit.core.recordcheck import Wrong, mapping, text
 
 MANIFEST = "manifest.json"        # gate run: descriptor, digests, kit version, host, times
@@ -92,11 +92,7 @@ def name_problem(name: object) -> str | None:
         return "it is empty" if name == "" else "it is not a string"
     if name in (".", ".."):
         return f"{name} names a folder, not a case"
-    if "/" in name or "\\" in name:
-        return "it holds a path separator"
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name):
-        return "it holds a control character"
-    return None
+    return separator_or_control(name)
 
 
 def safe_name(name: str, where: str) -> str:
