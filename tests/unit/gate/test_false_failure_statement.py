@@ -5,19 +5,12 @@ from __future__ import annotations
 
 import json
 
-from kit.core.records import CaseResult
-from kit.core.results import save_case_result
-from kit.gate import executor, run as gate
-from support import write_descriptor
+from kit.gate import run as gate
+from support import cases_pass_without_kernels, write_descriptor
 
 
 def test_a_gate_run_states_its_rate_in_manifest_result_and_evidence(tmp_path, embedded, monkeypatch):
-    def execute_case(spec, cases_dir, expected=None, gpus=()):  # no kernel: a passed result of no prompts
-        result = CaseResult(spec.name, spec.backend, status="passed")
-        save_case_result(result, cases_dir / f"{spec.name}.json")
-        return result
-
-    monkeypatch.setattr(executor, "execute_case", execute_case)
+    cases_pass_without_kernels(monkeypatch)
     desc = write_descriptor(tmp_path, embedded, cases={"hf-bf16": embedded.doc["cases"]["hf-bf16"]},
                             defaults={**embedded.doc.get("defaults", {}), "false_failure_rate": 0.01})
     run = gate.run_gate(desc, out=tmp_path / "run", jobs=1, summary=False, command=["parity-kit", "gate"])

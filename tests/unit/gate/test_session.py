@@ -11,26 +11,18 @@ import signal
 import pytest
 
 from kit.core.errors import BadInput
-from kit.core.records import CaseResult
-from kit.core.results import save_case_result
 from kit.descriptor.load import load_descriptor
-from kit.gate import executor
 from kit.gate.session import GateSession, gate_once
 from kit.run import runlock
 from kit.run.stopping import Stopped
-from support import write_descriptor
+from support import cases_pass_without_kernels, write_descriptor
 
 COMMAND = ["parity-kit", "gate"]
 
 
 @pytest.fixture
 def desc(tmp_path, embedded, monkeypatch):
-    def execute_case(spec, cases_dir, expected=None, gpus=()):  # no kernel: a passed result of no prompts
-        result = CaseResult(spec.name, spec.backend, status="passed")
-        save_case_result(result, cases_dir / f"{spec.name}.json")
-        return result
-
-    monkeypatch.setattr(executor, "execute_case", execute_case)
+    cases_pass_without_kernels(monkeypatch)
     return load_descriptor(write_descriptor(tmp_path, embedded,
                                             cases={"hf-bf16": embedded.doc["cases"]["hf-bf16"]}))
 
