@@ -28,8 +28,11 @@ IN_LOOPBACK_NS = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$0" "
 def ray_env(temp: Path, **extra: str) -> dict:
     # Token auth protects a Ray reachable from other machines; in a loopback-only namespace it only
     # adds a token file every client would have to find. A raylet on a loaded 2-core runner (the suite's
-    # other worker starting engines beside it) can take longer to come up than Ray's default wait.
-    return {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_TMPDIR": str(temp), "PYTHONPATH": str(HERE.parent),
+    # other worker starting engines beside it) can take longer to come up than Ray's default wait. The checkout's
+    # kit comes first on the path: an environment shared by two checkouts has only one of them installed, and a gate
+    # run from the other would read that one's descriptors (its paths then differ in every case's inputs digest).
+    return {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_TMPDIR": str(temp),
+            "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE.parents[1])]),
             "RAY_raylet_start_wait_time_s": "180", **extra}
 
 
