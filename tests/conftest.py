@@ -21,8 +21,9 @@ _MODULE_MARKERS = {
 # collection order (stable sort). The two modules that use the session's one embedded gate run
 # (support.shared) are apart, so that one worker does not wait on the other's lock at the start. `make test`
 # passes --no-loadscope-reorder: otherwise pytest-xdist sends the modules with the most tests first.
-LONGEST_FIRST = ("test_ray_executor.py", "test_ray_cluster.py", "test_control.py", "test_catalogue.py",
-                 "test_refresh.py", "test_bisect.py", "test_clean_runs.py", "test_gate_e2e.py", "test_notebooks.py",
+LONGEST_FIRST = ("test_ray_executor.py", "test_ray_cluster.py", "test_catalogue.py", "test_refresh.py",
+                 "test_golden_regen.py", "test_control.py", "test_bisect.py", "test_clean_runs.py", "test_gate_e2e.py",
+                 "test_notebooks.py",
                  "test_make.py", "test_levanter.py", "test_vllm_backend.py", "test_calibrate.py", "test_localize.py",
                  "test_resume_lock.py", "test_audit.py", "test_wheel.py")
 

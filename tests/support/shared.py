@@ -70,3 +70,19 @@ def embedded_gate_run(tmp_path_factory) -> tuple[Path, Command]:
 
     folder = made_once(tmp_path_factory, "embedded-gate", make)
     return folder / "run", Command.read(folder)
+
+
+def stale_semantic_golden(tmp_path_factory, embedded) -> tuple[Path, Command]:
+    """A semantic golden made from an older build of the model (its output layer x1.5): same fixture, other
+    numbers. Made once per session: the control and golden-regen modules only read it (regen places its
+    successor beside a copy). Returns the folder `golden make` wrote into and what the command returned."""
+    from support import copy_model, edit_weight, parity_kit
+
+    def make(folder: Path) -> None:
+        old = copy_model(embedded, folder / "old-model")
+        edit_weight(old, "lm_head.weight", lambda w: w * 1.5)
+        Command.saved(parity_kit("golden", "make", "--model", old, "--fixture", embedded.fixture, "--kind",
+                                 "semantic", "--out", folder / "goldens"), folder)
+
+    folder = made_once(tmp_path_factory, "stale-golden", make)
+    return folder / "goldens", Command.read(folder)
