@@ -493,7 +493,8 @@ class LocalExecutor(Executor):
         return check_local_resources(plan)
 
     def run_cases(self, run: GateRun, on_start: Callable[[CaseSpec], None] | None = None,
-                  on_done: Callable[[CaseSpec, CaseResult], None] | None = None, share: Share = Share()) -> None:
+                  on_done: Callable[[CaseSpec, CaseResult], None] | None = None, share: Share | None = None) -> None:
+        share = share or Share()
         run_cases(run, share.jobs, on_start, on_done, share.pool, share.cores)
 
 

@@ -53,10 +53,11 @@ class Executor(abc.ABC):
 
     @abc.abstractmethod
     def run_cases(self, run: GateRun, on_start: Callable[[CaseSpec], None] | None = None,
-                  on_done: Callable[[CaseSpec, CaseResult], None] | None = None, share: Share = Share()) -> None:
+                  on_done: Callable[[CaseSpec, CaseResult], None] | None = None, share: Share | None = None) -> None:
         """Run every pending case of ``run`` (``run.pending``), each to a result in ``run.results`` and its file
         in the run directory; ``on_start`` and ``on_done`` are called once per case, a start before its end. An
-        interruption (KeyboardInterrupt) stops the running cases, records each, and propagates."""
+        interruption (KeyboardInterrupt) stops the running cases, records each, and propagates. ``share``: what
+        this run shares with the session's other runs (None: nothing)."""
 
 
 class UnknownExecutor(BadInput):

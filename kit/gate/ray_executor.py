@@ -229,8 +229,8 @@ class RayExecutor(Executor):
         return None
 
     def run_cases(self, run: GateRun, on_start: Callable[[CaseSpec], None] | None = None,
-                  on_done: Callable[[CaseSpec, CaseResult], None] | None = None, share: Share = Share()) -> None:
-        run_cases_ray(run, on_start, on_done)  # Ray places by each case's resources: the session's share is not its
+                  on_done: Callable[[CaseSpec, CaseResult], None] | None = None, share: Share | None = None) -> None:
+        run_cases_ray(run, on_start, on_done)  # Ray places each case by its resources, not by the session's share
 
 
 @dataclass
