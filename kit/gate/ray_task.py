@@ -16,6 +16,11 @@ import os
 import socket
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # for annotations only: a worker imports nothing of the kit before it records the attempt
+    from kit.core.coverage import Expected
+    from kit.core.spec import CaseSpec
 
 
 def case_task(spec_dict: dict, cases_dir: str, cwd: str, group: str | None, expected: dict | None = None) -> dict:
@@ -83,7 +88,7 @@ def case_task(spec_dict: dict, cases_dir: str, cwd: str, group: str | None, expe
     return result.to_dict()
 
 
-def verdict_before_restart(cases: Path, spec, expected, attempt: dict) -> dict | None:
+def verdict_before_restart(cases: Path, spec: CaseSpec, expected: Expected | None, attempt: dict) -> dict | None:
     """The failed verdict an earlier attempt of this task wrote before its worker was lost, which stands: Ray
     restarts a task whose worker died, and running the case again would give a numeric failure the chance to
     pass (kit.gate.retry's rule: only a case that judged nothing runs again). The earlier attempt is judged as
