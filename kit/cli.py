@@ -19,6 +19,7 @@ from kit.core.errors import BadInput, Unrunnable
 from kit.core.exitcodes import ExitCode, epilog
 from kit.core.text import printable
 from kit.core.results import GATE_EXIT_CODES
+from kit.gate.executors import DEFAULT as DEFAULT_EXECUTOR, executors
 from kit.gate.heartbeat import DEFAULT_HEARTBEAT_S, HEARTBEAT_ENV
 from kit.run import output, stopping
 
@@ -159,7 +160,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--release", help="run against this [releases.NAME] of the descriptor (its kernels and options)")
     g.add_argument("--no-summary", action="store_true", help="skip the summary notebook and its HTML")
     g.add_argument("--junit", metavar="FILE", help="also write JUnit XML (one testcase per case) for CI dashboards")
-    g.add_argument("--executor", choices=["local", "ray"], default="local",
+    g.add_argument("--executor", choices=executors.names(), default=DEFAULT_EXECUTOR,
                    help="local: cases side by side on this machine (default); ray: each case a Ray task with "
                         "its descriptor's resources, on the cluster at $RAY_ADDRESS or a Ray started for the run")
     g.add_argument("--resume", metavar="RUN_DIR",
@@ -529,7 +530,7 @@ def _add_tool_commands(sub) -> None:
                     help="descriptor TOML (default: the embedded tiny-cpu descriptor)")
     ch.add_argument("--case", action="append", dest="cases", help="check only this case (repeatable)")
     ch.add_argument("--release", help="check against this [releases.NAME] of the descriptor (its kernels and options)")
-    ch.add_argument("--executor", choices=["local", "ray"], default="local",
+    ch.add_argument("--executor", choices=executors.names(), default=DEFAULT_EXECUTOR,
                     help="the executor the gate will run with (default: local, as the gate's): the local one "
                          "also checks each case's GPUs against this node's")
     ch.set_defaults(func=_check)

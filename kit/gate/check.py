@@ -13,13 +13,14 @@ from kit.backends import registry
 from kit.core import paths
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import Plan
-from kit.gate.executor import LOCAL, check_run
+from kit.gate.executor import check_run
+from kit.gate.executors import DEFAULT
 from kit.gate.preflight import Inputs, installed_kernels
 from kit.run.devices import Inventory
 
 
 def run_check(descriptor: str, only: Sequence[str] | None = None, release: str | None = None,
-              executor: str = LOCAL) -> list[str]:
+              executor: str = DEFAULT) -> list[str]:
     """The lines of a passed preflight; raises BadInput at the first check that fails. Writes nothing.
 
     It is the gate's own preflight (``check_run``), executor's resources included, so that check cannot say ok

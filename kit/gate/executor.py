@@ -6,6 +6,10 @@ raised) itself, with the kind of error (kit.core.outcomes) the notebook's
 outcome or the executor's own failure gives it, never one read from its text.
 In every outcome the executed, possibly partial, notebook stays in the run
 directory, and a finished case result is never overwritten.
+
+What a case is (``execute_case``) is the same for every executor registered in
+kit.gate.executors; the local one (``LocalExecutor``: threads on this machine,
+whole GPUs of its own per GPU case) is here, beside it.
 """
 
 from __future__ import annotations
@@ -42,16 +46,13 @@ from kit.descriptor.load import LoadedDescriptor, packaged_notebook
 from kit.descriptor.standing import plan_rows
 from kit.descriptor.plan import Plan, outline, resolve
 from kit.gate import resume
+from kit.gate.executors import DEFAULT, Executor, Share, executors
 from kit.gate.preflight import Inputs, check_inputs
 from kit.run import compilecache, devices, runlock
 from kit.run.devices import DevicePool, Gpu, Inventory, Request, Slots, Unavailable, WaitStopped
 from kit.run.notebook import describe_failure, run_notebook, stop_all, stopping
 
 log = logging.getLogger(__name__)
-
-LOCAL, RAY = "local", "ray"
-EXECUTORS = (LOCAL, RAY)
-
 
 @dataclass
 class GateRun:
@@ -64,7 +65,7 @@ class GateRun:
     started_at: str = ""
     finished_at: str = ""
     duration_s: float = 0.0
-    executor: str = LOCAL
+    executor: str = DEFAULT
     lock: runlock.RunLock | None = None
     reused: dict[str, CaseResult] = field(default_factory=dict)  # finished results taken from an earlier run
     rerun: dict[str, str] = field(default_factory=dict)  # case -> why it ran again (resumed runs only)
@@ -122,17 +123,17 @@ class Checked:
         return self.plan.specs
 
 
-def check_run(desc: LoadedDescriptor, only: Sequence[str] | None = None, executor: str = LOCAL,
+def check_run(desc: LoadedDescriptor, only: Sequence[str] | None = None, executor: str = DEFAULT,
               release: str | None = None) -> Checked:
     """The preflight of one run (one release): its cases resolve into a plan, and every input they read
     exists and is what the descriptor pins. Writes nothing."""
     return check_plan(resolve(desc, only, release), executor)
 
 
-def check_plan(plan: Plan, executor: str = LOCAL) -> Checked:
+def check_plan(plan: Plan, executor: str = DEFAULT) -> Checked:
     """The preflight of a resolved plan: what the executor can give, and the outside world (files, digests,
     kernels, GPUs)."""
-    gpus = check_local_resources(plan) if executor == LOCAL else None
+    gpus = executors.get(executor).check(plan)
     return Checked(plan, check_inputs(plan), gpus)
 
 
@@ -156,7 +157,7 @@ def check_local_resources(plan: Plan) -> Inventory | None:
 
 def prepare_run(desc: LoadedDescriptor, out: str | Path | None, only: Sequence[str] | None = None,
                 resume_dir: str | Path | None = None, command: Sequence[str] | None = None,
-                executor: str = LOCAL, release: str | None = None, checked: Checked | None = None) -> GateRun:
+                executor: str = DEFAULT, release: str | None = None, checked: Checked | None = None) -> GateRun:
     """Validate everything (a fresh run's caller may pass the ``checked`` preflight it already did),
     then claim the run directory and lock it for this process.
 
@@ -175,7 +176,7 @@ def prepare_run(desc: LoadedDescriptor, out: str | Path | None, only: Sequence[s
 
 def claim_run(checked: Checked, out: str | Path | None = None, resume_dir: str | Path | None = None,
               selected: Sequence[str] | None = None, command: Sequence[str] | None = None,
-              executor: str = LOCAL, release: str | None = None) -> GateRun:
+              executor: str = DEFAULT, release: str | None = None) -> GateRun:
     """Claim (or, resumed, lock) the run directory of a checked plan; ``selected``: the cases a resumed run
     may run again (None: all)."""
     plan, specs, inputs = checked.plan, checked.specs, checked.inputs
@@ -480,6 +481,21 @@ def run_cases(run: GateRun, jobs: int | None = None,
                 if not fut.cancelled() and (ended := fut.result()) is not None:
                     run.results[spec.name] = ended
             raise
+
+
+class LocalExecutor(Executor):
+    """Cases side by side on this machine, each in a thread holding its kernel; GPU cases get whole GPUs of
+    their own from the node's (the session's ``Share.pool``, so runs executed together never share one)."""
+
+    name = "local"
+
+    def check(self, plan: Plan) -> Inventory | None:
+        return check_local_resources(plan)
+
+    def run_cases(self, run: GateRun, on_start: Callable[[CaseSpec], None] | None = None,
+                  on_done: Callable[[CaseSpec, CaseResult], None] | None = None, share: Share | None = None) -> None:
+        share = share or Share()
+        run_cases(run, share.jobs, on_start, on_done, share.pool, share.cores)
 
 
 def gpus_asked(run: GateRun, spec: CaseSpec) -> int:

@@ -13,11 +13,24 @@ path. What Ray adds is placement and survival:
   transport, half the memory per stage) than the one the case exists for. The
   notebook task sits in bundle 0; the kernel gets the group from
   ``kit.case.placement.case_placement_group()`` to start its stages there.
-- a worker or node that dies under a case is retried by Ray up to the case's
-  ``retries``; after that the case is an ``error`` with its partial notebook,
-  of kind ``worker-lost`` (kit.core.outcomes), decided from Ray's exception type.
-  The lost worker's kernel session is stopped by the kernel's guard process
-  (kit.backends.processes), on whichever node it ran.
+- a worker or node that dies under a case: Ray restarts the task, up to the
+  case's ``retries``; after that the case is an ``error`` with its partial
+  notebook, of kind ``worker-lost`` (kit.core.outcomes), decided from Ray's
+  exception type. The lost worker's kernel session is stopped by the kernel's
+  guard process (kit.backends.processes), on whichever node it ran.
+
+Ray's restart is no second rule for running a case again beside kit.gate.retry's,
+which decides for every executor: it is that rule applied at once, inside one
+attempt of the gate, while the other cases still run (and a gang keeps its
+placement group). Ray restarts a task only when its worker died
+(``retry_exceptions=False``: a notebook that failed returned its result), which
+kit.core.triage classes infrastructure, and a restart never runs again a case
+whose lost attempt had written a failed verdict
+(``kit.gate.ray_task.verdict_before_restart``). Its attempts are kept in the
+case's files (``<case>.attempts.jsonl``, ``<case>.attemptN.ipynb``, a note
+``attempt N`` on the result); a case still lost after them is retried by
+kit.gate.retry like any infrastructure failure, which moves those files to
+``cases/retried/`` with the attempt it lists under ``attempts``.
 - a task that outlives its timeout by a grace period (stuck outside the notebook,
   where the in-task timer cannot reach) is cancelled from here and recorded as ``timeout``.
 
@@ -47,9 +60,11 @@ from kit.core.errors import Unrunnable
 from kit.core.records import ERROR, TIMEOUT, CaseResult
 from kit.core.results import now_iso
 from kit.core.spec import CaseSpec
+from kit.descriptor.plan import Plan
 from kit.descriptor.schema import Resources
 from kit.gate.executor import GateRun, record
-from kit.gate.ray_task import case_task
+from kit.gate.executors import Executor, Share
+from kit.gate.ray_task import attempts, case_task
 from kit.run.notebook import describe_failure
 from kit.run.output import MARKUP, NOTICE
 
@@ -67,16 +82,7 @@ RAY_STARTS = 3  # tries to start a Ray for the run whose node does not come up i
 
 # ---------------------------------------------------------------- the task, in a Ray worker
 
-# _case_task lives in kit.gate.ray_task, which a worker imports quickly (see there why).
-
-
-def attempts(cases: Path, name: str) -> list[dict]:
-    import json
-
-    log = cases / f"{name}.attempts.jsonl"
-    if not log.is_file():
-        return []
-    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+# case_task and the record of its attempts live in kit.gate.ray_task, which a worker imports quickly (see there why).
 
 
 # ---------------------------------------------------------------- Ray for the run
@@ -210,6 +216,23 @@ def asked(res: Resources) -> str:
 
 # ---------------------------------------------------------------- the driver
 
+class RayExecutor(Executor):
+    """Each case a Ray task with its descriptor's resources, on the cluster at ``$RAY_ADDRESS`` or a Ray started
+    for the run (see the module's docstring)."""
+
+    name = "ray"
+
+    def check(self, plan: Plan) -> None:
+        # Nothing to refuse before the run: what a case asks is checked against the cluster's nodes when the
+        # run connects (``unplaceable``), the only time they are known, and a case that cannot be placed ends
+        # as its own error while the others run.
+        return None
+
+    def run_cases(self, run: GateRun, on_start: Callable[[CaseSpec], None] | None = None,
+                  on_done: Callable[[CaseSpec, CaseResult], None] | None = None, share: Share | None = None) -> None:
+        run_cases_ray(run, on_start, on_done)  # Ray places each case by its resources, not by the session's share
+
+
 @dataclass
 class _Submitted:
     spec: CaseSpec
@@ -287,7 +310,8 @@ def _submit(ray, remote, run: GateRun, spec: CaseSpec, res: Resources, retries: 
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     group, group_name = None, None
-    # Ray reruns a task whose worker or node died; a case that failed in its notebook is not retried.
+    # Ray reruns a task whose worker or node died (see the module's docstring for how that meets kit.gate.retry);
+    # a case that failed in its notebook returned its result and is not rerun here.
     opts: dict = {"max_retries": retries, "retry_exceptions": False}
     if res.nodes > 1:
         group_name = f"parity-kit/{run.run_dir.name}/{spec.name}/{os.getpid()}"

@@ -16,6 +16,11 @@ import os
 import socket
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # for annotations only: a worker imports nothing of the kit before it records the attempt
+    from kit.core.coverage import Expected
+    from kit.core.spec import CaseSpec
 
 
 def case_task(spec_dict: dict, cases_dir: str, cwd: str, group: str | None, expected: dict | None = None) -> dict:
@@ -34,6 +39,10 @@ def case_task(spec_dict: dict, cases_dir: str, cwd: str, group: str | None, expe
 
     spec = CaseSpec.from_dict(spec_dict)
     asked = Expected.from_dict(expected) if expected else None
+    if attempt["attempt"] > 1:
+        standing = verdict_before_restart(cases, spec, asked, attempt)
+        if standing is not None:
+            return standing
     env = {"RAY_ADDRESS": ray.get_runtime_context().gcs_address}
     if group:
         env[PLACEMENT_GROUP_ENV] = group
@@ -77,6 +86,38 @@ def case_task(spec_dict: dict, cases_dir: str, cwd: str, group: str | None, expe
                                        f"attempt {attempt['attempt']}"]
         save_case_result(result, rundir.case_file(cases, spec.name))
     return result.to_dict()
+
+
+def verdict_before_restart(cases: Path, spec: CaseSpec, expected: Expected | None, attempt: dict) -> dict | None:
+    """The failed verdict an earlier attempt of this task wrote before its worker was lost, which stands: Ray
+    restarts a task whose worker died, and running the case again would give a numeric failure the chance to
+    pass (kit.gate.retry's rule: only a case that judged nothing runs again). The earlier attempt is judged as
+    the executor judges a kernel that died after writing its verdict (``verdict_written``); None when it left
+    no failed verdict covering the case, and the case runs again."""
+    from kit.core import outcomes, rundir
+    from kit.core.records import ERROR, FAILED, CaseResult
+    from kit.gate.executor import saved, verdict_written
+
+    earlier = attempt["attempt"] - 1
+    started = _dt.datetime.fromisoformat(attempts(cases, spec.name)[earlier - 1]["started_at"]).timestamp()
+    lost = CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error_kind=outcomes.WORKER_LOST,
+                      error=f"its Ray worker died on attempt {earlier}; Ray restarted the task")
+    path = rundir.case_file(cases, spec.name)
+    judged = verdict_written(lost, path, started, spec, expected)
+    if judged.status != FAILED:
+        return None
+    judged.notebook = str(rundir.case_file(cases, spec.name, f".attempt{earlier}.ipynb"))  # start_attempt moved it
+    judged.notes = [*judged.notes, f"attempt {attempt['attempt']} on {attempt['host']} did not run the case again: "
+                                   f"the verdict of attempt {earlier} stands"]
+    return saved(judged, path).to_dict()
+
+
+def attempts(cases: Path, name: str) -> list[dict]:
+    """The attempts Ray made of a case's task so far, as ``start_attempt`` recorded them."""
+    log = cases / f"{name}.attempts.jsonl"
+    if not log.is_file():
+        return []
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
 
 
 def start_attempt(cases: Path, name: str) -> dict:

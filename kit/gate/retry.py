@@ -7,6 +7,11 @@ until it passes would turn a regression into a pass. The retry happens after eve
 whichever executor ran them (``execute`` below), so it costs a run nothing when nothing failed and needs
 nothing of the executor. Nothing is overwritten: the earlier attempt's files move to
 ``cases/retried/<case>.<n>.*`` first, and the new result lists them under ``attempts``.
+
+This is the one place a case is run again after it ended. The Ray executor's restart of a task whose worker
+died happens before the case has ended, and by this rule: it restarts only a case that judged nothing, never
+one whose lost attempt wrote a failed verdict (kit.gate.ray_executor says how); its attempts stay in the
+case's files, which a retry here moves with the attempt.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ from rich.markup import escape
 
 from kit.core.text import printable
 from kit.descriptor.load import load_descriptor
-from kit.gate.executor import LOCAL, GateRun
+from kit.gate.executor import GateRun
+from kit.gate.executors import DEFAULT
 from kit.gate.junit import write_junit, written_when_interrupted
 from kit.gate.session import GateSession
 from kit.history.publish import check_target, publish_run
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | None = None,
              only: Sequence[str] | None = None, command: Sequence[str] | None = None,
              summary: bool = True, release: str | None = None,
-             executor: str = LOCAL, resume: str | Path | None = None, junit: str | Path | None = None,
+             executor: str = DEFAULT, resume: str | Path | None = None, junit: str | Path | None = None,
              publish: str | None = None, infra_retries: int | None = None) -> GateRun:
     """One gate run end to end; with ``junit``, its JUnit XML too (written from the run directory's results
     if the run is interrupted, and refused before anything runs if the path cannot be written); with ``publish``,

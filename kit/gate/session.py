@@ -39,8 +39,8 @@ from kit.core.spec import CaseSpec
 from kit.core.text import printable
 from kit.descriptor.load import LoadedDescriptor
 from kit.gate import report, trend
-from kit.gate.executor import (LOCAL, RAY, Checked, GateRun, claim_run, default_run_dir, prepare_run, run_cases,
-                               write_manifest)
+from kit.gate.executor import Checked, GateRun, claim_run, default_run_dir, prepare_run, write_manifest
+from kit.gate.executors import DEFAULT, Share, executors
 from kit.gate.heartbeat import Heartbeat, heartbeat_interval
 from kit.gate.retry import retry_infrastructure
 from kit.run import output
@@ -86,7 +86,7 @@ class GateSession:
         return [run for run in self.runs if id(run) not in self._finished]
 
     def start(self, source: LoadedDescriptor | Checked, out: str | Path | None, only: Sequence[str] | None = None,
-              release: str | None = None, executor: str = LOCAL, resume: str | Path | None = None,
+              release: str | None = None, executor: str = DEFAULT, resume: str | Path | None = None,
               infra_retries: int | None = None) -> GateRun:
         """One more run: its descriptor resolved and checked (or its plan's preflight already done: ``Checked``),
         its run directory claimed and locked, its manifest's start written (``start_gate``). ``infra_retries``
@@ -124,7 +124,7 @@ STATUS_STYLE = {PASSED: "green", FAILED: "red", ERROR: "magenta", TIMEOUT: "yell
 
 
 def start_gate(source: LoadedDescriptor | Checked, out: str | Path | None, only: Sequence[str] | None,
-               release: str | None, command: Sequence[str], executor: str = LOCAL,
+               release: str | None, command: Sequence[str], executor: str = DEFAULT,
                resume: str | Path | None = None) -> GateRun:
     """Resolve and check a descriptor (or take a plan whose preflight is done: ``Checked``), claim and lock
     the run directory, write the manifest's start. ``GateSession.start`` is its one caller: the session
@@ -137,7 +137,7 @@ def start_gate(source: LoadedDescriptor | Checked, out: str | Path | None, only:
     run.started_at = now_iso()
     write_manifest(run, command)
     against = f" against release [bold]{release}[/]" if release else ""
-    on = f" (executor {run.executor})" if run.executor != LOCAL else ""
+    on = f" (executor {run.executor})" if run.executor != DEFAULT else ""
     log.info(f"gate [bold]{run.plan.name}[/]{against}: {len(run.specs)} cases -> {run.run_dir}{on}", extra=MARKUP)
     for name, result in run.reused.items():
         log.info(f"  reused {name}: {result.status} at {result.finished_at}, inputs unchanged", extra=MARKUP)
@@ -159,9 +159,8 @@ def execute_gates(runs: Sequence[GateRun], jobs: int | None) -> None:
 def _execute(runs: Sequence[GateRun], jobs: int | None) -> None:
     import os
 
-    share = max(1, jobs // len(runs)) if jobs else None
-    cores = max(1, (os.cpu_count() or 1) // len(runs))
-    pool = DevicePool(next((r.gpus for r in runs if r.gpus is not None), None))
+    share = Share(jobs=max(1, jobs // len(runs)) if jobs else None, cores=max(1, (os.cpu_count() or 1) // len(runs)),
+                  pool=DevicePool(next((r.gpus for r in runs if r.gpus is not None), None)))
     label = (lambda run, name: f"{run.release}/{name}") if len(runs) > 1 else (lambda run, name: name)
     running: list[str] = []
     lock = threading.Lock()
@@ -194,12 +193,7 @@ def _execute(runs: Sequence[GateRun], jobs: int | None) -> None:
 
             t0 = time.perf_counter()
             try:
-                if run.executor == RAY:
-                    from kit.gate.ray_executor import run_cases_ray
-
-                    run_cases_ray(run, on_start=started, on_done=done)
-                else:
-                    run_cases(run, jobs=share, on_start=started, on_done=done, pool=pool, cores=cores)
+                executors.get(run.executor).run_cases(run, started, done, share)
             finally:  # an interrupted run still says how long it ran (a retry's time adds to the first round's)
                 run.duration_s += time.perf_counter() - t0
                 run.finished_at = now_iso()

@@ -1,0 +1,103 @@
+"""The executors a gate can run its cases with, behind one interface and found by name.
+
+A gate run names its executor once (``--executor``, written in its manifest and its history); everything
+that differs between executors is a method of its class here, never a test of that name elsewhere: what it
+refuses before anything runs (``check``) and how it runs the pending cases of a run (``run_cases``). What a
+case is (one papermill execution, ``kit.gate.executor.execute_case``), how its failure is classed and
+whether it runs again (``kit.gate.retry``) are the same whichever executor ran it.
+
+The registry is papermill's engines registry in small: a name maps to a class, ``executors.get(name)``
+gives one, and an unknown name is one line naming the known ones. A built-in executor is registered by
+the dotted path of its class and imported only when asked for, so that naming the executors (the CLI's
+choices) imports neither executor's module, and Ray, optional, only when its executor runs.
+"""
+
+from __future__ import annotations
+
+import abc
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, ClassVar
+
+from kit.core.errors import BadInput
+
+if TYPE_CHECKING:
+    from kit.core.records import CaseResult
+    from kit.core.spec import CaseSpec
+    from kit.descriptor.plan import Plan
+    from kit.gate.executor import GateRun
+    from kit.run.devices import DevicePool, Inventory
+
+DEFAULT = "local"  # the executor a run gets when it names none
+
+
+@dataclass(frozen=True)
+class Share:
+    """What the runs of one session hold in common, for an executor that shares this machine between them:
+    the cases at once (``--jobs``; None: no limit given), the cores, and the node's GPUs. An executor that
+    places cases elsewhere (Ray, by each case's resources) ignores it."""
+    jobs: int | None = None
+    cores: int | None = None
+    pool: DevicePool | None = None
+
+
+class Executor(abc.ABC):
+    """How a gate runs its cases. A subclass sets ``name`` (the string runs record) and is registered under it."""
+
+    name: ClassVar[str]
+
+    @abc.abstractmethod
+    def check(self, plan: Plan) -> Inventory | None:
+        """Refuse (BadInput, one line) what this executor can never give the plan's cases, before anything is
+        written; return the node's GPUs where this executor hands them to cases itself, else None."""
+
+    @abc.abstractmethod
+    def run_cases(self, run: GateRun, on_start: Callable[[CaseSpec], None] | None = None,
+                  on_done: Callable[[CaseSpec, CaseResult], None] | None = None, share: Share | None = None) -> None:
+        """Run every pending case of ``run`` (``run.pending``), each to a result in ``run.results`` and its file
+        in the run directory; ``on_start`` and ``on_done`` are called once per case, a start before its end. An
+        interruption (KeyboardInterrupt) stops the running cases, records each, and propagates. ``share``: what
+        this run shares with the session's other runs (None: nothing)."""
+
+
+class UnknownExecutor(BadInput):
+    """A name no executor is registered under."""
+
+
+class Executors:
+    """Name -> executor class; a class may be given by its dotted path (``module:Class``), imported on first use."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, type[Executor] | str] = {}
+
+    def register(self, name: str, executor: type[Executor] | str) -> None:
+        """Register ``executor`` under ``name``; a name is taken once (a second executor under it would make
+        what a run's record says ran ambiguous)."""
+        if name in self._known:
+            raise ValueError(f"an executor is already registered as {name!r}")
+        self._known[name] = executor
+
+    def names(self) -> list[str]:
+        return list(self._known)
+
+    def get(self, name: str) -> Executor:
+        """An instance of the executor registered as ``name``; UnknownExecutor naming the known ones otherwise."""
+        if name not in self._known:
+            raise UnknownExecutor(f"unknown executor {name!r} (registered: {', '.join(self._known) or 'none'})")
+        found = self._known[name]
+        if isinstance(found, str):
+            found = self._known[name] = _imported(name, found)
+        return found()
+
+
+def _imported(name: str, target: str) -> type[Executor]:
+    module, _, attr = target.partition(":")
+    cls = getattr(importlib.import_module(module), attr)
+    if not (isinstance(cls, type) and issubclass(cls, Executor) and cls.name == name):
+        raise TypeError(f"{target} is not an Executor named {name!r}")
+    return cls
+
+
+executors = Executors()
+executors.register("local", "kit.gate.executor:LocalExecutor")
+executors.register("ray", "kit.gate.ray_executor:RayExecutor")

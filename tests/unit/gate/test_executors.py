@@ -1,0 +1,104 @@
+"""The executors behind one interface (kit.gate.executors): found by the name runs record, an unknown name refused in
+one line naming the known ones, Ray imported only when its executor runs; and Ray's restart of a task whose worker
+died keeps the rule of kit.gate.retry: a failed verdict the lost attempt wrote stands, never run again."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kit.core.errors import BadInput
+from kit.core.records import ERROR, FAILED, PASSED, CaseResult
+from kit.core.results import now_iso, save_case_result
+from kit.descriptor.load import load_descriptor
+from kit.gate import executor, ray_task
+from kit.gate.executors import DEFAULT, Executor, Executors, UnknownExecutor, executors
+from support import ROOT
+from support.records import prompt_score
+
+
+def test_the_registered_names_are_the_ones_runs_record():
+    assert executors.names() == ["local", "ray"]
+    assert DEFAULT == "local"
+    for name in executors.names():
+        found = executors.get(name)
+        assert isinstance(found, Executor) and found.name == name
+
+
+def test_an_unknown_executor_is_one_line_naming_the_known_ones(tmp_path, embedded):
+    with pytest.raises(UnknownExecutor) as exc:
+        executors.get("slurm")
+    assert str(exc.value) == "unknown executor 'slurm' (registered: local, ray)"
+    assert isinstance(exc.value, BadInput)  # the CLI's one line and exit code of a bad input
+    with pytest.raises(UnknownExecutor):  # the preflight asks the registry before it checks anything else
+        executor.check_run(load_descriptor(embedded.descriptor), executor="slurm")
+
+
+def test_a_name_is_registered_once_and_a_lazy_entry_must_be_the_executor_it_names():
+    registry = Executors()
+    registry.register("local", "kit.gate.executor:LocalExecutor")
+    with pytest.raises(ValueError, match="already registered as 'local'"):
+        registry.register("local", "kit.gate.ray_executor:RayExecutor")
+    registry.register("other", "kit.gate.executor:LocalExecutor")
+    with pytest.raises(TypeError, match="not an Executor named 'other'"):
+        registry.get("other")
+
+
+def test_naming_and_checking_with_the_executors_imports_no_ray():
+    code = ("import sys\nfrom kit.gate.executors import executors\nimport kit.cli\n"
+            "for name in executors.names():\n    executors.get(name)\n"
+            "assert 'ray' not in sys.modules, sorted(m for m in sys.modules if m.startswith('ray'))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+def _restarted(tmp_path, embedded, written: CaseResult | None) -> tuple[dict | None, object]:
+    """Attempt 2 of a case's Ray task, after attempt 1 (whose worker died) left ``written`` as its case file."""
+    desc = load_descriptor(embedded.descriptor)
+    run = executor.prepare_run(desc, tmp_path / "run", only=["hf-bf16"])
+    try:
+        spec = run.specs[0]
+        expected = run.expected[spec.name]
+        cases = run.cases_dir
+        (cases / f"{spec.name}.attempts.jsonl").write_text(json.dumps({"attempt": 1, "started_at": now_iso()}) + "\n")
+        if written is not None:
+            save_case_result(written(spec, expected) if callable(written) else written, cases / f"{spec.name}.json")
+        attempt = {"attempt": 2, "host": "node-b", "started_at": now_iso()}
+        return ray_task.verdict_before_restart(cases, spec, expected, attempt), cases / f"{spec.name}.json"
+    finally:
+        run.lock.release()
+
+
+def _verdict(over: int):
+    def written(spec, expected) -> CaseResult:
+        prompts = []
+        for n, pid in enumerate(expected.prompt_ids):
+            bound = expected.bounds[pid]
+            err = bound * (2.0 if n < over else 0.5)
+            failures = [f"{pid}: max probability error {err:.4g} > bound {bound:g} (bucket 256)"] if n < over else []
+            prompts.append(prompt_score(pid, err, bound=bound, failures=failures))
+        return CaseResult(case=spec.name, backend=spec.backend, status=FAILED if over else PASSED,
+                          bound=spec.bound, bucket_bounds=dict(spec.bucket_bounds), golden_kind=spec.golden_kind,
+                          inputs_digest=expected.inputs_digest, prompts=prompts,
+                          failures=[f for p in prompts for f in p.failures])
+    return written
+
+
+def test_a_ray_restart_keeps_the_failed_verdict_of_the_lost_attempt(tmp_path, embedded):
+    standing, path = _restarted(tmp_path, embedded, _verdict(over=5))
+    assert standing is not None and standing["status"] == FAILED
+    assert standing["notes"][-1] == "attempt 2 on node-b did not run the case again: the verdict of attempt 1 stands"
+    assert standing["notebook"].endswith("hf-bf16.attempt1.ipynb")
+    assert json.loads(path.read_text())["status"] == FAILED
+
+
+@pytest.mark.parametrize("left", ["pass", "nothing", "error"])
+def test_a_ray_restart_runs_again_a_case_that_judged_nothing(tmp_path, embedded, left):
+    """A pass counts only when its notebook finished (kit.gate.executor.verdict_written); an error judged nothing."""
+    written = {"pass": _verdict(over=0), "nothing": None,
+               "error": CaseResult(case="hf-bf16", backend="hf", status=ERROR, error="the kernel died")}[left]
+    standing, _ = _restarted(tmp_path, embedded, written)
+    assert standing is None
