@@ -302,7 +302,7 @@ def evidence_cases(plan: Plan, made: Sequence[Made]) -> list[str]:
     """The cases the evidence gate runs: the selected ones, and every other case judged against a golden entry a
     made baseline is of, so that where the descriptor has a second backend on that golden, it must agree."""
     # A golden is made for its [goldens] entry, a record for its case.
-    entries = {m.case if m.kind.golden else plan.outline.cases[m.case].golden
+    entries = {m.case if m.kind.golden is not None else plan.outline.cases[m.case].golden
                for m in made if m.staged is not None}
     return [name for name, c in plan.outline.cases.items() if name in plan.cases or c.golden in entries]
 
@@ -335,7 +335,7 @@ def with_made(desc: LoadedDescriptor, plan: Plan, made: Sequence[Made]) -> Loade
     for m in made:
         if m.staged is None:
             continue
-        if m.kind.golden:
+        if m.kind.golden is not None:
             kept = [f for f in plan.goldens[m.case].files if m.superseded is None or f != m.superseded.resolve()]
             goldens[m.case] = [m.staged, *kept]
         else:

@@ -124,3 +124,15 @@ def test_an_exact_entry_listing_one_runtime_twice_is_refused_by_its_kind(embedde
     with pytest.raises(BadInput, match=r"goldens\.exact: .* were both made on .*; list one golden per runtime"):
         EXACT_GOLDEN.check_listed(entry, [golden, golden], registry.golden_runtime)
     SEMANTIC_GOLDEN.check_listed(plan.goldens["semantic"], [golden, golden], registry.golden_runtime)  # any runtime
+
+
+def test_a_baseline_record_written_in_the_earlier_spelling_still_reads():
+    from kit.views.baselines import before_table, bounds_frame
+
+    doc = {"before": [{"case": "checkpoint", "kind": "exact golden", "standing": "missing", "rule": "r"},
+                      {"case": "hf-bf16", "kind": "calibration", "standing": "missing", "rule": "r", "file": None}],
+           "made": [{"kind": "exact-golden", "case": "exact", "runtime": "a runtime", "bounds": {}},
+                    {"kind": "calibration", "case": "hf-bf16", "runtime": "cpu", "bounds": {"128": 0.01}}]}
+    assert list(before_table(doc).index) == [("checkpoint", "exact golden"), ("hf-bf16", "calibration")]
+    frame = bounds_frame(doc)
+    assert frame.to_dict("records") == [{"case": "hf-bf16", "bucket": 128, "new": 0.01, "before": None}]
