@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from kit.calibrate.run import reproducing_command
+from kit.core.baselinekind import CALIBRATION, BaselineKind, GoldenKind, of_golden
 from kit.core.calibration import CalibrationRecord, load_record, measured_on
 from kit.core.errors import BadInput
 from kit.backends.registry import golden_runtime
@@ -22,19 +23,21 @@ from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve
 
 
-def first_entry(descriptor: str, lineage: Path, kind: str, case: str, baseline: Path,
+def first_entry(descriptor: str, lineage: Path, kind: BaselineKind, case: str, baseline: Path,
                 reason: str | None = None) -> LineageEntry:
     """The first lineage entry of a baseline made before baselines kept one: what its own file says of it."""
-    if kind == "calibration":
+    if not kind.in_lineage:
+        raise BadInput(f"{paths.display(baseline)}: a {kind} keeps no lineage")
+    if not isinstance(kind, GoldenKind):  # a calibration record: the one other kind a lineage keeps
         record: CalibrationRecord = load_record(baseline)
-        return LineageEntry(descriptor, kind, case, record.sha256, os.path.relpath(baseline, lineage),
+        return LineageEntry(descriptor, kind.name, case, record.sha256, os.path.relpath(baseline, lineage),
                             measured_on({"fingerprint": record.fingerprint}) or "not recorded", None,
                             reason or FIRST_REASON, tuple(reproducing_command(record.command)), record.created_at,
                             dict(record.bounds))
     golden = load_golden(baseline)
     prov = golden.provenance
-    runtime = golden_runtime(prov) if kind == "exact-golden" else "any"
-    return LineageEntry(descriptor, kind, case, golden.sha256, os.path.relpath(baseline, lineage),
+    runtime = golden_runtime(prov) if kind.per_runtime else "any"
+    return LineageEntry(descriptor, kind.name, case, golden.sha256, os.path.relpath(baseline, lineage),
                         runtime or str(prov.get("hardware") or "not recorded"), None, reason or FIRST_REASON,
                         tuple(str(prov.get("command", "not recorded")).split()), str(prov.get("created_at", "")))
 
@@ -51,7 +54,7 @@ def adopt(descriptor: str | Path, reason: str | None = None) -> list[Path]:
     written = []
     for name, golden in plan.goldens.items():
         for f in golden.files:
-            entry = first_entry(plan.name, folders["lineage"], f"{golden.kind}-golden", name, f, reason)
+            entry = first_entry(plan.name, folders["lineage"], of_golden(golden.kind), name, f, reason)
             if entry_of(entries, entry.baseline) is None:
                 written.append(write_entry(folders["lineage"], entry))
     for case in plan.cases.values():
@@ -59,6 +62,6 @@ def adopt(descriptor: str | Path, reason: str | None = None) -> list[Path]:
             assert record.path is not None  # loaded from the descriptor's files
             if entry_of(entries, record.sha256) is None:
                 written.append(write_entry(folders["lineage"], first_entry(plan.name, folders["lineage"],
-                                                                           "calibration", case.name, record.path,
+                                                                           CALIBRATION, case.name, record.path,
                                                                            reason)))
     return written

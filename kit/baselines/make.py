@@ -25,7 +25,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from kit.backends import registry
 from kit.baselines.adopt import first_entry
@@ -34,6 +34,7 @@ from kit.baselines.backtest import Backtest, backtest
 from kit.descriptor.standing import FALLBACK, MATCH, MISSING, BaselineRow, plan_rows
 from kit.calibrate.run import calibrate_case, reproducing_command
 from kit.core import paths, rundir
+from kit.core.baselinekind import CALIBRATION, EXACT_GOLDEN, KINDS, BaselineKind
 from kit.core.calibration import load_record, measured_on
 from kit.core.errors import BadInput
 from kit.core.golden import load_golden
@@ -61,7 +62,7 @@ GOLDEN_LOG = "golden-make.log"  # what each golden's maker printed
 class Made:
     """One baseline made for this runtime, where it waits until blessed, and what it would supersede."""
 
-    kind: str  # calibration, exact-golden
+    kind: BaselineKind  # a makeable one: a calibration record, an exact golden
     case: str  # the case (a record) or the [goldens] entry (a golden)
     runtime: str
     staged: Path | None
@@ -88,7 +89,7 @@ class MakeOutcome:
 
     def to_dict(self) -> dict[str, Any]:
         return {"before": [r.to_dict() for r in self.before],
-                "made": [{"kind": m.kind, "case": m.case, "runtime": m.runtime, "staged": _shown(m.staged),
+                "made": [{"kind": m.kind.name, "case": m.case, "runtime": m.runtime, "staged": _shown(m.staged),
                           "superseded": _shown(m.superseded), "error": m.error, "bounds": m.bounds,
                           "backtest": m.backtest.to_dict() if m.backtest else None} for m in self.made],
                 "gate": {"run": _shown(self.gate_dir), "verdict": self.gate_verdict},
@@ -117,21 +118,21 @@ def make_baselines(descriptor: str | Path, only: Sequence[str] | None = None, re
     folders = _folders(plan)
     before = plan_rows(plan)
     targets = [r for r in before if r.standing in (MISSING, FALLBACK) or (again and r.standing == MATCH)]
-    targets = [r for r in targets if r.kind in ("calibration", "exact golden")]
+    targets = [r for r in targets if r.kind.makeable]
     if not targets:
         log.log(NOTICE, "every selected case has baselines of this runtime's own: nothing to make", extra=MARKUP)
         return MakeOutcome(None, before, [])
     roots = [Path(a) for a in archives] or ([paths.runs_root()] if paths.runs_root().is_dir() else [])
     # The archive is read before anything is made: a run that cannot be read is bad input, not a late refusal.
-    archived = {r.case: _archive(roots, r.case, skip_unreadable) for r in targets if r.kind == "calibration"}
+    archived = {r.case: _archive(roots, r.case, skip_unreadable) for r in targets if r.kind.backtested}
     work_dir = _resumed(Path(resume), plan) if resume is not None else _begin(
         paths.claim_empty_dir(out or rundir.new_run_dir("baseline", plan.name), "--out", "baseline make"), plan)
-    made = _make_goldens(plan, [r for r in targets if r.kind == "exact golden"], work_dir) + \
-        _make_records(desc, [r for r in targets if r.kind == "calibration"], work_dir, command)
+    made = [m for kind, maker in MAKERS.items()
+            for m in maker(desc, plan, [r for r in targets if r.kind is kind], work_dir, command)]
     outcome = MakeOutcome(work_dir, before, made)
     outcome.refusals += [f"{m.case}: {m.error}" for m in made if m.error]
     for m in made:
-        if m.kind == "calibration" and m.staged is not None:
+        if m.kind.backtested and m.staged is not None:
             m.backtest = _backtest(m, archived[m.case], roots, _drift_alpha(plan, m.case))
             outcome.refusals += _judge_backtest(m.backtest, accept_flips)
     if not outcome.refusals:
@@ -188,7 +189,8 @@ def _folders(plan: Plan) -> Mapping[str, Path]:
     return plan.outline.baseline_folders
 
 
-def _make_goldens(plan: Plan, rows: Sequence[BaselineRow], work_dir: Path) -> list[Made]:
+def _make_goldens(desc: LoadedDescriptor, plan: Plan, rows: Sequence[BaselineRow], work_dir: Path,
+                  command: list[str]) -> list[Made]:
     """One exact golden per exact [goldens] entry this runtime lacks, made as `golden make` makes it, with the
     flags the entry's goldens were made with and the case's options that decide the runtime."""
     made: list[Made] = []
@@ -205,7 +207,7 @@ def _make_goldens(plan: Plan, rows: Sequence[BaselineRow], work_dir: Path) -> li
                 "--model", paths.display(spec.model_path), "--fixture", paths.display(spec.fixture_path),
                 "--kind", "exact", "--top-k", str(first.top_k), *flags, "--out", str(work_dir / "goldens")]
         if info.kernel != paths.MAIN_KERNEL:
-            made.append(Made("exact-golden", entry, spec.runtime, None,
+            made.append(Made(EXACT_GOLDEN, entry, spec.runtime, None,
                              error=f"its golden is made in {info.name}'s own environment: run `parity-kit "
                                    f"{' '.join(argv)}` there"))
             continue
@@ -219,11 +221,11 @@ def _make_goldens(plan: Plan, rows: Sequence[BaselineRow], work_dir: Path) -> li
                                        ["parity-kit", "-q", *argv], work_dir / GOLDEN_LOG, backend=info.name,
                                        **flag_keywords(flags))
             if golden.path is None or not golden.path.is_file():
-                made.append(Made("exact-golden", entry, spec.runtime, None,
+                made.append(Made(EXACT_GOLDEN, entry, spec.runtime, None,
                                  error=f"golden make failed: {golden.error or 'no output'}"))
                 continue
             staged = golden.path
-        made.append(Made("exact-golden", entry, spec.runtime, staged, superseded,
+        made.append(Made(EXACT_GOLDEN, entry, spec.runtime, staged, superseded,
                          command=["parity-kit", *argv[:-2]]))
     return made
 
@@ -235,7 +237,7 @@ def _staged_golden(folder: Path, runtime: str) -> Path | None:
     return None
 
 
-def _make_records(desc: LoadedDescriptor, rows: Sequence[BaselineRow], work_dir: Path,
+def _make_records(desc: LoadedDescriptor, plan: Plan, rows: Sequence[BaselineRow], work_dir: Path,
                   command: list[str]) -> list[Made]:
     """A calibration record per case, measured here with its clean variants (calibrate's notebooks)."""
     if not rows:
@@ -249,9 +251,16 @@ def _make_records(desc: LoadedDescriptor, rows: Sequence[BaselineRow], work_dir:
                               "calibrations directory"), command)
         runtime = measured_on({"fingerprint": done.record.fingerprint}) if done.record else None
         superseded = Path(row.file) if row.standing == MATCH and row.file else None
-        made.append(Made("calibration", row.case, runtime or "this host", done.path, superseded, done.error,
+        made.append(Made(CALIBRATION, row.case, runtime or "this host", done.path, superseded, done.error,
                          bounds=dict(done.record.bounds) if done.record else {}, command=command))
     return made
+
+
+# How `baseline make` makes each kind it makes (kit.core.baselinekind says which): making runs the commands above
+# the kinds' layer, so it lives here, one maker per makeable kind, in the order they are made.
+Maker = Callable[[LoadedDescriptor, Plan, Sequence[BaselineRow], Path, list[str]], list[Made]]
+MAKERS: Mapping[BaselineKind, Maker] = {EXACT_GOLDEN: _make_goldens, CALIBRATION: _make_records}
+assert set(MAKERS) == {k for k in KINDS if k.makeable}, "every makeable kind has its maker, and only those"
 
 
 def _archive(roots: Sequence[Path], case: str, skip_unreadable: bool) -> Archive:
@@ -292,7 +301,8 @@ def _judge_backtest(bt: Backtest, accept_flips: str | None) -> list[str]:
 def evidence_cases(plan: Plan, made: Sequence[Made]) -> list[str]:
     """The cases the evidence gate runs: the selected ones, and every other case judged against a golden entry a
     made baseline is of, so that where the descriptor has a second backend on that golden, it must agree."""
-    entries = {m.case if m.kind == "exact-golden" else plan.outline.cases[m.case].golden
+    # A golden is made for its [goldens] entry, a record for its case.
+    entries = {m.case if m.kind.golden is not None else plan.outline.cases[m.case].golden
                for m in made if m.staged is not None}
     return [name for name, c in plan.outline.cases.items() if name in plan.cases or c.golden in entries]
 
@@ -325,7 +335,7 @@ def with_made(desc: LoadedDescriptor, plan: Plan, made: Sequence[Made]) -> Loade
     for m in made:
         if m.staged is None:
             continue
-        if m.kind == "exact-golden":
+        if m.kind.golden is not None:
             kept = [f for f in plan.goldens[m.case].files if m.superseded is None or f != m.superseded.resolve()]
             goldens[m.case] = [m.staged, *kept]
         else:
@@ -344,18 +354,18 @@ def _place(plan: Plan, folders: Mapping[str, Path], made: Sequence[Made], reason
     entries = list(plan.outline.lineage)
     for m in made:
         assert m.staged is not None  # a refusal stops before placing
-        target = folders[m.kind] / m.staged.name
+        target = folders[m.kind.name] / m.staged.name
         if not target.exists():
-            paths.make_dir(folders[m.kind], f"{m.kind} folder")
+            paths.make_dir(folders[m.kind.name], f"{m.kind} folder")
             shutil.copyfile(m.staged, target)
             written.append(target)
-        parent = heads(entries, m.kind, m.case).get(m.runtime)
+        parent = heads(entries, m.kind.name, m.case).get(m.runtime)
         if parent is None and m.superseded is not None:
             parent = first_entry(plan.name, folders["lineage"], m.kind, m.case, m.superseded)
             written.append(write_entry(folders["lineage"], parent))
         bt = m.backtest
         entry = LineageEntry(
-            descriptor=plan.name, kind=m.kind, case=m.case, baseline=sha256_file(target),
+            descriptor=plan.name, kind=m.kind.name, case=m.case, baseline=sha256_file(target),
             file=os.path.relpath(target, folders["lineage"]), runtime=m.runtime,
             supersedes=parent.sha256 if parent else None, reason=reason.strip(), command=tuple(m.command or command),
             created_at=now_iso(), bounds=m.bounds,

@@ -25,6 +25,7 @@ from kit import __version__
 from kit.backends import registry
 from kit.case.calibrate import finished
 from kit.core import paths, rundir
+from kit.core.baselinekind import of_golden
 from kit.core.calibration import MIN_SAMPLES, CalibrationRecord, Sample, noise_class, record_filename
 from kit.core.errors import BadInput
 from kit.core.fixture import load_fixture
@@ -102,11 +103,11 @@ def semantic_cases(stated: Outline, only: Sequence[str] | None) -> list[str]:
         for name in only:
             if name not in stated.cases:
                 raise BadInput(stated.no_case(name))
-            if stated.cases[name].golden_kind != "semantic":
+            if not of_golden(stated.cases[name].golden_kind).bounded:
                 raise BadInput(f"{stated.cases[name].where.golden}: case {name} is judged bit for bit against "
                                "an exact golden: there is no bound to calibrate")
         return list(only)
-    return [n for n, c in stated.cases.items() if c.golden_kind == "semantic"]
+    return [n for n, c in stated.cases.items() if of_golden(c.golden_kind).bounded]
 
 
 def calibrate(descriptor: str | Path, only: Sequence[str] | None = None, out: str | Path | None = None,

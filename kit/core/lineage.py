@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from kit.core.baselinekind import LINEAGE_KINDS
 from kit.core.errors import BadInput
 from kit.core.jsonio import ContentAddressed, canonical_bytes, parse_json_input, read_input_bytes, sha256_bytes
 from kit.core.recordcheck import Wrong, formatted, listing, mapping, text
 
 FORMAT = "parity-kit-lineage/1"
-KINDS = ("calibration", "exact-golden", "semantic-golden")
+KINDS = tuple(k.name for k in LINEAGE_KINDS)  # each kind's one spelling (kit.core.baselinekind)
 KEYS = ("format", "descriptor", "kind", "case", "baseline", "file", "runtime", "supersedes", "reason", "command",
         "created_at", "bounds", "backtest")
 FIRST_REASON = "made before baselines kept a lineage"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping
 
+from kit.core.baselinekind import of_golden
 from kit.core.falsefailure import Budget, bounds_left_out, budget, statement
 from kit.descriptor.schema import CaseBase, case_golden_kind
 
@@ -18,7 +19,8 @@ if TYPE_CHECKING:
 def drift_cases(cases: Mapping[str, CaseBase]) -> list[str]:
     """The cases that carry a drift test: calibrated, semantic, ``drift`` not turned off. (A host that uses a record
     of other hardware leaves its drift test out: the gate's rate is then below what is stated, never above.)"""
-    return [n for n, c in cases.items() if c.calibration is not None and c.drift and case_golden_kind(c) == "semantic"]
+    return [n for n, c in cases.items()
+            if c.calibration is not None and c.drift and of_golden(case_golden_kind(c)).bounded]
 
 
 def descriptor_budget(rate: float | None, cases: Mapping[str, CaseBase]) -> Budget:

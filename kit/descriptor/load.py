@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from kit.backends import registry
 from kit.core import paths
+from kit.core.baselinekind import CALIBRATION, POWER, BaselineKind, of_golden
 from kit.core.calibration import CalibrationRecord, load_record, measured_on, record_for_host, same_class
 from kit.core.errors import BadInput
 from kit.core.golden import load_golden
@@ -77,9 +78,10 @@ class LoadedDescriptor:
         lineage's current goldens of the entry in place of those they supersede."""
         files = self.doc.goldens[name]
         listed = [self.resolve(f) for f in ([files] if isinstance(files, str) else files)]
-        if golden_kind(name) != "exact":
+        kind = of_golden(golden_kind(name))
+        if not kind.per_runtime:
             return listed
-        return self.with_lineage("exact-golden", name, listed, self.where("goldens", name))
+        return self.with_lineage(kind, name, listed, self.where("goldens", name))
 
     def lineage_folder(self) -> Path | None:
         """The folder of the descriptor's lineage entries (``[baselines] lineage``); None: it keeps none."""
@@ -96,11 +98,12 @@ class LoadedDescriptor:
                 raise BadInput(f"{self.where('baselines', 'lineage')}: baselines.lineage: {exc}") from None
         return self._lineage
 
-    def with_lineage(self, kind: str, case: str, listed: list[Path], where: str) -> list[Path]:
+    def with_lineage(self, baseline: BaselineKind, case: str, listed: list[Path], where: str) -> list[Path]:
         """``listed`` with every baseline a lineage entry supersedes left out and the chains' heads put first
         (a head is the baseline its runtime uses now; a runtime's first baseline is a chain of one). A head's
         file must hold the bytes its entry names."""
         entries = self.lineage()
+        kind = baseline.name  # what an entry records
         if not any(e.kind == kind and e.case == case for e in entries):
             return listed
         folder = self.lineage_folder()
@@ -129,7 +132,7 @@ class LoadedDescriptor:
     def golden_path(self, name: str) -> Path:
         """The file of a semantic [goldens] entry (which holds on any host). An exact entry's golden is
         chosen per case, by the case's runtime (``case_golden``)."""
-        if golden_kind(name) == "exact":
+        if of_golden(golden_kind(name)).per_runtime:
             raise BadInput(f"{self.where('goldens', name)}: goldens.{name} is exact: its golden is chosen per case "
                            "by runtime")
         return self.golden_files(name)[0]
@@ -139,7 +142,7 @@ class LoadedDescriptor:
         key. An exact golden holds only on the runtime that made it, and never falls back to another's: a
         case whose runtime has none reads "no baseline for this runtime", with the command that makes one."""
         entry = str(case.golden)
-        if golden_kind(entry) != "exact":
+        if not of_golden(golden_kind(entry)).per_runtime:
             return self.golden_files(entry)[0], None, ""
         runtime = registry.get(case.backend).runtime_key(case.backend_options())
         if entry not in self._exact:
@@ -265,7 +268,7 @@ class LoadedDescriptor:
             if c.golden is not None and c.golden not in self.doc.goldens:
                 raise BadInput(f"{self.where('cases', name, 'golden')}: cases.{name}.golden: "
                                f"no [goldens] entry {c.golden!r} (have: {', '.join(self.doc.goldens)})")
-            if case_golden_kind(c) == "semantic" and c.bound is None and c.calibration is None:
+            if of_golden(case_golden_kind(c)).bounded and c.bound is None and c.calibration is None:
                 raise BadInput(f"{self.where('cases', name)}: cases.{name}: a semantic golden needs a `bound` "
                                "or a `calibration` record")
             if c.exact_repeats and c.repeats == 1 and c.repeat_launches == 1:
@@ -296,7 +299,7 @@ class LoadedDescriptor:
         if c.bound is not None or c.bucket_bounds:
             raise BadInput(f"{where}: the case also sets {'bound' if c.bound is not None else 'bucket_bounds'}; "
                            "a bound is either hand-set or calibrated, not both")
-        if case_golden_kind(c) != "semantic":
+        if not of_golden(case_golden_kind(c)).bounded:
             raise BadInput(f"{where}: an exact golden has no bound to calibrate")
         records = self.calibration_records(name, c)
         order = self.fallback_order(c)
@@ -343,15 +346,14 @@ class LoadedDescriptor:
             except BadInput as exc:
                 raise BadInput(f"{where}: {exc}") from None
         limit = c.detectable_limit if c.detectable_limit is not None else self.doc.defaults.detectable_limit
-        own = [p for p in loaded if p.record_sha256 == calibration["sha256"]]
-        if limit is not None and not own:
+        chosen, same = POWER.choose(loaded, calibration["sha256"])
+        if limit is not None and not same:
             limit_where = f"{self.where('cases', name, 'detectable_limit')}: cases.{name}.detectable_limit"
             raise BadInput(f"{limit_where}: a limit of {limit:g}x the clean error, but no power record measured "
                            f"against calibration record {calibration['sha256'][:12]} (the one this host uses) is "
                            "listed in "
                            f"power: measure it with `parity-kit power {paths.display(self.path)} --case {name}`")
-        chosen = own or loaded
-        return (detectable_of(chosen[0], same_class=bool(own)) if chosen else None), limit
+        return (detectable_of(chosen, same_class=same) if chosen is not None else None), limit
 
     def fallback_order(self, c: CaseBase) -> list[str]:
         """The rules by which a record of other hardware may stand in for this case: the descriptor's
@@ -368,7 +370,7 @@ class LoadedDescriptor:
         where = self.calibration_where(name)
         files = [c.calibration] if isinstance(c.calibration, str) else list(c.calibration or [])
         try:
-            listed = self.with_lineage("calibration", name, [self.resolve_name(f) for f in files], where)
+            listed = self.with_lineage(CALIBRATION, name, [self.resolve_name(f) for f in files], where)
             records = [load_record(f) for f in listed]
         except BadInput as exc:
             raise BadInput(f"{where}: {exc}") from None
@@ -528,7 +530,7 @@ def _check_goldens(shown: str, text: str, doc: Descriptor) -> None:
         if isinstance(files, str):
             continue
         where = f"{shown}:{_locate(text, ('goldens', name))}: goldens.{name}"
-        if golden_kind(name) != "exact":
+        if not of_golden(golden_kind(name)).per_runtime:
             raise BadInput(f"{where}: a {golden_kind(name)} golden is one file, not a list "
                            "(only an exact entry names one golden per runtime)")
         if not files:

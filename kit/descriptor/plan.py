@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Sequence
 
 from kit.core import paths
+from kit.core.baselinekind import KINDS
 from kit.core.lineage import LineageEntry
 from kit.core.calibration import CalibrationRecord
 from kit.core.errors import BadInput
@@ -231,8 +232,9 @@ def _baseline_folders(desc: LoadedDescriptor) -> Mapping[str, Path] | None:
     b = desc.doc.baselines
     if b is None:
         return None
-    return _frozen([("lineage", desc.resolve(b.lineage)), ("calibration", desc.resolve(b.calibrations)),
-                    ("exact-golden", desc.resolve(b.goldens))])
+    # Keyed by kind name: where `baseline make` places each kind it makes (the kind names its [baselines] key).
+    return _frozen([("lineage", desc.resolve(b.lineage)),
+                    *((k.name, desc.resolve(getattr(b, str(k.folder)))) for k in KINDS if k.makeable)])
 
 
 def _case_outline(desc: LoadedDescriptor, name: str) -> CaseOutline:

@@ -10,117 +10,35 @@ module answers that for every case of a plan, before anything runs, so that the 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
-from kit.core import paths
-from kit.core.calibration import CalibrationRecord, hardware_change, measured_on
-from kit.core.golden import load_golden
+from kit.core.baselinekind import (FALLBACK, HAND_SET, IN_KERNEL, MATCH, MISSING, BaselineRow, LineageText,
+                                   of_case)
+from kit.core.calibration import CalibrationRecord
 from kit.core.lineage import LineageEntry, bound_moves, chain, entry_of
 from kit.core.spec import CaseSpec
 from kit.descriptor.plan import Plan
 
-# How a case stands on one baseline here.
-MATCH = "matches"  # made on this runtime (or, for a semantic golden, judged within bounds on any)
-FALLBACK = "falls back"  # made elsewhere, used here by a rule the descriptor states
-MISSING = "missing"  # none this host may use: the case cannot be judged here
-HAND_SET = "hand-set"  # a bound written in the descriptor, no measurement behind it
-IN_KERNEL = "in-kernel"  # compared with its own reference in the same kernel: no file to hold
-
-
-@dataclass(frozen=True)
-class BaselineRow:
-    """One baseline of one case, as this host would use it."""
-
-    case: str
-    kind: str  # exact golden, semantic golden, calibration, bound, reference
-    standing: str  # one of MATCH, FALLBACK, MISSING, HAND_SET, IN_KERNEL
-    rule: str  # why it stands so, in words
-    file: str | None = None
-    sha256: str | None = None
-    made_on: str | None = None
-    made_at: str | None = None
-    lineage: str | None = None  # "first of its chain", "3rd of its chain, bounds moved 2 times (2 wider)"
-    remedy: str | None = None  # what makes it, where it is missing or falls back
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+# The standings and the row are the baseline kinds' (kit.core.baselinekind); named here too, where callers meet them.
+__all__ = ["FALLBACK", "HAND_SET", "IN_KERNEL", "MATCH", "MISSING", "BaselineRow", "case_rows", "gaps",
+           "plan_rows", "table_markdown"]
 
 
 def case_rows(spec: CaseSpec, entries: Sequence[LineageEntry] = (),
               records: Sequence[CalibrationRecord] = ()) -> list[BaselineRow]:
     """The baselines one resolved case uses on this host (a GPU case's hardware is asked of nvidia-smi);
     ``records``: the records it lists, to say when the chosen one was made."""
-    rows = [_golden_row(spec, entries)]
-    if spec.calibration is not None:
-        made_at = next((r.created_at for r in records if r.sha256 == spec.calibration.get("sha256")), None)
-        rows.append(_calibration_row(spec, entries, made_at))
-    elif spec.golden_kind == "semantic":
-        bounds = spec.bucket_bounds or {}
-        said = f"bound = {spec.bound:g}" if spec.bound is not None else f"bucket_bounds = {dict(bounds)}"
-        rows.append(BaselineRow(spec.name, "bound", HAND_SET, f"{said}, set by hand in the descriptor",
-                                remedy=f"parity-kit calibrate --case {spec.name}"))
-    return rows
+    lineage: LineageText = lambda sha256: _lineage_text(entries, sha256)  # noqa: E731
+    made_at = next((r.created_at for r in records if spec.calibration is not None
+                    and r.sha256 == spec.calibration.get("sha256")), None)
+    return [kind.stand(spec, lineage, made_at) for kind in of_case(spec)]
 
 
 def plan_rows(plan: Plan, entries: Sequence[LineageEntry] | None = None) -> list[BaselineRow]:
     """Every selected case's rows; ``entries``: the lineage to date them by (default: the plan's own)."""
     entries = plan.outline.lineage if entries is None else entries
     return [row for case in plan.cases.values() for row in case_rows(case.spec, entries, case.records)]
-
-
-def _golden_row(spec: CaseSpec, entries: Sequence[LineageEntry]) -> BaselineRow:
-    if spec.reference is not None:
-        return BaselineRow(spec.name, "reference", IN_KERNEL,
-                           f"compared bit for bit with its reference ({spec.reference.get('model')}, "
-                           f"{spec.reference.get('options')}) computed in the same kernel")
-    kind = f"{spec.golden_kind} golden"
-    if spec.no_baseline:
-        return BaselineRow(spec.name, kind, MISSING, spec.no_baseline.split(";")[0], made_on=None,
-                           remedy=_command_in(spec.no_baseline))
-    golden = load_golden(spec.golden_path)
-    prov = golden.provenance
-    if spec.golden_kind == "exact":
-        rule = f"made on this runtime ({spec.runtime}); an exact golden never falls back"
-    else:
-        rule = "judged within bounds, so it holds on any runtime"
-    return BaselineRow(spec.name, kind, MATCH, rule, paths.display(golden.path), golden.sha256,
-                       str(prov.get("runtime") or prov.get("hardware") or "not recorded"), prov.get("created_at"),
-                       _lineage_text(entries, golden.sha256))
-
-
-def _calibration_row(spec: CaseSpec, entries: Sequence[LineageEntry], made_at: str | None) -> BaselineRow:
-    cal = spec.calibration or {}
-    where = paths.display(cal["path"]) if cal.get("path") else None
-    made_on = measured_on(cal) or "not recorded"
-    lineage = _lineage_text(entries, cal.get("sha256"))
-    change = hardware_change(cal, spec.options)
-    remedy = f"parity-kit baseline make --case {spec.name} --reason \"...\""
-    if change is None:
-        return BaselineRow(spec.name, "calibration", MATCH, f"noise measured on this class of hardware ({made_on})",
-                           where, cal.get("sha256"), made_on, made_at, lineage)
-    measured, here = change
-    fallback = cal.get("fallback") or {}
-    if fallback.get("rule") == "device":
-        return BaselineRow(spec.name, "calibration", FALLBACK,
-                           f"fallback order {fallback.get('order')} took it by its rule \"device\": noise measured on "
-                           f"{measured}, this host is {here}; its bounds apply, its drift test does not", where,
-                           cal.get("sha256"), made_on, made_at, lineage, remedy)
-    if "hardware" in cal.get("accept", []):
-        return BaselineRow(spec.name, "calibration", FALLBACK,
-                           f"accept_noise_changes = [\"hardware\"]: noise measured on {measured}, this host is "
-                           f"{here}; its bounds apply, its drift test does not", where, cal.get("sha256"), made_on,
-                           made_at, lineage, remedy)
-    return BaselineRow(spec.name, "calibration", MISSING,
-                       f"no record measured on {here} (listed: {measured}), and the case accepts no hardware change",
-                       where, cal.get("sha256"), made_on, made_at, lineage, remedy)
-
-
-def _command_in(message: str) -> str | None:
-    """The command a "no baseline for this runtime" message names (between backticks)."""
-    parts = message.split("`")
-    return parts[1] if len(parts) > 2 else None
 
 
 def _lineage_text(entries: Sequence[LineageEntry], sha256: str | None) -> str | None:
@@ -150,7 +68,7 @@ def table_markdown(rows: Sequence[BaselineRow]) -> str:
     """The rows as a Markdown table (for a summary, an issue or a terminal without rich)."""
     lines = ["| case | baseline | standing | made on | made at | file | lineage |", "|" + " --- |" * 7]
     for r in rows:
-        cells = [r.case, r.kind, f"**{r.standing}**: {r.rule}", r.made_on or "", (r.made_at or "")[:10],
+        cells = [r.case, r.kind.name, f"**{r.standing}**: {r.rule}", r.made_on or "", (r.made_at or "")[:10],
                  f"`{Path(r.file).name}`" if r.file else "", r.lineage or ""]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)

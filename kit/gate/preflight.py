@@ -16,14 +16,14 @@ from typing import Sequence
 
 from kit.backends import registry
 from kit.core import paths
-from kit.core.calibration import case_device, check_case_inputs, hardware_change
+from kit.core.baselinekind import CALIBRATION, InKernelReference, judged_by, of_golden
 from kit.core.decode import check_continuations_fit, check_decode_golden
 from kit.core.errors import BadInput
 from kit.core.fixture import Fixture, Prompt, load_fixture
 from kit.core.golden import Golden, check_golden_matches_fixture, check_golden_vocabulary, load_golden
 from kit.core.modelconfig import check_prompts_fit, model_limits
 from kit.core.modeldigest import DigestCache, check_model_digest
-from kit.descriptor.plan import CasePlan, GoldenEntry, Outline, Plan
+from kit.descriptor.plan import CasePlan, Outline, Plan
 from kit.descriptor.schema import case_schemas
 from kit.run.mainkernel import provide_main_kernel, registered_kernels
 
@@ -140,8 +140,7 @@ def check_inputs(plan: Plan) -> Inputs:
             check_golden_matches_fixture(golden, fixture)
             by_path[str(path)] = golden
             listed.append(golden)
-        if entry.kind == "exact":
-            check_exact_runtimes(entry, listed)
+        of_golden(entry.kind).check_listed(entry, listed, registry.golden_runtime)
     goldens = used_goldens(plan, by_path)
     digests = DigestCache()  # empty: every gate reads every model byte once, here
     announce_hashing(plan.model.path)
@@ -161,8 +160,9 @@ def check_inputs(plan: Plan) -> Inputs:
             raise BadInput(f"{where}: case {spec.name}: notebook {spec.notebook} does not exist{hint}")
         if spec.no_baseline:  # recorded as its own outcome when the run starts; nothing of it can be checked
             continue
-        if spec.reference is not None:
-            check_reference_inputs(case, fixture, digests)
+        judged = judged_by(spec)
+        if isinstance(judged, InKernelReference):  # no golden: what it is compared with is its own model folder
+            judged.check_case(spec, case.where.reference, fixture, digests)
             continue
         golden = by_path[spec.golden_path]
         if spec.top_n < golden.top_k:
@@ -197,37 +197,9 @@ def check_inputs(plan: Plan) -> Inputs:
         if spec.calibration is not None:
             model = case.outline.model
             digest = models[model] if model is not None else model_digest
-            check_calibration(case, fixture.sha256, golden.sha256, digest, {p.id: p.bucket for p in selected})
+            CALIBRATION.check_case(spec, case.where.calibration, [r.reference() for r in case.records],
+                                   fixture.sha256, golden.sha256, digest, {p.id: p.bucket for p in selected})
     return Inputs(fixture, goldens, model_digest, models, digests)
-
-
-def check_reference_inputs(case: CasePlan, fixture, digests: DigestCache) -> None:
-    """An in-kernel reference's model folder is what the descriptor pins, and takes the case's prompts."""
-    spec = case.spec
-    ref = spec.reference or {}
-    where = case.where.reference
-    check_model_digest(ref["model_path"], ref["model_digest"], f"{where}: cases.{spec.name}.reference", digests)
-    selected = fixture.select(spec.prompt_ids, spec.buckets)
-    if not selected:
-        raise BadInput(f"{where}: case {spec.name} selects no prompt of the fixture")
-    for model in (spec.model_path, ref["model_path"]):
-        limits = model_limits(model)
-        check_prompts_fit(((p.id, p.n_tokens) for p in selected), limits, model, f"{where}: case {spec.name}: ")
-
-
-def check_exact_runtimes(entry: GoldenEntry, listed: Sequence[Golden]) -> None:
-    """Every golden of an exact entry says which runtime it holds on, and no two hold on one: which of two
-    would judge a case is otherwise arbitrary."""
-    where = f"{entry.where}: goldens.{entry.name}"
-    for golden in listed:
-        key = golden.provenance.get("runtime", registry.golden_runtime(golden.provenance))
-        if not isinstance(key, str) or not key:
-            raise BadInput(f"{where}: exact golden {paths.display(golden.path)} records no runtime it holds on "
-                           f"(made on {golden.provenance.get('hardware')!r}); remake it with `parity-kit golden make`")
-    twice = registry.duplicate_runtime(listed)
-    if twice:
-        raise BadInput(f"{where}: {paths.display(twice[0].path)} and {paths.display(twice[1].path)} were both made "
-                       f"on {registry.golden_runtime(twice[0].provenance)}; list one golden per runtime")
 
 
 def used_goldens(plan: Plan, by_path: dict[str, Golden]) -> dict[str, Golden]:
@@ -240,40 +212,6 @@ def used_goldens(plan: Plan, by_path: dict[str, Golden]) -> dict[str, Golden]:
         for path in chosen:
             out[name if len(chosen) == 1 else f"{name} ({Path(path).name})"] = by_path[path]
     return out
-
-
-def check_calibration(case: CasePlan, fixture_sha256: str, golden_sha256: str, model_digest: str,
-                      prompts: dict[str, int]) -> None:
-    """Every record a calibrated case lists fits the case (inputs, backend, noise class, prompts and their
-    buckets), the one this host does not choose as much as the one it does: a list is reviewed as a whole,
-    and a record that could never judge the case is a mistake wherever it runs. Then the chosen one must
-    have measured this host's class of hardware, or the case accept the change."""
-    spec = case.spec
-    assert spec.calibration is not None  # called for a calibrated case only
-    listed = [r.reference() for r in case.records] or [spec.calibration]
-    for reference in listed:
-        problem = check_case_inputs(reference, spec, fixture_sha256=fixture_sha256, golden_sha256=golden_sha256,
-                                    model_digest=model_digest, prompts=prompts)
-        if problem:
-            raise BadInput(f"{case.where.calibration}: record {paths.display(reference['path'])} does "
-                           f"not fit: {problem}")
-    check_hardware_class(case)
-
-
-def check_hardware_class(case: CasePlan) -> None:
-    """A record measured on another CPU class than this host's is refused here, before the case runs (its
-    kernel would refuse it only after scoring every prompt). A GPU's name is known only in the case's kernel,
-    which keeps the check for GPUs (and this one as well)."""
-    spec = case.spec
-    cal = spec.calibration or {}
-    if "hardware" in cal.get("accept", []) or case_device(spec.options).startswith("cuda"):
-        return
-    change = hardware_change(cal, spec.options)
-    if change is not None:
-        measured, here = change
-        raise BadInput(f"{case.where.calibration}: record {paths.display(cal.get('path') or cal['sha256'])} "
-                       f"measured noise on {measured}, this case runs on {here}: calibrate here, or set "
-                       "accept_noise_changes = [\"hardware\"] to use its bounds")
 
 
 def check_fits_model(prefix: str, model: str, golden: Golden, prompts: Sequence[Prompt]) -> None:

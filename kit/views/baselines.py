@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from kit.core.baselinekind import CALIBRATION, kind_named
 from kit.core.calibration import load_record
 from kit.core.jsonio import read_json
 
@@ -47,9 +48,10 @@ def bounds_frame(doc: dict) -> pd.DataFrame:
     """Per made record and bucket: its bound beside the bound of the record the case used before (its own
     runtime's, or the one it fell back to), where that record can still be read."""
     rows = []
-    used = {r["case"]: r.get("file") for r in doc["before"] if r["kind"] == "calibration"}
+    # Read by kind, not by spelling: a record written before the kinds had one spelling reads the same.
+    used = {r["case"]: r.get("file") for r in doc["before"] if kind_named(r["kind"]) is CALIBRATION}
     for m in doc["made"]:
-        if m["kind"] != "calibration" or not m.get("bounds"):
+        if kind_named(m["kind"]) is not CALIBRATION or not m.get("bounds"):
             continue
         old = {}
         if used.get(m["case"]) and Path(used[m["case"]]).is_file():

@@ -49,7 +49,7 @@ def test_on_a_host_with_no_baselines_make_closes_the_gap_and_the_gate_then_passe
     status = parity_kit("baseline", "status", str(desc), "--json")
     assert status.returncode == 7, status.stderr
     assert {(r["case"], r["kind"]) for r in json.loads(status.stdout) if r["standing"] == "missing"} == {
-        ("checkpoint", "exact golden"), ("hf-bf16", "calibration")}
+        ("checkpoint", "exact-golden"), ("hf-bf16", "calibration")}
     before = {f: files(tmp_path / f) for f in ("goldens", "calibrations")}
     (tmp_path / "runs").mkdir()
 

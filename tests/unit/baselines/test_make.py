@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from kit.core.baselinekind import CALIBRATION, EXACT_GOLDEN
 from kit.baselines import make
 from kit.core.calibration import load_record
 from kit.core.errors import BadInput
@@ -82,12 +83,12 @@ def test_nothing_missing_means_nothing_made(tmp_path, embedded):
 
 def test_the_evidence_gate_runs_every_backend_on_the_goldens_a_made_baseline_touches(embedded):
     plan = resolve(load_descriptor(embedded.descriptor), ["hf-bf16"])
-    record = make.Made("calibration", "hf-bf16", "cpu", Path("new.json"))
+    record = make.Made(CALIBRATION, "hf-bf16", "cpu", Path("new.json"))
     assert make.evidence_cases(plan, [record]) == ["hf-bf16", "levanter", "vllm-pp1", "vllm-pp2"]
-    golden = make.Made("exact-golden", "exact", "a runtime", Path("new.json"))
+    golden = make.Made(EXACT_GOLDEN, "exact", "a runtime", Path("new.json"))
     assert make.evidence_cases(resolve(load_descriptor(embedded.descriptor), ["checkpoint"]),
                                [golden]) == ["checkpoint"]
-    assert make.evidence_cases(plan, [make.Made("calibration", "hf-bf16", "cpu", None, error="failed")]) == [
+    assert make.evidence_cases(plan, [make.Made(CALIBRATION, "hf-bf16", "cpu", None, error="failed")]) == [
         "hf-bf16"]  # nothing made: the selected case alone
 
 

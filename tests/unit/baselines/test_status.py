@@ -13,6 +13,7 @@ import pytest
 
 from kit.backends.hf.kernels import exact_runtime
 from kit.baselines.adopt import adopt
+from kit.core.baselinekind import CALIBRATION, EXACT_GOLDEN, IN_KERNEL_REFERENCE, SEMANTIC_GOLDEN
 from kit.descriptor.standing import FALLBACK, HAND_SET, IN_KERNEL, MATCH, MISSING, gaps, plan_rows
 from kit.core.calibration import load_record
 from kit.core.errors import BadInput
@@ -56,12 +57,12 @@ def rows_of(desc: Path, *cases: str):
 def test_the_embedded_descriptor_stands_on_baselines_of_this_host_or_says_so(embedded):
     rows = rows_of(embedded.descriptor)
     by = {(r.case, r.kind): r for r in rows}
-    assert by[("checkpoint", "exact golden")].standing == MATCH
-    assert by[("levanter-native", "reference")].standing == IN_KERNEL
+    assert by[("checkpoint", EXACT_GOLDEN)].standing == MATCH
+    assert by[("levanter-native", IN_KERNEL_REFERENCE)].standing == IN_KERNEL
     # The decode cases were hand-set (0.075) until their decode steps were calibrated: no case stands on a guess.
     assert not [r for r in rows if r.standing == HAND_SET]
     for case in ("hf-bf16", "hf-bf16-decode", "vllm-pp1-decode"):
-        cal = by[(case, "calibration")]
+        cal = by[(case, CALIBRATION)]
         # This host's class of CPU has a record of its own, or the case falls back by its stated rule: never silently.
         assert cal.standing in (MATCH, FALLBACK)
         if cal.standing == FALLBACK:
@@ -81,15 +82,15 @@ def test_a_host_with_no_baselines_sees_each_gap_with_what_closes_it(tmp_path, em
     desc = write_descriptor(tmp_path, embedded, goldens={"semantic": embedded.goldens["semantic"], "exact": [other]},
                             cases=cases)
     by = {(r.case, r.kind): r for r in rows_of(desc)}
-    exact = by[("checkpoint", "exact golden")]
+    exact = by[("checkpoint", EXACT_GOLDEN)]
     assert exact.standing == MISSING
     assert exact.rule.startswith(f"no baseline for this runtime: goldens.exact ({desc}:")
     assert exact.remedy and exact.remedy.startswith("parity-kit golden make ")
     here = accelerator("cpu")["name"]
-    missing = by[("hf-bf16", "calibration")]
+    missing = by[("hf-bf16", CALIBRATION)]
     assert (missing.standing, missing.rule) == (MISSING, f"no record measured on {here} (listed: {ELSEWHERE_CPU}), "
                                                          "and the case accepts no hardware change")
-    fallback = by[("hf-fallback", "calibration")]
+    fallback = by[("hf-fallback", CALIBRATION)]
     assert fallback.standing == FALLBACK
     assert fallback.rule == (f'accept_noise_changes = ["hardware"]: noise measured on {ELSEWHERE_CPU}, this host is '
                              f"{here}; its bounds apply, its drift test does not")
@@ -131,9 +132,9 @@ def test_the_head_of_a_chain_is_the_record_in_use_and_the_superseded_one_is_left
     spec = load_descriptor(desc).case_specs(["hf-bf16"])[0]
     assert spec.calibration is not None and spec.calibration["path"] == str(new)
     rows = rows_of(desc)
-    row = next(r for r in rows if r.kind == "calibration")
+    row = next(r for r in rows if r.kind is CALIBRATION)
     assert row.lineage == "2nd of its chain, made before backtests, bounds never moved"
-    golden = next(r for r in rows if r.kind == "semantic golden")  # the descriptor keeps a lineage; this has none
+    golden = next(r for r in rows if r.kind is SEMANTIC_GOLDEN)  # the descriptor keeps a lineage; this has none
     assert golden.lineage == "no lineage entry: listed by hand, never backtested"
     proc = parity_kit("baseline", "log", str(desc))
     assert proc.returncode == 0, proc.stderr
