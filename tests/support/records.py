@@ -35,3 +35,17 @@ def decode_score(id_: str, step_errors: list[float], bucket: int = 256, failures
     return DecodeScore(id=id_, bucket=bucket, steps=len(step_errors), compared=len(step_errors), passed=not failures,
                        max_probability_error=max(step_errors), failures=failures or [], step_errors=step_errors,
                        **divergence)
+
+
+def written_by_kernel(spec, expected, over: int) -> CaseResult:
+    """What a case's kernel writes: every prompt the case selects, ``over`` of them at twice their bound."""
+    prompts = []
+    for n, pid in enumerate(expected.prompt_ids):
+        bound = expected.bounds[pid]
+        err = bound * (2.0 if n < over else 0.5)
+        failures = [f"{pid}: max probability error {err:.4g} > bound {bound:g} (bucket 256)"] if n < over else []
+        prompts.append(prompt_score(pid, err, bound=bound, failures=failures))
+    return CaseResult(case=spec.name, backend=spec.backend, status=FAILED if over else PASSED,
+                      bound=spec.bound, bucket_bounds=dict(spec.bucket_bounds), golden_kind=spec.golden_kind,
+                      inputs_digest=expected.inputs_digest, prompts=prompts,
+                      failures=[f for p in prompts for f in p.failures])

@@ -11,13 +11,13 @@ import sys
 import pytest
 
 from kit.core.errors import BadInput
-from kit.core.records import ERROR, FAILED, PASSED, CaseResult
+from kit.core.records import ERROR, FAILED, CaseResult
 from kit.core.results import now_iso, save_case_result
 from kit.descriptor.load import load_descriptor
 from kit.gate import executor, ray_task
 from kit.gate.executors import DEFAULT, Executor, Executors, UnknownExecutor, executors
 from support import ROOT
-from support.records import prompt_score
+from support.records import written_by_kernel
 
 
 def test_the_registered_names_are_the_ones_runs_record():
@@ -73,18 +73,7 @@ def _restarted(tmp_path, embedded, written: CaseResult | None) -> tuple[dict | N
 
 
 def _verdict(over: int):
-    def written(spec, expected) -> CaseResult:
-        prompts = []
-        for n, pid in enumerate(expected.prompt_ids):
-            bound = expected.bounds[pid]
-            err = bound * (2.0 if n < over else 0.5)
-            failures = [f"{pid}: max probability error {err:.4g} > bound {bound:g} (bucket 256)"] if n < over else []
-            prompts.append(prompt_score(pid, err, bound=bound, failures=failures))
-        return CaseResult(case=spec.name, backend=spec.backend, status=FAILED if over else PASSED,
-                          bound=spec.bound, bucket_bounds=dict(spec.bucket_bounds), golden_kind=spec.golden_kind,
-                          inputs_digest=expected.inputs_digest, prompts=prompts,
-                          failures=[f for p in prompts for f in p.failures])
-    return written
+    return lambda spec, expected: written_by_kernel(spec, expected, over)
 
 
 def test_a_ray_restart_keeps_the_failed_verdict_of_the_lost_attempt(tmp_path, embedded):

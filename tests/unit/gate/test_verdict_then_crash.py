@@ -5,29 +5,16 @@ retried, never an infrastructure error that a retry could turn into a pass."""
 from __future__ import annotations
 
 from kit.core import contract
-from kit.core.records import ERROR, FAILED, PASSED, CaseResult
+from kit.core.records import ERROR, FAILED, CaseResult
 from kit.core.results import save_case_result
 from kit.core.triage import NUMERIC, classify
 from kit.descriptor.load import load_descriptor
 from kit.gate import executor, retry
 from kit.run.notebook import NotebookOutcome
-from support.records import prompt_score
+from support.records import written_by_kernel
 
 DIED = "DeadKernelError: Kernel died"
 
-
-def _written(spec, expected, over: int) -> CaseResult:
-    """What the kernel writes: every prompt the case selects, ``over`` of them beyond their bound."""
-    prompts = []
-    for n, pid in enumerate(expected.prompt_ids):
-        bound = expected.bounds[pid]
-        err = bound * (2.0 if n < over else 0.5)
-        failures = [f"{pid}: max probability error {err:.4g} > bound {bound:g} (bucket 256)"] if n < over else []
-        prompts.append(prompt_score(pid, err, bound=bound, failures=failures))
-    return CaseResult(case=spec.name, backend=spec.backend, status=FAILED if over else PASSED,
-                      bound=spec.bound, bucket_bounds=dict(spec.bucket_bounds), golden_kind=spec.golden_kind,
-                      inputs_digest=expected.inputs_digest, prompts=prompts,
-                      failures=[f for p in prompts for f in p.failures])
 
 
 def _run_dying_after(tmp_path, embedded, monkeypatch, over: int, outcome: NotebookOutcome) -> CaseResult:
@@ -37,7 +24,7 @@ def _run_dying_after(tmp_path, embedded, monkeypatch, over: int, outcome: Notebo
         expected = executor.expectations(run.specs, run.inputs)[spec.name]
 
         def kernel(*_a, env, **_kw):
-            save_case_result(_written(spec, expected, over), env[contract.RESULT_PATH_ENV])
+            save_case_result(written_by_kernel(spec, expected, over), env[contract.RESULT_PATH_ENV])
             return outcome
 
         monkeypatch.setattr(executor, "run_notebook", kernel)
