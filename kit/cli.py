@@ -797,8 +797,8 @@ def _report(args) -> int:
     run_dir = Path(args.run_dir)
     if not (args.markdown or args.attach or args.summary):
         raise BadInput("report: say what to write: --markdown, --attach DIR, --summary, or several")
-    other = next((kind for kind, name in (("localize", rundir.LOCALIZE), ("bisect", rundir.BISECT))
-                  if (run_dir / name).is_file()), None)
+    kind = rundir.kind_of(run_dir)
+    other = kind if kind in ("localize", "bisect") else None
     if other:  # a localize or bisect directory: Markdown of its own, no zip (the folder is the attachment)
         if args.attach or args.summary:
             raise BadInput(f"{args.run_dir} is a {other} directory: --attach and --summary are for gate runs and "
@@ -809,8 +809,8 @@ def _report(args) -> int:
         view = localize_view if other == "localize" else bisect_view
         sys.stdout.write(view.markdown_report(run_dir))
         return 0
-    refresh = args.summary and (run_dir / rundir.REFRESH).is_file()  # its summary only: no case table, no zip
-    if not ((run_dir / rundir.MANIFEST).is_file() or (run_dir / rundir.CONTROL).is_file() or refresh):
+    refresh = args.summary and kind == "refresh"  # its summary only: no case table, no zip
+    if not (kind in ("gate", "control") or refresh):
         raise BadInput(f"{args.run_dir} is not a gate run, control, localize or bisect directory (no manifest.json, "
                        "control.json, localize.json or bisect.json)")
     if refresh and (args.markdown or args.attach):
@@ -833,7 +833,7 @@ def _report(args) -> int:
 def _build_summary(run_dir: Path):
     """The summary of a gate run, control or refresh directory built again, as the gate builds it (a line says
     whatever failed)."""
-    if (run_dir / rundir.CONTROL).is_file():
+    if rundir.kind_of(run_dir) == "control":
         from kit.control.run import build_notebooks
 
         return build_notebooks(run_dir)

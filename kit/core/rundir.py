@@ -80,9 +80,23 @@ NOT_RUNS = {".history": "the history's index", ".git": "version control", ".ipyn
 MAX_DEPTH = 8
 # What a walk found: a gate run's folder, or a control's (which stands for its two runs).
 GATE, CONTROL_DIR = "gate run", "control"
+# The record that makes a folder a run directory of each kind, in the order a folder is recognised (a control's
+# record before any manifest, as in ``walk``); the names are those commands and notebooks use for the kinds.
+RECORDS = {"control": CONTROL, "gate": MANIFEST, "refresh": REFRESH, "localize": LOCALIZE, "bisect": BISECT}
 # Why a walk did not look into a folder: hidden, too deep, a link out of the root, a second name of a folder
 # already walked (a loop), or a folder that could not be listed.
 HIDDEN, DEEP, OUTSIDE, AGAIN, UNLISTED = "hidden", "deep", "outside", "again", "unlisted"
+
+
+def kind_of(folder: str | Path) -> str | None:
+    """Which kind of run directory ``folder`` is (a key of ``RECORDS``), by the record it holds; None for none."""
+    return next((kind for kind, record in RECORDS.items() if (Path(folder) / record).is_file()), None)
+
+
+def newest(root: str | Path, kinds: tuple[str, ...]) -> Path | None:
+    """The most recently written run directory of one of ``kinds`` directly under ``root``, or None."""
+    marks = [p for kind in kinds for p in Path(root).glob(f"*/{RECORDS[kind]}")]
+    return max(marks, key=lambda p: p.stat().st_mtime).parent if marks else None
 
 
 def name_problem(name: object) -> str | None:
@@ -104,10 +118,31 @@ def safe_name(name: str, where: str) -> str:
     return name
 
 
-def case_file(cases_dir: str | Path, case: str, suffix: str = ".json") -> Path:
-    """``cases/<case><suffix>`` of a run: where its executor writes a case's result (``.json``), notebook
-    (``.ipynb``) and log (``.log``). A case name that would lead out of ``cases_dir`` is refused."""
+# What a case leaves in cases/, as suffixes of its name; they move together when the case is run again.
+CASE_RESULT = ".json"              # the case's result (kit.core.records.CaseResult)
+CASE_NOTEBOOK = ".ipynb"           # the executed notebook, saved after every cell
+KERNEL_LOG = ".kernel.log"         # what the case's kernel and engine printed
+ATTEMPTS = ".attempts.jsonl"       # Ray only: one line per attempt of the case's task
+CASE_FILES = (CASE_RESULT, CASE_NOTEBOOK, KERNEL_LOG, ATTEMPTS)
+SUPERSEDED = "superseded"          # cases/superseded/<case>.<n>.*: a case's earlier files, before --resume ran it
+RETRIED = "retried"                # cases/retried/<case>.<n>.*: an attempt's files, before the gate's retry ran it
+
+
+def case_file(cases_dir: str | Path, case: str, suffix: str = CASE_RESULT) -> Path:
+    """``cases/<case><suffix>`` of a run: where its executor writes a case's result (``CASE_RESULT``), notebook
+    (``CASE_NOTEBOOK``) and logs. A case name that would lead out of ``cases_dir`` is refused."""
     return Path(cases_dir) / f"{safe_name(case, str(cases_dir))}{suffix}"
+
+
+def attempt_notebook(cases_dir: str | Path, case: str, attempt: int) -> Path:
+    """``cases/<case>.attempt<n>.ipynb``: the partial notebook of a Ray task's attempt whose worker was lost."""
+    return case_file(cases_dir, case, f".attempt{attempt}{CASE_NOTEBOOK}")
+
+
+def case_files_present(cases_dir: str | Path, case: str) -> list[Path]:
+    """Every file a case left in ``cases_dir``: those of ``CASE_FILES`` that exist, then its attempts' notebooks."""
+    present = [p for p in (case_file(cases_dir, case, ext) for ext in CASE_FILES) if p.exists()]
+    return present + sorted(Path(cases_dir).glob(f"{safe_name(case, str(cases_dir))}.attempt[0-9]*{CASE_NOTEBOOK}"))
 
 
 def case_member(run: str, case: str, suffix: str = ".json") -> str:

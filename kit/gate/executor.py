@@ -327,11 +327,13 @@ def _release_identity(run: GateRun) -> dict | None:
 
 
 def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = None,
-                 gpus: Sequence[Gpu] = ()) -> CaseResult:
+                 gpus: Sequence[Gpu] = (), clock_from: float | None = None) -> CaseResult:
     """One papermill execution of the case's notebook in the case's kernel, bounded by its timeout.
     A verdict the notebook wrote counts only if it covers ``expected`` (what this case was asked).
-    ``gpus``: the GPUs the case holds, the only ones its kernel sees."""
-    notebook = rundir.case_file(cases_dir, spec.name, ".ipynb")
+    ``gpus``: the GPUs the case holds, the only ones its kernel sees. ``clock_from``: the ``time.monotonic()``
+    at which the case's timeout started counting, when that was before this call (a Ray task's attempt is
+    recorded, and its driver starts counting, before the task imports the executor)."""
+    notebook = rundir.case_file(cases_dir, spec.name, rundir.CASE_NOTEBOOK)
     result_path = rundir.case_file(cases_dir, spec.name)
     started, t0, launched = now_iso(), time.perf_counter(), time.time()
     env = {contract.MODEL_DIGEST_CACHE_ENV: str(cases_dir.parent / rundir.MODEL_DIGESTS),
@@ -340,7 +342,8 @@ def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = No
            # before the kernel imports anything.
            **registry.get(spec.backend).environment(spec.options)}
     outcome = run_notebook(spec.notebook, notebook, contract.case_parameters(spec.to_dict(), str(result_path)),
-                           spec.kernel, spec.timeout_s, rundir.case_file(cases_dir, spec.name, ".kernel.log"),
+                           spec.kernel, _time_left(spec.timeout_s, clock_from),
+                           rundir.case_file(cases_dir, spec.name, rundir.KERNEL_LOG),
                            log_prefix=str(cases_dir / spec.name),
                            env={**env, **(devices.kernel_env(gpus) if gpus else {})})
     duration = time.perf_counter() - t0
@@ -540,12 +543,19 @@ def record(cases_dir: Path, result: CaseResult, expected: Expected | None = None
     return saved(result, path)
 
 
+def _time_left(timeout_s: float, clock_from: float | None) -> float:
+    """What is left of a timeout that started counting at ``clock_from`` (never less than a second, so that
+    the kernel is still started and killed, and its partial notebook kept, like any other timeout's)."""
+    return timeout_s if clock_from is None else max(timeout_s - (time.monotonic() - clock_from), 1.0)
+
+
 def execute_guarded(spec: CaseSpec, cases_dir: Path, on_start: Callable[[CaseSpec], None] | None,
-                    expected: Expected | None = None, gpus: Sequence[Gpu] = ()) -> CaseResult:
+                    expected: Expected | None = None, gpus: Sequence[Gpu] = (),
+                    clock_from: float | None = None) -> CaseResult:
     try:
         if on_start:
             on_start(spec)
-        return execute_case(spec, cases_dir, expected, gpus)
+        return execute_case(spec, cases_dir, expected, gpus, clock_from)
     except Exception as exc:  # a bug here must not cost the other cases their results
         log.error(traceback.format_exc().rstrip("\n"))  # the traceback alone, as print_exc writes it
         result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error_kind=outcomes.EXECUTOR,

@@ -359,10 +359,10 @@ def _drive(ray, run: GateRun, live: dict, start, finish) -> None:
 
 def _outcome(ray, ref, sub: _Submitted, cases: Path, expected: Expected | None = None) -> CaseResult:
     spec = sub.spec
-    notebook = paths.display(rundir.case_file(cases, spec.name, ".ipynb"))
+    notebook = paths.display(rundir.case_file(cases, spec.name, rundir.CASE_NOTEBOOK))
     # What every result the executor writes for the task says of the case (it finished now).
     result = functools.partial(CaseResult, case=spec.name, backend=spec.backend, finished_at=now_iso(),
-                               notebook=str(rundir.case_file(cases, spec.name, ".ipynb")), bound=spec.bound,
+                               notebook=str(rundir.case_file(cases, spec.name, rundir.CASE_NOTEBOOK)), bound=spec.bound,
                                golden_kind=spec.golden_kind)
     try:
         return CaseResult.from_dict(ray.get(ref))

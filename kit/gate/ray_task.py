@@ -5,7 +5,8 @@ case as started (and stops its ``max_wait_s`` clock for resources) when the task
 ``cases/<case>.attempts.jsonl``; were that module the executor's (papermill, Jupyter, pydantic), a
 loaded machine would spend seconds importing after Ray had already granted the resources, and a case
 holding its resources would be cancelled as one whose resources never came. So this module imports
-the standard library only, records the attempt first, and loads the executor afterwards.
+the standard library and the run directory's names only (kit.core.rundir, milliseconds), records the
+attempt first, and loads the executor afterwards.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import os
 import socket
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +29,10 @@ def case_task(spec_dict: dict, cases_dir: str, cwd: str, group: str | None, expe
     import ray
 
     cases = Path(cases_dir)
+    # The driver counts the case's timeout from this record; the case's own timer counts from the same
+    # instant, so that the imports below (seconds on a loaded machine) come out of the timeout, not out of the
+    # driver's grace for a task that does not return.
+    clock_from = time.monotonic()
     attempt = start_attempt(cases, spec_dict["name"])
 
     from kit.core import rundir
@@ -55,7 +61,7 @@ def case_task(spec_dict: dict, cases_dir: str, cwd: str, group: str | None, expe
 
     def run() -> None:
         try:
-            box.update(result=execute_guarded(spec, cases, None, asked))
+            box.update(result=execute_guarded(spec, cases, None, asked, clock_from=clock_from))
         finally:
             done.set()
 
@@ -106,7 +112,7 @@ def verdict_before_restart(cases: Path, spec: CaseSpec, expected: Expected | Non
     judged = verdict_written(lost, path, started, spec, expected)
     if judged.status != FAILED:
         return None
-    judged.notebook = str(rundir.case_file(cases, spec.name, f".attempt{earlier}.ipynb"))  # start_attempt moved it
+    judged.notebook = str(rundir.attempt_notebook(cases, spec.name, earlier))  # start_attempt moved it
     judged.notes = [*judged.notes, f"attempt {attempt['attempt']} on {attempt['host']} did not run the case again: "
                                    f"the verdict of attempt {earlier} stands"]
     return saved(judged, path).to_dict()
@@ -114,7 +120,9 @@ def verdict_before_restart(cases: Path, spec: CaseSpec, expected: Expected | Non
 
 def attempts(cases: Path, name: str) -> list[dict]:
     """The attempts Ray made of a case's task so far, as ``start_attempt`` recorded them."""
-    log = cases / f"{name}.attempts.jsonl"
+    from kit.core import rundir
+
+    log = rundir.case_file(cases, name, rundir.ATTEMPTS)
     if not log.is_file():
         return []
     return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
@@ -126,11 +134,11 @@ def start_attempt(cases: Path, name: str) -> dict:
 
     from kit.core import rundir
 
-    log = cases / f"{name}.attempts.jsonl"
+    log = rundir.case_file(cases, name, rundir.ATTEMPTS)
     n = 1 + (len(log.read_text().splitlines()) if log.is_file() else 0)
-    notebook = rundir.case_file(cases, name, ".ipynb")
+    notebook = rundir.case_file(cases, name, rundir.CASE_NOTEBOOK)
     if n > 1 and notebook.is_file():
-        os.replace(notebook, rundir.case_file(cases, name, f".attempt{n - 1}.ipynb"))
+        os.replace(notebook, rundir.attempt_notebook(cases, name, n - 1))
     started = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()  # as kit.core.results.now_iso
     attempt = {"attempt": n, "host": socket.gethostname(), "pid": os.getpid(),
                "node": ray.get_runtime_context().get_node_id(), "started_at": started}

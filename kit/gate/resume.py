@@ -40,10 +40,6 @@ from kit.core.results import load_case_result
 from kit.core.spec import CaseSpec
 from kit.descriptor.plan import Outline
 
-SUPERSEDED = "superseded"
-# Everything a case leaves in cases/; they move together when the case is rerun.
-CASE_FILES = (".json", ".ipynb", ".kernel.log", ".attempts.jsonl")
-
 
 @dataclass
 class Plan:
@@ -151,7 +147,7 @@ def _assess(cases_dir: Path, spec: CaseSpec, fixture: str, golden: str, fp_now: 
         return None, f"its earlier result is unreadable ({type(exc).__name__})"
     if old.status not in (PASSED, FAILED):
         return old, f"its earlier attempt ended with {old.status}"
-    broken = _notebook_problem(rundir.case_file(cases_dir, spec.name, ".ipynb"))
+    broken = _notebook_problem(rundir.case_file(cases_dir, spec.name, rundir.CASE_NOTEBOOK))
     if broken:
         return old, broken
     if old.inputs_digest != spec.inputs_digest(fixture, golden):
@@ -186,11 +182,10 @@ def _what_changed(old: CaseResult, spec: CaseSpec, fixture: str, golden: str) ->
     return ", ".join(changed) if changed else "descriptor entry"
 
 
-def set_aside(cases_dir: Path, name: str, folder: str = SUPERSEDED) -> list[Path]:
+def set_aside(cases_dir: Path, name: str, folder: str = rundir.SUPERSEDED) -> list[Path]:
     """Move a case's earlier files to cases/<folder>/<case>.<n>.* (superseded/ by default) before it runs
     again; ``n`` counts up past every earlier set of them, so none is ever written over."""
-    present = [cases_dir / f"{name}{ext}" for ext in CASE_FILES if (cases_dir / f"{name}{ext}").exists()]
-    present += sorted(cases_dir.glob(f"{name}.attempt[0-9]*.ipynb"))
+    present = rundir.case_files_present(cases_dir, name)
     if not present:
         return []
     dest = cases_dir / folder

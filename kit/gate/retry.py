@@ -28,7 +28,6 @@ from kit.gate.executor import GateRun, saved
 
 log = logging.getLogger(__name__)
 
-RETRIED = "retried"  # cases/retried/: the files of attempts that were run again
 
 
 def triage_run(run: GateRun) -> None:
@@ -90,7 +89,7 @@ def retry_infrastructure(runs: Sequence[GateRun], execute: Callable[[Sequence[Ga
 def _set_aside(run: GateRun, name: str) -> None:
     """Move the attempt's files aside and remember it; the case counts as missing until it runs again."""
     earlier = run.results.pop(name)
-    moved = resume.set_aside(run.cases_dir, name, RETRIED)
+    moved = resume.set_aside(run.cases_dir, name, rundir.RETRIED)
     attempt = {"attempt": len(earlier.attempts) + 1, "status": earlier.status, "error": earlier.error,
                "triage": earlier.triage, "files": [_relative(p, run.run_dir) for p in moved]}
     run.pending_attempts.setdefault(name, [*earlier.attempts]).append(attempt)

@@ -77,7 +77,7 @@ class RefreshView:
     @property
     def control_dir(self) -> Path | None:
         path = self.run_dir / "control"
-        return path if (path / rundir.CONTROL).is_file() else None
+        return path if rundir.kind_of(path) == "control" else None
 
 
 def load_refresh_section(path: str | Path) -> RefreshView | None:

@@ -26,13 +26,11 @@ def latest_run(runs_dir: str | Path | None = None, kind: str | None = None) -> P
     run, control or refresh. ``runs_dir`` None is the project's runs/ (kit.core.paths.runs_root), not one
     beside the kernel's folder: a notebook's default must not depend on where JupyterLab started its kernel."""
     runs_dir = paths.runs_root() if runs_dir is None else Path(runs_dir)
-    marks = {"gate": [rundir.MANIFEST], "control": [rundir.CONTROL], "refresh": [rundir.REFRESH],
-             "localize": [rundir.LOCALIZE]}.get(kind, [rundir.MANIFEST, rundir.CONTROL, rundir.REFRESH])
-    runs = sorted((p for m in marks for p in runs_dir.glob(f"*/{m}")), key=lambda p: p.stat().st_mtime)
-    if not runs:
+    found = rundir.newest(runs_dir, (kind,) if kind else ("gate", "control", "refresh"))
+    if found is None:
         what = f"{kind} run" if kind in ("control", "localize") else "gate run"
         raise FileNotFoundError(f"no {what} under {runs_dir}; run `parity-kit {kind or 'gate'}` first")
-    return runs[-1].parent
+    return found
 
 
 def load_run(run_dir: str | Path) -> RunView:
@@ -53,7 +51,7 @@ def scrap_result(run_dir: Path, case: str) -> CaseResult | None:
     kernel wrote (kit.gate.executor), so the file it wrote is the run's record."""
     import scrapbook as sb
 
-    nb_path = rundir.case_file(run_dir / rundir.CASES, case, ".ipynb")
+    nb_path = rundir.case_file(run_dir / rundir.CASES, case, rundir.CASE_NOTEBOOK)
     if not nb_path.is_file():
         return None
     scraps = sb.read_notebook(str(rundir.inside(nb_path, run_dir, "case notebook"))).scraps

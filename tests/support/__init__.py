@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tomllib
@@ -110,12 +111,32 @@ def _calibrated_or_hand_set(cases: dict, embedded: Embedded, own_inputs: bool) -
     return {name: one(c) for name, c in cases.items()}
 
 
+# How long a command past its test's timeout is given to stop as a user's Ctrl-C stops it (its kernels too).
+STOP_AFTER_TIMEOUT_S = 60
+
+
 def parity_kit(*args: str, cwd: Path | None = None, timeout: float = 600,
                env: dict | None = None) -> subprocess.CompletedProcess:
-    """The real command, in a fresh process, as a user runs it (``env`` adds to the environment)."""
-    return subprocess.run([sys.executable, "-m", "kit.cli", *map(str, args)], cwd=cwd or ROOT,
-                          capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **env} if env else None)
+    """The real command, in a fresh process, as a user runs it (``env`` adds to the environment).
+
+    A command still running after ``timeout`` is interrupted as Ctrl-C would (a gate then stops its kernels,
+    which run in sessions of their own and would outlive a killed gate, loading the tests that follow), and the
+    test fails with the end of what it logged: which case it was waiting for is the first thing to know."""
+    argv = [sys.executable, "-m", "kit.cli", *map(str, args)]
+    proc = subprocess.Popen(argv, cwd=cwd or ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **env} if env else None)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=STOP_AFTER_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        raise AssertionError(f"parity-kit {' '.join(map(str, args))} did not finish within {timeout:g} s; "
+                             f"the end of its log:\n{err[-4000:]}") from None
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def add_kernel(jupyter_path: Path, name: str, startup: str) -> dict:
@@ -349,7 +370,7 @@ def cases_pass_without_kernels(monkeypatch) -> None:
     from kit.core.results import save_case_result
     from kit.gate import executor
 
-    def execute_case(spec, cases_dir, expected=None, gpus=()):
+    def execute_case(spec, cases_dir, expected=None, gpus=(), clock_from=None):
         result = CaseResult(spec.name, spec.backend, status="passed")
         save_case_result(result, cases_dir / f"{spec.name}.json")
         return result

@@ -15,6 +15,7 @@ from kit.core.records import ERROR, FAILED, CaseResult
 from kit.core.results import now_iso, save_case_result
 from kit.descriptor.load import load_descriptor
 from kit.gate import executor, ray_task
+from kit.run.notebook import NotebookOutcome
 from kit.gate.executors import DEFAULT, Executor, Executors, UnknownExecutor, executors
 from support import ROOT
 from support.records import written_by_kernel
@@ -91,3 +92,26 @@ def test_a_ray_restart_runs_again_a_case_that_judged_nothing(tmp_path, embedded,
                "error": CaseResult(case="hf-bf16", backend="hf", status=ERROR, error="the kernel died")}[left]
     standing, _ = _restarted(tmp_path, embedded, written)
     assert standing is None
+
+
+@pytest.mark.parametrize("spent, left", [(None, 300.0), (20.0, 280.0), (400.0, 1.0)])
+def test_a_ray_task_times_its_case_from_the_attempt_the_driver_counts_from(tmp_path, embedded, monkeypatch,
+                                                                          spent, left):
+    """The driver cancels a task that outlives the case's timeout plus a grace, counted from the attempt's record;
+    the case's own timer must count from that instant too, or the task's imports on a loaded machine would spend
+    the grace and the driver would cancel a kernel its own timer was about to kill. A timeout already spent
+    still starts the kernel for a second, so the case ends as a timeout with its partial notebook."""
+    run = executor.prepare_run(load_descriptor(embedded.descriptor), tmp_path / "run", only=["hf-bf16"])
+    asked = []
+    try:
+        spec = run.specs[0]
+        monkeypatch.setattr(executor, "run_notebook",
+                            lambda nb, out, params, kernel, timeout_s, *a, **kw: asked.append(timeout_s)
+                            or NotebookOutcome("timeout", "timeout", None))
+        clock_from = None if spent is None else executor.time.monotonic() - spent
+        result = executor.execute_case(spec, run.cases_dir, clock_from=clock_from)
+    finally:
+        run.lock.release()
+    assert spec.timeout_s == 300
+    assert asked[0] == pytest.approx(left, abs=2.0)
+    assert result.error.startswith("exceeded its timeout of 300 s; its kernel was killed")

@@ -24,7 +24,7 @@ def fake(monkeypatch, outcomes: dict[str, list[dict]]) -> dict[str, int]:
     """execute_case replaced: each call of a case takes its next outcome and leaves the files a case leaves."""
     calls: dict[str, int] = {}
 
-    def execute_case(spec, cases_dir, expected=None, gpus=()):
+    def execute_case(spec, cases_dir, expected=None, gpus=(), clock_from=None):
         n = calls[spec.name] = calls.get(spec.name, 0) + 1
         outcome = outcomes[spec.name][n - 1]
         (cases_dir / f"{spec.name}.ipynb").write_text(f"notebook of attempt {n}")

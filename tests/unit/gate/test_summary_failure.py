@@ -38,7 +38,7 @@ FAILED = {"status": "failed", "failures": [BOUND],
 
 def fake_case(monkeypatch, outcome: dict) -> None:
     """Every case ends with ``outcome``, leaving the files a case leaves."""
-    def execute_case(spec, cases_dir, expected=None, gpus=()):
+    def execute_case(spec, cases_dir, expected=None, gpus=(), clock_from=None):
         (cases_dir / f"{spec.name}.ipynb").write_text("{}")
         result = CaseResult(spec.name, spec.backend, **outcome)
         save_case_result(result, cases_dir / f"{spec.name}.json")
