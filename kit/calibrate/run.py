@@ -12,6 +12,7 @@ for a case measured as it is set now; one calibration at a time holds a director
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
 import os
@@ -247,6 +248,7 @@ def calibrate_case(plan: Plan, spec: CaseSpec, run_dir: Path, to: Path,
                     f"test against the other variants ({p}): the variants may not span the case's noise yet; a "
                     "healthy release like it would fail the gate", extra=MARKUP)
     path = write_record(record, to)
+    record = dataclasses.replace(record, path=path)
     where = os.path.relpath(path, plan.path.parent)
     measured = record.fingerprint.get("runtime", {}).get("accelerator", {}).get("name", "this host")
     steps = f", decode steps' bounds {record.decode_reference()['step_bounds']}" if record.decode else ""
@@ -321,7 +323,6 @@ def write_record(record: CalibrationRecord, to: Path) -> Path:
     path = to / record_filename(record)
     if not path.exists():
         atomic_write_bytes(path, record.canonical())
-    record.path = path
     return path
 
 

@@ -12,6 +12,7 @@ Stdlib only: the case kernel applies the drift reference this module builds.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -181,7 +182,7 @@ def leave_one_out(unique: Sequence[Sample], dtype: str) -> list[dict]:
     return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class CalibrationRecord(ContentAddressed):
     """A case's measured noise and the bounds it justifies, with where and how it was measured."""
 
@@ -207,19 +208,17 @@ class CalibrationRecord(ContentAddressed):
         """A record from its samples: per-prompt ranges, per-bucket bounds and drift rates derived here (by
         the current rule, unless ``rule`` names the earlier one a record was made by); with ``decode_steps``,
         the bound of each decode step too, from the samples' per-step errors."""
-        record = cls(**kw)
-        if decode_steps:
-            dtype, rule = record.noise_class.get("dtype", "bfloat16"), record.rule["name"]
-            record.decode = step_section(record.samples, decode_steps,
-                                         lambda largest, spread, n: bound_rule(largest, spread, n, dtype, rule))
-        unique = distinct(record.samples)
-        record.prompts = prompt_ranges(record.samples, buckets)
-        record.buckets = bucket_bounds(record.prompts, len(unique), record.noise_class.get("dtype", "bfloat16"),
-                                       record.rule["name"])
-        record.drift = {"alpha": DRIFT_ALPHA, "distinct_samples": len(unique),
-                        "variants": [s.variant for s in unique]}
-        record.drift["leave_one_out"] = leave_one_out(unique, record.noise_class.get("dtype", ""))
-        return record
+        given = cls(**kw)  # the defaults filled in (the rule), then what the samples give
+        dtype, rule = given.noise_class.get("dtype", "bfloat16"), given.rule["name"]
+        decode = step_section(given.samples, decode_steps,
+                              lambda largest, spread, n: bound_rule(largest, spread, n, dtype, rule)) \
+            if decode_steps else {}
+        unique = distinct(given.samples)
+        prompts = prompt_ranges(given.samples, buckets)
+        drift = {"alpha": DRIFT_ALPHA, "distinct_samples": len(unique), "variants": [s.variant for s in unique],
+                 "leave_one_out": leave_one_out(unique, given.noise_class.get("dtype", ""))}
+        return dataclasses.replace(given, decode=decode, prompts=prompts, drift=drift,
+                                   buckets=bucket_bounds(prompts, len(unique), dtype, rule))
 
     def to_dict(self) -> dict:
         decode = {"decode": self.decode} if self.decode else {}

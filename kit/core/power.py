@@ -229,7 +229,7 @@ def inconclusive_reason(detectable: Mapping[str, Any], limit: float, prompts: in
     return None
 
 
-@dataclass
+@dataclass(frozen=True)
 class PowerRecord(ContentAddressed):
     """The faulted samples of one case against one calibration record, and what they show."""
 
@@ -248,10 +248,8 @@ class PowerRecord(ContentAddressed):
 
     @classmethod
     def measured(cls, reference: Mapping[str, Any], **kw) -> "PowerRecord":
-        record = cls(**kw)
-        record.summary = summarize(record.trials, reference)
-        record.clean_error = record.summary["clean_error"]
-        return record
+        summary = summarize(kw["trials"], reference)
+        return cls(**kw, summary=summary, clean_error=summary["clean_error"])
 
     def to_dict(self) -> dict:
         return {"format": FORMAT, "case": self.case, "backend": self.backend, "record_sha256": self.record_sha256,

@@ -144,7 +144,7 @@ def _write(record: PowerRecord, to: Path) -> CasePower:
     path = to / f"{record.sha256}.json"
     if not path.exists():
         atomic_write_bytes(path, record.canonical())
-    record.path = path
+    record = dataclasses.replace(record, path=path)
     summary = record.summary
     log.log(NOTICE, f"power {record.case}: {headline({**summary, 'same_class': True})}; record "
             f"{paths.display(path)}\n  " + "\n  ".join(family_lines(summary)), extra=MARKUP)

@@ -224,15 +224,16 @@ def use_jupyter_path(path: str) -> None:
         os.environ["JUPYTER_PATH"] = os.pathsep.join([path, *known])
 
 
+# Prints one JSON line: where each module was imported from, and the failure of each that could not be.
 SMOKE = """
 import importlib, json, sys
-out = {}
+found, failed = {}, {}
 for name in sys.argv[1:]:
     try:
-        out[name] = getattr(importlib.import_module(name), "__file__", None) or "(namespace)"
+        found[name] = getattr(importlib.import_module(name), "__file__", None) or "(namespace)"
     except Exception as exc:
-        out[name] = f"ERROR {type(exc).__name__}: {exc}"
-print(json.dumps(out))
+        failed[name] = f"{type(exc).__name__}: {exc}"
+print(json.dumps({"found": found, "failed": failed}))
 """
 
 
@@ -241,12 +242,14 @@ def import_smoke(python: Path, venv: Path, modules: list[str]) -> tuple[dict, st
     if not modules:
         return {}, "the wheels install no importable module"
     try:
-        found = json.loads(_run([str(python), "-c", SMOKE, *modules], "import").strip().splitlines()[-1])
+        smoke = json.loads(_run([str(python), "-c", SMOKE, *modules], "import").strip().splitlines()[-1])
     except StepFailed as exc:
         return {}, str(exc)
+    found, failed = smoke["found"], smoke["failed"]
+    if failed:
+        name = next(iter(failed))
+        return found, f"import {name} failed: {failed[name]}"
     for name, where in found.items():
-        if where.startswith("ERROR"):
-            return found, f"import {name} failed: {where[6:]}"
         if where != "(namespace)" and not Path(where).resolve().is_relative_to(venv.resolve()):
             return found, f"{name} was imported from {where}, not from the release's bytes in {venv}"
     return found, None

@@ -3,6 +3,7 @@ evidence; a descriptor listing two records of one calibration record is refused,
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tomllib
 from pathlib import Path
@@ -46,7 +47,6 @@ def measured():
 def _write(tmp_path: Path, record: PowerRecord) -> Path:
     path = tmp_path / f"{record.sha256}.json"
     path.write_bytes(record.canonical())
-    record.path = path
     return path
 
 
@@ -90,12 +90,14 @@ def test_records_of_another_measurement_or_measured_twice_are_not_merged(tmp_pat
     _write(tmp_path, position)
     with pytest.raises(BadInput, match=r"rope_base at [0-9.e-]+ is measured in .* too"):
         merged([position, position], reference, ["test"], "now")
-    other_host = PowerRecord.measured(reference, **{**_fields(rest), "fingerprint": {"runtime": "another"}})
-    other_host.path = tmp_path / "other.json"
+    other_host = dataclasses.replace(
+        PowerRecord.measured(reference, **{**_fields(rest), "fingerprint": {"runtime": "another"}}),
+        path=tmp_path / "other.json")
     with pytest.raises(BadInput, match=r"other\.json: fingerprint: .* only records of one measurement are merged"):
         merged([position, other_host], reference, ["test"], "now")
-    relabelled = PowerRecord.measured(reference, **{**_fields(position), "families": {"position": "rotary_interleave"}})
-    relabelled.trials = []
+    relabelled = dataclasses.replace(
+        PowerRecord.measured(reference, **{**_fields(position), "families": {"position": "rotary_interleave"}}),
+        trials=[])
     with pytest.raises(BadInput, match="family position measured by rotary_interleave, elsewhere by rope_base"):
         merged([position, relabelled], reference, ["test"], "now")
 
