@@ -22,6 +22,7 @@ from kit.core.results import GATE_EXIT_CODES
 from kit.gate.executors import DEFAULT as DEFAULT_EXECUTOR, executors
 from kit.gate.heartbeat import DEFAULT_HEARTBEAT_S, HEARTBEAT_ENV
 from kit.run import output, stopping
+from kit.core.records import GOLDEN_KINDS, SEMANTIC
 
 
 def _golden_makers() -> tuple[str, list[str]]:
@@ -303,7 +304,7 @@ def _parser() -> argparse.ArgumentParser:
     gm.add_argument("--checkpoint", default="hf", choices=["hf", "native"],
                     help="levanter: an HF export or a native tensorstore checkpoint (default: hf)")
     gm.add_argument("--fixture", required=True, help="fixture JSON whose prompts the golden scores")
-    gm.add_argument("--kind", choices=["semantic", "exact"], required=True,
+    gm.add_argument("--kind", choices=GOLDEN_KINDS, required=True,
                     help="semantic: judged within a bound; exact: bit for bit, on this runtime only")
     gm.add_argument("--top-k", type=int, default=25, help="golden tokens kept per prompt (default 25)")
     gm.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
@@ -342,7 +343,7 @@ def _parser() -> argparse.ArgumentParser:
                                                ExitCode.FAILED: "refused: fewer than two backends agree with it"}))
     gr.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR),
                     help="descriptor TOML whose golden to replace (default: the embedded tiny-cpu descriptor)")
-    gr.add_argument("--kind", default="semantic", metavar="GOLDEN",
+    gr.add_argument("--kind", default=SEMANTIC, metavar="GOLDEN",
                     help="the [goldens] entry to replace (default: semantic); semantic goldens only")
     gr.add_argument("--release", help="check against this release's kernels (default: the cases' own)")
     gr.add_argument("--out", help="work directory (default: runs/regen-<name>-<time>-<id>)")

@@ -47,6 +47,7 @@ from kit.gate.session import gate_once
 from kit.goldens.make import flag_keywords, make_golden_apart
 from kit.run.notebook import run_and_render
 from kit.run.output import MARKUP, NOTICE
+from kit.core.records import EXACT
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +206,7 @@ def _make_goldens(desc: LoadedDescriptor, plan: Plan, rows: Sequence[BaselineRow
         flags = info.remake_flags(first.provenance, spec.options)
         argv = ["golden", "make", *(["--backend", info.name] if info.name != registry.REFERENCE else []),
                 "--model", paths.display(spec.model_path), "--fixture", paths.display(spec.fixture_path),
-                "--kind", "exact", "--top-k", str(first.top_k), *flags, "--out", str(work_dir / "goldens")]
+                "--kind", EXACT, "--top-k", str(first.top_k), *flags, "--out", str(work_dir / "goldens")]
         if info.kernel != paths.MAIN_KERNEL:
             made.append(Made(EXACT_GOLDEN, entry, spec.runtime, None,
                              error=f"its golden is made in {info.name}'s own environment: run `parity-kit "
@@ -217,7 +218,7 @@ def _make_goldens(desc: LoadedDescriptor, plan: Plan, rows: Sequence[BaselineRow
             log.log(NOTICE, f"making an exact golden of {entry} for {spec.runtime}", extra=MARKUP)
             # `golden make` called as a function, in a process of its own (make_golden_apart says why)
             golden = make_golden_apart(work_dir / "goldens", paths.display(spec.model_path),
-                                       paths.display(spec.fixture_path), "exact", first.top_k,
+                                       paths.display(spec.fixture_path), EXACT, first.top_k,
                                        ["parity-kit", "-q", *argv], work_dir / GOLDEN_LOG, backend=info.name,
                                        **flag_keywords(flags))
             if golden.path is None or not golden.path.is_file():

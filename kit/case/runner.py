@@ -36,6 +36,7 @@ from kit.core.verdict import rules
 from kit.core.verdict.failure import texts
 from kit.core.verdict.rules import bound_for
 from kit.core.spec import CaseSpec
+from kit.core.records import EXACT
 
 
 def resolve_spec(spec: dict | None, descriptor: str | None, case: str) -> CaseSpec:
@@ -127,7 +128,7 @@ def run_case(spec: CaseSpec, reference_out: str | None = None) -> CaseResult:
     clock.mark("engine close, relaunches")
     check_distributions(spec, prompts, [*observations, *(o for r in runs.values() for o in r)], continuations)
 
-    exact = golden.kind == "exact"
+    exact = golden.kind == EXACT
     scores = [
         score_prompt(p.id, p.bucket, golden.prompts[p.id][: golden.top_k], obs,
                      bound_for(p.bucket, spec.bound, spec.bucket_bounds), exact=exact)
@@ -196,7 +197,7 @@ def reference_golden(spec: CaseSpec, fixture, prompts: list[Prompt], out: str | 
     path = Path(out) if out else Path(f"{spec.name}.reference.json")
     if out:
         atomic_write_bytes(path, data)
-    return Golden(path, sha256_bytes(data), "exact", fixture.sha256, digest, spec.top_n, prov,
+    return Golden(path, sha256_bytes(data), EXACT, fixture.sha256, digest, spec.top_n, prov,
                   {o.prompt_id: tuple(o.top_logprobs[: spec.top_n]) for o in observed})
 
 

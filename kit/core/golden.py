@@ -26,11 +26,11 @@ from kit import __version__
 from kit.core.errors import BadInput
 from kit.core.fixture import Fixture
 from kit.core.jsonio import canonical_bytes, read_input_bytes, sha256_bytes, surrogate_place, write_canonical
-from kit.core.records import Continuation, Observation
+from kit.core.records import EXACT, GOLDEN_KINDS, Continuation, Observation
 from kit.core.runtime import hardware
 from kit.core.text import lone_surrogate, printable
 
-KINDS = ("semantic", "exact")
+KINDS = GOLDEN_KINDS
 FORMAT = 2  # the newest golden format this code reads and writes (1: no "format" key, no continuations)
 
 # One continuation step: the token the reference chose and its top-k there.
@@ -123,7 +123,7 @@ def reference_document(fixture: Fixture, model_digest: str, top_k: int, observat
         if problem:
             raise BadInput(f"reference of case {obs.prompt_id}: {problem}")
         cases.append({"id": obs.prompt_id, "top_logprobs": _entries(top)})
-    return {"kind": "exact", "fixture_sha256": fixture.sha256, "model_digest": model_digest, "top_k": top_k,
+    return {"kind": EXACT, "fixture_sha256": fixture.sha256, "model_digest": model_digest, "top_k": top_k,
             "provenance": prov, "cases": cases}
 
 

@@ -24,6 +24,10 @@ INCONCLUSIVE = "inconclusive"
 # (kit.core.borrowed): this host's noise may explain it, so it is neither a pass nor a regression until measured.
 BORROWED = "borrowed-bounds"
 CASE_STATUSES = (PASSED, FAILED, ERROR, TIMEOUT, NO_BASELINE, INCONCLUSIVE, BORROWED)
+# A golden's kind (``golden_kind``), as its file and the descriptor's [goldens] names spell it: semantic (compared
+# under a bound) or exact (one runtime's own output, compared bit for bit). Every comparison with a kind uses these.
+SEMANTIC, EXACT = "semantic", "exact"
+GOLDEN_KINDS = (SEMANTIC, EXACT)
 
 
 @dataclass(frozen=True)
@@ -253,7 +257,7 @@ class CaseResult:
     def bound_text(self) -> str:
         """Where the bounds came from, in a few words: hand-set, or the record and rule that set them."""
         src = self.bound_source or {}
-        kind = src.get("kind") or ("exact" if self.golden_kind == "exact" else "hand-set")
+        kind = src.get("kind") or ("exact" if self.golden_kind == EXACT else "hand-set")
         if kind == "exact":
             return "exact golden"
         bounds = [b for b in self.bucket_bounds.values()] or ([self.bound] if self.bound is not None else [])
@@ -281,7 +285,7 @@ class CaseResult:
             return f"not run (case {self.status})"
         if (self.bound_source or {}).get("kind") == "calibrated":
             return "not run"
-        return "not run (no calibration)" if self.golden_kind == "semantic" else "—"
+        return "not run (no calibration)" if self.golden_kind == SEMANTIC else "—"
 
     @property
     def calibrated_noise(self) -> float | None:

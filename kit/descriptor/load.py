@@ -23,6 +23,7 @@ from kit.core.power import detectable_of, load_power, named_calibration, read_po
 from kit.core.lineage import LineageEntry, heads, load_folder, of_descriptor
 from kit.core.spec import CaseSpec
 from kit.core.falsefailure import Budget
+from kit.core.records import EXACT
 from kit.descriptor.code_settings import warn_code_settings
 from kit.descriptor.falsefailure import descriptor_budget
 from kit.descriptor.schema import (CASE_NAME, CaseBase, CustomNotebook, Descriptor, ModelRef, Release, Resources,
@@ -504,7 +505,7 @@ def _check_reference(shown: str, text: str, doc: Descriptor, name: str, entry: d
     if case.bound is not None or case.bucket_bounds or case.calibration:
         raise BadInput(f"{where}: a reference is compared bit for bit; the case can have no bound or calibration")
     try:
-        case_schemas()[case.backend].model_validate({**entry, **ref.options, "reference": None, "golden": "exact"})
+        case_schemas()[case.backend].model_validate({**entry, **ref.options, "reference": None, "golden": EXACT})
     except ValidationError as exc:
         raise BadInput(_format_error(shown, text, exc, (*loc, "reference"), case_schemas()[case.backend])) from None
 

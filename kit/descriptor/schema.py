@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from kit.backends import registry
 from kit.core.falsefailure import MAX_RATE
+from kit.core.records import EXACT
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -31,7 +32,7 @@ def golden_kind(name: str) -> str:
 
 def case_golden_kind(case) -> str:
     """How a case is judged: its golden entry's kind, or ``exact`` for an in-kernel reference."""
-    return "exact" if case.golden is None else golden_kind(case.golden)
+    return EXACT if case.golden is None else golden_kind(case.golden)
 
 
 class _Strict(BaseModel):

@@ -24,6 +24,7 @@ from kit.core.spec import CaseSpec, on_model
 from kit.core.verdict import Kind, failures_of
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve
+from kit.core.records import SEMANTIC
 
 FLOAT32_CASE = "checkpoint"  # hf in float32: the settings the goldens were made with
 EFFECT_CASE = "hf-float32-effect"
@@ -47,7 +48,7 @@ def embedded_cases(descriptor: str | Path = paths.EMBEDDED_DESCRIPTOR,
     descriptor's ``checkpoint``, a GPU descriptor's ``hf-f32``) set up to measure a fault's effect."""
     plan = resolve(load_descriptor(descriptor), [float32_case, *[n for n in names if n != float32_case]])
     specs = {name: case.spec for name, case in plan.cases.items()}
-    semantic = plan.goldens["semantic"].files[0]  # a semantic entry names one file
+    semantic = plan.goldens[SEMANTIC].files[0]  # a semantic entry names one file
     checkpoint = specs.pop(float32_case)
     if checkpoint.backend != "hf" or checkpoint.options.get("dtype", "float32") != "float32":
         raise BadInput(f"case {float32_case} of {descriptor} is no hf float32 case: a fault's effect is what hf "
@@ -55,7 +56,7 @@ def embedded_cases(descriptor: str | Path = paths.EMBEDDED_DESCRIPTOR,
     # The float32 path as the golden maker runs it: the kernels the checkpoint case pins for its exact golden
     # are no part of what a fault's effect is measured against.
     options = {k: v for k, v in checkpoint.options.items() if k != "cpu_kernels"}
-    float32 = dataclasses.replace(checkpoint, name=EFFECT_CASE, golden_path=str(semantic), golden_kind="semantic",
+    float32 = dataclasses.replace(checkpoint, name=EFFECT_CASE, golden_path=str(semantic), golden_kind=SEMANTIC,
                                   bound=None, bucket_bounds={}, options=options, runtime="", no_baseline=None)
     return EmbeddedCases(float32, specs)
 

@@ -51,6 +51,7 @@ from kit.gate.preflight import Inputs, check_inputs
 from kit.run import compilecache, devices, runlock
 from kit.run.devices import DevicePool, Gpu, Inventory, Request, Slots, Unavailable, WaitStopped
 from kit.run.notebook import describe_failure, run_notebook, stop_all, stopping
+from kit.core.records import EXACT
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +215,7 @@ def expectations(specs: Sequence[CaseSpec], inputs: Inputs) -> dict[str, Expecte
         out[s.name] = Expected(s.name, s.backend, tuple(p.id for p in prompts),
                                s.inputs_digest(inputs.fixture.sha256, golden_sha256.get(s.golden_path, "")),
                                {p.id: bound_for(p.bucket, s.bound, s.bucket_bounds) for p in prompts},
-                               exact=s.golden_kind == "exact")
+                               exact=s.golden_kind == EXACT)
     return out
 
 

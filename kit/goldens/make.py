@@ -24,6 +24,7 @@ from kit.core.spec import CaseSpec
 from kit.core.text import printable
 from kit.run import output
 from kit.run.stopping import describe
+from kit.core.records import EXACT
 
 # `golden make`'s flags a backend's remake line may hold (BackendInfo.remake_flags), by make_golden's keywords.
 FLAG_KEYWORDS = {"--backend": "backend", "--dtype": "dtype", "--attn-implementation": "attn_implementation",
@@ -46,7 +47,7 @@ def make_golden(out: str | Path, model: str | Path, fixture_path: str | Path, ki
                                         backend=backend, checkpoint=checkpoint, device=device,
                                         batch_size=batch_size, decode=decode, cpu_kernels=cpu_kernels)
     # An exact golden holds on one runtime: its name says which, beside those made on others.
-    runtime = runtime_slug(doc["provenance"].get("runtime", "")) if kind == "exact" else None
+    runtime = runtime_slug(doc["provenance"].get("runtime", "")) if kind == EXACT else None
     name = golden_filename(fixture, Path(model).resolve().name, doc["model_digest"], kind, runtime, decode)
     return write_golden(Path(out) / name, doc)
 
@@ -86,7 +87,7 @@ def make_golden_document(model: str | Path, fixture_path: str | Path, kind: str,
     finally:
         engine.close()
     # What decided the bits, computed where they were made: an exact golden holds only where this key is equal.
-    runtime = info.runtime_key(options) if kind == "exact" else None
+    runtime = info.runtime_key(options) if kind == EXACT else None
     prov = provenance(backend, release, dtype, attention, list(command), runtime)
     return golden_document(kind, fixture, digest, top_k, observations, prov, continuations, decode), fixture
 

@@ -30,6 +30,7 @@ from kit.goldens.make import make_golden_document
 from kit.goldens.recalibrate import Recalibrated, place, recalibrate, stale_cases
 from kit.run import output
 from kit.run.output import MARKUP, NOTICE
+from kit.core.records import SEMANTIC
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class RegenOutcome:
         return self.placed is not None
 
 
-def regen_golden(descriptor: str | Path, kind: str = "semantic", release: str | None = None,
+def regen_golden(descriptor: str | Path, kind: str = SEMANTIC, release: str | None = None,
                  out: str | Path | None = None, jobs: int | None = None,
                  command: Sequence[str] | None = None) -> RegenOutcome:
     """Remake a stale semantic golden with the reference backend, diff it with the old one, and run the
@@ -69,7 +70,7 @@ def regen_golden(descriptor: str | Path, kind: str = "semantic", release: str | 
     output.ensure()
     desc = load_descriptor(descriptor)
     stated = outline(desc)
-    if golden_kind(kind) != "semantic":
+    if golden_kind(kind) != SEMANTIC:
         raise BadInput(f"golden regen makes semantic goldens only: an exact golden ({kind}) belongs to one "
                        "native backend and runtime; remake it there with `parity-kit golden make --kind exact`")
     if kind not in stated.goldens:
@@ -87,8 +88,8 @@ def regen_golden(descriptor: str | Path, kind: str = "semantic", release: str | 
                     f"(hf float32, top-{old.top_k}) -> {work_dir}", extra=MARKUP)
     # A decode golden is remade with continuations as long as the old one's, so its cases still find them.
     doc, fixture = make_golden_document(stated.model.path, stated.fixture,
-                                        "semantic", old.top_k, command, decode=old.decode_steps)
-    name = golden_filename(fixture, stated.model.path.name, doc["model_digest"], "semantic",
+                                        SEMANTIC, old.top_k, command, decode=old.decode_steps)
+    name = golden_filename(fixture, stated.model.path.name, doc["model_digest"], SEMANTIC,
                            decode_steps=old.decode_steps)
     new_path = write_golden(work_dir / name, doc)
     new = load_golden(new_path)

@@ -27,6 +27,7 @@ from kit.core.recordcheck import Wrong, listing, mapping, text
 from kit.core.resultcheck import check_manifest, written_by
 from kit.core.results import gate_verdict
 from kit.history.store import Store
+from kit.core.records import EXACT
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +238,7 @@ def bound_kind(source: Mapping[str, Any], golden_kind: Any) -> str:
     kind = source.get("kind")
     if isinstance(kind, str) and kind:
         return kind
-    return "exact" if golden_kind == "exact" else "hand-set"
+    return "exact" if golden_kind == EXACT else "hand-set"
 
 
 def bucket_rows(run: str, case: str, d: Mapping[str, Any], prompts: Sequence[Mapping[str, Any]]) -> list[BucketRow]:
@@ -252,7 +253,7 @@ def bucket_rows(run: str, case: str, d: Mapping[str, Any], prompts: Sequence[Map
     table = _table(d.get("bucket_bounds"))
     rows = []
     for bucket, errors in sorted(by_bucket.items()):
-        bound = _finite(table.get(str(bucket), bounds[bucket])) if d.get("golden_kind") != "exact" else None
+        bound = _finite(table.get(str(bucket), bounds[bucket])) if d.get("golden_kind") != EXACT else None
         largest = _largest(errors)
         rows.append(BucketRow(
             run=run, case=case, bucket=bucket, prompts=len(errors), max_error=largest, mean_error=_mean(errors),
@@ -264,7 +265,7 @@ def bucket_rows(run: str, case: str, d: Mapping[str, Any], prompts: Sequence[Map
 def decode_rows(run: str, case: str, d: Mapping[str, Any]) -> list[BucketRow]:
     """Per bucket of a decode case, its worst step against that step's own bound, as a series of its own: a step
     creeping toward its bound is flagged as a first token's error would be. None for an exact case (no bounds)."""
-    if d.get("golden_kind") == "exact":
+    if d.get("golden_kind") == EXACT:
         return []
     bound, table = _finite(d.get("bound")), _table(d.get("bucket_bounds"))
     steps = {n: b for n, b in _table(_table(d.get("bound_source")).get("step_bounds")).items() if _finite(b)}

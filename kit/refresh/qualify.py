@@ -33,8 +33,10 @@ from kit.core.errors import BadInput, ParityKitError
 from kit.core.jsonio import read_json, write_json
 from kit.core import paths, rundir
 from kit.core.paths import display
+from kit.core.records import SEMANTIC
 from kit.descriptor.load import LoadedDescriptor, derive, load_descriptor
 from kit.descriptor.plan import Outline, outline, resolve
+from kit.descriptor.schema import case_golden_kind
 from kit.refresh import release, wheels
 from kit.run import output
 
@@ -288,7 +290,7 @@ def pick_case(desc: LoadedDescriptor, backend: str, case: str | None, bucket: in
         raise BadInput(f"{display(desc.path)}: no {backend} case named {case!r} (cases: {', '.join(names)})")
     # A tolerance-bound case by preference: exact goldens hold only on the hardware that made them,
     # and qualification runs on the target hardware.
-    semantic = [n for n in names if stated.cases[n].golden == "semantic"]
+    semantic = [n for n in names if case_golden_kind(stated.cases[n]) == SEMANTIC]
     name = case or next(iter(semantic or names), None)
     if name is None:
         raise BadInput(f"{display(desc.path)}: no case runs the {backend} backend")
