@@ -155,7 +155,7 @@ class RepeatSpread:
         return cls(**known_fields(cls, d))
 
 
-@dataclass
+@dataclass(frozen=True)
 class CaseResult:
     """Everything one gate case produced: what ran, against what, and how it went."""
 

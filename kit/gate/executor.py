@@ -368,15 +368,12 @@ def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = No
                             error_kind=outcome.kind or outcomes.CASE_ERROR, error=f"{error}; partial notebook {shown}")
     if result.status in (ERROR, TIMEOUT):
         result = verdict_written(result, result_path, launched, spec, expected)
-    result.log_tail = outcome.log_tail
-    result.notebook = str(notebook)
-    result.started_at = result.started_at or started
-    result.finished_at = now_iso()
-    result.duration_s = duration
-    result.bound = result.bound if result.bound is not None else spec.bound
-    result.golden_kind = result.golden_kind or spec.golden_kind
-    result.devices = [g.record() for g in gpus]
-    result.phases = with_executor_phases(result.phases, result.kernel_span, launched, time.time())
+    # What the executor alone knows of the case, added to what its kernel wrote.
+    result = dataclasses.replace(
+        result, log_tail=outcome.log_tail, notebook=str(notebook), started_at=result.started_at or started,
+        finished_at=now_iso(), duration_s=duration, bound=result.bound if result.bound is not None else spec.bound,
+        golden_kind=result.golden_kind or spec.golden_kind, devices=[g.record() for g in gpus],
+        phases=with_executor_phases(result.phases, result.kernel_span, launched, time.time()))
     return saved(result, result_path)
 
 

@@ -11,6 +11,7 @@ attempt first, and loads the executor afterwards.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 import os
@@ -88,8 +89,8 @@ def case_task(spec_dict: dict, cases_dir: str, cwd: str, group: str | None, expe
                 os.environ[k] = v
     result = box["result"]
     if attempt["attempt"] > 1:  # a reader of a retried verdict should know it was not the first try
-        result.notes = [*result.notes, f"ran on {attempt['host']} (Ray node {attempt['node'][:12]}), "
-                                       f"attempt {attempt['attempt']}"]
+        result = dataclasses.replace(result, notes=[
+            *result.notes, f"ran on {attempt['host']} (Ray node {attempt['node'][:12]}), attempt {attempt['attempt']}"])
         save_case_result(result, rundir.case_file(cases, spec.name))
     return result.to_dict()
 
@@ -112,9 +113,10 @@ def verdict_before_restart(cases: Path, spec: CaseSpec, expected: Expected | Non
     judged = verdict_written(lost, path, started, spec, expected)
     if judged.status != FAILED:
         return None
-    judged.notebook = str(rundir.attempt_notebook(cases, spec.name, earlier))  # start_attempt moved it
-    judged.notes = [*judged.notes, f"attempt {attempt['attempt']} on {attempt['host']} did not run the case again: "
-                                   f"the verdict of attempt {earlier} stands"]
+    judged = dataclasses.replace(
+        judged, notebook=str(rundir.attempt_notebook(cases, spec.name, earlier)),  # start_attempt moved it
+        notes=[*judged.notes, f"attempt {attempt['attempt']} on {attempt['host']} did not run the case again: "
+                              f"the verdict of attempt {earlier} stands"])
     return saved(judged, path).to_dict()
 
 

@@ -16,6 +16,7 @@ case's files, which a retry here moves with the attempt.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Callable, Sequence
@@ -40,9 +41,8 @@ def triage_run(run: GateRun) -> None:
         triage = found.to_dict() if found is not None else None
         if triage == result.triage:
             continue
-        result.triage = triage
-        if name in executed:
-            run.results[name] = saved(result, rundir.case_file(run.cases_dir, name))
+        result = dataclasses.replace(result, triage=triage)
+        run.results[name] = saved(result, rundir.case_file(run.cases_dir, name)) if name in executed else result
 
 
 def due(run: GateRun, ran: Sequence[str]) -> list[str]:
@@ -104,11 +104,10 @@ def _carry_attempts(run: GateRun, name: str) -> None:
     result: CaseResult | None = run.results.get(name)
     if result is None:
         return
-    result.attempts = attempts
     note = f"attempt {len(attempts) + 1}: the earlier one was retried ({attempts[-1]['triage']['evidence']})" \
         if attempts and attempts[-1].get("triage") else f"attempt {len(attempts) + 1}"
-    if note not in result.notes:
-        result.notes = [*result.notes, note]
+    notes = result.notes if note in result.notes else [*result.notes, note]
+    result = dataclasses.replace(result, attempts=attempts, notes=notes)
     run.results[name] = saved(result, rundir.case_file(run.cases_dir, name))
 
 

@@ -6,6 +6,7 @@ arithmetic (its SiLU), a hung one never starts. A stale golden is one made from 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import xml.etree.ElementTree as ET
 
@@ -204,9 +205,9 @@ def test_noise_floor_decides_equal_metrics(both_pass):
     assert metrics_equal(a.prompts, a.prompts, 0.0)
     assert not metrics_equal(a.prompts, b.prompts, 0.0)
     assert metrics_equal(a.prompts, b.prompts, 2e-4)
-    a.bound_source = b.bound_source = {}  # hand-set: only the repeats measure a noise here
-    b.repeat_spread = [RepeatSpread(id=b.prompts[3].id, runs=3, launches=1, max_logprob_spread=4e-4,
-                                    max_probability_spread=2e-4, identical=False)]
+    a = dataclasses.replace(a, bound_source={})  # hand-set: only the repeats measure a noise here
+    b = dataclasses.replace(b, bound_source={}, repeat_spread=[RepeatSpread(
+        id=b.prompts[3].id, runs=3, launches=1, max_logprob_spread=4e-4, max_probability_spread=2e-4, identical=False)])
     row = compare_case("hf-bf16", a, b)
     assert row.same_metrics is True and row.noise_floor == 2e-4
     b.repeat_spread[0].max_probability_spread = 5e-5

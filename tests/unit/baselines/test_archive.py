@@ -3,6 +3,7 @@ each verdict and why, the figures a replay needs, and one line for each run that
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 
@@ -52,7 +53,7 @@ def test_each_observation_says_what_it_is_and_what_is_known_of_its_verdict(tmp_p
     qualified = write_control(runs / "control-y", case_result(OLD[1], old), case_result(OLD[1], old), "qualified")
     write_run(runs / ".trash" / "old", case_result(OLD[1], old))  # hidden: not looked into
     other = case_result(OLD[1], old)
-    other.case = "another-case"
+    other = dataclasses.replace(other, case="another-case")
     write_run(runs / "other", other)  # lists no run of this case
 
     # Overlapping roots name a run once, and a control's side named as a root is still its control's.
@@ -96,7 +97,7 @@ def test_the_hardware_a_run_computed_on_is_read_where_the_result_says_it(tmp_pat
     here = write_run(tmp_path / "here", case_result(OLD[1], old))
     elsewhere = write_run(tmp_path / "elsewhere", case_result(OLD[1], old, ran_on=ELSEWHERE))
     unsaid = case_result(OLD[1], old, ran_on=ELSEWHERE)
-    unsaid.devices = []  # a CPU case, or the Ray executor's: no GPU was named to it
+    unsaid = dataclasses.replace(unsaid, devices=[])  # a CPU case, or the Ray executor's: no GPU was named to it
     unsaid = write_run(tmp_path / "unsaid", unsaid)
     got = {o.source: o.hardware for o in read_archive([tmp_path], CASE).observations}
     # Its drift test ran: the kernel runs it only on the class its record measured. Else the GPU it was given.

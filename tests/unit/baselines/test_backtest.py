@@ -4,6 +4,7 @@ record measured; observations of other inputs skipped with their reason, unreada
 
 from __future__ import annotations
 
+import dataclasses
 import pytest
 
 from kit.baselines.archive import read_archive
@@ -125,7 +126,7 @@ def test_drift_judges_only_runs_on_the_hardware_the_record_measured(tmp_path):
     here = write_run(tmp_path / "here", case_result(DRIFTED, old))
     elsewhere = write_run(tmp_path / "elsewhere", case_result(DRIFTED, old, ran_on=ELSEWHERE))
     unsaid = case_result(DRIFTED, old, ran_on=ELSEWHERE)
-    unsaid.devices = []
+    unsaid = dataclasses.replace(unsaid, devices=[])
     unsaid = write_run(tmp_path / "unsaid", unsaid)
     obs = {o.source: o for o in read_archive([tmp_path], CASE).observations}
 

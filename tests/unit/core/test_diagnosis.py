@@ -169,6 +169,6 @@ def test_errored_and_missing_cases_are_incomplete_whatever_else_failed(scored, t
                                                                                 ("b", FAILED, "missing")]
     assert d.failure_messages == [*lines, "current (control): b failed"]
     # An errored case without a notebook says so.
-    errored.notebook = None
+    errored = dataclasses.replace(errored, notebook=None)
     d = diagnose(view("current", ["a"], errored), view("candidate", ["a"], scored("a", PASSES)))
     assert d.incomplete == ["current: case a errored; no notebook was kept"]

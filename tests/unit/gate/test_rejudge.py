@@ -4,6 +4,7 @@ error is above its bound is failed, saying the verdict disagreed with its number
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 from kit.core.coverage import Expected
@@ -74,8 +75,9 @@ def test_a_verdict_its_numbers_support_is_kept_as_it_is():
     result = passed(score("chat-00", 0.0149), score("chat-01", 0.0))
     assert executor.checked(result, SPEC, asked({"chat-00": 0.015, "chat-01": 0.015})) is result
     failing = passed(score("chat-00", 0.0217))
-    failing.status, failing.prompts[0].passed = FAILED, False
-    failing.failures = ["chat-00: max probability error 0.0217 > bound 0.015 (bucket 128)"]
+    failing.prompts[0].passed = False
+    failing = dataclasses.replace(failing, status=FAILED,
+                                  failures=["chat-00: max probability error 0.0217 > bound 0.015 (bucket 128)"])
     assert executor.checked(failing, SPEC, asked({"chat-00": 0.015})) is failing
 
 

@@ -4,6 +4,7 @@ and a result that cannot be written is an error. No kernels: records, plans and 
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 
@@ -78,7 +79,7 @@ def test_a_status_must_agree_with_its_prompts(asked, all_ids):
     assert coverage_problem(failing, asked) == f"case hf-bf16: result says passed but lists failures ({all_ids[1]})"
     assert coverage_problem(result(all_ids, status=FAILED), asked) == (
         "case hf-bf16: result says failed but lists no failure")
-    failing.status = FAILED
+    failing = dataclasses.replace(failing, status=FAILED)
     assert coverage_problem(failing, asked) is None
     assert coverage_problem(result(all_ids), asked) is None
     assert coverage_problem(result([], status=ERROR), asked) is None  # an error claims nothing

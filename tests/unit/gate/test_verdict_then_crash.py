@@ -4,6 +4,7 @@ retried, never an infrastructure error that a retry could turn into a pass."""
 
 from __future__ import annotations
 
+import dataclasses
 from kit.core import contract
 from kit.core.records import ERROR, FAILED, CaseResult
 from kit.core.results import save_case_result
@@ -41,7 +42,7 @@ def test_a_failed_verdict_then_a_dead_kernel_stays_failed_numeric_and_is_not_ret
     assert result.notes[-1].endswith("; the verdict stands")
     triage = classify(result)
     assert triage.kind == NUMERIC
-    result.triage = triage.to_dict()
+    result = dataclasses.replace(result, triage=triage.to_dict())
     run = type("Run", (), {"results": {"hf-bf16": result}, "infrastructure_retries": 1})()
     assert retry.due(run, ["hf-bf16"]) == []
 

@@ -3,6 +3,7 @@ margin, count its prompt as failed, and the headroom figure has a bar for the de
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -106,5 +107,5 @@ def test_each_step_is_measured_against_its_own_bound():
 
 def test_a_case_without_decode_has_its_first_token_headroom():
     result = decode_case({})
-    result.decode = []
+    result = dataclasses.replace(result, decode=[])
     assert case_headroom(result) == result.headroom and worst_decode_step(result) is None
