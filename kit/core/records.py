@@ -62,7 +62,7 @@ class Continuation:
         return [token for token, _ in self.steps]
 
 
-@dataclass
+@dataclass(frozen=True)
 class DecodeScore:
     """One prompt's continuation against the golden's, step by step (kit.core.decode).
 
@@ -98,7 +98,7 @@ class DecodeScore:
         return cls(**read_typed(known_fields(cls, d)))
 
 
-@dataclass
+@dataclass(frozen=True)
 class PromptScore:
     """The metric panel of one fixture case (see kit.core.scoring for definitions)."""
 
@@ -135,7 +135,7 @@ class PromptScore:
         return cls(**read_typed(known_fields(cls, d)))
 
 
-@dataclass
+@dataclass(frozen=True)
 class RepeatSpread:
     """How far repeated observations of one prompt moved (see kit.core.scoring.repeat_spread)."""
 

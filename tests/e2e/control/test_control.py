@@ -201,7 +201,8 @@ def test_noise_floor_decides_equal_metrics(both_pass):
     assert proc.returncode == 0, proc.stderr
     a = read_run(out / "current").results["hf-bf16"]
     b = read_run(out / "current").results["hf-bf16"]
-    b.prompts[3].max_probability_error += 1e-4
+    moved = dataclasses.replace(b.prompts[3], max_probability_error=b.prompts[3].max_probability_error + 1e-4)
+    b = dataclasses.replace(b, prompts=[*b.prompts[:3], moved, *b.prompts[4:]])
     assert metrics_equal(a.prompts, a.prompts, 0.0)
     assert not metrics_equal(a.prompts, b.prompts, 0.0)
     assert metrics_equal(a.prompts, b.prompts, 2e-4)
@@ -210,7 +211,7 @@ def test_noise_floor_decides_equal_metrics(both_pass):
         id=b.prompts[3].id, runs=3, launches=1, max_logprob_spread=4e-4, max_probability_spread=2e-4, identical=False)])
     row = compare_case("hf-bf16", a, b)
     assert row.same_metrics is True and row.noise_floor == 2e-4
-    b.repeat_spread[0].max_probability_spread = 5e-5
+    b = dataclasses.replace(b, repeat_spread=[dataclasses.replace(b.repeat_spread[0], max_probability_spread=5e-5)])
     assert compare_case("hf-bf16", a, b).same_metrics is False
 
 

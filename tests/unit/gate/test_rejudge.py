@@ -75,8 +75,8 @@ def test_a_verdict_its_numbers_support_is_kept_as_it_is():
     result = passed(score("chat-00", 0.0149), score("chat-01", 0.0))
     assert executor.checked(result, SPEC, asked({"chat-00": 0.015, "chat-01": 0.015})) is result
     failing = passed(score("chat-00", 0.0217))
-    failing.prompts[0].passed = False
     failing = dataclasses.replace(failing, status=FAILED,
+                                  prompts=[dataclasses.replace(failing.prompts[0], passed=False)],
                                   failures=["chat-00: max probability error 0.0217 > bound 0.015 (bucket 128)"])
     assert executor.checked(failing, SPEC, asked({"chat-00": 0.015})) is failing
 
