@@ -10,6 +10,9 @@
 # first, so OUT_DIR never shows an earlier run's result as this one's.
 #
 # GATE_RUNS=2 runs the gate again with the compilation caches the first run filled (cold, then warm);
+# GATE_FRESH=1 gives every gate empty caches of its own instead (XLA's programs and autotuning, inductor,
+# Triton), so each gate compiles and autotunes afresh as on a fresh node: the clean gates that measure a
+# false-failure rate must be fresh draws of the launch noise, and a cached program is not;
 # GATE_CASES limits it to those cases; JOBS=auto lets the gate place cases on the GPUs itself
 # (resources.num_gpus), the default 1 runs one case at a time. PY (default python3) and DESCRIPTOR
 # (default descriptors/gpu-h200.toml) as in scripts/gpu-checks.sh.
@@ -33,10 +36,17 @@ worst=0
 runs=()
 for n in $(seq 1 "${GATE_RUNS:-1}"); do
   label=$([ "$n" = 1 ] && echo cold || echo "warm$((n - 1))")
+  caches=()
+  if [ "${GATE_FRESH:-0}" = 1 ]; then
+    label="fresh$n"
+    fresh="$GATES/caches-$n"
+    caches=(env PARITY_KIT_COMPILE_CACHE="$fresh/kit" TORCHINDUCTOR_CACHE_DIR="$fresh/inductor"
+            TRITON_CACHE_DIR="$fresh/triton")
+  fi
   run="$GATES/$label"
   step "gate ($label): $DESCRIPTOR through papermill, summary included, jobs ${JOBS:-1}, into $run"
   started=$SECONDS
-  $PY -m kit.cli gate "$DESCRIPTOR" $([ "${JOBS:-1}" = auto ] || echo "--jobs ${JOBS:-1}") \
+  "${caches[@]}" $PY -m kit.cli gate "$DESCRIPTOR" $([ "${JOBS:-1}" = auto ] || echo "--jobs ${JOBS:-1}") \
     $(for c in ${GATE_CASES:-}; do echo "--case $c"; done) --out "$run"
   code=$?
   echo "gate ($label) exit code $code, $((SECONDS - started)) s wall"
@@ -47,6 +57,7 @@ for n in $(seq 1 "${GATE_RUNS:-1}"); do
     [ "$code" = 0 ] && code=2
   fi
   [ "$code" -gt "$worst" ] && worst=$code
+  [ "${GATE_FRESH:-0}" = 1 ] && rm -rf "$fresh"  # gigabytes of programs no later gate may use
   runs+=("$run")
 done
 [ "${#runs[@]}" -gt 1 ] && $PY benchmarks/gate_timeline.py "${runs[@]}" --markdown
