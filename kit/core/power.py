@@ -27,6 +27,7 @@ from typing import Any, Mapping, Sequence
 from kit.core.errors import BadInput
 from kit.core.jsonio import ContentAddressed, canonical_bytes, parse_json_input, read_input_bytes, sha256_bytes
 from kit.core.records import INCONCLUSIVE, PASSED, CaseResult
+from kit.core.runtime import numeric_fingerprint
 
 FORMAT = "parity-kit-power/1"
 # "Can detect" means caught in at least four of five healthy ways of running the faulty engine (the usual
@@ -287,7 +288,7 @@ def merged(records: Sequence[PowerRecord], reference: Mapping[str, Any], command
     for record in records:
         shown = str(record.path or "a record")
         for key in SAME_MEASUREMENT:
-            if getattr(record, key) != getattr(first, key):
+            if _compared(key, getattr(record, key)) != _compared(key, getattr(first, key)):
                 raise BadInput(f"{shown}: {key}: {_short(getattr(record, key))}, where {first.path} has "
                                f"{_short(getattr(first, key))}: only records of one measurement are merged")
         for family, fault in record.families.items():
@@ -300,8 +301,12 @@ def merged(records: Sequence[PowerRecord], reference: Mapping[str, Any], command
             trials[t.fault, t.magnitude] = (t, shown)
     return PowerRecord.measured(
         reference, case=first.case, backend=first.backend, record_sha256=first.record_sha256,
-        measured_on=first.measured_on, fingerprint=first.fingerprint, families=families,
+        measured_on=first.measured_on, fingerprint=numeric_fingerprint(first.fingerprint), families=families,
         trials=[t for t, _ in trials.values()], command=list(command), created_at=created_at)
+
+
+def _compared(key: str, value: Any) -> Any:
+    return numeric_fingerprint(value) if key == "fingerprint" else value
 
 
 def _short(value: Any) -> str:

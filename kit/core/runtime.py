@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import platform
 from pathlib import Path
+from typing import Any
 
 # The x86-64 psABI levels as /proc/cpuinfo spells their flags (sse3 is "pni", lzcnt is "abm").
 # Each level also needs every flag of the levels below it.
@@ -185,12 +186,26 @@ NUMERIC_ENV_PREFIXES = ("OMP_", "MKL_", "OPENBLAS_", "KMP_", "ONEDNN_", "DNNL_",
                         "CUBLAS_", "CUDNN_", "NVIDIA_TF32", "NCCL_", "TORCH_", "TORCHINDUCTOR_", "PYTORCH_", "VLLM_")
 # Where a tool keeps its files changes no number, and a path names the machine: such variables stay out.
 LOCATION_SUFFIXES = ("_DIR", "_FILE", "_PATH", "_HOME", "_ROOT")
+# Switches of how Intel's OpenMP runtime loads (a second copy tolerated, re-initialised after a fork), which a
+# container image may set: they pick no kernel, thread count or precision, and two GPU nodes' records of one
+# measurement differed by them alone.
+LOADER_ONLY_ENV = frozenset({"KMP_DUPLICATE_LIB_OK", "KMP_INIT_AT_FORK"})
 
 
 def numeric_env(environ) -> dict[str, str]:
-    """The environment variables that can change a backend's numbers, without the ones that only say where."""
+    """The environment variables that can change a backend's numbers, without the ones that only say where
+    or how a library loads."""
     return {k: v for k, v in sorted(environ.items())
-            if k.startswith(NUMERIC_ENV_PREFIXES) and not k.endswith(LOCATION_SUFFIXES)}
+            if k.startswith(NUMERIC_ENV_PREFIXES) and not k.endswith(LOCATION_SUFFIXES) and k not in LOADER_ONLY_ENV}
+
+
+def numeric_fingerprint(fingerprint: Any) -> Any:
+    """A stored fingerprint as this kit would take it today: every ``env`` in it narrowed by ``numeric_env``, so
+    a record written before a variable was known to change nothing compares equal to one written after."""
+    if not isinstance(fingerprint, dict):
+        return fingerprint
+    return {k: numeric_env(v) if k == "env" and isinstance(v, dict) else numeric_fingerprint(v)
+            for k, v in fingerprint.items()}
 
 
 def accelerator(device: str = "cpu") -> dict[str, str]:

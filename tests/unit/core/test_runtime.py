@@ -156,6 +156,7 @@ def test_a_fingerprint_keeps_the_variables_that_change_numbers_and_no_machine_pa
     environ = {"OMP_NUM_THREADS": "1", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false", "NVIDIA_TF32_OVERRIDE": "0",
                "TORCHINDUCTOR_CACHE_DIR": "/somewhere/cache", "CUDA_HOME": "/usr/local/cuda",
                "TF_CLI_CONFIG_FILE": "/home/user/.terraformrc", "NVIDIA_REQUIRE_CUDA": "cuda>=13.0 brand=tesla",
-               "HOME": "/home/user", "TF_CPP_MIN_LOG_LEVEL": "1"}
-    assert numeric_env(environ) == {"NVIDIA_TF32_OVERRIDE": "0", "OMP_NUM_THREADS": "1", "TF_CPP_MIN_LOG_LEVEL": "1",
-                                    "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}
+               "HOME": "/home/user", "TF_CPP_MIN_LOG_LEVEL": "1", "KMP_DUPLICATE_LIB_OK": "True",
+               "KMP_INIT_AT_FORK": "FALSE", "KMP_AFFINITY": "compact"}
+    assert numeric_env(environ) == {"KMP_AFFINITY": "compact", "NVIDIA_TF32_OVERRIDE": "0", "OMP_NUM_THREADS": "1",
+                                    "TF_CPP_MIN_LOG_LEVEL": "1", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}

@@ -115,3 +115,22 @@ def _fields(record: PowerRecord) -> dict:
     return {"case": record.case, "backend": record.backend, "record_sha256": record.record_sha256,
             "measured_on": record.measured_on, "fingerprint": record.fingerprint, "families": dict(record.families),
             "trials": list(record.trials), "command": ["test"], "created_at": "now"}
+
+
+def test_records_that_differ_only_in_how_openmp_loads_are_one_measurement(tmp_path, measured):
+    """Two nodes' images set different loader switches of Intel's OpenMP runtime, which change no number: their
+    records merge, and the merged record keeps the fingerprint without them. A thread count still differs."""
+    _, reference, position, rest = measured
+
+    def on(record: PowerRecord, env: dict) -> PowerRecord:
+        fingerprint = {"runtime": {"accelerator": {"name": "NVIDIA H200"}, "env": env}}
+        return PowerRecord.measured(reference, **{**_fields(record), "fingerprint": fingerprint})
+
+    plain = {"CUDA_VERSION": "13.0.2", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    loader = {**plain, "KMP_DUPLICATE_LIB_OK": "True", "KMP_INIT_AT_FORK": "FALSE"}
+    joined = merged([on(position, loader), on(rest, plain)], reference, ["test"], "now")
+    assert joined.fingerprint == {"runtime": {"accelerator": {"name": "NVIDIA H200"}, "env": plain}}
+    assert set(joined.families) == set(position.families) | set(rest.families)
+    threads = dataclasses.replace(on(rest, {**plain, "OMP_NUM_THREADS": "4"}), path=tmp_path / "threads.json")
+    with pytest.raises(BadInput, match=r"threads\.json: fingerprint: .* only records of one measurement are merged"):
+        merged([on(position, loader), threads], reference, ["test"], "now")
