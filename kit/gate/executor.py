@@ -197,6 +197,22 @@ def claim_run(checked: Checked, out: str | Path | None = None, resume_dir: str |
     return run
 
 
+def open_run(source: LoadedDescriptor | Checked, out: str | Path | None, only: Sequence[str] | None = None,
+             release: str | None = None, command: Sequence[str] = (), executor: str = DEFAULT,
+             resume_dir: str | Path | None = None) -> GateRun:
+    """A run begun: its descriptor checked (``prepare_run``; a ``Checked`` plan's preflight is already done),
+    its directory claimed and locked, and its manifest's start written, with the time it started."""
+    if isinstance(source, Checked):
+        paths.check_dir_target(Path(out) if out else default_run_dir(source.plan), "run directory")
+        run = claim_run(source, out, command=command, executor=executor, release=release)
+    else:
+        run = prepare_run(source, out, only, resume_dir=resume_dir, command=command, executor=executor,
+                          release=release)
+    run.started_at = now_iso()
+    write_manifest(run, command)
+    return run
+
+
 def no_baseline_result(spec: CaseSpec) -> CaseResult:
     """The record of an exact case that cannot be judged here: no golden holds on its runtime."""
     now = now_iso()

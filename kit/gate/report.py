@@ -64,6 +64,14 @@ def write_result(run_dir: Path, doc: dict) -> Path:
     return write_json(run_dir / rundir.RESULT, doc)
 
 
+def write_gate_result(run_dir: Path, manifest: dict, verdict: str, counts: dict, duration_s: float,
+                      expected: Sequence[str], results: dict[str, CaseResult]) -> Path:
+    """A gate run's result.json: its verdict, counts and case results, and the false-failure rate its manifest
+    states."""
+    return write_result(run_dir, {**result_document(manifest["name"], verdict, counts, duration_s, expected, results),
+                                  **false_failure_part(manifest)})
+
+
 def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: float,
                       results: dict[str, CaseResult], trend: str | None = None) -> str:
     """A paragraph fit for an issue comment: verdict, counts, the worst case, digests, command."""
@@ -193,6 +201,12 @@ def _worst_reason(score) -> str:
 
 def write_evidence(run_dir: Path, text: str) -> Path:
     return atomic_write_bytes(run_dir / rundir.EVIDENCE, text.encode("utf-8"))
+
+
+def write_gate_evidence(run_dir: Path, manifest: dict, verdict: str, counts: dict, duration_s: float,
+                        results: dict[str, CaseResult], trend: str | None = None) -> Path:
+    """A gate run's evidence.md (``evidence_markdown``)."""
+    return write_evidence(run_dir, evidence_markdown(manifest, verdict, counts, duration_s, results, trend))
 
 
 def build_summary(run_dir: Path, kernel: str = paths.MAIN_KERNEL, timeout_s: float = 300) -> Rendered:

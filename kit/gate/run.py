@@ -15,11 +15,10 @@ from typing import Sequence
 from rich.markup import escape
 
 from kit.core.text import printable
-from kit.descriptor.load import load_descriptor
 from kit.gate.executor import GateRun
 from kit.gate.executors import DEFAULT
 from kit.gate.junit import write_junit, written_when_interrupted
-from kit.gate.session import GateSession
+from kit.gate.session import gate_once
 from kit.history.publish import check_target, publish_run
 from kit.run import output
 from kit.run.output import MARKUP, NOTICE
@@ -40,10 +39,8 @@ def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | 
     command = list(command or sys.argv)
     if publish:
         check_target(publish)
-    with written_when_interrupted(junit, [resume or out]), GateSession(command, jobs) as session:
-        run = session.start(load_descriptor(descriptor), out, only, release, executor, resume, infra_retries)
-        session.execute()
-        session.finish(summary)
+    with written_when_interrupted(junit, [resume or out]):
+        run = gate_once(descriptor, out, only, release, command, jobs, summary, executor, resume, infra_retries)
     if junit:
         write_junit(junit, [(run.plan.name, [s.name for s in run.specs], run.results, run.duration_s)])
     publish_finished(run.run_dir, publish)

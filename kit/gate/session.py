@@ -29,7 +29,7 @@ from typing import Sequence
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from kit.core import paths, rundir
+from kit.core import rundir
 from kit.core.decode import failed_prompts
 from kit.core.power import headline
 from kit.core.progress import progress_path
@@ -37,9 +37,9 @@ from kit.core.records import BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE,
 from kit.core.results import counts_sentence, now_iso
 from kit.core.spec import CaseSpec
 from kit.core.text import printable
-from kit.descriptor.load import LoadedDescriptor
+from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.gate import report, trend
-from kit.gate.executor import Checked, GateRun, claim_run, default_run_dir, prepare_run, write_manifest
+from kit.gate.executor import Checked, GateRun, open_run, write_manifest
 from kit.gate.executors import DEFAULT, Share, executors
 from kit.gate.heartbeat import Heartbeat, heartbeat_interval
 from kit.gate.retry import retry_infrastructure
@@ -50,6 +50,9 @@ from kit.run.output import MARKUP, NOTICE
 from kit.run.stopping import on_signals
 
 log = logging.getLogger(__name__)
+
+# What a run starts from: a descriptor's path, a loaded descriptor, or a plan whose preflight is done.
+Source = str | Path | LoadedDescriptor | Checked
 
 
 class GateSession:
@@ -85,12 +88,12 @@ class GateSession:
     def unfinished(self) -> list[GateRun]:
         return [run for run in self.runs if id(run) not in self._finished]
 
-    def start(self, source: LoadedDescriptor | Checked, out: str | Path | None, only: Sequence[str] | None = None,
+    def start(self, source: Source, out: str | Path | None, only: Sequence[str] | None = None,
               release: str | None = None, executor: str = DEFAULT, resume: str | Path | None = None,
               infra_retries: int | None = None) -> GateRun:
-        """One more run: its descriptor resolved and checked (or its plan's preflight already done: ``Checked``),
-        its run directory claimed and locked, its manifest's start written (``start_gate``). ``infra_retries``
-        overrides the descriptor's [defaults] infrastructure_retries."""
+        """One more run: its descriptor (a path, or one loaded) resolved and checked, or its plan's preflight
+        already done (``Checked``); its run directory claimed and locked, its manifest's start written
+        (``start_gate``). ``infra_retries`` overrides the descriptor's [defaults] infrastructure_retries."""
         run = start_gate(source, out, only, release, self.command, executor, resume)
         self.runs.append(run)
         if infra_retries is not None:
@@ -108,12 +111,14 @@ class GateSession:
             self._finished.add(id(run))
 
 
-def gate_once(source: LoadedDescriptor | Checked, out: str | Path | None, only: Sequence[str] | None,
+def gate_once(source: Source, out: str | Path | None, only: Sequence[str] | None,
               release: str | None, command: Sequence[str], jobs: int | None = None,
-              summary: bool = True) -> GateRun:
-    """One gate run's whole lifecycle in a session of its own: the finished run (its verdict, its results)."""
+              summary: bool = True, executor: str = DEFAULT, resume: str | Path | None = None,
+              infra_retries: int | None = None) -> GateRun:
+    """One gate run's whole lifecycle in a session of its own: the finished run (its verdict, its results).
+    ``source``, ``executor``, ``resume`` and ``infra_retries`` as ``GateSession.start`` takes them."""
     with GateSession(command, jobs) as session:
-        run = session.start(source, out, only, release)
+        run = session.start(source, out, only, release, executor, resume, infra_retries)
         session.execute()
         session.finish(summary=summary)
     return run
@@ -123,19 +128,15 @@ STATUS_STYLE = {PASSED: "green", FAILED: "red", ERROR: "magenta", TIMEOUT: "yell
                 INCONCLUSIVE: "yellow", BORROWED: "yellow"}
 
 
-def start_gate(source: LoadedDescriptor | Checked, out: str | Path | None, only: Sequence[str] | None,
+def start_gate(source: Source, out: str | Path | None, only: Sequence[str] | None,
                release: str | None, command: Sequence[str], executor: str = DEFAULT,
                resume: str | Path | None = None) -> GateRun:
-    """Resolve and check a descriptor (or take a plan whose preflight is done: ``Checked``), claim and lock
-    the run directory, write the manifest's start. ``GateSession.start`` is its one caller: the session
-    releases ``run.lock`` when it is left, the run finished, failed or stopped."""
-    if isinstance(source, Checked):
-        paths.check_dir_target(Path(out) if out else default_run_dir(source.plan), "run directory")
-        run = claim_run(source, out, command=command, executor=executor, release=release)
-    else:
-        run = prepare_run(source, out, only, resume_dir=resume, command=command, executor=executor, release=release)
-    run.started_at = now_iso()
-    write_manifest(run, command)
+    """Load, resolve and check a descriptor (or take a plan whose preflight is done: ``Checked``), claim and
+    lock the run directory, write the manifest's start (``open_run``). ``GateSession.start`` is its one caller:
+    the session releases ``run.lock`` when it is left, the run finished, failed or stopped."""
+    if isinstance(source, (str, Path)):
+        source = load_descriptor(source)
+    run = open_run(source, out, only, release, command, executor, resume)
     against = f" against release [bold]{release}[/]" if release else ""
     on = f" (executor {run.executor})" if run.executor != DEFAULT else ""
     log.info(f"gate [bold]{run.plan.name}[/]{against}: {len(run.specs)} cases -> {run.run_dir}{on}", extra=MARKUP)
@@ -225,17 +226,12 @@ def finish_gate(run: GateRun, command: Sequence[str], summary: bool = True, with
     """The manifest's end, result.json, evidence.md (with any step up in a case's error this run completed, unless
     ``with_trend`` is off) and (unless asked not to) the summary and its HTML."""
     finished = write_manifest(run, command)
-    names = [s.name for s in run.specs]
-    report.write_result(run.run_dir, {**report.result_document(run.plan.name, run.verdict, run.counts,
-                                                               run.duration_s, names, run.results),
-                                      **report.false_failure_part(finished)})
-    steps = trend.steps_completed(run.run_dir, run.plan.name) if with_trend else []
-    trend.write_steps(run.run_dir, steps)
-    said = trend.evidence_line(steps, run.verdict == PASSED)
+    report.write_gate_result(run.run_dir, finished, run.verdict, run.counts, run.duration_s,
+                             [s.name for s in run.specs], run.results)
+    said = trend.record_steps(run.run_dir, run.plan.name, run.verdict == PASSED, read_history=with_trend)
     if said:
         log.log(NOTICE, f"[yellow]{escape(said)}[/]", extra=MARKUP)
-    report.write_evidence(run.run_dir, report.evidence_markdown(finished, run.verdict, run.counts,
-                                                                run.duration_s, run.results, said))
+    report.write_gate_evidence(run.run_dir, finished, run.verdict, run.counts, run.duration_s, run.results, said)
     page = build_summary(run.run_dir).html if summary else None
     for line in triage_lines(run):
         log.info(line, extra=MARKUP)

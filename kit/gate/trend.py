@@ -56,18 +56,22 @@ def steps_completed(run_dir: Path, name: str) -> list[Stepped]:
     from kit.history.store import open_store
 
     try:
-        store = open_store(str(run_dir.resolve().parent))
-        con = index.connect(index.update(store).path, read_only=True)
-        try:
+        with index.reading(open_store(str(run_dir.resolve().parent))) as (_, con):
             rows = flag_rows(queries.headroom(con, queries.Selection(name)))
-        finally:
-            con.close()
     except Exception as exc:  # a history is a comment on the verdict, never a reason to lose it
         log.warning(f"the history beside {paths.display(run_dir)} could not be read ({exc}); no trend in this run's "
                     "evidence")
         return []
     here = run_dir.name
     return [Stepped(r.case, r.bucket, r.flag) for r in rows if r.new_step and r.flag and r.last_run == here]
+
+
+def record_steps(run_dir: Path, name: str, passed: bool, read_history: bool = True) -> str | None:
+    """The steps up that a finished run completes (none without ``read_history``: an interrupted run's), written
+    into it for the summary; the evidence's sentence about them, if any."""
+    steps = steps_completed(run_dir, name) if read_history else []
+    write_steps(run_dir, steps)
+    return evidence_line(steps, passed)
 
 
 def write_steps(run_dir: Path, steps: list[Stepped]) -> None:

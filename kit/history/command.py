@@ -95,17 +95,13 @@ def gather(runs: str | None = None, descriptor: str | Path | None = None, cases:
     url = runs or str(paths.runs_root())
     store = open_store(url)
     selection = queries.Selection(descriptor_name(descriptor), tuple(cases or ()), parse_since(since))
-    indexed = history_index.update(store, rebuild=rebuild)
-    con = history_index.connect(indexed.path, read_only=True)
-    try:
+    with history_index.reading(store, rebuild) as (indexed, con):
         found = queries.count_runs(con, selection)
         if not found:
             raise BadInput(f"{url}: no run matches {describe(selection)} (of {indexed.found} run location(s))")
         headroom = flag_rows(queries.headroom(con, selection))
         return History(url, indexed.path, selection, found, headroom, queries.changes(con, selection),
                        queries.lines(con), indexed)
-    finally:
-        con.close()
 
 
 def describe(sel: queries.Selection) -> str:

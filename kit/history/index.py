@@ -13,6 +13,7 @@ does not enter); for a remote store, or a local one that cannot be written, in t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import logging
@@ -21,7 +22,7 @@ import posixpath
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from kit.core import rundir
 from kit.core.errors import BadInput
@@ -75,6 +76,18 @@ def index_path(store: Store) -> Path:
 def _protocols(store: Store) -> tuple[str, ...]:
     protocol = store.fs.protocol
     return (protocol,) if isinstance(protocol, str) else tuple(protocol)
+
+
+@contextlib.contextmanager
+def reading(store: Store, rebuild: bool = False) -> Iterator[tuple[Update, Any]]:
+    """The index of ``store`` brought up to date (``update``), then open for reading: what it found, and a
+    connection closed when the block is left."""
+    indexed = update(store, rebuild=rebuild)
+    con = connect(indexed.path, read_only=True)
+    try:
+        yield indexed, con
+    finally:
+        con.close()
 
 
 def connect(path: Path, read_only: bool = False) -> Any:
