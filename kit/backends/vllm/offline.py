@@ -21,7 +21,7 @@ from typing import Sequence
 
 from kit.backends.base import helper_log_path
 from kit.backends.processes import descendants, stop_procs
-from kit.backends.vllm.runtime import EngineSettings, top_of
+from kit.backends.vllm.runtime import RPC_ENV, EngineSettings, remove_rpc_dir, top_of, with_own_rpc_dir
 from kit.core.errors import EngineDidNotStart
 from kit.core.fixture import Prompt
 from kit.core.records import Continuation, Observation
@@ -33,7 +33,8 @@ class VllmOfflineBackend:
 
     def __init__(self, spec: CaseSpec, settings: EngineSettings):
         self.settings = settings
-        os.environ.update(settings.env)
+        env, self._rpc_dir = with_own_rpc_dir(settings.env, spec.name)
+        os.environ.update(env)
         self.log_path = helper_log_path(spec.name, "engine")
         self._log = open(self.log_path, "a", buffering=1)
         before = {p.pid for p in descendants(os.getpid())}
@@ -54,6 +55,7 @@ class VllmOfflineBackend:
             self._engine_procs = [p for p in descendants(os.getpid()) if p.pid not in before]
             if not hasattr(self, "llm"):
                 stop_procs(self._engine_procs)
+                self._drop_rpc_dir()
         self.start_s = time.perf_counter() - t0
 
     def release(self) -> dict:
@@ -68,7 +70,7 @@ class VllmOfflineBackend:
     def details(self) -> dict:
         return {"mode": "offline", "engine_args": self.settings.engine_args, "env": self.settings.env,
                 "import_s": round(self.import_s, 2), "engine_start_s": round(self.start_s, 2),
-                "engine_log": str(self.log_path)}
+                "engine_log": str(self.log_path), "sockets_dir": self._rpc_dir}
 
     def observe(self, prompts: Sequence[Prompt], top_n: int) -> list[Observation]:
         from vllm import SamplingParams
@@ -121,6 +123,14 @@ class VllmOfflineBackend:
         # After vLLM's own shutdown what is left is what it does not stop, such as multiprocessing's resource
         # tracker, which ignores SIGTERM: a grace period would only wait out its 10 s.
         stop_procs(getattr(self, "_engine_procs", []), grace_s=0 if shut_down else 10.0)
+        self._drop_rpc_dir()
+
+    def _drop_rpc_dir(self) -> None:
+        """The engine's socket folder removed, and unnamed in this process, where a later engine makes its own."""
+        made = getattr(self, "_rpc_dir", None)
+        if made and os.environ.get(RPC_ENV) == made:
+            del os.environ[RPC_ENV]
+        remove_rpc_dir(made)
         # The log stays open: vLLM's logger holds on to it for the rest of the process.
 
 

@@ -9,8 +9,10 @@ before anything starts.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from kit.core.spec import CaseSpec
 
@@ -101,6 +103,32 @@ def engine_in_kernel(options: dict, cpu: bool, workers: int) -> bool:
     if chosen is not None:
         return bool(chosen) and options.get("mode", "offline") == "offline"
     return cpu and workers == 1 and options.get("mode", "offline") == "offline"
+
+
+# vLLM names a socket file in this folder (default: the temporary folder) for every channel between its
+# processes, and never removes one: a day of a CPU host's tests left about 900 in /tmp.
+RPC_ENV = "VLLM_RPC_BASE_PATH"
+# A socket's path is at most this long (sockaddr_un), and vLLM names each by a UUID inside the folder.
+SOCKET_PATH_MAX = 107
+UUID_LENGTH = 36
+
+
+def with_own_rpc_dir(env: Mapping[str, str], case: str) -> tuple[dict[str, str], str | None]:
+    """``env`` with a fresh folder of its own for the engine's sockets, named for ``case``, and that folder (the
+    backend removes it when it closes; a kernel killed before that leaves it, with the few sockets of one
+    engine); unchanged, and None, where the case or the user chose the folder."""
+    if RPC_ENV in env or RPC_ENV in os.environ:
+        return dict(env), None
+    made = tempfile.mkdtemp(prefix=f"parity-kit-vllm-{case}-")
+    if len(made) + len("/") + UUID_LENGTH > SOCKET_PATH_MAX:  # a long temporary folder or case name
+        os.rmdir(made)
+        return dict(env), None
+    return {**env, RPC_ENV: made}, made
+
+
+def remove_rpc_dir(path: str | None) -> None:
+    if path:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def top_of(logprobs: dict[int, float], top_n: int) -> tuple[tuple[int, float], ...]:

@@ -30,7 +30,7 @@ from typing import Any, Sequence
 
 from kit.backends.base import helper_log_path, log_tail
 from kit.backends.processes import own_group, stop_tree
-from kit.backends.vllm.runtime import EngineSettings, top_of
+from kit.backends.vllm.runtime import EngineSettings, remove_rpc_dir, top_of, with_own_rpc_dir
 from kit.core.errors import EngineDidNotStart, EngineStoppedAnswering, ParityKitError
 from kit.core.fixture import Prompt
 from kit.core.records import Continuation, Observation
@@ -60,12 +60,13 @@ class VllmServerBackend:
                         *cli_flags(settings.engine_args)]
         t0 = time.perf_counter()
         self.proc: subprocess.Popen | None = None
+        env, self._rpc_dir = with_own_rpc_dir(settings.env, spec.name)
         with open(self.log_path, "ab") as log:
             # The command heads the log: a server that dies or hangs before its first line still says what ran.
             log.write(("$ " + " ".join(self.command) + "\n").encode())
             log.flush()
             self.proc = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, env={**os.environ, **settings.env},
+                                         stderr=subprocess.STDOUT, env={**os.environ, **env},
                                          **own_group())
         try:
             self._wait_healthy(settings.server_start_timeout_s)
@@ -119,7 +120,7 @@ class VllmServerBackend:
     def details(self) -> dict:
         return {"mode": "server", "engine_args": self.settings.engine_args, "env": self.settings.env,
                 "engine_start_s": round(self.start_s, 2), "server_log": str(self.log_path),
-                "command": " ".join(self.command[1:])}
+                "command": " ".join(self.command[1:]), "sockets_dir": self._rpc_dir}
 
     def observe(self, prompts: Sequence[Prompt], top_n: int) -> list[Observation]:
         return [self._observe_one(prompt, top_n) for prompt in prompts]
@@ -158,6 +159,7 @@ class VllmServerBackend:
             stop_tree(self.proc.pid)
             self.proc.wait(timeout=10)
             self.proc = None
+        remove_rpc_dir(self._rpc_dir)
 
 
 def _top(top: dict[str, float], prompt_id: str, top_n: int) -> tuple[tuple[int, float], ...]:

@@ -8,6 +8,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import shutil
+import stat
+import tempfile
+from pathlib import Path
 
 import psutil
 import pytest
@@ -54,14 +58,22 @@ def server_run(tmp_path_factory, embedded):
     }
     run_dir = tmp / "run"
     # Not retried (the retry of such a server has its own test, test_triage_e2e): one engine start each.
-    proc = parity_kit("gate", write_descriptor(tmp, embedded, cases=cases), "--out", run_dir, "--jobs", "3",
-                      "--no-summary", "--infra-retries", "0")
-    result = json.loads((run_dir / "result.json").read_text())
-    return run_dir, proc, result["cases"]
+    # A temporary folder of the run's own, so that what its engines leave there can be seen; a short path, since
+    # a socket's path has at most 107 characters.
+    own_tmp = Path(tempfile.mkdtemp(prefix="vllm-tmp-"))
+    try:
+        proc = parity_kit("gate", write_descriptor(tmp, embedded, cases=cases), "--out", run_dir, "--jobs", "3",
+                          "--no-summary", "--infra-retries", "0", env={"TMPDIR": str(own_tmp)})
+        result = json.loads((run_dir / "result.json").read_text())
+        left = [p.relative_to(own_tmp) for p in own_tmp.rglob("*")
+                if p.name.startswith("parity-kit-vllm-") or stat.S_ISSOCK(p.lstat().st_mode)]
+        yield run_dir, proc, result["cases"], left
+    finally:
+        shutil.rmtree(own_tmp, ignore_errors=True)
 
 
 def test_server_mode_matches_the_float32_golden(server_run):
-    run_dir, _, cases = server_run
+    run_dir, _, cases, _ = server_run
     case = cases["server-pp1"]
     assert case["status"] == "passed", case.get("error") or case["failures"]
     assert case["counts"] == {"prompts": 32, "passed": 32, "failed": 0}
@@ -73,7 +85,7 @@ def test_server_mode_matches_the_float32_golden(server_run):
 
 
 def test_a_server_that_cannot_start_is_an_error_with_its_log_tail(server_run):
-    _, _, cases = server_run
+    _, _, cases, _ = server_run
     case = cases["bad-option"]
     assert case["status"] == "error"
     assert re.match(r"cell \d+ raised EngineDidNotStart: vllm serve exited with code \d+ before it became healthy "
@@ -86,7 +98,7 @@ def test_a_server_that_cannot_start_is_an_error_with_its_log_tail(server_run):
 
 
 def test_a_server_that_never_gets_healthy_times_out_with_its_log_tail(server_run):
-    run_dir, _, cases = server_run
+    run_dir, _, cases, _ = server_run
     case = cases["never-healthy"]
     assert case["status"] == "timeout", case
     assert case["error"].startswith("exceeded its timeout of 120 s; its kernel was killed")
@@ -98,9 +110,19 @@ def test_a_server_that_never_gets_healthy_times_out_with_its_log_tail(server_run
 
 
 def test_no_engine_process_survives_the_run(server_run):
-    run_dir, proc, _ = server_run
+    run_dir, proc, _, _ = server_run
     assert proc.returncode == 2, proc.stderr  # incomplete: one error, one timeout
     assert survivors(run_dir) == []
+
+
+def test_an_engine_that_closed_leaves_no_socket_behind(server_run):
+    """vLLM names a socket file in the temporary folder for each channel between its processes and removes none;
+    each engine gets a folder of its own for them, removed when it closes. The server killed with its kernel
+    (never-healthy, past its timeout) is the one that cannot remove its own."""
+    _, _, cases, left = server_run
+    assert all(p.parts[0].startswith("parity-kit-vllm-never-healthy-") for p in left), left
+    made = cases["server-pp1"]["details"]["sockets_dir"]  # where its engine's sockets were: gone with it
+    assert Path(made).name.startswith("parity-kit-vllm-server-pp1-") and not Path(made).exists(), made
 
 
 def test_perturbed_model_fails_with_the_prompts_named(tmp_path, embedded):
