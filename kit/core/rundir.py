@@ -145,7 +145,7 @@ def case_files_present(cases_dir: str | Path, case: str) -> list[Path]:
     return present + sorted(Path(cases_dir).glob(f"{safe_name(case, str(cases_dir))}.attempt[0-9]*{CASE_NOTEBOOK}"))
 
 
-def case_member(run: str, case: str, suffix: str = ".json") -> str:
+def case_member(run: str, case: str, suffix: str = CASE_RESULT) -> str:
     """The same file as ``case_file``, as a path relative to a store's root (POSIX separators)."""
     return posixpath.join(run, CASES, f"{safe_name(case, posixpath.join(run, CASES) or CASES)}{suffix}")
 

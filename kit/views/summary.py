@@ -205,8 +205,7 @@ def prompt_frame(results: Mapping[str, CaseResult]) -> pd.DataFrame:
 
 
 TABLE_FORMAT = {"max_probability_error": "{:.4g}", "bound": "{:g}", "margin": "{:+.4g}", "duration_s": "{:.1f}",
-                "headroom": "{:.2f}", "detects_from": "{:.2g}x",
-                "noise_floor": "{:.3g}"}
+                "headroom": "{:.2f}", "noise_floor": "{:.3g}"}
 # Columns shown only where some case has something in them: a noise floor where a case repeated, a triage class
 # and an attempt count where a case was retried, a detectable effect where one was measured.
 QUIET_COLUMNS = {"noise_floor": None, "triage": None, "attempts": 1, "detects_from": None}
@@ -220,6 +219,8 @@ def styled_case_table(view: RunView):
     table = case_table(view)
     empty = [c for c, nothing in QUIET_COLUMNS.items()
              if c in table and all(pd.isna(v) or v == nothing for v in table[c])]
+    if "detects_from" in table and "detects_from" not in empty:
+        table["detects_from"] = [detects_text(view.results.get(str(c))) for c in table.index]
     if "prompts" in table:  # one column "2/64" in place of two
         table["failed_prompts"] = [None if pd.isna(n) else f"{int(f)}/{int(n)}"
                                    for f, n in zip(table["failed_prompts"], table["prompts"])]
@@ -227,6 +228,16 @@ def styled_case_table(view: RunView):
     return (table.drop(columns=empty).style.format({k: v for k, v in TABLE_FORMAT.items() if k not in empty},
                                                    na_rep="—", escape="html")
             .format_index(lambda c: HEADERS.get(str(c), str(c).replace("_", " ")), axis=1, escape="html"))
+
+
+def detects_text(r: CaseResult | None) -> str | None:
+    """"1.9x", and where the power record was measured on another class of hardware than this run's record,
+    which one: the figure is then that class's, not a measurement of this host."""
+    d = r.detectable if r is not None else None
+    if not d or d.get("detects_from") is None:
+        return None
+    same = d.get("same_class", True)
+    return f"{d['detects_from']:.2g}x" + ("" if same else f" (measured on {d.get('measured_on')})")
 
 
 HEADERS = {"bound": "bound (worst prompt)", "margin": "margin (worst prompt)",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from pathlib import Path
 
 import pytest
@@ -47,6 +49,11 @@ def test_the_table_says_what_each_case_detects_and_drops_columns_no_case_fills()
     assert ">0/1<" in html and ">prompts<" not in html  # failed of all prompts, in one column
     # Nothing was repeated or retried: those columns would say nothing for every case.
     assert "noise floor" not in html and "triage" not in html and "attempts" not in html
+
+    borrowed = dataclasses.replace(powered, detectable={"detects_from": 2.32, "families": {}, "same_class": False,
+                                                        "measured_on": "cpu (x86-64-v4)"})
+    other = RunView(Path("run"), {"cases": ["hf-bf16"]}, {"hf-bf16": borrowed}, {"hf-bf16": "executor"})
+    assert "2.3x (measured on cpu (x86-64-v4))" in styled_case_table(other).to_html()
 
     unpowered = RunView(Path("run"), {"cases": ["checkpoint"]}, {"checkpoint": plain}, {"checkpoint": "executor"})
     assert "detects from" not in styled_case_table(unpowered).to_html()
