@@ -124,6 +124,7 @@ class VllmOfflineBackend:
         # tracker, which ignores SIGTERM: a grace period would only wait out its 10 s.
         stop_procs(getattr(self, "_engine_procs", []), grace_s=0 if shut_down else 10.0)
         self._drop_rpc_dir()
+        # The log stays open: vLLM's logger holds on to it for the rest of the process.
 
     def _drop_rpc_dir(self) -> None:
         """The engine's socket folder removed, and unnamed in this process, where a later engine makes its own."""
@@ -131,7 +132,6 @@ class VllmOfflineBackend:
         if made and os.environ.get(RPC_ENV) == made:
             del os.environ[RPC_ENV]
         remove_rpc_dir(made)
-        # The log stays open: vLLM's logger holds on to it for the rest of the process.
 
 
 @contextlib.contextmanager
