@@ -383,11 +383,17 @@ def detectable_of(record: PowerRecord, same_class: bool) -> dict:
             **record.summary}
 
 
+def measured_elsewhere(detectable: Mapping[str, Any]) -> str:
+    """" (measured on cpu (x86-64-v4))" where the power record was measured on another class of hardware than
+    the case's record here (the figure is then that class's, not this host's); "" where on the same."""
+    return "" if detectable.get("same_class", True) else f" (measured on {detectable.get('measured_on')})"
+
+
 def headline(detectable: Mapping[str, Any] | None) -> str:
     """One line for a person: "detects faults from 1.4x the clean error" (or why it cannot say)."""
     if not detectable:
         return "detectable effect not measured"
-    where = "" if detectable.get("same_class", True) else f" (measured on {detectable.get('measured_on')})"
+    where = measured_elsewhere(detectable)
     missing = unmeasured(detectable)
     where += f"; not measured: {', '.join(missing)}" if missing else ""
     worst = detectable.get("detects_from")

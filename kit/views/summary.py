@@ -15,6 +15,7 @@ import pandas as pd
 
 from kit.core import contract, paths, rundir
 from kit.core.decode import StepMargin, case_headroom, failed_prompts, worst_decode_step, worst_steps
+from kit.core.power import measured_elsewhere
 from kit.core.records import CaseResult, severity
 from kit.core.results import RunView, read_run
 
@@ -236,8 +237,7 @@ def detects_text(r: CaseResult | None) -> str | None:
     d = r.detectable if r is not None else None
     if not d or d.get("detects_from") is None:
         return None
-    same = d.get("same_class", True)
-    return f"{d['detects_from']:.2g}x" + ("" if same else f" (measured on {d.get('measured_on')})")
+    return f"{d['detects_from']:.2g}x{measured_elsewhere(d)}"
 
 
 HEADERS = {"bound": "bound (worst prompt)", "margin": "margin (worst prompt)",
