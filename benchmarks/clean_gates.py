@@ -48,11 +48,11 @@ class CaseSeries:
 
 
 def draw(gate: str, result: CaseResult) -> CaseDraw:
-    worst: dict[str, float] = defaultdict(float)
-    for p in result.prompts:
-        worst[str(p.bucket)] = max(worst[str(p.bucket)], p.max_probability_error)
-    bounds = result.bucket_bounds or ({b: result.bound for b in worst} if result.bound else {})
-    ratios = {b: worst[b] / bounds[b] for b in sorted(worst, key=int) if bounds.get(b)}
+    ratios: dict[str, float] = {}
+    for p in sorted(result.prompts, key=lambda p: p.bucket):
+        if p.bound:  # the bound the prompt was judged by (none for an exact case)
+            bucket = str(p.bucket)
+            ratios[bucket] = max(ratios.get(bucket, 0.0), p.max_probability_error / p.bound)
     return CaseDraw(gate, result.case, result.status, ratios,
                     tuple(round(p.max_probability_error, 12) for p in result.prompts))
 
