@@ -422,6 +422,15 @@ def _parser() -> argparse.ArgumentParser:
     pw.add_argument("--steps-down", type=lambda text: _at_least(text, 0), default=1,
                     help="magnitudes tried below the first one caught (default 1; 0: stop at the first caught, "
                     "which then bounds the detectable effect from above)")
+    pw.add_argument("--refine", type=lambda text: _at_least(text, 0), default=0, metavar="N",
+                    help="where a magnitude missed lies directly under the lowest caught, try N geometric midpoints "
+                    "between them, each between the highest miss and the lowest catch so far (default 0; each "
+                    "halves the gap in log space, so the figure is measured to within the square root of the gap "
+                    "left)")
+    pw.add_argument("--reuse", action="append", default=[], metavar="RECORD",
+                    help="take the trials of this earlier power record of a case measured here (same calibration "
+                    "record and runtime) as measured, not tried again; they are kept in the new record "
+                    "(repeatable; a record of another case is passed over)")
     pw.add_argument("--out", help="directory of the faulted samples (default: runs/power-<name>-<time>-<id>)")
     pw.add_argument("--resume", metavar="DIR", help="continue a measurement, reusing its finished samples")
     pw.add_argument("--to", default="calibrations/power", help="folder of the power records "
@@ -752,7 +761,8 @@ def _power(args) -> int:
         print(merge(args.descriptor, args.cases[0], args.merge, to=args.to, command=_command("power")).path)
         return ExitCode.PASSED
     done = measure(args.descriptor, args.cases, args.families, out=args.out, resume=args.resume, to=args.to,
-                   float32_case=args.float32_case, command=_command("power"), steps_down=args.steps_down)
+                   float32_case=args.float32_case, command=_command("power"), steps_down=args.steps_down,
+                   refine=args.refine, reuse=args.reuse)
     for c in done:
         print(c.path if c.path else f"{c.case}: error: {c.error}")
     return ExitCode.INCOMPLETE if any(c.error for c in done) else ExitCode.PASSED

@@ -49,6 +49,18 @@ class Ladder:
                     if (entry["fault"], entry["model"], entry.get("prompts")) == (fault.name, str(source), self.scope):
                         self._effects[float(entry["magnitude"])] = float(entry["effect"])
 
+    def insert(self, magnitude: float, effect: float | None = None) -> int:
+        """The index of ``magnitude`` on the ladder, placed in order where it is not on it yet (a refinement's
+        midpoint, a magnitude an earlier record tried); ``effect``: its float32 effect, measured before (kept in
+        the run's effects file, so another case of the run does not measure it again)."""
+        m = float(magnitude)
+        if m not in self.magnitudes:
+            self.magnitudes.insert(sum(k < m for k in self.magnitudes), m)
+        if effect is not None and m not in self._effects:
+            self._effects[m] = float(effect)
+            self._keep(m)
+        return self.magnitudes.index(m)
+
     def folder(self, i: int) -> Path:
         return faulted_copy(self.fault, self.magnitudes[i], self.source, cache_dir=self.cache)
 
@@ -82,11 +94,14 @@ class Ladder:
                 log.info(f"power: {self.fault.name} at {m:g} writes the same checkpoint as "
                          f"{'the unfaulted model' if twin == SOURCE else f'{twin:g}'} (the checkpoint's precision "
                          f"rounds them alike): float32 effect {self._effects[m]:.3g}, not scored again")
-            if self.kept is not None:
-                with open(self.kept, "a") as f:
-                    f.write(json.dumps({"model": str(self.source), "prompts": self.scope, "fault": self.fault.name,
-                                        "magnitude": m, "effect": self._effects[m]}) + "\n")
+            self._keep(m)
         return self._effects[m]
+
+    def _keep(self, m: float) -> None:
+        if self.kept is not None:
+            with open(self.kept, "a") as f:
+                f.write(json.dumps({"model": str(self.source), "prompts": self.scope, "fault": self.fault.name,
+                                    "magnitude": m, "effect": self._effects[m]}) + "\n")
 
     def start(self, noise: float) -> int:
         """The first magnitude whose effect reaches ``noise``, or the largest where none does. The effect grows

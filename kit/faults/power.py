@@ -8,9 +8,10 @@ the faulted weights), and each faulted sample is judged by the calibration recor
 magnitude whose effect reaches the case's clean error. From there the search steps down while the fault is
 still caught (at most ``STEPS_DOWN`` steps) and up until it is, so a family costs two or three faulted
 calibrations, not seven. It assumes a fault caught at one magnitude is caught at every larger one, and the
-record keeps every magnitude tried, so a reader can see where that held. On a CPU every engine is
-deterministic, so a variant's second launch repeats its first bit for bit (as the records show): there each
-variant is scored in one launch.
+record keeps every magnitude tried, so a reader can see where that held. With ``refine`` the gap between the
+highest miss and the lowest catch is then bisected in log space (the catalogue's rungs are 2-10x apart). On a
+CPU every engine is deterministic, so a variant's second launch repeats its first bit for bit (as the records
+show): there each variant is scored in one launch.
 
 Every finished sample is kept in the run directory (``<case>-<fault>-<magnitude>.samples.jsonl``), so a
 measurement cut short continues with ``--resume DIR``.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -32,7 +34,7 @@ from kit.core.jsonio import atomic_write_bytes
 from kit.core.power import (DETECTION_PROBABILITY, FaultedSample, PowerRecord, Trial, caught_fraction, clean_error,
                             family_lines, headline, load_power, merged, named_calibration, read_power)
 from kit.core.results import now_iso
-from kit.core.runtime import numerics_fingerprint
+from kit.core.runtime import numeric_fingerprint, numerics_fingerprint
 from kit.core.spec import CaseSpec, on_model
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import outline, resolve
@@ -54,6 +56,11 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "mlp": ("activation", "mlp_noise"), "normalization": ("norm_offset", "rms_norm_eps"),
     "output": ("logit_scale", "tied_embeddings")}
 STEPS_DOWN = 1  # below the first magnitude caught: enough to see where detection stops, not the whole ladder
+# Midpoints tried between the highest miss and the lowest catch: none by default, so a record measured before
+# refining existed is measured again by the same command; each halves the gap in log space at one faulted
+# calibration's cost (the catalogue's magnitudes are 2-2.5x apart, a decade added below it 10x: 2 midpoints leave
+# at most 10^(1/4) = 1.8x).
+REFINE = 0
 
 
 @dataclass
@@ -83,7 +90,8 @@ def parse_families(given: Sequence[str] | None) -> dict[str, tuple[str, ...]]:
 def measure(descriptor: str | Path, cases: Sequence[str] | None = None, families: Sequence[str] | None = None,
             out: str | Path | None = None, resume: str | Path | None = None, to: str | Path = "calibrations/power",
             float32_case: str = FLOAT32_CASE, command: Sequence[str] | None = None,
-            steps_down: int = STEPS_DOWN) -> list[CasePower]:
+            steps_down: int = STEPS_DOWN, refine: int = REFINE,
+            reuse: Sequence[str | Path] = ()) -> list[CasePower]:
     output.ensure()
     chosen = parse_families(families)
     desc = load_descriptor(descriptor)
@@ -94,6 +102,7 @@ def measure(descriptor: str | Path, cases: Sequence[str] | None = None, families
         if judged.cases[name].spec.calibration is None:
             raise BadInput(f"case {name} of {paths.display(judged.path)} has no calibration record: its detectable "
                            "effect is measured against one (parity-kit calibrate first)")
+    known = reused(judged, names, reuse)
     clean = resolve(desc, names, resolve_calibration=False)
     effects = embedded_cases(descriptor, tuple(names), float32_case)
     run_dir = Path(resume) if resume else _new_dir(judged.name, out)
@@ -108,8 +117,32 @@ def measure(descriptor: str | Path, cases: Sequence[str] | None = None, families
             used = judged.cases[name].spec.calibration or {}
             own = {r.sha256: r for r in judged.cases[name].records}[used["sha256"]]
             done.append(measure_case(judged, clean.cases[name].spec, judged.cases[name].spec, own.reference(),
-                                     chosen, effects, run_dir, to, command, steps_down))
+                                     chosen, effects, run_dir, to, command, steps_down, refine, known.get(name)))
     return done
+
+
+def reused(judged, names: Sequence[str], files: Sequence[str | Path]) -> dict[str, PowerRecord]:
+    """The earlier power records whose trials a measurement takes as measured (``--reuse``), by case, each judged
+    by its evidence against the calibration record the case uses now. A record of a case not measured here is
+    passed over (one list of records serves a call that measures its cases one by one)."""
+    out: dict[str, PowerRecord] = {}
+    for f in files:
+        shown = paths.display(Path(f))
+        stated = read_power(f)
+        case = str(stated.get("case")) if isinstance(stated, dict) else ""
+        if case not in names:
+            log.info(f"power: --reuse {shown}: a record of case {case}, which this measurement does not measure")
+            continue
+        used = (judged.cases[case].spec.calibration or {}).get("sha256")
+        named = named_calibration(stated, shown)
+        if named != used:
+            raise BadInput(f"--reuse {shown}: measured against calibration record {named[:12]}; case {case} uses "
+                           f"{str(used)[:12]}")
+        if case in out:
+            raise BadInput(f"--reuse {shown}: a second record of case {case} (merge them first)")
+        own = {r.sha256: r for r in judged.cases[case].records}[named]
+        out[case] = load_power(f, own.reference(), stated)
+    return out
 
 
 def merge(descriptor: str | Path, case: str, files: Sequence[str | Path], to: str | Path = "calibrations/power",
@@ -159,11 +192,17 @@ def _new_dir(name: str, out: str | Path | None) -> Path:
 
 
 def measure_case(plan, clean_spec: CaseSpec, judged: CaseSpec, reference: dict, families: dict[str, tuple[str, ...]],
-                 effects, run_dir: Path, to: Path, command: list[str], steps_down: int = STEPS_DOWN) -> CasePower:
+                 effects, run_dir: Path, to: Path, command: list[str], steps_down: int = STEPS_DOWN,
+                 refine: int = REFINE, known: PowerRecord | None = None) -> CasePower:
     change = hardware_change(reference, judged.options)
     if change:
         return CasePower(judged.name, None, None, f"its record measured noise on {change[0]}, this host is "
                                                   f"{change[1]}: calibrate the case here first, then measure its power")
+    fingerprint = {"runtime": numerics_fingerprint(case_device(judged.options))}
+    if known is not None and numeric_fingerprint(known.fingerprint) != numeric_fingerprint(fingerprint):
+        # Its trials become this record's: they must be of the runtime this record states, as a merge asks.
+        return CasePower(judged.name, None, None, f"--reuse {paths.display(known.path or Path('?'))} was measured "
+                         "on another runtime than this host's (its fingerprint differs): measure without it")
     noise = clean_error(reference)
     log.log(NOTICE, f"power {judged.name}: {len(families)} fault families against record {reference['sha256'][:12]} "
             f"(clean error {noise:.3g})", extra=MARKUP)
@@ -174,7 +213,7 @@ def measure_case(plan, clean_spec: CaseSpec, judged: CaseSpec, reference: dict, 
             for name in faults:
                 try:
                     trials += search(plan, family, BY_NAME[name], clean_spec, reference, noise, effects, run_dir,
-                                     steps_down)
+                                     steps_down, refine, known.trials if known is not None else ())
                 except _Refused as exc:
                     log.warning(f"power {judged.name}: {family}: the backend cannot load {exc}; next fault")
                     continue
@@ -187,8 +226,7 @@ def measure_case(plan, clean_spec: CaseSpec, judged: CaseSpec, reference: dict, 
     record = PowerRecord.measured(
         reference, case=judged.name, backend=judged.backend, record_sha256=reference["sha256"],
         measured_on=measured_on(reference) or "unknown",
-        fingerprint={"runtime": numerics_fingerprint(case_device(judged.options))},
-        families=measured, trials=trials, command=command, created_at=now_iso())
+        fingerprint=fingerprint, families=measured, trials=trials, command=command, created_at=now_iso())
     return _write(record, to)
 
 
@@ -201,31 +239,49 @@ class _Refused(ParityKitError):
 
 
 def search(plan, family: str, fault: Fault, clean_spec: CaseSpec, reference: dict, noise: float, effects,
-           run_dir: Path, steps_down: int = STEPS_DOWN) -> list[Trial]:
+           run_dir: Path, steps_down: int = STEPS_DOWN, refine: int = REFINE,
+           known: Sequence[Trial] = ()) -> list[Trial]:
     """The family's trials: from the first magnitude whose float32 effect reaches the clean error, down while
-    caught (at most ``steps_down``), else up until caught. Faulted copies are written when first needed, into
-    the run directory, and removed when the family is done: a 1B model's copy is gigabytes."""
+    caught (at most ``steps_down``), else up until caught; then, where a magnitude missed lies directly under the
+    lowest caught, ``refine`` geometric midpoints between them, each between the highest miss and the lowest catch
+    so far (bisection in log space: the figure is then measured to within the square root of what is left of the
+    gap). ``known``: trials of this fault an earlier record of the case measured, taken as measured (their
+    magnitudes join the ladder, their effects the run's effects file) and kept in this record. Faulted copies are
+    written when first needed, into the run directory, and removed when the family is done: a 1B model's copy is
+    gigabytes."""
     ladder = Ladder(fault, clean_spec.model_path, on_prompts_of(effects, clean_spec), run_dir / "faulted" / fault.name,
                     run_dir / EFFECTS_FILE)
+    earlier = {float(t.magnitude): t for t in known if t.fault == fault.name}
     try:
+        for m, t in sorted(earlier.items()):
+            ladder.insert(m, t.effect)
         start = ladder.start(noise)
-        trials: dict[int, Trial] = {}
+        trials: dict[float, Trial] = {}
+        outcomes: dict[float, bool] = {}  # every magnitude decided, a twin's included
 
         def caught(i: int) -> bool:
             m = ladder.magnitudes[i]
-            twin = ladder.twin(i, trials)
+            if m in earlier:
+                trials[m] = earlier[m]
+                log.info(f"power {clean_spec.name}: {fault.name} at {m:g}: measured before, caught in "
+                         f"{caught_fraction(trials[m], reference):.0%} of {len(trials[m].samples)} samples")
+                outcomes[m] = caught_fraction(trials[m], reference) >= DETECTION_PROBABILITY
+                return outcomes[m]
+            twin = ladder.twin(i, [ladder.magnitudes.index(k) for k in trials])
             if isinstance(twin, float):
                 # The same bytes as a magnitude already tried: the same faulted model, so the same outcome. Tried
                 # again it would cost a faulted calibration and could only repeat itself.
                 log.info(f"power {clean_spec.name}: {fault.name} at {m:g} is the faulted model of {twin:g} "
                          f"(the checkpoint's precision rounds them alike): not tried again")
-                return caught_fraction(trials[ladder.magnitudes.index(twin)], reference) >= DETECTION_PROBABILITY
-            trials[i] = run_trial(plan, family, fault, m, ladder.effect(i), ladder.folder(i), ladder.digest(i),
+                outcomes[m] = caught_fraction(trials[twin], reference) >= DETECTION_PROBABILITY
+                return outcomes[m]
+            trials[m] = run_trial(plan, family, fault, m, ladder.effect(i), ladder.folder(i), ladder.digest(i),
                                   clean_spec, run_dir)
-            p = caught_fraction(trials[i], reference)
+            p = caught_fraction(trials[m], reference)
             log.info(f"power {clean_spec.name}: {fault.name} at {m:g} (float32 effect {ladder.effect(i):.3g}, "
-                     f"{ladder.effect(i) / noise:.2g}x): caught in {p:.0%} of {len(trials[i].samples)} samples")
-            return p >= DETECTION_PROBABILITY
+                     f"{ladder.effect(i) / noise:.2g}x): caught in {p:.0%} of {len(trials[m].samples)} samples")
+            outcomes[m] = p >= DETECTION_PROBABILITY
+            return outcomes[m]
 
         if caught(start):
             i = start
@@ -235,9 +291,36 @@ def search(plan, family: str, fault: Fault, clean_spec: CaseSpec, reference: dic
             i = start + 1
             while i < len(ladder.magnitudes) and not caught(i):
                 i += 1
+        gap = bracket(outcomes)
+        for _ in range(refine):
+            if gap is None:
+                break
+            missed, hit = gap
+            middle = midpoint(missed, hit)
+            if not missed < middle < hit:
+                break  # no number of three significant digits lies between them
+            gap = (missed, middle) if caught(ladder.insert(middle)) else (middle, hit)
         return [trials[k] for k in sorted(trials)]
     finally:
         ladder.remove()
+
+
+def bracket(outcomes: dict[float, bool]) -> tuple[float, float] | None:
+    """The highest magnitude missed and the lowest caught above it, from which every larger magnitude decided is
+    caught (as kit.core.power takes the detectable effect); None where no miss lies under the catches."""
+    ordered = sorted(outcomes)
+    k = len(ordered)
+    while k > 0 and outcomes[ordered[k - 1]]:
+        k -= 1
+    if k == 0 or k == len(ordered):
+        return None
+    return ordered[k - 1], ordered[k]
+
+
+def midpoint(low: float, high: float) -> float:
+    """The geometric mean of two magnitudes, to three significant digits (a magnitude names its faulted copy and
+    its samples file, so it is a short number)."""
+    return float(f"{math.sqrt(low * high):.3g}")
 
 
 def on_prompts_of(effects: EmbeddedCases, spec: CaseSpec) -> EmbeddedCases:
