@@ -108,8 +108,14 @@ class Ladder:
         with the magnitude, so it is found by bisection: a walk up a ladder of seven measures up to seven effects
         where three do. Where even the smallest reaches the noise, decades below it are added while they still do
         (at most DECADES_BELOW): a float32 case's noise (about 1e-6) sits far under the catalogue's smallest
-        fault, and "detects from 10000x its noise" says nothing."""
+        fault, and "detects from 10000x its noise" says nothing. Effects already known bound the bisection first."""
         below, above = -1, len(self.magnitudes) - 1  # the answer lies in (below, above]
+        # Effects known already (kept in the run directory, or an earlier record's) narrow the interval first.
+        known = [(j, self._effects[m] >= noise) for j, m in enumerate(self.magnitudes) if m in self._effects]
+        low = max((j for j, reaches in known if not reaches), default=-1)
+        high = min((j for j, reaches in known if reaches), default=len(self.magnitudes) - 1)
+        if low < high:  # else the known effects do not grow with the magnitude: bisect the whole ladder
+            below, above = low, high
         while above - below > 1:
             middle = (below + above) // 2
             if self.effect(middle) >= noise:

@@ -96,10 +96,20 @@ def test_earlier_trials_are_taken_as_measured_and_kept(fake, tmp_path):
                Trial("attention", "attention_scale", 0.05, 0.05, samples(True))]  # another fault's: left alone
     trials = search(tmp_path, 0.0015, steps_down=1, refine=2, known=earlier)
     assert fake.tried == [0.000632, 0.00112]  # only the midpoints run
-    assert 0.002 not in fake.effects and 0.0002 not in fake.effects  # their effects are the earlier record's
+    # The earlier effects bracket the start (0.0002 under the noise, 0.002 over it): only the midpoints' measured.
+    assert fake.effects == [0.000632, 0.00112]
     assert [t.magnitude for t in trials] == [0.0002, 0.000632, 0.00112, 0.002]
     assert trials[0] is earlier[0] and trials[-1] is earlier[1]
     assert figure(trials)["magnitude"] == 0.00112
+
+    # Another case of the run, on the same model, whose earlier record caught 0.002 and tried nothing below: the
+    # decade under it is tried, then one midpoint, every effect taken from the run's effects file.
+    fake.tried.clear(), fake.effects.clear()
+    fake.threshold = 0.0005
+    other = search(tmp_path, 0.0015, steps_down=1, refine=1, known=[earlier[1]])
+    assert fake.tried == [0.0002, 0.000632] and fake.effects == []
+    got = figure(other)
+    assert (got["magnitude"], got["below"]) == (0.000632, 0.0002)
 
 
 def test_bracket_and_midpoint():
