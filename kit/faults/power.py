@@ -251,7 +251,8 @@ def search(plan, family: str, fault: Fault, clean_spec: CaseSpec, reference: dic
     gigabytes."""
     ladder = Ladder(fault, clean_spec.model_path, on_prompts_of(effects, clean_spec), run_dir / "faulted" / fault.name,
                     run_dir / EFFECTS_FILE)
-    earlier = {float(t.magnitude): t for t in known if t.fault == fault.name}
+    # Under this measurement's family name, which --family NAME=FAULT may give otherwise than the earlier record.
+    earlier = {float(t.magnitude): dataclasses.replace(t, family=family) for t in known if t.fault == fault.name}
     try:
         for m, t in sorted(earlier.items()):
             ladder.insert(m, t.effect)

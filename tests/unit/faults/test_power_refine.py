@@ -99,7 +99,7 @@ def test_earlier_trials_are_taken_as_measured_and_kept(fake, tmp_path):
     # The earlier effects bracket the start (0.0002 under the noise, 0.002 over it): only the midpoints' measured.
     assert fake.effects == [0.000632, 0.00112]
     assert [t.magnitude for t in trials] == [0.0002, 0.000632, 0.00112, 0.002]
-    assert trials[0] is earlier[0] and trials[-1] is earlier[1]
+    assert trials[0] == earlier[0] and trials[-1] == earlier[1]
     assert figure(trials)["magnitude"] == 0.00112
 
     # Another case of the run, on the same model, whose earlier record caught 0.002 and tried nothing below: the
@@ -142,3 +142,11 @@ def test_reuse_takes_a_record_of_the_case_against_the_record_it_uses(tmp_path):
     else:  # this host uses another class's record: trials judged against another record are refused
         with pytest.raises(BadInput, match="measured against calibration record"):
             power.reused(judged, ["hf-bf16"], [record])
+
+
+def test_earlier_trials_take_this_measurements_family_name(fake, tmp_path):
+    fake.threshold = 0.0007
+    earlier = [Trial("rope", "rope_base", 0.0002, 0.0002, samples(False)),
+               Trial("rope", "rope_base", 0.002, 0.002, samples(True))]
+    trials = search(tmp_path, 0.0015, steps_down=1, known=earlier)
+    assert fake.tried == [] and {t.family for t in trials} == {"position"}
