@@ -61,20 +61,26 @@ class VllmServerBackend:
         t0 = time.perf_counter()
         self.proc: subprocess.Popen | None = None
         env, self._rpc_dir = with_own_rpc_dir(settings.env, spec.name)
-        with open(self.log_path, "ab") as log:
-            # The command heads the log: a server that dies or hangs before its first line still says what ran.
-            log.write(("$ " + " ".join(self.command) + "\n").encode())
-            log.flush()
-            self.proc = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, env={**os.environ, **env},
-                                         **own_group())
         try:
+            self._launch({**os.environ, **env})
             self._wait_healthy(settings.server_start_timeout_s)
             self.version = self._get("/version").get("version")
         except BaseException:  # a failed or interrupted start must not leave a server behind
             self.close()
             raise
         self.start_s = time.perf_counter() - t0
+
+    def _launch(self, env: dict[str, str]) -> None:
+        with open(self.log_path, "ab") as log:
+            # The command heads the log: a server that dies or hangs before its first line still says what ran.
+            log.write(("$ " + " ".join(self.command) + "\n").encode())
+            log.flush()
+            try:
+                self.proc = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=log,
+                                             stderr=subprocess.STDOUT, env=env, **own_group())
+            except OSError as exc:  # no such program, not executable: the engine never started
+                raise EngineDidNotStart(f"vllm serve could not be started: {exc} (command: "
+                                        f"{' '.join(self.command)})") from None
 
     def _wait_healthy(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s

@@ -44,3 +44,23 @@ def test_a_folder_too_long_for_a_socket_path_is_not_made(tmp_path, monkeypatch):
     monkeypatch.delenv(RPC_ENV, raising=False)
     assert with_own_rpc_dir({}, "a-case-with-a-long-name") == ({}, None)
     assert list((tmp_path / ("x" * 60)).iterdir()) == []
+
+
+def test_a_server_that_cannot_be_started_leaves_no_socket_folder(short_tmp, monkeypatch, tmp_path):
+    """A `vllm serve` that never starts (its program missing) is the engine's typed fault, named with its command,
+    and the folder made for its sockets goes with it."""
+    from types import SimpleNamespace
+
+    from kit.backends.vllm import server
+    from kit.backends.vllm.runtime import EngineSettings
+    from kit.core.contract import LOG_PREFIX_ENV
+    from kit.core.errors import EngineDidNotStart
+
+    monkeypatch.delenv(RPC_ENV, raising=False)
+    monkeypatch.setenv(LOG_PREFIX_ENV, str(tmp_path / "vllm-pp2"))
+    monkeypatch.setattr(server, "serve_command", lambda model: [str(tmp_path / "no-such-vllm"), "serve", model])
+    with pytest.raises(EngineDidNotStart, match=r"^vllm serve could not be started: \[Errno 2\] .*no-such-vllm"):
+        server.VllmServerBackend(SimpleNamespace(name="vllm-pp2"), EngineSettings(model="m", mode="server",
+                                                                                 engine_args={}))
+    assert list(short_tmp.iterdir()) == []
+    assert (tmp_path / "vllm-pp2.server.log").read_text().startswith(f"$ {tmp_path / 'no-such-vllm'} serve m")
