@@ -1,0 +1,65 @@
+"""What a case kernel spends importing before it scores anything: CPU seconds of each layer of imports, each
+in a fresh interpreter of the main environment.
+
+    .venv/bin/python benchmarks/kernel_imports.py [--repeats 3]
+
+Every case runs in a kernel of its own, so this is paid once per case, by every gate and every test that runs
+one. CPU time (user + sys of the child), not wall time: on a loaded 2-core machine wall time says more about
+the load than about the imports. Each row adds to the one above it and is the least of ``--repeats``
+interpreters (the cheapest is the one the load disturbed least); its cost is the difference to the row above.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from timing import ROOT, print_rows, timed
+
+PYTHON = str(ROOT / ".venv" / "bin" / "python")
+
+# What the hf case notebook's kernel imports, layer by layer: ipykernel itself, its first cell's imports
+# (scrapbook pulls in papermill and pandas), torch, and the model class (transformers' own imports come in with
+# it: its hub-kernel and sharding integrations import torch.distributed.tensor, sympy and torch._dynamo).
+LAYERS = (
+    ("interpreter", "pass"),
+    ("ipykernel", "import ipykernel.kernelapp"),
+    ("+ the notebook's first cell (scrapbook, kit.case, kit.views)",
+     "import ipykernel.kernelapp, scrapbook; from kit.case import runner; from kit.views import plots, summary"),
+    ("+ torch", "import ipykernel.kernelapp, scrapbook; from kit.case import runner; from kit.views import plots, "
+                "summary; import torch"),
+    ("+ transformers' Llama (an hf case)",
+     "import ipykernel.kernelapp, scrapbook; from kit.case import runner; from kit.views import plots, summary; "
+     "import torch; from transformers import LlamaForCausalLM"),
+)
+ALONE = (("vllm, alone (a vLLM case adds this to the notebook's imports)", "import vllm"),
+         ("jax, alone", "import jax"))
+
+
+def cpu_seconds(code: str) -> float:
+    before = os.times()
+    _, proc = timed([PYTHON, "-c", code])
+    after = os.times()
+    if proc.returncode != 0:
+        raise SystemExit(f"{code!r} failed: {proc.stderr.strip().splitlines()[-1]}")
+    return (after.children_user - before.children_user) + (after.children_system - before.children_system)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    rows, previous = [], 0.0
+    for label, code in LAYERS:
+        least = min(cpu_seconds(code) for _ in range(args.repeats))
+        rows.append((label, f"{least:5.2f} s CPU (+{least - previous:.2f})"))
+        previous = least
+    for label, code in ALONE:
+        rows.append((label, f"{min(cpu_seconds(code) for _ in range(args.repeats)):5.2f} s CPU"))
+    print(f"{sys.platform}, {os.cpu_count()} CPUs; least of {args.repeats} interpreters each")
+    print_rows(rows)
+
+
+if __name__ == "__main__":
+    main()
