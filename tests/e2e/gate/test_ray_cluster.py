@@ -181,6 +181,9 @@ def test_interrupted_ray_gate_leaves_no_kernel_behind(tmp_path, embedded, ray4):
     assert gate.returncode == 130, stderr
     assert "parity-kit: interrupted" in stderr
     assert wait_gone(map(int, pidfile.read_text().split()), STOPPED_WITHIN_S) == []
+    # Once, on a loaded host, the interrupted case's record was missing: say what the run kept and logged.
+    kept = sorted(p.name for p in (run_dir / "cases").iterdir()) if (run_dir / "cases").is_dir() else []
+    assert (run_dir / "cases" / "sleeps.json").is_file(), (kept, stderr[-3000:])
     recorded = json.loads((run_dir / "cases" / "sleeps.json").read_text())
     assert recorded["status"] == "error"
     assert recorded["error"] == f"interrupted; its kernel was killed; partial notebook {run_dir}/cases/sleeps.ipynb"
