@@ -152,18 +152,22 @@ def family_power(family: str, trials: Sequence[Trial], reference: Mapping[str, A
     magnitude tried is caught too (a magnitude caught above one that is not, by luck of rounding, is no
     detectable effect: the next larger one could pass)."""
     rows = sorted((t.magnitude, t.effect, caught_fraction(t, reference)) for t in trials)
-    detectable = None
-    for i in range(len(rows) - 1, -1, -1):
-        if rows[i][2] >= DETECTION_PROBABILITY:
-            detectable = i
-        else:
-            break
+    detectable = caught_from([p >= DETECTION_PROBABILITY for _, _, p in rows])
     fault = trials[0].fault if trials else ""
     if detectable is None:
         return FamilyPower(family, fault, tuple(rows), None, None, None, rows[-1][0] if rows else None)
     magnitude, effect, _ = rows[detectable]
     below = rows[detectable - 1][0] if detectable > 0 else None
     return FamilyPower(family, fault, tuple(rows), magnitude, effect, _ratio(effect, clean_error), below)
+
+
+def caught_from(caught: Sequence[bool]) -> int | None:
+    """Of magnitudes in ascending order, each caught or not, the index of the smallest from which every larger one
+    is caught; None where the largest is not caught."""
+    k = len(caught)
+    while k > 0 and caught[k - 1]:
+        k -= 1
+    return k if k < len(caught) else None
 
 
 def _ratio(effect: float, clean_error: float) -> float:

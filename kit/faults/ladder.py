@@ -12,6 +12,7 @@ magnitude 0, written by the same writer.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 import logging
@@ -55,7 +56,7 @@ class Ladder:
         the run's effects file, so another case of the run does not measure it again)."""
         m = float(magnitude)
         if m not in self.magnitudes:
-            self.magnitudes.insert(sum(k < m for k in self.magnitudes), m)
+            bisect.insort(self.magnitudes, m)
         if effect is not None and m not in self._effects:
             self._effects[m] = float(effect)
             self._keep(m)

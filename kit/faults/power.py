@@ -31,8 +31,8 @@ from kit.core import paths, rundir
 from kit.core.calibration import case_device, hardware_change, measured_on
 from kit.core.errors import BadInput, ParityKitError
 from kit.core.jsonio import atomic_write_bytes
-from kit.core.power import (DETECTION_PROBABILITY, FaultedSample, PowerRecord, Trial, caught_fraction, clean_error,
-                            family_lines, headline, load_power, merged, named_calibration, read_power)
+from kit.core.power import (DETECTION_PROBABILITY, FaultedSample, PowerRecord, Trial, caught_fraction, caught_from,
+                            clean_error, family_lines, headline, load_power, merged, named_calibration, read_power)
 from kit.core.results import now_iso
 from kit.core.runtime import numeric_fingerprint, numerics_fingerprint
 from kit.core.spec import CaseSpec, on_model
@@ -260,28 +260,31 @@ def search(plan, family: str, fault: Fault, clean_spec: CaseSpec, reference: dic
         trials: dict[float, Trial] = {}
         outcomes: dict[float, bool] = {}  # every magnitude decided, a twin's included
 
-        def caught(i: int) -> bool:
+        def deciding(i: int) -> float:
+            """The magnitude whose trial decides magnitude ``i``: its own (measured before, or now) or its twin's."""
             m = ladder.magnitudes[i]
             if m in earlier:
                 trials[m] = earlier[m]
                 log.info(f"power {clean_spec.name}: {fault.name} at {m:g}: measured before, caught in "
                          f"{caught_fraction(trials[m], reference):.0%} of {len(trials[m].samples)} samples")
-                outcomes[m] = caught_fraction(trials[m], reference) >= DETECTION_PROBABILITY
-                return outcomes[m]
+                return m
             twin = ladder.twin(i, [ladder.magnitudes.index(k) for k in trials])
             if isinstance(twin, float):
                 # The same bytes as a magnitude already tried: the same faulted model, so the same outcome. Tried
                 # again it would cost a faulted calibration and could only repeat itself.
                 log.info(f"power {clean_spec.name}: {fault.name} at {m:g} is the faulted model of {twin:g} "
                          f"(the checkpoint's precision rounds them alike): not tried again")
-                outcomes[m] = caught_fraction(trials[twin], reference) >= DETECTION_PROBABILITY
-                return outcomes[m]
+                return twin
             trials[m] = run_trial(plan, family, fault, m, ladder.effect(i), ladder.folder(i), ladder.digest(i),
                                   clean_spec, run_dir)
-            p = caught_fraction(trials[m], reference)
             log.info(f"power {clean_spec.name}: {fault.name} at {m:g} (float32 effect {ladder.effect(i):.3g}, "
-                     f"{ladder.effect(i) / noise:.2g}x): caught in {p:.0%} of {len(trials[m].samples)} samples")
-            outcomes[m] = p >= DETECTION_PROBABILITY
+                     f"{ladder.effect(i) / noise:.2g}x): caught in {caught_fraction(trials[m], reference):.0%} of "
+                     f"{len(trials[m].samples)} samples")
+            return m
+
+        def caught(i: int) -> bool:
+            m = ladder.magnitudes[i]
+            outcomes[m] = caught_fraction(trials[deciding(i)], reference) >= DETECTION_PROBABILITY
             return outcomes[m]
 
         if caught(start):
@@ -308,14 +311,10 @@ def search(plan, family: str, fault: Fault, clean_spec: CaseSpec, reference: dic
 
 def bracket(outcomes: dict[float, bool]) -> tuple[float, float] | None:
     """The highest magnitude missed and the lowest caught above it, from which every larger magnitude decided is
-    caught (as kit.core.power takes the detectable effect); None where no miss lies under the catches."""
+    caught (the rule kit.core.power takes the detectable effect by); None where no miss lies under the catches."""
     ordered = sorted(outcomes)
-    k = len(ordered)
-    while k > 0 and outcomes[ordered[k - 1]]:
-        k -= 1
-    if k == 0 or k == len(ordered):
-        return None
-    return ordered[k - 1], ordered[k]
+    k = caught_from([outcomes[m] for m in ordered])
+    return None if not k else (ordered[k - 1], ordered[k])
 
 
 def midpoint(low: float, high: float) -> float:
