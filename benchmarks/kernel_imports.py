@@ -19,19 +19,17 @@ from timing import ROOT, print_rows, timed
 
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
 
-# What the hf case notebook's kernel imports, layer by layer: ipykernel itself, its first cell's imports
-# (scrapbook pulls in papermill and pandas), torch, and the model class (transformers' own imports come in with
-# it: its hub-kernel and sharding integrations import torch.distributed.tensor, sympy and torch._dynamo).
+# What the hf case notebook's kernel imports, layer by layer, each row's code added to the rows above it: ipykernel
+# itself, its first cell's imports (scrapbook pulls in papermill and pandas), torch, and the model class
+# (transformers' own imports come in with it: its hub-kernel and sharding integrations import
+# torch.distributed.tensor, sympy and torch._dynamo).
 LAYERS = (
     ("interpreter", "pass"),
     ("ipykernel", "import ipykernel.kernelapp"),
     ("+ the notebook's first cell (scrapbook, kit.case, kit.views)",
-     "import ipykernel.kernelapp, scrapbook; from kit.case import runner; from kit.views import plots, summary"),
-    ("+ torch", "import ipykernel.kernelapp, scrapbook; from kit.case import runner; from kit.views import plots, "
-                "summary; import torch"),
-    ("+ transformers' Llama (an hf case)",
-     "import ipykernel.kernelapp, scrapbook; from kit.case import runner; from kit.views import plots, summary; "
-     "import torch; from transformers import LlamaForCausalLM"),
+     "import scrapbook; from kit.case import runner; from kit.views import plots, summary"),
+    ("+ torch", "import torch"),
+    ("+ transformers' Llama (an hf case)", "from transformers import LlamaForCausalLM"),
 )
 ALONE = (("vllm, alone (a vLLM case adds this to the notebook's imports)", "import vllm"),
          ("jax, alone", "import jax"))
@@ -50,8 +48,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    rows, previous = [], 0.0
-    for label, code in LAYERS:
+    rows, previous, code = [], 0.0, ""
+    for label, added in LAYERS:
+        code = f"{code}; {added}" if code else added
         least = min(cpu_seconds(code) for _ in range(args.repeats))
         rows.append((label, f"{least:5.2f} s CPU (+{least - previous:.2f})"))
         previous = least
