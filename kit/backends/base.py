@@ -107,6 +107,9 @@ class BackendInfo:
     # "module:function": ``function(options) -> dict`` of environment variables a case kernel must start with
     # (settings a library reads once, when it loads: the kernels an hf case pins); "" for none.
     kernel_env: str = ""
+    # Modules its case kernel imports, beyond every kit notebook's first cell, that a warm process imports once
+    # for all the kernels it forks (kit.run.warmkernels): the heavy ones its runtime loads.
+    warm_imports: tuple[str, ...] = ()
     # "module:function": ``function(request) -> dict``, the case options `golden make` opens the runtime with
     # (its ``open_backend``), from the command line's (kit.goldens.make.request); empty: the runtime's defaults.
     golden_options: str = ""

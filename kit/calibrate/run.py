@@ -268,13 +268,16 @@ def measure_variants(plan: Plan, spec: CaseSpec, variants: list[dict], run_dir: 
     samples_path = run_dir / f"{stem}.samples.jsonl"
     finished(samples_path, spec.name)  # a line that is no sample is refused before a kernel starts, not inside one
     why = raised = None
+    backend = registry.get(spec.backend)
+    # What the backend's libraries read when they load is in place before the kernel imports anything, as in a gate.
+    env = {**FRESH_COMPILES, **backend.environment(spec.options)}
     for launch, group in by_launch(variants).items():
         name = stem if launch == 1 else f"{stem}.launch{launch}"
         outcome = run_notebook(CALIBRATE_NOTEBOOK, run_dir / f"{name}.ipynb",
                                {"spec": spec.to_dict(), "variants": group, "samples_path": str(samples_path),
                                 "descriptor": str(plan.path), "case": spec.name},
                                spec.kernel, spec.timeout_s * len(group), run_dir / f"{name}.kernel.log",
-                               env=FRESH_COMPILES)
+                               env=env, imports=backend.warm_imports)
         if outcome.error or outcome.killed_by:
             why, raised = outcome.error or f"killed ({outcome.killed_by})", outcome.raised
             break

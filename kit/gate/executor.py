@@ -362,7 +362,8 @@ def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = No
                            spec.kernel, _time_left(spec.timeout_s, clock_from),
                            rundir.case_file(cases_dir, spec.name, rundir.KERNEL_LOG),
                            log_prefix=str(cases_dir / spec.name),
-                           env={**env, **(devices.kernel_env(gpus) if gpus else {})})
+                           env={**env, **(devices.kernel_env(gpus) if gpus else {})},
+                           imports=registry.get(spec.backend).warm_imports)
     duration = time.perf_counter() - t0
     shown = paths.display(notebook)
 

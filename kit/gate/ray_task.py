@@ -42,7 +42,10 @@ def case_task(spec_dict: dict, cases_dir: str, cwd: str, group: str | None, expe
     from kit.core.results import save_case_result
     from kit.core.spec import CaseSpec
     from kit.gate.executor import execute_guarded
+    from kit.run import warmkernels
     from kit.run.notebook import allow_starts, stop_all
+
+    warmkernels.disable()
 
     spec = CaseSpec.from_dict(spec_dict)
     asked = Expected.from_dict(expected) if expected else None

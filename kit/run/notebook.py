@@ -17,6 +17,7 @@ out-of-memory killer sends it, and so may anyone else, so it is not called out o
 
 from __future__ import annotations
 
+import asyncio
 import glob
 import os
 import signal
@@ -25,6 +26,7 @@ import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from jupyter_client.manager import AsyncKernelManager
 
@@ -33,6 +35,7 @@ from kit.core import outcomes, paths
 from kit.core.contract import LOG_PREFIX_ENV
 from kit.core.errors import kind_named
 from kit.core.jsonio import atomic_write_bytes
+from kit.run import warmkernels
 from kit.run.mainkernel import provide_main_kernel
 
 KERNEL_START_TIMEOUT_S = 120
@@ -62,8 +65,10 @@ class KernelHandle:
     """Filled in when the kernel starts; ``kill`` ends the kernel and every process of its session,
     ``finish`` stops what is left of it once the notebook has ended."""
 
-    def __init__(self, log_path: Path, log_prefix: str | None = None, env: dict[str, str] | None = None) -> None:
+    def __init__(self, log_path: Path, log_prefix: str | None = None, env: dict[str, str] | None = None,
+                 imports: Sequence[str] = ()) -> None:
         self.log_path = log_path
+        self.imports = tuple(imports)  # what a warm process forking this kernel imports first (kit.run.warmkernels)
         self.log_prefix = log_prefix
         self.env = dict(env or {})  # added to the kernel's environment
         self.pid: int | None = None
@@ -92,6 +97,19 @@ class KernelHandle:
                         handle._guard = processes.guard(handle.session)
                     if handle.killed_by:  # killed while the kernel was starting
                         kill_tree(handle.session or handle.pid)
+
+            async def _async_launch_kernel(self, kernel_cmd, **kw):  # type: ignore[override]
+                # Forked from a warm process where that gives the kernel a cold start would; else started cold.
+                spec_env = self.kernel_spec.env if self.kernel_spec else None
+                forked = await asyncio.get_running_loop().run_in_executor(
+                    None, lambda: warmkernels.fork_kernel(kernel_cmd, spec_env, kw.get("env") or os.environ,
+                                                          kw.get("cwd"), kw["stdout"], kw["stderr"], handle.imports))
+                if forked is None:
+                    return await super()._async_launch_kernel(kernel_cmd, **kw)
+                provisioner = self.provisioner
+                provisioner.process, provisioner.pid, provisioner.pgid = forked, forked.pid, forked.pid
+                provisioner.cwd = kw.get("cwd") or os.getcwd()
+                self._reconcile_connection_info(provisioner.connection_info)
 
             async def shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:  # type: ignore[override]
                 handle.shut_down = True  # nbclient shuts down only a kernel still alive
@@ -143,14 +161,15 @@ class KernelHandle:
 
 def run_notebook(notebook: str | Path, output: Path, parameters: dict, kernel_name: str,
                  timeout_s: float | None, log_path: Path, log_prefix: str | None = None,
-                 env: dict[str, str] | None = None) -> NotebookOutcome:
+                 env: dict[str, str] | None = None, imports: Sequence[str] = ()) -> NotebookOutcome:
     """papermill's execution, saved after every cell, so a killed run leaves its partial notebook.
-    ``env`` is added to the kernel's environment."""
+    ``env`` is added to the kernel's environment; ``imports``: what the kernel will import beyond every
+    notebook's first cell (kit.run.warmkernels imports them first in the warm process it forks the kernel from)."""
     import papermill as pm
 
     if kernel_name == paths.MAIN_KERNEL:
         provide_main_kernel()  # a plain pip install registered none; the summary may be the first to ask
-    handle = KernelHandle(log_path, log_prefix, env)
+    handle = KernelHandle(log_path, log_prefix, env, imports)
     timer = threading.Timer(timeout_s, handle.kill) if timeout_s else None
     error, kind, raised = None, None, None
     with _live_lock:  # checked under the lock that stop_all sweeps with: no kernel slips past it

@@ -9,6 +9,7 @@ BACKEND = BackendInfo(
     install="pip install 'parity-kit[hf]'", exact_runtime="kit.backends.hf.kernels:exact_runtime",
     legacy_runtime="kit.backends.hf.kernels:legacy_runtime",
     kernel_env="kit.backends.hf.kernels:pin_env",
+    warm_imports=("torch", "transformers.models.llama.modeling_llama", "kit.backends.hf.runtime"),
     golden_options="kit.backends.hf.golden:golden_options", golden_flags="kit.backends.hf.golden:golden_flags",
     activations="kit.backends.hf.activations",
 )
