@@ -16,7 +16,8 @@ Anything else starts cold, and so does a kernel whose warm process failed (with 
 A warm process serves every process of its user that asks with the same key: a gate's cases, and the gates
 that one test run starts one after another. Its socket lives in a folder only its user may enter, named by
 the key's digest; the first process to miss it starts it, under a lock, and it exits after ``IDLE_S`` unused.
-At most ``MAX_WARM`` run at once for a user: a key beyond them starts its kernels cold.
+At most ``MAX_WARM`` run at once for a user: a new key asks the least recently used one to leave (it takes no
+more requests and exits once its kernels have ended).
 ``PARITY_KIT_WARM_KERNELS=0`` turns forking off.
 """
 
@@ -56,6 +57,8 @@ COMMON_IMPORTS = ("scrapbook", "kit.case.runner", "kit.views.summary", "kit.view
 IDLE_S = 90.0  # a warm process unused this long exits
 MAX_WARM = 4  # warm processes at once per user (each holds what it imported: about half a GiB with torch)
 ANSWER_TIMEOUT_S = 300.0  # a warm process's first answer waits for its imports (tens of seconds on a loaded host)
+SOCKET_PATH_MAX = 107  # bytes of an AF_UNIX socket's path on Linux, less its terminating NUL
+DIGEST_CHARS = 24
 NAMESPACES = ("net", "mnt", "pid", "user", "ipc", "uts", "cgroup")
 _disabled = False
 
@@ -136,7 +139,7 @@ class Key:
 
     def digest(self) -> str:
         text = json.dumps([self.python, self.env, self.imports, self.context])
-        return hashlib.sha256(text.encode()).hexdigest()[:24]
+        return hashlib.sha256(text.encode()).hexdigest()[:DIGEST_CHARS]
 
 
 class ForkedKernel:
@@ -189,8 +192,11 @@ class ForkedKernel:
 
 def folder() -> Path:
     """Where this user's warm processes listen: a folder of the runtime (or temporary) directory that only the
-    user may enter, since whoever reaches a socket there can run code as the user."""
+    user may enter, since whoever reaches a socket there can run code as the user. A socket's path has at most
+    107 bytes: a base too deep for that is replaced with /tmp."""
     base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    if len(os.fsencode(base)) > SOCKET_PATH_MAX - len("/parity-kit-warm-4294967295/") - DIGEST_CHARS - len(".sock"):
+        base = "/tmp"
     path = Path(base) / f"parity-kit-warm-{os.getuid()}"
     path.mkdir(mode=0o700, exist_ok=True)
     status = path.lstat()
@@ -209,23 +215,23 @@ def locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def connect(key: Key) -> socket.socket | None:
-    """A connection to the warm process of ``key``, started now when none listens; None when as many warm
-    processes as a user may have run already (this key then starts cold, and is not broken); OSError saying why
-    not."""
+def connect(key: Key) -> socket.socket:
+    """A connection to the warm process of ``key``, started now when none listens; OSError saying why not."""
     where = folder()
     address = where / f"{key.digest()}.sock"
     conn = _try_connect(address)
     if conn is not None:
+        with contextlib.suppress(OSError):
+            os.utime(address.with_suffix(".pid"))  # used now: the last to be asked to leave
         return conn
     with locked(where / "start.lock"):
         conn = _try_connect(address)
         if conn is not None:
             return conn
-        running = [p for p in alive(where) if p != address]
-        if len(running) >= MAX_WARM:
-            log.debug("kernel started cold: %d warm processes run already", len(running))
-            return None
+        running = sorted((p for p in alive(where) if p != address.with_suffix(".pid")), key=lambda p: p.stat().st_mtime)
+        for pid_file in running[:max(0, len(running) - MAX_WARM + 1)]:
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(int(pid_file.read_text().strip()), signal.SIGTERM)  # the least recently used leaves
         start(key, address)
     conn = _try_connect(address)
     if conn is None:
@@ -234,7 +240,7 @@ def connect(key: Key) -> socket.socket | None:
 
 
 def alive(where: Path) -> list[Path]:
-    """The sockets of the warm processes running now (a killed one's files are removed)."""
+    """The pid files of the warm processes running now (a killed one's files are removed)."""
     found = []
     for pid_file in where.glob("*.pid"):
         try:
@@ -244,7 +250,7 @@ def alive(where: Path) -> list[Path]:
                 with contextlib.suppress(OSError):
                     pid_file.with_suffix(suffix).unlink()
             continue
-        found.append(pid_file.with_suffix(".sock"))
+        found.append(pid_file)
     return found
 
 
@@ -280,16 +286,13 @@ def start(key: Key, address: Path) -> None:
 
 
 def fork(key: Key, cmd: Sequence[str], env: Mapping[str, str], cwd: str, stdout: IO,
-         stderr: IO) -> ForkedKernel | None:
-    """A kernel forked by the warm process of ``key`` with ``cmd``'s module and arguments; None where it must
-    start cold (``connect``); OSError saying why not. A warm process that was just leaving (idle) is asked once
-    more, started anew."""
+         stderr: IO) -> ForkedKernel:
+    """A kernel forked by the warm process of ``key`` with ``cmd``'s module and arguments; OSError saying why not.
+    A warm process that was just leaving is asked once more, started anew."""
     at = list(cmd).index("-m")
     payload = json.dumps({"module": cmd[at + 1], "args": list(cmd[at + 2:]), "env": dict(env), "cwd": cwd}).encode()
     for attempt in (1, 2):
         conn = connect(key)
-        if conn is None:
-            return None
         stdin = os.open(os.devnull, os.O_RDONLY)
         try:
             conn.settimeout(ANSWER_TIMEOUT_S)

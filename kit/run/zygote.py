@@ -23,10 +23,10 @@ connection:
   exit status, or minus the signal that ended it).
 
 Any process of the same user, context and key may ask it (every gate, every test), so what it imported is paid
-once for them all. Once it has had no kernel and no request for its idle time it removes its socket's path,
-takes no more connections and exits. It never exits while a kernel it forked runs: ipykernel shuts a kernel down
-when its parent goes. It is single-threaded: a fork copies only the forking thread, so it must hold no lock
-another thread could own.
+once for them all. Once it has had no kernel and no request for its idle time, or on SIGTERM (a starter making
+room for another key), it removes its socket's path and takes no more connections; it exits once its last kernel
+has ended, never before: ipykernel shuts a kernel down when its parent goes. It is single-threaded: a fork
+copies only the forking thread, so it must hold no lock another thread could own.
 
 Standard library only, and run as a script: it must start in any kernel's environment.
 """
@@ -88,6 +88,8 @@ def serve(listener: socket.socket, address: str, idle_s: float) -> dict | None:
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so that the wakeup descriptor hears of it
+    asked_to_leave = []
+    signal.signal(signal.SIGTERM, lambda *_: asked_to_leave.append(True))
     children: dict[int, socket.socket] = {}
     accepting, last = True, time.monotonic()
     while accepting or children:
@@ -96,9 +98,9 @@ def serve(listener: socket.socket, address: str, idle_s: float) -> dict | None:
             ready = select.select(watched, [], [], 1.0)[0]
         except InterruptedError:
             ready = []
-        if children or listener in ready:
+        if (children or listener in ready) and not asked_to_leave:
             last = time.monotonic()
-        elif accepting and time.monotonic() - last > idle_s:
+        elif accepting and (asked_to_leave or time.monotonic() - last > idle_s):
             accepting = False
             withdraw(address, ours)
             listener.close()
@@ -115,6 +117,7 @@ def serve(listener: socket.socket, address: str, idle_s: float) -> dict | None:
             if forked is not None:  # the child
                 signal.set_wakeup_fd(-1)
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 for fd in (wake_r, wake_w):
                     os.close(fd)
                 listener.close()
