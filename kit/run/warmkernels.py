@@ -191,12 +191,14 @@ class ForkedKernel:
 
 
 def folder() -> Path:
-    """Where this user's warm processes listen: a folder of the runtime (or temporary) directory that only the
-    user may enter, since whoever reaches a socket there can run code as the user. A socket's path has at most
-    107 bytes: a base too deep for that is replaced with /tmp."""
-    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    if len(os.fsencode(base)) > SOCKET_PATH_MAX - len("/parity-kit-warm-4294967295/") - DIGEST_CHARS - len(".sock"):
-        base = "/tmp"
+    """Where this user's warm processes listen: a folder of the user's runtime directory, else of /tmp, that only
+    the user may enter, since whoever reaches a socket there can run code as the user. Not of ``$TMPDIR``: a
+    command given a temporary folder of its own (a test's) expects to find there only what it made, and the warm
+    processes outlive it. A socket's path has at most 107 bytes: a runtime directory too deep for that is passed
+    over too."""
+    room = SOCKET_PATH_MAX - len("/parity-kit-warm-4294967295/") - DIGEST_CHARS - len(".sock")
+    bases = [os.environ.get("XDG_RUNTIME_DIR"), "/tmp", tempfile.gettempdir()]
+    base = next((b for b in bases if b and len(os.fsencode(b)) <= room and os.access(b, os.W_OK | os.X_OK)), "/tmp")
     path = Path(base) / f"parity-kit-warm-{os.getuid()}"
     path.mkdir(mode=0o700, exist_ok=True)
     status = path.lstat()

@@ -66,8 +66,12 @@ def forked(env: dict, tmp_path: Path, name: str, code: int = 0, how: str = "exit
     return kernel, (json.loads(out.read_text()) if out.exists() else {}), log
 
 
-def test_a_deep_runtime_folder_is_replaced_with_tmp(monkeypatch, tmp_path):
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / ("deep" * 30)))
+def test_a_deep_runtime_folder_is_passed_over_and_tmpdir_never_holds_them(monkeypatch, tmp_path):
+    deep = tmp_path / ("deep" * 30)
+    deep.mkdir()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(deep))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
     assert warmkernels.folder().parent == Path("/tmp")
 
 
