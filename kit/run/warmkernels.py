@@ -3,7 +3,8 @@
 A kernel is forked only where that gives the very kernel a cold start would:
 
 - the command is the plain ``python [-X option ...] -m ipykernel_launcher -f CONNECTION`` of a kernel spec that
-  sets no environment of its own (a spec that does, such as a stand-in for another release, starts cold);
+  sets no environment of its own beyond the kit's variables (a spec that does, such as a stand-in for another
+  release, starts cold);
 - the warm process runs the same interpreter with the same options and the same first imports, in the same
   environment: compared whole, less the variables named in ``PER_CASE``, which each case sets for itself and
   which are read only when a case runs. Whatever a library reads once, when it loads (the kernels an hf case
@@ -45,6 +46,10 @@ log = logging.getLogger(__name__)
 ENABLED_ENV = "PARITY_KIT_WARM_KERNELS"  # "0" starts every kernel cold
 ZYGOTE = Path(__file__).with_name("zygote.py")
 LAUNCHER = "ipykernel_launcher"
+# What a kernel spec may set and still be forked: the kit's own variables (the Levanter kernel's path to the main
+# interpreter), which the kit reads when a case runs. Anything else a spec sets may change what runs when an
+# interpreter starts (a stand-in's PYTHONPATH runs its sitecustomize, which must run in each kernel, not once).
+SPEC_ENV_PREFIX = "PARITY_KIT_"
 # Set by the kit for each case and read by its code only while the case runs; jupyter_client's own per-kernel
 # ones; and the kernel search path, which jupyter_core reads when asked, never when it loads.
 PER_CASE = frozenset({LOG_PREFIX_ENV, MODEL_DIGEST_CACHE_ENV, RESULT_PATH_ENV, "JPY_PARENT_PID", "JPY_SESSION_NAME",
@@ -77,8 +82,8 @@ def disable() -> None:
 
 def interpreter(cmd: Sequence[str], spec_env: Mapping[str, str] | None) -> tuple[str, ...] | None:
     """The interpreter and its options, where ``cmd`` (formatted) is the plain ipykernel launch of a spec that
-    sets no environment; None for any other command."""
-    if spec_env or "-m" not in cmd:
+    sets no environment beyond the kit's own variables; None for any other command."""
+    if any(not name.startswith(SPEC_ENV_PREFIX) for name in spec_env or {}) or "-m" not in cmd:
         return None
     at = list(cmd).index("-m")
     head, rest = tuple(cmd[:at]), list(cmd[at + 1:])

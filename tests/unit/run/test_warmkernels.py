@@ -115,6 +115,8 @@ def test_what_each_case_sets_and_pytest_changes_do_not_split_the_key():
     (["/py", "-m", "ipykernel_launcher", "-f", "c.json"], {}, True),
     (["/py", "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", "c.json"], None, True),
     (["/py", "-m", "ipykernel_launcher", "-f", "c.json"], {"PYTHONPATH": "/site"}, False),  # a stand-in's spec
+    (["/py", "-m", "ipykernel_launcher", "-f", "c.json"], {"PARITY_KIT_MAIN_PYTHON": "/py"}, True),  # Levanter's
+    (["/py", "-m", "ipykernel_launcher", "-f", "c.json"], {"PARITY_KIT_X": "1", "LD_PRELOAD": "x.so"}, False),
     (["/py", "-I", "-m", "ipykernel_launcher", "-f", "c.json"], {}, False),
     (["/py", "-m", "other_kernel", "-f", "c.json"], {}, False),
     (["py", "-m", "ipykernel_launcher", "-f", "c.json"], {}, False),
