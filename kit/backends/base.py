@@ -108,7 +108,8 @@ class BackendInfo:
     # (settings a library reads once, when it loads: the kernels an hf case pins); "" for none.
     kernel_env: str = ""
     # Modules its case kernel imports, beyond every kit notebook's first cell, that a warm process imports once
-    # for all the kernels it forks (kit.run.warmkernels): the heavy ones its runtime loads.
+    # for all the kernels it forks (kit.run.warmkernels): the heavy ones its runtime loads, and only those that
+    # read nothing when they load which the runtime itself sets in the kernel's environment before importing them.
     warm_imports: tuple[str, ...] = ()
     # "module:function": ``function(request) -> dict``, the case options `golden make` opens the runtime with
     # (its ``open_backend``), from the command line's (kit.goldens.make.request); empty: the runtime's defaults.
