@@ -13,4 +13,7 @@ BACKEND = BackendInfo(
     golden_flags="kit.backends.levanter.golden:golden_flags",
     # Read in its kernel's interpreter (its kernel is its own), with the reference on the same weights.
     activations="kit.backends.levanter.activations",
+    kernel_env="kit.backends.levanter.runtime:xla_env",
+    # JAX's settings come from kernel_env, so a warm process may import JAX and Levanter's model before any case.
+    warm_imports=("jax", "equinox", "haliax", "levanter.models.llama", "kit.backends.levanter.runtime"),
 )

@@ -272,11 +272,26 @@ def save_native(model, folder: str | Path) -> Path:
     return folder
 
 
+ONE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+
+
+def xla_env(options: Mapping) -> dict[str, str]:
+    """What a case kernel with ``options`` starts with: JAX's platform and, on one thread, XLA's single-threaded
+    CPU flags, where the environment does not set them already (a user's own settings win). JAX reads its
+    ``JAX_*`` settings when it is imported, so they are in the kernel's environment from its start, as the
+    backend's ``kernel_env``; a warm process that imports JAX for the kernels it forks then reads the same."""
+    env = {}
+    if "JAX_PLATFORMS" not in os.environ:
+        env["JAX_PLATFORMS"] = str(options.get("device", "cpu"))
+    if int(options.get("threads", 1)) == 1 and "XLA_FLAGS" not in os.environ:
+        env["XLA_FLAGS"] = ONE_THREAD_XLA
+    return env
+
+
 def _configure_xla(threads: int, device: str) -> None:
-    """Must run before JAX creates its backend: a case runs beside others, one core each."""
-    os.environ.setdefault("JAX_PLATFORMS", device)
-    if threads == 1 and "XLA_FLAGS" not in os.environ:
-        os.environ["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    """Must run before JAX creates its backend: a case runs beside others, one core each. In a case kernel the
+    settings are there from its start (``xla_env``); this covers the runtime opened outside one."""
+    os.environ.update(xla_env({"threads": threads, "device": device}))
 
 
 def _version(dist: str) -> str:
