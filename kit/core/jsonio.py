@@ -60,14 +60,22 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
-def _process_umask() -> int:
-    """The umask, read without changing it: setting it to probe it would race with the executor's threads."""
+def read_umask() -> int | None:
+    """The process's umask, read without changing it (None where /proc does not say): setting it to probe it
+    would race with the threads of whoever asks (the executor's cases, a forked kernel's warm process)."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("Umask:"):
                 return int(line.split()[1], 8)
     except (OSError, ValueError):
         pass
+    return None
+
+
+def _process_umask() -> int:
+    read = read_umask()
+    if read is not None:
+        return read
     old = os.umask(0o022)  # no /proc: probe once, at import, before any thread starts
     os.umask(old)
     return old

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import logging
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterator, Mapping, Sequence
 
+from kit.core.jsonio import read_umask
 from kit.core.contract import LOG_PREFIX_ENV, MODEL_DIGEST_CACHE_ENV, RESULT_PATH_ENV
 
 log = logging.getLogger(__name__)
@@ -110,22 +112,8 @@ def context() -> dict:
         "namespaces": [read(f"ns:{n}") for n in NAMESPACES], "cgroup": read("/proc/self/cgroup"),
         "cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [],
         "limits": [resource.getrlimit(getattr(resource, r)) for r in dir(resource) if r.startswith("RLIMIT_")],
-        "umask": _umask(), "kit": hashlib.sha256(json.dumps(sources).encode()).hexdigest(),
+        "umask": read_umask(), "kit": hashlib.sha256(json.dumps(sources).encode()).hexdigest(),
     }
-
-
-def _umask() -> str:
-    for line in read_lines("/proc/self/status"):
-        if line.startswith("Umask:"):
-            return line.split()[1]
-    return ""
-
-
-def read_lines(path: str) -> list[str]:
-    try:
-        return Path(path).read_text().splitlines()
-    except OSError:
-        return []
 
 
 @dataclass(frozen=True)
@@ -142,7 +130,9 @@ class Key:
         return cls(tuple(python), shared, tuple(dict.fromkeys([*COMMON_IMPORTS, *imports])),
                    json.dumps(context(), sort_keys=True))
 
+    @functools.cached_property
     def digest(self) -> str:
+        """The warm process's name: its socket, pid and log files are named by it."""
         text = json.dumps([self.python, self.env, self.imports, self.context])
         return hashlib.sha256(text.encode()).hexdigest()[:DIGEST_CHARS]
 
@@ -225,7 +215,7 @@ def locked(path: Path) -> Iterator[None]:
 def connect(key: Key) -> socket.socket:
     """A connection to the warm process of ``key``, started now when none listens; OSError saying why not."""
     where = folder()
-    address = where / f"{key.digest()}.sock"
+    address = where / f"{key.digest}.sock"
     conn = _try_connect(address)
     if conn is not None:
         with contextlib.suppress(OSError):
@@ -348,13 +338,13 @@ def fork_kernel(cmd: Sequence[str], spec_env: Mapping[str, str] | None, env: Map
     if python is None:
         return None
     key = Key.of(python, env, imports)
-    if key.digest() in _broken:
+    if key.digest in _broken:
         return None
     env = {**env, "JPY_PARENT_PID": str(os.getpid())}  # as jupyter_client's launcher sets it
     try:
         return fork(key, cmd, env, cwd or os.getcwd(), stdout, stderr)
     except (OSError, subprocess.SubprocessError) as exc:
-        _broken.add(key.digest())
+        _broken.add(key.digest)
         log.warning("a warm kernel process failed (%s: %s); kernels of %s start cold from now on",
                     type(exc).__name__, exc, Path(python[0]).name)
         return None
