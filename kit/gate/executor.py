@@ -66,7 +66,7 @@ class GateRun:
     started_at: str = ""
     finished_at: str = ""
     duration_s: float = 0.0
-    executor: str = DEFAULT
+    executor: Executor = field(default_factory=lambda: executors.get(DEFAULT))  # resolved once, by the preflight
     lock: runlock.RunLock | None = None
     reused: dict[str, CaseResult] = field(default_factory=dict)  # finished results taken from an earlier run
     rerun: dict[str, str] = field(default_factory=dict)  # case -> why it ran again (resumed runs only)
@@ -114,10 +114,12 @@ def default_run_dir(desc: LoadedDescriptor | Plan) -> Path:
 
 @dataclass(frozen=True)
 class Checked:
-    """A run's plan and its inputs, checked: what may run, known before anything is written."""
+    """A run's plan and its inputs, checked: what may run, known before anything is written, and the executor
+    that checked what it can give them (the one that runs them)."""
     plan: Plan
     inputs: Inputs
     gpus: Inventory | None = None  # the node's GPUs, listed when a case asks for some (local executor)
+    executor: Executor = field(default_factory=lambda: executors.get(DEFAULT))
 
     @property
     def specs(self) -> list[CaseSpec]:
@@ -134,8 +136,9 @@ def check_run(desc: LoadedDescriptor, only: Sequence[str] | None = None, executo
 def check_plan(plan: Plan, executor: str = DEFAULT) -> Checked:
     """The preflight of a resolved plan: what the executor can give, and the outside world (files, digests,
     kernels, GPUs)."""
-    gpus = executors.get(executor).check(plan)
-    return Checked(plan, check_inputs(plan), gpus)
+    chosen = executors.get(executor)
+    gpus = chosen.check(plan)
+    return Checked(plan, check_inputs(plan), gpus, chosen)
 
 
 def check_local_resources(plan: Plan) -> Inventory | None:
@@ -172,21 +175,21 @@ def prepare_run(desc: LoadedDescriptor, out: str | Path | None, only: Sequence[s
         selected = list(only) if only else None
         only = resume.covered_cases(Path(resume_dir), outline(desc), only)
     checked = checked or check_run(desc, only, executor, release)
-    return claim_run(checked, out, resume_dir, selected, command, executor, release)
+    return claim_run(checked, out, resume_dir, selected, command, release)
 
 
 def claim_run(checked: Checked, out: str | Path | None = None, resume_dir: str | Path | None = None,
               selected: Sequence[str] | None = None, command: Sequence[str] | None = None,
-              executor: str = DEFAULT, release: str | None = None) -> GateRun:
-    """Claim (or, resumed, lock) the run directory of a checked plan; ``selected``: the cases a resumed run
-    may run again (None: all)."""
+              release: str | None = None) -> GateRun:
+    """Claim (or, resumed, lock) the run directory of a checked plan, to be run by the executor that checked it;
+    ``selected``: the cases a resumed run may run again (None: all)."""
     plan, specs, inputs = checked.plan, checked.specs, checked.inputs
     fingerprints = {k: resume.release_fingerprint(k) for k in sorted({s.kernel for s in specs})}
     if resume_dir is not None:
         run = _resume(plan, Path(resume_dir), specs, inputs, fingerprints, command, selected)
     else:
         run = _claim(plan, Path(out) if out else default_run_dir(plan), specs, inputs, command)
-    run.fingerprints, run.executor, run.release, run.gpus = fingerprints, executor, release, checked.gpus
+    run.fingerprints, run.executor, run.release, run.gpus = fingerprints, checked.executor, release, checked.gpus
     run.infrastructure_retries = plan.infrastructure_retries
     run.expected = expectations(specs, inputs)
     run.custom_notebooks = custom_notebooks(specs)
@@ -200,11 +203,13 @@ def claim_run(checked: Checked, out: str | Path | None = None, resume_dir: str |
 def open_run(source: LoadedDescriptor | Checked, out: str | Path | None, only: Sequence[str] | None = None,
              release: str | None = None, command: Sequence[str] = (), executor: str = DEFAULT,
              resume_dir: str | Path | None = None) -> GateRun:
-    """A run begun: its descriptor checked (``prepare_run``; a ``Checked`` plan's preflight is already done),
-    its directory claimed and locked, and its manifest's start written, with the time it started."""
+    """A run begun: its descriptor checked (``prepare_run``; a ``Checked`` plan's preflight is already done, by
+    its executor), its directory claimed and locked, and its manifest's start written, with the time it started."""
     if isinstance(source, Checked):
+        if executor != source.executor.name:  # a caller's mistake, not the user's: the check was that executor's
+            raise ValueError(f"a plan checked by executor {source.executor.name!r} cannot be run by {executor!r}")
         paths.check_dir_target(Path(out) if out else default_run_dir(source.plan), "run directory")
-        run = claim_run(source, out, command=command, executor=executor, release=release)
+        run = claim_run(source, out, command=command, release=release)
     else:
         run = prepare_run(source, out, only, resume_dir=resume_dir, command=command, executor=executor,
                           release=release)
@@ -310,7 +315,7 @@ def manifest(run: GateRun, command: Sequence[str]) -> dict:
         "started_at": run.started_at,
         "finished_at": run.finished_at or None,
         "duration_s": run.duration_s or None,
-        "executor": run.executor,
+        "executor": run.executor.name,
         "kernel_fingerprints": run.fingerprints,
         # A resumed run says which results it took over and why the others ran again.
         "reused": {n: {"status": r.status, "finished_at": r.finished_at} for n, r in run.reused.items()},

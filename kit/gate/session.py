@@ -40,7 +40,7 @@ from kit.core.text import printable
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.gate import report, trend
 from kit.gate.executor import Checked, GateRun, open_run, write_manifest
-from kit.gate.executors import DEFAULT, Share, executors
+from kit.gate.executors import DEFAULT, Share
 from kit.gate.heartbeat import Heartbeat, heartbeat_interval
 from kit.gate.retry import retry_infrastructure
 from kit.run import output
@@ -138,7 +138,7 @@ def start_gate(source: Source, out: str | Path | None, only: Sequence[str] | Non
         source = load_descriptor(source)
     run = open_run(source, out, only, release, command, executor, resume)
     against = f" against release [bold]{release}[/]" if release else ""
-    on = f" (executor {run.executor})" if run.executor != DEFAULT else ""
+    on = f" (executor {run.executor.name})" if run.executor.name != DEFAULT else ""
     log.info(f"gate [bold]{run.plan.name}[/]{against}: {len(run.specs)} cases -> {run.run_dir}{on}", extra=MARKUP)
     for name, result in run.reused.items():
         log.info(f"  reused {name}: {result.status} at {result.finished_at}, inputs unchanged", extra=MARKUP)
@@ -194,7 +194,7 @@ def _execute(runs: Sequence[GateRun], jobs: int | None) -> None:
 
             t0 = time.perf_counter()
             try:
-                executors.get(run.executor).run_cases(run, started, done, share)
+                run.executor.run_cases(run, started, done, share)
             finally:  # an interrupted run still says how long it ran (a retry's time adds to the first round's)
                 run.duration_s += time.perf_counter() - t0
                 run.finished_at = now_iso()
