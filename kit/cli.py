@@ -623,8 +623,8 @@ def _baseline_status(args) -> int:
     from kit.descriptor.load import load_descriptor
     from kit.descriptor.plan import resolve
 
-    desc = load_descriptor(args.descriptor)
-    rows = plan_rows(resolve(desc, args.cases), desc.lineage())
+    plan = resolve(load_descriptor(args.descriptor), args.cases)
+    rows = plan_rows(plan)
     print(json.dumps([r.to_dict() for r in rows], indent=2) if args.json else table_markdown(rows))
     return ExitCode.NO_BASELINE if any(r.standing == MISSING for r in rows) else ExitCode.PASSED
 
@@ -649,9 +649,9 @@ def _baseline_make(args) -> int:
 def _baseline_log(args) -> int:
     from kit.baselines.log import chain_lines, chains
     from kit.descriptor.load import load_descriptor
+    from kit.descriptor.plan import outline
 
-    desc = load_descriptor(args.descriptor)
-    found = chains(desc.lineage(), args.cases)
+    found = chains(outline(load_descriptor(args.descriptor)).lineage, args.cases)
     if args.json:
         print(json.dumps([c.to_dict() for c in found], indent=2))
     elif not found:

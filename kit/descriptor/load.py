@@ -5,25 +5,22 @@ Every error is one line ``file:line: key: what was expected``.
 
 from __future__ import annotations
 
+import functools
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Mapping
 
 from pydantic import BaseModel, ValidationError
 
 from kit.backends import registry
 from kit.core import paths
-from kit.core.baselinekind import CALIBRATION, POWER, BaselineKind, of_golden
-from kit.core.calibration import CalibrationRecord, load_record, measured_on, record_for_host, same_class
+from kit.core.baselinekind import of_golden
 from kit.core.errors import BadInput
-from kit.core.golden import load_golden
-from kit.core.jsonio import read_input_bytes, sha256_file
-from kit.core.power import detectable_of, load_power, named_calibration, read_power
-from kit.core.lineage import LineageEntry, heads, load_folder, of_descriptor
+from kit.core.jsonio import read_input_bytes
 from kit.core.spec import CaseSpec
 from kit.core.falsefailure import Budget
 from kit.core.records import EXACT
+from kit.descriptor.baselines import Baselines
 from kit.descriptor.code_settings import warn_code_settings
 from kit.descriptor.falsefailure import descriptor_budget
 from kit.descriptor.schema import (CASE_NAME, CaseBase, CustomNotebook, Descriptor, ModelRef, Release, Resources,
@@ -31,14 +28,17 @@ from kit.descriptor.schema import (CASE_NAME, CaseBase, CustomNotebook, Descript
 
 
 class LoadedDescriptor:
-    """A validated descriptor with its file, its digest and its cases' schemas applied."""
+    """A validated descriptor with its file, its digest and its cases' schemas applied; the baselines its cases
+    name are read by its ``baselines``."""
 
     def __init__(self, path: Path, text: str, doc: Descriptor, cases: dict[str, CaseBase]):
         self.path, self.text, self.doc, self.cases = path, text, doc, cases
-        self._exact: dict[str, list] = {}  # an exact entry's goldens, read once for every case that uses it
-        self._listed: dict[str, list[CalibrationRecord]] = {}
         self._lines: dict[tuple, int] | None = None  # each key's line, indexed on the first message that needs one
-        self._lineage: list[LineageEntry] | None = None
+
+    @functools.cached_property
+    def baselines(self) -> Baselines:
+        """What each case is judged against, read from the files the document names (kit.descriptor.baselines)."""
+        return Baselines(self)
 
     @property
     def name(self) -> str:
@@ -73,102 +73,6 @@ class LoadedDescriptor:
             raise BadInput(f"{self.where('cases', name, 'model')}: cases.{name}.model: no [models] entry "
                            f"{case.model!r} (have: {', '.join(self.doc.models) or 'none'})")
         return self.doc.models[case.model]
-
-    def golden_files(self, name: str) -> list[Path]:
-        """Every file a [goldens] entry names, resolved: one, or for an exact entry one per runtime, the
-        lineage's current goldens of the entry in place of those they supersede."""
-        files = self.doc.goldens[name]
-        listed = [self.resolve(f) for f in ([files] if isinstance(files, str) else files)]
-        kind = of_golden(golden_kind(name))
-        if not kind.per_runtime:
-            return listed
-        return self.with_lineage(kind, name, listed, self.where("goldens", name))
-
-    def lineage_folder(self) -> Path | None:
-        """The folder of the descriptor's lineage entries (``[baselines] lineage``); None: it keeps none."""
-        return self.resolve(self.doc.baselines.lineage) if self.doc.baselines else None
-
-    def lineage(self) -> list[LineageEntry]:
-        """The lineage entries of this descriptor's cases in its folder (the folder may serve several
-        descriptors), each judged by its bytes and every chain checked, read once."""
-        if self._lineage is None:
-            folder = self.lineage_folder()
-            try:
-                self._lineage = of_descriptor(load_folder(folder), self.name) if folder is not None else []
-            except BadInput as exc:
-                raise BadInput(f"{self.where('baselines', 'lineage')}: baselines.lineage: {exc}") from None
-        return self._lineage
-
-    def with_lineage(self, baseline: BaselineKind, case: str, listed: list[Path], where: str) -> list[Path]:
-        """``listed`` with every baseline a lineage entry supersedes left out and the chains' heads put first
-        (a head is the baseline its runtime uses now; a runtime's first baseline is a chain of one). A head's
-        file must hold the bytes its entry names."""
-        entries = self.lineage()
-        kind = baseline.name  # what an entry records
-        if not any(e.kind == kind and e.case == case for e in entries):
-            return listed
-        folder = self.lineage_folder()
-        assert folder is not None  # entries come from it
-        current = heads(entries, kind, case)
-        superseded = {e.baseline for e in entries if e.kind == kind and e.case == case} - {
-            h.baseline for h in current.values()}
-        # Each listed file hashed once: goldens of a GPU descriptor are hundreds of megabytes.
-        digests = {f: sha256_file(f) for f in listed}
-        kept = [f for f in listed if digests[f] not in superseded]
-        kept_digests = {digests[f] for f in kept}
-        added = []
-        for head in current.values():
-            path = (folder / head.file).resolve()
-            if not path.is_file():
-                raise BadInput(f"{where}: lineage entry {paths.display(head.path or folder)} names "
-                               f"{paths.display(path)}, which does not exist")
-            digest = sha256_file(path)
-            if digest != head.baseline:
-                raise BadInput(f"{where}: lineage entry {paths.display(head.path or folder)} names "
-                               f"{paths.display(path)} with SHA-256 {head.baseline}; the file's is {digest}")
-            if digest not in kept_digests:
-                added.append(path)
-        return added + kept
-
-    def golden_path(self, name: str) -> Path:
-        """The file of a semantic [goldens] entry (which holds on any host). An exact entry's golden is
-        chosen per case, by the case's runtime (``case_golden``)."""
-        if of_golden(golden_kind(name)).per_runtime:
-            raise BadInput(f"{self.where('goldens', name)}: goldens.{name} is exact: its golden is chosen per case "
-                           "by runtime")
-        return self.golden_files(name)[0]
-
-    def case_golden(self, name: str, case: CaseBase) -> tuple[Path | None, str | None, str]:
-        """The golden a case is judged against on this host, the reason it has none, and the case's runtime
-        key. An exact golden holds only on the runtime that made it, and never falls back to another's: a
-        case whose runtime has none reads "no baseline for this runtime", with the command that makes one."""
-        entry = str(case.golden)
-        if not of_golden(golden_kind(entry)).per_runtime:
-            return self.golden_files(entry)[0], None, ""
-        runtime = registry.get(case.backend).runtime_key(case.backend_options())
-        if entry not in self._exact:
-            self._exact[entry] = [load_golden(f) for f in self.golden_files(entry)]
-        goldens = self._exact[entry]
-        chosen = registry.choose_for_runtime(goldens, runtime)
-        if chosen is not None:
-            return chosen.path, None, runtime
-        return None, self._no_golden_here(entry, goldens, runtime, case), runtime
-
-    def _no_golden_here(self, name: str, goldens: list, runtime: str, case: CaseBase) -> str:
-        made_on = "; ".join(dict.fromkeys(str(registry.golden_runtime(g.provenance) or g.provenance.get("hardware"))
-                                          for g in goldens))
-        first = goldens[0]
-        model = next((m.path for m in (self.doc.model, *self.doc.models.values()) if m.digest == first.model_digest),
-                     self.doc.model.path)
-        command = registry.remake_command(first, paths.display(self.resolve(model)),
-                                          paths.display(self.resolve(self.doc.fixture.path)),
-                                          paths.display(first.path.parent), case.backend_options())
-        info = registry.registry().get(str(first.provenance.get("backend")))
-        env = (f" with the parity-kit of {info.name}'s own environment"
-               if info is not None and info.kernel != paths.MAIN_KERNEL else "")
-        return (f"no baseline for this runtime: goldens.{name} ({self.where('goldens', name)}) holds no exact golden "
-                f"made on {runtime}; its goldens were made on {made_on}; make one here with `{command}`{env} and "
-                "add it to the list")
 
     def case_notebook(self, name: str, case: CaseBase) -> Path:
         """The notebook a case names: a packaged one by name, or the descriptor's own marked trusted.
@@ -240,13 +144,14 @@ class LoadedDescriptor:
                                    f"(add [releases.{release}.backends.{c.backend}])")
                 c = case_schemas()[c.backend].model_validate({**self.doc.cases[name], **built.options})
                 kernel, identity = built.kernel, {"name": release, **built.identity()}
-            calibration = self.calibration(name, c) if c.calibration is not None and resolve_calibration else None
-            power, limit = self.power(name, c, calibration) if calibration else (None, None)
+            baselines = self.baselines
+            calibration = baselines.calibration(name, c) if c.calibration is not None and resolve_calibration else None
+            power, limit = baselines.power(name, c, calibration) if calibration else (None, None)
             if c.reference is not None:
                 golden, no_baseline, runtime = None, None, ""
-                reference = self.reference(name, c)
+                reference = baselines.reference(name, c)
             else:
-                (golden, no_baseline, runtime), reference = self.case_golden(name, c), None
+                (golden, no_baseline, runtime), reference = baselines.case_golden(name, c), None
             specs.append(CaseSpec(
                 name=name, backend=c.backend, kernel=kernel, notebook=str(notebook),
                 timeout_s=c.timeout_s or d.timeout_s, model_path=str(self.resolve(model.path)),
@@ -284,110 +189,10 @@ class LoadedDescriptor:
             if c.notebook:
                 self.case_notebook(name, c)
 
-    def reference(self, name: str, c: CaseBase) -> dict:
-        """An exact case's in-kernel reference, resolved: the model folder, its pinned digest, the options."""
-        ref = c.reference
-        assert ref is not None
-        model = self.doc.model if ref.model is None else self.doc.models[ref.model]
-        return {"model_path": str(self.resolve(model.path)), "model_digest": model.digest,
-                "model": ref.model or "model", "options": {**c.backend_options(), **ref.options}}
-
-
-    def calibration(self, name: str, c: CaseBase) -> dict:
-        """The reference of the calibration record a case names (kit.core.calibration). Whether it fits
-        the case's inputs is checked by the preflight, after the inputs themselves, for every record listed."""
-        where = self.calibration_where(name)
-        if c.bound is not None or c.bucket_bounds:
-            raise BadInput(f"{where}: the case also sets {'bound' if c.bound is not None else 'bucket_bounds'}; "
-                           "a bound is either hand-set or calibrated, not both")
-        if not of_golden(case_golden_kind(c)).bounded:
-            raise BadInput(f"{where}: an exact golden has no bound to calibrate")
-        records = self.calibration_records(name, c)
-        order = self.fallback_order(c)
-        # One record needs no choosing, and so no look at the hardware (nvidia-smi, for a GPU case).
-        record, rule = (records[0], None) if len(records) == 1 else record_for_host(records, c.backend_options(),
-                                                                                    order)
-        accept = list(c.accept_noise_changes)
-        if rule == "device" and "hardware" not in accept:  # the descriptor's own order takes other hardware
-            accept.append("hardware")
-        reference = record.reference()
-        if c.drift:  # the drift test's alpha is the gate's rate split over the descriptor's drift cases
-            reference["drift"] = {**reference["drift"], "alpha": self.false_failure_budget().per_case}
-        return {**reference, "accept": accept, "fallback": {"order": list(order), "rule": rule}}
-
     def false_failure_budget(self) -> Budget:
         """The gate's false-failure rate (``[defaults] false_failure_rate``) split over every drift case of the
         descriptor, whichever a run selects (kit.descriptor.falsefailure)."""
         return descriptor_budget(self.doc.defaults.false_failure_rate, self.cases)
-
-    def power(self, name: str, c: CaseBase, calibration: Mapping[str, Any]) -> tuple[dict | None, float | None]:
-        """What the case can detect and the limit it is held to. Each power record listed is judged by its evidence
-        against the calibration record it names; the one measured against the record this host uses is the
-        case's, else one of another class of hardware, said to be so. One measured against a record the case no
-        longer lists (a baseline since superseded through the lineage) says nothing of the bounds in use and is
-        left out. A limit with none measured against the record in use is refused: "passed" could not say what
-        it could detect."""
-        where = f"{self.where('cases', name, 'power')}: cases.{name}.power"
-        files = [c.power] if isinstance(c.power, str) else list(c.power or [])
-        listed = {r.sha256: r for r in self._listed.get(name, [])}
-        loaded = []
-        for f in files:
-            path = self.resolve_name(f)
-            try:
-                stated = read_power(path)
-                named = named_calibration(stated, paths.display(path))
-                if named in listed:
-                    loaded.append(load_power(path, listed[named].reference(), stated))
-                    twin = next((p for p in loaded[:-1] if p.record_sha256 == named), None)
-                    if twin is not None:  # one would be used and the other's families silently not
-                        raise BadInput(
-                            f"{paths.display(twin.path or path)} and {paths.display(path)} were both measured against "
-                            f"calibration record {named[:12]}: list one (`parity-kit power "
-                            f"{paths.display(self.path)} --case {name} --merge A B` makes one of both)")
-            except BadInput as exc:
-                raise BadInput(f"{where}: {exc}") from None
-        limit = c.detectable_limit if c.detectable_limit is not None else self.doc.defaults.detectable_limit
-        chosen, same = POWER.choose(loaded, calibration["sha256"])
-        if limit is not None and not same:
-            limit_where = f"{self.where('cases', name, 'detectable_limit')}: cases.{name}.detectable_limit"
-            raise BadInput(f"{limit_where}: a limit of {limit:g}x the clean error, but no power record measured "
-                           f"against calibration record {calibration['sha256'][:12]} (the one this host uses) is "
-                           "listed in "
-                           f"power: measure it with `parity-kit power {paths.display(self.path)} --case {name}`")
-        return (detectable_of(chosen, same_class=same) if chosen is not None else None), limit
-
-    def fallback_order(self, c: CaseBase) -> list[str]:
-        """The rules by which a record of other hardware may stand in for this case: the descriptor's
-        ``[baselines.fallback] calibration`` (default: the same hardware only), with ``device`` added by the
-        case's ``accept_noise_changes = ["hardware"]``."""
-        order: list[str] = list(self.doc.baselines.fallback.calibration) if self.doc.baselines else ["hardware"]
-        if "hardware" in c.accept_noise_changes and "device" not in order:
-            order.append("device")
-        return order
-
-    def calibration_records(self, name: str, c: CaseBase) -> list[CalibrationRecord]:
-        """Every record a case lists, each loaded (and so judged by its evidence), no two of one class of
-        hardware; kept for the preflight, which holds each to the case whichever this host chooses."""
-        where = self.calibration_where(name)
-        files = [c.calibration] if isinstance(c.calibration, str) else list(c.calibration or [])
-        try:
-            listed = self.with_lineage(CALIBRATION, name, [self.resolve_name(f) for f in files], where)
-            records = [load_record(f) for f in listed]
-        except BadInput as exc:
-            raise BadInput(f"{where}: {exc}") from None
-        twins = same_class(records)
-        if twins:
-            first, second = twins
-            assert first.path is not None and second.path is not None  # read from files, each has its path
-            measured = measured_on({"fingerprint": first.fingerprint}) or "a class of hardware it does not name"
-            raise BadInput(f"{where}: {paths.display(first.path)} and {paths.display(second.path)} both measured "
-                           f"noise on {measured}; list one record per class of hardware")
-        self._listed[name] = records
-        return records
-
-    def listed_records(self, name: str) -> list[CalibrationRecord]:
-        """The records a case's calibration lists, as loaded when its spec was resolved (none before)."""
-        return list(self._listed.get(name, []))
 
     def calibration_where(self, name: str) -> str:
         return f"{self.where('cases', name, 'calibration')}: cases.{name}.calibration"

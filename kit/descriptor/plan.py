@@ -217,14 +217,14 @@ def outline(desc: LoadedDescriptor) -> Outline:
         model=ModelPin(desc.resolve(doc.model.path), doc.model.digest, desc.where("model", "digest")),
         models=_frozen((n, ModelPin(desc.resolve(m.path), m.digest, desc.where("models", n, "digest")))
                        for n, m in doc.models.items()),
-        goldens=_frozen((n, GoldenEntry(n, golden_kind(n), tuple(desc.golden_files(n)), desc.where("goldens", n)))
-                        for n in doc.goldens),
+        goldens=_frozen((n, GoldenEntry(n, golden_kind(n), tuple(desc.baselines.golden_files(n)),
+                                        desc.where("goldens", n))) for n in doc.goldens),
         releases=_frozen((n, ReleasePin(n, r.description,
                                         _frozen((b, MappingProxyType(built.model_dump()))
                                                 for b, built in r.backends.items()),
                                         desc.where("releases", n)))
                          for n, r in doc.releases.items()),
-        cases=_frozen((n, _case_outline(desc, n)) for n in desc.cases), lineage=tuple(desc.lineage()),
+        cases=_frozen((n, _case_outline(desc, n)) for n in desc.cases), lineage=tuple(desc.baselines.lineage()),
         baseline_folders=_baseline_folders(desc))
 
 
@@ -260,11 +260,17 @@ def resolve(desc: LoadedDescriptor, only: Sequence[str] | None = None, release: 
         own = desc.cases[spec.name]
         kernel_where = desc.where("releases", release, "backends", spec.backend, "kernel") if release else ""
         cases.append((spec.name, CasePlan(spec, lines.cases[spec.name], own.resources, desc.retries(spec.name),
-                                          tuple(desc.listed_records(spec.name)), kernel_where)))
+                                          _records(desc, spec), kernel_where)))
     return Plan(lines, pin, _frozen(cases), desc.doc.defaults.infrastructure_retries, desc.false_failure_budget())
+
+
+def _records(desc: LoadedDescriptor, spec: CaseSpec) -> tuple[CalibrationRecord, ...]:
+    """The records a case's calibration lists, where its spec was resolved with one (none where calibrating
+    measures what it leaves unbounded); read once, with the spec's."""
+    return tuple(desc.baselines.calibration_records(spec.name, desc.cases[spec.name])) if spec.calibration else ()
 
 
 def calibration_lists(desc: LoadedDescriptor, names: Sequence[str]) -> dict[str, tuple[CalibrationRecord, ...]]:
     """Every record each calibrated case among ``names`` lists, loaded (no record chosen: no look at the
     hardware); what a regen measures again."""
-    return {n: tuple(desc.calibration_records(n, desc.cases[n])) for n in names if desc.cases[n].calibration}
+    return {n: tuple(desc.baselines.calibration_records(n, desc.cases[n])) for n in names if desc.cases[n].calibration}

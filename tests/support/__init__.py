@@ -40,7 +40,7 @@ def load_embedded() -> Embedded:
     here = path.parent
     models = {k: {**m, "path": str((here / m["path"]).resolve())} for k, m in doc.get("models", {}).items()}
     loaded = load_descriptor(path)
-    files = {k: loaded.golden_files(k) for k in doc["goldens"]}
+    files = {k: loaded.baselines.golden_files(k) for k in doc["goldens"]}
     # An exact entry's file is the one its first case chooses on this host's runtime; a host none holds on
     # still gets a file to read (a gate there reads "no baseline" for that case).
     goldens = {k: _chosen(loaded, k) or files[k][0] for k in doc["goldens"]}
@@ -51,7 +51,7 @@ def load_embedded() -> Embedded:
 
 def _chosen(loaded, entry: str) -> Path | None:
     user = next((n for n, c in loaded.cases.items() if c.golden == entry), None)
-    return loaded.case_golden(user, loaded.cases[user])[0] if user is not None else None
+    return loaded.baselines.case_golden(user, loaded.cases[user])[0] if user is not None else None
 
 
 def write_descriptor(folder: Path, embedded: Embedded, name: str = "test.toml", *, model: Path | None = None,

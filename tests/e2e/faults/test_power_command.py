@@ -23,7 +23,7 @@ def test_power_measures_a_family_and_the_record_it_writes_is_what_the_case_carri
     [written] = list(to.glob("*.json"))
     assert proc.stdout.strip() == str(written)
     spec = resolve(load_descriptor(desc), ["hf-bf16"]).cases["hf-bf16"].spec
-    record = load_power(written, {r.sha256: r for r in load_descriptor(desc).calibration_records(
+    record = load_power(written, {r.sha256: r for r in load_descriptor(desc).baselines.calibration_records(
         "hf-bf16", load_descriptor(desc).cases["hf-bf16"])}[spec.calibration["sha256"]].reference())
     family = record.summary["families"]["output"]
     assert record.families == {"output": "logit_scale"} and record.summary["prompts"] == 16

@@ -19,7 +19,7 @@ def _measured_case(embedded) -> dict:
     power = spec.power
     assert power is not None
     case = {k: v for k, v in embedded.doc["cases"]["hf-bf16"].items() if k not in ("calibration", "power")}
-    record = next(r for r in load_descriptor(embedded.descriptor).calibration_records(
+    record = next(r for r in load_descriptor(embedded.descriptor).baselines.calibration_records(
         "hf-bf16", load_descriptor(embedded.descriptor).cases["hf-bf16"]) if r.sha256 == power["record_sha256"])
     assert measured_on({"fingerprint": record.fingerprint}) == power["measured_on"]
     return {**case, "calibration": str(record.path), "power": [power["path"]],

@@ -51,7 +51,7 @@ def hf_case(embedded, calibration, **more) -> dict:
 
 def rows_of(desc: Path, *cases: str):
     loaded = load_descriptor(desc)
-    return plan_rows(resolve(loaded, list(cases) or None), loaded.lineage())
+    return plan_rows(resolve(loaded, list(cases) or None), list(loaded.baselines.lineage()))
 
 
 def test_the_embedded_descriptor_stands_on_baselines_of_this_host_or_says_so(embedded):

@@ -19,7 +19,7 @@ def test_every_calibrated_case_of_the_embedded_descriptor_has_a_record_for_each_
         if case.calibration is None:
             continue
         calibrated += 1
-        classes = {measured_on({"fingerprint": r.fingerprint}) for r in desc.calibration_records(name, case)}
+        classes = {measured_on({"fingerprint": r.fingerprint}) for r in desc.baselines.calibration_records(name, case)}
         missing = [c for c in CPU_CLASSES if c not in classes]
         if missing:
             lacking[name] = missing

@@ -18,6 +18,7 @@ import pytest
 from pydantic import ValidationError
 
 from kit.core.records import PASSED, CaseResult
+from kit.descriptor.baselines import Baselines
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.descriptor.plan import resolve
 from kit.gate import executor
@@ -90,10 +91,13 @@ def test_a_plan_resolved_once_serves_preflight_and_executor_without_the_descript
     def closed(*args, **kwargs):
         raise AssertionError("the run read the descriptor after its plan was resolved")
 
-    for name in ("where", "resources", "retries", "kernel", "case_specs", "golden_files", "golden_path",
-                 "listed_records", "calibration_records", "calibration_where", "model_where", "model_ref",
-                 "case_golden", "release", "resolve", "calibration", "reference"):
+    for name in ("where", "resources", "retries", "kernel", "case_specs", "calibration_where", "model_where",
+                 "model_ref", "release", "resolve"):
         monkeypatch.setattr(LoadedDescriptor, name, closed)
+    monkeypatch.setattr(LoadedDescriptor, "baselines", property(closed))
+    for name in ("golden_files", "calibration_records", "case_golden", "calibration", "reference", "power",
+                 "lineage"):
+        monkeypatch.setattr(Baselines, name, closed)
     monkeypatch.setattr("kit.descriptor.load.load_descriptor", closed)
 
     checked = executor.check_plan(plan)
@@ -118,7 +122,7 @@ def test_a_plan_resolved_once_serves_preflight_and_executor_without_the_descript
 
 # What reading the document looks like: its `.doc`, or a descriptor's cases, locations and resolution methods.
 DOCUMENT = re.compile(r"\.doc\b|\.case_specs\(|\b(?:desc|descriptor|loaded|derived|checked)\."
-                      r"(?:cases|where|resources|retries|kernel|golden_files|golden_path|listed_records|"
+                      r"(?:cases|where|resources|retries|kernel|baselines|golden_files|"
                       r"calibration_records|calibration_where|case_golden|model_ref|model_where|doc)\b")
 
 
