@@ -651,7 +651,11 @@ def _baseline_log(args) -> int:
     from kit.descriptor.load import load_descriptor
     from kit.descriptor.plan import outline
 
-    found = chains(outline(load_descriptor(args.descriptor)).lineage, args.cases)
+    stated = outline(load_descriptor(args.descriptor))
+    unknown = [name for name in args.cases or () if name not in stated.cases]
+    if unknown:  # "no lineage kept yet" would say a case has none, not that it does not exist
+        raise BadInput(stated.no_case(unknown[0]))
+    found = chains(stated.lineage, args.cases)
     if args.json:
         print(json.dumps([c.to_dict() for c in found], indent=2))
     elif not found:
@@ -675,7 +679,7 @@ def _baseline_adopt(args) -> int:
 def _baseline_mark_bad(args) -> int:
     from kit.baselines.marks import mark_bad
 
-    print(f"marked {paths.display(mark_bad(args.run, args.reason))}")
+    print(f"marked {paths.display(mark_bad(args.run, args.reason).path)}")
     return ExitCode.PASSED
 
 

@@ -161,11 +161,12 @@ class Baselines:
         against the calibration record it names; the one measured against the record this host uses is the
         case's, else one of another class of hardware, said to be so. One measured against a record the case no
         longer lists (a baseline since superseded through the lineage) says nothing of the bounds in use and is
-        left out. A limit with none measured against the record in use is refused: "passed" could not say what
-        it could detect."""
+        left out; one measured against a record the case never listed is refused. A limit with none measured
+        against the record in use is refused: "passed" could not say what it could detect."""
         where = f"{self.desc.where('cases', name, 'power')}: cases.{name}.power"
         files = [c.power] if isinstance(c.power, str) else list(c.power or [])
         listed = {r.sha256: r for r in self.calibration_records(name, c)}
+        superseded = {e.baseline for e in self.lineage() if e.kind == CALIBRATION.name and e.case == name}
         loaded = []
         for f in files:
             path = self.desc.resolve_name(f)
@@ -180,6 +181,11 @@ class Baselines:
                             f"{paths.display(twin.path or path)} and {paths.display(path)} were both measured against "
                             f"calibration record {named[:12]}: list one (`parity-kit power "
                             f"{paths.display(self.desc.path)} --case {name} --merge A B` makes one of both)")
+                elif named not in superseded:  # never this case's record: its figures would be someone else's
+                    raise BadInput(f"{paths.display(path)} was measured against calibration record {named[:12]}, "
+                                   "which the case does not list, nor did it through its lineage: list the power "
+                                   f"record measured against one it lists (`parity-kit power "
+                                   f"{paths.display(self.desc.path)} --case {name}` measures one)")
             except BadInput as exc:
                 raise BadInput(f"{where}: {exc}") from None
         limit = c.detectable_limit if c.detectable_limit is not None else self.desc.doc.defaults.detectable_limit

@@ -43,13 +43,17 @@ def catalogue_rows() -> list[CatalogueRow]:
 
 def inject(name: str, magnitude: float, model: str | Path, out: str | Path) -> Path:
     """A copy of the checkpoint in ``model`` with fault ``name`` at ``magnitude``, written into ``out`` (which
-    must be new or empty). Refused in one line: an unknown fault, a magnitude out of its range, a folder that is
-    no Llama checkpoint, or a checkpoint the fault cannot be applied to (it names a layer the model lacks)."""
+    must be new or empty, and outside ``model``). Refused in one line: an unknown fault, a magnitude out of its range,
+    a folder that is no Llama checkpoint, an ``out`` inside the model's folder, or a checkpoint the fault cannot be
+    applied to (it names a layer the model lacks)."""
     f = fault(name)
     f.check(magnitude)
     model = Path(model)
     if hf_config(model) is None:  # also refuses a config that is not a JSON object, naming the file
         raise BadInput(f"{model}: no config.json; a fault is injected into a Hugging Face Llama checkpoint")
+    if Path(out).resolve().is_relative_to(model.resolve()):  # the copy would change the model a descriptor pins
+        raise BadInput(f"--out {paths.display(Path(out))} lies inside the model folder {paths.display(model)}; "
+                       "write the faulted copy elsewhere")
     target = paths.claim_empty_dir(out, "--out", "fault injection")
     try:
         checkpoint = faulted(f, magnitude, model)

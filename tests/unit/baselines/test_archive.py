@@ -248,3 +248,12 @@ def test_a_known_bad_run_behind_a_link_or_deep_is_read_once_and_a_hidden_one_is_
     hidden = [s for s in archive.skipped if s.source == display(runs / ".trash")]
     assert hidden and "a hidden folder: not looked into" in hidden[0].reason
     assert "a hidden folder: not looked into" in caplog.text
+
+
+def test_the_mark_bad_command_marks_the_run_and_says_where(tmp_path, capsys):
+    from kit.cli import main
+
+    run = write_run(tmp_path / "run", case_result(OLD[1], record(OLD)))
+    assert main(["baseline", "mark-bad", str(run), "--reason", "the node's fan failed"]) == 0
+    assert capsys.readouterr().out.strip() == f"marked {display(run / rundir.BAD_MARK)}"
+    assert read_mark(run).reason == "the node's fan failed"

@@ -21,6 +21,7 @@ from kit.core.lineage import LineageEntry, write_entry
 from kit.core.runtime import accelerator
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve
+from kit.core.paths import display
 from support import golden_made_on, parity_kit, write_descriptor
 
 pytestmark = pytest.mark.unit
@@ -167,6 +168,9 @@ def test_adopt_writes_each_first_entry_once_and_log_shows_the_chains(tmp_path, e
     assert [(c["kind"], c["runtime"], len(c["steps"])) for c in chains] == [("calibration", here, 1)]
     assert chains[0]["steps"][0]["reason"] == "made before baselines kept a lineage"
     assert chains[0]["steps"][0]["backtest"] is None
+    proc = parity_kit("baseline", "log", str(desc), "--case", "nope")
+    assert proc.returncode == 3 and proc.stdout == ""
+    assert proc.stderr.strip() == f"parity-kit: bad input: {display(desc)}: no case named 'nope' (cases: hf-bf16)"
 
 
 def test_no_lineage_folder_means_nothing_to_adopt_into(tmp_path, embedded):
@@ -190,3 +194,28 @@ def test_every_run_names_its_baselines_in_its_manifest_and_summary(tmp_path, emb
     assert cal["standing"] in (MATCH, FALLBACK) and cal["lineage"] == "first of its chain, made before backtests"
     assert cal["age (days)"] >= 29  # the embedded records were made by 2026-12-02
     assert table.loc[("hf-bf16-decode", "calibration")]["standing"] in (MATCH, FALLBACK)
+
+
+def test_a_power_record_of_a_superseded_record_is_left_out_and_of_one_never_listed_refused(tmp_path, embedded):
+    from kit.core.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
+
+    power = (embedded.descriptor.parent / embedded.doc["cases"]["hf-bf16"]["power"][0]).resolve()
+    measured_against = json.loads(power.read_text())["record_sha256"]
+    old = embedded.descriptor.parent.parent / "calibrations" / f"{measured_against}.json"
+    doc = json.loads(old.read_text())
+    doc["created_at"] = "2026-12-05T12:00:00+00:00"  # remade: other bytes, same figures
+    data = canonical_bytes(doc)
+    new = atomic_write_bytes(tmp_path / "calibrations" / f"{sha256_bytes(data)}.json", data)
+    lineage = tmp_path / "lineage"
+    first = entry_for(old, lineage)
+    write_entry(lineage, first)
+    write_entry(lineage, entry_for(new, lineage, supersedes=first.sha256, reason="remade"))
+    desc = write_descriptor(tmp_path, embedded, cases={"hf-bf16": hf_case(embedded, [str(old)], power=[str(power)])},
+                            baselines={"lineage": str(lineage)})
+    spec = load_descriptor(desc).case_specs(["hf-bf16"])[0]
+    assert spec.calibration["path"] == str(new) and spec.power is None  # it says nothing of the bounds in use
+    never = write_descriptor(tmp_path / "never", embedded,
+                             cases={"hf-bf16": hf_case(embedded, [str(new)], power=[str(power)])})
+    with pytest.raises(BadInput, match=f"{re.escape(display(power))} was measured against calibration record "
+                                       f"{measured_against[:12]}, which the case does not list"):
+        load_descriptor(never).case_specs(["hf-bf16"])

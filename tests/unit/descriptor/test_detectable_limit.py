@@ -74,16 +74,17 @@ def test_a_limit_without_a_power_record_for_the_record_in_use_is_refused_before_
     assert not (tmp_path / "run").exists()
 
 
-def test_a_power_record_of_a_calibration_record_the_case_no_longer_lists_is_left_out(tmp_path):
-    # As after a baseline superseded the record through the lineage: its power says nothing of the bounds in use.
+def test_a_power_record_of_a_calibration_record_the_case_never_listed_is_refused_in_one_line(tmp_path, capsys):
+    # Levanter's record on hf-bf16: its figures are another case's, which `check` used to pass and leave unused.
     plan = resolve(load_descriptor(EMBEDDED), ["levanter"])
     levanter_power = plan.cases["levanter"].spec.power["path"]
     desc = _copy(tmp_path, lambda t: _in_case("hf-bf16", f'power = ["{levanter_power}"]')(_without_power(t, "hf-bf16")))
-    assert resolve(load_descriptor(desc), ["hf-bf16"]).cases["hf-bf16"].spec.power is None
-    limited = _copy(tmp_path, lambda t: _in_case("hf-bf16", "detectable_limit = 3")(desc.read_text()))
-    with pytest.raises(BadInput, match=r"cases\.hf-bf16\.detectable_limit: a limit of 3x the clean error, but no "
-                                       r"power record measured against calibration record"):
-        resolve(load_descriptor(limited), ["hf-bf16"])
+    assert main(["check", str(desc), "--case", "hf-bf16"]) == 3
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and re.search(r"power\.toml:\d+: cases\.hf-bf16\.power: ", err)
+    assert (f"{paths.display(Path(levanter_power))} was measured against calibration record "
+            f"{plan.cases['levanter'].spec.calibration['sha256'][:12]}, which the case does not list, nor did it "
+            "through its lineage") in err
 
 
 def test_a_power_record_that_is_not_one_is_one_line_naming_it(tmp_path):

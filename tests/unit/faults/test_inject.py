@@ -4,9 +4,11 @@ measures, into a new folder only, and refuses what it cannot do in one line."""
 from __future__ import annotations
 
 import json
+import shutil
 
 from kit.core import faultcopy
 from kit.core.modeldigest import model_digest
+from kit.core.paths import display
 from kit.faults.cache import faulted_copy
 from kit.faults.catalogue import CATALOGUE, fault
 from kit.faults.checkpoint import load_checkpoint, write_checkpoint
@@ -76,3 +78,15 @@ def test_inject_refuses_in_one_line(embedded, tmp_path):
     assert "fault layer_skip cannot be applied to this checkpoint: it needs 'model.layers.0." in line
     assert not (tmp_path / "d").exists()
     assert not any(p.name in "abc" for p in tmp_path.iterdir())
+
+
+def test_inject_refuses_to_write_its_copy_into_the_source_model(embedded, tmp_path):
+    source = tmp_path / "model"
+    shutil.copytree(embedded.model, source)
+    before = model_digest(source)
+    proc = parity_kit("fault", "inject", "rope_base", "0.002", "--model", str(source), "--out", str(source / "faulted"))
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.strip() == (f"parity-kit: bad input: --out {display(source / 'faulted')} lies inside the model "
+                                   f"folder {display(source)}; write the faulted copy elsewhere")
+    assert not (source / "faulted").exists() and model_digest(source) == before
+
