@@ -836,6 +836,7 @@ def _report(args) -> int:
     built = _build_summary(run_dir) if args.summary else None
     if args.attach:
         report.attachable(run_dir)  # so is a run the zip would refuse (no summary, a link leading out)
+        report.attach_target(run_dir, args.attach)  # and a zip already there
     if args.markdown:
         sys.stdout.write(report.markdown_report(run_dir))
     if built is not None and built.html is not None:

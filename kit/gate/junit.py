@@ -26,9 +26,12 @@ from kit.core.results import read_run
 Suite = tuple[str, Sequence[str], Mapping[str, CaseResult], float]  # name, expected cases, results, duration
 
 
+REPORT_NAME = "parity-kit"
+
+
 def junit_xml(suites: Sequence[Suite]) -> bytes:
     """One testsuite per gate run (a control run has two: today's pin and the candidate)."""
-    root = ET.Element("testsuites")
+    root = ET.Element("testsuites", name=REPORT_NAME)  # marks the file as the kit's: a later report may replace it
     for suite in suites:
         _suite(root, *suite)
     _make_safe(root)
@@ -173,4 +176,19 @@ def check_junit_path(path: str | Path) -> Path:
         raise BadInput(f"--junit {path}: folder {folder} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise BadInput(f"--junit {path}: {target if target.exists() else folder} is not writable")
+    if (target.exists() or target.is_symlink()) and not _kits_report(target):
+        raise BadInput(f"--junit {path}: the file there is no JUnit report of parity-kit; a file the kit did not "
+                       "write is never written over (give a new path, or remove it)")
     return target
+
+
+def _kits_report(path: Path) -> bool:
+    """Whether ``path`` is a plain file holding a JUnit report this kit wrote (its root named by it): the one
+    kind of file at a --junit path that a new report replaces. A link, a descriptor, a run's own result is not."""
+    if path.is_symlink() or not path.is_file():
+        return False
+    try:
+        root = ET.parse(path).getroot()
+    except (ET.ParseError, OSError, ValueError):
+        return False
+    return root.tag == "testsuites" and root.get("name") == REPORT_NAME

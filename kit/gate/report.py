@@ -391,16 +391,42 @@ def attach_zip(run_dir: str | Path, out_dir: str | Path) -> Path:
     evidence."""
     import zipfile
 
+    import os
+    import tempfile
+
+    from kit.core.errors import BadInput
+
     run_dir = Path(run_dir).resolve()
     wanted = attachable(run_dir)
-    target = Path(out_dir) / f"{run_dir.name}.zip"
+    target = attach_target(run_dir, out_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".zip.tmp")
-    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as z:
-        for p in wanted:
-            z.write(p, f"{run_dir.name}/{p.relative_to(run_dir).as_posix()}")
-    tmp.replace(target)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w", compression=zipfile.ZIP_DEFLATED) as z:
+            for p in wanted:
+                z.write(p, f"{run_dir.name}/{p.relative_to(run_dir).as_posix()}")
+        os.link(tmp, target)  # fails, rather than replaces, where a zip appeared since the check
+    except FileExistsError:
+        raise BadInput(_zip_exists(target)) from None
+    finally:
+        Path(tmp).unlink(missing_ok=True)
     return target
+
+
+def attach_target(run_dir: str | Path, out_dir: str | Path) -> Path:
+    """Where ``attach_zip`` writes the zip of ``run_dir``: ``out_dir/<run>.zip``, refused (one line) where a file
+    is there already: another run of that name's zip, or this one's, which may be an issue's attachment."""
+    from kit.core.errors import BadInput
+
+    target = Path(out_dir) / f"{Path(run_dir).resolve().name}.zip"
+    if target.exists() or target.is_symlink():
+        raise BadInput(_zip_exists(target))
+    return target
+
+
+def _zip_exists(target: Path) -> str:
+    return (f"--attach: {paths.display(target)} exists; a zip is never written over (remove it, or attach into "
+            "another folder)")
 
 
 def attachable(run_dir: str | Path) -> list[Path]:

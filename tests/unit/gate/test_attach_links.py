@@ -44,3 +44,18 @@ def test_a_link_that_stays_inside_the_run_is_zipped_as_its_file(tmp_path, capsys
     zipped = zipfile.ZipFile(tmp_path / "attach" / "run.zip")
     assert zipped.read("run/summary-copy.html") == b"<html></html>"
     assert capsys.readouterr().out == f"{tmp_path / 'attach' / 'run.zip'}\n"
+
+
+def test_a_zip_already_there_is_never_written_over(tmp_path, capsys):
+    # Two runs named `run`, the failed one attached first: its zip stays as it was.
+    failed, passed = finished_run(tmp_path / "a" / "run"), finished_run(tmp_path / "b" / "run")
+    assert main(["report", str(failed), "--attach", str(tmp_path / "attach")]) == 0
+    first = (tmp_path / "attach" / "run.zip").read_bytes()
+    capsys.readouterr()
+    assert main(["report", str(passed), "--markdown", "--attach", str(tmp_path / "attach")]) == 3
+    out, err = capsys.readouterr()
+    assert out == ""  # refused before the Markdown went out
+    assert err == (f"parity-kit: bad input: --attach: {tmp_path / 'attach' / 'run.zip'} exists; a zip is never "
+                   "written over (remove it, or attach into another folder)\n")
+    assert (tmp_path / "attach" / "run.zip").read_bytes() == first
+    assert [p.name for p in (tmp_path / "attach").iterdir()] == ["run.zip"]  # no temporary file left

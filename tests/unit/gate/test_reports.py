@@ -14,6 +14,7 @@ import pytest
 
 from kit.cli import main
 from kit.core import contract, rundir
+from kit.core.errors import BadInput
 from kit.core.records import ERROR, FAILED, PASSED, CaseResult, PromptScore
 from kit.gate import report
 from kit.gate.junit import junit_xml, write_junit_from_disk, xml_text
@@ -150,6 +151,25 @@ def test_unwritable_junit_path_is_refused_before_anything_runs(tmp_path, capsys,
     assert err == f"parity-kit: bad input: {message.format(p=path, d=path.parent)}\n"
     assert not (tmp_path / "out").exists() and not (tmp_path / "nowhere").exists()
     assert list((tmp_path / "folder").iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["gate", "control"])
+def test_junit_never_writes_over_a_file_the_kit_did_not_write(tmp_path, capsys, monkeypatch, command):
+    from kit.gate.junit import check_junit_path, write_junit
+
+    monkeypatch.setenv(contract.MAIN_PYTHON_ENV, sys.executable)
+    mine = tmp_path / "mine.toml"  # the descriptor being run, a run's own result: not the kit's report
+    mine.write_text('name = "mine"\n')
+    assert main([command, "--out", str(tmp_path / "out"), "--junit", str(mine)]) == 3
+    assert capsys.readouterr().err == (f"parity-kit: bad input: --junit {mine}: the file there is no JUnit report of "
+                                       "parity-kit; a file the kit did not write is never written over (give a new "
+                                       "path, or remove it)\n")
+    assert mine.read_text() == 'name = "mine"\n' and not (tmp_path / "out").exists()
+    report = write_junit(tmp_path / "junit.xml", [("tiny", ["ok"], {"ok": CaseResult("ok", "hf", PASSED)}, 1.0)])
+    assert check_junit_path(report) == report  # the kit's own report of an earlier run: the next one replaces it
+    (tmp_path / "link.xml").symlink_to(report)
+    with pytest.raises(BadInput, match="no JUnit report of parity-kit"):
+        check_junit_path(tmp_path / "link.xml")
 
 
 def test_markdown_report_links_figures_and_zip_holds_them(tmp_path):
