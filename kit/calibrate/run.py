@@ -27,11 +27,12 @@ from kit.backends import registry
 from kit.case.calibrate import finished
 from kit.core import paths, rundir
 from kit.core.baselinekind import of_golden
-from kit.core.calibration import MIN_SAMPLES, CalibrationRecord, Sample, noise_class, record_filename
+from kit.core.calibration import MIN_SAMPLES, CalibrationRecord, Sample, case_device, noise_class, record_filename
 from kit.core.errors import BadInput
 from kit.core.fixture import load_fixture
 from kit.core.jsonio import atomic_write_bytes, read_json, read_json_input, write_json
 from kit.core.results import now_iso
+from kit.core.runtime import accelerator, hardware
 from kit.core.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.descriptor.plan import Outline, Plan, outline, resolve
@@ -183,8 +184,26 @@ def resumed_index(plan: Plan, run_dir: Path, specs: Sequence[CaseSpec]) -> dict:
         if changed:
             raise BadInput(f"{shown}: case {spec.name}'s samples there were measured with {changed}; "
                            "calibrate in a fresh directory (--out)")
+        elsewhere = _measured_elsewhere(entries, spec)
+        if elsewhere:
+            raise BadInput(f"{shown}: case {spec.name}'s samples there were measured on {elsewhere}; a record holds "
+                           "for the host that measured it: resume on that host, or calibrate in a fresh directory "
+                           "(--out)")
         check_covers(spec, entries)
     return index
+
+
+def _measured_elsewhere(entries: Sequence[dict], spec: CaseSpec) -> str | None:
+    """Where finished samples were measured, in words, when that is not this host (its CPU, or the device the case
+    computes on): known here without a kernel, unlike the packages, which the record's build compares."""
+    here = {"hardware": hardware(), "accelerator": accelerator(case_device(spec.options)).get("name")}
+    for e in entries:
+        runtime = e.get("runtime") or {}
+        there = {"hardware": runtime.get("hardware"), "accelerator": (runtime.get("accelerator") or {}).get("name")}
+        for key, value in there.items():
+            if value != here[key]:
+                return f"{key} {value!r}, where this host has {here[key]!r}"
+    return None
 
 
 def _first_change(before: Any, now: dict) -> str | None:
@@ -292,11 +311,16 @@ def build_record(spec: CaseSpec, variants: list[dict], entries: list[dict], comm
     """The record of one case from its samples (all measured on one runtime, in one kernel)."""
     fixture = load_fixture(spec.fixture_path)
     selected = fixture.select(spec.prompt_ids, spec.buckets)
-    inputs = entries[0]["inputs"]
+    inputs, runtime = entries[0]["inputs"], entries[0]["runtime"]
     for e in entries[1:]:
         if e["inputs"] != inputs:
             raise BadInput(f"case {spec.name}: its samples were measured on different inputs "
                            f"({e['inputs']} against {inputs}); calibrate again in a fresh directory")
+        if e["runtime"] != runtime:  # the record names one runtime: its samples must all be of it
+            key = next(k for k in sorted(set(runtime) | set(e["runtime"])) if runtime.get(k) != e["runtime"].get(k))
+            raise BadInput(f"case {spec.name}: its samples were measured on different runtimes ({key} "
+                           f"{e['runtime'].get(key)!r} against {runtime.get(key)!r}); calibrate again in a fresh "
+                           "directory")
     check_covers(spec, entries)
     return CalibrationRecord.measured(
         buckets={p.id: p.bucket for p in selected}, decode_steps=spec.decode,

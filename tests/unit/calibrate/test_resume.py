@@ -108,3 +108,36 @@ def test_records_folder_that_is_a_file_and_out_under_a_file_are_refused(tmp_path
     line = refused(parity_kit("calibrate", desc, "--out", afile / "sub", "--to", tmp_path / "records"))
     assert line == f"--out {afile / 'sub'}: {afile} is a file, not a directory"
     assert afile.read_text() == "not a folder" and not (tmp_path / "records").exists()
+
+
+def test_samples_another_host_measured_are_not_reused_here(tmp_path, embedded):
+    # Samples relabelled as another CPU class: a resume here would have written a record of both hosts' samples,
+    # labelled with the first one's class.
+    from kit.core.runtime import accelerator, hardware
+
+    desc, run = started(tmp_path, embedded)
+    sample = Sample("as-set", 1, 1, {"p": 0.01}, {"p": -0.005}).to_dict()
+    runtime = {"hardware": hardware(), "accelerator": {"name": "cpu (x86-64-v9)", "driver": ""}}
+    (run / "small.samples.jsonl").write_text(json.dumps(
+        {"sample": sample, "inputs": {}, "release": {}, "runtime": runtime}) + "\n")
+    before = listing(run)
+    line = refused(resume(desc, run, tmp_path))
+    assert line == (f"--resume {run}: case small's samples there were measured on accelerator 'cpu (x86-64-v9)', "
+                    f"where this host has {accelerator('cpu')['name']!r}; a record holds for the host that measured "
+                    "it: resume on that host, or calibrate in a fresh directory (--out)")
+    assert listing(run) == before and not (tmp_path / "records").exists()
+
+
+def test_a_record_is_never_built_of_samples_of_two_runtimes(tmp_path, embedded):
+    from kit.calibrate.run import build_record
+    from kit.core.errors import BadInput
+
+    desc = write_descriptor(tmp_path, embedded, cases={"small": SMALL})
+    spec = load_descriptor(desc).case_specs(["small"], resolve_calibration=False)[0]
+    runtime = {"hardware": "a CPU", "accelerator": {"name": "cpu (x86-64-v4)"}, "packages": {"torch": "2.11.0"}}
+    entries = [{"sample": Sample(name, 1, 1, {}, {}).to_dict(), "inputs": {}, "release": {},
+                "runtime": {**runtime, "packages": {"torch": torch}}}
+               for name, torch in (("a", "2.11.0"), ("b", "2.12.0"))]
+    with pytest.raises(BadInput, match=r"^case small: its samples were measured on different runtimes \(packages "
+                                       r"\{'torch': '2.12.0'\} against \{'torch': '2.11.0'\}\); calibrate again"):
+        build_record(spec, [{"name": "a"}, {"name": "b"}], entries, ["test"])
