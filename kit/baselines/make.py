@@ -187,6 +187,13 @@ def _folders(plan: Plan) -> Mapping[str, Path]:
         # An installed package's own files: a new baseline there would vanish with the next install.
         raise BadInput(f"{paths.display(plan.path)} is the installed package's own descriptor; copy it with its "
                        "data folders into a folder of yours (or work in a checkout) to make baselines for it")
+    root = plan.outline.tree_root
+    assert root is not None  # set with the folders
+    for kind, folder in plan.outline.baseline_folders.items():
+        if not folder.resolve().is_relative_to(root):  # what it makes must show in a diff of the tree
+            raise BadInput(f"{paths.display(plan.path)}: [baselines] puts {kind} files in {paths.display(folder)}, "
+                           f"outside {paths.display(root)}; name a folder inside the descriptor's tree (or set "
+                           "[baselines] root)")
     return plan.outline.baseline_folders
 
 

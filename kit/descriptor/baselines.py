@@ -47,6 +47,15 @@ class Baselines:
             return listed
         return self.with_lineage(kind, name, listed, self.desc.where("goldens", name))
 
+    def tree_root(self) -> Path:
+        """The folder the lineage's baselines and `baseline make`'s folders stay inside: ``[baselines] root``, else
+        the repository that holds the descriptor (the nearest folder above it with ``.git``), else the descriptor's
+        parent folder (the layout the kit's own descriptors use: descriptors/ beside calibrations/)."""
+        stated = self.desc.doc.baselines.root if self.desc.doc.baselines else None
+        if stated is not None:
+            return self.desc.resolve(stated)
+        return tree_root(self.desc.path)
+
     def lineage_folder(self) -> Path | None:
         """The folder of the descriptor's lineage entries (``[baselines] lineage``); None: it keeps none."""
         return self.desc.resolve(self.desc.doc.baselines.lineage) if self.desc.doc.baselines else None
@@ -80,8 +89,15 @@ class Baselines:
         kept = [f for f in listed if digests[f] not in superseded]
         kept_digests = {digests[f] for f in kept}
         added = []
+        root = self.tree_root()
         for head in current.values():
             path = (folder / head.file).resolve()
+            if head.baseline not in kept_digests and not path.is_relative_to(root):
+                # A baseline the descriptor does not list reaches the gate through its entry alone: a diff of the
+                # tree must show it.
+                raise BadInput(f"{where}: lineage entry {paths.display(head.path or folder)} names "
+                               f"{paths.display(path)}, outside {paths.display(root)}; a lineage entry names a "
+                               "baseline inside the descriptor's tree (set [baselines] root to widen it)")
             if not path.is_file():
                 raise BadInput(f"{where}: lineage entry {paths.display(head.path or folder)} names "
                                f"{paths.display(path)}, which does not exist")
@@ -231,3 +247,14 @@ class Baselines:
                            f"noise on {measured}; list one record per class of hardware")
         self._records[(name, tuple(files))] = records
         return list(records)
+
+
+def tree_root(descriptor: Path) -> Path:
+    """The repository that holds ``descriptor`` (the nearest folder above it with ``.git``), else its parent
+    folder."""
+    folder = descriptor.resolve().parent
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return folder.parent
+

@@ -247,9 +247,10 @@ def with_golden(desc: LoadedDescriptor, entry: str, path: Path) -> LoadedDescrip
 
 
 def with_records(desc: LoadedDescriptor, records: dict[str, Path]) -> LoadedDescriptor:
-    """The same descriptor with each named case's calibration replaced by one record (an absolute path)."""
-    cases = {name: (c.model_copy(update={"calibration": str(records[name].resolve())}) if name in records else c)
-             for name, c in desc.cases.items()}
+    """The same descriptor with each named case's calibration replaced by one record (an absolute path), and its
+    power records left out: they were measured against the record it no longer uses."""
+    cases = {name: (c.model_copy(update={"calibration": str(records[name].resolve()), "power": None})
+                    if name in records else c) for name, c in desc.cases.items()}
     return LoadedDescriptor(desc.path, desc.text, desc.doc, cases)
 
 
@@ -260,7 +261,7 @@ def with_baselines(desc: LoadedDescriptor, goldens: dict[str, list[Path]],
     doc = desc.doc.model_copy(update={
         "goldens": {**desc.doc.goldens, **{n: [str(f.resolve()) for f in files] for n, files in goldens.items()}},
         "baselines": None})
-    cases = {name: (c.model_copy(update={"calibration": [str(f.resolve()) for f in records[name]]})
+    cases = {name: (c.model_copy(update={"calibration": [str(f.resolve()) for f in records[name]], "power": None})
                     if name in records else c) for name, c in desc.cases.items()}
     return LoadedDescriptor(desc.path, desc.text, doc, cases)
 

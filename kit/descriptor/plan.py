@@ -114,6 +114,8 @@ class Outline:
     lineage: tuple[LineageEntry, ...] = ()
     # [baselines]: the lineage folder and where new calibration records and goldens go; None: keeps no lineage.
     baseline_folders: Mapping[str, Path] | None = None
+    # The folder those stay inside ([baselines] root, else the descriptor's repository); None: keeps no lineage.
+    tree_root: Path | None = None
 
     def no_case(self, name: str) -> str:
         """The refusal of a case name the descriptor does not define."""
@@ -225,7 +227,8 @@ def outline(desc: LoadedDescriptor) -> Outline:
                                         desc.where("releases", n)))
                          for n, r in doc.releases.items()),
         cases=_frozen((n, _case_outline(desc, n)) for n in desc.cases), lineage=tuple(desc.baselines.lineage()),
-        baseline_folders=_baseline_folders(desc))
+        baseline_folders=_baseline_folders(desc),
+        tree_root=desc.baselines.tree_root() if desc.doc.baselines else None)
 
 
 def _baseline_folders(desc: LoadedDescriptor) -> Mapping[str, Path] | None:

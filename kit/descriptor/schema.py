@@ -248,6 +248,9 @@ class Baselines(_Strict):
     calibrations: str = "../calibrations"
     goldens: str = "../goldens"
     fallback: Fallback = Field(default_factory=Fallback)
+    # The folder the lineage's baselines and `baseline make`'s output stay inside, so that a diff of it shows every
+    # baseline a gate may use; default: the repository that holds the descriptor, else the descriptor's parent.
+    root: str | None = None
 
 
 class Descriptor(_Strict):

@@ -106,7 +106,7 @@ def test_golden_regen_calibrates_a_calibrated_case_again_against_the_new_golden(
     proc = parity_kit("calibrate", desc, "--case", "hf-bf16", "--out", tmp_path / "cal", "--to", records, env=env)
     assert proc.returncode == 0, proc.stderr
     (stale_record,) = records.iterdir()
-    hf = {k: v for k, v in embedded.doc["cases"]["hf-bf16"].items() if k != "calibration"}
+    hf = {k: v for k, v in embedded.doc["cases"]["hf-bf16"].items() if k not in ("calibration", "power")}
     cases = {"hf-bf16": {**hf, "calibration": str(stale_record)}, "echo": echo}
     desc = write_descriptor(tmp_path, embedded, goldens={**embedded.goldens, "semantic": old}, cases=cases)
     assert parity_kit("check", desc, env=env).returncode == 0  # a consistent descriptor: the record fits the golden

@@ -46,7 +46,8 @@ def record_elsewhere(embedded, folder: Path, name: str = ELSEWHERE_CPU) -> Path:
 
 
 def hf_case(embedded, calibration, **more) -> dict:
-    case = {k: v for k, v in embedded.doc["cases"]["hf-bf16"].items() if k != "calibration"}
+    # Its power records were measured against the embedded records: a case listing others cannot list them.
+    case = {k: v for k, v in embedded.doc["cases"]["hf-bf16"].items() if k not in ("calibration", "power")}
     return {**case, "calibration": calibration, **more}
 
 
@@ -219,3 +220,52 @@ def test_a_power_record_of_a_superseded_record_is_left_out_and_of_one_never_list
     with pytest.raises(BadInput, match=f"{re.escape(display(power))} was measured against calibration record "
                                        f"{measured_against[:12]}, which the case does not list"):
         load_descriptor(never).case_specs(["hf-bf16"])
+
+
+@pytest.mark.parametrize("absolute", [True, False])
+def test_a_lineage_head_outside_the_descriptors_tree_is_refused(tmp_path, embedded, absolute):
+    # A head the descriptor does not list reaches the gate through its entry alone: a diff of the repository
+    # must show its file, so it cannot name one elsewhere on the machine (an absolute path, or ../../x).
+    from kit.core.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
+
+    here = accelerator("cpu")["name"]
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    old = record_elsewhere(embedded, repo / "calibrations", here)
+    doc = json.loads(old.read_text())
+    doc["created_at"] = "2026-12-05T12:00:00+00:00"
+    data = canonical_bytes(doc)
+    outside = atomic_write_bytes(tmp_path / "elsewhere" / f"{sha256_bytes(data)}.json", data)
+    lineage = repo / "lineage"
+    first = entry_for(old, lineage)
+    write_entry(lineage, first)
+    file = str(outside) if absolute else os.path.relpath(outside, lineage)
+    entry = write_entry(lineage, entry_for(outside, lineage, supersedes=first.sha256, file=file))
+    desc = write_descriptor(repo, embedded, cases={"hf-bf16": hf_case(embedded, [str(old)])},
+                            baselines={"lineage": str(lineage)})
+    with pytest.raises(BadInput) as refused:
+        load_descriptor(desc).case_specs(["hf-bf16"])
+    assert str(refused.value).endswith(f"lineage entry {display(entry)} names {display(outside)}, outside "
+                                       f"{display(repo)}; a lineage entry names a baseline inside the descriptor's "
+                                       "tree (set [baselines] root to widen it)")
+
+
+def test_baseline_make_never_writes_outside_the_descriptors_tree(tmp_path, embedded):
+    # A descriptor at a repository's root: the default ../calibrations is outside the repository.
+    from kit.baselines.make import _folders, make_baselines
+
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    record = record_elsewhere(embedded, repo / "calibrations")
+    case = hf_case(embedded, [str(record)], accept_noise_changes=[])
+    desc = write_descriptor(repo, embedded, cases={"hf-bf16": case}, baselines={"lineage": str(repo / "lineage")})
+    with pytest.raises(BadInput) as refused:
+        make_baselines(desc, reason="new host")
+    assert str(refused.value) == (f"{display(desc)}: [baselines] puts exact-golden files in "
+                                  f"{display(tmp_path / 'goldens')}, outside {display(repo)}; name a folder "
+                                  "inside the descriptor's tree (or set [baselines] root)")
+    assert not (tmp_path / "goldens").exists() and not (repo / "lineage").exists()
+    rooted = write_descriptor(repo, embedded, name="rooted.toml", cases={"hf-bf16": case},
+                              baselines={"lineage": str(repo / "lineage"), "root": ".."})
+    plan = resolve(load_descriptor(rooted))
+    assert plan.outline.tree_root == tmp_path and _folders(plan)["exact-golden"] == tmp_path / "goldens"

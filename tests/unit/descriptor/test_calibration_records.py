@@ -49,7 +49,7 @@ def variant_of(record: Path, folder: Path, **changes) -> Path:
 
 
 def hf_case(embedded, calibration, **more) -> dict:
-    case = {k: v for k, v in embedded.doc["cases"]["hf-bf16"].items() if k not in ("calibration",)}
+    case = {k: v for k, v in embedded.doc["cases"]["hf-bf16"].items() if k not in ("calibration", "power")}
     return {**case, "calibration": calibration, **more}
 
 
