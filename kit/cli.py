@@ -589,6 +589,9 @@ def _add_baseline_commands(sub) -> None:
                     help="a folder of run directories to backtest over (repeatable; default: runs/)")
     mk.add_argument("--accept-flips", metavar="REASON",
                     help="bless even though known-good runs would now fail (listed), for this reason")
+    mk.add_argument("--accept-looser", metavar="REASON",
+                    help="bless a record whose bounds are looser than the one it supersedes beyond that one's margin, "
+                         "for this reason (kept in its lineage)")
     mk.add_argument("--skip-unreadable", action="store_true",
                     help="backtest without the archived runs that cannot be read (each is named)")
     mk.add_argument("--jobs", type=_jobs, help="cases of the evidence gate run side by side")
@@ -604,6 +607,12 @@ def _add_baseline_commands(sub) -> None:
     lg.add_argument("--case", action="append", dest="cases", help="this case only (repeatable)")
     lg.add_argument("--json", action="store_true", help="print the chains as JSON")
     lg.set_defaults(func=_baseline_log)
+
+    vf = bl.add_parser("verify", help="every lineage entry's claims re-derived from the files: its file's digest, "
+                                      "a record's bounds, how far they moved from its parent's",
+                       epilog=_exits("every entry verified"))
+    vf.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR), help=desc_help)
+    vf.set_defaults(func=_baseline_verify)
 
     ad = bl.add_parser("adopt", help="write a first lineage entry for every listed baseline that has none",
                        epilog=_exits("written (or every entry was there)"))
@@ -636,7 +645,7 @@ def _baseline_make(args) -> int:
     typed = ["parity-kit", *(a for a in sys.argv[1:] if a not in ("-q", "--quiet", "-v", "--verbose"))]
     outcome = make_baselines(args.descriptor, args.cases, args.reason, args.again, args.accept_flips, args.archive,
                              args.skip_unreadable, args.jobs, args.out, typed if "baseline" in typed else None,
-                             args.resume)
+                             args.resume, args.accept_looser)
     for line in outcome.refusals:
         print(f"refused: {line}")
     if outcome.work_dir is not None:
@@ -651,7 +660,11 @@ def _baseline_log(args) -> int:
     from kit.descriptor.load import load_descriptor
     from kit.descriptor.plan import outline
 
-    stated = outline(load_descriptor(args.descriptor))
+    loaded = load_descriptor(args.descriptor)
+    problems = loaded.baselines.verify_lineage()
+    if problems:  # a chain whose claims do not re-derive is not shown as if they did
+        raise BadInput(problems[0])
+    stated = outline(loaded)
     unknown = [name for name in args.cases or () if name not in stated.cases]
     if unknown:  # "no lineage kept yet" would say a case has none, not that it does not exist
         raise BadInput(stated.no_case(unknown[0]))
@@ -662,6 +675,20 @@ def _baseline_log(args) -> int:
         print("no lineage kept yet (`parity-kit baseline adopt` gives the listed baselines their first entries)")
     for c in found if not args.json else []:
         print("\n".join(chain_lines(c)))
+    return ExitCode.PASSED
+
+
+def _baseline_verify(args) -> int:
+    from kit.descriptor.load import load_descriptor
+
+    baselines = load_descriptor(args.descriptor).baselines
+    problems = baselines.verify_lineage()
+    for line in problems:
+        print(f"refused: {line}")
+    if problems:
+        return ExitCode.BAD_INPUT
+    print(f"verified: {len(baselines.lineage())} lineage entries (each file's digest; each record's bounds, and how "
+          "far they moved from its parent's, re-derived from its samples)")
     return ExitCode.PASSED
 
 

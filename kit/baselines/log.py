@@ -1,7 +1,9 @@
 """`parity-kit baseline log`: each case's chain of baselines, oldest first, with why each one was made.
 
 A bound that only ever widens, a golden re-made three times in a month, a record made on a host nobody can
-name: these read from the chain and from nothing else, so the chain is shown as it is kept.
+name: these read from the chain, so the chain is shown as it is kept, once its claims have been re-derived from
+the records (`LoadedDescriptor.baselines.verify_lineage`): each bucket's move as a ratio, and a loosening with the
+reason its command gave.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from kit.core.lineage import LineageEntry, bound_moves, chain, heads
+from kit.core.lineageclaims import accepted_looser
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,7 @@ def _backtest_text(step: LineageEntry) -> str:
 def _bounds_change(before: LineageEntry | None, step: LineageEntry) -> str:
     if before is None or not step.bounds:
         return f"; bounds {dict(step.bounds)}" if step.bounds else ""
-    moved = {b: f"{before.bounds[b]:g} -> {v:g}" for b, v in step.bounds.items()
-             if b in before.bounds and before.bounds[b] != v}
-    return f"; bounds moved {moved}" if moved else "; bounds unchanged"
+    moved = [f"bucket {b} {before.bounds[b]:g} -> {v:g} ({v / before.bounds[b]:.2f}x)" for b, v in step.bounds.items()
+             if b in before.bounds and before.bounds[b] != v]
+    looser = f" (looser, because: {why})" if (why := accepted_looser(step)) else ""
+    return f"; bounds moved: {', '.join(moved)}{looser}" if moved else "; bounds unchanged"

@@ -40,6 +40,7 @@ from kit.core.errors import BadInput
 from kit.core.golden import load_golden
 from kit.core.jsonio import atomic_write_bytes, read_json, sha256_file, write_json
 from kit.core.lineage import LineageEntry, heads, write_entry
+from kit.core.lineageclaims import ACCEPT_LOOSER, Movement, loosening, movement_text, movements
 from kit.core.results import PASSED, now_iso
 from kit.descriptor.load import LoadedDescriptor, load_descriptor, with_baselines
 from kit.descriptor.plan import Plan, resolve
@@ -72,6 +73,7 @@ class Made:
     backtest: Backtest | None = None
     bounds: dict[str, float] = field(default_factory=dict)
     command: list[str] = field(default_factory=list)
+    moves: list[Movement] = field(default_factory=list)  # each bucket's bound against the record it supersedes
 
 
 @dataclass
@@ -92,6 +94,8 @@ class MakeOutcome:
         return {"before": [r.to_dict() for r in self.before],
                 "made": [{"kind": m.kind.name, "case": m.case, "runtime": m.runtime, "staged": _shown(m.staged),
                           "superseded": _shown(m.superseded), "error": m.error, "bounds": m.bounds,
+                          "moves": [{"bucket": v.bucket, "before": v.before, "after": v.after, "ratio": v.ratio,
+                                     "beyond_margin": v.beyond_margin} for v in m.moves],
                           "backtest": m.backtest.to_dict() if m.backtest else None} for m in self.made],
                 "gate": {"run": _shown(self.gate_dir), "verdict": self.gate_verdict},
                 "refusals": self.refusals, "blessed": self.blessed, "written": [_shown(p) for p in self.written]}
@@ -104,17 +108,23 @@ def _shown(path: Path | None) -> str | None:
 def make_baselines(descriptor: str | Path, only: Sequence[str] | None = None, reason: str = "",
                    again: bool = False, accept_flips: str | None = None, archives: Sequence[str | Path] = (),
                    skip_unreadable: bool = False, jobs: int | None = None, out: str | Path | None = None,
-                   command: Sequence[str] | None = None, resume: str | Path | None = None) -> MakeOutcome:
+                   command: Sequence[str] | None = None, resume: str | Path | None = None,
+                   accept_looser: str | None = None) -> MakeOutcome:
     """Make what this runtime lacks among the cases ``only`` (None: all), or with ``again`` remake what it has;
-    bless it on the evidence above. Bad input (no reason, no [baselines] table, an archive that cannot be read
-    without ``skip_unreadable``) is refused before anything is made, and nothing is written."""
+    bless it on the evidence above. A record looser than the one it supersedes beyond that one's margin is
+    refused unless ``accept_looser`` gives the reason (kept in its lineage entry's command). Bad input (no reason,
+    no [baselines] table, an archive that cannot be read without ``skip_unreadable``) is refused before anything is
+    made, and nothing is written."""
     if not reason.strip():
         raise BadInput("--reason: empty; a baseline keeps why it was made (\"new CPU class in CI\", \"torch 2.14\")")
     if accept_flips is not None and not accept_flips.strip():
         raise BadInput("--accept-flips: empty; accepting a known-good run's new failure needs its reason")
+    if accept_looser is not None and not accept_looser.strip():
+        raise BadInput(f"{ACCEPT_LOOSER}: empty; accepting looser bounds needs its reason")
     desc = load_descriptor(descriptor)
     # As a record keeps a command: what remakes it, without the scratch folder it was made in.
-    command = reproducing_command(command or ["parity-kit", "baseline", "make", str(descriptor), "--reason", reason])
+    command = reproducing_command(command or ["parity-kit", "baseline", "make", str(descriptor), "--reason", reason,
+                                              *([ACCEPT_LOOSER, accept_looser] if accept_looser else [])])
     plan = resolve(desc, only)
     folders = _folders(plan)
     before = plan_rows(plan)
@@ -136,6 +146,7 @@ def make_baselines(descriptor: str | Path, only: Sequence[str] | None = None, re
         if m.kind.backtested and m.staged is not None:
             m.backtest = _backtest(m, archived[m.case], roots, _drift_alpha(plan, m.case))
             outcome.refusals += _judge_backtest(m.backtest, accept_flips)
+        outcome.refusals += _judge_moves(m, accept_looser)
     if not outcome.refusals:
         _evidence_gate(desc, plan, made, work_dir, jobs, command, outcome)
     if outcome.blessed:
@@ -297,6 +308,19 @@ def _drift_alpha(plan: Plan, case: str) -> float | None:
     return plan.false_failure.per_case if case in plan.false_failure.cases else None
 
 
+def _judge_moves(m: Made, accept_looser: str | None) -> list[str]:
+    """How far a new record's bounds moved from the record it supersedes (kept in ``m.moves`` for the evidence),
+    and the refusal of a loosening beyond that record's margin that no ``accept_looser`` reason covers."""
+    if m.kind is not CALIBRATION or m.staged is None or m.superseded is None:
+        return []
+    m.moves = movements(load_record(m.superseded), load_record(m.staged))
+    too_loose = loosening(m.moves)
+    if too_loose and accept_looser is None:
+        return [f"{m.case}: the new record loosens {too_loose}: find why its noise grew, or bless it with "
+                f"{ACCEPT_LOOSER} REASON"]
+    return []
+
+
 def _judge_backtest(bt: Backtest, accept_flips: str | None) -> list[str]:
     refusals = [f"{bt.case}: backtest: {f.source}: known bad ({f.why}), {f.was} when it ran, would pass under the "
                 f"new record" for f in bt.refusals]
@@ -399,6 +423,7 @@ def evidence_markdown(o: MakeOutcome) -> str:
         tested = (f"; backtest over {bt.replayed} archived observations, {len(bt.flips)} verdicts flipped"
                   if bt else "")
         bounds = f"; bounds {m.bounds}" if m.bounds else ""
+        bounds += f" ({movement_text(m.moves)} against the record it supersedes)" if m.moves else ""
         lines.append(f"{what}: `{m.staged.name if m.staged else ''}`{bounds}{tested}")
         for flip in (bt.flips if bt else []):
             lines.append(f"  - {flip.source} ({flip.known}: {flip.why}): {flip.was} -> {flip.now}; {flip.first}")

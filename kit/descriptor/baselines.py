@@ -21,6 +21,7 @@ from kit.core.errors import BadInput
 from kit.core.golden import load_golden
 from kit.core.jsonio import sha256_file
 from kit.core.lineage import LineageEntry, heads, load_folder, of_descriptor
+from kit.core.lineageclaims import ACCEPT_LOOSER, accepted_looser, bounds_claim, loosening, movements
 from kit.core.power import detectable_of, load_power, named_calibration, read_power
 from kit.descriptor.schema import CaseBase, case_golden_kind, golden_kind
 
@@ -245,8 +246,63 @@ class Baselines:
             measured = measured_on({"fingerprint": first.fingerprint}) or "a class of hardware it does not name"
             raise BadInput(f"{where}: {paths.display(first.path)} and {paths.display(second.path)} both measured "
                            f"noise on {measured}; list one record per class of hardware")
+        for record in records:
+            self._check_claims(name, record, where)
         self._records[(name, tuple(files))] = records
         return list(records)
+
+    def _check_claims(self, name: str, record: CalibrationRecord, where: str) -> None:
+        """Refuse, in one line naming the entry, a lineage entry of ``record`` whose claims do not re-derive
+        (``entry_problem``)."""
+        for entry in [e for e in self.lineage() if e.kind == CALIBRATION.name and e.case == name
+                      and e.baseline == record.sha256]:
+            problem = self.entry_problem(entry, record)
+            if problem:
+                raise BadInput(f"{where}: {problem}")
+
+    def entry_problem(self, entry: LineageEntry, record: CalibrationRecord | None = None) -> str | None:
+        """What of a lineage entry's claims does not re-derive, in one line naming it (None: all do). Every entry:
+        its file is there and holds the bytes it names. A calibration record's too: the bounds it states are the
+        record's own, and the record does not loosen its parent's bounds beyond the parent's margin unless the
+        command that made it gave a reason (kit.core.lineageclaims). ``record``: the entry's, already loaded."""
+        folder = self.lineage_folder()
+        assert folder is not None  # entries come from it
+        shown = f"lineage entry {paths.display(entry.path or folder)}"
+        path = (folder / entry.file).resolve()
+        if record is None:
+            if not path.is_file():
+                return f"{shown} names {paths.display(path)}, which does not exist"
+            if (digest := sha256_file(path)) != entry.baseline:
+                return f"{shown} names {paths.display(path)} with SHA-256 {entry.baseline}; the file's is {digest}"
+            if entry.kind != CALIBRATION.name:
+                return None
+            try:
+                record = load_record(path)
+            except BadInput as exc:
+                return f"{shown}: {exc}"
+        claim = bounds_claim(entry, record)
+        if claim:
+            return f"{shown} {claim}"
+        parent = next((e for e in self.lineage() if e.sha256 == entry.supersedes), None)
+        if parent is None:
+            return None
+        parent_path = (folder / parent.file).resolve()
+        if not parent_path.is_file():
+            return (f"{shown} supersedes the record {paths.display(parent_path)}, which is gone: how its bounds "
+                    "moved cannot be judged")
+        try:
+            too_loose = loosening(movements(load_record(parent_path), record))
+        except BadInput as exc:
+            return f"{shown} supersedes a record that does not load: {exc}"
+        if too_loose and accepted_looser(entry) is None:
+            return (f"{shown} loosens {too_loose}, and the command that made it gave no reason for that "
+                    f"({ACCEPT_LOOSER} REASON)")
+        return None
+
+    def verify_lineage(self) -> list[str]:
+        """Every entry of the descriptor's lineage judged (``entry_problem``): one line per entry whose claims do
+        not re-derive, oldest chain first."""
+        return [problem for e in self.lineage() if (problem := self.entry_problem(e))]
 
 
 def tree_root(descriptor: Path) -> Path:

@@ -269,3 +269,98 @@ def test_baseline_make_never_writes_outside_the_descriptors_tree(tmp_path, embed
                               baselines={"lineage": str(repo / "lineage"), "root": ".."})
     plan = resolve(load_descriptor(rooted))
     assert plan.outline.tree_root == tmp_path and _folders(plan)["exact-golden"] == tmp_path / "goldens"
+
+
+def _remade(old: Path, folder: Path, raise_to: float | None = None) -> Path:
+    """``old`` made again: its samples as they are (other bytes: a later time), or with one sample's error on one
+    prompt raised to ``raise_to``; every figure re-derived from the samples, the file named by its SHA-256."""
+    import dataclasses
+
+    from kit.core.calibration import CalibrationRecord
+    from kit.core.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
+
+    r = load_record(old)
+    samples = list(r.samples)
+    if raise_to is not None:
+        first = samples[0]
+        prompt = next(iter(first.errors))
+        samples[0] = dataclasses.replace(first, errors={**first.errors, prompt: raise_to})
+    derived = {"prompts", "buckets", "drift", "decode", "path"}
+    fields = {f.name: getattr(r, f.name) for f in dataclasses.fields(r) if f.name not in derived}
+    new = CalibrationRecord.measured(buckets={p: v["bucket"] for p, v in r.prompts.items()},
+                                     **{**fields, "samples": samples, "created_at": "2026-12-05T12:00:00+00:00"})
+    data = canonical_bytes(new.to_dict())
+    return atomic_write_bytes(folder / f"{sha256_bytes(data)}.json", data)
+
+
+def _chain(tmp_path, embedded, raise_to: float | None, **claims) -> tuple[Path, Path, Path]:
+    """A descriptor listing a record of this host's class and a lineage whose head remakes it; the head's entry
+    claims ``claims`` over what it would honestly say."""
+    here = accelerator("cpu")["name"]
+    old = record_elsewhere(embedded, tmp_path / "calibrations", here)
+    new = _remade(old, tmp_path / "calibrations", raise_to)
+    lineage = tmp_path / "lineage"
+    first = entry_for(old, lineage)
+    write_entry(lineage, first)
+    head = write_entry(lineage, entry_for(new, lineage, supersedes=first.sha256, **claims))
+    return lineage_descriptor(tmp_path, embedded, old), new, head
+
+
+def test_an_entry_claiming_bounds_that_are_not_its_records_own_is_refused(tmp_path, embedded):
+    # The forged entry: one sample raised to 0.03 (figures re-derived), the old bounds claimed.
+    here = accelerator("cpu")["name"]
+    old_bounds = load_record(record_elsewhere(embedded, tmp_path / "probe", here)).bounds
+    desc, new, head = _chain(tmp_path, embedded, 0.03, bounds=old_bounds)
+    with pytest.raises(BadInput) as refused:
+        load_descriptor(desc).case_specs(["hf-bf16"])
+    message = str(refused.value)
+    assert f"lineage entry {display(head)} states bounds {{" in message and "\n" not in message
+    assert "but its record's own, from its samples, are {" in message
+    assert parity_kit("baseline", "status", str(desc)).returncode == 3  # status no longer says "never moved"
+
+
+def test_a_head_looser_than_its_parent_beyond_its_margin_is_refused_unless_a_reason_was_given(tmp_path, embedded):
+    desc, new, head = _chain(tmp_path, embedded, 0.03)  # an honest entry: the new record's own bounds
+    with pytest.raises(BadInput) as refused:
+        load_descriptor(desc).case_specs(["hf-bf16"])
+    message = str(refused.value)
+    assert f"lineage entry {display(head)} loosens bucket " in message
+    assert "x), beyond its parent's margin of" in message
+    assert message.endswith("and the command that made it gave no reason for that (--accept-looser REASON)")
+
+    accepted = tmp_path / "accepted"
+    desc, new, head = _chain(accepted, embedded, 0.03,
+                             command=("parity-kit", "baseline", "make", "--accept-looser", "torch 2.14 rounds more"))
+    spec = load_descriptor(desc).case_specs(["hf-bf16"])[0]
+    assert spec.calibration["sha256"] == load_record(new).sha256  # loosened, and said so
+
+
+def test_baseline_verify_re_derives_every_entry_and_log_refuses_a_forged_chain(tmp_path, embedded):
+    honest, _, _ = _chain(tmp_path / "honest", embedded, None)
+    proc = parity_kit("baseline", "verify", str(honest))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("verified: 2 lineage entries")
+    here = accelerator("cpu")["name"]
+    old_bounds = load_record(record_elsewhere(embedded, tmp_path / "probe", here)).bounds
+    forged, _, head = _chain(tmp_path / "forged", embedded, 0.03, bounds=old_bounds)
+    proc = parity_kit("baseline", "verify", str(forged))
+    assert proc.returncode == 3
+    assert proc.stdout.startswith(f"refused: lineage entry {display(head)} states bounds ")
+    log = parity_kit("baseline", "log", str(forged))
+    assert log.returncode == 3 and "bounds never moved" not in log.stdout
+    assert f"lineage entry {display(head)} states bounds " in log.stderr
+
+
+def test_baseline_make_refuses_a_looser_record_unless_a_reason_is_given(tmp_path, embedded):
+    from kit.baselines.make import Made, _judge_moves
+
+    old = record_elsewhere(embedded, tmp_path / "calibrations", accelerator("cpu")["name"])
+    same, looser = _remade(old, tmp_path / "same"), _remade(old, tmp_path / "looser", 0.03)
+    assert _judge_moves(Made(CALIBRATION, "hf-bf16", "here", same, old), None) == []
+    made = Made(CALIBRATION, "hf-bf16", "here", looser, old)
+    (refusal,) = _judge_moves(made, None)
+    assert refusal.startswith("hf-bf16: the new record loosens bucket ") and "beyond its parent's margin" in refusal
+    assert refusal.endswith("find why its noise grew, or bless it with --accept-looser REASON")
+    assert _judge_moves(made, "a new CPU class rounds more") == []
+    moved = [m for m in made.moves if m.after != m.before]
+    assert moved and all(m.ratio > 1 for m in moved)  # the evidence shows each move as a ratio
