@@ -350,6 +350,12 @@ def _parser() -> argparse.ArgumentParser:
     gr.add_argument("--jobs", type=_jobs, help="checking cases run side by side (default: the cores)")
     gr.set_defaults(func=_golden_regen)
 
+    vr = sub.add_parser("verify", help="a finished gate run, or its --attach zip, judged again with no engine: every "
+                                       "case from the evidence it kept, every file against the digest the run sealed",
+                        epilog=_exits("verified", ExitCode.FAILED))
+    vr.add_argument("run", help="a gate run directory, or the zip `parity-kit report --attach` made of one")
+    vr.set_defaults(func=_verify)
+
     r = sub.add_parser("report", help="a finished run (or control) for people: Markdown for an issue, a zip to attach",
                        epilog=epilog(ExitCode.PASSED, ExitCode.INCOMPLETE, ExitCode.BAD_INPUT, ExitCode.INTERRUPTED,
                                      meanings={ExitCode.PASSED: "written",
@@ -831,6 +837,14 @@ def _gate(args) -> int:
                    junit=args.junit, publish=_publish_target(args.publish), infra_retries=args.infra_retries)
     print(run.run_dir)  # stdout carries only the run directory, for scripts: RUN=$(parity-kit gate ...)
     return GATE_EXIT_CODES[run.verdict]
+
+
+def _verify(args) -> int:
+    from kit.gate.verify import verify
+
+    found = verify(args.run)
+    print("\n".join(found.lines()))
+    return ExitCode.PASSED if found.ok else ExitCode.FAILED
 
 
 def _report(args) -> int:

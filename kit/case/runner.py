@@ -15,11 +15,12 @@ from kit.backends import registry
 from kit.backends.base import Backend, can_decode
 from kit.backends.registry import open_backend
 from kit.case import interpreter
-from kit.core import contract, paths
+from kit.core import contract, paths, rundir
+from kit.core.caseevidence import CaseEvidence
+from kit.core.verdict.judge import DRIFT_RAN, Scored
 from kit.core.calibration import check_case_inputs, hardware_change, measured_on
 from kit.core.coverage import prompt_mismatch
-from kit.core.decode import check_continuations_fit, check_decode_golden, compare_continuation
-from kit.core.drift import drift_test
+from kit.core.decode import check_continuations_fit, check_decode_golden
 from kit.core.errors import BadInput, ParityKitError
 from kit.core.fixture import Prompt, load_fixture
 from kit.core.golden import Golden, check_golden_matches_fixture, load_golden, provenance, reference_document
@@ -31,10 +32,7 @@ from kit.core.phases import PhaseClock
 from kit.core.progress import BucketDone, ProgressWriter
 from kit.core.records import FAILED, PASSED, CaseResult, Continuation, Observation
 from kit.core.results import now_iso, save_case_result
-from kit.core.scoring import repeat_spread, score_prompt
-from kit.core.verdict import rules
 from kit.core.verdict.failure import texts
-from kit.core.verdict.rules import bound_for
 from kit.core.spec import CaseSpec
 from kit.core.records import EXACT
 
@@ -70,9 +68,10 @@ def with_options(spec: CaseSpec, **overrides) -> CaseSpec:
     return dataclasses.replace(spec, options={**spec.options, **given}) if given else spec
 
 
-def run_case(spec: CaseSpec, reference_out: str | None = None) -> CaseResult:
+def run_case(spec: CaseSpec, reference_out: str | None = None, evidence_out: str | None = None) -> CaseResult:
     """Score one case and judge it. An exact case with a ``reference`` first computes its reference in this
-    kernel (written to ``reference_out`` as an exact golden, when given, so the verdict's evidence stays)."""
+    kernel (written to ``reference_out`` as an exact golden, when given, so the verdict's evidence stays); what
+    the verdict was judged from is written to ``evidence_out`` (kit.core.caseevidence), when given."""
     if spec.no_baseline:
         raise BadInput(f"case {spec.name}: {spec.no_baseline}")
     started, t0, clock = now_iso(), time.perf_counter(), PhaseClock()
@@ -129,20 +128,7 @@ def run_case(spec: CaseSpec, reference_out: str | None = None) -> CaseResult:
     check_distributions(spec, prompts, [*observations, *(o for r in runs.values() for o in r)], continuations)
 
     exact = golden.kind == EXACT
-    scores = [
-        score_prompt(p.id, p.bucket, golden.prompts[p.id][: golden.top_k], obs,
-                     bound_for(p.bucket, spec.bound, spec.bucket_bounds), exact=exact)
-        for p, obs in zip(prompts, observations)
-    ]
-    failures = [f for s in scores for f in s.typed_failures]
-    decoded = [compare_continuation(p.id, p.bucket, p.n_tokens, (golden.continuations or {})[p.id][: spec.decode],
-                                    continuations[p.id], bound_for(p.bucket, spec.bound, spec.bucket_bounds),
-                                    (spec.calibration or {}).get("step_bounds"))
-               for p in prompts] if spec.decode else []
-    failures += [f for d in decoded for f in d.typed_failures]
-    if decode_s is not None:
-        details = {**details, "decode_s": round(decode_s, 3)}
-    drift, drift_skipped = None, None
+    drift_skipped = None
     if spec.calibration is not None:
         problem = check_case_inputs(spec.calibration, spec, fixture_sha256=fixture.sha256,
                                     golden_sha256=golden.sha256, model_digest=model_digest,
@@ -153,26 +139,32 @@ def run_case(spec: CaseSpec, reference_out: str | None = None) -> CaseResult:
         if elsewhere:
             notes.append(elsewhere)
             drift_skipped = f"calibration measured on other hardware, {measured_on(spec.calibration)}"
-        elif spec.drift:
-            drift = drift_test(scores, spec.calibration)
-            failures += drift.typed_failures
-        else:
+        elif not spec.drift:
             drift_skipped = "turned off: drift = false"
-    spreads = [repeat_spread(p.id, runs[p.id], spec.repeat_launches) for p in repeated] if spec.repeated else []
-    if spec.exact_repeats:
-        failures += [f for f in map(rules.repeat, spreads) if f is not None]
+    evidence = CaseEvidence(
+        spec=spec, prompts=[Scored(p.id, p.bucket, p.n_tokens) for p in prompts], exact=exact,
+        golden_sha256=golden.sha256, golden_tops={p.id: golden.prompts[p.id][: golden.top_k] for p in prompts},
+        golden_continuations={p.id: (golden.continuations or {})[p.id] for p in prompts} if spec.decode else {},
+        observations=observations, continuations=continuations, runs=runs,
+        drift=DRIFT_RAN if spec.calibration is not None and drift_skipped is None else drift_skipped)
+    judged = evidence.judged()
+    if evidence_out:
+        evidence.save(evidence_out)
+    if decode_s is not None:
+        details = {**details, "decode_s": round(decode_s, 3)}
     clock.mark("compare")
     return CaseResult(
-        case=spec.name, backend=spec.backend, status=FAILED if failures else PASSED,
+        case=spec.name, backend=spec.backend, status=FAILED if judged.failed else PASSED,
         golden_kind=golden.kind, golden_path=str(golden.path), bound=spec.bound,
         bucket_bounds=dict(spec.bucket_bounds), bound_source=bound_source(spec, exact),
-        drift=drift.to_dict() if drift else None, drift_skipped=drift_skipped, options=dict(spec.options),
+        drift=judged.drift.to_dict() if judged.drift else None, drift_skipped=drift_skipped,
+        options=dict(spec.options),
         release=release, details=details,
         fixture_sha256=fixture.sha256, model_digest=model_digest, golden_sha256=golden.sha256,
         inputs_digest=spec.inputs_digest(fixture.sha256, "" if spec.reference is not None else golden.sha256),
         started_at=started, finished_at=now_iso(), duration_s=time.perf_counter() - t0, scoring_s=scoring_s,
-        prompts=scores, repeat_spread=spreads, failures=texts(failures), typed_failures=failures, notes=notes,
-        decode=decoded,
+        prompts=judged.scores, repeat_spread=judged.spreads, failures=texts(judged.failures),
+        typed_failures=judged.failures, notes=notes, decode=judged.decoded,
         phases=clock.seconds, kernel_span=clock.span(),
     )
 
@@ -373,7 +365,8 @@ def notebook_case(spec: dict | None, descriptor: str | None, case: str, result_p
     resolved = with_options(resolve_spec(spec, descriptor, case), **option_overrides)
     result_path = result_target(result_path, resolved.name)
     reference_out = str(Path(result_path).with_suffix(".reference.json")) if result_path else None
-    result = run_case(resolved, reference_out)
+    evidence_out = str(Path(result_path).with_suffix(rundir.CASE_EVIDENCE)) if result_path else None
+    result = run_case(resolved, reference_out, evidence_out)
     save(result, result_path)
     counts = result.counts()
     print(f"{result.case}: {result.status}, {counts['failed']} of {counts['prompts']} prompts failed")

@@ -20,7 +20,7 @@ import posixpath
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Sequence
 
 from kit.core.errors import BadInput
 from kit.core.jsonio import read_input_bytes, read_json_input
@@ -123,7 +123,11 @@ CASE_RESULT = ".json"              # the case's result (kit.core.records.CaseRes
 CASE_NOTEBOOK = ".ipynb"           # the executed notebook, saved after every cell
 KERNEL_LOG = ".kernel.log"         # what the case's kernel and engine printed
 ATTEMPTS = ".attempts.jsonl"       # Ray only: one line per attempt of the case's task
-CASE_FILES = (CASE_RESULT, CASE_NOTEBOOK, KERNEL_LOG, ATTEMPTS)
+CASE_EVIDENCE = ".evidence.json"   # what its verdict was judged from (kit.core.caseevidence): `verify` judges it again
+CASE_FILES = (CASE_RESULT, CASE_NOTEBOOK, KERNEL_LOG, ATTEMPTS, CASE_EVIDENCE)
+# The files a finished run's verdict rests on, per case: its result, what it was judged from and its in-kernel
+# reference. The manifest seals them by digest (``sealed_files``, ``root_digest``); `parity-kit verify` checks them.
+SEALED = (CASE_RESULT, CASE_EVIDENCE, ".reference.json")
 SUPERSEDED = "superseded"          # cases/superseded/<case>.<n>.*: a case's earlier files, before --resume ran it
 RETRIED = "retried"                # cases/retried/<case>.<n>.*: an attempt's files, before the gate's retry ran it
 
@@ -312,3 +316,27 @@ def _control_names(tree: Tree, relative: str) -> tuple[str, ...]:
         return control_run_names(json.loads(tree.read_bytes(posixpath.join(relative, CONTROL))))
     except (BadInput, Wrong, ValueError, OSError):
         return ()
+
+
+def sealed_files(run_dir: str | Path, cases: Sequence[str]) -> dict[str, str]:
+    """Each file of ``SEALED`` that ``cases`` left in the run, by its path inside the run (``cases/x.json``): its
+    SHA-256."""
+    from kit.core.jsonio import sha256_file
+
+    run_dir = Path(run_dir)
+    out = {}
+    for case in cases:
+        for suffix in SEALED:
+            path = case_file(run_dir / CASES, case, suffix)
+            if path.is_file():
+                out[path.relative_to(run_dir).as_posix()] = sha256_file(path)
+    return out
+
+
+def root_digest(files: dict[str, str]) -> str:
+    """The run's root digest: the SHA-256 of its sealed files' digests, as canonical JSON. One value that names
+    every file the verdict rests on: quoted in the evidence and the summary, so a copy edited since shows."""
+    from kit.core.jsonio import canonical_bytes, sha256_bytes
+
+    return sha256_bytes(canonical_bytes(dict(sorted(files.items()))))
+

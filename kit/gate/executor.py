@@ -291,6 +291,8 @@ def _resume(plan: Plan, run_dir: Path, specs: list[CaseSpec], inputs: Inputs,
 
 
 def manifest(run: GateRun, command: Sequence[str]) -> dict:
+    # Finished, the files its verdict rests on, sealed by digest (`parity-kit verify` checks them).
+    sealed = rundir.sealed_files(run.run_dir, [s.name for s in run.specs]) if run.finished_at else None
     return {
         "name": run.plan.name,
         "descriptor": str(run.plan.path),
@@ -332,6 +334,8 @@ def manifest(run: GateRun, command: Sequence[str]) -> dict:
         "baselines": _baselines(run),
         # The gate's stated false-failure rate, its split over the drift cases and the bounds' measured rate.
         "false_failure_rate": plan_statement(run.plan),
+        "files": sealed,
+        "root_sha256": rundir.root_digest(sealed) if sealed is not None else None,
     }
 
 

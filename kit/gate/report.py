@@ -141,8 +141,11 @@ def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: fl
                   f"{md(nb['sha256'], code=True)})." for n, nb in manifest["notebooks"].items()]
     lines += false_failure_lines(manifest)
     lines += ["", _digests_line(manifest),
-              f"Reproduce: {md(' '.join(manifest.get('command') or ['parity-kit', 'gate']), code=True)}", ""]
-    return "\n".join(lines)
+              f"Reproduce: {md(' '.join(manifest.get('command') or ['parity-kit', 'gate']), code=True)}"]
+    if manifest.get("root_sha256"):  # what `parity-kit verify` checks a copy of the run against
+        lines.append(f"Root digest: {md(manifest['root_sha256'], code=True)} (`parity-kit verify` re-judges every "
+                     "case of a copy of this run, or its zip, with no engine).")
+    return "\n".join([*lines, ""])
 
 
 def false_failure_part(manifest: dict) -> dict:
@@ -388,7 +391,7 @@ def compact_case_table(view) -> str:
 
 def attach_zip(run_dir: str | Path, out_dir: str | Path) -> Path:
     """One zip to attach to an issue or PR: summary HTML and figures, executed notebooks, results,
-    evidence."""
+    evidence, and what each case was judged from (so that `parity-kit verify` judges the zip again)."""
     import zipfile
 
     import os
@@ -438,7 +441,9 @@ def attachable(run_dir: str | Path) -> list[Path]:
     wanted = [p for p in sorted(run_dir.rglob("*")) if p.is_file() and (
         p.suffix in (".ipynb", ".html") or p.name in (rundir.RESULT, rundir.EVIDENCE, rundir.MANIFEST,
                                                        rundir.CONTROL, rundir.DIAGNOSIS)
-        or (p.parent.name == rundir.FIGURES and p.suffix in (".png", ".svg")))]
+        or (p.parent.name == rundir.FIGURES and p.suffix in (".png", ".svg"))
+        # What `parity-kit verify` judges a zip from: each case's result, evidence and reference.
+        or (p.parent.name == rundir.CASES and p.name.endswith(rundir.SEALED)))]
     if not any(p.name == rundir.SUMMARY_HTML for p in wanted):
         raise BadInput(f"{run_dir} has no summary.html (run with --no-summary, or its summary failed): "
                        f"`{summary_later(run_dir)}` builds it")
