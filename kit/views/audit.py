@@ -212,6 +212,9 @@ def provenance_table(view: RunView) -> pd.DataFrame:
         busy = [g for g in listed if g.get("busy")]
         rows.insert(-3, ("GPUs", f"{len(listed)} from {node.get('source')}: {gpu_labels(listed) or node.get('problem')}"
                          + (f"; filled by another process: {gpu_labels(busy)}" if busy else ""), None))
+    if m.get("root_sha256"):  # what a copy of the run is checked against (`parity-kit verify`)
+        rows.append(("root digest", f"{len(m.get('files') or {})} sealed files: each case's result, evidence and "
+                     "reference; `parity-kit verify` judges a copy or the zip again", m["root_sha256"]))
     return pd.DataFrame(rows, columns=["what", "value", "digest"])
 
 
