@@ -198,15 +198,10 @@ def test_every_run_names_its_baselines_in_its_manifest_and_summary(tmp_path, emb
 
 
 def test_a_power_record_of_a_superseded_record_is_left_out_and_of_one_never_listed_refused(tmp_path, embedded):
-    from kit.core.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
-
     power = (embedded.descriptor.parent / embedded.doc["cases"]["hf-bf16"]["power"][0]).resolve()
     measured_against = json.loads(power.read_text())["record_sha256"]
     old = embedded.descriptor.parent.parent / "calibrations" / f"{measured_against}.json"
-    doc = json.loads(old.read_text())
-    doc["created_at"] = "2026-12-05T12:00:00+00:00"  # remade: other bytes, same figures
-    data = canonical_bytes(doc)
-    new = atomic_write_bytes(tmp_path / "calibrations" / f"{sha256_bytes(data)}.json", data)
+    new = _remade(old, tmp_path / "calibrations")  # other bytes, same figures
     lineage = tmp_path / "lineage"
     first = entry_for(old, lineage)
     write_entry(lineage, first)
