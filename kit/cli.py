@@ -662,12 +662,13 @@ def _baseline_make(args) -> int:
 
 
 def _baseline_log(args) -> int:
+    from kit.descriptor.baselines import lineage_problems
     from kit.baselines.log import chain_lines, chains
     from kit.descriptor.load import load_descriptor
     from kit.descriptor.plan import outline
 
     loaded = load_descriptor(args.descriptor)
-    problems = loaded.baselines.verify_lineage()
+    problems = lineage_problems(loaded)[1]
     if problems:  # a chain whose claims do not re-derive is not shown as if they did
         raise BadInput(problems[0])
     stated = outline(loaded)
@@ -685,16 +686,16 @@ def _baseline_log(args) -> int:
 
 
 def _baseline_verify(args) -> int:
+    from kit.descriptor.baselines import lineage_problems
     from kit.descriptor.load import load_descriptor
 
-    baselines = load_descriptor(args.descriptor).baselines
-    problems = baselines.verify_lineage()
+    entries, problems = lineage_problems(load_descriptor(args.descriptor))
     for line in problems:
         print(f"refused: {line}")
     if problems:
         return ExitCode.BAD_INPUT
-    print(f"verified: {len(baselines.lineage())} lineage entries (each file's digest; each record's bounds, and how "
-          "far they moved from its parent's, re-derived from its samples)")
+    print(f"verified: {entries} lineage entries (each file's digest; each record's bounds, and how far they moved "
+          "from its parent's, re-derived from its samples)")
     return ExitCode.PASSED
 
 

@@ -314,3 +314,9 @@ def tree_root(descriptor: Path) -> Path:
             return candidate
     return folder.parent
 
+
+def lineage_problems(desc: LoadedDescriptor) -> tuple[int, list[str]]:
+    """How many lineage entries ``desc`` keeps, and one line per entry whose claims do not re-derive
+    (``Baselines.verify_lineage``): what `baseline verify` prints and `baseline log` refuses on."""
+    return len(desc.baselines.lineage()), desc.baselines.verify_lineage()
+

@@ -91,7 +91,9 @@ def test_attach_zips_the_control_and_both_runs(tmp_path, capsys):
         assert sorted(z.namelist()) == sorted(
             ["ci/control.json", "ci/diagnosis.json", "ci/evidence.md", "ci/summary.html"]
             + [f"ci/{side}/{name}" for side in ("current", "candidate")
-               for name in ("manifest.json", "result.json", "evidence.md")])
+               for name in ("manifest.json", "result.json", "evidence.md")]
+            # Each run's case results, which `parity-kit verify` judges a zip from.
+            + [f"ci/{side}/cases/{case}.json" for side in ("current", "candidate") for case in ("hf-bf16", "hf-fp32")])
         results = {side: json.loads(z.read(f"ci/{side}/result.json")) for side in ("current", "candidate")}
         assert json.loads(z.read("ci/diagnosis.json"))["verdict"] == "regression"
     assert {side: doc["verdict"] for side, doc in results.items()} == {"current": "passed", "candidate": "failed"}
