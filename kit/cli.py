@@ -634,12 +634,16 @@ def _add_baseline_commands(sub) -> None:
 
 
 def _baseline_status(args) -> int:
+    from kit.descriptor.baselines import lineage_problems
     from kit.descriptor.standing import MISSING, plan_rows, table_markdown
     from kit.descriptor.load import load_descriptor
     from kit.descriptor.plan import resolve
 
-    plan = resolve(load_descriptor(args.descriptor), args.cases)
-    rows = plan_rows(plan)
+    loaded = load_descriptor(args.descriptor)
+    problems = lineage_problems(loaded)[1]
+    if problems:  # the rows date and word each baseline by its lineage: only once its claims re-derive
+        raise BadInput(problems[0])
+    rows = plan_rows(resolve(loaded, args.cases))
     print(json.dumps([r.to_dict() for r in rows], indent=2) if args.json else table_markdown(rows))
     return ExitCode.NO_BASELINE if any(r.standing == MISSING for r in rows) else ExitCode.PASSED
 
