@@ -214,24 +214,36 @@ class BoundMoves:
     moves: int
     wider: int
     tighter: int
+    # The latest move, per bucket that moved: its bound over the one before (1.33 = a third looser).
+    latest: tuple[tuple[str, float], ...] = ()
 
     @property
     def text(self) -> str:
         if not self.moves:
             return "never moved"
         parts = [f"{n} {word}" for n, word in ((self.wider, "wider"), (self.tighter, "tighter")) if n]
-        return f"moved {self.moves} time{'s' if self.moves != 1 else ''} ({', '.join(parts)})"
+        latest = ", ".join(f"bucket {b} {r:.2f}x" for b, r in self.latest)
+        return f"moved {self.moves} time{'s' if self.moves != 1 else ''} ({', '.join(parts)}; latest: {latest})"
 
 
 def bound_moves(entries: Sequence[LineageEntry]) -> BoundMoves:
     """Count the steps of a chain (oldest first) whose bounds changed, and in which direction: a step counts as
-    wider when any shared bucket's bound grew, tighter when any shrank (a step can be both)."""
+    wider when any shared bucket's bound grew, tighter when any shrank (a step can be both); and the latest move
+    per bucket, as a ratio."""
     moves = wider = tighter = 0
+    latest: tuple[tuple[str, float], ...] = ()
     for before, after in zip(entries, entries[1:]):
-        shared = set(before.bounds) & set(after.bounds)
+        shared = sorted(set(before.bounds) & set(after.bounds), key=_bucket_order)
         up = any(after.bounds[b] > before.bounds[b] for b in shared)
         down = any(after.bounds[b] < before.bounds[b] for b in shared)
         moves += up or down
         wider += up
         tighter += down
-    return BoundMoves(moves, wider, tighter)
+        if up or down:
+            latest = tuple((b, after.bounds[b] / before.bounds[b]) for b in shared
+                           if after.bounds[b] != before.bounds[b])
+    return BoundMoves(moves, wider, tighter, latest)
+
+
+def _bucket_order(bucket: str) -> tuple[int, str]:
+    return (int(bucket), bucket) if bucket.isdigit() else (0, bucket)

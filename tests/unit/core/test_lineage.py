@@ -112,6 +112,6 @@ def test_heads_chains_and_how_the_bounds_moved():
     assert chain(entries, mixed) == [first, wider, mixed]
     moves = bound_moves(chain(entries, mixed))
     assert (moves.moves, moves.wider, moves.tighter) == (2, 2, 1)
-    assert moves.text == "moved 2 times (2 wider, 1 tighter)"
+    assert moves.text == "moved 2 times (2 wider, 1 tighter; latest: bucket 128 0.90x, bucket 256 1.27x)"
     assert bound_moves([first]).text == "never moved"
     assert entry_of(entries, "b" * 64) == wider and entry_of(entries, "e" * 64) is None
