@@ -618,6 +618,9 @@ def _add_baseline_commands(sub) -> None:
                                       "a record's bounds, how far they moved from its parent's",
                        epilog=_exits("every entry verified"))
     vf.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR), help=desc_help)
+    vf.add_argument("--archive", action="append", default=[],
+                    help="a folder of run directories to backtest each record over again (repeatable): no known-bad "
+                         "run may pass under it, no known-good run fail unless its entry accepted the flips")
     vf.set_defaults(func=_baseline_verify)
 
     ad = bl.add_parser("adopt", help="write a first lineage entry for every listed baseline that has none",
@@ -690,16 +693,23 @@ def _baseline_log(args) -> int:
 
 
 def _baseline_verify(args) -> int:
+    from kit.baselines.verify import backtest_problems
     from kit.descriptor.baselines import lineage_problems
     from kit.descriptor.load import load_descriptor
+    from kit.descriptor.plan import outline
 
-    entries, problems = lineage_problems(load_descriptor(args.descriptor))
+    loaded = load_descriptor(args.descriptor)
+    entries, problems = lineage_problems(loaded)
+    stated = outline(loaded)
+    if args.archive and stated.baseline_folders is not None:
+        problems += backtest_problems(stated.lineage, stated.baseline_folders["lineage"], args.archive)
     for line in problems:
         print(f"refused: {line}")
     if problems:
         return ExitCode.BAD_INPUT
+    again = f"; each record backtested again over {', '.join(args.archive)}" if args.archive else ""
     print(f"verified: {entries} lineage entries (each file's digest; each record's bounds, and how far they moved "
-          "from its parent's, re-derived from its samples)")
+          f"from its parent's, re-derived from its samples{again})")
     return ExitCode.PASSED
 
 

@@ -257,3 +257,28 @@ def test_the_mark_bad_command_marks_the_run_and_says_where(tmp_path, capsys):
     assert main(["baseline", "mark-bad", str(run), "--reason", "the node's fan failed"]) == 0
     assert capsys.readouterr().out.strip() == f"marked {display(run / rundir.BAD_MARK)}"
     assert read_mark(run).reason == "the node's fan failed"
+
+
+def test_baseline_verify_backtests_each_record_again_and_names_a_known_bad_run_it_would_pass(tmp_path):
+    import os
+
+    from kit.baselines.verify import backtest_problems
+    from kit.core.jsonio import atomic_write_bytes
+    from kit.core.lineage import LineageEntry
+
+    old = record(OLD)
+    runs = tmp_path / "runs"
+    marked = write_run(runs / "marked", case_result({"a": 0.03, "b": 0.011, "c": 0.013}, old))
+    mark_bad(marked, "a miscompiled attention kernel")
+    write_run(runs / "passed", case_result(OLD[1], old))
+    lineage = tmp_path / "lineage"
+    entries = []
+    for name, r in (("tight", old), ("loose", record([*OLD, {"a": 0.05, "b": 0.012, "c": 0.014}]))):
+        path = atomic_write_bytes(tmp_path / "calibrations" / f"{r.sha256}.json", canonical_bytes(r.to_dict()))
+        entries.append(LineageEntry("test", "calibration", CASE, r.sha256, os.path.relpath(path, lineage), HERE,
+                                    None, name, ("parity-kit",), "2026-12-05", dict(r.bounds), {"replayed": 2,
+                                                                                               "flips": 0}))
+    assert backtest_problems(entries[:1], lineage, [runs]) == []
+    (problem,) = backtest_problems(entries[1:], lineage, [runs])
+    assert problem == (f"lineage entry {display(lineage)}: backtest over {display(runs)}: {result_file(marked)}: "
+                       "known bad (marked bad: a miscompiled attention kernel), would pass under its record")

@@ -1,0 +1,44 @@
+"""`parity-kit baseline verify --archive DIR`: each calibration record's backtest run again over an archive.
+
+A lineage entry states the backtest its record passed ("over 42 observations, 0 verdicts flipped"), over the runs
+the machine that made it could read. What a reviewer can check is what that backtest protects: run again over the
+archive given here, no known-bad run may pass under the record, and a known-good run it would now fail must have
+been accepted, with a reason, when the record was made. The other claims of an entry (its file, its bounds, how far
+they moved) are re-derived without an archive (kit.descriptor.baselines).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from kit.baselines.archive import read_archive
+from kit.baselines.backtest import backtest
+from kit.core.baselinekind import CALIBRATION
+from kit.core.calibration import load_record
+from kit.core.errors import BadInput
+from kit.core.lineage import LineageEntry
+from kit.core.paths import display
+
+
+def backtest_problems(entries: Sequence[LineageEntry], lineage: Path, archives: Sequence[str | Path]) -> list[str]:
+    """One line per calibration entry (of ``entries``, kept in the folder ``lineage``) whose record, backtested
+    again over ``archives``, would pass a known-bad run, or fail a known-good one that its entry accepted no flips
+    for. A run of the archive that cannot be read is passed over, as `baseline make --skip-unreadable` does."""
+    problems = []
+    roots = [Path(a) for a in archives]
+    shown = ", ".join(display(r) for r in roots)
+    for entry in (e for e in entries if e.kind == CALIBRATION.name):
+        where = f"lineage entry {display(entry.path or lineage)}"
+        try:
+            record = load_record((lineage / entry.file).resolve())
+        except BadInput as exc:
+            problems.append(f"{where}: {exc}")
+            continue
+        again = backtest(record, read_archive(roots, entry.case), skip_unreadable=True)
+        problems += [f"{where}: backtest over {shown}: {f.source}: known bad ({f.why}), would pass under its record"
+                     for f in again.refusals]
+        if not (entry.backtest or {}).get("accepted"):
+            problems += [f"{where}: backtest over {shown}: {f.source}: known good ({f.why}), would fail under its "
+                         "record, and its entry accepted no flips" for f in again.needs_acceptance]
+    return problems
