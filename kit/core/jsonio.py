@@ -83,7 +83,7 @@ def _process_umask() -> int:
 
 # mkstemp creates its file 0600 whatever the umask; artifacts must be readable as any other file the
 # user writes (teammates on a shared filesystem read summary.html and result.json).
-_FILE_MODE = 0o666 & ~_process_umask()
+FILE_MODE = 0o666 & ~_process_umask()
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
@@ -93,7 +93,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(fd, _FILE_MODE)
+        os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

@@ -398,6 +398,7 @@ def attach_zip(run_dir: str | Path, out_dir: str | Path) -> Path:
     import tempfile
 
     from kit.core.errors import BadInput
+    from kit.core.jsonio import FILE_MODE
 
     run_dir = Path(run_dir).resolve()
     wanted = attachable(run_dir)
@@ -405,6 +406,7 @@ def attach_zip(run_dir: str | Path, out_dir: str | Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        os.fchmod(fd, FILE_MODE)  # mkstemp's 0600 would keep an attachment from the teammates it is for
         with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w", compression=zipfile.ZIP_DEFLATED) as z:
             for p in wanted:
                 z.write(p, f"{run_dir.name}/{p.relative_to(run_dir).as_posix()}")

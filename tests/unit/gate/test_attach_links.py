@@ -59,3 +59,6 @@ def test_a_zip_already_there_is_never_written_over(tmp_path, capsys):
                    "written over (remove it, or attach into another folder)\n")
     assert (tmp_path / "attach" / "run.zip").read_bytes() == first
     assert [p.name for p in (tmp_path / "attach").iterdir()] == ["run.zip"]  # no temporary file left
+    from kit.core.jsonio import FILE_MODE
+
+    assert (tmp_path / "attach" / "run.zip").stat().st_mode & 0o777 == FILE_MODE  # readable as the umask says
