@@ -19,11 +19,11 @@ class BackendOptions(BaseModel):
         the descriptor layer warns about each. None by default."""
         return []
 
-    def calibration_variants(self) -> list[dict]:
+    def calibration_variants(self, launches: int = 2) -> list[dict]:
         """The clean variants ``parity-kit calibrate`` scores, one engine launch each: the case as set, the
-        backend's own implementation variants (``implementation_variants``), and a second launch (an
-        engine that is not deterministic across launches shows it there). A variant that changes nothing
-        of this case's options is dropped: it would count one measurement twice."""
+        backend's own implementation variants (``implementation_variants``), and ``launches - 1`` further
+        launches of the case as set (an engine that is not deterministic across launches shows it there). A
+        variant that changes nothing of this case's options is dropped: it would count one measurement twice."""
         current = self.model_dump()
         variants: list[dict] = [{"name": "as-set", "overrides": {}, "why": "the case as the descriptor sets it"}]
         seen = [current]
@@ -33,8 +33,9 @@ class BackendOptions(BaseModel):
                 continue
             seen.append(effective)
             variants.append({"name": name, "overrides": overrides, "why": why})
-        variants.append({"name": "as-set", "overrides": {}, "launch": 2,
-                         "why": "a second launch: nondeterminism across launches"})
+        variants.extend({"name": "as-set", "overrides": {}, "launch": n,
+                         "why": "a second launch: nondeterminism across launches" if n == 2 else
+                         f"launch {n}: nondeterminism across launches"} for n in range(2, launches + 1))
         return variants
 
     def implementation_variants(self) -> list[tuple[str, dict, str]]:

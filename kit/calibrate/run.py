@@ -96,7 +96,7 @@ def variants_for(spec: CaseSpec) -> list[dict]:
     """The backend's clean variants of this case (its options schema says which, and why)."""
     module, _, cls = registry.get(spec.backend).options.partition(":")
     options = getattr(importlib.import_module(module), cls).model_validate(spec.options)
-    return options.calibration_variants()
+    return options.calibration_variants(spec.calibration_launches)
 
 
 def semantic_cases(stated: Outline, only: Sequence[str] | None) -> list[str]:

@@ -41,6 +41,8 @@ class CaseSpec:
     repeat_launches: int = 1
     repeat_prompts: list[str] | None = None
     exact_repeats: bool = False
+    # Fresh launches of the case as set that calibrating (and measuring its power) scores.
+    calibration_launches: int = 2
     # The calibration record's reference (kit.core.calibration.CalibrationRecord.reference) when the
     # case's bounds come from measured noise; its drift test runs unless ``drift`` is off.
     calibration: dict[str, Any] | None = None

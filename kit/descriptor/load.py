@@ -162,8 +162,9 @@ class LoadedDescriptor:
                 buckets=c.buckets, prompt_ids=c.prompts,
                 options=c.backend_options(), release=identity, repeats=c.repeats,
                 repeat_launches=c.repeat_launches, repeat_prompts=c.repeat_prompts, exact_repeats=c.exact_repeats,
-                calibration=calibration, drift=c.drift, decode=c.decode or 0,
-                reference=reference, no_baseline=no_baseline, runtime=runtime, power=power, detectable_limit=limit,
+                calibration_launches=c.calibration_launches, calibration=calibration, drift=c.drift,
+                decode=c.decode or 0, reference=reference, no_baseline=no_baseline, runtime=runtime, power=power,
+                detectable_limit=limit,
             ))
         return specs
 

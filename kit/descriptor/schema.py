@@ -163,6 +163,10 @@ class CaseBase(_Strict):
     repeat_launches: int = Field(default=1, ge=1)
     repeat_prompts: list[str] | None = None
     exact_repeats: bool = False
+    # How many fresh engine launches of the case as set `parity-kit calibrate` scores (kit.backends.options): an
+    # engine whose launches differ (XLA autotuning on a GPU) gives a distinct sample per launch, and the rule's
+    # margin for few samples shrinks with each; on a deterministic engine a launch past the first repeats it.
+    calibration_launches: int = Field(default=2, ge=1, le=32)
     # The decode check (kit.core.decode): each prompt continued greedily this many steps through the
     # backend's own decode path (its KV cache), against a golden that carries continuations.
     decode: int | None = Field(default=None, ge=1)

@@ -11,6 +11,10 @@ import pytest
 
 from kit.backends.hf.options import HfOptions
 from kit.backends.jax.options import JaxOptions
+from kit.calibrate.run import variants_for
+from kit.descriptor.load import load_descriptor
+from kit.descriptor.plan import resolve
+from support import write_descriptor
 
 pytestmark = pytest.mark.unit
 
@@ -51,3 +55,25 @@ def test_jax_on_cpu_adds_the_rounding_variant():
     assert overrides(JaxOptions(dtype="bfloat16"))["rounded"] == {"excess_precision": False}
     assert overrides(JaxOptions(dtype="bfloat16", excess_precision=False))["excess-precision"] == {
         "excess_precision": True}
+
+
+def test_more_launches_add_fresh_launches_of_the_case_as_set_only():
+    # XLA's autotuning gives jax on a GPU another answer in most fresh launches: each is another sample.
+    gpu = JaxOptions(dtype="bfloat16", platform="gpu")
+    assert [v["name"] + (f"@{v['launch']}" if v.get("launch", 1) > 1 else "")
+            for v in gpu.calibration_variants(5)] == [
+        "as-set", "attention-chunked", "as-set@2", "as-set@3", "as-set@4", "as-set@5"]
+    assert all(v["overrides"] == {} for v in gpu.calibration_variants(5) if v.get("launch", 1) > 1)
+    assert names(gpu) == names(gpu)[:2] + ["as-set@2"]  # two launches unless the descriptor asks for more
+    assert [v["name"] for v in gpu.calibration_variants(1)] == ["as-set", "attention-chunked"]
+
+
+def test_a_case_asks_for_its_launches_in_the_descriptor(tmp_path, embedded):
+    # The descriptor, not a flag, says it: `baseline make --again` and `power` measure what calibrate measured.
+    case = {**embedded.doc["cases"]["hf-bf16"], "calibration_launches": 4}
+    desc = load_descriptor(write_descriptor(tmp_path, embedded, cases={"hf-bf16": case}))
+    spec = resolve(desc, ["hf-bf16"], resolve_calibration=False).case("hf-bf16").spec
+    assert spec.calibration_launches == 4
+    launches = [v.get("launch", 1) for v in variants_for(spec)]
+    assert launches[-3:] == [2, 3, 4] and launches.count(1) == len(launches) - 3
+    assert resolve(load_descriptor(embedded.descriptor), ["hf-bf16"]).case("hf-bf16").spec.calibration_launches == 2

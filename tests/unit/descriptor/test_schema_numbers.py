@@ -34,6 +34,8 @@ CASE = {
                          "timeout_s: expected a finite number, got inf"),
     "top_n zero": ({"top_n": 0}, "top_n = 0", "top_n: expected greater than or equal to 1, got 0"),
     "repeats zero": ({"repeats": 0}, "repeats = 0", "repeats: expected greater than or equal to 1, got 0"),
+    "calibration launches zero": ({"calibration_launches": 0}, "calibration_launches = 0",
+                                  "calibration_launches: expected greater than or equal to 1, got 0"),
     "cpus infinite": ({"resources": {"num_cpus": float("inf")}}, "num_cpus = inf",
                       "resources.num_cpus: expected a finite number, got inf"),
     "gpus negative": ({"resources": {"num_gpus": -1.0}}, "num_gpus = -1.0",
