@@ -509,13 +509,14 @@ def bench_float32(model_dir: str, lengths: list[int], variants: list[str], repea
     return rows
 
 
-def score_fixture(model_dir: str, fixture: str, case: str, out: Path | None) -> dict:
+def score_fixture(model_dir: str, fixture: str, case: str, out: Path | None, padding: str = "auto") -> dict:
     """One gate case's backend scoring every prompt of ``fixture``, bucket by bucket, outside the gate (no
     notebook, no papermill): the seconds of loading and of each bucket, compiling included, as the case's
     "scoring" time counts them; ``out`` receives the top log-probabilities per prompt (JSON), to compare
     with the golden or with another run. Cases: hf-f32 (sdpa_repeat_kv), hf-bf16 (layers compiled), jax-f32,
     jax-bf16, as descriptors/gpu-h200-64.toml sets them. How the 2026-12-04 float32 figures were taken
-    (several at once, in separate processes, for the four-case figure)."""
+    (several at once, in separate processes, for the four-case figure). ``padding``: the jax cases' option
+    (kit.backends.jax.options), to time one padding against another in one run."""
     from kit.core.fixture import load_fixture
 
     prompts = load_fixture(fixture).prompts
@@ -529,7 +530,7 @@ def score_fixture(model_dir: str, fixture: str, case: str, out: Path | None) -> 
     else:
         from kit.backends.jax.runtime import JaxBackend
 
-        backend = JaxBackend(model_dir, dtype, platform="gpu")
+        backend = JaxBackend(model_dir, dtype, platform="gpu", padding=padding)
     times = {"load": time.perf_counter() - t0}
     observed = {}
     for bucket in sorted({p.bucket for p in prompts}):
@@ -591,11 +592,13 @@ def main(argv: list[str] | None = None) -> int:
                     "descriptors/gpu-h200-64.toml would (hf-f32, hf-bf16, jax-f32, jax-bf16); --json gets its outputs")
     ap.add_argument("--fixture", help="the fixture --score-fixture scores",
                     default="fixtures/819217be9528f0da14324cf54cd89028ff0bb3e0226b83c666487dd457760374.json")
+    ap.add_argument("--padding", default="auto", choices=("auto", "bucket", "steps"),
+                    help="--score-fixture's padding of the jax cases (kit.backends.jax.options)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     buckets = [int(b) for b in args.buckets.split(",")]
     if args.score_fixture:
-        score_fixture(args.model, args.fixture, args.score_fixture, args.json)
+        score_fixture(args.model, args.fixture, args.score_fixture, args.json, args.padding)
         return 0
     if args.float32:
         rows = bench_float32(args.model, [int(x) for x in args.float32.split(",")], args.f32_variants.split(","),

@@ -23,6 +23,11 @@ class JaxOptions(BackendOptions):
     # XLA may keep a fused computation's intermediate values in float32 where the program rounds them to
     # bfloat16 (its default, like torch.compile); False makes it round at every operation, like eager torch.
     excess_precision: bool = True
+    # How far a prompt is padded (one compiled program per length): "bucket", to its bucket's length; "steps", in
+    # long buckets to the next quarter of the bucket (kit.backends.jax.runtime.padded_length); "auto": steps for
+    # float32 on a GPU, where compiling is cheap and a forward of padding is not, the bucket otherwise (bfloat16's
+    # records were measured with it).
+    padding: Literal["auto", "bucket", "steps"] = "auto"
     # Split the model over this many devices by heads (kit.backends.jax.sharding says what and why); on
     # CPU the case's kernel splits the host into that many XLA devices. 1: one device, no mesh.
     tensor_parallel: int = Field(default=1, ge=1)

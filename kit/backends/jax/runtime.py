@@ -34,6 +34,29 @@ def float32_gpu_options(dtype: str, platform: str) -> dict:
     return {"xla_gpu_enable_triton_gemm": False} if dtype == "float32" and platform == "gpu" else {}
 
 
+STEPS_FROM = 8192  # buckets from this length up are padded in quarter steps under "steps" padding
+STEPS = 4
+
+
+def choose_padding(requested: str, dtype: str, platform: str) -> str:
+    if requested != "auto":
+        return requested
+    return "steps" if float32_gpu_options(dtype, platform) else "bucket"
+
+
+def padded_length(n_tokens: int, bucket: int, padding: str) -> int:
+    """The length a prompt is scored at: its bucket's, or under "steps" in a long bucket the next quarter of it.
+
+    Right padding behind a causal mask changes no real position's logits, only the work: a 17K-token prompt of
+    the 32K bucket costs a 32K-token forward, and in float32 on an H200 the 16K and 32K buckets were 86 % of the
+    jax-f32 case's scoring (docs/gpu-figures.md). A quarter step holds at most a quarter of the bucket of padding
+    for at most three more programs per bucket, each a multiple of the attention's query block."""
+    if padding != "steps" or bucket < STEPS_FROM or n_tokens >= bucket:
+        return max(bucket, n_tokens)
+    step = bucket // STEPS
+    return -(-n_tokens // step) * step
+
+
 def choose_attention(requested: str, dtype: str, platform: str, seq: int) -> str:
     if requested != "auto":
         return requested
@@ -48,7 +71,7 @@ class JaxBackend:
     name = "jax"
 
     def __init__(self, model_path: str, dtype: str = "float32", attention: str = "auto", platform: str = "cpu",
-                 excess_precision: bool = True, tensor_parallel: int = 1, case: str = "jax"):
+                 excess_precision: bool = True, tensor_parallel: int = 1, case: str = "jax", padding: str = "auto"):
         # By default jax takes 75% of a GPU's memory at start; a gate case shares its GPU with others.
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
         if platform == "cpu" and tensor_parallel > 1:
@@ -62,6 +85,7 @@ class JaxBackend:
         self._jax = jax
         self.dtype, self.attention, self.platform = dtype, attention, platform
         self.excess_precision = excess_precision
+        self.padding = choose_padding(padding, dtype, platform)
         devices = jax.devices(platform)
         self.device = devices[0]
         self.tp = None
@@ -93,6 +117,8 @@ class JaxBackend:
                "device": self.platform, "device_name": getattr(self.device, "device_kind", str(self.device))}
         if float32_gpu_options(self.dtype, self.platform):  # cuBLAS for every matmul (float32_gpu_options)
             out["xla_triton_gemm"] = False
+        if self.padding != "bucket":  # other programs' shapes, another summation order: the provenance says so
+            out["padding"] = self.padding
         if not self.excess_precision:  # another rounding than XLA's default: the provenance must tell them apart
             out["excess_precision"] = False
         if self.tp is not None:  # another summation order (kit.backends.jax.sharding): the provenance says so
@@ -125,7 +151,7 @@ class JaxBackend:
         jax = self._jax
         out = []
         for prompt in prompts:
-            seq = max(prompt.bucket, prompt.n_tokens)
+            seq = padded_length(prompt.n_tokens, prompt.bucket, self.padding)
             attention = choose_attention(self.attention, self.dtype, self.platform, seq)
             self._used[str(prompt.bucket)] = attention
             ids = np.zeros((1, seq), dtype=np.int32)

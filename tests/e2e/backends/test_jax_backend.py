@@ -8,6 +8,7 @@ or more.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -16,7 +17,7 @@ import pytest
 
 from kit.backends.hf.runtime import HfBackend
 from kit.backends.jax.llama import shape_from_config
-from kit.backends.jax.runtime import JaxBackend, choose_attention
+from kit.backends.jax.runtime import JaxBackend, choose_attention, choose_padding, padded_length
 from kit.core.fixture import load_fixture
 from kit.core.safetensors_io import read_tensors
 from support import ROOT, parity_kit
@@ -102,7 +103,7 @@ def test_chunked_attention_is_exact_causal_attention_over_grouped_heads(monkeypa
     k, v = (jax.random.normal(key, (1, 1024, 2, 32)) for key in keys[1:])
     ours = kit.backends.jax.llama.chunked_causal_attention(q, k, v, jax.lax.Precision.HIGHEST)
     reference = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation="xla")
-    assert kit.backends.jax.llama.query_block(1024) == 64
+    assert kit.backends.jax.llama.query_block(1024, 4) == 64
     assert float(abs(ours - reference).max()) < 1e-5
 
 
@@ -112,6 +113,35 @@ def test_attention_choice():
     assert choose_attention("auto", "float32", "cpu", 1024) == "xla"
     assert choose_attention("auto", "float32", "cpu", 32768) == "chunked"
     assert choose_attention("xla", "float32", "gpu", 32768) == "xla"
+
+
+def test_padding_choice():
+    # float32 on a GPU pads long buckets in quarter steps; bfloat16 keeps its bucket (its records' shapes).
+    assert choose_padding("auto", "float32", "gpu") == "steps"
+    assert choose_padding("auto", "bfloat16", "gpu") == choose_padding("auto", "float32", "cpu") == "bucket"
+    assert choose_padding("steps", "float32", "cpu") == "steps"
+    assert [padded_length(n, 32768, "steps") for n in (16385, 24576, 24577, 32768, 40000)] == [
+        24576, 24576, 32768, 32768, 40000]
+    assert [padded_length(n, 16384, "steps") for n in (4097, 8193)] == [4096 * 2, 12288]
+    assert padded_length(300, 4096, "steps") == padded_length(300, 4096, "bucket") == 4096  # short buckets: one shape
+    assert padded_length(17000, 32768, "bucket") == 32768
+
+
+def test_steps_padding_scores_a_long_bucket_prompt_shorter_and_the_same(embedded, cases, hf_f32, monkeypatch):
+    """A short prompt of a long bucket (1024 tokens here, long from 1024 on) scored at its quarter step and at the
+    whole bucket: right padding behind the causal mask moves no real position, so both agree with hf to float32
+    rounding, and the stepped one ran a program a quarter of the bucket's length."""
+    import kit.backends.jax.runtime
+
+    monkeypatch.setattr(kit.backends.jax.runtime, "STEPS_FROM", 1024)
+    long = [dataclasses.replace(cases[0], bucket=1024)]
+    assert long[0].n_tokens <= 256
+    stepped = JaxBackend(str(embedded.model), dtype="float32", padding="steps")
+    whole = JaxBackend(str(embedded.model), dtype="float32", padding="bucket")
+    a, b = stepped.observe(long, top_n=20), whole.observe(long, top_n=20)
+    assert [seq for seq, _ in stepped._compiled] == [256] and [seq for seq, _ in whole._compiled] == [1024]
+    assert largest_difference(hf_f32[0], a[0]) < TOLERANCE and largest_difference(hf_f32[0], b[0]) < TOLERANCE
+    assert stepped.release()["padding"] == "steps" and "padding" not in whole.release()
 
 
 def test_reader_matches_the_safetensors_package(embedded):
