@@ -23,10 +23,6 @@ import numpy as np
 ATTENTIONS = ("xla", "cudnn", "chunked")
 QUERY_BLOCK = 512  # rows of the score matrix held at once by the chunked attention (at least)
 MAX_BLOCKS = 16  # query blocks per attention at most: each is its own matmul shape in the compiled program
-# One block's float32 scores, every head, at most: XLA holds a few copies of a block's scores (the product, its
-# transpose, the probabilities) and a few blocks at once. With 2048-row blocks a 32K-token float32 prompt of the
-# 1.5B GPU model asked for 38.5 GiB at once and ran out of memory on an 80 GiB H100 (docs/gpu-figures.md).
-SCORE_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -138,16 +134,15 @@ def rotate(x, cos, sin):
     return x * cos[None, :, None, :] + rotated * sin[None, :, None, :]
 
 
-def query_block(seq: int, heads: int) -> int:
-    """Rows of the score matrix the chunked attention holds at once for a ``seq``-token program of ``heads`` query
-    heads: QUERY_BLOCK, doubled while that leaves more than MAX_BLOCKS blocks, still divides ``seq`` and keeps a
-    block's float32 scores within SCORE_BYTES (fewer, larger matmuls, each block its own matmul shape in the
-    compiled program, against the memory a block's scores take); ``seq`` itself when QUERY_BLOCK does not
-    divide it."""
+def query_block(seq: int) -> int:
+    """Rows of the score matrix the chunked attention holds at once for a ``seq``-token program:
+    QUERY_BLOCK, doubled while that leaves more than MAX_BLOCKS blocks and still divides ``seq`` (fewer,
+    larger matmuls; each block is its own matmul shape in the compiled program); ``seq`` itself when
+    QUERY_BLOCK does not divide it."""
     if seq % QUERY_BLOCK:
         return seq
     block = QUERY_BLOCK
-    while seq // block > MAX_BLOCKS and seq % (2 * block) == 0 and 2 * block * seq * heads * 4 <= SCORE_BYTES:
+    while seq // block > MAX_BLOCKS and seq % (2 * block) == 0:
         block *= 2
     return block
 
@@ -171,7 +166,7 @@ def chunked_causal_attention(q, k, v, precision):
     kv = k.shape[2]
     group = n // kv
     q = q.reshape(b, s, kv, group, d)
-    block = query_block(s, n)
+    block = query_block(s)
     scale = 1.0 / d ** 0.5
     out = []
     for start in range(0, s, block):

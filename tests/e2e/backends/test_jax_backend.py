@@ -103,7 +103,7 @@ def test_chunked_attention_is_exact_causal_attention_over_grouped_heads(monkeypa
     k, v = (jax.random.normal(key, (1, 1024, 2, 32)) for key in keys[1:])
     ours = kit.backends.jax.llama.chunked_causal_attention(q, k, v, jax.lax.Precision.HIGHEST)
     reference = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation="xla")
-    assert kit.backends.jax.llama.query_block(1024, 4) == 64
+    assert kit.backends.jax.llama.query_block(1024) == 64
     assert float(abs(ours - reference).max()) < 1e-5
 
 

@@ -13,21 +13,13 @@ pytestmark = pytest.mark.unit
 
 def test_query_blocks_grow_to_at_most_sixteen_per_prompt_and_divide_it():
     assert llama.QUERY_BLOCK == 512 and llama.MAX_BLOCKS == 16
-    assert llama.query_block(256, 16) == 256  # one block: 512 does not divide it
-    assert llama.query_block(1024, 16) == 512
-    assert llama.query_block(8192, 16) == 512  # 16 blocks
-    assert llama.query_block(16384, 16) == 1024
-    assert llama.query_block(20480, 2) == 2048  # 10 blocks: 4096 would not divide it
-    assert llama.query_block(3000, 16) == 3000
-
-
-def test_a_block_of_a_long_prompt_keeps_its_scores_within_a_gibibyte():
-    # 16 heads at 32K tokens: 2048 rows would be 4 GiB of float32 scores a block, and XLA holds several at once.
-    assert llama.query_block(32768, 16) == 512
-    assert llama.query_block(32768, 4) == 2048  # fewer heads: the 16-block rule again
-    for seq in (8192, 16384, 24576, 32768):
-        block = llama.query_block(seq, 16)
-        assert seq % block == 0 and block * seq * 16 * 4 <= llama.SCORE_BYTES
+    assert llama.query_block(256) == 256  # one block: 512 does not divide it
+    assert llama.query_block(1024) == 512
+    assert llama.query_block(8192) == 512  # 16 blocks
+    assert llama.query_block(16384) == 1024
+    assert llama.query_block(32768) == 2048
+    assert llama.query_block(20480) == 2048  # 10 blocks: 4096 would not divide it
+    assert llama.query_block(3000) == 3000
 
 
 def test_only_float32_on_a_gpu_leaves_triton_gemm_for_cublas():
