@@ -60,7 +60,8 @@ TYPED: tuple[type[EngineFault], ...] = (EngineDidNotStart, EngineStoppedAnswerin
 # The class names of an out-of-memory error: Python's own, torch's (torch.OutOfMemoryError, and
 # torch.cuda.OutOfMemoryError, the same class), Ray's.
 MEMORY_ERRORS = ("MemoryError", "OutOfMemoryError")
-_BY_NAME = {**{cls.__name__: cls.kind for cls in TYPED}, **dict.fromkeys(MEMORY_ERRORS, outcomes.OUT_OF_MEMORY)}
+_BY_NAME = {**{cls.__name__: cls.kind for cls in TYPED}, **dict.fromkeys(MEMORY_ERRORS, outcomes.OUT_OF_MEMORY),
+            BadInput.__name__: outcomes.BAD_INPUT}
 
 
 def kind_named(class_name: str | None) -> str:

@@ -21,7 +21,10 @@ OUT_OF_MEMORY = "out-of-memory"
 WORKER_LOST = "worker-lost"
 INTERRUPTED = "interrupted"
 EXECUTOR = "executor"  # the executor could not start the case or record its result
-CASE_ERROR = "case-error"  # the case raised for a reason of its own: a bad input, a bug
+CASE_ERROR = "case-error"  # the case raised for a reason of its own: a bug, an answer of the wrong shape
+# The case refused what it was given (kit.core.errors.BadInput raised in a cell: a record of another GPU, a missing
+# file): the same refusal whatever else failed beside it, so never a sign of the job.
+BAD_INPUT = "bad-input"
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,10 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind(INTERRUPTED, True, "the run was interrupted"),
     Kind(EXECUTOR, True, "the executor could not start or record the case"),
     Kind(CASE_ERROR, False, "case error"),
+    Kind(BAD_INPUT, False, "bad input"),
 )}
+# Kinds that explain an error in full: the rule of cases erroring together (kit.core.triage) does not count them.
+EXPLAINED = frozenset({BAD_INPUT})
 
 
 def kind_of(name: str | None) -> Kind | None:

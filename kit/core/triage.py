@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence
 
-from kit.core.outcomes import kind_of
+from kit.core.outcomes import EXPLAINED, kind_of
 from kit.core.records import BORROWED, ERROR, FAILED, TIMEOUT, CaseResult
 from kit.core.verdict import Failure, Kind, failures_of, legacy
 from kit.core.verdict.failure import WINNER_CHANGES
@@ -99,9 +99,10 @@ def _infrastructure_sign(r: CaseResult, _: Sequence[CaseResult]) -> Triage | Non
 def _correlated(r: CaseResult, run: Sequence[CaseResult]) -> Triage | None:
     """An unexplained error while cases of other backends errored too: unrelated code failing together
     points at the job (a full disk, a node going away), not at each case."""
-    if r.status != ERROR:
+    if r.status != ERROR or r.error_kind in EXPLAINED:
         return None
-    broke = [o for o in run if o.status in (ERROR, TIMEOUT)]
+    # A case that refused its input failed for that reason alone, however many failed beside it.
+    broke = [o for o in run if o.status in (ERROR, TIMEOUT) and o.error_kind not in EXPLAINED]
     if not any(o.case == r.case for o in broke):
         broke.append(r)
     backends = sorted({o.backend for o in broke})

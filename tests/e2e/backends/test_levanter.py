@@ -166,6 +166,8 @@ def test_a_rope_base_levanter_cannot_compute_is_refused_not_ignored(tmp_path, em
     assert case["status"] == "error"
     assert case["error"].startswith(f"cell 3 raised BadInput: model folder {model}: config.json asks for "
                                     "RoPE base 20000 (Levanter 1.1 hard-codes 10000); partial notebook ")
+    # Typed where it arose, in the Levanter kernel: a refusal, never retried as the job's.
+    assert case["error_kind"] == "bad-input" and case["triage"]["class"] == "case-error" and case["attempts"] == []
 
 
 def test_missing_levanter_kernel_is_one_line_with_the_install_command(tmp_path, embedded):

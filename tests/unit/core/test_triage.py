@@ -91,6 +91,22 @@ def test_a_case_error_kind_while_other_backends_errored_is_still_a_job_level_eve
     assert classify(a, [a, b]).evidence.startswith("infrastructure: 2 cases of backends hf, vllm errored")
 
 
+def test_a_refused_input_is_the_cases_own_however_many_errored_beside_it():
+    # On a GPU of another model two bfloat16 cases refuse their records while a third runs out of memory: the
+    # refusals are not a job-level event, not retried, and do not make the third one.
+    text = ("cell 3 raised BadInput: case hf-bf16: calibration c.json measured noise on NVIDIA H200, this case runs "
+            "on NVIDIA H100 80GB HBM3: calibrate here, or set accept_noise_changes = [\"hardware\"]")
+    a = error(text, "hf-bf16", "hf", kind=outcomes.BAD_INPUT)
+    b = error(text.replace("hf-bf16", "jax-bf16"), "jax-bf16", "jax", kind=outcomes.BAD_INPUT)
+    c = error("cell 3 raised JaxRuntimeError: RESOURCE_EXHAUSTED", "jax-f32", "jax", kind=outcomes.CASE_ERROR)
+    run = [a, b, c, CaseResult("hf-f32", "hf", "passed")]
+    assert classify(a, run) == Triage(CASE_ERROR, f"case error: {text}")
+    assert classify(c, run) == Triage(CASE_ERROR, "case error: cell 3 raised JaxRuntimeError: RESOURCE_EXHAUSTED")
+    # Two unexplained errors of two backends stay a job-level event beside a refusal.
+    d = error("cell 2 raised OSError: y", "hf-f32", "hf", kind=outcomes.CASE_ERROR)
+    assert classify(c, [a, c, d]).evidence.startswith("infrastructure: 2 cases of backends hf, jax errored")
+
+
 def test_a_kind_this_kit_does_not_know_is_read_as_an_older_record():
     assert classify(error("the kernel died mid-case", kind="from-a-newer-kit")) == Triage(
         INFRASTRUCTURE, "infrastructure: the kernel died: the kernel died mid-case")
@@ -207,6 +223,7 @@ def test_an_error_kind_round_trips_and_is_checked_as_a_string():
         check_case_result({**r.to_dict(), "error_kind": 3}, "c")
 
 
-def test_every_kind_is_infrastructure_but_a_case_error():
-    assert {k.name for k in outcomes.KINDS.values() if not k.infrastructure} == {outcomes.CASE_ERROR}
+def test_every_kind_is_infrastructure_but_a_case_error_and_a_bad_input():
+    assert {k.name for k in outcomes.KINDS.values() if not k.infrastructure} == {outcomes.CASE_ERROR,
+                                                                                outcomes.BAD_INPUT}
     assert all(k.words for k in outcomes.KINDS.values())

@@ -48,6 +48,7 @@ def live_handle() -> notebook.KernelHandle:
     ("torch.OutOfMemoryError", outcomes.OUT_OF_MEMORY),
     ("KeyError", outcomes.CASE_ERROR),
     ("VllmServerError", outcomes.CASE_ERROR),  # an answer of the wrong shape: the case's own
+    ("BadInput", outcomes.BAD_INPUT),  # the case refused its input: a record of another GPU, a missing file
 ])
 def test_a_cell_error_has_the_kind_of_the_class_it_raised(monkeypatch, tmp_path, ename, kind):
     outcome = run_with(monkeypatch, tmp_path, raising(cell_error(ename, "Connection refused, out of memory")))
