@@ -12,7 +12,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Sequence
 
-from kit.core.lineage import LineageEntry, bound_moves, chain, heads
+from kit.core.lineage import LineageEntry, bound_changes, bound_moves, chain, heads
 from kit.core.lineageclaims import accepted_looser
 
 
@@ -70,7 +70,6 @@ def _backtest_text(step: LineageEntry) -> str:
 def _bounds_change(before: LineageEntry | None, step: LineageEntry) -> str:
     if before is None or not step.bounds:
         return f"; bounds {dict(step.bounds)}" if step.bounds else ""
-    moved = [f"bucket {b} {before.bounds[b]:g} -> {v:g} ({v / before.bounds[b]:.2f}x)" for b, v in step.bounds.items()
-             if b in before.bounds and before.bounds[b] != v]
+    moved = [m.text for m in bound_changes(before.bounds, step.bounds)]
     looser = f" (looser, because: {why})" if (why := accepted_looser(step)) else ""
     return f"; bounds moved: {', '.join(moved)}{looser}" if moved else "; bounds unchanged"

@@ -13,7 +13,6 @@ Stdlib only, like every record format of kit.core.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -21,7 +20,7 @@ from typing import Any, Mapping, Sequence
 from kit.core.errors import BadInput
 from kit.core.golden import Step
 from kit.core.jsonio import atomic_write_bytes, canonical_bytes, parse_json_input, read_input_bytes
-from kit.core.records import Continuation, Observation
+from kit.core.records import Continuation, Observation, pairs_from_json, pairs_to_json
 from kit.core.spec import CaseSpec
 from kit.core.verdict.judge import Judged, Scored, judge
 
@@ -50,11 +49,11 @@ class CaseEvidence:
         return {"format": FORMAT, "spec": self.spec.to_dict(), "exact": self.exact,
                 "prompts": [[p.id, p.bucket, p.n_tokens] for p in self.prompts],
                 "golden": {"sha256": self.golden_sha256,
-                           "tops": {k: _pairs(v) for k, v in self.golden_tops.items()},
+                           "tops": {k: pairs_to_json(v) for k, v in self.golden_tops.items()},
                            "continuations": {k: [_step(s) for s in v] for k, v in self.golden_continuations.items()}},
-                "observations": [_observed(o) for o in self.observations],
+                "observations": [o.to_dict() for o in self.observations],
                 "continuations": {k: [_step(s) for s in c.steps] for k, c in self.continuations.items()},
-                "runs": {k: [_observed(o) for o in v] for k, v in self.runs.items()},
+                "runs": {k: [o.to_dict() for o in v] for k, v in self.runs.items()},
                 "drift": self.drift}
 
     def save(self, path: str | Path) -> Path:
@@ -79,36 +78,20 @@ def _from_dict(d: Any, path: Path) -> CaseEvidence:
         spec=CaseSpec.from_dict(d["spec"]), exact=bool(d["exact"]),
         prompts=[Scored(str(i), int(b), int(n)) for i, b, n in d["prompts"]],
         golden_sha256=str(golden["sha256"]),
-        golden_tops={k: _from_pairs(v) for k, v in golden["tops"].items()},
+        golden_tops={k: pairs_from_json(v) for k, v in golden["tops"].items()},
         golden_continuations={k: tuple(_from_step(s) for s in v) for k, v in golden["continuations"].items()},
-        observations=[_observation(o) for o in d["observations"]],
+        observations=[Observation.from_dict(o) for o in d["observations"]],
         continuations={k: Continuation(k, tuple(_from_step(s) for s in v)) for k, v in d["continuations"].items()},
-        runs={k: [_observation(o) for o in v] for k, v in d["runs"].items()},
+        runs={k: [Observation.from_dict(o) for o in v] for k, v in d["runs"].items()},
         drift=d["drift"], path=path)
-
-
-def _pairs(top: Sequence[tuple[int, float]]) -> list[list]:
-    # An engine's NaN or infinite logprob is evidence too (the judge fails it): kept as its name, since JSON has
-    # no number for it.
-    return [[int(t), lp if math.isfinite(lp) else str(lp)] for t, lp in ((t, float(lp)) for t, lp in top)]
-
-
-def _from_pairs(top: Sequence[Sequence]) -> tuple[tuple[int, float], ...]:
-    return tuple((int(t), float(lp)) for t, lp in top)
 
 
 def _step(step: Step) -> list:
     token, top = step
-    return [int(token), _pairs(top)]
+    return [int(token), pairs_to_json(top)]
 
 
 def _from_step(step: Sequence) -> Step:
-    return int(step[0]), _from_pairs(step[1])
+    return int(step[0]), pairs_from_json(step[1])
 
 
-def _observation(o: Mapping) -> Observation:
-    return Observation(str(o["case_id"]), _from_pairs(o["top_logprobs"]), int(o["n_tokens"]))
-
-
-def _observed(o: Observation) -> dict:
-    return {"case_id": o.prompt_id, "n_tokens": o.n_tokens, "top_logprobs": _pairs(o.top_logprobs)}

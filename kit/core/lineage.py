@@ -15,6 +15,7 @@ Stdlib only, like every record format of kit.core.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -208,21 +209,48 @@ def entry_of(entries: Sequence[LineageEntry], baseline_sha256: str) -> LineageEn
 
 
 @dataclass(frozen=True)
+class BoundMove:
+    """One bucket's bound from one baseline to the next: the one way a move is said, wherever it is shown."""
+
+    bucket: str
+    before: float
+    after: float
+
+    @property
+    def ratio(self) -> float:
+        return self.after / self.before if self.before else math.inf
+
+    @property
+    def text(self) -> str:
+        return f"bucket {self.bucket} {self.before:g} -> {self.after:g} ({self.ratio:.2f}x)"
+
+    @property
+    def short(self) -> str:
+        return f"bucket {self.bucket} {self.ratio:.2f}x"
+
+
+def bound_changes(before: Mapping[str, float], after: Mapping[str, float]) -> list[BoundMove]:
+    """Each bucket both bound whose bound changed, in bucket order."""
+    shared = sorted(set(before) & set(after), key=_bucket_order)
+    return [BoundMove(b, float(before[b]), float(after[b])) for b in shared if after[b] != before[b]]
+
+
+@dataclass(frozen=True)
 class BoundMoves:
     """How a chain's bounds moved from each baseline to the next: wider, tighter, or both (per bucket)."""
 
     moves: int
     wider: int
     tighter: int
-    # The latest move, per bucket that moved: its bound over the one before (1.33 = a third looser).
-    latest: tuple[tuple[str, float], ...] = ()
+    # The latest move, per bucket that moved (its ratio: 1.33 = a third looser).
+    latest: tuple[BoundMove, ...] = ()
 
     @property
     def text(self) -> str:
         if not self.moves:
             return "never moved"
         parts = [f"{n} {word}" for n, word in ((self.wider, "wider"), (self.tighter, "tighter")) if n]
-        latest = ", ".join(f"bucket {b} {r:.2f}x" for b, r in self.latest)
+        latest = ", ".join(m.short for m in self.latest)
         return f"moved {self.moves} time{'s' if self.moves != 1 else ''} ({', '.join(parts)}; latest: {latest})"
 
 
@@ -231,17 +259,16 @@ def bound_moves(entries: Sequence[LineageEntry]) -> BoundMoves:
     wider when any shared bucket's bound grew, tighter when any shrank (a step can be both); and the latest move
     per bucket, as a ratio."""
     moves = wider = tighter = 0
-    latest: tuple[tuple[str, float], ...] = ()
+    latest: tuple[BoundMove, ...] = ()
     for before, after in zip(entries, entries[1:]):
-        shared = sorted(set(before.bounds) & set(after.bounds), key=_bucket_order)
-        up = any(after.bounds[b] > before.bounds[b] for b in shared)
-        down = any(after.bounds[b] < before.bounds[b] for b in shared)
-        moves += up or down
+        changed = bound_changes(before.bounds, after.bounds)
+        up = any(m.after > m.before for m in changed)
+        down = any(m.after < m.before for m in changed)
+        moves += bool(changed)
         wider += up
         tighter += down
-        if up or down:
-            latest = tuple((b, after.bounds[b] / before.bounds[b]) for b in shared
-                           if after.bounds[b] != before.bounds[b])
+        if changed:
+            latest = tuple(changed)
     return BoundMoves(moves, wider, tighter, latest)
 
 

@@ -17,32 +17,21 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from kit.core.calibration import CalibrationRecord
-from kit.core.lineage import LineageEntry
+from kit.core.lineage import BoundMove, LineageEntry
 
 ACCEPT_LOOSER = "--accept-looser"  # the flag of `parity-kit baseline make` that lets a record loosen its bounds
 
 
 @dataclass(frozen=True)
-class Movement:
-    """One bucket's bound, from the parent record to its successor."""
+class Movement(BoundMove):
+    """One bucket's bound, from the parent record to its successor, with the parent's own margin."""
 
-    bucket: str
-    before: float
-    after: float
-    margin: float  # the parent's bound less its largest clean error in the bucket
-
-    @property
-    def ratio(self) -> float:
-        return self.after / self.before if self.before else math.inf
+    margin: float = 0.0  # the parent's bound less its largest clean error in the bucket
 
     @property
     def beyond_margin(self) -> bool:
         """Looser than the parent's bound by more than the parent's own margin."""
         return self.after > self.before + self.margin + 1e-12
-
-    @property
-    def text(self) -> str:
-        return f"bucket {self.bucket} {self.before:g} -> {self.after:g} ({self.ratio:.2f}x)"
 
 
 def movements(parent: CalibrationRecord, head: CalibrationRecord) -> list[Movement]:

@@ -46,7 +46,21 @@ class Observation:
     def to_dict(self) -> dict:
         return {"case_id": self.prompt_id,  # the key files have always used
                 "n_tokens": self.n_tokens,
-                "top_logprobs": [[t, lp] for t, lp in self.top_logprobs]}
+                "top_logprobs": pairs_to_json(self.top_logprobs)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Observation":
+        return cls(str(d["case_id"]), pairs_from_json(d["top_logprobs"]), int(d["n_tokens"]))
+
+
+def pairs_to_json(top) -> list[list]:
+    """``(token_id, logprob)`` pairs as JSON lists. An engine's NaN or infinite logprob is evidence too (the judge
+    fails it): it is kept as its name, since JSON has no number for it."""
+    return [[int(t), lp if math.isfinite(lp) else str(lp)] for t, lp in ((t, float(lp)) for t, lp in top)]
+
+
+def pairs_from_json(top) -> tuple[tuple[int, float], ...]:
+    return tuple((int(t), float(lp)) for t, lp in top)
 
 
 @dataclass(frozen=True)

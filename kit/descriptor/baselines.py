@@ -99,16 +99,24 @@ class Baselines:
                 raise BadInput(f"{where}: lineage entry {paths.display(head.path or folder)} names "
                                f"{paths.display(path)}, outside {paths.display(root)}; a lineage entry names a "
                                "baseline inside the descriptor's tree (set [baselines] root to widen it)")
-            if not path.is_file():
-                raise BadInput(f"{where}: lineage entry {paths.display(head.path or folder)} names "
-                               f"{paths.display(path)}, which does not exist")
-            digest = sha256_file(path)
-            if digest != head.baseline:
-                raise BadInput(f"{where}: lineage entry {paths.display(head.path or folder)} names "
-                               f"{paths.display(path)} with SHA-256 {head.baseline}; the file's is {digest}")
-            if digest not in kept_digests:
+            problem = self._file_problem(head)
+            if problem:
+                raise BadInput(f"{where}: {problem}")
+            if head.baseline not in kept_digests:
                 added.append(path)
         return added + kept
+
+    def _file_problem(self, entry: LineageEntry) -> str | None:
+        """Why the file a lineage entry names is not what the entry says (missing, or other bytes than it names),
+        in one line naming both; None when it is."""
+        folder = self.lineage_folder()
+        assert folder is not None  # entries come from it
+        shown, path = f"lineage entry {paths.display(entry.path or folder)}", (folder / entry.file).resolve()
+        if not path.is_file():
+            return f"{shown} names {paths.display(path)}, which does not exist"
+        if (digest := sha256_file(path)) != entry.baseline:
+            return f"{shown} names {paths.display(path)} with SHA-256 {entry.baseline}; the file's is {digest}"
+        return None
 
     def case_golden(self, name: str, case: CaseBase) -> tuple[Path | None, str | None, str]:
         """The golden a case is judged against on this host, the reason it has none, and the case's runtime
@@ -270,10 +278,8 @@ class Baselines:
         shown = f"lineage entry {paths.display(entry.path or folder)}"
         path = (folder / entry.file).resolve()
         if record is None:
-            if not path.is_file():
-                return f"{shown} names {paths.display(path)}, which does not exist"
-            if (digest := sha256_file(path)) != entry.baseline:
-                return f"{shown} names {paths.display(path)} with SHA-256 {entry.baseline}; the file's is {digest}"
+            if (problem := self._file_problem(entry)) is not None:
+                return problem
             if entry.kind != CALIBRATION.name:
                 return None
             try:
