@@ -4,8 +4,9 @@
 # Python's bytecode, cached in one folder of the checkout for every process these commands start (kernels, engines,
 # Ray's workers, the CLI). Where PYTHONDONTWRITEBYTECODE is set, as some images set it, and the environments are
 # installed without byte-compiling (scripts/ensure-env.sh: most of their modules are never imported), each process
-# compiled every module it imported again: importing torch and transformers' Llama took 7.1 s of CPU, 3.2 s from
-# the cache; vllm 6.1 s against 2.4 s; the CLI 1.5 s against 0.6 s (docs/figures.md). A prefix of one's own is kept.
+# compiled every module it imported again: importing torch and transformers' Llama took 7.4 s of CPU, 3.2 s from
+# the cache; vllm 6.5 s against 2.7 s; the gate command 1.9 s against 0.7 s (benchmarks/kernel_imports.py
+# --bytecode, docs/figures.md). A prefix of one's own is kept.
 export PYTHONPYCACHEPREFIX ?= $(CURDIR)/.cache/pycache
 unexport PYTHONDONTWRITEBYTECODE
 
