@@ -3,8 +3,9 @@
 XLA allocates a program's intermediate values as one block (its temp size), decided when it compiles: this compiles
 ``kit.backends.jax.llama.last_logits`` with the chunked attention for a model shape on abstract inputs (nothing is
 computed, no weights are needed) and reads the compiled program's memory analysis, for the query block the backend
-chooses and for the others given. On a CPU this is XLA's CPU buffer assignment, not a GPU's; what it shows is how
-the need grows with the block, and how it compares with one block's scores (heads x block x seq floats).
+chooses and for the others given, unrolled (``chunked``) and one block at a time (``chunked-looped``). On a CPU this
+is XLA's CPU buffer assignment, not a GPU's; what it shows is how the need grows with the block and with the way
+the blocks run, against one block's scores (heads x block x seq floats).
 
     python benchmarks/attention_memory.py [--seq 32768] [--blocks 512,1024,2048] [--json OUT]
 
@@ -26,7 +27,7 @@ GPU_MODEL = {"model_type": "llama", "hidden_size": 2048, "num_hidden_layers": 16
              "rope_theta": 500000.0, "tie_word_embeddings": False}
 
 
-def temp_bytes(config: dict, seq: int, block: int | None = None) -> dict:
+def temp_bytes(config: dict, seq: int, block: int | None = None, attention: str = "chunked") -> dict:
     import jax
     import jax.numpy as jnp
 
@@ -37,12 +38,13 @@ def temp_bytes(config: dict, seq: int, block: int | None = None) -> dict:
     if block is not None:
         llama.query_block = lambda s: block  # noqa: E731 (the rule replaced for this compile only)
     try:
-        return _compiled_temp(jax, jnp, llama, shape, seq) | {"block": block or chosen(seq)}
+        return _compiled_temp(jax, jnp, llama, shape, seq, attention) | {"block": block or chosen(seq),
+                                                                          "attention": attention}
     finally:
         llama.query_block = chosen
 
 
-def _compiled_temp(jax, jnp, llama, shape, seq: int) -> dict:
+def _compiled_temp(jax, jnp, llama, shape, seq: int, attention: str) -> dict:
     f32 = jnp.float32
     q, kv = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
     layers = {"attn_norm": (shape.hidden,), "wq": (q, shape.hidden), "wk": (kv, shape.hidden),
@@ -56,7 +58,7 @@ def _compiled_temp(jax, jnp, llama, shape, seq: int) -> dict:
     ids, last = jax.ShapeDtypeStruct((1, seq), jnp.int32), jax.ShapeDtypeStruct((1,), jnp.int32)
 
     def forward(p, i, n):
-        return llama.last_logits(p, i, n, shape=shape, attention="chunked")
+        return llama.last_logits(p, i, n, shape=shape, attention=attention)
 
     compiled = jax.jit(forward).lower(params, ids, last).compile()
     scores = shape.heads * seq * 4  # bytes of one query row's float32 scores, every head
@@ -72,11 +74,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     gib = 2 ** 30
-    rows = [temp_bytes(GPU_MODEL, args.seq)] + [temp_bytes(GPU_MODEL, args.seq, int(b)) for b in args.blocks.split(",")]
+    from kit.backends.jax.llama import LOOPED
+
+    rows = [temp_bytes(GPU_MODEL, args.seq)] + [temp_bytes(GPU_MODEL, args.seq, int(b), a) for a in ("chunked", LOOPED)
+                                                for b in args.blocks.split(",")]
     log.info(f"seq {args.seq} (the backend's block: {rows[0]['block']} rows)")
-    log.info("| query block | temp (GiB) | one block's scores (GiB) |\n| ---: | ---: | ---: |")
+    log.info("| attention | query block | temp (GiB) | one block's scores (GiB) |\n| --- | ---: | ---: | ---: |")
     for r in rows[1:]:
-        log.info(f"| {r['block']} | {r['temp_bytes'] / gib:.2f} | {r['block'] * r['row_scores_bytes'] / gib:.2f} |")
+        log.info(f"| {r['attention']} | {r['block']} | {r['temp_bytes'] / gib:.2f} | "
+                 f"{r['block'] * r['row_scores_bytes'] / gib:.2f} |")
     if args.json:
         args.json.write_text(json.dumps({"seq": args.seq, "rows": rows}))
     return 0

@@ -21,6 +21,9 @@ from pathlib import Path
 import numpy as np
 
 ATTENTIONS = ("xla", "cudnn", "chunked")
+# The chunked attention one block at a time (looped_causal_attention): chosen by the backend, not by a case, where
+# the unrolled blocks would not fit the device's memory (kit.backends.jax.runtime).
+LOOPED = "chunked-looped"
 QUERY_BLOCK = 512  # rows of the score matrix held at once by the chunked attention (at least)
 MAX_BLOCKS = 16  # query blocks per attention at most: each is its own matmul shape in the compiled program
 
@@ -180,11 +183,44 @@ def chunked_causal_attention(q, k, v, precision):
     return jnp.concatenate(out, axis=1).reshape(b, s, n, d)
 
 
+def looped_causal_attention(q, k, v, precision):
+    """The chunked attention's blocks one after another in a loop (``lax.map``), each against every key with the
+    later ones masked: one block's scores in memory at a time, for twice the score work of the triangular blocks.
+
+    The unrolled blocks of ``chunked_causal_attention`` are one program in which XLA keeps every block's scores at
+    once: about 38 GiB at 32K tokens for the 1.5B GPU model in float32 (benchmarks/attention_memory.py), more than an
+    80 GiB GPU gives one process. The masked keys add exact zeros, so the two differ by float32 summation order."""
+    import jax
+    import jax.numpy as jnp
+
+    b, s, n, d = q.shape
+    kv = k.shape[2]
+    group = n // kv
+    block = query_block(s)
+    blocks = s // block
+    rows = q.reshape(b, blocks, block, kv, group, d).transpose(1, 0, 2, 3, 4, 5)  # [blocks, b, block, kv, group, d]
+    scale = 1.0 / d ** 0.5
+    keys = jnp.arange(s)
+
+    def one(args):
+        i, qb = args
+        scores = jnp.einsum("bqhgd,bkhd->bhgqk", qb, k, precision=precision,
+                            preferred_element_type=jnp.float32) * scale
+        visible = keys[None, :] <= (i * block + jnp.arange(block))[:, None]  # [block, seq]
+        probs = jax.nn.softmax(jnp.where(visible, scores, -jnp.inf), axis=-1).astype(v.dtype)
+        return jnp.einsum("bhgqk,bkhd->bqhgd", probs, v, precision=precision)
+
+    out = jax.lax.map(one, (jnp.arange(blocks), rows))  # [blocks, b, block, kv, group, d]
+    return out.transpose(1, 0, 2, 3, 4, 5).reshape(b, s, n, d)
+
+
 def attend(q, k, v, attention: str, precision):
     import jax
 
     if attention == "chunked":
         return chunked_causal_attention(q, k, v, precision)
+    if attention == LOOPED:
+        return looped_causal_attention(q, k, v, precision)
     return jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation=attention)
 
 

@@ -57,6 +57,24 @@ def padded_length(n_tokens: int, bucket: int, padding: str) -> int:
     return -(-n_tokens // step) * step
 
 
+# How many times its own need a program of unrolled blocks must find free: XLA's allocator holds what earlier
+# programs used and needs one block of this size. On an 80 GiB H100 a 32K-token program asking 38.5 GiB failed
+# alone, with 54 GiB of jax's 60 nominally free (docs/gpu-figures.md); on an H200 (104 GiB) it ran.
+HEADROOM = 2.0
+
+
+def memory_budget(device) -> int | None:
+    """The bytes a new program of this process may still take on ``device``: its allocator's limit less what it
+    holds; None where the device does not say (a CPU)."""
+    try:
+        stats = device.memory_stats()
+    except Exception:  # a platform without the call says nothing about its memory, which is what None means
+        return None
+    if not stats or "bytes_limit" not in stats:
+        return None
+    return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
+
+
 def choose_attention(requested: str, dtype: str, platform: str, seq: int) -> str:
     if requested != "auto":
         return requested
@@ -107,6 +125,8 @@ class JaxBackend:
         self.load_s = time.perf_counter() - t0
         self._compiled: dict[tuple[int, str], object] = {}
         self._used: dict[str, str] = {}
+        self._fitted: dict[int, str] = {}  # per length: the chunked attention that fits the device's memory
+        self._needs: dict[str, int] = {}  # per length: the bytes the unrolled chunked attention's program asked for
 
     def release(self) -> dict:
         import jax
@@ -127,7 +147,7 @@ class JaxBackend:
         return out
 
     def details(self) -> dict:
-        return {"attention": dict(self._used)}
+        return {"attention": dict(self._used), **({"chunked_program_bytes": dict(self._needs)} if self._needs else {})}
 
     def _program(self, seq: int, attention: str):
         key = (seq, attention)
@@ -153,18 +173,44 @@ class JaxBackend:
         for prompt in prompts:
             seq = padded_length(prompt.n_tokens, prompt.bucket, self.padding)
             attention = choose_attention(self.attention, self.dtype, self.platform, seq)
-            self._used[str(prompt.bucket)] = attention
             ids = np.zeros((1, seq), dtype=np.int32)
             ids[0, :prompt.n_tokens] = prompt.prompt_token_ids
             last = np.array([prompt.n_tokens - 1], dtype=np.int32)
             where = self.device if self.tp is None else self.tp.replicated()
-            logits = self._program(seq, attention)(self.params, jax.device_put(ids, where),
-                                                   jax.device_put(last, where))
+            ids, last = jax.device_put(ids, where), jax.device_put(last, where)
+            if attention == "chunked":
+                attention = self._chunked_that_fits(seq, ids, last)
+            self._used[str(prompt.bucket)] = attention
+            logits = self._program(seq, attention)(self.params, ids, last)
             logprobs = jax.nn.log_softmax(logits[0])
             values, indices = jax.lax.top_k(logprobs, min(top_n, self.shape.vocab))
             out.append(Observation(prompt.id, tuple(zip(np.asarray(indices).tolist(),
                                                       np.asarray(values).tolist())), prompt.n_tokens))
         return out
+
+    def _chunked_that_fits(self, seq: int, ids, last) -> str:
+        """The chunked attention's unrolled blocks where their program fits what the device has left (HEADROOM times
+        over), else the same blocks one at a time (kit.backends.jax.llama.looped_causal_attention): XLA keeps every
+        unrolled block's scores at once, 38 GiB at 32K tokens in float32 for the 1.5B GPU model, past an 80 GiB GPU.
+        The program is compiled ahead to read what it asks for, and kept when it fits; a device that does not say
+        what it has left (a CPU) keeps the unrolled blocks."""
+        from kit.backends.jax.llama import LOOPED
+
+        if seq in self._fitted:
+            return self._fitted[seq]
+        budget = memory_budget(self.device)
+        choice = "chunked"
+        if budget is not None and self.tp is None:
+            compiled = self._program(seq, "chunked").lower(self.params, ids, last).compile()
+            need = getattr(compiled.memory_analysis(), "temp_size_in_bytes", None)
+            if need is not None:
+                self._needs[str(seq)] = int(need)
+            if need is not None and need * HEADROOM > budget:
+                choice = LOOPED
+            else:
+                self._compiled[(seq, "chunked")] = compiled
+        self._fitted[seq] = choice
+        return choice
 
     def close(self) -> None:
         self.params = None

@@ -107,6 +107,43 @@ def test_chunked_attention_is_exact_causal_attention_over_grouped_heads(monkeypa
     assert float(abs(ours - reference).max()) < 1e-5
 
 
+def test_looped_blocks_are_the_chunked_attention_one_block_at_a_time(monkeypatch):
+    """The same exact causal attention over grouped heads, each block against every key with the later ones masked:
+    against XLA's reference, float32 rounding."""
+    import jax
+
+    import kit.backends.jax.llama
+
+    monkeypatch.setattr(kit.backends.jax.llama, "QUERY_BLOCK", 64)
+    keys = jax.random.split(jax.random.PRNGKey(1), 3)
+    q = jax.random.normal(keys[0], (1, 1024, 4, 32))
+    k, v = (jax.random.normal(key, (1, 1024, 2, 32)) for key in keys[1:])
+    ours = kit.backends.jax.llama.looped_causal_attention(q, k, v, jax.lax.Precision.HIGHEST)
+    reference = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation="xla")
+    assert float(abs(ours - reference).max()) < 1e-5
+
+
+@pytest.mark.parametrize("free, expected", [(None, "chunked"), (10 ** 12, "chunked"), (1, "chunked-looped")])
+def test_the_chunked_attention_runs_its_blocks_one_at_a_time_where_they_would_not_fit(
+        embedded, cases, hf_f32, monkeypatch, free, expected):
+    """What the device has left decides (a CPU says nothing: the unrolled blocks); either way the scores agree with
+    hf to float32 rounding, and the details say which ran and what the unrolled program asked for."""
+    import kit.backends.jax.llama
+    import kit.backends.jax.runtime
+
+    monkeypatch.setattr(kit.backends.jax.llama, "QUERY_BLOCK", 64)
+    monkeypatch.setattr(kit.backends.jax.runtime, "memory_budget", lambda device: free)
+    longest = [i for i, c in enumerate(cases) if c.bucket == 1024]
+    backend = JaxBackend(str(embedded.model), dtype="float32", attention="chunked")
+    observed = backend.observe([cases[i] for i in longest], top_n=20)
+    assert max(largest_difference(hf_f32[i], o) for i, o in zip(longest, observed)) < TOLERANCE
+    details = backend.details()
+    assert details["attention"] == {"1024": expected}
+    assert ("chunked_program_bytes" in details) == (free is not None)
+    if free is not None:
+        assert details["chunked_program_bytes"]["1024"] > 0
+
+
 def test_attention_choice():
     assert choose_attention("auto", "bfloat16", "gpu", 32768) == "cudnn"
     assert choose_attention("auto", "float32", "gpu", 4096) == "chunked"
