@@ -37,6 +37,7 @@ class Baselines:
         self._exact: dict[str, list] = {}  # an exact entry's goldens, read once for every case that uses it
         self._records: dict[tuple[str, tuple[str, ...]], list[CalibrationRecord]] = {}  # a case's list, read once
         self._lineage: list[LineageEntry] | None = None
+        self._digests: dict[tuple[Path, int, int], str] = {}  # a file's SHA-256, by its path, time and size
 
     def golden_files(self, name: str) -> list[Path]:
         """Every file a [goldens] entry names, resolved: one, or for an exact entry one per runtime, the
@@ -85,8 +86,7 @@ class Baselines:
         current = heads(entries, kind, case)
         superseded = {e.baseline for e in entries if e.kind == kind and e.case == case} - {
             h.baseline for h in current.values()}
-        # Each listed file hashed once: goldens of a GPU descriptor are hundreds of megabytes.
-        digests = {f: sha256_file(f) for f in listed}
+        digests = {f: self._sha256(f) for f in listed}
         kept = [f for f in listed if digests[f] not in superseded]
         kept_digests = {digests[f] for f in kept}
         added = []
@@ -106,6 +106,16 @@ class Baselines:
                 added.append(path)
         return added + kept
 
+    def _sha256(self, path: Path) -> str:
+        """A file's SHA-256, hashed once for every case and check that asks while it is unchanged: goldens of a GPU
+        descriptor are hundreds of megabytes, and a lineage head is also a listed file that every case of its
+        golden names."""
+        st = path.stat()
+        key = (path.resolve(), st.st_mtime_ns, st.st_size)
+        if key not in self._digests:
+            self._digests[key] = sha256_file(path)
+        return self._digests[key]
+
     def _file_problem(self, entry: LineageEntry) -> str | None:
         """Why the file a lineage entry names is not what the entry says (missing, or other bytes than it names),
         in one line naming both; None when it is."""
@@ -114,7 +124,7 @@ class Baselines:
         shown, path = f"lineage entry {paths.display(entry.path or folder)}", (folder / entry.file).resolve()
         if not path.is_file():
             return f"{shown} names {paths.display(path)}, which does not exist"
-        if (digest := sha256_file(path)) != entry.baseline:
+        if (digest := self._sha256(path)) != entry.baseline:
             return f"{shown} names {paths.display(path)} with SHA-256 {entry.baseline}; the file's is {digest}"
         return None
 
@@ -325,4 +335,12 @@ def lineage_problems(desc: LoadedDescriptor) -> tuple[int, list[str]]:
     """How many lineage entries ``desc`` keeps, and one line per entry whose claims do not re-derive
     (``Baselines.verify_lineage``): what `baseline verify` prints and `baseline log` refuses on."""
     return len(desc.baselines.lineage()), desc.baselines.verify_lineage()
+
+
+def refuse_unverified(desc: LoadedDescriptor) -> None:
+    """Raise BadInput with the first lineage entry of ``desc`` whose claims do not re-derive: what shows baselines by
+    their lineage (`baseline status`, `baseline log`) shows them only once their claims hold."""
+    problems = lineage_problems(desc)[1]
+    if problems:
+        raise BadInput(problems[0])
 

@@ -4,8 +4,12 @@ the command that makes one. A semantic entry stays one file."""
 
 from __future__ import annotations
 
+import collections
+
 from kit.backends.hf.kernels import exact_runtime
+from kit.core import paths
 from kit.descriptor.load import load_descriptor
+from kit.descriptor.plan import resolve
 from support import golden_made_on, parity_kit, write_descriptor
 
 PINNED = exact_runtime({"cpu_kernels": "avx2"})
@@ -149,3 +153,17 @@ def test_every_case_is_checked_whichever_a_run_selects(tmp_path, embedded):
     line = refused_line(parity_kit("check", desc, "--case", "hf-bf16"), tmp_path / "run")
     assert line == (f"parity-kit: bad input: {desc}:{line_of(desc, 'decode-semantik')}: cases.hf-bf16-decode.golden: "
                     "no [goldens] entry 'decode-semantik' (have: semantic, decode-semantic, exact)")
+
+
+def test_every_baseline_file_is_hashed_once_however_many_cases_and_checks_read_it(monkeypatch):
+    # Goldens of a GPU descriptor are hundreds of megabytes; a lineage head is also a listed file every case names.
+    import kit.descriptor.baselines
+
+    hashed: collections.Counter = collections.Counter()
+    real = kit.descriptor.baselines.sha256_file
+    monkeypatch.setattr(kit.descriptor.baselines, "sha256_file",
+                        lambda path: (hashed.update([str(path)]), real(path))[1])
+    desc = load_descriptor(paths.EMBEDDED_DESCRIPTOR)
+    resolve(desc, None)
+    assert desc.baselines.verify_lineage() == []
+    assert hashed and max(hashed.values()) == 1, hashed.most_common(3)
