@@ -637,15 +637,13 @@ def _add_baseline_commands(sub) -> None:
 
 
 def _baseline_status(args) -> int:
-    from kit.descriptor.baselines import lineage_problems
+    from kit.descriptor.baselines import refuse_unverified
     from kit.descriptor.standing import MISSING, plan_rows, table_markdown
     from kit.descriptor.load import load_descriptor
     from kit.descriptor.plan import resolve
 
     loaded = load_descriptor(args.descriptor)
-    problems = lineage_problems(loaded)[1]
-    if problems:  # the rows date and word each baseline by its lineage: only once its claims re-derive
-        raise BadInput(problems[0])
+    refuse_unverified(loaded)  # the rows date and word each baseline by its lineage
     rows = plan_rows(resolve(loaded, args.cases))
     print(json.dumps([r.to_dict() for r in rows], indent=2) if args.json else table_markdown(rows))
     return ExitCode.NO_BASELINE if any(r.standing == MISSING for r in rows) else ExitCode.PASSED
@@ -669,15 +667,13 @@ def _baseline_make(args) -> int:
 
 
 def _baseline_log(args) -> int:
-    from kit.descriptor.baselines import lineage_problems
+    from kit.descriptor.baselines import refuse_unverified
     from kit.baselines.log import chain_lines, chains
     from kit.descriptor.load import load_descriptor
     from kit.descriptor.plan import outline
 
     loaded = load_descriptor(args.descriptor)
-    problems = lineage_problems(loaded)[1]
-    if problems:  # a chain whose claims do not re-derive is not shown as if they did
-        raise BadInput(problems[0])
+    refuse_unverified(loaded)  # a chain whose claims do not re-derive is not shown as if they did
     stated = outline(loaded)
     unknown = [name for name in args.cases or () if name not in stated.cases]
     if unknown:  # "no lineage kept yet" would say a case has none, not that it does not exist
