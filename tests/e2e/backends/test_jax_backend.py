@@ -89,10 +89,12 @@ def test_chunked_attention_spans_several_query_blocks(embedded, cases, hf_f32, m
     assert max(largest_difference(hf_f32[i], o) for i, o in zip(longest, observed)) < TOLERANCE
 
 
-def test_chunked_attention_is_exact_causal_attention_over_grouped_heads(monkeypatch):
-    """Query block i reads keys [0, (i + 1) * block) only, and query head h reads key/value head h // group:
-    against XLA's reference attention (every key, k and v repeated) on 4 query heads over 2 key/value heads,
-    in 16 blocks, the difference is float32 rounding."""
+@pytest.mark.parametrize("attention", ["chunked_causal_attention", "looped_causal_attention"])
+def test_chunked_attention_is_exact_causal_attention_over_grouped_heads(monkeypatch, attention):
+    """Query block i reads keys [0, (i + 1) * block) only (unrolled), or every key with the later ones masked (the
+    looped blocks, one at a time), and query head h reads key/value head h // group: against XLA's reference
+    attention (every key, k and v repeated) on 4 query heads over 2 key/value heads, in 16 blocks, the difference
+    is float32 rounding."""
     import jax
 
     import kit.backends.jax.llama
@@ -101,25 +103,9 @@ def test_chunked_attention_is_exact_causal_attention_over_grouped_heads(monkeypa
     keys = jax.random.split(jax.random.PRNGKey(0), 3)
     q = jax.random.normal(keys[0], (1, 1024, 4, 32))
     k, v = (jax.random.normal(key, (1, 1024, 2, 32)) for key in keys[1:])
-    ours = kit.backends.jax.llama.chunked_causal_attention(q, k, v, jax.lax.Precision.HIGHEST)
+    ours = getattr(kit.backends.jax.llama, attention)(q, k, v, jax.lax.Precision.HIGHEST)
     reference = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation="xla")
     assert kit.backends.jax.llama.query_block(1024) == 64
-    assert float(abs(ours - reference).max()) < 1e-5
-
-
-def test_looped_blocks_are_the_chunked_attention_one_block_at_a_time(monkeypatch):
-    """The same exact causal attention over grouped heads, each block against every key with the later ones masked:
-    against XLA's reference, float32 rounding."""
-    import jax
-
-    import kit.backends.jax.llama
-
-    monkeypatch.setattr(kit.backends.jax.llama, "QUERY_BLOCK", 64)
-    keys = jax.random.split(jax.random.PRNGKey(1), 3)
-    q = jax.random.normal(keys[0], (1, 1024, 4, 32))
-    k, v = (jax.random.normal(key, (1, 1024, 2, 32)) for key in keys[1:])
-    ours = kit.backends.jax.llama.looped_causal_attention(q, k, v, jax.lax.Precision.HIGHEST)
-    reference = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation="xla")
     assert float(abs(ours - reference).max()) < 1e-5
 
 
