@@ -307,8 +307,9 @@ def _parser() -> argparse.ArgumentParser:
     gm.add_argument("--kind", choices=GOLDEN_KINDS, required=True,
                     help="semantic: judged within a bound; exact: bit for bit, on this runtime only")
     gm.add_argument("--top-k", type=int, default=25, help="golden tokens kept per prompt (default 25)")
-    gm.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
-                    help="the dtype the backend scores in (default float32)")
+    gm.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16", "float64"],
+                    help="the dtype the backend scores in (default float32); hf float64 reports its logprobs rounded to float32, "
+                         "so an exact golden made so holds on every host (docs/exact-baselines.md)")
     gm.add_argument("--attn-implementation", default="sdpa", choices=["sdpa", "eager", "sdpa_repeat_kv"],
                     help="hf: the attention implementation (default sdpa)")
     gm.add_argument("--device", default="cpu", help="torch device: cpu (default), cuda, cuda:N")

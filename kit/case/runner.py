@@ -21,7 +21,7 @@ from kit.core.verdict.judge import DRIFT_RAN, Scored
 from kit.core.calibration import check_case_inputs, hardware_change, measured_on
 from kit.core.coverage import prompt_mismatch
 from kit.core.decode import check_continuations_fit, check_decode_golden
-from kit.core.errors import BadInput, ParityKitError
+from kit.core.errors import BadInput, NoBaselineHere, ParityKitError
 from kit.core.fixture import Prompt, load_fixture
 from kit.core.golden import Golden, check_golden_matches_fixture, load_golden, provenance, reference_document
 from kit.core.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
@@ -73,7 +73,7 @@ def run_case(spec: CaseSpec, reference_out: str | None = None, evidence_out: str
     kernel (written to ``reference_out`` as an exact golden, when given, so the verdict's evidence stays); what
     the verdict was judged from is written to ``evidence_out`` (kit.core.caseevidence), when given."""
     if spec.no_baseline:
-        raise BadInput(f"case {spec.name}: {spec.no_baseline}")
+        raise BadInput(f"case {spec.name}: {spec.no_baseline.text}")
     started, t0, clock = now_iso(), time.perf_counter(), PhaseClock()
     fixture = load_fixture(spec.fixture_path)
     model_digest = check_model_digest(spec.model_path, spec.model_digest, f"case {spec.name}")
@@ -97,6 +97,7 @@ def run_case(spec: CaseSpec, reference_out: str | None = None, evidence_out: str
 
     repeated = [p for p in prompts if spec.repeat_prompts is None or p.id in spec.repeat_prompts]
     runs: dict[str, list[Observation]] = {p.id: [] for p in repeated}
+    elsewhere = other_hardware(spec) if spec.calibration is not None else None  # before the engine starts
     clock.mark("inputs")
     backend = open_backend(spec)
     clock.mark("model load")
@@ -135,7 +136,6 @@ def run_case(spec: CaseSpec, reference_out: str | None = None, evidence_out: str
                                     prompts={p.id: p.bucket for p in prompts})
         if problem:
             raise BadInput(f"case {spec.name}: calibration {spec.calibration.get('path')} does not fit: {problem}")
-        elsewhere = other_hardware(spec)
         if elsewhere:
             notes.append(elsewhere)
             drift_skipped = f"calibration measured on other hardware, {measured_on(spec.calibration)}"
@@ -231,8 +231,8 @@ def bound_source(spec: CaseSpec, exact: bool) -> dict:
 
 def other_hardware(spec: CaseSpec) -> str | None:
     """None when the calibration measured this very class of hardware (CPU instruction-set level, or GPU);
-    else a note, when the case accepts the difference, and a refusal when it does not. Only the kernel
-    knows which hardware it computes on."""
+    else a note, when the case accepts the difference, and NoBaselineHere when it does not. The descriptor chose
+    the record for the node's hardware; only the kernel knows which GPU it was given."""
     cal = spec.calibration or {}
     change = hardware_change(cal, spec.options)
     if change is None:
@@ -240,8 +240,9 @@ def other_hardware(spec: CaseSpec) -> str | None:
     measured, here = change
     where = str(cal.get("path") or cal.get("sha256"))
     if "hardware" not in cal.get("accept", []):
-        raise BadInput(f"case {spec.name}: calibration {where} measured noise on {measured}, this case runs on "
-                       f"{here}: calibrate here, or set accept_noise_changes = [\"hardware\"] to use its bounds")
+        raise NoBaselineHere(f"no baseline for this hardware: case {spec.name}'s calibration {where} measured noise "
+                             f"on {measured}, this case runs on {here}; make one here with `parity-kit baseline make "
+                             f"{paths.display(spec.descriptor)} --case {spec.name} --reason \"...\"`")
     return (f"calibration measured on {measured}, this case runs on {here} (accepted): its bounds apply; its drift "
             "test does not, since the mean error itself moves with the hardware")
 

@@ -51,7 +51,7 @@ def judged_under_borrowed_bounds(result: CaseResult, measured: str, here: str, c
     reason = (f"failed only under {where}: every failure is an error over its bound by at most "
               f"{CROSS_CLASS_FACTOR:g}x, as far as classes of hardware differ; not a regression until this "
               f"host is measured: `{command}`{took}")
-    return dataclasses.replace(result, status=BORROWED, error=reason)
+    return dataclasses.replace(result, status=BORROWED, error=reason, remedy=command)
 
 
 def explained(result: CaseResult) -> bool:

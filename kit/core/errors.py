@@ -31,6 +31,14 @@ class BadInput(ParityKitError):
     """
 
 
+class NoBaselineHere(ParityKitError):
+    """A case's kernel found itself on hardware no baseline of the case was made for (a GPU model no calibration
+    record lists, on a node whose GPUs differ from the one the descriptor was resolved on): the case ends with the
+    status no-baseline, as it would have had the plan known, never as an error."""
+
+    kind: ClassVar[str] = outcomes.NO_BASELINE
+
+
 class Unrunnable(ParityKitError):
     """What a run needs to run at all (a Ray cluster) could not be had: no case ran, so there is no verdict, and
     nothing about the engine is known. The CLI says so in one line and exits as for an incomplete run, which a
@@ -61,7 +69,7 @@ TYPED: tuple[type[EngineFault], ...] = (EngineDidNotStart, EngineStoppedAnswerin
 # torch.cuda.OutOfMemoryError, the same class), Ray's.
 MEMORY_ERRORS = ("MemoryError", "OutOfMemoryError")
 _BY_NAME = {**{cls.__name__: cls.kind for cls in TYPED}, **dict.fromkeys(MEMORY_ERRORS, outcomes.OUT_OF_MEMORY),
-            BadInput.__name__: outcomes.BAD_INPUT}
+            BadInput.__name__: outcomes.BAD_INPUT, NoBaselineHere.__name__: outcomes.NO_BASELINE}
 
 
 def kind_named(class_name: str | None) -> str:

@@ -25,6 +25,9 @@ CASE_ERROR = "case-error"  # the case raised for a reason of its own: a bug, an 
 # The case refused what it was given (kit.core.errors.BadInput raised in a cell: a record of another GPU, a missing
 # file): the same refusal whatever else failed beside it, so never a sign of the job.
 BAD_INPUT = "bad-input"
+# No baseline for the hardware the case's kernel found itself on (kit.core.errors.NoBaselineHere): a verdict of its
+# own (status no-baseline), never the job's and never an error.
+NO_BASELINE = "no-baseline"
 
 
 @dataclass(frozen=True)
@@ -45,9 +48,10 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind(EXECUTOR, True, "the executor could not start or record the case"),
     Kind(CASE_ERROR, False, "case error"),
     Kind(BAD_INPUT, False, "bad input"),
+    Kind(NO_BASELINE, False, "no baseline for this hardware"),
 )}
 # Kinds that explain an error in full: the rule of cases erroring together (kit.core.triage) does not count them.
-EXPLAINED = frozenset({BAD_INPUT})
+EXPLAINED = frozenset({BAD_INPUT, NO_BASELINE})
 
 
 def kind_of(name: str | None) -> Kind | None:

@@ -31,6 +31,33 @@ GOLDEN_KINDS = (SEMANTIC, EXACT)
 
 
 @dataclass(frozen=True)
+class NoBaseline:
+    """Why a case has no baseline it may use on this host, and the one command that makes it. A case of this
+    kind is neither passed nor failed: nothing could judge it here (its status is NO_BASELINE)."""
+
+    kind: str  # the baseline kind that is missing (kit.core.baselinekind: "exact-golden", "calibration")
+    reason: str  # in words: what the descriptor lists and what this host is
+    command: str  # the one command that makes it on this host
+    then: str = ""  # what to do with what it made, where the command does not place it itself
+
+    @property
+    def text(self) -> str:
+        return f"{self.reason}; make one here with `{self.command}`{self.then}"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def read(cls, value: Any) -> "NoBaseline | None":
+        """From a spec as JSON carries it; a spec written before the reason was typed held only its text."""
+        if value is None or isinstance(value, NoBaseline):
+            return value
+        if isinstance(value, str):
+            return cls(kind="", reason=value, command="")
+        return cls(**{k: value[k] for k in ("kind", "reason", "command", "then") if k in value})
+
+
+@dataclass(frozen=True)
 class Observation:
     """One backend's next-token distribution at the last prompt position:
     its top-n ``(token_id, logprob)`` pairs, most likely first."""
@@ -206,6 +233,9 @@ class CaseResult:
     failures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     error: str | None = None
+    # The one command that makes what the case lacked here (a no-baseline case's baseline, a borrowed-bounds case's
+    # record of this host's class); None where none is needed.
+    remedy: str | None = None
     # What kind of error ended the case (kit.core.outcomes), set from its type where it arose; None when it did not
     # error, and in a record written before kinds existed (triage then reads its error text, kit.core.triage).
     error_kind: str | None = None

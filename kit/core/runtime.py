@@ -126,11 +126,57 @@ def _vendor() -> str:
     return "unknown"
 
 
+def cpu_identity() -> str:
+    """What a float32 kernel's rounding can follow besides its instruction set: the CPU's vendor, model name,
+    family, model and stepping, a digest of every feature it reports, and its cache sizes (kernels block their
+    matmuls by them). Measured: pinning torch's, oneDNN's and MKL's kernels to AVX2 gave other float32 bits on an
+    Intel Xeon than on an AMD EPYC (docs/exact-baselines.md), so a float32 result is known to hold only here."""
+    import hashlib
+
+    fields = _cpuinfo_map()
+    flags = " ".join(sorted(fields.get("flags", "").split()))
+    features = hashlib.sha256(flags.encode()).hexdigest()[:12]
+    caches = ",".join(_cache_sizes()) or "unknown"
+    return (f"cpu={fields.get('vendor_id', 'unknown')} {fields.get('model name', 'unknown')} "
+            f"family={fields.get('cpu family', '?')} model={fields.get('model', '?')} "
+            f"stepping={fields.get('stepping', '?')} features={features} caches={caches}")
+
+
+def _cpuinfo_map() -> dict[str, str]:
+    """The first CPU's fields of /proc/cpuinfo, by name (empty where it cannot be read)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return {}
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            break  # the first processor's block ends
+        key, _, value = line.partition(":")
+        out.setdefault(key.strip(), value.strip())
+    return out
+
+
+def _cache_sizes() -> list[str]:
+    """The first CPU's caches as ``L1d:48K`` ... from sysfs (empty where it has none)."""
+    base = Path("/sys/devices/system/cpu/cpu0/cache")
+    out = []
+    for index in sorted(base.glob("index*")):
+        try:
+            level, kind, size = ((index / f).read_text().strip() for f in ("level", "type", "size"))
+        except OSError:
+            continue
+        out.append(f"L{level}{kind[0].lower() if kind != 'Unified' else ''}:{size}")
+    return out
+
+
 def torch_cpu_runtime(environ=None, flags: set[str] | frozenset[str] | None = None,
-                      machine: str | None = None) -> str:
+                      machine: str | None = None, threads: int = 1) -> str:
     """The key of the kernels torch runs float32 with on this CPU under ``environ`` (the case kernel's
-    environment): ``torch-cpu x86_64 aten=avx2 onednn=avx2 mkl=AVX2``. MKL's own dispatch follows the CPU's
-    vendor and model unless MKL_CBWR fixes its branch, so an unpinned key names the CPU model too."""
+    environment) and ``threads``: ``torch-cpu x86_64 aten=avx2 onednn=avx2 mkl=AVX2 threads=1 cpu=...``. Each
+    part picks code that rounds differently; the CPU's identity is there because no pin was found to carry float32
+    bits from one CPU vendor or model to another (``cpu_identity``). A float64 case needs no key of this kind
+    (kit.core.portable)."""
     import os
 
     environ = os.environ if environ is None else environ
@@ -139,7 +185,7 @@ def torch_cpu_runtime(environ=None, flags: set[str] | frozenset[str] | None = No
     flags = found if flags is None else flags
     mkl = str(environ.get("MKL_CBWR", "")).split(",")[0].upper() or f"{_vendor()} {model or 'unknown'}"
     return (f"torch-cpu {machine} aten={aten_capability(flags, environ)} onednn={onednn_isa(flags, environ)} "
-            f"mkl={mkl}")
+            f"mkl={mkl} threads={threads} {cpu_identity()}")
 
 
 def xla_cpu_runtime() -> str:
@@ -170,11 +216,13 @@ def xla_runtime_of(options: dict | None = None) -> str:
 
 
 def runtime_slug(runtime: str) -> str:
-    """A short file-name tag for a runtime key: the pinned AVX2 torch runtime by name, others by digest."""
+    """A short file-name tag for a runtime key: the portable one by name, others by digest."""
     import hashlib
 
-    if runtime.startswith("torch-cpu ") and " aten=avx2 onednn=avx2 mkl=AVX2" in runtime:
-        return "cpu-avx2-pinned"
+    from kit.core.portable import PORTABLE_RUNTIME
+
+    if runtime == PORTABLE_RUNTIME:
+        return "portable"
     return "rt-" + hashlib.sha256(runtime.encode()).hexdigest()[:10]
 
 
@@ -214,8 +262,17 @@ def accelerator(device: str = "cpu") -> dict[str, str]:
     if not device.startswith("cuda"):
         # The instruction-set level picks the CPU's kernels, and with them the rounding (see hardware()).
         return {"name": f"cpu ({host_isa_level()})", "driver": ""}
+    import os
     import shutil
     import subprocess
+
+    from kit.core.contract import FAKE_GPUS_ENV
+
+    if FAKE_GPUS_ENV in os.environ:  # the stand-in list of the tests (kit.run.devices): its first GPU's name
+        row = (os.environ[FAKE_GPUS_ENV].replace(";", "\n").strip().splitlines() or [""])[0]
+        parts = [p.strip() for p in row.split(",")]
+        name = ", ".join(parts[2:-2]) if len(parts) >= 5 else ""
+        return {"name": name or "cuda (unknown GPU)", "driver": "fake"}
 
     smi = shutil.which("nvidia-smi")
     if smi is None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from kit.core.jsonio import canonical_bytes, sha256_bytes
 from kit.core.modeldigest import model_digest
+from kit.core.records import NoBaseline
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,9 @@ class CaseSpec:
     # An exact case judged against a reference its kernel computes (the same backend on another model
     # folder, with some options changed) instead of a golden file: {model_path, model_digest, model, options}.
     reference: dict[str, Any] | None = None
-    # Why an exact case has no golden on this runtime (then golden_path is empty and it does not run).
-    no_baseline: str | None = None
+    # Why the case has no baseline on this host (an exact golden of its runtime, a calibration record of its class of
+    # hardware), and the command that makes it; such a case does not run.
+    no_baseline: NoBaseline | None = None
     # The key of the runtime an exact case's bits depend on here (kit.core.runtime); empty for other cases.
     runtime: str = ""
     # What the case can detect, from the power record measured against its calibration record
@@ -76,7 +78,7 @@ class CaseSpec:
         unknown = set(d) - names
         if unknown:
             raise ValueError(f"unknown case spec keys: {sorted(unknown)}")
-        return cls(**d)
+        return cls(**{**d, "no_baseline": NoBaseline.read(d.get("no_baseline"))})
 
     def inputs_digest(self, fixture_sha256: str, golden_sha256: str) -> str:
         """What a finished result depends on; equal digests mean a result can be reused."""

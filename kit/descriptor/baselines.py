@@ -15,14 +15,16 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from kit.backends import registry
 from kit.core import paths
-from kit.core.baselinekind import CALIBRATION, POWER, BaselineKind, of_golden
-from kit.core.calibration import CalibrationRecord, load_record, measured_on, record_for_host, same_class
+from kit.core.baselinekind import CALIBRATION, EXACT_GOLDEN, POWER, BaselineKind, of_golden
+from kit.core.calibration import (CalibrationRecord, hardware_change, load_record, measured_on, record_for_host,
+                                  same_class)
 from kit.core.errors import BadInput
 from kit.core.golden import load_golden
 from kit.core.jsonio import sha256_file
 from kit.core.lineage import LineageEntry, heads, load_folder, of_descriptor
 from kit.core.lineageclaims import ACCEPT_LOOSER, accepted_looser, bounds_claim, loosening, movements
 from kit.core.power import detectable_of, load_power, named_calibration, read_power
+from kit.core.records import NoBaseline
 from kit.descriptor.schema import CaseBase, case_golden_kind, golden_kind
 
 if TYPE_CHECKING:
@@ -128,7 +130,7 @@ class Baselines:
             return f"{shown} names {paths.display(path)} with SHA-256 {entry.baseline}; the file's is {digest}"
         return None
 
-    def case_golden(self, name: str, case: CaseBase) -> tuple[Path | None, str | None, str]:
+    def case_golden(self, name: str, case: CaseBase) -> tuple[Path | None, NoBaseline | None, str]:
         """The golden a case is judged against on this host, the reason it has none, and the case's runtime
         key. An exact golden holds only on the runtime that made it, and never falls back to another's: a
         case whose runtime has none reads "no baseline for this runtime", with the command that makes one."""
@@ -144,7 +146,7 @@ class Baselines:
             return chosen.path, None, runtime
         return None, self._no_golden_here(entry, goldens, runtime, case), runtime
 
-    def _no_golden_here(self, name: str, goldens: list, runtime: str, case: CaseBase) -> str:
+    def _no_golden_here(self, name: str, goldens: list, runtime: str, case: CaseBase) -> NoBaseline:
         made_on = "; ".join(dict.fromkeys(str(registry.golden_runtime(g.provenance) or g.provenance.get("hardware"))
                                           for g in goldens))
         first, doc = goldens[0], self.desc.doc
@@ -156,9 +158,10 @@ class Baselines:
         info = registry.registry().get(str(first.provenance.get("backend")))
         env = (f" with the parity-kit of {info.name}'s own environment"
                if info is not None and info.kernel != paths.MAIN_KERNEL else "")
-        return (f"no baseline for this runtime: goldens.{name} ({self.desc.where('goldens', name)}) holds no exact "
-                f"golden made on {runtime}; its goldens were made on {made_on}; make one here with `{command}`{env} "
-                "and add it to the list")
+        return NoBaseline(EXACT_GOLDEN.name,
+                          f"no baseline for this runtime: goldens.{name} ({self.desc.where('goldens', name)}) holds no "
+                          f"exact golden made on {runtime}; its goldens were made on {made_on}", command,
+                          f"{env} and add it to the list")
 
     def reference(self, name: str, c: CaseBase) -> dict:
         """An exact case's in-kernel reference, resolved: the model folder, its pinned digest, the options."""
@@ -180,9 +183,7 @@ class Baselines:
             raise BadInput(f"{where}: an exact golden has no bound to calibrate")
         records = self.calibration_records(name, c)
         order = self.fallback_order(c)
-        # One record needs no choosing, and so no look at the hardware (nvidia-smi, for a GPU case).
-        record, rule = (records[0], None) if len(records) == 1 else record_for_host(records, c.backend_options(),
-                                                                                    order)
+        record, rule = record_for_host(records, c.backend_options(), order)
         accept = list(c.accept_noise_changes)
         if rule == "device" and "hardware" not in accept:  # the descriptor's own order takes other hardware
             accept.append("hardware")
@@ -190,6 +191,23 @@ class Baselines:
         if c.drift:  # the drift test's alpha is the gate's rate split over the descriptor's drift cases
             reference["drift"] = {**reference["drift"], "alpha": self.desc.false_failure_budget().per_case}
         return {**reference, "accept": accept, "fallback": {"order": list(order), "rule": rule}}
+
+    def calibration_missing(self, name: str, c: CaseBase, calibration: Mapping[str, Any]) -> NoBaseline | None:
+        """Why a calibrated case has no record this host may use (none measured on its class of hardware, and no
+        fallback rule of the descriptor takes another's), with the command that measures one here; None when it
+        has one. The same on a CPU (its instruction-set level) and a GPU (its model)."""
+        if (calibration.get("fallback") or {}).get("rule") is not None:
+            return None
+        change = hardware_change(calibration, c.backend_options())
+        if change is None:
+            return None
+        here = change[1]
+        listed = sorted({measured_on({"fingerprint": r.fingerprint}) or "a class it does not name"
+                         for r in self.calibration_records(name, c)})
+        return NoBaseline(CALIBRATION.name,
+                          f"no baseline for this hardware: cases.{name} ({self.desc.calibration_where(name)}) lists no "
+                          f"calibration record measured on {here} (listed: {', '.join(listed)}), and the case accepts "
+                          "no hardware change", make_command(self.desc.path, name))
 
     def power(self, name: str, c: CaseBase, calibration: Mapping[str, Any]) -> tuple[dict | None, float | None]:
         """What the case can detect and the limit it is held to. Each power record listed is judged by its evidence
@@ -319,6 +337,15 @@ class Baselines:
         """Every entry of the descriptor's lineage judged (``entry_problem``): one line per entry whose claims do
         not re-derive, oldest chain first."""
         return [problem for e in self.lineage() if (problem := self.entry_problem(e))]
+
+
+def make_command(descriptor: Path, case: str | None = None) -> str:
+    """The `parity-kit baseline make` line that makes what a descriptor's case (or, without one, every case) lacks
+    on this host."""
+    import shlex
+
+    only = f" --case {shlex.quote(case)}" if case else ""
+    return f"parity-kit baseline make {shlex.quote(paths.display(descriptor))}{only} --reason \"...\""
 
 
 def tree_root(descriptor: Path) -> Path:

@@ -152,6 +152,8 @@ class LoadedDescriptor:
                 reference = baselines.reference(name, c)
             else:
                 (golden, no_baseline, runtime), reference = baselines.case_golden(name, c), None
+            if no_baseline is None and calibration is not None:
+                no_baseline = baselines.calibration_missing(name, c, calibration)
             specs.append(CaseSpec(
                 name=name, backend=c.backend, kernel=kernel, notebook=str(notebook),
                 timeout_s=c.timeout_s or d.timeout_s, model_path=str(self.resolve(model.path)),

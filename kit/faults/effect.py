@@ -1,8 +1,9 @@
 """A fault's size and the gate's verdict on it, measured with the embedded descriptor's own cases.
 
 A fault's *effect* is what it does to the model, free of any engine's noise: the largest
-max_probability_error over the fixture's prompts of the faulted checkpoint run by hf in float32 (the
-``checkpoint`` case's settings) against the semantic golden. Comparing it with the clean bfloat16 case's
+max_probability_error over the fixture's prompts of the faulted checkpoint run by hf at the goldens' precision
+(the ``checkpoint`` case's settings; on a CPU in float64 rounded to float32, so that it is one number on every
+host) against the semantic golden. Comparing it with the clean bfloat16 case's
 largest error says whether a gate could be expected to see the fault at all.
 
 Cases are the descriptor's, resolved as ``parity-kit spec`` resolves them, and only pointed at the faulted
@@ -19,6 +20,7 @@ from pathlib import Path
 from kit.case.runner import run_case
 from kit.core import paths
 from kit.core.errors import BadInput
+from kit.core.portable import PORTABLE_DTYPE
 from kit.core.records import CaseResult
 from kit.core.spec import CaseSpec, on_model
 from kit.core.verdict import Kind, failures_of
@@ -50,12 +52,15 @@ def embedded_cases(descriptor: str | Path = paths.EMBEDDED_DESCRIPTOR,
     specs = {name: case.spec for name, case in plan.cases.items()}
     semantic = plan.goldens[SEMANTIC].files[0]  # a semantic entry names one file
     checkpoint = specs.pop(float32_case)
-    if checkpoint.backend != "hf" or checkpoint.options.get("dtype", "float32") != "float32":
-        raise BadInput(f"case {float32_case} of {descriptor} is no hf float32 case: a fault's effect is what hf "
-                       "computes in float32, as the goldens are made")
-    # The float32 path as the golden maker runs it: the kernels the checkpoint case pins for its exact golden
-    # are no part of what a fault's effect is measured against.
+    if checkpoint.backend != "hf" or checkpoint.options.get("dtype", "float32") not in ("float32", PORTABLE_DTYPE):
+        raise BadInput(f"case {float32_case} of {descriptor} is no hf float32 or float64 case: a fault's effect is "
+                       "what hf computes at the goldens' precision")
+    # The golden maker's path at its precision, on a CPU computed in float64 and rounded to float32 (an effect is
+    # then one number on every host, kit.core.portable); on a GPU in float32, where float64 attention over long
+    # prompts would hold every [seq, seq] score. The kernels a case pins are no part of a fault's effect.
     options = {k: v for k, v in checkpoint.options.items() if k != "cpu_kernels"}
+    on_gpu = str(options.get("device", "cpu")).startswith("cuda")
+    options["dtype"] = "float32" if on_gpu else PORTABLE_DTYPE
     float32 = dataclasses.replace(checkpoint, name=EFFECT_CASE, golden_path=str(semantic), golden_kind=SEMANTIC,
                                   bound=None, bucket_bounds={}, options=options, runtime="", no_baseline=None)
     return EmbeddedCases(float32, specs)
@@ -78,9 +83,9 @@ def healthy_noise(clean_error: float, spec: CaseSpec) -> float:
 
 def effect_runtime(cases: EmbeddedCases | None = None) -> str:
     """The runtime an effect is measured on, as a table of effects is keyed: the key of what decides the bits
-    of the hf float32 case that measures it (kit.core.runtime; on a CPU, torch's ATen capability, oneDNN's
-    instruction set and MKL's branch). On one runtime an effect is one number; on another it moves (by about
-    1e-6 on the tiny model), so a table holds one entry per runtime."""
+    of the hf case that measures it (kit.core.runtime): on a CPU the portable key, the same on every host, since
+    the effect is computed in float64 and rounded; on a GPU its model and driver. On one runtime an effect is one
+    number; on another it moves (by about 1e-6 on the tiny model), so a table holds one entry per runtime."""
     from kit.backends import registry
 
     cases = cases or embedded_cases()

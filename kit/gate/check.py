@@ -56,6 +56,9 @@ def passed_lines(plan: Plan, inputs: Inputs, gpus: Inventory | None = None) -> l
         asked = [f"{c.name} ({c.resources.num_gpus:g})" for c in plan.cases.values() if c.resources.num_gpus]
         lines.append(f"gpus from {gpus.source}: {gpus.describe()}; every case fits: {', '.join(asked)}")
     for spec in specs:
+        if spec.no_baseline:  # the gate would start, and record this case as not judged here
+            lines.append(f"case {spec.name}: not judged here: {spec.no_baseline.text}")
+            continue
         chosen = inputs.fixture.select(spec.prompt_ids, spec.buckets)
         decode = f", decode {spec.decode} steps" if spec.decode else ""
         lines.append(f"case {spec.name}: {len(chosen)} prompts, top_n {spec.top_n}, golden {spec.golden_kind}{decode}")

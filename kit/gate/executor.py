@@ -32,6 +32,7 @@ from kit.backends import registry
 from kit.core import contract, faultcopy, outcomes, paths, rundir
 from kit.core.borrowed import judged_under_borrowed_bounds
 from kit.core.calibration import hardware_change
+from kit.descriptor.baselines import make_command
 from kit.core.coverage import Expected, coverage_problem, rejudged
 from kit.core.errors import BadInput, ParityKitError
 from kit.core.jsonio import sha256_file, write_json
@@ -219,11 +220,14 @@ def open_run(source: LoadedDescriptor | Checked, out: str | Path | None, only: S
 
 
 def no_baseline_result(spec: CaseSpec) -> CaseResult:
-    """The record of an exact case that cannot be judged here: no golden holds on its runtime."""
-    now = now_iso()
+    """The record of a case that cannot be judged here: no golden holds on its runtime, or no calibration record was
+    measured on its class of hardware."""
+    now, missing = now_iso(), spec.no_baseline
+    assert missing is not None  # only such a case is recorded so
+    notes = [f"runtime: {spec.runtime}"] if spec.runtime else []
     return CaseResult(case=spec.name, backend=spec.backend, status=NO_BASELINE, golden_kind=spec.golden_kind,
-                      error=spec.no_baseline, options=dict(spec.options), started_at=now, finished_at=now,
-                      duration_s=0.0, notes=[f"runtime: {spec.runtime}"])
+                      error=missing.text, remedy=missing.command, options=dict(spec.options), started_at=now,
+                      finished_at=now, duration_s=0.0, notes=notes)
 
 
 def expectations(specs: Sequence[CaseSpec], inputs: Inputs) -> dict[str, Expected]:
@@ -388,6 +392,10 @@ def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = No
                             error=f"interrupted; its kernel was killed; partial notebook {shown}")
     elif outcome.error is None and result_path.is_file():
         result = checked(load_case_result(result_path), spec, expected)
+    elif outcome.kind == outcomes.NO_BASELINE:  # the kernel found hardware the plan did not (kit.core.errors)
+        result = CaseResult(case=spec.name, backend=spec.backend, status=NO_BASELINE, golden_kind=spec.golden_kind,
+                            error=outcome.message, remedy=make_command(Path(spec.descriptor), spec.name),
+                            options=dict(spec.options))
     else:
         error = outcome.error or "the notebook finished without writing its case result"
         result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR,
@@ -449,7 +457,7 @@ def judged_by_hardware(result: CaseResult, spec: CaseSpec) -> CaseResult:
     change = hardware_change(calibration, spec.options)
     if change is None:
         return result
-    command = f"parity-kit baseline make {paths.display(spec.descriptor)} --case {spec.name} --reason \"...\""
+    command = make_command(Path(spec.descriptor), spec.name)
     # A calibration launches the case once per sample it keeps; the backtest and the evidence gate add about two.
     variants = len((calibration.get("drift") or {}).get("samples") or ()) or 3
     expected_s = (variants + 2) * result.duration_s if result.duration_s else None

@@ -3,6 +3,7 @@ and record how."""
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import traceback
@@ -24,7 +25,10 @@ from kit.core.spec import CaseSpec
 from kit.core.text import printable
 from kit.run import output
 from kit.run.stopping import describe
+from kit.core.portable import SAFE_MARGIN
 from kit.core.records import EXACT
+
+logger = logging.getLogger(__name__)
 
 # `golden make`'s flags a backend's remake line may hold (BackendInfo.remake_flags), by make_golden's keywords.
 FLAG_KEYWORDS = {"--backend": "backend", "--dtype": "dtype", "--attn-implementation": "attn_implementation",
@@ -88,8 +92,19 @@ def make_golden_document(model: str | Path, fixture_path: str | Path, kind: str,
         engine.close()
     # What decided the bits, computed where they were made: an exact golden holds only where this key is equal.
     runtime = info.runtime_key(options) if kind == EXACT else None
+    warn_thin_margin(release.get("portable_margin"))
     prov = provenance(backend, release, dtype, attention, list(command), runtime)
     return golden_document(kind, fixture, digest, top_k, observations, prov, continuations, decode), fixture
+
+
+def warn_thin_margin(margin: dict | None) -> None:
+    """Say so where a float64 result lies so close to a float32 rounding boundary that another host's float64
+    differences could move a bit (kit.core.portable): the golden is still written, since the chance is small and
+    the maker cannot move the model's values, but its promise to hold everywhere is weaker than usual."""
+    if margin and margin["holds_within"] < SAFE_MARGIN:
+        logger.warning("a value lies %.3g from a float32 rounding boundary (or half a ranking gap), under %g: "
+                       "another host's float64 differences could move one of its bits (docs/exact-baselines.md)",
+                       margin["holds_within"], SAFE_MARGIN)
 
 
 def request(dtype: str, attn_implementation: str, checkpoint: str, device: str, batch_size: int,

@@ -55,6 +55,7 @@ class NotebookOutcome:
     started: bool = True  # False: the run was stopped before this notebook's kernel could start
     kind: str | None = None  # kit.core.outcomes: what ended it, when it failed; None when every cell ran
     raised: str | None = None  # the class name of the exception a cell raised (as the kernel reports it), if one did
+    message: str | None = None  # that exception's message, its first line
 
     @property
     def timed_out(self) -> bool:
@@ -171,7 +172,7 @@ def run_notebook(notebook: str | Path, output: Path, parameters: dict, kernel_na
         provide_main_kernel()  # a plain pip install registered none; the summary may be the first to ask
     handle = KernelHandle(log_path, log_prefix, env, imports)
     timer = threading.Timer(timeout_s, handle.kill) if timeout_s else None
-    error, kind, raised = None, None, None
+    error, kind, raised, message = None, None, None, None
     with _live_lock:  # checked under the lock that stop_all sweeps with: no kernel slips past it
         if _stopping.is_set():
             return NotebookOutcome("the run was stopped before its kernel started", "interrupt", None, False,
@@ -190,6 +191,7 @@ def run_notebook(notebook: str | Path, output: Path, parameters: dict, kernel_na
         code = handle.exit_code()
         error, kind = describe_failure(exc) + exit_words(code), failure_kind(exc, code)
         raised = exc.ename if isinstance(exc, pm.PapermillExecutionError) else None
+        message = first_line(exc.evalue) if isinstance(exc, pm.PapermillExecutionError) else None
     except BaseException:  # stopped in this very thread (a notebook run by the main thread): end its kernel
         handle.kill("interrupt")
         raise
@@ -201,7 +203,8 @@ def run_notebook(notebook: str | Path, output: Path, parameters: dict, kernel_na
             _live.discard(handle)
     failed = error or handle.killed_by
     kind = KILLED_BY.get(handle.killed_by or "", kind)  # the kit's own kill is why the notebook failed
-    return NotebookOutcome(error, handle.killed_by, handle.log_tail() if failed else None, kind=kind, raised=raised)
+    return NotebookOutcome(error, handle.killed_by, handle.log_tail() if failed else None, kind=kind, raised=raised,
+                           message=message)
 
 
 def kill_all() -> int:

@@ -18,10 +18,11 @@ def golden_options(request: dict) -> dict:
 
 
 def golden_flags(provenance: dict, options: dict | None = None) -> list[str]:
-    """The flags that repeat how the golden was made; ``options``, a case's, decide the CPU kernels where given
-    (the runtime the new golden must hold on is the case's)."""
+    """The flags that repeat how the golden was made; ``options``, a case's, decide the dtype and the CPU kernels
+    where given (the runtime the new golden must hold on is the case's)."""
     release = provenance.get("release") or {}
-    made = {"dtype": provenance.get("dtype"), "attn_implementation": provenance.get("attention"),
+    made = {"dtype": (options or {}).get("dtype") or provenance.get("dtype"),
+            "attn_implementation": provenance.get("attention"),
             "device": release.get("device"), "cpu_kernels": (options or release).get("cpu_kernels")}
     flags: list[str] = []
     for flag, key, default in DEFAULTS:

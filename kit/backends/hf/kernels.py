@@ -13,6 +13,7 @@ import os
 import sys
 
 from kit.core.errors import BadInput
+from kit.core.portable import PORTABLE_DTYPE, PORTABLE_RUNTIME
 from kit.core.runtime import TORCH_AVX2_PIN, host_runtime_of, torch_cpu_runtime
 
 NATIVE, AVX2 = "native", "avx2"
@@ -27,10 +28,13 @@ def pin_env(options: dict) -> dict[str, str]:
 
 
 def exact_runtime(options: dict) -> str:
-    """The runtime key of an hf case with ``options`` on this host (kit.core.runtime)."""
+    """The runtime key of an hf case with ``options`` on this host (kit.core.runtime); a float64 case's holds on every
+    host (kit.core.portable)."""
+    if options.get("dtype") == PORTABLE_DTYPE:
+        return PORTABLE_RUNTIME
     if str(options.get("device", "cpu")).startswith("cuda"):
         return host_runtime_of(options)
-    return torch_cpu_runtime({**os.environ, **pin_env(options)})
+    return torch_cpu_runtime({**os.environ, **pin_env(options)}, threads=int(options.get("threads", 1)))
 
 
 def legacy_runtime(provenance: dict) -> str | None:

@@ -25,10 +25,14 @@ from typing import Sequence
 from kit.backends.hf import attention as hf_attention
 from kit.backends.hf import kernels
 from kit.core.fixture import Prompt
+from kit.core.portable import PORTABLE_DTYPE, margin_of, rounded_top
 from kit.core.records import Continuation, Observation
 from kit.core.spec import CaseSpec
 
 PADDING_SIDES = ("left", "right")
+# Candidates a float64 case keeps beyond its top-n before rounding: the cut must not fall inside a tie that the
+# rounding makes and the token-id order then decides.
+PORTABLE_SPARE = 8
 SDPA_BACKENDS = ("auto", "flash", "cudnn", "efficient", "math")
 
 
@@ -98,6 +102,12 @@ class HfBackend:
         if compile:
             compile_layers(self.model)
         self._batches: list[dict] = []
+        self._candidates: list[tuple[list[float], int]] = []  # a float64 case's values before rounding
+
+    @property
+    def portable(self) -> bool:
+        """Computed in float64 and reported rounded to float32 (kit.core.portable)."""
+        return self.dtype == PORTABLE_DTYPE
 
     def release(self) -> dict:
         import torch
@@ -108,9 +118,11 @@ class HfBackend:
                "attention": self.attn_implementation, "device": self.device}
         if self.compile:  # another code path than eager: the provenance must tell the two apart
             out["compile"] = "torch.compile per layer"
-        if self.device == "cpu":  # which kernels computed it: what an exact golden's bits depend on
+        if self.device == "cpu":  # which kernels computed it: what a float32 exact golden's bits depend on
             out["cpu_kernels"] = self.cpu_kernels
             out["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+        if self.portable and self._candidates:  # how far another host's float64 values may move (kit.core.portable)
+            out["portable_margin"] = margin_of(self._candidates).to_dict()
         if self.device.startswith("cuda"):
             out["device_name"] = torch.cuda.get_device_name(self.device)
             out["cuda"] = torch.version.cuda
@@ -124,15 +136,13 @@ class HfBackend:
     def observe(self, prompts: Sequence[Prompt], top_n: int) -> list[Observation]:
         torch = self._torch
         out: list[Observation | None] = [None] * len(prompts)
-        self._batches = []
+        self._batches, self._candidates = [], []
         with torch.inference_mode(), self._sdpa_context():
             for batch in plan_batches(prompts, self.batch_size):
                 t0 = time.perf_counter()
                 rows = [prompts[i] for i in batch]
-                logprobs = torch.log_softmax(self.last_logits(rows).float(), dim=-1)
-                values, indices = torch.topk(logprobs, min(top_n, logprobs.shape[-1]), dim=-1)
-                for i, prompt, idx, val in zip(batch, rows, indices.tolist(), values.tolist()):
-                    out[i] = Observation(prompt.id, tuple(zip(idx, val)), prompt.n_tokens)
+                for i, prompt, top in zip(batch, rows, self._tops(self.last_logits(rows), top_n)):
+                    out[i] = Observation(prompt.id, top, prompt.n_tokens)
                 # Per batch, so that a compiled case shows where its compiling went (the first batches).
                 self._batches.append({"bucket": rows[0].bucket, "rows": len(rows),
                                       "padded_to": max(c.n_tokens for c in rows),
@@ -153,11 +163,25 @@ class HfBackend:
                 tokens = generated.sequences[0, ids.shape[1]:].tolist()
                 per_step = []
                 for token, logits in zip(tokens, generated.logits):
-                    logprobs = torch.log_softmax(logits[0].float(), dim=-1)
-                    values, indices = torch.topk(logprobs, min(top_n, logprobs.shape[-1]))
-                    per_step.append((int(token), tuple(zip(indices.tolist(), values.tolist()))))
+                    per_step.append((int(token), self._tops(logits, top_n)[0]))
                 out.append(Continuation(prompt.id, tuple(per_step)))
         return out
+
+    def _tops(self, logits, top_n: int) -> list[tuple[tuple[int, float], ...]]:
+        """Each row's ``top_n`` (token, logprob) pairs, most likely first: the log-softmax in float32, or for a
+        float64 case in float64, rounded to float32 and tied values ordered by token id (kit.core.portable)."""
+        torch = self._torch
+        if not self.portable:
+            logprobs = torch.log_softmax(logits.float(), dim=-1)
+            values, indices = torch.topk(logprobs, min(top_n, logprobs.shape[-1]), dim=-1)
+            return [tuple(zip(idx, val)) for idx, val in zip(indices.tolist(), values.tolist())]
+        logprobs = torch.log_softmax(logits.double(), dim=-1)
+        values, indices = torch.topk(logprobs, min(top_n + PORTABLE_SPARE, logprobs.shape[-1]), dim=-1)
+        tops = []
+        for idx, val in zip(indices.tolist(), values.tolist()):
+            self._candidates.append((val, top_n))
+            tops.append(rounded_top(val, idx, top_n))
+        return tops
 
     def _greedy(self, steps: int):
         """Exactly ``steps`` greedy tokens and nothing else: no end-of-sequence stop (the comparison needs

@@ -94,8 +94,9 @@ def test_a_host_with_no_baselines_sees_each_gap_with_what_closes_it(tmp_path, em
                                                          "and the case accepts no hardware change")
     fallback = by[("hf-fallback", CALIBRATION)]
     assert fallback.standing == FALLBACK
-    assert fallback.rule == (f'accept_noise_changes = ["hardware"]: noise measured on {ELSEWHERE_CPU}, this host is '
-                             f"{here}; its bounds apply, its drift test does not")
+    # One record or several, a case that accepts the hardware change takes another class's by the rule "device".
+    assert fallback.rule == (f"fallback order ['hardware', 'device'] took it by its rule \"device\": noise measured "
+                             f"on {ELSEWHERE_CPU}, this host is {here}; its bounds apply, its drift test does not")
     assert [r.case for r in gaps(list(by.values()))] == ["checkpoint", "hf-bf16", "hf-fallback"]
     proc = parity_kit("baseline", "status", str(desc), "--json")
     assert proc.returncode == 7, proc.stderr  # no baseline for this runtime, as the gate says it
@@ -162,7 +163,8 @@ def test_adopt_writes_each_first_entry_once_and_log_shows_the_chains(tmp_path, e
     desc = lineage_descriptor(tmp_path, embedded, listed)
     written = adopt(desc)
     kinds = sorted(json.loads(p.read_text())["kind"] for p in written)
-    assert kinds == ["calibration", "exact-golden", "exact-golden", "semantic-golden", "semantic-golden"]
+    assert kinds == ["calibration", "exact-golden", "exact-golden", "exact-golden", "semantic-golden",
+                     "semantic-golden"]
     assert adopt(desc) == []  # idempotent: every entry is there
     proc = parity_kit("baseline", "log", str(desc), "--case", "hf-bf16", "--json")
     chains = json.loads(proc.stdout)

@@ -72,7 +72,7 @@ def test_goldens_carry_full_provenance_and_match_the_fixture(embedded):
               **{m["digest"]: m["path"] for m in embedded.models.values()}}
     every = [(name, path) for name, files in embedded.golden_files.items()
              for path in (files if isinstance(files, list) else [files])]  # each runtime's exact golden too
-    assert len(every) == 4  # semantic, its decode golden, and two runtimes of the exact entry
+    assert len(every) == 5  # semantic, its decode golden, and the exact entry's portable and two float32 goldens
     for name, path in every:
         golden = load_golden(path)
         assert golden.kind == golden_kind(name)
@@ -81,7 +81,9 @@ def test_goldens_carry_full_provenance_and_match_the_fixture(embedded):
         assert golden.top_k == 25
         assert set(golden.provenance) >= {"backend", "release", "dtype", "attention", "hardware", "command",
                                           "created_at", "kit_version"}
-        assert golden.provenance["dtype"] == "float32"
+        # float32, as the goldens are made; the portable exact golden in float64, reported rounded to float32
+        assert golden.provenance["dtype"] == ("float64" if "portable" in golden.provenance.get("runtime", "")
+                                              else "float32")
 
 
 def test_golden_cli_verify_and_diff(tmp_path, embedded):
@@ -89,7 +91,7 @@ def test_golden_cli_verify_and_diff(tmp_path, embedded):
     # The exact golden made on the semantic one's host: the same float32 path there, bit for bit.
     made_on = load_golden(sem).provenance["hardware"]
     exact = next(p for p in sem.parent.glob("44a3d799c03b-tiny-llama-1163a351b5ae-exact*.json")
-                 if load_golden(p).provenance["hardware"] == made_on)
+                 if load_golden(p).provenance["hardware"] == made_on and load_golden(p).provenance["dtype"] == "float32")
     proc = parity_kit("golden", "verify", sem, "--fixture", embedded.fixture, "--model", embedded.model)
     assert proc.returncode == 0 and proc.stdout.startswith(f"ok: {sem}: semantic, top-25, 64 prompts"), proc.stderr
     proc = parity_kit("golden", "diff", sem, exact)

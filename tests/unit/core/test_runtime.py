@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+import kit.core.runtime
 from kit.backends.registry import choose_for_runtime, duplicate_runtime, golden_runtime, legacy_runtime, remake_command
 from kit.core.golden import Golden, golden_filename
+from kit.core.portable import PORTABLE_RUNTIME
 from kit.core.runtime import (TORCH_AVX2_PIN, aten_capability, cpuinfo_fields, hardware, host_isa_level, isa_level,
                               onednn_isa, runtime_slug, torch_cpu_runtime, xla_cpu_runtime)
 
@@ -79,15 +81,27 @@ def test_onednn_isa_is_the_widest_it_finds_or_the_pinned_one():
     assert onednn_isa(ZEN4, {"ONEDNN_MAX_CPU_ISA": "AVX2"}) == "avx2"
 
 
-def test_the_pinned_torch_runtime_is_one_key_on_every_avx2_host_and_the_native_ones_differ():
+def test_a_float32_torch_runtime_names_its_kernels_threads_and_the_cpu_itself(monkeypatch):
     pinned = {**TORCH_AVX2_PIN}
     keys = {torch_cpu_runtime(pinned, flags=f, machine="x86_64") for f in (V3, V4, ZEN4)}
-    assert keys == {"torch-cpu x86_64 aten=avx2 onednn=avx2 mkl=AVX2"}
+    # The pin picks one set of kernels on every AVX2 host, but the bits still follow the CPU: the key names it.
+    assert len(keys) == 1 and keys.pop().startswith("torch-cpu x86_64 aten=avx2 onednn=avx2 mkl=AVX2 threads=1 cpu=")
     native = {torch_cpu_runtime({}, flags=f, machine="x86_64") for f in (V3, V4, ZEN4)}
     assert len(native) == 3  # AVX2, AVX-512 and AVX-512 with bf16 run other kernels
     assert all("mkl=AVX2" not in k for k in native)  # MKL's branch follows the CPU unless pinned
-    assert runtime_slug(keys.pop()) == "cpu-avx2-pinned"
-    assert runtime_slug(native.pop()).startswith("rt-")
+    assert torch_cpu_runtime(pinned, threads=2) != torch_cpu_runtime(pinned, threads=1)
+    amd = {"vendor_id": "AuthenticAMD", "model name": "AMD EPYC 9R14", "cpu family": "25", "model": "17",
+           "stepping": "1", "flags": "avx2 fma avx512f"}
+    monkeypatch.setattr(kit.core.runtime, "_cpuinfo_map", lambda: amd)
+    on_amd = torch_cpu_runtime(pinned)
+    for changed in ({"vendor_id": "GenuineIntel"}, {"model name": "AMD EPYC 7R13"}, {"model": "1"},
+                    {"stepping": "2"}, {"flags": "avx2 fma"}):
+        monkeypatch.setattr(kit.core.runtime, "_cpuinfo_map", lambda c=changed: {**amd, **c})
+        assert torch_cpu_runtime(pinned) != on_amd, changed
+    monkeypatch.setattr(kit.core.runtime, "_cache_sizes", lambda: ["L2:2048K"])
+    monkeypatch.setattr(kit.core.runtime, "_cpuinfo_map", lambda: amd)
+    assert torch_cpu_runtime(pinned) != on_amd  # another cache size blocks the matmuls otherwise
+    assert runtime_slug(on_amd).startswith("rt-") and runtime_slug(PORTABLE_RUNTIME) == "portable"
 
 
 def test_the_xla_runtime_names_the_cpu_model_and_a_digest_of_every_feature():

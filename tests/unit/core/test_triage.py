@@ -223,7 +223,8 @@ def test_an_error_kind_round_trips_and_is_checked_as_a_string():
         check_case_result({**r.to_dict(), "error_kind": 3}, "c")
 
 
-def test_every_kind_is_infrastructure_but_a_case_error_and_a_bad_input():
+def test_every_kind_is_infrastructure_but_a_case_error_a_bad_input_and_no_baseline():
     assert {k.name for k in outcomes.KINDS.values() if not k.infrastructure} == {outcomes.CASE_ERROR,
-                                                                                outcomes.BAD_INPUT}
+                                                                                outcomes.BAD_INPUT,
+                                                                                outcomes.NO_BASELINE}
     assert all(k.words for k in outcomes.KINDS.values())

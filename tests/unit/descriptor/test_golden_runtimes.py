@@ -1,20 +1,26 @@
 """An exact [goldens] entry names one golden per runtime (the key of what decides its bits); a case uses the
 golden of its own runtime and never another's: without one it reads "no baseline for this runtime", with
-the command that makes one. A semantic entry stays one file."""
+the command that makes one. A float64 case's runtime is the portable one, the same on every host; a float32
+case's names the CPU it runs on. A semantic entry stays one file."""
 
 from __future__ import annotations
 
 import collections
 
+import kit.core.runtime
 from kit.backends.hf.kernels import exact_runtime
 from kit.core import paths
+from kit.core.portable import PORTABLE_RUNTIME
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve
 from support import golden_made_on, parity_kit, write_descriptor
 
-PINNED = exact_runtime({"cpu_kernels": "avx2"})
-NATIVE = exact_runtime({})
+PINNED = exact_runtime({"cpu_kernels": "avx2", "dtype": "float32"})
+NATIVE = exact_runtime({"dtype": "float32"})
 ELSEWHERE = "torch-cpu x86_64 aten=avx512 onednn=avx512_core_amx mkl=GenuineIntel Some Xeon"
+# The key a pinned golden recorded before keys named the CPU: an Intel and an AMD host both computed it, and their
+# float32 bits differed (docs/exact-baselines.md).
+UNNAMED_CPU = "torch-cpu x86_64 aten=avx2 onednn=avx2 mkl=AVX2"
 
 
 def refused_line(proc, out) -> str:
@@ -30,12 +36,12 @@ def line_of(path, text) -> int:
 
 
 def checkpoint_descriptor(tmp_path, embedded, *runtimes: str, pinned: bool = True):
-    """The checkpoint case (its kernels pinned, or native) against an exact entry listing copies of its golden
-    made on ``runtimes``."""
+    """The checkpoint case in float32 (its kernels pinned, or native) against an exact entry listing copies of its
+    golden made on ``runtimes``."""
     copies = [golden_made_on(embedded.goldens["exact"], tmp_path / "goldens" / f"exact-{n}.json", "a host", rt)
               for n, rt in enumerate(runtimes)]
     goldens = {"semantic": embedded.goldens["semantic"], "exact": copies}
-    case = {**embedded.doc["cases"]["checkpoint"], "cpu_kernels": "avx2" if pinned else "native"}
+    case = {**embedded.doc["cases"]["checkpoint"], "dtype": "float32", "cpu_kernels": "avx2" if pinned else "native"}
     return write_descriptor(tmp_path, embedded, goldens=goldens, cases={"checkpoint": case}), copies
 
 
@@ -54,10 +60,32 @@ def test_the_native_case_uses_its_own_runtimes_golden(tmp_path, embedded):
     assert spec(desc).golden_path == str(native)
 
 
-def test_the_embedded_checkpoint_case_is_pinned_and_holds_on_any_avx2_host(embedded):
+def test_the_embedded_checkpoint_case_is_float64_and_holds_on_any_host(embedded):
     s = load_descriptor(embedded.descriptor).case_specs(["checkpoint"])[0]
-    assert s.options["cpu_kernels"] == "avx2" and s.runtime == PINNED and s.no_baseline is None
-    assert s.golden_path.endswith("-exact-cpu-avx2-pinned.json")
+    assert s.options["dtype"] == "float64" and s.runtime == PORTABLE_RUNTIME and s.no_baseline is None
+    assert s.golden_path.endswith("-exact-portable.json")
+
+
+def test_a_float32_key_names_the_cpu_so_a_golden_keyed_without_it_holds_nowhere(tmp_path, embedded, monkeypatch):
+    # The third CPU class: the same pinned kernels on another vendor's CPU computed other float32 bits under one key.
+    assert PINNED != UNNAMED_CPU and PINNED.startswith(UNNAMED_CPU + " threads=1 cpu=")
+    desc, _ = checkpoint_descriptor(tmp_path, embedded, UNNAMED_CPU)
+    assert spec(desc).no_baseline.kind == "exact-golden"
+    desc, (here,) = checkpoint_descriptor(tmp_path / "here", embedded, PINNED)
+    assert spec(desc).golden_path == str(here)
+    intel = {"vendor_id": "GenuineIntel", "model name": "Intel(R) Xeon(R) Platinum 8480+", "cpu family": "6",
+             "model": "143", "stepping": "8", "flags": "fpu avx2 fma avx512f avx512bw avx512vl avx512dq amx_tile"}
+    monkeypatch.setattr(kit.core.runtime, "_cpuinfo_map", lambda: intel)
+    faked = spec(desc)
+    assert faked.runtime != PINNED and "cpu=GenuineIntel Intel(R) Xeon(R) Platinum 8480+ family=6" in faked.runtime
+    assert faked.golden_path == "" and faked.no_baseline.text.startswith("no baseline for this runtime: ")
+
+
+def test_the_float64_case_keeps_its_golden_on_any_cpu(embedded, monkeypatch):
+    intel = {"vendor_id": "GenuineIntel", "model name": "Intel(R) Xeon(R) Platinum 8480+", "flags": "avx2 fma"}
+    monkeypatch.setattr(kit.core.runtime, "_cpuinfo_map", lambda: intel)
+    s = load_descriptor(embedded.descriptor).case_specs(["checkpoint"])[0]
+    assert s.runtime == PORTABLE_RUNTIME and s.golden_path.endswith("-exact-portable.json") and not s.no_baseline
 
 
 def test_the_embedded_levanter_native_case_is_judged_in_its_kernel_not_by_a_golden(embedded):
@@ -71,16 +99,17 @@ def test_no_golden_for_this_runtime_is_no_baseline_with_the_command_that_makes_o
     desc, copies = checkpoint_descriptor(tmp_path, embedded, ELSEWHERE, pinned=False)
     s = spec(desc)
     assert s.golden_path == "" and s.runtime == NATIVE
-    assert s.no_baseline == (
+    assert s.no_baseline.text == (
         f"no baseline for this runtime: goldens.exact ({desc}:{line_of(desc, 'exact = [')}) holds no exact golden "
         f"made on {NATIVE}; its goldens were made on {ELSEWHERE}; make one here with `parity-kit golden make "
         f"--model fixtures/tiny-llama --fixture fixtures/{embedded.fixture.name} --kind exact --top-k 25 "
         f"--out {tmp_path / 'goldens'}` and add it to the list")
+    assert (s.no_baseline.kind, s.no_baseline.command) == ("exact-golden", s.no_baseline.text.split("`")[1])
 
 
 def test_the_remake_command_carries_the_cases_pin(tmp_path, embedded):
     desc, _ = checkpoint_descriptor(tmp_path, embedded, ELSEWHERE)
-    assert "--top-k 25 --cpu-kernels avx2 --out" in spec(desc).no_baseline
+    assert "--top-k 25 --cpu-kernels avx2 --out" in spec(desc).no_baseline.command
 
 
 def test_an_exact_entry_without_this_runtimes_golden_touches_only_its_cases(tmp_path, embedded):
@@ -89,7 +118,7 @@ def test_an_exact_entry_without_this_runtimes_golden_touches_only_its_cases(tmp_
     desc = load_descriptor(write_descriptor(tmp_path, embedded, goldens=goldens))
     specs = {s.name: s for s in desc.case_specs(["hf-bf16", "checkpoint"])}
     assert specs["hf-bf16"].golden_path == str(embedded.goldens["semantic"]) and not specs["hf-bf16"].no_baseline
-    assert specs["checkpoint"].no_baseline.startswith("no baseline for this runtime")
+    assert specs["checkpoint"].no_baseline.text.startswith("no baseline for this runtime")
 
 
 def test_two_goldens_for_one_runtime_are_refused_before_anything_runs(tmp_path, embedded):
