@@ -7,7 +7,8 @@ configuration it prints how many prompts' reported top-k differ from the first c
 difference of the float64 logprobs before rounding, and the float64 result's margin (how far its values may move
 before a float32 bit changes). docs/exact-baselines.md holds the figures.
 
-    python benchmarks/exact_kernels.py [--top-k 25] [--json OUT] [--golden GOLDEN]
+    python benchmarks/exact_kernels.py [--top-k 25] [--json OUT] [--golden GOLDEN] [--dtypes float64]
+                                       [--configs "native,aten default,..."]
 
 ``--golden`` also counts, per configuration, the prompts whose float64 result differs from that exact golden, and
 exits 1 when any does (tests/e2e/gate/test_portable_exact.py runs it so).
@@ -43,7 +44,7 @@ def configurations(flags: set[str]) -> dict[str, dict[str, str]]:
     return out
 
 
-def one(top_k: int) -> dict:
+def one(top_k: int, dtypes: list[str]) -> dict:
     """This interpreter's results: per dtype, each prompt's reported top-k, and the float64 values unrounded."""
     sys.path.insert(0, str(ROOT))
     import torch
@@ -54,7 +55,7 @@ def one(top_k: int) -> dict:
     threads = int(os.environ.get("PARITY_KIT_PROBE_THREADS", "1"))
     prompts = load_fixture(FIXTURE).prompts
     out: dict = {"capability": torch.backends.cpu.get_cpu_capability(), "threads": threads}
-    for dtype in ("float32", "float64"):
+    for dtype in dtypes:
         engine = HfBackend(str(MODEL), dtype=dtype, threads=threads)
         out[dtype] = {o.prompt_id: o.top_logprobs for o in engine.observe(prompts, top_k)}
         if dtype == "float64":
@@ -64,9 +65,9 @@ def one(top_k: int) -> dict:
     return out
 
 
-def run(env: dict[str, str], top_k: int) -> dict:
-    proc = subprocess.run([sys.executable, __file__, "--one", "--top-k", str(top_k)], env={**os.environ, **env},
-                          capture_output=True, text=True)
+def run(env: dict[str, str], top_k: int, dtypes: list[str]) -> dict:
+    proc = subprocess.run([sys.executable, __file__, "--one", "--top-k", str(top_k), "--dtypes", ",".join(dtypes)],
+                          env={**os.environ, **env}, capture_output=True, text=True)
     if proc.returncode:
         raise SystemExit(f"a configuration failed: {env}\n{proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -81,7 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top-k", type=int, default=25)
     parser.add_argument("--json", help="write every configuration's figures here")
     parser.add_argument("--golden", help="an exact float64 golden every configuration must reproduce")
+    parser.add_argument("--dtypes", default="float32,float64", help="which of float32 and float64 to run")
+    parser.add_argument("--configs", help="comma-separated configurations to run (default: every one)")
     args = parser.parse_args(argv)
+    dtypes = args.dtypes.split(",")
     sys.path.insert(0, str(ROOT))
     from kit.core.runtime import _cpuinfo
 
@@ -94,14 +98,21 @@ def main(argv: list[str] | None = None) -> int:
         loaded = load_golden(args.golden)
         golden = {p: [list(t) for t in loaded.prompts[p]] for p in loaded.ids}
     first, rows, bad = None, [], 0
-    for label, env in configurations(flags or set()).items():
-        got = run(env, args.top_k)
+    every = configurations(flags or set())
+    chosen = args.configs.split(",") if args.configs else list(every)
+    unknown = [c for c in chosen if c not in every]
+    if unknown:
+        parser.error(f"unknown configuration {unknown[0]!r} (known here: {', '.join(every)})")
+    for label in chosen:
+        got = run(every[label], args.top_k, dtypes)
         first = first or got
-        raw_moved = max(abs(x - y) for a, b in zip(got["raw"], first["raw"]) for x, y in zip(a, b))
-        row = {"configuration": label, "capability": got["capability"], "threads": got["threads"],
-               "float32_prompts_differing": differing(got["float32"], first["float32"]),
-               "float64_prompts_differing": differing(got["float64"], first["float64"]),
-               "float64_largest_move": raw_moved, "margin": got["margin"]}
+        row = {"configuration": label, "capability": got["capability"], "threads": got["threads"]}
+        for dtype in dtypes:
+            row[f"{dtype}_prompts_differing"] = differing(got[dtype], first[dtype])
+        if "float64" in dtypes:
+            row["float64_largest_move"] = max(abs(x - y) for a, b in zip(got["raw"], first["raw"])
+                                              for x, y in zip(a, b))
+            row["margin"] = got["margin"]
         if golden is not None:
             row["prompts_differing_from_golden"] = sum(
                 [list(t) for t in got["float64"][p][: len(golden[p])]] != golden[p] for p in golden)
@@ -116,6 +127,6 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     if "--one" in sys.argv:
         k = int(sys.argv[sys.argv.index("--top-k") + 1])
-        print(json.dumps(one(k)))
+        print(json.dumps(one(k, sys.argv[sys.argv.index("--dtypes") + 1].split(","))))
     else:
         sys.exit(main())

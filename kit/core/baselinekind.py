@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from kit.core import paths
-from kit.core.calibration import case_device, check_case_inputs, hardware_change, measured_on
+from kit.core.calibration import check_case_inputs, hardware_change, measured_on
 from kit.core.errors import BadInput
 from kit.core.golden import Golden, RuntimeOf, duplicate_runtime, load_golden
 from kit.core.modelconfig import check_prompts_fit, model_limits
@@ -226,29 +226,13 @@ class Calibration(BaselineKind):
         """Every record a calibrated case lists (``listed``: their references) fits the case (inputs, backend,
         noise class, prompts and their buckets), the one this host does not choose as much as the one it does: a
         list is reviewed as a whole, and a record that could never judge the case is a mistake wherever it runs.
-        Then the chosen one must have measured this host's class of hardware, or the case accept the change.
-        ``where``: ``file:line: cases.NAME.calibration``."""
+        Whether one was measured on this host's hardware is the plan's question, whose answer without one is "no
+        baseline" (kit.descriptor.baselines), never a refusal. ``where``: ``file:line: cases.NAME.calibration``."""
         for reference in listed or [spec.calibration or {}]:
             problem = check_case_inputs(reference, spec, fixture_sha256=fixture_sha256, golden_sha256=golden_sha256,
                                         model_digest=model_digest, prompts=prompts)
             if problem:
                 raise BadInput(f"{where}: record {paths.display(reference['path'])} does not fit: {problem}")
-        self.check_hardware_class(spec, where)
-
-    @staticmethod
-    def check_hardware_class(spec: CaseSpec, where: str) -> None:
-        """A record measured on another CPU class than this host's is refused before the case runs (its kernel
-        would refuse it only after scoring every prompt). A GPU's name is known only in the case's kernel, which
-        keeps the check for GPUs (and this one as well)."""
-        cal = spec.calibration or {}
-        if "hardware" in cal.get("accept", []) or case_device(spec.options).startswith("cuda"):
-            return
-        change = hardware_change(cal, spec.options)
-        if change is not None:
-            measured, here = change
-            raise BadInput(f"{where}: record {paths.display(cal.get('path') or cal['sha256'])} "
-                           f"measured noise on {measured}, this case runs on {here}: calibrate here, or set "
-                           "accept_noise_changes = [\"hardware\"] to use its bounds")
 
 
 class HandSetBound(BaselineKind):
