@@ -11,6 +11,7 @@ from typing import Sequence
 from kit.core import paths, rundir
 from kit.core.errors import BadInput
 from kit.core.jsonio import atomic_write_bytes, read_input_bytes, write_json
+from kit.core.nextsteps import next_steps, one_command
 from kit.core.power import family_lines, headline
 from kit.core.records import (BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult,
                               severity)
@@ -73,10 +74,11 @@ def write_gate_result(run_dir: Path, manifest: dict, verdict: str, counts: dict,
 
 
 def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: float,
-                      results: dict[str, CaseResult], trend: str | None = None) -> str:
-    """A paragraph fit for an issue comment: verdict, counts, the worst case, digests, command."""
+                      results: dict[str, CaseResult], trend: str | None = None, run_dir: Path | None = None) -> str:
+    """A paragraph fit for an issue comment: verdict, counts, what to do next, the worst case, digests, command."""
     lines = [f"**Parity gate {md(manifest['name'], code=True)}: {verdict}.** {counts_sentence(counts, duration_s)}.",
              ""]
+    lines += next_steps_markdown(manifest, results, run_dir)
     for name in manifest["cases"]:
         r = results.get(name)
         if r is None:
@@ -148,6 +150,21 @@ def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: fl
     return "\n".join([*lines, ""])
 
 
+def next_steps_markdown(manifest: dict, results: dict[str, CaseResult], run_dir: Path | None) -> list[str]:
+    """What did not pass, of which kind, and the command that moves each on (kit.core.nextsteps); nothing for a
+    passed run."""
+    descriptor = paths.display(manifest.get("descriptor") or "DESCRIPTOR")
+    steps = next_steps(manifest["cases"], results, descriptor, paths.display(run_dir) if run_dir else "RUN_DIR")
+    if not steps:
+        return []
+    lines = ["Next:"] + [f"- {md(s.case, code=True)}: **{md(s.kind)}**"
+                         + (f": {md(s.command, code=True)}" if s.command else "") for s in steps]
+    together = one_command(steps, descriptor)
+    if together:
+        lines.append(f"- every missing baseline at once: {md(together, code=True)}")
+    return [*lines, ""]
+
+
 def false_failure_part(manifest: dict) -> dict:
     """result.json's statement of the gate's false-failure rate, as the manifest records it from the plan
     (kit.descriptor.falsefailure); nothing for a manifest of a kit that stated none."""
@@ -209,7 +226,7 @@ def write_evidence(run_dir: Path, text: str) -> Path:
 def write_gate_evidence(run_dir: Path, manifest: dict, verdict: str, counts: dict, duration_s: float,
                         results: dict[str, CaseResult], trend: str | None = None) -> Path:
     """A gate run's evidence.md (``evidence_markdown``)."""
-    return write_evidence(run_dir, evidence_markdown(manifest, verdict, counts, duration_s, results, trend))
+    return write_evidence(run_dir, evidence_markdown(manifest, verdict, counts, duration_s, results, trend, run_dir))
 
 
 def build_summary(run_dir: Path, kernel: str = paths.MAIN_KERNEL, timeout_s: float = 300) -> Rendered:

@@ -15,11 +15,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from kit.core import paths
 from kit.core.decode import failed_prompts, worst_decode_step
 from kit.core.fixture import load_fixture
 from kit.core.golden import load_golden
 from kit.core.records import (BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult,
                               PromptScore, severity)
+from kit.core.nextsteps import Step, next_steps, one_command
 from kit.core.results import RunView, counts_sentence
 from kit.gate.trend import read_steps
 
@@ -243,10 +245,42 @@ def _golden_provenance(path: str | None) -> str:
 
 
 def run_banner(view: RunView) -> str:
+    """The verdict, the sentence that explains it, and below it what to do next: every case that did not pass,
+    the kind of thing that happened to it and the one command that moves it on (kit.core.nextsteps), so the
+    first screen of the page answers what the bottom of it explains."""
     duration = view.manifest.get("duration_s") or sum(r.duration_s or 0 for r in view.results.values())
     release = f" against release `{view.release}`" if view.release else ""
     title = f"Gate `{view.manifest.get('name', '?')}`{release}"
-    return banner_html(title, view.verdict, gate_reason(view), counts_sentence(view.counts, duration))
+    return (banner_html(title, view.verdict, gate_reason(view), counts_sentence(view.counts, duration))
+            + next_steps_html(view))
+
+
+def run_steps(view: RunView) -> tuple[list[Step], str | None]:
+    """The run's next steps, with its descriptor and directory as a reader's commands name them, and the one
+    `baseline make` that covers several missing baselines (None where it is not needed)."""
+    descriptor = paths.display(view.manifest.get("descriptor") or "DESCRIPTOR")
+    steps = next_steps(view.expected, view.results, descriptor, paths.display(view.run_dir))
+    return steps, one_command(steps, descriptor)
+
+
+def next_steps_html(view: RunView) -> str:
+    """A table of what did not pass: case, kind, why, next command; empty for a passed run."""
+    steps, together = run_steps(view)
+    if not steps:
+        return ""
+    rows = "".join(f"<tr><td><code>{html.escape(s.case)}</code></td><td><strong>{html.escape(s.kind)}</strong></td>"
+                   f"<td>{text_html(_short(s.why))}</td>"
+                   f"<td>{'<code>' + html.escape(s.command) + '</code>' if s.command else '—'}</td></tr>"
+                   for s in steps)
+    also = (f"<p>One command makes every missing baseline of this descriptor here: <code>{html.escape(together)}"
+            "</code></p>") if together else ""
+    return ('<table style="margin:4px 0 10px 0"><thead><tr><th>case</th><th>what happened</th><th>why</th>'
+            f"<th>next</th></tr></thead><tbody>{rows}</tbody></table>{also}")
+
+
+def _short(text: str, limit: int = 240) -> str:
+    """A reason cut to what a table cell holds (the full text stays in the failures below)."""
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 
