@@ -15,27 +15,20 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[3]
 
-# One vLLM launch on a CPU, as the environment of the process it ran in read after its engine started, and the
-# next launch's: every difference is a value drawn afresh per launch or per host.
-LAUNCH = {
-    "OMP_NUM_THREADS": "2", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_WORKER_MULTIPROC_METHOD": "spawn",
-    "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false --xla_dump_to=/tmp/parity-kit-dump-1a",
-    "VLLM_DIST_IDENT": "vllm_dist_8ea3c1f2d4b54e0f9a6c7d8e9f0a1b2c",
-    "VLLM_OBJECT_STORAGE_SHM_BUFFER_NAME": "vllm_mm_fndB12QZTa-g2XyCkrq_Sw",
-    "VLLM_PORT": "41233", "VLLM_DP_MASTER_IP": "10.0.0.5", "VLLM_DP_MASTER_PORT": "29500",
-    "NCCL_COMM_ID": "10.0.0.5:29400", "MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "29500",
-    "TORCH_DIST_INIT": "file:///tmp/vllm_dist_8ea3c1f2d4b54e0f9a6c7d8e9f0a1b2c",
-    "VLLM_RPC_BASE_PATH": "/tmp/parity-kit-vllm-small-1a2b3c",
-}
-NEXT_LAUNCH = {
-    **LAUNCH, "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false --xla_dump_to=/tmp/parity-kit-dump-9z",
-    "VLLM_DIST_IDENT": "vllm_dist_85550c4a7e2b4c1d8f3e6a9b0c1d2e3f",
-    "VLLM_OBJECT_STORAGE_SHM_BUFFER_NAME": "vllm_mm_Q2xZ9pLk-T0aWmYv3RsN_g",
-    "VLLM_PORT": "52871", "VLLM_DP_MASTER_IP": "10.0.0.9", "VLLM_DP_MASTER_PORT": "29511",
-    "NCCL_COMM_ID": "10.0.0.9:29411", "MASTER_ADDR": "10.0.0.9", "MASTER_PORT": "29511",
-    "TORCH_DIST_INIT": "file:///tmp/vllm_dist_85550c4a7e2b4c1d8f3e6a9b0c1d2e3f",
-    "VLLM_RPC_BASE_PATH": "/tmp/parity-kit-vllm-small-9z8y7x",
-}
+
+def launch(ident: str, shm: str, port: int, host: str, tmp: str) -> dict[str, str]:
+    """A vLLM launch's environment as its process held it after its engine started: the settings, and what this
+    launch drew for itself (its process group's name, its shared memory's, ports, the master's address, folders)."""
+    return {"OMP_NUM_THREADS": "2", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_WORKER_MULTIPROC_METHOD": "spawn",
+            "XLA_FLAGS": f"--xla_cpu_multi_thread_eigen=false --xla_dump_to=/tmp/parity-kit-dump-{tmp}",
+            "VLLM_DIST_IDENT": f"vllm_dist_{ident}", "VLLM_OBJECT_STORAGE_SHM_BUFFER_NAME": f"vllm_mm_{shm}",
+            "VLLM_PORT": str(port), "VLLM_DP_MASTER_IP": host, "VLLM_DP_MASTER_PORT": str(port + 1),
+            "NCCL_COMM_ID": f"{host}:{port + 2}", "MASTER_ADDR": host, "MASTER_PORT": str(port + 1),
+            "TORCH_DIST_INIT": f"file:///tmp/vllm_dist_{ident}", "VLLM_RPC_BASE_PATH": f"/tmp/parity-kit-vllm-{tmp}"}
+
+
+LAUNCH = launch("8ea3c1f2d4b54e0f9a6c7d8e9f0a1b2c", "fndB12QZTa-g2XyCkrq_Sw", 41233, "10.0.0.5", "1a2b3c")
+NEXT_LAUNCH = launch("85550c4a7e2b4c1d8f3e6a9b0c1d2e3f", "Q2xZ9pLk-T0aWmYv3RsN_g", 52871, "10.0.0.9", "9z8y7x")
 
 
 def test_two_launches_that_differ_only_in_what_each_drew_have_one_key():
