@@ -10,6 +10,7 @@ from support import Embedded, load_embedded
 # without an engine's environment leave its tests out knowingly.
 _MODULE_MARKERS = {
     "test_levanter.py": ("levanter",), "test_vllm_backend.py": ("vllm",), "test_vllm_decode.py": ("vllm",),
+    "test_calibrate_vllm.py": ("vllm",),
     "test_ray_executor.py": ("ray",), "test_ray_cluster.py": ("ray",),
     "test_audit.py": ("browser",), "test_gpu_model_script.py": ("gpu",),
 }

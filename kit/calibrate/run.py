@@ -32,7 +32,7 @@ from kit.core.errors import BadInput
 from kit.core.fixture import load_fixture
 from kit.core.jsonio import atomic_write_bytes, read_json, read_json_input, write_json
 from kit.core.results import now_iso
-from kit.core.runtime import accelerator, hardware
+from kit.core.runtime import accelerator, hardware, numeric_fingerprint
 from kit.core.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.descriptor.plan import Outline, Plan, outline, resolve
@@ -311,22 +311,25 @@ def build_record(spec: CaseSpec, variants: list[dict], entries: list[dict], comm
     """The record of one case from its samples (all measured on one runtime, in one kernel)."""
     fixture = load_fixture(spec.fixture_path)
     selected = fixture.select(spec.prompt_ids, spec.buckets)
-    inputs, runtime = entries[0]["inputs"], entries[0]["runtime"]
+    # Compared as this kit keys a runtime (kit.core.runtime.numeric_fingerprint): samples an earlier kit wrote with
+    # an engine's own variables in them still make a record when those are all that differs.
+    inputs, runtime = entries[0]["inputs"], numeric_fingerprint(entries[0]["runtime"])
     for e in entries[1:]:
         if e["inputs"] != inputs:
             raise BadInput(f"case {spec.name}: its samples were measured on different inputs "
                            f"({e['inputs']} against {inputs}); calibrate again in a fresh directory")
-        if e["runtime"] != runtime:  # the record names one runtime: its samples must all be of it
-            key = next(k for k in sorted(set(runtime) | set(e["runtime"])) if runtime.get(k) != e["runtime"].get(k))
+        theirs = numeric_fingerprint(e["runtime"])
+        if theirs != runtime:  # the record names one runtime: its samples must all be of it
+            key = next(k for k in sorted(set(runtime) | set(theirs)) if runtime.get(k) != theirs.get(k))
             raise BadInput(f"case {spec.name}: its samples were measured on different runtimes ({key} "
-                           f"{e['runtime'].get(key)!r} against {runtime.get(key)!r}); calibrate again in a fresh "
+                           f"{theirs.get(key)!r} against {runtime.get(key)!r}); calibrate again in a fresh "
                            "directory")
     check_covers(spec, entries)
     return CalibrationRecord.measured(
         buckets={p.id: p.bucket for p in selected}, decode_steps=spec.decode,
         case=spec.name, backend=spec.backend, noise_class=noise_class(spec.options), inputs=inputs,
         options=dict(spec.options),
-        fingerprint={"release": entries[0]["release"], "runtime": entries[0]["runtime"], "kit_version": __version__},
+        fingerprint={"release": entries[0]["release"], "runtime": runtime, "kit_version": __version__},
         command=command, variants=[{k: v.get(k) for k in ("name", "overrides", "why", "launch")} for v in variants],
         samples=[Sample.from_dict(e["sample"]) for e in entries], created_at=now_iso())
 

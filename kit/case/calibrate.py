@@ -102,6 +102,11 @@ def calibrate_case(spec: CaseSpec, variants: list[dict], samples_path: str | Pat
 
     A variant is ``{"name", "overrides", "launch"}``; one engine launch each."""
     base = clean(spec)
+    # The runtime as this kernel was given it, before any engine starts here: an engine sets variables of its own in
+    # the process it runs in (vLLM's CPU worker a process group name drawn at every start, VLLM_DIST_IDENT; its
+    # settings the case's options decide, which the record holds as options), so read after one started, no two
+    # launches of a case would name the same runtime.
+    runtime = numerics_fingerprint(case_device(base.options))
     done = {(e["sample"]["variant"], e["sample"]["launch"]): e for e in finished(samples_path, spec.name)}
     out = []
     for v in variants:
@@ -124,7 +129,7 @@ def calibrate_case(spec: CaseSpec, variants: list[dict], samples_path: str | Pat
                  "release": result.release,
                  "inputs": {"fixture_sha256": result.fixture_sha256, "golden_sha256": result.golden_sha256,
                             "model_digest": result.model_digest},
-                 "runtime": numerics_fingerprint(case_device(base.options)),
+                 "runtime": runtime,
                  "scoring_s": result.scoring_s, "duration_s": result.duration_s}
         if faulted:
             entry["failed_prompts"] = bad

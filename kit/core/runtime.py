@@ -10,6 +10,7 @@ below name (docs/exact-baselines.md). Stdlib only: it runs in every case kernel.
 from __future__ import annotations
 
 import platform
+import re
 from pathlib import Path
 from typing import Any
 
@@ -234,17 +235,56 @@ NUMERIC_ENV_PREFIXES = ("OMP_", "MKL_", "OPENBLAS_", "KMP_", "ONEDNN_", "DNNL_",
                         "CUBLAS_", "CUDNN_", "NVIDIA_TF32", "NCCL_", "TORCH_", "TORCHINDUCTOR_", "PYTORCH_", "VLLM_")
 # Where a tool keeps its files changes no number, and a path names the machine: such variables stay out.
 LOCATION_SUFFIXES = ("_DIR", "_FILE", "_PATH", "_HOME", "_ROOT")
+# Whom a process talks to, and what it is called while it runs, change no number and are drawn afresh per launch
+# or per host: an identifier (vLLM's CPU worker sets VLLM_DIST_IDENT to its process group's file or port at every
+# engine start), a port, a host's name or address. Such variables stay out.
+ENDPOINT_SUFFIXES = ("_IDENT", "_ID", "_UUID", "_PORT", "_HOST", "_IP", "_ADDR", "_ADDRESS")
 # Switches of how Intel's OpenMP runtime loads (a second copy tolerated, re-initialised after a fork), which a
 # container image may set: they pick no kernel, thread count or precision, and two GPU nodes' records of one
 # measurement differed by them alone.
 LOADER_ONLY_ENV = frozenset({"KMP_DUPLICATE_LIB_OK", "KMP_INIT_AT_FORK"})
+# A name drawn by the process that set it, as a *_NAME variable may hold one (vLLM's multimodal cache names its
+# shared memory "vllm_mm_" and a UUID in URL-safe base64): a token of 16 or more characters mixing digits, lower
+# and upper case, where a setting's words keep to one case. Such a variable names a resource, never a kernel.
+_NAME_TOKEN = re.compile(r"[A-Za-z0-9_-]{16,}")
+# Inside any value, what one launch drew for itself is replaced by its kind, so that the rest of the value (the
+# other flags of an XLA_FLAGS that also names a dump folder) still counts: a UUID (dashed or not) or a long hex
+# digest, and a path under a temporary folder (tempfile's, which TMPDIR moves, and the usual ones), alone, in a
+# list, as a flag's value or in a file:// address (vLLM's process group file is file:///tmp/vllm_dist_<uuid>).
+_DRAWN = re.compile(r"[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}|[0-9a-f]{16,}", re.IGNORECASE)
+TEMP_ROOTS = ("/tmp", "/var/tmp", "/dev/shm")
+_PATH_END = r"""(?=$|[\s,;:|'"])"""
+
+
+def _drawn_name(value: str) -> bool:
+    return any(sum((any(c.isdigit() for c in token), any(c.islower() for c in token),
+                    any(c.isupper() for c in token))) >= 2 for token in _NAME_TOKEN.findall(value))
+
+
+def launch_specific(name: str, value: str) -> bool:
+    """Whether a variable as a whole holds what one launch or one host drew for itself rather than what
+    computes: an identifier, a port or an address by its name's suffix, or a *_NAME holding a drawn name."""
+    return name.endswith(ENDPOINT_SUFFIXES) or (name.endswith("_NAME") and _drawn_name(value))
+
+
+def scrubbed(value: str, temp_roots: tuple[str, ...] | None = None) -> str:
+    """``value`` with every temporary path and every drawn identifier in it replaced by what it is."""
+    import tempfile
+
+    roots = temp_roots or tuple(sorted({tempfile.gettempdir().rstrip("/"), *TEMP_ROOTS} - {""}, key=len,
+                                       reverse=True))
+    under = "|".join(re.escape(r) for r in roots)
+    value = re.sub(r"""(^|[\s,;:=|'"]|file://)(?:""" + under + r""")(?:/[^\s,;:|'"]*)?""" + _PATH_END,
+                   r"\1<temporary path>", value)
+    return _DRAWN.sub("<identifier>", value)
 
 
 def numeric_env(environ) -> dict[str, str]:
     """The environment variables that can change a backend's numbers, without the ones that only say where
-    or how a library loads."""
-    return {k: v for k, v in sorted(environ.items())
-            if k.startswith(NUMERIC_ENV_PREFIXES) and not k.endswith(LOCATION_SUFFIXES) and k not in LOADER_ONLY_ENV}
+    or how a library loads or what one launch drew for itself (``launch_specific``), each value ``scrubbed``."""
+    return {k: scrubbed(str(v)) for k, v in sorted(environ.items())
+            if k.startswith(NUMERIC_ENV_PREFIXES) and not k.endswith(LOCATION_SUFFIXES) and k not in LOADER_ONLY_ENV
+            and not launch_specific(k, str(v))}
 
 
 def numeric_fingerprint(fingerprint: Any) -> Any:
@@ -286,8 +326,10 @@ def accelerator(device: str = "cpu") -> dict[str, str]:
     return {"name": name.strip() or "cuda (unknown GPU)", "driver": driver.strip()}
 
 
-def numerics_fingerprint(device: str = "cpu") -> dict:
-    """The runtime a measurement of noise holds for: hardware, accelerator, numeric packages, environment."""
+def numerics_fingerprint(device: str = "cpu", environ=None) -> dict:
+    """The runtime a measurement of noise holds for: hardware, accelerator, numeric packages, and the numeric
+    part of ``environ`` (this process's environment unless given). Take it before an engine starts in the
+    process: an engine sets variables of its own there (kit.case.calibrate says which)."""
     import os
     from importlib import metadata
 
@@ -297,6 +339,6 @@ def numerics_fingerprint(device: str = "cpu") -> dict:
             packages[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             continue
-    env = numeric_env(os.environ)
+    env = numeric_env(os.environ if environ is None else environ)
     return {"hardware": hardware(), "accelerator": accelerator(device), "python": platform.python_version(),
             "packages": packages, "env": env}

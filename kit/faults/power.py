@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -93,6 +94,9 @@ def measure(descriptor: str | Path, cases: Sequence[str] | None = None, families
             steps_down: int = STEPS_DOWN, refine: int = REFINE,
             reuse: Sequence[str | Path] = ()) -> list[CasePower]:
     output.ensure()
+    # The environment as this measurement was given it: the float32 effects run hf in this process, and a record's
+    # runtime is what was given, never what an engine set for itself (kit.core.runtime.numerics_fingerprint).
+    environ = dict(os.environ)
     chosen = parse_families(families)
     desc = load_descriptor(descriptor)
     stated = outline(desc)
@@ -117,7 +121,8 @@ def measure(descriptor: str | Path, cases: Sequence[str] | None = None, families
             used = judged.cases[name].spec.calibration or {}
             own = {r.sha256: r for r in judged.cases[name].records}[used["sha256"]]
             done.append(measure_case(judged, clean.cases[name].spec, judged.cases[name].spec, own.reference(),
-                                     chosen, effects, run_dir, to, command, steps_down, refine, known.get(name)))
+                                     chosen, effects, run_dir, to, command, steps_down, refine, known.get(name),
+                                     environ))
     return done
 
 
@@ -193,12 +198,13 @@ def _new_dir(name: str, out: str | Path | None) -> Path:
 
 def measure_case(plan, clean_spec: CaseSpec, judged: CaseSpec, reference: dict, families: dict[str, tuple[str, ...]],
                  effects, run_dir: Path, to: Path, command: list[str], steps_down: int = STEPS_DOWN,
-                 refine: int = REFINE, known: PowerRecord | None = None) -> CasePower:
+                 refine: int = REFINE, known: PowerRecord | None = None,
+                 environ: dict[str, str] | None = None) -> CasePower:
     change = hardware_change(reference, judged.options)
     if change:
         return CasePower(judged.name, None, None, f"its record measured noise on {change[0]}, this host is "
                                                   f"{change[1]}: calibrate the case here first, then measure its power")
-    fingerprint = {"runtime": numerics_fingerprint(case_device(judged.options))}
+    fingerprint = {"runtime": numerics_fingerprint(case_device(judged.options), environ)}
     if known is not None and numeric_fingerprint(known.fingerprint) != numeric_fingerprint(fingerprint):
         # Its trials become this record's: they must be of the runtime this record states, as a merge asks.
         return CasePower(judged.name, None, None, f"--reuse {paths.display(known.path or Path('?'))} was measured "
