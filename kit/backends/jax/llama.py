@@ -184,12 +184,16 @@ def chunked_causal_attention(q, k, v, precision):
 
 
 def looped_causal_attention(q, k, v, precision):
-    """The chunked attention's blocks one after another in a loop (``lax.map``), each against every key with the
-    later ones masked: one block's scores in memory at a time, for twice the score work of the triangular blocks.
+    """The chunked attention's blocks one after another in a loop: one query block at a time (``lax.map``), and
+    within it one key block at a time up to the diagonal (``lax.fori_loop``, a softmax kept online: the running
+    maximum, the sum of exponentials and the weighted values, rescaled when the maximum grows). One score tile is
+    in memory at a time, and only the blocks the causal mask leaves visible are computed: half the score work of
+    every query block against every key.
 
     The unrolled blocks of ``chunked_causal_attention`` are one program in which XLA keeps every block's scores at
     once: about 38 GiB at 32K tokens for the 1.5B GPU model in float32 (benchmarks/attention_memory.py), more than an
-    80 GiB GPU gives one process. The masked keys add exact zeros, so the two differ by float32 summation order."""
+    80 GiB GPU gives one process. The two differ by float32 summation order and the online softmax's rescaling,
+    which stay in float32 throughout (the scores, the running sums and the accumulator)."""
     import jax
     import jax.numpy as jnp
 
@@ -200,15 +204,31 @@ def looped_causal_attention(q, k, v, precision):
     blocks = s // block
     rows = q.reshape(b, blocks, block, kv, group, d).transpose(1, 0, 2, 3, 4, 5)  # [blocks, b, block, kv, group, d]
     scale = 1.0 / d ** 0.5
-    keys = jnp.arange(s)
+    inside = jnp.arange(block)[None, :] <= jnp.arange(block)[:, None]  # the diagonal tile's visible keys
 
     def one(args):
         i, qb = args
-        scores = jnp.einsum("bqhgd,bkhd->bhgqk", qb, k, precision=precision,
-                            preferred_element_type=jnp.float32) * scale
-        visible = keys[None, :] <= (i * block + jnp.arange(block))[:, None]  # [block, seq]
-        probs = jax.nn.softmax(jnp.where(visible, scores, -jnp.inf), axis=-1).astype(v.dtype)
-        return jnp.einsum("bhgqk,bkhd->bqhgd", probs, v, precision=precision)
+
+        def step(j, carry):
+            high, total, acc = carry  # [b, kv, group, block] twice, [b, kv, group, block, d]
+            kb = jax.lax.dynamic_slice_in_dim(k, j * block, block, axis=1)
+            vb = jax.lax.dynamic_slice_in_dim(v, j * block, block, axis=1)
+            scores = jnp.einsum("bqhgd,bkhd->bhgqk", qb, kb, precision=precision,
+                                preferred_element_type=jnp.float32) * scale
+            scores = jnp.where((j < i) | inside, scores, -jnp.inf)
+            new_high = jnp.maximum(high, scores.max(axis=-1))
+            weights = jnp.exp(scores - new_high[..., None])
+            rescale = jnp.exp(high - new_high)
+            total = total * rescale + weights.sum(axis=-1)
+            acc = acc * rescale[..., None] + jnp.einsum("bhgqk,bkhd->bhgqd", weights, vb.astype(jnp.float32),
+                                                        precision=precision)
+            return new_high, total, acc
+
+        start = (jnp.full((b, kv, group, block), -jnp.inf, jnp.float32),
+                 jnp.zeros((b, kv, group, block), jnp.float32), jnp.zeros((b, kv, group, block, d), jnp.float32))
+        _, total, acc = jax.lax.fori_loop(0, i + 1, step, start)
+        out = (acc / total[..., None]).astype(v.dtype)  # [b, kv, group, block, d]
+        return out.transpose(0, 3, 1, 2, 4)  # [b, block, kv, group, d]
 
     out = jax.lax.map(one, (jnp.arange(blocks), rows))  # [blocks, b, block, kv, group, d]
     return out.transpose(1, 0, 2, 3, 4, 5).reshape(b, s, n, d)

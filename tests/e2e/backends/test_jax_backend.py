@@ -91,8 +91,8 @@ def test_chunked_attention_spans_several_query_blocks(embedded, cases, hf_f32, m
 
 @pytest.mark.parametrize("attention", ["chunked_causal_attention", "looped_causal_attention"])
 def test_chunked_attention_is_exact_causal_attention_over_grouped_heads(monkeypatch, attention):
-    """Query block i reads keys [0, (i + 1) * block) only (unrolled), or every key with the later ones masked (the
-    looped blocks, one at a time), and query head h reads key/value head h // group: against XLA's reference
+    """Query block i reads keys [0, (i + 1) * block) only (unrolled, or looped: one key block at a time up to the
+    diagonal, its softmax kept online), and query head h reads key/value head h // group: against XLA's reference
     attention (every key, k and v repeated) on 4 query heads over 2 key/value heads, in 16 blocks, the difference
     is float32 rounding."""
     import jax
