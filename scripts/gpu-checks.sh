@@ -140,6 +140,28 @@ if [ -n "${BASELINE:-}" ]; then
   $PY -m kit.cli baseline log "$DESCRIPTOR" "${cases[@]}" | tee "$OUT_DIR/baseline-log.txt"
 fi
 
+# MAKE="args": `baseline make` of the descriptor with those arguments (e.g. `--case hf-bf16 --case jax-bf16 --reason
+# "..."`), resumable across calls of a few minutes: its working directory goes to OUT_DIR/baseline-make.tgz, and
+# MAKE_RESUME=DIR (a folder holding an earlier call's baseline-make.tgz) continues it (`--resume`: finished samples
+# and staged goldens are reused). MAKE_TIMEOUT (default 480) stops it in time to save its state; the records, power
+# records and lineage entries it blessed go to OUT_DIR/lineage.tgz.
+if [ -n "${MAKE:-}" ]; then
+  step "baseline make ${MAKE}"
+  started=$SECONDS
+  mkdir -p /tmp/kit-make
+  if [ -n "${MAKE_RESUME:-}" ] && [ -f "$MAKE_RESUME/baseline-make.tgz" ]; then
+    tar xzf "$MAKE_RESUME/baseline-make.tgz" -C /tmp/kit-make
+    where=(--resume /tmp/kit-make/work)
+  else
+    where=(--out /tmp/kit-make/work)
+  fi
+  # shellcheck disable=SC2086
+  eval "timeout -s INT ${MAKE_TIMEOUT:-480} $PY -m kit.cli baseline make $DESCRIPTOR $MAKE ${where[*]}"
+  echo "baseline make exit code $?, $((SECONDS - started)) s"
+  tar czf "$OUT_DIR/baseline-make.tgz" -C /tmp/kit-make work
+  tar czf "$OUT_DIR/lineage.tgz" baselines calibrations
+fi
+
 if [ "${BENCH:-1}" != 0 ]; then
 step "benchmark: scoring speed and memory per bucket"
 timeout 300 $PY benchmarks/gpu_scoring.py --model "$MODEL" ${BENCH_ARGS:---kernels cudnn,auto,flash --breakdown} \
