@@ -45,8 +45,9 @@ if ! $PY -c "import importlib.metadata as m; m.distribution('parity-kit')" 2>/de
 fi
 # The kernel runs the node's own Python, with the environment above (kernels inherit it).
 $PY -m ipykernel install --prefix /tmp/kit-kernels --name parity-kit --display-name "parity-kit (GPU node)" >/dev/null
-# nbconvert finds its HTML templates under share/jupyter of where it was installed.
-export JUPYTER_PATH=/tmp/kit-kernels/share/jupyter${WHEELS:+:/tmp/kit-site/share/jupyter}${JUPYTER_PATH:+:$JUPYTER_PATH}
+# The kernel's spec. nbconvert's HTML templates need no entry: the kit finds them in /tmp/kit-site/share/jupyter
+# itself (kit.run.notebook.html_exporter), so a command run later without this variable renders too.
+export JUPYTER_PATH=/tmp/kit-kernels/share/jupyter${JUPYTER_PATH:+:$JUPYTER_PATH}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 $PY -c "import torch, jax, transformers; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), \
 '| jax', jax.__version__, jax.devices()[0].device_kind, '| transformers', transformers.__version__)"

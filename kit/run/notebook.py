@@ -320,18 +320,49 @@ def try_render_html(notebook: Path) -> tuple[Path | None, str | None]:
     try:
         return render_html(notebook), None
     except Exception as exc:
-        why = f"{type(exc).__name__}: {first_line(str(exc))}"
+        # All of it, on one line: a missing template's message lists the folders searched below its first line.
+        why = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
         return None, f"nbconvert could not render {notebook.name} to HTML: {why}"
 
 
 def render_html(notebook: Path) -> Path:
     """The executed notebook as HTML beside it, without the code: what a reader opens (every command's report)."""
     import nbformat
-    from nbconvert import HTMLExporter
 
-    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    exporter = html_exporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
     with warnings.catch_warnings():
         # Scraps are stored as outputs of their own mimetype, which HTML rightly leaves out.
         warnings.filterwarnings("ignore", message=".*is not able to be represented", category=UserWarning)
         body, _ = exporter.from_notebook_node(nbformat.read(str(notebook), as_version=4))
     return atomic_write_bytes(notebook.with_suffix(".html"), body.encode("utf-8"))
+
+
+def html_exporter(**options):
+    """nbconvert's HTMLExporter, which also finds its templates where an install left them beside the packages.
+
+    nbconvert looks for its templates under Jupyter's data folders only (``JUPYTER_PATH``, the user's, the
+    interpreter's ``sys.prefix/share/jupyter``, the system's). ``pip install --target DIR``, how a node whose
+    image lacks the notebook stack gets it, puts them in DIR/share/jupyter, on none of those: the export then
+    fails ("No template sub-directory with name 'lab'") in every process not started with DIR/share/jupyter on
+    ``JUPYTER_PATH``. That folder is added last, as nbconvert itself adds it when it runs from a git checkout of
+    its own, so every folder Jupyter searches keeps its precedence."""
+    from nbconvert import HTMLExporter
+
+    beside = nbconvert_data_beside()
+
+    class Exporter(HTMLExporter):
+        def get_prefix_root_dirs(self) -> list[str]:
+            dirs = super().get_prefix_root_dirs()
+            return [*dirs, beside] if beside is not None and beside not in dirs else dirs
+
+    return Exporter(**options)
+
+
+def nbconvert_data_beside() -> str | None:
+    """The Jupyter data folder beside the folder nbconvert was imported from, where it holds nbconvert's
+    templates (an install with ``--target``); None where it does not (an environment's own install, whose data
+    is under its prefix)."""
+    import nbconvert
+
+    data = Path(nbconvert.__file__).resolve().parents[1] / "share" / "jupyter"
+    return str(data) if (data / "nbconvert" / "templates").is_dir() else None

@@ -24,6 +24,12 @@ _LEAKY_PREFIXES = ("JUPYTER", "PARITY_KIT_", "IPYTHON")
 _LEAKY = {"VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "CONDA_PREFIX"}
 
 
+def unleaked_environ() -> dict[str, str]:
+    """This process's environment without the variables through which the main environment could leak into
+    an interpreter of another environment."""
+    return {k: v for k, v in os.environ.items() if k not in _LEAKY and not k.startswith(_LEAKY_PREFIXES)}
+
+
 @dataclass(frozen=True)
 class Step:
     name: str
@@ -49,8 +55,7 @@ class WheelEnv:
         return self.venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
 
     def env(self) -> dict[str, str]:
-        keep = {k: v for k, v in os.environ.items()
-                if k not in _LEAKY and not k.startswith(_LEAKY_PREFIXES)}
+        keep = unleaked_environ()
         # The venv's bin first, as an activated venv has it; the main environment's bin not at all.
         path = [p for p in keep.get("PATH", "").split(os.pathsep) if p and not p.startswith(str(ROOT))]
         return {**keep, "PATH": os.pathsep.join([str(self.venv / "bin"), *path])}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import shutil
 import sys
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from kit.calibrate.run import CaseCalibration, write_record
 from kit.core.calibration import CalibrationRecord, Sample, load_record
 from kit.core.runtime import accelerator
 from support import golden_made_on, parity_kit, write_descriptor
+from support.targetsite import target_site
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from unit.baselines.test_status import ELSEWHERE_RUNTIME, hf_case, record_elsewhere  # noqa: E402
@@ -44,7 +46,8 @@ def files(folder: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.timeout(900)
-def test_on_a_host_with_no_baselines_make_closes_the_gap_and_the_gate_then_passes(tmp_path, embedded):
+def test_on_a_host_with_no_baselines_make_closes_the_gap_and_the_gate_then_passes(tmp_path, embedded,
+                                                                                   tmp_path_factory):
     desc = no_baselines_here(tmp_path, embedded)
     status = parity_kit("baseline", "status", str(desc), "--json")
     assert status.returncode == 7, status.stderr
@@ -60,6 +63,13 @@ def test_on_a_host_with_no_baselines_make_closes_the_gap_and_the_gate_then_passe
     record = json.loads((tmp_path / "work" / "baseline.json").read_text())
     assert record["blessed"] and record["gate"]["verdict"] == "passed" and record["refusals"] == []
     assert (tmp_path / "work" / "evidence.html").is_file() and (tmp_path / "work" / "evidence.md").is_file()
+    # The evidence page renders from the notebook stack as a GPU node installs it, too (support.targetsite).
+    (tmp_path / "target").mkdir()
+    notebook = Path(shutil.copy(tmp_path / "work" / "evidence.ipynb", tmp_path / "target"))
+    rendered = target_site(tmp_path_factory).render(notebook)
+    assert rendered.error is None, rendered.error
+    page = rendered.html.read_text(encoding="utf-8")
+    assert "Baselines blessed" in page and "Evidence gate: <b>passed</b>" in page
     # Never over anything: every earlier file is as it was, and the new ones sit beside them.
     for folder, was in before.items():
         now = files(tmp_path / folder)

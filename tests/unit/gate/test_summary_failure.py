@@ -146,3 +146,16 @@ def test_the_history_page_says_what_failed(tmp_path, monkeypatch):
     found = render(gather(str(tmp_path / "store")), tmp_path / "history")
     assert f"NameError: {NAME_ERROR}" in (found.notebook_error or "")
     assert (tmp_path / "history" / "history.json").is_file()
+
+
+def test_a_template_nbconvert_cannot_find_is_one_line_naming_every_folder_it_searched(tmp_path, monkeypatch):
+    page = tmp_path / "page.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(), page)
+    exporter = notebook.html_exporter
+    monkeypatch.setattr(notebook, "html_exporter", lambda **options: exporter(template_name="absent", **options))
+    html, line = notebook.try_render_html(page)
+    assert html is None and "\n" not in line and "\t" not in line
+    assert line.startswith("nbconvert could not render page.ipynb to HTML: ValueError: No template sub-directory "
+                           "with name 'absent' found in the following paths: ")
+    # Where it looked is what says why on a node: the interpreter's own data folder among them.
+    assert f" {Path(sys.prefix) / 'share' / 'jupyter'}" in line
