@@ -91,7 +91,7 @@ def test_golden_cli_verify_and_diff(tmp_path, embedded):
     # The exact golden made on the semantic one's host: the same float32 path there, bit for bit.
     made_on = load_golden(sem).provenance["hardware"]
     exact = next(p for p in sem.parent.glob("44a3d799c03b-tiny-llama-1163a351b5ae-exact*.json")
-                 if load_golden(p).provenance["hardware"] == made_on and load_golden(p).provenance["dtype"] == "float32")
+                 if (load_golden(p).provenance["hardware"], load_golden(p).provenance["dtype"]) == (made_on, "float32"))
     proc = parity_kit("golden", "verify", sem, "--fixture", embedded.fixture, "--model", embedded.model)
     assert proc.returncode == 0 and proc.stdout.startswith(f"ok: {sem}: semantic, top-25, 64 prompts"), proc.stderr
     proc = parity_kit("golden", "diff", sem, exact)

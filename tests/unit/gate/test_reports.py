@@ -67,7 +67,12 @@ def test_evidence_escapes_ids_messages_and_names():
     }
     manifest = {**MANIFEST, "cases": [case, "dies", "gone`x"], "reused": {}}
     text = report.evidence_markdown(manifest, "failed", {FAILED: 1, ERROR: 1, "missing": 1}, 3.0, results)
-    assert text.splitlines()[2:6] == [
+    lines = text.splitlines()
+    # First what to do next (escaped alike), then each case.
+    assert lines[2:6] == ["Next:", "- evil\\|case: **numeric**: parity-kit control DESCRIPTOR --case 'evil\\|case'",
+                          "- `dies`: **case error**",
+                          "- ``gone`x``: **missing**: `parity-kit gate DESCRIPTOR --resume RUN_DIR`"]
+    assert lines[7:11] == [
         "- evil\\|case (hf): **failed** on 1 of 1 prompts; worst `@octocat [x](y)` (bucket 256): "
         "max probability error 0.5 > bound 0.075 \\<img src=x>",
         f"- `dies` (hf): **error**: boom @{ZWSP}admin \\| broken \\| row",
