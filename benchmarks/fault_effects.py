@@ -7,7 +7,8 @@ portable one and one entry serves every host; on a GPU an effect moves across GP
 entry per runtime and this script writes only this host's, keeping the others. The test reads its own
 runtime's entry instead of measuring 126 faulted copies on every run; it re-measures the magnitudes it relies
 on, measures a fault's row itself on a runtime the table holds no entry for, and refuses a table whose faulted
-copies are no longer the ones the catalogue writes (kit.faults.cache.copies_digest: another model, or an edit that changes a copy's bytes).
+copies are no longer the ones the catalogue writes (kit.faults.cache.copies_digest: another model, or an edit
+that changes a copy's bytes).
 
     python benchmarks/fault_effects.py [--faults a,b]
 """
