@@ -160,8 +160,8 @@ class Rederive:
         here = self.host.accelerator(spec.name, spec.options)
         try:
             elsewhere = other_hardware(spec, here) if spec.calibration is not None else None
-        except BadInput as exc:  # the kernel refuses the case there before judging it
-            problem = problem or f"{exc}: the case has no verdict on the hardware the run recorded"
+        except ParityKitError as exc:  # the kernel ends the case there before judging it (no baseline, refused)
+            elsewhere, problem = None, problem or f"{exc}: the case has no verdict on the hardware the run recorded"
         if problem:
             out.problems.append(f"{shown}: {problem}")
             return None
