@@ -355,6 +355,10 @@ def _parser() -> argparse.ArgumentParser:
                                        "case from the evidence it kept, every file against the digest the run sealed",
                         epilog=_exits("verified", ExitCode.FAILED))
     vr.add_argument("run", help="a gate run directory, or the zip `parity-kit report --attach` made of one")
+    vr.add_argument("--descriptor", metavar="TOML", help="the repository's copy of the run's descriptor, whose "
+                    "goldens and records judge it (default: the one its manifest names, where that is here)")
+    vr.add_argument("--root", metavar="SHA256", help="the root digest quoted where the run was first reported (a CI "
+                    "log, an issue): a copy with another is refused")
     vr.set_defaults(func=_verify)
 
     r = sub.add_parser("report", help="a finished run (or control) for people: Markdown for an issue, a zip to attach",
@@ -854,7 +858,7 @@ def _gate(args) -> int:
 def _verify(args) -> int:
     from kit.gate.verify import verify
 
-    found = verify(args.run)
+    found = verify(args.run, args.descriptor, args.root)
     print("\n".join(found.lines()))
     return ExitCode.PASSED if found.ok else ExitCode.FAILED
 

@@ -39,8 +39,8 @@ from kit.core.calibration import load_record, measured_on
 from kit.core.errors import BadInput
 from kit.core.golden import load_golden
 from kit.core.jsonio import atomic_write_bytes, read_json, sha256_file, write_json
-from kit.core.lineage import LineageEntry, heads, write_entry
-from kit.core.lineageclaims import ACCEPT_LOOSER, Movement, loosening, movement_text, movements
+from kit.core.lineage import LineageEntry, heads, normal_runtime, write_entry
+from kit.core.lineageclaims import ACCEPT_LOOSER, Movement, loosening, movement_text, movements, reason_problem
 from kit.core.results import PASSED, now_iso
 from kit.descriptor.load import LoadedDescriptor, load_descriptor, with_baselines
 from kit.descriptor.plan import Plan, resolve
@@ -115,12 +115,13 @@ def make_baselines(descriptor: str | Path, only: Sequence[str] | None = None, re
     refused unless ``accept_looser`` gives the reason (kept in its lineage entry's command). Bad input (no reason,
     no [baselines] table, an archive that cannot be read without ``skip_unreadable``) is refused before anything is
     made, and nothing is written."""
-    if not reason.strip():
-        raise BadInput("--reason: empty; a baseline keeps why it was made (\"new CPU class in CI\", \"torch 2.14\")")
-    if accept_flips is not None and not accept_flips.strip():
-        raise BadInput("--accept-flips: empty; accepting a known-good run's new failure needs its reason")
-    if accept_looser is not None and not accept_looser.strip():
-        raise BadInput(f"{ACCEPT_LOOSER}: empty; accepting looser bounds needs its reason")
+    if (problem := reason_problem(reason)) is not None:
+        raise BadInput(f"--reason: {problem}; a baseline keeps why it was made (\"new CPU class in CI\", "
+                       "\"torch 2.14\")")
+    if accept_flips is not None and (problem := reason_problem(accept_flips)) is not None:
+        raise BadInput(f"--accept-flips: {problem}; accepting a known-good run's new failure needs its reason")
+    if accept_looser is not None and (problem := reason_problem(accept_looser)) is not None:
+        raise BadInput(f"{ACCEPT_LOOSER}: {problem}; accepting looser bounds needs its reason, in words")
     desc = load_descriptor(descriptor)
     # As a record keeps a command: what remakes it, without the scratch folder it was made in.
     command = reproducing_command(command or ["parity-kit", "baseline", "make", str(descriptor), "--reason", reason,
@@ -391,14 +392,14 @@ def _place(plan: Plan, folders: Mapping[str, Path], made: Sequence[Made], reason
             paths.make_dir(folders[m.kind.name], f"{m.kind} folder")
             shutil.copyfile(m.staged, target)
             written.append(target)
-        parent = heads(entries, m.kind.name, m.case).get(m.runtime)
+        parent = heads(entries, m.kind.name, m.case).get(normal_runtime(m.runtime))
         if parent is None and m.superseded is not None:
             parent = first_entry(plan.name, folders["lineage"], m.kind, m.case, m.superseded)
             written.append(write_entry(folders["lineage"], parent))
         bt = m.backtest
         entry = LineageEntry(
             descriptor=plan.name, kind=m.kind.name, case=m.case, baseline=sha256_file(target),
-            file=os.path.relpath(target, folders["lineage"]), runtime=m.runtime,
+            file=os.path.relpath(target, folders["lineage"]), runtime=normal_runtime(m.runtime),
             supersedes=parent.sha256 if parent else None, reason=reason.strip(), command=tuple(m.command or command),
             created_at=now_iso(), bounds=m.bounds,
             backtest={"evidence_gate": gate_verdict} if bt is None else {

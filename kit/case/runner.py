@@ -10,6 +10,7 @@ import dataclasses
 import os
 import time
 from pathlib import Path
+from typing import Mapping
 
 from kit.backends import registry
 from kit.backends.base import Backend, can_decode
@@ -17,22 +18,22 @@ from kit.backends.registry import open_backend
 from kit.case import interpreter
 from kit.core import contract, paths, rundir
 from kit.core.caseevidence import CaseEvidence
-from kit.core.verdict.judge import DRIFT_RAN, Scored
-from kit.core.calibration import check_case_inputs, hardware_change, measured_on
+from kit.core.verdict.judge import Scored, drift_decision, drift_skipped
+from kit.core.calibration import check_case_inputs, hardware_change
 from kit.core.coverage import prompt_mismatch
 from kit.core.decode import check_continuations_fit, check_decode_golden
 from kit.core.errors import BadInput, NoBaselineHere, ParityKitError
 from kit.core.fixture import Prompt, load_fixture
-from kit.core.golden import Golden, check_golden_matches_fixture, load_golden, provenance, reference_document
+from kit.core.golden import (Golden, check_golden_matches_fixture, golden_continuations, golden_tops, load_golden,
+                             provenance, reference_document)
 from kit.core.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
 from kit.core.modelconfig import model_limits
 from kit.core.modeldigest import check_model_digest
 from kit.core.observations import continuation_problem, observation_problem
 from kit.core.phases import PhaseClock
 from kit.core.progress import BucketDone, ProgressWriter
-from kit.core.records import FAILED, PASSED, CaseResult, Continuation, Observation
+from kit.core.records import CaseResult, Continuation, Observation
 from kit.core.results import now_iso, save_case_result
-from kit.core.verdict.failure import texts
 from kit.core.spec import CaseSpec
 from kit.core.records import EXACT
 
@@ -129,7 +130,7 @@ def run_case(spec: CaseSpec, reference_out: str | None = None, evidence_out: str
     check_distributions(spec, prompts, [*observations, *(o for r in runs.values() for o in r)], continuations)
 
     exact = golden.kind == EXACT
-    drift_skipped = None
+    elsewhere = None
     if spec.calibration is not None:
         problem = check_case_inputs(spec.calibration, spec, fixture_sha256=fixture.sha256,
                                     golden_sha256=golden.sha256, model_digest=model_digest,
@@ -138,15 +139,12 @@ def run_case(spec: CaseSpec, reference_out: str | None = None, evidence_out: str
             raise BadInput(f"case {spec.name}: calibration {spec.calibration.get('path')} does not fit: {problem}")
         if elsewhere:
             notes.append(elsewhere)
-            drift_skipped = f"calibration measured on other hardware, {measured_on(spec.calibration)}"
-        elif not spec.drift:
-            drift_skipped = "turned off: drift = false"
+    skipped = drift_skipped(spec, elsewhere is not None)
     evidence = CaseEvidence(
         spec=spec, prompts=[Scored(p.id, p.bucket, p.n_tokens) for p in prompts], exact=exact,
-        golden_sha256=golden.sha256, golden_tops={p.id: golden.prompts[p.id][: golden.top_k] for p in prompts},
-        golden_continuations={p.id: (golden.continuations or {})[p.id] for p in prompts} if spec.decode else {},
-        observations=observations, continuations=continuations, runs=runs,
-        drift=DRIFT_RAN if spec.calibration is not None and drift_skipped is None else drift_skipped)
+        golden_sha256=golden.sha256, golden_tops=golden_tops(golden, prompts),
+        golden_continuations=golden_continuations(golden, prompts, spec.decode),
+        observations=observations, continuations=continuations, runs=runs, drift=drift_decision(spec, skipped))
     judged = evidence.judged()
     if evidence_out:
         evidence.save(evidence_out)
@@ -154,18 +152,12 @@ def run_case(spec: CaseSpec, reference_out: str | None = None, evidence_out: str
         details = {**details, "decode_s": round(decode_s, 3)}
     clock.mark("compare")
     return CaseResult(
-        case=spec.name, backend=spec.backend, status=FAILED if judged.failed else PASSED,
-        golden_kind=golden.kind, golden_path=str(golden.path), bound=spec.bound,
-        bucket_bounds=dict(spec.bucket_bounds), bound_source=bound_source(spec, exact),
-        drift=judged.drift.to_dict() if judged.drift else None, drift_skipped=drift_skipped,
-        options=dict(spec.options),
-        release=release, details=details,
+        case=spec.name, backend=spec.backend, **judged.result_fields(spec, golden.kind, skipped),
+        golden_path=str(golden.path), options=dict(spec.options), release=release, details=details,
         fixture_sha256=fixture.sha256, model_digest=model_digest, golden_sha256=golden.sha256,
         inputs_digest=spec.inputs_digest(fixture.sha256, "" if spec.reference is not None else golden.sha256),
         started_at=started, finished_at=now_iso(), duration_s=time.perf_counter() - t0, scoring_s=scoring_s,
-        prompts=judged.scores, repeat_spread=judged.spreads, failures=texts(judged.failures),
-        typed_failures=judged.failures, notes=notes, decode=judged.decoded,
-        phases=clock.seconds, kernel_span=clock.span(),
+        notes=notes, phases=clock.seconds, kernel_span=clock.span(),
     )
 
 
@@ -216,35 +208,23 @@ def continue_prompts(backend: Backend, spec: CaseSpec,
     return {c.prompt_id: c for c in got}, time.perf_counter() - t0
 
 
-def bound_source(spec: CaseSpec, exact: bool) -> dict:
-    """Where the case's bounds came from, for every reader of its result."""
-    if exact:
-        return {"kind": "exact"}
-    cal = spec.calibration
-    if cal is None:
-        return {"kind": "hand-set"}
-    return {"kind": "calibrated", "record": cal["sha256"], "path": cal.get("path"), "rule": cal["rule"],
-            "noise": cal["noise"], "noise_class": cal["noise_class"], "buckets": cal.get("buckets", {}),
-            "measured_on": cal["fingerprint"].get("runtime", {}), "release": cal["fingerprint"].get("release", {}),
-            **({"step_bounds": cal["step_bounds"]} if cal.get("step_bounds") else {})}
-
-
-def other_hardware(spec: CaseSpec) -> str | None:
+def other_hardware(spec: CaseSpec, here: Mapping[str, str] | None = None) -> str | None:
     """None when the calibration measured this very class of hardware (CPU instruction-set level, or GPU);
     else a note, when the case accepts the difference, and NoBaselineHere when it does not. The descriptor chose
-    the record for the node's hardware; only the kernel knows which GPU it was given."""
+    the record for the node's hardware; only the kernel knows which GPU it was given (``here``: the accelerator a
+    run recorded, to judge that run again)."""
     cal = spec.calibration or {}
-    change = hardware_change(cal, spec.options)
+    change = hardware_change(cal, spec.options, here)
     if change is None:
         return None
-    measured, here = change
+    measured, runs_on = change
     where = str(cal.get("path") or cal.get("sha256"))
     if "hardware" not in cal.get("accept", []):
         raise NoBaselineHere(f"no baseline for this hardware: case {spec.name}'s calibration {where} measured noise "
-                             f"on {measured}, this case runs on {here}; make one here with `parity-kit baseline make "
-                             f"{paths.display(spec.descriptor)} --case {spec.name} --reason \"...\"`")
-    return (f"calibration measured on {measured}, this case runs on {here} (accepted): its bounds apply; its drift "
-            "test does not, since the mean error itself moves with the hardware")
+                             f"on {measured}, this case runs on {runs_on}; make one here with `parity-kit baseline "
+                             f"make {paths.display(spec.descriptor)} --case {spec.name} --reason \"...\"`")
+    return (f"calibration measured on {measured}, this case runs on {runs_on} (accepted): its bounds apply; its "
+            "drift test does not, since the mean error itself moves with the hardware")
 
 
 class BackendMismatch(ParityKitError):

@@ -279,15 +279,17 @@ def case_device(options: Mapping[str, Any]) -> str:
     return "cuda" if options.get("platform") == "gpu" else "cpu"
 
 
-def hardware_change(reference: Mapping[str, Any], options: Mapping[str, Any]) -> tuple[str, str] | None:
+def hardware_change(reference: Mapping[str, Any], options: Mapping[str, Any],
+                    here: Mapping[str, str] | None = None) -> tuple[str, str] | None:
     """``(measured, here)`` when a record measured its noise on another class of hardware (CPU
     instruction-set level, or GPU model) than a case of these options computes on; None when the same, or
-    when the record does not say. Only a process on the case's host can answer: it asks the hardware."""
+    when the record does not say. Only a process on the case's host can answer: it asks the hardware, unless
+    ``here`` gives the accelerator a run recorded (what `parity-kit verify` judges a run on)."""
     from kit.core.runtime import accelerator
 
     measured = measured_on(reference)
-    here = accelerator(case_device(options))["name"]
-    return None if not measured or measured == here else (measured, here)
+    name = (here or accelerator(case_device(options)))["name"]
+    return None if not measured or measured == name else (measured, name)
 
 
 def measured_on(reference: Mapping[str, Any]) -> str | None:
@@ -302,14 +304,15 @@ DEFAULT_FALLBACK = ("hardware",)
 
 
 def record_for_host(records: Sequence[CalibrationRecord], options: Mapping[str, Any],
-                    order: Sequence[str] = DEFAULT_FALLBACK) -> tuple[CalibrationRecord, str | None]:
+                    order: Sequence[str] = DEFAULT_FALLBACK,
+                    here: Mapping[str, str] | None = None) -> tuple[CalibrationRecord, str | None]:
     """Of records measured on several classes of hardware, the first one the fallback ``order`` takes for the
-    hardware this host computes a case of ``options`` on, with the rule that took it; ``(records[0], None)``
-    when no rule does (the kernel then refuses it unless the case accepts the change). Chosen where the
-    descriptor is loaded, as an exact golden is chosen by runtime."""
+    hardware this host computes a case of ``options`` on (``here``: the accelerator a run recorded instead), with
+    the rule that took it; ``(records[0], None)`` when no rule does (the kernel then refuses it unless the case
+    accepts the change). Chosen where the descriptor is loaded, as an exact golden is chosen by runtime."""
     from kit.core.runtime import accelerator
 
-    here = accelerator(case_device(options))
+    here = here or accelerator(case_device(options))
     for level in order:
         for r in records:
             theirs = (r.fingerprint.get("runtime", {}).get("accelerator") or {})
@@ -390,14 +393,14 @@ def restated(record: CalibrationRecord) -> str | None:
     return None
 
 
-_ABSENT = object()
+ABSENT = object()  # a key one side of a comparison lacks (first_difference)
 
 
 def first_difference(stated: Any, derived: Any, key: str) -> tuple[str, Any, Any] | None:
     """The first key (dotted) at which two JSON values differ; floats agree within 1e-9 relative."""
     if isinstance(stated, dict) and isinstance(derived, dict):
         for k in sorted(set(stated) | set(derived), key=str):
-            found = first_difference(stated.get(k, _ABSENT), derived.get(k, _ABSENT), f"{key}.{k}")
+            found = first_difference(stated.get(k, ABSENT), derived.get(k, ABSENT), f"{key}.{k}")
             if found:
                 return found
         return None
@@ -417,7 +420,7 @@ def _numbers(*values: Any) -> bool:
 
 
 def _said(value: Any) -> str:
-    if value is _ABSENT:
+    if value is ABSENT:
         return "absent"
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."

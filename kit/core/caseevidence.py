@@ -13,13 +13,14 @@ Stdlib only, like every record format of kit.core.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from kit.core.errors import BadInput
 from kit.core.golden import Step
 from kit.core.jsonio import atomic_write_bytes, canonical_bytes, parse_json_input, read_input_bytes
+from kit.core.recordcheck import Wrong, formatted, listing, mapping, text
 from kit.core.records import Continuation, Observation, pairs_from_json, pairs_to_json
 from kit.core.spec import CaseSpec
 from kit.core.verdict.judge import Judged, Scored, judge
@@ -60,19 +61,86 @@ class CaseEvidence:
         return atomic_write_bytes(path, canonical_bytes(self.to_dict()))
 
 
-def load_evidence(path: str | Path) -> CaseEvidence:
-    """A case's evidence from its file; one line naming the file when it is not one."""
+def load_evidence(path: str | Path, shown: str | None = None) -> CaseEvidence:
+    """A case's evidence from its file, its every value checked for its shape first (``check_evidence``); one
+    line naming the file (as ``shown``) and the first value that is not what evidence holds there."""
     path = Path(path)
-    doc = parse_json_input(read_input_bytes(path, f"case evidence {path}"), f"case evidence {path}")
+    shown = shown or str(path)
+    doc = parse_json_input(read_input_bytes(path, f"case evidence {shown}"), f"case evidence {shown}")
     try:
-        return _from_dict(doc, path)
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
-        raise BadInput(f"{path}: not the evidence of a case ({FORMAT}): {type(exc).__name__}: {exc}") from None
+        check_evidence(doc)
+    except Wrong as wrong:
+        raise BadInput(f"{shown}: not the evidence of a case ({FORMAT}): {wrong.text}") from None
+    return evidence_of(doc, path)
 
 
-def _from_dict(d: Any, path: Path) -> CaseEvidence:
-    if not isinstance(d, dict) or d.get("format") != FORMAT:
-        raise ValueError(f"format {d.get('format') if isinstance(d, dict) else None!r}")
+def check_evidence(doc: Any) -> None:
+    """Raises Wrong at the first value of ``doc`` that a case's evidence cannot hold: every key of its format,
+    the spec's fields of their types (kit.core.resultcheck), prompts as ``[id, bucket, tokens]``, every top list as
+    ``[token, logprob]`` pairs (a logprob a number, or the name of a non-finite one), every continuation as steps
+    of ``[token, top list]``."""
+    from kit.core.resultcheck import check_fields
+
+    d = formatted(doc, KEYS, FORMAT)
+    check_fields(CaseSpec, d["spec"], "spec")
+    unknown = sorted(set(d["spec"]) - {f.name for f in fields(CaseSpec)})
+    if unknown:
+        raise Wrong(f"spec.{unknown[0]}", "unknown key (not a field of a case's spec)")
+    if not isinstance(d["exact"], bool):
+        raise Wrong("exact", "expected true or false", d["exact"])
+    for i, p in enumerate(listing(d["prompts"], "prompts")):
+        if not (isinstance(p, list) and len(p) == 3 and isinstance(p[0], str) and _whole(p[1]) and _whole(p[2])):
+            raise Wrong(f"prompts[{i}]", "expected [prompt id, bucket, tokens]", p)
+    golden = mapping(d["golden"], "golden", ("sha256", "tops", "continuations"))
+    text(golden["sha256"], "golden.sha256")
+    for pid, top in mapping(golden["tops"], "golden.tops").items():
+        _pairs(top, f"golden.tops.{pid}")
+    for pid, steps in mapping(golden["continuations"], "golden.continuations").items():
+        _steps(steps, f"golden.continuations.{pid}")
+    for i, o in enumerate(listing(d["observations"], "observations")):
+        _observation(o, f"observations[{i}]")
+    for pid, steps in mapping(d["continuations"], "continuations").items():
+        _steps(steps, f"continuations.{pid}")
+    for pid, runs in mapping(d["runs"], "runs").items():
+        for i, o in enumerate(listing(runs, f"runs.{pid}")):
+            _observation(o, f"runs.{pid}[{i}]")
+    if d["drift"] is not None and not isinstance(d["drift"], str):
+        raise Wrong("drift", "expected a string or null", d["drift"])
+
+
+KEYS = ("format", "spec", "exact", "prompts", "golden", "observations", "continuations", "runs", "drift")
+NON_FINITE = ("nan", "inf", "-inf")  # how a non-finite logprob is kept (kit.core.records.pairs_to_json)
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _pairs(value: Any, key: str) -> None:
+    for i, pair in enumerate(listing(value, key)):
+        ok = isinstance(pair, list) and len(pair) == 2 and _whole(pair[0]) and (
+            pair[1] in NON_FINITE or (isinstance(pair[1], (int, float)) and not isinstance(pair[1], bool)))
+        if not ok:
+            raise Wrong(f"{key}[{i}]", "expected [token id, logprob]", pair)
+
+
+def _steps(value: Any, key: str) -> None:
+    for i, step in enumerate(listing(value, key)):
+        if not (isinstance(step, list) and len(step) == 2 and _whole(step[0])):
+            raise Wrong(f"{key}[{i}]", "expected [token id, top list]", step)
+        _pairs(step[1], f"{key}[{i}][1]")
+
+
+def _observation(value: Any, key: str) -> None:
+    o = mapping(value, key, ("case_id", "n_tokens", "top_logprobs"))
+    text(o["case_id"], f"{key}.case_id")
+    if not _whole(o["n_tokens"]):
+        raise Wrong(f"{key}.n_tokens", "expected a whole number", o["n_tokens"])
+    _pairs(listing(o["top_logprobs"], f"{key}.top_logprobs", non_empty=True), f"{key}.top_logprobs")
+
+
+def evidence_of(d: Any, path: Path | None = None) -> CaseEvidence:
+    """The evidence a document holds, once ``check_evidence`` has passed it."""
     golden = d["golden"]
     return CaseEvidence(
         spec=CaseSpec.from_dict(d["spec"]), exact=bool(d["exact"]),

@@ -24,7 +24,7 @@ from typing import Callable, Sequence
 
 from kit import __version__
 from kit.core.errors import BadInput
-from kit.core.fixture import Fixture
+from kit.core.fixture import Fixture, Prompt
 from kit.core.jsonio import canonical_bytes, read_input_bytes, sha256_bytes, surrogate_place, write_canonical
 from kit.core.records import EXACT, GOLDEN_KINDS, Continuation, Observation
 from kit.core.runtime import hardware
@@ -273,6 +273,16 @@ def check_golden_vocabulary(golden: Golden, vocab_size: int, model: str | Path, 
         if outside is not None:
             raise BadInput(f"golden {golden.path}: case {cid}: token id {outside} is outside the vocabulary of "
                            f"model {model} ({vocab_size} tokens, {stated})")
+
+
+def golden_tops(golden: Golden, prompts: Sequence[Prompt]) -> dict[str, tuple[tuple[int, float], ...]]:
+    """The golden's top-k of each of ``prompts``: what a case's observations are judged against."""
+    return {p.id: golden.prompts[p.id][: golden.top_k] for p in prompts}
+
+
+def golden_continuations(golden: Golden, prompts: Sequence[Prompt], decode: int) -> dict[str, Sequence[Step]]:
+    """The golden's continuation of each of ``prompts`` for a case with a decode check (none without one)."""
+    return {p.id: (golden.continuations or {})[p.id] for p in prompts} if decode else {}
 
 
 def check_golden_matches_fixture(golden: Golden, fixture: Fixture) -> None:

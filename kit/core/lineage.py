@@ -63,7 +63,15 @@ class LineageEntry(ContentAddressed):
 
     @property
     def key(self) -> tuple[str, str, str, str]:
-        return (self.descriptor, self.kind, self.case, self.runtime)
+        """The chain it belongs to: its descriptor, kind, case and runtime (``normal_runtime``)."""
+        return (self.descriptor, self.kind, self.case, normal_runtime(self.runtime))
+
+
+def normal_runtime(runtime: str) -> str:
+    """A runtime as it keys a chain: its words joined by one space. ``"cpu (x86-64-v3) "`` and ``"cpu
+    (x86-64-v3)"`` are one class of hardware, so they are one chain, whose two heads are then refused, never two
+    chains side by side."""
+    return " ".join(runtime.split())
 
 
 def entry_from_dict(doc: Any, shown: str) -> LineageEntry:

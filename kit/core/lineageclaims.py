@@ -60,13 +60,27 @@ def bounds_claim(entry: LineageEntry, record: CalibrationRecord) -> str | None:
 
 
 def accepted_looser(entry: LineageEntry) -> str | None:
-    """The reason the command that made ``entry`` gave with ``--accept-looser`` (None: it gave none)."""
+    """The reason the command that made ``entry`` gave with ``--accept-looser`` (None: it gave none, or gave
+    something that is no reason: ``reason_problem``)."""
     command = list(entry.command)
     for i, word in enumerate(command):
-        if word == ACCEPT_LOOSER and i + 1 < len(command) and command[i + 1].strip():
-            return command[i + 1]
-        if word.startswith(ACCEPT_LOOSER + "=") and word.split("=", 1)[1].strip():
-            return word.split("=", 1)[1]
+        given = command[i + 1] if word == ACCEPT_LOOSER and i + 1 < len(command) else (
+            word.split("=", 1)[1] if word.startswith(ACCEPT_LOOSER + "=") else None)
+        if given is not None and reason_problem(given) is None:
+            return given
+    return None
+
+
+def reason_problem(reason: str) -> str | None:
+    """Why ``reason`` (given with --reason, --accept-looser, --accept-flips) is no reason, or None: a reason is
+    words, not nothing, and not the next flag of the command line (``--accept-looser --case x``)."""
+    stripped = reason.strip()
+    if not stripped:
+        return "empty"
+    if stripped.startswith("-"):
+        return f"{stripped!r} is a flag, not a reason"
+    if not any(c.isalpha() for c in stripped):
+        return f"{stripped!r} says nothing in words"
     return None
 
 

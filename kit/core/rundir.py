@@ -20,7 +20,7 @@ import posixpath
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 from kit.core.errors import BadInput
 from kit.core.jsonio import read_input_bytes, read_json_input
@@ -126,8 +126,12 @@ ATTEMPTS = ".attempts.jsonl"       # Ray only: one line per attempt of the case'
 CASE_EVIDENCE = ".evidence.json"   # what its verdict was judged from (kit.core.caseevidence): `verify` judges it again
 CASE_FILES = (CASE_RESULT, CASE_NOTEBOOK, KERNEL_LOG, ATTEMPTS, CASE_EVIDENCE)
 # The files a finished run's verdict rests on, per case: its result, what it was judged from and its in-kernel
-# reference. The manifest seals them by digest (``sealed_files``, ``root_digest``); `parity-kit verify` checks them.
-SEALED = (CASE_RESULT, CASE_EVIDENCE, ".reference.json")
+# reference. The manifest seals them by digest, and itself beside them (``sealed``, ``root_digest``); `parity-kit
+# verify` checks them.
+CASE_REFERENCE = ".reference.json"
+SEALED = (CASE_RESULT, CASE_EVIDENCE, CASE_REFERENCE)
+# The manifest's keys that hold its seal; its own digest is of everything else in it (``manifest_digest``).
+SEAL_KEYS = ("files", "root_sha256")
 SUPERSEDED = "superseded"          # cases/superseded/<case>.<n>.*: a case's earlier files, before --resume ran it
 RETRIED = "retried"                # cases/retried/<case>.<n>.*: an attempt's files, before the gate's retry ran it
 
@@ -331,6 +335,22 @@ def sealed_files(run_dir: str | Path, cases: Sequence[str]) -> dict[str, str]:
             if path.is_file():
                 out[path.relative_to(run_dir).as_posix()] = sha256_file(path)
     return out
+
+
+def manifest_digest(manifest: Mapping[str, Any]) -> str:
+    """The SHA-256 of a manifest less its seal (``SEAL_KEYS``), as canonical JSON: what its ``files`` seal it by,
+    under its own name. The manifest names the descriptor, the cases, the hardware and the baselines the verdict
+    was resolved for; sealed, none of them changes without the root digest changing."""
+    from kit.core.jsonio import canonical_bytes, sha256_bytes
+
+    return sha256_bytes(canonical_bytes({k: v for k, v in manifest.items() if k not in SEAL_KEYS}))
+
+
+def sealed(run_dir: str | Path, manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """``manifest`` with its seal: ``files`` (each file of ``SEALED`` its cases left in the run, and the manifest's
+    own digest under MANIFEST) and their ``root_sha256``."""
+    files = {**sealed_files(run_dir, manifest["cases"]), MANIFEST: manifest_digest(manifest)}
+    return {**manifest, "files": files, "root_sha256": root_digest(files)}
 
 
 def root_digest(files: dict[str, str]) -> str:

@@ -21,8 +21,8 @@ from kit.core.calibration import (CalibrationRecord, hardware_change, load_recor
 from kit.core.errors import BadInput
 from kit.core.golden import load_golden
 from kit.core.jsonio import sha256_file
-from kit.core.lineage import LineageEntry, heads, load_folder, of_descriptor
-from kit.core.lineageclaims import ACCEPT_LOOSER, accepted_looser, bounds_claim, loosening, movements
+from kit.core.lineage import LineageEntry, heads, load_folder, normal_runtime, of_descriptor
+from kit.core.lineageclaims import ACCEPT_LOOSER, accepted_looser, bounds_claim, loosening, movement_text, movements
 from kit.core.power import detectable_of, load_power, named_calibration, read_power
 from kit.core.records import NoBaseline
 from kit.descriptor.schema import CaseBase, case_golden_kind, golden_kind
@@ -137,7 +137,7 @@ class Baselines:
         entry = str(case.golden)
         if not of_golden(golden_kind(entry)).per_runtime:
             return self.golden_files(entry)[0], None, ""
-        runtime = registry.get(case.backend).runtime_key(case.backend_options())
+        runtime = self.desc.host.runtime(name, case.backend, case.backend_options())
         if entry not in self._exact:
             self._exact[entry] = [load_golden(f) for f in self.golden_files(entry)]
         goldens = self._exact[entry]
@@ -183,7 +183,8 @@ class Baselines:
             raise BadInput(f"{where}: an exact golden has no bound to calibrate")
         records = self.calibration_records(name, c)
         order = self.fallback_order(c)
-        record, rule = record_for_host(records, c.backend_options(), order)
+        record, rule = record_for_host(records, c.backend_options(), order,
+                                       self.desc.host.accelerator(name, c.backend_options()))
         accept = list(c.accept_noise_changes)
         if rule == "device" and "hardware" not in accept:  # the descriptor's own order takes other hardware
             accept.append("hardware")
@@ -198,7 +199,7 @@ class Baselines:
         has one. The same on a CPU (its instruction-set level) and a GPU (its model)."""
         if (calibration.get("fallback") or {}).get("rule") is not None:
             return None
-        change = hardware_change(calibration, c.backend_options())
+        change = hardware_change(calibration, c.backend_options(), self.desc.host.accelerator(name, c.backend_options()))
         if change is None:
             return None
         here = change[1]
@@ -319,7 +320,7 @@ class Baselines:
             return f"{shown} {claim}"
         parent = next((e for e in self.lineage() if e.sha256 == entry.supersedes), None)
         if parent is None:
-            return None
+            return self._new_chain_problem(entry, record, shown)
         parent_path = (folder / parent.file).resolve()
         if not parent_path.is_file():
             return (f"{shown} supersedes the record {paths.display(parent_path)}, which is gone: how its bounds "
@@ -331,6 +332,38 @@ class Baselines:
         if too_loose and accepted_looser(entry) is None:
             return (f"{shown} loosens {too_loose}, and the command that made it gave no reason for that "
                     f"({ACCEPT_LOOSER} REASON)")
+        return None
+
+    def _new_chain_problem(self, entry: LineageEntry, record: CalibrationRecord, shown: str) -> str | None:
+        """A record that starts a chain for a class of hardware the case already had a record of (one the descriptor
+        lists, outside the chain) needs a reason, as a looser one does: a new chain would otherwise put any bounds
+        in place of that record's with no loosening ever judged. None when the class had none, or a reason was
+        given."""
+        previous = self._listed_of_class(entry)
+        if previous is None or accepted_looser(entry) is not None:
+            return None
+        path, before = previous
+        return (f"{shown} starts a new chain for {normal_runtime(entry.runtime)}, which had "
+                f"{paths.display(path)} ({movement_text(movements(before, record))}); a record that does not "
+                f"supersede its class's needs a reason ({ACCEPT_LOOSER} REASON), as a looser one does")
+
+    def _listed_of_class(self, entry: LineageEntry) -> tuple[Path, CalibrationRecord] | None:
+        """A calibration record the descriptor lists for the entry's case, measured on the entry's class of
+        hardware and in none of the entries of its chain; None when there is none."""
+        case = self.desc.cases.get(entry.case)
+        if case is None or not case.calibration:
+            return None
+        files = [case.calibration] if isinstance(case.calibration, str) else list(case.calibration)
+        chained = {e.baseline for e in self.lineage() if e.key == entry.key}
+        for f in files:
+            path = self.desc.resolve_name(f)
+            try:
+                listed = load_record(path)
+            except BadInput:
+                continue  # refused where the case is resolved, in its own words
+            runtime = measured_on({"fingerprint": listed.fingerprint}) or ""
+            if listed.sha256 not in chained and normal_runtime(runtime) == normal_runtime(entry.runtime):
+                return path, listed
         return None
 
     def verify_lineage(self) -> list[str]:

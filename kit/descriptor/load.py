@@ -23,6 +23,7 @@ from kit.core.records import EXACT
 from kit.descriptor.baselines import Baselines
 from kit.descriptor.code_settings import warn_code_settings
 from kit.descriptor.falsefailure import descriptor_budget
+from kit.descriptor.host import Host
 from kit.descriptor.schema import (CASE_NAME, CaseBase, CustomNotebook, Descriptor, ModelRef, Release, Resources,
                                    case_golden_kind, case_schemas, golden_kind)
 
@@ -31,8 +32,10 @@ class LoadedDescriptor:
     """A validated descriptor with its file, its digest and its cases' schemas applied; the baselines its cases
     name are read by its ``baselines``."""
 
-    def __init__(self, path: Path, text: str, doc: Descriptor, cases: dict[str, CaseBase]):
+    def __init__(self, path: Path, text: str, doc: Descriptor, cases: dict[str, CaseBase], host: Host | None = None):
         self.path, self.text, self.doc, self.cases = path, text, doc, cases
+        # The hardware its cases resolve for (kit.descriptor.host): this machine's, or the one a run recorded.
+        self.host = host or Host()
         self._lines: dict[tuple, int] | None = None  # each key's line, indexed on the first message that needs one
 
     @functools.cached_property
@@ -242,11 +245,16 @@ def derive(desc: LoadedDescriptor, releases: dict[str, dict] | None = None,
     return _validate(desc.path, paths.display(desc.path), desc.text, raw)
 
 
+def for_host(desc: LoadedDescriptor, host: Host) -> LoadedDescriptor:
+    """The same descriptor resolved for ``host``'s hardware (a run's recorded one) instead of this machine's."""
+    return LoadedDescriptor(desc.path, desc.text, desc.doc, desc.cases, host)
+
+
 def with_golden(desc: LoadedDescriptor, entry: str, path: Path) -> LoadedDescriptor:
     """The same descriptor with one [goldens] entry naming another file (an absolute path resolves to itself):
     what a regen checks a new golden with."""
     doc = desc.doc.model_copy(update={"goldens": {**desc.doc.goldens, entry: str(path.resolve())}})
-    return LoadedDescriptor(desc.path, desc.text, doc, desc.cases)
+    return LoadedDescriptor(desc.path, desc.text, doc, desc.cases, desc.host)
 
 
 def with_records(desc: LoadedDescriptor, records: dict[str, Path]) -> LoadedDescriptor:
@@ -254,7 +262,7 @@ def with_records(desc: LoadedDescriptor, records: dict[str, Path]) -> LoadedDesc
     power records left out: they were measured against the record it no longer uses."""
     cases = {name: (c.model_copy(update={"calibration": str(records[name].resolve()), "power": None})
                     if name in records else c) for name, c in desc.cases.items()}
-    return LoadedDescriptor(desc.path, desc.text, desc.doc, cases)
+    return LoadedDescriptor(desc.path, desc.text, desc.doc, cases, desc.host)
 
 
 def with_baselines(desc: LoadedDescriptor, goldens: dict[str, list[Path]],
@@ -266,7 +274,7 @@ def with_baselines(desc: LoadedDescriptor, goldens: dict[str, list[Path]],
         "baselines": None})
     cases = {name: (c.model_copy(update={"calibration": [str(f.resolve()) for f in records[name]], "power": None})
                     if name in records else c) for name, c in desc.cases.items()}
-    return LoadedDescriptor(desc.path, desc.text, doc, cases)
+    return LoadedDescriptor(desc.path, desc.text, doc, cases, desc.host)
 
 
 def _validate(path: Path, shown: str, text: str, raw: dict) -> LoadedDescriptor:

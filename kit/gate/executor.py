@@ -25,7 +25,7 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from kit import __version__
 from kit.backends import registry
@@ -35,6 +35,7 @@ from kit.core.calibration import hardware_change
 from kit.descriptor.baselines import make_command
 from kit.core.coverage import Expected, coverage_problem, rejudged
 from kit.core.errors import BadInput, ParityKitError
+from kit.core.fixture import Prompt
 from kit.core.jsonio import sha256_file, write_json
 from kit.core.phases import with_executor_phases
 from kit.core.records import ERROR, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseResult
@@ -43,6 +44,7 @@ from kit.core.results import gate_verdict, load_case_result, now_iso, save_case_
 from kit.core.scoring import bound_for
 from kit.core.spec import CaseSpec
 from kit.descriptor.falsefailure import plan_statement
+from kit.descriptor.host import Host, hardware_record
 from kit.descriptor.load import LoadedDescriptor, packaged_notebook
 from kit.descriptor.standing import plan_rows
 from kit.descriptor.plan import Plan, outline, resolve
@@ -82,6 +84,8 @@ class GateRun:
     gpus: Inventory | None = None  # the node's GPUs, listed when a case asks for some (local executor)
     # Which baseline each case stands on here (kit.descriptor.standing), worked out once, when the run starts.
     baselines: list[dict] | None = None
+    # The hardware each case was resolved for (kit.descriptor.host), asked once, when the run starts.
+    hardware: dict[str, dict] | None = None
     # How often a case classed infrastructure runs again (kit.gate.retry), and what that did: case -> the
     # evidence of the attempt that was retried; while a retry runs, ``only`` narrows the run to those cases.
     infrastructure_retries: int = 1
@@ -234,14 +238,17 @@ def expectations(specs: Sequence[CaseSpec], inputs: Inputs) -> dict[str, Expecte
     """Per case, what its verdict must cover: the prompts it selects and the inputs the preflight checked,
     and the bound each prompt is held to (by the bucket the fixture, not the result, gives it)."""
     golden_sha256 = {str(g.path): g.sha256 for g in inputs.goldens.values()}
-    out = {}
-    for s in specs:
-        prompts = inputs.fixture.select(s.prompt_ids, s.buckets)
-        out[s.name] = Expected(s.name, s.backend, tuple(p.id for p in prompts),
-                               s.inputs_digest(inputs.fixture.sha256, golden_sha256.get(s.golden_path, "")),
-                               {p.id: bound_for(p.bucket, s.bound, s.bucket_bounds) for p in prompts},
-                               exact=s.golden_kind == EXACT)
-    return out
+    return {s.name: expectation(s, inputs.fixture.select(s.prompt_ids, s.buckets),
+                                s.inputs_digest(inputs.fixture.sha256, golden_sha256.get(s.golden_path, "")))
+            for s in specs}
+
+
+def expectation(spec: CaseSpec, prompts: Sequence[Prompt], inputs_digest: str) -> Expected:
+    """What one case's verdict must cover: ``prompts`` (its selection of the fixture), its inputs, and the bound
+    each prompt is held to by the bucket the fixture gives it."""
+    return Expected(spec.name, spec.backend, tuple(p.id for p in prompts), inputs_digest,
+                    {p.id: bound_for(p.bucket, spec.bound, spec.bucket_bounds) for p in prompts},
+                    exact=spec.golden_kind == EXACT)
 
 
 def custom_notebooks(specs: Sequence[CaseSpec]) -> dict[str, dict]:
@@ -295,9 +302,7 @@ def _resume(plan: Plan, run_dir: Path, specs: list[CaseSpec], inputs: Inputs,
 
 
 def manifest(run: GateRun, command: Sequence[str]) -> dict:
-    # Finished, the files its verdict rests on, sealed by digest (`parity-kit verify` checks them).
-    sealed = rundir.sealed_files(run.run_dir, [s.name for s in run.specs]) if run.finished_at else None
-    return {
+    doc = {
         "name": run.plan.name,
         "descriptor": str(run.plan.path),
         "descriptor_sha256": run.plan.sha256,
@@ -336,17 +341,27 @@ def manifest(run: GateRun, command: Sequence[str]) -> dict:
         "placements": run.placements,
         "gpus": run.gpus.to_dict() if run.gpus is not None else None,  # what the node offered the cases
         "baselines": _baselines(run),
+        # Per case, the hardware its baselines were chosen for (kit.descriptor.host): what `parity-kit verify`
+        # resolves the descriptor for again.
+        "hardware": _hardware(run),
         # The gate's stated false-failure rate, its split over the drift cases and the bounds' measured rate.
         "false_failure_rate": plan_statement(run.plan),
-        "files": sealed,
-        "root_sha256": rundir.root_digest(sealed) if sealed is not None else None,
     }
+    # Finished, the files its verdict rests on and the manifest itself, sealed by digest (`parity-kit verify`
+    # checks them).
+    return rundir.sealed(run.run_dir, doc) if run.finished_at else {**doc, "files": None, "root_sha256": None}
 
 
 def _baselines(run: GateRun) -> list[dict]:
     if run.baselines is None:
         run.baselines = [row.to_dict() for row in plan_rows(run.plan)]
     return run.baselines
+
+
+def _hardware(run: GateRun) -> dict[str, dict]:
+    if run.hardware is None:
+        run.hardware = hardware_record(run.specs, Host())
+    return run.hardware
 
 
 def _release_identity(run: GateRun) -> dict | None:
@@ -434,27 +449,30 @@ def verdict_written(unfinished: CaseResult, result_path: Path, launched: float, 
     return dataclasses.replace(judged, notes=[*judged.notes, after])
 
 
-def checked(result: CaseResult, spec: CaseSpec, expected: Expected | None) -> CaseResult:
+def checked(result: CaseResult, spec: CaseSpec, expected: Expected | None,
+            here: Mapping[str, str] | None = None) -> CaseResult:
     """The notebook's result, judged again from its own numbers under the case's bounds, or an error saying
     what it does not cover (the notebook is code: it may write a verdict on fewer prompts, on another case's
-    inputs, or one its numbers contradict)."""
+    inputs, or one its numbers contradict). ``here``: the accelerator the case computed on, when a run recorded
+    it (`parity-kit verify`); else this host's is asked."""
     problem = coverage_problem(result, expected) if expected is not None else None
     if problem is None:
         judged = rejudged(result, expected) if expected is not None else result
-        judged = judged_by_hardware(judged, spec)
+        judged = judged_by_hardware(judged, spec, here)
         return judged_by_power(judged, getattr(spec, "power", None), getattr(spec, "detectable_limit", None),
                                f"cases.{spec.name}.detectable_limit")
     return CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error=problem,
                       error_kind=outcomes.CASE_ERROR, started_at=result.started_at, notes=result.notes)
 
 
-def judged_by_hardware(result: CaseResult, spec: CaseSpec) -> CaseResult:
+def judged_by_hardware(result: CaseResult, spec: CaseSpec, here: Mapping[str, str] | None = None) -> CaseResult:
     """A failure under bounds measured on another class of hardware than this host's, judged by
-    kit.core.borrowed: asked here, on the case's host, since only it knows what it computes on."""
+    kit.core.borrowed: asked here, on the case's host, since only it knows what it computes on (``here``: the
+    accelerator a run recorded for it instead)."""
     calibration = getattr(spec, "calibration", None)
     if result.status != FAILED or not calibration:
         return result
-    change = hardware_change(calibration, spec.options)
+    change = hardware_change(calibration, spec.options, here)
     if change is None:
         return result
     command = make_command(Path(spec.descriptor), spec.name)

@@ -1,45 +1,51 @@
-"""`parity-kit verify RUN_DIR | ZIP`: a finished gate run judged again from what it kept, with no engine.
+"""`parity-kit verify RUN_DIR | ZIP`: a finished gate run judged again from what its engines observed, with no
+engine, against the repository's own descriptor, goldens and records (docs/verify.md says what that proves).
 
-A summary.html or an `--attach` zip on an issue shows a verdict and digests; nothing in it proved that the verdict
-follows from the numbers, or that no case file was edited since. Here it is re-derived:
+Anyone who can edit a run can seal it again with the kit's own sealing (kit.core.rundir), so nothing a run says
+about how it was judged is taken from it:
 
-- every file the verdict rests on (each case's result, its evidence and its in-kernel reference) is checked
-  against the digest the run's manifest sealed it with when the run finished, and their root digest (quoted in
-  evidence.md and the summary) is worked out again;
-- every judged case is judged again from its evidence (kit.core.caseevidence: what its engine observed, the
-  golden's tops, the bounds and calibration it was judged under) by the kernel's own judge
-  (kit.core.verdict.judge), and what that gives must be what the case recorded: the same failures, the same
-  largest error per prompt, a status that follows from them;
-- the gate's verdict is worked out again from the cases, and must be the one result.json states.
+- the seal: every sealed file (each case's result, evidence and in-kernel reference, and the manifest itself, less
+  its seal) against its digest, their root digest against the one the manifest states, the one ``evidence.md``
+  and the summary quote, and the one given with ``--root`` (quoted where the run was first reported);
+- the cases: the manifest's are the descriptor's (or those the run's commands selected with ``--case``), each
+  once; no other case left files in the run, and the manifest's kernels and baselines name the same cases;
+- the resolution: the descriptor (its digest the manifest's) resolved for the hardware the run recorded
+  (kit.descriptor.host), the manifest's release, kernels, fixture, model and the digest of every baseline it
+  records held to it;
+- each case judged again from its observations alone (kit.gate.rederive), and the run's verdict from those cases,
+  which result.json must state.
 
-The answer is "verified: <verdict>" with the root digest, or one line per file and case that does not re-derive.
-A zip is opened in a temporary folder, after every member is checked to stay inside it (no absolute names, no
-``..``, no links), and removed after.
+The answer is "verified: <verdict>" with the root digest, or one line per problem naming the file and the field.
+A zip is opened in a fresh temporary folder (kit.gate.runzip) and removed after.
 """
 
 from __future__ import annotations
 
-import math
-import stat
+import re
 import tempfile
-import zipfile
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
+from typing import Any, Sequence
 
-from kit.core import rundir
-from kit.core.caseevidence import load_evidence
+from kit.core import paths, rundir
+from kit.core.baselinekind import CALIBRATION, GoldenKind, of_case
+from kit.core.calibration import first_difference
 from kit.core.errors import BadInput
-from kit.core.jsonio import read_json_input
+from kit.core.fixture import load_fixture
+from kit.core.jsonio import read_input_bytes, read_json_input, sha256_file
 from kit.core.paths import display
-from kit.core.records import BORROWED, FAILED, INCONCLUSIVE, PASSED, CaseResult
+from kit.core.recordcheck import Wrong, listing, mapping, text
+from kit.core.records import CaseResult
 from kit.core.results import RunView, gate_verdict, read_run
-from kit.core.verdict.failure import texts
-from kit.core.verdict.judge import Judged
+from kit.descriptor.host import RecordedHost, recorded_hardware
+from kit.descriptor.load import LoadedDescriptor, for_host, load_descriptor
+from kit.descriptor.plan import Plan, outline, resolve
+from kit.gate.rederive import Rederive, said
+from kit.gate.runzip import extract_run
 
-JUDGED = (PASSED, FAILED, INCONCLUSIVE, BORROWED)  # the statuses a kernel's judgement decided
-# What each judgement allows the case to have recorded: the executor may say more (a pass over a detectable limit
-# is inconclusive, a failure under another class's bounds is borrowed), never the opposite.
-ALLOWED = {True: (FAILED, BORROWED), False: (PASSED, INCONCLUSIVE)}
+# How evidence.md quotes the root digest (kit.gate.report.evidence_markdown).
+QUOTED_ROOT = re.compile(r"^Root digest: `([^`]*)`", re.MULTILINE)
+SUMMARIES = (rundir.SUMMARY_HTML, rundir.SUMMARY_NOTEBOOK)
 
 
 @dataclass
@@ -51,6 +57,7 @@ class Verified:
     root: str | None = None
     judged: int = 0
     files: int = 0
+    descriptor: str | None = None
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -59,154 +66,304 @@ class Verified:
 
     def lines(self) -> list[str]:
         if self.ok:
-            return [f"verified: {self.verdict} ({self.source}: {self.judged} cases judged again from their evidence, "
-                    f"{self.files} files match their digests; root digest {self.root})"]
+            return [f"verified: {self.verdict} ({self.source}: {self.judged} cases judged again from their evidence "
+                    f"against {self.descriptor}, {self.files} files match their digests; root digest {self.root})"]
         return [f"not verified: {self.source}: {len(self.problems)} problem(s)", *(f"  {p}" for p in self.problems)]
 
 
-def verify(path: str | Path) -> Verified:
-    """Verify the run directory or run zip at ``path`` (see the module). Bad input (not a run, a zip that is
-    truncated or leads out of its folder, a run whose manifest seals nothing) is one line, BadInput."""
+def verify(path: str | Path, descriptor: str | Path | None = None, root: str | None = None) -> Verified:
+    """Verify the run directory or run zip at ``path`` (see the module) against ``descriptor`` (None: the one
+    its manifest names, where that is here), and its root digest against ``root`` when given. Bad input (not a
+    run, a damaged zip, a run whose manifest seals nothing, no descriptor) is one line, BadInput."""
     path = Path(path)
     if path.is_file():
         with tempfile.TemporaryDirectory(prefix="parity-kit-verify-") as tmp:
-            return verify_run(extract_run(path, Path(tmp)), display(path))
+            return verify_run(extract_run(path, Path(tmp)), display(path), descriptor, root)
     if not path.is_dir():
         raise BadInput(f"{display(path)}: no such run directory or zip")
-    return verify_run(path, display(path))
+    return verify_run(path, display(path), descriptor, root)
 
 
-def extract_run(zip_path: Path, into: Path) -> Path:
-    """The run folder of a run's zip, extracted into ``into`` once every member was checked to stay inside it."""
-    shown = display(zip_path)
-    try:
-        with zipfile.ZipFile(zip_path) as z:
-            members = z.infolist()
-            for info in members:
-                parts = PurePosixPath(info.filename).parts
-                if info.filename.startswith("/") or "\\" in info.filename or ".." in parts:
-                    raise BadInput(f"{shown}: member {info.filename!r} leads out of its folder; nothing extracted")
-                if stat.S_ISLNK(info.external_attr >> 16):
-                    raise BadInput(f"{shown}: member {info.filename!r} is a link; a run's zip holds its own files "
-                                   "only; nothing extracted")
-            tops = {PurePosixPath(info.filename).parts[0] for info in members if info.filename.strip("/")}
-            if len(tops) != 1:
-                raise BadInput(f"{shown}: not a run's zip (`parity-kit report --attach` puts one folder at its root; "
-                               f"this one has {len(tops)})")
-            z.extractall(into)
-    except zipfile.BadZipFile as exc:
-        raise BadInput(f"{shown}: not a readable zip ({exc}): truncated, or not a zip") from None
-    except (OSError, EOFError) as exc:
-        raise BadInput(f"{shown}: could not be read whole ({exc}): truncated?") from None
-    return into / tops.pop()
-
-
-def verify_run(run_dir: Path, source: str) -> Verified:
+def verify_run(run_dir: Path, source: str, descriptor: str | Path | None = None, root: str | None = None) -> Verified:
+    """Verify the gate run in ``run_dir`` (``source``: how to name it)."""
     if rundir.kind_of(run_dir) != "gate":
         raise BadInput(f"{source}: not a gate run (no {rundir.MANIFEST}); verify a run directory or its zip")
+    rundir.inside(run_dir / rundir.MANIFEST, run_dir, "manifest")
     view = read_run(run_dir)  # the one reader: a damaged manifest or case result is one line
     sealed = view.manifest.get("files")
     if not isinstance(sealed, dict):
         raise BadInput(f"{source}: its manifest seals no files (a run of an earlier kit, or one that never finished): "
                        "nothing to verify it against")
+    check_shape(view.manifest, f"{source}/{rundir.MANIFEST}")
     out = Verified(source)
-    _check_files(run_dir, view, sealed, out)
-    statuses = {}
-    for case in view.expected:
-        result = view.results.get(case)
-        if result is None:
-            continue  # missing: the verdict counts it so, as it did
-        statuses[case] = result
-        if result.status in JUDGED:
-            out.judged += _check_case(run_dir, case, result, _stood_on(view.manifest, case), out.problems)
+    _check_seal(run_dir, view, sealed, out)
+    _check_quotes(run_dir, out.root, root, out)
+    desc = _descriptor(view.manifest, descriptor, source)
+    out.descriptor = display(desc.path)
+    stated = view.manifest.get("descriptor_sha256")
+    if sha256_file(desc.path) != stated:
+        out.problems.append(f"{rundir.MANIFEST}: descriptor_sha256 is {said(stated)}, {out.descriptor}'s is "
+                            f"{sha256_file(desc.path)}: the run was not made with this descriptor")
+        return out
+    cases = _check_cases(run_dir, view, desc, out)
+    try:
+        host = recorded_hardware(view.manifest.get("hardware"), cases)
+    except Wrong as wrong:
+        raise BadInput(f"{source}/{rundir.MANIFEST}: {wrong.text}") from None
+    plan = _plan(desc, host, cases, view.manifest, out)
+    if plan is None:
+        return out
+    _check_plan(view.manifest, plan, host, out)
+    statuses = _judge_again(run_dir, view, plan, host, out)
     out.verdict = gate_verdict(view.expected, statuses)
-    recorded = _recorded_verdict(run_dir)
-    if recorded is not None and recorded != out.verdict:
-        out.problems.append(f"{rundir.RESULT}: states the verdict {recorded}, the cases give {out.verdict}")
+    _check_result(run_dir, out.verdict, statuses, out)
     return out
 
 
-def _check_files(run_dir: Path, view: RunView, sealed: dict, out: Verified) -> None:
-    now = rundir.sealed_files(run_dir, view.expected)
+def _judge_again(run_dir: Path, view: RunView, plan: Plan, host: RecordedHost, out: Verified) -> dict[str, CaseResult]:
+    """Every case of the plan judged again (kit.gate.rederive), its problems added to ``out``; each case's result
+    as judged again, where it could be."""
+    again = Rederive(run_dir, host)
+    statuses: dict[str, CaseResult] = {}
+    for name, case in plan.cases.items():
+        found = again.case(case.spec, view.results.get(name))
+        out.problems += found.problems
+        out.judged += found.judged
+        if found.result is not None:
+            statuses[name] = found.result
+    return statuses
+
+
+def check_shape(manifest: dict, shown: str) -> None:
+    """What verify reads of a manifest beyond what every reader checks (kit.core.resultcheck), each of its type;
+    BadInput naming the first key that is not."""
+    try:
+        for rel, digest in mapping(manifest["files"], "files").items():
+            text(digest, f"files.{rel}")
+        for key in ("descriptor", "descriptor_sha256"):
+            text(manifest.get(key), key)
+        for case, kernel in mapping(manifest.get("kernels"), "kernels").items():
+            text(kernel, f"kernels.{case}")
+        for i, row in enumerate(listing(manifest.get("baselines"), "baselines")):
+            row = mapping(row, f"baselines[{i}]")
+            for key in ("case", "kind"):
+                text(row.get(key), f"baselines[{i}].{key}")
+            if row.get("sha256") is not None:
+                text(row["sha256"], f"baselines[{i}].sha256")
+        commands = [("command", manifest.get("command"))] + [
+            (f"history[{i}].command", mapping(h, f"history[{i}]").get("command"))
+            for i, h in enumerate(listing(manifest.get("history") or [], "history"))]
+        for key, command in commands:
+            for j, word in enumerate(listing(command, key) if command is not None else []):
+                if not isinstance(word, str):
+                    raise Wrong(f"{key}[{j}]", "expected a string", word)
+    except Wrong as wrong:
+        raise BadInput(f"{shown}: {wrong.text}") from None
+
+
+def _check_seal(run_dir: Path, view: RunView, sealed: dict, out: Verified) -> None:
+    """Every sealed file against its digest, the manifest's own included, and the root digest worked out again."""
+    now = {**rundir.sealed_files(run_dir, _names(view.expected)),
+           rundir.MANIFEST: rundir.manifest_digest(view.manifest)}
+    if rundir.MANIFEST not in sealed:
+        out.problems.append(f"{rundir.MANIFEST}: files: seals no digest of the manifest itself (a run of an earlier "
+                            "kit): what it names of the run could be changed unseen")
     for rel, digest in sorted(sealed.items()):
         if rel not in now:
             out.problems.append(f"{rel}: sealed by the manifest, missing here")
         elif now[rel] != digest:
-            out.problems.append(f"{rel}: its SHA-256 is {now[rel][:12]}, the manifest sealed {str(digest)[:12]}: "
+            what = "its content less its seal" if rel == rundir.MANIFEST else "its"
+            out.problems.append(f"{rel}: {what} SHA-256 is {now[rel][:12]}, the manifest sealed {str(digest)[:12]}: "
                                 "changed since the run")
-    out.problems += [f"{rel}: not sealed by the manifest (added since the run)" for rel in sorted(now.keys() - sealed)]
+    out.problems += [f"{rel}: not sealed by the manifest (added since the run)"
+                     for rel in sorted(now.keys() - sealed.keys() - {rundir.MANIFEST})]
     out.files = len(now)
     out.root = rundir.root_digest({str(k): str(v) for k, v in sealed.items()})
     if view.manifest.get("root_sha256") != out.root:
-        out.problems.append(f"{rundir.MANIFEST}: its root digest {view.manifest.get('root_sha256')} is not its "
+        out.problems.append(f"{rundir.MANIFEST}: its root digest {said(view.manifest.get('root_sha256'))} is not its "
                             f"sealed files' ({out.root})")
 
 
-def _stood_on(manifest: dict, case: str) -> dict[str, str]:
-    """The digest of each baseline ``case`` stood on when the run started, by kind (the manifest's rows)."""
-    rows = manifest.get("baselines") or []
-    return {str(r.get("kind")): str(r.get("sha256")) for r in rows
-            if isinstance(r, dict) and r.get("case") == case and r.get("sha256")}
+def _check_quotes(run_dir: Path, root: str | None, given: str | None, out: Verified) -> None:
+    """The root digest as evidence.md and the summary quote it, and as the reader was given it (``given``)."""
+    evidence = _read(run_dir, rundir.EVIDENCE)
+    quoted = QUOTED_ROOT.findall(evidence.decode("utf-8", "replace") if evidence is not None else "")
+    if evidence is None:
+        out.problems.append(f"{rundir.EVIDENCE}: missing: the root digest it quotes cannot be compared")
+    elif set(quoted) != {root}:
+        out.problems.append(f"{rundir.EVIDENCE}: quotes the root digest {', '.join(quoted) or 'nowhere'}; the run's "
+                            f"is {root}")
+    for name in SUMMARIES:
+        data = _read(run_dir, name)
+        if data is not None and (root is None or root.encode() not in data):
+            out.problems.append(f"{name}: does not quote the run's root digest {root}")
+    if given is not None and given != root:
+        out.problems.append(f"--root {given}: the run's root digest is {root}: this is not the run that was reported")
 
 
-def _check_case(run_dir: Path, case: str, result: CaseResult, stood_on: dict[str, str],
-                problems: list[str]) -> int:
-    """Judge ``case`` again from its evidence; its problems added to ``problems``; 1 when it was judged. The
-    evidence must be judged against the golden and calibration record the run started on (``stood_on``)."""
-    path = rundir.case_file(run_dir / rundir.CASES, case, rundir.CASE_EVIDENCE)
-    shown = path.relative_to(run_dir).as_posix()
-    if not path.is_file():
-        problems.append(f"case {case}: recorded {result.status}, but its evidence ({shown}) is not in the run: its "
-                        "verdict cannot be judged again")
-        return 0
-    try:
-        evidence = load_evidence(path)
-    except BadInput as exc:
-        problems.append(f"case {case}: {exc}")
-        return 0
-    if evidence.spec.name != case:
-        problems.append(f"case {case}: {shown} is the evidence of case {evidence.spec.name}")
-        return 0
-    used = {"calibration": (evidence.spec.calibration or {}).get("sha256"),
-            "golden": evidence.golden_sha256 if evidence.spec.reference is None else None}
-    for kind, digest in stood_on.items():
-        what = "calibration" if kind == "calibration" else "golden" if kind.endswith("golden") else None
-        if what is not None and used[what] is not None and used[what] != digest:
-            problems.append(f"case {case}: its evidence was judged against {what} {str(used[what])[:12]}, but the run "
-                            f"started on {digest[:12]} (its manifest's baselines)")
-    problems += [f"case {case}: {p}" for p in disagreements(result, evidence.judged())]
-    return 1
-
-
-def disagreements(result: CaseResult, judged: Judged) -> list[str]:
-    """Where a recorded case result does not follow from its judgement again: its failures (the kernel's; the
-    executor's re-judged ones are its own), each prompt's largest error, and its status."""
-    out = []
-    kernel = [f for f in result.typed_failures if not f.rejudged]
-    if texts(kernel) != texts(judged.failures):
-        again = texts(judged.failures)
-        out.append(f"recorded {len(kernel)} failure(s), its evidence gives {len(again)}"
-                   + (f" (first: {again[0]})" if again else ""))
-    recorded = {p.id: p.max_probability_error for p in result.prompts}
-    for score in judged.scores:
-        was = recorded.get(score.id)
-        if was is None or not _same(was, score.max_probability_error):
-            out.append(f"prompt {score.id}: recorded max probability error {was}, its evidence gives "
-                       f"{score.max_probability_error}")
-            break  # the first says it: every later one would repeat the same finding
-    failed = judged.failed or any(f.rejudged for f in result.typed_failures)
-    if result.status not in ALLOWED[failed]:
-        out.append(f"recorded {result.status}, its evidence judges it {'failed' if failed else 'passed'}")
-    return out
-
-
-def _same(a: float, b: float) -> bool:
-    return a == b or (math.isnan(a) and math.isnan(b))
-
-
-def _recorded_verdict(run_dir: Path) -> str | None:
-    path = run_dir / rundir.RESULT
+def _read(run_dir: Path, name: str) -> bytes | None:
+    """The bytes of a file of the run (None: absent); a link that leads out of it is refused."""
+    path = run_dir / name
     if not path.is_file():
         return None
-    doc = read_json_input(path, display(path))
-    return doc.get("verdict") if isinstance(doc, dict) else None
+    return read_input_bytes(rundir.inside(path, run_dir, name), name)
+
+
+def _descriptor(manifest: dict, given: str | Path | None, source: str) -> LoadedDescriptor:
+    """The descriptor to resolve the run's cases with: ``given``, else the one the manifest names where it is here
+    (an embedded descriptor by its name, where the kit is installed elsewhere)."""
+    if given is not None:
+        return load_descriptor(given)
+    named = manifest.get("descriptor")
+    if isinstance(named, str) and named:
+        for candidate in (Path(named), paths.DESCRIPTORS / Path(named).name):
+            if candidate.is_file():
+                return load_descriptor(candidate)
+    raise BadInput(f"{source}: its descriptor {said(named)} is not here: name the repository's copy with "
+                   "--descriptor")
+
+
+def _names(value: Any) -> list[str]:
+    """The case names a manifest lists, once each (the checked manifest holds names only)."""
+    return list(dict.fromkeys(value))
+
+
+def _check_cases(run_dir: Path, view: RunView, desc: LoadedDescriptor, out: Verified) -> list[str]:
+    """The manifest's cases against the descriptor's and the run's commands' ``--case``, and against what else in
+    the run names cases; the cases to judge (the manifest's that the descriptor defines)."""
+    m = view.manifest
+    listed = view.expected
+    asked = selected_cases([*(h.get("command") for h in m.get("history") or [] if isinstance(h, dict)),
+                            m.get("command")])
+    defined = outline(desc).cases
+    wanted = [n for n in defined if asked is None or n in asked]
+    shown = " ".join(map(str, m.get("command") or [])) or "none"
+    for name in dict.fromkeys(n for n in listed if listed.count(n) > 1):
+        out.problems.append(f"{rundir.MANIFEST}: cases: lists {name} {listed.count(name)} times")
+    for name in wanted:
+        if name not in listed:
+            out.problems.append(f"{rundir.MANIFEST}: cases: lacks {name}, which the descriptor defines and the run's "
+                                f"command ({shown}) does not leave out")
+    for name in _names(listed):
+        if name not in wanted:
+            why = "the descriptor does not define" if name not in defined else "the run's command does not select"
+            out.problems.append(f"{rundir.MANIFEST}: cases: lists {name}, which {why}")
+    cases = [n for n in _names(listed) if n in defined]
+    named = {"kernels": set(m["kernels"]), "baselines": {r["case"] for r in m["baselines"]}}
+    for key, names in named.items():
+        for name in sorted(map(str, names - set(listed))):
+            out.problems.append(f"{rundir.MANIFEST}: {key}: names case {name}, which its cases do not list")
+    out.problems += [f"{rundir.CASES}/{f}: a file of no case the manifest lists"
+                     for f in stray_files(run_dir / rundir.CASES, listed)]
+    return cases
+
+
+def selected_cases(commands: Sequence[Any]) -> set[str] | None:
+    """The cases the commands that ran into a directory asked for with ``--case`` (a resumed run adds its own to
+    the first's); None, every case of the descriptor, once any of them asked for none."""
+    asked: set[str] = set()
+    for command in commands:
+        words = [str(w) for w in command] if isinstance(command, list) else []
+        named = [words[i + 1] for i, w in enumerate(words[:-1]) if w == "--case"]
+        named += [w.split("=", 1)[1] for w in words if w.startswith("--case=")]
+        if not named:
+            return None
+        asked.update(named)
+    return asked
+
+
+def stray_files(cases_dir: Path, listed: Sequence[str]) -> list[str]:
+    """The files of ``cases_dir`` (and its retried and superseded folders) that no listed case left: a case's
+    files are named ``<case>.<suffix>``."""
+    if not cases_dir.is_dir():
+        return []
+    prefixes = tuple(f"{n}." for n in listed)
+    found = []
+    for folder in (cases_dir, cases_dir / rundir.RETRIED, cases_dir / rundir.SUPERSEDED):
+        if folder.is_dir():
+            found += [p.relative_to(cases_dir).as_posix() for p in sorted(folder.iterdir())
+                      if not p.is_dir() and not p.name.startswith(prefixes)]
+    return found
+
+
+def _plan(desc: LoadedDescriptor, host: RecordedHost, cases: list[str], manifest: dict, out: Verified) -> Plan | None:
+    """The descriptor resolved for the recorded hardware and release; None (with the problem) when it does not
+    resolve."""
+    release = (manifest.get("release") or {}).get("name")
+    if not cases:
+        out.problems.append(f"{rundir.MANIFEST}: cases: none the descriptor defines: nothing to judge")
+        return None
+    try:
+        return resolve(for_host(desc, host), cases, release)
+    except BadInput as exc:
+        out.problems.append(f"{out.descriptor}: does not resolve the run's cases on the hardware it recorded: {exc}")
+        return None
+
+
+def _check_plan(manifest: dict, plan: Plan, host: RecordedHost, out: Verified) -> None:
+    """What the manifest states of the run's inputs, held to the plan: release, kernels, fixture, model, the digest
+    of every baseline each case stands on, and one device's hardware alike for every case that computes on it."""
+    stated = {"release": manifest.get("release"), "fixture_sha256": manifest.get("fixture_sha256"),
+              "model_digest": manifest.get("model_digest"),
+              "kernels": {n: manifest.get("kernels", {}).get(n) for n in plan.cases}}
+    derived = {"release": plan.release.identity() if plan.release is not None else None,
+               "fixture_sha256": load_fixture(plan.fixture).sha256, "model_digest": plan.model.digest,
+               "kernels": {n: c.spec.kernel for n, c in plan.cases.items()}}
+    for key in stated:
+        differs = first_difference(stated[key], derived[key], key)
+        if differs:
+            out.problems.append(f"{rundir.MANIFEST}: {differs[0]} is {said(differs[1])}; the descriptor gives "
+                                f"{said(differs[2])}")
+    out.problems += _baseline_problems(manifest.get("baselines"), plan)
+    devices: dict[str, tuple[str, dict]] = {}
+    for name, case in plan.cases.items():
+        device = str(case.spec.options.get("device", "cpu"))
+        seen = devices.setdefault(device, (name, host.accelerator(name, case.spec.options)))
+        if seen[1] != host.accelerator(name, case.spec.options):
+            out.problems.append(f"{rundir.MANIFEST}: hardware.{name}.accelerator is "
+                                f"{said(host.accelerator(name, case.spec.options))}; case {seen[0]} on the same "
+                                f"device ({device}) recorded {said(seen[1])}")
+
+
+def _baseline_problems(rows: Any, plan: Plan) -> list[str]:
+    """The digest of every golden and calibration record each case stands on, as the manifest's ``baselines``
+    records it when the run starts, against the plan's; a digest left out is a problem, not a check skipped."""
+    recorded = {(r["case"], r["kind"]): r.get("sha256") for r in rows}  # its shape checked (``check_shape``)
+    hashed: dict[str, str] = {}  # a golden several cases share is hashed once: a GPU golden takes hundreds of MB
+    problems = []
+    for name, case in plan.cases.items():
+        spec = case.spec
+        for kind in of_case(spec):
+            if kind is CALIBRATION:
+                digest = (spec.calibration or {}).get("sha256")
+            elif isinstance(kind, GoldenKind) and spec.golden_path:
+                if spec.golden_path not in hashed:
+                    hashed[spec.golden_path] = sha256_file(spec.golden_path)
+                digest = hashed[spec.golden_path]
+            else:
+                continue
+            if recorded.get((name, kind.name)) != digest:
+                problems.append(f"{rundir.MANIFEST}: baselines: case {name}'s {kind.name} is "
+                                f"{said(recorded.get((name, kind.name), 'absent'))}; the descriptor resolves {digest}")
+    return problems
+
+
+def _check_result(run_dir: Path, verdict: str, statuses: dict[str, CaseResult], out: Verified) -> None:
+    """result.json's verdict and each case's status there, against the cases judged again."""
+    path = run_dir / rundir.RESULT
+    if not path.is_file():
+        out.problems.append(f"{rundir.RESULT}: missing: the verdict the run stated cannot be compared")
+        return
+    doc = read_json_input(rundir.inside(path, run_dir, "result"), rundir.RESULT)
+    doc = doc if isinstance(doc, dict) else {}
+    if doc.get("verdict") != verdict:
+        out.problems.append(f"{rundir.RESULT}: states the verdict {said(doc.get('verdict'))}, the cases give "
+                            f"{verdict}")
+    stated = doc.get("cases")
+    cases: dict = stated if isinstance(stated, dict) else {}
+    for name, result in statuses.items():
+        entry = cases.get(name)
+        status = entry.get("status") if isinstance(entry, dict) else None
+        if status != result.status:
+            out.problems.append(f"{rundir.RESULT}: cases.{name}.status is {said(status)}, the case gives "
+                                f"{result.status}")

@@ -216,7 +216,8 @@ def provenance_table(view: RunView) -> pd.DataFrame:
                          + (f"; filled by another process: {gpu_labels(busy)}" if busy else ""), None))
     if m.get("root_sha256"):  # what a copy of the run is checked against (`parity-kit verify`)
         rows.append(("root digest", f"{len(m.get('files') or {})} sealed files: each case's result, evidence and "
-                     "reference; `parity-kit verify` judges a copy or the zip again", m["root_sha256"]))
+                     "reference, and the manifest; `parity-kit verify` judges a copy or the zip again",
+                     m["root_sha256"]))
     return pd.DataFrame(rows, columns=["what", "value", "digest"])
 
 

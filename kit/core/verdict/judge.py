@@ -12,16 +12,18 @@ and the decision is an input here, kept with the evidence, not re-decided on the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
+from kit.core.calibration import measured_on
 from kit.core.decode import compare_continuation
 from kit.core.drift import DriftResult, drift_test
 from kit.core.golden import Step
-from kit.core.records import Continuation, DecodeScore, Observation, PromptScore, RepeatSpread
+from kit.core.records import FAILED, PASSED, Continuation, DecodeScore, Observation, PromptScore, RepeatSpread
 from kit.core.scoring import repeat_spread, score_prompt
 from kit.core.spec import CaseSpec
+from kit.core.records import EXACT
 from kit.core.verdict import rules
-from kit.core.verdict.failure import Failure
+from kit.core.verdict.failure import Failure, texts
 
 # Whether the drift test ran, by the kernel's decision (a reason it was left out otherwise).
 DRIFT_RAN = "ran"
@@ -49,6 +51,44 @@ class Judged:
     @property
     def failed(self) -> bool:
         return bool(self.failures)
+
+    def result_fields(self, spec: CaseSpec, golden_kind: str, drift_skipped: str | None) -> dict[str, Any]:
+        """The fields of the case's result (kit.core.records.CaseResult) that follow from this judgement of
+        ``spec`` against a golden of ``golden_kind``: what the kernel records and `parity-kit verify` derives
+        again. Everything else of a result (times, the engine's release and details) is the run's."""
+        return dict(status=FAILED if self.failed else PASSED, golden_kind=golden_kind, bound=spec.bound,
+                    bucket_bounds=dict(spec.bucket_bounds), bound_source=bound_source(spec, golden_kind == EXACT),
+                    drift=self.drift.to_dict() if self.drift else None, drift_skipped=drift_skipped,
+                    prompts=self.scores, repeat_spread=self.spreads, failures=texts(self.failures),
+                    typed_failures=self.failures, decode=self.decoded)
+
+
+def drift_skipped(spec: CaseSpec, other_hardware: bool) -> str | None:
+    """Why a calibrated case's drift test does not run here (None: it runs, or the case has no calibration):
+    its record measured other hardware (``other_hardware``, which only the case's host knows), or it is off."""
+    if spec.calibration is None:
+        return None
+    if other_hardware:
+        return f"calibration measured on other hardware, {measured_on(spec.calibration)}"
+    return None if spec.drift else "turned off: drift = false"
+
+
+def drift_decision(spec: CaseSpec, skipped: str | None) -> str | None:
+    """What ``judge`` takes as ``drift``: DRIFT_RAN where a calibrated case's drift test runs, else why not."""
+    return DRIFT_RAN if spec.calibration is not None and skipped is None else skipped
+
+
+def bound_source(spec: CaseSpec, exact: bool) -> dict:
+    """Where the case's bounds came from, for every reader of its result."""
+    if exact:
+        return {"kind": "exact"}
+    cal = spec.calibration
+    if cal is None:
+        return {"kind": "hand-set"}
+    return {"kind": "calibrated", "record": cal["sha256"], "path": cal.get("path"), "rule": cal["rule"],
+            "noise": cal["noise"], "noise_class": cal["noise_class"], "buckets": cal.get("buckets", {}),
+            "measured_on": cal["fingerprint"].get("runtime", {}), "release": cal["fingerprint"].get("release", {}),
+            **({"step_bounds": cal["step_bounds"]} if cal.get("step_bounds") else {})}
 
 
 def judge(spec: CaseSpec, prompts: Sequence[Scored], golden_tops: Mapping[str, Sequence[tuple[int, float]]],

@@ -361,3 +361,57 @@ def test_baseline_make_refuses_a_looser_record_unless_a_reason_is_given(tmp_path
     assert _judge_moves(made, "a new CPU class rounds more") == []
     moved = [m for m in made.moves if m.after != m.before]
     assert moved and all(m.ratio > 1 for m in moved)  # the evidence shows each move as a ratio
+
+
+def _new_chain(tmp_path, embedded, **claims) -> tuple[Path, Path]:
+    """A descriptor listing a record of this host's class that has no entry (its head's entry deleted), and a lineage
+    whose one entry starts a new chain for that class with a record about as loose as a forger would like."""
+    here = accelerator("cpu")["name"]
+    old = record_elsewhere(embedded, tmp_path / "calibrations", here)
+    looser = _remade(old, tmp_path / "calibrations", 0.03)
+    head = write_entry(tmp_path / "lineage", entry_for(looser, tmp_path / "lineage", **claims))
+    return lineage_descriptor(tmp_path, embedded, old), head
+
+
+def test_a_record_starting_a_new_chain_for_a_class_that_had_one_needs_a_reason(tmp_path, embedded):
+    desc, head = _new_chain(tmp_path / "forged", embedded)
+    proc = parity_kit("baseline", "verify", str(desc))
+    assert proc.returncode == 3, proc.stdout
+    line, here = proc.stdout.strip(), accelerator("cpu")["name"]
+    assert line.startswith(f"refused: lineage entry {display(head)} starts a new chain for {here}, which had ")
+    assert "\n" not in line
+    assert "bucket " in line and line.endswith("a record that does not supersede its class's needs a reason "
+                                               "(--accept-looser REASON), as a looser one does")
+    said, _ = _new_chain(tmp_path / "said", embedded,
+                         command=("parity-kit", "baseline", "make", "--accept-looser", "a new chain for torch 2.14"))
+    assert load_descriptor(said).baselines.verify_lineage() == []
+
+
+@pytest.mark.parametrize("given", ["--case", "--accept-looser=--case", "  ", "42"])
+def test_a_reason_is_words_not_a_flag(tmp_path, embedded, given):
+    command = ("parity-kit", "baseline", "make", "--accept-looser", given) if "=" not in given else (
+        "parity-kit", "baseline", "make", given)
+    desc, head = _new_chain(tmp_path, embedded, command=command)
+    (problem,) = load_descriptor(desc).baselines.verify_lineage()
+    assert problem.startswith(f"lineage entry {display(head)} starts a new chain")
+    from kit.baselines.make import make_baselines
+
+    with pytest.raises(BadInput) as refused:
+        make_baselines(desc, reason="new CPU class", accept_looser=given.split("=", 1)[-1])
+    assert str(refused.value).startswith("--accept-looser: ")
+    with pytest.raises(BadInput) as refused:
+        make_baselines(desc, reason=given.split("=", 1)[-1])
+    assert str(refused.value).startswith("--reason: ")
+
+
+def test_runtimes_that_differ_only_in_spaces_key_one_chain(tmp_path, embedded):
+    here = accelerator("cpu")["name"]
+    old = record_elsewhere(embedded, tmp_path / "calibrations", here)
+    first = entry_for(old, tmp_path / "lineage")
+    write_entry(tmp_path / "lineage", first)
+    looser = _remade(old, tmp_path / "calibrations", 0.03)
+    write_entry(tmp_path / "lineage", entry_for(looser, tmp_path / "lineage", runtime=f" {here}  "))
+    desc = lineage_descriptor(tmp_path, embedded, old)
+    with pytest.raises(BadInput) as refused:
+        load_descriptor(desc).baselines.lineage()
+    assert f"on {here} has 2 current baselines" in str(refused.value)
