@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from kit.core.baselinekind import CALIBRATION, EXACT_GOLDEN
 from kit.baselines import make
 from kit.core.calibration import load_record
 from kit.core.errors import BadInput
@@ -81,15 +80,46 @@ def test_nothing_missing_means_nothing_made(tmp_path, embedded):
     assert not (tmp_path / "work").exists()
 
 
-def test_the_evidence_gate_runs_every_backend_on_the_goldens_a_made_baseline_touches(embedded):
-    plan = resolve(load_descriptor(embedded.descriptor), ["hf-bf16"])
-    record = make.Made(CALIBRATION, "hf-bf16", "cpu", Path("new.json"))
-    assert make.evidence_cases(plan, [record]) == ["hf-bf16", "levanter", "vllm-pp1", "vllm-pp2"]
-    golden = make.Made(EXACT_GOLDEN, "exact", "a runtime", Path("new.json"))
-    assert make.evidence_cases(resolve(load_descriptor(embedded.descriptor), ["checkpoint"]),
-                               [golden]) == ["checkpoint"]
-    assert make.evidence_cases(plan, [make.Made(CALIBRATION, "hf-bf16", "cpu", None, error="failed")]) == [
-        "hf-bf16"]  # nothing made: the selected case alone
+@pytest.mark.parametrize("statuses, refused", [
+    ({"hf-bf16": "passed", "checkpoint": "passed", "vllm-pp1": "no-baseline"}, []),  # not asked: no refusal
+    ({"hf-bf16": "no-baseline", "checkpoint": "passed", "vllm-pp1": "passed"}, ["hf-bf16"]),  # asked, not made
+    ({"hf-bf16": "passed", "checkpoint": "failed", "vllm-pp1": "no-baseline"}, ["checkpoint"]),
+    ({"hf-bf16": "passed", "checkpoint": "inconclusive", "vllm-pp1": "passed"}, ["checkpoint"]),
+    ({"hf-bf16": "passed", "checkpoint": "borrowed-bounds", "vllm-pp1": "passed"}, ["checkpoint"]),
+    ({"hf-bf16": "passed", "vllm-pp1": "passed"}, ["checkpoint"]),  # no result at all: incomplete
+])
+def test_the_evidence_gate_judges_every_case_and_only_an_unmade_case_not_asked_for_may_lack_a_baseline(
+        tmp_path, embedded, monkeypatch, statuses, refused):
+    from kit.baselines.steps import StepClock
+    from kit.core.records import CaseResult
+
+    cases = {n: embedded.doc["cases"][n] for n in ("checkpoint", "hf-bf16", "vllm-pp1")}
+    desc = load_descriptor(write_descriptor(tmp_path, embedded, cases=cases,
+                                            baselines={"lineage": str(tmp_path / "lineage")}))
+    plan = resolve(desc, ["hf-bf16"])  # asked for hf-bf16 alone
+    asked: list = []
+
+    class Run:
+        run_dir, verdict = tmp_path / "gate", "whatever the gate said"
+        results = {n: CaseResult(case=n, backend="hf", status=s, error=f"{n} {s}") for n, s in statuses.items()}
+
+    def gate_once(checked, out, only, release, command, jobs, resume=None):
+        asked.append((only, out, resume, sorted(checked.cases)))
+        return Run()
+
+    monkeypatch.setattr(make, "gate_once", gate_once)
+    making = make.Making(desc, plan, tmp_path, ["parity-kit", "baseline", "make"], StepClock(tmp_path, 1), None)
+    outcome = make.MakeOutcome(tmp_path, [], [])
+    make._evidence_gate(making, None, outcome)
+    assert asked == [(None, tmp_path / "gate", None, ["checkpoint", "hf-bf16", "vllm-pp1"])]  # every case
+    if refused:
+        assert outcome.refusals == [f"evidence gate whatever the gate said with the new baselines "
+                                    f"({', '.join(refused)}): see {tmp_path / 'gate'}"]
+    else:
+        assert outcome.refusals == [] and outcome.not_judged == {"vllm-pp1": "vllm-pp1 no-baseline"}
+    # Timed as a step of its own, kept for the next call.
+    from kit.baselines.steps import read_times
+    assert [(t.step, t.finished) for t in read_times(tmp_path)] == [("evidence gate", True)]
 
 
 def test_a_lineage_head_whose_record_does_not_fit_the_descriptor_is_refused(tmp_path, embedded):
