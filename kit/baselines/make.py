@@ -323,11 +323,7 @@ def _make_records(making: Making, rows: Sequence[BaselineRow]) -> list[Made]:
             made.append(Made(CALIBRATION, row.case, measured_on({"fingerprint": staged.fingerprint}) or "this host",
                              staged.path, superseded, bounds=dict(staged.bounds), command=making.command, reused=True))
             continue
-        samples = making.work_dir / "calibrate" / f"{row.case}.samples.jsonl"
-        variants = len(variants_for(spec))
-        per_sample = makepower.sample_seconds(samples)
-        with making.clock.step(CALIBRATION.name, row.case, f"{what}: {variants} clean variants",
-                               per_sample * variants if per_sample else None):
+        with making.clock.step(CALIBRATION.name, row.case, f"{what}: {len(variants_for(spec))} clean variants"):
             done = calibrate_case(measuring, spec, paths.make_dir(making.work_dir / "calibrate",
                                   "calibration directory"), staging, making.command)
         runtime = measured_on({"fingerprint": done.record.fingerprint}) if done.record else None

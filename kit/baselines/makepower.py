@@ -12,7 +12,6 @@ staged in ``power-records/`` until the bless.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -43,7 +42,7 @@ def families(given: Sequence[str] | None, no_power: bool) -> Mapping[str, tuple[
         if given:
             raise BadInput("--no-power with --power-family: measure some families, or none")
         return None
-    return parse_families(given) if given else dict(FAMILIES)
+    return parse_families(given, "--power-family") if given else dict(FAMILIES)
 
 
 def keeps_power(plan: Plan, name: str) -> bool:
@@ -117,25 +116,12 @@ def in_use_of_class(plan: Plan, name: str, runtime: str) -> Path | None:
                  if (doc := read_power(f)) and isinstance(doc, dict) and doc.get("measured_on") == runtime), None)
 
 
-def sample_seconds(samples: Path) -> float | None:
-    """The mean time one clean variant took to score (its samples file's ``duration_s``): what a faulted
-    variant costs too. None before any was scored here."""
-    if not samples.is_file():
-        return None
-    times = []
-    for line in samples.read_text(encoding="utf-8").splitlines():
-        try:
-            times.append(float(json.loads(line)["duration_s"]))
-        except (ValueError, KeyError, TypeError):
-            continue
-    return sum(times) / len(times) if times else None
-
-
-def estimate(making: Making, name: str, variants: int, n_families: int) -> float | None:
-    """About how long the case's power takes: each family's faulted calibrations, each as long as the clean one
-    measured here; None where this make measured no clean sample of the case."""
-    per_sample = sample_seconds(making.work_dir / "calibrate" / f"{name}.samples.jsonl")
-    return None if per_sample is None else TRIALS_PER_FAMILY * n_families * variants * per_sample
+def estimate(making: Making, name: str, scored: int, variants: int, n_families: int) -> float | None:
+    """About how long the case's power takes: each family's faulted calibrations, each as long as the clean
+    calibration this make timed for the case (``scored`` of its ``variants``: on a CPU a second launch is not
+    scored again); None where this make did not calibrate the case. The float32 effects come on top."""
+    clean = [t.wall_s for t in making.clock.times() if t.step == CALIBRATION.name and t.subject == name and t.finished]
+    return TRIALS_PER_FAMILY * n_families * clean[-1] * scored / variants if clean and variants else None
 
 
 def make_power(making: Making, rows: Sequence[BaselineRow]) -> list[Made]:
@@ -171,8 +157,10 @@ def make_power(making: Making, rows: Sequence[BaselineRow]) -> list[Made]:
                              "float64 to measure a fault's effect with: add one, or make with --no-power"))
             continue
         spec = clean.cases[name].spec
-        scored = [v for v in variants_for(spec) if int(v.get("launch", 1)) == 1 or case_device(spec.options) != "cpu"]
-        with making.clock.step(POWER.name, name, what, estimate(making, name, len(scored), len(making.families))):
+        variants = variants_for(spec)
+        scored = [v for v in variants if int(v.get("launch", 1)) == 1 or case_device(spec.options) != "cpu"]
+        with making.clock.step(POWER.name, name, what,
+                               estimate(making, name, len(scored), len(variants), len(making.families))):
             if effects is None:  # each fault's float32 effect, on the float32 case's settings
                 effects = embedded_cases(desc.path, tuple(names), float32)
             done = measure_case(clean, spec, spec, record.reference(), dict(making.families), effects, run_dir, to,

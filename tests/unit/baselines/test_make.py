@@ -173,3 +173,25 @@ def test_an_installed_packages_own_descriptor_is_not_written_into(embedded, monk
     with pytest.raises(BadInput, match="is the installed package's own descriptor; copy it with its data folders"):
         make.make_baselines(embedded.descriptor, reason="new host", out=tmp_path / "work")
     assert not (tmp_path / "work").exists()
+
+
+def test_power_options_that_cannot_be_met_are_refused_before_anything(tmp_path, embedded):
+    record = record_elsewhere(embedded, tmp_path / "calibrations")
+    limited = write_descriptor(tmp_path, embedded, cases={"hf-bf16": hf_case(
+        embedded, [str(record)], accept_noise_changes=[], detectable_limit=3)},
+        baselines={"lineage": str(tmp_path / "lineage")})
+    # Its limit is judged by a power record against the record this make would make: without power, never blessed.
+    with pytest.raises(BadInput, match=re.escape("--no-power: case hf-bf16 is held to a detectable_limit of 3x, "
+                                                 "which only a power record measured against its record here judges")):
+        make.make_baselines(limited, reason="new host", no_power=True, out=tmp_path / "work")
+    with pytest.raises(BadInput, match=r"^--power-family nope: no such family or fault"):
+        make.make_baselines(limited, reason="new host", power_families=["nope"], out=tmp_path / "work")
+    with pytest.raises(BadInput, match=r"--no-power with --power-family"):
+        make.make_baselines(limited, reason="new host", power_families=["output"], no_power=True,
+                            out=tmp_path / "work")
+    assert not (tmp_path / "work").exists() and not (tmp_path / "lineage").exists()
+
+
+def test_a_make_without_power_says_so_in_its_evidence():
+    outcome = make.MakeOutcome(None, [], [], power=make._power_text(None, []))
+    assert "- power: skipped (--no-power): no power record was measured" in make.evidence_markdown(outcome)
