@@ -195,3 +195,36 @@ def test_power_options_that_cannot_be_met_are_refused_before_anything(tmp_path, 
 def test_a_make_without_power_says_so_in_its_evidence():
     outcome = make.MakeOutcome(None, [], [], power=make._power_text(None, []))
     assert "- power: skipped (--no-power): no power record was measured" in make.evidence_markdown(outcome)
+
+
+@pytest.mark.parametrize("left", ["nothing", "a run", "a directory cut before its manifest"])
+def test_a_resumed_make_continues_the_evidence_gate_an_earlier_call_began(tmp_path, embedded, monkeypatch, left):
+    from kit.baselines.steps import StepClock
+    from kit.core import rundir
+    from kit.core.records import CaseResult
+
+    cases = {"checkpoint": embedded.doc["cases"]["checkpoint"]}
+    desc = load_descriptor(write_descriptor(tmp_path, embedded, cases=cases,
+                                            baselines={"lineage": str(tmp_path / "lineage")}))
+    work = tmp_path / "work"
+    if left != "nothing":
+        (work / "gate").mkdir(parents=True)
+    if left == "a run":
+        (work / "gate" / rundir.MANIFEST).write_text("{}")
+    calls: list = []
+
+    class Run:
+        run_dir, verdict = work / "gate", "passed"
+        results = {"checkpoint": CaseResult(case="checkpoint", backend="hf", status="passed")}
+
+    def gate_once(checked, out, only, release, command, jobs, resume=None):
+        calls.append((out, resume))
+        return Run()
+
+    monkeypatch.setattr(make, "gate_once", gate_once)
+    work.mkdir(exist_ok=True)
+    making = make.Making(desc, resolve(desc), work, ["parity-kit"], StepClock(work, 1), None)
+    make._evidence_gate(making, None, make.MakeOutcome(work, [], []))
+    # Its finished cases whose inputs did not change are kept by the gate's own resume (kit.gate.resume).
+    assert calls == {"nothing": [(work / "gate", None)], "a run": [(None, work / "gate")],
+                     "a directory cut before its manifest": [(work / "gate-2", None)]}[left]
