@@ -587,9 +587,9 @@ def _add_baseline_commands(sub) -> None:
     st.add_argument("--json", action="store_true", help="print the rows as JSON")
     st.set_defaults(func=_baseline_status)
 
-    mk = bl.add_parser("make", help="make the baselines this runtime lacks (exact goldens, calibration records), "
-                                    "backtest them, check them with a gate run, and only then place them with "
-                                    "their lineage",
+    mk = bl.add_parser("make", help="make the baselines this runtime lacks (exact goldens, calibration records, "
+                                    "power records), backtest them, check them with a gate run of every case, and "
+                                    "only then place them with their lineage",
                        epilog=_exits("made and blessed, or nothing to make", ExitCode.FAILED))
     mk.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR), help=desc_help)
     mk.add_argument("--case", action="append", dest="cases", help="this case only (repeatable)")
@@ -606,10 +606,16 @@ def _add_baseline_commands(sub) -> None:
     mk.add_argument("--skip-unreadable", action="store_true",
                     help="backtest without the archived runs that cannot be read (each is named)")
     mk.add_argument("--jobs", type=_jobs, help="cases of the evidence gate run side by side")
+    mk.add_argument("--power-family", action="append", dest="power_families", metavar="NAME[=FAULT]",
+                    help="measure power records over this fault family only (repeatable; as `power --family`; "
+                         "default: every family)")
+    mk.add_argument("--no-power", action="store_true",
+                    help="make no power records (the evidence says so; a case held to a detectable_limit needs one)")
     where = mk.add_mutually_exclusive_group()
     where.add_argument("--out", help="working directory (default: runs/baseline-<descriptor>-<time>)")
     where.add_argument("--resume", metavar="DIR", help="continue an interrupted make of this descriptor in DIR: its "
-                                                        "finished calibration samples and staged goldens are reused")
+                                                        "staged goldens and records, finished calibration and power "
+                                                        "samples and evidence gate cases are reused")
     mk.set_defaults(func=_baseline_make)
 
     lg = bl.add_parser("log", help="each case's chain of baselines, oldest first: why, by which command, "
@@ -661,7 +667,7 @@ def _baseline_make(args) -> int:
     typed = ["parity-kit", *(a for a in sys.argv[1:] if a not in ("-q", "--quiet", "-v", "--verbose"))]
     outcome = make_baselines(args.descriptor, args.cases, args.reason, args.again, args.accept_flips, args.archive,
                              args.skip_unreadable, args.jobs, args.out, typed if "baseline" in typed else None,
-                             args.resume, args.accept_looser)
+                             args.resume, args.accept_looser, args.power_families, args.no_power)
     for line in outcome.refusals:
         print(f"refused: {line}")
     if outcome.work_dir is not None:

@@ -12,12 +12,14 @@ import os
 from pathlib import Path
 
 from kit.calibrate.run import reproducing_command
-from kit.core.baselinekind import CALIBRATION, BaselineKind, GoldenKind, of_golden
+from kit.core.baselinekind import CALIBRATION, POWER, BaselineKind, GoldenKind, of_golden
 from kit.core.calibration import CalibrationRecord, load_record, measured_on
 from kit.core.errors import BadInput
 from kit.backends.registry import golden_runtime
 from kit.core.golden import load_golden
+from kit.core.jsonio import sha256_file
 from kit.core.lineage import FIRST_REASON, LineageEntry, entry_of, write_entry
+from kit.core.power import PowerRecord, read_power
 from kit.core import paths
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve
@@ -28,6 +30,11 @@ def first_entry(descriptor: str, lineage: Path, kind: BaselineKind, case: str, b
     """The first lineage entry of a baseline made before baselines kept one: what its own file says of it."""
     if not kind.in_lineage:
         raise BadInput(f"{paths.display(baseline)}: a {kind} keeps no lineage")
+    if kind is POWER:  # its chain is the class of hardware of the calibration record it was measured against
+        power = PowerRecord.from_dict(read_power(baseline), baseline)
+        return LineageEntry(descriptor, kind.name, case, sha256_file(baseline), os.path.relpath(baseline, lineage),
+                            power.measured_on, None, reason or FIRST_REASON, tuple(reproducing_command(power.command)),
+                            power.created_at)
     if not isinstance(kind, GoldenKind):  # a calibration record: the one other kind a lineage keeps
         record: CalibrationRecord = load_record(baseline)
         return LineageEntry(descriptor, kind.name, case, record.sha256, os.path.relpath(baseline, lineage),

@@ -43,8 +43,10 @@ def chains(entries: Sequence[LineageEntry], cases: Sequence[str] | None = None) 
 
 def chain_lines(c: Chain) -> list[str]:
     """A chain as text: a heading, then one line per baseline (oldest first) and what it changed."""
-    lines = [f"{c.case}: {c.kind} on {c.runtime} ({len(c.steps)} baseline{'s' if len(c.steps) != 1 else ''}, "
-             f"bounds {bound_moves(c.steps).text})"]
+    # A chain of baselines with bounds (calibration records) says how they moved; a golden's or a power record's
+    # has none to say.
+    moved = f", bounds {bound_moves(c.steps).text}" if any(s.bounds for s in c.steps) else ""
+    lines = [f"{c.case}: {c.kind} on {c.runtime} ({len(c.steps)} baseline{'s' if len(c.steps) != 1 else ''}{moved})"]
     before: LineageEntry | None = None
     for step in c.steps:
         tested = _backtest_text(step)

@@ -3,19 +3,23 @@
 On a host of a class the descriptor has no baselines for, an exact case has no golden and a calibrated case
 either falls back to another class's bounds or cannot be judged. This command closes that gap in one step,
 from the pinned release: an exact golden for each exact entry (`golden make`, as the refusal's own command
-says), a calibration record for each calibrated case (`calibrate`'s clean variants). Nothing it makes is
-trusted on being made:
+says), a calibration record for each calibrated case (`calibrate`'s clean variants), and a power record for
+each calibrated case that keeps one (`power`'s fault families, against the record the case now uses). Nothing
+it makes is trusted on being made:
 
 1. the **backtest** replays each new record over every archived observation of its case that can be read
    (run directories, controls, the superseded record's samples; no engine runs): a known-bad run that would
    now pass refuses the bless, a known-good run that would now fail needs ``--accept-flips`` with a reason;
-2. the **evidence gate** runs the selected cases against the new baselines, every backend on its own
-   engine, and must pass.
+2. the **evidence gate** runs every case of the descriptor against the new baselines, every backend on its own
+   engine: a case fails, errors, is inconclusive or passes only on borrowed bounds, and the bless is refused; a
+   case it was not asked to make that has no baseline here stands as such, and refuses nothing.
 
 Only then are the files placed (never over another: each is named by its content) and one lineage entry per
 baseline written (kit.core.lineage), which is what makes the gate use them: a pull request shows the new
-files and nothing else. The working directory keeps every sample, notebook, gate run and the evidence
-(``baseline.json``, ``evidence.md``) whatever the outcome.
+files and nothing else. The working directory keeps every sample, notebook, gate run, the time of each step
+over every call (kit.baselines.steps) and the evidence (``baseline.json``, ``evidence.md``) whatever the
+outcome; a make cut short continues there (``--resume``), reusing what it finished: staged goldens and records,
+calibration and power samples, the evidence gate's finished cases.
 """
 
 from __future__ import annotations
@@ -28,27 +32,33 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from kit.backends import registry
+from kit.baselines import makepower, steps
 from kit.baselines.adopt import first_entry
 from kit.baselines.archive import Archive, read_archive
 from kit.baselines.backtest import Backtest, backtest
+from kit.baselines.made import Made, Making
 from kit.descriptor.standing import FALLBACK, MATCH, MISSING, BaselineRow, plan_rows
-from kit.calibrate.run import calibrate_case, reproducing_command
+from kit.calibrate.run import calibrate_case, reproducing_command, variants_for
 from kit.core import paths, rundir
-from kit.core.baselinekind import CALIBRATION, EXACT_GOLDEN, KINDS, BaselineKind
-from kit.core.calibration import load_record, measured_on
+from kit.core.baselinekind import CALIBRATION, EXACT_GOLDEN, KINDS, POWER, BaselineKind
+from kit.core.calibration import CalibrationRecord, hardware_change, load_record, measured_on
 from kit.core.errors import BadInput
 from kit.core.golden import load_golden
 from kit.core.jsonio import atomic_write_bytes, read_json, sha256_file, write_json
 from kit.core.lineage import LineageEntry, heads, normal_runtime, write_entry
-from kit.core.lineageclaims import ACCEPT_LOOSER, Movement, loosening, movement_text, movements, reason_problem
-from kit.core.results import PASSED, now_iso
+from kit.core.lineageclaims import ACCEPT_LOOSER, loosening, movement_text, movements, reason_problem
+from kit.core.power import headline
+from kit.core.records import EXACT, NO_BASELINE, PASSED
+from kit.core.results import now_iso
+from kit.core.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, load_descriptor, with_baselines
 from kit.descriptor.plan import Plan, resolve
+from kit.gate.executor import check_run
 from kit.gate.session import gate_once
 from kit.goldens.make import flag_keywords, make_golden_apart
+from kit.run import runlock
 from kit.run.notebook import run_and_render
 from kit.run.output import MARKUP, NOTICE
-from kit.core.records import EXACT
 
 log = logging.getLogger(__name__)
 
@@ -58,22 +68,9 @@ MAKING = "making.json"  # written first: what --resume checks
 MAKING_FORMAT = "parity-kit-baseline-make/1"
 EVIDENCE_NOTEBOOK = paths.NOTEBOOKS / "baseline.ipynb"
 GOLDEN_LOG = "golden-make.log"  # what each golden's maker printed
+GATE = "gate"  # the evidence gate's run directory (a resumed make continues it)
 
-
-@dataclass
-class Made:
-    """One baseline made for this runtime, where it waits until blessed, and what it would supersede."""
-
-    kind: BaselineKind  # a makeable one: a calibration record, an exact golden
-    case: str  # the case (a record) or the [goldens] entry (a golden)
-    runtime: str
-    staged: Path | None
-    superseded: Path | None = None  # the same runtime's baseline in use now, if any
-    error: str | None = None
-    backtest: Backtest | None = None
-    bounds: dict[str, float] = field(default_factory=dict)
-    command: list[str] = field(default_factory=list)
-    moves: list[Movement] = field(default_factory=list)  # each bucket's bound against the record it supersedes
+__all__ = ["MAKERS", "Made", "MakeOutcome", "make_baselines", "with_made"]
 
 
 @dataclass
@@ -85,6 +82,11 @@ class MakeOutcome:
     gate_verdict: str | None = None
     refusals: list[str] = field(default_factory=list)
     written: list[Path] = field(default_factory=list)
+    # Cases of the evidence gate it was not asked to make that have no baseline here: case -> why (they refuse nothing).
+    not_judged: dict[str, str] = field(default_factory=dict)
+    power: str = ""  # what of power was measured, in words ("skipped (--no-power)", "families: output")
+    times: list[steps.StepTotal] = field(default_factory=list)  # each step's time over every call of the make
+    calls: int = 0  # how many calls the make took so far (the first, and each --resume)
 
     @property
     def blessed(self) -> bool:
@@ -94,10 +96,13 @@ class MakeOutcome:
         return {"before": [r.to_dict() for r in self.before],
                 "made": [{"kind": m.kind.name, "case": m.case, "runtime": m.runtime, "staged": _shown(m.staged),
                           "superseded": _shown(m.superseded), "error": m.error, "bounds": m.bounds,
+                          "reused": m.reused,
                           "moves": [{"bucket": v.bucket, "before": v.before, "after": v.after, "ratio": v.ratio,
                                      "beyond_margin": v.beyond_margin} for v in m.moves],
                           "backtest": m.backtest.to_dict() if m.backtest else None} for m in self.made],
-                "gate": {"run": _shown(self.gate_dir), "verdict": self.gate_verdict},
+                "gate": {"run": _shown(self.gate_dir), "verdict": self.gate_verdict, "not_judged": self.not_judged},
+                "power": self.power, "steps": [t.to_dict() for t in self.times], "calls": self.calls,
+                "wall_s": round(sum(t.wall_s for t in self.times), 1),
                 "refusals": self.refusals, "blessed": self.blessed, "written": [_shown(p) for p in self.written]}
 
 
@@ -109,11 +114,14 @@ def make_baselines(descriptor: str | Path, only: Sequence[str] | None = None, re
                    again: bool = False, accept_flips: str | None = None, archives: Sequence[str | Path] = (),
                    skip_unreadable: bool = False, jobs: int | None = None, out: str | Path | None = None,
                    command: Sequence[str] | None = None, resume: str | Path | None = None,
-                   accept_looser: str | None = None) -> MakeOutcome:
+                   accept_looser: str | None = None, power_families: Sequence[str] | None = None,
+                   no_power: bool = False) -> MakeOutcome:
     """Make what this runtime lacks among the cases ``only`` (None: all), or with ``again`` remake what it has;
     bless it on the evidence above. A record looser than the one it supersedes beyond that one's margin is
-    refused unless ``accept_looser`` gives the reason (kept in its lineage entry's command). Bad input (no reason,
-    no [baselines] table, an archive that cannot be read without ``skip_unreadable``) is refused before anything is
+    refused unless ``accept_looser`` gives the reason (kept in its lineage entry's command). Power records are
+    measured over ``power_families`` (power's ``--family``; every family by default), or not at all with
+    ``no_power``. Bad input (no reason, no [baselines] table, an archive that cannot be read without
+    ``skip_unreadable``, a case of the descriptor its evidence gate could not run) is refused before anything is
     made, and nothing is written."""
     if (problem := reason_problem(reason)) is not None:
         raise BadInput(f"--reason: {problem}; a baseline keeps why it was made (\"new CPU class in CI\", "
@@ -122,6 +130,7 @@ def make_baselines(descriptor: str | Path, only: Sequence[str] | None = None, re
         raise BadInput(f"--accept-flips: {problem}; accepting a known-good run's new failure needs its reason")
     if accept_looser is not None and (problem := reason_problem(accept_looser)) is not None:
         raise BadInput(f"{ACCEPT_LOOSER}: {problem}; accepting looser bounds needs its reason, in words")
+    families = makepower.families(power_families, no_power)
     desc = load_descriptor(descriptor)
     # As a record keeps a command: what remakes it, without the scratch folder it was made in.
     command = reproducing_command(command or ["parity-kit", "baseline", "make", str(descriptor), "--reason", reason,
@@ -131,31 +140,66 @@ def make_baselines(descriptor: str | Path, only: Sequence[str] | None = None, re
     before = plan_rows(plan)
     targets = [r for r in before if r.standing in (MISSING, FALLBACK) or (again and r.standing == MATCH)]
     targets = [r for r in targets if r.kind.makeable]
-    if not targets:
+    remade = {r.case for r in targets if r.kind is CALIBRATION}
+    powered = [n for n in plan.cases if makepower.needs_power(plan, n, n in remade)]
+    if families is None:
+        makepower.refuse_limit_without_power(plan, targets)
+        powered = []
+    if not targets and not powered:
         log.log(NOTICE, "every selected case has baselines of this runtime's own: nothing to make", extra=MARKUP)
         return MakeOutcome(None, before, [])
+    # The evidence gate runs every case of the descriptor: one it could not start is bad input now, not a refusal
+    # after the measurements.
+    check_run(desc)
     roots = [Path(a) for a in archives] or ([paths.runs_root()] if paths.runs_root().is_dir() else [])
     # The archive is read before anything is made: a run that cannot be read is bad input, not a late refusal.
     archived = {r.case: _archive(roots, r.case, skip_unreadable) for r in targets if r.kind.backtested}
     work_dir = _resumed(Path(resume), plan) if resume is not None else _begin(
         paths.claim_empty_dir(out or rundir.new_run_dir("baseline", plan.name), "--out", "baseline make"), plan)
-    made = [m for kind, maker in MAKERS.items()
-            for m in maker(desc, plan, [r for r in targets if r.kind is kind], work_dir, command)]
-    outcome = MakeOutcome(work_dir, before, made)
-    outcome.refusals += [f"{m.case}: {m.error}" for m in made if m.error]
-    for m in made:
-        if m.kind.backtested and m.staged is not None:
-            m.backtest = _backtest(m, archived[m.case], roots, _drift_alpha(plan, m.case))
-            outcome.refusals += _judge_backtest(m.backtest, accept_flips)
-        outcome.refusals += _judge_moves(m, accept_looser)
-    if not outcome.refusals:
-        _evidence_gate(desc, plan, made, work_dir, jobs, command, outcome)
-    if outcome.blessed:
-        outcome.written = _place(plan, folders, made, reason, command, accept_flips, outcome.gate_verdict)
-    write_json(work_dir / RECORD, outcome.to_dict())
-    atomic_write_bytes(work_dir / EVIDENCE, evidence_markdown(outcome).encode("utf-8"))
+    with runlock.acquire(work_dir, command, what="baseline make"):
+        planned = len({(r.kind, r.case if r.kind is not EXACT_GOLDEN else plan.outline.cases[r.case].golden)
+                       for r in targets if r.kind is not POWER}) + len(powered) + 1  # and the evidence gate
+        making = Making(desc, plan, work_dir, command, steps.StepClock(work_dir, planned), families)
+        log.log(NOTICE, _plan_line(targets, powered, families, len(plan.outline.cases), work_dir), extra=MARKUP)
+        for kind, maker in MAKERS.items():
+            making.made += maker(making, [r for r in targets if r.kind is kind])
+        outcome = MakeOutcome(work_dir, before, making.made, power=_power_text(families, powered))
+        outcome.refusals += [f"{m.case}: {m.error}" for m in making.made if m.error]
+        for m in making.made:
+            if m.kind.backtested and m.staged is not None:
+                m.backtest = _backtest(m, archived[m.case], roots, _drift_alpha(plan, m.case))
+                outcome.refusals += _judge_backtest(m.backtest, accept_flips)
+            outcome.refusals += _judge_moves(m, accept_looser)
+        if not outcome.refusals:
+            _evidence_gate(making, jobs, outcome)
+        if outcome.blessed:
+            outcome.written = _place(plan, folders, making.made, reason, command, accept_flips, outcome.gate_verdict)
+        times = making.clock.times()
+        outcome.times, outcome.calls = steps.totals(times), max((t.call for t in times), default=making.clock.call)
+        write_json(work_dir / RECORD, outcome.to_dict())
+        atomic_write_bytes(work_dir / EVIDENCE, evidence_markdown(outcome).encode("utf-8"))
     _render_evidence(work_dir)
     return outcome
+
+
+def _plan_line(targets: Sequence[BaselineRow], powered: Sequence[str], families: Mapping | None, cases: int,
+               work_dir: Path) -> str:
+    """What this make will do, in one line, before it starts."""
+    parts = [f"{kind.name} of {', '.join(dict.fromkeys(r.case for r in targets if r.kind is kind))}"
+             for kind in MAKERS if kind is not POWER and any(r.kind is kind for r in targets)]
+    if powered:
+        assert families is not None  # none is planned with --no-power
+        parts.append(f"power of {', '.join(powered)} ({len(families)} fault families)")
+    return (f"baseline make in {paths.display(work_dir)}: {'; '.join(parts)}; then the backtest and an evidence "
+            f"gate of all {cases} cases (resume an interrupted make with --resume {paths.display(work_dir)})")
+
+
+def _power_text(families: Mapping | None, powered: Sequence[str]) -> str:
+    if families is None:
+        return "skipped (--no-power): no power record was measured"
+    if not powered:
+        return "nothing to measure: every case that keeps a power record has one against the record it uses"
+    return f"measured for {', '.join(powered)}; families {', '.join(f'{k} ({v[0]})' for k, v in families.items())}"
 
 
 def _render_evidence(work_dir: Path) -> None:
@@ -175,8 +219,9 @@ def _begin(work_dir: Path, plan: Plan) -> Path:
 
 
 def _resumed(work_dir: Path, plan: Plan) -> Path:
-    """A working directory an interrupted `baseline make` of this very descriptor left: its finished calibration
-    samples and staged goldens are reused, nothing else."""
+    """A working directory an interrupted `baseline make` of this very descriptor left: its staged goldens, records
+    and power records, its calibration and power samples and its evidence gate's finished cases are reused,
+    nothing else."""
     try:
         doc = read_json(work_dir / MAKING)
     except (OSError, ValueError):
@@ -209,10 +254,10 @@ def _folders(plan: Plan) -> Mapping[str, Path]:
     return plan.outline.baseline_folders
 
 
-def _make_goldens(desc: LoadedDescriptor, plan: Plan, rows: Sequence[BaselineRow], work_dir: Path,
-                  command: list[str]) -> list[Made]:
+def _make_goldens(making: Making, rows: Sequence[BaselineRow]) -> list[Made]:
     """One exact golden per exact [goldens] entry this runtime lacks, made as `golden make` makes it, with the
     flags the entry's goldens were made with and the case's options that decide the runtime."""
+    plan, work_dir = making.plan, making.work_dir
     made: list[Made] = []
     for row in rows:
         spec = plan.case(row.case).spec
@@ -232,21 +277,25 @@ def _make_goldens(desc: LoadedDescriptor, plan: Plan, rows: Sequence[BaselineRow
                                    f"{' '.join(argv)}` there"))
             continue
         superseded = None if row.standing == MISSING else Path(spec.golden_path)
-        staged = _staged_golden(work_dir / "goldens", spec.runtime)  # made by an interrupted run of this make
-        if staged is None:
-            log.log(NOTICE, f"making an exact golden of {entry} for {spec.runtime}", extra=MARKUP)
-            # `golden make` called as a function, in a process of its own (make_golden_apart says why)
-            golden = make_golden_apart(work_dir / "goldens", paths.display(spec.model_path),
-                                       paths.display(spec.fixture_path), EXACT, first.top_k,
-                                       ["parity-kit", "-q", *argv], work_dir / GOLDEN_LOG, backend=info.name,
-                                       **flag_keywords(flags))
-            if golden.path is None or not golden.path.is_file():
+        what = f"exact golden of {entry} for {spec.runtime}"
+        reused = _staged_golden(work_dir / "goldens", spec.runtime)  # made by an interrupted run of this make
+        staged = reused
+        if reused is not None:
+            making.clock.skip(what)
+        else:
+            with making.clock.step(EXACT_GOLDEN.name, entry, what):
+                # `golden make` called as a function, in a process of its own (make_golden_apart says why)
+                golden = make_golden_apart(work_dir / "goldens", paths.display(spec.model_path),
+                                           paths.display(spec.fixture_path), EXACT, first.top_k,
+                                           ["parity-kit", "-q", *argv], work_dir / GOLDEN_LOG, backend=info.name,
+                                           **flag_keywords(flags))
+            staged = golden.path if golden.path is not None and golden.path.is_file() else None
+            if staged is None:
                 made.append(Made(EXACT_GOLDEN, entry, spec.runtime, None,
                                  error=f"golden make failed: {golden.error or 'no output'}"))
                 continue
-            staged = golden.path
-        made.append(Made(EXACT_GOLDEN, entry, spec.runtime, staged, superseded,
-                         command=["parity-kit", *argv[:-2]]))
+        made.append(Made(EXACT_GOLDEN, entry, spec.runtime, staged, superseded, command=["parity-kit", *argv[:-2]],
+                         reused=reused is not None))
     return made
 
 
@@ -257,29 +306,54 @@ def _staged_golden(folder: Path, runtime: str) -> Path | None:
     return None
 
 
-def _make_records(desc: LoadedDescriptor, plan: Plan, rows: Sequence[BaselineRow], work_dir: Path,
-                  command: list[str]) -> list[Made]:
-    """A calibration record per case, measured here with its clean variants (calibrate's notebooks)."""
+def _make_records(making: Making, rows: Sequence[BaselineRow]) -> list[Made]:
+    """A calibration record per case, measured here with its clean variants (calibrate's notebooks); one an
+    earlier call of this make staged is taken as it is."""
     if not rows:
         return []
-    names = [r.case for r in rows]
-    measuring = resolve(desc, names, resolve_calibration=False)  # the case as measured: none of its bounds
+    measuring = resolve(making.desc, [r.case for r in rows], resolve_calibration=False)  # as measured: no bounds
+    staging = paths.make_dir(making.work_dir / "calibrations", "calibrations directory")
     made = []
     for row in rows:
-        done = calibrate_case(measuring, measuring.case(row.case).spec, paths.make_dir(work_dir / "calibrate",
-                              "calibration directory"), paths.make_dir(work_dir / "calibrations",
-                              "calibrations directory"), command)
-        runtime = measured_on({"fingerprint": done.record.fingerprint}) if done.record else None
+        spec = measuring.case(row.case).spec
         superseded = Path(row.file) if row.standing == MATCH and row.file else None
+        what = f"calibration record of {row.case}"
+        staged = _staged_record(staging, spec)
+        if staged is not None:
+            making.clock.skip(what)
+            made.append(Made(CALIBRATION, row.case, measured_on({"fingerprint": staged.fingerprint}) or "this host",
+                             staged.path, superseded, bounds=dict(staged.bounds), command=making.command, reused=True))
+            continue
+        with making.clock.step(CALIBRATION.name, row.case, f"{what}: {len(variants_for(spec))} clean variants"):
+            done = calibrate_case(measuring, spec, paths.make_dir(making.work_dir / "calibrate",
+                                  "calibration directory"), staging, making.command)
+        runtime = measured_on({"fingerprint": done.record.fingerprint}) if done.record else None
         made.append(Made(CALIBRATION, row.case, runtime or "this host", done.path, superseded, done.error,
-                         bounds=dict(done.record.bounds) if done.record else {}, command=command))
+                         bounds=dict(done.record.bounds) if done.record else {}, command=making.command))
     return made
 
 
+def _staged_record(folder: Path, spec: CaseSpec) -> CalibrationRecord | None:
+    """The record of the case an earlier call of this make measured and staged (its samples all finished), if
+    any; one measured on another class of hardware than this host's is refused: a make continues where it began."""
+    for path in sorted(folder.glob("*.json")):
+        record = load_record(path)
+        if record.case != spec.name:
+            continue
+        change = hardware_change(record.reference(), spec.options)
+        if change is not None:
+            raise BadInput(f"--resume: {paths.display(path)} was measured on {change[0]}, this host is {change[1]}: "
+                           "continue the make on a host of that class, or start afresh")
+        return record
+    return None
+
+
 # How `baseline make` makes each kind it makes (kit.core.baselinekind says which): making runs the commands above
-# the kinds' layer, so it lives here, one maker per makeable kind, in the order they are made.
-Maker = Callable[[LoadedDescriptor, Plan, Sequence[BaselineRow], Path, list[str]], list[Made]]
-MAKERS: Mapping[BaselineKind, Maker] = {EXACT_GOLDEN: _make_goldens, CALIBRATION: _make_records}
+# the kinds' layer, so it lives here, one maker per makeable kind, in the order they are made (a power record is
+# measured against the calibration record made before it).
+Maker = Callable[[Making, Sequence[BaselineRow]], list[Made]]
+MAKERS: Mapping[BaselineKind, Maker] = {EXACT_GOLDEN: _make_goldens, CALIBRATION: _make_records,
+                                        POWER: makepower.make_power}
 assert set(MAKERS) == {k for k in KINDS if k.makeable}, "every makeable kind has its maker, and only those"
 
 
@@ -331,58 +405,54 @@ def _judge_backtest(bt: Backtest, accept_flips: str | None) -> list[str]:
     return refusals
 
 
-def evidence_cases(plan: Plan, made: Sequence[Made]) -> list[str]:
-    """The cases the evidence gate runs: the selected ones, and every other case judged against a golden entry a
-    made baseline is of, so that where the descriptor has a second backend on that golden, it must agree."""
-    # A golden is made for its [goldens] entry, a record for its case.
-    entries = {m.case if m.kind.golden is not None else plan.outline.cases[m.case].golden
-               for m in made if m.staged is not None}
-    return [name for name, c in plan.outline.cases.items() if name in plan.cases or c.golden in entries]
-
-
-def _evidence_gate(desc: LoadedDescriptor, plan: Plan, made: Sequence[Made], work_dir: Path,
-                   jobs: int | None, command: list[str], outcome: MakeOutcome) -> None:
-    """The selected cases, and the other backends' cases on the same goldens, against the new baselines: the
-    pinned environment must pass with them, and a second backend agree where the descriptor has one."""
-    checked = with_made(desc, plan, made)
-    names = evidence_cases(plan, made)
-    backends = sorted({plan.outline.cases[n].backend for n in names})
-    log.log(NOTICE, f"evidence gate: {len(names)} cases on {len(backends)} backend(s) ({', '.join(backends)}) "
-                    "against the new baselines", extra=MARKUP)
-    # A resumed make checks again, into a run directory of its own: the gate never writes over an earlier run.
-    gate_dir = next(work_dir / f"gate{'' if n == 1 else f'-{n}'}" for n in range(1, 1000)
-                    if not (work_dir / f"gate{'' if n == 1 else f'-{n}'}").exists())
-    run = gate_once(checked, gate_dir, names, None, command, jobs)
+def _evidence_gate(making: Making, jobs: int | None, outcome: MakeOutcome) -> None:
+    """Every case of the descriptor against the new baselines, every backend on its own engine: the pinned
+    environment must pass with them, and a second backend on the same golden agree. A case this make was not asked
+    to make that has no baseline here stands as such (``outcome.not_judged``) and refuses nothing; any other case
+    that did not pass refuses the bless. A resumed make continues the gate an earlier call began: its finished
+    cases whose inputs are unchanged are kept (kit.gate.resume)."""
+    checked = with_made(making.desc, making.made)
+    names = list(making.plan.outline.cases)
+    backends = sorted({c.backend for c in making.plan.outline.cases.values()})
+    gate_dir = making.work_dir / GATE
+    earlier = gate_dir if (gate_dir / rundir.MANIFEST).is_file() else None
+    if earlier is None and gate_dir.exists():  # begun and cut before its manifest: a directory of its own
+        gate_dir = next(making.work_dir / f"{GATE}-{n}" for n in range(2, 1000)
+                        if not (making.work_dir / f"{GATE}-{n}").exists())
+    what = f"evidence gate: {len(names)} cases on {len(backends)} backend(s) ({', '.join(backends)}) against the new " \
+           f"baselines{' (continued)' if earlier else ''}"
+    with making.clock.step("evidence gate", "", what):
+        run = gate_once(checked, None if earlier else gate_dir, None, None, making.command, jobs, resume=earlier)
     outcome.gate_dir, outcome.gate_verdict = run.run_dir, run.verdict
-    if run.verdict != PASSED:
-        failing = [n for n in names if (r := run.results.get(n)) is None or r.status != PASSED]
+    asked = set(making.plan.cases)
+    failing = []
+    for name in names:
+        result = run.results.get(name)
+        if result is not None and result.status == PASSED:
+            continue
+        if result is not None and result.status == NO_BASELINE and name not in asked:
+            outcome.not_judged[name] = result.error or "no baseline here"
+            continue
+        failing.append(name)
+    if failing:
         outcome.refusals.append(f"evidence gate {run.verdict} with the new baselines ({', '.join(failing)}): "
                                 f"see {paths.display(run.run_dir)}")
 
 
-def with_made(desc: LoadedDescriptor, plan: Plan, made: Sequence[Made]) -> LoadedDescriptor:
-    """The descriptor with every made baseline in place of the one of its runtime it supersedes (or beside
-    the others), every list as the lineage resolves it now."""
-    goldens: dict[str, list[Path]] = {}
-    records: dict[str, list[Path]] = {}
-    for m in made:
-        if m.staged is None:
-            continue
-        if m.kind.golden is not None:
-            kept = [f for f in plan.goldens[m.case].files if m.superseded is None or f != m.superseded.resolve()]
-            goldens[m.case] = [m.staged, *kept]
-        else:
-            kept = [r.path for r in plan.case(m.case).records
-                    if r.path is not None and measured_on({"fingerprint": r.fingerprint}) != m.runtime]
-            records[m.case] = [m.staged, *kept]
-    return with_baselines(desc, goldens, records)
+def with_made(desc: LoadedDescriptor, made: Sequence[Made]) -> LoadedDescriptor:
+    """The descriptor with every made baseline in place of the one of its runtime it supersedes (or beside the
+    others), every other list as the lineage resolves it now (kit.descriptor.load.with_baselines)."""
+    staged = [(m, m.staged) for m in made if m.staged is not None]
+    return with_baselines(desc, {m.case: (path, m.superseded) for m, path in staged if m.kind.golden is not None},
+                          {m.case: path for m, path in staged if m.kind is CALIBRATION},
+                          {m.case: path for m, path in staged if m.kind is POWER})
 
 
 def _place(plan: Plan, folders: Mapping[str, Path], made: Sequence[Made], reason: str,
            command: list[str], accept_flips: str | None, gate_verdict: str | None) -> list[Path]:
     """Copy each blessed baseline into its folder (named by content: never over another) and write its lineage
     entry, superseding the current head of its runtime (the listed baseline, given a first entry of its own
-    when it had none)."""
+    when it had none). A power record's runtime is the class of hardware of the record it was measured against."""
     written = []
     entries = list(plan.outline.lineage)
     for m in made:
@@ -412,7 +482,8 @@ def _place(plan: Plan, folders: Mapping[str, Path], made: Sequence[Made], reason
 
 
 def evidence_markdown(o: MakeOutcome) -> str:
-    """What a pull request that adds the baselines quotes: what was made, the backtest, the evidence gate."""
+    """What a pull request that adds the baselines quotes: what was made, the backtest, the evidence gate, and how
+    long each step took over every call of the make."""
     verdict = "blessed" if o.blessed else "refused"
     lines = [f"## Baselines {verdict}", ""]
     for m in o.made:
@@ -425,10 +496,17 @@ def evidence_markdown(o: MakeOutcome) -> str:
                   if bt else "")
         bounds = f"; bounds {m.bounds}" if m.bounds else ""
         bounds += f" ({movement_text(m.moves)} against the record it supersedes)" if m.moves else ""
-        lines.append(f"{what}: `{m.staged.name if m.staged else ''}`{bounds}{tested}")
+        detects = f"; {headline({**makepower.power_summary(m.staged), 'same_class': True})}" if (
+            m.kind is POWER and m.staged is not None) else ""
+        lines.append(f"{what}: `{m.staged.name if m.staged else ''}`{bounds}{detects}{tested}")
         for flip in (bt.flips if bt else []):
             lines.append(f"  - {flip.source} ({flip.known}: {flip.why}): {flip.was} -> {flip.now}; {flip.first}")
+    if o.power:
+        lines.append(f"- power: {o.power}")
     if o.gate_verdict:
         lines.append(f"- evidence gate: **{o.gate_verdict}** ({_shown(o.gate_dir)})")
+        lines += [f"  - {case}: not judged here, not asked for: {why}" for case, why in o.not_judged.items()]
     lines += ["", *[f"- refused: {r}" for r in o.refusals]] if o.refusals else []
+    if o.times:
+        lines += ["", f"### Time ({o.calls} call{'s' if o.calls != 1 else ''})", "", *steps.markdown(o.times, o.calls)]
     return "\n".join(lines) + "\n"

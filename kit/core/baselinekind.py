@@ -250,10 +250,31 @@ class HandSetBound(BaselineKind):
 
 class PowerRecord(BaselineKind):
     """A power record: what faults a calibrated case can detect, measured against one calibration record. It
-    holds where that record holds; it is chosen by that record (kit.descriptor.load), never by its own kind."""
+    holds where that record holds; it is chosen by that record (kit.descriptor.load), never by its own kind. Its
+    lineage chain is per class of hardware, the class of the record it was measured against, so a new class's
+    power record reaches the gate as a record does: its file and its entry. A case held to a
+    ``detectable_limit`` stands on it (a row of its own): without one measured against the record in use, the
+    limit cannot be judged here."""
 
     name = "power"
+    makeable = True
+    in_lineage = True
+    folder = "power"
     made_by = "`parity-kit power`, against the calibration record the case uses"
+
+    def stand(self, spec: CaseSpec, lineage: LineageText, made_at: str | None = None) -> BaselineRow:
+        power = spec.power or {}
+        remedy = f"parity-kit baseline make --case {spec.name} --reason \"...\""
+        if spec.no_baseline and spec.no_baseline.kind == self.name:
+            return BaselineRow(spec.name, self, MISSING, spec.no_baseline.reason, remedy=spec.no_baseline.command)
+        if not power.get("same_class"):
+            measured = f" (listed: measured on {power['measured_on']})" if power.get("measured_on") else ""
+            return BaselineRow(spec.name, self, MISSING, "no power record measured against the calibration record "
+                               f"this host uses{measured}, and the case is held to a detectable_limit", remedy=remedy)
+        where = paths.display(power["path"]) if power.get("path") else None
+        return BaselineRow(spec.name, self, MATCH, f"measured against the record this host uses, on "
+                           f"{power.get('measured_on')}", where, power.get("sha256"), power.get("measured_on"),
+                           made_at, lineage(power.get("sha256")))
 
     @staticmethod
     def choose(loaded: Sequence[Any], record_sha256: str) -> tuple[Any | None, bool]:
@@ -299,7 +320,7 @@ IN_KERNEL_REFERENCE = InKernelReference()
 KINDS: tuple[BaselineKind, ...] = (EXACT_GOLDEN, SEMANTIC_GOLDEN, CALIBRATION, HAND_SET_BOUND, POWER,
                                    IN_KERNEL_REFERENCE)
 # The kinds a lineage entry may name, in the order its format's message lists them.
-LINEAGE_KINDS: tuple[BaselineKind, ...] = (CALIBRATION, EXACT_GOLDEN, SEMANTIC_GOLDEN)
+LINEAGE_KINDS: tuple[BaselineKind, ...] = (CALIBRATION, EXACT_GOLDEN, SEMANTIC_GOLDEN, POWER)
 _BY_NAME = {spelling: k for k in KINDS for spelling in (k.name, *k.spellings)}
 _BY_GOLDEN = {str(k.golden): k for k in KINDS if isinstance(k, GoldenKind)}
 
@@ -326,10 +347,12 @@ def judged_by(spec: CaseSpec) -> BaselineKind:
 
 def of_case(spec: CaseSpec) -> list[BaselineKind]:
     """The baselines a case stands on, in the order a status lists them: what it is compared with, then, for a
-    golden judged within bounds, where its bounds come from."""
+    golden judged within bounds, where its bounds come from, and for a case held to a detectable limit, the power
+    record that limit is judged by."""
     first = judged_by(spec)
     if spec.calibration is not None:
-        return [first, CALIBRATION]
+        # A limit on what the case can detect is judged by its power record: one more baseline it stands on.
+        return [first, CALIBRATION, *([POWER] if spec.detectable_limit is not None else [])]
     if isinstance(first, GoldenKind) and first.bounded:
         return [first, HAND_SET_BOUND]
     return [first]

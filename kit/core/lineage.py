@@ -1,10 +1,11 @@
 """Lineage: for every baseline, what it supersedes, why, by which command, on which runtime, and the backtest
 it passed.
 
-A baseline (a calibration record, an exact or a semantic golden) is named by its content; its lineage entry is
-too: one canonical JSON file named by its SHA-256 in the descriptor's lineage folder, written once and never
-over another. Entries of one case, kind and runtime form a chain through ``supersedes``; the first of a chain
-supersedes nothing. The head of a chain is the baseline that runtime uses now, so a new baseline reaches the
+A baseline (a calibration record, an exact or a semantic golden, a power record) is named by its content; its
+lineage entry is too: one canonical JSON file named by its SHA-256 in the descriptor's lineage folder, written
+once and never over another. Entries of one case, kind and runtime form a chain through ``supersedes`` (a power
+record's runtime is the class of hardware of the calibration record it was measured against); the first of a
+chain supersedes nothing. The head of a chain is the baseline that runtime uses now, so a new baseline reaches the
 gate as two new files in a pull request (the baseline and its entry), and the descriptor's own lists stay as
 their authors wrote them.
 

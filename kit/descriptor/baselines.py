@@ -67,6 +67,8 @@ class Baselines:
     def lineage(self) -> list[LineageEntry]:
         """The lineage entries of this descriptor's cases in its folder (the folder may serve several
         descriptors), each judged by its bytes and every chain checked, read once."""
+        if self._lineage is None and self.desc.lineage_applied:
+            self._lineage = []
         if self._lineage is None:
             folder = self.lineage_folder()
             try:
@@ -199,7 +201,8 @@ class Baselines:
         has one. The same on a CPU (its instruction-set level) and a GPU (its model)."""
         if (calibration.get("fallback") or {}).get("rule") is not None:
             return None
-        change = hardware_change(calibration, c.backend_options(), self.desc.host.accelerator(name, c.backend_options()))
+        options = c.backend_options()
+        change = hardware_change(calibration, options, self.desc.host.accelerator(name, options))
         if change is None:
             return None
         here = change[1]
@@ -210,21 +213,28 @@ class Baselines:
                           f"calibration record measured on {here} (listed: {', '.join(listed)}), and the case accepts "
                           "no hardware change", make_command(self.desc.path, name))
 
-    def power(self, name: str, c: CaseBase, calibration: Mapping[str, Any]) -> tuple[dict | None, float | None]:
-        """What the case can detect and the limit it is held to. Each power record listed is judged by its evidence
-        against the calibration record it names; the one measured against the record this host uses is the
-        case's, else one of another class of hardware, said to be so. One measured against a record the case no
-        longer lists (a baseline since superseded through the lineage) says nothing of the bounds in use and is
-        left out; one measured against a record the case never listed is refused. A limit with none measured
-        against the record in use is refused: "passed" could not say what it could detect."""
-        where = f"{self.desc.where('cases', name, 'power')}: cases.{name}.power"
+    def power_files(self, name: str, c: CaseBase) -> list[Path]:
+        """Every power record a case uses: those it lists, the lineage's current ones of the case in place of those
+        they supersede (a chain per class of hardware, as a calibration record's), heads first."""
         files = [c.power] if isinstance(c.power, str) else list(c.power or [])
+        where = f"{self.desc.where('cases', name, 'power')}: cases.{name}.power"
+        return self.with_lineage(POWER, name, [self.desc.resolve_name(f) for f in files], where)
+
+    def power(self, name: str, c: CaseBase,
+              calibration: Mapping[str, Any]) -> tuple[dict | None, float | None, NoBaseline | None]:
+        """What the case can detect, the limit it is held to, and why that limit cannot be judged here. Each power
+        record (listed, or a lineage head) is judged by its evidence against the calibration record it names; the
+        one measured against the record this host uses is the case's, else one of another class of hardware, said
+        to be so. One measured against a record the case no longer lists (a baseline since superseded through the
+        lineage) says nothing of the bounds in use and is left out; one measured against a record the case never
+        listed is refused. A limit with none measured against the record in use is no baseline here: "passed"
+        could not say what it could detect, and `baseline make` measures it."""
+        where = f"{self.desc.where('cases', name, 'power')}: cases.{name}.power"
         listed = {r.sha256: r for r in self.calibration_records(name, c)}
         superseded = {e.baseline for e in self.lineage() if e.kind == CALIBRATION.name and e.case == name}
-        loaded = []
-        for f in files:
-            path = self.desc.resolve_name(f)
-            try:
+        loaded, files = [], self.power_files(name, c)  # a lineage head's problem names its entry already
+        try:
+            for path in files:
                 stated = read_power(path)
                 named = named_calibration(stated, paths.display(path))
                 if named in listed:
@@ -240,17 +250,18 @@ class Baselines:
                                    "which the case does not list, nor did it through its lineage: list the power "
                                    f"record measured against one it lists (`parity-kit power "
                                    f"{paths.display(self.desc.path)} --case {name}` measures one)")
-            except BadInput as exc:
-                raise BadInput(f"{where}: {exc}") from None
+        except BadInput as exc:
+            raise BadInput(f"{where}: {exc}") from None
         limit = c.detectable_limit if c.detectable_limit is not None else self.desc.doc.defaults.detectable_limit
         chosen, same = POWER.choose(loaded, calibration["sha256"])
+        missing = None
         if limit is not None and not same:
             limit_where = f"{self.desc.where('cases', name, 'detectable_limit')}: cases.{name}.detectable_limit"
-            raise BadInput(f"{limit_where}: a limit of {limit:g}x the clean error, but no power record measured "
-                           f"against calibration record {calibration['sha256'][:12]} (the one this host uses) is "
-                           "listed in "
-                           f"power: measure it with `parity-kit power {paths.display(self.desc.path)} --case {name}`")
-        return (detectable_of(chosen, same_class=same) if chosen is not None else None), limit
+            missing = NoBaseline(POWER.name, f"no baseline for this hardware: {limit_where}: a limit of {limit:g}x the "
+                                 "clean error, but no power record measured against calibration record "
+                                 f"{calibration['sha256'][:12]} (the one this host uses)",
+                                 make_command(self.desc.path, name))
+        return (detectable_of(chosen, same_class=same) if chosen is not None else None), limit, missing
 
     def fallback_order(self, c: CaseBase) -> list[str]:
         """The rules by which a record of other hardware may stand in for this case: the descriptor's
@@ -367,9 +378,46 @@ class Baselines:
         return None
 
     def verify_lineage(self) -> list[str]:
-        """Every entry of the descriptor's lineage judged (``entry_problem``): one line per entry whose claims do
-        not re-derive, oldest chain first."""
-        return [problem for e in self.lineage() if (problem := self.entry_problem(e))]
+        """Every entry of the descriptor's lineage judged (``entry_problem``, and a power record's own claims):
+        one line per entry whose claims do not re-derive, oldest chain first."""
+        return [problem for e in self.lineage() if (problem := self.entry_problem(e) or self._power_problem(e))]
+
+    def _power_problem(self, entry: LineageEntry) -> str | None:
+        """What of a power record's entry does not re-derive: the record, judged by its evidence against the
+        calibration record it names (one the case lists or keeps in its lineage), and the runtime the entry states,
+        which is that record's class of hardware. None for an entry of another kind, or one whose claims hold."""
+        if entry.kind != POWER.name:
+            return None
+        folder = self.lineage_folder()
+        assert folder is not None  # entries come from it
+        shown, path = f"lineage entry {paths.display(entry.path or folder)}", (folder / entry.file).resolve()
+        try:
+            stated = read_power(path)
+            named = named_calibration(stated, paths.display(path))
+            record = self._calibration_named(entry.case, named)
+            if record is None:
+                return (f"{shown}: {paths.display(path)} was measured against calibration record {named[:12]}, which "
+                        f"case {entry.case} neither lists nor keeps in its lineage")
+            power = load_power(path, record.reference(), stated)
+        except BadInput as exc:
+            return f"{shown}: {exc}"
+        if power.measured_on != entry.runtime:
+            return (f"{shown} says its power record holds on {entry.runtime}; it was measured against a record of "
+                    f"{power.measured_on}")
+        return None
+
+    def _calibration_named(self, case: str, sha256: str) -> CalibrationRecord | None:
+        """The calibration record of ``case`` with this digest, kept in the lineage or listed by the case."""
+        folder = self.lineage_folder()
+        assert folder is not None  # called for the lineage's entries
+        entry = next((e for e in self.lineage() if e.kind == CALIBRATION.name and e.case == case
+                      and e.baseline == sha256), None)
+        if entry is not None:
+            return load_record((folder / entry.file).resolve())
+        c = self.desc.cases.get(case)
+        if c is None or c.calibration is None:
+            return None
+        return next((r for r in self.calibration_records(case, c) if r.sha256 == sha256), None)
 
 
 def make_command(descriptor: Path, case: str | None = None) -> str:

@@ -9,14 +9,17 @@ import functools
 import re
 import tomllib
 from pathlib import Path
+from typing import Mapping
 
 from pydantic import BaseModel, ValidationError
 
 from kit.backends import registry
 from kit.core import paths
 from kit.core.baselinekind import of_golden
+from kit.core.calibration import load_record, measured_on
 from kit.core.errors import BadInput
 from kit.core.jsonio import read_input_bytes
+from kit.core.power import named_calibration, read_power
 from kit.core.spec import CaseSpec
 from kit.core.falsefailure import Budget
 from kit.core.records import EXACT
@@ -32,10 +35,13 @@ class LoadedDescriptor:
     """A validated descriptor with its file, its digest and its cases' schemas applied; the baselines its cases
     name are read by its ``baselines``."""
 
-    def __init__(self, path: Path, text: str, doc: Descriptor, cases: dict[str, CaseBase], host: Host | None = None):
+    def __init__(self, path: Path, text: str, doc: Descriptor, cases: dict[str, CaseBase], host: Host | None = None,
+                 lineage_applied: bool = False):
         self.path, self.text, self.doc, self.cases = path, text, doc, cases
         # The hardware its cases resolve for (kit.descriptor.host): this machine's, or the one a run recorded.
         self.host = host or Host()
+        # Its baseline lists already name what the lineage resolves them to (``with_baselines``): none to apply.
+        self.lineage_applied = lineage_applied
         self._lines: dict[tuple, int] | None = None  # each key's line, indexed on the first message that needs one
 
     @functools.cached_property
@@ -149,14 +155,14 @@ class LoadedDescriptor:
                 kernel, identity = built.kernel, {"name": release, **built.identity()}
             baselines = self.baselines
             calibration = baselines.calibration(name, c) if c.calibration is not None and resolve_calibration else None
-            power, limit = baselines.power(name, c, calibration) if calibration else (None, None)
+            power, limit, no_power = baselines.power(name, c, calibration) if calibration else (None, None, None)
             if c.reference is not None:
                 golden, no_baseline, runtime = None, None, ""
                 reference = baselines.reference(name, c)
             else:
                 (golden, no_baseline, runtime), reference = baselines.case_golden(name, c), None
             if no_baseline is None and calibration is not None:
-                no_baseline = baselines.calibration_missing(name, c, calibration)
+                no_baseline = baselines.calibration_missing(name, c, calibration) or no_power
             specs.append(CaseSpec(
                 name=name, backend=c.backend, kernel=kernel, notebook=str(notebook),
                 timeout_s=c.timeout_s or d.timeout_s, model_path=str(self.resolve(model.path)),
@@ -265,16 +271,38 @@ def with_records(desc: LoadedDescriptor, records: dict[str, Path]) -> LoadedDesc
     return LoadedDescriptor(desc.path, desc.text, desc.doc, cases, desc.host)
 
 
-def with_baselines(desc: LoadedDescriptor, goldens: dict[str, list[Path]],
-                   records: dict[str, list[Path]]) -> LoadedDescriptor:
-    """The same descriptor with [goldens] entries and cases' calibration lists replaced by these files (absolute
-    paths), and no lineage left to apply: what `baseline make` checks the baselines it made with."""
+def with_baselines(desc: LoadedDescriptor, goldens: Mapping[str, tuple[Path, Path | None]],
+                   records: Mapping[str, Path], power: Mapping[str, Path]) -> LoadedDescriptor:
+    """The same descriptor with new baselines in place, and no lineage left to apply: each exact [goldens] entry's
+    new golden first (``goldens``: entry -> (new, the one it supersedes, if any)), each case's new calibration record
+    in place of its list's record of the same class of hardware, each case's new power record beside the others, and
+    every other exact entry, calibration list and power list as the lineage resolves it now (absolute paths). A power
+    record measured against a record the case no longer uses says nothing of its bounds and is left out. What
+    `baseline make` checks the baselines it made with; its [baselines] table stays, for its fallback order."""
+    b = desc.baselines
+
+    def class_of(path: Path) -> str | None:
+        return measured_on({"fingerprint": load_record(path).fingerprint})
+
+    exact = {n: b.golden_files(n) for n in desc.doc.goldens if of_golden(golden_kind(n)).per_runtime}
+    for name, (new, superseded) in goldens.items():
+        exact[name] = [new, *(f for f in exact[name] if superseded is None or f.resolve() != superseded.resolve())]
+    update: dict[str, dict] = {}
+    for name, c in desc.cases.items():
+        if c.calibration is None:
+            continue
+        listed = [r.path for r in b.calibration_records(name, c) if r.path is not None]
+        if name in records:
+            listed = [records[name], *(f for f in listed if class_of(f) != class_of(records[name]))]
+        used = {load_record(f).sha256 for f in listed}
+        kept = [f for f in b.power_files(name, c) if named_calibration(read_power(f), paths.display(f)) in used]
+        measured = [power[name]] if name in power else []
+        update[name] = {"calibration": [str(f.resolve()) for f in listed],
+                        "power": [str(f.resolve()) for f in [*measured, *kept]] or None}
     doc = desc.doc.model_copy(update={
-        "goldens": {**desc.doc.goldens, **{n: [str(f.resolve()) for f in files] for n, files in goldens.items()}},
-        "baselines": None})
-    cases = {name: (c.model_copy(update={"calibration": [str(f.resolve()) for f in records[name]], "power": None})
-                    if name in records else c) for name, c in desc.cases.items()}
-    return LoadedDescriptor(desc.path, desc.text, doc, cases, desc.host)
+        "goldens": {**desc.doc.goldens, **{n: [str(f.resolve()) for f in files] for n, files in exact.items()}}})
+    cases = {name: c.model_copy(update=update[name]) if name in update else c for name, c in desc.cases.items()}
+    return LoadedDescriptor(desc.path, desc.text, doc, cases, desc.host, lineage_applied=True)
 
 
 def _validate(path: Path, shown: str, text: str, raw: dict) -> LoadedDescriptor:

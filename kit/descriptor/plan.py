@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Sequence
 
 from kit.core import paths
-from kit.core.baselinekind import KINDS
+from kit.core.baselinekind import CALIBRATION, KINDS, POWER
 from kit.core.lineage import LineageEntry
 from kit.core.calibration import CalibrationRecord
 from kit.core.errors import BadInput
@@ -143,6 +143,9 @@ class CasePlan:
     records: tuple[CalibrationRecord, ...]
     # Where the kernel it runs in is named: its release's `kernel` key under a release; empty otherwise.
     release_kernel_where: str = ""
+    # Every power record the case uses (those it lists, and its lineage's heads in place of those they supersede),
+    # where its spec was resolved with its calibration: what `baseline make` measures a new one beside.
+    power_files: tuple[Path, ...] = ()
 
     @property
     def name(self) -> str:
@@ -235,9 +238,12 @@ def _baseline_folders(desc: LoadedDescriptor) -> Mapping[str, Path] | None:
     b = desc.doc.baselines
     if b is None:
         return None
-    # Keyed by kind name: where `baseline make` places each kind it makes (the kind names its [baselines] key).
-    return _frozen([("lineage", desc.resolve(b.lineage)),
-                    *((k.name, desc.resolve(getattr(b, str(k.folder)))) for k in KINDS if k.makeable)])
+    # Keyed by kind name: where `baseline make` places each kind it makes (the kind names its [baselines] key);
+    # power records beside the calibration records they were measured against, unless the table says otherwise.
+    stated = {k.name: getattr(b, str(k.folder)) for k in KINDS if k.makeable}
+    folders = {name: desc.resolve(f) for name, f in stated.items() if f is not None}
+    folders.setdefault(POWER.name, folders[CALIBRATION.name] / "power")
+    return _frozen([("lineage", desc.resolve(b.lineage)), *folders.items()])
 
 
 def _case_outline(desc: LoadedDescriptor, name: str) -> CaseOutline:
@@ -262,8 +268,9 @@ def resolve(desc: LoadedDescriptor, only: Sequence[str] | None = None, release: 
     for spec in specs:
         own = desc.cases[spec.name]
         kernel_where = desc.where("releases", release, "backends", spec.backend, "kernel") if release else ""
+        power = tuple(desc.baselines.power_files(spec.name, own)) if spec.calibration else ()
         cases.append((spec.name, CasePlan(spec, lines.cases[spec.name], own.resources, desc.retries(spec.name),
-                                          _records(desc, spec), kernel_where)))
+                                          _records(desc, spec), kernel_where, power)))
     return Plan(lines, pin, _frozen(cases), desc.doc.defaults.infrastructure_retries, desc.false_failure_budget())
 
 

@@ -251,6 +251,7 @@ class Baselines(_Strict):
     lineage: str
     calibrations: str = "../calibrations"
     goldens: str = "../goldens"
+    power: str | None = None  # where `baseline make` places power records; default: the calibrations' power/
     fallback: Fallback = Field(default_factory=Fallback)
     # The folder the lineage's baselines and `baseline make`'s output stay inside, so that a diff of it shows every
     # baseline a gate may use; default: the repository that holds the descriptor, else the descriptor's parent.

@@ -72,8 +72,9 @@ class CasePower:
     error: str | None = None
 
 
-def parse_families(given: Sequence[str] | None) -> dict[str, tuple[str, ...]]:
-    """``--family NAME=FAULT`` (or a bare family of FAMILIES); every family by default."""
+def parse_families(given: Sequence[str] | None, flag: str = "--family") -> dict[str, tuple[str, ...]]:
+    """``--family NAME=FAULT`` (or a bare family of FAMILIES); every family by default. ``flag``: the option's
+    name in the command that was given it, for the refusal."""
     if not given:
         return dict(FAMILIES)
     out = {}
@@ -82,7 +83,7 @@ def parse_families(given: Sequence[str] | None) -> dict[str, tuple[str, ...]]:
         faults = (fault,) if fault else FAMILIES.get(name, ("",))
         if any(f not in BY_NAME for f in faults):
             known = ", ".join(f"{f}={x[0]}" for f, x in FAMILIES.items())
-            raise BadInput(f"--family {item}: no such family or fault (families: {known}; faults: "
+            raise BadInput(f"{flag} {item}: no such family or fault (families: {known}; faults: "
                            f"{', '.join(BY_NAME)})")
         out[name] = faults
     return out

@@ -16,7 +16,7 @@ from typing import Sequence
 
 from kit.backends import registry
 from kit.core import paths
-from kit.core.baselinekind import CALIBRATION, InKernelReference, judged_by, of_golden
+from kit.core.baselinekind import CALIBRATION, POWER, InKernelReference, judged_by, of_golden
 from kit.core.decode import check_continuations_fit, check_decode_golden
 from kit.core.errors import BadInput
 from kit.core.fixture import Fixture, Prompt, load_fixture
@@ -158,10 +158,10 @@ def check_inputs(plan: Plan) -> Inputs:
             hint = "" if paths.NOTEBOOKS.is_dir() else (
                 "; this installation has no embedded notebooks: reinstall parity-kit from a complete wheel")
             raise BadInput(f"{where}: case {spec.name}: notebook {spec.notebook} does not exist{hint}")
-        if spec.no_baseline and spec.no_baseline.kind != CALIBRATION.name:
+        if spec.no_baseline and spec.no_baseline.kind not in (CALIBRATION.name, POWER.name):
             continue  # no golden holds here: recorded as its own outcome when the run starts, nothing to check
-        # A case without a record of this host's hardware is checked all the same: every record it lists must fit it
-        # wherever it runs, and its golden must fit the fixture.
+        # A case without a record (or a power record) of this host's hardware is checked all the same: every record
+        # it lists must fit it wherever it runs, and its golden must fit the fixture.
         judged = judged_by(spec)
         if isinstance(judged, InKernelReference):  # no golden: what it is compared with is its own model folder
             judged.check_case(spec, case.where.reference, fixture, digests)

@@ -177,6 +177,22 @@ def golden_made_on(golden: Path, dest: Path, hardware: str, runtime: str | None 
     return dest
 
 
+def power_against(power: Path, record: Path, folder: Path, **changes) -> Path:
+    """A copy of a power record as if measured against ``record`` (a calibration record of the same samples, as
+    a test relabels one to another class of hardware): it names that record and its class, and loads against it,
+    its figures being its samples' under the same bounds; ``changes`` replace more of its keys (``created_at``: a
+    record made again, of other bytes)."""
+    from kit.core.calibration import load_record, measured_on
+    from kit.core.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
+
+    against = load_record(record)
+    doc = {**json.loads(Path(power).read_text()), "record_sha256": against.sha256,
+           "measured_on": measured_on({"fingerprint": against.fingerprint}), **changes}
+    data = canonical_bytes(doc)
+    folder.mkdir(parents=True, exist_ok=True)
+    return atomic_write_bytes(folder / f"{sha256_bytes(data)}.json", data)
+
+
 def copy_model(embedded: Embedded, dest: Path) -> Path:
     shutil.copytree(embedded.model, dest)
     return dest

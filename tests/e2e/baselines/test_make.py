@@ -1,7 +1,8 @@
 """`baseline make` end to end: on a host class the descriptor has no baselines for, status shows the gap, make
-closes it (an exact golden and a calibration record, each backtested and checked by an evidence gate, then placed
-with its lineage) and the gate then passes; a bless that would pass a known fault of the catalogue is refused, and
-nothing is placed."""
+closes it (an exact golden, a calibration record and a power record against it, each checked by an evidence gate of
+every case, then placed with its lineage) and the gate then passes; a make interrupted while it measures continues
+where it stopped; a case it was not asked to make stands as no baseline in its evidence gate and refuses nothing; a
+bless that would pass a known fault of the catalogue is refused, and nothing is placed."""
 
 from __future__ import annotations
 
@@ -9,16 +10,24 @@ import dataclasses
 import json
 import random
 import shutil
+import signal
+import subprocess
 import sys
+import time
+import tomllib
 from pathlib import Path
 
 import pytest
+import tomli_w
 
 from kit.baselines import make
 from kit.calibrate.run import CaseCalibration, write_record
+from kit.case.calibrate import finished
 from kit.core.calibration import CalibrationRecord, Sample, load_record
 from kit.core.runtime import accelerator
-from support import golden_made_on, parity_kit, write_descriptor
+from kit.descriptor.load import load_descriptor
+from kit.descriptor.plan import resolve
+from support import ROOT, golden_made_on, parity_kit, power_against, write_descriptor
 from support.targetsite import target_site
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -29,61 +38,129 @@ pytestmark = pytest.mark.e2e
 
 def no_baselines_here(tmp_path: Path, embedded) -> Path:
     """The embedded checkpoint and hf-bf16 cases as a host of an unseen class finds them: the exact golden made
-    on another runtime only, the record measured on another class of CPU, no fallback accepted."""
+    on another runtime only, the record (and the power record measured against it) of another class of CPU, no
+    fallback accepted; and a third case, like hf-bf16, that lacks a record too. hf-bf16 scores its 128 bucket
+    alone: 16 prompts, which is all a make needs to show what it does."""
     other = golden_made_on(embedded.goldens["exact"], tmp_path / "goldens" / "exact-elsewhere.json", "a host",
                            ELSEWHERE_RUNTIME)
     record = record_elsewhere(embedded, tmp_path / "calibrations")
+    listed_power = (embedded.descriptor.parent / embedded.doc["cases"]["hf-bf16"]["power"][0]).resolve()
+    power = power_against(listed_power, record, tmp_path / "calibrations" / "power")
     cases = {"checkpoint": {**embedded.doc["cases"]["checkpoint"], "cpu_kernels": "native"},
-             "hf-bf16": hf_case(embedded, [str(record)], accept_noise_changes=[])}
-    return write_descriptor(tmp_path, embedded, goldens={"semantic": embedded.goldens["semantic"], "exact": [other]},
+             "hf-bf16": hf_case(embedded, [str(record)], accept_noise_changes=[], buckets=[128]),
+             "hf-bf16-left": hf_case(embedded, [str(record)], accept_noise_changes=[], buckets=[128])}
+    desc = write_descriptor(tmp_path, embedded, goldens={"semantic": embedded.goldens["semantic"], "exact": [other]},
                             cases=cases, baselines={"lineage": str(tmp_path / "lineage"),
                                                     "calibrations": str(tmp_path / "calibrations"),
                                                     "goldens": str(tmp_path / "goldens")})
+    doc = tomllib.loads(desc.read_text())  # its power record stands with its record (the goldens are the same)
+    doc["cases"]["hf-bf16"]["power"] = [str(power)]
+    desc.write_text(tomli_w.dumps(doc))
+    return desc
 
 
 def files(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.glob("*.json"))} if folder.is_dir() else {}
 
 
-@pytest.mark.timeout(900)
-def test_on_a_host_with_no_baselines_make_closes_the_gap_and_the_gate_then_passes(tmp_path, embedded,
-                                                                                   tmp_path_factory):
+def sample_files(work: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(work)): p.read_bytes() for p in sorted(work.glob("*/*.samples.jsonl"))}
+
+
+def interrupted_once_power_is_measured(argv: list[str], work: Path, within_s: float = 800) -> subprocess.Popen:
+    """The make, started as a user starts it and stopped with Ctrl-C once its power measurement has finished a
+    faulted sample (its calibration and golden finished before)."""
+    proc = subprocess.Popen([sys.executable, "-m", "kit.cli", *argv], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        if any(p.read_text().count("\n") >= 1 for p in (work / "power").glob("*.samples.jsonl")):
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, f"the make ended before it was interrupted: {proc.communicate()[1][-3000:]}"
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=120)
+    return proc
+
+
+@pytest.mark.timeout(1800)
+def test_on_a_host_with_no_baselines_one_resumed_make_closes_the_gap_and_the_gate_then_passes(tmp_path, embedded,
+                                                                                            tmp_path_factory):
     desc = no_baselines_here(tmp_path, embedded)
     status = parity_kit("baseline", "status", str(desc), "--json")
     assert status.returncode == 7, status.stderr
     assert {(r["case"], r["kind"]) for r in json.loads(status.stdout) if r["standing"] == "missing"} == {
-        ("checkpoint", "exact-golden"), ("hf-bf16", "calibration")}
-    before = {f: files(tmp_path / f) for f in ("goldens", "calibrations")}
+        ("checkpoint", "exact-golden"), ("hf-bf16", "calibration"), ("hf-bf16-left", "calibration")}
+    before = {f: files(tmp_path / f) for f in ("goldens", "calibrations", "calibrations/power")}
     (tmp_path / "runs").mkdir()
+    work = tmp_path / "work"
+    argv = ["baseline", "make", str(desc), "--case", "checkpoint", "--case", "hf-bf16", "--reason",
+            "a CPU class with no baselines", "--power-family", "output", "--archive", str(tmp_path / "runs")]
 
-    proc = parity_kit("baseline", "make", str(desc), "--reason", "a CPU class with no baselines", "--archive",
-                      str(tmp_path / "runs"), "--out", str(tmp_path / "work"), timeout=850)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    stopped = interrupted_once_power_is_measured([*argv, "--out", str(work)], work)
+    assert stopped.returncode == 130
+    assert not (tmp_path / "lineage").exists()  # nothing blessed, nothing placed
+    kept = sample_files(work)
+    staged = {f: files(work / f) for f in ("goldens", "calibrations")}
+    assert any(k.startswith("calibrate/") for k in kept) and any(k.startswith("power/") for k in kept)
+    assert all(len(v) == 1 for v in staged.values())  # the golden and the record, staged before the power
+
+    proc = parity_kit(*argv, "--resume", str(work), timeout=1500)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert "blessed: evidence in" in proc.stdout
-    record = json.loads((tmp_path / "work" / "baseline.json").read_text())
-    assert record["blessed"] and record["gate"]["verdict"] == "passed" and record["refusals"] == []
-    assert (tmp_path / "work" / "evidence.html").is_file() and (tmp_path / "work" / "evidence.md").is_file()
+    # Nothing finished was scored again: the staged golden and record are the same files, every samples file
+    # kept what it had (appended to, never rewritten), and no variant was scored twice.
+    assert {f: files(work / f) for f in ("goldens", "calibrations")} == staged
+    now = sample_files(work)
+    for name, was in kept.items():
+        assert now[name].startswith(was), name
+    for name in now:
+        keys = [(e["sample"]["variant"], e["sample"]["launch"]) for e in finished(work / name)]
+        assert len(keys) == len(set(keys)), name
+    record = json.loads((work / "baseline.json").read_text())
+    assert record["blessed"] and record["refusals"] == [] and record["calls"] == 2
+    assert {(m["kind"], m["reused"]) for m in record["made"]} == {
+        ("exact-golden", True), ("calibration", True), ("power", False)}
+    # The case it was not asked for stands as no baseline in its evidence gate, and refuses nothing.
+    assert record["gate"]["verdict"] == "no-baseline" and list(record["gate"]["not_judged"]) == ["hf-bf16-left"]
+    steps = {(t["step"], t["subject"]): t for t in record["steps"]}
+    assert steps[("power", "hf-bf16")]["calls"] == 2 and steps[("power", "hf-bf16")]["finished"]
+    assert steps[("evidence gate", "")]["calls"] == 1 and record["wall_s"] > 0
+    evidence = (work / "evidence.md").read_text()
+    assert "### Time (2 calls)" in evidence and "| **total** |" in evidence
+    assert "- hf-bf16-left: not judged here, not asked for: no baseline for this hardware" in evidence
+    assert (work / "evidence.html").is_file() and (work / "evidence.md").is_file()
     # The evidence page renders from the notebook stack as a GPU node installs it, too (support.targetsite).
     (tmp_path / "target").mkdir()
-    notebook = Path(shutil.copy(tmp_path / "work" / "evidence.ipynb", tmp_path / "target"))
+    notebook = Path(shutil.copy(work / "evidence.ipynb", tmp_path / "target"))
     rendered = target_site(tmp_path_factory).render(notebook)
     assert rendered.error is None, rendered.error
     page = rendered.html.read_text(encoding="utf-8")
-    assert "Baselines blessed" in page and "Evidence gate: <b>passed</b>" in page
+    assert "Baselines blessed" in page and "Evidence gate: <b>no-baseline</b>" in page
     # Never over anything: every earlier file is as it was, and the new ones sit beside them.
     for folder, was in before.items():
-        now = files(tmp_path / folder)
-        assert {k: now[k] for k in was} == was and len(now) == len(was) + 1
+        now_files = files(tmp_path / folder)
+        assert {k: now_files[k] for k in was} == was and len(now_files) == len(was) + 1, folder
     entries = [json.loads(p.read_text()) for p in (tmp_path / "lineage").glob("*.json")]
-    assert sorted((e["kind"], e["reason"], e["supersedes"]) for e in entries) == [
-        ("calibration", "a CPU class with no baselines", None), ("exact-golden", "a CPU class with no baselines", None)]
-    cal = next(e for e in entries if e["kind"] == "calibration")
-    assert cal["runtime"] == accelerator("cpu")["name"] and cal["backtest"]["evidence_gate"] == "passed"
+    assert sorted((e["kind"], e["case"], e["supersedes"]) for e in entries) == [
+        ("calibration", "hf-bf16", None), ("exact-golden", "exact", None), ("power", "hf-bf16", None)]
+    here = accelerator("cpu")["name"]
+    assert {e["runtime"] for e in entries if e["kind"] != "exact-golden"} == {here}
+    assert all(e["backtest"]["evidence_gate"] == "no-baseline" for e in entries)
 
+    # The power record reaches the case through its lineage, measured against the new record, with no edit.
+    spec = resolve(load_descriptor(desc), ["hf-bf16"]).cases["hf-bf16"].spec
+    new_power = next(e for e in entries if e["kind"] == "power")
+    assert spec.power["sha256"] == new_power["baseline"] and spec.power["same_class"]
+    assert spec.power["record_sha256"] == spec.calibration["sha256"] == next(
+        e["baseline"] for e in entries if e["kind"] == "calibration")
+    assert set(spec.power["families"]) == {"output"}
     after = parity_kit("baseline", "status", str(desc), "--json")
-    assert after.returncode == 0, after.stderr
-    assert {r["standing"] for r in json.loads(after.stdout)} == {"matches"}
-    gate = parity_kit("gate", str(desc), "--out", str(tmp_path / "runs" / "gate"))
+    assert after.returncode == 7, after.stderr  # the case it was not asked for still has none
+    assert {(r["case"], r["standing"]) for r in json.loads(after.stdout)} == {
+        ("checkpoint", "matches"), ("hf-bf16", "matches"), ("hf-bf16-left", "matches"), ("hf-bf16-left", "missing")}
+    gate = parity_kit("gate", str(desc), "--case", "checkpoint", "--case", "hf-bf16", "--out",
+                      str(tmp_path / "runs" / "gate"))
     assert gate.returncode == 0, gate.stdout[-2000:] + gate.stderr[-2000:]
 
 

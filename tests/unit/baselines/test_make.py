@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from kit.core.baselinekind import CALIBRATION, EXACT_GOLDEN
 from kit.baselines import make
 from kit.core.calibration import load_record
 from kit.core.errors import BadInput
@@ -81,15 +80,46 @@ def test_nothing_missing_means_nothing_made(tmp_path, embedded):
     assert not (tmp_path / "work").exists()
 
 
-def test_the_evidence_gate_runs_every_backend_on_the_goldens_a_made_baseline_touches(embedded):
-    plan = resolve(load_descriptor(embedded.descriptor), ["hf-bf16"])
-    record = make.Made(CALIBRATION, "hf-bf16", "cpu", Path("new.json"))
-    assert make.evidence_cases(plan, [record]) == ["hf-bf16", "levanter", "vllm-pp1", "vllm-pp2"]
-    golden = make.Made(EXACT_GOLDEN, "exact", "a runtime", Path("new.json"))
-    assert make.evidence_cases(resolve(load_descriptor(embedded.descriptor), ["checkpoint"]),
-                               [golden]) == ["checkpoint"]
-    assert make.evidence_cases(plan, [make.Made(CALIBRATION, "hf-bf16", "cpu", None, error="failed")]) == [
-        "hf-bf16"]  # nothing made: the selected case alone
+@pytest.mark.parametrize("statuses, refused", [
+    ({"hf-bf16": "passed", "checkpoint": "passed", "vllm-pp1": "no-baseline"}, []),  # not asked: no refusal
+    ({"hf-bf16": "no-baseline", "checkpoint": "passed", "vllm-pp1": "passed"}, ["hf-bf16"]),  # asked, not made
+    ({"hf-bf16": "passed", "checkpoint": "failed", "vllm-pp1": "no-baseline"}, ["checkpoint"]),
+    ({"hf-bf16": "passed", "checkpoint": "inconclusive", "vllm-pp1": "passed"}, ["checkpoint"]),
+    ({"hf-bf16": "passed", "checkpoint": "borrowed-bounds", "vllm-pp1": "passed"}, ["checkpoint"]),
+    ({"hf-bf16": "passed", "vllm-pp1": "passed"}, ["checkpoint"]),  # no result at all: incomplete
+])
+def test_the_evidence_gate_judges_every_case_and_only_an_unmade_case_not_asked_for_may_lack_a_baseline(
+        tmp_path, embedded, monkeypatch, statuses, refused):
+    from kit.baselines.steps import StepClock
+    from kit.core.records import CaseResult
+
+    cases = {n: embedded.doc["cases"][n] for n in ("checkpoint", "hf-bf16", "vllm-pp1")}
+    desc = load_descriptor(write_descriptor(tmp_path, embedded, cases=cases,
+                                            baselines={"lineage": str(tmp_path / "lineage")}))
+    plan = resolve(desc, ["hf-bf16"])  # asked for hf-bf16 alone
+    asked: list = []
+
+    class Run:
+        run_dir, verdict = tmp_path / "gate", "whatever the gate said"
+        results = {n: CaseResult(case=n, backend="hf", status=s, error=f"{n} {s}") for n, s in statuses.items()}
+
+    def gate_once(checked, out, only, release, command, jobs, resume=None):
+        asked.append((only, out, resume, sorted(checked.cases)))
+        return Run()
+
+    monkeypatch.setattr(make, "gate_once", gate_once)
+    making = make.Making(desc, plan, tmp_path, ["parity-kit", "baseline", "make"], StepClock(tmp_path, 1), None)
+    outcome = make.MakeOutcome(tmp_path, [], [])
+    make._evidence_gate(making, None, outcome)
+    assert asked == [(None, tmp_path / "gate", None, ["checkpoint", "hf-bf16", "vllm-pp1"])]  # every case
+    if refused:
+        assert outcome.refusals == [f"evidence gate whatever the gate said with the new baselines "
+                                    f"({', '.join(refused)}): see {tmp_path / 'gate'}"]
+    else:
+        assert outcome.refusals == [] and outcome.not_judged == {"vllm-pp1": "vllm-pp1 no-baseline"}
+    # Timed as a step of its own, kept for the next call.
+    from kit.baselines.steps import read_times
+    assert [(t.step, t.finished) for t in read_times(tmp_path)] == [("evidence gate", True)]
 
 
 def test_a_lineage_head_whose_record_does_not_fit_the_descriptor_is_refused(tmp_path, embedded):
@@ -143,3 +173,58 @@ def test_an_installed_packages_own_descriptor_is_not_written_into(embedded, monk
     with pytest.raises(BadInput, match="is the installed package's own descriptor; copy it with its data folders"):
         make.make_baselines(embedded.descriptor, reason="new host", out=tmp_path / "work")
     assert not (tmp_path / "work").exists()
+
+
+def test_power_options_that_cannot_be_met_are_refused_before_anything(tmp_path, embedded):
+    record = record_elsewhere(embedded, tmp_path / "calibrations")
+    limited = write_descriptor(tmp_path, embedded, cases={"hf-bf16": hf_case(
+        embedded, [str(record)], accept_noise_changes=[], detectable_limit=3)},
+        baselines={"lineage": str(tmp_path / "lineage")})
+    # Its limit is judged by a power record against the record this make would make: without power, never blessed.
+    with pytest.raises(BadInput, match=re.escape("--no-power: case hf-bf16 is held to a detectable_limit of 3x, "
+                                                 "which only a power record measured against its record here judges")):
+        make.make_baselines(limited, reason="new host", no_power=True, out=tmp_path / "work")
+    with pytest.raises(BadInput, match=r"^--power-family nope: no such family or fault"):
+        make.make_baselines(limited, reason="new host", power_families=["nope"], out=tmp_path / "work")
+    with pytest.raises(BadInput, match=r"--no-power with --power-family"):
+        make.make_baselines(limited, reason="new host", power_families=["output"], no_power=True,
+                            out=tmp_path / "work")
+    assert not (tmp_path / "work").exists() and not (tmp_path / "lineage").exists()
+
+
+def test_a_make_without_power_says_so_in_its_evidence():
+    outcome = make.MakeOutcome(None, [], [], power=make._power_text(None, []))
+    assert "- power: skipped (--no-power): no power record was measured" in make.evidence_markdown(outcome)
+
+
+@pytest.mark.parametrize("left", ["nothing", "a run", "a directory cut before its manifest"])
+def test_a_resumed_make_continues_the_evidence_gate_an_earlier_call_began(tmp_path, embedded, monkeypatch, left):
+    from kit.baselines.steps import StepClock
+    from kit.core import rundir
+    from kit.core.records import CaseResult
+
+    cases = {"checkpoint": embedded.doc["cases"]["checkpoint"]}
+    desc = load_descriptor(write_descriptor(tmp_path, embedded, cases=cases,
+                                            baselines={"lineage": str(tmp_path / "lineage")}))
+    work = tmp_path / "work"
+    if left != "nothing":
+        (work / "gate").mkdir(parents=True)
+    if left == "a run":
+        (work / "gate" / rundir.MANIFEST).write_text("{}")
+    calls: list = []
+
+    class Run:
+        run_dir, verdict = work / "gate", "passed"
+        results = {"checkpoint": CaseResult(case="checkpoint", backend="hf", status="passed")}
+
+    def gate_once(checked, out, only, release, command, jobs, resume=None):
+        calls.append((out, resume))
+        return Run()
+
+    monkeypatch.setattr(make, "gate_once", gate_once)
+    work.mkdir(exist_ok=True)
+    making = make.Making(desc, resolve(desc), work, ["parity-kit"], StepClock(work, 1), None)
+    make._evidence_gate(making, None, make.MakeOutcome(work, [], []))
+    # Its finished cases whose inputs did not change are kept by the gate's own resume (kit.gate.resume).
+    assert calls == {"nothing": [(work / "gate", None)], "a run": [(None, work / "gate")],
+                     "a directory cut before its manifest": [(work / "gate-2", None)]}[left]

@@ -42,7 +42,7 @@ def test_each_kind_has_one_name_that_round_trips_and_its_earlier_spelling_reads(
     row = BaselineRow("c", EXACT_GOLDEN, MATCH, "a rule")
     assert row.to_dict()["kind"] == "exact-golden" and kind_named(row.to_dict()["kind"]) is EXACT_GOLDEN
     # A lineage entry names its kind in the same spelling, and only the kinds a lineage keeps.
-    assert LINEAGE_KINDS == ("calibration", "exact-golden", "semantic-golden")
+    assert LINEAGE_KINDS == ("calibration", "exact-golden", "semantic-golden", "power")
     assert of_golden("exact") is EXACT_GOLDEN and of_golden("semantic") is SEMANTIC_GOLDEN
 
 
@@ -58,9 +58,9 @@ def test_an_unknown_kind_is_one_clear_refusal(name):
 
 
 def test_what_a_kind_is_not_made_or_backtested_by_says_so():
-    assert {k for k in KINDS if k.makeable} == {EXACT_GOLDEN, CALIBRATION} == set(MAKERS)
+    assert {k for k in KINDS if k.makeable} == {EXACT_GOLDEN, CALIBRATION, POWER} == set(MAKERS)
     assert {k for k in KINDS if k.backtested} == {CALIBRATION}
-    for kind in (SEMANTIC_GOLDEN, HAND_SET_BOUND, POWER, IN_KERNEL_REFERENCE):
+    for kind in (SEMANTIC_GOLDEN, HAND_SET_BOUND, IN_KERNEL_REFERENCE):
         with pytest.raises(NotMakeable, match=f"does not make a {kind.name}: "):
             kind.require_makeable()
         assert kind.made_by  # and names what does make it
@@ -70,6 +70,7 @@ def test_what_a_kind_is_not_made_or_backtested_by_says_so():
                 kind.require_backtested()
     EXACT_GOLDEN.require_makeable()
     CALIBRATION.require_makeable()
+    POWER.require_makeable()
     CALIBRATION.require_backtested()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -63,15 +64,21 @@ def test_a_limit_that_is_not_a_positive_number_is_one_line_naming_its_key(tmp_pa
     assert re.search(r"power\.toml:\d+", err)
 
 
-def test_a_limit_without_a_power_record_for_the_record_in_use_is_refused_before_anything_runs(tmp_path, capsys):
+def test_a_limit_without_a_power_record_for_the_record_in_use_is_no_baseline_with_the_command_that_makes_it(
+        tmp_path, capsys):
     desc = _copy(tmp_path, lambda t: _in_case("hf-bf16", "detectable_limit = 2")(_without_power(t, "hf-bf16")))
-    with pytest.raises(BadInput) as exc:
-        resolve(load_descriptor(desc), ["hf-bf16"])
-    message = str(exc.value)
-    assert "cases.hf-bf16.detectable_limit: a limit of 2x the clean error, but no power record measured" in message
-    assert f"parity-kit power {paths.display(desc)} --case hf-bf16" in message and "\n" not in message
-    assert main(["gate", str(desc), "--case", "hf-bf16", "--out", str(tmp_path / "run")]) == 3
-    assert not (tmp_path / "run").exists()
+    spec = resolve(load_descriptor(desc), ["hf-bf16"]).cases["hf-bf16"].spec
+    missing = spec.no_baseline
+    assert missing is not None and missing.kind == "power" and "\n" not in missing.reason
+    assert ("cases.hf-bf16.detectable_limit: a limit of 2x the clean error, but no power record measured"
+            in missing.reason)
+    assert missing.command == f"parity-kit baseline make {paths.display(desc)} --case hf-bf16 --reason \"...\""
+    # Never bad input: the preflight passes and says the case is not judged here; status says what is missing.
+    assert main(["check", str(desc), "--case", "hf-bf16"]) == 0
+    assert "case hf-bf16: not judged here: no baseline for this hardware: " in capsys.readouterr().out
+    assert main(["baseline", "status", str(desc), "--case", "hf-bf16", "--json"]) == 7
+    rows = {r["kind"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["power"]["standing"] == "missing" and rows["power"]["remedy"] == missing.command
 
 
 def test_a_power_record_of_a_calibration_record_the_case_never_listed_is_refused_in_one_line(tmp_path, capsys):
