@@ -36,7 +36,7 @@ def test_each_recorded_class_gets_its_own_record_and_runtime_its_own_golden_or_n
     elsewhere = RecordedHost({"checkpoint": CaseHardware(cpu, "torch-cpu x86_64 aten=avx512 onednn=avx512_core_amx "
                                                               "mkl=GenuineIntel Some Xeon")})
     spec = resolve(for_host(desc, elsewhere), ["checkpoint"]).case("checkpoint").spec
-    assert spec.golden_path == "" and spec.no_baseline.startswith("no baseline for this runtime")
+    assert spec.golden_path == "" and spec.no_baseline.text.startswith("no baseline for this runtime")
 
 
 def test_a_run_records_what_this_host_gives_each_case_and_reads_it_back(embedded):
