@@ -150,7 +150,9 @@ if [ -n "${MAKE:-}" ]; then
   step "baseline make ${MAKE}"
   started=$SECONDS
   mkdir -p /tmp/kit-make
-  if [ -n "${MAKE_RESUME:-}" ] && [ -f "$MAKE_RESUME/baseline-make.tgz" ]; then
+  if [ -n "${MAKE_RESUME:-}" ] && [ -d /tmp/kit-make/work ]; then
+    where=(--resume /tmp/kit-make/work)  # a node kept between calls still has it
+  elif [ -n "${MAKE_RESUME:-}" ] && [ -f "$MAKE_RESUME/baseline-make.tgz" ]; then
     tar xzf "$MAKE_RESUME/baseline-make.tgz" -C /tmp/kit-make
     where=(--resume /tmp/kit-make/work)
   else
