@@ -391,6 +391,8 @@ def _parser() -> argparse.ArgumentParser:
                         epilog=_exits("printed"))
     sp.add_argument("descriptor", help="descriptor TOML")
     sp.add_argument("case", help="the case's name")
+    sp.add_argument("--options", metavar="JSON", help="option overrides (a notebook's option parameters, as a JSON "
+                                                      "object), held to the backend's options schema")
     sp.set_defaults(func=_spec)
 
     cal = sub.add_parser("calibrate", help="measure semantic cases' clean variation; write calibration records",
@@ -830,10 +832,24 @@ def _localize(args) -> int:
 
 
 def _spec(args) -> int:
-    from kit.descriptor.load import load_descriptor
+    import dataclasses
+
+    from kit.descriptor.load import checked_options, load_descriptor
     from kit.descriptor.plan import resolve
 
-    print(json.dumps(resolve(load_descriptor(args.descriptor), [args.case]).specs[0].to_dict(), sort_keys=True))
+    spec = resolve(load_descriptor(args.descriptor), [args.case]).specs[0]
+    if args.options:
+        try:
+            overrides = json.loads(args.options)
+        except ValueError as exc:
+            raise BadInput(f"--options: not JSON: {exc}") from None
+        if not isinstance(overrides, dict):
+            raise BadInput("--options: expected a JSON object of option names and values")
+        try:
+            spec = dataclasses.replace(spec, options=checked_options(spec.backend, {**spec.options, **overrides}))
+        except BadInput as exc:
+            raise BadInput(f"--options: case {args.case}: {exc}") from None
+    print(json.dumps(spec.to_dict(), sort_keys=True))
     return 0
 
 

@@ -9,6 +9,7 @@ import functools
 import re
 import tomllib
 from pathlib import Path
+from typing import Any, Mapping
 
 from pydantic import BaseModel, ValidationError
 
@@ -24,7 +25,7 @@ from kit.descriptor.baselines import Baselines
 from kit.descriptor.code_settings import warn_code_settings
 from kit.descriptor.falsefailure import descriptor_budget
 from kit.descriptor.schema import (CASE_NAME, CaseBase, CustomNotebook, Descriptor, ModelRef, Release, Resources,
-                                   case_golden_kind, case_schemas, golden_kind)
+                                   case_golden_kind, case_schemas, golden_kind, options_schema)
 
 
 class LoadedDescriptor:
@@ -396,12 +397,28 @@ def _check_release_option_keys(shown: str, text: str, loc: tuple, options: dict)
 
 def _format_error(shown: str, text: str, exc: ValidationError, prefix: tuple,
                   schema: type[BaseModel] = Descriptor) -> str:
+    loc, what = _problem(exc, prefix, schema)
+    return f"{shown}:{_locate(text, loc)}: {what}"
+
+
+def checked_options(backend: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` held to ``backend``'s options schema as a descriptor's case options are (a notebook's option
+    parameters, kit.gate.preflight): their validated values, or BadInput in the descriptor's words for the first key
+    that fails, without a file or line (the caller says where the options came from)."""
+    schema = options_schema(backend)
+    try:
+        return schema.model_validate(dict(options)).model_dump()
+    except ValidationError as exc:
+        raise BadInput(_problem(exc, (), schema)[1]) from None
+
+
+def _problem(exc: ValidationError, prefix: tuple, schema: type[BaseModel]) -> tuple[tuple, str]:
+    """The first error of a validation (its location, and ``key: what`` in words)."""
     # A misspelt key also makes its correct spelling "missing": report the typo first.
     errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
     err = errors[0]
     loc = (*prefix, *(str(p) for p in err["loc"]))
     key = ".".join(loc) or "(top level)"
-    line = _locate(text, loc)
     if err["type"] == "extra_forbidden":
         allowed = _allowed_keys(schema, err["loc"][:-1])
         what = f"unknown key (expected one of: {', '.join(allowed)})" if allowed else "unknown key"
@@ -413,7 +430,7 @@ def _format_error(shown: str, text: str, exc: ValidationError, prefix: tuple,
         msg = err["msg"][0].lower() + err["msg"][1:]
         what = f"{msg.replace('input should be', 'expected')}, got {err.get('input')!r}"
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"{shown}:{line}: {key}: {what}{more}"
+    return loc, f"{key}: {what}{more}"
 
 
 def _allowed_keys(schema: type[BaseModel], loc: tuple) -> list[str]:

@@ -1,4 +1,4 @@
-"""Check every input of a gate before anything runs: fixture, goldens, model, kernels, notebooks.
+"""Check every input of a gate before anything runs: fixture, goldens, model, kernels, notebooks (their parameters).
 
 It checks the outside world against a resolved plan (kit.descriptor.plan): the files, their digests, the
 kernels installed. What the descriptor says was settled when the plan was resolved; the plan also holds every
@@ -25,6 +25,7 @@ from kit.core.modelconfig import check_prompts_fit, model_limits
 from kit.core.modeldigest import DigestCache, check_model_digest
 from kit.descriptor.plan import CasePlan, Outline, Plan
 from kit.descriptor.schema import case_schemas
+from kit.gate.parameters import check_case_notebook
 from kit.run.mainkernel import provide_main_kernel, registered_kernels
 
 log = logging.getLogger(__name__)
@@ -158,6 +159,7 @@ def check_inputs(plan: Plan) -> Inputs:
             hint = "" if paths.NOTEBOOKS.is_dir() else (
                 "; this installation has no embedded notebooks: reinstall parity-kit from a complete wheel")
             raise BadInput(f"{where}: case {spec.name}: notebook {spec.notebook} does not exist{hint}")
+        check_case_notebook(spec, where)  # the parameters the gate injects, and its option parameters
         if spec.no_baseline:  # recorded as its own outcome when the run starts; nothing of it can be checked
             continue
         judged = judged_by(spec)
