@@ -195,7 +195,7 @@ def options_schema(backend: str) -> type[BaseModel]:
 @functools.cache
 def case_schemas() -> dict[str, type[CaseBase]]:
     """One schema per registered backend: the common keys plus the backend's options."""
-    schemas = {}
+    schemas: dict[str, type[CaseBase]] = {}
     for name in registry.registry():
         options = options_schema(name)
         schemas[name] = create_model(f"{options.__name__.removesuffix('Options')}Case", __base__=(CaseBase, options),
