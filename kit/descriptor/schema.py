@@ -197,7 +197,7 @@ def case_schemas() -> dict[str, type[CaseBase]]:
     """One schema per registered backend: the common keys plus the backend's options."""
     schemas: dict[str, type[CaseBase]] = {}
     for name in registry.registry():
-        options = options_schema(name)
+        options: Any = options_schema(name)  # a backend's class, mixed into a model made at run time
         schemas[name] = create_model(f"{options.__name__.removesuffix('Options')}Case", __base__=(CaseBase, options),
                                      # a Literal of a name known only at run time, which no checker types
                                      __doc__=options.__doc__, backend=(Literal[name], ...))  # type: ignore[arg-type]
