@@ -1107,7 +1107,8 @@ def _golden_regen(args) -> int:
 
 def _golden_verify(args) -> int:
     from kit.core.fixture import load_fixture
-    from kit.core.golden import check_golden_matches_fixture, load_golden
+    from kit.core.golden import check_golden_matches_fixture, check_golden_vocabulary, load_golden
+    from kit.core.modelconfig import model_limits
     from kit.core.modeldigest import model_digest
 
     golden = load_golden(args.golden)
@@ -1117,6 +1118,9 @@ def _golden_verify(args) -> int:
         if actual != golden.model_digest:
             raise BadInput(f"golden {args.golden} was made from model {golden.model_digest}, "
                            f"but {args.model} is {actual}")
+        limits = model_limits(args.model)  # the gate refuses a golden naming a token the model does not have
+        if limits is not None and limits.vocab_size is not None:
+            check_golden_vocabulary(golden, limits.vocab_size, args.model, limits.where("vocab_size"))
     p = golden.provenance
     steps = f", continued {golden.decode_steps} steps (format {golden.format})" if golden.continuations else ""
     print(f"ok: {args.golden}: {golden.kind}, top-{golden.top_k}, {len(golden.prompts)} prompts{steps}, "

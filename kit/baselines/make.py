@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -228,7 +229,7 @@ def _make_goldens(desc: LoadedDescriptor, plan: Plan, rows: Sequence[BaselineRow
         if info.kernel != paths.MAIN_KERNEL:
             made.append(Made(EXACT_GOLDEN, entry, spec.runtime, None,
                              error=f"its golden is made in {info.name}'s own environment: run `parity-kit "
-                                   f"{' '.join(argv)}` there"))
+                                   f"{shlex.join(argv)}` there"))
             continue
         superseded = None if row.standing == MISSING else Path(spec.golden_path)
         staged = _staged_golden(work_dir / "goldens", spec.runtime)  # made by an interrupted run of this make

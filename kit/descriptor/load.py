@@ -19,8 +19,10 @@ from kit.core.baselinekind import of_golden
 from kit.core.errors import BadInput
 from kit.core.jsonio import read_input_bytes
 from kit.core.spec import CaseSpec
+from kit.core.text import printable
 from kit.core.falsefailure import Budget
 from kit.core.records import EXACT
+from kit.descriptor import nesting
 from kit.descriptor.baselines import Baselines
 from kit.descriptor.code_settings import warn_code_settings
 from kit.descriptor.falsefailure import descriptor_budget
@@ -211,11 +213,22 @@ def load_descriptor(path: str | Path) -> LoadedDescriptor:
     if not path.is_file():
         raise BadInput(f"descriptor {shown} does not exist")
     text = _read_text(path, shown)
+    too_deep = f"values nested more than {nesting.MAX_DEPTH} deep (a descriptor needs six levels at most)"
+    line = nesting.deep_line(text)
+    if line is not None:
+        raise BadInput(f"{shown}:{line}: {too_deep}")
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"line (\d+)", str(exc))
         raise BadInput(f"{shown}:{m.group(1) if m else '?'}: TOML syntax error: {exc}") from None
+    except RecursionError:  # what deep_line counts, it does not count otherwise
+        raise BadInput(f"{shown}: {too_deep}") from None
+    deep = nesting.deep_key(raw)
+    if deep is not None:
+        key = printable(".".join(deep[:6])) + (f"... ({len(deep)} keys)" if len(deep) > 6 else "")
+        at = min((n for k, n in _key_lines(text).items() if k[:len(deep)] == deep), default=_locate(text, deep))
+        raise BadInput(f"{shown}:{at}: {key}: {too_deep}")
     return _validate(path, shown, text, raw)
 
 

@@ -21,7 +21,7 @@ from kit.core.decode import check_continuations_fit, check_decode_golden
 from kit.core.errors import BadInput
 from kit.core.fixture import Fixture, Prompt, load_fixture
 from kit.core.golden import Golden, check_golden_matches_fixture, check_golden_vocabulary, load_golden
-from kit.core.modelconfig import check_prompts_fit, model_limits
+from kit.core.modelconfig import check_prompt_tokens, check_prompts_fit, model_limits
 from kit.core.modeldigest import DigestCache, check_model_digest
 from kit.descriptor.plan import CasePlan, Outline, Plan
 from kit.descriptor.schema import case_schemas
@@ -221,5 +221,6 @@ def check_fits_model(prefix: str, model: str, golden: Golden, prompts: Sequence[
     otherwise the backend is blamed for the input (or a truncated prompt passes)."""
     limits = model_limits(model)
     check_prompts_fit(((p.id, p.n_tokens) for p in prompts), limits, model, prefix)
+    check_prompt_tokens(((p.id, p.prompt_token_ids) for p in prompts), limits, model, prefix)
     if limits is not None and limits.vocab_size is not None:
         check_golden_vocabulary(golden, limits.vocab_size, model, limits.where("vocab_size"))
