@@ -843,6 +843,8 @@ def _spec(args) -> int:
             overrides = json.loads(args.options)
         except ValueError as exc:
             raise BadInput(f"--options: not JSON: {exc}") from None
+        except RecursionError:
+            raise BadInput("--options: not JSON: it nests deeper than a JSON reader can follow") from None
         if not isinstance(overrides, dict):
             raise BadInput("--options: expected a JSON object of option names and values")
         try:

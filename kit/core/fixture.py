@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from kit.core.errors import BadInput
-from kit.core.jsonio import (canonical_bytes, lone_surrogate_at, read_input_bytes, sha256_bytes, sha256_file,
-                             surrogate_place, write_canonical)
-from kit.core.modelconfig import check_prompt_tokens, check_prompts_fit, model_limits
+from kit.core.jsonio import (NESTED_TOO_DEEP, canonical_bytes, lone_surrogate_at, read_input_bytes, sha256_bytes,
+                             sha256_file, surrogate_place, write_canonical)
+from kit.core.modelconfig import check_prompt_tokens, check_prompts_fit, hf_config, model_limits
 from kit.core.text import lone_surrogate, printable
 
 DEFAULT_BUCKETS = (128, 256, 512, 1024)
@@ -140,6 +140,13 @@ def _not_a_string(prompt_id, prompt) -> str | None:
     return None
 
 
+def _integer(value, what: str) -> int:
+    """A JSON integer as it is, never converted: 3.5, true and "5" are not token ids (int() made them 3, 1 and 5)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{what} {value!r} is not an integer")
+    return value
+
+
 def _not_tokens(ids: Sequence[int]) -> str | None:
     """Why a prompt's token ids cannot be scored: none (no position predicts a next token), or a negative one."""
     if not ids:
@@ -173,6 +180,8 @@ def read_prompts(path: str | Path) -> list[dict]:
             entry = json.loads(line)
         except json.JSONDecodeError as exc:
             raise BadInput(f"{path}:{n}: not JSON: {exc}") from None
+        except RecursionError:
+            raise BadInput(f"{path}:{n}: not JSON: {NESTED_TOO_DEEP}") from None
         if isinstance(entry, dict) and isinstance(entry.get("id"), str) and isinstance(entry.get("prompt"), str):
             bad = _lone_surrogate(entry["id"], entry["prompt"])
             if bad:
@@ -183,12 +192,9 @@ def read_prompts(path: str | Path) -> list[dict]:
 
 
 def _bos_id(tokenizer_dir: Path) -> int | None:
-    cfg = tokenizer_dir / "config.json"
-    if cfg.is_file():
-        bos = json.loads(cfg.read_text()).get("bos_token_id")
-        if isinstance(bos, int):
-            return bos
-    return None
+    config = hf_config(tokenizer_dir)  # one that is not a JSON object is bad input naming the file
+    bos = (config or {}).get("bos_token_id")
+    return bos if isinstance(bos, int) and not isinstance(bos, bool) else None
 
 
 def load_fixture(path: str | Path) -> Fixture:
@@ -203,14 +209,18 @@ def load_fixture(path: str | Path) -> Fixture:
     try:
         doc = json.loads(data)
         cases = tuple(
-            Prompt(c["id"], int(c["bucket"]), c["prompt"], tuple(int(t) for t in c["prompt_token_ids"]))
+            Prompt(c["id"], _integer(c["bucket"], "bucket"), c["prompt"],
+                   tuple(_integer(t, "token id") for t in c["prompt_token_ids"]))
             for c in doc["cases"]
         )
         fixture = Fixture(path, actual, doc["tokenizer"], doc["tokenizer_digest"], cases)
     except (KeyError, TypeError, ValueError, OverflowError) as exc:  # int(Infinity) overflows
         raise BadInput(f"fixture {path} is malformed: {type(exc).__name__}: {exc}") from None
+    except RecursionError:
+        raise BadInput(f"fixture {path} is malformed: {NESTED_TOO_DEEP}") from None
     for n, c in enumerate(fixture.prompts, start=1):
-        wrong = _not_a_string(c.id, c.prompt) or _not_tokens(c.prompt_token_ids)
+        wrong = _not_a_string(c.id, c.prompt) or _not_tokens(c.prompt_token_ids) or (
+            f"bucket {c.bucket} is smaller than its {c.n_tokens} tokens" if c.bucket < c.n_tokens else None)
         if wrong:
             raise BadInput(f"fixture {path}: case #{n}: {wrong}")
         bad = _lone_surrogate(c.id, c.prompt)

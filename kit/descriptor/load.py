@@ -224,6 +224,8 @@ def load_descriptor(path: str | Path) -> LoadedDescriptor:
         raise BadInput(f"{shown}:{m.group(1) if m else '?'}: TOML syntax error: {exc}") from None
     except RecursionError:  # what deep_line counts, it does not count otherwise
         raise BadInput(f"{shown}: {too_deep}") from None
+    except ValueError as exc:  # an integer of more digits than Python converts (4,300): tomllib raises it bare
+        raise BadInput(f"{shown}: a value TOML cannot hold: {exc}") from None
     deep = nesting.deep_key(raw)
     if deep is not None:
         key = printable(".".join(deep[:6])) + (f"... ({len(deep)} keys)" if len(deep) > 6 else "")

@@ -102,17 +102,30 @@ def _parameters(path: Path, at: str) -> dict[str, str]:
 
 
 def _assigned(source: str) -> set[str]:
-    """The names a cell assigns at its top level; none for a cell Python cannot parse (IPython's magics)."""
+    """The names a cell binds in the notebook's namespace: by assignment, a ``for`` or ``with`` target, an import,
+    a ``def`` or ``class``, a walrus, ``del``, also inside ``if``, ``for``, ``while``, ``with`` and ``try`` blocks
+    (not inside functions and classes, whose names are their own). None for a cell Python cannot parse (IPython's
+    magics); what ``exec`` or ``globals()`` bind is not seen."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return set()
-    names = set()
-    for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
-            node, (ast.AnnAssign, ast.AugAssign)) else []
-        for target in targets:
-            names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    names: set[str] = set()
+    pending: list[ast.AST] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)  # its body binds names of its own
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.comprehension):  # its target is the comprehension's own
+            pending += [node.iter, *node.ifs]
+        elif not isinstance(node, ast.Lambda):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                names.add(node.id)  # an assignment's, a for's or a with's target, a walrus, a del
+            elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+                names.add(node.name)
+            pending.extend(ast.iter_child_nodes(node))
     return names
 
 

@@ -152,10 +152,6 @@ class Pending:
         self.conn.close()
 
 
-class Gone(Exception):
-    """The client closed its connection."""
-
-
 class Server:
     """The loop: accept, read every request as it comes, fork, answer, reap."""
 
@@ -267,7 +263,7 @@ class Server:
         for fd, p in list(self.pending.items()):
             try:
                 request = receive(p) if p.conn in ready else None
-            except Gone:
+            except EOFError:  # the client closed its connection first
                 self.pending.pop(fd).drop()
                 continue
             except (OSError, ValueError) as exc:
@@ -429,13 +425,13 @@ def credentials_problem(pid: int, uid: int, own: dict, proc: str = PROC) -> str 
 
 def receive(p: Pending) -> dict | None:
     """Read what has come of ``p``'s request: the request once whole, None while some is still to come. Raises
-    Gone when the client closed first, ValueError for what is no request."""
+    EOFError when the client closed first, ValueError for what is no request."""
     try:
         if p.size is None:
             head, fds, flags, _ = socket.recv_fds(p.conn, HEADER.size - len(p.head), STREAMS)
             p.fds += fds
             if not head:
-                raise Gone()
+                raise EOFError()
             if flags & socket.MSG_CTRUNC:
                 raise ValueError(f"more than {STREAMS} descriptors")
             p.head += head
@@ -449,12 +445,12 @@ def receive(p: Pending) -> dict | None:
         while len(p.body) < p.size:
             chunk = p.conn.recv(min(p.size - len(p.body), 1 << 16))
             if not chunk:
-                raise Gone()
+                raise EOFError()
             p.body += chunk
     except (BlockingIOError, InterruptedError):
         return None
     except (ConnectionResetError, BrokenPipeError):
-        raise Gone() from None
+        raise EOFError() from None
     try:
         request = json.loads(bytes(p.body))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:

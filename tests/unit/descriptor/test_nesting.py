@@ -50,3 +50,18 @@ def test_brackets_in_strings_and_comments_and_nesting_up_to_the_limit_are_not_co
     tomllib.loads(text)  # each is TOML
     assert nesting.deep_line(text) is None
     assert nesting.deep_line(text + "\ny = " + "[" * (nesting.MAX_DEPTH + 1)) == text.count("\n") + 2
+
+
+def test_a_number_longer_than_python_converts_and_a_link_loop_are_one_line(tmp_path):
+    huge = tmp_path / "huge.toml"
+    huge.write_text('name = "x"\ntimeout_s = ' + "9" * 5000 + "\n")
+    assert one_line(parity_kit("check", huge)).startswith(f"{huge}: a value TOML cannot hold: Exceeds the limit "
+                                                          "(4300 digits) for integer string conversion")
+    loop = tmp_path / "loop.toml"
+    loop.symlink_to(loop)  # Path.resolve raised RuntimeError: internal error, exit 70
+    assert one_line(parity_kit("check", loop)) == f"descriptor {loop} does not exist"
+
+
+def test_spec_options_nested_past_json_is_one_line(embedded):
+    proc = parity_kit("spec", embedded.descriptor, "vllm-pp1", "--options", "[" * 50_000 + "]" * 50_000)
+    assert one_line(proc) == "--options: not JSON: it nests deeper than a JSON reader can follow"

@@ -101,3 +101,21 @@ def test_spec_options_must_be_a_json_object(embedded):
         assert proc.returncode == 3 and says in proc.stderr and len(proc.stderr.splitlines()) == 1
     proc = parity_kit("spec", embedded.descriptor, "vllm-pp1", "--options", '{"pipeline_parallel_size": 2}')
     assert proc.returncode == 0 and json.loads(proc.stdout)["options"]["pipeline_parallel_size"] == 2
+
+
+@pytest.mark.parametrize("later, name", [
+    ("for spec in [None]:\n    pass", "spec"), ("with open(__file__) as result_path:\n    pass", "result_path"),
+    ("import json as spec", "spec"), ("def result_path():\n    pass", "result_path"), ("(spec := None)", "spec"),
+    ("try:\n    pass\nexcept Exception as spec:\n    pass", "spec"), ("if True:\n    result_path = 'x'", "result_path"),
+])
+def test_every_way_a_later_cell_binds_an_injected_name_is_seen(tmp_path, embedded, later, name):
+    nb = notebook(tmp_path / "mine.ipynb", PLAIN, later)
+    assert f"code cell 2 assigns `{name}` after the `parameters` cell" in refused(tmp_path, embedded, nb)
+
+
+def test_a_name_a_later_cell_only_uses_or_binds_in_its_own_scope_passes(tmp_path, embedded):
+    nb = notebook(tmp_path / "mine.ipynb", PLAIN, "x = [spec for spec in [1]]\ndef f(result_path):\n    spec = 1",
+                  "print(spec['name'], result_path)\ny = lambda spec: spec")
+    case = {**embedded.doc["cases"]["hf-bf16"], "notebook": trusted(nb)}
+    proc = parity_kit("check", write_descriptor(tmp_path, embedded, cases={"hf-bf16": case}))
+    assert proc.returncode == 0, proc.stderr
