@@ -56,7 +56,8 @@ def reproduce_line(command: Sequence[str]) -> str:
     holding a space or a shell character pastes back as the same arguments. As inline code, never in a table, so
     ``|`` stays in it; a control character (a newline included) is escaped, and such a command is shown, not
     pasted."""
-    return f"Reproduce: {_code_span(printable(shlex.join(command)))}"
+    argv = [str(c) for c in command] if isinstance(command, (list, tuple)) else [str(command)]
+    return f"Reproduce: {_code_span(printable(shlex.join(argv)))}"
 
 
 def _md_backticked(text: str) -> str:
@@ -487,15 +488,24 @@ def _why_no_summary(run_dir: Path) -> str:
     """Why a run has no summary page, from what it left: the mark of a summary owed (a stopped run), the notebook
     without its page (a summary that failed), or neither (left out with --no-summary)."""
     pending = run_dir / rundir.SUMMARY_PENDING
-    if pending.exists():
-        try:
-            said = pending.read_text(errors="replace").strip().splitlines()
-        except OSError:
-            said = []
-        return printable(said[0]) if said else "it was stopped before its summary was built"
+    if pending.exists() or pending.is_symlink():
+        return _first_line(pending) or "it was stopped before its summary was built"
     if (run_dir / rundir.SUMMARY_NOTEBOOK).is_file():
         return "its summary failed before its page was rendered"
     return "it was run with --no-summary"
+
+
+def _first_line(path: Path) -> str | None:
+    """The first line of a small file the kit wrote, escaped; None for whatever else was put there (a device, a
+    folder, a link: never followed, never read past 400 bytes)."""
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        with open(path, "rb") as f:
+            lines = f.read(400).decode(errors="replace").strip().splitlines()
+    except OSError:
+        return None
+    return printable(lines[0]) if lines else None
 
 
 def check_inside(path: Path, run_dir: Path) -> None:

@@ -184,3 +184,10 @@ def test_a_run_without_a_summary_says_why(tmp_path, monkeypatch, capsys):
     failed = gate_run(tmp_path / "failed", summary=False)
     nbformat.write(nbformat.v4.new_notebook(), str(failed / rundir.SUMMARY_NOTEBOOK))
     assert "(its summary failed before its page was rendered)" in attach_says(failed, tmp_path / "zips", capsys)
+    for name, plant in (("zero", lambda p: p.symlink_to("/dev/zero")), ("folder", lambda p: p.mkdir()),
+                        ("escape", lambda p: p.write_bytes(b"\x1b[2J\xff stopped\n"))):
+        planted = gate_run(tmp_path / name, summary=False)
+        plant(planted / rundir.SUMMARY_PENDING)  # read, it hung on /dev/zero: now never followed, never past a line
+        said = attach_says(planted, tmp_path / "zips", capsys)
+        assert ("(\\x1b[2J\ufffd stopped)" if name == "escape" else "(it was stopped before its summary was built)") \
+            in said
