@@ -33,7 +33,8 @@ outside it. It runs nothing but a kernel: ``ipykernel_launcher -f FILE``. Then, 
 - it answers ``pid N`` at once, ``refused REASON`` for a request it will not serve, and ``exit C`` when that
   child has ended (C as ``subprocess`` gives it: the exit status, or minus the signal that ended it). When the
   asker's connection closes while its kernel runs, the kernel's process group is killed: a cold kernel ends when
-  the process that started it goes (ipykernel watches its parent), and a forked one's parent is this process.
+  the process that started it goes (ipykernel watches its parent), and a forked one's parent is this process. And
+  a kernel dies with this process (``die_with``), should it be killed.
 
 It holds an exclusive ``flock`` on its lock file (``<digest>.lock``, which also names its pid) for its whole life,
 and no child keeps it: the lock, not a pid in a file, is what says it is alive, and which pid holds it is read
@@ -70,6 +71,7 @@ MAX_PENDING = 64  # connections still sending their request; beyond, the oldest 
 KERNEL_MODULE = "ipykernel_launcher"
 NAMESPACES = ("net", "mnt", "pid", "user", "ipc", "uts", "cgroup")
 PROC = "/proc"
+PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 def main(argv: list[str]) -> int:
@@ -291,8 +293,10 @@ class Server:
             return None
         sys.stdout.flush()
         sys.stderr.flush()
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:
+            die_with(parent)
             self.leave_to_child(p)
             request["fds"] = p.fds
             return request
@@ -372,6 +376,21 @@ def answer(conn: socket.socket, line: str) -> bool:
         return True
     except OSError:
         return False
+
+
+def die_with(parent: int) -> None:
+    """In a forked child: be killed when this warm process dies (PR_SET_PDEATHSIG). A cold kernel ends when the
+    process that started it goes, and ipykernel's own watch of its parent sees only a parent that becomes init:
+    under a subreaper, a kernel whose warm process was killed (the out-of-memory killer) would run on, holding its
+    memory and devices, long after its asker recorded it dead."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: ipykernel's own watch stays
+        return
+    if os.getppid() != parent:  # it died between the fork and the prctl
+        os._exit(1)
 
 
 def kill_group(pid: int) -> None:

@@ -466,3 +466,23 @@ def test_the_warm_process_keeps_no_secret_and_each_kernel_gets_its_own(warm, tmp
 ])
 def test_secret_looking_names(name, secret):
     assert warmkernels.secret_looking(name) is secret
+
+
+def test_a_kernel_ends_with_its_warm_process(warm, tmp_path):
+    """A warm process killed (by the out-of-memory killer, say) left its kernels running, their asker told they had
+    ended (exit status unknown): a kernel of a cold start ends with its parent."""
+    out = tmp_path / "k.json"
+    key = warmkernels.Key.of((sys.executable,), warm, ("wave",))
+    with open(tmp_path / "k.log", "ab") as stream:
+        kernel = warmkernels.fork(key, [sys.executable, "-m", "ipykernel_launcher", "-f", str(out)],
+                                  {**warm, "CHILD_HOW": "sleep"}, str(tmp_path), stream, stream)
+    deadline = time.monotonic() + 30
+    while not out.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    seen = json.loads(out.read_text())
+    os.kill(seen["ppid"], signal.SIGKILL)
+    assert kernel.wait(30) == 1  # its status went with the warm process
+    deadline = time.monotonic() + 30
+    while not gone(seen["pid"]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert gone(seen["pid"])
