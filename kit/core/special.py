@@ -116,22 +116,19 @@ def _continued_fraction(a: float, b: float, x: float) -> float:
 
 def betainc(a: float, b: float, x: float) -> float:
     """I_x(a, b), the regularized incomplete beta function, for a, b > 0 and 0 <= x <= 1."""
-    _check(a, b, x)
-    if x <= 0:
-        return 0.0
-    if x >= 1:
-        return 1.0
-    return _betainc(a, b, _at(x))
+    return _betainc_of(a, b, x, complement=False)
 
 
 def betainc_complement(a: float, b: float, y: float) -> float:
     """I_{1-y}(a, b), for a y known exactly where 1 - y is not (a tiny probability)."""
-    _check(a, b, y)
-    if y <= 0:
-        return 1.0
-    if y >= 1:
-        return 0.0
-    return _betainc(a, b, _at_complement(y))
+    return _betainc_of(a, b, y, complement=True)
+
+
+def _betainc_of(a: float, b: float, v: float, complement: bool) -> float:
+    _check(a, b, v)
+    if v <= 0 or v >= 1:  # x = 0 gives 0, x = 1 gives 1
+        return float((v >= 1) != complement)
+    return _betainc(a, b, _at_complement(v) if complement else _at(v))
 
 
 def _check(a: float, b: float, x: float) -> None:

@@ -17,7 +17,7 @@ started it can tell it from a dead one at once.
 It serves only its own: whoever reaches its socket can have a kernel run with its imports, in its context. The
 folder it listens in is its user's alone, and on accept it checks the client's credentials as the kernel gives
 them (``SO_PEERCRED``): the same user, and the same namespaces and control groups as its own, so a process of the
-same user in a narrower sandbox (another network namespace, a container sharing the folder) gets nothing run
+same user confined more narrowly (another network namespace, a container sharing the folder) gets nothing run
 outside it. It runs nothing but a kernel: ``ipykernel_launcher -f FILE``. Then, for each connection:
 
 - it receives one message of 8 bytes (the length of what follows, big-endian) carrying three file descriptors

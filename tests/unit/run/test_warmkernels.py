@@ -323,7 +323,7 @@ def test_only_a_kernel_launch_is_run(warm, tmp_path, module, args):
 
 
 def test_a_client_in_another_namespace_is_refused(warm, tmp_path):
-    """A process of the same user in a narrower sandbox (here another user and network namespace, as a container
+    """A process of the same user confined more narrowly (here another user and network namespace, as a container
     sharing the folder would be) gets nothing run outside it."""
     if shutil.which("unshare") is None or subprocess.run(
             ["unshare", "--user", "--map-root-user", "--net", "true"], capture_output=True).returncode != 0:
