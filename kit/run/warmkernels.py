@@ -330,8 +330,9 @@ def holder(lock: Path) -> int | None:
     that process has the very file open with a flock on it (/proc/PID/fd and fdinfo). None otherwise: a stale
     file, a reused pid and a planted one prove nothing."""
     try:
-        claimed = int(lock.read_text().strip())
-        st = lock.stat()
+        st = lock.stat(follow_symlinks=False)
+        with open(lock, "rb") as f:
+            claimed = int(f.read(32).strip())  # a pid and a newline; never more is read
         entries = os.listdir(f"/proc/{claimed}/fd")
     except (OSError, ValueError):
         return None
