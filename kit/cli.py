@@ -396,6 +396,8 @@ def _parser() -> argparse.ArgumentParser:
                         epilog=_exits("printed"))
     sp.add_argument("descriptor", help="descriptor TOML")
     sp.add_argument("case", help="the case's name")
+    sp.add_argument("--options", metavar="JSON", help="option overrides (a notebook's option parameters, as a JSON "
+                                                      "object), held to the backend's options schema")
     sp.set_defaults(func=_spec)
 
     cal = sub.add_parser("calibrate", help="measure semantic cases' clean variation; write calibration records",
@@ -841,10 +843,26 @@ def _localize(args) -> int:
 
 
 def _spec(args) -> int:
-    from kit.descriptor.load import load_descriptor
+    import dataclasses
+
+    from kit.descriptor.load import checked_options, load_descriptor
     from kit.descriptor.plan import resolve
 
-    print(json.dumps(resolve(load_descriptor(args.descriptor), [args.case]).specs[0].to_dict(), sort_keys=True))
+    spec = resolve(load_descriptor(args.descriptor), [args.case]).specs[0]
+    if args.options:
+        try:
+            overrides = json.loads(args.options)
+        except ValueError as exc:
+            raise BadInput(f"--options: not JSON: {exc}") from None
+        except RecursionError:
+            raise BadInput("--options: not JSON: it nests deeper than a JSON reader can follow") from None
+        if not isinstance(overrides, dict):
+            raise BadInput("--options: expected a JSON object of option names and values")
+        try:
+            spec = dataclasses.replace(spec, options=checked_options(spec.backend, {**spec.options, **overrides}))
+        except BadInput as exc:
+            raise BadInput(f"--options: case {args.case}: {exc}") from None
+    print(json.dumps(spec.to_dict(), sort_keys=True))
     return 0
 
 
@@ -1102,7 +1120,8 @@ def _golden_regen(args) -> int:
 
 def _golden_verify(args) -> int:
     from kit.core.fixture import load_fixture
-    from kit.core.golden import check_golden_matches_fixture, load_golden
+    from kit.core.golden import check_golden_matches_fixture, check_golden_vocabulary, load_golden
+    from kit.core.modelconfig import model_limits
     from kit.core.modeldigest import model_digest
 
     golden = load_golden(args.golden)
@@ -1112,6 +1131,9 @@ def _golden_verify(args) -> int:
         if actual != golden.model_digest:
             raise BadInput(f"golden {args.golden} was made from model {golden.model_digest}, "
                            f"but {args.model} is {actual}")
+        limits = model_limits(args.model)  # the gate refuses a golden naming a token the model does not have
+        if limits is not None and limits.vocab_size is not None:
+            check_golden_vocabulary(golden, limits.vocab_size, args.model, limits.where("vocab_size"))
     p = golden.provenance
     steps = f", continued {golden.decode_steps} steps (format {golden.format})" if golden.continuations else ""
     print(f"ok: {args.golden}: {golden.kind}, top-{golden.top_k}, {len(golden.prompts)} prompts{steps}, "

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -274,7 +275,7 @@ def _make_goldens(making: Making, rows: Sequence[BaselineRow]) -> list[Made]:
         if info.kernel != paths.MAIN_KERNEL:
             made.append(Made(EXACT_GOLDEN, entry, spec.runtime, None,
                              error=f"its golden is made in {info.name}'s own environment: run `parity-kit "
-                                   f"{' '.join(argv)}` there"))
+                                   f"{shlex.join(argv)}` there"))
             continue
         superseded = None if row.standing == MISSING else Path(spec.golden_path)
         what = f"exact golden of {entry} for {spec.runtime}"

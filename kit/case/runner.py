@@ -38,23 +38,28 @@ from kit.core.spec import CaseSpec
 from kit.core.records import EXACT
 
 
-def resolve_spec(spec: dict | None, descriptor: str | None, case: str) -> CaseSpec:
-    """The executor injects ``spec``; run by hand (JupyterLab), the case is read from the descriptor (a path, or
-    the name of an embedded one: kit.core.paths.descriptor_path, never a path relative to the kernel's folder).
+def resolve_spec(spec: dict | None, descriptor: str | None, case: str, **option_overrides) -> CaseSpec:
+    """The executor injects ``spec``, with the notebook's option parameters (``option_overrides``, None: as the
+    descriptor says) applied over it: the gate's preflight held them to the backend's schema
+    (kit.gate.parameters). Run by hand (JupyterLab), the case is read from the descriptor (a path, or the name of
+    an embedded one: kit.core.paths.descriptor_path, never a path relative to the kernel's folder), its option
+    parameters applied and checked there.
 
-    Parsing a descriptor takes pydantic 2, which a kernel need not have (Levanter's runs pydantic 1), so
-    the kernel asks the main environment's ``parity-kit spec`` for the resolved case instead of
+    Parsing a descriptor and checking options take pydantic 2, which a kernel need not have (Levanter's runs
+    pydantic 1), so the kernel asks the main environment's ``parity-kit spec`` for the resolved case instead of
     importing the descriptor layer: one path for every kernel, and the import rules stay whole."""
     if spec:
-        return CaseSpec.from_dict(spec)
-    return _spec_from_main_environment(str(paths.descriptor_path(descriptor)), case)
+        return with_options(CaseSpec.from_dict(spec), **option_overrides)
+    return _spec_from_main_environment(str(paths.descriptor_path(descriptor)), case,
+                                       {k: v for k, v in option_overrides.items() if v is not None})
 
 
-def _spec_from_main_environment(descriptor: str, case: str) -> CaseSpec:
+def _spec_from_main_environment(descriptor: str, case: str, overrides: dict | None = None) -> CaseSpec:
     import json
 
     main = interpreter.main_python()
-    proc = interpreter.run_python(main, ["-m", "kit.cli", "spec", str(descriptor), case])
+    extra = ["--options", json.dumps(overrides)] if overrides else []
+    proc = interpreter.run_python(main, ["-m", "kit.cli", "spec", str(descriptor), case, *extra])
     if proc.returncode != 0:
         reason = interpreter.last_line(proc.stderr, f"exit {proc.returncode}")
         raise BadInput(f"cannot resolve case {case} of {descriptor} with {main}: "
@@ -64,7 +69,8 @@ def _spec_from_main_environment(descriptor: str, case: str) -> CaseSpec:
 
 
 def with_options(spec: CaseSpec, **overrides) -> CaseSpec:
-    """The case with backend options overridden by notebook parameters (None: as the descriptor says)."""
+    """The case with backend options overridden by notebook parameters (None: as the descriptor says), as the
+    gate's preflight checked them."""
     given = {k: v for k, v in overrides.items() if v is not None}
     return dataclasses.replace(spec, options={**spec.options, **given}) if given else spec
 
@@ -343,7 +349,7 @@ def notebook_case(spec: dict | None, descriptor: str | None, case: str, result_p
     executor, or read from the descriptor when run by hand), apply the notebook's option parameters,
     score, write the result where the executor expects it (only there, and only for the executor: see
     ``result_target``), and print the verdict for the log."""
-    resolved = with_options(resolve_spec(spec, descriptor, case), **option_overrides)
+    resolved = resolve_spec(spec, descriptor, case, **option_overrides)
     result_path = result_target(result_path, resolved.name)
     reference_out = str(Path(result_path).with_suffix(".reference.json")) if result_path else None
     evidence_out = str(Path(result_path).with_suffix(rundir.CASE_EVIDENCE)) if result_path else None

@@ -34,6 +34,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Mapping, Sequence, TypeGuard
 
+from kit.core import special
 from kit.core.calibration import spread_factor
 from kit.core.records import PromptScore
 from kit.core.verdict import rules
@@ -49,37 +50,14 @@ LOW_SHARE = 0.1
 
 
 def t_two_sided_p(t: float, df: int) -> float:
-    """P(|T| >= |t|) for Student's t with integer ``df`` (the closed forms of Abramowitz and Stegun 26.7)."""
-    t = abs(t)
-    theta = math.atan(t / math.sqrt(df))
-    c2, s = math.cos(theta) ** 2, math.sin(theta)
-    if df % 2 == 0:
-        term, total = 1.0, 1.0
-        for k in range(1, df // 2):
-            term *= c2 * (2 * k - 1) / (2 * k)
-            total += term
-        inside = s * total
-    else:
-        total = 0.0
-        if df > 1:
-            term = total = 1.0
-            for k in range(1, (df - 1) // 2):
-                term *= c2 * (2 * k) / (2 * k + 1)
-                total += term
-        inside = 2 / math.pi * (theta + s * math.cos(theta) * total)
-    return max(0.0, min(1.0, 1.0 - inside))
+    """P(|T| >= |t|) for Student's t with ``df`` degrees of freedom, the tail itself (kit.core.special), so that a
+    p-value of 1e-30 reads as such, not as the 1.1e-16 that one minus a number near 1 floors at."""
+    return special.t_two_sided(t, df)
 
 
 def t_quantile_two_sided(p: float, df: int) -> float:
-    """The t with P(|T| >= t) = p, by bisection (monotone; 80 halvings reach float precision)."""
-    lo, hi = 0.0, 1e6
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        if t_two_sided_p(mid, df) > p:
-            lo = mid
-        else:
-            hi = mid
-    return hi
+    """The t with P(|T| >= t) = p, for any p in (0, 1] (kit.core.special)."""
+    return special.t_two_sided_quantile(p, df)
 
 
 @dataclass

@@ -24,10 +24,10 @@ Stdlib only, like the rest of kit.core.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from kit.core import special
 from kit.core.calibration import (DRIFT_ALPHA, MIN_SAMPLES, CalibrationRecord, bucket_bounds, distinct,
                                   prompt_ranges)
 
@@ -116,31 +116,21 @@ def statement(b: Budget, left_out: tuple[int, int] | None = None) -> str:
 
 
 def binomial_cdf(k: int, n: int, p: float) -> float:
-    """P(X <= k) for X ~ Binomial(n, p)."""
-    if p <= 0:
-        return 1.0
-    if p >= 1:
-        return 1.0 if k >= n else 0.0
-    return min(1.0, sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k + 1)))
+    """P(X <= k) for X ~ Binomial(n, p), at any n (kit.core.special: a sum of terms overflowed from about a
+    thousand trials)."""
+    return special.binomial_cdf(k, n, p)
 
 
 def upper_bound(failures: int, trials: int, confidence: float = 0.95) -> float:
     """The one-sided Clopper-Pearson upper bound of a rate seen ``failures`` times in ``trials``: the p at which
     seeing so few has probability 1 - confidence (0 of 20 at 95 %: 1 - 0.05 ** (1/20) = 13.9 %). Exact, not an
-    approximation: at 0 failures the normal one says 0."""
+    approximation: at 0 failures the normal one says 0. It is the ``confidence`` quantile of the beta
+    distribution with parameters failures + 1 and trials - failures, computed at any count."""
     if not 0 <= failures <= trials or trials < 1:
         raise ValueError(f"expected 0 <= failures <= trials and trials >= 1, got {failures} of {trials}")
     if failures == trials:
         return 1.0
-    alpha = 1 - confidence
-    lo, hi = failures / trials, 1.0
-    for _ in range(200):  # the CDF falls in p: bisect to float precision
-        mid = (lo + hi) / 2
-        if binomial_cdf(failures, trials, mid) > alpha:
-            lo = mid
-        else:
-            hi = mid
-    return hi
+    return special.beta_quantile(confidence, failures + 1, trials - failures)
 
 
 @dataclass(frozen=True)

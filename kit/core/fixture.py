@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from kit.core.errors import BadInput
-from kit.core.jsonio import (canonical_bytes, lone_surrogate_at, read_input_bytes, sha256_bytes, sha256_file,
-                             surrogate_place, write_canonical)
-from kit.core.modelconfig import check_prompts_fit, model_limits
+from kit.core.jsonio import (NESTED_TOO_DEEP, canonical_bytes, lone_surrogate_at, read_input_bytes, sha256_bytes,
+                             sha256_file, surrogate_place, write_canonical)
+from kit.core.modelconfig import check_prompt_tokens, check_prompts_fit, hf_config, model_limits
 from kit.core.text import lone_surrogate, printable
 
 DEFAULT_BUCKETS = (128, 256, 512, 1024)
@@ -114,7 +114,11 @@ def make_fixture(
         ids = tok.encode(p["prompt"], add_special_tokens=False).ids
         if bos is not None:
             ids = [bos, *ids]
+        if not ids:
+            raise BadInput(f"prompt #{i + 1} ({printable(p['id'])}): it encodes to no token (an empty prompt has no "
+                           "next token to score)")
         check_prompts_fit([(p["id"], len(ids))], limits, tokenizer_dir)
+        check_prompt_tokens([(p["id"], ids)], limits, tokenizer_dir)
         cases.append(Prompt(p["id"], bucket_for(len(ids), buckets), p["prompt"], tuple(ids)))
     doc = fixture_document(tokenizer_dir.name, sha256_file(tok_file), cases)
     digest = sha256_bytes(canonical_bytes(doc))
@@ -134,6 +138,21 @@ def _not_a_string(prompt_id, prompt) -> str | None:
         if not isinstance(value, str):
             return f"its {what} {printable(repr(value))} is not a string"
     return None
+
+
+def _integer(value, what: str) -> int:
+    """A JSON integer as it is, never converted: 3.5, true and "5" are not token ids (int() made them 3, 1 and 5)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{what} {value!r} is not an integer")
+    return value
+
+
+def _not_tokens(ids: Sequence[int]) -> str | None:
+    """Why a prompt's token ids cannot be scored: none (no position predicts a next token), or a negative one."""
+    if not ids:
+        return "it has no token ids (an empty prompt has no next token to score)"
+    negative = next((t for t in ids if t < 0), None)
+    return f"token id {negative} is negative" if negative is not None else None
 
 
 def _lone_surrogate(prompt_id: str, prompt: str) -> str | None:
@@ -161,6 +180,8 @@ def read_prompts(path: str | Path) -> list[dict]:
             entry = json.loads(line)
         except json.JSONDecodeError as exc:
             raise BadInput(f"{path}:{n}: not JSON: {exc}") from None
+        except RecursionError:
+            raise BadInput(f"{path}:{n}: not JSON: {NESTED_TOO_DEEP}") from None
         if isinstance(entry, dict) and isinstance(entry.get("id"), str) and isinstance(entry.get("prompt"), str):
             bad = _lone_surrogate(entry["id"], entry["prompt"])
             if bad:
@@ -171,12 +192,9 @@ def read_prompts(path: str | Path) -> list[dict]:
 
 
 def _bos_id(tokenizer_dir: Path) -> int | None:
-    cfg = tokenizer_dir / "config.json"
-    if cfg.is_file():
-        bos = json.loads(cfg.read_text()).get("bos_token_id")
-        if isinstance(bos, int):
-            return bos
-    return None
+    config = hf_config(tokenizer_dir)  # one that is not a JSON object is bad input naming the file
+    bos = (config or {}).get("bos_token_id")
+    return bos if isinstance(bos, int) and not isinstance(bos, bool) else None
 
 
 def load_fixture(path: str | Path) -> Fixture:
@@ -191,14 +209,18 @@ def load_fixture(path: str | Path) -> Fixture:
     try:
         doc = json.loads(data)
         cases = tuple(
-            Prompt(c["id"], int(c["bucket"]), c["prompt"], tuple(int(t) for t in c["prompt_token_ids"]))
+            Prompt(c["id"], _integer(c["bucket"], "bucket"), c["prompt"],
+                   tuple(_integer(t, "token id") for t in c["prompt_token_ids"]))
             for c in doc["cases"]
         )
         fixture = Fixture(path, actual, doc["tokenizer"], doc["tokenizer_digest"], cases)
-    except (KeyError, TypeError, ValueError, OverflowError) as exc:  # int(Infinity) overflows
+    except (KeyError, TypeError, ValueError) as exc:
         raise BadInput(f"fixture {path} is malformed: {type(exc).__name__}: {exc}") from None
+    except RecursionError:
+        raise BadInput(f"fixture {path} is malformed: {NESTED_TOO_DEEP}") from None
     for n, c in enumerate(fixture.prompts, start=1):
-        wrong = _not_a_string(c.id, c.prompt)
+        wrong = _not_a_string(c.id, c.prompt) or _not_tokens(c.prompt_token_ids) or (
+            f"bucket {c.bucket} is smaller than its {c.n_tokens} tokens" if c.bucket < c.n_tokens else None)
         if wrong:
             raise BadInput(f"fixture {path}: case #{n}: {wrong}")
         bad = _lone_surrogate(c.id, c.prompt)
@@ -216,9 +238,12 @@ def load_fixture(path: str | Path) -> Fixture:
 
 
 def verify_fixture(path: str | Path, tokenizer_dir: str | Path | None = None) -> Fixture:
-    """Load (which checks the digest) and, given the model folder, check the tokenizer too."""
+    """Load (which checks the digest) and, given the model folder, check the tokenizer too, and that every token id
+    lies in the model's vocabulary."""
     fixture = load_fixture(path)
     if tokenizer_dir is not None:
+        check_prompt_tokens(((c.id, c.prompt_token_ids) for c in fixture.prompts), model_limits(tokenizer_dir),
+                            tokenizer_dir, f"fixture {path}: ")
         tok_file = Path(tokenizer_dir) / "tokenizer.json"
         if not tok_file.is_file():
             raise BadInput(f"{tok_file} does not exist: the fixture's tokenizer is checked against the model "

@@ -25,7 +25,8 @@ from typing import Callable, Sequence
 from kit import __version__
 from kit.core.errors import BadInput
 from kit.core.fixture import Fixture, Prompt
-from kit.core.jsonio import canonical_bytes, read_input_bytes, sha256_bytes, surrogate_place, write_canonical
+from kit.core.jsonio import (NESTED_TOO_DEEP, canonical_bytes, read_input_bytes, sha256_bytes, surrogate_place,
+                             write_canonical)
 from kit.core.records import EXACT, GOLDEN_KINDS, Continuation, Observation
 from kit.core.runtime import hardware
 from kit.core.text import lone_surrogate, printable
@@ -183,6 +184,8 @@ def load_golden(path: str | Path) -> Golden:
                         continuations)
     except (KeyError, TypeError, ValueError) as exc:
         raise BadInput(f"golden {path} is malformed: {type(exc).__name__}: {exc}") from None
+    except RecursionError:
+        raise BadInput(f"golden {path} is malformed: {NESTED_TOO_DEEP}") from None
     if golden.kind not in KINDS:
         raise BadInput(f"golden {path}: kind {golden.kind!r} is not one of {', '.join(KINDS)}")
     if not golden.provenance:

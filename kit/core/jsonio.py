@@ -131,6 +131,9 @@ def read_input_bytes(path: str | os.PathLike, what: str) -> bytes:
         raise BadInput(f"{what} cannot be read: {exc.strerror or exc}") from None
 
 
+NESTED_TOO_DEEP = "it nests deeper than a JSON reader can follow"
+
+
 def _no_constant(name: str) -> Any:
     raise ValueError(f"it holds {name}, which JSON does not allow")
 
@@ -159,6 +162,8 @@ def parse_json_input(data: bytes, what: str) -> Any:
         raise BadInput(f"{what} is not UTF-8 (byte {exc.start})") from None
     except ValueError as exc:  # JSONDecodeError is a ValueError
         raise BadInput(f"{what} is not valid JSON: {exc}") from None
+    except RecursionError:  # json's reader recurses per level: [[[[... deep enough ends it
+        raise BadInput(f"{what} is not valid JSON: {NESTED_TOO_DEEP}") from None
 
 
 # A backslash escape in JSON text: \uXXXX with its code, or any other escape, consumed whole so that the "u"

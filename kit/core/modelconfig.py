@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from kit.core.errors import BadInput
 from kit.core.jsonio import read_json_input
@@ -77,6 +77,20 @@ def check_prompts_fit(prompts: Iterable[tuple[str, int]], limits: ModelLimits | 
         if n_tokens > limits.context:
             raise BadInput(f"{prefix}prompt {prompt_id} has {n_tokens} tokens, more than the context of model "
                            f"{model} ({limits.context}, {limits.where(limits.context_key)})")
+
+
+def check_prompt_tokens(prompts: Iterable[tuple[str, Sequence[int]]], limits: ModelLimits | None, model: str | Path,
+                        prefix: str = "") -> None:
+    """Refuse the first prompt (id, token ids) holding a token id outside the model's vocabulary: an engine's
+    embedding lookup fails on it (an IndexError in the golden maker), or blames the backend for the input."""
+    if limits is None or limits.vocab_size is None:
+        return
+    for prompt_id, ids in prompts:
+        outside = next((t for t in ids if not 0 <= t < limits.vocab_size), None)
+        if outside is not None:
+            raise BadInput(f"{prefix}prompt {prompt_id}: token id {outside} (position {list(ids).index(outside)}) is "
+                           f"outside the vocabulary of model {model} ({limits.vocab_size} tokens, "
+                           f"{limits.where('vocab_size')})")
 
 
 def check_top_k_fits(top_k: int, limits: ModelLimits | None, model: str | Path) -> None:

@@ -180,5 +180,5 @@ def display(path: str | Path) -> str:
     p = Path(path)
     try:
         return str(p.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
+    except (ValueError, RuntimeError, OSError):  # outside it; a link loop, a vanished folder: shown as given
         return str(p)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -75,6 +76,25 @@ def counts_sentence(counts: Mapping[str, int], duration_s: float) -> str:
              INCONCLUSIVE: "inconclusive", PASSED: "passed"}
     parts = [f"{counts[k]} {word}" for k, word in words.items() if counts.get(k)]
     return f"{', '.join(parts) or 'no cases'} in {duration_s:.0f} s"
+
+
+def error_parts(r: CaseResult) -> list[str]:
+    """The case's largest error as the console and JUnit say it, and what no number says: prompts whose golden tokens
+    the backend left out of its top list, whose error is not a number (never "max error nan")."""
+    def finite(p) -> bool:
+        return isinstance(p.max_probability_error, (int, float)) and math.isfinite(p.max_probability_error)
+
+    parts = []
+    missing = sum(1 for p in r.prompts if p.missing_tokens)
+    if missing:
+        parts.append(f"{missing} with golden tokens missing from the backend's top list")
+    unexplained = sum(1 for p in r.prompts if not finite(p) and not p.missing_tokens)
+    if unexplained:
+        parts.append(f"{unexplained} with no finite error")
+    errors = [p.max_probability_error for p in r.prompts if finite(p)]
+    if errors:
+        parts.append(f"max error {max(errors):.3g}" + (" of the others" if len(errors) < len(r.prompts) else ""))
+    return parts
 
 
 @dataclass

@@ -32,6 +32,9 @@ RESULT = "result.json"            # gate run: the verdict and every case result
 EVIDENCE = "evidence.md"          # a paragraph for an issue comment or a pin PR
 SUMMARY_NOTEBOOK = "summary.ipynb"
 SUMMARY_HTML = "summary.html"
+# There while a run's summary is owed: written when it starts (or when a stopped run skips it), removed once it is
+# built or its failure is said; left by a run stopped meanwhile, so that `report --attach` can say so.
+SUMMARY_PENDING = "summary.pending"
 CASES = "cases"                   # cases/<case>.ipynb, cases/<case>.json, cases/<case>.log
 MODEL_DIGESTS = "model-digests.json"  # gate run: the preflight's file digests, which the kernels reuse
 CONTROL = "control.json"          # control directory: the control's record

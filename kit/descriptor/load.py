@@ -9,7 +9,7 @@ import functools
 import re
 import tomllib
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from pydantic import BaseModel, ValidationError
 
@@ -21,14 +21,16 @@ from kit.core.errors import BadInput
 from kit.core.jsonio import read_input_bytes
 from kit.core.power import named_calibration, read_power
 from kit.core.spec import CaseSpec
+from kit.core.text import printable
 from kit.core.falsefailure import Budget
 from kit.core.records import EXACT
+from kit.descriptor import nesting
 from kit.descriptor.baselines import Baselines
 from kit.descriptor.code_settings import warn_code_settings
 from kit.descriptor.falsefailure import descriptor_budget
 from kit.descriptor.host import Host
 from kit.descriptor.schema import (CASE_NAME, CaseBase, CustomNotebook, Descriptor, ModelRef, Release, Resources,
-                                   case_golden_kind, case_schemas, golden_kind)
+                                   case_golden_kind, case_schemas, golden_kind, options_schema)
 
 
 class LoadedDescriptor:
@@ -221,11 +223,24 @@ def load_descriptor(path: str | Path) -> LoadedDescriptor:
     if not path.is_file():
         raise BadInput(f"descriptor {shown} does not exist")
     text = _read_text(path, shown)
+    too_deep = f"values nested more than {nesting.MAX_DEPTH} deep (a descriptor needs six levels at most)"
+    line = nesting.deep_line(text)
+    if line is not None:
+        raise BadInput(f"{shown}:{line}: {too_deep}")
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"line (\d+)", str(exc))
         raise BadInput(f"{shown}:{m.group(1) if m else '?'}: TOML syntax error: {exc}") from None
+    except RecursionError:  # what deep_line counts, it does not count otherwise
+        raise BadInput(f"{shown}: {too_deep}") from None
+    except ValueError as exc:  # an integer of more digits than Python converts (4,300): tomllib raises it bare
+        raise BadInput(f"{shown}: a value TOML cannot hold: {exc}") from None
+    deep = nesting.deep_key(raw)
+    if deep is not None:
+        key = printable(".".join(deep[:6])) + (f"... ({len(deep)} keys)" if len(deep) > 6 else "")
+        at = min((n for k, n in _key_lines(text).items() if k[:len(deep)] == deep), default=_locate(text, deep))
+        raise BadInput(f"{shown}:{at}: {key}: {too_deep}")
     return _validate(path, shown, text, raw)
 
 
@@ -434,12 +449,28 @@ def _check_release_option_keys(shown: str, text: str, loc: tuple, options: dict)
 
 def _format_error(shown: str, text: str, exc: ValidationError, prefix: tuple,
                   schema: type[BaseModel] = Descriptor) -> str:
+    loc, what = _problem(exc, prefix, schema)
+    return f"{shown}:{_locate(text, loc)}: {what}"
+
+
+def checked_options(backend: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` held to ``backend``'s options schema as a descriptor's case options are (a notebook's option
+    parameters, kit.gate.preflight): their validated values, or BadInput in the descriptor's words for the first key
+    that fails, without a file or line (the caller says where the options came from)."""
+    schema = options_schema(backend)
+    try:
+        return schema.model_validate(dict(options)).model_dump()
+    except ValidationError as exc:
+        raise BadInput(_problem(exc, (), schema)[1]) from None
+
+
+def _problem(exc: ValidationError, prefix: tuple, schema: type[BaseModel]) -> tuple[tuple, str]:
+    """The first error of a validation (its location, and ``key: what`` in words)."""
     # A misspelt key also makes its correct spelling "missing": report the typo first.
     errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
     err = errors[0]
     loc = (*prefix, *(str(p) for p in err["loc"]))
     key = ".".join(loc) or "(top level)"
-    line = _locate(text, loc)
     if err["type"] == "extra_forbidden":
         allowed = _allowed_keys(schema, err["loc"][:-1])
         what = f"unknown key (expected one of: {', '.join(allowed)})" if allowed else "unknown key"
@@ -451,7 +482,7 @@ def _format_error(shown: str, text: str, exc: ValidationError, prefix: tuple,
         msg = err["msg"][0].lower() + err["msg"][1:]
         what = f"{msg.replace('input should be', 'expected')}, got {err.get('input')!r}"
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"{shown}:{line}: {key}: {what}{more}"
+    return loc, f"{key}: {what}{more}"
 
 
 def _allowed_keys(schema: type[BaseModel], loc: tuple) -> list[str]:

@@ -186,13 +186,18 @@ class CaseBase(_Strict):
         return {k: v for k, v in self.model_dump().items() if k not in common}
 
 
+def options_schema(backend: str) -> type[BaseModel]:
+    """The pydantic schema of a registered backend's case options."""
+    module, _, cls = registry.get(backend).options.partition(":")
+    return getattr(importlib.import_module(module), cls)
+
+
 @functools.cache
 def case_schemas() -> dict[str, type[CaseBase]]:
     """One schema per registered backend: the common keys plus the backend's options."""
-    schemas = {}
-    for name, info in registry.registry().items():
-        module, _, cls = info.options.partition(":")
-        options = getattr(importlib.import_module(module), cls)
+    schemas: dict[str, type[CaseBase]] = {}
+    for name in registry.registry():
+        options: Any = options_schema(name)  # a backend's class, mixed into a model made at run time
         schemas[name] = create_model(f"{options.__name__.removesuffix('Options')}Case", __base__=(CaseBase, options),
                                      # a Literal of a name known only at run time, which no checker types
                                      __doc__=options.__doc__, backend=(Literal[name], ...))  # type: ignore[arg-type]

@@ -9,6 +9,7 @@ attribute and text is made XML-safe on its way out.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import time
@@ -21,7 +22,7 @@ from kit.core.errors import BadInput
 from kit.core.jsonio import atomic_write_bytes
 from kit.core.power import headline
 from kit.core.records import BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, TIMEOUT, CaseResult
-from kit.core.results import read_run
+from kit.core.results import error_parts, read_run
 
 Suite = tuple[str, Sequence[str], Mapping[str, CaseResult], float]  # name, expected cases, results, duration
 
@@ -74,8 +75,10 @@ def _suite(root: ET.Element, suite: str, expected: Sequence[str], results: Mappi
         if r is not None and r.prompts:
             err = r.max_probability_error
             out = ET.SubElement(case, "system-out")
-            out.text = (f"max probability error {err:.6g}" if err is not None and err == err else "no error") + (
-                f", bound {r.bound:g}" if r.bound is not None else f", {r.golden_kind} golden") + (
+            # an error that is not a number says why (golden tokens missing), never "no error"
+            said = f"max probability error {err:.6g}" if err is not None and math.isfinite(err) else (
+                ", ".join(error_parts(r)) or "no error")
+            out.text = said + (f", bound {r.bound:g}" if r.bound is not None else f", {r.golden_kind} golden") + (
                 f"; {headline(r.detectable)}" if r.detectable else "")
     tests.set("failures", str(counts["failures"]))
     tests.set("errors", str(counts["errors"]))

@@ -1,4 +1,4 @@
-"""Check every input of a gate before anything runs: fixture, goldens, model, kernels, notebooks.
+"""Check every input of a gate before anything runs: fixture, goldens, model, kernels, notebooks (their parameters).
 
 It checks the outside world against a resolved plan (kit.descriptor.plan): the files, their digests, the
 kernels installed. What the descriptor says was settled when the plan was resolved; the plan also holds every
@@ -21,10 +21,11 @@ from kit.core.decode import check_continuations_fit, check_decode_golden
 from kit.core.errors import BadInput
 from kit.core.fixture import Fixture, Prompt, load_fixture
 from kit.core.golden import Golden, check_golden_matches_fixture, check_golden_vocabulary, load_golden
-from kit.core.modelconfig import check_prompts_fit, model_limits
+from kit.core.modelconfig import check_prompt_tokens, check_prompts_fit, model_limits
 from kit.core.modeldigest import DigestCache, check_model_digest
 from kit.descriptor.plan import CasePlan, Outline, Plan
 from kit.descriptor.schema import case_schemas
+from kit.gate.parameters import check_case_notebook
 from kit.run.mainkernel import provide_main_kernel, registered_kernels
 
 log = logging.getLogger(__name__)
@@ -158,6 +159,7 @@ def check_inputs(plan: Plan) -> Inputs:
             hint = "" if paths.NOTEBOOKS.is_dir() else (
                 "; this installation has no embedded notebooks: reinstall parity-kit from a complete wheel")
             raise BadInput(f"{where}: case {spec.name}: notebook {spec.notebook} does not exist{hint}")
+        check_case_notebook(spec, where)  # the parameters the gate injects, and its option parameters
         if spec.no_baseline and spec.no_baseline.kind not in (CALIBRATION.name, POWER.name):
             continue  # no golden holds here: recorded as its own outcome when the run starts, nothing to check
         # A case without a record (or a power record) of this host's hardware is checked all the same: every record
@@ -221,5 +223,6 @@ def check_fits_model(prefix: str, model: str, golden: Golden, prompts: Sequence[
     otherwise the backend is blamed for the input (or a truncated prompt passes)."""
     limits = model_limits(model)
     check_prompts_fit(((p.id, p.n_tokens) for p in prompts), limits, model, prefix)
+    check_prompt_tokens(((p.id, p.prompt_token_ids) for p in prompts), limits, model, prefix)
     if limits is not None and limits.vocab_size is not None:
         check_golden_vocabulary(golden, limits.vocab_size, model, limits.where("vocab_size"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import math
 import re
 import shlex
 from pathlib import Path
@@ -40,10 +41,24 @@ def md(text: object, code: bool = False) -> str:
     holding ``|`` stays escaped prose instead, as a table would split a code span there."""
     text = printable(_NEWLINES.sub(" ", str(text)))
     if code and "|" not in text:
-        fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
-        pad = " " if text.startswith("`") or text.endswith("`") else ""
-        return f"{fence}{pad}{text}{pad}{fence}"
+        return _code_span(text)
     return _NOTIFIES.sub(lambda m: m.group() + "\u200b", _MD_SPECIAL.sub(lambda m: "\\" + m.group(), text))
+
+
+def _code_span(text: str) -> str:
+    """``text`` as inline code, whatever backticks it holds (a fence longer than any run of them inside)."""
+    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def reproduce_line(command: Sequence[str]) -> str:
+    """evidence.md's "Reproduce" line: the command shell-quoted (``shlex.join``), so that a release or folder name
+    holding a space or a shell character pastes back as the same arguments. As inline code, never in a table, so
+    ``|`` stays in it; a control character (a newline included) is escaped, and such a command is shown, not
+    pasted."""
+    argv = [str(c) for c in command] if isinstance(command, (list, tuple)) else [str(command)]
+    return f"Reproduce: {_code_span(printable(shlex.join(argv)))}"
 
 
 def _md_backticked(text: str) -> str:
@@ -143,7 +158,7 @@ def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: fl
                   f"{md(nb['sha256'], code=True)})." for n, nb in manifest["notebooks"].items()]
     lines += false_failure_lines(manifest)
     lines += ["", _digests_line(manifest),
-              f"Reproduce: {md(' '.join(manifest.get('command') or ['parity-kit', 'gate']), code=True)}"]
+              reproduce_line(manifest.get("command") or ["parity-kit", "gate"])]
     if manifest.get("root_sha256"):  # what `parity-kit verify` checks a copy of the run against
         lines.append(f"Root digest: {md(manifest['root_sha256'], code=True)} (`parity-kit verify` re-judges every "
                      "case of a copy of this run, or its zip, with no engine).")
@@ -233,9 +248,22 @@ def build_summary(run_dir: Path, kernel: str = paths.MAIN_KERNEL, timeout_s: flo
     """Execute the summary notebook over the run (a gate run, a control or a refresh directory) and render it to
     HTML, also when a cell failed, so the reader sees where. It runs once the verdict and every record are on
     disk, so whatever fails in it (a plot, the kernel, a missing piece of nbconvert) is the outcome's one line,
-    never an exception that would turn a finished verdict into an internal error."""
-    return run_and_render(SUMMARY_NOTEBOOK, run_dir / rundir.SUMMARY_NOTEBOOK, {"run_dir": str(run_dir)}, timeout_s,
-                          run_dir / "summary.kernel.log", kernel)
+    never an exception that would turn a finished verdict into an internal error. While it runs, the directory
+    holds ``summary.pending``: a run stopped meanwhile leaves it, and `report --attach` says so."""
+    owe_summary(run_dir, "it was stopped while its summary was being built")
+    try:
+        built = run_and_render(SUMMARY_NOTEBOOK, run_dir / rundir.SUMMARY_NOTEBOOK, {"run_dir": str(run_dir)},
+                               timeout_s, run_dir / "summary.kernel.log", kernel)
+    except Exception:  # a failure is said by its caller; only a stop leaves the mark
+        (run_dir / rundir.SUMMARY_PENDING).unlink(missing_ok=True)
+        raise
+    (run_dir / rundir.SUMMARY_PENDING).unlink(missing_ok=True)
+    return built
+
+
+def owe_summary(run_dir: Path, why: str) -> None:
+    """Mark the run's summary as owed, saying why (read back only to be shown)."""
+    atomic_write_bytes(run_dir / rundir.SUMMARY_PENDING, f"{why}\n".encode())
 
 
 def summary_later(run_dir: Path) -> str:
@@ -293,7 +321,7 @@ def control_evidence(control: dict, diagnosis, views: Sequence) -> str:
                          f"{md(built.get('version') or '—')} | {md(built.get('source_commit') or '—')} | {wheels} |")
     if cur is not None:
         lines += ["", _digests_line(cur.manifest)]
-    lines += [f"Reproduce: {md(' '.join(control.get('command') or ['parity-kit', 'control']), code=True)}", ""]
+    lines += [reproduce_line(control.get("command") or ["parity-kit", "control"]), ""]
     return "\n".join(lines)
 
 
@@ -394,7 +422,9 @@ def compact_case_table(view) -> str:
             lines.append(f"| {md(name, code=True)} | | missing | | | | | | |")
             continue
         err = r.max_probability_error
-        err_text = "—" if err is None else ("not finite" if err != err else f"{err:.3g}")
+        missing = any(p.missing_tokens for p in r.prompts)  # the error of such a prompt is not a number
+        err_text = "—" if err is None else f"{err:.3g}" if math.isfinite(err) else (
+            "golden tokens missing" if missing else "not finite")
         bound = md(r.bound_text)
         room = f"{r.headroom:.2f}" if r.headroom is not None else "—"
         w = r.worst
@@ -464,11 +494,35 @@ def attachable(run_dir: str | Path) -> list[Path]:
         # What `parity-kit verify` judges a zip from: each case's result, evidence and reference.
         or (p.parent.name == rundir.CASES and p.name.endswith(rundir.SEALED)))]
     if not any(p.name == rundir.SUMMARY_HTML for p in wanted):
-        raise BadInput(f"{run_dir} has no summary.html (run with --no-summary, or its summary failed): "
-                       f"`{summary_later(run_dir)}` builds it")
+        raise BadInput(f"{run_dir} has no summary.html ({_why_no_summary(run_dir)}): `{summary_later(run_dir)}` "
+                       "builds it")
     for p in wanted:
         check_inside(p, run_dir)
     return wanted
+
+
+def _why_no_summary(run_dir: Path) -> str:
+    """Why a run has no summary page, from what it left: the mark of a summary owed (a stopped run), the notebook
+    without its page (a summary that failed), or neither (left out with --no-summary)."""
+    pending = run_dir / rundir.SUMMARY_PENDING
+    if pending.exists() or pending.is_symlink():
+        return _first_line(pending) or "it was stopped before its summary was built"
+    if (run_dir / rundir.SUMMARY_NOTEBOOK).is_file():
+        return "its summary failed before its page was rendered"
+    return "it was run with --no-summary"
+
+
+def _first_line(path: Path) -> str | None:
+    """The first line of a small file the kit wrote, escaped; None for whatever else was put there (a device, a
+    folder, a link: never followed, never read past 400 bytes)."""
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        with open(path, "rb") as f:
+            lines = f.read(400).decode(errors="replace").strip().splitlines()
+    except OSError:
+        return None
+    return printable(lines[0]) if lines else None
 
 
 def check_inside(path: Path, run_dir: Path) -> None:

@@ -34,7 +34,7 @@ from kit.core.decode import failed_prompts
 from kit.core.power import headline
 from kit.core.progress import progress_path
 from kit.core.records import BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult
-from kit.core.results import counts_sentence, now_iso
+from kit.core.results import counts_sentence, error_parts, now_iso
 from kit.core.spec import CaseSpec
 from kit.core.text import printable
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
@@ -266,6 +266,8 @@ def finish_interrupted(runs: Sequence[GateRun], command: Sequence[str]) -> None:
             run.finished_at = now_iso()
         try:
             finish_gate(run, command, summary=False, with_trend=False)
+            if not (run.run_dir / rundir.SUMMARY_PENDING).exists():  # else stopped in the summary, as it says
+                report.owe_summary(run.run_dir, "it was stopped before its summary was built")
         except Exception as exc:  # the interruption is what gets reported; this is what was lost
             log.error(f"[red]could not write the results of the interrupted run[/] {run.run_dir}: {exc}",
                          extra=MARKUP)
@@ -289,9 +291,8 @@ def case_line(r: CaseResult, label: str | None = None) -> str:
     if r.status in (ERROR, TIMEOUT, NO_BASELINE, INCONCLUSIVE, BORROWED):
         detail = escape(printable(str(r.error)))  # it may name a prompt: text from the world, not markup
     else:
-        err = r.max_probability_error
         detail = f"{len(failed_prompts(r))}/{r.counts()['prompts']} prompts failed"  # a decode step's failure too
-        detail += f", max error {err:.3g}" if err is not None else ""
+        detail += "".join(f", {part}" for part in error_parts(r))
         detail += f"; {headline(r.detectable)}" if r.detectable else ""
     on = f" on GPU {','.join(str(d.get('index')) for d in r.devices)}" if r.devices else ""
     return f"  [{style}]{r.status:>7}[/] {label or r.case} ({r.backend}){on} {dur}  {detail}"

@@ -15,10 +15,15 @@ A kernel is forked only where that gives the very kernel a cold start would:
 Anything else starts cold, and so does a kernel whose warm process failed (with a warning saying so, once).
 
 A warm process serves every process of its user that asks with the same key: a gate's cases, and the gates
-that one test run starts one after another. Its socket lives in a folder only its user may enter, named by
-the key's digest; the first process to miss it starts it, under a lock, and it exits after ``IDLE_S`` unused.
-At most ``MAX_WARM`` run at once for a user: a new key asks the least recently used one to leave (it takes no
-more requests and exits once its kernels have ended).
+that one test run starts one after another. Its socket lives in a folder only its user may enter (in a base
+folder no other user can replace it in: the user's own, or one with the sticky bit), mode 0600, named by the
+key's digest; the first process to miss it starts it, under a lock, and it exits after ``IDLE_S`` unused.
+It is alive while it holds the ``flock`` of its lock file; a file nobody holds is a dead one's, whatever pid it
+names, and is removed, never signalled. At most ``MAX_WARM`` run at once for a user: a new key asks the least
+recently used one to leave (it takes no more requests and exits once its kernels have ended), by a signal sent
+only to the pid the kernel shows holding that lock. The warm process starts without the variables that look like
+secrets (tokens, keys, passwords: ``secret_looking``), so none outlives the command that started it in a process
+of its own; each kernel gets them with the rest of its request's environment.
 ``PARITY_KIT_WARM_KERNELS=0`` turns forking off.
 """
 
@@ -31,8 +36,10 @@ import hashlib
 import json
 import logging
 import os
+import re
 import signal
 import socket
+import stat
 import subprocess
 import tempfile
 import threading
@@ -62,11 +69,22 @@ PER_CASE_PREFIXES = ("PYTEST_",)
 # modules); a backend adds its own (BackendInfo.warm_imports). Not ipykernel: the zygote's docstring says why.
 COMMON_IMPORTS = ("scrapbook", "kit.case.runner", "kit.views.summary", "kit.views.plots")
 IDLE_S = 90.0  # a warm process unused this long exits
+# A client of a warm process has this long to send its whole request (a few hundred bytes, sent at once); one that
+# does not is dropped, and holds up no other meanwhile.
+REQUEST_TIMEOUT_S = 5.0
 MAX_WARM = 4  # warm processes at once per user (each holds what it imported: about half a GiB with torch)
 ANSWER_TIMEOUT_S = 300.0  # a warm process's first answer waits for its imports (tens of seconds on a loaded host)
 SOCKET_PATH_MAX = 107  # bytes of an AF_UNIX socket's path on Linux, less its terminating NUL
 DIGEST_CHARS = 24
 NAMESPACES = ("net", "mnt", "pid", "user", "ipc", "uts", "cgroup")
+START_LOCK = "start.lock"
+# The words of a variable's name (split at "_") that make it look like a secret: a warm process outlives the command
+# that started it, so it starts without them; each kernel gets them in its request's environment.
+SECRET_WORDS = frozenset({"TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASS", "CREDENTIAL",
+                          "CREDENTIALS", "KEY", "KEYS", "APIKEY", "AUTH", "COOKIE", "PRIVATE"})
+SECRET_ENDINGS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "APIKEY")  # PGPASSWORD, HFTOKEN
+# A flock held through an open file, as /proc/PID/fdinfo/FD shows it.
+_FLOCK_HELD = re.compile(r"^lock:\s.*\bFLOCK\s+ADVISORY\s+WRITE\b", re.MULTILINE)
 _disabled = False
 
 
@@ -80,6 +98,13 @@ def disable() -> None:
     cleanup and the run's reap find them)."""
     global _disabled
     _disabled = True
+
+
+def secret_looking(name: str) -> bool:
+    """Whether an environment variable's name looks like it holds a secret: HF_TOKEN, AWS_SECRET_ACCESS_KEY,
+    OPENAI_API_KEY, PGPASSWORD, MYSQL_PWD, SSH_AUTH_SOCK. Not TOKENIZERS_PARALLELISM, PWD or OLDPWD."""
+    words = [w for w in name.upper().split("_") if w]
+    return any(w in SECRET_WORDS or w.endswith(SECRET_ENDINGS) for w in words) or (len(words) > 1 and "PWD" in words)
 
 
 def interpreter(cmd: Sequence[str], spec_env: Mapping[str, str] | None) -> tuple[str, ...] | None:
@@ -126,13 +151,13 @@ class Key:
     @classmethod
     def of(cls, python: Sequence[str], env: Mapping[str, str], imports: Sequence[str]) -> "Key":
         shared = tuple(sorted((k, v) for k, v in env.items()
-                              if k not in PER_CASE and not k.startswith(PER_CASE_PREFIXES)))
+                              if k not in PER_CASE and not k.startswith(PER_CASE_PREFIXES) and not secret_looking(k)))
         return cls(tuple(python), shared, tuple(dict.fromkeys([*COMMON_IMPORTS, *imports])),
                    json.dumps(context(), sort_keys=True))
 
     @functools.cached_property
     def digest(self) -> str:
-        """The warm process's name: its socket, pid and log files are named by it."""
+        """The warm process's name: its socket, lock and log files are named by it."""
         text = json.dumps([self.python, self.env, self.imports, self.context])
         return hashlib.sha256(text.encode()).hexdigest()[:DIGEST_CHARS]
 
@@ -190,16 +215,41 @@ def folder() -> Path:
     the user may enter, since whoever reaches a socket there can run code as the user. Not of ``$TMPDIR``: a
     command given a temporary folder of its own (a test's) expects to find there only what it made, and the warm
     processes outlive it. A socket's path has at most 107 bytes: a runtime directory too deep for that is passed
-    over too."""
+    over too, and so is one where another user could replace the folder (``base_problem``)."""
     room = SOCKET_PATH_MAX - len("/parity-kit-warm-4294967295/") - DIGEST_CHARS - len(".sock")
-    bases = [os.environ.get("XDG_RUNTIME_DIR"), "/tmp", tempfile.gettempdir()]
-    base = next((b for b in bases if b and len(os.fsencode(b)) <= room and os.access(b, os.W_OK | os.X_OK)), "/tmp")
+    bases = [b for b in (os.environ.get("XDG_RUNTIME_DIR"), "/tmp", tempfile.gettempdir())
+             if b and len(os.fsencode(b)) <= room and os.access(b, os.W_OK | os.X_OK)]
+    why = {b: base_problem(b) for b in dict.fromkeys(bases)}
+    base = next((b for b, problem in why.items() if problem is None), None)
+    if base is None:
+        raise OSError("no folder for warm kernels: " + ("; ".join(filter(None, why.values())) or
+                                                        "no writable runtime or temporary folder"))
     path = Path(base) / f"parity-kit-warm-{os.getuid()}"
     path.mkdir(mode=0o700, exist_ok=True)
     status = path.lstat()
     if status.st_uid != os.getuid() or status.st_mode & 0o077 or not path.is_dir() or path.is_symlink():
         raise OSError(f"{path} is not a folder of this user's alone")
     return path
+
+
+def base_problem(base: str) -> str | None:
+    """Why another user could replace what this user makes in ``base`` (None when none could): a folder on its
+    path owned by someone other than the user or root, or writable by others without the sticky bit (which keeps
+    each entry to its owner)."""
+    path = os.path.realpath(base)
+    while True:
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            return f"{path} cannot be read ({exc.strerror})"
+        if st.st_uid not in (os.getuid(), 0):
+            return f"{path} belongs to uid {st.st_uid}"
+        if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+            return f"{path} is writable by others without the sticky bit (mode {stat.S_IMODE(st.st_mode):04o})"
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path = parent
 
 
 @contextlib.contextmanager
@@ -219,16 +269,16 @@ def connect(key: Key) -> socket.socket:
     conn = _try_connect(address)
     if conn is not None:
         with contextlib.suppress(OSError):
-            os.utime(address.with_suffix(".pid"))  # used now: the last to be asked to leave
+            os.utime(address.with_suffix(".lock"))  # used now: the last to be asked to leave
         return conn
-    with locked(where / "start.lock"):
+    with locked(where / START_LOCK):
         conn = _try_connect(address)
         if conn is not None:
             return conn
-        running = sorted((p for p in alive(where) if p != address.with_suffix(".pid")), key=lambda p: p.stat().st_mtime)
-        for pid_file in running[:max(0, len(running) - MAX_WARM + 1)]:
-            with contextlib.suppress(OSError, ValueError):
-                os.kill(int(pid_file.read_text().strip()), signal.SIGTERM)  # the least recently used leaves
+        others = sorted((w for w in running(where, tidy=True) if w.lock != address.with_suffix(".lock")),
+                        key=lambda w: w.used)
+        for warm in others[:max(0, len(others) - MAX_WARM + 1)]:
+            ask_to_leave(warm)  # the least recently used leaves
         start(key, address)
     conn = _try_connect(address)
     if conn is None:
@@ -236,19 +286,85 @@ def connect(key: Key) -> socket.socket:
     return conn
 
 
-def alive(where: Path) -> list[Path]:
-    """The pid files of the warm processes running now (a killed one's files are removed)."""
+@dataclass(frozen=True)
+class Warm:
+    """A warm process alive now: its lock file is held."""
+
+    lock: Path
+    pid: int | None  # the process the kernel shows holding the lock; None when none can be shown (never signalled)
+    used: float  # when it was last asked (its lock file's time)
+
+
+def running(where: Path, tidy: bool = False) -> list[Warm]:
+    """The warm processes alive in ``where``: those whose lock file is held. With ``tidy`` (under the start lock,
+    where no warm process can be starting), the files of a lock nobody holds are removed: a dead warm process's
+    (killed, or ended by the out-of-memory killer), or files planted there; their pids are never signalled."""
     found = []
-    for pid_file in where.glob("*.pid"):
-        try:
-            os.kill(int(pid_file.read_text().strip()), 0)
-        except (OSError, ValueError):
-            for suffix in (".sock", ".pid", ".log"):
-                with contextlib.suppress(OSError):
-                    pid_file.with_suffix(suffix).unlink()
+    for lock in where.glob("*.lock"):
+        if lock.name == START_LOCK:
             continue
-        found.append(pid_file)
+        try:
+            fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                found.append(Warm(lock, holder(lock), st.st_mtime))
+                continue
+            if tidy:
+                for suffix in (".sock", ".lock", ".log"):
+                    with contextlib.suppress(OSError):
+                        lock.with_suffix(suffix).unlink()
+        finally:
+            os.close(fd)
     return found
+
+
+def holder(lock: Path) -> int | None:
+    """The pid of the process that holds ``lock``'s flock, as the kernel shows it: the pid the file names, only if
+    that process has the very file open with a flock on it (/proc/PID/fd and fdinfo). None otherwise: a stale
+    file, a reused pid and a planted one prove nothing."""
+    try:
+        st = lock.stat(follow_symlinks=False)
+        with open(lock, "rb") as f:
+            claimed = int(f.read(32).strip())  # a pid and a newline; never more is read
+        entries = os.listdir(f"/proc/{claimed}/fd")
+    except (OSError, ValueError):
+        return None
+    for entry in entries:
+        try:
+            held = os.stat(f"/proc/{claimed}/fd/{entry}")
+            if (held.st_dev, held.st_ino) != (st.st_dev, st.st_ino):
+                continue
+            with open(f"/proc/{claimed}/fdinfo/{entry}") as info:
+                if _FLOCK_HELD.search(info.read()):
+                    return claimed
+        except OSError:
+            continue
+    return None
+
+
+def ask_to_leave(warm: Warm) -> None:
+    """SIGTERM to a warm process, only once the kernel has shown again that the pid holds its lock (through a pidfd,
+    so that the pid cannot be another process's by the time the signal goes)."""
+    if warm.pid is None:
+        return
+    try:
+        pidfd = os.pidfd_open(warm.pid)
+    except (OSError, AttributeError):
+        return
+    try:
+        if holder(warm.lock) == warm.pid:
+            signal.pidfd_send_signal(pidfd, signal.SIGTERM)
+    except OSError:
+        pass
+    finally:
+        os.close(pidfd)
 
 
 def _try_connect(address: Path) -> socket.socket | None:
@@ -265,19 +381,26 @@ def _try_connect(address: Path) -> socket.socket | None:
 
 
 def start(key: Key, address: Path) -> None:
-    """Start the warm process of ``key`` listening at ``address`` (a stale path there is replaced)."""
+    """Start the warm process of ``key`` listening at ``address`` (a stale path there is replaced). Its socket is
+    its user's alone (0600) before it listens: a socket's mode follows the umask at bind, and only a chmod of its
+    path changes it (an fchmod of its descriptor does not, on Linux)."""
     with contextlib.suppress(FileNotFoundError):
         address.unlink()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         listener.bind(str(address))
+        os.chmod(address, 0o600)
         listener.listen(64)
-        with open(address.with_suffix(".log"), "ab") as errors:
+        log_path = address.with_suffix(".log")
+        with open(log_path, "ab") as errors:
             starter = subprocess.Popen(
                 [*key.python, str(ZYGOTE), "--detach", str(listener.fileno()), str(address), str(IDLE_S),
-                 *key.imports], pass_fds=[listener.fileno()], env=dict(key.env), stdin=subprocess.DEVNULL,
-                stdout=errors, stderr=errors, start_new_session=True, cwd=str(address.parent))
-        starter.wait(timeout=60)  # it exits once the warm process is forked
+                 str(REQUEST_TIMEOUT_S), *key.imports], pass_fds=[listener.fileno()], env=dict(key.env),
+                stdin=subprocess.DEVNULL, stdout=errors, stderr=errors, start_new_session=True,
+                cwd=str(address.parent))
+        # It exits once the warm process holds its lock (so that no one takes it for dead), else with 1.
+        if starter.wait(timeout=60) != 0:
+            raise OSError(f"the warm process did not start (exit {starter.returncode}; its log: {log_path})")
     finally:
         listener.close()
 
@@ -293,10 +416,11 @@ def fork(key: Key, cmd: Sequence[str], env: Mapping[str, str], cwd: str, stdout:
         stdin = os.open(os.devnull, os.O_RDONLY)
         try:
             conn.settimeout(ANSWER_TIMEOUT_S)
-            socket.send_fds(conn, [len(payload).to_bytes(8, "big")], [stdin, stdout.fileno(), stderr.fileno()])
-            conn.sendall(payload)
+            with contextlib.suppress(ConnectionResetError, BrokenPipeError):  # refused at once: its answer is there
+                socket.send_fds(conn, [len(payload).to_bytes(8, "big")], [stdin, stdout.fileno(), stderr.fileno()])
+                conn.sendall(payload)
             answer = _read_line(conn)
-        except (ConnectionResetError, BrokenPipeError):
+        except ConnectionResetError:
             answer = None
         except OSError:
             conn.close()
@@ -309,6 +433,9 @@ def fork(key: Key, cmd: Sequence[str], env: Mapping[str, str], cwd: str, stdout:
                 raise OSError("the warm process closed the connection without an answer")
             continue
         word, _, value = answer.partition(" ")
+        if word == "refused":
+            conn.close()
+            raise OSError(f"the warm process refused the request: {value}")
         if word != "pid" or not value.strip().isdigit():
             conn.close()
             raise OSError(f"the warm process answered {answer!r}")

@@ -7,32 +7,50 @@ forked from a process that has done those imports starts at once and still runs 
 the kit's timeouts, kills and guards need.
 
 kit.run.warmkernels starts this script with the kernel's own interpreter and environment (less the variables
-each case sets for itself, which are read only when a case runs), detached in a session of its own, with a
-listening Unix socket at the file descriptor its first argument names, bound at the path its second names. Its
-third is how many seconds it may stay idle; the rest are the modules to import first. Then, for each
-connection:
+each case sets for itself, which are read only when a case runs, and less anything that looks like a secret,
+which each kernel gets from its own request), detached in a session of its own, with a listening Unix socket at
+the file descriptor its first argument names, bound at the path its second names. Its third is how many seconds
+it may stay idle, its fourth how many seconds a client has to send its whole request; the rest are the modules
+to import first. The process that detaches it returns only once this one holds its lock (below), so whoever
+started it can tell it from a dead one at once.
+
+It serves only its own: whoever reaches its socket can have a kernel run with its imports, in its context. The
+folder it listens in is its user's alone, and on accept it checks the client's credentials as the kernel gives
+them (``SO_PEERCRED``): the same user, and the same namespaces and control groups as its own, so a process of the
+same user confined more narrowly (another network namespace, a container sharing the folder) gets nothing run
+outside it. It runs nothing but a kernel: ``ipykernel_launcher -f FILE``. Then, for each connection:
 
 - it receives one message of 8 bytes (the length of what follows, big-endian) carrying three file descriptors
   (the kernel's stdin, stdout and stderr), then that many bytes of JSON: ``module``, ``args``, ``env`` and
-  ``cwd``;
+  ``cwd``. Every connection is read as its bytes come, beside the others: a client that sends nothing (or half a
+  request) holds no one up, and is dropped once it has had its seconds;
+- a request whose client has gone by the time it is read whole is dropped unserved: its asker (a gate that gave
+  up waiting) will never see the kernel, which would run on with its environment;
 - it forks. The child becomes what ``python -m module *args`` would have started: a session of its own (as
   jupyter_client starts a kernel), the three descriptors as its standard streams, ``cwd`` and ``env``, and
   ``module`` run as ``__main__``. It leaves this module's loop before it does, so it ends as any Python
   program ends (its exit handlers, its threads);
-- it answers ``pid N`` at once, and ``exit C`` when that child has ended (C as ``subprocess`` gives it: the
-  exit status, or minus the signal that ended it).
+- it answers ``pid N`` at once, ``refused REASON`` for a request it will not serve, and ``exit C`` when that
+  child has ended (C as ``subprocess`` gives it: the exit status, or minus the signal that ended it). When the
+  asker's connection closes while its kernel runs, the kernel's process group is killed: a cold kernel ends when
+  the process that started it goes (ipykernel watches its parent), and a forked one's parent is this process. And
+  a kernel dies with this process (``die_with``), should it be killed.
 
-Any process of the same user, context and key may ask it (every gate, every test), so what it imported is paid
-once for them all. Once it has had no kernel and no request for its idle time, or on SIGTERM (a starter making
-room for another key), it removes its socket's path and takes no more connections; it exits once its last kernel
-has ended, never before: ipykernel shuts a kernel down when its parent goes. It is single-threaded: a fork
-copies only the forking thread, so it must hold no lock another thread could own.
+It holds an exclusive ``flock`` on its lock file (``<digest>.lock``, which also names its pid) for its whole life,
+and no child keeps it: the lock, not a pid in a file, is what says it is alive, and which pid holds it is read
+from the kernel (kit.run.warmkernels.holder) before any signal is sent. Once it has had no kernel and no request
+for its idle time, or on SIGTERM (a starter making room for another key), it removes its socket's path, its lock
+file and its log and takes no more connections; it exits once its last kernel has ended, never before: ipykernel
+shuts a kernel down when its parent goes. It is single-threaded: a fork copies only the forking thread, so it
+must hold no lock another thread could own.
 
 Standard library only, and run as a script: it must start in any kernel's environment.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import importlib
 import json
 import os
@@ -43,16 +61,23 @@ import socket
 import struct
 import sys
 import time
+from dataclasses import dataclass, field
 
 HEADER = struct.Struct(">Q")
+PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 STREAMS = 3  # stdin, stdout, stderr
 MAX_REQUEST = 16 * 1024 * 1024
+MAX_PENDING = 64  # connections still sending their request; beyond, the oldest is dropped
+KERNEL_MODULE = "ipykernel_launcher"
+NAMESPACES = ("net", "mnt", "pid", "user", "ipc", "uts", "cgroup")
+PROC = "/proc"
+PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 def main(argv: list[str]) -> int:
+    ready = None
     if argv and argv[0] == "--detach":  # started through a short-lived first process, so that init adopts it
-        if os.fork():
-            os._exit(0)
+        ready = detach()
         argv = argv[1:]
     here = os.path.dirname(os.path.abspath(__file__))
     if sys.path and os.path.abspath(sys.path[0] or ".") == here:
@@ -60,154 +85,427 @@ def main(argv: list[str]) -> int:
     # ipykernel reads its parent's pid when it is imported: this process is the parent of every kernel it forks.
     os.environ["JPY_PARENT_PID"] = str(os.getpid())
     listener = socket.socket(fileno=int(argv[0]))
-    address, idle_s = argv[1], float(argv[2])
-    with open(sibling(address, ".pid"), "w") as pid_file:  # how its starters count the warm processes alive
-        pid_file.write(f"{os.getpid()}\n")
-    for name in argv[3:]:
+    address, idle_s, request_s = argv[1], float(argv[2]), float(argv[3])
+    lock = hold_lock(sibling(address, ".lock"))
+    if ready is not None:
+        if lock is not None:
+            os.write(ready, b"1")  # the lock is held: the starter may return
+        os.close(ready)
+    if lock is None:
+        return 1
+    for name in argv[4:]:
         try:
             importlib.import_module(name)
         except Exception as exc:  # a kernel that needs it will say so itself, as a cold one would
             print(f"warm kernel: {name} not imported first: {type(exc).__name__}: {exc}", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
-    request = serve(listener, address, idle_s)
+    request = Server(listener, address, idle_s, request_s, lock).serve()
     if request is None:
         return 0
     return become_kernel(request)
 
 
-def serve(listener: socket.socket, address: str, idle_s: float) -> dict | None:
-    """Fork a child per request until it has been idle for ``idle_s`` and its last child has ended. Returns the
-    request in a child, None in this process when it is done."""
+def detach() -> int:
+    """Fork; the first process exits once the second holds its lock (1 when it died first), so that its starter's
+    wait returns only when the warm process can be told alive. Returns, in the second, where to say so."""
+    r, w = os.pipe()
+    if os.fork():
+        os.close(w)
+        os._exit(0 if os.read(r, 1) else 1)
+    os.close(r)
+    return w
+
+
+def hold_lock(path: str) -> int | None:
+    """Open and lock exclusively this process's lock file, its pid written in it; None (and one line) when another
+    process holds it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
-        ours = os.stat(address).st_ino
-    except OSError:
-        ours = None
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_r, False)
-    os.set_blocking(wake_w, False)
-    signal.set_wakeup_fd(wake_w)
-    signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so that the wakeup descriptor hears of it
-    asked_to_leave = []
-    signal.signal(signal.SIGTERM, lambda *_: asked_to_leave.append(True))
-    children: dict[int, socket.socket] = {}
-    accepting, last = True, time.monotonic()
-    while accepting or children:
-        watched = [wake_r] + ([listener] if accepting else [])
-        try:
-            ready = select.select(watched, [], [], 1.0)[0]
-        except InterruptedError:
-            ready = []
-        if (children or listener in ready) and not asked_to_leave:
-            last = time.monotonic()
-        elif accepting and (asked_to_leave or time.monotonic() - last > idle_s):
-            accepting = False
-            withdraw(address, ours)
-            listener.close()
-        if wake_r in ready:
-            while True:
-                try:
-                    if not os.read(wake_r, 4096):
-                        break
-                except BlockingIOError:
-                    break
-        reap(children)
-        if accepting and listener in ready:
-            forked = accept(listener, children)
-            if forked is not None:  # the child
-                signal.set_wakeup_fd(-1)
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                for fd in (wake_r, wake_w):
-                    os.close(fd)
-                listener.close()
-                for conn in children.values():
-                    conn.close()
-                return forked
-    return None
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        print(f"warm kernel: {path} is held by another process ({exc.strerror})", file=sys.stderr)
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
 
 
 def sibling(address: str, suffix: str) -> str:
     return os.path.splitext(address)[0] + suffix
 
 
-def withdraw(address: str, ours: int | None) -> None:
-    """Remove the socket's path and its pid file and log, unless another warm process has bound it since."""
-    try:
-        if os.stat(address).st_ino != ours:
-            return
-    except OSError:
-        return
-    for path in (address, sibling(address, ".pid"), sibling(address, ".log")):
+@dataclass
+class Pending:
+    """A connection still sending its request."""
+
+    conn: socket.socket
+    deadline: float
+    head: bytes = b""
+    fds: list[int] = field(default_factory=list)
+    body: bytearray = field(default_factory=bytearray)
+    size: int | None = None
+
+    def drop(self) -> None:
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = []
+        self.conn.close()
+
+
+class Server:
+    """The loop: accept, read every request as it comes, fork, answer, reap."""
+
+    def __init__(self, listener: socket.socket, address: str, idle_s: float, request_s: float, lock: int):
+        self.listener, self.address, self.idle_s, self.request_s, self.lock = listener, address, idle_s, request_s, lock
+        self.own = own_context()
+        self.pending: dict[int, Pending] = {}
+        self.children: dict[int, socket.socket | None] = {}  # pid -> its asker's connection (None once gone)
+        self.ours: int | None = None  # the socket's inode: its path is removed only while it is still this one
         try:
-            os.unlink(path)
+            self.ours = os.stat(address).st_ino
+        except OSError:
+            pass
+
+    def serve(self) -> dict | None:
+        """Fork a child per request until idle for ``idle_s`` and its last child has ended. Returns the request in
+        a child, None in this process when it is done."""
+        wake_r, wake_w = os.pipe()
+        for fd in (wake_r, wake_w):
+            os.set_blocking(fd, False)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so that the wakeup descriptor hears of it
+        asked_to_leave: list[bool] = []
+        signal.signal(signal.SIGTERM, lambda *_: asked_to_leave.append(True))
+        self.listener.setblocking(False)
+        accepting, last = True, time.monotonic()
+        while accepting or self.children:
+            ready = self.wait(wake_r, accepting)
+            if (self.children or self.pending or self.listener in ready) and not asked_to_leave:
+                last = time.monotonic()
+            elif accepting and (asked_to_leave or time.monotonic() - last > self.idle_s):
+                accepting = False
+                self.withdraw()
+            drain(wake_r)
+            self.reap()
+            self.watch_askers(ready)
+            if not accepting:
+                continue
+            if self.listener in ready:
+                self.accept()
+            request = self.read(ready)
+            if request is not None:  # the child
+                signal.set_wakeup_fd(-1)
+                for sig in (signal.SIGCHLD, signal.SIGTERM):
+                    signal.signal(sig, signal.SIG_DFL)
+                for fd in (wake_r, wake_w):
+                    os.close(fd)
+                return request
+        return None
+
+    def wait(self, wake_r: int, accepting: bool) -> list:
+        watched: list = [wake_r, *(c for c in self.children.values() if c is not None)]
+        if accepting:
+            watched += [self.listener, *(p.conn for p in self.pending.values())]
+        soonest = min((p.deadline for p in self.pending.values()), default=time.monotonic() + 1.0)
+        try:
+            return select.select(watched, [], [], max(0.0, min(1.0, soonest - time.monotonic())))[0]
+        except InterruptedError:
+            return []
+
+    def withdraw(self) -> None:
+        """Take no more connections, and remove the socket's path, the lock file and the log, unless another warm
+        process has bound the socket since (then the files are its)."""
+        for p in self.pending.values():
+            p.drop()
+        self.pending.clear()
+        self.listener.close()
+        try:
+            if os.stat(self.address).st_ino != self.ours:
+                return
+        except OSError:
+            return
+        lock_path = sibling(self.address, ".lock")
+        try:
+            mine = os.stat(lock_path).st_ino == os.fstat(self.lock).st_ino
+        except OSError:
+            mine = False
+        for path in (self.address, *([lock_path] if mine else []), sibling(self.address, ".log")):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+    def accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                say(f"a connection could not be accepted: {exc}")
+                return
+            conn.setblocking(False)
+            problem = peer_problem(conn, self.own)
+            if problem is not None:
+                say(f"a connection refused: {problem}")
+                answer(conn, f"refused {problem}")
+                conn.close()
+                continue
+            if len(self.pending) >= MAX_PENDING:
+                oldest = min(self.pending, key=lambda fd: self.pending[fd].deadline)
+                self.pending.pop(oldest).drop()
+            self.pending[conn.fileno()] = Pending(conn, time.monotonic() + self.request_s)
+
+    def read(self, ready: list) -> dict | None:
+        """Read what has come on each pending connection, serve each request read whole, drop those whose time is
+        out. Returns the request in a forked child."""
+        now = time.monotonic()
+        for fd, p in list(self.pending.items()):
+            try:
+                request = receive(p) if p.conn in ready else None
+            except EOFError:  # the client closed its connection first
+                self.pending.pop(fd).drop()
+                continue
+            except (OSError, ValueError) as exc:
+                say(f"a request could not be read: {exc}")
+                answer(p.conn, f"refused {exc}")
+                self.pending.pop(fd).drop()
+                continue
+            if request is None:
+                if now > p.deadline:
+                    say(f"a connection sent no whole request in {self.request_s:g} s; dropped")
+                    self.pending.pop(fd).drop()
+                continue
+            del self.pending[fd]
+            forked = self.fork(p, request)
+            if forked is not None:
+                return forked
+        return None
+
+    def fork(self, p: Pending, request: dict) -> dict | None:
+        problem = request_problem(request) or gone(p.conn)
+        if problem is not None:
+            say(f"a request not served: {problem}")
+            answer(p.conn, f"refused {problem}")
+            p.drop()
+            return None
+        sys.stdout.flush()
+        sys.stderr.flush()
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            die_with(parent)
+            self.leave_to_child(p)
+            request["fds"] = p.fds
+            return request
+        for fd in p.fds:
+            os.close(fd)
+        if answer(p.conn, f"pid {pid}"):
+            self.children[pid] = p.conn
+        else:  # gone between the check and the answer: nobody will ever see this kernel
+            kill_group(pid)
+            p.conn.close()
+            self.children[pid] = None
+        return None
+
+    def leave_to_child(self, p: Pending) -> None:
+        """In a forked child: close what belongs to the warm process (its lock above all, or the lock would live on
+        in the kernel)."""
+        os.close(self.lock)
+        self.listener.close()
+        p.conn.close()
+        for other in self.pending.values():
+            other.conn.close()
+            for fd in other.fds:
+                os.close(fd)
+        for conn in self.children.values():
+            if conn is not None:
+                conn.close()
+
+    def watch_askers(self, ready: list) -> None:
+        """A kernel whose asker's connection closed is killed: nobody will wait for it or stop it."""
+        for pid, conn in list(self.children.items()):
+            if conn is None or conn not in ready:
+                continue
+            try:
+                if conn.recv(4096):
+                    continue  # nothing is expected after a request; ignored
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                pass
+            kill_group(pid)
+            conn.close()
+            self.children[pid] = None
+
+    def reap(self) -> None:
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid not in self.children:
+                continue
+            conn = self.children.pop(pid)
+            if conn is not None:
+                answer(conn, f"exit {os.waitstatus_to_exitcode(status)}")
+                conn.close()
+
+
+def drain(fd: int) -> None:
+    while True:
+        try:
+            if not os.read(fd, 4096):
+                return
+        except (BlockingIOError, InterruptedError):
+            return
+
+
+def say(line: str) -> None:
+    print(f"warm kernel: {line}", file=sys.stderr, flush=True)
+
+
+def answer(conn: socket.socket, line: str) -> bool:
+    """Send one line without ever waiting on the client; False when it is gone."""
+    try:
+        conn.send(f"{line}\n".encode(), socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
+        return True
+    except OSError:
+        return False
+
+
+def die_with(parent: int) -> None:
+    """In a forked child: be killed when this warm process dies (PR_SET_PDEATHSIG). A cold kernel ends when the
+    process that started it goes, and ipykernel's own watch of its parent sees only a parent that becomes init:
+    under a subreaper, a kernel whose warm process was killed (the out-of-memory killer) would run on, holding its
+    memory and devices, long after its asker recorded it dead."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: ipykernel's own watch stays
+        return
+    if os.getppid() != parent:  # it died between the fork and the prctl
+        os._exit(1)
+
+
+def kill_group(pid: int) -> None:
+    """Kill a child of this process and its process group (its session, once it has made one). The pid is proven:
+    a child not yet reaped keeps it."""
+    for send in (os.killpg, os.kill):
+        try:
+            send(pid, signal.SIGKILL)
         except OSError:
             pass
 
 
-def accept(listener: socket.socket, children: dict[int, socket.socket]) -> dict | None:
+def own_context() -> dict:
+    """What a client must share with this process: its user, namespaces and control groups."""
+    return {"uid": os.getuid(), **proc_context("self")}
+
+
+def proc_context(pid: str, proc: str = PROC) -> dict:
+    """A process's namespaces and control groups, as /proc shows them; OSError where it cannot be read."""
+    with open(os.path.join(proc, pid, "cgroup")) as f:
+        cgroup = f.read()
+    return {"ns": {n: os.readlink(os.path.join(proc, pid, "ns", n)) for n in NAMESPACES
+                   if os.path.lexists(os.path.join(proc, "self", "ns", n))},
+            "cgroup": cgroup}
+
+
+def peer_problem(conn: socket.socket, own: dict, proc: str = PROC) -> str | None:
+    """Why the process at the other end of ``conn`` may not be served (None when it may): another user, or
+    another namespace or control group than this process's."""
+    pid, uid, _ = PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, PEERCRED.size))
+    return credentials_problem(pid, uid, own, proc)
+
+
+def credentials_problem(pid: int, uid: int, own: dict, proc: str = PROC) -> str | None:
+    """``peer_problem`` for a client's pid and uid as the kernel gave them."""
+    if uid != own["uid"]:
+        return f"a client of uid {uid}, not {own['uid']}"
+    if pid <= 0:
+        return "a client outside this process's pid namespace"
     try:
-        conn, _ = listener.accept()
-    except OSError:
-        return None
-    try:
-        request, fds = receive(conn)
-    except (OSError, ValueError) as exc:
-        print(f"warm kernel: a request could not be read: {exc}", file=sys.stderr)
-        conn.close()
-        return None
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:
-        conn.close()
-        request["fds"] = fds
-        return request
-    for fd in fds:
-        os.close(fd)
-    try:
-        conn.sendall(f"pid {pid}\n".encode())
-    except OSError:
-        pass  # the asker is gone; the child is still reaped, and the asker's kill reaches it by its session
-    children[pid] = conn
+        theirs = proc_context(str(pid), proc)
+    except OSError as exc:
+        return f"client {pid} cannot be read ({exc.strerror or exc})"
+    other = [n for n, link in own["ns"].items() if theirs["ns"].get(n) != link]
+    if other:
+        return f"client {pid} is in another {', '.join(other)} namespace"
+    if theirs["cgroup"] != own["cgroup"]:
+        return f"client {pid} is in another control group"
     return None
 
 
-def receive(conn: socket.socket) -> tuple[dict, list[int]]:
-    head, fds, _, _ = socket.recv_fds(conn, HEADER.size, STREAMS)
-    if len(head) != HEADER.size or len(fds) != STREAMS:
-        for fd in fds:
-            os.close(fd)
-        raise ValueError(f"{len(head)} header bytes and {len(fds)} descriptors, not {HEADER.size} and {STREAMS}")
-    (size,) = HEADER.unpack(head)
-    if size > MAX_REQUEST:
-        raise ValueError(f"a request of {size} bytes")
-    chunks, left = [], size
-    while left:
-        chunk = conn.recv(min(left, 1 << 16))
-        if not chunk:
-            raise ValueError("the request ended early")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return json.loads(b"".join(chunks)), fds
+def receive(p: Pending) -> dict | None:
+    """Read what has come of ``p``'s request: the request once whole, None while some is still to come. Raises
+    EOFError when the client closed first, ValueError for what is no request."""
+    try:
+        if p.size is None:
+            head, fds, flags, _ = socket.recv_fds(p.conn, HEADER.size - len(p.head), STREAMS)
+            p.fds += fds
+            if not head:
+                raise EOFError()
+            if flags & socket.MSG_CTRUNC:
+                raise ValueError(f"more than {STREAMS} descriptors")
+            p.head += head
+            if len(p.head) < HEADER.size:
+                return None
+            if len(p.fds) != STREAMS:
+                raise ValueError(f"{len(p.fds)} descriptors, not {STREAMS}")
+            (p.size,) = HEADER.unpack(p.head)
+            if p.size > MAX_REQUEST:
+                raise ValueError(f"a request of {p.size} bytes")
+        while len(p.body) < p.size:
+            chunk = p.conn.recv(min(p.size - len(p.body), 1 << 16))
+            if not chunk:
+                raise EOFError()
+            p.body += chunk
+    except (BlockingIOError, InterruptedError):
+        return None
+    except (ConnectionResetError, BrokenPipeError):
+        raise EOFError() from None
+    try:
+        request = json.loads(bytes(p.body))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ValueError(f"a request that is not JSON ({type(exc).__name__})") from None
+    if not isinstance(request, dict):
+        raise ValueError("a request that is not a JSON object")
+    return request
 
 
-def reap(children: dict[int, socket.socket]) -> None:
-    while children:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        conn = children.pop(pid, None)
-        if conn is None:
-            continue
-        try:
-            conn.sendall(f"exit {os.waitstatus_to_exitcode(status)}\n".encode())
-        except OSError:
-            pass
-        conn.close()
+def request_problem(request: dict) -> str | None:
+    """Why a request is not one this process serves: it runs a kernel (``ipykernel_launcher -f FILE``), in an
+    absolute folder, with an environment of strings; nothing else."""
+    module, args, env, cwd = (request.get(k) for k in ("module", "args", "env", "cwd"))
+    if module != KERNEL_MODULE:
+        return f"module {str(module)[:80]!r}: only {KERNEL_MODULE} is run"
+    if not (isinstance(args, list) and len(args) == 2 and args[0] == "-f" and isinstance(args[1], str)
+            and args[1] and "\0" not in args[1]):
+        return f"arguments {str(args)[:120]!r}: only -f FILE"
+    if not (isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str) and k and "=" not in k
+                                          and "\0" not in k + v for k, v in env.items())):
+        return "an environment that is not names and values without NUL"
+    if not (isinstance(cwd, str) and os.path.isabs(cwd) and "\0" not in cwd):
+        return f"folder {str(cwd)[:120]!r}: not an absolute path"
+    return None
+
+
+def gone(conn: socket.socket) -> str | None:
+    """Why the client of a request read whole will not see its kernel: it closed its connection (or sent more
+    than its request). None while it waits for the answer."""
+    try:
+        extra = conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except (BlockingIOError, InterruptedError):
+        return None
+    except OSError as exc:
+        return f"its client has gone ({errno.errorcode.get(exc.errno or 0, exc)})"
+    return "its client has gone" if not extra else "bytes after the request"
 
 
 def become_kernel(request: dict) -> int:

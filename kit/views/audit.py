@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import math
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -206,7 +207,7 @@ def provenance_table(view: RunView) -> pd.DataFrame:
                      + (f" · on {gpus}" if gpus else ""), None))
     rows += [("host", f"{m.get('host')} · {m.get('platform')}", None),
              ("kit", m.get("kit_version"), None),
-             ("command", " ".join(m.get("command") or []), None),
+             ("command", shlex.join(m.get("command") or []), None),  # as evidence.md's Reproduce line quotes it
              ("started / finished", f"{m.get('started_at')} / {m.get('finished_at')}", None)]
     node = m.get("gpus")
     if node:  # listed when a case asked for GPUs: what the local executor could hand out, and whence

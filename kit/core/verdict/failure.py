@@ -13,6 +13,7 @@ the legacy reading (kit.core.verdict.legacy). Stdlib only: the kernel-safe core.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from enum import Enum
 from typing import Any, Iterable, Mapping
@@ -107,7 +108,12 @@ class Failure:
         except ValueError:
             return None
         names = {f.name for f in fields(cls)} - {"kind", "said"}
-        return cls(kind, **{k: v for k, v in d.items() if k in names})
+        given = {k: v for k, v in d.items() if k in names}
+        if kind is Kind.OVER_BOUND and "value" in given and given["value"] is None:
+            # strict JSON writes an infinity as null (kit.core.jsonio.json_safe), and an error over its bound that is
+            # not a number is the infinite one of a prompt whose every golden token the backend left out
+            given["value"] = math.inf
+        return cls(kind, **given)
 
 
 def texts(failures: Iterable[Failure]) -> list[str]:

@@ -50,7 +50,7 @@ def test_a_descriptor_parameter_names_an_embedded_descriptor_from_any_folder(els
 
 def test_a_by_hand_case_resolves_its_descriptor_against_the_project_not_the_kernels_folder(elsewhere, monkeypatch):
     asked = []
-    monkeypatch.setattr(runner, "_spec_from_main_environment", lambda descriptor, case: asked.append(descriptor))
+    monkeypatch.setattr(runner, "_spec_from_main_environment", lambda descriptor, *_: asked.append(descriptor))
     runner.resolve_spec(None, "tiny-cpu", "hf-bf16")
     runner.resolve_spec(None, None, "hf-bf16")
     assert asked == [str(paths.EMBEDDED_DESCRIPTOR)] * 2

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kit.core.calibration import (RULE_NAME, CalibrationRecord, Sample, load_record, mismatch, rederived,
-                                  same_class)
+from kit.core.calibration import (RULE_NAME, CalibrationRecord, Sample, first_difference, load_record, mismatch,
+                                  rederived, same_class)
 from kit.core.errors import BadInput
 from kit.core.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
 from support import ROOT
@@ -49,7 +49,9 @@ def test_every_committed_record_loads_and_rederives_from_its_samples():
     rules, decoding = {}, []
     for f in files:
         r = load_record(f)
-        assert rederived(r).buckets == r.buckets and rederived(r).drift == r.drift
+        # p-values are held as the loader holds them, to the rounding of a float computed again (1e-9 relative):
+        # their last digits follow how the t tail is computed (kit.core.special), not the samples
+        assert rederived(r).buckets == r.buckets and first_difference(r.drift, rederived(r).drift, "drift") is None
         assert rederived(r).decode == r.decode
         if r.decode:
             decoding.append(r.case)

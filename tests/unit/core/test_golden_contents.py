@@ -105,5 +105,4 @@ def test_an_infinite_token_id_in_a_fixture_is_malformed_not_a_crash(tmp_path, em
     path.write_bytes(data)
     with pytest.raises(BadInput) as exc:
         load_fixture(path)
-    assert str(exc.value) == (f"fixture {path} is malformed: OverflowError: cannot convert float infinity to "
-                              "integer")
+    assert str(exc.value) == f"fixture {path} is malformed: TypeError: token id inf is not an integer"

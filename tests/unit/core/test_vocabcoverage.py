@@ -202,8 +202,9 @@ def test_fixture_report_bad_input(tmp_path, embedded):
     (small / "config.json").write_text(json.dumps({**config, "vocab_size": 100}))
     proc = parity_kit("fixture", "report", embedded.fixture, "--model", small)
     assert proc.returncode == 3 and proc.stdout == ""
-    assert proc.stderr.startswith(f"parity-kit: bad input: fixture {embedded.fixture} holds token ids outside the "
-                                  f"vocabulary of model {small} (100 tokens, vocab_size in {small / 'config.json'}): ")
+    assert proc.stderr.startswith(f"parity-kit: bad input: fixture {embedded.fixture}: prompt ")  # verify_fixture's
+    assert proc.stderr.endswith(f"is outside the vocabulary of model {small} (100 tokens, vocab_size in "
+                                f"{small / 'config.json'})\n")
     no_tok = parity_kit("fixture", "report", embedded.fixture, "--model", tmp_path)
     assert no_tok.returncode == 3 and f"{tmp_path / 'tokenizer.json'} does not exist" in no_tok.stderr
     to_dir = parity_kit("fixture", "report", embedded.fixture, "--json", tmp_path)

@@ -5,7 +5,9 @@ unwritable --junit is refused before anything runs, and the Markdown report link
 from __future__ import annotations
 
 import json
+import math
 import re
+import subprocess
 import sys
 import xml.etree.ElementTree as ET
 import zipfile
@@ -15,9 +17,13 @@ import pytest
 from kit.cli import main
 from kit.core import contract, rundir
 from kit.core.errors import BadInput
-from kit.core.records import ERROR, FAILED, PASSED, CaseResult, PromptScore
+from kit.core.records import ERROR, FAILED, PASSED, CaseResult, Observation, PromptScore
+from kit.core.results import save_case_result
+from kit.core.scoring import score_prompt
+from kit.core.verdict.failure import failures_of
 from kit.gate import report
 from kit.gate.junit import junit_xml, write_junit_from_disk, xml_text
+from kit.gate.session import case_line
 
 ESC = "\x1b"
 ZWSP = "\u200b"
@@ -192,3 +198,47 @@ def test_markdown_report_links_figures_and_zip_holds_them(tmp_path):
     names = set(zipfile.ZipFile(report.attach_zip(run, tmp_path / "attach")).namelist())
     assert {"run/figures/error-by-bucket.png", "run/figures/error-by-bucket.svg",
             "run/figures/error-vs-length.png"} <= names
+
+
+@pytest.mark.parametrize("argv", [
+    ["parity-kit", "gate", "d.toml"],
+    ["parity-kit", "gate", "my descriptors/d.toml", "--release", "fork 2026;rm -rf ~", "--out", "runs/a b"],
+    ["parity-kit", "control", "$HOME/d.toml", "--junit", "`id`.xml", "--out", "it's \"quoted\" | piped & bg"],
+    ["parity-kit", "gate", "--case", "*", "--out", "ünï cødé/\\back\\slash", ""],
+])
+def test_the_reproduce_line_pastes_back_as_the_same_arguments(argv):
+    """evidence.md joined the command with spaces: a name with a space or a shell character did not paste back."""
+    manifest = {**MANIFEST, "cases": [], "reused": {}, "command": argv}
+    [line] = [t for t in report.evidence_markdown(manifest, "passed", {}, 1.0, {}).splitlines()
+              if t.startswith("Reproduce: ")]
+    span = line.removeprefix("Reproduce: ")
+    fence = len(span) - len(span.lstrip("`"))
+    command = span[fence:-fence]
+    if command.startswith(" ") and command.endswith(" ") and command.strip(" "):
+        command = command[1:-1]  # CommonMark strips one space each side of a code span
+    shell = subprocess.run(["bash", "-c", "printf '%s\\0' " + command], capture_output=True, check=True)
+    assert shell.stdout.decode().split("\0")[:-1] == argv
+
+
+def test_a_prompt_whose_golden_tokens_are_all_missing_is_said_so_never_max_error_nan(tmp_path):
+    """Its error is infinite, null in strict JSON: the console said "max error nan" and evidence.md raised
+    TypeError formatting the over-bound failure read back."""
+    golden = [(5, math.log(0.6)), (6, math.log(0.3))]
+    ok = score_prompt("p-ok", 128, golden, Observation("p-ok", ((5, math.log(0.61)), (6, math.log(0.29))), 10), 0.075)
+    gone = score_prompt("p-gone", 128, golden, Observation("p-gone", ((7, math.log(0.6)), (8, math.log(0.3))), 10),
+                        0.075)
+    result = CaseResult(case="c", backend="hf", status=FAILED, bound=0.075, golden_kind="semantic",
+                        prompts=[ok, gone], failures=gone.failures, typed_failures=gone.typed_failures)
+    save_case_result(result, tmp_path / "c.json")
+    read = CaseResult.from_dict(json.loads((tmp_path / "c.json").read_text()))
+    line = case_line(read)
+    assert line.endswith("1/2 prompts failed, 1 with golden tokens missing from the backend's top list, max error "
+                         "0.01 of the others") and "nan" not in line
+    manifest = {**MANIFEST, "cases": ["c"], "reused": {}}
+    text = report.evidence_markdown(manifest, "failed", {FAILED: 1}, 1.0, {"c": read})
+    assert "- `c` (hf): **failed** on 1 of 2 prompts; worst `p-gone` (bucket 128): golden token 5 is missing" in text
+    assert [f.text for f in failures_of(read.prompts[1])] == gone.failures  # "max probability error inf > ..." too
+    view = type("View", (), {"expected": ["c"], "results": {"c": read}})()
+    assert "| ❌ failed | golden tokens missing |" in report.compact_case_table(view)
+    [suite_out] = [n.text for n in ET.fromstring(junit_xml([("t", ["c"], {"c": read}, 1.0)])).iter("system-out")]
+    assert suite_out.startswith("1 with golden tokens missing from the backend's top list, max error 0.01 of the")

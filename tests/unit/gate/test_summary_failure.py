@@ -159,3 +159,48 @@ def test_a_template_nbconvert_cannot_find_is_one_line_naming_every_folder_it_sea
                            "with name 'absent' found in the following paths: ")
     # Where it looked is what says why on a node: the interpreter's own data folder among them.
     assert f" {Path(sys.prefix) / 'share' / 'jupyter'}" in line
+
+
+def attach_says(run_dir: Path, out: Path, capsys) -> str:
+    assert main(["report", str(run_dir), "--attach", str(out)]) == ExitCode.BAD_INPUT
+    [line] = capsys.readouterr().err.splitlines()
+    return line.removeprefix("parity-kit: bad input: ")
+
+
+def test_a_gate_stopped_while_its_summary_is_built_is_said_so_with_the_command_that_builds_it(tmp_path, embedded,
+                                                                                            monkeypatch, capsys):
+    """`report --attach` asked "was it run with --no-summary?" of a run stopped during its summary."""
+    def stopped(*args, **kw):
+        raise KeyboardInterrupt  # Ctrl-C (or the CI's SIGTERM) while the summary's kernel runs
+
+    fake_case(monkeypatch, {"status": "passed"})
+    monkeypatch.setattr(notebook, "run_notebook", stopped)
+    desc = write_descriptor(tmp_path, embedded, cases={"hf-bf16": embedded.doc["cases"]["hf-bf16"]})
+    run_dir = tmp_path / "run"
+    assert main(["gate", str(desc), "--out", str(run_dir), "--jobs", "1"]) == 130  # as Ctrl-C ends a command
+    assert capsys.readouterr().err.endswith("parity-kit: interrupted\n")
+    assert attach_says(run_dir, tmp_path / "zips", capsys) == (
+        f"{run_dir} has no summary.html (it was stopped while its summary was being built): "
+        f"`parity-kit report {run_dir} --summary` builds it")
+    fake_kernel(monkeypatch)
+    assert main(["report", str(run_dir), "--summary", "--attach", str(tmp_path / "zips")]) == ExitCode.PASSED
+    assert not (run_dir / rundir.SUMMARY_PENDING).exists() and (tmp_path / "zips" / "run.zip").is_file()
+
+
+def test_a_run_without_a_summary_says_why(tmp_path, monkeypatch, capsys):
+    left_out = gate_run(tmp_path / "left-out", summary=False)
+    assert "(it was run with --no-summary)" in attach_says(left_out, tmp_path / "zips", capsys)
+    stopped = gate_run(tmp_path / "stopped", summary=False)
+    from kit.gate import report
+    report.owe_summary(stopped, "it was stopped before its summary was built")
+    assert "(it was stopped before its summary was built)" in attach_says(stopped, tmp_path / "zips", capsys)
+    failed = gate_run(tmp_path / "failed", summary=False)
+    nbformat.write(nbformat.v4.new_notebook(), str(failed / rundir.SUMMARY_NOTEBOOK))
+    assert "(its summary failed before its page was rendered)" in attach_says(failed, tmp_path / "zips", capsys)
+    for name, plant in (("zero", lambda p: p.symlink_to("/dev/zero")), ("folder", lambda p: p.mkdir()),
+                        ("escape", lambda p: p.write_bytes(b"\x1b[2J\xff stopped\n"))):
+        planted = gate_run(tmp_path / name, summary=False)
+        plant(planted / rundir.SUMMARY_PENDING)  # read, it hung on /dev/zero: now never followed, never past a line
+        said = attach_says(planted, tmp_path / "zips", capsys)
+        assert ("(\\x1b[2J\ufffd stopped)" if name == "escape" else "(it was stopped before its summary was built)") \
+            in said
