@@ -54,7 +54,7 @@ PLAIN = "spec = None\nresult_path = None"
      "code cell 3 assigns `spec` after the `parameters` cell, over what the gate injects"),
     (PLAIN, ["result_path: str = 'mine.json'"], "code cell 2 assigns `result_path` after the `parameters` cell"),
     (PLAIN + "\ndtype = 'bfloat17'", [],
-     "parameter dtype: expected 'float32', 'bfloat16' or 'float16', got 'bfloat17' (a notebook's option "
+     "parameter dtype: expected 'float32', 'bfloat16', 'float16' or 'float64', got 'bfloat17' (a notebook's option "
      "parameters are held to the hf options schema, as a descriptor's are)"),
     (PLAIN + "\nbatch_size = 'two'", [], "parameter batch_size: expected a valid integer, got 'two'"),
     (PLAIN + "\ndtype = 'bf' + '16'", [], "parameter `dtype = 'bf' + '16'` is not a literal, so it cannot be checked "
