@@ -325,16 +325,40 @@ def try_render_html(notebook: Path) -> tuple[Path | None, str | None]:
         return None, f"nbconvert could not render {notebook.name} to HTML: {why}"
 
 
+# The scrap a notebook glues to name its page ("tiny-cpu: passed — parity gate"): nbconvert writes the notebook's
+# metadata title into the HTML's <title>, else "Notebook", the same in every tab of a browser.
+TITLE_SCRAP = "page_title"
+
+
 def render_html(notebook: Path) -> Path:
-    """The executed notebook as HTML beside it, without the code: what a reader opens (every command's report)."""
+    """The executed notebook as HTML beside it, without the code: what a reader opens (every command's report),
+    titled by the notebook's ``page_title`` scrap where it glued one."""
     import nbformat
+    import scrapbook as sb
 
     exporter = html_exporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    node = nbformat.read(str(notebook), as_version=4)
+    title = sb.models.Notebook(node).scraps.get(TITLE_SCRAP)
+    if title is not None and isinstance(title.data, str):
+        node.metadata["title"] = title.data
+    for cell in node.cells:  # scraps are data, not a view: left in, each leaves an empty output area on the page
+        cell.outputs = [o for o in cell.get("outputs", []) if not _scrap(o)]
+    # The parameters' cells show nothing without their code, yet each took a cell's padding above the verdict.
+    node.cells = [c for c in node.cells if not PARAMETER_TAGS & set(c.metadata.get("tags", []))]
     with warnings.catch_warnings():
-        # Scraps are stored as outputs of their own mimetype, which HTML rightly leaves out.
+        # A display scrap's own mimetype (beside what it displays), which HTML rightly leaves out.
         warnings.filterwarnings("ignore", message=".*is not able to be represented", category=UserWarning)
-        body, _ = exporter.from_notebook_node(nbformat.read(str(notebook), as_version=4))
+        body, _ = exporter.from_notebook_node(node)
     return atomic_write_bytes(notebook.with_suffix(".html"), body.encode("utf-8"))
+
+
+PARAMETER_TAGS = {"parameters", "injected-parameters"}  # papermill's tags: the defaults, and what it was given
+
+
+def _scrap(output: dict) -> bool:
+    """A cell output that only carries a scrapbook scrap (its data's every mimetype is scrapbook's)."""
+    data = output.get("data") or {}
+    return bool(data) and all(kind.startswith("application/scrapbook.") for kind in data)
 
 
 def html_exporter(**options):

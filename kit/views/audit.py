@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import math
+import os
 import re
 import shlex
 from dataclasses import dataclass
@@ -185,15 +186,45 @@ def _prompt_texts(view: RunView) -> dict[str, str]:
         return {}
 
 
+PATHS_NOTE = ("Files are named relative to the repository (its checkout, or the installed kit's data) where they are "
+              "inside it, else relative to this run's folder.")
+
+
+def page_path(path: str | Path, run_dir: Path | None) -> str:
+    """A file as the page names it: relative to the repository (kit.core.paths.DATA_ROOT) where it is inside it,
+    else to the run's folder (``..`` where it is outside that too), never a machine's absolute path; the manifest
+    keeps the path as the run was given it."""
+    where = Path(os.path.abspath(path))  # not resolved: a link is named as it was given
+    for root in (paths.DATA_ROOT, run_dir):
+        if root is not None and where.is_relative_to(os.path.abspath(root)):
+            return where.relative_to(os.path.abspath(root)).as_posix()
+    return Path(os.path.relpath(where, os.path.abspath(run_dir))).as_posix() if run_dir is not None else where.name
+
+
+def page_command(argv: list[str], run_dir: Path | None) -> str:
+    """A recorded command line with each absolute path in it (a word, or an ``--option=`` value) as ``page_path``
+    names it."""
+    def word(w: str) -> str:
+        option, eq, value = w.partition("=") if w.startswith("-") else ("", "", w)
+        return f"{option}{eq}{page_path(value, run_dir)}" if os.path.isabs(value) else w
+
+    return shlex.join(word(w) for w in argv)
+
+
 def provenance_table(view: RunView) -> pd.DataFrame:
-    """Where every input came from: digests, goldens and who made them, releases, kernels, host, command."""
+    """Where every input came from: digests, goldens and who made them, releases, kernels, host, command; every
+    file named as ``page_path`` names it."""
     m = view.manifest
-    rows = [("descriptor", m.get("descriptor"), m.get("descriptor_sha256")),
-            ("fixture", m.get("fixture"), m.get("fixture_sha256")),
-            ("model", m.get("model"), m.get("model_digest"))]
+
+    def named(path: str | None) -> str | None:
+        return page_path(path, view.run_dir) if path else path
+
+    rows = [("descriptor", named(m.get("descriptor")), m.get("descriptor_sha256")),
+            ("fixture", named(m.get("fixture")), m.get("fixture_sha256")),
+            ("model", named(m.get("model")), m.get("model_digest"))]
     for kind, g in (m.get("goldens") or {}).items():
         made = _golden_provenance(g.get("path"))
-        rows.append((f"golden ({kind})", f"{g.get('path')}{made}", g.get("sha256")))
+        rows.append((f"golden ({kind})", f"{named(g.get('path'))}{made}", g.get("sha256")))
     release = m.get("release") or {}
     for backend, built in (release.get("backends") or {}).items():
         what = " ".join(x for x in (built.get("version"), built.get("source_commit")) if x)
@@ -207,7 +238,7 @@ def provenance_table(view: RunView) -> pd.DataFrame:
                      + (f" · on {gpus}" if gpus else ""), None))
     rows += [("host", f"{m.get('host')} · {m.get('platform')}", None),
              ("kit", m.get("kit_version"), None),
-             ("command", shlex.join(m.get("command") or []), None),  # as evidence.md's Reproduce line quotes it
+             ("command", page_command(m.get("command") or [], view.run_dir), None),
              ("started / finished", f"{m.get('started_at')} / {m.get('finished_at')}", None)]
     node = m.get("gpus")
     if node:  # listed when a case asked for GPUs: what the local executor could hand out, and whence
@@ -257,6 +288,25 @@ def run_banner(view: RunView) -> str:
             + next_steps_html(view))
 
 
+def page_title(name: str | None, verdict: str | None, kind: str) -> str:
+    """A page's title, what a browser's tab shows: what it is about, its verdict and what kind of page it is
+    ("tiny-cpu: passed — parity gate")."""
+    about = f"{name or '?'}: {verdict}" if verdict else name or "?"
+    return f"{about} — {kind}"
+
+
+def glue_title(name: str | None, verdict: str | None, kind: str) -> str:
+    """Glue the page's title (``page_title``) where the HTML's rendering reads it (kit.run.notebook.TITLE_SCRAP);
+    returns it."""
+    import scrapbook as sb
+
+    from kit.run.notebook import TITLE_SCRAP
+
+    title = page_title(name, verdict, kind)
+    sb.glue(TITLE_SCRAP, title)
+    return title
+
+
 def run_steps(view: RunView) -> tuple[list[Step], str | None]:
     """The run's next steps, with its descriptor and directory as a reader's commands name them, and the one
     `baseline make` that covers several missing baselines (None where it is not needed)."""
@@ -270,14 +320,16 @@ def next_steps_html(view: RunView) -> str:
     steps, together = run_steps(view)
     if not steps:
         return ""
-    rows = "".join(f"<tr><td><code>{html.escape(s.case)}</code></td><td><strong>{html.escape(s.kind)}</strong></td>"
-                   f"<td>{text_html(_short(s.why))}</td>"
-                   f"<td>{'<code>' + html.escape(s.command) + '</code>' if s.command else '—'}</td></tr>"
+    left = ' style="text-align:left"'  # words read from the left; a notebook page right-aligns every cell
+    rows = "".join(f"<tr><td{left}><code>{html.escape(s.case)}</code></td>"
+                   f"<td{left}><strong>{html.escape(s.kind)}</strong></td><td{left}>{text_html(_short(s.why))}</td>"
+                   f"<td{left}>{'<code>' + html.escape(s.command) + '</code>' if s.command else '—'}</td></tr>"
                    for s in steps)
     also = (f"<p>One command makes every missing baseline of this descriptor here: <code>{html.escape(together)}"
             "</code></p>") if together else ""
-    return ('<table style="margin:4px 0 10px 0"><thead><tr><th>case</th><th>what happened</th><th>why</th>'
-            f"<th>next</th></tr></thead><tbody>{rows}</tbody></table>{also}")
+    heads = "".join(f"<th{left}>{h}</th>" for h in ("case", "what happened", "why", "next"))
+    return (f'<table style="margin:4px 0 10px 0"><thead><tr>{heads}</tr></thead><tbody>{rows}</tbody></table>'
+            f"{also}")
 
 
 def _short(text: str, limit: int = 240) -> str:

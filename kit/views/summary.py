@@ -8,16 +8,19 @@ A case notebook's ``case_result`` scrap is read only for a case the executor rec
 from __future__ import annotations
 
 import html
+import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
 import pandas as pd
 
 from kit.core import contract, paths, rundir
-from kit.core.decode import StepMargin, case_headroom, failed_prompts, worst_decode_step, worst_steps
+from kit.core.decode import StepMargin, case_headroom, failed_prompts, step_bound, worst_steps
 from kit.core.power import measured_elsewhere
-from kit.core.records import CaseResult, severity
+from kit.core.records import EXACT, FAILED, PASSED, CaseResult, severity
 from kit.core.results import RunView, read_run
+from kit.core.verdict.rules import bound_for
 
 CASE_SCRAP = contract.CASE_RESULT_SCRAP
 
@@ -59,34 +62,58 @@ def scrap_result(run_dir: Path, case: str) -> CaseResult | None:
     return CaseResult.from_dict(scraps[CASE_SCRAP].data) if CASE_SCRAP in scraps else None
 
 
+@dataclass(frozen=True)
+class Worst:
+    """What a case's row shows as its worst: one prompt, at its first token or at one decode step, with that
+    token's own error and the bound it was judged under. Error, bound and margin side by side are one
+    measurement: a first token's error beside a decode step's bound reads as a failure that never happened."""
+
+    prompt: str | None  # None: no prompt to name (nothing scored, or an exact case with no error at all)
+    step: int | None  # None: the prompt's first token; n: its decode step n (1-based)
+    error: float | None  # NaN: the token could not be scored
+    bound: float | None  # None: an exact case, judged bit for bit
+
+    @property
+    def margin(self) -> float | None:
+        """bound - error, in probability: negative past the bound."""
+        return self.bound - self.error if self.bound is not None and self.error is not None else None
+
+
+def worst_shown(r: CaseResult) -> Worst:
+    """The case's worst prompt and step (``worst_step_shown`` decides between a first token and a decode step),
+    each number that of the same token; the case's bound alone where it scored no prompt."""
+    step = worst_step_shown(r)
+    if step is not None:
+        return Worst(step.prompt, step.step, step.error, step.bound)
+    worst = r.worst
+    if worst is None:
+        return Worst(None, None, None, r.bound)
+    # An exact case whose every error is 0 has no prompt worse than another.
+    named = worst.id if worst.max_probability_error or not worst.passed else None
+    return Worst(named, None, worst.max_probability_error, worst.bound)
+
+
 def case_table(view: RunView) -> pd.DataFrame:
+    """One row per case: its status, its worst prompt and step with that token's error, bound and margin (per
+    bucket and per decode step where bounds differ, the one nearest or furthest past its own bound), and what the
+    case was judged by."""
     rows = []
     for name in view.expected:
         r = view.results.get(name)
         if r is None:
             rows.append({"case": name, "status": "missing"})
             continue
-        worst = r.worst
-        err = r.max_probability_error
-        bound = worst.bound if worst is not None else r.bound
-        # Bound and margin are the worst prompt's (the one nearest its bound, per bucket where bounds differ
-        # by bucket); the largest error may sit in another bucket, under a wider bound.
-        worst_err = worst.max_probability_error if worst is not None else err
-        worst_name = worst.id if worst and (err or not worst.passed) else None
-        step = worst_step_shown(r)
-        if step is not None:  # a decode step is further past (or nearer) its own bound than any first token
-            bound, worst_err, worst_name = step.bound, step.error, f"{step.prompt}, decode step {step.step}"
+        worst = worst_shown(r)
         rows.append({
             "case": name, "backend": r.backend, "status": r.status, "golden": r.golden_kind,
-            "max_probability_error": err, "bound": bound,
-            "margin": (bound - worst_err) if (bound is not None and worst_err is not None) else None,
+            "worst_prompt": worst.prompt, "step": worst.step, "max_probability_error": worst.error,
+            "bound": worst.bound, "margin": worst.margin,
             # The largest error / bound over the prompts and their decode steps: above 1 fails.
             "headroom": case_headroom(r),
             # The smallest fault the case catches, in units of its clean error (its power record): what "passed"
             # could have seen.
             "detects_from": (r.detectable or {}).get("detects_from"),
             "bound_from": r.bound_text, "drift": r.drift_text, "decode": r.decode_text,
-            "worst_prompt": worst_name,
             # A prompt that fails at a decode step is a failed prompt, though its first token passed.
             "failed_prompts": len(failed_prompts(r)), "prompts": r.counts()["prompts"],
             "noise_floor": r.noise_floor,  # largest spread across repeats; None when nothing was repeated
@@ -98,13 +125,34 @@ def case_table(view: RunView) -> pd.DataFrame:
 
 
 def worst_step_shown(r: CaseResult) -> StepMargin | None:
-    """The case's worst decode step where it, not a first token, is what the table's worst columns show: a failing
-    step before a passing prompt, else whichever is further past (or nearer) its own bound."""
-    step = worst_decode_step(r)
+    """The decode step the table's worst columns show, where one rather than a first token is the case's worst:
+    a failing step (past its bound, or where the continuations diverged outside a near-tie) before a passing
+    one or a passing prompt, else whichever is further past (or nearer) its own bound."""
+    steps = [(s.over, s.ratio, s) for s in worst_steps(r).values() if s is not None]
+    steps += [(True, s.ratio, s) for s in refused_divergences(r)]
+    if not steps:
+        return None
+    failing, ratio, step = max(steps, key=lambda t: t[:2])
     worst = r.worst
-    if step is None or (worst is not None and (not worst.passed, severity(worst)) >= (step.over, step.ratio)):
+    if worst is not None and (not worst.passed, severity(worst)) >= (failing, ratio):
         return None
     return step
+
+
+def refused_divergences(r: CaseResult) -> list[StepMargin]:
+    """Each step where a continuation diverged outside a near-tie: its error may sit inside its bound, yet it is
+    where that prompt failed (none for an exact case, which has no bounds)."""
+    step_bounds = (r.bound_source or {}).get("step_bounds")
+    found = []
+    for d in r.decode:
+        n = d.diverged_at
+        if d.passed or n is None or d.accepted or r.golden_kind == EXACT:
+            continue
+        bound = step_bound(n, bound_for(d.bucket, r.bound, r.bucket_bounds), step_bounds)
+        err = d.step_errors[n - 1] if len(d.step_errors) >= n else None
+        if bound:
+            found.append(StepMargin(d.id, d.bucket, n, math.nan if err is None else float(err), float(bound)))
+    return found
 
 
 def drift_table(view: RunView) -> pd.DataFrame:
@@ -205,18 +253,33 @@ def prompt_frame(results: Mapping[str, CaseResult]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-TABLE_FORMAT = {"max_probability_error": "{:.4g}", "bound": "{:g}", "margin": "{:+.4g}", "duration_s": "{:.1f}",
+TABLE_FORMAT = {"max_probability_error": "{:.4g}", "bound": "{:g}", "margin": "{:+.2g}", "duration_s": "{:.1f}",
                 "headroom": "{:.2f}", "noise_floor": "{:.3g}"}
 # Columns shown only where some case has something in them: a noise floor where a case repeated, a triage class
 # and an attempt count where a case was retried, a detectable effect where one was measured.
 QUIET_COLUMNS = {"noise_floor": None, "triage": None, "attempts": 1, "detects_from": None}
+# The columns that are one token's: its prompt and step, its error, the bound it was judged under and the margin
+# between them, under one heading.
+WORST_COLUMNS = ("worst_prompt", "step", "max_probability_error", "bound", "margin")
+WORST_HEADING = "the worst token, against its own bound"
+HEADERS = {"worst_prompt": "prompt", "headroom": "headroom (error / bound)", "bound_from": "bounds",
+           "detects_from": "detects from (x clean error)"}
+# How each column's text lays out. Numbers, statuses and counts stay on one line (a number broken over two reads as
+# two); text may break between words, a prompt's id anywhere (it may have no spaces or hyphens), and the longest
+# texts have a preferred width, which a browser gives a table cell's column unless its longest word needs more, so
+# that a 1400-pixel window holds the table (the decode check's sentence alone would take a fifth of it).
+WRAPS = {"white-space": "normal"}
+TEXT_LAYOUT = {"backend": {}, "status": {}, "step": WRAPS, "bound_from": WRAPS, "triage": WRAPS,
+               "worst_prompt": {**WRAPS, "overflow-wrap": "anywhere", "min-width": "10ch"},
+               "drift": {**WRAPS, "width": "10ch"}, "decode": {**WRAPS, "width": "13ch"},
+               "detects_from": {**WRAPS, "width": "8ch", "text-align": "right"}}
 
 
 def styled_case_table(view: RunView):
-    """The case table as a reader wants it: few digits, a dash where a number does not apply, and headers
-    in words, which a browser can wrap (an underscored name is one unbreakable word: with the bound's
-    source, drift and decode columns the table outgrew a 1400-pixel window), and no column that is empty for every
-    case."""
+    """The case table as a reader wants it: few digits, a dash where a number does not apply, the worst token's
+    columns under one heading, headers in words (which a browser can wrap: an underscored name is one unbreakable
+    word), the bounds' source in a word (its record and rule in ``bounds_note`` below the table: in the cell they
+    made the table outgrow a 1400-pixel window), and no column that is empty for every case."""
     table = case_table(view)
     empty = [c for c, nothing in QUIET_COLUMNS.items()
              if c in table and all(pd.isna(v) or v == nothing for v in table[c])]
@@ -226,9 +289,80 @@ def styled_case_table(view: RunView):
         table["failed_prompts"] = [None if pd.isna(n) else f"{int(f)}/{int(n)}"
                                    for f, n in zip(table["failed_prompts"], table["prompts"])]
         empty.append("prompts")
-    return (table.drop(columns=empty).style.format({k: v for k, v in TABLE_FORMAT.items() if k not in empty},
-                                                   na_rep="—", escape="html")
-            .format_index(lambda c: HEADERS.get(str(c), str(c).replace("_", " ")), axis=1, escape="html"))
+    if "step" in table:
+        table["step"] = [None if pd.isna(p) else "first token" if pd.isna(n) else f"decode {int(n)}"
+                         for p, n in zip(table["worst_prompt"], table["step"])]
+    if "bound_from" in table:
+        table["bound_from"] = [judged_by(view.results.get(str(c))) for c in table.index]
+    if "drift" in table:  # "passed, p = 0.19" may break after its comma only
+        table["drift"] = [d.replace(" = ", "\u00a0=\u00a0") if isinstance(d, str) else d for d in table["drift"]]
+    if "attempts" in table and "attempts" not in empty:  # a case run again says so beside how it ended
+        table["status"] = [s if pd.isna(n) or n == 1 else f"{s}, run {int(n)}"
+                           for s, n in zip(table["status"], table["attempts"])]
+        empty.append("attempts")
+    # An exact golden is named in the bounds' column.
+    table = table.drop(columns=empty + ["golden"], errors="ignore")
+    heading = {c: (WORST_HEADING if c in WORST_COLUMNS else "", HEADERS.get(c, c.replace("_", " ")))
+               for c in table.columns}
+    table.columns = pd.MultiIndex.from_tuples([heading[c] for c in table.columns])
+    text = [heading[c] for c in TEXT_LAYOUT if c in heading and c != "detects_from"]
+    styled = (table.style.format({heading[k]: v for k, v in TABLE_FORMAT.items() if k in heading}, na_rep="—",
+                                 escape="html")
+              .format_index(escape="html", axis=1)
+              .hide(axis="index", names=True)  # the case names say what they are; their heading cost a row
+              .set_properties(subset=[h for c, h in heading.items() if "white-space" not in TEXT_LAYOUT.get(c, {})],
+                              **{"white-space": "nowrap"})
+              .set_properties(subset=text, **{"text-align": "left"})
+              .set_table_styles([{"selector": "th.col_heading.level0", "props": "text-align: center"},
+                                 {"selector": "td, th", "props": "padding: 4px 5px"}]
+                                + [{"selector": f"th.col_heading.level1.col{i}", "props": "text-align: left"}
+                                   for i, c in enumerate(table.columns) if c in text], overwrite=False))
+    if "status" in heading:  # what did not pass stands out in the verdict's colour
+        css = [status_css(view.results[c].status if c in view.results else "missing") for c in table.index]
+        styled = styled.apply(lambda _: css, subset=[heading["status"]])
+    for column, layout in TEXT_LAYOUT.items():
+        if column in heading and layout:
+            styled = styled.set_properties(subset=[heading[column]], **layout)
+    return styled
+
+
+def status_css(status: str) -> str:
+    """A status cell's style: none for a pass, else bold in the colour its verdict's banner takes."""
+    from kit.views.audit import BANNER_COLORS
+
+    return "" if status == PASSED else f"color: {BANNER_COLORS.get(status, BANNER_COLORS[FAILED])}; font-weight: 600"
+
+
+def bound_kind(r: CaseResult) -> str:
+    """Where a case's bounds came from: calibrated, hand-set or exact (an exact golden, bit for bit)."""
+    return str((r.bound_source or {}).get("kind") or ("exact" if r.golden_kind == EXACT else "hand-set"))
+
+
+def judged_by(r: CaseResult | None) -> str | None:
+    """What a case was judged by, in a word or two: its bounds' source (calibrated, hand-set), or an exact golden."""
+    if r is None:
+        return None
+    kind = bound_kind(r)
+    return "exact golden" if kind == "exact" else kind
+
+
+def bounds_note(view: RunView) -> str:
+    """Below the case table, each case's bounds in full (their span, and the record and rule that set them): HTML,
+    every piece of text escaped."""
+    said = [f"<code>{html.escape(name)}</code> {html.escape(bounds_text(view.results[name]))}"
+            for name in view.expected if name in view.results and bound_kind(view.results[name]) != "exact"]
+    return ('<p style="color:#57606a;font-size:0.9em;margin:4px 0 12px 0">Bounds: ' + "; ".join(said) + "</p>"
+            if said else "")
+
+
+def bounds_text(r: CaseResult) -> str:
+    """A case's bounds in a few words (``CaseResult.bound_text``), and those of its decode steps where a
+    calibration measured them."""
+    steps = sorted(float(b) for b in ((r.bound_source or {}).get("step_bounds") or {}).values())
+    if not steps:
+        return r.bound_text
+    span = f"{steps[0]:g}" if steps[0] == steps[-1] else f"{steps[0]:g}-{steps[-1]:g}"
+    return f"{r.bound_text}; decode steps {span}"
 
 
 def detects_text(r: CaseResult | None) -> str | None:
@@ -238,10 +372,6 @@ def detects_text(r: CaseResult | None) -> str | None:
     if not d or d.get("detects_from") is None:
         return None
     return f"{d['detects_from']:.2g}x{measured_elsewhere(d)}"
-
-
-HEADERS = {"bound": "bound (worst prompt)", "margin": "margin (worst prompt)",
-           "detects_from": "detects from (x clean error)"}
 
 
 def failure_lines(view: RunView, per_case: int = 5) -> list[str]:
@@ -280,6 +410,7 @@ def show_run(view: RunView, save_figures: bool = True) -> None:
 
     display(HTML(audit.run_banner(view)))
     display(styled_case_table(view))
+    display(HTML(bounds_note(view)))
     stated = false_failure_line(view)
     if stated:
         display(HTML(f"<p>{html.escape(stated)}</p>"))
@@ -324,7 +455,7 @@ def show_run(view: RunView, save_figures: bool = True) -> None:
     display(HTML("<h4>Worst prompts: the golden's and the backend's top tokens</h4>"))
     display(audit.styled_worst_prompts(view))
     print("\n".join(failure_lines(view) or ["no failures"]))
-    display(HTML("<h4>Provenance</h4>"))
+    display(HTML(f"<h4>Provenance</h4><p>{html.escape(audit.PATHS_NOTE)}</p>"))
     display(audit.styled_provenance(view))
 
 

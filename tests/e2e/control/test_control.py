@@ -56,6 +56,7 @@ def test_both_pass_is_qualified_with_summary(both_pass):
     assert glued["verdict"] == "qualified" and glued["rows"][0]["case"] == "hf-bf16"
     assert sb.read_notebook(str(out / "summary.ipynb")).scraps["control_verdict"].data == "qualified"
     html = (out / "summary.html").read_text()
+    assert "<title>test: qualified — parity control</title>" in html
     assert ("Control: today's pin <code>current</code> against candidate <code>candidate</code>: "
             '<span style="color:#1a7f37">QUALIFIED</span>') in html
     assert "Gate <code>test</code> against release <code>current</code>" in html

@@ -31,6 +31,7 @@ def test_history_renders_its_notebook_over_a_store(tmp_path):
     assert proc.stdout.strip().endswith("history.html")
     html = (out / "history.html").read_text()
     assert "Parity history" in html and "Losing headroom" in html and "<img" in html
+    assert "<title>every descriptor — parity history</title>" in html
     scraps = sb.read_notebook(str(out / "history.ipynb")).scraps
     headroom = scraps["history_headroom"].data
     assert {(r["case"], r["bucket"]) for r in headroom} == {("hf-bf16", 128), ("hf-bf16", 256)}

@@ -13,6 +13,7 @@ import time
 import urllib.request
 import xml.etree.ElementTree as ET
 import zipfile
+from html import unescape as html_unescape
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ import pytest
 from kit.core.modeldigest import model_digest
 from kit.core.results import read_run
 from support import ROOT, copy_model, edit_weight, hf_cases, parity_kit, write_descriptor
+from support.shared import embedded_gate_run
 
 ARTIFACTS = ROOT / "test-artifacts"
 
@@ -60,8 +62,10 @@ def test_failing_summary_says_what_failed_where_and_from_what(failing_run):
     # The verdict banner with its one-sentence reason.
     assert "<code>test</code>: <span style=\"color:#cf222e\">FAILED</span>" in html
     assert f"<code>checkpoint</code> fails 64 of 64 prompts; <code>hf-bf16</code> fails {n} of 64 prompts" in html
+    assert "<title>test: failed — parity gate</title>" in html  # what a browser's tab says
     # The case table, the plots, the worst prompts with both sides' tokens, the provenance.
-    assert "max probability error" in html and "margin" in html and "duration s" in html
+    assert "the worst token, against its own bound" in html and "max probability error" in html
+    assert "margin" in html and "duration s" in html
     assert html.count("data:image/png;base64") >= 3
     assert "Worst prompts: the golden's and the backend's top tokens" in html
     from tokenizers import Tokenizer
@@ -74,12 +78,18 @@ def test_failing_summary_says_what_failed_where_and_from_what(failing_run):
         assert f"{token:>6} {text}" in html
     assert view.manifest["fixture_sha256"] in html and view.manifest["model_digest"] in html
     assert "made by hf float32 on" in html and "parity-kit gate" in html
+    # Files by where they are, relative to the repository or the run, never by this machine's absolute paths: the
+    # model copy beside the run, the descriptor, the command's --out.
+    provenance = html.split("<h4>Provenance</h4>", 1)[1]
+    assert ">../model<" in provenance and ">../test.toml<" in provenance
+    assert str(run.parent) not in provenance and str(ROOT) not in provenance
 
 
 def test_passing_summary_banner_and_provenance(passing_run):
     run, _ = passing_run
     html = html_text(run / "summary.html")
     assert "PASSED</span></div><div>all 2 cases are within their bounds</div>" in html
+    assert "<title>test: passed — parity gate</title>" in html
     assert "no failures" in html
     assert "kernel parity-kit: attention sdpa" in html
 
@@ -173,9 +183,7 @@ def test_prompt_text_renders_as_text_in_a_real_browser(tmp_path, embedded):
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "summary-with-unsafe-prompts.png"
     shot.unlink(missing_ok=True)
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={tmp_path / 'chromium'}", "--window-size=1400,2400", "--virtual-time-budget=4000"]
+    flags = browser_flags(tmp_path)
     page = (run / "summary.html").as_uri()
     dom = subprocess.run([chromium(), *flags, "--dump-dom", page], capture_output=True, text=True, timeout=180)
     assert dom.returncode == 0, dom.stderr[-2000:]
@@ -193,14 +201,40 @@ def test_prompt_text_renders_as_text_in_a_real_browser(tmp_path, embedded):
     assert "see [click me](javascript:document.title='PWNED-LINK') now" in out
 
     # Every table fits its output area at this window size: none needs a horizontal scroll.
+    overflow = table_overflow(run / "summary.html", tmp_path)
+    assert len(overflow) >= 3 and max(overflow.values()) <= 0, overflow
+
+
+def browser_flags(tmp_path: Path, height: int = 2400) -> list[str]:
+    """Headless Chromium in a window 1400 pixels wide, its profile in ``tmp_path``."""
+    return ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            f"--user-data-dir={tmp_path / 'chromium'}", f"--window-size=1400,{height}", "--virtual-time-budget=4000"]
+
+
+def table_overflow(page: Path, tmp_path: Path) -> dict[str, int]:
+    """How many pixels each table of ``page`` is wider than its output area in a 1400-pixel window (above 0 needs a
+    horizontal scrollbar), keyed by its first heading cells' text."""
     probe = tmp_path / "probe.html"
-    probe.write_text((run / "summary.html").read_text() + "<script>document.title = 'overflow ' + JSON.stringify("
-                     "[...document.querySelectorAll('table')].map(t => Math.round("
-                     "t.getBoundingClientRect().width - t.parentElement.clientWidth)));</script>")
-    dom = subprocess.run([chromium(), *flags, "--dump-dom", probe.as_uri()], capture_output=True, text=True,
-                         timeout=180)
-    overflow = json.loads(dom.stdout.split("<title>overflow ", 1)[1].split("</title>", 1)[0])
-    assert len(overflow) >= 3 and max(overflow) <= 0, overflow
+    probe.write_text(page.read_text() + "<script>document.title = 'overflow ' + JSON.stringify(Object.fromEntries("
+                     "[...document.querySelectorAll('table')].map((t, i) => [i + ': ' + t.rows[0].textContent"
+                     ".trim().replace(/\\s+/g, ' ').slice(0, 60), Math.round("
+                     "t.getBoundingClientRect().width - t.parentElement.clientWidth)])));</script>")
+    dom = subprocess.run([chromium(), *browser_flags(tmp_path), "--dump-dom", probe.as_uri()], capture_output=True,
+                         text=True, timeout=180)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    return json.loads(html_unescape(dom.stdout.split("<title>overflow ", 1)[1].split("</title>", 1)[0]))
+
+
+def test_the_embedded_gates_case_table_fits_1400_pixels(tmp_path_factory, tmp_path):
+    """Every case of the embedded descriptor, with its bounds' source, drift, decode and detectable effect: the case
+    table (and every other) fits a 1400-pixel window without a horizontal scrollbar."""
+    run, proc = embedded_gate_run(tmp_path_factory)
+    assert proc.returncode == 0, proc.stderr
+    overflow = table_overflow(run / "summary.html", tmp_path)
+    [cases] = [k for k in overflow if "the worst token, against its own bound" in k]
+    assert len(read_run(run).expected) == 8 and overflow[cases] <= 0, overflow
+    assert max(overflow.values()) <= 0, overflow
 
 
 def free_port() -> int:

@@ -7,6 +7,7 @@ import dataclasses
 import math
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from kit.core.decode import case_headroom, failed_prompts, worst_decode_step, worst_step
@@ -61,10 +62,10 @@ def test_the_case_table_counts_the_prompt_failed_and_shows_the_step_its_bound_an
     result = decode_case(FAILS_AT_STEP_3, {"code-humaneval-01": "max probability error 0.008918 > bound 0.0059"})
     row = case_table(view_of(result)).loc["vllm-pp1-decode"]
     assert row["failed_prompts"] == 1 and row["prompts"] == 4
-    assert row["worst_prompt"] == "code-humaneval-01, decode step 3"
+    assert (row["worst_prompt"], row["step"]) == ("code-humaneval-01", 3)
     assert row["bound"] == 0.0059 and row["margin"] == pytest.approx(0.0059 - 0.008918) and row["margin"] < 0
     assert row["headroom"] == pytest.approx(0.008918 / 0.0059)  # not the first token's 0.38
-    assert row["max_probability_error"] == 0.0167  # the first token's, as the column has always said
+    assert row["max_probability_error"] == 0.008918  # that step's error, beside that step's bound
     frame = decode_frame(result)
     assert frame.loc["code-humaneval-01", "worst_step"] == 3
     assert frame.loc["code-humaneval-01", "error_over_bound"] == pytest.approx(0.008918 / 0.0059)
@@ -80,7 +81,8 @@ def test_the_headroom_figure_has_a_bar_for_the_worst_step():
 def test_a_passing_decode_case_keeps_its_first_token_in_the_table_when_that_is_nearer_its_bound():
     result = decode_case({})
     row = case_table(view_of(result)).loc["vllm-pp1-decode"]
-    assert row["failed_prompts"] == 0 and row["worst_prompt"] == "code-humaneval-01"
+    assert row["failed_prompts"] == 0 and row["worst_prompt"] == "code-humaneval-01" and pd.isna(row["step"])
+    assert (row["max_probability_error"], row["bound"]) == (0.0167, BUCKET_BOUND)
     assert row["headroom"] == pytest.approx(0.0167 / BUCKET_BOUND)  # its steps reach 0.34 of their bounds
     assert worst_decode_step(result).ratio == pytest.approx(0.002 / 0.0059)
 
@@ -109,3 +111,43 @@ def test_a_case_without_decode_has_its_first_token_headroom():
     result = decode_case({})
     result = dataclasses.replace(result, decode=[])
     assert case_headroom(result) == result.headroom and worst_decode_step(result) is None
+
+
+def shown(result: CaseResult) -> tuple:
+    row = case_table(view_of(result)).loc[result.case]
+    return row["worst_prompt"], row["step"], row["max_probability_error"], row["bound"], row["margin"]
+
+
+def test_the_row_pairs_the_failing_steps_error_with_that_steps_bound_never_a_first_tokens():
+    # Every first token's 0.0167 exceeds the bounds of steps 3 (0.0059) and 4 (0.0095); the step that fails is step 2
+    # of chat-02 (0.02 > 0.012). The row is that prompt at that step: its error, its bound, their margin.
+    failing = decode_case({"chat-02": [0.01, 0.02, 0.003, 0.004]},
+                          {"chat-02": "max probability error 0.02 > bound 0.012"})
+    assert shown(failing) == ("chat-02", 2, 0.02, 0.012, pytest.approx(0.012 - 0.02))
+    assert "fails 1 of 4 prompts (decode step 2 of `chat-02`: 0.02 > 0.012" in gate_reason(view_of(failing))
+
+
+def test_a_passing_step_nearer_its_bound_than_any_first_token_is_shown_with_its_own_error():
+    # vllm-pp1-decode's page showed the first token's largest error (0.00854) beside step 6's bound (0.0078), as if
+    # the passed case were past its bound. Step 3 of math-03 (0.005 of 0.0059) is nearer its bound than any first
+    # token (0.0167 of 0.044): its own error is shown, inside its bound.
+    passing = decode_case({"math-03": [0.01, 0.003, 0.005, 0.003]})
+    prompt, step, error, bound, margin = shown(passing)
+    assert (prompt, step, error, bound) == ("math-03", 3, 0.005, 0.0059) and error <= bound and margin > 0
+
+
+def test_a_continuation_that_diverged_outside_a_near_tie_is_the_row_at_its_step():
+    # chat-02 failed where it diverged (step 2, error 0.004 inside its bound 0.012); math-03's step 3 is nearer its
+    # bound (0.005 of 0.0059) but passed: the row names the step that failed, with that step's numbers.
+    result = decode_case({"math-03": [0.01, 0.003, 0.005, 0.003], "chat-02": [0.01, 0.004]},
+                         {"chat-02": "continuations diverged outside a near-tie"}, diverged_at=2, golden_token=7,
+                         backend_token=9, accepted=False)
+    assert shown(result) == ("chat-02", 2, 0.004, 0.012, pytest.approx(0.008))
+
+
+def test_a_failing_first_token_stays_the_row_over_a_passing_step():
+    result = decode_case({"math-03": [0.01, 0.003, 0.005, 0.003]})
+    over = dataclasses.replace(result.prompts[1], max_probability_error=0.05, passed=False,
+                               failures=["chat-02: max probability error 0.05 > bound 0.044"])
+    result = dataclasses.replace(result, status=FAILED, prompts=[result.prompts[0], over, *result.prompts[2:]])
+    assert shown(result)[:4] == ("chat-02", None, 0.05, BUCKET_BOUND)

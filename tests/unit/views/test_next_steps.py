@@ -82,8 +82,9 @@ def view(names: list[str]) -> RunView:
 
 def test_the_banner_of_a_failed_run_tables_each_case_its_kind_and_its_command():
     page = run_banner(view(["numeric", "no-record", "fine"]))
-    assert "<th>what happened</th>" in page
-    assert "<td><code>numeric</code></td><td><strong>numeric</strong></td>" in page
+    left = ' style="text-align:left"'
+    assert f"<th{left}>what happened</th>" in page
+    assert f"<td{left}><code>numeric</code></td><td{left}><strong>numeric</strong></td>" in page
     assert "<code>parity-kit control descriptors/tiny-cpu.toml --case numeric</code>" in page
     assert f"<code>{MAKE.format('no-record')}</code>" in page.replace("&quot;", '"')
     assert "fine" not in page.split("<table", 1)[1]  # a passed case is not a step
