@@ -136,7 +136,6 @@ def run_case(spec: CaseSpec, reference_out: str | None = None, evidence_out: str
     check_distributions(spec, prompts, [*observations, *(o for r in runs.values() for o in r)], continuations)
 
     exact = golden.kind == EXACT
-    elsewhere = None
     if spec.calibration is not None:
         problem = check_case_inputs(spec.calibration, spec, fixture_sha256=fixture.sha256,
                                     golden_sha256=golden.sha256, model_digest=model_digest,

@@ -184,11 +184,11 @@ def test_calibrating_an_exact_case_is_refused(embedded, tmp_path):
     assert not (tmp_path / "cal").exists()
 
 
-def test_noise_measured_on_other_hardware_is_refused_unless_accepted(embedded):
+def test_noise_measured_on_other_hardware_is_no_baseline_unless_accepted(embedded):
     import dataclasses
 
     from kit.case.runner import run_case
-    from kit.core.errors import BadInput
+    from kit.core.errors import NoBaselineHere
     from kit.descriptor.load import load_descriptor
 
     spec = load_descriptor(embedded.descriptor).case_specs(["hf-bf16"])[0]
@@ -196,11 +196,13 @@ def test_noise_measured_on_other_hardware_is_refused_unless_accepted(embedded):
     elsewhere = {**cal["fingerprint"], "runtime": {**cal["fingerprint"]["runtime"],
                                                   "accelerator": {"name": "cpu (x86-64-v9)", "driver": ""}}}
     refused_spec = dataclasses.replace(spec, buckets=[128], calibration={**cal, "fingerprint": elsewhere, "accept": []})
-    with pytest.raises(BadInput) as e:
+    # The kernel found hardware no record lists: the case has no baseline here (never an error), and says the command.
+    with pytest.raises(NoBaselineHere) as e:
         run_case(refused_spec)
-    assert str(e.value).startswith(f"case hf-bf16: calibration {cal['path']} measured noise on cpu (x86-64-v9), "
-                                   "this case runs on cpu (")
-    assert str(e.value).endswith("calibrate here, or set accept_noise_changes = [\"hardware\"] to use its bounds")
+    assert str(e.value).startswith(f"no baseline for this hardware: case hf-bf16's calibration {cal['path']} "
+                                   "measured noise on cpu (x86-64-v9), this case runs on cpu (")
+    assert str(e.value).endswith("make one here with `parity-kit baseline make descriptors/tiny-cpu.toml --case "
+                                 'hf-bf16 --reason "..."`')
     accepted = run_case(dataclasses.replace(refused_spec, calibration={**cal, "fingerprint": elsewhere,
                                                                        "accept": ["hardware"]}))
     assert accepted.status == "passed" and accepted.drift is None

@@ -251,7 +251,7 @@ def test_missing_candidate_kernel_is_refused_at_its_key_before_anything_is_writt
 
 def test_release_without_a_backend_or_with_a_bad_option_is_refused(tmp_path, embedded):
     rel = releases()
-    rel["candidate"]["backends"] = {"hf": {"kernel": "parity-kit", "options": {"dtype": "float64"}}}
+    rel["candidate"]["backends"] = {"hf": {"kernel": "parity-kit", "options": {"dtype": "float128"}}}
     desc = write_descriptor(tmp_path, embedded, releases=rel)
     proc = parity_kit("gate", desc, "--release", "candidate", "--out", tmp_path / "out")
     assert proc.returncode == 3
