@@ -14,15 +14,15 @@ from pathlib import Path
 from typing import NoReturn
 
 from kit import __version__
-from kit.core import contract, paths, rundir
+from kit.core.records import contract, paths, rundir
 from kit.core.errors import BadInput, Unrunnable
 from kit.core.exitcodes import ExitCode, epilog
-from kit.core.text import printable
-from kit.core.results import GATE_EXIT_CODES
+from kit.core.records.text import printable
+from kit.core.records.results import GATE_EXIT_CODES
 from kit.gate.executors import DEFAULT as DEFAULT_EXECUTOR, executors
 from kit.gate.heartbeat import DEFAULT_HEARTBEAT_S, HEARTBEAT_ENV
 from kit.run import output, stopping
-from kit.core.records import GOLDEN_KINDS, SEMANTIC
+from kit.core.records.records import GOLDEN_KINDS, SEMANTIC
 
 
 def _golden_makers() -> tuple[str, list[str]]:
@@ -759,7 +759,7 @@ def _schema(args) -> int:
 
 def _backends(args) -> int:
     from kit.backends import registry
-    from kit.core import paths
+    from kit.core.records import paths
     from kit.gate.preflight import installed_kernels
 
     kernels = installed_kernels()
@@ -776,7 +776,7 @@ def _backends(args) -> int:
 
 
 def _digest(args) -> int:
-    from kit.core.modeldigest import model_digest
+    from kit.core.model.modeldigest import model_digest
 
     print(model_digest(args.model))
     return 0
@@ -949,7 +949,7 @@ def _lab(args) -> int:
     if jupyter is None:
         raise BadInput("jupyter is not installed in this environment; run `make env` first")
     root = paths.CHECKOUT or Path.cwd()
-    os.environ[paths.LAB_ROOT_ENV] = str(root.resolve())  # its kernels' runs/ (kit.core.paths.runs_root)
+    os.environ[paths.LAB_ROOT_ENV] = str(root.resolve())  # its kernels' runs/ (kit.core.records.paths.runs_root)
     cmd = [jupyter, "lab", f"--ServerApp.root_dir={root}", "--ip=127.0.0.1", f"--port={args.port}",
            *lab_options(root)]  # checkpoints in the user's cache, never in a run directory
     if args.run_dir:
@@ -1046,7 +1046,7 @@ def _command(name: str) -> list[str] | None:
 
 
 def _fixture_make(args) -> int:
-    from kit.core.fixture import load_fixture, make_fixture, read_prompts
+    from kit.core.records.fixture import load_fixture, make_fixture, read_prompts
 
     paths.check_dir_target(args.out, "--out")
     prompts = read_prompts(args.prompts)
@@ -1061,14 +1061,14 @@ def _fixture_make(args) -> int:
 
 
 def _print_buckets(fixture) -> None:
-    from kit.core.fixture import summary_rows
+    from kit.core.records.fixture import summary_rows
 
     for row in summary_rows(fixture):
         print(f"  bucket {row['bucket']:>5}: {row['cases']:>3} cases, {row['min_tokens']}-{row['max_tokens']} tokens")
 
 
 def _fixture_verify(args) -> int:
-    from kit.core.fixture import verify_fixture
+    from kit.core.records.fixture import verify_fixture
 
     fixture = verify_fixture(args.fixture, args.model)
     print(f"ok: {args.fixture}: sha256 {fixture.sha256}, {len(fixture.prompts)} prompts, tokenizer {fixture.tokenizer}")
@@ -1077,8 +1077,8 @@ def _fixture_verify(args) -> int:
 
 
 def _fixture_report(args) -> int:
-    from kit.core.fixture import verify_fixture
-    from kit.core.vocabcoverage import fixture_coverage
+    from kit.core.records.fixture import verify_fixture
+    from kit.core.noise.vocabcoverage import fixture_coverage
     from kit.views.coverage import check_json_target, print_report, write_report_json
 
     fixture = verify_fixture(args.fixture, args.model)  # a model with another tokenizer would misclassify
@@ -1119,10 +1119,10 @@ def _golden_regen(args) -> int:
 
 
 def _golden_verify(args) -> int:
-    from kit.core.fixture import load_fixture
-    from kit.core.golden import check_golden_matches_fixture, check_golden_vocabulary, load_golden
-    from kit.core.modelconfig import model_limits
-    from kit.core.modeldigest import model_digest
+    from kit.core.records.fixture import load_fixture
+    from kit.core.baselines.golden import check_golden_matches_fixture, check_golden_vocabulary, load_golden
+    from kit.core.model.modelconfig import model_limits
+    from kit.core.model.modeldigest import model_digest
 
     golden = load_golden(args.golden)
     check_golden_matches_fixture(golden, load_fixture(args.fixture))
@@ -1158,7 +1158,7 @@ def _fault_inject(args) -> int:
 
 
 def _golden_diff(args) -> int:
-    from kit.core.golden import diff_goldens, load_golden
+    from kit.core.baselines.golden import diff_goldens, load_golden
 
     rows = diff_goldens(load_golden(args.old), load_golden(args.new))
     moved = [r for r in rows if r.max_probability_delta > args.threshold or r.winner_changed]

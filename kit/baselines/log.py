@@ -12,8 +12,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Sequence
 
-from kit.core.lineage import LineageEntry, bound_changes, bound_moves, chain, heads
-from kit.core.lineageclaims import accepted_looser
+from kit.core.baselines.lineage import LineageEntry, bound_changes, bound_moves, chain, heads
+from kit.core.baselines.lineageclaims import accepted_looser
 
 
 @dataclass(frozen=True)

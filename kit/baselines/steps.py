@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from kit.core.jsonio import read_json, write_json
-from kit.core.results import now_iso
+from kit.core.records.jsonio import read_json, write_json
+from kit.core.records.results import now_iso
 from kit.run.output import MARKUP, NOTICE
 
 log = logging.getLogger(__name__)

@@ -17,10 +17,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from kit.core import rundir
+from kit.core.records import rundir
 from kit.core.errors import BadInput
-from kit.core.jsonio import read_json
-from kit.core.paths import display
+from kit.core.records.jsonio import read_json
+from kit.core.records.paths import display
 from kit.refresh import build, overlay, release
 
 

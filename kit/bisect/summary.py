@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kit.core import rundir
+from kit.core.records import rundir
 
 HEADS = {"first-bad-commit": "FIRST BAD COMMIT FOUND", "fails-at-base": "NO BAD COMMIT IN THE RANGE",
          "passes-at-tip": "NOTHING TO BISECT", "incomplete": "INCOMPLETE"}

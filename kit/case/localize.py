@@ -18,11 +18,11 @@ from typing import Sequence
 
 from kit.backends import registry
 from kit.case import interpreter
-from kit.core import paths
+from kit.core.records import paths
 from kit.core.errors import BadInput
-from kit.core.fixture import Prompt
-from kit.core.localize import FLOOR, K, Localization, differences, localize
-from kit.core.spec import CaseSpec
+from kit.core.records.fixture import Prompt
+from kit.core.noise.localize import FLOOR, K, Localization, differences, localize
+from kit.core.records.spec import CaseSpec
 
 
 @dataclass

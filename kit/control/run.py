@@ -16,12 +16,12 @@ from typing import Sequence
 from rich.markup import escape
 
 from kit import __version__
-from kit.core import paths, rundir
-from kit.core.diagnosis import QUALIFIED, Diagnosis, diagnose
+from kit.core.records import paths, rundir
+from kit.core.verdict.diagnosis import QUALIFIED, Diagnosis, diagnose
 from kit.core.errors import BadInput
-from kit.core.jsonio import write_json
-from kit.core.results import now_iso, read_run
-from kit.core.text import printable
+from kit.core.records.jsonio import write_json
+from kit.core.records.results import now_iso, read_run
+from kit.core.records.text import printable
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.descriptor.plan import Plan, outline
 from kit.gate import report
@@ -140,7 +140,7 @@ def is_control_dir(path: str | Path) -> bool:
 
 
 def control_runs(control_dir: str | Path) -> tuple[Path, Path]:
-    """The current and candidate run directories of a control directory (kit.core.rundir reads its record)."""
+    """The current and candidate run directories of a control directory (kit.core.records.rundir reads its record)."""
     return rundir.control_run_dirs(control_dir)
 
 

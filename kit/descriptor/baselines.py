@@ -14,17 +14,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from kit.backends import registry
-from kit.core import paths
-from kit.core.baselinekind import CALIBRATION, EXACT_GOLDEN, POWER, BaselineKind, of_golden
-from kit.core.calibration import (CalibrationRecord, hardware_change, load_record, measured_on, record_for_host,
+from kit.core.records import paths
+from kit.core.baselines.baselinekind import CALIBRATION, EXACT_GOLDEN, POWER, BaselineKind, of_golden
+from kit.core.noise.calibration import (CalibrationRecord, hardware_change, load_record, measured_on, record_for_host,
                                   same_class)
 from kit.core.errors import BadInput
-from kit.core.golden import load_golden
-from kit.core.jsonio import sha256_file
-from kit.core.lineage import LineageEntry, heads, load_folder, normal_runtime, of_descriptor
-from kit.core.lineageclaims import ACCEPT_LOOSER, accepted_looser, bounds_claim, loosening, movement_text, movements
-from kit.core.power import detectable_of, load_power, named_calibration, read_power
-from kit.core.records import NoBaseline
+from kit.core.baselines.golden import load_golden
+from kit.core.records.jsonio import sha256_file
+from kit.core.baselines.lineage import LineageEntry, heads, load_folder, normal_runtime, of_descriptor
+from kit.core.baselines.lineageclaims import (ACCEPT_LOOSER, accepted_looser, bounds_claim, loosening, movement_text,
+                                              movements)
+from kit.core.noise.power import detectable_of, load_power, named_calibration, read_power
+from kit.core.records.records import NoBaseline
 from kit.descriptor.schema import CaseBase, case_golden_kind, golden_kind
 
 if TYPE_CHECKING:
@@ -175,7 +176,7 @@ class Baselines:
 
 
     def calibration(self, name: str, c: CaseBase) -> dict:
-        """The reference of the calibration record a case names (kit.core.calibration). Whether it fits
+        """The reference of the calibration record a case names (kit.core.noise.calibration). Whether it fits
         the case's inputs is checked by the preflight, after the inputs themselves, for every record listed."""
         where = self.desc.calibration_where(name)
         if c.bound is not None or c.bucket_bounds:
@@ -312,7 +313,8 @@ class Baselines:
         """What of a lineage entry's claims does not re-derive, in one line naming it (None: all do). Every entry:
         its file is there and holds the bytes it names. A calibration record's too: the bounds it states are the
         record's own, and the record does not loosen its parent's bounds beyond the parent's margin unless the
-        command that made it gave a reason (kit.core.lineageclaims). ``record``: the entry's, already loaded."""
+        command that made it gave a reason (kit.core.baselines.lineageclaims). ``record``: the entry's, already
+        loaded."""
         folder = self.lineage_folder()
         assert folder is not None  # entries come from it
         shown = f"lineage entry {paths.display(entry.path or folder)}"

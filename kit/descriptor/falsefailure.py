@@ -1,4 +1,4 @@
-"""A descriptor's false-failure budget and the one line a run states it in (kit.core.falsefailure says why).
+"""A descriptor's false-failure budget and the one line a run states it in (kit.core.noise.falsefailure says why).
 
 The budget is counted over the whole descriptor, whichever cases a run selects: a ``--case`` subset judges each
 case with the alpha the full gate gives it, so one case never passes alone and fails beside the others.
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping
 
-from kit.core.baselinekind import of_golden
-from kit.core.falsefailure import Budget, bounds_left_out, budget, statement
+from kit.core.baselines.baselinekind import of_golden
+from kit.core.noise.falsefailure import Budget, bounds_left_out, budget, statement
 from kit.descriptor.schema import CaseBase, case_golden_kind
 
 if TYPE_CHECKING:

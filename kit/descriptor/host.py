@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from kit.backends import registry
-from kit.core.calibration import case_device
-from kit.core.recordcheck import Wrong, mapping, text
-from kit.core.spec import CaseSpec
+from kit.core.noise.calibration import case_device
+from kit.core.records.recordcheck import Wrong, mapping, text
+from kit.core.records.spec import CaseSpec
 
 
 class Host:
@@ -26,8 +26,9 @@ class Host:
         self._accelerators: dict[str, dict[str, str]] = {}
 
     def accelerator(self, case: str, options: Mapping[str, Any]) -> dict[str, str]:
-        """The accelerator a case of ``options`` computes on: ``{"name", "driver"}`` (kit.core.runtime.accelerator)."""
-        from kit.core.runtime import accelerator
+        """The accelerator a case of ``options`` computes on: ``{"name", "driver"}``
+        (kit.core.baselines.runtime.accelerator)."""
+        from kit.core.baselines.runtime import accelerator
 
         device = case_device(options)
         if device not in self._accelerators:

@@ -14,16 +14,16 @@ from typing import Any, Mapping
 from pydantic import BaseModel, ValidationError
 
 from kit.backends import registry
-from kit.core import paths
-from kit.core.baselinekind import of_golden
-from kit.core.calibration import load_record, measured_on
+from kit.core.records import paths
+from kit.core.baselines.baselinekind import of_golden
+from kit.core.noise.calibration import load_record, measured_on
 from kit.core.errors import BadInput
-from kit.core.jsonio import read_input_bytes
-from kit.core.power import named_calibration, read_power
-from kit.core.spec import CaseSpec
-from kit.core.text import printable
-from kit.core.falsefailure import Budget
-from kit.core.records import EXACT
+from kit.core.records.jsonio import read_input_bytes
+from kit.core.noise.power import named_calibration, read_power
+from kit.core.records.spec import CaseSpec
+from kit.core.records.text import printable
+from kit.core.noise.falsefailure import Budget
+from kit.core.records.records import EXACT
 from kit.descriptor import nesting
 from kit.descriptor.baselines import Baselines
 from kit.descriptor.code_settings import warn_code_settings

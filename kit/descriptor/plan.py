@@ -18,14 +18,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Sequence
 
-from kit.core import paths
-from kit.core.baselinekind import CALIBRATION, KINDS, POWER
-from kit.core.lineage import LineageEntry
-from kit.core.calibration import CalibrationRecord
+from kit.core.records import paths
+from kit.core.baselines.baselinekind import CALIBRATION, KINDS, POWER
+from kit.core.baselines.lineage import LineageEntry
+from kit.core.noise.calibration import CalibrationRecord
 from kit.core.errors import BadInput
-from kit.core.falsefailure import Budget
-from kit.core.jsonio import sha256_file
-from kit.core.spec import CaseSpec
+from kit.core.noise.falsefailure import Budget
+from kit.core.records.jsonio import sha256_file
+from kit.core.records.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor
 from kit.descriptor.schema import Resources, case_golden_kind, golden_kind
 
@@ -110,7 +110,7 @@ class Outline:
     goldens: Mapping[str, GoldenEntry]
     releases: Mapping[str, ReleasePin]
     cases: Mapping[str, CaseOutline]
-    # The descriptor's lineage entries (kit.core.lineage), read once: where each baseline in use came from.
+    # The descriptor's lineage entries (kit.core.baselines.lineage), read once: where each baseline in use came from.
     lineage: tuple[LineageEntry, ...] = ()
     # [baselines]: the lineage folder and where new calibration records and goldens go; None: keeps no lineage.
     baseline_folders: Mapping[str, Path] | None = None

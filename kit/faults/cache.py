@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from kit.core.modeldigest import model_digest
+from kit.core.model.modeldigest import model_digest
 from kit.faults import catalogue, checkpoint
 from kit.faults.catalogue import Fault, write_fault
 

@@ -5,7 +5,7 @@ into one backend's code, so that every backend that reads the folder (hf, vLLM, 
 export) loads the same fault, and the gate is tested as a user would meet the engine bug.
 
 Tensors are edited as float32 copies and written back in the dtype and order the source file has,
-with its metadata, through kit.core.safetensors_io; every other file of the folder is copied as is.
+with its metadata, through kit.core.model.safetensors_io; every other file of the folder is copied as is.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from kit.core.errors import BadInput
-from kit.core.safetensors_io import read_tensors, write_tensors
+from kit.core.model.safetensors_io import read_tensors, write_tensors
 
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"

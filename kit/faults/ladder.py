@@ -19,7 +19,7 @@ import logging
 import shutil
 from pathlib import Path
 
-from kit.core.modeldigest import model_digest
+from kit.core.model.modeldigest import model_digest
 from kit.faults.cache import faulted_copy
 from kit.faults.catalogue import Fault
 from kit.faults.effect import EmbeddedCases, hf_float32_effect

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from kit.backends import registry
-from kit.core import paths
+from kit.core.records import paths
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import Plan
 from kit.gate.executor import check_run

@@ -29,20 +29,22 @@ from typing import Callable, Mapping, Sequence
 
 from kit import __version__
 from kit.backends import registry
-from kit.core import contract, faultcopy, outcomes, paths, rundir
-from kit.core.borrowed import judged_under_borrowed_bounds
-from kit.core.calibration import hardware_change
+from kit.core.records import contract, paths, rundir
+from kit.core.model import faultcopy
+from kit.core import outcomes
+from kit.core.verdict.borrowed import judged_under_borrowed_bounds
+from kit.core.noise.calibration import hardware_change
 from kit.descriptor.baselines import make_command
-from kit.core.coverage import Expected, coverage_problem, rejudged
+from kit.core.verdict.coverage import Expected, coverage_problem, rejudged
 from kit.core.errors import BadInput, ParityKitError
-from kit.core.fixture import Prompt
-from kit.core.jsonio import sha256_file, write_json
-from kit.core.phases import with_executor_phases
-from kit.core.records import ERROR, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseResult
-from kit.core.power import judged_by_power
-from kit.core.results import gate_verdict, load_case_result, now_iso, save_case_result, status_counts
-from kit.core.scoring import bound_for
-from kit.core.spec import CaseSpec
+from kit.core.records.fixture import Prompt
+from kit.core.records.jsonio import sha256_file, write_json
+from kit.core.records.phases import with_executor_phases
+from kit.core.records.records import ERROR, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseResult
+from kit.core.noise.power import judged_by_power
+from kit.core.records.results import gate_verdict, load_case_result, now_iso, save_case_result, status_counts
+from kit.core.verdict.scoring import bound_for
+from kit.core.records.spec import CaseSpec
 from kit.descriptor.falsefailure import plan_statement
 from kit.descriptor.host import Host, hardware_record
 from kit.descriptor.load import LoadedDescriptor, packaged_notebook
@@ -54,7 +56,7 @@ from kit.gate.preflight import Inputs, check_inputs
 from kit.run import compilecache, devices, runlock
 from kit.run.devices import DevicePool, Gpu, Inventory, Request, Slots, Unavailable, WaitStopped
 from kit.run.notebook import describe_failure, run_notebook, stop_all, stopping
-from kit.core.records import EXACT
+from kit.core.records.records import EXACT
 
 log = logging.getLogger(__name__)
 
@@ -467,7 +469,7 @@ def checked(result: CaseResult, spec: CaseSpec, expected: Expected | None,
 
 def judged_by_hardware(result: CaseResult, spec: CaseSpec, here: Mapping[str, str] | None = None) -> CaseResult:
     """A failure under bounds measured on another class of hardware than this host's, judged by
-    kit.core.borrowed: asked here, on the case's host, since only it knows what it computes on (``here``: the
+    kit.core.verdict.borrowed: asked here, on the case's host, since only it knows what it computes on (``here``: the
     accelerator a run recorded for it instead)."""
     calibration = getattr(spec, "calibration", None)
     if result.status != FAILED or not calibration:

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Callable, ClassVar
 from kit.core.errors import BadInput
 
 if TYPE_CHECKING:
-    from kit.core.records import CaseResult
-    from kit.core.spec import CaseSpec
+    from kit.core.records.records import CaseResult
+    from kit.core.records.spec import CaseSpec
     from kit.descriptor.plan import Plan
     from kit.gate.executor import GateRun
     from kit.run.devices import DevicePool, Inventory

@@ -5,7 +5,7 @@ runs for an hour looks the same as one that hangs. There the gate prints, at a s
 
     [  62s] running: hf-bf16 (41 s), vllm-pp1 (12 s)
 
-and relays each bucket a case's kernel reports as finished (kit.core.progress):
+and relays each bucket a case's kernel reports as finished (kit.core.records.progress):
 
     hf-bf16: bucket 256 done (16 prompts, 3.1 s)
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from kit.core.errors import BadInput
-from kit.core.progress import BucketDone
+from kit.core.records.progress import BucketDone
 
 HEARTBEAT_ENV = "PARITY_KIT_HEARTBEAT_S"  # seconds between heartbeat lines (tests shorten it)
 DEFAULT_HEARTBEAT_S = 30.0

@@ -24,7 +24,7 @@ which decides for every executor: it is that rule applied at once, inside one
 attempt of the gate, while the other cases still run (and a gang keeps its
 placement group). Ray restarts a task only when its worker died
 (``retry_exceptions=False``: a notebook that failed returned its result), which
-kit.core.triage classes infrastructure, and a restart never runs again a case
+kit.core.verdict.triage classes infrastructure, and a restart never runs again a case
 whose lost attempt had written a failed verdict
 (``kit.gate.ray_task.verdict_before_restart``). Its attempts are kept in the
 case's files (``<case>.attempts.jsonl``, ``<case>.attemptN.ipynb``, a note
@@ -54,12 +54,13 @@ from typing import Callable, Iterator
 
 from kit.backends.processes import stop_procs
 from kit.case.placement import RAY_NAMESPACE
-from kit.core import outcomes, paths, rundir
-from kit.core.coverage import Expected
+from kit.core import outcomes
+from kit.core.records import paths, rundir
+from kit.core.verdict.coverage import Expected
 from kit.core.errors import Unrunnable
-from kit.core.records import ERROR, TIMEOUT, CaseResult
-from kit.core.results import now_iso
-from kit.core.spec import CaseSpec
+from kit.core.records.records import ERROR, TIMEOUT, CaseResult
+from kit.core.records.results import now_iso
+from kit.core.records.spec import CaseSpec
 from kit.descriptor.plan import Plan
 from kit.descriptor.schema import Resources
 from kit.gate.executor import GateRun, record

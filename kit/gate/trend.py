@@ -18,8 +18,8 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.core import paths, rundir
-from kit.core.jsonio import read_json, write_json
+from kit.core.records import paths, rundir
+from kit.core.records.jsonio import read_json, write_json
 
 log = logging.getLogger(__name__)
 

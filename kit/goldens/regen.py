@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from kit.core import paths, rundir
+from kit.core.records import paths, rundir
 from kit.core.errors import BadInput
-from kit.core.golden import PromptDiff, diff_goldens, golden_filename, load_golden, write_golden
-from kit.core.jsonio import atomic_write_bytes
-from kit.core.records import PASSED
+from kit.core.baselines.golden import PromptDiff, diff_goldens, golden_filename, load_golden, write_golden
+from kit.core.records.jsonio import atomic_write_bytes
+from kit.core.records.records import PASSED
 from kit.descriptor.load import golden_kind, load_descriptor, with_golden, with_records
 from kit.descriptor.plan import calibration_lists, outline
 from kit.gate.session import gate_once
@@ -30,7 +30,7 @@ from kit.goldens.make import make_golden_document
 from kit.goldens.recalibrate import Recalibrated, place, recalibrate, stale_cases
 from kit.run import output
 from kit.run.output import MARKUP, NOTICE
-from kit.core.records import SEMANTIC
+from kit.core.records.records import SEMANTIC
 
 log = logging.getLogger(__name__)
 

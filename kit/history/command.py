@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from kit.core import paths, rundir
+from kit.core.records import paths, rundir
 from kit.core.errors import BadInput
-from kit.core.jsonio import write_json
+from kit.core.records.jsonio import write_json
 from kit.history import index as history_index
 from kit.history import queries
 from kit.history.steps import flag_rows

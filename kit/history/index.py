@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from kit.core import rundir
+from kit.core.records import rundir
 from kit.core.errors import BadInput
 from kit.history.rows import BucketRow, CaseRow, Line, Read, RunRow, read_location
 from kit.history.store import Store

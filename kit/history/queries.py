@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from kit.core.drift import t_two_sided_p
+from kit.core.noise.drift import t_two_sided_p
 from kit.history.rows import DECODE, FIRST_TOKEN
 
 # Runs the trend of a bucket's headroom is fitted over, and the p-value under which a falling trend is named.

@@ -19,15 +19,15 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from kit.core import rundir
-from kit.core.decode import StepMargin, worst_step
+from kit.core.records import rundir
+from kit.core.verdict.decode import StepMargin, worst_step
 from kit.core.errors import BadInput
-from kit.core.records import CASE_STATUSES, CaseResult
-from kit.core.recordcheck import Wrong, listing, mapping, text
-from kit.core.resultcheck import check_manifest, written_by
-from kit.core.results import gate_verdict
+from kit.core.records.records import CASE_STATUSES, CaseResult
+from kit.core.records.recordcheck import Wrong, listing, mapping, text
+from kit.core.records.resultcheck import check_manifest, written_by
+from kit.core.records.results import gate_verdict
 from kit.history.store import Store
-from kit.core.records import EXACT
+from kit.core.records.records import EXACT
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ _VERDICT_AT_END = re.compile(rb'"verdict":"([a-z-]+)"}\s*$')
 # What a line about a run says: it (or a part of it) could not be read, or its recorded verdict was not trusted.
 SKIPPED, VERDICT = "skipped", "verdict"
 # What a bucket row measures: the first token of its prompts, or the worst step of their continuations (a decode
-# case's second series, each step against its own bound: kit.core.decode.worst_step).
+# case's second series, each step against its own bound: kit.core.verdict.decode.worst_step).
 FIRST_TOKEN, DECODE = "first-token", "decode"
 
 

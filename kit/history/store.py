@@ -21,9 +21,9 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from kit.core import rundir
+from kit.core.records import rundir
 from kit.core.errors import BadInput
-from kit.core.jsonio import parse_json_input
+from kit.core.records.jsonio import parse_json_input
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +171,7 @@ class Store:
         yield from (f.location for f in found.found)
 
     def walk(self) -> rundir.Walk:
-        """The run directories under the root and the folders not looked into (kit.core.rundir.walk). A prefix
+        """The run directories under the root and the folders not looked into (kit.core.records.rundir.walk). A prefix
         nothing was published under yet has none (refused where the bucket or, for a folder store, the folder
         does not exist)."""
         self.probe()

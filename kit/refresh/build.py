@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Sequence
 
 from kit import __version__
-from kit.core import paths, rundir
-from kit.core.jsonio import read_json, write_json
-from kit.core.results import now_iso
+from kit.core.records import paths, rundir
+from kit.core.records.jsonio import read_json, write_json
+from kit.core.records.results import now_iso
 from kit.refresh import overlay, release, wheels
 
 BUILT, CONFLICT, BUILD_FAILED, EXISTS = "built", "conflict", "build-failed", "exists"

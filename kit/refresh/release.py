@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Sequence
 
 from kit.core.errors import BadInput
-from kit.core.jsonio import canonical_bytes, read_json
-from kit.core.paths import display
+from kit.core.records.jsonio import canonical_bytes, read_json
+from kit.core.records.paths import display
 
 MANIFEST = "manifest.json"
 WHEELS = "wheels"

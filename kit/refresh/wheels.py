@@ -12,7 +12,7 @@ from typing import Sequence
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from kit.core.jsonio import sha256_file
+from kit.core.records.jsonio import sha256_file
 
 # pip builds with the environment's own setuptools (no isolation: no index needed) and
 # no dependencies (a release is the fork's own bytes, not its dependency tree).

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-from kit.core.contract import CUDA_VISIBLE_DEVICES_ENV, FAKE_GPUS_ENV
+from kit.core.records.contract import CUDA_VISIBLE_DEVICES_ENV, FAKE_GPUS_ENV
 from kit.core.errors import BadInput, ParityKitError
 
 QUERY = ["nvidia-smi", "--query-gpu=index,uuid,name,memory.used,memory.total", "--format=csv,noheader"]

@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.core import paths
+from kit.core.records import paths
 
 JUPYTER_PATH_ENV = "JUPYTER_PATH"  # jupyter_core's search path for data folders (kernels/ among them)
 

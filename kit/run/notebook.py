@@ -31,10 +31,11 @@ from typing import Sequence
 from jupyter_client.manager import AsyncKernelManager
 
 from kit.backends import processes
-from kit.core import outcomes, paths
-from kit.core.contract import LOG_PREFIX_ENV
+from kit.core import outcomes
+from kit.core.records import paths
+from kit.core.records.contract import LOG_PREFIX_ENV
 from kit.core.errors import kind_named
-from kit.core.jsonio import atomic_write_bytes
+from kit.core.records.jsonio import atomic_write_bytes
 from kit.run import warmkernels
 from kit.run.mainkernel import provide_main_kernel
 

@@ -47,8 +47,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterator, Mapping, Sequence
 
-from kit.core.jsonio import read_umask
-from kit.core.contract import LOG_PREFIX_ENV, MODEL_DIGEST_CACHE_ENV, RESULT_PATH_ENV
+from kit.core.records.jsonio import read_umask
+from kit.core.records.contract import LOG_PREFIX_ENV, MODEL_DIGEST_CACHE_ENV, RESULT_PATH_ENV
 
 log = logging.getLogger(__name__)
 

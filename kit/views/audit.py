@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from kit.core import paths
-from kit.core.decode import failed_prompts, worst_decode_step
-from kit.core.fixture import load_fixture
-from kit.core.golden import load_golden
-from kit.core.records import (BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult,
+from kit.core.records import paths
+from kit.core.verdict.decode import failed_prompts, worst_decode_step
+from kit.core.records.fixture import load_fixture
+from kit.core.baselines.golden import load_golden
+from kit.core.records.records import (BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult,
                               PromptScore, severity)
-from kit.core.nextsteps import Step, next_steps, one_command
-from kit.core.results import RunView, counts_sentence
+from kit.core.verdict.nextsteps import Step, next_steps, one_command
+from kit.core.records.results import RunView, counts_sentence
 from kit.gate.trend import read_steps
 
 BANNER_COLORS = {"passed": "#1a7f37", "qualified": "#1a7f37", "failed": "#cf222e", "regression": "#cf222e",
@@ -248,7 +248,7 @@ def _golden_provenance(path: str | None) -> str:
 
 def run_banner(view: RunView) -> str:
     """The verdict, the sentence that explains it, and below it what to do next: every case that did not pass,
-    the kind of thing that happened to it and the one command that moves it on (kit.core.nextsteps), so the
+    the kind of thing that happened to it and the one command that moves it on (kit.core.verdict.nextsteps), so the
     first screen of the page answers what the bottom of it explains."""
     duration = view.manifest.get("duration_s") or sum(r.duration_s or 0 for r in view.results.values())
     release = f" against release `{view.release}`" if view.release else ""

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from kit.core.baselinekind import CALIBRATION, kind_named
-from kit.core.calibration import load_record
-from kit.core.jsonio import read_json
+from kit.core.baselines.baselinekind import CALIBRATION, kind_named
+from kit.core.noise.calibration import load_record
+from kit.core.records.jsonio import read_json
 
 RECORD = "baseline.json"
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 
 from kit.control.run import control_runs, is_control_dir
-from kit.core import contract, rundir
-from kit.core.diagnosis import HEADLINES, Diagnosis, diagnose
-from kit.core.results import RunView
+from kit.core.records import contract, rundir
+from kit.core.verdict.diagnosis import HEADLINES, Diagnosis, diagnose
+from kit.core.records.results import RunView
 from kit.views.summary import load_run
 
 DIAGNOSIS_SCRAP = contract.DIAGNOSIS_SCRAP
@@ -63,7 +63,7 @@ def comparison_table(view: ControlView) -> pd.DataFrame:
              "control_error": r.control_error, "candidate_error": r.candidate_error, "bound": r.bound,
              "delta": r.delta, "noise_floor": r.noise_floor or None,
              "same_metrics": {True: "yes", False: "no"}.get(r.same_metrics, "—"),
-             # The candidate's error against the pin's prompt by prompt, effect and interval (kit.core.paired).
+             # The candidate's error against the pin's prompt by prompt, effect and interval (kit.core.verdict.paired).
              "paired": r.paired_text}
             for r in view.diagnosis.rows]
     return pd.DataFrame(rows).set_index("case")

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from kit.core import paths
+from kit.core.records import paths
 from kit.core.errors import BadInput
-from kit.core.fixture import load_fixture
-from kit.core.jsonio import write_json
-from kit.core.vocabcoverage import VocabCoverage, fixture_coverage
+from kit.core.records.fixture import load_fixture
+from kit.core.records.jsonio import write_json
+from kit.core.noise.vocabcoverage import VocabCoverage, fixture_coverage
 
 BLIND = "a fault on these tokens cannot be seen"
 

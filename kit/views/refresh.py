@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from kit.core import rundir
-from kit.core.jsonio import read_json
+from kit.core.records import rundir
+from kit.core.records.jsonio import read_json
 from kit.refresh.build import BuildOutcome
 from kit.refresh.qualify import QualifyOutcome
 

@@ -34,7 +34,7 @@ def test_planted_violations_are_caught(tmp_path):
     shutil.copytree(ROOT / "kit", tmp_path / "kit", ignore=shutil.ignore_patterns("__pycache__", "_data"))
     shutil.copy(ROOT / ".importlinter", tmp_path / ".importlinter")
     # A core module reaching up into the gate, a command importing a sibling, a kernel-side module importing pydantic.
-    scoring = tmp_path / "kit" / "core" / "scoring.py"
+    scoring = tmp_path / "kit" / "core" / "verdict" / "scoring.py"
     scoring.write_text(scoring.read_text() + "\nfrom kit.gate import run as _upward  # planted\n")
     calibrate = tmp_path / "kit" / "calibrate" / "run.py"
     calibrate.write_text(calibrate.read_text() + "\nfrom kit.faults import effect as _sideways  # planted\n")
@@ -43,6 +43,6 @@ def test_planted_violations_are_caught(tmp_path):
     proc = lint(tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Contracts: 0 kept, 2 broken." in proc.stdout
-    assert "kit.core.scoring -> kit.gate.run" in proc.stdout
+    assert "kit.core.verdict.scoring -> kit.gate.run" in proc.stdout
     assert "kit.calibrate.run -> kit.faults.effect" in proc.stdout
     assert "kit.case.runner -> pydantic" in proc.stdout

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Sequence
 
 from kit.core.errors import BadInput
-from kit.core.fixture import Prompt
-from kit.core.records import Observation
-from kit.core.spec import CaseSpec
+from kit.core.records.fixture import Prompt
+from kit.core.records.records import Observation
+from kit.core.records.spec import CaseSpec
 
 LONG_PROMPT = 8192  # from here on, XLA's reference attention needs [heads, seq, seq] scores: too much memory
 

@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from kit.core.localize import Point, points, stream
+from kit.core.noise.localize import Point, points, stream
 
 
 def unlocalizable(options: dict) -> str | None:

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from kit.core.errors import BadInput
-from kit.core.fixture import Prompt
-from kit.core.records import Observation
-from kit.core.spec import CaseSpec
+from kit.core.records.fixture import Prompt
+from kit.core.records.records import Observation
+from kit.core.records.spec import CaseSpec
 
 REFERENCE, FLASH = "reference", "flash"
 ATTENTIONS = (REFERENCE, FLASH)

@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from kit.core.spec import CaseSpec
+from kit.core.records.spec import CaseSpec
 
 # vLLM refuses more than this many logprobs unless max_logprobs is raised.
 VLLM_DEFAULT_MAX_LOGPROBS = 20

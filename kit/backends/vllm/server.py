@@ -32,9 +32,9 @@ from kit.backends.base import helper_log_path, log_tail
 from kit.backends.processes import own_group, stop_tree
 from kit.backends.vllm.runtime import EngineSettings, remove_rpc_dir, top_of, with_own_rpc_dir
 from kit.core.errors import EngineDidNotStart, EngineStoppedAnswering, ParityKitError
-from kit.core.fixture import Prompt
-from kit.core.records import Continuation, Observation
-from kit.core.spec import CaseSpec
+from kit.core.records.fixture import Prompt
+from kit.core.records.records import Continuation, Observation
+from kit.core.records.spec import CaseSpec
 
 SERVED_NAME = "parity-kit-model"
 TOKEN_KEY = "token_id:"

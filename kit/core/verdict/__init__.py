@@ -10,7 +10,7 @@ read through ``failures_of``, whose fallback (kit.core.verdict.legacy) is the on
   divergence, the re-judging of a recorded verdict, repeats, drift);
 - ``legacy``: the reading of records written before kinds existed (failure lines and error texts).
 
-This package imports nothing that imports it back: kit.core.records uses ``failure`` for its fields, so
+This package imports nothing that imports it back: kit.core.records.records uses ``failure`` for its fields, so
 ``rules`` (which reads records) is imported by name, never from here. Stdlib only: the kernel-safe core.
 """
 

@@ -110,8 +110,8 @@ class Failure:
         names = {f.name for f in fields(cls)} - {"kind", "said"}
         given = {k: v for k, v in d.items() if k in names}
         if kind is Kind.OVER_BOUND and "value" in given and given["value"] is None:
-            # strict JSON writes an infinity as null (kit.core.jsonio.json_safe), and an error over its bound that is
-            # not a number is the infinite one of a prompt whose every golden token the backend left out
+            # strict JSON writes an infinity as null (kit.core.records.jsonio.json_safe), and an error over its bound
+            # that is not a number is the infinite one of a prompt whose every golden token the backend left out
             given["value"] = math.inf
         return cls(kind, **given)
 

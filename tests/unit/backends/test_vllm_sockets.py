@@ -53,7 +53,7 @@ def test_a_server_that_cannot_be_started_leaves_no_socket_folder(short_tmp, monk
 
     from kit.backends.vllm import server
     from kit.backends.vllm.runtime import EngineSettings
-    from kit.core.contract import LOG_PREFIX_ENV
+    from kit.core.records.contract import LOG_PREFIX_ENV
     from kit.core.errors import EngineDidNotStart
 
     monkeypatch.delenv(RPC_ENV, raising=False)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from kit.core import paths
-from kit.core.calibration import DRIFT_ALPHA
+from kit.core.records import paths
+from kit.core.noise.calibration import DRIFT_ALPHA
 from kit.core.errors import BadInput
 from kit.descriptor.falsefailure import plan_statement
 from kit.descriptor.load import load_descriptor
