@@ -21,7 +21,8 @@ import statistics
 import sys
 from statistics import NormalDist
 
-from kit.core.noise.calibration import bound_rule, distinct, load_record
+from kit.core.noise.calibration import distinct, load_record
+from kit.core.noise.rule import bound_rule
 from kit.core.noise.power import family_power, load_power
 
 

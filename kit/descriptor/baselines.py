@@ -11,13 +11,13 @@ another having run first.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping, Protocol
 
 from kit.backends import registry
 from kit.core.records import paths
 from kit.core.baselines.baselinekind import CALIBRATION, EXACT_GOLDEN, POWER, BaselineKind, of_golden
 from kit.core.noise.calibration import (CalibrationRecord, hardware_change, load_record, measured_on, record_for_host,
-                                  same_class)
+                                        same_class)
 from kit.core.errors import BadInput
 from kit.core.baselines.golden import load_golden
 from kit.core.records.jsonio import sha256_file
@@ -26,16 +26,47 @@ from kit.core.baselines.lineageclaims import (ACCEPT_LOOSER, accepted_looser, bo
                                               movements)
 from kit.core.noise.power import detectable_of, load_power, named_calibration, read_power
 from kit.core.records.records import NoBaseline
-from kit.descriptor.schema import CaseBase, case_golden_kind, golden_kind
+from kit.core.noise.falsefailure import Budget
+from kit.descriptor.host import Host
+from kit.descriptor.schema import CaseBase, Descriptor, case_golden_kind, golden_kind
 
-if TYPE_CHECKING:
-    from kit.descriptor.load import LoadedDescriptor
+
+class LoadedDocument(Protocol):
+    """What the baselines read of a loaded descriptor (kit.descriptor.load.LoadedDescriptor): its document, where
+    its files and keys are, its cases and the host they resolve for. Stated here rather than imported, since the
+    loaded descriptor holds its Baselines: each module then imports only the one below it."""
+
+    path: Path
+    doc: Descriptor
+    cases: dict[str, CaseBase]
+    host: Host
+    lineage_applied: bool
+
+    @property
+    def baselines(self) -> Baselines:
+        """The descriptor's own Baselines, read once, which `baseline verify` and `baseline log` ask."""
+
+    def resolve(self, relative: str) -> Path:
+        """A path the document names, relative to the descriptor's folder: where a baseline file is read."""
+
+    def resolve_name(self, relative: str) -> Path:
+        """As ``resolve``, with the file's own name kept: a content-addressed record is checked under the name the
+        descriptor gives it, not its link's target's."""
+
+    def where(self, *loc: str) -> str:
+        """``file:line`` of a key, so that a refused baseline names the line of the document that listed it."""
+
+    def calibration_where(self, name: str) -> str:
+        """``file:line: cases.NAME.calibration`` of a case: the start of every refusal of its records."""
+
+    def false_failure_budget(self) -> Budget:
+        """The descriptor's false-failure budget, whose per-case share is the drift alpha a record is used with."""
 
 
 class Baselines:
     """The baselines of one loaded descriptor's cases (``LoadedDescriptor.baselines``)."""
 
-    def __init__(self, desc: LoadedDescriptor) -> None:
+    def __init__(self, desc: LoadedDocument) -> None:
         self.desc = desc
         self._exact: dict[str, list] = {}  # an exact entry's goldens, read once for every case that uses it
         self._records: dict[tuple[str, tuple[str, ...]], list[CalibrationRecord]] = {}  # a case's list, read once
@@ -73,7 +104,7 @@ class Baselines:
         if self._lineage is None:
             folder = self.lineage_folder()
             try:
-                self._lineage = of_descriptor(load_folder(folder), self.desc.name) if folder is not None else []
+                self._lineage = of_descriptor(load_folder(folder), self.desc.doc.name) if folder is not None else []
             except BadInput as exc:
                 raise BadInput(f"{self.desc.where('baselines', 'lineage')}: baselines.lineage: {exc}") from None
         return self._lineage
@@ -441,13 +472,13 @@ def tree_root(descriptor: Path) -> Path:
     return folder.parent
 
 
-def lineage_problems(desc: LoadedDescriptor) -> tuple[int, list[str]]:
+def lineage_problems(desc: LoadedDocument) -> tuple[int, list[str]]:
     """How many lineage entries ``desc`` keeps, and one line per entry whose claims do not re-derive
     (``Baselines.verify_lineage``): what `baseline verify` prints and `baseline log` refuses on."""
     return len(desc.baselines.lineage()), desc.baselines.verify_lineage()
 
 
-def refuse_unverified(desc: LoadedDescriptor) -> None:
+def refuse_unverified(desc: LoadedDocument) -> None:
     """Raise BadInput with the first lineage entry of ``desc`` whose claims do not re-derive: what shows baselines by
     their lineage (`baseline status`, `baseline log`) shows them only once their claims hold."""
     problems = lineage_problems(desc)[1]

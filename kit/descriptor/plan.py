@@ -23,7 +23,7 @@ from kit.core.baselines.baselinekind import CALIBRATION, KINDS, POWER
 from kit.core.baselines.lineage import LineageEntry
 from kit.core.noise.calibration import CalibrationRecord
 from kit.core.errors import BadInput
-from kit.core.noise.falsefailure import Budget
+from kit.core.noise.falsefailure import Budget, bounds_left_out, statement
 from kit.core.records.jsonio import sha256_file
 from kit.core.records.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor
@@ -179,6 +179,19 @@ class Plan:
     @property
     def path(self) -> Path:
         return self.outline.path
+
+    def false_failure_statement(self) -> dict:
+        """What a run states of its false-failure rate: the budget, the per-prompt bounds' leave-one-out count over
+        the records the selected cases use, and the one line (``statement``) for result.json, evidence.md and the
+        summary."""
+        records = []
+        for case in self.cases.values():
+            chosen = (case.spec.calibration or {}).get("sha256")
+            records += [r for r in case.records if r.sha256 == chosen]
+        failed, tried = bounds_left_out(records)
+        b = self.false_failure
+        return {**b.to_dict(), "bounds_left_out": {"failed": failed, "variants": tried},
+                "statement": statement(b, (failed, tried))}
 
     @property
     def name(self) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from kit.core.baselines.baselinekind import (FALLBACK, HAND_SET, IN_KERNEL, MATCH, MISSING, BaselineRow, LineageText,
-                                   of_case)
+                                             of_case)
 from kit.core.noise.calibration import CalibrationRecord
 from kit.core.baselines.lineage import LineageEntry, bound_moves, chain, entry_of
 from kit.core.records.spec import CaseSpec

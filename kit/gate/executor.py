@@ -42,16 +42,15 @@ from kit.core.records.jsonio import sha256_file, write_json
 from kit.core.records.phases import with_executor_phases
 from kit.core.records.records import ERROR, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseResult
 from kit.core.noise.power import judged_by_power
-from kit.core.records.results import gate_verdict, load_case_result, now_iso, save_case_result, status_counts
+from kit.core.records.results import load_case_result, now_iso, save_case_result
 from kit.core.verdict.scoring import bound_for
 from kit.core.records.spec import CaseSpec
-from kit.descriptor.falsefailure import plan_statement
 from kit.descriptor.host import Host, hardware_record
 from kit.descriptor.load import LoadedDescriptor, packaged_notebook
 from kit.descriptor.standing import plan_rows
 from kit.descriptor.plan import Plan, outline, resolve
 from kit.gate import resume
-from kit.gate.executors import DEFAULT, Executor, Share, executors
+from kit.gate.executors import DEFAULT, Executor, GateRun, Share, executors
 from kit.gate.preflight import Inputs, check_inputs
 from kit.run import compilecache, devices, runlock
 from kit.run.devices import DevicePool, Gpu, Inventory, Request, Slots, Unavailable, WaitStopped
@@ -59,61 +58,6 @@ from kit.run.notebook import describe_failure, run_notebook, stop_all, stopping
 from kit.core.records.records import EXACT
 
 log = logging.getLogger(__name__)
-
-@dataclass
-class GateRun:
-    run_dir: Path
-    plan: Plan  # the descriptor resolved for this run: the executor reads nothing else of it
-    specs: list[CaseSpec]
-    inputs: Inputs
-    release: str | None = None
-    results: dict[str, CaseResult] = field(default_factory=dict)
-    started_at: str = ""
-    finished_at: str = ""
-    duration_s: float = 0.0
-    executor: Executor = field(default_factory=lambda: executors.get(DEFAULT))  # resolved once, by the preflight
-    lock: runlock.RunLock | None = None
-    reused: dict[str, CaseResult] = field(default_factory=dict)  # finished results taken from an earlier run
-    rerun: dict[str, str] = field(default_factory=dict)  # case -> why it ran again (resumed runs only)
-    # Resumed with --case: the other cases, neither run nor reused; case -> why (their earlier error
-    # result is kept, or they count as missing).
-    kept: dict[str, str] = field(default_factory=dict)
-    expected: dict[str, Expected] = field(default_factory=dict)  # what each case's verdict must cover
-    custom_notebooks: dict[str, dict] = field(default_factory=dict)  # case -> {path, sha256} of code not the kit's
-    fingerprints: dict[str, str | None] = field(default_factory=dict)  # kernel -> release fingerprint
-    history: list[dict] = field(default_factory=list)  # the earlier runs into this directory
-    placements: dict[str, dict] = field(default_factory=dict)  # case -> where the Ray executor placed it
-    gpus: Inventory | None = None  # the node's GPUs, listed when a case asks for some (local executor)
-    # Which baseline each case stands on here (kit.descriptor.standing), worked out once, when the run starts.
-    baselines: list[dict] | None = None
-    # The hardware each case was resolved for (kit.descriptor.host), asked once, when the run starts.
-    hardware: dict[str, dict] | None = None
-    # How often a case classed infrastructure runs again (kit.gate.retry), and what that did: case -> the
-    # evidence of the attempt that was retried; while a retry runs, ``only`` narrows the run to those cases.
-    infrastructure_retries: int = 1
-    retried: dict[str, str] = field(default_factory=dict)
-    only: set[str] | None = None
-    pending_attempts: dict[str, list[dict]] = field(default_factory=dict)
-
-    @property
-    def pending(self) -> list[CaseSpec]:
-        """The cases this run executes: all of them, less those a resume reused or kept and those with no
-        baseline for this runtime (recorded as such when the run is prepared)."""
-        return [s for s in self.specs if s.name not in self.reused and s.name not in self.kept and not s.no_baseline
-                and (self.only is None or s.name in self.only)]
-
-    @property
-    def verdict(self) -> str:
-        return gate_verdict([s.name for s in self.specs], self.results)
-
-    @property
-    def counts(self) -> dict[str, int]:
-        return status_counts([s.name for s in self.specs], self.results)
-
-    @property
-    def cases_dir(self) -> Path:
-        return self.run_dir / "cases"
-
 
 def default_run_dir(desc: LoadedDescriptor | Plan) -> Path:
     return rundir.new_run_dir("", desc.name)
@@ -347,7 +291,7 @@ def manifest(run: GateRun, command: Sequence[str]) -> dict:
         # resolves the descriptor for again.
         "hardware": _hardware(run),
         # The gate's stated false-failure rate, its split over the drift cases and the bounds' measured rate.
-        "false_failure_rate": plan_statement(run.plan),
+        "false_failure_rate": run.plan.false_failure_statement(),
     }
     # Finished, the files its verdict rests on and the manifest itself, sealed by digest (`parity-kit verify`
     # checks them).

@@ -63,7 +63,8 @@ from kit.core.records.results import now_iso
 from kit.core.records.spec import CaseSpec
 from kit.descriptor.plan import Plan
 from kit.descriptor.schema import Resources
-from kit.gate.executor import GateRun, record
+from kit.gate.executor import record
+from kit.gate.executors import GateRun
 from kit.gate.executors import Executor, Share
 from kit.gate.ray_task import attempts, case_task
 from kit.run.notebook import describe_failure

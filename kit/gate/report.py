@@ -15,7 +15,7 @@ from kit.core.records.jsonio import atomic_write_bytes, read_input_bytes, write_
 from kit.core.verdict.nextsteps import next_steps, one_command
 from kit.core.noise.power import family_lines, headline
 from kit.core.records.records import (BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult,
-                              severity)
+                                      severity)
 from kit.core.records.results import counts_sentence
 from kit.core.verdict import failures_of
 from kit.core.records.text import printable

@@ -25,7 +25,8 @@ from kit.core.records import rundir
 from kit.core.records.records import CaseResult
 from kit.core.verdict.triage import INFRASTRUCTURE, classify
 from kit.gate import resume
-from kit.gate.executor import GateRun, saved
+from kit.gate.executor import saved
+from kit.gate.executors import GateRun
 
 log = logging.getLogger(__name__)
 

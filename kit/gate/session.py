@@ -39,7 +39,8 @@ from kit.core.records.spec import CaseSpec
 from kit.core.records.text import printable
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.gate import report, trend
-from kit.gate.executor import Checked, GateRun, open_run, write_manifest
+from kit.gate.executor import Checked, open_run, write_manifest
+from kit.gate.executors import GateRun
 from kit.gate.executors import DEFAULT, Share
 from kit.gate.heartbeat import Heartbeat, heartbeat_interval
 from kit.gate.retry import retry_infrastructure

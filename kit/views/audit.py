@@ -21,7 +21,7 @@ from kit.core.verdict.decode import failed_prompts, worst_decode_step
 from kit.core.records.fixture import load_fixture
 from kit.core.baselines.golden import load_golden
 from kit.core.records.records import (BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult,
-                              PromptScore, severity)
+                                      PromptScore, severity)
 from kit.core.verdict.nextsteps import Step, next_steps, one_command
 from kit.core.records.results import RunView, counts_sentence
 from kit.gate.trend import read_steps

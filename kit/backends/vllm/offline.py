@@ -21,7 +21,7 @@ from typing import Sequence
 
 from kit.backends.base import helper_log_path
 from kit.backends.processes import descendants, stop_procs
-from kit.backends.vllm.runtime import RPC_ENV, EngineSettings, remove_rpc_dir, top_of, with_own_rpc_dir
+from kit.backends.vllm.engine import RPC_ENV, EngineSettings, remove_rpc_dir, top_of, with_own_rpc_dir
 from kit.core.errors import EngineDidNotStart
 from kit.core.records.fixture import Prompt
 from kit.core.records.records import Continuation, Observation

@@ -21,13 +21,13 @@ class VllmOptions(BackendOptions):
     pipeline_parallel_size: int = Field(default=1, ge=1)
     tensor_parallel_size: int = Field(default=1, ge=1)
     distributed_executor_backend: Literal["mp", "ray", "uni"] | None = None
-    enforce_eager: bool | None = None  # default: eager at pp1, compiled beyond (see kit.backends.vllm.runtime)
+    enforce_eager: bool | None = None  # default: eager at pp1, compiled beyond (see kit.backends.vllm.engine)
     cpu_kvcache_space_gib: int | None = Field(default=None, ge=1)
     cpu_threads_bind: str | None = None
     # Where the offline engine's core runs: in the case's kernel (no engine-core or worker process to start and
     # import vLLM again: on 2 CPU cores its start falls from about 50 s to 20 s and its close from 16 s to 2 s), or in
     # processes of its own as vLLM's default. Unset: in the kernel on CPU with one worker, its own processes otherwise.
-    # Scoring is bit for bit the same either way (kit.backends.vllm.runtime).
+    # Scoring is bit for bit the same either way (kit.backends.vllm.engine).
     engine_in_kernel: bool | None = None
     server_start_timeout_s: float = Field(default=600.0, gt=0)
     # Any other engine argument, by its Python name, for both modes (server: --name-with-dashes).
@@ -79,7 +79,7 @@ class VllmOptions(BackendOptions):
                  "the model on one worker, eager")]
 
 
-# What the kit sets itself (kit.backends.vllm.server, kit.backends.vllm.runtime): an override would
+# What the kit sets itself (kit.backends.vllm.server, kit.backends.vllm.engine): an override would
 # score another model than the pinned one or ask the server for a name it does not serve.
 KIT_SETS = {"model": "the case's pinned model folder", "served_model_name": "the name its requests use"}
 # Engine arguments that decide who can reach the server.

@@ -30,7 +30,7 @@ from typing import Any, Sequence
 
 from kit.backends.base import helper_log_path, log_tail
 from kit.backends.processes import own_group, stop_tree
-from kit.backends.vllm.runtime import EngineSettings, remove_rpc_dir, top_of, with_own_rpc_dir
+from kit.backends.vllm.engine import EngineSettings, remove_rpc_dir, top_of, with_own_rpc_dir
 from kit.core.errors import EngineDidNotStart, EngineStoppedAnswering, ParityKitError
 from kit.core.records.fixture import Prompt
 from kit.core.records.records import Continuation, Observation

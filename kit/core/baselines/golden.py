@@ -26,7 +26,7 @@ from kit import __version__
 from kit.core.errors import BadInput
 from kit.core.records.fixture import Fixture, Prompt
 from kit.core.records.jsonio import (NESTED_TOO_DEEP, canonical_bytes, read_input_bytes, sha256_bytes, surrogate_place,
-                             write_canonical)
+                                     write_canonical)
 from kit.core.records.records import EXACT, GOLDEN_KINDS, Continuation, Observation
 from kit.core.baselines.runtime import hardware
 from kit.core.records.text import lone_surrogate, printable

@@ -35,14 +35,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Mapping, Sequence, TypeGuard
 
 from kit.core.noise import special
-from kit.core.noise.calibration import spread_factor
+from kit.core.noise.rule import spread_factor
 from kit.core.records.records import PromptScore
 from kit.core.verdict import rules
 from kit.core.verdict.failure import Failure
 
 # The smallest difference the tests act on, whatever the samples' spread: a mean error 5 % above the
 # calibration's, a mean shift of 10 % of its mean error, and never less than the dtype's resolution
-# (kit.core.noise.calibration.RESOLUTION). Below these, no reviewer would call it a fault.
+# (kit.core.noise.rule.RESOLUTION). Below these, no reviewer would call it a fault.
 MIN_RELATIVE_ERROR = 0.05
 MIN_RELATIVE_SHIFT = 0.10
 # The error test's share of its half of the false-failure rate spent on its lower side (see the module).

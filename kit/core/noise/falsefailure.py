@@ -29,7 +29,7 @@ from typing import Mapping, Sequence
 
 from kit.core.noise import special
 from kit.core.noise.calibration import (DRIFT_ALPHA, MIN_SAMPLES, CalibrationRecord, bucket_bounds, distinct,
-                                  prompt_ranges)
+                                        prompt_ranges)
 
 # Without a stated rate, each drift test keeps the 0.1 % its record was reviewed with (DRIFT_ALPHA), until the
 # gate's sum would pass 1 %: a descriptor of more than ten drift cases splits the 1 % instead.

@@ -1,10 +1,10 @@
 """The regularized incomplete beta function and its inverse: Student's t tail and the binomial tail, exact at any size.
 
 The drift test's p-value (kit.core.noise.drift) and the Clopper-Pearson bound (kit.core.noise.falsefailure) are both
-tails of the incomplete beta function: P(|T| >= t) for Student's t with v degrees of freedom is I_x(v/2, 1/2) at x = v /
-(v + t^2), and P(X <= k) for X ~ Binomial(n, p) is I_{1-p}(n - k, k + 1). Computed as one minus a sum, as they were, a
-tail floors at the float's resolution near 1 (1.1e-16: a p-value of 1e-30 read as 1e-16), and a sum of binomial terms
-overflows a float from about a thousand trials (``math.comb(1200, 600)`` has 360 digits).
+tails of the incomplete beta function: P(|T| >= t) for Student's t with v degrees of freedom is I_x(v/2, 1/2) at
+x = v / (v + t^2), and P(X <= k) for X ~ Binomial(n, p) is I_{1-p}(n - k, k + 1). Computed as one minus a sum, as they
+were, a tail floors at the float's resolution near 1 (1.1e-16: a p-value of 1e-30 read as 1e-16), and a sum of
+binomial terms overflows a float from about a thousand trials (``math.comb(1200, 600)`` has 360 digits).
 
 Here the tail itself is computed, never its complement, as the continued fraction of Numerical Recipes (section
 6.4, "Incomplete Beta Function", evaluated by the modified Lentz method), which converges fast on the side where

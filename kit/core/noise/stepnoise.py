@@ -5,24 +5,20 @@ computed through its own KV cache in the engine's dtype, so a step reads every e
 first token's bound is therefore too tight for later steps, and one hand-set bound for all of them is either
 loose at step 1 or tight at step 8. A calibration of a case with ``decode = N`` keeps, in every clean sample,
 each prompt's error at every step it compared (``Sample.steps``), and derives one bound per step here by the
-first token's rule (kit.core.noise.calibration.bound_rule), from the samples alone: the record's stated figures are
+first token's rule (kit.core.noise.rule.bound_rule), from the samples alone: the record's stated figures are
 re-derived on load like its buckets (kit.core.noise.calibration.restated).
 
 A prompt whose clean continuation left the golden's inside a near-tie stops there (kit.core.verdict.decode): its later
 steps have no error, and a step's figures are over the prompts that reached it.
 
-Stdlib only, as kit.core.noise.calibration: the case kernel reads the bounds this module derives.
+The section's shape is checked with the rest of the record's (kit.core.records.recordcheck), which reads no
+bound and so needs nothing from here. Stdlib only, as kit.core.noise.calibration: the case kernel reads the
+bounds this module derives.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
-
-from kit.core.records.recordcheck import Wrong, count, mapping, number
-
-SECTION_KEYS = ("steps", "distinct_samples", "per_step")
-STEP_KEYS = ("prompts", "largest", "spread", "bound")
-
 
 def step_key(sample) -> tuple:
     """Equal keys: bit-identical continuations. A variant that changes only the prefill (hf's batching
@@ -61,39 +57,6 @@ def step_section(samples: Sequence, steps: int, bound_of: Callable[[float, float
 def step_bounds(section: Mapping[str, Any]) -> dict[str, float]:
     """Step number (as text) -> bound, as the case kernel reads it."""
     return {n: s["bound"] for n, s in (section.get("per_step") or {}).items()}
-
-
-def check_steps_of_sample(value: Any, key: str, prompts: set[str]) -> None:
-    """A sample's ``steps``: per prompt it measured, the error of each decode step compared (at least one)."""
-    steps = mapping(value, key)
-    if set(steps) != prompts:
-        odd = sorted(set(steps) ^ prompts)[0]
-        raise Wrong(key, f"expected the same prompts as its errors (prompt {odd} is in one only)")
-    for pid, errors in steps.items():
-        if not isinstance(errors, list) or not errors:
-            raise Wrong(f"{key}.{pid}", "expected a list of at least one step's error", errors)
-        for i, e in enumerate(errors):
-            number(e, f"{key}.{pid}[{i}]", 0.0, 1.0)
-
-
-def check_section(value: Any, samples: Sequence[Mapping]) -> None:
-    """A record's ``decode`` section, and that every sample kept its steps (the section's evidence)."""
-    section = mapping(value, "decode", SECTION_KEYS)
-    count(section["steps"], "decode.steps")
-    count(section["distinct_samples"], "decode.distinct_samples")
-    for i, s in enumerate(samples):
-        if "steps" not in s:
-            raise Wrong(f"samples[{i}].steps", "missing (a record with a decode section keeps every sample's steps)")
-    per_step = mapping(section["per_step"], "decode.per_step")
-    for name, s in per_step.items():
-        key = f"decode.per_step.{name}"
-        if not name.isdigit() or not 1 <= int(name) <= section["steps"]:
-            raise Wrong(key, f"expected a decode step from 1 to {section['steps']} as its name")
-        mapping(s, key, STEP_KEYS)
-        count(s["prompts"], f"{key}.prompts")
-        number(s["largest"], f"{key}.largest", 0.0, 1.0)
-        number(s["spread"], f"{key}.spread", 0.0, 1.0)
-        number(s["bound"], f"{key}.bound", 0.0, 1.0, low_open=True)
 
 
 def steps_uncovered(reference: Mapping[str, Any], steps: int) -> str | None:

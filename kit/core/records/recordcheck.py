@@ -11,7 +11,7 @@ Stdlib only: calibrate's kernel checks the samples it resumes with the same rule
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Collection, Mapping
+from typing import Any, Collection, Mapping, Sequence
 
 from kit.core.errors import ParityKitError
 
@@ -24,6 +24,9 @@ DRIFT_KEYS = ("alpha", "distinct_samples", "variants", "leave_one_out")
 LEAVE_ONE_OUT_KEYS = ("variant", "launch", "passed", "p_value")
 INPUT_KEYS = ("fixture_sha256", "golden_sha256", "model_digest")
 NOISE_CLASS_KEYS = ("device", "dtype")
+# A format-2 record's ``decode`` section (kit.core.noise.stepnoise derives it) and each of its steps.
+DECODE_KEYS = ("steps", "distinct_samples", "per_step")
+STEP_KEYS = ("prompts", "largest", "spread", "bound")
 
 
 class Wrong(ParityKitError):
@@ -105,8 +108,6 @@ def number(value: Any, key: str, low: float, high: float, low_open: bool = False
 def check_sample(value: Any, key: str) -> set[str]:
     """One clean sample (kit.core.noise.calibration.Sample as a dict); returns its prompt ids. A decode case's
     sample also holds ``steps``, each prompt's error per decode step (kit.core.noise.stepnoise)."""
-    from kit.core.noise.stepnoise import check_steps_of_sample
-
     s = mapping(value, key, SAMPLE_KEYS + (("steps",) if isinstance(value, dict) and "steps" in value else ()))
     text(s["variant"], f"{key}.variant")
     count(s["launch"], f"{key}.launch")
@@ -125,6 +126,39 @@ def check_sample(value: Any, key: str) -> set[str]:
     if "steps" in s:
         check_steps_of_sample(s["steps"], f"{key}.steps", set(errors))
     return set(errors)
+
+
+def check_steps_of_sample(value: Any, key: str, prompts: set[str]) -> None:
+    """A sample's ``steps``: per prompt it measured, the error of each decode step compared (at least one)."""
+    steps = mapping(value, key)
+    if set(steps) != prompts:
+        odd = sorted(set(steps) ^ prompts)[0]
+        raise Wrong(key, f"expected the same prompts as its errors (prompt {odd} is in one only)")
+    for pid, errors in steps.items():
+        if not isinstance(errors, list) or not errors:
+            raise Wrong(f"{key}.{pid}", "expected a list of at least one step's error", errors)
+        for i, e in enumerate(errors):
+            number(e, f"{key}.{pid}[{i}]", 0.0, 1.0)
+
+
+def check_decode_section(value: Any, samples: Sequence[Mapping]) -> None:
+    """A record's ``decode`` section, and that every sample kept its steps (the section's evidence)."""
+    section = mapping(value, "decode", DECODE_KEYS)
+    count(section["steps"], "decode.steps")
+    count(section["distinct_samples"], "decode.distinct_samples")
+    for i, s in enumerate(samples):
+        if "steps" not in s:
+            raise Wrong(f"samples[{i}].steps", "missing (a record with a decode section keeps every sample's steps)")
+    per_step = mapping(section["per_step"], "decode.per_step")
+    for name, s in per_step.items():
+        key = f"decode.per_step.{name}"
+        if not name.isdigit() or not 1 <= int(name) <= section["steps"]:
+            raise Wrong(key, f"expected a decode step from 1 to {section['steps']} as its name")
+        mapping(s, key, STEP_KEYS)
+        count(s["prompts"], f"{key}.prompts")
+        number(s["largest"], f"{key}.largest", 0.0, 1.0)
+        number(s["spread"], f"{key}.spread", 0.0, 1.0)
+        number(s["bound"], f"{key}.bound", 0.0, 1.0, low_open=True)
 
 
 def check_samples(value: Any) -> set[str]:
@@ -219,9 +253,9 @@ def check_provenance(doc: Mapping) -> None:
         mapping(v, f"variants[{i}]")
 
 
-def check_record(doc: Any, rules: Mapping[str, str], decode: Callable[[Any, list], None] | None = None) -> None:
+def check_record(doc: Any, rules: Mapping[str, str], decode: bool = False) -> None:
     """Raises Wrong at the first value of ``doc`` that is not what a calibration record holds; with ``decode``
-    (a format-2 record), its ``decode`` section is required and checked by it."""
+    (a format-2 record), its ``decode`` section is required and checked too."""
     mapping(doc, "", TOP_KEYS + (("decode",) if decode else ()))
     check_provenance(doc)
     ids = check_samples(doc["samples"])
@@ -230,4 +264,4 @@ def check_record(doc: Any, rules: Mapping[str, str], decode: Callable[[Any, list
     check_drift(doc["drift"])
     check_rule(doc["rule"], rules)
     if decode:
-        decode(doc["decode"], doc["samples"])
+        check_decode_section(doc["decode"], doc["samples"])

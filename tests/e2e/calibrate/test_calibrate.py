@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kit.core.noise.calibration import MIN_SAMPLES, CalibrationRecord, Sample, bound_rule, load_record
+from kit.core.noise.calibration import MIN_SAMPLES, CalibrationRecord, Sample, load_record
+from kit.core.noise.rule import bound_rule
 from kit.core.baselines.golden import load_golden
 from kit.core.records.jsonio import canonical_bytes
 from support import parity_kit, write_descriptor

@@ -14,8 +14,8 @@ from kit.backends import registry
 from kit.baselines.make import MAKERS
 from kit.core.records import paths
 from kit.core.baselines.baselinekind import (CALIBRATION, EXACT_GOLDEN, HAND_SET, HAND_SET_BOUND, IN_KERNEL,
-                                   IN_KERNEL_REFERENCE, KINDS, MATCH, POWER, SEMANTIC_GOLDEN, BaselineRow,
-                                   NotBacktested, NotMakeable, UnknownBaselineKind, kind_named, of_golden)
+                                             IN_KERNEL_REFERENCE, KINDS, MATCH, POWER, SEMANTIC_GOLDEN, BaselineRow,
+                                             NotBacktested, NotMakeable, UnknownBaselineKind, kind_named, of_golden)
 from kit.core.errors import BadInput
 from kit.core.baselines.golden import load_golden
 from kit.core.baselines.lineage import KINDS as LINEAGE_KINDS

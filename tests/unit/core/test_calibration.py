@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kit.core.noise.calibration import (CalibrationRecord, Sample, bound_rule, load_record, mismatch, round_up,
-                                        spread_factor)
+from kit.core.noise.calibration import CalibrationRecord, Sample, load_record, mismatch
+from kit.core.noise.rule import bound_rule, round_up, spread_factor
 from kit.core.errors import BadInput
 from kit.core.records.jsonio import atomic_write_bytes as write_bytes
 

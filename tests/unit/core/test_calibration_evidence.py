@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kit.core.noise.calibration import (RULE_NAME, CalibrationRecord, Sample, first_difference, load_record, mismatch,
-                                  rederived, same_class)
+from kit.core.noise.calibration import (CalibrationRecord, Sample, first_difference, load_record, mismatch, rederived,
+                                        same_class)
+from kit.core.noise.rule import RULE_NAME
 from kit.core.errors import BadInput
 from kit.core.records.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
 from support import ROOT

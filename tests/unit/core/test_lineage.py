@@ -10,7 +10,7 @@ import pytest
 
 from kit.core.errors import BadInput
 from kit.core.baselines.lineage import (LineageEntry, bound_moves, chain, check_chains, entry_of, heads, load_entry,
-                              load_folder, write_entry)
+                                        load_folder, write_entry)
 
 pytestmark = pytest.mark.unit
 

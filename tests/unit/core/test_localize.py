@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from kit.core.noise.localize import (FLOOR, K, Localization, Point, differences, earliest, judge, localize, points,
-                               verdict_line)
+                                     verdict_line)
 
 
 def curve(*values: float) -> list[dict[str, float]]:

@@ -20,7 +20,7 @@ from kit.core.errors import BadInput
 from kit.core.records.records import ERROR, FAILED, PASSED, CaseResult, Observation, PromptScore
 from kit.core.records.results import save_case_result
 from kit.core.verdict.scoring import score_prompt
-from kit.core.verdict.failure import failures_of
+from kit.core.verdict import failures_of
 from kit.gate import report
 from kit.gate.junit import junit_xml, write_junit_from_disk, xml_text
 from kit.gate.session import case_line
