@@ -198,7 +198,7 @@ def test_an_unexpected_exception_is_an_internal_error(monkeypatch, capsys):
     def bug(args):
         raise KeyError("oops")
 
-    monkeypatch.setattr(cli, "_backends", bug)
+    monkeypatch.setattr(cli.tools, "_backends", bug)
     monkeypatch.setattr(cli, "_parser", _with_func(cli._parser, bug))
     assert cli.main(["backends"]) == ExitCode.INTERNAL == 70
     err = capsys.readouterr().err
