@@ -53,6 +53,8 @@ def helper_log_path(case: str, what: str) -> Path:
 
 
 def log_tail(path: Path, lines: int = 20) -> str:
+    """The last ``lines`` lines of an engine's log, or nothing where it cannot be read: what an engine's failure
+    quotes, so that a CI log shows the engine's own last words."""
     try:
         text = path.read_text(errors="replace")
     except OSError:
@@ -127,6 +129,8 @@ class BackendInfo:
     forked: bool = False
 
     def open(self, spec) -> "Backend":
+        """The backend a case runs on, opened by its runtime module's ``open_backend``, imported only now (in
+        the case's kernel), so that naming a backend never imports its engine."""
         import importlib
 
         return importlib.import_module(self.runtime).open_backend(spec)

@@ -29,6 +29,8 @@ REFERENCE_OPTIONS = {"dtype": "float32", "attn_implementation": "sdpa"}
 
 @functools.cache
 def registry() -> dict[str, BackendInfo]:
+    """Every backend registered under the ``parity_kit.backends`` entry points, by name, loaded once; a plugin
+    that fails to import or registers a name twice is refused in one line."""
     found: dict[str, BackendInfo] = {}
     for ep in _unique_names(metadata.entry_points(group=GROUP)):
         try:
@@ -73,10 +75,12 @@ def _described(ep: metadata.EntryPoint) -> str:
 
 
 def names() -> list[str]:
+    """The registered backends' names, in registration order: the descriptor's choices."""
     return list(registry())
 
 
 def get(name: str) -> BackendInfo:
+    """The backend registered as ``name``; an unknown name is refused in one line naming those registered."""
     known = registry()
     if name not in known:
         raise BadInput(f"unknown backend {name!r} (registered: {', '.join(known)})")
@@ -91,6 +95,7 @@ def missing_requirements(info: BackendInfo) -> list[str]:
 
 
 def golden_makers() -> list[str]:
+    """The backends `golden make` can run: those whose BackendInfo says how to open them for a golden."""
     return [name for name, info in registry().items() if info.makes_goldens]
 
 
@@ -101,6 +106,7 @@ def localizable() -> list[str]:
 
 
 def open_backend(spec: CaseSpec) -> Backend:
+    """The backend a case runs on, opened through its registered BackendInfo in the case's kernel."""
     return get(spec.backend).open(spec)
 
 

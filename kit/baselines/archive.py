@@ -90,14 +90,17 @@ class ArchivedObservation:
 
     @property
     def errors(self) -> dict[str, float]:
+        """Prompt id -> the error it had when it ran: what a new record's bounds are replayed against."""
         return {p.id: p.error for p in self.prompts}
 
     @property
     def shifts(self) -> dict[str, float]:
+        """Prompt id -> its top-probability shift, for the prompts that had one: what the drift test is replayed on."""
         return {p.id: p.shift for p in self.prompts if p.shift is not None}
 
     @property
     def buckets(self) -> dict[str, int]:
+        """Prompt id -> its bucket: which bound of a new record each prompt is replayed under."""
         return {p.id: p.bucket for p in self.prompts}
 
     @property
@@ -114,6 +117,7 @@ class Unreadable:
     reason: str
 
     def to_dict(self) -> dict:
+        """The run that could not be read and why, as the backtest's record lists it."""
         return {"source": self.source, "reason": self.reason}
 
 

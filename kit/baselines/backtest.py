@@ -45,6 +45,7 @@ class Skipped:
     reason: str
 
     def to_dict(self) -> dict:
+        """A run the backtest passed over and why, as its record lists it."""
         return {"source": self.source, "reason": self.reason}
 
 
@@ -63,6 +64,8 @@ class Flip:
     drift: str | None = None
 
     def to_dict(self) -> dict:
+        """A run whose verdict the new record would change, as the backtest's record lists it: was, now,
+        whether the run is known good or bad, and why."""
         return {"source": self.source, "kind": self.kind, "known": self.known, "why": self.why, "was": self.was,
                 "now": self.now, "first": self.first, "drift": self.drift}
 
@@ -105,6 +108,8 @@ class Backtest:
         return lines
 
     def to_dict(self) -> dict:
+        """The backtest as the lineage entry and `baseline make`'s evidence keep it: what was replayed, what
+        flipped, what was skipped or unreadable."""
         return {"record": self.record, "case": self.case, "replayed": self.replayed,
                 "refusals": len(self.refusals), "needs_acceptance": len(self.needs_acceptance),
                 "flips": [f.to_dict() for f in self.flips], "skipped": [s.to_dict() for s in self.skipped],

@@ -91,9 +91,12 @@ class MakeOutcome:
 
     @property
     def blessed(self) -> bool:
+        """Whether the made baselines were placed: something was made and nothing refused it."""
         return bool(self.made) and not self.refusals
 
     def to_dict(self) -> dict[str, Any]:
+        """The outcome as the working folder's record keeps it (and its notebook shows it): the standing
+        before, each baseline made with its backtest and bound moves, the evidence gate, the refusals."""
         return {"before": [r.to_dict() for r in self.before],
                 "made": [{"kind": m.kind.name, "case": m.case, "runtime": m.runtime, "staged": _shown(m.staged),
                           "superseded": _shown(m.superseded), "error": m.error, "bounds": m.bounds,

@@ -44,6 +44,7 @@ class StepTime:
     call: int = 1  # which call of the make (the first, or the n-th --resume) it ran in
 
     def to_dict(self) -> dict:
+        """One step's time as `baseline make`'s record keeps it."""
         return asdict(self)
 
 
@@ -59,6 +60,7 @@ class StepTotal:
     estimate_s: float | None
 
     def to_dict(self) -> dict:
+        """A kind of step's total time as `baseline make`'s record keeps it."""
         return asdict(self)
 
 

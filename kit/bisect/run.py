@@ -56,6 +56,7 @@ class BisectRun:
 
 
 def default_bisect_dir(name: str) -> Path:
+    """Where a bisect of ``name`` goes when no --out is given: a new folder under runs/."""
     return rundir.new_run_dir("bisect", name)
 
 
@@ -127,6 +128,7 @@ def _unfinished(folder: Path) -> dict:
 
 
 def read_record(run_dir: str | Path) -> dict:
+    """A bisect directory's record (bisect.json), checked: what `--resume`, the summary and `report` read."""
     return load_record(run_dir)
 
 

@@ -54,6 +54,7 @@ class StepRecord:
     finished_at: str = ""
 
     def to_dict(self) -> dict:
+        """One step's record as bisect.json keeps it."""
         return asdict(self)
 
 

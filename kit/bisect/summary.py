@@ -14,6 +14,8 @@ HEADS = {"first-bad-commit": "FIRST BAD COMMIT FOUND", "fails-at-base": "NO BAD 
 
 
 def summary_markdown(record: dict) -> str:
+    """The bisect's outcome for people, as Markdown: its verdict and reason, the first bad commit where found,
+    and every state tried."""
     inp = record["inputs"]
     states = inp["states"]
     head = HEADS.get(record["verdict"], record["verdict"])

@@ -60,6 +60,7 @@ class CaseCalibration:
 
 
 def default_dir(plan: Plan) -> Path:
+    """Where a calibration of ``plan`` goes when no --out is given: a new folder under runs/."""
     return rundir.new_run_dir("calibrate", plan.name)
 
 
@@ -115,6 +116,9 @@ def semantic_cases(stated: Outline, only: Sequence[str] | None) -> list[str]:
 def calibrate(descriptor: str | Path, only: Sequence[str] | None = None, out: str | Path | None = None,
               resume: str | Path | None = None, to: str | Path = "calibrations",
               command: Sequence[str] | None = None) -> list[CaseCalibration]:
+    """Calibrate the descriptor's semantic cases (or ``only`` those): score each clean variant in its own launch,
+    resumable from ``resume``, and write one record per case to ``to``; a case that fails says why, never
+    stopping the others."""
     output.ensure()
     desc = load_descriptor(descriptor)
     names = semantic_cases(outline(desc), only)
@@ -357,4 +361,5 @@ def write_record(record: CalibrationRecord, to: Path) -> Path:
 
 
 def load_index(run_dir: str | Path) -> dict:
+    """A calibration directory's index: which samples are finished, what a resumed calibration reuses."""
     return read_json(Path(run_dir) / INDEX)

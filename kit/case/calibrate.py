@@ -73,6 +73,8 @@ def entry_problem(entry: object) -> str | None:
 
 
 def sample_of(variant: str, launch: int, result: CaseResult, faulted: bool = False) -> Sample:
+    """One clean variant's result as a calibration sample: per prompt its error and shift (a faulted sample's
+    lost shift as 0), a decode case's per-step errors with them."""
     # A prompt whose golden winner the variant lost has no shift (None): the record check refuses the sample
     # with its key (kit.core.records.recordcheck), as it refuses any value out of its type. A faulted model may lose
     # it (that is a catch, kept in the entry's ``no_shift``), so there it is written as 0 and never read. A decode

@@ -57,6 +57,8 @@ def backends_text() -> str:
 
 
 def require_activations(backend: str, case: str) -> None:
+    """Refuse, in one line naming the backends that can, a case whose backend exposes no per-layer activations to
+    localize."""
     if not registry.get(backend).activations:
         raise BadInput(f"case {case} runs on {backend}, which exposes no per-layer activations to localize: "
                        f"localize on {backends_text()}")

@@ -50,6 +50,7 @@ class ControlRun:
 
 
 def default_control_dir(desc: LoadedDescriptor) -> Path:
+    """Where a control of ``desc`` goes when no --out is given: a new folder under runs/."""
     return rundir.new_run_dir("control", desc.name)
 
 
@@ -121,6 +122,8 @@ def finish_control(plan: Plan, control_dir: Path, runs: list[GateRun], command: 
 
 
 def control_manifest(plan: Plan, runs: Sequence[GateRun], command: Sequence[str], started: str) -> dict:
+    """The control directory's record of what ran (control.json): the descriptor, both runs and their releases,
+    the command and when it started."""
     return {
         "kind": "control",
         "name": plan.name,
@@ -137,6 +140,7 @@ def control_manifest(plan: Plan, runs: Sequence[GateRun], command: Sequence[str]
 
 
 def is_control_dir(path: str | Path) -> bool:
+    """Whether ``path`` is a control directory (it holds control.json)."""
     return (Path(path) / rundir.CONTROL).is_file()
 
 

@@ -48,6 +48,7 @@ class CaseHardware:
     runtime: str  # the runtime key its exact golden was chosen by ("" for a case that has none)
 
     def to_dict(self) -> dict:
+        """The hardware a case was resolved for, as a run's manifest records it."""
         return {"accelerator": dict(self.accelerator), "runtime": self.runtime}
 
 
@@ -59,9 +60,12 @@ class RecordedHost(Host):
         self.cases = dict(cases)
 
     def accelerator(self, case: str, options: Mapping[str, Any]) -> dict[str, str]:
+        """The accelerator a run recorded for ``case``: a descriptor resolved again for `verify` or a
+        backtest judges as that run was judged, not as this machine would be."""
         return dict(self._of(case).accelerator)
 
     def runtime(self, case: str, backend: str, options: Mapping[str, Any]) -> str:
+        """The runtime key a run recorded for ``case``, for the same reason as ``accelerator``."""
         return self._of(case).runtime
 
     def _of(self, case: str) -> CaseHardware:

@@ -149,18 +149,22 @@ class CasePlan:
 
     @property
     def name(self) -> str:
+        """The case's name."""
         return self.spec.name
 
     @property
     def where(self) -> CaseWhere:
+        """Where each of the case's keys is in the descriptor, for messages about values that parsed but are wrong."""
         return self.outline.where
 
     @property
     def kernel(self) -> str:
+        """The Jupyter kernel the case runs in."""
         return self.spec.kernel
 
     @property
     def timeout_s(self) -> float:
+        """How long the case may run before its kernel is killed."""
         return self.spec.timeout_s
 
 
@@ -178,6 +182,7 @@ class Plan:
 
     @property
     def path(self) -> Path:
+        """The descriptor file the plan was resolved from."""
         return self.outline.path
 
     def false_failure_statement(self) -> dict:
@@ -195,22 +200,27 @@ class Plan:
 
     @property
     def name(self) -> str:
+        """The descriptor's name: what the run is filed under."""
         return self.outline.name
 
     @property
     def sha256(self) -> str:
+        """The descriptor's digest, as the run's manifest records it: which bytes decided the run."""
         return self.outline.sha256
 
     @property
     def fixture(self) -> Path:
+        """The fixture every case scores."""
         return self.outline.fixture
 
     @property
     def model(self) -> ModelPin:
+        """The descriptor's model, pinned by its digest."""
         return self.outline.model
 
     @property
     def goldens(self) -> Mapping[str, GoldenEntry]:
+        """The descriptor's [goldens] entries, as its outline states them."""
         return self.outline.goldens
 
     @property
@@ -221,9 +231,11 @@ class Plan:
 
     @property
     def specs(self) -> list[CaseSpec]:
+        """The selected cases' specs, in the descriptor's order: what the executor runs."""
         return [c.spec for c in self.cases.values()]
 
     def case(self, name: str) -> CasePlan:
+        """The plan of one selected case, by name."""
         return self.cases[name]
 
 

@@ -27,6 +27,8 @@ GOLDEN_NAME = r"^(semantic|exact|[a-z0-9][a-z0-9._-]*-(semantic|exact))$"
 
 
 def golden_kind(name: str) -> str:
+    """The kind of a [goldens] entry, from its name's last dash-separated word (``tiny-semantic`` ->
+    ``semantic``): the one place that spelling is read."""
     return name.rsplit("-", 1)[-1]
 
 
@@ -176,12 +178,18 @@ class CaseBase(_Strict):
         # name and its options' methods (kit.backends.options.BackendOptions).
         backend: str
 
-        def code_settings(self) -> list[tuple[str, str]]: ...
+        def code_settings(self) -> list[tuple[str, str]]:
+            """The options that make the engine load code beyond the kit's (BackendOptions.code_settings)."""
+            ...
 
         @classmethod
-        def model_problem(cls, options: Mapping[str, Any], model_dir: str | Path) -> str | None: ...
+        def model_problem(cls, options: Mapping[str, Any], model_dir: str | Path) -> str | None:
+            """Why the case's model cannot run with these options (BackendOptions.model_problem); None when it can."""
+            ...
 
     def backend_options(self) -> dict[str, Any]:
+        """The case's own backend options, the keys every case has left out: what the backend's runtime is
+        opened with."""
         common = set(CaseBase.model_fields) | {"backend"}
         return {k: v for k, v in self.model_dump().items() if k not in common}
 
@@ -215,6 +223,8 @@ class BackendRelease(_Strict):
     options: dict[str, Any] = Field(default_factory=dict)
 
     def identity(self) -> dict[str, Any]:
+        """What identifies a backend's build in a release (kernel, version, source commit, wheels, options):
+        the release's fingerprint is made from it."""
         return {"kernel": self.kernel, "version": self.version, "source_commit": self.source_commit,
                 "wheels": dict(self.wheels), "options": dict(self.options)}
 

@@ -35,18 +35,22 @@ class Checkpoint:
 
     @property
     def n_layers(self) -> int:
+        """The model's number of decoder layers."""
         return int(self.config["num_hidden_layers"])
 
     @property
     def n_heads(self) -> int:
+        """The model's number of attention heads."""
         return int(self.config["num_attention_heads"])
 
     @property
     def n_kv_heads(self) -> int:
+        """The model's number of key and value heads (the attention heads where the config names none)."""
         return int(self.config.get("num_key_value_heads") or self.n_heads)
 
     @property
     def head_dim(self) -> int:
+        """The size of one attention head (the config's, else the hidden size over the heads)."""
         return int(self.config.get("head_dim") or self.config["hidden_size"] // self.n_heads)
 
     def layer(self, index: int, name: str) -> np.ndarray:
@@ -54,9 +58,11 @@ class Checkpoint:
         return self.tensors[f"model.layers.{index}.{name}.weight"]
 
     def set_layer(self, index: int, name: str, value: np.ndarray) -> None:
+        """Replace one weight of decoder layer ``index`` (``self_attn.q_proj`` and the like)."""
         self.set(f"model.layers.{index}.{name}.weight", value)
 
     def set(self, name: str, value: np.ndarray) -> None:
+        """Replace a weight by name, refusing another shape: a fault edits values, never the architecture."""
         if value.shape != self.tensors[name].shape:
             raise ValueError(f"{name}: shape {value.shape}, the checkpoint has {self.tensors[name].shape}")
         self.tensors[name] = np.asarray(value, dtype=np.float32)
@@ -67,6 +73,8 @@ class Checkpoint:
 
 
 def load_checkpoint(folder: str | Path) -> Checkpoint:
+    """A Hugging Face Llama checkpoint (config.json and one model.safetensors) read into memory as float32
+    arrays, for a fault to edit; anything else is refused in one line."""
     folder = Path(folder)
     config_path, weights = folder / CONFIG, folder / WEIGHTS
     if not config_path.is_file() or not weights.is_file():

@@ -93,6 +93,8 @@ def effect_runtime(cases: EmbeddedCases | None = None) -> str:
 
 
 def hf_float32_effect(folder: str | Path, cases: EmbeddedCases | None = None, digest: str | None = None) -> float:
+    """A faulted model's largest error in float32 on the embedded case's prompts: the fault's own effect, free of
+    any engine's noise."""
     cases = cases or embedded_cases()
     return largest_error(run_case(on_model(cases.float32, folder, digest)))
 

@@ -95,6 +95,8 @@ def measure(descriptor: str | Path, cases: Sequence[str] | None = None, families
             float32_case: str = FLOAT32_CASE, command: Sequence[str] | None = None,
             steps_down: int = STEPS_DOWN, refine: int = REFINE,
             reuse: Sequence[str | Path] = ()) -> list[CasePower]:
+    """Measure the power of the descriptor's calibrated cases (or ``cases``): each fault family's ladder tried
+    against the record the host uses, resumable from ``resume``, one power record per case written to ``to``."""
     output.ensure()
     # The environment as this measurement was given it: the float32 effects run hf in this process, and a record's
     # runtime is what was given, never what an engine set for itself (kit.core.baselines.runtime.numerics_fingerprint).
@@ -202,6 +204,8 @@ def measure_case(plan, clean_spec: CaseSpec, judged: CaseSpec, reference: dict, 
                  effects, run_dir: Path, to: Path, command: list[str], steps_down: int = STEPS_DOWN,
                  refine: int = REFINE, known: PowerRecord | None = None,
                  environ: dict[str, str] | None = None) -> CasePower:
+    """One case's power record: refused where its record measured other hardware or an earlier record another
+    runtime; otherwise each family's ladder climbed, its samples judged, the record written."""
     change = hardware_change(reference, judged.options)
     if change:
         return CasePower(judged.name, None, None, f"its record measured noise on {change[0]}, this host is "
@@ -352,6 +356,8 @@ def faulted_sample(entry: dict) -> FaultedSample:
 
 def run_trial(plan, family: str, fault: Fault, magnitude: float, effect: float, folder: Path, digest: str,
               clean_spec: CaseSpec, run_dir: Path) -> Trial:
+    """Score one faulted copy with the case's clean variants (on a CPU, the first launch of each): the trial that
+    says whether this magnitude is caught."""
     spec = on_model(clean_spec, folder, digest)
     variants = [{**v, "faulted": True} for v in variants_for(clean_spec)
                 if int(v.get("launch", 1)) == 1 or case_device(clean_spec.options) != "cpu"]

@@ -30,6 +30,8 @@ def run_check(descriptor: str, only: Sequence[str] | None = None, release: str |
 
 
 def passed_lines(plan: Plan, inputs: Inputs, gpus: Inventory | None = None) -> list[str]:
+    """One line per check the preflight passed (descriptor, backends, fixture, goldens, model digests, kernels,
+    notebooks, GPUs): what `check` prints, so a CI step shows what was checked, not only ok."""
     specs = plan.specs
     lines = [f"descriptor {paths.display(plan.path)}: valid, {len(specs)} cases"
              + (f" ({', '.join(s.name for s in specs)})" if specs else "")]

@@ -60,6 +60,7 @@ from kit.core.records.records import EXACT
 log = logging.getLogger(__name__)
 
 def default_run_dir(desc: LoadedDescriptor | Plan) -> Path:
+    """Where a gate run of ``desc`` goes when no --out is given: a new folder under runs/."""
     return rundir.new_run_dir("", desc.name)
 
 
@@ -74,6 +75,7 @@ class Checked:
 
     @property
     def specs(self) -> list[CaseSpec]:
+        """The checked plan's case specs, in the descriptor's order."""
         return self.plan.specs
 
 
@@ -248,6 +250,9 @@ def _resume(plan: Plan, run_dir: Path, specs: list[CaseSpec], inputs: Inputs,
 
 
 def manifest(run: GateRun, command: Sequence[str]) -> dict:
+    """The run's manifest: what ran (descriptor and its digest, cases, kernels, inputs, release, executor,
+    hardware, baselines, the stated false-failure rate), when, by which command; finished, the digests that seal
+    it."""
     doc = {
         "name": run.plan.name,
         "descriptor": str(run.plan.path),
@@ -489,15 +494,19 @@ class LocalExecutor(Executor):
     name = "local"
 
     def check(self, plan: Plan) -> Inventory | None:
+        """Refuse what this machine cannot give the plan (several nodes, part of a GPU, more GPUs than it
+        has); the node's GPUs where a case asks for some."""
         return check_local_resources(plan)
 
     def run_cases(self, run: GateRun, on_start: Callable[[CaseSpec], None] | None = None,
                   on_done: Callable[[CaseSpec, CaseResult], None] | None = None, share: Share | None = None) -> None:
+        """Run the pending cases on this machine, side by side within the session's share of cases, cores and GPUs."""
         share = share or Share()
         run_cases(run, share.jobs, on_start, on_done, share.pool, share.cores)
 
 
 def gpus_asked(run: GateRun, spec: CaseSpec) -> int:
+    """How many whole GPUs a case asks for (a fraction of one refused where the local executor cannot give it)."""
     case = run.plan.cases[spec.name]
     return devices.whole_gpus(case.resources.num_gpus, spec.name, case.where.resources)
 
@@ -548,6 +557,8 @@ def _time_left(timeout_s: float, clock_from: float | None) -> float:
 def execute_guarded(spec: CaseSpec, cases_dir: Path, on_start: Callable[[CaseSpec], None] | None,
                     expected: Expected | None = None, gpus: Sequence[Gpu] = (),
                     clock_from: float | None = None) -> CaseResult:
+    """A case executed so that nothing it raises costs the other cases theirs: a bug in the executor ends this
+    case as an executor error, its traceback logged."""
     try:
         if on_start:
             on_start(spec)
@@ -560,6 +571,7 @@ def execute_guarded(spec: CaseSpec, cases_dir: Path, on_start: Callable[[CaseSpe
 
 
 def write_manifest(run: GateRun, command: Sequence[str]) -> dict:
+    """Write the run's manifest (its start, or its finish) into the run directory and return it."""
     doc = manifest(run, command)
     write_json(run.run_dir / rundir.MANIFEST, doc)
     return doc

@@ -85,6 +85,7 @@ class Executors:
         self._known[name] = executor
 
     def names(self) -> list[str]:
+        """The registered executors' names: the CLI's choices for --executor, known without importing any executor."""
         return list(self._known)
 
     def get(self, name: str) -> Executor:
@@ -112,6 +113,9 @@ executors.register("ray", "kit.gate.ray_executor:RayExecutor")
 
 @dataclass
 class GateRun:
+    """One gate run in progress: its plan, cases and checked inputs, the executor that runs it, and what running
+    adds (each case's result, the times, what a resume reused or kept, the retries)."""
+
     run_dir: Path
     plan: Plan  # the descriptor resolved for this run: the executor reads nothing else of it
     specs: list[CaseSpec]
@@ -154,12 +158,16 @@ class GateRun:
 
     @property
     def verdict(self) -> str:
+        """The run's verdict from the results so far, every selected case counted (a case without a result as
+        missing)."""
         return gate_verdict([s.name for s in self.specs], self.results)
 
     @property
     def counts(self) -> dict[str, int]:
+        """How many of the run's cases ended with each status so far."""
         return status_counts([s.name for s in self.specs], self.results)
 
     @property
     def cases_dir(self) -> Path:
+        """The folder of the run's case files (results, notebooks, logs, evidence)."""
         return self.run_dir / "cases"

@@ -103,6 +103,7 @@ def _triage_properties(case: ET.Element, r: CaseResult) -> None:
 
 
 def write_junit(path: str | Path, suites: Sequence[Suite]) -> Path:
+    """Write the suites as JUnit XML to ``path``, atomically, for CI dashboards that read JUnit."""
     return atomic_write_bytes(Path(path), junit_xml(suites))
 
 

@@ -62,6 +62,8 @@ def installed_kernels() -> dict[str, str]:
 
 
 def kernel_install_hint(name: str, backend: str | None = None) -> str:
+    """How to install a missing kernel, in one line: the main kernel's ipykernel command, a backend environment's
+    own install, or registering a release's kernel from the environment that holds it."""
     if name == paths.MAIN_KERNEL:
         return f"install it with: {sys.executable} -m ipykernel install --sys-prefix --name {name}"
     info = registry.registry().get(backend or "")

@@ -225,13 +225,15 @@ class RayExecutor(Executor):
     name = "ray"
 
     def check(self, plan: Plan) -> None:
-        # Nothing to refuse before the run: what a case asks is checked against the cluster's nodes when the
-        # run connects (``unplaceable``), the only time they are known, and a case that cannot be placed ends
-        # as its own error while the others run.
+        """Nothing to refuse before the run: what a case asks is checked against the cluster's nodes when the
+        run connects (``unplaceable``), the only time they are known, and a case that cannot be placed ends
+        as its own error while the others run."""
         return None
 
     def run_cases(self, run: GateRun, on_start: Callable[[CaseSpec], None] | None = None,
                   on_done: Callable[[CaseSpec, CaseResult], None] | None = None, share: Share | None = None) -> None:
+        """Run the pending cases on Ray, each placed by its own resources rather than by the session's share
+        of this machine."""
         run_cases_ray(run, on_start, on_done)  # Ray places each case by its resources, not by the session's share
 
 
@@ -252,6 +254,8 @@ class _Submitted:
 def run_cases_ray(run: GateRun, on_start: Callable[[CaseSpec], None] | None = None,
                   on_done: Callable[[CaseSpec, CaseResult], None] | None = None,
                   num_cpus: int | None = None) -> None:
+    """Run the pending cases as Ray tasks, each placed by its resources, on the cluster at $RAY_ADDRESS or a Ray
+    started for the run; each case's result recorded as it ends."""
     import ray
 
     specs = run.pending

@@ -27,6 +27,8 @@ if TYPE_CHECKING:  # for annotations only: a worker imports nothing of the kit b
 
 
 def case_task(spec_dict: dict, cases_dir: str, cwd: str, group: str | None, expected: dict | None = None) -> dict:
+    """One case, run as a Ray task on the node Ray chose: its attempt recorded, its notebook executed as the
+    local executor would, its result returned to the driver as a dict."""
     import ray
 
     cases = Path(cases_dir)

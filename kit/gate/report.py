@@ -69,6 +69,7 @@ def _md_backticked(text: str) -> str:
 
 def result_document(name: str, verdict: str, counts: dict, duration_s: float,
                     expected: Sequence[str], results: dict[str, CaseResult]) -> dict:
+    """result.json's document: the run's verdict and counts, every case's result, and the cases that left none."""
     return {
         "name": name, "verdict": verdict, "counts": counts, "duration_s": duration_s,
         "cases": {n: results[n].to_dict() for n in expected if n in results},
@@ -77,6 +78,7 @@ def result_document(name: str, verdict: str, counts: dict, duration_s: float,
 
 
 def write_result(run_dir: Path, doc: dict) -> Path:
+    """Write result.json into the run directory, atomically."""
     return write_json(run_dir / rundir.RESULT, doc)
 
 
@@ -235,6 +237,7 @@ def _worst_reason(score) -> str:
 
 
 def write_evidence(run_dir: Path, text: str) -> Path:
+    """Write evidence.md into the run directory, atomically."""
     return atomic_write_bytes(run_dir / rundir.EVIDENCE, text.encode("utf-8"))
 
 
@@ -414,6 +417,8 @@ def figure_links(view_dir: Path, base: Path) -> list[str]:
 
 
 def compact_case_table(view) -> str:
+    """The case table of `report --markdown`, one row a case: status, error against its bound and where the bound
+    came from, headroom, drift, failed and worst prompts."""
     lines = ["| case | backend | status | max error | bound (from) | headroom | drift | failed prompts "
              "| worst prompt |",
              "| --- | --- | --- | ---: | --- | ---: | --- | ---: | --- |"]

@@ -87,6 +87,7 @@ class GateSession:
 
     @property
     def unfinished(self) -> list[GateRun]:
+        """The session's runs not yet finished: what an interrupted session still has to record."""
         return [run for run in self.runs if id(run) not in self._finished]
 
     def start(self, source: Source, out: str | Path | None, only: Sequence[str] | None = None,
@@ -287,6 +288,8 @@ def triage_lines(run: GateRun) -> list[str]:
 
 
 def case_line(r: CaseResult, label: str | None = None) -> str:
+    """A finished case's line on the console, styled by its status: its error or its failed prompts, and how long
+    it took."""
     style = STATUS_STYLE.get(r.status, "white")
     dur = f"{r.duration_s:.1f} s" if r.duration_s is not None else ""
     if r.status in (ERROR, TIMEOUT, NO_BASELINE, INCONCLUSIVE, BORROWED):

@@ -33,10 +33,12 @@ class Stepped:
     flag: str
 
     def to_dict(self) -> dict:
+        """A flagged step as trend.json keeps it."""
         return {"case": self.case, "bucket": self.bucket, "flag": self.flag}
 
     @property
     def sentence(self) -> str:
+        """The flag in words for the run's evidence: the case, what stepped, and in which bucket."""
         return f"{self.case}'s {self.flag} (bucket {self.bucket})"
 
 

@@ -62,9 +62,11 @@ class Verified:
 
     @property
     def ok(self) -> bool:
+        """Whether every case judged again matched and every file its digest."""
         return not self.problems
 
     def lines(self) -> list[str]:
+        """What `verify` prints: one line when verified, else a line per problem under a count."""
         if self.ok:
             return [f"verified: {self.verdict} ({self.source}: {self.judged} cases judged again from their evidence "
                     f"against {self.descriptor}, {self.files} files match their digests; root digest {self.root})"]

@@ -51,10 +51,12 @@ class RegenOutcome:
 
     @property
     def agreeing(self) -> list[str]:
+        """The backends whose cases pass against the new golden: two are needed before it is placed."""
         return sorted(b for b, failing in self.backends.items() if not failing)
 
     @property
     def accepted(self) -> bool:
+        """Whether the new golden was placed beside the old one for review."""
         return self.placed is not None
 
 
@@ -130,6 +132,8 @@ def _beside(old: Path, name: str) -> Path:
 
 
 def regen_report(o: RegenOutcome) -> str:
+    """The regen's outcome for people, as Markdown: accepted or refused and why, which backends agree with the
+    new golden, and how far its cases moved."""
     moved = sorted((r for r in o.diff if r.max_probability_delta > MOVED or r.winner_changed),
                    key=lambda r: -r.max_probability_delta)
     winners = [r for r in o.diff if r.winner_changed]

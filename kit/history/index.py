@@ -91,6 +91,8 @@ def reading(store: Store, rebuild: bool = False) -> Iterator[tuple[Update, Any]]
 
 
 def connect(path: Path, read_only: bool = False) -> Any:
+    """A connection to the history index (DuckDB), its folder made first unless read only; a file that cannot be
+    opened is refused in one line."""
     import duckdb
 
     try:

@@ -106,6 +106,7 @@ class Line:
     text: str
 
     def to_dict(self) -> dict:
+        """A line of what the index read (a run it skipped or could not read), as `history --json` prints it."""
         return {"location": self.location, "kind": self.kind, "text": self.text}
 
 
@@ -242,6 +243,8 @@ def bound_kind(source: Mapping[str, Any], golden_kind: Any) -> str:
 
 
 def bucket_rows(run: str, case: str, d: Mapping[str, Any], prompts: Sequence[Mapping[str, Any]]) -> list[BucketRow]:
+    """One case's rows per bucket from its recorded prompts: their largest error, the bound and the headroom; a
+    prompt without a whole-number bucket is refused by its key."""
     by_bucket: dict[int, list[float | None]] = {}
     bounds: dict[int, Any] = {}
     for i, p in enumerate(prompts):

@@ -46,6 +46,7 @@ class LocalizeRun:
 
 
 def default_dir(case: str) -> Path:
+    """Where a localize of ``case`` goes when no --out is given: a new folder under runs/."""
     return rundir.new_run_dir("localize", case)
 
 

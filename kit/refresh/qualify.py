@@ -61,10 +61,12 @@ class QualifyOutcome:
     timings_s: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
+        """The outcome as the qualify step's record keeps it."""
         return asdict(self)
 
 
 def kernel_name(tag: str) -> str:
+    """The Jupyter kernel a qualified release's wheels run in."""
     return f"release-{tag}"
 
 
@@ -202,6 +204,8 @@ def make_layered_venv(venv: Path) -> Path:
 
 
 def install(python: Path, files: list[Path], log: Path) -> None:
+    """Install the release's wheels into the fresh environment with the main environment's pip (no index, no
+    dependencies), its output in ``log``; a failure is refused with the log's last lines."""
     # The main environment's pip installs into the new interpreter: the venv needs no pip of its own.
     cmd = [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index",
            "--no-cache-dir", "--disable-pip-version-check", *map(str, files)]
@@ -214,6 +218,8 @@ def install(python: Path, files: list[Path], log: Path) -> None:
 
 
 def register_kernel(python: Path, venv: Path, name: str) -> str:
+    """Register the fresh environment's kernel under ``name`` inside that environment, and return where Jupyter
+    finds it."""
     _run([str(python), "-m", "ipykernel", "install", "--prefix", str(venv), "--name", name,
           "--display-name", f"parity-kit ({name})"], "kernel")
     return str(venv / "share" / "jupyter")
@@ -277,6 +283,7 @@ def host_hardware() -> dict:
 
 
 def load_outcome(step_dir: str | Path) -> QualifyOutcome:
+    """A qualify step's recorded outcome, read back from its folder."""
     return QualifyOutcome(**read_json(Path(step_dir) / RECORD))
 
 

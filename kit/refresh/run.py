@@ -56,6 +56,7 @@ class RefreshRun:
 
 
 def default_refresh_dir(name: str) -> Path:
+    """Where a refresh of ``name`` goes when no --out is given: a new folder under runs/."""
     return rundir.new_run_dir("refresh", name)
 
 

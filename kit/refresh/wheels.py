@@ -31,6 +31,7 @@ class BuildOutput:
 
 
 def build_command(template: Sequence[str], wheel_dir: Path) -> list[str]:
+    """The wheel build command with ``{python}`` and ``{wheel_dir}`` filled in."""
     return [part.format(python=sys.executable, wheel_dir=str(wheel_dir)) for part in template]
 
 

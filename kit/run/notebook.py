@@ -60,6 +60,7 @@ class NotebookOutcome:
 
     @property
     def timed_out(self) -> bool:
+        """Whether the kernel was killed because the case's time ran out (not by a stop or a crash)."""
         return self.killed_by == "timeout"
 
 
@@ -82,6 +83,8 @@ class KernelHandle:
         self._lock = threading.Lock()
 
     def manager_class(self) -> type[AsyncKernelManager]:
+        """A kernel manager class that starts the kernel with this handle's environment and records its pid
+        and session, so the executor can kill the kernel's whole process tree."""
         handle = self
 
         class TrackedKernelManager(AsyncKernelManager):
@@ -120,6 +123,7 @@ class KernelHandle:
         return TrackedKernelManager
 
     def kill(self, reason: str = "timeout") -> None:
+        """Kill the kernel's process tree, once, recording why (the first reason stands)."""
         with self._lock:
             self.killed_by = self.killed_by or reason
             if self.pid is not None:
@@ -225,10 +229,12 @@ def stop_all() -> int:
 
 
 def stopping() -> bool:
+    """Whether the run is stopping (a signal came): no new kernel may start once it is."""
     return _stopping.is_set()
 
 
 def allow_starts() -> None:
+    """Let kernels start again, for the next run in this process once a stopped one has ended."""
     _stopping.clear()
 
 
@@ -277,6 +283,7 @@ def exit_words(exit_code: int | None) -> str:
 
 
 def first_line(text: str) -> str:
+    """The first line of ``text``, stripped (empty for none): what a one-line message quotes of a longer error."""
     text = (text or "").strip()
     return text.splitlines()[0] if text else ""
 

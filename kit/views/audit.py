@@ -106,6 +106,8 @@ class Decoder:
 
     @classmethod
     def for_model(cls, model_dir: str | Path | None) -> "Decoder":
+        """A decoder with the model folder's tokenizer, or without one where it cannot be read: a summary
+        must render without the model folder."""
         try:
             from tokenizers import Tokenizer
 
@@ -114,6 +116,7 @@ class Decoder:
             return cls(None)
 
     def token(self, token_id: int) -> str:
+        """A token id's text as the tokenizer decodes it (``?`` without a tokenizer)."""
         if self.tokenizer is None:
             return "?"
         return self.tokenizer.decode([int(token_id)], skip_special_tokens=False)
@@ -147,6 +150,8 @@ LEFT_HEADINGS = [{"selector": "th.col_heading", "props": "text-align: left"}]
 
 
 def styled_worst_prompts(view: RunView, limit: int = 5):
+    """The worst prompts' table for the summary, the world's text made inert and long prompts wrapped to fit the
+    page."""
     frame = worst_prompt_table(view, limit)
     if frame.empty:
         return frame
@@ -228,7 +233,8 @@ def gpu_labels(gpus: list[dict]) -> str:
 
 
 def styled_provenance(view: RunView):
-    # Paths, commands and 64-digit digests have few or no spaces: they wrap anywhere to fit the page.
+    """The provenance table for the summary. Paths, commands and 64-digit digests have few or no spaces: they
+    wrap anywhere to fit the page."""
     return (provenance_table(view).style.format(na_rep="—", escape="html").hide(axis="index")
             .set_properties(subset=["value", "digest"], **{"text-align": "left", "font-family": "monospace",
                                                            "overflow-wrap": "anywhere"})
@@ -299,4 +305,5 @@ def prose_html(text: str) -> str:
 
 
 def pre_html(lines) -> str:
+    """Lines as preformatted HTML, escaped: text from the world shown, never interpreted."""
     return f"<pre>{html.escape(chr(10).join(lines))}</pre>"

@@ -25,6 +25,7 @@ class ControlView:
 
     @property
     def runs(self) -> list[RunView]:
+        """The control's two runs, pin first."""
         return [self.current, self.candidate]
 
 
@@ -59,6 +60,8 @@ def banner(view: ControlView) -> str:
 
 
 def comparison_table(view: ControlView) -> pd.DataFrame:
+    """The control's table, one row a case: both runs' status and error, the bound, the change against the noise,
+    and the paired comparison."""
     rows = [{"case": r.case, "backend": r.backend, "control": r.control_status, "candidate": r.candidate_status,
              "control_error": r.control_error, "candidate_error": r.candidate_error, "bound": r.bound,
              "delta": r.delta, "noise_floor": r.noise_floor or None,
@@ -70,6 +73,7 @@ def comparison_table(view: ControlView) -> pd.DataFrame:
 
 
 def styled_comparison_table(view: ControlView):
+    """The control's table formatted for its notebook, the world's text made inert."""
     fmt = {"control_error": "{:.4g}", "candidate_error": "{:.4g}", "bound": "{:g}", "delta": "{:+.3g}",
            "noise_floor": "{:.2g}"}
     return comparison_table(view).style.format(fmt, na_rep="—", escape="html")

@@ -85,6 +85,8 @@ def run_coverage(manifest: dict) -> VocabCoverage | str:
 
 
 def class_frame(cov: VocabCoverage) -> pd.DataFrame:
+    """Per token class of the vocabulary: how many tokens it holds, how many the prompts contain, and examples of
+    those they never do."""
     rows = [{"class": c.name, "in vocab": c.vocab, "seen": c.seen, "share": c.share,
              "never seen, e.g.": " ".join(c.unseen_examples[:3])} for c in cov.classes if c.vocab]
     return pd.DataFrame(rows).set_index("class") if rows else pd.DataFrame()

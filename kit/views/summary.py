@@ -60,6 +60,8 @@ def scrap_result(run_dir: Path, case: str) -> CaseResult | None:
 
 
 def case_table(view: RunView) -> pd.DataFrame:
+    """The summary's case table, one row a case: status, backend, its error against the bound of its worst prompt
+    or decode step, headroom, what it detects, drift and the prompts that failed (a missing case as missing)."""
     rows = []
     for name in view.expected:
         r = view.results.get(name)

@@ -110,6 +110,8 @@ class HfBackend:
         return self.dtype == PORTABLE_DTYPE
 
     def release(self) -> dict:
+        """What identifies this build of the engine for the record: transformers, torch, Python, dtype,
+        attention and device (on a CPU its kernels' capability, for float64 the portable margin)."""
         import torch
         import transformers
 
@@ -130,11 +132,15 @@ class HfBackend:
         return out
 
     def details(self) -> dict:
+        """How the prompts were run (attention, SDPA kernel, padding, batching, compile, the batches
+        themselves), for the case's record."""
         return {"attention": self.attn_implementation, "sdpa_backend": self.sdpa_backend,
                 "padding_side": self.padding_side, "batch_size": self.batch_size, "compile": self.compile,
                 "batches": self._batches}
 
     def observe(self, prompts: Sequence[Prompt], top_n: int) -> list[Observation]:
+        """Each prompt's top ``top_n`` next-token logprobs, scored in batches of one bucket at a time under
+        the chosen SDPA kernel."""
         torch = self._torch
         out: list[Observation | None] = [None] * len(prompts)
         self._batches, self._candidates = [], []
@@ -238,10 +244,11 @@ class HfBackend:
         return sdpa_kernel([chosen, *fallbacks])
 
     def close(self) -> None:
+        """Drop the model, so that the next case in a warm kernel gets its memory back."""
         self.model = None
 
 
 def open_backend(spec: CaseSpec) -> HfBackend:
-    # The options arrive resolved: every default was applied by the descriptor's schema, the one place
-    # they are stated.
+    """The hf backend of a case. The options arrive resolved: every default was applied by the descriptor's
+    schema, the one place they are stated."""
     return HfBackend(spec.model_path, **spec.options)

@@ -110,6 +110,8 @@ def _bf16():
 
 
 def rms_norm(x, weight, eps):
+    """Llama's RMS norm, its statistics in float32 whatever the activations' dtype, as the reference
+    implementation computes them."""
     import jax
     import jax.numpy as jnp
 
@@ -235,6 +237,8 @@ def looped_causal_attention(q, k, v, precision):
 
 
 def attend(q, k, v, attention: str, precision):
+    """Causal attention by the implementation named: chunked (exact in float32), looped, or XLA's dot-product
+    attention (its cuDNN or reference kernel)."""
     import jax
 
     if attention == "chunked":

@@ -39,6 +39,8 @@ class EngineSettings:
 
 
 def engine_settings(spec: CaseSpec, cuda: bool | None = None) -> EngineSettings:
+    """The engine's settings for a case, resolved once from its options: engine arguments, environment, mode,
+    eager or compiled, the executor and whether the engine runs in the kernel."""
     o = spec.options
     cpu = not (_cuda_available() if cuda is None else cuda)
     pp = o.get("pipeline_parallel_size", 1)
@@ -127,6 +129,7 @@ def with_own_rpc_dir(env: Mapping[str, str], case: str) -> tuple[dict[str, str],
 
 
 def remove_rpc_dir(path: str | None) -> None:
+    """Remove a case's own folder of vLLM sockets (nothing where it has none), so no socket outlives its engine."""
     if path:
         shutil.rmtree(path, ignore_errors=True)
 

@@ -49,6 +49,8 @@ class VllmOptions(BackendOptions):
         return self
 
     def code_settings(self) -> list[tuple[str, str]]:
+        """The options that make vLLM load code beyond the kit's (environment variables, engine arguments, an
+        open network): the descriptor warns about each."""
         found = [(f"env.{name}", why) for name in self.env if (why := env_loads_code(name))]
         found += [(f"engine_args.{name}", CODE_ARGS[name]) for name, value in self.engine_args.items()
                   if name in CODE_ARGS and value is not False]
@@ -58,12 +60,12 @@ class VllmOptions(BackendOptions):
 
 
     def implementation_variants(self) -> list[tuple[str, dict, str]]:
-        # What changes vLLM's rounding under the same model and precision: graph capture, and how the model
-        # is split over workers (the CPU build's pipeline stages each bind their own thread and compile
-        # their own graph: pp2 moves a prompt's error by up to 0.017 against pp1). A healthy release may
-        # change either. On the CPU build these gave bit-identical results and are left out
-        # (docs/calibration.md): chunked prefill, one sequence per step, a KV block size of 64, no prefix
-        # cache, attention without split-KV, one or two threads.
+        """What changes vLLM's rounding under the same model and precision: graph capture, and how the model
+        is split over workers (the CPU build's pipeline stages each bind their own thread and compile
+        their own graph: pp2 moves a prompt's error by up to 0.017 against pp1). A healthy release may
+        change either. On the CPU build these gave bit-identical results and are left out
+        (docs/calibration.md): chunked prefill, one sequence per step, a KV block size of 64, no prefix
+        cache, attention without split-KV, one or two threads."""
         if self.pipeline_parallel_size * self.tensor_parallel_size == 1:
             eager = self.enforce_eager is not False  # unset means eager at pp1
             return [("compiled" if eager else "eager", {"enforce_eager": not eager},

@@ -69,6 +69,8 @@ class BaselineRow:
     remedy: str | None = None  # what makes it, where it is missing or falls back
 
     def to_dict(self) -> dict:
+        """The row as `baseline status --json` prints it, its kind by name: a reader compares the name, never
+        the object."""
         return {**asdict(self), "kind": self.kind.name}
 
 
@@ -102,10 +104,14 @@ class BaselineKind:
         return kind_named, (self.name,)
 
     def require_makeable(self) -> None:
+        """Refuse (NotMakeable, naming the command that makes it) a kind `baseline make` does not make,
+        before any work starts."""
         if not self.makeable:
             raise NotMakeable(f"`parity-kit baseline make` does not make a {self.name}: {self.made_by}")
 
     def require_backtested(self) -> None:
+        """Refuse (NotBacktested) a kind whose baseline has no bounds to replay: only a calibration record's
+        can be backtested over archived runs."""
         if not self.backtested:
             raise NotBacktested(f"a {self.name} is not backtested: only a calibration record's bounds can be "
                                 "replayed over archived runs")
@@ -123,6 +129,8 @@ class GoldenKind(BaselineKind):
     bounded = False  # judged within bounds, which a calibration can measure
 
     def stand(self, spec: CaseSpec, lineage: LineageText, made_at: str | None = None) -> BaselineRow:
+        """How a case's golden stands on this host: missing (with the command that makes one) where the plan
+        found none for its runtime, else the golden it uses, when and where it was made and its lineage."""
         if spec.no_baseline and spec.no_baseline.kind in (self.name, ""):
             return BaselineRow(spec.name, self, MISSING, spec.no_baseline.reason, made_on=None,
                                remedy=spec.no_baseline.command or None)
@@ -133,6 +141,8 @@ class GoldenKind(BaselineKind):
                            lineage(golden.sha256))
 
     def holds(self, spec: CaseSpec) -> str:
+        """Why this kind of golden holds where it is used: each kind words its own rule, so a row never
+        guesses it from a file's name."""
         raise NotImplementedError
 
     def check_listed(self, entry: Any, listed: Sequence[Golden], runtime_of: RuntimeOf) -> None:
@@ -152,6 +162,7 @@ class ExactGolden(GoldenKind):
     made_by = "`parity-kit golden make --kind exact`, on the runtime it is to hold on"
 
     def holds(self, spec: CaseSpec) -> str:
+        """An exact golden holds only on the runtime it was made on: the row names that runtime."""
         return f"made on this runtime ({spec.runtime}); an exact golden never falls back"
 
     def check_listed(self, entry: Any, listed: Sequence[Golden], runtime_of: RuntimeOf) -> None:
@@ -178,6 +189,7 @@ class SemanticGolden(GoldenKind):
     made_by = "`parity-kit golden make` (the reference's float32 results), remade with `parity-kit golden regen`"
 
     def holds(self, spec: CaseSpec) -> str:
+        """A semantic golden is judged within bounds, so it holds on every runtime."""
         return "judged within bounds, so it holds on any runtime"
 
     def check_listed(self, entry: Any, listed: Sequence[Golden], runtime_of: RuntimeOf) -> None:
@@ -196,6 +208,8 @@ class Calibration(BaselineKind):
     made_by = "`parity-kit calibrate`, on the class of hardware it is to hold on"
 
     def stand(self, spec: CaseSpec, lineage: LineageText, made_at: str | None = None) -> BaselineRow:
+        """How a case's calibration record stands on this host: its own class of hardware, a stated fallback
+        to another (and by which rule), or missing, with the file, digest and lineage it rests on."""
         cal = spec.calibration or {}
         where = paths.display(cal["path"]) if cal.get("path") else None
         made_on = measured_on(cal) or "not recorded"
@@ -242,6 +256,7 @@ class HandSetBound(BaselineKind):
     made_by = "its author, in the descriptor; `parity-kit calibrate` measures bounds instead"
 
     def stand(self, spec: CaseSpec, lineage: LineageText, made_at: str | None = None) -> BaselineRow:
+        """A bound set by hand stands as such, with `calibrate` as its remedy: nothing measured it."""
         bounds = spec.bucket_bounds or {}
         said = f"bound = {spec.bound:g}" if spec.bound is not None else f"bucket_bounds = {dict(bounds)}"
         return BaselineRow(spec.name, self, HAND_SET, f"{said}, set by hand in the descriptor",
@@ -263,6 +278,9 @@ class PowerRecord(BaselineKind):
     made_by = "`parity-kit power`, against the calibration record the case uses"
 
     def stand(self, spec: CaseSpec, lineage: LineageText, made_at: str | None = None) -> BaselineRow:
+        """How a case's power record stands: measured here against the record in use, or missing (or of
+        another class of hardware), with `baseline make` as the remedy where the descriptor asks a detectable
+        limit."""
         power = spec.power or {}
         remedy = f"parity-kit baseline make --case {spec.name} --reason \"...\""
         if spec.no_baseline and spec.no_baseline.kind == self.name:
@@ -293,6 +311,8 @@ class InKernelReference(BaselineKind):
     made_by = "the case's own kernel, on every run"
 
     def stand(self, spec: CaseSpec, lineage: LineageText, made_at: str | None = None) -> BaselineRow:
+        """A reference computed in the case's own kernel stands wherever the case runs: the row names the
+        model and options it is computed with."""
         return BaselineRow(spec.name, self, IN_KERNEL,
                            f"compared bit for bit with its reference ({(spec.reference or {}).get('model')}, "
                            f"{(spec.reference or {}).get('options')}) computed in the same kernel")

@@ -54,6 +54,7 @@ class Golden:
 
     @property
     def ids(self) -> list[str]:
+        """The golden's prompt ids, sorted: the order every comparison with a fixture walks them in."""
         return sorted(self.prompts)
 
 
@@ -161,6 +162,9 @@ def write_golden(path: str | Path, doc: dict) -> Path:
 
 
 def load_golden(path: str | Path) -> Golden:
+    """A golden read and checked whole: present, canonical JSON (never edited by hand), of a format this kit
+    reads, with a known kind, provenance and sound top lists; refused in one line naming the file and the first
+    problem."""
     path = Path(path)
     if not path.is_file():
         raise BadInput(f"golden {path} does not exist")
@@ -349,6 +353,8 @@ class PromptDiff:
 
     @property
     def winner_changed(self) -> bool:
+        """Whether the most likely token differs between the two goldens: a move a reviewer must look at
+        whatever its size."""
         return self.winner_before != self.winner_after
 
 

@@ -56,6 +56,7 @@ class LineageEntry(ContentAddressed):
     path: Path | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict:
+        """The entry as its file holds it (format parity-kit-lineage/1): these keys are what its name hashes."""
         return {"format": FORMAT, "descriptor": self.descriptor, "kind": self.kind, "case": self.case,
                 "baseline": self.baseline,
                 "file": self.file, "runtime": self.runtime, "supersedes": self.supersedes, "reason": self.reason,
@@ -227,14 +228,18 @@ class BoundMove:
 
     @property
     def ratio(self) -> float:
+        """The new bound over the old (infinite from a bound of 0): how far a bucket's bound moved, whichever
+        its scale."""
         return self.after / self.before if self.before else math.inf
 
     @property
     def text(self) -> str:
+        """The move as `baseline log` shows it: the bucket, both bounds and their ratio."""
         return f"bucket {self.bucket} {self.before:g} -> {self.after:g} ({self.ratio:.2f}x)"
 
     @property
     def short(self) -> str:
+        """The move in a few words (bucket and ratio), for a line that lists several."""
         return f"bucket {self.bucket} {self.ratio:.2f}x"
 
 
@@ -256,6 +261,7 @@ class BoundMoves:
 
     @property
     def text(self) -> str:
+        """A case's bound history in one line: how often its bounds moved, wider or tighter, and the latest moves."""
         if not self.moves:
             return "never moved"
         parts = [f"{n} {word}" for n, word in ((self.wider, "wider"), (self.tighter, "tighter")) if n]

@@ -84,9 +84,13 @@ class Margin:
 
     @property
     def safe(self) -> bool:
+        """Whether the float64 values sit far enough from a float32 rounding boundary (SAFE_MARGIN) that
+        another host's float64 kernels cannot flip a reported bit."""
         return self.holds_within >= SAFE_MARGIN
 
     def to_dict(self) -> dict:
+        """The margin as a golden's provenance records it, so a reader can see how near the result came to a
+        rounding or ranking boundary."""
         return {"rounding": self.rounding, "ranking": self.ranking, "holds_within": self.holds_within}
 
 

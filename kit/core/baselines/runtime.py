@@ -60,6 +60,8 @@ def _cpuinfo() -> tuple[str | None, set[str] | None]:
 
 
 def host_isa_level() -> str:
+    """This host's instruction-set level (the highest x86-64 level whose flags /proc/cpuinfo lists, or the
+    machine's own name elsewhere): part of the runtime key of an exact result."""
     return isa_level(_cpuinfo()[1], platform.machine())
 
 

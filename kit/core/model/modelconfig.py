@@ -31,6 +31,7 @@ class ModelLimits:
     context_key: str | None  # the config key that states the context, for messages
 
     def where(self, key: str | None) -> str:
+        """Where a limit was read (``key in file``), so a refusal that rests on it names its source."""
         return f"{key} in {self.source}"
 
 

@@ -67,6 +67,8 @@ def hash_file(path: str | os.PathLike) -> str:
 
 
 def default_workers() -> int:
+    """How many files are hashed at once: this process's cores, at most 8, since past a few threads the disk is
+    the limit."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return max(1, min(8, cores or 1))  # beyond a few threads the disk, not the hashing, is the limit
 
@@ -82,6 +84,8 @@ class ModelFile:
 
     @property
     def rel(self) -> str:
+        """The file's path relative to the model folder, with forward slashes: the name its line of the
+        digest carries on any OS."""
         return "/".join(self.parts)
 
 
@@ -170,17 +174,22 @@ class DigestCache:
         return cls.load(path) if path else None
 
     def lookup(self, f: ModelFile) -> str | None:
+        """A file's cached SHA-256 when its size, times, inode and device are still what they were when it
+        was hashed; None otherwise, so that it is hashed again."""
         entry, key = self.entries.get(f.path), _stat_key(f.st)
         if isinstance(entry, dict) and {k: entry.get(k) for k in key} == key:
             return entry.get("sha256")
         return None
 
     def store(self, f: ModelFile, sha256: str, looked_at_ns: int) -> None:
+        """Remember a file's SHA-256 under its stat, unless the file changed too recently for its stat to
+        tell a later change apart."""
         if looked_at_ns - f.st.st_ctime_ns < RACY_NS:
             return  # changed too recently for its stat to tell a later change apart
         self.entries[f.path] = {**_stat_key(f.st), "sha256": sha256}
 
     def save(self, path: str | os.PathLike) -> None:
+        """Write the cache (this host's entries beside the others') atomically, so a reader never sees half a file."""
         doc = {"format": CACHE_FORMAT, "hosts": {**self.others, self.host: self.entries}}
         atomic_write_bytes(path, canonical_bytes(doc))
 

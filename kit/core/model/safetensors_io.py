@@ -61,6 +61,8 @@ def write_tensors(out: BinaryIO, tensors: Iterable[tuple[str, str, tuple[int, ..
 
 
 def nbytes(shape: tuple[int, ...], dtype: str) -> int:
+    """The byte size of a tensor of ``shape`` in ``dtype``, counted in 64 bits so that a large tensor cannot
+    overflow the count."""
     return _SIZES[dtype] * int(np.prod(shape, dtype=np.int64))
 
 

@@ -58,12 +58,16 @@ class Sample:
         return tuple(sorted(self.errors.items())), tuple(sorted(self.shifts.items()))
 
     def to_dict(self) -> dict:
+        """The sample as a record holds it; a decode case's per-step errors only where measured, so a
+        first-token record keeps its bytes and name."""
         steps = {} if self.steps is None else {"steps": {p: list(e) for p, e in self.steps.items()}}
         return {"variant": self.variant, "launch": self.launch, "repeat": self.repeat,
                 "errors": dict(self.errors), "shifts": dict(self.shifts), **steps}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "Sample":
+        """A sample read from a record, every number and key converted to its type, so that two readers of
+        one record compare equal values."""
         steps = d.get("steps")
         return cls(str(d["variant"]), int(d["launch"]), int(d["repeat"]),
                    {str(k): float(v) for k, v in d["errors"].items()},
@@ -72,6 +76,8 @@ class Sample:
 
 
 def distinct(samples: Sequence[Sample]) -> list[Sample]:
+    """The samples whose errors differ, first of each kept: a variant that repeats another's numbers bit for bit
+    adds no evidence of the noise, so it counts once."""
     seen, out = set(), []
     for s in samples:
         if s.key() not in seen:
@@ -159,6 +165,8 @@ class CalibrationRecord(ContentAddressed):
                                    buckets=bucket_bounds(prompts, len(unique), dtype, rule))
 
     def to_dict(self) -> dict:
+        """The record as its file holds it (format 1, or 2 with a decode section): these keys are what its
+        name hashes."""
         decode = {"decode": self.decode} if self.decode else {}
         return {"format": FORMAT_DECODE if self.decode else FORMAT, **decode, "case": self.case,
                 "backend": self.backend, "noise_class": dict(self.noise_class),
@@ -169,6 +177,7 @@ class CalibrationRecord(ContentAddressed):
 
     @property
     def bounds(self) -> dict[str, float]:
+        """Bucket (as text) -> bound: what a case under this record is judged against."""
         return {b: v["bound"] for b, v in self.buckets.items()}
 
     @property
@@ -196,6 +205,8 @@ class CalibrationRecord(ContentAddressed):
 
     @classmethod
     def from_dict(cls, d: Mapping, path: Path | None = None) -> "CalibrationRecord":
+        """A record built from its file's document, as stated: ``load_record`` checks it first and re-derives
+        its figures from the samples."""
         return cls(case=d["case"], backend=d["backend"], noise_class=dict(d["noise_class"]), inputs=dict(d["inputs"]),
                    options=dict(d["options"]), fingerprint=dict(d["fingerprint"]), command=list(d["command"]),
                    variants=list(d["variants"]), samples=[Sample.from_dict(s) for s in d["samples"]],
@@ -264,6 +275,7 @@ def record_for_host(records: Sequence[CalibrationRecord], options: Mapping[str, 
 
 
 def record_filename(record: CalibrationRecord) -> str:
+    """A record's file name: its own SHA-256, so that a descriptor naming the file pins its bytes."""
     return f"{record.sha256}.json"
 
 

@@ -74,6 +74,8 @@ class DriftStatistic:
 
     @property
     def failed(self) -> bool:
+        """Whether the statistic lies outside its interval (an open lower end for a one-sided test): one
+        failed statistic fails the drift test."""
         low = -math.inf if self.low is None else self.low
         return not (low <= self.value <= self.high)
 
@@ -93,12 +95,16 @@ class DriftResult:
     typed_failures: list[Failure] = field(default_factory=list)
 
     def to_dict(self) -> dict:
+        """The result as a case result keeps it, its failures typed, so a reader asks their kinds rather than
+        their words."""
         d = asdict(self)
         d["typed_failures"] = [f.to_dict() for f in self.typed_failures]
         return d
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "DriftResult":
+        """A recorded drift result read back; a failure of a kind this kit does not know is left out of the
+        typed ones (its line stays)."""
         return cls(calibration=d["calibration"], alpha=d["alpha"], prompts=d["prompts"],
                    statistics=[DriftStatistic(**s) for s in d["statistics"]], passed=d["passed"],
                    p_value=d["p_value"], failures=list(d.get("failures", [])),

@@ -58,6 +58,7 @@ class Budget:
         return self.rate / len(self.cases) if self.cases else 0.0
 
     def to_dict(self) -> dict:
+        """The budget as result.json and the manifest state it, with the rule that split it."""
         return {"rate": self.rate, "per_case": self.per_case, "cases": list(self.cases), "rule": RULE,
                 "stated": self.stated}
 
@@ -143,9 +144,13 @@ class GateLevel:
 
     @property
     def upper(self) -> float:
+        """The one-sided Clopper-Pearson upper bound on the gate's false-failure rate from these clean gates:
+        what the measurement can promise, not what it saw."""
         return upper_bound(len(self.failing), self.gates, self.confidence)
 
     def line(self) -> str:
+        """The measurement in one line: failing clean gates, their share and the upper bound, as
+        docs/calibration.md quotes it."""
         return (f"gate-level false failures: {len(self.failing)} of {self.gates} clean gates failed "
                 f"({percent(len(self.failing) / self.gates)}); one-sided {self.confidence:.0%} upper bound "
                 f"{percent(self.upper)} (Clopper-Pearson)")

@@ -43,6 +43,7 @@ class Point:
 
     @property
     def label(self) -> str:
+        """The point as a reader names it: the embeddings, or a layer and its sublayer (attention, MLP)."""
         return EMBEDDINGS if self.layer is None else f"layer {self.layer} {self.sublayer}"
 
 
@@ -87,6 +88,8 @@ class PointResult:
     diverged: bool
 
     def to_dict(self) -> dict:
+        """The comparison at one point as localize.json keeps it; an infinite ratio (a clean difference of 0)
+        is written as null, which strict JSON can hold."""
         return {"point": self.point.label, "layer": self.point.layer, "sublayer": self.point.sublayer,
                 "candidate": self.candidate, "clean": self.clean, "threshold": self.threshold,
                 "ratio": _finite(self.ratio), "diverged": self.diverged}
@@ -105,13 +108,17 @@ class Localization:
 
     @property
     def first(self) -> PointResult | None:
+        """The first point, in the model's order, whose candidate difference left the noise; None where none did."""
         return next((r for r in self.results if r.diverged), None)
 
     @property
     def verdict(self) -> str:
+        """The localization's verdict line (``verdict_line``) for its first divergent point."""
         return verdict_line(self.first.point if self.first else None, self.k)
 
     def to_dict(self) -> dict:
+        """The localization of one prompt as localize.json keeps it: every point compared, the first
+        divergent one and the verdict."""
         first = self.first
         return {"prompt": self.prompt_id, "k": self.k, "floor": self.floor, "metric": self.metric,
                 "first_divergent": asdict(first.point) | {"label": first.point.label} if first else None,
@@ -150,6 +157,8 @@ def earliest(localizations: Sequence[Localization]) -> Localization | None:
 
 
 def verdict_line(point: Point | None, k: float = K) -> str:
+    """localize's verdict in one line: the first point that left the noise, or that none did (and by what factor
+    of the clean run's difference)."""
     if point is None:
         return (f"first divergent: none (every point stays within {k:g} x the clean run's difference from "
                 "the reference)")

@@ -57,6 +57,8 @@ class FaultedSample:
     decode_failed: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
+        """The faulted sample as a power record keeps it; a decode case's per-step keys only where measured,
+        so older records keep their names."""
         out = {"variant": self.variant, "launch": self.launch, "errors": dict(self.errors),
                "shifts": dict(self.shifts), "failed_prompts": list(self.failed_prompts)}
         if self.steps is not None:
@@ -65,6 +67,7 @@ class FaultedSample:
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "FaultedSample":
+        """A faulted sample read from a power record, each value converted to its type."""
         steps = d.get("steps")
         return cls(str(d["variant"]), int(d["launch"]), {str(k): float(v) for k, v in d["errors"].items()},
                    {str(k): float(v) for k, v in d["shifts"].items()}, tuple(str(p) for p in d["failed_prompts"]),
@@ -83,11 +86,14 @@ class Trial:
     samples: tuple[FaultedSample, ...]
 
     def to_dict(self) -> dict:
+        """One magnitude tried, as a power record keeps it: the fault, its float32 effect and every faulted
+        sample, the evidence its summary is re-derived from."""
         return {"family": self.family, "fault": self.fault, "magnitude": self.magnitude, "effect": self.effect,
                 "samples": [s.to_dict() for s in self.samples]}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "Trial":
+        """A trial read from a power record, its samples with it."""
         return cls(str(d["family"]), str(d["fault"]), float(d["magnitude"]), float(d["effect"]),
                    tuple(FaultedSample.from_dict(s) for s in d["samples"]))
 
@@ -125,6 +131,8 @@ def _step_over(steps: Mapping[str, Sequence[float]], reference: Mapping[str, Any
 
 
 def caught_fraction(trial: Trial, reference: Mapping[str, Any]) -> float:
+    """The share of a magnitude's faulted samples the gate would fail under ``reference``: the detection rate the
+    family's detectable effect is read from."""
     return sum(bool(caught_by(s, reference)) for s in trial.samples) / len(trial.samples)
 
 
@@ -143,6 +151,7 @@ class FamilyPower:
     below: float | None
 
     def to_dict(self) -> dict:
+        """A family's summary as a power record states it: every magnitude tried, the detectable one and its effect."""
         return {"family": self.family, "fault": self.fault, "tried": [list(t) for t in self.tried],
                 "magnitude": self.magnitude, "effect": self.effect, "ratio": self.ratio, "below": self.below}
 
@@ -253,10 +262,13 @@ class PowerRecord(ContentAddressed):
 
     @classmethod
     def measured(cls, reference: Mapping[str, Any], **kw) -> "PowerRecord":
+        """A power record built from its trials, its summary and clean error derived under ``reference`` (the
+        calibration record it was judged against), never stated by hand."""
         summary = summarize(kw["trials"], reference)
         return cls(**kw, summary=summary, clean_error=summary["clean_error"])
 
     def to_dict(self) -> dict:
+        """The record as its file holds it (format parity-kit-power/1): these keys are what its name hashes."""
         return {"format": FORMAT, "case": self.case, "backend": self.backend, "record_sha256": self.record_sha256,
                 "measured_on": self.measured_on, "fingerprint": self.fingerprint, "clean_error": self.clean_error,
                 "families": dict(self.families), "trials": [t.to_dict() for t in self.trials],
@@ -264,6 +276,8 @@ class PowerRecord(ContentAddressed):
 
     @classmethod
     def from_dict(cls, d: Mapping, path: Path | None = None) -> "PowerRecord":
+        """A record built from its file's document as stated; reading it re-derives the summary from the
+        trials (``load_power``)."""
         return cls(case=str(d["case"]), backend=str(d["backend"]), record_sha256=str(d["record_sha256"]),
                    measured_on=str(d["measured_on"]), fingerprint=dict(d["fingerprint"]),
                    families={str(k): str(v) for k, v in d["families"].items()},

@@ -48,6 +48,8 @@ def round_up(x: float, digits: int = 2) -> float:
 
 
 def resolution(dtype: str) -> float:
+    """The smallest probability difference ``dtype`` reproduces from one runtime to the next (0 where none is
+    known): a floor under every margin, so a host's instruction set is never taken for noise."""
     return RESOLUTION.get(dtype, 0.0)
 
 

@@ -27,6 +27,8 @@ def step_key(sample) -> tuple:
 
 
 def distinct_steps(samples: Sequence) -> list:
+    """The samples whose decode steps differ, first of each kept: a variant that changes only the prefill repeats
+    another's steps and counts once."""
     seen, out = set(), []
     for s in samples:
         if s.steps is not None and step_key(s) not in seen:

@@ -177,6 +177,7 @@ class ClassCoverage:
 
     @property
     def share(self) -> float | None:
+        """The share of the class's tokens the prompts contain (None for an empty class)."""
         return self.seen / self.vocab if self.vocab else None
 
     @property
@@ -185,6 +186,7 @@ class ClassCoverage:
         return self.vocab > 0 and self.seen == 0 and self.name != "unassigned"
 
     def to_dict(self) -> dict:
+        """The class's coverage as the fixture report's JSON holds it, with examples of tokens no prompt contains."""
         return {"name": self.name, "description": self.description, "vocab": self.vocab, "seen": self.seen,
                 "share": self.share, "occurrences": self.occurrences, "unseen_examples": list(self.unseen_examples)}
 
@@ -201,6 +203,7 @@ class BucketCoverage:
     max_tokens: int
 
     def to_dict(self) -> dict:
+        """One bucket's coverage as the fixture report's JSON holds it."""
         return {"bucket": self.bucket, "prompts": self.prompts, "tokens": self.tokens, "distinct": self.distinct,
                 "share": self.share, "max_tokens": self.max_tokens}
 
@@ -223,26 +226,34 @@ class VocabCoverage:
 
     @property
     def share(self) -> float | None:
+        """The share of the vocabulary the prompts contain (None where the vocabulary's size is unknown)."""
         return self.distinct / self.vocab_size if self.vocab_size else None
 
     @property
     def unseen(self) -> int | None:
+        """How many vocabulary tokens no prompt contains: a fault confined to them moves no distribution the
+        gate compares."""
         return self.vocab_size - self.distinct if self.vocab_size else None
 
     @property
     def unseen_share(self) -> float | None:
+        """The unseen tokens' share of the vocabulary."""
         unseen = self.unseen
         return unseen / self.vocab_size if unseen is not None and self.vocab_size else None
 
     @property
     def context_share(self) -> float | None:
+        """The longest prompt's share of the model's context: positions past it are never exercised."""
         return self.max_tokens / self.context if self.context else None
 
     @property
     def blind_classes(self) -> list[ClassCoverage]:
+        """The token classes no prompt touches: where the gate cannot see a fault at all."""
         return [c for c in self.classes if c.blind]
 
     def to_dict(self) -> dict:
+        """The coverage as `fixture report --json` writes it, every derived share with it so a reader needs
+        no arithmetic."""
         return {
             "fixture_sha256": self.fixture_sha256, "prompts": self.prompts, "tokens": self.tokens,
             "distinct": self.distinct, "vocab_size": self.vocab_size, "vocab_source": self.vocab_source,
@@ -265,6 +276,8 @@ class VocabCoverage:
         return text
 
     def positions_line(self) -> str:
+        """What the prompts' lengths leave unseen, in one line: the positions past the longest prompt,
+        against the model's context where known."""
         if self.context:
             return (f"the longest prompt has {self.max_tokens} tokens, {self.context_share:.1%} of the model's "
                     f"context of {self.context}: a fault past position {self.max_tokens - 1} cannot be seen")

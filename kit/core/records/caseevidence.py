@@ -43,10 +43,14 @@ class CaseEvidence:
     path: Path | None = field(default=None, compare=False)
 
     def judged(self) -> Judged:
+        """The case judged again from this evidence alone, by the function its kernel called: `verify`
+        compares it with the recorded verdict."""
         return judge(self.spec, self.prompts, self.golden_tops, self.golden_continuations, self.exact,
                      self.observations, self.continuations, self.runs, self.drift)
 
     def to_dict(self) -> dict:
+        """The evidence as ``cases/<case>.evidence.json`` holds it: the spec, the prompts, the golden's tops
+        and every observation the verdict was judged from."""
         return {"format": FORMAT, "spec": self.spec.to_dict(), "exact": self.exact,
                 "prompts": [[p.id, p.bucket, p.n_tokens] for p in self.prompts],
                 "golden": {"sha256": self.golden_sha256,
@@ -58,6 +62,7 @@ class CaseEvidence:
                 "drift": self.drift}
 
     def save(self, path: str | Path) -> Path:
+        """Write the evidence atomically as canonical JSON, so a run's seal covers exact bytes."""
         return atomic_write_bytes(path, canonical_bytes(self.to_dict()))
 
 

@@ -45,4 +45,6 @@ FAKE_GPUS_ENV = "PARITY_KIT_FAKE_GPUS"
 
 
 def case_parameters(spec: dict, result_path: str) -> dict:
+    """The papermill parameters a case notebook receives, under the contract's names: its spec and where to write
+    its result."""
     return {SPEC_PARAM: spec, RESULT_PATH_PARAM: result_path}

@@ -29,6 +29,7 @@ class Prompt:
 
     @property
     def n_tokens(self) -> int:
+        """The prompt's length in tokens: what its bucket must hold."""
         return len(self.prompt_token_ids)
 
 
@@ -42,19 +43,25 @@ class Fixture:
 
     @property
     def ids(self) -> list[str]:
+        """The fixture's prompt ids, in the file's order."""
         return [c.id for c in self.prompts]
 
     @property
     def buckets(self) -> list[int]:
+        """The fixture's buckets, smallest first: the order the gate runs and reports them in."""
         return sorted({c.bucket for c in self.prompts})
 
     def prompt(self, prompt_id: str) -> Prompt:
+        """The prompt named ``prompt_id``; KeyError for a name the fixture does not hold (a caller's mistake,
+        not the user's)."""
         for c in self.prompts:
             if c.id == prompt_id:
                 return c
         raise KeyError(prompt_id)
 
     def select(self, ids: Sequence[str] | None = None, buckets: Sequence[int] | None = None) -> list[Prompt]:
+        """The prompts a case runs: those named in ``ids`` and in ``buckets`` (None: no restriction), in the
+        fixture's order."""
         chosen = list(self.prompts)
         if ids is not None:
             wanted = set(ids)
@@ -74,6 +81,7 @@ def bucket_for(n_tokens: int, buckets: Sequence[int]) -> int:
 
 
 def fixture_document(tokenizer: str, tokenizer_digest: str, cases: Iterable[Prompt]) -> dict:
+    """A fixture as its file holds it, prompts sorted by id: the canonical document whose SHA-256 names the fixture."""
     return {
         "tokenizer": tokenizer,
         "tokenizer_digest": tokenizer_digest,

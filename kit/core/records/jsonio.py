@@ -34,6 +34,7 @@ def canonical_bytes(obj: Any) -> bytes:
 
 
 def sha256_bytes(data: bytes) -> str:
+    """The SHA-256 of ``data`` in hex: the name of every content-addressed file the kit writes."""
     return hashlib.sha256(data).hexdigest()
 
 
@@ -42,17 +43,22 @@ class ContentAddressed:
     entries): one definition of the bytes that are written and of the name they give, for every kind."""
 
     def to_dict(self) -> dict:
+        """The record's document: a subclass says which fields its bytes, and so its name, hold."""
         raise NotImplementedError
 
     def canonical(self) -> bytes:
+        """The record's canonical bytes: what its file holds and its name hashes."""
         return canonical_bytes(self.to_dict())
 
     @property
     def sha256(self) -> str:
+        """The record's name: the SHA-256 of its canonical bytes, computed from its fields, never stored beside them."""
         return sha256_bytes(self.canonical())
 
 
 def sha256_file(path: str | os.PathLike) -> str:
+    """The SHA-256 of a file in hex, read a megabyte at a time, so a large checkpoint shard never sits in memory
+    whole."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -106,6 +112,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
 
 
 def write_canonical(path: str | os.PathLike, obj: Any) -> Path:
+    """Write ``obj`` as canonical JSON, atomically: the one way a file named by its digest is written."""
     return atomic_write_bytes(path, canonical_bytes(obj))
 
 
@@ -116,6 +123,8 @@ def write_json(path: str | os.PathLike, obj: Any) -> Path:
 
 
 def read_json(path: str | os.PathLike) -> Any:
+    """A JSON file the kit wrote itself, read as UTF-8; input from outside goes through read_json_input, which
+    refuses in one line."""
     with open(path, "rb") as f:
         return json.loads(f.read().decode("utf-8"))
 

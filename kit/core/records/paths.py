@@ -46,6 +46,7 @@ def require_embedded_data() -> None:
 
 
 def backend_notebook(backend: str) -> Path:
+    """The packaged notebook a backend's cases run by default (notebooks/parity_<backend>.ipynb)."""
     return NOTEBOOKS / f"parity_{backend}.ipynb"
 
 

@@ -28,6 +28,7 @@ class PhaseClock:
         self.seconds: dict[str, float] = {}
 
     def mark(self, name: str) -> None:
+        """End the phase running since the last mark and charge its time to ``name`` (added up where a phase recurs)."""
         now = time.perf_counter()
         self._total[name] = self._total.get(name, 0.0) + now - self._last
         self.seconds[name] = round(self._total[name], 3)

@@ -29,6 +29,7 @@ class BucketDone:
     total: int  # buckets the case scores
 
     def to_line(self) -> str:
+        """The event as one compact JSON line, newline included: one append the gate's reader cannot see torn."""
         return json.dumps(asdict(self), sort_keys=True, separators=(",", ":")) + "\n"
 
     @classmethod
@@ -57,6 +58,8 @@ class ProgressWriter:
         self.path = progress_path(prefix) if prefix else None
 
     def bucket_done(self, event: BucketDone) -> None:
+        """Append a finished bucket's line to the progress file, where the executor gave one; a failed write
+        never fails the case (progress is for people)."""
         if self.path is None:
             return
         try:

@@ -38,6 +38,7 @@ class Wrong(ParityKitError):
 
     @property
     def text(self) -> str:
+        """The problem in one line: the key, what was expected there and, where given, what was found (shortened)."""
         got = "" if self.found is ... else f", got {_short(self.found)}"
         return f"{self.key}: {self.expected}{got}"
 
@@ -75,6 +76,7 @@ def formatted(doc: Any, keys: Collection[str], fmt: str) -> dict:
 
 
 def listing(value: Any, key: str, non_empty: bool = False) -> list:
+    """A JSON list (with ``non_empty``, of at least one entry), or Wrong naming ``key``."""
     if not isinstance(value, list):
         raise Wrong(key, "expected a list", value)
     if non_empty and not value:
@@ -83,6 +85,7 @@ def listing(value: Any, key: str, non_empty: bool = False) -> list:
 
 
 def text(value: Any, key: str) -> str:
+    """A non-empty string, or Wrong naming ``key``."""
     if not isinstance(value, str) or not value:
         raise Wrong(key, "expected a non-empty string", value)
     return value

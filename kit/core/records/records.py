@@ -43,9 +43,12 @@ class NoBaseline:
 
     @property
     def text(self) -> str:
+        """Why a case has no baseline here and the command that makes one, as the run's evidence and the
+        summary say it."""
         return f"{self.reason}; make one here with `{self.command}`{self.then}"
 
     def to_dict(self) -> dict:
+        """The reason as a spec and a case result carry it across processes."""
         return asdict(self)
 
     @classmethod
@@ -69,15 +72,19 @@ class Observation:
 
     @property
     def greedy_token(self) -> int:
+        """The backend's most likely token: what it would emit at this position."""
         return self.top_logprobs[0][0]
 
     def to_dict(self) -> dict:
+        """The observation as case results and evidence files hold it, under the key (``case_id``) files have
+        always used."""
         return {"case_id": self.prompt_id,  # the key files have always used
                 "n_tokens": self.n_tokens,
                 "top_logprobs": pairs_to_json(self.top_logprobs)}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Observation":
+        """An observation read back from a case result or evidence file."""
         return cls(str(d["case_id"]), pairs_from_json(d["top_logprobs"]), int(d["n_tokens"]))
 
 
@@ -88,6 +95,8 @@ def pairs_to_json(top) -> list[list]:
 
 
 def pairs_from_json(top) -> tuple[tuple[int, float], ...]:
+    """A top list read from JSON as ``(token id, logprob)`` tuples of their types, however the file spelled the
+    numbers."""
     return tuple((int(t), float(lp)) for t, lp in top)
 
 
@@ -101,6 +110,7 @@ class Continuation:
 
     @property
     def tokens(self) -> list[int]:
+        """The continuation's chosen tokens, step by step: what the decode check compares first."""
         return [token for token, _ in self.steps]
 
 
@@ -133,10 +143,12 @@ class DecodeScore:
     typed_failures: list[Failure] = field(default_factory=list)
 
     def to_dict(self) -> dict:
+        """The score as a case result holds it, its failures typed beside their lines."""
         return typed_dict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "DecodeScore":
+        """A decode score read back, keys of a newer kit left out and typed failures read where present."""
         return cls(**read_typed(known_fields(cls, d)))
 
 
@@ -170,10 +182,12 @@ class PromptScore:
     typed_failures: list[Failure] = field(default_factory=list)
 
     def to_dict(self) -> dict:
+        """The score as a case result holds it, its failures typed beside their lines."""
         return typed_dict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "PromptScore":
+        """A prompt score read back, keys of a newer kit left out and typed failures read where present."""
         return cls(**read_typed(known_fields(cls, d)))
 
 
@@ -190,10 +204,12 @@ class RepeatSpread:
     difference: str | None = None  # the first difference, in words, when not identical
 
     def to_dict(self) -> dict:
+        """The spread as a case result holds it."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "RepeatSpread":
+        """A spread read back, keys of a newer kit left out."""
         return cls(**known_fields(cls, d))
 
 
@@ -278,6 +294,8 @@ class CaseResult:
 
     @property
     def worst(self) -> PromptScore | None:
+        """The prompt a reader should look at first: the most severe failing one, else the most severe of all
+        (None without prompts)."""
         if not self.prompts:
             return None
         failing = [p for p in self.prompts if not p.passed]
@@ -286,6 +304,8 @@ class CaseResult:
 
     @property
     def max_probability_error(self) -> float | None:
+        """The case's largest probability error over its prompts; NaN where a prompt could not be scored (no
+        number would be honest), None without prompts."""
         errors = [p.max_probability_error for p in self.prompts]
         if not all(map(_is_number, errors)):  # an unscorable prompt has no error to report
             return float("nan")
@@ -360,6 +380,7 @@ class CaseResult:
         return ", ".join(parts)
 
     def counts(self) -> dict[str, int]:
+        """How many prompts the case scored, passed and failed: the figures of its row in every report."""
         return {"prompts": len(self.prompts), "passed": sum(p.passed for p in self.prompts),
                 "failed": sum(not p.passed for p in self.prompts)}
 
@@ -376,6 +397,8 @@ class CaseResult:
 
     @classmethod
     def from_dict(cls, d: dict) -> "CaseResult":
+        """A case result read back, its prompt and decode scores and repeat spreads with it; keys of a newer
+        kit are left out rather than refused."""
         kw = read_typed(known_fields(cls, d))
         kw["prompts"] = [PromptScore.from_dict(p) for p in d.get("prompts", [])]
         kw["repeat_spread"] = [RepeatSpread.from_dict(r) for r in d.get("repeat_spread", [])]

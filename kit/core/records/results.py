@@ -28,14 +28,18 @@ GATE_EXIT_CODES = {GATE_PASSED: ExitCode.PASSED, GATE_FAILED: ExitCode.FAILED, G
 
 
 def now_iso() -> str:
+    """The time now in UTC, to the second, ISO 8601: how every record dates itself, comparable as text."""
     return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
 
 
 def save_case_result(result: CaseResult, path: str | Path) -> Path:
+    """Write a case result to ``path`` atomically (a reader never sees half of one)."""
     return write_json(path, result.to_dict())
 
 
 def load_case_result(path: str | Path) -> CaseResult:
+    """A case result read back as written; one read from a run directory someone else may have written is
+    shape-checked (kit.core.records.resultcheck)."""
     return CaseResult.from_dict(read_json(path))
 
 
@@ -63,6 +67,8 @@ def gate_verdict(expected: Sequence[str], results: Mapping[str, CaseResult]) -> 
 
 
 def status_counts(expected: Sequence[str], results: Mapping[str, CaseResult]) -> dict[str, int]:
+    """How many of the ``expected`` cases ended with each status, a case without a result counted as missing: the
+    counts every report and exit code use."""
     counts = {PASSED: 0, FAILED: 0, ERROR: 0, TIMEOUT: 0, NO_BASELINE: 0, INCONCLUSIVE: 0, BORROWED: 0, "missing": 0}
     for name in expected:
         counts[results[name].status if name in results else "missing"] += 1
@@ -108,18 +114,22 @@ class RunView:
 
     @property
     def expected(self) -> list[str]:
+        """The cases the run's manifest says it ran: those a missing result counts against."""
         return list(self.manifest.get("cases", []))
 
     @property
     def verdict(self) -> str:
+        """The run's verdict from its results, as the gate derived it."""
         return gate_verdict(self.expected, self.results)
 
     @property
     def counts(self) -> dict[str, int]:
+        """How many of the run's cases ended with each status."""
         return status_counts(self.expected, self.results)
 
     @property
     def release(self) -> str | None:
+        """The release the run was gated against (None for a run of the descriptor's own kernels)."""
         return (self.manifest.get("release") or {}).get("name")
 
 

@@ -215,13 +215,19 @@ class LocalTree:
     root: Path
 
     def entries(self, relative: str) -> list[tuple[str, bool]]:
+        """The names under ``relative`` with whether each is a folder (a link not followed), sorted: what the
+        walk looks into."""
         with os.scandir(self.root / relative if relative else self.root) as it:
             return sorted((e.name, _is_dir(e)) for e in it)
 
     def real(self, relative: str) -> str | None:
+        """Where ``relative`` really is, links resolved: how the walk counts each folder once and finds a
+        link leading out."""
         return os.path.realpath(self.root / relative if relative else self.root)
 
     def read_bytes(self, relative: str) -> bytes:
+        """A file of the tree, kept inside its root (a link out is refused), read with a one-line refusal for
+        what cannot be."""
         path = member(self.root, relative)
         return read_input_bytes(path, display(path))
 
@@ -251,6 +257,7 @@ class Skipped:
 
     @property
     def text(self) -> str:
+        """What the walk passed over and why, in one line for the reader of its output."""
         return f"{self.location or '.'}: {self.why}"
 
 

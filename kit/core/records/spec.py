@@ -67,13 +67,19 @@ class CaseSpec:
 
     @property
     def repeated(self) -> bool:
+        """Whether the case runs more than once (repeats or launches): only then can its repeats be compared
+        bit for bit."""
         return self.repeats > 1 or self.repeat_launches > 1
 
     def to_dict(self) -> dict:
+        """The spec as a case notebook receives it (a papermill parameter): plain JSON, readable by a kernel
+        of any environment."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "CaseSpec":
+        """A spec read from a notebook's parameter; an unknown key is refused (a spec from a newer kit would
+        otherwise run with part of its meaning lost)."""
         names = {f.name for f in fields(cls)}
         unknown = set(d) - names
         if unknown:

@@ -35,12 +35,15 @@ class Expected:
     exact: bool = False
 
     def to_dict(self) -> dict:
+        """What a case must cover, as the run's manifest records it: the verdict is judged against this, not
+        against what the case says of itself."""
         return {"case": self.case, "backend": self.backend, "prompt_ids": list(self.prompt_ids),
                 "inputs_digest": self.inputs_digest, "bounds": None if self.bounds is None else dict(self.bounds),
                 "exact": self.exact}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Expected":
+        """What a case must cover, read back from a manifest."""
         return cls(d["case"], d["backend"], tuple(d["prompt_ids"]), d["inputs_digest"], d.get("bounds"),
                    bool(d.get("exact", False)))
 

@@ -75,15 +75,19 @@ class CaseComparison:
 
     @property
     def delta(self) -> float | None:
+        """The candidate's error less the pin's, where both are numbers: the change a reader weighs against
+        the noise."""
         if _num(self.control_error) and _num(self.candidate_error):
             return self.candidate_error - self.control_error
         return None
 
     def to_dict(self) -> dict:
+        """The row as control.json holds it, with its delta and its paired comparison's words."""
         return {**asdict(self), "delta": self.delta, "paired_text": self.paired_text}
 
     @classmethod
     def from_dict(cls, d: dict) -> "CaseComparison":
+        """A row read back from control.json, its paired comparison with it."""
         kw = known_fields(cls, d)
         if kw.get("paired") is not None:
             kw["paired"] = PairedResult.from_dict(kw["paired"])
@@ -103,10 +107,12 @@ class Diagnosis:
 
     @property
     def exit_code(self) -> int:
+        """The control's exit code for its verdict, so CI reads whose fault it is without parsing a line."""
         return DIAGNOSIS_EXIT_CODES[self.verdict]
 
     @property
     def qualified(self) -> bool:
+        """Whether the candidate may be pinned: the verdict is qualified."""
         return self.verdict == QUALIFIED
 
     @property
@@ -131,6 +137,7 @@ class Diagnosis:
                 and r.paired is not None and r.paired.worse]
 
     def to_dict(self) -> dict:
+        """The diagnosis as control.json holds it, with its exit code."""
         d = asdict(self)
         d["rows"] = [r.to_dict() for r in self.rows]
         d["exit_code"] = self.exit_code
@@ -138,11 +145,14 @@ class Diagnosis:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Diagnosis":
+        """A diagnosis read back from control.json."""
         rows = [CaseComparison.from_dict(r) for r in d["rows"]]
         return cls(**{**known_fields(cls, d), "rows": rows})
 
 
 def diagnose(control: RunView, candidate: RunView) -> Diagnosis:
+    """Whose fault a failing candidate is: each case of the two runs compared (its noise, its paired effect),
+    then the control's verdict (qualified, regression, not-a-regression, blocker, incomplete) from those rows."""
     current_name = control.release or "control"
     candidate_name = candidate.release or "candidate"
     names = list(dict.fromkeys([*control.expected, *candidate.expected]))
@@ -158,6 +168,8 @@ def diagnose(control: RunView, candidate: RunView) -> Diagnosis:
 
 
 def compare_case(name: str, control: CaseResult | None, candidate: CaseResult | None) -> CaseComparison:
+    """One case of a control: its error under each release against the noise its records or repeats measured,
+    and, where both scored the same prompts, their paired comparison."""
     repeats = max(_noise_floor(control), _noise_floor(candidate))
     calibrated = max(_calibrated(control), _calibrated(candidate))
     noise = max(repeats, calibrated)

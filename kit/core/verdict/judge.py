@@ -50,6 +50,7 @@ class Judged:
 
     @property
     def failed(self) -> bool:
+        """Whether any rule failed the case: the kernel and `verify` both take the case's status from this."""
         return bool(self.failures)
 
     def result_fields(self, spec: CaseSpec, golden_kind: str, drift_skipped: str | None) -> dict[str, Any]:

@@ -74,6 +74,8 @@ class PairedResult:
 
     @property
     def enough(self) -> bool:
+        """Whether enough prompts paired (MIN_PAIRED) for an interval to say anything: fewer, and the
+        comparison states no direction."""
         return self.paired >= MIN_PAIRED and self.low is not None and self.high is not None
 
     @property
@@ -83,6 +85,8 @@ class PairedResult:
 
     @property
     def relative(self) -> float | None:
+        """The mean paired effect in units of the case's clean error, where that is known and finite: how
+        large the change is against the noise."""
         if self.mean is None or not self.clean_error or not math.isfinite(self.clean_error):
             return None
         return self.mean / self.clean_error
@@ -111,10 +115,12 @@ class PairedResult:
         return f"{head} ({', '.join(parts)})"
 
     def to_dict(self) -> dict:
+        """The comparison as a control row holds it."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "PairedResult":
+        """A comparison read back, keys of a newer kit left out."""
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 

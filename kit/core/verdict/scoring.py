@@ -49,6 +49,8 @@ def score_prompt(
     bound: float | None,
     exact: bool = False,
 ) -> PromptScore:
+    """One prompt's observation against its golden top list: every metric of the panel, and its failures under
+    ``bound`` (or, ``exact``, bit for bit); an implausible answer is unscorable, never scored."""
     backend = list(observation.top_logprobs)
     implausible = rules.non_finite(prompt_id, bucket, backend)
     if implausible is not None:

@@ -43,10 +43,12 @@ class Triage:
     evidence: str  # one line, starting with the class: what a reader is told
 
     def to_dict(self) -> dict:
+        """The triage as a case result holds it: its class and the evidence it was decided from."""
         return {"class": self.kind, "evidence": self.evidence}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "Triage":
+        """A triage read back from a case result."""
         return cls(str(d.get("class")), str(d.get("evidence")))
 
 
