@@ -1,6 +1,6 @@
 """How many clean samples a case needs before its bounds stop moving, read from a calibration record's samples.
 
-The rule (kit.core.calibration.bound_rule) widens a bucket's range by d2(10)/d2(n) when fewer than ten distinct
+The rule (kit.core.noise.rule.bound_rule) widens a bucket's range by d2(10)/d2(n) when fewer than ten distinct
 samples were taken, and a range seen in few samples is itself short of the range more would show: the two pull
 in opposite directions, so the bound a case would get from k of its samples is measured here, not argued. For
 each k from the rule's minimum to the record's number of distinct samples, every subset of k (or, past a few
@@ -23,7 +23,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from kit.core.calibration import MIN_SAMPLES, bucket_bounds, distinct, load_record, prompt_ranges
+from kit.core.noise.calibration import MIN_SAMPLES, bucket_bounds, distinct, load_record, prompt_ranges
 
 log = logging.getLogger("bound_by_samples")
 SETTLED = 0.05  # a bound within 5 % of the one from every sample has stopped moving

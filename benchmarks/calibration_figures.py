@@ -11,10 +11,10 @@ from __future__ import annotations
 import statistics
 import sys
 
-from kit.core import paths
-from kit.core.calibration import distinct, load_record
-from kit.core.falsefailure import left_out_headroom
-from kit.core.drift import MIN_RELATIVE_ERROR, MIN_RELATIVE_SHIFT, interval, sample_means
+from kit.core.records import paths
+from kit.core.noise.calibration import distinct, load_record
+from kit.core.noise.falsefailure import left_out_headroom
+from kit.core.noise.drift import MIN_RELATIVE_ERROR, MIN_RELATIVE_SHIFT, interval, sample_means
 from kit.descriptor.load import load_descriptor
 
 
@@ -66,7 +66,7 @@ def figures(name: str, record) -> None:
 
 def steps(record) -> None:
     """A decode case's per-step noise: the prompts whose clean continuations reached each step, their largest
-    error, the spread across the distinct continuations and the step's bound (kit.core.stepnoise)."""
+    error, the spread across the distinct continuations and the step's bound (kit.core.noise.stepnoise)."""
     d = record.decode
     print(f"\ndecode steps: {d['distinct_samples']} distinct continuations of {len(record.samples)} samples\n")
     print("| step | prompts | largest error | spread | bound |\n| ---: | ---: | ---: | ---: | ---: |")

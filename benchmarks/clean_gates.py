@@ -8,7 +8,7 @@ to the last digit (scripts/gpu-gates.sh's ``GATE_FRESH=1`` gives each gate empty
 For every case this prints, per gate, its status and the largest error of each bucket over the bucket's bound,
 then how many distinct answers the gates gave (prompt errors compared exactly), the number of gates that failed
 the case and the nearest any bucket came to its bound. The run directories are read through the kit's one
-reader of a run (kit.core.results.read_run).
+reader of a run (kit.core.records.results.read_run).
 
     python benchmarks/clean_gates.py RUN_DIR... [--markdown] [--json OUT]
 
@@ -24,8 +24,8 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from kit.core.records import CaseResult
-from kit.core.results import read_run
+from kit.core.records.records import CaseResult
+from kit.core.records.results import read_run
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,10 @@
 
 Each configuration of torch's CPU kernels this host allows (ATen's capability, oneDNN's instruction set, MKL's
 reproducibility branch, the thread count) runs the embedded model over the embedded fixture in a fresh
-interpreter (the settings are read once, when torch starts), in float32 and in float64 (kit.core.portable). Per
-configuration it prints how many prompts' reported top-k differ from the first configuration's, the largest
-difference of the float64 logprobs before rounding, and the float64 result's margin (how far its values may move
-before a float32 bit changes). docs/exact-baselines.md holds the figures.
+interpreter (the settings are read once, when torch starts), in float32 and in float64 (kit.core.baselines.portable).
+Per configuration it prints how many prompts' reported top-k differ from the first configuration's, the largest
+difference of the float64 logprobs before rounding, and the float64 result's margin (how far its values may move before
+a float32 bit changes). docs/exact-baselines.md holds the figures.
 
     python benchmarks/exact_kernels.py [--top-k 25] [--json OUT] [--golden GOLDEN] [--dtypes float64]
                                        [--configs "native,aten default,..."]
@@ -50,7 +50,7 @@ def one(top_k: int, dtypes: list[str]) -> dict:
     import torch
 
     from kit.backends.hf.runtime import HfBackend
-    from kit.core.fixture import load_fixture
+    from kit.core.records.fixture import load_fixture
 
     threads = int(os.environ.get("PARITY_KIT_PROBE_THREADS", "1"))
     prompts = load_fixture(FIXTURE).prompts
@@ -87,13 +87,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     dtypes = args.dtypes.split(",")
     sys.path.insert(0, str(ROOT))
-    from kit.core.runtime import _cpuinfo
+    from kit.core.baselines.runtime import _cpuinfo
 
     model, flags = _cpuinfo()
     print(f"CPU: {model}; configurations run in a fresh interpreter each, top {args.top_k}")
     golden = None
     if args.golden:
-        from kit.core.golden import load_golden
+        from kit.core.baselines.golden import load_golden
 
         loaded = load_golden(args.golden)
         golden = {p: [list(t) for t in loaded.prompts[p]] for p in loaded.ids}

@@ -20,7 +20,7 @@ import json
 import time
 from pathlib import Path
 
-from kit.core.jsonio import write_json
+from kit.core.records.jsonio import write_json
 from kit.faults.cache import copies_digest, default_cache_dir, faulted_copy
 from kit.faults.catalogue import CATALOGUE
 from kit.faults.effect import effect_runtime, embedded_cases, hf_float32_effect

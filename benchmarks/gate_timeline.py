@@ -2,7 +2,7 @@
 
     python benchmarks/gate_timeline.py RUN_DIR [RUN_DIR ...] [--labels cold,warm] [--markdown]
 
-Each case result holds its phases in the order they ran (kit.core.phases): kernel start and imports,
+Each case result holds its phases in the order they ran (kit.core.records.phases): kernel start and imports,
 inputs (fixture, golden, model digest), model load, one entry per bucket (the first prompt of a bucket
 compiles its program), repeats, decode, engine close, compare, notebook write-out. Given a cold run and
 a warm one (the same gate again, compilation caches filled), the difference per phase is what caching
@@ -15,7 +15,7 @@ import argparse
 import json
 from pathlib import Path
 
-from kit.core.phases import ordered
+from kit.core.records.phases import ordered
 
 
 def load(run_dir: Path) -> dict:

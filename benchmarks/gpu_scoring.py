@@ -517,7 +517,7 @@ def score_fixture(model_dir: str, fixture: str, case: str, out: Path | None, pad
     jax-bf16, as descriptors/gpu-h200-64.toml sets them. How the 2026-12-04 float32 figures were taken
     (several at once, in separate processes, for the four-case figure). ``padding``: the jax cases' option
     (kit.backends.jax.options), to time one padding against another in one run."""
-    from kit.core.fixture import load_fixture
+    from kit.core.records.fixture import load_fixture
 
     prompts = load_fixture(fixture).prompts
     dtype = "float32" if case.endswith("f32") else "bfloat16"

@@ -26,8 +26,8 @@ from timing import ROOT, print_rows, timed
 
 sys.path.insert(0, str(ROOT))
 
-from kit.core import rundir  # noqa: E402
-from kit.core.jsonio import write_json  # noqa: E402
+from kit.core.records import rundir  # noqa: E402
+from kit.core.records.jsonio import write_json  # noqa: E402
 from kit.history import index as history_index  # noqa: E402
 from kit.history import queries  # noqa: E402
 from kit.history.store import open_store  # noqa: E402

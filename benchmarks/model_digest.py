@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from timing import print_rows  # noqa: E402
 
-from kit.core import modeldigest  # noqa: E402
-from kit.core.modeldigest import DigestCache, model_digest  # noqa: E402
+from kit.core.model import modeldigest  # noqa: E402
+from kit.core.model.modeldigest import DigestCache, model_digest  # noqa: E402
 
 
 def write_folder(root: Path, files: int, mib: int) -> None:

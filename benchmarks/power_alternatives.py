@@ -21,8 +21,9 @@ import statistics
 import sys
 from statistics import NormalDist
 
-from kit.core.calibration import bound_rule, distinct, load_record
-from kit.core.power import family_power, load_power
+from kit.core.noise.calibration import distinct, load_record
+from kit.core.noise.rule import bound_rule
+from kit.core.noise.power import family_power, load_power
 
 
 def per_prompt_reference(record, samples=None) -> dict:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from kit.core import paths
+from kit.core.records import paths
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve
 

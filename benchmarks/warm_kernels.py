@@ -26,7 +26,7 @@ from timing import ROOT, print_rows
 sys.path.insert(0, str(ROOT))
 
 from kit.backends import registry  # noqa: E402
-from kit.core import paths  # noqa: E402
+from kit.core.records import paths  # noqa: E402
 from kit.run import warmkernels  # noqa: E402
 from kit.run.notebook import run_notebook  # noqa: E402
 

@@ -10,7 +10,7 @@ produced by this file's own code alone:
   whose sequence numpy keeps stable across releases, unlike its distribution
   samplers), mapped to uniform floats and rounded to bfloat16 here, bit by bit;
 * the safetensors file, config.json and tokenizer.json are written by
-  ``kit.core.safetensors_io`` and ``json.dumps(sort_keys=True)``, not by a library
+  ``kit.core.model.safetensors_io`` and ``json.dumps(sort_keys=True)``, not by a library
   whose header layout may change.
 
 Shape: hidden 2048, 16 layers, 16 heads of 128 (8 key/value heads), MLP 8192,
@@ -56,7 +56,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from kit.core.safetensors_io import write_tensors  # noqa: E402
+from kit.core.model.safetensors_io import write_tensors  # noqa: E402
 
 SEED = 20251
 HIDDEN, LAYERS, HEADS, KV_HEADS, HEAD_DIM, MLP, VOCAB = 2048, 16, 16, 8, 128, 8192, 128256
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fixture-only", action="store_true",
                     help="write only config.json and tokenizer.json into --out (what the fixture needs), no weights")
     args = ap.parse_args(argv)
-    from kit.core.modeldigest import model_digest
+    from kit.core.model.modeldigest import model_digest
 
     t0 = time.time()
     if args.fixture_only:
@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"model: {args.out}  {n_params / 1e9:.3f} B parameters  {time.time() - t0:.1f} s")
         print(f"digest {model_digest(args.out)}")
     if args.fixture_out:
-        from kit.core.fixture import load_fixture, make_fixture, summary_rows
+        from kit.core.records.fixture import load_fixture, make_fixture, summary_rows
 
         buckets = sorted(PROMPT_LENGTHS if args.fixture_shape == "small" else GATE_COUNTS)
         path = make_fixture(prompts(args.fixture_shape), args.out, args.fixture_out, buckets=buckets)

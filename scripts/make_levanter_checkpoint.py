@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from kit.backends.levanter.runtime import load_hf, save_native
-from kit.core.modeldigest import model_digest
+from kit.core.model.modeldigest import model_digest
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,8 +31,8 @@ def one_config() -> None:
     import torch
 
     from kit.backends.hf.runtime import HfBackend
-    from kit.core.fixture import load_fixture
-    from kit.core.golden import load_golden
+    from kit.core.records.fixture import load_fixture
+    from kit.core.baselines.golden import load_golden
 
     fixture = load_fixture(FIXTURE)
     engine = HfBackend(str(ROOT / "fixtures/tiny-llama"), dtype="float32")

@@ -17,7 +17,7 @@ import tomllib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from kit.core.calibration import load_record  # noqa: E402
+from kit.core.noise.calibration import load_record  # noqa: E402
 from kit.core.errors import BadInput  # noqa: E402
 
 SETTING = re.compile(r"^(bound|calibration)\s*=")

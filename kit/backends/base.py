@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, Sequence, TypeGuard
 
-from kit.core.contract import LOG_PREFIX_ENV
+from kit.core.records.contract import LOG_PREFIX_ENV
 from kit.core.errors import BadInput
-from kit.core.fixture import Prompt
-from kit.core.records import Continuation, Observation
+from kit.core.records.fixture import Prompt
+from kit.core.records.records import Continuation, Observation
 
 
 class Backend(Protocol):
@@ -36,7 +36,7 @@ class DecodingBackend(Backend, Protocol):
 
     def decode(self, prompts: Sequence[Prompt], steps: int, top_n: int) -> list[Continuation]:
         """Each prompt continued greedily ``steps`` tokens through the engine's own decode path (its KV
-        cache), with the top-n logprobs at every step, most likely first (kit.core.decode compares them)."""
+        cache), with the top-n logprobs at every step, most likely first (kit.core.verdict.decode compares them)."""
 
 
 def can_decode(backend: object) -> TypeGuard[DecodingBackend]:
@@ -53,6 +53,8 @@ def helper_log_path(case: str, what: str) -> Path:
 
 
 def log_tail(path: Path, lines: int = 20) -> str:
+    """The last ``lines`` lines of an engine's log, or nothing where it cannot be read: what an engine's failure
+    quotes, so that a CI log shows the engine's own last words."""
     try:
         text = path.read_text(errors="replace")
     except OSError:
@@ -98,8 +100,8 @@ class BackendInfo:
     install: str = ""               # the command that installs what it requires
     decodes: bool = False           # its runtime implements ``decode``: cases may set ``decode = N``
     # "module:function": ``function(options) -> str``, the key of what decides the bits of this backend's
-    # results under a case's options (kit.core.runtime). An exact golden holds only where its key is equal.
-    exact_runtime: str = "kit.core.runtime:host_runtime_of"
+    # results under a case's options (kit.core.baselines.runtime). An exact golden holds only where its key is equal.
+    exact_runtime: str = "kit.core.baselines.runtime:host_runtime_of"
     # "module:function": ``function(provenance) -> str | None``, the runtime key of an exact golden of this backend
     # made before goldens recorded one, where its record says enough (None where it does not); "" for none: such
     # a golden holds on no runtime.
@@ -127,6 +129,8 @@ class BackendInfo:
     forked: bool = False
 
     def open(self, spec) -> "Backend":
+        """The backend a case runs on, opened by its runtime module's ``open_backend``, imported only now (in
+        the case's kernel), so that naming a backend never imports its engine."""
         import importlib
 
         return importlib.import_module(self.runtime).open_backend(spec)

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 from kit.backends.base import Backend, BackendInfo
 from kit.core.errors import BadInput
-from kit.core.spec import CaseSpec
+from kit.core.records.spec import CaseSpec
 
 if TYPE_CHECKING:
-    from kit.core.golden import Golden
+    from kit.core.baselines.golden import Golden
 
 GROUP = "parity_kit.backends"
 # The reference: the backend whose float32 results the semantic goldens are (`golden make`'s default), and
@@ -29,6 +29,8 @@ REFERENCE_OPTIONS = {"dtype": "float32", "attn_implementation": "sdpa"}
 
 @functools.cache
 def registry() -> dict[str, BackendInfo]:
+    """Every backend registered under the ``parity_kit.backends`` entry points, by name, loaded once; a plugin
+    that fails to import or registers a name twice is refused in one line."""
     found: dict[str, BackendInfo] = {}
     for ep in _unique_names(metadata.entry_points(group=GROUP)):
         try:
@@ -73,10 +75,12 @@ def _described(ep: metadata.EntryPoint) -> str:
 
 
 def names() -> list[str]:
+    """The registered backends' names, in registration order: the descriptor's choices."""
     return list(registry())
 
 
 def get(name: str) -> BackendInfo:
+    """The backend registered as ``name``; an unknown name is refused in one line naming those registered."""
     known = registry()
     if name not in known:
         raise BadInput(f"unknown backend {name!r} (registered: {', '.join(known)})")
@@ -91,6 +95,7 @@ def missing_requirements(info: BackendInfo) -> list[str]:
 
 
 def golden_makers() -> list[str]:
+    """The backends `golden make` can run: those whose BackendInfo says how to open them for a golden."""
     return [name for name, info in registry().items() if info.makes_goldens]
 
 
@@ -101,6 +106,7 @@ def localizable() -> list[str]:
 
 
 def open_backend(spec: CaseSpec) -> Backend:
+    """The backend a case runs on, opened through its registered BackendInfo in the case's kernel."""
     return get(spec.backend).open(spec)
 
 
@@ -119,17 +125,17 @@ def golden_runtime(provenance: dict) -> str | None:
 
 
 def choose_for_runtime(goldens: Sequence[Golden], runtime: str) -> Golden | None:
-    """The golden made on ``runtime``, else None (kit.core.golden.choose_for_runtime, with each golden's runtime
-    as its backend reads it)."""
-    from kit.core.golden import choose_for_runtime as choose
+    """The golden made on ``runtime``, else None (kit.core.baselines.golden.choose_for_runtime, with each golden's
+    runtime as its backend reads it)."""
+    from kit.core.baselines.golden import choose_for_runtime as choose
 
     return choose(goldens, runtime, golden_runtime)
 
 
 def duplicate_runtime(goldens: Sequence[Golden]) -> tuple[Golden, Golden] | None:
-    """Two goldens of one list made on one runtime (kit.core.golden.duplicate_runtime, with each golden's runtime
-    as its backend reads it)."""
-    from kit.core.golden import duplicate_runtime as duplicate
+    """Two goldens of one list made on one runtime (kit.core.baselines.golden.duplicate_runtime, with each golden's
+    runtime as its backend reads it)."""
+    from kit.core.baselines.golden import duplicate_runtime as duplicate
 
     return duplicate(goldens, golden_runtime)
 
@@ -138,7 +144,7 @@ def remake_command(golden, model: str, fixture: str, out: str, options: dict | N
     """The `parity-kit golden make` line that makes a golden like ``golden`` on the host that runs it, with
     the flags its backend says repeat how it was made (for the case ``options`` that decide its runtime,
     where given). A golden of a backend no longer installed gets the common flags alone."""
-    from kit.core.golden import remake_command as command_line
+    from kit.core.baselines.golden import remake_command as command_line
 
     name = str(golden.provenance.get("backend", REFERENCE))  # goldens of old recorded no backend: the reference's
     info = registry().get(name)

@@ -12,15 +12,15 @@ import os
 from pathlib import Path
 
 from kit.calibrate.run import reproducing_command
-from kit.core.baselinekind import CALIBRATION, POWER, BaselineKind, GoldenKind, of_golden
-from kit.core.calibration import CalibrationRecord, load_record, measured_on
+from kit.core.baselines.baselinekind import CALIBRATION, POWER, BaselineKind, GoldenKind, of_golden
+from kit.core.noise.calibration import CalibrationRecord, load_record, measured_on
 from kit.core.errors import BadInput
 from kit.backends.registry import golden_runtime
-from kit.core.golden import load_golden
-from kit.core.jsonio import sha256_file
-from kit.core.lineage import FIRST_REASON, LineageEntry, entry_of, write_entry
-from kit.core.power import PowerRecord, read_power
-from kit.core import paths
+from kit.core.baselines.golden import load_golden
+from kit.core.records.jsonio import sha256_file
+from kit.core.baselines.lineage import FIRST_REASON, LineageEntry, entry_of, write_entry
+from kit.core.noise.power import PowerRecord, read_power
+from kit.core.records import paths
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve
 

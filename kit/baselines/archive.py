@@ -24,15 +24,16 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from kit.baselines.marks import BadMark, read_mark
-from kit.core import faultcopy, rundir
-from kit.core.calibration import CalibrationRecord, distinct, measured_on
-from kit.core.diagnosis import REGRESSION
+from kit.core.model import faultcopy
+from kit.core.records import rundir
+from kit.core.noise.calibration import CalibrationRecord, distinct, measured_on
+from kit.core.verdict.diagnosis import REGRESSION
 from kit.core.errors import BadInput
-from kit.core.paths import display
-from kit.core.recordcheck import mapping, text
-from kit.core.records import PASSED, CaseResult, DecodeScore, PromptScore
-from kit.core.results import GATE_PASSED, read_case_result, read_manifest, recorded_result
-from kit.core.resultcheck import read_shaped
+from kit.core.records.paths import display
+from kit.core.records.recordcheck import mapping, text
+from kit.core.records.records import PASSED, CaseResult, DecodeScore, PromptScore
+from kit.core.records.results import GATE_PASSED, read_case_result, read_manifest, recorded_result
+from kit.core.records.resultcheck import read_shaped
 from kit.core.verdict import Kind, failures_of
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,8 @@ class ArchivedObservation:
     golden_sha256: str | None
     model_digest: str | None
     status: str  # the status the case got when it ran: passed, failed, error, timeout, no-baseline, missing
-    hardware: str | None  # the class of hardware it ran on, as kit.core.runtime.accelerator names it; None: unsaid
+    # the class of hardware it ran on, as kit.core.baselines.runtime.accelerator names it; None: unsaid
+    hardware: str | None
     prompts: tuple[PromptFigures, ...] = ()
     decode: tuple[PromptFigures, ...] = ()  # shift None: a decode check follows none
     other_failures: tuple[str, ...] = ()  # the case's failures of no prompt and no drift test (exact repeats)
@@ -88,14 +90,17 @@ class ArchivedObservation:
 
     @property
     def errors(self) -> dict[str, float]:
+        """Prompt id -> the error it had when it ran: what a new record's bounds are replayed against."""
         return {p.id: p.error for p in self.prompts}
 
     @property
     def shifts(self) -> dict[str, float]:
+        """Prompt id -> its top-probability shift, for the prompts that had one: what the drift test is replayed on."""
         return {p.id: p.shift for p in self.prompts if p.shift is not None}
 
     @property
     def buckets(self) -> dict[str, int]:
+        """Prompt id -> its bucket: which bound of a new record each prompt is replayed under."""
         return {p.id: p.bucket for p in self.prompts}
 
     @property
@@ -112,6 +117,7 @@ class Unreadable:
     reason: str
 
     def to_dict(self) -> dict:
+        """The run that could not be read and why, as the backtest's record lists it."""
         return {"source": self.source, "reason": self.reason}
 
 
@@ -129,7 +135,7 @@ def read_archive(roots: Sequence[str | Path], case: str, superseded: Calibration
     """The observations of ``case`` in the gate runs and controls under ``roots`` (each a folder of runs, or a
     run or control directory itself), then the distinct samples of ``superseded``, the record a new one replaces.
     A root that is no folder is refused; a run that cannot be read is collected in ``unreadable``, and each folder
-    the walk did not look into (kit.core.rundir.walk) in ``skipped``, both said in a line each."""
+    the walk did not look into (kit.core.records.rundir.walk) in ``skipped``, both said in a line each."""
     found: list[ArchivedObservation] = []
     unreadable: list[Unreadable] = []
     skipped: list[Unreadable] = []
@@ -162,8 +168,9 @@ def read_archive(roots: Sequence[str | Path], case: str, superseded: Calibration
 
 def _runs(root: Path, unreadable: list[Unreadable],
           skipped: list[Unreadable]) -> Iterator[tuple[Path, str, tuple[str, str] | None]]:
-    """Each run directory under ``root`` (kit.core.rundir.walk): ``(run_dir, kind, what its control says of it)``.
-    A control stands for its two runs; a folder that cannot be listed is unreadable, one not looked into skipped."""
+    """Each run directory under ``root`` (kit.core.records.rundir.walk): ``(run_dir, kind, what its control says of
+    it)``. A control stands for its two runs; a folder that cannot be listed is unreadable, one not looked into
+    skipped."""
     walked = rundir.walk(rundir.LocalTree(root))
     for s in walked.skipped:
         (unreadable if s.kind == rundir.UNLISTED else skipped).append(Unreadable(display(root / s.location), s.why))

@@ -9,7 +9,7 @@ again under it, from the numbers that run recorded, with no engine running:
   logprob, a refused decode divergence, a repeat that was not exact);
 - each prompt's (and each decode check's) recorded error meets its bucket's new bound, by the verdict's bound
   rule (kit.core.verdict.rules.over_bound), in its words;
-- the drift test (kit.core.drift) runs against the new record's clean samples only where the run computed on the
+- the drift test (kit.core.noise.drift) runs against the new record's clean samples only where the run computed on the
   class of hardware the record measured its noise on, as the gate runs it; elsewhere it is left out, and said so.
 
 A verdict that turns is a flip. A known-bad run that would now pass refuses the record (``refusals``); a
@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from kit.baselines.archive import BAD, DRIFT_TURNED_OFF, GOOD, Archive, ArchivedObservation, Unreadable
-from kit.core.calibration import CalibrationRecord, measured_on, uncovered
-from kit.core.drift import drift_of
+from kit.core.noise.calibration import CalibrationRecord, measured_on, uncovered
+from kit.core.noise.drift import drift_of
 from kit.core.errors import BadInput
-from kit.core.records import FAILED, PASSED
+from kit.core.records.records import FAILED, PASSED
 from kit.core.verdict.rules import bound_for, over_bound
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,7 @@ class Skipped:
     reason: str
 
     def to_dict(self) -> dict:
+        """A run the backtest passed over and why, as its record lists it."""
         return {"source": self.source, "reason": self.reason}
 
 
@@ -63,6 +64,8 @@ class Flip:
     drift: str | None = None
 
     def to_dict(self) -> dict:
+        """A run whose verdict the new record would change, as the backtest's record lists it: was, now,
+        whether the run is known good or bad, and why."""
         return {"source": self.source, "kind": self.kind, "known": self.known, "why": self.why, "was": self.was,
                 "now": self.now, "first": self.first, "drift": self.drift}
 
@@ -105,6 +108,8 @@ class Backtest:
         return lines
 
     def to_dict(self) -> dict:
+        """The backtest as the lineage entry and `baseline make`'s evidence keep it: what was replayed, what
+        flipped, what was skipped or unreadable."""
         return {"record": self.record, "case": self.case, "replayed": self.replayed,
                 "refusals": len(self.refusals), "needs_acceptance": len(self.needs_acceptance),
                 "flips": [f.to_dict() for f in self.flips], "skipped": [s.to_dict() for s in self.skipped],

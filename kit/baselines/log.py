@@ -12,8 +12,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Sequence
 
-from kit.core.lineage import LineageEntry, bound_changes, bound_moves, chain, heads
-from kit.core.lineageclaims import accepted_looser
+from kit.core.baselines.lineage import LineageEntry, bound_changes, bound_moves, chain, heads
+from kit.core.baselines.lineageclaims import accepted_looser
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,8 @@ class Chain:
     steps: tuple[LineageEntry, ...]
 
     def to_dict(self) -> dict:
+        """The chain as `baseline log --json` prints it: each entry with its digest, and how the bounds moved
+        along it."""
         return {"kind": self.kind, "case": self.case, "runtime": self.runtime,
                 "bounds_moved": bound_moves(self.steps).text,
                 "steps": [{**s.to_dict(), "sha256": s.sha256} for s in self.steps]}

@@ -10,8 +10,8 @@ from typing import Mapping
 
 from kit.baselines.backtest import Backtest
 from kit.baselines.steps import StepClock
-from kit.core.baselinekind import BaselineKind
-from kit.core.lineageclaims import Movement
+from kit.core.baselines.baselinekind import BaselineKind
+from kit.core.baselines.lineageclaims import Movement
 from kit.descriptor.load import LoadedDescriptor
 from kit.descriptor.plan import Plan
 

@@ -15,7 +15,7 @@ it makes is trusted on being made:
    case it was not asked to make that has no baseline here stands as such, and refuses nothing.
 
 Only then are the files placed (never over another: each is named by its content) and one lineage entry per
-baseline written (kit.core.lineage), which is what makes the gate use them: a pull request shows the new
+baseline written (kit.core.baselines.lineage), which is what makes the gate use them: a pull request shows the new
 files and nothing else. The working directory keeps every sample, notebook, gate run, the time of each step
 over every call (kit.baselines.steps) and the evidence (``baseline.json``, ``evidence.md``) whatever the
 outcome; a make cut short continues there (``--resume``), reusing what it finished: staged goldens and records,
@@ -40,18 +40,18 @@ from kit.baselines.backtest import Backtest, backtest
 from kit.baselines.made import Made, Making
 from kit.descriptor.standing import FALLBACK, MATCH, MISSING, BaselineRow, plan_rows
 from kit.calibrate.run import calibrate_case, reproducing_command, variants_for
-from kit.core import paths, rundir
-from kit.core.baselinekind import CALIBRATION, EXACT_GOLDEN, KINDS, POWER, BaselineKind
-from kit.core.calibration import CalibrationRecord, hardware_change, load_record, measured_on
+from kit.core.records import paths, rundir
+from kit.core.baselines.baselinekind import CALIBRATION, EXACT_GOLDEN, KINDS, POWER, BaselineKind
+from kit.core.noise.calibration import CalibrationRecord, hardware_change, load_record, measured_on
 from kit.core.errors import BadInput
-from kit.core.golden import load_golden
-from kit.core.jsonio import atomic_write_bytes, read_json, sha256_file, write_json
-from kit.core.lineage import LineageEntry, heads, normal_runtime, write_entry
-from kit.core.lineageclaims import ACCEPT_LOOSER, loosening, movement_text, movements, reason_problem
-from kit.core.power import headline
-from kit.core.records import EXACT, NO_BASELINE, PASSED
-from kit.core.results import now_iso
-from kit.core.spec import CaseSpec
+from kit.core.baselines.golden import load_golden
+from kit.core.records.jsonio import atomic_write_bytes, read_json, sha256_file, write_json
+from kit.core.baselines.lineage import LineageEntry, heads, normal_runtime, write_entry
+from kit.core.baselines.lineageclaims import ACCEPT_LOOSER, loosening, movement_text, movements, reason_problem
+from kit.core.noise.power import headline
+from kit.core.records.records import EXACT, NO_BASELINE, PASSED
+from kit.core.records.results import now_iso
+from kit.core.records.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, load_descriptor, with_baselines
 from kit.descriptor.plan import Plan, resolve
 from kit.gate.executor import check_run
@@ -91,9 +91,12 @@ class MakeOutcome:
 
     @property
     def blessed(self) -> bool:
+        """Whether the made baselines were placed: something was made and nothing refused it."""
         return bool(self.made) and not self.refusals
 
     def to_dict(self) -> dict[str, Any]:
+        """The outcome as the working folder's record keeps it (and its notebook shows it): the standing
+        before, each baseline made with its backtest and bound moves, the evidence gate, the refusals."""
         return {"before": [r.to_dict() for r in self.before],
                 "made": [{"kind": m.kind.name, "case": m.case, "runtime": m.runtime, "staged": _shown(m.staged),
                           "superseded": _shown(m.superseded), "error": m.error, "bounds": m.bounds,
@@ -349,8 +352,8 @@ def _staged_record(folder: Path, spec: CaseSpec) -> CalibrationRecord | None:
     return None
 
 
-# How `baseline make` makes each kind it makes (kit.core.baselinekind says which): making runs the commands above
-# the kinds' layer, so it lives here, one maker per makeable kind, in the order they are made (a power record is
+# How `baseline make` makes each kind it makes (kit.core.baselines.baselinekind says which): making runs the commands
+# above the kinds' layer, so it lives here, one maker per makeable kind, in the order they are made (a power record is
 # measured against the calibration record made before it).
 Maker = Callable[[Making, Sequence[BaselineRow]], list[Made]]
 MAKERS: Mapping[BaselineKind, Maker] = {EXACT_GOLDEN: _make_goldens, CALIBRATION: _make_records,

@@ -17,12 +17,12 @@ from typing import Mapping, Sequence
 
 from kit.baselines.made import Made, Making
 from kit.calibrate.run import variants_for
-from kit.core import paths
-from kit.core.baselinekind import CALIBRATION, POWER
-from kit.core.calibration import CalibrationRecord, case_device, hardware_change, load_record, measured_on
+from kit.core.records import paths
+from kit.core.baselines.baselinekind import CALIBRATION, POWER
+from kit.core.noise.calibration import CalibrationRecord, case_device, hardware_change, load_record, measured_on
 from kit.core.errors import BadInput
-from kit.core.portable import PORTABLE_DTYPE
-from kit.core.power import PowerRecord, named_calibration, read_power
+from kit.core.baselines.portable import PORTABLE_DTYPE
+from kit.core.noise.power import PowerRecord, named_calibration, read_power
 from kit.descriptor.load import LoadedDescriptor
 from kit.descriptor.plan import Plan, outline, resolve
 from kit.descriptor.standing import BaselineRow

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit import __version__
-from kit.core import rundir
+from kit.core.records import rundir
 from kit.core.errors import BadInput
-from kit.core.jsonio import canonical_bytes
-from kit.core.paths import display
-from kit.core.recordcheck import formatted, text
-from kit.core.resultcheck import read_shaped
-from kit.core.results import now_iso
+from kit.core.records.jsonio import canonical_bytes
+from kit.core.records.paths import display
+from kit.core.records.recordcheck import formatted, text
+from kit.core.records.resultcheck import read_shaped
+from kit.core.records.results import now_iso
 
 log = logging.getLogger(__name__)
 

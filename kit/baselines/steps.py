@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from kit.core.jsonio import read_json, write_json
-from kit.core.results import now_iso
+from kit.core.records.jsonio import read_json, write_json
+from kit.core.records.results import now_iso
 from kit.run.output import MARKUP, NOTICE
 
 log = logging.getLogger(__name__)
@@ -44,6 +44,7 @@ class StepTime:
     call: int = 1  # which call of the make (the first, or the n-th --resume) it ran in
 
     def to_dict(self) -> dict:
+        """One step's time as `baseline make`'s record keeps it."""
         return asdict(self)
 
 
@@ -59,6 +60,7 @@ class StepTotal:
     estimate_s: float | None
 
     def to_dict(self) -> dict:
+        """A kind of step's total time as `baseline make`'s record keeps it."""
         return asdict(self)
 
 

@@ -14,11 +14,11 @@ from typing import Sequence
 
 from kit.baselines.archive import read_archive
 from kit.baselines.backtest import backtest
-from kit.core.baselinekind import CALIBRATION
-from kit.core.calibration import load_record
+from kit.core.baselines.baselinekind import CALIBRATION
+from kit.core.noise.calibration import load_record
 from kit.core.errors import BadInput
-from kit.core.lineage import LineageEntry
-from kit.core.paths import display
+from kit.core.baselines.lineage import LineageEntry
+from kit.core.records.paths import display
 
 
 def backtest_problems(entries: Sequence[LineageEntry], lineage: Path, archives: Sequence[str | Path]) -> list[str]:

@@ -17,10 +17,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from kit.core import rundir
+from kit.core.records import rundir
 from kit.core.errors import BadInput
-from kit.core.jsonio import read_json
-from kit.core.paths import display
+from kit.core.records.jsonio import read_json
+from kit.core.records.paths import display
 from kit.refresh import build, overlay, release
 
 
@@ -35,6 +35,7 @@ class State:
     subject: str
 
     def to_dict(self) -> dict:
+        """One state of the overlay as bisect.json keeps it."""
         return asdict(self)
 
 
@@ -54,9 +55,11 @@ class BisectInputs:
 
     @property
     def n(self) -> int:
+        """How many commits the searched range holds (its states less the base)."""
         return len(self.states) - 1
 
     def to_dict(self) -> dict:
+        """The inputs as bisect.json keeps them, paths as text: what `--resume` continues with."""
         return {"repo": str(self.repo), "fork": self.fork, "descriptor": str(self.descriptor),
                 "base_label": self.base_label, "states": [s.to_dict() for s in self.states],
                 "store": str(self.store), "refresh_dir": str(self.refresh_dir) if self.refresh_dir else None,
@@ -65,6 +68,7 @@ class BisectInputs:
 
     @classmethod
     def from_dict(cls, d: dict) -> "BisectInputs":
+        """The inputs read back from bisect.json; keys an older bisect did not write take the defaults it ran with."""
         return cls(Path(d["repo"]), d["fork"], Path(d["descriptor"]), d["base_label"],
                    tuple(State(**s) for s in d["states"]), Path(d["store"]),
                    Path(d["refresh_dir"]) if d.get("refresh_dir") else None, d.get("current", "current"),

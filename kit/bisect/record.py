@@ -4,7 +4,7 @@ The record is rewritten after every step, so it is what a killed or interrupted 
 a person may edit or a kit of another version may have written. A resume that took it on its word would fail
 steps later, with a traceback and perhaps half a step written; checked first, a record that is not whole is
 refused in one line naming the file and the first key that is wrong, and nothing in the folder is touched.
-The steps and states are checked against their own classes' annotations (kit.core.resultcheck), so the check
+The steps and states are checked against their own classes' annotations (kit.core.records.resultcheck), so the check
 follows them as they change.
 """
 
@@ -15,10 +15,10 @@ from typing import Any
 
 from kit.bisect.inputs import State
 from kit.bisect.step import StepRecord
-from kit.core import rundir
-from kit.core.recordcheck import Wrong, listing, mapping, text
-from kit.core.records import known_fields
-from kit.core.resultcheck import check_fields, read_checked
+from kit.core.records import rundir
+from kit.core.records.recordcheck import Wrong, listing, mapping, text
+from kit.core.records.records import known_fields
+from kit.core.records.resultcheck import check_fields, read_checked
 
 # What every kit version's record holds; the rest (build_command, first_bad, ...) is read with a default.
 REQUIRED = ("name", "case", "inputs", "steps", "verdict", "reason")

@@ -25,11 +25,11 @@ from kit.bisect import search, step
 from kit.bisect.inputs import BisectInputs, State, from_fork, from_refresh, from_upstream
 from kit.bisect.record import load_record
 from kit.bisect.summary import summary_markdown
-from kit.core import paths, rundir
+from kit.core.records import paths, rundir
 from kit.core.errors import BadInput
 from kit.core.exitcodes import ExitCode
-from kit.core.jsonio import write_json
-from kit.core.results import now_iso
+from kit.core.records.jsonio import write_json
+from kit.core.records.results import now_iso
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import outline
 from kit.refresh import qualify
@@ -56,6 +56,7 @@ class BisectRun:
 
 
 def default_bisect_dir(name: str) -> Path:
+    """Where a bisect of ``name`` goes when no --out is given: a new folder under runs/."""
     return rundir.new_run_dir("bisect", name)
 
 
@@ -127,6 +128,7 @@ def _unfinished(folder: Path) -> dict:
 
 
 def read_record(run_dir: str | Path) -> dict:
+    """A bisect directory's record (bisect.json), checked: what `--resume`, the summary and `report` read."""
     return load_record(run_dir)
 
 

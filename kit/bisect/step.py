@@ -21,9 +21,9 @@ from typing import Sequence
 
 from kit import __version__
 from kit.bisect.inputs import BisectInputs, State
-from kit.core import paths
-from kit.core.jsonio import read_json
-from kit.core.results import now_iso
+from kit.core.records import paths
+from kit.core.records.jsonio import read_json
+from kit.core.records.results import now_iso
 from kit.descriptor.load import derive, load_descriptor
 from kit.refresh import build, overlay, qualify, release, wheels
 from kit.refresh.run import QUALIFY_NOTEBOOK
@@ -54,6 +54,7 @@ class StepRecord:
     finished_at: str = ""
 
     def to_dict(self) -> dict:
+        """One step's record as bisect.json keeps it."""
         return asdict(self)
 
 

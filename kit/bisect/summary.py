@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kit.core import rundir
+from kit.core.records import rundir
 
 HEADS = {"first-bad-commit": "FIRST BAD COMMIT FOUND", "fails-at-base": "NO BAD COMMIT IN THE RANGE",
          "passes-at-tip": "NOTHING TO BISECT", "incomplete": "INCOMPLETE"}
 
 
 def summary_markdown(record: dict) -> str:
+    """The bisect's outcome for people, as Markdown: its verdict and reason, the first bad commit where found,
+    and every state tried."""
     inp = record["inputs"]
     states = inp["states"]
     head = HEADS.get(record["verdict"], record["verdict"])

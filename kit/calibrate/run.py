@@ -4,7 +4,7 @@ Each case runs ``calibrate.ipynb`` in its own kernel (papermill, like every gate
 fresh kernel for its second launch: the notebook scores the case's clean variants, one engine launch
 each, with no compilation cache, appending every finished sample to
 ``<case>.samples.jsonl`` in the calibration directory. Here the samples become a record
-(kit.core.calibration), written as ``calibrations/<sha256>.json`` (never over another file), and the
+(kit.core.noise.calibration), written as ``calibrations/<sha256>.json`` (never over another file), and the
 line a descriptor needs to use it is printed. ``--resume DIR`` reuses every finished sample, in a directory
 calibrate made for this descriptor (its ``calibration.json``, written before the first case runs) and only
 for a case measured as it is set now; one calibration at a time holds a directory (kit.run.runlock).
@@ -25,15 +25,15 @@ from rich.markup import escape
 from kit import __version__
 from kit.backends import registry
 from kit.case.calibrate import finished
-from kit.core import paths, rundir
-from kit.core.baselinekind import of_golden
-from kit.core.calibration import MIN_SAMPLES, CalibrationRecord, Sample, case_device, noise_class, record_filename
+from kit.core.records import paths, rundir
+from kit.core.baselines.baselinekind import of_golden
+from kit.core.noise.calibration import MIN_SAMPLES, CalibrationRecord, Sample, case_device, noise_class, record_filename
 from kit.core.errors import BadInput
-from kit.core.fixture import load_fixture
-from kit.core.jsonio import atomic_write_bytes, read_json, read_json_input, write_json
-from kit.core.results import now_iso
-from kit.core.runtime import accelerator, hardware, numeric_fingerprint
-from kit.core.spec import CaseSpec
+from kit.core.records.fixture import load_fixture
+from kit.core.records.jsonio import atomic_write_bytes, read_json, read_json_input, write_json
+from kit.core.records.results import now_iso
+from kit.core.baselines.runtime import accelerator, hardware, numeric_fingerprint
+from kit.core.records.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.descriptor.plan import Outline, Plan, outline, resolve
 from kit.run import output, runlock
@@ -60,6 +60,7 @@ class CaseCalibration:
 
 
 def default_dir(plan: Plan) -> Path:
+    """Where a calibration of ``plan`` goes when no --out is given: a new folder under runs/."""
     return rundir.new_run_dir("calibrate", plan.name)
 
 
@@ -115,6 +116,9 @@ def semantic_cases(stated: Outline, only: Sequence[str] | None) -> list[str]:
 def calibrate(descriptor: str | Path, only: Sequence[str] | None = None, out: str | Path | None = None,
               resume: str | Path | None = None, to: str | Path = "calibrations",
               command: Sequence[str] | None = None) -> list[CaseCalibration]:
+    """Calibrate the descriptor's semantic cases (or ``only`` those): score each clean variant in its own launch,
+    resumable from ``resume``, and write one record per case to ``to``; a case that fails says why, never
+    stopping the others."""
     output.ensure()
     desc = load_descriptor(descriptor)
     names = semantic_cases(outline(desc), only)
@@ -311,8 +315,8 @@ def build_record(spec: CaseSpec, variants: list[dict], entries: list[dict], comm
     """The record of one case from its samples (all measured on one runtime, in one kernel)."""
     fixture = load_fixture(spec.fixture_path)
     selected = fixture.select(spec.prompt_ids, spec.buckets)
-    # Compared as this kit keys a runtime (kit.core.runtime.numeric_fingerprint): samples an earlier kit wrote with
-    # an engine's own variables in them still make a record when those are all that differs.
+    # Compared as this kit keys a runtime (kit.core.baselines.runtime.numeric_fingerprint): samples an earlier kit wrote
+    # with an engine's own variables in them still make a record when those are all that differs.
     inputs, runtime = entries[0]["inputs"], numeric_fingerprint(entries[0]["runtime"])
     for e in entries[1:]:
         if e["inputs"] != inputs:
@@ -357,4 +361,5 @@ def write_record(record: CalibrationRecord, to: Path) -> Path:
 
 
 def load_index(run_dir: str | Path) -> dict:
+    """A calibration directory's index: which samples are finished, what a resumed calibration reuses."""
     return read_json(Path(run_dir) / INDEX)

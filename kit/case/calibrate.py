@@ -17,13 +17,13 @@ from typing import Any
 
 from kit.case import interpreter
 from kit.case.runner import resolve_spec, run_case
-from kit.core import paths
-from kit.core.calibration import Sample, case_device
-from kit.core.recordcheck import Wrong, check_sample
+from kit.core.records import paths
+from kit.core.noise.calibration import Sample, case_device
+from kit.core.records.recordcheck import Wrong, check_sample
 from kit.core.errors import BadInput
-from kit.core.records import CaseResult
-from kit.core.runtime import numerics_fingerprint
-from kit.core.spec import CaseSpec
+from kit.core.records.records import CaseResult
+from kit.core.baselines.runtime import numerics_fingerprint
+from kit.core.records.spec import CaseSpec
 
 
 def clean(spec: CaseSpec) -> CaseSpec:
@@ -73,10 +73,12 @@ def entry_problem(entry: object) -> str | None:
 
 
 def sample_of(variant: str, launch: int, result: CaseResult, faulted: bool = False) -> Sample:
+    """One clean variant's result as a calibration sample: per prompt its error and shift (a faulted sample's
+    lost shift as 0), a decode case's per-step errors with them."""
     # A prompt whose golden winner the variant lost has no shift (None): the record check refuses the sample
-    # with its key (kit.core.recordcheck), as it refuses any value out of its type. A faulted model may lose
+    # with its key (kit.core.records.recordcheck), as it refuses any value out of its type. A faulted model may lose
     # it (that is a catch, kept in the entry's ``no_shift``), so there it is written as 0 and never read. A decode
-    # case's sample also keeps each prompt's error per decode step compared (kit.core.stepnoise), as the decode
+    # case's sample also keeps each prompt's error per decode step compared (kit.core.noise.stepnoise), as the decode
     # check scored them.
     shifts = {p.id: p.top_probability_shift for p in result.prompts}
     if faulted:

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from kit.backends.base import LOG_PREFIX_ENV, log_tail
-from kit.core import contract
+from kit.core.records import contract
 from kit.core.errors import BadInput
-from kit.core.records import CaseResult
-from kit.core.results import load_case_result
-from kit.core.spec import CaseSpec
+from kit.core.records.records import CaseResult
+from kit.core.records.results import load_case_result
+from kit.core.records.spec import CaseSpec
 
 
 def main_python() -> str:
@@ -64,8 +64,8 @@ def last_line(text: str, default: str) -> str:
 _FRESH = """
 import json, sys
 from kit.case.runner import run_case
-from kit.core.results import save_case_result
-from kit.core.spec import CaseSpec
+from kit.core.records.results import save_case_result
+from kit.core.records.spec import CaseSpec
 save_case_result(run_case(CaseSpec.from_dict(json.load(sys.stdin))), sys.argv[1])
 """
 

@@ -18,11 +18,11 @@ from typing import Sequence
 
 from kit.backends import registry
 from kit.case import interpreter
-from kit.core import paths
+from kit.core.records import paths
 from kit.core.errors import BadInput
-from kit.core.fixture import Prompt
-from kit.core.localize import FLOOR, K, Localization, differences, localize
-from kit.core.spec import CaseSpec
+from kit.core.records.fixture import Prompt
+from kit.core.noise.localize import FLOOR, K, Localization, differences, localize
+from kit.core.records.spec import CaseSpec
 
 
 @dataclass
@@ -57,6 +57,8 @@ def backends_text() -> str:
 
 
 def require_activations(backend: str, case: str) -> None:
+    """Refuse, in one line naming the backends that can, a case whose backend exposes no per-layer activations to
+    localize."""
     if not registry.get(backend).activations:
         raise BadInput(f"case {case} runs on {backend}, which exposes no per-layer activations to localize: "
                        f"localize on {backends_text()}")

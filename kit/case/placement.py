@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 
-from kit.core.contract import PLACEMENT_GROUP_ENV
+from kit.core.records.contract import PLACEMENT_GROUP_ENV
 
 # Named placement groups are looked up within a Ray namespace: executor and kernel share this one.
 RAY_NAMESPACE = "parity-kit"

@@ -16,33 +16,33 @@ from kit.backends import registry
 from kit.backends.base import Backend, can_decode
 from kit.backends.registry import open_backend
 from kit.case import interpreter
-from kit.core import contract, paths, rundir
-from kit.core.caseevidence import CaseEvidence
+from kit.core.records import contract, paths, rundir
+from kit.core.records.caseevidence import CaseEvidence
 from kit.core.verdict.judge import Scored, drift_decision, drift_skipped
-from kit.core.calibration import check_case_inputs, hardware_change
-from kit.core.coverage import prompt_mismatch
-from kit.core.decode import check_continuations_fit, check_decode_golden
+from kit.core.noise.calibration import check_case_inputs, hardware_change
+from kit.core.verdict.coverage import prompt_mismatch
+from kit.core.verdict.decode import check_continuations_fit, check_decode_golden
 from kit.core.errors import BadInput, NoBaselineHere, ParityKitError
-from kit.core.fixture import Prompt, load_fixture
-from kit.core.golden import (Golden, check_golden_matches_fixture, golden_continuations, golden_tops, load_golden,
-                             provenance, reference_document)
-from kit.core.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
-from kit.core.modelconfig import model_limits
-from kit.core.modeldigest import check_model_digest
-from kit.core.observations import continuation_problem, observation_problem
-from kit.core.phases import PhaseClock
-from kit.core.progress import BucketDone, ProgressWriter
-from kit.core.records import CaseResult, Continuation, Observation
-from kit.core.results import now_iso, save_case_result
-from kit.core.spec import CaseSpec
-from kit.core.records import EXACT
+from kit.core.records.fixture import Prompt, load_fixture
+from kit.core.baselines.golden import (Golden, check_golden_matches_fixture, golden_continuations, golden_tops,
+                                       load_golden, provenance, reference_document)
+from kit.core.records.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
+from kit.core.model.modelconfig import model_limits
+from kit.core.model.modeldigest import check_model_digest
+from kit.core.records.observations import continuation_problem, observation_problem
+from kit.core.records.phases import PhaseClock
+from kit.core.records.progress import BucketDone, ProgressWriter
+from kit.core.records.records import CaseResult, Continuation, Observation
+from kit.core.records.results import now_iso, save_case_result
+from kit.core.records.spec import CaseSpec
+from kit.core.records.records import EXACT
 
 
 def resolve_spec(spec: dict | None, descriptor: str | None, case: str, **option_overrides) -> CaseSpec:
     """The executor injects ``spec``, with the notebook's option parameters (``option_overrides``, None: as the
     descriptor says) applied over it: the gate's preflight held them to the backend's schema
     (kit.gate.parameters). Run by hand (JupyterLab), the case is read from the descriptor (a path, or the name of
-    an embedded one: kit.core.paths.descriptor_path, never a path relative to the kernel's folder), its option
+    an embedded one: kit.core.records.paths.descriptor_path, never a path relative to the kernel's folder), its option
     parameters applied and checked there.
 
     Parsing a descriptor and checking options take pydantic 2, which a kernel need not have (Levanter's runs
@@ -78,7 +78,7 @@ def with_options(spec: CaseSpec, **overrides) -> CaseSpec:
 def run_case(spec: CaseSpec, reference_out: str | None = None, evidence_out: str | None = None) -> CaseResult:
     """Score one case and judge it. An exact case with a ``reference`` first computes its reference in this
     kernel (written to ``reference_out`` as an exact golden, when given, so the verdict's evidence stays); what
-    the verdict was judged from is written to ``evidence_out`` (kit.core.caseevidence), when given."""
+    the verdict was judged from is written to ``evidence_out`` (kit.core.records.caseevidence), when given."""
     if spec.no_baseline:
         raise BadInput(f"case {spec.name}: {spec.no_baseline.text}")
     started, t0, clock = now_iso(), time.perf_counter(), PhaseClock()
@@ -238,7 +238,7 @@ class BackendMismatch(ParityKitError):
 
 
 class InvalidObservation(BackendMismatch):
-    """A backend returned what no next-token distribution could be (kit.core.observations): its fault, so
+    """A backend returned what no next-token distribution could be (kit.core.records.observations): its fault, so
     the case ends as an error, as for observations of the wrong prompts, and is never scored."""
 
 

@@ -16,16 +16,17 @@ from typing import Sequence
 from rich.markup import escape
 
 from kit import __version__
-from kit.core import paths, rundir
-from kit.core.diagnosis import QUALIFIED, Diagnosis, diagnose
+from kit.core.records import paths, rundir
+from kit.core.verdict.diagnosis import QUALIFIED, Diagnosis, diagnose
 from kit.core.errors import BadInput
-from kit.core.jsonio import write_json
-from kit.core.results import now_iso, read_run
-from kit.core.text import printable
+from kit.core.records.jsonio import write_json
+from kit.core.records.results import now_iso, read_run
+from kit.core.records.text import printable
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.descriptor.plan import Plan, outline
 from kit.gate import report
-from kit.gate.executor import GateRun, check_run
+from kit.gate.executor import check_run
+from kit.gate.executors import GateRun
 from kit.gate.junit import write_junit, written_when_interrupted
 from kit.gate.run import publish_finished
 from kit.gate.session import GateSession
@@ -49,6 +50,7 @@ class ControlRun:
 
 
 def default_control_dir(desc: LoadedDescriptor) -> Path:
+    """Where a control of ``desc`` goes when no --out is given: a new folder under runs/."""
     return rundir.new_run_dir("control", desc.name)
 
 
@@ -120,6 +122,8 @@ def finish_control(plan: Plan, control_dir: Path, runs: list[GateRun], command: 
 
 
 def control_manifest(plan: Plan, runs: Sequence[GateRun], command: Sequence[str], started: str) -> dict:
+    """The control directory's record of what ran (control.json): the descriptor, both runs and their releases,
+    the command and when it started."""
     return {
         "kind": "control",
         "name": plan.name,
@@ -136,11 +140,12 @@ def control_manifest(plan: Plan, runs: Sequence[GateRun], command: Sequence[str]
 
 
 def is_control_dir(path: str | Path) -> bool:
+    """Whether ``path`` is a control directory (it holds control.json)."""
     return (Path(path) / rundir.CONTROL).is_file()
 
 
 def control_runs(control_dir: str | Path) -> tuple[Path, Path]:
-    """The current and candidate run directories of a control directory (kit.core.rundir reads its record)."""
+    """The current and candidate run directories of a control directory (kit.core.records.rundir reads its record)."""
     return rundir.control_run_dirs(control_dir)
 
 

@@ -28,6 +28,7 @@ class ExitCode(enum.IntEnum):
 
     @property
     def meaning(self) -> str:
+        """What this exit code tells CI, in the words every command's --help epilog lists."""
         return _MEANINGS[self]
 
 

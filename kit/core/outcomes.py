@@ -50,7 +50,8 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind(BAD_INPUT, False, "bad input"),
     Kind(NO_BASELINE, False, "no baseline for this hardware"),
 )}
-# Kinds that explain an error in full: the rule of cases erroring together (kit.core.triage) does not count them.
+# Kinds that explain an error in full: the rule of cases erroring together (kit.core.verdict.triage) does not count
+# them.
 EXPLAINED = frozenset({BAD_INPUT, NO_BASELINE})
 
 

@@ -11,30 +11,62 @@ another having run first.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping, Protocol
 
 from kit.backends import registry
-from kit.core import paths
-from kit.core.baselinekind import CALIBRATION, EXACT_GOLDEN, POWER, BaselineKind, of_golden
-from kit.core.calibration import (CalibrationRecord, hardware_change, load_record, measured_on, record_for_host,
-                                  same_class)
+from kit.core.records import paths
+from kit.core.baselines.baselinekind import CALIBRATION, EXACT_GOLDEN, POWER, BaselineKind, of_golden
+from kit.core.noise.calibration import (CalibrationRecord, hardware_change, load_record, measured_on, record_for_host,
+                                        same_class)
 from kit.core.errors import BadInput
-from kit.core.golden import load_golden
-from kit.core.jsonio import sha256_file
-from kit.core.lineage import LineageEntry, heads, load_folder, normal_runtime, of_descriptor
-from kit.core.lineageclaims import ACCEPT_LOOSER, accepted_looser, bounds_claim, loosening, movement_text, movements
-from kit.core.power import detectable_of, load_power, named_calibration, read_power
-from kit.core.records import NoBaseline
-from kit.descriptor.schema import CaseBase, case_golden_kind, golden_kind
+from kit.core.baselines.golden import load_golden
+from kit.core.records.jsonio import sha256_file
+from kit.core.baselines.lineage import LineageEntry, heads, load_folder, normal_runtime, of_descriptor
+from kit.core.baselines.lineageclaims import (ACCEPT_LOOSER, accepted_looser, bounds_claim, loosening, movement_text,
+                                              movements)
+from kit.core.noise.power import detectable_of, load_power, named_calibration, read_power
+from kit.core.records.records import NoBaseline
+from kit.core.noise.falsefailure import Budget
+from kit.descriptor.host import Host
+from kit.descriptor.schema import CaseBase, Descriptor, case_golden_kind, golden_kind
 
-if TYPE_CHECKING:
-    from kit.descriptor.load import LoadedDescriptor
+
+class LoadedDocument(Protocol):
+    """What the baselines read of a loaded descriptor (kit.descriptor.load.LoadedDescriptor): its document, where
+    its files and keys are, its cases and the host they resolve for. Stated here rather than imported, since the
+    loaded descriptor holds its Baselines: each module then imports only the one below it."""
+
+    path: Path
+    doc: Descriptor
+    cases: dict[str, CaseBase]
+    host: Host
+    lineage_applied: bool
+
+    @property
+    def baselines(self) -> Baselines:
+        """The descriptor's own Baselines, read once, which `baseline verify` and `baseline log` ask."""
+
+    def resolve(self, relative: str) -> Path:
+        """A path the document names, relative to the descriptor's folder: where a baseline file is read."""
+
+    def resolve_name(self, relative: str) -> Path:
+        """As ``resolve``, with the file's own name kept: a content-addressed record is checked under the name the
+        descriptor gives it, not its link's target's."""
+
+    def where(self, *loc: str) -> str:
+        """``file:line`` of a key, so that a refused baseline names the line of the document that listed it."""
+
+    def calibration_where(self, name: str) -> str:
+        """``file:line: cases.NAME.calibration`` of a case: the start of every refusal of its records."""
+
+    def false_failure_budget(self) -> Budget:
+        """The descriptor's false-failure budget, whose per-case share is the drift alpha a record is used with."""
 
 
 class Baselines:
     """The baselines of one loaded descriptor's cases (``LoadedDescriptor.baselines``)."""
 
-    def __init__(self, desc: LoadedDescriptor) -> None:
+    def __init__(self, desc: LoadedDocument) -> None:
         self.desc = desc
         self._exact: dict[str, list] = {}  # an exact entry's goldens, read once for every case that uses it
         self._records: dict[tuple[str, tuple[str, ...]], list[CalibrationRecord]] = {}  # a case's list, read once
@@ -72,7 +104,7 @@ class Baselines:
         if self._lineage is None:
             folder = self.lineage_folder()
             try:
-                self._lineage = of_descriptor(load_folder(folder), self.desc.name) if folder is not None else []
+                self._lineage = of_descriptor(load_folder(folder), self.desc.doc.name) if folder is not None else []
             except BadInput as exc:
                 raise BadInput(f"{self.desc.where('baselines', 'lineage')}: baselines.lineage: {exc}") from None
         return self._lineage
@@ -175,7 +207,7 @@ class Baselines:
 
 
     def calibration(self, name: str, c: CaseBase) -> dict:
-        """The reference of the calibration record a case names (kit.core.calibration). Whether it fits
+        """The reference of the calibration record a case names (kit.core.noise.calibration). Whether it fits
         the case's inputs is checked by the preflight, after the inputs themselves, for every record listed."""
         where = self.desc.calibration_where(name)
         if c.bound is not None or c.bucket_bounds:
@@ -312,7 +344,8 @@ class Baselines:
         """What of a lineage entry's claims does not re-derive, in one line naming it (None: all do). Every entry:
         its file is there and holds the bytes it names. A calibration record's too: the bounds it states are the
         record's own, and the record does not loosen its parent's bounds beyond the parent's margin unless the
-        command that made it gave a reason (kit.core.lineageclaims). ``record``: the entry's, already loaded."""
+        command that made it gave a reason (kit.core.baselines.lineageclaims). ``record``: the entry's, already
+        loaded."""
         folder = self.lineage_folder()
         assert folder is not None  # entries come from it
         shown = f"lineage entry {paths.display(entry.path or folder)}"
@@ -439,13 +472,13 @@ def tree_root(descriptor: Path) -> Path:
     return folder.parent
 
 
-def lineage_problems(desc: LoadedDescriptor) -> tuple[int, list[str]]:
+def lineage_problems(desc: LoadedDocument) -> tuple[int, list[str]]:
     """How many lineage entries ``desc`` keeps, and one line per entry whose claims do not re-derive
     (``Baselines.verify_lineage``): what `baseline verify` prints and `baseline log` refuses on."""
     return len(desc.baselines.lineage()), desc.baselines.verify_lineage()
 
 
-def refuse_unverified(desc: LoadedDescriptor) -> None:
+def refuse_unverified(desc: LoadedDocument) -> None:
     """Raise BadInput with the first lineage entry of ``desc`` whose claims do not re-derive: what shows baselines by
     their lineage (`baseline status`, `baseline log`) shows them only once their claims hold."""
     problems = lineage_problems(desc)[1]

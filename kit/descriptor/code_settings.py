@@ -41,6 +41,8 @@ def code_warnings(where: Callable[..., str], doc: Descriptor, cases: dict[str, C
 
 
 def warn_code_settings(where: Callable[..., str], doc: Descriptor, cases: dict[str, CaseBase]) -> None:
+    """Warn on stderr, once per process, about each setting of the descriptor that makes an engine load code
+    beyond the kit's: a reviewer must see it before trusting a verdict."""
     for line in code_warnings(where, doc, cases):
         if line not in _said:
             _said.add(line)

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from kit.backends import registry
-from kit.core.calibration import case_device
-from kit.core.recordcheck import Wrong, mapping, text
-from kit.core.spec import CaseSpec
+from kit.core.noise.calibration import case_device
+from kit.core.records.recordcheck import Wrong, mapping, text
+from kit.core.records.spec import CaseSpec
 
 
 class Host:
@@ -26,8 +26,9 @@ class Host:
         self._accelerators: dict[str, dict[str, str]] = {}
 
     def accelerator(self, case: str, options: Mapping[str, Any]) -> dict[str, str]:
-        """The accelerator a case of ``options`` computes on: ``{"name", "driver"}`` (kit.core.runtime.accelerator)."""
-        from kit.core.runtime import accelerator
+        """The accelerator a case of ``options`` computes on: ``{"name", "driver"}``
+        (kit.core.baselines.runtime.accelerator)."""
+        from kit.core.baselines.runtime import accelerator
 
         device = case_device(options)
         if device not in self._accelerators:
@@ -47,6 +48,7 @@ class CaseHardware:
     runtime: str  # the runtime key its exact golden was chosen by ("" for a case that has none)
 
     def to_dict(self) -> dict:
+        """The hardware a case was resolved for, as a run's manifest records it."""
         return {"accelerator": dict(self.accelerator), "runtime": self.runtime}
 
 
@@ -58,9 +60,12 @@ class RecordedHost(Host):
         self.cases = dict(cases)
 
     def accelerator(self, case: str, options: Mapping[str, Any]) -> dict[str, str]:
+        """The accelerator a run recorded for ``case``: a descriptor resolved again for `verify` or a
+        backtest judges as that run was judged, not as this machine would be."""
         return dict(self._of(case).accelerator)
 
     def runtime(self, case: str, backend: str, options: Mapping[str, Any]) -> str:
+        """The runtime key a run recorded for ``case``, for the same reason as ``accelerator``."""
         return self._of(case).runtime
 
     def _of(self, case: str) -> CaseHardware:

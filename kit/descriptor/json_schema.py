@@ -19,6 +19,8 @@ DESCRIPTION = "A parity-kit descriptor: the model, its fixture and goldens, and 
 
 
 def descriptor_json_schema() -> dict[str, Any]:
+    """The descriptor's JSON schema (draft 2020-12) for editors: every case one of the registered backends' case
+    schemas, chosen by its ``backend`` key."""
     schemas = tuple(case_schemas().values())
     case = schemas[0] if len(schemas) == 1 else Annotated[Union[schemas], Field(discriminator="backend")]
     # The case type is made at run time from the registered backends, which no checker can follow.

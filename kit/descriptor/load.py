@@ -14,16 +14,16 @@ from typing import Any, Mapping
 from pydantic import BaseModel, ValidationError
 
 from kit.backends import registry
-from kit.core import paths
-from kit.core.baselinekind import of_golden
-from kit.core.calibration import load_record, measured_on
+from kit.core.records import paths
+from kit.core.baselines.baselinekind import of_golden
+from kit.core.noise.calibration import load_record, measured_on
 from kit.core.errors import BadInput
-from kit.core.jsonio import read_input_bytes
-from kit.core.power import named_calibration, read_power
-from kit.core.spec import CaseSpec
-from kit.core.text import printable
-from kit.core.falsefailure import Budget
-from kit.core.records import EXACT
+from kit.core.records.jsonio import read_input_bytes
+from kit.core.noise.power import named_calibration, read_power
+from kit.core.records.spec import CaseSpec
+from kit.core.records.text import printable
+from kit.core.noise.falsefailure import Budget
+from kit.core.records.records import EXACT
 from kit.descriptor import nesting
 from kit.descriptor.baselines import Baselines
 from kit.descriptor.code_settings import warn_code_settings
@@ -53,9 +53,12 @@ class LoadedDescriptor:
 
     @property
     def name(self) -> str:
+        """The descriptor's name: what its runs, records and lineage entries are filed under."""
         return self.doc.name
 
     def resolve(self, relative: str) -> Path:
+        """A path the document names, relative to the descriptor's own folder (the document travels with its
+        files), resolved."""
         return (self.path.parent / relative).resolve()
 
     def resolve_name(self, relative: str) -> Path:
@@ -71,6 +74,8 @@ class LoadedDescriptor:
         return f"{paths.display(self.path)}:{_line_of(self._lines, loc)}"
 
     def release(self, name: str) -> Release:
+        """The [releases.NAME] table a run targets; an unknown name is refused in one line naming those the
+        descriptor has."""
         if name not in self.doc.releases:
             known = ", ".join(self.doc.releases) or "none"
             raise BadInput(f"{paths.display(self.path)}: no release named {name!r} "
@@ -78,6 +83,8 @@ class LoadedDescriptor:
         return self.doc.releases[name]
 
     def model_ref(self, name: str, case: CaseBase) -> ModelRef:
+        """The model a case scores: its [models] entry where it names one, else the descriptor's model; an
+        unknown entry is refused at its line."""
         if case.model is None:
             return self.doc.model
         if case.model not in self.doc.models:
@@ -115,6 +122,7 @@ class LoadedDescriptor:
         return self.where("models", case.model, "digest")
 
     def resources(self, case: str) -> Resources:
+        """What a case asks of the machine it runs on (GPUs, nodes, CPUs)."""
         return self.cases[case].resources
 
     def kernel(self, case: str) -> str:
@@ -123,6 +131,8 @@ class LoadedDescriptor:
         return own.kernel or self.doc.defaults.kernel or registry.get(own.backend).kernel
 
     def retries(self, case: str) -> int:
+        """How often a case's notebook is run again after a failure of its own: the case's setting, else the
+        descriptor's default."""
         own = self.cases[case].retries
         return self.doc.defaults.retries if own is None else own
 
@@ -209,6 +219,7 @@ class LoadedDescriptor:
         return descriptor_budget(self.doc.defaults.false_failure_rate, self.cases)
 
     def calibration_where(self, name: str) -> str:
+        """``file:line: cases.NAME.calibration``: the start of every refusal of a case's calibration records."""
         return f"{self.where('cases', name, 'calibration')}: cases.{name}.calibration"
 
 
@@ -218,6 +229,8 @@ def packaged_notebook(path: str | Path) -> bool:
 
 
 def load_descriptor(path: str | Path) -> LoadedDescriptor:
+    """A descriptor read and validated: TOML parsed, nesting bounded, the schema and each case's backend options
+    applied, every value checked; refused in one line ``file:line: key: what``."""
     path = Path(path)
     shown = paths.display(path)
     if not path.is_file():

@@ -18,14 +18,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Sequence
 
-from kit.core import paths
-from kit.core.baselinekind import CALIBRATION, KINDS, POWER
-from kit.core.lineage import LineageEntry
-from kit.core.calibration import CalibrationRecord
+from kit.core.records import paths
+from kit.core.baselines.baselinekind import CALIBRATION, KINDS, POWER
+from kit.core.baselines.lineage import LineageEntry
+from kit.core.noise.calibration import CalibrationRecord
 from kit.core.errors import BadInput
-from kit.core.falsefailure import Budget
-from kit.core.jsonio import sha256_file
-from kit.core.spec import CaseSpec
+from kit.core.noise.falsefailure import Budget, bounds_left_out, statement
+from kit.core.records.jsonio import sha256_file
+from kit.core.records.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor
 from kit.descriptor.schema import Resources, case_golden_kind, golden_kind
 
@@ -110,7 +110,7 @@ class Outline:
     goldens: Mapping[str, GoldenEntry]
     releases: Mapping[str, ReleasePin]
     cases: Mapping[str, CaseOutline]
-    # The descriptor's lineage entries (kit.core.lineage), read once: where each baseline in use came from.
+    # The descriptor's lineage entries (kit.core.baselines.lineage), read once: where each baseline in use came from.
     lineage: tuple[LineageEntry, ...] = ()
     # [baselines]: the lineage folder and where new calibration records and goldens go; None: keeps no lineage.
     baseline_folders: Mapping[str, Path] | None = None
@@ -149,18 +149,22 @@ class CasePlan:
 
     @property
     def name(self) -> str:
+        """The case's name."""
         return self.spec.name
 
     @property
     def where(self) -> CaseWhere:
+        """Where each of the case's keys is in the descriptor, for messages about values that parsed but are wrong."""
         return self.outline.where
 
     @property
     def kernel(self) -> str:
+        """The Jupyter kernel the case runs in."""
         return self.spec.kernel
 
     @property
     def timeout_s(self) -> float:
+        """How long the case may run before its kernel is killed."""
         return self.spec.timeout_s
 
 
@@ -178,26 +182,45 @@ class Plan:
 
     @property
     def path(self) -> Path:
+        """The descriptor file the plan was resolved from."""
         return self.outline.path
+
+    def false_failure_statement(self) -> dict:
+        """What a run states of its false-failure rate: the budget, the per-prompt bounds' leave-one-out count over
+        the records the selected cases use, and the one line (``statement``) for result.json, evidence.md and the
+        summary."""
+        records = []
+        for case in self.cases.values():
+            chosen = (case.spec.calibration or {}).get("sha256")
+            records += [r for r in case.records if r.sha256 == chosen]
+        failed, tried = bounds_left_out(records)
+        b = self.false_failure
+        return {**b.to_dict(), "bounds_left_out": {"failed": failed, "variants": tried},
+                "statement": statement(b, (failed, tried))}
 
     @property
     def name(self) -> str:
+        """The descriptor's name: what the run is filed under."""
         return self.outline.name
 
     @property
     def sha256(self) -> str:
+        """The descriptor's digest, as the run's manifest records it: which bytes decided the run."""
         return self.outline.sha256
 
     @property
     def fixture(self) -> Path:
+        """The fixture every case scores."""
         return self.outline.fixture
 
     @property
     def model(self) -> ModelPin:
+        """The descriptor's model, pinned by its digest."""
         return self.outline.model
 
     @property
     def goldens(self) -> Mapping[str, GoldenEntry]:
+        """The descriptor's [goldens] entries, as its outline states them."""
         return self.outline.goldens
 
     @property
@@ -208,9 +231,11 @@ class Plan:
 
     @property
     def specs(self) -> list[CaseSpec]:
+        """The selected cases' specs, in the descriptor's order: what the executor runs."""
         return [c.spec for c in self.cases.values()]
 
     def case(self, name: str) -> CasePlan:
+        """The plan of one selected case, by name."""
         return self.cases[name]
 
 

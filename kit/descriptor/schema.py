@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Mapping
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from kit.backends import registry
-from kit.core.falsefailure import MAX_RATE
-from kit.core.records import EXACT
+from kit.core.noise.falsefailure import MAX_RATE
+from kit.core.records.records import EXACT
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -27,6 +27,8 @@ GOLDEN_NAME = r"^(semantic|exact|[a-z0-9][a-z0-9._-]*-(semantic|exact))$"
 
 
 def golden_kind(name: str) -> str:
+    """The kind of a [goldens] entry, from its name's last dash-separated word (``tiny-semantic`` ->
+    ``semantic``): the one place that spelling is read."""
     return name.rsplit("-", 1)[-1]
 
 
@@ -44,7 +46,7 @@ class _Strict(BaseModel):
 # A probability bound: an error above 1 would pass anything, one at or below 0 nothing.
 Bound = Annotated[float, Field(gt=0, le=1)]
 # How large a fault, in units of a case's clean error, the case must be able to see for "passed" to mean
-# anything (kit.core.power): a positive, finite multiple.
+# anything (kit.core.noise.power): a positive, finite multiple.
 DetectableLimit = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
@@ -64,11 +66,11 @@ class Defaults(_Strict):
     # How often the Ray executor reruns a case whose worker or node died under it.
     retries: int = Field(default=1, ge=0)
     # How often the gate runs again a case that failed for a reason of the job, not of its numbers
-    # (kit.core.triage's infrastructure class), whichever executor ran it.
+    # (kit.core.verdict.triage's infrastructure class), whichever executor ran it.
     infrastructure_retries: int = Field(default=1, ge=0)
     # Every calibrated case's limit on its detectable effect, unless the case sets its own (none: no limit).
     detectable_limit: DetectableLimit | None = None
-    # The gate's false-failure rate, split over the descriptor's drift tests (kit.core.falsefailure: Bonferroni);
+    # The gate's false-failure rate, split over the descriptor's drift tests (kit.core.noise.falsefailure: Bonferroni);
     # None: each keeps the 0.1 % its record was reviewed with, up to 1 % for the gate.
     false_failure_rate: float | None = Field(default=None, json_schema_extra={"exclusiveMinimum": 0,
                                                                                "exclusiveMaximum": MAX_RATE})
@@ -133,7 +135,7 @@ class CaseBase(_Strict):
     bound: Bound | None = None
     bucket_bounds: dict[str, Bound] = Field(default_factory=dict)
     # A calibration record (calibrations/<sha256>.json, relative to the descriptor) whose measured noise
-    # sets the bounds instead of `bound` (kit.core.calibration); it also enables the drift test. A list
+    # sets the bounds instead of `bound` (kit.core.noise.calibration); it also enables the drift test. A list
     # holds one record per class of hardware (CPU instruction-set level, GPU): a case uses the one measured
     # on the class its host computes on, else the first (refused there unless the change is accepted).
     calibration: str | list[str] | None = None
@@ -152,7 +154,7 @@ class CaseBase(_Strict):
     kernel: str | None = None
     timeout_s: float | None = Field(default=None, gt=0)
     top_n: int | None = Field(default=None, ge=1)
-    # A packaged case notebook by name (kit.core.paths.NOTEBOOKS), or {path, trusted = true} for one's own.
+    # A packaged case notebook by name (kit.core.records.paths.NOTEBOOKS), or {path, trusted = true} for one's own.
     notebook: str | CustomNotebook | None = None
     resources: Resources = Resources()
     retries: int | None = Field(default=None, ge=0)
@@ -167,7 +169,7 @@ class CaseBase(_Strict):
     # engine whose launches differ (XLA autotuning on a GPU) gives a distinct sample per launch, and the rule's
     # margin for few samples shrinks with each; on a deterministic engine a launch past the first repeats it.
     calibration_launches: int = Field(default=2, ge=1, le=32)
-    # The decode check (kit.core.decode): each prompt continued greedily this many steps through the
+    # The decode check (kit.core.verdict.decode): each prompt continued greedily this many steps through the
     # backend's own decode path (its KV cache), against a golden that carries continuations.
     decode: int | None = Field(default=None, ge=1)
 
@@ -176,12 +178,18 @@ class CaseBase(_Strict):
         # name and its options' methods (kit.backends.options.BackendOptions).
         backend: str
 
-        def code_settings(self) -> list[tuple[str, str]]: ...
+        def code_settings(self) -> list[tuple[str, str]]:
+            """The options that make the engine load code beyond the kit's (BackendOptions.code_settings)."""
+            ...
 
         @classmethod
-        def model_problem(cls, options: Mapping[str, Any], model_dir: str | Path) -> str | None: ...
+        def model_problem(cls, options: Mapping[str, Any], model_dir: str | Path) -> str | None:
+            """Why the case's model cannot run with these options (BackendOptions.model_problem); None when it can."""
+            ...
 
     def backend_options(self) -> dict[str, Any]:
+        """The case's own backend options, the keys every case has left out: what the backend's runtime is
+        opened with."""
         common = set(CaseBase.model_fields) | {"backend"}
         return {k: v for k, v in self.model_dump().items() if k not in common}
 
@@ -215,6 +223,8 @@ class BackendRelease(_Strict):
     options: dict[str, Any] = Field(default_factory=dict)
 
     def identity(self) -> dict[str, Any]:
+        """What identifies a backend's build in a release (kernel, version, source commit, wheels, options):
+        the release's fingerprint is made from it."""
         return {"kernel": self.kernel, "version": self.version, "source_commit": self.source_commit,
                 "wheels": dict(self.wheels), "options": dict(self.options)}
 
@@ -251,7 +261,7 @@ class Fallback(_Strict):
 class Baselines(_Strict):
     """Where a descriptor's baselines keep their lineage, and where `parity-kit baseline make` writes new ones
     (each relative to the descriptor). The lineage's heads are the baselines in use: a new one reaches the gate
-    as two new files, itself and its lineage entry, without an edit of the descriptor (kit.core.lineage)."""
+    as two new files, itself and its lineage entry, without an edit of the descriptor (kit.core.baselines.lineage)."""
 
     lineage: str
     calibrations: str = "../calibrations"

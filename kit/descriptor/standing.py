@@ -13,14 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from kit.core.baselinekind import (FALLBACK, HAND_SET, IN_KERNEL, MATCH, MISSING, BaselineRow, LineageText,
-                                   of_case)
-from kit.core.calibration import CalibrationRecord
-from kit.core.lineage import LineageEntry, bound_moves, chain, entry_of
-from kit.core.spec import CaseSpec
+from kit.core.baselines.baselinekind import (FALLBACK, HAND_SET, IN_KERNEL, MATCH, MISSING, BaselineRow, LineageText,
+                                             of_case)
+from kit.core.noise.calibration import CalibrationRecord
+from kit.core.baselines.lineage import LineageEntry, bound_moves, chain, entry_of
+from kit.core.records.spec import CaseSpec
 from kit.descriptor.plan import Plan
 
-# The standings and the row are the baseline kinds' (kit.core.baselinekind); named here too, where callers meet them.
+# The standings and the row are the baseline kinds' (kit.core.baselines.baselinekind); named here too, where callers
+# meet them.
 __all__ = ["FALLBACK", "HAND_SET", "IN_KERNEL", "MATCH", "MISSING", "BaselineRow", "case_rows", "gaps",
            "plan_rows", "table_markdown"]
 

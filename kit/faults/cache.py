@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from kit.core.modeldigest import model_digest
+from kit.core.model.modeldigest import model_digest
 from kit.faults import catalogue, checkpoint
 from kit.faults.catalogue import Fault, write_fault
 
@@ -23,6 +23,8 @@ CACHE_ENV = "PARITY_KIT_FAULT_CACHE"
 
 
 def default_cache_dir() -> Path:
+    """Where faulted copies are kept between runs: $PARITY_KIT_FAULT_CACHE, else a folder in the system's
+    temporary directory."""
     return Path(os.environ.get(CACHE_ENV) or Path(tempfile.gettempdir()) / "parity-kit-faults")
 
 

@@ -41,6 +41,8 @@ class Fault:
     seed: int | None = None  # the random draw a random fault makes
 
     def check(self, magnitude: float) -> None:
+        """Refuse a magnitude this fault cannot take (not finite, negative, or above 1 for a blend) in one
+        line naming its unit."""
         if not np.isfinite(magnitude) or magnitude < 0 or (self.blend and magnitude > 1):
             limit = "0 to 1" if self.blend else "0 or more"
             raise BadInput(f"fault {self.name}: magnitude {magnitude!r} is out of range ({limit}: {self.unit})")
@@ -264,6 +266,7 @@ BY_NAME = {f.name: f for f in CATALOGUE}
 
 
 def fault(name: str) -> Fault:
+    """The catalogue's fault named ``name``; an unknown name is refused in one line listing the catalogue."""
     if name not in BY_NAME:
         raise BadInput(f"no fault named {name!r} (catalogue: {', '.join(BY_NAME)})")
     return BY_NAME[name]

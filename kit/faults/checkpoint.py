@@ -5,7 +5,7 @@ into one backend's code, so that every backend that reads the folder (hf, vLLM, 
 export) loads the same fault, and the gate is tested as a user would meet the engine bug.
 
 Tensors are edited as float32 copies and written back in the dtype and order the source file has,
-with its metadata, through kit.core.safetensors_io; every other file of the folder is copied as is.
+with its metadata, through kit.core.model.safetensors_io; every other file of the folder is copied as is.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from kit.core.errors import BadInput
-from kit.core.safetensors_io import read_tensors, write_tensors
+from kit.core.model.safetensors_io import read_tensors, write_tensors
 
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
@@ -35,18 +35,22 @@ class Checkpoint:
 
     @property
     def n_layers(self) -> int:
+        """The model's number of decoder layers."""
         return int(self.config["num_hidden_layers"])
 
     @property
     def n_heads(self) -> int:
+        """The model's number of attention heads."""
         return int(self.config["num_attention_heads"])
 
     @property
     def n_kv_heads(self) -> int:
+        """The model's number of key and value heads (the attention heads where the config names none)."""
         return int(self.config.get("num_key_value_heads") or self.n_heads)
 
     @property
     def head_dim(self) -> int:
+        """The size of one attention head (the config's, else the hidden size over the heads)."""
         return int(self.config.get("head_dim") or self.config["hidden_size"] // self.n_heads)
 
     def layer(self, index: int, name: str) -> np.ndarray:
@@ -54,9 +58,11 @@ class Checkpoint:
         return self.tensors[f"model.layers.{index}.{name}.weight"]
 
     def set_layer(self, index: int, name: str, value: np.ndarray) -> None:
+        """Replace one weight of decoder layer ``index`` (``self_attn.q_proj`` and the like)."""
         self.set(f"model.layers.{index}.{name}.weight", value)
 
     def set(self, name: str, value: np.ndarray) -> None:
+        """Replace a weight by name, refusing another shape: a fault edits values, never the architecture."""
         if value.shape != self.tensors[name].shape:
             raise ValueError(f"{name}: shape {value.shape}, the checkpoint has {self.tensors[name].shape}")
         self.tensors[name] = np.asarray(value, dtype=np.float32)
@@ -67,6 +73,8 @@ class Checkpoint:
 
 
 def load_checkpoint(folder: str | Path) -> Checkpoint:
+    """A Hugging Face Llama checkpoint (config.json and one model.safetensors) read into memory as float32
+    arrays, for a fault to edit; anything else is refused in one line."""
     folder = Path(folder)
     config_path, weights = folder / CONFIG, folder / WEIGHTS
     if not config_path.is_file() or not weights.is_file():

@@ -5,7 +5,7 @@ first-token check sees them. A decode-path bug does not: the prefill is right, a
 read the cache go wrong. These faults patch transformers' dynamic cache layer for the duration of a
 ``with`` block, and only on decode steps (one new token appended to a cache that already holds the
 prompt), so the prefill and the first-token check stay bit-identical to a clean run; only the decode
-check (kit.core.decode) can see them.
+check (kit.core.verdict.decode) can see them.
 
 - ``kv_slot_off_by_one``: each new token's key and value are written one slot early, over the
   previous position, and the slot that should hold them stays zero (an engine's slot mapping off by one).

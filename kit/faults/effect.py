@@ -18,15 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit.case.runner import run_case
-from kit.core import paths
+from kit.core.records import paths
 from kit.core.errors import BadInput
-from kit.core.portable import PORTABLE_DTYPE
-from kit.core.records import CaseResult
-from kit.core.spec import CaseSpec, on_model
+from kit.core.baselines.portable import PORTABLE_DTYPE
+from kit.core.records.records import CaseResult
+from kit.core.records.spec import CaseSpec, on_model
 from kit.core.verdict import Kind, failures_of
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve
-from kit.core.records import SEMANTIC
+from kit.core.records.records import SEMANTIC
 
 FLOAT32_CASE = "checkpoint"  # hf in float32: the settings the goldens were made with
 EFFECT_CASE = "hf-float32-effect"
@@ -56,8 +56,8 @@ def embedded_cases(descriptor: str | Path = paths.EMBEDDED_DESCRIPTOR,
         raise BadInput(f"case {float32_case} of {descriptor} is no hf float32 or float64 case: a fault's effect is "
                        "what hf computes at the goldens' precision")
     # The golden maker's path at its precision, on a CPU computed in float64 and rounded to float32 (an effect is
-    # then one number on every host, kit.core.portable); on a GPU in float32, where float64 attention over long
-    # prompts would hold every [seq, seq] score. The kernels a case pins are no part of a fault's effect.
+    # then one number on every host, kit.core.baselines.portable); on a GPU in float32, where float64 attention over
+    # long prompts would hold every [seq, seq] score. The kernels a case pins are no part of a fault's effect.
     options = {k: v for k, v in checkpoint.options.items() if k != "cpu_kernels"}
     on_gpu = str(options.get("device", "cpu")).startswith("cuda")
     options["dtype"] = "float32" if on_gpu else PORTABLE_DTYPE
@@ -83,8 +83,8 @@ def healthy_noise(clean_error: float, spec: CaseSpec) -> float:
 
 def effect_runtime(cases: EmbeddedCases | None = None) -> str:
     """The runtime an effect is measured on, as a table of effects is keyed: the key of what decides the bits
-    of the hf case that measures it (kit.core.runtime): on a CPU the portable key, the same on every host, since
-    the effect is computed in float64 and rounded; on a GPU its model and driver. On one runtime an effect is one
+    of the hf case that measures it (kit.core.baselines.runtime): on a CPU the portable key, the same on every host,
+    since the effect is computed in float64 and rounded; on a GPU its model and driver. On one runtime an effect is one
     number; on another it moves (by about 1e-6 on the tiny model), so a table holds one entry per runtime."""
     from kit.backends import registry
 
@@ -93,6 +93,8 @@ def effect_runtime(cases: EmbeddedCases | None = None) -> str:
 
 
 def hf_float32_effect(folder: str | Path, cases: EmbeddedCases | None = None, digest: str | None = None) -> float:
+    """A faulted model's largest error in float32 on the embedded case's prompts: the fault's own effect, free of
+    any engine's noise."""
     cases = cases or embedded_cases()
     return largest_error(run_case(on_model(cases.float32, folder, digest)))
 

@@ -5,7 +5,7 @@ fails. The catalogue answers that for the embedded model in the tests; with thes
 of their own gate: inject a fault at a magnitude into a copy of their Llama checkpoint, point a case at the
 copy, and run the gate. The copy is written into a fresh folder, never over anything, and its source folder's
 other files (tokenizer, generation config) come with it, so every backend loads it as it loads the original.
-Beside them it holds its provenance (kit.core.faultcopy: the fault, its magnitude, the source's digest), which
+Beside them it holds its provenance (kit.core.model.faultcopy: the fault, its magnitude, the source's digest), which
 its digest covers: a gate run of the copy is then known bad to a backtest of a new baseline (kit.baselines).
 """
 
@@ -15,11 +15,12 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.core import faultcopy, paths
+from kit.core.model import faultcopy
+from kit.core.records import paths
 from kit.core.errors import BadInput
-from kit.core.jsonio import atomic_write_bytes, canonical_bytes
-from kit.core.modelconfig import hf_config
-from kit.core.modeldigest import model_digest
+from kit.core.records.jsonio import atomic_write_bytes, canonical_bytes
+from kit.core.model.modelconfig import hf_config
+from kit.core.model.modeldigest import model_digest
 from kit.faults.catalogue import CATALOGUE, fault, faulted
 from kit.faults.checkpoint import write_checkpoint
 from kit.run.output import NOTICE

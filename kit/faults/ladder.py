@@ -19,7 +19,7 @@ import logging
 import shutil
 from pathlib import Path
 
-from kit.core.modeldigest import model_digest
+from kit.core.model.modeldigest import model_digest
 from kit.faults.cache import faulted_copy
 from kit.faults.catalogue import Fault
 from kit.faults.effect import EmbeddedCases, hf_float32_effect
@@ -63,6 +63,7 @@ class Ladder:
         return self.magnitudes.index(m)
 
     def folder(self, i: int) -> Path:
+        """The faulted copy of the ``i``-th magnitude, made once and kept in the ladder's cache."""
         return faulted_copy(self.fault, self.magnitudes[i], self.source, cache_dir=self.cache)
 
     def digest(self, i: int) -> str:
@@ -84,6 +85,8 @@ class Ladder:
         return next((float(self.magnitudes[j]) for j in among if j != i and self.digest(j) == self.digest(i)), None)
 
     def effect(self, i: int) -> float:
+        """The float32 effect of the ``i``-th magnitude, measured once; a magnitude whose copy has the same
+        bytes as one measured (the checkpoint's precision rounded them together) takes its effect."""
         m = self.magnitudes[i]
         if m not in self._effects:
             known = [j for j, k in enumerate(self.magnitudes) if k in self._effects and k in self._digests]
@@ -132,6 +135,7 @@ class Ladder:
         return 0
 
     def remove(self) -> None:
+        """Remove the ladder's faulted copies, and the run's folder of copies once no family's is left in it."""
         shutil.rmtree(self.cache, ignore_errors=True)
         with contextlib.suppress(OSError):  # the run's folder of copies, once no family's copy is left in it
             self.cache.parent.rmdir()

@@ -4,7 +4,7 @@ For each fault family (one representative fault of the catalogue each, ``FAMILIE
 the case's model at the catalogue's graded magnitudes; the faulted model is scored by every clean variant and
 launch of the case's calibration (the calibrate notebook, one kernel per launch: what calibrating measures, on
 the faulted weights), and each faulted sample is judged by the calibration record this host uses
-(kit.core.power). The float32 effect of each magnitude (hf in float32, cheap) picks where to start: the first
+(kit.core.noise.power). The float32 effect of each magnitude (hf in float32, cheap) picks where to start: the first
 magnitude whose effect reaches the case's clean error. From there the search steps down while the fault is
 still caught (at most ``STEPS_DOWN`` steps) and up until it is, so a family costs two or three faulted
 calibrations, not seven. It assumes a fault caught at one magnitude is caught at every larger one, and the
@@ -28,15 +28,16 @@ from pathlib import Path
 from typing import Sequence
 
 from kit.calibrate.run import measure_variants, reproducing_command, variants_for
-from kit.core import paths, rundir
-from kit.core.calibration import case_device, hardware_change, measured_on
+from kit.core.records import paths, rundir
+from kit.core.noise.calibration import case_device, hardware_change, measured_on
 from kit.core.errors import BadInput, ParityKitError
-from kit.core.jsonio import atomic_write_bytes
-from kit.core.power import (DETECTION_PROBABILITY, FaultedSample, PowerRecord, Trial, caught_fraction, caught_from,
-                            clean_error, family_lines, headline, load_power, merged, named_calibration, read_power)
-from kit.core.results import now_iso
-from kit.core.runtime import numeric_fingerprint, numerics_fingerprint
-from kit.core.spec import CaseSpec, on_model
+from kit.core.records.jsonio import atomic_write_bytes
+from kit.core.noise.power import (DETECTION_PROBABILITY, FaultedSample, PowerRecord, Trial, caught_fraction,
+                                  caught_from, clean_error, family_lines, headline, load_power, merged,
+                                  named_calibration, read_power)
+from kit.core.records.results import now_iso
+from kit.core.baselines.runtime import numeric_fingerprint, numerics_fingerprint
+from kit.core.records.spec import CaseSpec, on_model
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import outline, resolve
 from kit.faults.catalogue import BY_NAME, Fault
@@ -94,9 +95,11 @@ def measure(descriptor: str | Path, cases: Sequence[str] | None = None, families
             float32_case: str = FLOAT32_CASE, command: Sequence[str] | None = None,
             steps_down: int = STEPS_DOWN, refine: int = REFINE,
             reuse: Sequence[str | Path] = ()) -> list[CasePower]:
+    """Measure the power of the descriptor's calibrated cases (or ``cases``): each fault family's ladder tried
+    against the record the host uses, resumable from ``resume``, one power record per case written to ``to``."""
     output.ensure()
     # The environment as this measurement was given it: the float32 effects run hf in this process, and a record's
-    # runtime is what was given, never what an engine set for itself (kit.core.runtime.numerics_fingerprint).
+    # runtime is what was given, never what an engine set for itself (kit.core.baselines.runtime.numerics_fingerprint).
     environ = dict(os.environ)
     chosen = parse_families(families)
     desc = load_descriptor(descriptor)
@@ -154,7 +157,7 @@ def reused(judged, names: Sequence[str], files: Sequence[str | Path]) -> dict[st
 def merge(descriptor: str | Path, case: str, files: Sequence[str | Path], to: str | Path = "calibrations/power",
           command: Sequence[str] | None = None) -> CasePower:
     """One power record of the case from the records of one measurement made in several runs
-    (kit.core.power.merged), each judged by its evidence against the calibration record it names, which the case
+    (kit.core.noise.power.merged), each judged by its evidence against the calibration record it names, which the case
     must list."""
     output.ensure()
     judged = resolve(load_descriptor(descriptor), [case])
@@ -201,6 +204,8 @@ def measure_case(plan, clean_spec: CaseSpec, judged: CaseSpec, reference: dict, 
                  effects, run_dir: Path, to: Path, command: list[str], steps_down: int = STEPS_DOWN,
                  refine: int = REFINE, known: PowerRecord | None = None,
                  environ: dict[str, str] | None = None) -> CasePower:
+    """One case's power record: refused where its record measured other hardware or an earlier record another
+    runtime; otherwise each family's ladder climbed, its samples judged, the record written."""
     change = hardware_change(reference, judged.options)
     if change:
         return CasePower(judged.name, None, None, f"its record measured noise on {change[0]}, this host is "
@@ -318,7 +323,7 @@ def search(plan, family: str, fault: Fault, clean_spec: CaseSpec, reference: dic
 
 def bracket(outcomes: dict[float, bool]) -> tuple[float, float] | None:
     """The highest magnitude missed and the lowest caught above it, from which every larger magnitude decided is
-    caught (the rule kit.core.power takes the detectable effect by); None where no miss lies under the catches."""
+    caught (the rule kit.core.noise.power takes the detectable effect by); None where no miss lies under the catches."""
     ordered = sorted(outcomes)
     k = caught_from([outcomes[m] for m in ordered])
     return None if not k else (ordered[k - 1], ordered[k])
@@ -351,6 +356,8 @@ def faulted_sample(entry: dict) -> FaultedSample:
 
 def run_trial(plan, family: str, fault: Fault, magnitude: float, effect: float, folder: Path, digest: str,
               clean_spec: CaseSpec, run_dir: Path) -> Trial:
+    """Score one faulted copy with the case's clean variants (on a CPU, the first launch of each): the trial that
+    says whether this magnitude is caught."""
     spec = on_model(clean_spec, folder, digest)
     variants = [{**v, "faulted": True} for v in variants_for(clean_spec)
                 if int(v.get("launch", 1)) == 1 or case_device(clean_spec.options) != "cpu"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from kit.backends import registry
-from kit.core import paths
+from kit.core.records import paths
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import Plan
 from kit.gate.executor import check_run
@@ -30,6 +30,8 @@ def run_check(descriptor: str, only: Sequence[str] | None = None, release: str |
 
 
 def passed_lines(plan: Plan, inputs: Inputs, gpus: Inventory | None = None) -> list[str]:
+    """One line per check the preflight passed (descriptor, backends, fixture, goldens, model digests, kernels,
+    notebooks, GPUs): what `check` prints, so a CI step shows what was checked, not only ok."""
     specs = plan.specs
     lines = [f"descriptor {paths.display(plan.path)}: valid, {len(specs)} cases"
              + (f" ({', '.join(s.name for s in specs)})" if specs else "")]

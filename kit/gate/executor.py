@@ -29,91 +29,38 @@ from typing import Callable, Mapping, Sequence
 
 from kit import __version__
 from kit.backends import registry
-from kit.core import contract, faultcopy, outcomes, paths, rundir
-from kit.core.borrowed import judged_under_borrowed_bounds
-from kit.core.calibration import hardware_change
+from kit.core.records import contract, paths, rundir
+from kit.core.model import faultcopy
+from kit.core import outcomes
+from kit.core.verdict.borrowed import judged_under_borrowed_bounds
+from kit.core.noise.calibration import hardware_change
 from kit.descriptor.baselines import make_command
-from kit.core.coverage import Expected, coverage_problem, rejudged
+from kit.core.verdict.coverage import Expected, coverage_problem, rejudged
 from kit.core.errors import BadInput, ParityKitError
-from kit.core.fixture import Prompt
-from kit.core.jsonio import sha256_file, write_json
-from kit.core.phases import with_executor_phases
-from kit.core.records import ERROR, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseResult
-from kit.core.power import judged_by_power
-from kit.core.results import gate_verdict, load_case_result, now_iso, save_case_result, status_counts
-from kit.core.scoring import bound_for
-from kit.core.spec import CaseSpec
-from kit.descriptor.falsefailure import plan_statement
+from kit.core.records.fixture import Prompt
+from kit.core.records.jsonio import sha256_file, write_json
+from kit.core.records.phases import with_executor_phases
+from kit.core.records.records import ERROR, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseResult
+from kit.core.noise.power import judged_by_power
+from kit.core.records.results import load_case_result, now_iso, save_case_result
+from kit.core.verdict.scoring import bound_for
+from kit.core.records.spec import CaseSpec
 from kit.descriptor.host import Host, hardware_record
 from kit.descriptor.load import LoadedDescriptor, packaged_notebook
 from kit.descriptor.standing import plan_rows
 from kit.descriptor.plan import Plan, outline, resolve
 from kit.gate import resume
-from kit.gate.executors import DEFAULT, Executor, Share, executors
+from kit.gate.executors import DEFAULT, Executor, GateRun, Share, executors
 from kit.gate.preflight import Inputs, check_inputs
 from kit.run import compilecache, devices, runlock
 from kit.run.devices import DevicePool, Gpu, Inventory, Request, Slots, Unavailable, WaitStopped
 from kit.run.notebook import describe_failure, run_notebook, stop_all, stopping
-from kit.core.records import EXACT
+from kit.core.records.records import EXACT
 
 log = logging.getLogger(__name__)
 
-@dataclass
-class GateRun:
-    run_dir: Path
-    plan: Plan  # the descriptor resolved for this run: the executor reads nothing else of it
-    specs: list[CaseSpec]
-    inputs: Inputs
-    release: str | None = None
-    results: dict[str, CaseResult] = field(default_factory=dict)
-    started_at: str = ""
-    finished_at: str = ""
-    duration_s: float = 0.0
-    executor: Executor = field(default_factory=lambda: executors.get(DEFAULT))  # resolved once, by the preflight
-    lock: runlock.RunLock | None = None
-    reused: dict[str, CaseResult] = field(default_factory=dict)  # finished results taken from an earlier run
-    rerun: dict[str, str] = field(default_factory=dict)  # case -> why it ran again (resumed runs only)
-    # Resumed with --case: the other cases, neither run nor reused; case -> why (their earlier error
-    # result is kept, or they count as missing).
-    kept: dict[str, str] = field(default_factory=dict)
-    expected: dict[str, Expected] = field(default_factory=dict)  # what each case's verdict must cover
-    custom_notebooks: dict[str, dict] = field(default_factory=dict)  # case -> {path, sha256} of code not the kit's
-    fingerprints: dict[str, str | None] = field(default_factory=dict)  # kernel -> release fingerprint
-    history: list[dict] = field(default_factory=list)  # the earlier runs into this directory
-    placements: dict[str, dict] = field(default_factory=dict)  # case -> where the Ray executor placed it
-    gpus: Inventory | None = None  # the node's GPUs, listed when a case asks for some (local executor)
-    # Which baseline each case stands on here (kit.descriptor.standing), worked out once, when the run starts.
-    baselines: list[dict] | None = None
-    # The hardware each case was resolved for (kit.descriptor.host), asked once, when the run starts.
-    hardware: dict[str, dict] | None = None
-    # How often a case classed infrastructure runs again (kit.gate.retry), and what that did: case -> the
-    # evidence of the attempt that was retried; while a retry runs, ``only`` narrows the run to those cases.
-    infrastructure_retries: int = 1
-    retried: dict[str, str] = field(default_factory=dict)
-    only: set[str] | None = None
-    pending_attempts: dict[str, list[dict]] = field(default_factory=dict)
-
-    @property
-    def pending(self) -> list[CaseSpec]:
-        """The cases this run executes: all of them, less those a resume reused or kept and those with no
-        baseline for this runtime (recorded as such when the run is prepared)."""
-        return [s for s in self.specs if s.name not in self.reused and s.name not in self.kept and not s.no_baseline
-                and (self.only is None or s.name in self.only)]
-
-    @property
-    def verdict(self) -> str:
-        return gate_verdict([s.name for s in self.specs], self.results)
-
-    @property
-    def counts(self) -> dict[str, int]:
-        return status_counts([s.name for s in self.specs], self.results)
-
-    @property
-    def cases_dir(self) -> Path:
-        return self.run_dir / "cases"
-
-
 def default_run_dir(desc: LoadedDescriptor | Plan) -> Path:
+    """Where a gate run of ``desc`` goes when no --out is given: a new folder under runs/."""
     return rundir.new_run_dir("", desc.name)
 
 
@@ -128,6 +75,7 @@ class Checked:
 
     @property
     def specs(self) -> list[CaseSpec]:
+        """The checked plan's case specs, in the descriptor's order."""
         return self.plan.specs
 
 
@@ -302,6 +250,9 @@ def _resume(plan: Plan, run_dir: Path, specs: list[CaseSpec], inputs: Inputs,
 
 
 def manifest(run: GateRun, command: Sequence[str]) -> dict:
+    """The run's manifest: what ran (descriptor and its digest, cases, kernels, inputs, release, executor,
+    hardware, baselines, the stated false-failure rate), when, by which command; finished, the digests that seal
+    it."""
     doc = {
         "name": run.plan.name,
         "descriptor": str(run.plan.path),
@@ -345,7 +296,7 @@ def manifest(run: GateRun, command: Sequence[str]) -> dict:
         # resolves the descriptor for again.
         "hardware": _hardware(run),
         # The gate's stated false-failure rate, its split over the drift cases and the bounds' measured rate.
-        "false_failure_rate": plan_statement(run.plan),
+        "false_failure_rate": run.plan.false_failure_statement(),
     }
     # Finished, the files its verdict rests on and the manifest itself, sealed by digest (`parity-kit verify`
     # checks them).
@@ -467,7 +418,7 @@ def checked(result: CaseResult, spec: CaseSpec, expected: Expected | None,
 
 def judged_by_hardware(result: CaseResult, spec: CaseSpec, here: Mapping[str, str] | None = None) -> CaseResult:
     """A failure under bounds measured on another class of hardware than this host's, judged by
-    kit.core.borrowed: asked here, on the case's host, since only it knows what it computes on (``here``: the
+    kit.core.verdict.borrowed: asked here, on the case's host, since only it knows what it computes on (``here``: the
     accelerator a run recorded for it instead)."""
     calibration = getattr(spec, "calibration", None)
     if result.status != FAILED or not calibration:
@@ -543,15 +494,19 @@ class LocalExecutor(Executor):
     name = "local"
 
     def check(self, plan: Plan) -> Inventory | None:
+        """Refuse what this machine cannot give the plan (several nodes, part of a GPU, more GPUs than it
+        has); the node's GPUs where a case asks for some."""
         return check_local_resources(plan)
 
     def run_cases(self, run: GateRun, on_start: Callable[[CaseSpec], None] | None = None,
                   on_done: Callable[[CaseSpec, CaseResult], None] | None = None, share: Share | None = None) -> None:
+        """Run the pending cases on this machine, side by side within the session's share of cases, cores and GPUs."""
         share = share or Share()
         run_cases(run, share.jobs, on_start, on_done, share.pool, share.cores)
 
 
 def gpus_asked(run: GateRun, spec: CaseSpec) -> int:
+    """How many whole GPUs a case asks for (a fraction of one refused where the local executor cannot give it)."""
     case = run.plan.cases[spec.name]
     return devices.whole_gpus(case.resources.num_gpus, spec.name, case.where.resources)
 
@@ -602,6 +557,8 @@ def _time_left(timeout_s: float, clock_from: float | None) -> float:
 def execute_guarded(spec: CaseSpec, cases_dir: Path, on_start: Callable[[CaseSpec], None] | None,
                     expected: Expected | None = None, gpus: Sequence[Gpu] = (),
                     clock_from: float | None = None) -> CaseResult:
+    """A case executed so that nothing it raises costs the other cases theirs: a bug in the executor ends this
+    case as an executor error, its traceback logged."""
     try:
         if on_start:
             on_start(spec)
@@ -614,6 +571,7 @@ def execute_guarded(spec: CaseSpec, cases_dir: Path, on_start: Callable[[CaseSpe
 
 
 def write_manifest(run: GateRun, command: Sequence[str]) -> dict:
+    """Write the run's manifest (its start, or its finish) into the run directory and return it."""
     doc = manifest(run, command)
     write_json(run.run_dir / rundir.MANIFEST, doc)
     return doc

@@ -1,4 +1,4 @@
-"""The executors a gate can run its cases with, behind one interface and found by name.
+"""The executors a gate can run its cases with, behind one interface and found by name, and the run they run.
 
 A gate run names its executor once (``--executor``, written in its manifest and its history); everything
 that differs between executors is a method of its class here, never a test of that name elsewhere: what it
@@ -10,23 +10,30 @@ The registry is papermill's engines registry in small: a name maps to a class, `
 gives one, and an unknown name is one line naming the known ones. A built-in executor is registered by
 the dotted path of its class and imported only when asked for, so that naming the executors (the CLI's
 choices) imports neither executor's module, and Ray, optional, only when its executor runs.
+
+A gate run (``GateRun``) is what an executor is handed and fills in, and it holds the executor that runs it: the
+two are defined here together, so that neither module of an executor is needed to name either.
 """
 
 from __future__ import annotations
 
 import abc
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable, ClassVar
 
 from kit.core.errors import BadInput
+from kit.core.records.results import gate_verdict, status_counts
 
 if TYPE_CHECKING:
-    from kit.core.records import CaseResult
-    from kit.core.spec import CaseSpec
+    from kit.core.records.records import CaseResult
+    from kit.core.records.spec import CaseSpec
+    from kit.core.verdict.coverage import Expected
     from kit.descriptor.plan import Plan
-    from kit.gate.executor import GateRun
+    from kit.gate.preflight import Inputs
     from kit.run.devices import DevicePool, Inventory
+    from kit.run.runlock import RunLock
 
 DEFAULT = "local"  # the executor a run gets when it names none
 
@@ -78,6 +85,7 @@ class Executors:
         self._known[name] = executor
 
     def names(self) -> list[str]:
+        """The registered executors' names: the CLI's choices for --executor, known without importing any executor."""
         return list(self._known)
 
     def get(self, name: str) -> Executor:
@@ -101,3 +109,65 @@ def _imported(name: str, target: str) -> type[Executor]:
 executors = Executors()
 executors.register("local", "kit.gate.executor:LocalExecutor")
 executors.register("ray", "kit.gate.ray_executor:RayExecutor")
+
+
+@dataclass
+class GateRun:
+    """One gate run in progress: its plan, cases and checked inputs, the executor that runs it, and what running
+    adds (each case's result, the times, what a resume reused or kept, the retries)."""
+
+    run_dir: Path
+    plan: Plan  # the descriptor resolved for this run: the executor reads nothing else of it
+    specs: list[CaseSpec]
+    inputs: Inputs
+    release: str | None = None
+    results: dict[str, CaseResult] = field(default_factory=dict)
+    started_at: str = ""
+    finished_at: str = ""
+    duration_s: float = 0.0
+    executor: Executor = field(default_factory=lambda: executors.get(DEFAULT))  # resolved once, by the preflight
+    lock: RunLock | None = None
+    reused: dict[str, CaseResult] = field(default_factory=dict)  # finished results taken from an earlier run
+    rerun: dict[str, str] = field(default_factory=dict)  # case -> why it ran again (resumed runs only)
+    # Resumed with --case: the other cases, neither run nor reused; case -> why (their earlier error
+    # result is kept, or they count as missing).
+    kept: dict[str, str] = field(default_factory=dict)
+    expected: dict[str, Expected] = field(default_factory=dict)  # what each case's verdict must cover
+    custom_notebooks: dict[str, dict] = field(default_factory=dict)  # case -> {path, sha256} of code not the kit's
+    fingerprints: dict[str, str | None] = field(default_factory=dict)  # kernel -> release fingerprint
+    history: list[dict] = field(default_factory=list)  # the earlier runs into this directory
+    placements: dict[str, dict] = field(default_factory=dict)  # case -> where the Ray executor placed it
+    gpus: Inventory | None = None  # the node's GPUs, listed when a case asks for some (local executor)
+    # Which baseline each case stands on here (kit.descriptor.standing), worked out once, when the run starts.
+    baselines: list[dict] | None = None
+    # The hardware each case was resolved for (kit.descriptor.host), asked once, when the run starts.
+    hardware: dict[str, dict] | None = None
+    # How often a case classed infrastructure runs again (kit.gate.retry), and what that did: case -> the
+    # evidence of the attempt that was retried; while a retry runs, ``only`` narrows the run to those cases.
+    infrastructure_retries: int = 1
+    retried: dict[str, str] = field(default_factory=dict)
+    only: set[str] | None = None
+    pending_attempts: dict[str, list[dict]] = field(default_factory=dict)
+
+    @property
+    def pending(self) -> list[CaseSpec]:
+        """The cases this run executes: all of them, less those a resume reused or kept and those with no
+        baseline for this runtime (recorded as such when the run is prepared)."""
+        return [s for s in self.specs if s.name not in self.reused and s.name not in self.kept and not s.no_baseline
+                and (self.only is None or s.name in self.only)]
+
+    @property
+    def verdict(self) -> str:
+        """The run's verdict from the results so far, every selected case counted (a case without a result as
+        missing)."""
+        return gate_verdict([s.name for s in self.specs], self.results)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """How many of the run's cases ended with each status so far."""
+        return status_counts([s.name for s in self.specs], self.results)
+
+    @property
+    def cases_dir(self) -> Path:
+        """The folder of the run's case files (results, notebooks, logs, evidence)."""
+        return self.run_dir / "cases"

@@ -5,7 +5,7 @@ runs for an hour looks the same as one that hangs. There the gate prints, at a s
 
     [  62s] running: hf-bf16 (41 s), vllm-pp1 (12 s)
 
-and relays each bucket a case's kernel reports as finished (kit.core.progress):
+and relays each bucket a case's kernel reports as finished (kit.core.records.progress):
 
     hf-bf16: bucket 256 done (16 prompts, 3.1 s)
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from kit.core.errors import BadInput
-from kit.core.progress import BucketDone
+from kit.core.records.progress import BucketDone
 
 HEARTBEAT_ENV = "PARITY_KIT_HEARTBEAT_S"  # seconds between heartbeat lines (tests shorten it)
 DEFAULT_HEARTBEAT_S = 30.0
@@ -28,6 +28,8 @@ POLL_S = 1.0  # how soon a finished bucket is relayed
 
 
 def heartbeat_interval() -> float:
+    """Seconds between heartbeat lines: $PARITY_KIT_HEARTBEAT_S, else the default; a value that is not a number
+    above 0 is bad input, not a silent default."""
     raw = os.environ.get(HEARTBEAT_ENV)
     if raw is None or raw == "":
         return DEFAULT_HEARTBEAT_S
@@ -72,6 +74,7 @@ class Heartbeat:
         self._thread.join()
 
     def start(self, label: str, progress: Path) -> None:
+        """Count a case as running from now, its progress file watched for finished buckets (said at once with -v)."""
         with self._lock:
             self._running[label] = _Case(self.clock(), progress, _size(progress))
             if self.verbose:
@@ -96,6 +99,8 @@ class Heartbeat:
                     self.emit(self.beat_line(now))
 
     def beat_line(self, now: float) -> str:
+        """The heartbeat line at ``now``: time since the run started and each running case's time (with -v,
+        its buckets done)."""
         parts = []
         for label, case in self._running.items():
             extra = f", {case.buckets_done} of {case.buckets} buckets" if self.verbose and case.buckets else ""

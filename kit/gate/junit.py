@@ -17,12 +17,12 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
-from kit.core import rundir
+from kit.core.records import rundir
 from kit.core.errors import BadInput
-from kit.core.jsonio import atomic_write_bytes
-from kit.core.power import headline
-from kit.core.records import BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, TIMEOUT, CaseResult
-from kit.core.results import error_parts, read_run
+from kit.core.records.jsonio import atomic_write_bytes
+from kit.core.noise.power import headline
+from kit.core.records.records import BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, TIMEOUT, CaseResult
+from kit.core.records.results import error_parts, read_run
 
 Suite = tuple[str, Sequence[str], Mapping[str, CaseResult], float]  # name, expected cases, results, duration
 
@@ -90,7 +90,7 @@ def _triage_line(r: CaseResult) -> list[str]:
 
 
 def _triage_properties(case: ET.Element, r: CaseResult) -> None:
-    """The case's class and evidence (kit.core.triage), and its retried attempts, as testcase properties:
+    """The case's class and evidence (kit.core.verdict.triage), and its retried attempts, as testcase properties:
     a dashboard can group failures by class without parsing the message."""
     props = ET.Element("properties")
     if r.triage:
@@ -103,6 +103,7 @@ def _triage_properties(case: ET.Element, r: CaseResult) -> None:
 
 
 def write_junit(path: str | Path, suites: Sequence[Suite]) -> Path:
+    """Write the suites as JUnit XML to ``path``, atomically, for CI dashboards that read JUnit."""
     return atomic_write_bytes(Path(path), junit_xml(suites))
 
 

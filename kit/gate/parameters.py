@@ -1,13 +1,13 @@
 """A case notebook's parameters, checked before anything runs.
 
-The gate hands a case to its notebook as two papermill parameters (kit.core.contract: ``spec``, ``result_path``),
-injected in a cell after the notebook's cell tagged ``parameters``. Papermill itself checks none of it: it only
-warns of a name the notebook does not declare (its issue #818), and a notebook without a ``parameters`` cell gets
-the injected cell on top, where a later ``spec = None`` of its own overwrites what the gate gave. Such a notebook
+The gate hands a case to its notebook as two papermill parameters (kit.core.records.contract: ``spec``,
+``result_path``), injected in a cell after the notebook's cell tagged ``parameters``. Papermill itself checks none of
+it: it only warns of a name the notebook does not declare (its issue #818), and a notebook without a ``parameters`` cell
+gets the injected cell on top, where a later ``spec = None`` of its own overwrites what the gate gave. Such a notebook
 scores nothing the gate asked for, or fails half way through the run. So the preflight reads each case notebook's
 parameters (``papermill.inspect_notebook``) and refuses, in one line naming the notebook and the name, one without a
-``parameters`` cell, one whose ``parameters`` cell does not declare a name the gate injects, and one that assigns
-an injected name again in a later cell.
+``parameters`` cell, one whose ``parameters`` cell does not declare a name the gate injects, and one that assigns an
+injected name again in a later cell.
 
 A parameter of the ``parameters`` cell that names one of the case's backend options (``mode`` in parity_vllm) is an
 override the notebook applies to the case's options (kit.case.runner.notebook_case): it is held to the backend's
@@ -20,9 +20,9 @@ import ast
 from pathlib import Path
 from typing import Any
 
-from kit.core import contract
+from kit.core.records import contract
 from kit.core.errors import BadInput
-from kit.core.spec import CaseSpec
+from kit.core.records.spec import CaseSpec
 from kit.descriptor.load import checked_options
 from kit.descriptor.schema import options_schema
 

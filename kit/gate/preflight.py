@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Sequence
 
 from kit.backends import registry
-from kit.core import paths
-from kit.core.baselinekind import CALIBRATION, POWER, InKernelReference, judged_by, of_golden
-from kit.core.decode import check_continuations_fit, check_decode_golden
+from kit.core.records import paths
+from kit.core.baselines.baselinekind import CALIBRATION, POWER, InKernelReference, judged_by, of_golden
+from kit.core.verdict.decode import check_continuations_fit, check_decode_golden
 from kit.core.errors import BadInput
-from kit.core.fixture import Fixture, Prompt, load_fixture
-from kit.core.golden import Golden, check_golden_matches_fixture, check_golden_vocabulary, load_golden
-from kit.core.modelconfig import check_prompt_tokens, check_prompts_fit, model_limits
-from kit.core.modeldigest import DigestCache, check_model_digest
+from kit.core.records.fixture import Fixture, Prompt, load_fixture
+from kit.core.baselines.golden import Golden, check_golden_matches_fixture, check_golden_vocabulary, load_golden
+from kit.core.model.modelconfig import check_prompt_tokens, check_prompts_fit, model_limits
+from kit.core.model.modeldigest import DigestCache, check_model_digest
 from kit.descriptor.plan import CasePlan, Outline, Plan
 from kit.descriptor.schema import case_schemas
 from kit.gate.parameters import check_case_notebook
@@ -62,6 +62,8 @@ def installed_kernels() -> dict[str, str]:
 
 
 def kernel_install_hint(name: str, backend: str | None = None) -> str:
+    """How to install a missing kernel, in one line: the main kernel's ipykernel command, a backend environment's
+    own install, or registering a release's kernel from the environment that holds it."""
     if name == paths.MAIN_KERNEL:
         return f"install it with: {sys.executable} -m ipykernel install --sys-prefix --name {name}"
     info = registry.registry().get(backend or "")

@@ -24,7 +24,7 @@ which decides for every executor: it is that rule applied at once, inside one
 attempt of the gate, while the other cases still run (and a gang keeps its
 placement group). Ray restarts a task only when its worker died
 (``retry_exceptions=False``: a notebook that failed returned its result), which
-kit.core.triage classes infrastructure, and a restart never runs again a case
+kit.core.verdict.triage classes infrastructure, and a restart never runs again a case
 whose lost attempt had written a failed verdict
 (``kit.gate.ray_task.verdict_before_restart``). Its attempts are kept in the
 case's files (``<case>.attempts.jsonl``, ``<case>.attemptN.ipynb``, a note
@@ -54,15 +54,17 @@ from typing import Callable, Iterator
 
 from kit.backends.processes import stop_procs
 from kit.case.placement import RAY_NAMESPACE
-from kit.core import outcomes, paths, rundir
-from kit.core.coverage import Expected
+from kit.core import outcomes
+from kit.core.records import paths, rundir
+from kit.core.verdict.coverage import Expected
 from kit.core.errors import Unrunnable
-from kit.core.records import ERROR, TIMEOUT, CaseResult
-from kit.core.results import now_iso
-from kit.core.spec import CaseSpec
+from kit.core.records.records import ERROR, TIMEOUT, CaseResult
+from kit.core.records.results import now_iso
+from kit.core.records.spec import CaseSpec
 from kit.descriptor.plan import Plan
 from kit.descriptor.schema import Resources
-from kit.gate.executor import GateRun, record
+from kit.gate.executor import record
+from kit.gate.executors import GateRun
 from kit.gate.executors import Executor, Share
 from kit.gate.ray_task import attempts, case_task
 from kit.run.notebook import describe_failure
@@ -223,13 +225,15 @@ class RayExecutor(Executor):
     name = "ray"
 
     def check(self, plan: Plan) -> None:
-        # Nothing to refuse before the run: what a case asks is checked against the cluster's nodes when the
-        # run connects (``unplaceable``), the only time they are known, and a case that cannot be placed ends
-        # as its own error while the others run.
+        """Nothing to refuse before the run: what a case asks is checked against the cluster's nodes when the
+        run connects (``unplaceable``), the only time they are known, and a case that cannot be placed ends
+        as its own error while the others run."""
         return None
 
     def run_cases(self, run: GateRun, on_start: Callable[[CaseSpec], None] | None = None,
                   on_done: Callable[[CaseSpec, CaseResult], None] | None = None, share: Share | None = None) -> None:
+        """Run the pending cases on Ray, each placed by its own resources rather than by the session's share
+        of this machine."""
         run_cases_ray(run, on_start, on_done)  # Ray places each case by its resources, not by the session's share
 
 
@@ -250,6 +254,8 @@ class _Submitted:
 def run_cases_ray(run: GateRun, on_start: Callable[[CaseSpec], None] | None = None,
                   on_done: Callable[[CaseSpec, CaseResult], None] | None = None,
                   num_cpus: int | None = None) -> None:
+    """Run the pending cases as Ray tasks, each placed by its resources, on the cluster at $RAY_ADDRESS or a Ray
+    started for the run; each case's result recorded as it ends."""
     import ray
 
     specs = run.pending

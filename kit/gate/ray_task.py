@@ -5,7 +5,7 @@ case as started (and stops its ``max_wait_s`` clock for resources) when the task
 ``cases/<case>.attempts.jsonl``; were that module the executor's (papermill, Jupyter, pydantic), a
 loaded machine would spend seconds importing after Ray had already granted the resources, and a case
 holding its resources would be cancelled as one whose resources never came. So this module imports
-the standard library and the run directory's names only (kit.core.rundir, milliseconds), records the
+the standard library and the run directory's names only (kit.core.records.rundir, milliseconds), records the
 attempt first, and loads the executor afterwards.
 """
 
@@ -22,11 +22,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # for annotations only: a worker imports nothing of the kit before it records the attempt
-    from kit.core.coverage import Expected
-    from kit.core.spec import CaseSpec
+    from kit.core.verdict.coverage import Expected
+    from kit.core.records.spec import CaseSpec
 
 
 def case_task(spec_dict: dict, cases_dir: str, cwd: str, group: str | None, expected: dict | None = None) -> dict:
+    """One case, run as a Ray task on the node Ray chose: its attempt recorded, its notebook executed as the
+    local executor would, its result returned to the driver as a dict."""
     import ray
 
     cases = Path(cases_dir)
@@ -36,11 +38,11 @@ def case_task(spec_dict: dict, cases_dir: str, cwd: str, group: str | None, expe
     clock_from = time.monotonic()
     attempt = start_attempt(cases, spec_dict["name"])
 
-    from kit.core import rundir
-    from kit.core.contract import PLACEMENT_GROUP_ENV
-    from kit.core.coverage import Expected
-    from kit.core.results import save_case_result
-    from kit.core.spec import CaseSpec
+    from kit.core.records import rundir
+    from kit.core.records.contract import PLACEMENT_GROUP_ENV
+    from kit.core.verdict.coverage import Expected
+    from kit.core.records.results import save_case_result
+    from kit.core.records.spec import CaseSpec
     from kit.gate.executor import execute_guarded
     from kit.run import warmkernels
     from kit.run.notebook import allow_starts, stop_all
@@ -104,8 +106,9 @@ def verdict_before_restart(cases: Path, spec: CaseSpec, expected: Expected | Non
     pass (kit.gate.retry's rule: only a case that judged nothing runs again). The earlier attempt is judged as
     the executor judges a kernel that died after writing its verdict (``verdict_written``); None when it left
     no failed verdict covering the case, and the case runs again."""
-    from kit.core import outcomes, rundir
-    from kit.core.records import ERROR, FAILED, CaseResult
+    from kit.core import outcomes
+    from kit.core.records import rundir
+    from kit.core.records.records import ERROR, FAILED, CaseResult
     from kit.gate.executor import saved, verdict_written
 
     earlier = attempt["attempt"] - 1
@@ -125,7 +128,7 @@ def verdict_before_restart(cases: Path, spec: CaseSpec, expected: Expected | Non
 
 def attempts(cases: Path, name: str) -> list[dict]:
     """The attempts Ray made of a case's task so far, as ``start_attempt`` recorded them."""
-    from kit.core import rundir
+    from kit.core.records import rundir
 
     log = rundir.case_file(cases, name, rundir.ATTEMPTS)
     if not log.is_file():
@@ -137,14 +140,15 @@ def start_attempt(cases: Path, name: str) -> dict:
     """Append this attempt to cases/<case>.attempts.jsonl; keep an earlier attempt's partial notebook."""
     import ray
 
-    from kit.core import rundir
+    from kit.core.records import rundir
 
     log = rundir.case_file(cases, name, rundir.ATTEMPTS)
     n = 1 + (len(log.read_text().splitlines()) if log.is_file() else 0)
     notebook = rundir.case_file(cases, name, rundir.CASE_NOTEBOOK)
     if n > 1 and notebook.is_file():
         os.replace(notebook, rundir.attempt_notebook(cases, name, n - 1))
-    started = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()  # as kit.core.results.now_iso
+    # as kit.core.records.results.now_iso
+    started = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
     attempt = {"attempt": n, "host": socket.gethostname(), "pid": os.getpid(),
                "node": ray.get_runtime_context().get_node_id(), "started_at": started}
     with open(log, "a", encoding="utf-8") as f:

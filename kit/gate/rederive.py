@@ -28,19 +28,21 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from kit.case.runner import other_hardware
-from kit.core import outcomes, rundir
-from kit.core.calibration import ABSENT, first_difference
-from kit.core.caseevidence import FORMAT as EVIDENCE_FORMAT, CaseEvidence, check_evidence, evidence_of
-from kit.core.coverage import prompt_mismatch
+from kit.core import outcomes
+from kit.core.records import rundir
+from kit.core.noise.calibration import ABSENT, first_difference
+from kit.core.records.caseevidence import FORMAT as EVIDENCE_FORMAT, CaseEvidence, check_evidence, evidence_of
+from kit.core.verdict.coverage import prompt_mismatch
 from kit.core.errors import BadInput, ParityKitError
-from kit.core.fixture import Fixture, Prompt, load_fixture
-from kit.core.golden import Golden, check_golden_matches_fixture, golden_continuations, golden_tops, load_golden
-from kit.core.jsonio import canonical_bytes, parse_json_input, read_input_bytes
-from kit.core.modelconfig import model_limits
-from kit.core.observations import continuation_problem, observation_problem
-from kit.core.recordcheck import Wrong
-from kit.core.records import ERROR, EXACT, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseResult, Observation
-from kit.core.spec import CaseSpec
+from kit.core.records.fixture import Fixture, Prompt, load_fixture
+from kit.core.baselines.golden import (Golden, check_golden_matches_fixture, golden_continuations, golden_tops,
+                                       load_golden)
+from kit.core.records.jsonio import canonical_bytes, parse_json_input, read_input_bytes
+from kit.core.model.modelconfig import model_limits
+from kit.core.records.observations import continuation_problem, observation_problem
+from kit.core.records.recordcheck import Wrong
+from kit.core.records.records import ERROR, EXACT, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseResult, Observation
+from kit.core.records.spec import CaseSpec
 from kit.core.verdict.judge import Scored, drift_decision, drift_skipped
 from kit.descriptor.host import Host
 from kit.gate.executor import checked, expectation, no_baseline_result
@@ -237,7 +239,7 @@ class Rederive:
 
 def observed_problem(spec: CaseSpec, prompts: list[Prompt], given: CaseEvidence) -> str | None:
     """Why the observations of ``given`` are not what the case's kernel judges: one per prompt of the case by id,
-    each repeat and continuation the case asks, each a distribution of the case's model (kit.core.observations);
+    each repeat and continuation the case asks, each a distribution of the case's model (kit.core.records.observations);
     None when they are."""
     ids = [p.id for p in prompts]
     wrong = prompt_mismatch(ids, [o.prompt_id for o in given.observations])

@@ -9,16 +9,16 @@ import shlex
 from pathlib import Path
 from typing import Sequence
 
-from kit.core import paths, rundir
+from kit.core.records import paths, rundir
 from kit.core.errors import BadInput
-from kit.core.jsonio import atomic_write_bytes, read_input_bytes, write_json
-from kit.core.nextsteps import next_steps, one_command
-from kit.core.power import family_lines, headline
-from kit.core.records import (BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult,
-                              severity)
-from kit.core.results import counts_sentence
+from kit.core.records.jsonio import atomic_write_bytes, read_input_bytes, write_json
+from kit.core.verdict.nextsteps import next_steps, one_command
+from kit.core.noise.power import family_lines, headline
+from kit.core.records.records import (BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult,
+                                      severity)
+from kit.core.records.results import counts_sentence
 from kit.core.verdict import failures_of
-from kit.core.text import printable
+from kit.core.records.text import printable
 from kit.run.notebook import Rendered, run_and_render
 
 SUMMARY_NOTEBOOK = paths.NOTEBOOKS / rundir.SUMMARY_NOTEBOOK
@@ -37,7 +37,7 @@ def md(text: object, code: bool = False) -> str:
     """Text from the world (prompt ids, case names, messages, release names, commit subjects) as
     Markdown shows it literally, on one line, in prose, a list or a table cell alike: it mentions
     no one, opens no link, image or HTML and splits no cell, and writes no control character raw (an escape
-    sequence, a bell, a right-to-left override: kit.core.text). ``code`` sets it as inline code; text
+    sequence, a bell, a right-to-left override: kit.core.records.text). ``code`` sets it as inline code; text
     holding ``|`` stays escaped prose instead, as a table would split a code span there."""
     text = printable(_NEWLINES.sub(" ", str(text)))
     if code and "|" not in text:
@@ -69,6 +69,7 @@ def _md_backticked(text: str) -> str:
 
 def result_document(name: str, verdict: str, counts: dict, duration_s: float,
                     expected: Sequence[str], results: dict[str, CaseResult]) -> dict:
+    """result.json's document: the run's verdict and counts, every case's result, and the cases that left none."""
     return {
         "name": name, "verdict": verdict, "counts": counts, "duration_s": duration_s,
         "cases": {n: results[n].to_dict() for n in expected if n in results},
@@ -77,6 +78,7 @@ def result_document(name: str, verdict: str, counts: dict, duration_s: float,
 
 
 def write_result(run_dir: Path, doc: dict) -> Path:
+    """Write result.json into the run directory, atomically."""
     return write_json(run_dir / rundir.RESULT, doc)
 
 
@@ -116,7 +118,7 @@ def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: fl
                          f"{r.counts()['prompts']} prompts passes on the first token")
         elif r.status == FAILED:
             w = r.worst
-            assert w is not None  # a failed verdict covers the case's prompts (kit.core.coverage)
+            assert w is not None  # a failed verdict covers the case's prompts (kit.core.verdict.coverage)
             lines.append(f"- {md(name, code=True)} ({md(r.backend)}): **failed** on {r.counts()['failed']} of "
                          f"{r.counts()['prompts']} prompts; worst {md(w.id, code=True)} (bucket {w.bucket}): "
                          f"{md(_worst_reason(w))}")
@@ -166,7 +168,7 @@ def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: fl
 
 
 def next_steps_markdown(manifest: dict, results: dict[str, CaseResult], run_dir: Path | None) -> list[str]:
-    """What did not pass, of which kind, and the command that moves each on (kit.core.nextsteps); nothing for a
+    """What did not pass, of which kind, and the command that moves each on (kit.core.verdict.nextsteps); nothing for a
     passed run."""
     descriptor = paths.display(manifest.get("descriptor") or "DESCRIPTOR")
     steps = next_steps(manifest["cases"], results, descriptor, paths.display(run_dir) if run_dir else "RUN_DIR")
@@ -235,6 +237,7 @@ def _worst_reason(score) -> str:
 
 
 def write_evidence(run_dir: Path, text: str) -> Path:
+    """Write evidence.md into the run directory, atomically."""
     return atomic_write_bytes(run_dir / rundir.EVIDENCE, text.encode("utf-8"))
 
 
@@ -281,7 +284,7 @@ def control_evidence(control: dict, diagnosis, views: Sequence) -> str:
     """evidence.md of a control run: a title a pin PR or a blocker issue can take as it is,
     the verdict in one sentence, each run's counts, the worst case per failing backend,
     what to repair first, releases, digests and the command that reproduces it all."""
-    from kit.core.diagnosis import BLOCKER, BOTH_BROKEN, HEADLINES, QUALIFIED
+    from kit.core.verdict.diagnosis import BLOCKER, BOTH_BROKEN, HEADLINES, QUALIFIED
 
     d = diagnosis
     named = {v.release: v for v in views}
@@ -305,7 +308,8 @@ def control_evidence(control: dict, diagnosis, views: Sequence) -> str:
         for line in _worst_per_backend(label, view):
             lines.append(line)
     lines += [f"- {_md_backticked(line)}" for line in d.incomplete]
-    if d.rows:  # each case's paired effect (kit.core.paired): the candidate's error against the pin's, per prompt
+    # each case's paired effect (kit.core.verdict.paired): the candidate's error against the pin's, per prompt
+    if d.rows:
         lines += ["", "The candidate against the pin, prompt by prompt:", ""]
         lines += [f"- {_md_backticked(line)}" for line in d.case_lines]
     if d.verdict in (BLOCKER, BOTH_BROKEN):
@@ -344,7 +348,7 @@ def _worst_per_backend(label: str, view) -> list[str]:
 
 
 def _repair_first(d, cur) -> str:
-    from kit.core.diagnosis import BLOCKER, sameness
+    from kit.core.verdict.diagnosis import BLOCKER, sameness
 
     goldens = sorted({Path(cur.results[c].golden_path).name for c in d.control_failures
                       if cur is not None and c in cur.results and cur.results[c].golden_path})
@@ -364,7 +368,7 @@ def markdown_report(run_dir: str | Path) -> str:
     """evidence.md plus, per run, a compact case table and the summary's figures (linked by paths
     relative to ``run_dir``, so they show once the folder is uploaded next to the comment). A damaged record
     (or one an older kit wrote without what this one reads) is refused in one line naming its file."""
-    from kit.core.results import read_run
+    from kit.core.records.results import read_run
 
     run_dir = Path(run_dir)
     evidence = read_text_input(run_dir / rundir.EVIDENCE) if (run_dir / rundir.EVIDENCE).is_file() else ""
@@ -394,7 +398,7 @@ def read_text_input(path: Path) -> str:
 
 
 def control_runs(control_dir: Path) -> list[Path]:
-    """The run directories of a control, today's pin first, as its control.json names them (kit.core.rundir)."""
+    """The run directories of a control, today's pin first, as its control.json names them (kit.core.records.rundir)."""
     return list(rundir.control_run_dirs(control_dir))
 
 
@@ -413,6 +417,8 @@ def figure_links(view_dir: Path, base: Path) -> list[str]:
 
 
 def compact_case_table(view) -> str:
+    """The case table of `report --markdown`, one row a case: status, error against its bound and where the bound
+    came from, headroom, drift, failed and worst prompts."""
     lines = ["| case | backend | status | max error | bound (from) | headroom | drift | failed prompts "
              "| worst prompt |",
              "| --- | --- | --- | ---: | --- | ---: | --- | ---: | --- |"]
@@ -445,7 +451,7 @@ def attach_zip(run_dir: str | Path, out_dir: str | Path) -> Path:
     import tempfile
 
     from kit.core.errors import BadInput
-    from kit.core.jsonio import FILE_MODE
+    from kit.core.records.jsonio import FILE_MODE
 
     run_dir = Path(run_dir).resolve()
     wanted = attachable(run_dir)

@@ -31,13 +31,13 @@ from pathlib import Path
 from typing import Sequence
 
 from kit import __version__
-from kit.core import rundir
-from kit.core.coverage import Expected, coverage_problem, rejudged
+from kit.core.records import rundir
+from kit.core.verdict.coverage import Expected, coverage_problem, rejudged
 from kit.core.errors import BadInput
-from kit.core.jsonio import read_json_input
-from kit.core.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
-from kit.core.results import load_case_result
-from kit.core.spec import CaseSpec
+from kit.core.records.jsonio import read_json_input
+from kit.core.records.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
+from kit.core.records.results import load_case_result
+from kit.core.records.spec import CaseSpec
 from kit.descriptor.plan import Outline
 
 

@@ -21,18 +21,19 @@ import logging
 from pathlib import Path
 from typing import Callable, Sequence
 
-from kit.core import rundir
-from kit.core.records import CaseResult
-from kit.core.triage import INFRASTRUCTURE, classify
+from kit.core.records import rundir
+from kit.core.records.records import CaseResult
+from kit.core.verdict.triage import INFRASTRUCTURE, classify
 from kit.gate import resume
-from kit.gate.executor import GateRun, saved
+from kit.gate.executor import saved
+from kit.gate.executors import GateRun
 
 log = logging.getLogger(__name__)
 
 
 
 def triage_run(run: GateRun) -> None:
-    """Class every result of ``run`` (kit.core.triage). The cases this run executed have their file written
+    """Class every result of ``run`` (kit.core.verdict.triage). The cases this run executed have their file written
     again with it; a result taken over from an earlier run (reused, kept) is classed in the reports only,
     its file left as that run wrote it."""
     executed = {s.name for s in run.specs} - set(run.reused) - set(run.kept)

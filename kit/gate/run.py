@@ -14,8 +14,8 @@ from typing import Sequence
 
 from rich.markup import escape
 
-from kit.core.text import printable
-from kit.gate.executor import GateRun
+from kit.core.records.text import printable
+from kit.gate.executors import GateRun
 from kit.gate.executors import DEFAULT
 from kit.gate.junit import write_junit, written_when_interrupted
 from kit.gate.session import gate_once

@@ -18,7 +18,7 @@ import zlib
 from pathlib import Path, PurePosixPath
 
 from kit.core.errors import BadInput
-from kit.core.paths import display
+from kit.core.records.paths import display
 
 # A run's zip holds its notebooks, its HTML summary and figures, and its JSON records: the embedded descriptor's
 # eight cases make 38 members, 2.1 MB inflating to 7.1 MB, none more than 11 times its compressed size. The limits

@@ -29,17 +29,18 @@ from typing import Sequence
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from kit.core import rundir
-from kit.core.decode import failed_prompts
-from kit.core.power import headline
-from kit.core.progress import progress_path
-from kit.core.records import BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult
-from kit.core.results import counts_sentence, error_parts, now_iso
-from kit.core.spec import CaseSpec
-from kit.core.text import printable
+from kit.core.records import rundir
+from kit.core.verdict.decode import failed_prompts
+from kit.core.noise.power import headline
+from kit.core.records.progress import progress_path
+from kit.core.records.records import BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult
+from kit.core.records.results import counts_sentence, error_parts, now_iso
+from kit.core.records.spec import CaseSpec
+from kit.core.records.text import printable
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.gate import report, trend
-from kit.gate.executor import Checked, GateRun, open_run, write_manifest
+from kit.gate.executor import Checked, open_run, write_manifest
+from kit.gate.executors import GateRun
 from kit.gate.executors import DEFAULT, Share
 from kit.gate.heartbeat import Heartbeat, heartbeat_interval
 from kit.gate.retry import retry_infrastructure
@@ -86,6 +87,7 @@ class GateSession:
 
     @property
     def unfinished(self) -> list[GateRun]:
+        """The session's runs not yet finished: what an interrupted session still has to record."""
         return [run for run in self.runs if id(run) not in self._finished]
 
     def start(self, source: Source, out: str | Path | None, only: Sequence[str] | None = None,
@@ -152,7 +154,7 @@ def start_gate(source: Source, out: str | Path | None, only: Sequence[str] | Non
 def execute_gates(runs: Sequence[GateRun], jobs: int | None) -> None:
     """Every case of every run, the runs side by side with the cores (or ``jobs``) shared between them
     and the node's GPUs handed to one case at a time, whichever run it belongs to; then every case classed
-    (kit.core.triage), and those the job failed run again (kit.gate.retry)."""
+    (kit.core.verdict.triage), and those the job failed run again (kit.gate.retry)."""
     _execute(runs, jobs)
     retry_infrastructure(runs, lambda again: _execute(again, jobs))
 
@@ -274,7 +276,7 @@ def finish_interrupted(runs: Sequence[GateRun], command: Sequence[str]) -> None:
 
 
 def triage_lines(run: GateRun) -> list[str]:
-    """One console line per case that did not pass: its class and the evidence (kit.core.triage)."""
+    """One console line per case that did not pass: its class and the evidence (kit.core.verdict.triage)."""
     lines = []
     for spec in run.specs:
         r = run.results.get(spec.name)
@@ -286,6 +288,8 @@ def triage_lines(run: GateRun) -> list[str]:
 
 
 def case_line(r: CaseResult, label: str | None = None) -> str:
+    """A finished case's line on the console, styled by its status: its error or its failed prompts, and how long
+    it took."""
     style = STATUS_STYLE.get(r.status, "white")
     dur = f"{r.duration_s:.1f} s" if r.duration_s is not None else ""
     if r.status in (ERROR, TIMEOUT, NO_BASELINE, INCONCLUSIVE, BORROWED):

@@ -18,8 +18,8 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.core import paths, rundir
-from kit.core.jsonio import read_json, write_json
+from kit.core.records import paths, rundir
+from kit.core.records.jsonio import read_json, write_json
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +33,12 @@ class Stepped:
     flag: str
 
     def to_dict(self) -> dict:
+        """A flagged step as trend.json keeps it."""
         return {"case": self.case, "bucket": self.bucket, "flag": self.flag}
 
     @property
     def sentence(self) -> str:
+        """The flag in words for the run's evidence: the case, what stepped, and in which bucket."""
         return f"{self.case}'s {self.flag} (bucket {self.bucket})"
 
 

@@ -1,7 +1,7 @@
 """`parity-kit verify RUN_DIR | ZIP`: a finished gate run judged again from what its engines observed, with no
 engine, against the repository's own descriptor, goldens and records (docs/verify.md says what that proves).
 
-Anyone who can edit a run can seal it again with the kit's own sealing (kit.core.rundir), so nothing a run says
+Anyone who can edit a run can seal it again with the kit's own sealing (kit.core.records.rundir), so nothing a run says
 about how it was judged is taken from it:
 
 - the seal: every sealed file (each case's result, evidence and in-kernel reference, and the manifest itself, less
@@ -27,16 +27,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from kit.core import paths, rundir
-from kit.core.baselinekind import CALIBRATION, GoldenKind, of_case
-from kit.core.calibration import first_difference
+from kit.core.records import paths, rundir
+from kit.core.baselines.baselinekind import CALIBRATION, GoldenKind, of_case
+from kit.core.noise.calibration import first_difference
 from kit.core.errors import BadInput
-from kit.core.fixture import load_fixture
-from kit.core.jsonio import read_input_bytes, read_json_input, sha256_file
-from kit.core.paths import display
-from kit.core.recordcheck import Wrong, listing, mapping, text
-from kit.core.records import CaseResult
-from kit.core.results import RunView, gate_verdict, read_run
+from kit.core.records.fixture import load_fixture
+from kit.core.records.jsonio import read_input_bytes, read_json_input, sha256_file
+from kit.core.records.paths import display
+from kit.core.records.recordcheck import Wrong, listing, mapping, text
+from kit.core.records.records import CaseResult
+from kit.core.records.results import RunView, gate_verdict, read_run
 from kit.descriptor.host import RecordedHost, recorded_hardware
 from kit.descriptor.load import LoadedDescriptor, for_host, load_descriptor
 from kit.descriptor.plan import Plan, outline, resolve
@@ -62,9 +62,11 @@ class Verified:
 
     @property
     def ok(self) -> bool:
+        """Whether every case judged again matched and every file its digest."""
         return not self.problems
 
     def lines(self) -> list[str]:
+        """What `verify` prints: one line when verified, else a line per problem under a count."""
         if self.ok:
             return [f"verified: {self.verdict} ({self.source}: {self.judged} cases judged again from their evidence "
                     f"against {self.descriptor}, {self.files} files match their digests; root digest {self.root})"]
@@ -135,7 +137,7 @@ def _judge_again(run_dir: Path, view: RunView, plan: Plan, host: RecordedHost, o
 
 
 def check_shape(manifest: dict, shown: str) -> None:
-    """What verify reads of a manifest beyond what every reader checks (kit.core.resultcheck), each of its type;
+    """What verify reads of a manifest beyond what every reader checks (kit.core.records.resultcheck), each of its type;
     BadInput naming the first key that is not."""
     try:
         for rel, digest in mapping(manifest["files"], "files").items():

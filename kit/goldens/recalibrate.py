@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from kit.calibrate.run import calibrate_case
-from kit.core import paths
-from kit.core.calibration import CalibrationRecord, measured_on, record_for_host
+from kit.core.records import paths
+from kit.core.noise.calibration import CalibrationRecord, measured_on, record_for_host
 from kit.descriptor.load import LoadedDescriptor
 from kit.descriptor.plan import resolve
 from kit.run.output import MARKUP, NOTICE

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from kit.core import paths, rundir
+from kit.core.records import paths, rundir
 from kit.core.errors import BadInput
-from kit.core.golden import PromptDiff, diff_goldens, golden_filename, load_golden, write_golden
-from kit.core.jsonio import atomic_write_bytes
-from kit.core.records import PASSED
+from kit.core.baselines.golden import PromptDiff, diff_goldens, golden_filename, load_golden, write_golden
+from kit.core.records.jsonio import atomic_write_bytes
+from kit.core.records.records import PASSED
 from kit.descriptor.load import golden_kind, load_descriptor, with_golden, with_records
 from kit.descriptor.plan import calibration_lists, outline
 from kit.gate.session import gate_once
@@ -30,7 +30,7 @@ from kit.goldens.make import make_golden_document
 from kit.goldens.recalibrate import Recalibrated, place, recalibrate, stale_cases
 from kit.run import output
 from kit.run.output import MARKUP, NOTICE
-from kit.core.records import SEMANTIC
+from kit.core.records.records import SEMANTIC
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +51,12 @@ class RegenOutcome:
 
     @property
     def agreeing(self) -> list[str]:
+        """The backends whose cases pass against the new golden: two are needed before it is placed."""
         return sorted(b for b, failing in self.backends.items() if not failing)
 
     @property
     def accepted(self) -> bool:
+        """Whether the new golden was placed beside the old one for review."""
         return self.placed is not None
 
 
@@ -130,6 +132,8 @@ def _beside(old: Path, name: str) -> Path:
 
 
 def regen_report(o: RegenOutcome) -> str:
+    """The regen's outcome for people, as Markdown: accepted or refused and why, which backends agree with the
+    new golden, and how far its cases moved."""
     moved = sorted((r for r in o.diff if r.max_probability_delta > MOVED or r.winner_changed),
                    key=lambda r: -r.max_probability_delta)
     winners = [r for r in o.diff if r.winner_changed]

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from kit.core import paths, rundir
+from kit.core.records import paths, rundir
 from kit.core.errors import BadInput
-from kit.core.jsonio import write_json
+from kit.core.records.jsonio import write_json
 from kit.history import index as history_index
 from kit.history import queries
 from kit.history.steps import flag_rows
@@ -54,6 +54,7 @@ class History:
         return [r for r in self.headroom if r.flag or r.shrinking]
 
     def to_dict(self) -> dict:
+        """The history as `history --json` prints it: the store, the selection, the runs and every headroom row."""
         sel = self.selection
         return {"store": self.store, "index": str(self.index),
                 "selection": {"descriptor": sel.name, "cases": list(sel.cases),
@@ -105,6 +106,7 @@ def gather(runs: str | None = None, descriptor: str | Path | None = None, cases:
 
 
 def describe(sel: queries.Selection) -> str:
+    """The selection in words (descriptor, cases, since), for the lines that say what matched or that nothing did."""
     parts = [f"descriptor {sel.name}" if sel.name else "any descriptor"]
     if sel.cases:
         parts.append(f"case {', '.join(sel.cases)}")

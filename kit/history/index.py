@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from kit.core import rundir
+from kit.core.records import rundir
 from kit.core.errors import BadInput
 from kit.history.rows import BucketRow, CaseRow, Line, Read, RunRow, read_location
 from kit.history.store import Store
@@ -91,6 +91,8 @@ def reading(store: Store, rebuild: bool = False) -> Iterator[tuple[Update, Any]]
 
 
 def connect(path: Path, read_only: bool = False) -> Any:
+    """A connection to the history index (DuckDB), its folder made first unless read only; a file that cannot be
+    opened is refused in one line."""
     import duckdb
 
     try:

@@ -21,11 +21,11 @@ import posixpath
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from kit.core import rundir
+from kit.core.records import rundir
 from kit.core.errors import BadInput
-from kit.core.jsonio import read_json, write_json
-from kit.core.paths import leads_out
-from kit.core.results import now_iso
+from kit.core.records.jsonio import read_json, write_json
+from kit.core.records.paths import leads_out
+from kit.core.records.results import now_iso
 from kit.history.store import RUN_MARKERS, Store, open_store
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from kit.core.drift import t_two_sided_p
+from kit.core.noise.drift import t_two_sided_p
 from kit.history.rows import DECODE, FIRST_TOKEN
 
 # Runs the trend of a bucket's headroom is fitted over, and the p-value under which a falling trend is named.
@@ -82,6 +82,7 @@ class HeadroomRow:
         return "—" if self.slope is None else f"{self.slope:+.2g}"
 
     def to_dict(self) -> dict:
+        """The row as `history --json` prints it, less the per-run series the notebook plots."""
         return {k: v for k, v in self.__dict__.items() if k not in ("values", "run_names", "labels")}
 
 
@@ -209,6 +210,8 @@ def lines(con: Any) -> list[dict]:
 
 
 def count_runs(con: Any, sel: Selection) -> int:
+    """How many runs match the selection: what the history says before its table, and whether a selection matched
+    none."""
     where, args = sel.where("r", "c")
     found = con.execute(f"""SELECT count(DISTINCT r.run) FROM runs r LEFT JOIN cases c ON c.run = r.run
                             WHERE {where}""", args).fetchone()

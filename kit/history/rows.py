@@ -19,15 +19,15 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from kit.core import rundir
-from kit.core.decode import StepMargin, worst_step
+from kit.core.records import rundir
+from kit.core.verdict.decode import StepMargin, worst_step
 from kit.core.errors import BadInput
-from kit.core.records import CASE_STATUSES, CaseResult
-from kit.core.recordcheck import Wrong, listing, mapping, text
-from kit.core.resultcheck import check_manifest, written_by
-from kit.core.results import gate_verdict
+from kit.core.records.records import CASE_STATUSES, CaseResult
+from kit.core.records.recordcheck import Wrong, listing, mapping, text
+from kit.core.records.resultcheck import check_manifest, written_by
+from kit.core.records.results import gate_verdict
 from kit.history.store import Store
-from kit.core.records import EXACT
+from kit.core.records.records import EXACT
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ _VERDICT_AT_END = re.compile(rb'"verdict":"([a-z-]+)"}\s*$')
 # What a line about a run says: it (or a part of it) could not be read, or its recorded verdict was not trusted.
 SKIPPED, VERDICT = "skipped", "verdict"
 # What a bucket row measures: the first token of its prompts, or the worst step of their continuations (a decode
-# case's second series, each step against its own bound: kit.core.decode.worst_step).
+# case's second series, each step against its own bound: kit.core.verdict.decode.worst_step).
 FIRST_TOKEN, DECODE = "first-token", "decode"
 
 
@@ -106,6 +106,7 @@ class Line:
     text: str
 
     def to_dict(self) -> dict:
+        """A line of what the index read (a run it skipped or could not read), as `history --json` prints it."""
         return {"location": self.location, "kind": self.kind, "text": self.text}
 
 
@@ -242,6 +243,8 @@ def bound_kind(source: Mapping[str, Any], golden_kind: Any) -> str:
 
 
 def bucket_rows(run: str, case: str, d: Mapping[str, Any], prompts: Sequence[Mapping[str, Any]]) -> list[BucketRow]:
+    """One case's rows per bucket from its recorded prompts: their largest error, the bound and the headroom; a
+    prompt without a whole-number bucket is refused by its key."""
     by_bucket: dict[int, list[float | None]] = {}
     bounds: dict[int, Any] = {}
     for i, p in enumerate(prompts):

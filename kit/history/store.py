@@ -21,9 +21,9 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from kit.core import rundir
+from kit.core.records import rundir
 from kit.core.errors import BadInput
-from kit.core.jsonio import parse_json_input
+from kit.core.records.jsonio import parse_json_input
 
 log = logging.getLogger(__name__)
 
@@ -88,10 +88,13 @@ class Store:
             raise BadInput(f"{self.where(relative)}: cannot {doing}: {reason(exc, self.fs)}") from None
 
     def exists(self, relative: str) -> bool:
+        """Whether ``relative`` exists in the store; an error of the store itself is refused in one line naming it."""
         with self.errors(relative, "be looked up"):
             return bool(self.fs.exists(self.path(relative)))
 
     def read_bytes(self, relative: str) -> bytes:
+        """A file of the store, read; a missing file is refused in one line naming it, and an error of the
+        store itself (a missing bucket, no credentials) in one line of its own."""
         with self.errors(relative, "be read"):
             try:
                 return bytes(self.fs.cat_file(self.path(relative)))
@@ -107,6 +110,7 @@ class Store:
             return bytes(self.fs.cat_file(self.path(relative), start=max(0, total - size)))
 
     def read_json(self, relative: str) -> Any:
+        """A JSON file of the store, refused in one line naming it when it is not JSON."""
         return parse_json_input(self.read_bytes(relative), self.where(relative))
 
     def listdir(self, relative: str) -> list[str]:
@@ -135,6 +139,7 @@ class Store:
         return out
 
     def isdir(self, relative: str) -> bool:
+        """Whether ``relative`` is a folder of the store."""
         with self.errors(relative, "be looked up"):
             return bool(self.fs.isdir(self.path(relative)))
 
@@ -171,7 +176,7 @@ class Store:
         yield from (f.location for f in found.found)
 
     def walk(self) -> rundir.Walk:
-        """The run directories under the root and the folders not looked into (kit.core.rundir.walk). A prefix
+        """The run directories under the root and the folders not looked into (kit.core.records.rundir.walk). A prefix
         nothing was published under yet has none (refused where the bucket or, for a folder store, the folder
         does not exist)."""
         self.probe()

@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Sequence
 
 from kit.core.errors import BadInput
-from kit.core.fixture import Prompt
-from kit.core.modelconfig import HF_CONFIG, LEVANTER_CONFIG, SHAPE_KEYS, check_prompts_fit, hf_config, model_limits
-from kit.core.paths import display
-from kit.core.spec import CaseSpec
+from kit.core.records.fixture import Prompt
+from kit.core.model.modelconfig import (HF_CONFIG, LEVANTER_CONFIG, SHAPE_KEYS, check_prompts_fit, hf_config,
+                                        model_limits)
+from kit.core.records.paths import display
+from kit.core.records.spec import CaseSpec
 
 # The weight files the localizable backends read (jax and Levanter read safetensors only; hf either).
 WEIGHTS = ("*.safetensors", "pytorch_model*.bin")

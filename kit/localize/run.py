@@ -3,7 +3,7 @@
 The case is run first, in this process, on the candidate's weights (``--model``; the case's own model
 unless given), so that only prompts it fails are localized: a named prompt that passes is refused, and
 without ``--prompt`` the worst failing prompts are taken. Their residual streams are then compared with the
-float32 reference's against a clean run's (kit.case.localize, kit.core.localize), written to
+float32 reference's against a clean run's (kit.case.localize, kit.core.noise.localize), written to
 ``localize.json``, and shown by ``localize.ipynb`` (papermill, in the main kernel): the per-layer curve
 beside the clean one, the named layer marked, and the verdict line.
 """
@@ -21,13 +21,13 @@ from kit.backends import registry
 from kit.case.interpreter import kernel_python, run_case_fresh
 from kit.case.localize import backends_text, curves, in_own_kernel, localizable, reference_options, refusal
 from kit.case.runner import run_case as run_here
-from kit.core import paths, rundir
+from kit.core.records import paths, rundir
 from kit.core.errors import BadInput
-from kit.core.jsonio import write_json
-from kit.core.localize import FLOOR, K, earliest, verdict_line
-from kit.core.records import CaseResult
-from kit.core.results import now_iso
-from kit.core.spec import CaseSpec, on_model
+from kit.core.records.jsonio import write_json
+from kit.core.noise.localize import FLOOR, K, earliest, verdict_line
+from kit.core.records.records import CaseResult
+from kit.core.records.results import now_iso
+from kit.core.records.spec import CaseSpec, on_model
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.descriptor.plan import outline, resolve
 from kit.localize.candidate import check_candidate
@@ -46,6 +46,7 @@ class LocalizeRun:
 
 
 def default_dir(case: str) -> Path:
+    """Where a localize of ``case`` goes when no --out is given: a new folder under runs/."""
     return rundir.new_run_dir("localize", case)
 
 
@@ -159,7 +160,7 @@ def _prompts(spec: CaseSpec, prompt_ids: Sequence[str] | None) -> list:
 
 
 def _fixture(spec: CaseSpec):
-    from kit.core.fixture import load_fixture
+    from kit.core.records.fixture import load_fixture
 
     return load_fixture(spec.fixture_path)
 

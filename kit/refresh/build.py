@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Sequence
 
 from kit import __version__
-from kit.core import paths, rundir
-from kit.core.jsonio import read_json, write_json
-from kit.core.results import now_iso
+from kit.core.records import paths, rundir
+from kit.core.records.jsonio import read_json, write_json
+from kit.core.records.results import now_iso
 from kit.refresh import overlay, release, wheels
 
 BUILT, CONFLICT, BUILD_FAILED, EXISTS = "built", "conflict", "build-failed", "exists"
@@ -36,11 +36,14 @@ class BuildInputs:
     tip: str
 
     def to_dict(self) -> dict:
+        """The inputs as the build's record keeps them, paths as text."""
         return {k: str(v) for k, v in asdict(self).items()}
 
 
 def resolve_inputs(fork_repo: str | Path, upstream_ref: str, base: str | None = None, tip: str | None = None,
                    fork: str | None = None) -> BuildInputs:
+    """What a refresh builds, every ref resolved to its commit: the fork's tip, the new upstream and the old base
+    (by default where the tip meets it); a ref that is not a commit is refused in one line."""
     repo = overlay.check_repo(fork_repo)
     upstream = overlay.resolve(repo, upstream_ref, "upstream ref")
     tip_sha = overlay.resolve(repo, tip or "HEAD", "fork tip")
@@ -72,9 +75,11 @@ class BuildOutcome:
 
     @property
     def built(self) -> bool:
+        """Whether the build produced the release's wheels."""
         return self.status == BUILT
 
     def to_dict(self) -> dict:
+        """The outcome as the build step's record keeps it."""
         return asdict(self)
 
 
@@ -152,6 +157,7 @@ def build_release(fork_repo: str | Path, upstream_ref: str, step_dir: str | Path
 
 
 def load_outcome(step_dir: str | Path) -> BuildOutcome:
+    """A build step's recorded outcome, read back from its folder."""
     return BuildOutcome(**read_json(Path(step_dir) / RECORD))
 
 

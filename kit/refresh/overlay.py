@@ -27,6 +27,7 @@ class Commit:
     subject: str
 
     def short(self) -> str:
+        """The commit as a line shows it: its short hash and subject."""
         return f"{self.sha[:12]} {self.subject}"
 
 
@@ -41,12 +42,15 @@ class Replay:
     tip: str = ""
 
     def to_dict(self) -> dict:
+        """The replay as the build's record keeps it, its worktree as text."""
         d = asdict(self)
         d["worktree"] = str(self.worktree)
         return d
 
 
 def git(repo: str | Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run git in ``repo``; with ``check``, a failure raises GitError with its first line, so a refresh stops on
+    a git error with git's own words."""
     proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
     if check and proc.returncode != 0:
         raise GitError(f"git {' '.join(args)} in {repo}: {_first_line(proc.stderr or proc.stdout)}")
@@ -54,6 +58,7 @@ def git(repo: str | Path, *args: str, check: bool = True) -> subprocess.Complete
 
 
 def check_repo(repo: str | Path) -> Path:
+    """The fork's repository, resolved; a folder that is not a git repository is refused in one line."""
     path = Path(repo)
     if not path.is_dir() or git(path, "rev-parse", "--git-dir", check=False).returncode != 0:
         raise BadInput(f"fork repository {repo} is not a git repository")
@@ -61,6 +66,8 @@ def check_repo(repo: str | Path) -> Path:
 
 
 def resolve(repo: Path, ref: str, what: str) -> str:
+    """The commit ``ref`` names in ``repo``; one that names no commit is refused in one line saying what it was
+    meant to be."""
     proc = git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
     if proc.returncode != 0:
         raise BadInput(f"{what} {ref!r} is not a commit in {repo}")
@@ -77,15 +84,18 @@ def default_base(repo: Path, tip: str, upstream: str) -> str:
 
 
 def overlay_commits(repo: Path, base: str, tip: str) -> list[Commit]:
+    """The fork's own commits from ``base`` to ``tip``, oldest first, merges left out: the overlay a refresh replays."""
     out = git(repo, "log", "--reverse", "--no-merges", "--format=%H%x00%s", f"{base}..{tip}").stdout
     return [Commit(*line.split("\0", 1)) for line in out.splitlines() if line]
 
 
 def count_commits(repo: Path, base: str, new: str) -> int:
+    """How many commits ``new`` is past ``base``: how far upstream moved."""
     return int(git(repo, "rev-list", "--count", f"{base}..{new}").stdout.strip())
 
 
 def tag_exists(repo: Path, tag: str) -> bool:
+    """Whether the tag exists in ``repo``: a release is never tagged twice."""
     return git(repo, "rev-parse", "--verify", "--quiet", f"refs/tags/{tag}", check=False).returncode == 0
 
 
@@ -126,6 +136,7 @@ def range_diff(repo: Path, base: str, tip: str, new_base: str, new_tip: str) -> 
 
 
 def is_clean(worktree: Path) -> bool:
+    """Whether the worktree has no change git sees: a replay starts only from a clean one."""
     return git(worktree, "status", "--porcelain").stdout.strip() == ""
 
 

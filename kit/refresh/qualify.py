@@ -30,10 +30,10 @@ from pathlib import Path
 
 from kit.backends import registry
 from kit.core.errors import BadInput, ParityKitError
-from kit.core.jsonio import read_json, write_json
-from kit.core import paths, rundir
-from kit.core.paths import display
-from kit.core.records import SEMANTIC
+from kit.core.records.jsonio import read_json, write_json
+from kit.core.records import paths, rundir
+from kit.core.records.paths import display
+from kit.core.records.records import SEMANTIC
 from kit.descriptor.load import LoadedDescriptor, derive, load_descriptor
 from kit.descriptor.plan import Outline, outline, resolve
 from kit.descriptor.schema import case_golden_kind
@@ -61,10 +61,12 @@ class QualifyOutcome:
     timings_s: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
+        """The outcome as the qualify step's record keeps it."""
         return asdict(self)
 
 
 def kernel_name(tag: str) -> str:
+    """The Jupyter kernel a qualified release's wheels run in."""
     return f"release-{tag}"
 
 
@@ -111,7 +113,7 @@ def qualify_release(manifest_path: str | Path, descriptor: str | Path | None, st
                     bucket: int | None = None, parity_case: bool = True) -> QualifyOutcome:
     """Verify, install, register, import, then (unless ``parity_case`` is False: a bisect runs its own
     case on the failing prompts) one short parity case in the release's kernel. ``descriptor`` is a path or an
-    embedded descriptor's name (kit.core.paths.descriptor_path); ``step_dir`` None is a fresh ``qualify-<time>``
+    embedded descriptor's name (kit.core.records.paths.descriptor_path); ``step_dir`` None is a fresh ``qualify-<time>``
     folder under the project's runs/, not the folder a notebook's kernel runs in."""
     output.ensure()  # qualify.ipynb calls this in its kernel: the gate's lines are the cell's stderr
     step_dir = Path(step_dir or rundir.new_run_dir("qualify", "", str(paths.runs_root()))).resolve()
@@ -202,6 +204,8 @@ def make_layered_venv(venv: Path) -> Path:
 
 
 def install(python: Path, files: list[Path], log: Path) -> None:
+    """Install the release's wheels into the fresh environment with the main environment's pip (no index, no
+    dependencies), its output in ``log``; a failure is refused with the log's last lines."""
     # The main environment's pip installs into the new interpreter: the venv needs no pip of its own.
     cmd = [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index",
            "--no-cache-dir", "--disable-pip-version-check", *map(str, files)]
@@ -214,6 +218,8 @@ def install(python: Path, files: list[Path], log: Path) -> None:
 
 
 def register_kernel(python: Path, venv: Path, name: str) -> str:
+    """Register the fresh environment's kernel under ``name`` inside that environment, and return where Jupyter
+    finds it."""
     _run([str(python), "-m", "ipykernel", "install", "--prefix", str(venv), "--name", name,
           "--display-name", f"parity-kit ({name})"], "kernel")
     return str(venv / "share" / "jupyter")
@@ -261,7 +267,7 @@ def host_hardware() -> dict:
     """CPU model and cores, memory, and each GPU with its driver when nvidia-smi is there."""
     import psutil
 
-    from kit.core.golden import hardware
+    from kit.core.baselines.golden import hardware
 
     info = {"host": platform.node(), "cpu": hardware(), "cores": os.cpu_count(),
             "memory_gib": round(psutil.virtual_memory().total / 2**30, 1), "gpus": [], "driver": None}
@@ -277,12 +283,13 @@ def host_hardware() -> dict:
 
 
 def load_outcome(step_dir: str | Path) -> QualifyOutcome:
+    """A qualify step's recorded outcome, read back from its folder."""
     return QualifyOutcome(**read_json(Path(step_dir) / RECORD))
 
 
 def pick_case(desc: LoadedDescriptor, backend: str, case: str | None, bucket: int | None) -> tuple[str, int]:
     """The case to qualify with and one bucket of it (default: the shortest)."""
-    from kit.core.fixture import load_fixture
+    from kit.core.records.fixture import load_fixture
 
     stated = outline(desc)
     names = [n for n, c in stated.cases.items() if c.backend == backend]

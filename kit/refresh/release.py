@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Sequence
 
 from kit.core.errors import BadInput
-from kit.core.jsonio import canonical_bytes, read_json
-from kit.core.paths import display
+from kit.core.records.jsonio import canonical_bytes, read_json
+from kit.core.records.paths import display
 
 MANIFEST = "manifest.json"
 WHEELS = "wheels"
@@ -32,19 +32,25 @@ def fork_slug(name: str) -> str:
 
 
 def release_tag(fork: str, day: _dt.date, sha: str) -> str:
+    """The tag of a release built from ``sha`` on ``day``: fork, date and short hash, so it sorts by date and
+    names its commit."""
     return f"{fork_slug(fork)}-{day:%Y%m%d}-{sha[:12]}"
 
 
 def release_version(fork: str, day: _dt.date, sha: str) -> str:
+    """The release's PEP 440 version: a dev release of that date with the fork and commit as its local part."""
     # PEP 440 local versions take dots where the tag has dashes.
     return f"0.0.0.dev{day:%Y%m%d}+{fork_slug(fork).replace('-', '.')}.{sha[:12]}"
 
 
 def release_dir(store: Path, tag: str) -> Path:
+    """The release's folder in the store."""
     return store / tag
 
 
 def existing_release(store: Path, tag: str) -> Path | None:
+    """The manifest of a release already in the store under ``tag``, else None: a refresh reuses a release rather
+    than build it twice."""
     path = release_dir(store, tag) / MANIFEST
     return path if path.is_file() else None
 
@@ -89,4 +95,5 @@ def load_release(path: str | Path) -> dict:
 
 
 def wheel_dir(manifest: dict) -> Path:
+    """The folder of a release's wheels, beside its manifest."""
     return Path(manifest["_path"]).parent / WHEELS

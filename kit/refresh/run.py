@@ -25,11 +25,11 @@ from rich.markup import escape
 
 from kit import __version__
 from kit.control.run import build_control_notebook, run_control
-from kit.core import paths, rundir
-from kit.core.diagnosis import DIAGNOSIS_EXIT_CODES, QUALIFIED
+from kit.core.records import paths, rundir
+from kit.core.verdict.diagnosis import DIAGNOSIS_EXIT_CODES, QUALIFIED
 from kit.core.exitcodes import ExitCode
-from kit.core.jsonio import read_json, write_json
-from kit.core.results import now_iso
+from kit.core.records.jsonio import read_json, write_json
+from kit.core.records.results import now_iso
 from kit.descriptor.load import derive, load_descriptor
 from kit.descriptor.plan import resolve
 from kit.gate import report
@@ -56,6 +56,7 @@ class RefreshRun:
 
 
 def default_refresh_dir(name: str) -> Path:
+    """Where a refresh of ``name`` goes when no --out is given: a new folder under runs/."""
     return rundir.new_run_dir("refresh", name)
 
 

@@ -12,7 +12,7 @@ from typing import Sequence
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from kit.core.jsonio import sha256_file
+from kit.core.records.jsonio import sha256_file
 
 # pip builds with the environment's own setuptools (no isolation: no index needed) and
 # no dependencies (a release is the fork's own bytes, not its dependency tree).
@@ -31,6 +31,7 @@ class BuildOutput:
 
 
 def build_command(template: Sequence[str], wheel_dir: Path) -> list[str]:
+    """The wheel build command with ``{python}`` and ``{wheel_dir}`` filled in."""
     return [part.format(python=sys.executable, wheel_dir=str(wheel_dir)) for part in template]
 
 

@@ -22,6 +22,8 @@ JAX_MIN_COMPILE_ENV = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"
 
 
 def cache_root(environ: Mapping[str, str] | None = None) -> Path | None:
+    """Where kernels keep their compiled programs: $PARITY_KIT_COMPILE_CACHE (``off``: nowhere), else the user's
+    cache folder."""
     environ = os.environ if environ is None else environ
     chosen = environ.get(CACHE_ENV)
     if chosen == "off":

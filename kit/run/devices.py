@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-from kit.core.contract import CUDA_VISIBLE_DEVICES_ENV, FAKE_GPUS_ENV
+from kit.core.records.contract import CUDA_VISIBLE_DEVICES_ENV, FAKE_GPUS_ENV
 from kit.core.errors import BadInput, ParityKitError
 
 QUERY = ["nvidia-smi", "--query-gpu=index,uuid,name,memory.used,memory.total", "--format=csv,noheader"]
@@ -47,6 +47,7 @@ class Gpu:
 
     @property
     def label(self) -> str:
+        """The GPU as a line names it: its index and model."""
         return f"GPU {self.index} ({self.name})"
 
     def record(self) -> dict:
@@ -54,6 +55,7 @@ class Gpu:
         return {"index": self.index, "uuid": self.uuid, "name": self.name}
 
     def to_dict(self) -> dict:
+        """The GPU as a run's record keeps it, with its memory and whether it was busy."""
         return {**self.record(), "memory_used_mib": self.memory_used_mib,
                 "memory_total_mib": self.memory_total_mib, "busy": self.busy}
 
@@ -68,6 +70,7 @@ class Inventory:
 
     @property
     def usable(self) -> list[Gpu]:
+        """The GPUs not busy with another process: those a case may be given."""
         return [g for g in self.gpus if not g.busy]
 
     def describe(self) -> str:
@@ -77,6 +80,7 @@ class Inventory:
         return f"{len(self.gpus)}: {', '.join(g.label for g in self.gpus)}"
 
     def to_dict(self) -> dict:
+        """The inventory as a run's record keeps it: where it came from, any problem reading it, every GPU."""
         return {"source": self.source, "problem": self.problem, "gpus": [g.to_dict() for g in self.gpus]}
 
 
@@ -210,6 +214,7 @@ class Slots:
     used: int = 0
 
     def room(self) -> bool:
+        """Whether another case may start within this share's limit of cases at once."""
         return self.limit is None or self.used < self.limit
 
 
@@ -269,6 +274,7 @@ class DevicePool:
                     self._cond.notify_all()  # a request that gave up may have held up those behind it
 
     def release(self, req: Request) -> None:
+        """Give a finished case's GPUs and its slot back to the pool, and wake the cases waiting for them."""
         with self._cond:
             self._free = sorted([*self._free, *req.granted], key=lambda g: g.index)
             req.granted = []

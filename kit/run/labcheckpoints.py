@@ -22,6 +22,8 @@ class OutsideCheckpoints(AsyncFileCheckpoints):
     """A notebook's checkpoint at ``root_dir/<its folder>/<name>-<id><ext>``."""
 
     def checkpoint_path(self, checkpoint_id: str, path: str) -> str:
+        """Where JupyterLab keeps a notebook's checkpoint: beside it under the served root, never inside a
+        run directory, whose files are sealed by digest."""
         parent, _, name = path.strip("/").rpartition("/")
         base, ext = os.path.splitext(name)
         folder = self._get_os_path(path=parent)  # under root_dir; a path leading out of it is refused (404)

@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.core import paths
+from kit.core.records import paths
 
 JUPYTER_PATH_ENV = "JUPYTER_PATH"  # jupyter_core's search path for data folders (kernels/ among them)
 
@@ -35,10 +35,13 @@ class ProvidedKernel:
     python: str
 
     def describe(self) -> str:
+        """Where the kernel comes from, in words for the preflight's line."""
         return f"provided by the gate for {self.python}, for the run only"
 
 
 def registered_kernels() -> dict[str, str]:
+    """The Jupyter kernels installed where this environment's Jupyter looks, by name: what a case's kernel is
+    looked up in."""
     from jupyter_client.kernelspec import KernelSpecManager
 
     return KernelSpecManager().find_kernel_specs()

@@ -31,10 +31,11 @@ from typing import Sequence
 from jupyter_client.manager import AsyncKernelManager
 
 from kit.backends import processes
-from kit.core import outcomes, paths
-from kit.core.contract import LOG_PREFIX_ENV
+from kit.core import outcomes
+from kit.core.records import paths
+from kit.core.records.contract import LOG_PREFIX_ENV
 from kit.core.errors import kind_named
-from kit.core.jsonio import atomic_write_bytes
+from kit.core.records.jsonio import atomic_write_bytes
 from kit.run import warmkernels
 from kit.run.mainkernel import provide_main_kernel
 
@@ -59,6 +60,7 @@ class NotebookOutcome:
 
     @property
     def timed_out(self) -> bool:
+        """Whether the kernel was killed because the case's time ran out (not by a stop or a crash)."""
         return self.killed_by == "timeout"
 
 
@@ -81,6 +83,8 @@ class KernelHandle:
         self._lock = threading.Lock()
 
     def manager_class(self) -> type[AsyncKernelManager]:
+        """A kernel manager class that starts the kernel with this handle's environment and records its pid
+        and session, so the executor can kill the kernel's whole process tree."""
         handle = self
 
         class TrackedKernelManager(AsyncKernelManager):
@@ -119,6 +123,7 @@ class KernelHandle:
         return TrackedKernelManager
 
     def kill(self, reason: str = "timeout") -> None:
+        """Kill the kernel's process tree, once, recording why (the first reason stands)."""
         with self._lock:
             self.killed_by = self.killed_by or reason
             if self.pid is not None:
@@ -224,10 +229,12 @@ def stop_all() -> int:
 
 
 def stopping() -> bool:
+    """Whether the run is stopping (a signal came): no new kernel may start once it is."""
     return _stopping.is_set()
 
 
 def allow_starts() -> None:
+    """Let kernels start again, for the next run in this process once a stopped one has ended."""
     _stopping.clear()
 
 
@@ -276,6 +283,7 @@ def exit_words(exit_code: int | None) -> str:
 
 
 def first_line(text: str) -> str:
+    """The first line of ``text``, stripped (empty for none): what a one-line message quotes of a longer error."""
     text = (text or "").strip()
     return text.splitlines()[0] if text else ""
 

@@ -72,6 +72,8 @@ class LineHandler(logging.Handler):
         self.console = console
 
     def emit(self, record: logging.LogRecord) -> None:
+        """Write one log record to the console, markup only where the record asks for it; a line that cannot
+        be written never ends the run."""
         try:
             markup = getattr(record, "markup", False)
             self.console.print(self.format(record), markup=markup, highlight=markup, emoji=markup)

@@ -28,6 +28,7 @@ class RunLock:
         self.run_dir, self._fd = run_dir, fd
 
     def release(self) -> None:
+        """Release the run directory's lock (closing the descriptor drops it), once."""
         if self._fd is not None:
             os.close(self._fd)  # closing the last descriptor drops the flock
             self._fd = None

@@ -47,8 +47,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterator, Mapping, Sequence
 
-from kit.core.jsonio import read_umask
-from kit.core.contract import LOG_PREFIX_ENV, MODEL_DIGEST_CACHE_ENV, RESULT_PATH_ENV
+from kit.core.records.jsonio import read_umask
+from kit.core.records.contract import LOG_PREFIX_ENV, MODEL_DIGEST_CACHE_ENV, RESULT_PATH_ENV
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +89,8 @@ _disabled = False
 
 
 def enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether cases' kernels are forked from warm processes: unless $PARITY_KIT_WARM_KERNELS turns them off or
+    this process stopped using them."""
     value = (os.environ if environ is None else environ).get(ENABLED_ENV, "1")
     return not _disabled and value.lower() not in ("0", "off", "false", "no")
 
@@ -150,6 +152,9 @@ class Key:
 
     @classmethod
     def of(cls, python: Sequence[str], env: Mapping[str, str], imports: Sequence[str]) -> "Key":
+        """The key of a warm process: the interpreter, the environment cases share (less what each sets and
+        anything that looks like a secret) and the imports, so that only a kernel that would import the same
+        things the same way is forked from it."""
         shared = tuple(sorted((k, v) for k, v in env.items()
                               if k not in PER_CASE and not k.startswith(PER_CASE_PREFIXES) and not secret_looking(k)))
         return cls(tuple(python), shared, tuple(dict.fromkeys([*COMMON_IMPORTS, *imports])),
@@ -192,21 +197,26 @@ class ForkedKernel:
         self._done.set()
 
     def poll(self) -> int | None:
+        """The kernel's exit code once it ended, else None, as Popen.poll says it."""
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
+        """Wait for the kernel's exit code (TimeoutExpired after ``timeout``), as Popen.wait does."""
         if not self._done.wait(timeout):
             raise subprocess.TimeoutExpired(self.args, timeout or 0)
         return self.returncode  # type: ignore[return-value]
 
     def send_signal(self, sig: int) -> None:
+        """Send ``sig`` to the kernel unless it has ended (its pid may be another process's by then)."""
         if self.returncode is None:
             os.kill(self.pid, sig)
 
     def kill(self) -> None:
+        """Kill the kernel (SIGKILL), as Popen.kill does."""
         self.send_signal(signal.SIGKILL)
 
     def terminate(self) -> None:
+        """Ask the kernel to end (SIGTERM), as Popen.terminate does."""
         self.send_signal(signal.SIGTERM)
 
 
@@ -254,6 +264,8 @@ def base_problem(base: str) -> str | None:
 
 @contextlib.contextmanager
 def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` for the block: one process at a time starts a warm process or reads its
+    state."""
     with open(path, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:

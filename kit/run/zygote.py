@@ -75,6 +75,8 @@ PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 def main(argv: list[str]) -> int:
+    """The warm process: detach where asked, hold its lock, import the modules named, then serve forks until
+    idle; returns its exit code."""
     ready = None
     if argv and argv[0] == "--detach":  # started through a short-lived first process, so that init adopts it
         ready = detach()
@@ -133,6 +135,7 @@ def hold_lock(path: str) -> int | None:
 
 
 def sibling(address: str, suffix: str) -> str:
+    """A file beside the socket with another suffix (its lock, its log)."""
     return os.path.splitext(address)[0] + suffix
 
 
@@ -148,6 +151,7 @@ class Pending:
     size: int | None = None
 
     def drop(self) -> None:
+        """Close the connection and any file descriptors it passed: its request will not be served."""
         for fd in self.fds:
             os.close(fd)
         self.fds = []
@@ -205,6 +209,8 @@ class Server:
         return None
 
     def wait(self, wake_r: int, accepting: bool) -> list:
+        """Wait, at most a second or until the soonest pending request's deadline, for the wake-up pipe, a
+        child's connection, or (accepting) a new connection or request bytes; returns what is ready."""
         watched: list = [wake_r, *(c for c in self.children.values() if c is not None)]
         if accepting:
             watched += [self.listener, *(p.conn for p in self.pending.values())]
@@ -238,6 +244,8 @@ class Server:
                 pass
 
     def accept(self) -> None:
+        """Accept every waiting connection, refusing in a line any whose peer is not this user in this
+        process's namespaces and control groups; the oldest pending one is dropped when too many wait."""
         while True:
             try:
                 conn, _ = self.listener.accept()
@@ -285,6 +293,8 @@ class Server:
         return None
 
     def fork(self, p: Pending, request: dict) -> dict | None:
+        """Fork a kernel for a request read whole, unless it is malformed or its client has gone; the child
+        returns the request, the parent answers the client with the kernel's pid."""
         problem = request_problem(request) or gone(p.conn)
         if problem is not None:
             say(f"a request not served: {problem}")
@@ -341,6 +351,7 @@ class Server:
             self.children[pid] = None
 
     def reap(self) -> None:
+        """Collect every ended kernel and tell its client its exit code."""
         while self.children:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -357,6 +368,7 @@ class Server:
 
 
 def drain(fd: int) -> None:
+    """Read a non-blocking pipe empty: the wake-up pipe is only a signal that something happened."""
     while True:
         try:
             if not os.read(fd, 4096):
@@ -366,6 +378,7 @@ def drain(fd: int) -> None:
 
 
 def say(line: str) -> None:
+    """A line on the warm process's log (its stderr), prefixed so a reader knows whose it is."""
     print(f"warm kernel: {line}", file=sys.stderr, flush=True)
 
 

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from kit.core import paths
-from kit.core.decode import failed_prompts, worst_decode_step
-from kit.core.fixture import load_fixture
-from kit.core.golden import load_golden
-from kit.core.records import (BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult,
-                              PromptScore, severity)
-from kit.core.nextsteps import Step, next_steps, one_command
-from kit.core.results import RunView, counts_sentence
+from kit.core.records import paths
+from kit.core.verdict.decode import failed_prompts, worst_decode_step
+from kit.core.records.fixture import load_fixture
+from kit.core.baselines.golden import load_golden
+from kit.core.records.records import (BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult,
+                                      PromptScore, severity)
+from kit.core.verdict.nextsteps import Step, next_steps, one_command
+from kit.core.records.results import RunView, counts_sentence
 from kit.gate.trend import read_steps
 
 BANNER_COLORS = {"passed": "#1a7f37", "qualified": "#1a7f37", "failed": "#cf222e", "regression": "#cf222e",
@@ -107,6 +107,8 @@ class Decoder:
 
     @classmethod
     def for_model(cls, model_dir: str | Path | None) -> "Decoder":
+        """A decoder with the model folder's tokenizer, or without one where it cannot be read: a summary
+        must render without the model folder."""
         try:
             from tokenizers import Tokenizer
 
@@ -115,6 +117,7 @@ class Decoder:
             return cls(None)
 
     def token(self, token_id: int) -> str:
+        """A token id's text as the tokenizer decodes it (``?`` without a tokenizer)."""
         if self.tokenizer is None:
             return "?"
         return self.tokenizer.decode([int(token_id)], skip_special_tokens=False)
@@ -148,6 +151,8 @@ LEFT_HEADINGS = [{"selector": "th.col_heading", "props": "text-align: left"}]
 
 
 def styled_worst_prompts(view: RunView, limit: int = 5):
+    """The worst prompts' table for the summary, the world's text made inert and long prompts wrapped to fit the
+    page."""
     frame = worst_prompt_table(view, limit)
     if frame.empty:
         return frame
@@ -259,7 +264,8 @@ def gpu_labels(gpus: list[dict]) -> str:
 
 
 def styled_provenance(view: RunView):
-    # Paths, commands and 64-digit digests have few or no spaces: they wrap anywhere to fit the page.
+    """The provenance table for the summary. Paths, commands and 64-digit digests have few or no spaces: they
+    wrap anywhere to fit the page."""
     return (provenance_table(view).style.format(na_rep="—", escape="html").hide(axis="index")
             .set_properties(subset=["value", "digest"], **{"text-align": "left", "font-family": "monospace",
                                                            "overflow-wrap": "anywhere"})
@@ -279,7 +285,7 @@ def _golden_provenance(path: str | None) -> str:
 
 def run_banner(view: RunView) -> str:
     """The verdict, the sentence that explains it, and below it what to do next: every case that did not pass,
-    the kind of thing that happened to it and the one command that moves it on (kit.core.nextsteps), so the
+    the kind of thing that happened to it and the one command that moves it on (kit.core.verdict.nextsteps), so the
     first screen of the page answers what the bottom of it explains."""
     duration = view.manifest.get("duration_s") or sum(r.duration_s or 0 for r in view.results.values())
     release = f" against release `{view.release}`" if view.release else ""
@@ -351,4 +357,5 @@ def prose_html(text: str) -> str:
 
 
 def pre_html(lines) -> str:
+    """Lines as preformatted HTML, escaped: text from the world shown, never interpreted."""
     return f"<pre>{html.escape(chr(10).join(lines))}</pre>"

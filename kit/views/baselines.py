@@ -11,24 +11,27 @@ from pathlib import Path
 
 import pandas as pd
 
-from kit.core.baselinekind import CALIBRATION, kind_named
-from kit.core.calibration import load_record
-from kit.core.jsonio import read_json
+from kit.core.baselines.baselinekind import CALIBRATION, kind_named
+from kit.core.noise.calibration import load_record
+from kit.core.records.jsonio import read_json
 
 RECORD = "baseline.json"
 
 
 def load(work_dir: str | Path) -> dict:
+    """`baseline make`'s record in its working folder, for its notebook."""
     return read_json(Path(work_dir) / RECORD)
 
 
 def before_table(doc: dict) -> pd.DataFrame:
+    """How each case stood before `baseline make`: its baselines, their standing and the rule behind it."""
     rows = [{"case": r["case"], "baseline": r["kind"], "standing": r["standing"], "rule": r["rule"],
              "made on": r.get("made_on") or ""} for r in doc["before"]]
     return pd.DataFrame(rows).set_index(["case", "baseline"]) if rows else pd.DataFrame()
 
 
 def made_table(doc: dict) -> pd.DataFrame:
+    """Each baseline `baseline make` made, with its backtest's figures and any error."""
     rows = []
     for m in doc["made"]:
         bt = m.get("backtest") or {}
@@ -40,6 +43,7 @@ def made_table(doc: dict) -> pd.DataFrame:
 
 
 def flip_table(doc: dict) -> pd.DataFrame:
+    """Every archived run whose verdict a new record would change."""
     rows = [{"case": m["case"], **f} for m in doc["made"] for f in (m.get("backtest") or {}).get("flips", [])]
     return pd.DataFrame(rows) if rows else pd.DataFrame()
 
@@ -62,6 +66,7 @@ def bounds_frame(doc: dict) -> pd.DataFrame:
 
 
 def bounds_plot(frame: pd.DataFrame):
+    """Each case's bounds before and after, bucket by bucket, one panel a case."""
     import matplotlib.pyplot as plt
 
     cases = list(dict.fromkeys(frame["case"]))

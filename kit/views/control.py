@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 
 from kit.control.run import control_runs, is_control_dir
-from kit.core import contract, rundir
-from kit.core.diagnosis import HEADLINES, Diagnosis, diagnose
-from kit.core.results import RunView
+from kit.core.records import contract, rundir
+from kit.core.verdict.diagnosis import HEADLINES, Diagnosis, diagnose
+from kit.core.records.results import RunView
 from kit.views.summary import load_run
 
 DIAGNOSIS_SCRAP = contract.DIAGNOSIS_SCRAP
@@ -25,6 +25,7 @@ class ControlView:
 
     @property
     def runs(self) -> list[RunView]:
+        """The control's two runs, pin first."""
         return [self.current, self.candidate]
 
 
@@ -59,17 +60,20 @@ def banner(view: ControlView) -> str:
 
 
 def comparison_table(view: ControlView) -> pd.DataFrame:
+    """The control's table, one row a case: both runs' status and error, the bound, the change against the noise,
+    and the paired comparison."""
     rows = [{"case": r.case, "backend": r.backend, "control": r.control_status, "candidate": r.candidate_status,
              "control_error": r.control_error, "candidate_error": r.candidate_error, "bound": r.bound,
              "delta": r.delta, "noise_floor": r.noise_floor or None,
              "same_metrics": {True: "yes", False: "no"}.get(r.same_metrics, "—"),
-             # The candidate's error against the pin's prompt by prompt, effect and interval (kit.core.paired).
+             # The candidate's error against the pin's prompt by prompt, effect and interval (kit.core.verdict.paired).
              "paired": r.paired_text}
             for r in view.diagnosis.rows]
     return pd.DataFrame(rows).set_index("case")
 
 
 def styled_comparison_table(view: ControlView):
+    """The control's table formatted for its notebook, the world's text made inert."""
     fmt = {"control_error": "{:.4g}", "candidate_error": "{:.4g}", "bound": "{:g}", "delta": "{:+.3g}",
            "noise_floor": "{:.2g}"}
     return comparison_table(view).style.format(fmt, na_rep="—", escape="html")

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from kit.core import paths
+from kit.core.records import paths
 from kit.core.errors import BadInput
-from kit.core.fixture import load_fixture
-from kit.core.jsonio import write_json
-from kit.core.vocabcoverage import VocabCoverage, fixture_coverage
+from kit.core.records.fixture import load_fixture
+from kit.core.records.jsonio import write_json
+from kit.core.noise.vocabcoverage import VocabCoverage, fixture_coverage
 
 BLIND = "a fault on these tokens cannot be seen"
 
@@ -85,6 +85,8 @@ def run_coverage(manifest: dict) -> VocabCoverage | str:
 
 
 def class_frame(cov: VocabCoverage) -> pd.DataFrame:
+    """Per token class of the vocabulary: how many tokens it holds, how many the prompts contain, and examples of
+    those they never do."""
     rows = [{"class": c.name, "in vocab": c.vocab, "seen": c.seen, "share": c.share,
              "never seen, e.g.": " ".join(c.unseen_examples[:3])} for c in cov.classes if c.vocab]
     return pd.DataFrame(rows).set_index("class") if rows else pd.DataFrame()

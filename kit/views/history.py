@@ -24,6 +24,7 @@ RELEASE, BASELINE, STEP = "#3070b0", "#d08020", "#c03030"
 
 
 def selection(descriptor: str | None, cases: Sequence[str] | None, since: str | None) -> queries.Selection:
+    """The history's selection from the notebook's parameters (``since`` as an ISO date)."""
     return queries.Selection(descriptor, tuple(cases or ()), _dt.datetime.fromisoformat(since) if since else None)
 
 
@@ -38,6 +39,8 @@ def load(index: str | Path, sel: queries.Selection) -> dict[str, Any]:
 
 
 def headroom_table(rows: Sequence[queries.HeadroomRow]) -> pd.DataFrame:
+    """The headroom table of the history notebook: per case and bucket, its runs, last error, bound, headroom,
+    trend and flag."""
     frame = pd.DataFrame([{"case": r.series, "bucket": r.bucket, "runs": r.runs, "last largest error": r.max_error,
                            "bound": r.bound, "headroom": r.headroom, "error / bound": r.ratio,
                            "least headroom": r.least_headroom, "trend per run": r.trend,

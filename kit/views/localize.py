@@ -9,10 +9,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from kit.core import rundir
+from kit.core.records import rundir
 from kit.core.errors import BadInput
-from kit.core import resultcheck
-from kit.core.recordcheck import Wrong, listing, mapping, number, text
+from kit.core.records import resultcheck
+from kit.core.records.recordcheck import Wrong, listing, mapping, number, text
 
 FLOOR = 1e-12  # a bit-exact clean run has difference 0: keep it on a log axis
 FIGURE = "localize-curve"  # figures/<FIGURE>.png and .svg beside localize.json, for `report --markdown`
@@ -20,7 +20,7 @@ FIGURE = "localize-curve"  # figures/<FIGURE>.png and .svg beside localize.json,
 
 def load(localize_json: str | Path | None = None) -> tuple[dict, Path]:
     """A localize.json and the folder it is in: the one given, or with None the newest localize run's under the
-    project's runs/ (kit.core.paths.runs_root), never one in the folder JupyterLab starts the kernel in. A path
+    project's runs/ (kit.core.records.paths.runs_root), never one in the folder JupyterLab starts the kernel in. A path
     that holds none is refused in one line."""
     import json
 

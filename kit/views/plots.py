@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from kit.core.decode import worst_decode_step
+from kit.core.verdict.decode import worst_decode_step
 
 FLOOR = 1e-9  # bit-exact cases have error 0; keep them visible on a log axis
 # File stems of the summary's figures in a run's figures/ folder.
@@ -187,7 +187,7 @@ def headroom(results: dict, title: str = "headroom: each case's largest error / 
     """One bar per case with a bound, the line at 1 where a prompt fails; the bar says where the
     bound came from (calibrated or hand-set), so a wide hand-set bound shows as the blind spot it is.
     A decode case has a second bar, "<case> decode": its worst step against that step's own bound
-    (kit.core.decode.worst_decode_step), so that a failing step shows as plainly as a failing first token."""
+    (kit.core.verdict.decode.worst_decode_step), so that a failing step shows as plainly as a failing first token."""
     import matplotlib.pyplot as plt
 
     rows = headroom_rows(results)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from kit.core import rundir
-from kit.core.jsonio import read_json
+from kit.core.records import rundir
+from kit.core.records.jsonio import read_json
 from kit.refresh.build import BuildOutcome
 from kit.refresh.qualify import QualifyOutcome
 
@@ -16,6 +16,8 @@ REFRESH_RECORD = rundir.REFRESH
 
 
 def build_banner(b: BuildOutcome) -> str:
+    """The build step's outcome as Markdown: its status and reason, the overlay replayed onto which upstream, and
+    how far upstream moved."""
     inp = b.inputs
     head = {"built": "BUILT", "conflict": "CONFLICT", "build-failed": "BUILD FAILED", "exists": "EXISTS"}
     lines = [f"## Build: **{head.get(b.status, b.status.upper())}**", "", f"{b.reason}.", "",
@@ -49,6 +51,7 @@ def overlay_table(b: BuildOutcome) -> pd.DataFrame:
 
 
 def qualify_banner(q: QualifyOutcome) -> str:
+    """The qualify step's outcome as Markdown: qualified or not and why, on which hardware."""
     mark = "QUALIFIED" if q.qualified else "NOT QUALIFIED"
     hw = q.hardware or {}
     gpus = ", ".join(f"{g['name']} ({g['memory']})" for g in hw.get("gpus", [])) or "none"
@@ -59,6 +62,7 @@ def qualify_banner(q: QualifyOutcome) -> str:
 
 
 def checks_table(q: QualifyOutcome) -> pd.DataFrame:
+    """Each check of the qualification, passed or not, with its detail."""
     return pd.DataFrame([{"step": c["step"], "ok": "yes" if c["ok"] else "NO", "detail": c["detail"]}
                          for c in q.checks], columns=["step", "ok", "detail"])
 
@@ -72,10 +76,12 @@ class RefreshView:
 
     @property
     def verdict(self) -> str:
+        """The refresh's verdict, as its record states it."""
         return self.record["verdict"]
 
     @property
     def control_dir(self) -> Path | None:
+        """The refresh's control directory, where its third step ran one (None before)."""
         path = self.run_dir / "control"
         return path if rundir.kind_of(path) == "control" else None
 

@@ -15,11 +15,11 @@ from typing import Mapping
 
 import pandas as pd
 
-from kit.core import contract, paths, rundir
-from kit.core.decode import StepMargin, case_headroom, failed_prompts, step_bound, worst_steps
-from kit.core.power import measured_elsewhere
-from kit.core.records import EXACT, FAILED, PASSED, CaseResult, severity
-from kit.core.results import RunView, read_run
+from kit.core.noise.power import measured_elsewhere
+from kit.core.records import contract, paths, rundir
+from kit.core.records.records import EXACT, FAILED, PASSED, CaseResult, severity
+from kit.core.records.results import RunView, read_run
+from kit.core.verdict.decode import StepMargin, case_headroom, failed_prompts, step_bound, worst_steps
 from kit.core.verdict.rules import bound_for
 
 CASE_SCRAP = contract.CASE_RESULT_SCRAP
@@ -27,7 +27,7 @@ CASE_SCRAP = contract.CASE_RESULT_SCRAP
 
 def latest_run(runs_dir: str | Path | None = None, kind: str | None = None) -> Path:
     """The newest gate run (``kind="gate"``), control (``"control"``), refresh or localize directory, or any gate
-    run, control or refresh. ``runs_dir`` None is the project's runs/ (kit.core.paths.runs_root), not one
+    run, control or refresh. ``runs_dir`` None is the project's runs/ (kit.core.records.paths.runs_root), not one
     beside the kernel's folder: a notebook's default must not depend on where JupyterLab started its kernel."""
     runs_dir = paths.runs_root() if runs_dir is None else Path(runs_dir)
     found = rundir.newest(runs_dir, (kind,) if kind else ("gate", "control", "refresh"))
@@ -38,8 +38,8 @@ def latest_run(runs_dir: str | Path | None = None, kind: str | None = None) -> P
 
 
 def load_run(run_dir: str | Path) -> RunView:
-    """A run as its executor recorded it (kit.core.results.read_run), every field of each case result kept; a case
-    it recorded nothing for yet (a run still going, or stopped) is read from its notebook's scrap."""
+    """A run as its executor recorded it (kit.core.records.results.read_run), every field of each case result kept; a
+    case it recorded nothing for yet (a run still going, or stopped) is read from its notebook's scrap."""
     view = read_run(run_dir)
     for name in view.expected:
         if name not in view.results:
@@ -118,7 +118,7 @@ def case_table(view: RunView) -> pd.DataFrame:
             "failed_prompts": len(failed_prompts(r)), "prompts": r.counts()["prompts"],
             "noise_floor": r.noise_floor,  # largest spread across repeats; None when nothing was repeated
             "duration_s": round(r.duration_s, 1) if r.duration_s is not None else None,
-            # Whose kind of fault a case that did not pass is (kit.core.triage), and how often it ran.
+            # Whose kind of fault a case that did not pass is (kit.core.verdict.triage), and how often it ran.
             "triage": (r.triage or {}).get("class"), "attempts": len(r.attempts) + 1,
         })
     return pd.DataFrame(rows).set_index("case")
@@ -221,7 +221,7 @@ def power_table(view: RunView) -> pd.DataFrame:
         r = view.results.get(name)
         d = r.detectable if r is not None else None
         for family, p in sorted(((d or {}).get("families") or {}).items()):
-            # The case's own figure beside each family's: its hardest family's (kit.core.power).
+            # The case's own figure beside each family's: its hardest family's (kit.core.noise.power).
             rows.append({"case": name, "family": family, "fault": p["fault"], "magnitude": p["magnitude"],
                          "float32_effect": p["effect"], "x_clean_error": p["ratio"],
                          "not_caught_at": p["below"], "case_detects_from": (d or {}).get("detects_from"),

@@ -41,7 +41,7 @@ def test_wheel_carries_the_kit_its_data_and_entry_points(wheel_env):
         names = set(z.namelist())
         entry_points = z.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
         unpacked = sum(i.file_size for i in z.infolist())
-    for path in ["kit/cli.py", "kit/core/paths.py", "kit/backends/registry.py",
+    for path in ["kit/cli/__init__.py", "kit/core/records/paths.py", "kit/backends/registry.py",
                  "kit/_data/descriptors/tiny-cpu.toml", "kit/_data/notebooks/parity_hf.ipynb",
                  "kit/_data/notebooks/summary.ipynb", "kit/_data/fixtures/tiny-llama/model.safetensors",
                  "kit/_data/fixtures/tiny-llama/tokenizer.json",

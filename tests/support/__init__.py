@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import tomli_w
 
-from kit.core import paths
+from kit.core.records import paths
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -164,7 +164,7 @@ def golden_made_on(golden: Path, dest: Path, hardware: str, runtime: str | None 
     """A copy of a golden whose provenance says it was made on ``hardware`` (and, where given, on the runtime
     key ``runtime``; "" drops the key), written canonically so that it loads (a golden's digest is that of
     its canonical bytes)."""
-    from kit.core.jsonio import canonical_bytes
+    from kit.core.records.jsonio import canonical_bytes
 
     doc = json.loads(Path(golden).read_text())
     doc["provenance"]["hardware"] = hardware
@@ -182,8 +182,8 @@ def power_against(power: Path, record: Path, folder: Path, **changes) -> Path:
     a test relabels one to another class of hardware): it names that record and its class, and loads against it,
     its figures being its samples' under the same bounds; ``changes`` replace more of its keys (``created_at``: a
     record made again, of other bytes)."""
-    from kit.core.calibration import load_record, measured_on
-    from kit.core.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
+    from kit.core.noise.calibration import load_record, measured_on
+    from kit.core.records.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
 
     against = load_record(record)
     doc = {**json.loads(Path(power).read_text()), "record_sha256": against.sha256,
@@ -325,7 +325,7 @@ class EchoOptions(BackendOptions):
 import json
 import math
 
-from kit.core.records import Observation
+from kit.core.records.records import Observation
 
 
 class Echo:
@@ -382,8 +382,8 @@ def install_echo_plugin(folder: Path) -> dict:
 def cases_pass_without_kernels(monkeypatch) -> None:
     """The gate's executor records every case as passed, on no prompts, without starting a kernel: for tests of
     what the gate does around its cases."""
-    from kit.core.records import CaseResult
-    from kit.core.results import save_case_result
+    from kit.core.records.records import CaseResult
+    from kit.core.records.results import save_case_result
     from kit.gate import executor
 
     def execute_case(spec, cases_dir, expected=None, gpus=(), clock_from=None):

@@ -1,18 +1,18 @@
 """Run directories and calibration records built by hand, for the backtest's unit tests: what a gate run and a
-control would have written (real CaseResult.to_dict() output, scored by kit.core.scoring, drift-tested by
-kit.core.drift against the record that judged it), without a kernel."""
+control would have written (real CaseResult.to_dict() output, scored by kit.core.verdict.scoring, drift-tested by
+kit.core.noise.drift against the record that judged it), without a kernel."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
-from kit.core import rundir
-from kit.core.calibration import CalibrationRecord, Sample, measured_on
-from kit.core.drift import drift_test
-from kit.core.jsonio import write_json
-from kit.core.records import FAILED, PASSED, CaseResult, Observation
-from kit.core.scoring import bound_for, score_prompt
+from kit.core.records import rundir
+from kit.core.noise.calibration import CalibrationRecord, Sample, measured_on
+from kit.core.noise.drift import drift_test
+from kit.core.records.jsonio import write_json
+from kit.core.records.records import FAILED, PASSED, CaseResult, Observation
+from kit.core.verdict.scoring import bound_for, score_prompt
 
 CASE = "hf-bf16"
 FIXTURE, GOLDEN, MODEL, FAULTY = "f" * 64, "g" * 64, "m" * 64, "b" * 64

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Sequence
 
 from kit.calibrate.run import build_record, variants_for
-from kit.core.calibration import CalibrationRecord
-from kit.core.spec import CaseSpec
+from kit.core.noise.calibration import CalibrationRecord
+from kit.core.records.spec import CaseSpec
 
 
 def measure_in_process(spec: CaseSpec, samples_path: str | Path, command: Sequence[str] = ("in-process",)
@@ -26,7 +26,7 @@ def measure_in_process(spec: CaseSpec, samples_path: str | Path, command: Sequen
 def on_this_hardware(spec: CaseSpec, samples_path: str | Path) -> CaseSpec:
     """``spec`` as it is, when its calibration was measured on this host's class of hardware; else with a
     calibration measured here, in process (a record of another instruction-set level has other noise)."""
-    from kit.core.calibration import hardware_change
+    from kit.core.noise.calibration import hardware_change
 
     if spec.calibration is None or hardware_change(spec.calibration, spec.options) is None:
         return spec

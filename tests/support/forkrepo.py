@@ -146,7 +146,7 @@ import json
 import tinyengine
 from tinyengine.engine import next_token_logprobs
 
-from kit.core.records import Observation
+from kit.core.records.records import Observation
 
 
 class Toy:

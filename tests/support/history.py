@@ -8,10 +8,10 @@ import datetime as _dt
 from pathlib import Path
 from typing import Mapping
 
-from kit.core import rundir
-from kit.core.jsonio import write_json
-from kit.core.records import PASSED, CaseResult, DecodeScore, PromptScore
-from kit.core.results import gate_verdict
+from kit.core.records import rundir
+from kit.core.records.jsonio import write_json
+from kit.core.records.records import PASSED, CaseResult, DecodeScore, PromptScore
+from kit.core.records.results import gate_verdict
 
 BOUNDS = {"128": 0.02, "256": 0.03}
 STEP_BOUNDS = {"1": 0.02, "2": 0.01, "3": 0.006}  # a decode case's record's bounds for its three steps

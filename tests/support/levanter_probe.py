@@ -19,7 +19,7 @@ def _max_probability_delta(a, b) -> float:
 
 def compare(model: str, fixture_path: str) -> dict:
     from kit.backends.levanter.runtime import LevanterBackend
-    from kit.core.fixture import load_fixture
+    from kit.core.records.fixture import load_fixture
 
     fixture = load_fixture(fixture_path)
     # The shortest prompt of each bucket: the most padding (unpadded, each length compiles anew).
@@ -60,7 +60,7 @@ def tamper(native: str, out: str, tensor: str, factor: float) -> dict:
 def run_case(spec_json: str) -> dict:
     from kit.case.runner import run_case as run
     from kit.core.errors import BadInput
-    from kit.core.spec import CaseSpec
+    from kit.core.records.spec import CaseSpec
 
     try:
         result = run(CaseSpec.from_dict(json.loads(spec_json)))

@@ -3,7 +3,7 @@ written, without one, so a report's every branch can be reached in milliseconds.
 
 from __future__ import annotations
 
-from kit.core.records import FAILED, PASSED, CaseResult, DecodeScore, PromptScore
+from kit.core.records.records import FAILED, PASSED, CaseResult, DecodeScore, PromptScore
 
 
 def prompt_score(id_: str, err: float, bound: float = 0.075, failures: list[str] | None = None,

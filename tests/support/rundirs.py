@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kit.core import rundir
-from kit.core.diagnosis import diagnose
-from kit.core.jsonio import write_json
-from kit.core.results import read_run, save_case_result
+from kit.core.records import rundir
+from kit.core.verdict.diagnosis import diagnose
+from kit.core.records.jsonio import write_json
+from kit.core.records.results import read_run, save_case_result
 from kit.gate import report
 from support.records import failed_case, passed_case
 

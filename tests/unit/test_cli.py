@@ -12,6 +12,7 @@ import jsonschema
 import pytest
 
 from kit.backends import registry
+import kit.cli
 from kit.cli import _parser
 from kit.core.exitcodes import ExitCode
 from support import ROOT, parity_kit, write_descriptor
@@ -143,7 +144,17 @@ def test_backends_lists_the_registry():
                         "its kernel is installed")
 
 
-def test_python_dash_m_kit_is_the_command():
-    proc = subprocess.run([sys.executable, "-m", "kit", "--version"], cwd=ROOT, capture_output=True, text=True)
+@pytest.mark.parametrize("module", ["kit", "kit.cli"])
+def test_python_dash_m_is_the_command(module):
+    proc = subprocess.run([sys.executable, "-m", module, "--version"], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("parity-kit ")
+
+
+def test_every_command_of_every_group_is_listed_once_in_the_order_help_shows():
+    """A group module adds its commands; the entry adds them in its ORDER. A command a group adds but ORDER leaves
+    out would silently vanish from the CLI, and one listed twice or by no group would fail every start."""
+    added = [name for group in kit.cli.GROUPS for name in group.COMMANDS]
+    assert sorted(added) == sorted(kit.cli.ORDER) and len(set(added)) == len(added)
+    shown = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert tuple(shown.choices) == kit.cli.ORDER

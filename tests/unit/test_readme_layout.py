@@ -1,13 +1,17 @@
 """README.md's `## Layout` section stays true to the code: its import-order sentence is the layers contract of
-.importlinter, layer for layer, and its layout block names every package under kit/ and no other.
+.importlinter, layer for layer, and its layout block names every package under kit/ and no other. Every module
+path (`kit/...`) and dotted name (`kit.x.y`, a module or a name a module defines) that README.md and the pages of
+docs/ give exists.
 
 .importlinter is what the unit tier enforces (tests/unit/test_import_rules.py); the README is what a reader
 trusts. Packages move and layers are added, and a README nobody checks keeps the old picture; so the expected
-sentence is generated from the contract, and a failure shows it, ready to paste.
+sentence is generated from the contract, and a failure shows it, ready to paste. Names are checked by reading the
+sources (ast), not by importing them: a backend's runtime imports its engine.
 """
 
 from __future__ import annotations
 
+import ast
 import configparser
 import re
 from pathlib import Path
@@ -71,7 +75,7 @@ def test_the_readme_layout_matches_the_import_contract_and_the_packages():
 def test_the_contract_is_read_layer_for_layer():
     layers = contract_layers((ROOT / ".importlinter").read_text())
     assert layers[0] == ["cli"] and layers[-1] == ["core"]
-    assert {name for layer in layers for name in layer} - {"cli"} == kit_packages(ROOT / "kit")
+    assert {name for layer in layers for name in layer} == kit_packages(ROOT / "kit")
 
 
 def test_a_stale_layout_is_found():
@@ -89,3 +93,78 @@ def test_a_stale_layout_is_found():
     fixed = readme.replace("`cli > {refresh, goldens} >\ncore`", "`cli > goldens | refresh >\n    core`").replace(
         "kit/gate/    the gate", "kit/goldens/ kit/refresh/   the commands")
     assert layout_problems(fixed, importlinter, {"core", "goldens", "refresh"}) == []
+
+
+DOCS = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+# Named on purpose though not in the tree: the wheel's data folder (the build maps the checkout's data folders
+# into it) and the module a page's example of adding an executor would create.
+NOT_IN_THE_TREE = {"kit/_data/", "kit.gate.slurm_executor"}
+PATH = re.compile(r"(?<![\w/.-])kit/[\w./-]*\w/?")
+DOTTED = re.compile(r"(?<![\w./-])kit(?:\.[A-Za-z_]\w*)+")
+
+
+def _module_file(root: Path, parts: list[str]) -> Path | None:
+    base = root.joinpath(*parts)
+    return next((f for f in (base.with_suffix(".py"), base / "__init__.py") if f.is_file()), None)
+
+
+def _defines(tree: ast.Module, names: list[str]) -> bool:
+    """Whether the module defines ``names`` (a function, class or assignment; a method or attribute of a class
+    it defines), each within the one before it."""
+    body: list[ast.stmt] = tree.body
+    for name in names:
+        found = None
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+                found = node
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.Import, ast.ImportFrom)):
+                bound = ([a.asname or a.name.split(".")[-1] for a in node.names]
+                         if isinstance(node, (ast.Import, ast.ImportFrom)) else
+                         [n.id for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                          for n in ast.walk(t) if isinstance(n, ast.Name)])
+                found = node if name in bound else found
+        if found is None:
+            return False
+        body = getattr(found, "body", [])
+    return True
+
+
+def name_problems(text: str, where: str, root: Path) -> list[str]:
+    """Each `kit/...` path of ``text`` that is not in ``root``, and each dotted `kit.` name that is no module
+    and no name a module defines: one line each."""
+    problems = []
+    for found in sorted({m.group(0).rstrip(".") for m in PATH.finditer(text)} - NOT_IN_THE_TREE):
+        if not (root / found).exists():
+            problems.append(f"{where}: {found} does not exist")
+    for found in sorted({m.group(0) for m in DOTTED.finditer(text)} - NOT_IN_THE_TREE):
+        parts = found.split(".")
+        module = next(((n, f) for n in range(len(parts), 0, -1) if (f := _module_file(root, parts[:n]))), None)
+        if module is None:
+            problems.append(f"{where}: {found} is no module")
+        elif parts[module[0]:] and not _defines(ast.parse(module[1].read_text()), parts[module[0]:]):
+            problems.append(f"{where}: {found}: {'.'.join(parts[:module[0]])} defines no "
+                            f"{'.'.join(parts[module[0]:])}")
+    return problems
+
+
+def test_every_module_path_and_name_the_docs_give_exists():
+    assert "docs/architecture.md" in DOCS
+    assert [p for doc in DOCS for p in name_problems((ROOT / doc).read_text(), doc, ROOT)] == []
+
+
+def test_a_stale_path_or_name_is_found(tmp_path):
+    (tmp_path / "kit" / "core" / "records").mkdir(parents=True)
+    (tmp_path / "kit" / "__init__.py").write_text("")
+    (tmp_path / "kit" / "core" / "__init__.py").write_text("")
+    (tmp_path / "kit" / "core" / "records" / "__init__.py").write_text("")
+    (tmp_path / "kit" / "core" / "records" / "paths.py").write_text(
+        "ROOT = 1\n\n\nclass Tree:\n    def walk(self):\n        pass\n")
+    text = ("`kit/core/records/paths.py` and `kit/core/paths.py`; kit.core.records.paths.ROOT, "
+            "`kit.core.records.paths.Tree.walk`, kit.core.records.paths.Tree.read, kit.core.paths, "
+            "kit.core.records.paths.gone. The wheel's kit/_data/ is named on purpose.")
+    assert name_problems(text, "README.md", tmp_path) == [
+        "README.md: kit/core/paths.py does not exist",
+        "README.md: kit.core.paths: kit.core defines no paths",
+        "README.md: kit.core.records.paths.Tree.read: kit.core.records.paths defines no Tree.read",
+        "README.md: kit.core.records.paths.gone: kit.core.records.paths defines no gone",
+    ]

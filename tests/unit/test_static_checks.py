@@ -7,6 +7,7 @@ tree is clean.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -50,3 +51,41 @@ def test_mypy_finds_a_planted_fault(tmp_path):
     proc = run("mypy", "--config-file", CONFIG, "--cache-dir", tmp_path / "cache", planted, cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert 'planted.py:2: error: Incompatible return value type (got "str", expected "int")' in proc.stdout, proc.stdout
+
+
+PLANTED_API = '''"""A module."""
+
+
+def public():
+    return 1
+
+
+def _private():
+    return 2
+
+
+class Public:
+    """A class."""
+
+    def method(self):
+        return 3
+
+    @property
+    def value(self):
+        return 4
+
+    def _hidden(self):
+        return 5
+'''
+
+
+def test_ruff_finds_a_public_function_without_a_docstring_in_kit_only(tmp_path):
+    shutil.copy(CONFIG, tmp_path / "pyproject.toml")  # its per-file patterns are read from the folder it is in
+    for folder in ("kit", "tests"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "planted.py").write_text(PLANTED_API)
+    proc = run("ruff", "check", "--no-cache", "--output-format", "concise", "kit", "tests", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    found = [line.split(" ")[:2] for line in proc.stdout.splitlines() if line.startswith(("kit/", "tests/"))]
+    assert found == [["kit/planted.py:4:5:", "D103"], ["kit/planted.py:15:9:", "D102"],
+                     ["kit/planted.py:19:9:", "D102"]], proc.stdout

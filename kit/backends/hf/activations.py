@@ -9,7 +9,7 @@ attention implementation and SDPA kernel choice, so the states are the ones its 
 from __future__ import annotations
 
 from kit.core.errors import BadInput
-from kit.core.localize import ATTENTION, MLP, Point, points
+from kit.core.noise.localize import ATTENTION, MLP, Point, points
 
 
 def residual_stream(backend, token_ids) -> list[tuple[Point, "object"]]:

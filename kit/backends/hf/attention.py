@@ -15,6 +15,9 @@ NAME = "sdpa_repeat_kv"
 
 def sdpa_repeat_kv(module, query, key, value, attention_mask, scaling=None, dropout=0.0, is_causal=None,
                    **kwargs):
+    """SDPA with the key and value heads repeated to the query heads' count first, as transformers' eager path
+    does, instead of SDPA's own grouped-query handling: another kernel a healthy release may choose, for
+    calibration to measure."""
     import torch
 
     groups = query.shape[1] // key.shape[1]
@@ -28,6 +31,8 @@ def sdpa_repeat_kv(module, query, key, value, attention_mask, scaling=None, drop
 
 
 def register() -> None:
+    """Register ``sdpa_repeat_kv`` under its name with transformers' attention and mask interfaces, so a case
+    selects it as it selects any implementation."""
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 

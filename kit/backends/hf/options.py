@@ -13,7 +13,7 @@ class HfOptions(BackendOptions):
     """transformers + torch; the reference that makes the goldens."""
 
     # float64: computed in float64 and reported rounded to float32, so an exact golden holds on every host
-    # (kit/core/portable.py); the others are reported as computed.
+    # (kit/core/baselines/portable.py); the others are reported as computed.
     dtype: Literal["float32", "bfloat16", "float16", "float64"] = "float32"
     # sdpa_repeat_kv: SDPA without torch's GQA flag, so float32 long prompts keep a memory-efficient kernel.
     attn_implementation: Literal["eager", "sdpa", "sdpa_repeat_kv"] = "sdpa"
@@ -33,11 +33,11 @@ class HfOptions(BackendOptions):
     cpu_kernels: Literal["native", "avx2"] = "native"
 
     def implementation_variants(self) -> list[tuple[str, dict, str]]:
-        # What a healthy transformers or torch release changes under the same model and precision: how
-        # prompts are batched and padded, and which SDPA kernel runs. Left out, measured on the embedded
-        # case (docs/calibration.md): eager attention, whose bfloat16 score x value product is another
-        # precision (its largest error 0.0217 against 0.0093-0.0102), and CPU thread counts, which gave
-        # bit-identical results.
+        """What a healthy transformers or torch release changes under the same model and precision: how
+        prompts are batched and padded, and which SDPA kernel runs. Left out, measured on the embedded
+        case (docs/calibration.md): eager attention, whose bfloat16 score x value product is another
+        precision (its largest error 0.0217 against 0.0093-0.0102), and CPU thread counts, which gave
+        bit-identical results."""
         out: list[tuple[str, dict, str]] = [("batched-2-right", {"batch_size": 2, "padding_side": "right"},
                 "pairs of a bucket batched, padding masked"),
                ("batched-4-left", {"batch_size": 4, "padding_side": "left"}, "left padding shifts every real position"),

@@ -24,10 +24,10 @@ from typing import Sequence
 
 from kit.backends.hf import attention as hf_attention
 from kit.backends.hf import kernels
-from kit.core.fixture import Prompt
-from kit.core.portable import PORTABLE_DTYPE, margin_of, rounded_top
-from kit.core.records import Continuation, Observation
-from kit.core.spec import CaseSpec
+from kit.core.records.fixture import Prompt
+from kit.core.baselines.portable import PORTABLE_DTYPE, margin_of, rounded_top
+from kit.core.records.records import Continuation, Observation
+from kit.core.records.spec import CaseSpec
 
 PADDING_SIDES = ("left", "right")
 # Candidates a float64 case keeps beyond its top-n before rounding: the cut must not fall inside a tie that the
@@ -106,10 +106,12 @@ class HfBackend:
 
     @property
     def portable(self) -> bool:
-        """Computed in float64 and reported rounded to float32 (kit.core.portable)."""
+        """Computed in float64 and reported rounded to float32 (kit.core.baselines.portable)."""
         return self.dtype == PORTABLE_DTYPE
 
     def release(self) -> dict:
+        """What identifies this build of the engine for the record: transformers, torch, Python, dtype,
+        attention and device (on a CPU its kernels' capability, for float64 the portable margin)."""
         import torch
         import transformers
 
@@ -121,7 +123,8 @@ class HfBackend:
         if self.device == "cpu":  # which kernels computed it: what a float32 exact golden's bits depend on
             out["cpu_kernels"] = self.cpu_kernels
             out["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
-        if self.portable and self._candidates:  # how far another host's float64 values may move (kit.core.portable)
+        # how far another host's float64 values may move (kit.core.baselines.portable)
+        if self.portable and self._candidates:
             out["portable_margin"] = margin_of(self._candidates).to_dict()
         if self.device.startswith("cuda"):
             out["device_name"] = torch.cuda.get_device_name(self.device)
@@ -129,11 +132,15 @@ class HfBackend:
         return out
 
     def details(self) -> dict:
+        """How the prompts were run (attention, SDPA kernel, padding, batching, compile, the batches
+        themselves), for the case's record."""
         return {"attention": self.attn_implementation, "sdpa_backend": self.sdpa_backend,
                 "padding_side": self.padding_side, "batch_size": self.batch_size, "compile": self.compile,
                 "batches": self._batches}
 
     def observe(self, prompts: Sequence[Prompt], top_n: int) -> list[Observation]:
+        """Each prompt's top ``top_n`` next-token logprobs, scored in batches of one bucket at a time under
+        the chosen SDPA kernel."""
         torch = self._torch
         out: list[Observation | None] = [None] * len(prompts)
         self._batches, self._candidates = [], []
@@ -169,7 +176,8 @@ class HfBackend:
 
     def _tops(self, logits, top_n: int) -> list[tuple[tuple[int, float], ...]]:
         """Each row's ``top_n`` (token, logprob) pairs, most likely first: the log-softmax in float32, or for a
-        float64 case in float64, rounded to float32 and tied values ordered by token id (kit.core.portable)."""
+        float64 case in float64, rounded to float32 and tied values ordered by token id
+        (kit.core.baselines.portable)."""
         torch = self._torch
         if not self.portable:
             logprobs = torch.log_softmax(logits.float(), dim=-1)
@@ -236,10 +244,11 @@ class HfBackend:
         return sdpa_kernel([chosen, *fallbacks])
 
     def close(self) -> None:
+        """Drop the model, so that the next case in a warm kernel gets its memory back."""
         self.model = None
 
 
 def open_backend(spec: CaseSpec) -> HfBackend:
-    # The options arrive resolved: every default was applied by the descriptor's schema, the one place
-    # they are stated.
+    """The hf backend of a case. The options arrive resolved: every default was applied by the descriptor's
+    schema, the one place they are stated."""
     return HfBackend(spec.model_path, **spec.options)

@@ -7,7 +7,7 @@ would use for the prompt's length. The prompt runs alone and unpadded, so every 
 
 from __future__ import annotations
 
-from kit.core.localize import Point, stream
+from kit.core.noise.localize import Point, stream
 
 
 def placement(options: dict) -> dict:

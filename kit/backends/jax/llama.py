@@ -80,7 +80,7 @@ def load_params(model_dir: str | Path, dtype: str, device=None, place=None) -> t
     """
     import jax
 
-    from kit.core.safetensors_io import read_tensors
+    from kit.core.model.safetensors_io import read_tensors
 
     model_dir = Path(model_dir)
     shape = shape_from_config(json.loads((model_dir / "config.json").read_text()))
@@ -110,6 +110,8 @@ def _bf16():
 
 
 def rms_norm(x, weight, eps):
+    """Llama's RMS norm, its statistics in float32 whatever the activations' dtype, as the reference
+    implementation computes them."""
     import jax
     import jax.numpy as jnp
 
@@ -235,6 +237,8 @@ def looped_causal_attention(q, k, v, precision):
 
 
 def attend(q, k, v, attention: str, precision):
+    """Causal attention by the implementation named: chunked (exact in float32), looped, or XLA's dot-product
+    attention (its cuDNN or reference kernel)."""
     import jax
 
     if attention == "chunked":
@@ -247,7 +251,7 @@ def attend(q, k, v, attention: str, precision):
 def _forward_parts(params: dict, ids, shape: LlamaShape, attention: str, tp=None):
     """What every forward over ``ids`` [batch, seq] shares: the matmul, and one decoder block as a
     function of the residual stream and one layer's weights, returning the stream after its attention
-    and after its MLP (the points kit.core.localize compares)."""
+    and after its MLP (the points kit.core.noise.localize compares)."""
     import jax
     import jax.numpy as jnp
 
@@ -297,7 +301,7 @@ def last_logits(params: dict, ids, last, shape: LlamaShape, attention: str, tp=N
 
 
 def residual_stream(params: dict, ids, shape: LlamaShape, attention: str, tp=None):
-    """The residual stream of ``ids`` [batch, seq] at every point kit.core.localize reads: the embeddings
+    """The residual stream of ``ids`` [batch, seq] at every point kit.core.noise.localize reads: the embeddings
     [batch, seq, hidden], and after each layer's attention and after its MLP, [layers, batch, seq, hidden]
     each. The layers run through the same scan and block as ``last_logits``."""
     import jax

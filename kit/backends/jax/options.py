@@ -45,6 +45,8 @@ class JaxOptions(BackendOptions):
 
     @classmethod
     def model_problem(cls, options: Mapping[str, Any], model_dir: str | Path) -> str | None:
+        """Why a tensor-parallel case cannot split the model's heads over its devices (a head count the
+        degree does not divide), read from config.json before anything runs."""
         tp = options.get("tensor_parallel", 1)
         config_path = Path(model_dir) / "config.json"
         if tp == 1 or not config_path.is_file():  # no config: the kernel's own load says what is missing
@@ -56,8 +58,9 @@ class JaxOptions(BackendOptions):
         return tensor_parallel_problem(tp, heads, config.get("num_key_value_heads", heads))
 
     def implementation_variants(self) -> list[tuple[str, dict, str]]:
-        # The jax path's free choices: the attention implementation, and how much of the bfloat16
-        # rounding XLA's fusion skips, which another XLA release may change.
+        """The jax path's free choices: the attention implementation, and how much of the bfloat16
+        rounding XLA's fusion skips, which another XLA release may change (on a GPU, the attention kernels
+        it can run)."""
         if self.platform == "gpu":
             # XLA's reference attention holds every head's [seq, seq] float32 scores: it runs out of memory at
             # 32K tokens on an H200. Rounding at every operation changed no bit of the 1B model's results

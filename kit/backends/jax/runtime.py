@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Sequence
 
 from kit.core.errors import BadInput
-from kit.core.fixture import Prompt
-from kit.core.records import Observation
-from kit.core.spec import CaseSpec
+from kit.core.records.fixture import Prompt
+from kit.core.records.records import Observation
+from kit.core.records.spec import CaseSpec
 
 LONG_PROMPT = 8192  # from here on, XLA's reference attention needs [heads, seq, seq] scores: too much memory
 
@@ -39,6 +39,8 @@ STEPS = 4
 
 
 def choose_padding(requested: str, dtype: str, platform: str) -> str:
+    """The padding a case runs with: as requested, else per decode step where float32 on a GPU needs it, per
+    bucket otherwise."""
     if requested != "auto":
         return requested
     return "steps" if float32_gpu_options(dtype, platform) else "bucket"
@@ -76,6 +78,8 @@ def memory_budget(device) -> int | None:
 
 
 def choose_attention(requested: str, dtype: str, platform: str, seq: int) -> str:
+    """The attention a prompt runs with: as requested, else on a GPU cuDNN for bfloat16 and float16 and the exact
+    chunked one for float32, on a CPU XLA's own below LONG_PROMPT tokens and the chunked one from there."""
     if requested != "auto":
         return requested
     if platform == "gpu":
@@ -129,6 +133,7 @@ class JaxBackend:
         self._needs: dict[str, int] = {}  # per length: the bytes the unrolled chunked attention's program asked for
 
     def release(self) -> dict:
+        """What identifies this build for the record: jax, jaxlib, Python, dtype, attention and the device it ran on."""
         import jax
         import jaxlib
 
@@ -147,6 +152,8 @@ class JaxBackend:
         return out
 
     def details(self) -> dict:
+        """The attention each prompt length ran with, and where chunked attention was chosen the size of its
+        program, for the case's record."""
         return {"attention": dict(self._used), **({"chunked_program_bytes": dict(self._needs)} if self._needs else {})}
 
     def _program(self, seq: int, attention: str):
@@ -166,6 +173,8 @@ class JaxBackend:
         return self._compiled[key]
 
     def observe(self, prompts: Sequence[Prompt], top_n: int) -> list[Observation]:
+        """Each prompt's top ``top_n`` next-token logprobs, padded as the case's padding says, its compiled
+        program reused across prompts of one length."""
         import numpy as np
 
         jax = self._jax
@@ -213,6 +222,7 @@ class JaxBackend:
         return choice
 
     def close(self) -> None:
+        """Drop the parameters and compiled programs, so that the next case in a warm kernel gets the memory back."""
         self.params = None
         self._compiled.clear()
 
@@ -228,6 +238,6 @@ def split_host(devices: int) -> None:
 
 
 def open_backend(spec: CaseSpec) -> JaxBackend:
-    # The options arrive resolved: every default was applied by the descriptor's schema, the one place
-    # they are stated.
+    """The jax backend of a case. The options arrive resolved: every default was applied by the descriptor's
+    schema, the one place they are stated."""
     return JaxBackend(spec.model_path, **spec.options, case=spec.name)

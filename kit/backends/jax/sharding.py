@@ -54,6 +54,8 @@ def tensor_parallel_problem(tp: int, heads: int, kv_heads: int) -> str | None:
 
 
 def layer_split(name: str) -> int | None:
+    """Which dimension of a Llama weight is split over the tensor-parallel devices (None: replicated), by the
+    weight's name."""
     return _LAYER_SPLIT[name]
 
 
@@ -66,6 +68,8 @@ class TensorParallel:
 
     @classmethod
     def over(cls, devices, vocab: int) -> "TensorParallel":
+        """Tensor parallelism over ``devices``: one mesh axis, the vocabulary split only where the device
+        count divides it."""
         import numpy as np
         from jax.sharding import Mesh
 
@@ -73,6 +77,7 @@ class TensorParallel:
 
     @property
     def size(self) -> int:
+        """How many devices the model is split over."""
         return self.mesh.size
 
     def _named(self, *spec):
@@ -81,6 +86,7 @@ class TensorParallel:
         return NamedSharding(self.mesh, PartitionSpec(*spec))
 
     def replicated(self):
+        """The sharding of a value every device holds whole."""
         return self._named()
 
     def param(self, name: str):

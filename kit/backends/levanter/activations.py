@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from kit.core.localize import Point, points, stream
+from kit.core.noise.localize import Point, points, stream
 
 
 def unlocalizable(options: dict) -> str | None:
@@ -77,6 +77,8 @@ def read_streams(out: Path, count: int) -> list[list[tuple[Point, "object"]]]:
 
 
 def main(argv: list[str]) -> int:
+    """Read one localize request (a JSON file), run the prompts through Levanter in its own environment and write
+    each point's activations: Levanter cannot run in the main kernel's process."""
     import numpy as np
 
     from kit.backends.levanter.runtime import LevanterBackend

@@ -24,7 +24,8 @@ class LevanterOptions(BackendOptions):
     device: str = "cpu"
 
     def implementation_variants(self) -> list[tuple[str, dict, str]]:
-        # Levanter's attention kernel choice and its padding are what a release changes most often.
+        """Levanter's attention kernel choice and its padding, what a release changes most often: reference or
+        flash attention at every length, and prompts at their own length."""
         return [("reference-attention", {"attention": {}, "flash_above": 1 << 30},
                  "reference attention at every length"),
                 ("flash-attention", {"attention": {}, "flash_above": 0}, "blocked flash attention at every length"),

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from kit.core.errors import BadInput
-from kit.core.fixture import Prompt
-from kit.core.records import Observation
-from kit.core.spec import CaseSpec
+from kit.core.records.fixture import Prompt
+from kit.core.records.records import Observation
+from kit.core.records.spec import CaseSpec
 
 REFERENCE, FLASH = "reference", "flash"
 ATTENTIONS = (REFERENCE, FLASH)
@@ -75,6 +75,8 @@ class LevanterBackend:
         self._details: dict = {}
 
     def release(self) -> dict:
+        """What identifies this build for the record: levanter, jax, jaxlib, haliax, equinox and Python
+        versions, the checkpoint kind and the device."""
         import jax
 
         versions = {dist: _version(dist) for dist in ("levanter", "jax", "jaxlib", "haliax", "equinox")}
@@ -83,12 +85,16 @@ class LevanterBackend:
                 "device": str(jax.devices()[0].platform)}
 
     def details(self) -> dict:
+        """How each bucket's prompts were run (attention and padding), for the case's record."""
         return self._details
 
     def attention_of(self, bucket: int) -> str:
+        """The attention a bucket's prompts run with: the descriptor's choice for that bucket, else flash
+        above the case's length threshold and the reference one up to it."""
         return attention_for(bucket, self.attention, self.flash_above)
 
     def observe(self, prompts: Sequence[Prompt], top_n: int) -> list[Observation]:
+        """Each prompt's top ``top_n`` next-token logprobs, each bucket under the attention its length takes."""
         import numpy as np
 
         per_bucket: dict[str, dict] = {}
@@ -162,6 +168,7 @@ class LevanterBackend:
         return np.asarray(result)
 
     def close(self) -> None:
+        """Drop the model and its variants, so that the next case in a warm kernel gets the memory back."""
         self.model = None
         self._variants = {}
 
@@ -238,6 +245,8 @@ def native_template(config_path: str | Path):
 
 
 def load_native(folder: str | Path):
+    """A native (tensorstore) Levanter checkpoint loaded onto one device, its model template built from the
+    folder's config; a folder without one is refused in one line."""
     import jax
     import numpy as np
     from levanter.checkpoint import load_checkpoint
@@ -301,6 +310,6 @@ def _version(dist: str) -> str:
 
 
 def open_backend(spec: CaseSpec) -> LevanterBackend:
-    # The options arrive resolved: every default was applied by the descriptor's schema, the one place
-    # they are stated.
+    """The Levanter backend of a case. The options arrive resolved: every default was applied by the
+    descriptor's schema, the one place they are stated."""
     return LevanterBackend(spec.model_path, **spec.options)

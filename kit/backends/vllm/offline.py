@@ -21,11 +21,11 @@ from typing import Sequence
 
 from kit.backends.base import helper_log_path
 from kit.backends.processes import descendants, stop_procs
-from kit.backends.vllm.runtime import RPC_ENV, EngineSettings, remove_rpc_dir, top_of, with_own_rpc_dir
+from kit.backends.vllm.engine import RPC_ENV, EngineSettings, remove_rpc_dir, top_of, with_own_rpc_dir
 from kit.core.errors import EngineDidNotStart
-from kit.core.fixture import Prompt
-from kit.core.records import Continuation, Observation
-from kit.core.spec import CaseSpec
+from kit.core.records.fixture import Prompt
+from kit.core.records.records import Continuation, Observation
+from kit.core.records.spec import CaseSpec
 
 
 class VllmOfflineBackend:
@@ -59,6 +59,7 @@ class VllmOfflineBackend:
         self.start_s = time.perf_counter() - t0
 
     def release(self) -> dict:
+        """What identifies this build for the record: vLLM, torch, transformers, Python, dtype and device."""
         import torch
         import transformers
         import vllm
@@ -68,11 +69,15 @@ class VllmOfflineBackend:
                 "mode": "offline", "dtype": self.settings.engine_args["dtype"], "device": self.settings.device}
 
     def details(self) -> dict:
+        """How the engine was started (arguments, environment, import and start times, its log and sockets),
+        for the case's record."""
         return {"mode": "offline", "engine_args": self.settings.engine_args, "env": self.settings.env,
                 "import_s": round(self.import_s, 2), "engine_start_s": round(self.start_s, 2),
                 "engine_log": str(self.log_path), "sockets_dir": self._rpc_dir}
 
     def observe(self, prompts: Sequence[Prompt], top_n: int) -> list[Observation]:
+        """Each prompt's top ``top_n`` next-token logprobs from one greedy step of the offline engine, all
+        prompts in one call."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
@@ -111,6 +116,8 @@ class VllmOfflineBackend:
         return continuations
 
     def close(self) -> None:
+        """Shut the engine down, stop what of its processes vLLM leaves, and remove its sockets, so that the
+        next case's engine finds the memory and the names free."""
         llm, self.llm = getattr(self, "llm", None), None
         shut_down = False
         if llm is not None:

@@ -21,13 +21,13 @@ class VllmOptions(BackendOptions):
     pipeline_parallel_size: int = Field(default=1, ge=1)
     tensor_parallel_size: int = Field(default=1, ge=1)
     distributed_executor_backend: Literal["mp", "ray", "uni"] | None = None
-    enforce_eager: bool | None = None  # default: eager at pp1, compiled beyond (see kit.backends.vllm.runtime)
+    enforce_eager: bool | None = None  # default: eager at pp1, compiled beyond (see kit.backends.vllm.engine)
     cpu_kvcache_space_gib: int | None = Field(default=None, ge=1)
     cpu_threads_bind: str | None = None
     # Where the offline engine's core runs: in the case's kernel (no engine-core or worker process to start and
     # import vLLM again: on 2 CPU cores its start falls from about 50 s to 20 s and its close from 16 s to 2 s), or in
     # processes of its own as vLLM's default. Unset: in the kernel on CPU with one worker, its own processes otherwise.
-    # Scoring is bit for bit the same either way (kit.backends.vllm.runtime).
+    # Scoring is bit for bit the same either way (kit.backends.vllm.engine).
     engine_in_kernel: bool | None = None
     server_start_timeout_s: float = Field(default=600.0, gt=0)
     # Any other engine argument, by its Python name, for both modes (server: --name-with-dashes).
@@ -49,6 +49,8 @@ class VllmOptions(BackendOptions):
         return self
 
     def code_settings(self) -> list[tuple[str, str]]:
+        """The options that make vLLM load code beyond the kit's (environment variables, engine arguments, an
+        open network): the descriptor warns about each."""
         found = [(f"env.{name}", why) for name in self.env if (why := env_loads_code(name))]
         found += [(f"engine_args.{name}", CODE_ARGS[name]) for name, value in self.engine_args.items()
                   if name in CODE_ARGS and value is not False]
@@ -58,12 +60,12 @@ class VllmOptions(BackendOptions):
 
 
     def implementation_variants(self) -> list[tuple[str, dict, str]]:
-        # What changes vLLM's rounding under the same model and precision: graph capture, and how the model
-        # is split over workers (the CPU build's pipeline stages each bind their own thread and compile
-        # their own graph: pp2 moves a prompt's error by up to 0.017 against pp1). A healthy release may
-        # change either. On the CPU build these gave bit-identical results and are left out
-        # (docs/calibration.md): chunked prefill, one sequence per step, a KV block size of 64, no prefix
-        # cache, attention without split-KV, one or two threads.
+        """What changes vLLM's rounding under the same model and precision: graph capture, and how the model
+        is split over workers (the CPU build's pipeline stages each bind their own thread and compile
+        their own graph: pp2 moves a prompt's error by up to 0.017 against pp1). A healthy release may
+        change either. On the CPU build these gave bit-identical results and are left out
+        (docs/calibration.md): chunked prefill, one sequence per step, a KV block size of 64, no prefix
+        cache, attention without split-KV, one or two threads."""
         if self.pipeline_parallel_size * self.tensor_parallel_size == 1:
             eager = self.enforce_eager is not False  # unset means eager at pp1
             return [("compiled" if eager else "eager", {"enforce_eager": not eager},
@@ -79,7 +81,7 @@ class VllmOptions(BackendOptions):
                  "the model on one worker, eager")]
 
 
-# What the kit sets itself (kit.backends.vllm.server, kit.backends.vllm.runtime): an override would
+# What the kit sets itself (kit.backends.vllm.server, kit.backends.vllm.engine): an override would
 # score another model than the pinned one or ask the server for a name it does not serve.
 KIT_SETS = {"model": "the case's pinned model folder", "served_model_name": "the name its requests use"}
 # Engine arguments that decide who can reach the server.

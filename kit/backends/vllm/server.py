@@ -30,11 +30,11 @@ from typing import Any, Sequence
 
 from kit.backends.base import helper_log_path, log_tail
 from kit.backends.processes import own_group, stop_tree
-from kit.backends.vllm.runtime import EngineSettings, remove_rpc_dir, top_of, with_own_rpc_dir
+from kit.backends.vllm.engine import EngineSettings, remove_rpc_dir, top_of, with_own_rpc_dir
 from kit.core.errors import EngineDidNotStart, EngineStoppedAnswering, ParityKitError
-from kit.core.fixture import Prompt
-from kit.core.records import Continuation, Observation
-from kit.core.spec import CaseSpec
+from kit.core.records.fixture import Prompt
+from kit.core.records.records import Continuation, Observation
+from kit.core.records.spec import CaseSpec
 
 SERVED_NAME = "parity-kit-model"
 TOKEN_KEY = "token_id:"
@@ -120,15 +120,19 @@ class VllmServerBackend:
                               EngineStoppedAnswering) from exc
 
     def release(self) -> dict:
+        """What identifies this build for the record: vLLM and Python versions, mode, dtype and device."""
         return {"backend": self.name, "vllm": self.version, "python": platform.python_version(), "mode": "server",
                 "dtype": self.settings.engine_args["dtype"], "device": self.settings.device}
 
     def details(self) -> dict:
+        """How the server was started (arguments, environment, start time, its log, command and sockets), for
+        the case's record."""
         return {"mode": "server", "engine_args": self.settings.engine_args, "env": self.settings.env,
                 "engine_start_s": round(self.start_s, 2), "server_log": str(self.log_path),
                 "command": " ".join(self.command[1:]), "sockets_dir": self._rpc_dir}
 
     def observe(self, prompts: Sequence[Prompt], top_n: int) -> list[Observation]:
+        """Each prompt's top ``top_n`` next-token logprobs, one completion request per prompt."""
         return [self._observe_one(prompt, top_n) for prompt in prompts]
 
     def _observe_one(self, prompt: Prompt, top_n: int) -> Observation:
@@ -161,6 +165,7 @@ class VllmServerBackend:
         return choice
 
     def close(self) -> None:
+        """Stop the server's process tree and remove its sockets, so nothing of the engine outlives the case."""
         if self.proc is not None:
             stop_tree(self.proc.pid)
             self.proc.wait(timeout=10)
@@ -212,6 +217,8 @@ def _connect_host(host) -> str:
 
 
 def free_port() -> int:
+    """A TCP port free on the loopback now, for a server the case starts (the kernel's choice, never a fixed one
+    two cases could share)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

@@ -7,8 +7,8 @@ this module only (``Failure.text``); a reader asks ``kind``. The line each failu
 always written, byte for byte: run directories, reports and tests quote it.
 
 A record stores both: ``failures`` (the lines, as every record has) and ``typed_failures`` (these records).
-``failures_of`` gives a reader the typed failures of any record, those of an older record (lines only) through
-the legacy reading (kit.core.verdict.legacy). Stdlib only: the kernel-safe core.
+A reader asks ``failures_of`` (kit.core.verdict.legacy) for the typed failures of any record, an older record's
+(lines only) included. Stdlib only: the kernel-safe core.
 """
 
 from __future__ import annotations
@@ -110,8 +110,8 @@ class Failure:
         names = {f.name for f in fields(cls)} - {"kind", "said"}
         given = {k: v for k, v in d.items() if k in names}
         if kind is Kind.OVER_BOUND and "value" in given and given["value"] is None:
-            # strict JSON writes an infinity as null (kit.core.jsonio.json_safe), and an error over its bound that is
-            # not a number is the infinite one of a prompt whose every golden token the backend left out
+            # strict JSON writes an infinity as null (kit.core.records.jsonio.json_safe), and an error over its bound
+            # that is not a number is the infinite one of a prompt whose every golden token the backend left out
             given["value"] = math.inf
         return cls(kind, **given)
 
@@ -119,16 +119,6 @@ class Failure:
 def texts(failures: Iterable[Failure]) -> list[str]:
     """The lines of ``failures``, as a record's ``failures`` holds them."""
     return [f.text for f in failures]
-
-
-def failures_of(record: Any) -> list[Failure]:
-    """The typed failures of a record (a PromptScore, DecodeScore or CaseResult), one per line of its
-    ``failures``, in order. A line the record's ``typed_failures`` does not hold (a record written before kinds
-    existed, or by a kit that appended a line by hand) is read by the legacy reading."""
-    from kit.core.verdict import legacy  # legacy reads Failure: imported here, not at the top, to stay acyclic
-
-    typed = {f.text: f for f in getattr(record, "typed_failures", None) or ()}
-    return [typed.get(line) or legacy.read_line(line) for line in getattr(record, "failures", None) or ()]
 
 
 def divergence_why(golden_token: int, backend_token: int, gap: float | None, max_err: float, count: int,

@@ -2,8 +2,8 @@
 
 The kernel observes (prompts scored by its engine, continuations decoded, repeats run), then judges those
 observations against the golden under the case's bounds and calibration. Only the observing needs an engine: the
-judging is this function, so a run that keeps what its cases observed (kit.core.caseevidence) can be judged again
-anywhere, by anyone, and must come to the same verdict.
+judging is this function, so a run that keeps what its cases observed (kit.core.records.caseevidence) can be judged
+again anywhere, by anyone, and must come to the same verdict.
 
 Whether the drift test runs depends on the host (a record of other hardware leaves it out): the kernel decides it
 and the decision is an input here, kept with the evidence, not re-decided on the machine that verifies.
@@ -14,14 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from kit.core.calibration import measured_on
-from kit.core.decode import compare_continuation
-from kit.core.drift import DriftResult, drift_test
-from kit.core.golden import Step
-from kit.core.records import FAILED, PASSED, Continuation, DecodeScore, Observation, PromptScore, RepeatSpread
-from kit.core.scoring import repeat_spread, score_prompt
-from kit.core.spec import CaseSpec
-from kit.core.records import EXACT
+from kit.core.noise.calibration import measured_on
+from kit.core.verdict.decode import compare_continuation
+from kit.core.noise.drift import DriftResult, drift_test
+from kit.core.baselines.golden import Step
+from kit.core.records.records import FAILED, PASSED, Continuation, DecodeScore, Observation, PromptScore, RepeatSpread
+from kit.core.verdict.scoring import repeat_spread, score_prompt
+from kit.core.records.spec import CaseSpec
+from kit.core.records.records import EXACT
 from kit.core.verdict import rules
 from kit.core.verdict.failure import Failure, texts
 
@@ -50,10 +50,11 @@ class Judged:
 
     @property
     def failed(self) -> bool:
+        """Whether any rule failed the case: the kernel and `verify` both take the case's status from this."""
         return bool(self.failures)
 
     def result_fields(self, spec: CaseSpec, golden_kind: str, drift_skipped: str | None) -> dict[str, Any]:
-        """The fields of the case's result (kit.core.records.CaseResult) that follow from this judgement of
+        """The fields of the case's result (kit.core.records.records.CaseResult) that follow from this judgement of
         ``spec`` against a golden of ``golden_kind``: what the kernel records and `parity-kit verify` derives
         again. Everything else of a result (times, the engine's release and details) is the run's."""
         return dict(status=FAILED if self.failed else PASSED, golden_kind=golden_kind, bound=spec.bound,

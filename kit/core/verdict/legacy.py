@@ -4,8 +4,9 @@ A current record says what failed in typed fields (``typed_failures``, kit.core.
 kit.core.outcomes). A run directory, an archive or a backtest may still hold records written before those
 existed, and they must triage, replay and report as they always did. So their lines are classed here, by the
 wording the kit used then, and nowhere else: no other module of the kit matches a failure's or an error's text
-(tests/unit/core/test_verdict.py holds every other module to that). Nothing a current kit writes is read here
-except through ``failures_of``'s fallback for a line without its typed record.
+(tests/unit/core/test_verdict.py holds every other module to that). Every reader of a record's failures comes
+through here (``failures_of``), so the typed failures of a current record and the lines of an older one reach
+it as one list; nothing a current kit writes is read by wording, except a line without its typed record.
 
 Frozen with the wording of the kit that wrote such records: a rewording of today's messages does not belong here.
 """
@@ -13,6 +14,7 @@ Frozen with the wording of the kit that wrote such records: a rewording of today
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from kit.core.verdict.failure import REJUDGED, Failure, Kind
 
@@ -41,6 +43,14 @@ def read_line(line: str) -> Failure:
     kind = next((k for k, pattern in _KINDS if pattern.search(line)), Kind.OTHER)
     prompt = line.split(": ", 1)[0] if ": " in line and kind is not Kind.DRIFT else None
     return Failure(kind, prompt=prompt, rejudged=line.endswith(REJUDGED), said=line)
+
+
+def failures_of(record: Any) -> list[Failure]:
+    """The typed failures of a record (a PromptScore, DecodeScore or CaseResult), one per line of its
+    ``failures``, in order. A line the record's ``typed_failures`` does not hold (a record written before kinds
+    existed, or by a kit that appended a line by hand) is read by the legacy reading (``read_line``)."""
+    typed = {f.text: f for f in getattr(record, "typed_failures", None) or ()}
+    return [typed.get(line) or read_line(line) for line in getattr(record, "failures", None) or ()]
 
 
 # An error of a record without an error kind: what its text (or, failing that, its kernel's log tail) says when the

@@ -4,8 +4,9 @@ Each was written where it was first needed, and copied where it was needed again
 scoring, the decode check, the executor's re-judging, the paired comparison and the borrowed-bounds rule, and
 each copy treated a NaN a little differently. Here each rule is one function of numbers, returning typed
 failures (kit.core.verdict.failure) or the one decision the others ask for (``near_tie``, ``bound_for``,
-``step_bound``); the modules that score (kit.core.scoring, kit.core.decode), re-judge (kit.core.coverage),
-replay (kit.baselines.backtest) and compare (kit.core.paired, kit.core.borrowed) call them.
+``step_bound``); the modules that score (kit.core.verdict.scoring, kit.core.verdict.decode), re-judge
+(kit.core.verdict.coverage), replay (kit.baselines.backtest) and compare (kit.core.verdict.paired,
+kit.core.verdict.borrowed) call them.
 
 The rules (docs/architecture.md, Scoring):
 
@@ -20,7 +21,7 @@ The rules (docs/architecture.md, Scoring):
 - decode: a continuation as long as asked, and a divergence only inside a near-tie at a step that passes;
 - repeats that must be bit-exact are;
 - drift: the case's mean error and top-probability shift within what its clean calibration samples span
-  (the test itself is kit.core.drift's; its failure is made here).
+  (the test itself is kit.core.noise.drift's; its failure is made here).
 
 Stdlib only: the kernel-safe core.
 """
@@ -32,7 +33,7 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from kit.core.records import PromptScore, RepeatSpread
+from kit.core.records.records import PromptScore, RepeatSpread
 from kit.core.verdict.failure import WINNER_GAP_FACTOR, Failure, Kind, divergence_why
 
 Top = Sequence[tuple[int, float]]
@@ -178,7 +179,7 @@ def repeat(r: RepeatSpread) -> Failure | None:
 
 def drift(value: float, bound: float, words: str) -> Failure:
     """The drift test's failure: the case's mean ``value`` outside its clean interval, at ``bound`` (the end it
-    crossed); ``words``: kit.core.drift's account of the statistic, its evidence and its samples."""
+    crossed); ``words``: kit.core.noise.drift's account of the statistic, its evidence and its samples."""
     return Failure(Kind.DRIFT, value=value, bound=bound, note=words)
 
 

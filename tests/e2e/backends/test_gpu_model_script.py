@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from kit.core import paths
-from kit.core.safetensors_io import read_tensors, write_tensors
+from kit.core.records import paths
+from kit.core.model.safetensors_io import read_tensors, write_tensors
 from kit.descriptor.load import load_descriptor
 from support import ROOT
 
@@ -68,7 +68,7 @@ def test_gpu_descriptor_validates_and_names_the_fixture_in_the_repo():
     assert {s.backend for s in specs} == {"hf", "jax"}
     # Each case holds one GPU of its own: the local executor runs them side by side where there are several.
     assert {desc.resources(s.name).num_gpus for s in specs} == {1.0}
-    from kit.core.fixture import load_fixture
+    from kit.core.records.fixture import load_fixture
 
     fixture = load_fixture(specs[0].fixture_path)
     assert fixture.buckets == [4096, 16384, 32768]
@@ -77,7 +77,7 @@ def test_gpu_descriptor_validates_and_names_the_fixture_in_the_repo():
 
 @pytest.mark.parametrize("bucket", [4096, 16384, 32768])
 def test_fixture_prompts_are_the_generators(bucket):
-    from kit.core.fixture import load_fixture
+    from kit.core.records.fixture import load_fixture
 
     fixture = load_fixture(load_descriptor(paths.DESCRIPTORS / "gpu-h200.toml").case_specs()[0].fixture_path)
     lengths = sorted((c.n_tokens for c in fixture.prompts if c.bucket == bucket), reverse=True)
@@ -85,7 +85,7 @@ def test_fixture_prompts_are_the_generators(bucket):
 
 
 def test_gate_shaped_descriptor_has_the_real_gates_buckets_and_the_generators_prompts():
-    from kit.core.fixture import load_fixture
+    from kit.core.records.fixture import load_fixture
 
     desc = load_descriptor(paths.DESCRIPTORS / "gpu-h200-64.toml")
     specs = {s.name: s for s in desc.case_specs()}

@@ -8,7 +8,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from kit.backends.hf.runtime import HfBackend
-from kit.core.fixture import load_fixture
+from kit.core.records.fixture import load_fixture
 
 
 def test_observation_equals_last_row_of_a_full_forward(embedded):

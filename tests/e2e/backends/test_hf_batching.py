@@ -18,7 +18,7 @@ import math
 import pytest
 
 from kit.backends.hf.runtime import HfBackend, plan_batches
-from kit.core.fixture import Prompt, load_fixture
+from kit.core.records.fixture import Prompt, load_fixture
 
 TOLERANCE = 1e-5
 

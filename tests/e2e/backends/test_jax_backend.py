@@ -18,8 +18,8 @@ import pytest
 from kit.backends.hf.runtime import HfBackend
 from kit.backends.jax.llama import shape_from_config
 from kit.backends.jax.runtime import JaxBackend, choose_attention, choose_padding, padded_length
-from kit.core.fixture import load_fixture
-from kit.core.safetensors_io import read_tensors
+from kit.core.records.fixture import load_fixture
+from kit.core.model.safetensors_io import read_tensors
 from support import ROOT, parity_kit
 
 TOLERANCE = 1e-5

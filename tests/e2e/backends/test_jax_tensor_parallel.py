@@ -91,7 +91,7 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import save_file
 from kit.backends.jax.runtime import JaxBackend
-from kit.core.fixture import Prompt
+from kit.core.records.fixture import Prompt
 
 folder, config = Path(sys.argv[1]), json.loads(Path(sys.argv[2]).read_text())
 config.update(num_attention_heads=4, num_key_value_heads=2)

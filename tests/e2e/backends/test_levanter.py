@@ -13,9 +13,9 @@ import sys
 
 import pytest
 
-from kit.core import paths
-from kit.core.golden import load_golden
-from kit.core.modeldigest import model_digest
+from kit.core.records import paths
+from kit.core.baselines.golden import load_golden
+from kit.core.model.modeldigest import model_digest
 from support import ROOT, copy_model, edit_weight, parity_kit, write_descriptor
 
 LEVANTER_PYTHON = ROOT / ".venv-levanter" / "bin" / "python"

@@ -13,8 +13,8 @@ import json
 import re
 
 from kit.core.exitcodes import ExitCode
-from kit.core.fixture import load_fixture
-from kit.core.golden import load_golden
+from kit.core.records.fixture import load_fixture
+from kit.core.baselines.golden import load_golden
 from kit.faults.cache import faulted_copy
 from kit.faults.catalogue import fault
 from support import install_echo_plugin, parity_kit, write_descriptor

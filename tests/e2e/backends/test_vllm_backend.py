@@ -17,11 +17,11 @@ import psutil
 import pytest
 
 from kit.backends.base import LOG_PREFIX_ENV
-from kit.backends.vllm.runtime import CPU_PP_NEEDS_COMPILE, engine_settings
+from kit.backends.vllm.engine import CPU_PP_NEEDS_COMPILE, engine_settings
 from kit.backends.vllm.server import cli_flags, free_port
 from kit.core.errors import BadInput
-from kit.core.modeldigest import model_digest
-from kit.core.paths import DESCRIPTORS
+from kit.core.model.modeldigest import model_digest
+from kit.core.records.paths import DESCRIPTORS
 from kit.descriptor.load import load_descriptor
 from support import copy_model, edit_weight, parity_kit, write_descriptor
 

@@ -23,8 +23,8 @@ import tomli_w
 from kit.baselines import make
 from kit.calibrate.run import CaseCalibration, write_record
 from kit.case.calibrate import finished
-from kit.core.calibration import CalibrationRecord, Sample, load_record
-from kit.core.runtime import accelerator
+from kit.core.noise.calibration import CalibrationRecord, Sample, load_record
+from kit.core.baselines.runtime import accelerator
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve
 from support import ROOT, golden_made_on, parity_kit, power_against, write_descriptor
@@ -183,7 +183,7 @@ def test_a_bless_that_would_pass_a_known_fault_of_the_catalogue_is_refused(tmp_p
     copy = tmp_path / "faulted"
     inject = parity_kit("fault", "inject", "logit_scale", "0.2", "--model", str(embedded.model), "--out", str(copy))
     assert inject.returncode == 0, inject.stderr
-    from kit.core.modeldigest import model_digest
+    from kit.core.model.modeldigest import model_digest
 
     faulted = {"faulted": {"path": str(copy), "digest": model_digest(copy)}}
     broken = {**hf_case(embedded, None), "model": "faulted", "bound": 0.075}  # the hand-set bound of old

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from kit.core.calibration import MIN_SAMPLES, CalibrationRecord, Sample, bound_rule, load_record
-from kit.core.golden import load_golden
-from kit.core.jsonio import canonical_bytes
+from kit.core.noise.calibration import MIN_SAMPLES, CalibrationRecord, Sample, load_record
+from kit.core.noise.rule import bound_rule
+from kit.core.baselines.golden import load_golden
+from kit.core.records.jsonio import canonical_bytes
 from support import parity_kit, write_descriptor
 
 pytestmark = pytest.mark.e2e
@@ -212,7 +213,7 @@ def test_noise_measured_on_other_hardware_is_no_baseline_unless_accepted(embedde
                n.endswith("its bounds apply; its drift test does not, since the mean error itself moves with the "
                           "hardware") for n in accepted.notes)
     # Measured here and turned off: the drift column says so rather than "no calibration".
-    from kit.core.runtime import accelerator
+    from kit.core.baselines.runtime import accelerator
 
     here = {**cal["fingerprint"], "runtime": {**cal["fingerprint"]["runtime"], "accelerator": accelerator("cpu")}}
     off = run_case(dataclasses.replace(spec, buckets=[128], drift=False, calibration={**cal, "fingerprint": here}))

@@ -13,9 +13,9 @@ import xml.etree.ElementTree as ET
 import pytest
 import scrapbook as sb
 
-from kit.core.diagnosis import compare_case, metrics_equal
-from kit.core.records import RepeatSpread
-from kit.core.results import read_run
+from kit.core.verdict.diagnosis import compare_case, metrics_equal
+from kit.core.records.records import RepeatSpread
+from kit.core.records.results import read_run
 from support import BROKEN_SILU, HUNG, add_kernel, parity_kit, releases, write_descriptor
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.core.calibration import load_record
+from kit.core.noise.calibration import load_record
 from support import install_echo_plugin, parity_kit, write_descriptor
 
 

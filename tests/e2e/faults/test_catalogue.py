@@ -17,10 +17,10 @@ import pytest
 
 from kit.case.interpreter import run_case_fresh
 from kit.case.runner import run_case
-from kit.core.modeldigest import model_digest
+from kit.core.model.modeldigest import model_digest
 from kit.faults.cache import copies_digest, faulted_copy
 from kit.faults.catalogue import CATALOGUE, Fault
-from kit.core.spec import on_model
+from kit.core.records.spec import on_model
 from kit.faults.effect import (effect_runtime, embedded_cases, failed_by, healthy_noise, hf_float32_effect,
                                largest_error)
 from support.calibration import on_this_hardware

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from kit.core.power import DETECTION_PROBABILITY, load_power
+from kit.core.noise.power import DETECTION_PROBABILITY, load_power
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve
 from support import parity_kit, write_descriptor

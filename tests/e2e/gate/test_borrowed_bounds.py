@@ -10,8 +10,8 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from kit.core.borrowed import CROSS_CLASS_FACTOR
-from kit.core.calibration import CalibrationRecord, Sample, measured_on, record_filename
+from kit.core.verdict.borrowed import CROSS_CLASS_FACTOR
+from kit.core.noise.calibration import CalibrationRecord, Sample, measured_on, record_filename
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve
 from support import parity_kit, write_descriptor

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from kit.core.fixture import load_fixture
+from kit.core.records.fixture import load_fixture
 from support import parity_kit, write_descriptor
 
 

@@ -10,9 +10,9 @@ import re
 
 import pytest
 
-from kit.core.calibration import load_record, measured_on
-from kit.core.modeldigest import model_digest
-from kit.core.runtime import accelerator
+from kit.core.noise.calibration import load_record, measured_on
+from kit.core.model.modeldigest import model_digest
+from kit.core.baselines.runtime import accelerator
 from kit.gate.report import md
 from support import copy_model, parity_kit, trusted, write_descriptor, write_notebook
 
@@ -58,7 +58,8 @@ def test_clean_decode_passes_and_records_every_prompt(decode_run):
     assert clean["details"]["decode_s"] > 0
 
 
-# The forms of a failing decode step's lines (kit.core.decode); which steps fail, and by how much, is the host's.
+# The forms of a failing decode step's lines (kit.core.verdict.decode); which steps fail, and by how much, is the
+# host's.
 NUMBER = r"[0-9.]+(?:e-?[0-9]+)?"
 MISSING = re.compile(r"(?P<id>[\w-]+): decode step (?P<step>\d+): golden token \d+ is missing from the backend's "
                      r"top-64")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from kit.core.modeldigest import model_digest
-from kit.core.portable import PORTABLE_RUNTIME
+from kit.core.model.modeldigest import model_digest
+from kit.core.baselines.portable import PORTABLE_RUNTIME
 from support import ROOT, copy_model, edit_weight, parity_kit, write_descriptor
 
 UNNAMED_CPU_GOLDEN = "44a3d799c03b-tiny-llama-1163a351b5ae-exact-cpu-avx2-pinned.json"
@@ -150,8 +150,8 @@ def test_a_gpu_no_record_lists_is_no_baseline_not_an_error(tmp_path, embedded):
 def gpu_record(embedded, folder: Path, gpu: str) -> Path:
     """The embedded hf-bf16 record of this host's class, as if measured on ``gpu`` with a case on it (it loads:
     written canonically under its own digest, its figures its samples')."""
-    from kit.core.calibration import load_record
-    from kit.core.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
+    from kit.core.noise.calibration import load_record
+    from kit.core.records.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
 
     here = embedded.descriptor.parent
     source = (here / embedded.doc["cases"]["hf-bf16"]["calibration"][0]).resolve()
@@ -165,6 +165,6 @@ def gpu_record(embedded, folder: Path, gpu: str) -> Path:
 
 
 def test_the_portable_runtime_is_what_the_embedded_goldens_record(embedded):
-    from kit.core.golden import load_golden
+    from kit.core.baselines.golden import load_golden
 
     assert load_golden(embedded.goldens["exact"]).provenance["runtime"] == PORTABLE_RUNTIME

@@ -14,8 +14,8 @@ import pytest
 import scrapbook as sb
 import torch
 
-from kit.core.golden import load_golden
-from kit.core.modeldigest import model_digest
+from kit.core.baselines.golden import load_golden
+from kit.core.model.modeldigest import model_digest
 from support import (SLEEPER, copy_model, edit_weight, hf_cases, parity_kit, survivors, trusted, write_descriptor,
                      write_notebook)
 from support.shared import embedded_gate_run

@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 
-from kit.core.contract import FAKE_GPUS_ENV
+from kit.core.records.contract import FAKE_GPUS_ENV
 from kit.views.audit import provenance_table
 from kit.views.summary import load_run
 from support import install_echo_plugin, parity_kit, trusted, write_descriptor, write_notebook
@@ -26,7 +26,7 @@ while len(list(folder.glob("started-*"))) < 2 and time.time() - t0 < 30:
     time.sleep(0.1)
 import scrapbook as sb
 from kit.case import runner
-from kit.core import contract
+from kit.core.records import contract
 sb.glue(contract.CASE_RESULT_SCRAP, runner.notebook_case(spec, None, None, result_path).to_dict())
 with (folder / "ran.jsonl").open("a") as log:
     log.write(json.dumps({{"case": spec["name"], "visible": visible, "start": t0, "end": time.time()}}) + "\\n")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
-from kit.core.calibration import measured_on
+from kit.core.noise.calibration import measured_on
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve
 from support import parity_kit, write_descriptor

@@ -13,8 +13,8 @@ import pytest
 from kit.backends.registry import open_backend
 from kit.case import runner
 from kit.core.errors import BadInput
-from kit.core.records import Observation
-from kit.core.scoring import repeat_spread
+from kit.core.records.records import Observation
+from kit.core.verdict.scoring import repeat_spread
 from kit.descriptor.load import load_descriptor
 from support import parity_kit, write_descriptor
 

@@ -13,7 +13,7 @@ import venv
 import pytest
 
 from kit.core.errors import BadInput
-from kit.core.jsonio import canonical_bytes, sha256_file
+from kit.core.records.jsonio import canonical_bytes, sha256_file
 from kit.run import runlock
 from support import ROOT, SLEEPER, gone, hf_cases, parity_kit, trusted, write_descriptor, write_notebook
 

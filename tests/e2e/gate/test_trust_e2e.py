@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from kit.core.golden import load_golden
-from kit.core.jsonio import sha256_file
+from kit.core.baselines.golden import load_golden
+from kit.core.records.jsonio import sha256_file
 from kit.descriptor.load import load_descriptor
 from support import hf_cases, parity_kit, trusted, write_descriptor, write_notebook
 
@@ -19,11 +19,11 @@ FEW = ["chat-sharegpt-00", "code-humaneval-00", "math-gsm-00"]
 
 # A case notebook that writes a passed verdict of its own making: over `keep` of its prompts, for the
 # inputs of the case `digest_of` (its own when None), without running any backend.
-LIAR = """from kit.core.fixture import load_fixture
-from kit.core.golden import load_golden
-from kit.core.records import CaseResult, PromptScore
-from kit.core.results import save_case_result
-from kit.core.spec import CaseSpec
+LIAR = """from kit.core.records.fixture import load_fixture
+from kit.core.baselines.golden import load_golden
+from kit.core.records.records import CaseResult, PromptScore
+from kit.core.records.results import save_case_result
+from kit.core.records.spec import CaseSpec
 keep, digest_of = {keep!r}, {digest_of!r}
 fixture, golden = load_fixture(spec["fixture_path"]), load_golden(spec["golden_path"])
 ids = [p.id for p in fixture.select(spec["prompt_ids"], spec["buckets"])]

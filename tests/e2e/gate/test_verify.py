@@ -15,9 +15,9 @@ import pytest
 import tomli_w
 
 from kit.cli import main
-from kit.core import rundir
-from kit.core.jsonio import canonical_bytes, write_json
-from kit.core.results import gate_verdict, read_run
+from kit.core.records import rundir
+from kit.core.records.jsonio import canonical_bytes, write_json
+from kit.core.records.results import gate_verdict, read_run
 from kit.gate.report import attach_zip
 from support import parity_kit
 

@@ -9,8 +9,8 @@ import json
 import pytest
 import scrapbook as sb
 
-from kit.core import rundir
-from kit.core.jsonio import write_json
+from kit.core.records import rundir
+from kit.core.records.jsonio import write_json
 from support import parity_kit
 from support.history import case_result, gate_run, series
 

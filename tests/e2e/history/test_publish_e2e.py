@@ -3,7 +3,7 @@ is in the bucket, readable as a run through the history's store, and the local r
 
 from __future__ import annotations
 
-from kit.core import rundir
+from kit.core.records import rundir
 from kit.history.publish import publications
 from kit.history.store import open_store
 from support import parity_kit

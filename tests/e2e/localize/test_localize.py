@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from kit.core import paths
+from kit.core.records import paths
 from kit.core.errors import BadInput
 from kit.core.exitcodes import ExitCode
 from kit.descriptor.load import load_descriptor

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import scrapbook as sb
 
-from kit.core.jsonio import sha256_file
+from kit.core.records.jsonio import sha256_file
 from kit.refresh import build, qualify
 from support import parity_kit, write_descriptor
 from support.forkrepo import (BUILD_FAULT, GIT_ENV, IMPORT_FAULT, LONG_PROMPT_FAULT, LONG_PROMPT_FIX, PIN_KERNEL, git,

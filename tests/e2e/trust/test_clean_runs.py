@@ -6,7 +6,7 @@ record: a variant is a release that changed only what a healthy release may chan
 behind the ``slow`` marker (`make test-slow`; docs/calibration.md says how long they take).
 
 What a release owner meets is the gate's rate, not a case's: the 20 runs are counted as 20 gates (each one run of
-every semantic case) and the gate-level rate is reported with its exact upper bound (kit.core.falsefailure). Each
+every semantic case) and the gate-level rate is reported with its exact upper bound (kit.core.noise.falsefailure). Each
 descriptor written here holds many copies of a case, so it states the gate's rate that gives every copy the alpha
 the embedded descriptor gives its case (a Bonferroni split over 80 copies would otherwise test each more loosely).
 """
@@ -18,9 +18,9 @@ import logging
 
 import pytest
 
-from kit.core import paths
-from kit.core.calibration import load_record
-from kit.core.falsefailure import gate_level
+from kit.core.records import paths
+from kit.core.noise.calibration import load_record
+from kit.core.noise.falsefailure import gate_level
 from kit.descriptor.load import load_descriptor
 from support import parity_kit, write_descriptor
 

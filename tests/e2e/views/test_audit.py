@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from kit.core.modeldigest import model_digest
-from kit.core.results import read_run
+from kit.core.model.modeldigest import model_digest
+from kit.core.records.results import read_run
 from support import ROOT, copy_model, edit_weight, hf_cases, parity_kit, write_descriptor
 from support.shared import embedded_gate_run
 
@@ -102,7 +102,7 @@ def test_junit_has_one_testcase_per_case_with_failures(failing_run, passing_run)
     assert set(cases) == {"checkpoint", "hf-bf16"}
     failure = cases["hf-bf16"].find("failure")
     first = read_run(failing_run[0]).results["hf-bf16"].failure_messages[0]
-    # The body leads with the case's triage (kit.core.triage), then every failure message in full.
+    # The body leads with the case's triage (kit.core.verdict.triage), then every failure message in full.
     triage_line, *messages = failure.text.split("\n")
     assert failure.get("message") == first and messages[0] == first
     assert triage_line.startswith("triage: numeric: over the bound")

@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from kit.core import paths
+from kit.core.records import paths
 from support import ROOT
 
 NOTEBOOKS = sorted(paths.NOTEBOOKS.glob("*.ipynb"))
@@ -105,8 +105,8 @@ def test_an_executed_case_notebook_run_again_by_hand_leaves_the_recorded_result(
 def test_localize_notebook_runs_as_is_from_another_folder_on_the_newest_localize_run(tmp_path):
     """Opened after `parity-kit localize`, run-all shows the newest localize run under the project's runs/,
     not a localize.json beside the kernel."""
-    from kit.core import rundir
-    from kit.core.localize import localize, points
+    from kit.core.records import rundir
+    from kit.core.noise.localize import localize, points
 
     folder = paths.runs_root() / f"localize-nbtest-{uuid.uuid4().hex[:8]}"
     pts = points(1)

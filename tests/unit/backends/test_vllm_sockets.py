@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.backends.vllm.runtime import RPC_ENV, remove_rpc_dir, with_own_rpc_dir
+from kit.backends.vllm.engine import RPC_ENV, remove_rpc_dir, with_own_rpc_dir
 
 
 @pytest.fixture
@@ -52,8 +52,8 @@ def test_a_server_that_cannot_be_started_leaves_no_socket_folder(short_tmp, monk
     from types import SimpleNamespace
 
     from kit.backends.vllm import server
-    from kit.backends.vllm.runtime import EngineSettings
-    from kit.core.contract import LOG_PREFIX_ENV
+    from kit.backends.vllm.engine import EngineSettings
+    from kit.core.records.contract import LOG_PREFIX_ENV
     from kit.core.errors import EngineDidNotStart
 
     monkeypatch.delenv(RPC_ENV, raising=False)

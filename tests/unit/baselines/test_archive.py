@@ -12,13 +12,14 @@ import pytest
 from kit.baselines.archive import (BAD, CALIBRATION_SAMPLE, CONTROL_CANDIDATE, CONTROL_CURRENT, GATE_RUN, GOOD,
                                    MISSING, UNKNOWN, read_archive)
 from kit.baselines.marks import mark_bad, read_mark
-from kit.core import faultcopy, rundir
-from kit.core.calibration import CalibrationRecord
+from kit.core.model import faultcopy
+from kit.core.records import rundir
+from kit.core.noise.calibration import CalibrationRecord
 from kit.core.errors import BadInput
-from kit.core.jsonio import canonical_bytes, write_json
-from kit.core.modeldigest import model_digest
-from kit.core.paths import display
-from kit.core.records import CaseResult
+from kit.core.records.jsonio import canonical_bytes, write_json
+from kit.core.model.modeldigest import model_digest
+from kit.core.records.paths import display
+from kit.core.records.records import CaseResult
 from kit.descriptor.load import load_descriptor
 from kit.gate import executor
 from support import write_descriptor
@@ -263,8 +264,8 @@ def test_baseline_verify_backtests_each_record_again_and_names_a_known_bad_run_i
     import os
 
     from kit.baselines.verify import backtest_problems
-    from kit.core.jsonio import atomic_write_bytes
-    from kit.core.lineage import LineageEntry
+    from kit.core.records.jsonio import atomic_write_bytes
+    from kit.core.baselines.lineage import LineageEntry
 
     old = record(OLD)
     runs = tmp_path / "runs"

@@ -9,10 +9,10 @@ import pytest
 
 from kit.baselines.archive import read_archive
 from kit.baselines.backtest import Skipped, backtest, drift_left_out, replay
-from kit.core import rundir
+from kit.core.records import rundir
 from kit.core.errors import BadInput
-from kit.core.jsonio import canonical_bytes
-from kit.core.paths import display
+from kit.core.records.jsonio import canonical_bytes
+from kit.core.records.paths import display
 from support.archive import (CASE, ELSEWHERE, FAULT, FAULTY, GOLDEN, HERE, case_result, record, write_control,
                              write_run)
 

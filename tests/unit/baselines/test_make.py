@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from kit.baselines import make
-from kit.core.calibration import load_record
+from kit.core.noise.calibration import load_record
 from kit.core.errors import BadInput
-from kit.core.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
-from kit.core.lineage import write_entry
-from kit.core.runtime import accelerator
+from kit.core.records.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
+from kit.core.baselines.lineage import write_entry
+from kit.core.baselines.runtime import accelerator
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve
 from support import parity_kit, write_descriptor
@@ -91,7 +91,7 @@ def test_nothing_missing_means_nothing_made(tmp_path, embedded):
 def test_the_evidence_gate_judges_every_case_and_only_an_unmade_case_not_asked_for_may_lack_a_baseline(
         tmp_path, embedded, monkeypatch, statuses, refused):
     from kit.baselines.steps import StepClock
-    from kit.core.records import CaseResult
+    from kit.core.records.records import CaseResult
 
     cases = {n: embedded.doc["cases"][n] for n in ("checkpoint", "hf-bf16", "vllm-pp1")}
     desc = load_descriptor(write_descriptor(tmp_path, embedded, cases=cases,
@@ -166,7 +166,7 @@ def test_resume_continues_only_an_interrupted_make_of_the_same_descriptor(tmp_pa
 
 
 def test_an_installed_packages_own_descriptor_is_not_written_into(embedded, monkeypatch, tmp_path):
-    from kit.core import paths
+    from kit.core.records import paths
 
     monkeypatch.setattr(paths, "CHECKOUT", None)  # as a wheel install sees it: the data root is the package's
     monkeypatch.setattr(paths, "DATA_ROOT", embedded.descriptor.parent.parent)
@@ -200,8 +200,8 @@ def test_a_make_without_power_says_so_in_its_evidence():
 @pytest.mark.parametrize("left", ["nothing", "a run", "a directory cut before its manifest"])
 def test_a_resumed_make_continues_the_evidence_gate_an_earlier_call_began(tmp_path, embedded, monkeypatch, left):
     from kit.baselines.steps import StepClock
-    from kit.core import rundir
-    from kit.core.records import CaseResult
+    from kit.core.records import rundir
+    from kit.core.records.records import CaseResult
 
     cases = {"checkpoint": embedded.doc["cases"]["checkpoint"]}
     desc = load_descriptor(write_descriptor(tmp_path, embedded, cases=cases,

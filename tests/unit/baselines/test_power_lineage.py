@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from kit.baselines.adopt import first_entry
-from kit.core.baselinekind import POWER
-from kit.core.calibration import load_record
+from kit.core.baselines.baselinekind import POWER
+from kit.core.noise.calibration import load_record
 from kit.core.errors import BadInput
-from kit.core.lineage import LineageEntry, load_folder, write_entry
-from kit.core.paths import display
-from kit.core.power import read_power
-from kit.core.runtime import accelerator
+from kit.core.baselines.lineage import LineageEntry, load_folder, write_entry
+from kit.core.records.paths import display
+from kit.core.noise.power import read_power
+from kit.core.baselines.runtime import accelerator
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.standing import MATCH, MISSING, plan_rows
 from kit.descriptor.plan import resolve
@@ -129,7 +129,7 @@ def test_log_and_verify_read_power_entries_and_verify_refuses_one_whose_claims_d
     # A record whose figures are not its samples' is refused whoever lists it.
     doc = json.loads(power.read_text())
     doc["summary"]["detects_from"] = 0.01
-    from kit.core.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
+    from kit.core.records.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
 
     data = canonical_bytes(doc)
     forged = atomic_write_bytes(tmp_path / "power" / f"{sha256_bytes(data)}.json", data)

@@ -13,15 +13,15 @@ import pytest
 
 from kit.backends.hf.kernels import exact_runtime
 from kit.baselines.adopt import adopt
-from kit.core.baselinekind import CALIBRATION, EXACT_GOLDEN, IN_KERNEL_REFERENCE, SEMANTIC_GOLDEN
+from kit.core.baselines.baselinekind import CALIBRATION, EXACT_GOLDEN, IN_KERNEL_REFERENCE, SEMANTIC_GOLDEN
 from kit.descriptor.standing import FALLBACK, HAND_SET, IN_KERNEL, MATCH, MISSING, gaps, plan_rows
-from kit.core.calibration import load_record
+from kit.core.noise.calibration import load_record
 from kit.core.errors import BadInput
-from kit.core.lineage import LineageEntry, write_entry
-from kit.core.runtime import accelerator
+from kit.core.baselines.lineage import LineageEntry, write_entry
+from kit.core.baselines.runtime import accelerator
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve
-from kit.core.paths import display
+from kit.core.records.paths import display
 from support import golden_made_on, parity_kit, write_descriptor
 
 pytestmark = pytest.mark.unit
@@ -33,7 +33,7 @@ ELSEWHERE_RUNTIME = "torch-cpu x86_64 aten=avx512 onednn=avx512_core_amx mkl=Gen
 def record_elsewhere(embedded, folder: Path, name: str = ELSEWHERE_CPU) -> Path:
     """The embedded hf-bf16 record of this host's class, as if measured on another class of CPU (it loads:
     written canonically under its own digest, its figures its samples')."""
-    from kit.core.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
+    from kit.core.records.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
 
     here = embedded.descriptor.parent
     own = next(p for p in ((here / f).resolve() for f in embedded.doc["cases"]["hf-bf16"]["calibration"])
@@ -123,7 +123,7 @@ def test_the_head_of_a_chain_is_the_record_in_use_and_the_superseded_one_is_left
     old = record_elsewhere(embedded, tmp_path / "calibrations", here)  # a record of this class, listed
     doc = json.loads(old.read_text())
     doc["created_at"] = "2026-12-02T12:00:00+00:00"  # a remade record: other bytes, same figures
-    from kit.core.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
+    from kit.core.records.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
 
     data = canonical_bytes(doc)
     new = atomic_write_bytes(tmp_path / "calibrations" / f"{sha256_bytes(data)}.json", data)
@@ -187,7 +187,7 @@ def test_the_pinned_runtime_name_is_what_the_embedded_exact_golden_records():
 
 
 def test_every_run_names_its_baselines_in_its_manifest_and_summary(tmp_path, embedded):
-    from kit.core.results import RunView
+    from kit.core.records.results import RunView
     from kit.views.summary import baseline_table
 
     rows = [r.to_dict() for r in rows_of(embedded.descriptor, "hf-bf16", "hf-bf16-decode")]
@@ -223,7 +223,7 @@ def test_a_power_record_of_a_superseded_record_is_left_out_and_of_one_never_list
 def test_a_lineage_head_outside_the_descriptors_tree_is_refused(tmp_path, embedded, absolute):
     # A head the descriptor does not list reaches the gate through its entry alone: a diff of the repository
     # must show its file, so it cannot name one elsewhere on the machine (an absolute path, or ../../x).
-    from kit.core.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
+    from kit.core.records.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
 
     here = accelerator("cpu")["name"]
     repo = tmp_path / "repo"
@@ -273,8 +273,8 @@ def _remade(old: Path, folder: Path, raise_to: float | None = None) -> Path:
     prompt raised to ``raise_to``; every figure re-derived from the samples, the file named by its SHA-256."""
     import dataclasses
 
-    from kit.core.calibration import CalibrationRecord
-    from kit.core.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
+    from kit.core.noise.calibration import CalibrationRecord
+    from kit.core.records.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
 
     r = load_record(old)
     samples = list(r.samples)

@@ -10,7 +10,7 @@ import pytest
 from kit.bisect import run
 from kit.bisect.inputs import State, from_fork, from_refresh, from_upstream
 from kit.core.errors import BadInput
-from kit.core.paths import EMBEDDED_DESCRIPTOR
+from kit.core.records.paths import EMBEDDED_DESCRIPTOR
 from kit.descriptor.load import load_descriptor
 from kit.refresh import overlay
 from support import parity_kit

@@ -15,9 +15,9 @@ from kit.bisect import run
 from kit.bisect.inputs import State
 from kit.bisect.step import BAD, StepRecord
 from kit.cli import main
-from kit.core import rundir
+from kit.core.records import rundir
 from kit.core.errors import BadInput
-from kit.core.jsonio import write_json
+from kit.core.records.jsonio import write_json
 from kit.run import runlock
 
 BASE, TIP = "a" * 40, "b" * 40

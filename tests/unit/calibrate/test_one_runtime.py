@@ -1,5 +1,5 @@
 """A calibration's samples name the runtime their kernel was given, read before any engine started in it, and a
-record is made of samples that name one runtime, as this kit keys runtimes (kit.core.runtime)."""
+record is made of samples that name one runtime, as this kit keys runtimes (kit.core.baselines.runtime)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 
 from kit.calibrate.run import build_record
 from kit.case import calibrate
-from kit.core.calibration import Sample
+from kit.core.noise.calibration import Sample
 from kit.core.errors import BadInput
-from kit.core.records import CaseResult, PromptScore
-from kit.core.runtime import numerics_fingerprint
+from kit.core.records.records import CaseResult, PromptScore
+from kit.core.baselines.runtime import numerics_fingerprint
 from kit.descriptor.load import load_descriptor
 from support import write_descriptor
 
@@ -27,7 +27,7 @@ def small_spec(tmp_path, embedded):
 
 
 def scored(spec) -> CaseResult:
-    from kit.core.fixture import load_fixture
+    from kit.core.records.fixture import load_fixture
 
     prompts = [PromptScore(p.id, p.bucket, 8, True, None, 0.01, 0.01, 0.0, True, 1, 0.5, 1, 0.5, 0.1,
                            top_probability_shift=0.001)

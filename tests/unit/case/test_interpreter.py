@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from kit.case import interpreter
-from kit.core import contract
+from kit.core.records import contract
 from kit.core.errors import BadInput
 
 

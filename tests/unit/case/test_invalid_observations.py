@@ -11,9 +11,9 @@ import pytest
 
 from kit.case import runner
 from kit.case.runner import InvalidObservation
-from kit.core.golden import load_golden
-from kit.core.observations import continuation_problem, observation_problem
-from kit.core.records import Continuation, Observation
+from kit.core.baselines.golden import load_golden
+from kit.core.records.observations import continuation_problem, observation_problem
+from kit.core.records.records import Continuation, Observation
 from kit.descriptor.load import load_descriptor
 
 VOCAB = 768  # the tiny model's

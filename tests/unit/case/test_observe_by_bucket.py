@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 from kit.case import runner
 from kit.case.runner import merge_details, observe_by_bucket
-from kit.core.fixture import Prompt
-from kit.core.progress import ProgressWriter, progress_path
-from kit.core.records import Observation
+from kit.core.records.fixture import Prompt
+from kit.core.records.progress import ProgressWriter, progress_path
+from kit.core.records.records import Observation
 
 
 class Recorder:

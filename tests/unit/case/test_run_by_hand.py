@@ -13,10 +13,10 @@ from types import SimpleNamespace
 import pytest
 
 from kit.case import calibrate, runner
-from kit.core import contract, paths
-from kit.core.calibration import Sample
+from kit.core.records import contract, paths
+from kit.core.noise.calibration import Sample
 from kit.core.errors import BadInput
-from kit.core.records import CaseResult
+from kit.core.records.records import CaseResult
 from kit.views import localize as localize_view
 from kit.views import summary
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kit.core import paths
+from kit.core.records import paths
 from support import parity_kit, releases, write_descriptor
 
 

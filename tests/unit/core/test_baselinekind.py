@@ -1,6 +1,6 @@
-"""Each kind of baseline is one object (kit.core.baselinekind): its one name round-trips through every record and
-its earlier spelling is still read, an unknown name is one clear refusal, what a kind is not made or backtested
-by says so, and on every committed descriptor the kinds resolve and check as the descriptor states them."""
+"""Each kind of baseline is one object (kit.core.baselines.baselinekind): its one name round-trips through every record
+and its earlier spelling is still read, an unknown name is one clear refusal, what a kind is not made or backtested by
+says so, and on every committed descriptor the kinds resolve and check as the descriptor states them."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ import pytest
 
 from kit.backends import registry
 from kit.baselines.make import MAKERS
-from kit.core import paths
-from kit.core.baselinekind import (CALIBRATION, EXACT_GOLDEN, HAND_SET, HAND_SET_BOUND, IN_KERNEL,
-                                   IN_KERNEL_REFERENCE, KINDS, MATCH, POWER, SEMANTIC_GOLDEN, BaselineRow,
-                                   NotBacktested, NotMakeable, UnknownBaselineKind, kind_named, of_golden)
+from kit.core.records import paths
+from kit.core.baselines.baselinekind import (CALIBRATION, EXACT_GOLDEN, HAND_SET, HAND_SET_BOUND, IN_KERNEL,
+                                             IN_KERNEL_REFERENCE, KINDS, MATCH, POWER, SEMANTIC_GOLDEN, BaselineRow,
+                                             NotBacktested, NotMakeable, UnknownBaselineKind, kind_named, of_golden)
 from kit.core.errors import BadInput
-from kit.core.golden import load_golden
-from kit.core.lineage import KINDS as LINEAGE_KINDS
+from kit.core.baselines.golden import load_golden
+from kit.core.baselines.lineage import KINDS as LINEAGE_KINDS
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve
 from kit.descriptor.standing import plan_rows

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from kit.core.borrowed import CROSS_CLASS_FACTOR, explained, judged_under_borrowed_bounds
-from kit.core.calibration import load_record, measured_on
-from kit.core.decode import compare_continuation
+from kit.core.verdict.borrowed import CROSS_CLASS_FACTOR, explained, judged_under_borrowed_bounds
+from kit.core.noise.calibration import load_record, measured_on
+from kit.core.verdict.decode import compare_continuation
 from kit.core.exitcodes import ExitCode
-from kit.core.records import BORROWED, FAILED, PASSED, CaseResult, Continuation, DecodeScore, Observation
-from kit.core.results import GATE_BORROWED, GATE_EXIT_CODES, GATE_FAILED, GATE_INCONCLUSIVE, gate_verdict
-from kit.core.scoring import score_prompt
-from kit.core.triage import BORROWED_BOUNDS, NUMERIC, classify
+from kit.core.records.records import BORROWED, FAILED, PASSED, CaseResult, Continuation, DecodeScore, Observation
+from kit.core.records.results import GATE_BORROWED, GATE_EXIT_CODES, GATE_FAILED, GATE_INCONCLUSIVE, gate_verdict
+from kit.core.verdict.scoring import score_prompt
+from kit.core.verdict.triage import BORROWED_BOUNDS, NUMERIC, classify
 
 ROOT = Path(__file__).resolve().parents[3]
 COMMAND = "parity-kit baseline make descriptors/tiny-cpu.toml --case c --reason \"...\""

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from kit.core.calibration import CalibrationRecord, Sample, bound_rule, load_record, mismatch, round_up, spread_factor
+from kit.core.noise.calibration import CalibrationRecord, Sample, load_record, mismatch
+from kit.core.noise.rule import bound_rule, round_up, spread_factor
 from kit.core.errors import BadInput
-from kit.core.jsonio import atomic_write_bytes as write_bytes
+from kit.core.records.jsonio import atomic_write_bytes as write_bytes
 
 pytestmark = pytest.mark.unit
 
@@ -130,7 +131,8 @@ def on(hardware: str) -> dict:
 
 
 def test_of_records_per_class_of_hardware_a_host_takes_its_own_else_the_first(monkeypatch):
-    from kit.core import calibration, runtime
+    from kit.core.noise import calibration
+    from kit.core.baselines import runtime
 
     v3, v4 = record(SAMPLES, fingerprint=on("cpu (x86-64-v3)")), record(SAMPLES, fingerprint=on("cpu (x86-64-v4)"))
     monkeypatch.setattr(runtime, "host_isa_level", lambda: "x86-64-v4")
@@ -141,7 +143,8 @@ def test_of_records_per_class_of_hardware_a_host_takes_its_own_else_the_first(mo
 
 
 def test_a_stated_fallback_order_takes_the_finest_rule_that_holds(monkeypatch):
-    from kit.core import calibration, runtime
+    from kit.core.noise import calibration
+    from kit.core.baselines import runtime
 
     def gpu(name: str, driver: str) -> dict:
         return {"runtime": {"hardware": name, "accelerator": {"name": name, "driver": driver}}}

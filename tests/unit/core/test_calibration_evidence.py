@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from kit.core.calibration import (RULE_NAME, CalibrationRecord, Sample, first_difference, load_record, mismatch,
-                                  rederived, same_class)
+from kit.core.noise.calibration import (CalibrationRecord, Sample, first_difference, load_record, mismatch, rederived,
+                                        same_class)
+from kit.core.noise.rule import RULE_NAME
 from kit.core.errors import BadInput
-from kit.core.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
+from kit.core.records.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
 from support import ROOT
 
 pytestmark = pytest.mark.unit
@@ -50,7 +51,7 @@ def test_every_committed_record_loads_and_rederives_from_its_samples():
     for f in files:
         r = load_record(f)
         # p-values are held as the loader holds them, to the rounding of a float computed again (1e-9 relative):
-        # their last digits follow how the t tail is computed (kit.core.special), not the samples
+        # their last digits follow how the t tail is computed (kit.core.noise.special), not the samples
         assert rederived(r).buckets == r.buckets and first_difference(r.drift, rederived(r).drift, "drift") is None
         assert rederived(r).decode == r.decode
         if r.decode:

@@ -7,12 +7,12 @@ import math
 
 import pytest
 
-from kit.core.decode import check_continuations_fit, check_decode_golden, compare_continuation
+from kit.core.verdict.decode import check_continuations_fit, check_decode_golden, compare_continuation
 from kit.core.errors import BadInput
-from kit.core.golden import load_golden
-from kit.core.jsonio import canonical_bytes
-from kit.core.modelconfig import model_limits
-from kit.core.records import Continuation
+from kit.core.baselines.golden import load_golden
+from kit.core.records.jsonio import canonical_bytes
+from kit.core.model.modelconfig import model_limits
+from kit.core.records.records import Continuation
 
 L = math.log
 

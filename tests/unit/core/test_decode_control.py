@@ -3,8 +3,8 @@ not the pin's failure reproduced, and a prompt that fails only its decode check 
 
 from __future__ import annotations
 
-from kit.core.diagnosis import compare_case, decode_equal
-from kit.core.records import FAILED, CaseResult, DecodeScore, PromptScore
+from kit.core.verdict.diagnosis import compare_case, decode_equal
+from kit.core.records.records import FAILED, CaseResult, DecodeScore, PromptScore
 
 
 def _prompt(pid: str) -> PromptScore:

@@ -10,13 +10,13 @@ import dataclasses
 import pytest
 
 from kit.case import runner
-from kit.core.calibration import load_record
-from kit.core.diagnosis import BOTH_BROKEN, INCOMPLETE, QUALIFIED, REGRESSION, diagnose
+from kit.core.noise.calibration import load_record
+from kit.core.verdict.diagnosis import BOTH_BROKEN, INCOMPLETE, QUALIFIED, REGRESSION, diagnose
 from kit.core.exitcodes import ExitCode
-from kit.core.golden import load_golden
-from kit.core.records import ERROR, FAILED, PASSED, CaseResult, Observation
-from kit.core.results import RunView
-from kit.core.spec import CaseSpec
+from kit.core.baselines.golden import load_golden
+from kit.core.records.records import ERROR, FAILED, PASSED, CaseResult, Observation
+from kit.core.records.results import RunView
+from kit.core.records.spec import CaseSpec
 from kit.descriptor.load import load_descriptor
 
 FAILS = -0.5  # every logprob 0.5 lower: each prompt's error is 0.39 of its top probability, > 0.075 here

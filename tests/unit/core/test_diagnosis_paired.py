@@ -5,10 +5,10 @@ the effect and its interval. Synthetic case results: the numbers are chosen, not
 
 from __future__ import annotations
 
-from kit.core.diagnosis import BLOCKER, BOTH_BROKEN, REGRESSION, Diagnosis, diagnose
+from kit.core.verdict.diagnosis import BLOCKER, BOTH_BROKEN, REGRESSION, Diagnosis, diagnose
 from kit.core.exitcodes import ExitCode
-from kit.core.records import FAILED, PASSED, CaseResult, PromptScore
-from kit.core.results import RunView
+from kit.core.records.records import FAILED, PASSED, CaseResult, PromptScore
+from kit.core.records.results import RunView
 
 PIN_ERRORS = [0.30, 0.32, 0.35, 0.28, 0.40, 0.31, 0.33, 0.36]
 # The calibration record's figures as a calibrated case carries them: the noise "equal" allows (0.01) and the

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from kit.core.drift import MIN_RELATIVE_ERROR, drift_test, t_quantile_two_sided, t_two_sided_p
-from kit.core.records import PromptScore
+from kit.core.noise.drift import MIN_RELATIVE_ERROR, drift_test, t_quantile_two_sided, t_two_sided_p
+from kit.core.records.records import PromptScore
 
 pytestmark = pytest.mark.unit
 
@@ -140,7 +140,7 @@ def test_a_float32_case_at_its_floor_and_a_two_sample_record_have_no_lower_side(
 
 
 def test_the_false_failure_rate_stays_alpha_split_over_four_sides():
-    from kit.core.drift import LOW_SHARE, interval, sample_means
+    from kit.core.noise.drift import LOW_SHARE, interval, sample_means
 
     ref = reference()
     means = sample_means(ref["drift"]["samples"], PROMPTS)

@@ -16,7 +16,7 @@ import pytest
 from kit.backends.vllm.server import VllmServerError
 from kit.case.runner import BackendMismatch, InvalidObservation
 from kit.core.errors import BadInput, ParityKitError
-from kit.core.recordcheck import Wrong
+from kit.core.records.recordcheck import Wrong
 from kit.refresh.overlay import GitError
 from kit.refresh.qualify import StepFailed
 from support import ROOT

@@ -1,5 +1,5 @@
 """The gate's false-failure rate: the Bonferroni split, the statement, the exact binomial upper bound and the
-gate-level count of clean runs (kit.core.falsefailure)."""
+gate-level count of clean runs (kit.core.noise.falsefailure)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from kit.core.calibration import DRIFT_ALPHA
-from kit.core.falsefailure import (DEFAULT_CAP, Budget, budget, gate_level, percent, statement, upper_bound)
+from kit.core.noise.calibration import DRIFT_ALPHA
+from kit.core.noise.falsefailure import (DEFAULT_CAP, Budget, budget, gate_level, percent, statement, upper_bound)
 
 
 def test_the_default_keeps_each_drift_test_at_the_alpha_its_record_was_reviewed_with():

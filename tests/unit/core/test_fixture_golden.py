@@ -8,10 +8,10 @@ import json
 import pytest
 
 from kit.core.errors import BadInput
-from kit.core.fixture import bucket_for, load_fixture, make_fixture, read_prompts, verify_fixture
-from kit.core.golden import check_golden_matches_fixture, diff_goldens, load_golden
-from kit.core.jsonio import canonical_bytes, sha256_file
-from kit.core.modeldigest import model_digest
+from kit.core.records.fixture import bucket_for, load_fixture, make_fixture, read_prompts, verify_fixture
+from kit.core.baselines.golden import check_golden_matches_fixture, diff_goldens, load_golden
+from kit.core.records.jsonio import canonical_bytes, sha256_file
+from kit.core.model.modeldigest import model_digest
 from kit.descriptor.schema import golden_kind
 from support import parity_kit
 

@@ -9,9 +9,9 @@ import json
 import pytest
 
 from kit.core.errors import BadInput
-from kit.core.fixture import load_fixture
-from kit.core.golden import load_golden
-from kit.core.jsonio import canonical_bytes
+from kit.core.records.fixture import load_fixture
+from kit.core.baselines.golden import load_golden
+from kit.core.records.jsonio import canonical_bytes
 
 
 def _edited(embedded, tmp_path, edit):

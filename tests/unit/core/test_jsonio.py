@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
-from kit.core.jsonio import lone_surrogate_at
+from kit.core.records.jsonio import lone_surrogate_at
 
 
 def test_written_files_follow_the_umask(tmp_path):
-    script = ("import os, sys; os.umask(int(sys.argv[2], 8)); from kit.core.jsonio import write_json; "
+    script = ("import os, sys; os.umask(int(sys.argv[2], 8)); from kit.core.records.jsonio import write_json; "
               "write_json(sys.argv[1], {'a': 1})")
     for umask, mode in (("022", 0o644), ("002", 0o664), ("077", 0o600)):
         target = tmp_path / f"result-{umask}.json"

@@ -9,8 +9,8 @@ import re
 import pytest
 
 from kit.core.errors import BadInput
-from kit.core.lineage import (LineageEntry, bound_moves, chain, check_chains, entry_of, heads, load_entry,
-                              load_folder, write_entry)
+from kit.core.baselines.lineage import (LineageEntry, bound_moves, chain, check_chains, entry_of, heads, load_entry,
+                                        load_folder, write_entry)
 
 pytestmark = pytest.mark.unit
 
@@ -93,7 +93,7 @@ def _with_sha(e: LineageEntry, sha: str, supersedes: str) -> LineageEntry:
 
 
 def test_a_case_of_another_descriptor_in_the_same_folder_is_another_chain(tmp_path):
-    from kit.core.lineage import of_descriptor
+    from kit.core.baselines.lineage import of_descriptor
 
     here, there = entry("a"), LineageEntry(**{**entry("b").__dict__, "descriptor": "gpu-h200-64"})
     check_chains([here, there], "here")  # two firsts, but of two descriptors: no two heads

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from kit.core.localize import (FLOOR, K, Localization, Point, differences, earliest, judge, localize, points,
-                               verdict_line)
+from kit.core.noise.localize import (FLOOR, K, Localization, Point, differences, earliest, judge, localize, points,
+                                     verdict_line)
 
 
 def curve(*values: float) -> list[dict[str, float]]:
@@ -109,7 +109,7 @@ def test_verdict_line_names_layer_and_sublayer_or_the_embeddings():
 
 
 def test_a_stream_from_per_layer_arrays_runs_in_the_order_points_lists():
-    from kit.core.localize import stream
+    from kit.core.noise.localize import stream
 
     built = stream("e", ["a0", "a1"], ["m0", "m1"])
     assert [p for p, _ in built] == points(2)

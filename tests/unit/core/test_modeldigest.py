@@ -9,10 +9,10 @@ import tomllib
 
 import pytest
 
-from kit.core import modeldigest
-from kit.core.contract import MODEL_DIGEST_CACHE_ENV
+from kit.core.model import modeldigest
+from kit.core.records.contract import MODEL_DIGEST_CACHE_ENV
 from kit.core.errors import BadInput
-from kit.core.modeldigest import DigestCache, check_model_digest, model_digest
+from kit.core.model.modeldigest import DigestCache, check_model_digest, model_digest
 from support import ROOT
 
 

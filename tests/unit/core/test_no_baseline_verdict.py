@@ -4,8 +4,8 @@ a failure or an unfinished case in the gate's verdict (they say more about the r
 from __future__ import annotations
 
 from kit.core.exitcodes import ExitCode
-from kit.core.records import ERROR, NO_BASELINE, CaseResult
-from kit.core.results import GATE_EXIT_CODES, counts_sentence, gate_verdict, status_counts
+from kit.core.records.records import ERROR, NO_BASELINE, CaseResult
+from kit.core.records.results import GATE_EXIT_CODES, counts_sentence, gate_verdict, status_counts
 from support.records import failed_case, passed_case
 
 NONE_HERE = CaseResult(case="exact", backend="hf", status=NO_BASELINE, error="no baseline for this runtime: ...")

@@ -1,5 +1,5 @@
-"""An engine's observation in JSON: one way to write it (kit.core.records.Observation), which a case's evidence file
-uses too, and in which a NaN or infinite logprob (evidence the judge fails) survives as what it was."""
+"""An engine's observation in JSON: one way to write it (kit.core.records.records.Observation), which a case's evidence
+file uses too, and in which a NaN or infinite logprob (evidence the judge fails) survives as what it was."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from kit.core.records import Observation
+from kit.core.records.records import Observation
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""The paired comparison's statistics (kit.core.paired): known differences give known intervals, a constant
+"""The paired comparison's statistics (kit.core.verdict.paired): known differences give known intervals, a constant
 shift is found, pure noise is not, near-ties are left out and counted, and fewer than three prompts give no
 number at all."""
 
@@ -10,8 +10,8 @@ import statistics
 import numpy as np
 import pytest
 
-from kit.core import paired
-from kit.core.records import PromptScore
+from kit.core.verdict import paired
+from kit.core.records.records import PromptScore
 
 
 def score(pid: str, err: float, *, flipped_gap: float | None = None) -> PromptScore:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from kit.core.phases import KERNEL_START, WRITE_OUT, PhaseClock, ordered, with_executor_phases
+from kit.core.records.phases import KERNEL_START, WRITE_OUT, PhaseClock, ordered, with_executor_phases
 
 
 def test_each_mark_closes_the_phase_since_the_last_and_every_marked_phase_is_kept():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kit.core.portable import SAFE_MARGIN, margin_of, ranking_margin, rounded_top, rounding_margin
+from kit.core.baselines.portable import SAFE_MARGIN, margin_of, ranking_margin, rounded_top, rounding_margin
 
 
 def boundary_above(value: float) -> float:
@@ -56,7 +56,7 @@ def test_the_ranking_margin_counts_only_gaps_the_rounding_keeps():
 
 
 def test_the_embedded_golden_records_a_safe_margin(embedded):
-    from kit.core.golden import load_golden
+    from kit.core.baselines.golden import load_golden
 
     golden = load_golden(embedded.goldens["exact"])
     margin = golden.provenance["release"]["portable_margin"]

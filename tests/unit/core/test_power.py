@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from kit.core.calibration import CalibrationRecord, Sample
+from kit.core.noise.calibration import CalibrationRecord, Sample
 from kit.core.errors import BadInput
 from kit.core.exitcodes import ExitCode
-from kit.core.jsonio import canonical_bytes, sha256_bytes
-from kit.core.power import (FaultedSample, PowerRecord, Trial, caught_by, family_power, headline, judged_by_power,
-                            load_power, summarize)
-from kit.core.records import FAILED, INCONCLUSIVE, PASSED, CaseResult
-from kit.core.results import GATE_EXIT_CODES, GATE_INCONCLUSIVE, gate_verdict
+from kit.core.records.jsonio import canonical_bytes, sha256_bytes
+from kit.core.noise.power import (FaultedSample, PowerRecord, Trial, caught_by, family_power, headline,
+                                  judged_by_power, load_power, summarize)
+from kit.core.records.records import FAILED, INCONCLUSIVE, PASSED, CaseResult
+from kit.core.records.results import GATE_EXIT_CODES, GATE_INCONCLUSIVE, gate_verdict
 from tests.support.records import passed_case, prompt_score
 
 PROMPTS = [f"p{i:02d}" for i in range(16)]
@@ -186,8 +186,8 @@ def test_inconclusive_is_its_own_gate_verdict_and_exit_code_never_passed_failed_
 
 
 def test_a_control_with_an_inconclusive_case_never_qualifies_the_candidate(tmp_path):
-    from kit.core.diagnosis import INCOMPLETE, diagnose
-    from kit.core.results import RunView
+    from kit.core.verdict.diagnosis import INCOMPLETE, diagnose
+    from kit.core.records.results import RunView
 
     def view(name: str, results: dict) -> RunView:
         return RunView(tmp_path / name, {"name": "t", "cases": list(results), "release": {"name": name}}, results,
@@ -212,7 +212,7 @@ def test_a_measurement_of_fewer_families_says_so_and_cannot_meet_a_limit():
 
 
 def test_the_default_families_are_the_ones_the_power_command_measures():
-    from kit.core.power import FAMILY_NAMES
+    from kit.core.noise.power import FAMILY_NAMES
     from kit.faults.power import FAMILIES
 
     assert tuple(FAMILIES) == FAMILY_NAMES

@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from kit.core.fixture import fixture_document, load_fixture
-from kit.core.jsonio import canonical_bytes, sha256_bytes, write_canonical
+from kit.core.records.fixture import fixture_document, load_fixture
+from kit.core.records.jsonio import canonical_bytes, sha256_bytes, write_canonical
 from support import parity_kit
 
 

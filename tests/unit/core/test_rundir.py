@@ -1,15 +1,15 @@
-"""One reader of run directories (kit.core.rundir): every path it follows stays inside its root, and a walk says
+"""One reader of run directories (kit.core.records.rundir): every path it follows stays inside its root, and a walk says
 what it did not look into instead of skipping it in silence (issue 37, "Four readers of a run directory")."""
 
 from __future__ import annotations
 
 import pytest
 
-from kit.core import rundir
+from kit.core.records import rundir
 from kit.core.errors import BadInput
-from kit.core.jsonio import write_json
-from kit.core.recordcheck import Wrong
-from kit.core.resultcheck import check_manifest
+from kit.core.records.jsonio import write_json
+from kit.core.records.recordcheck import Wrong
+from kit.core.records.resultcheck import check_manifest
 
 pytestmark = pytest.mark.unit
 

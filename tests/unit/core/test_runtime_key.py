@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.core.runtime import launch_specific, numeric_env, numeric_fingerprint, numerics_fingerprint, scrubbed
+from kit.core.baselines.runtime import launch_specific, numeric_env, numeric_fingerprint, numerics_fingerprint, scrubbed
 
 pytestmark = pytest.mark.unit
 
@@ -83,8 +83,8 @@ def committed_records() -> list[Path]:
 def test_every_committed_record_keys_as_it_did_before_these_rules():
     # The records made before the rules by shape hold nothing those rules leave out or change: each keys as it did,
     # so a merge, a --reuse or a record made here again compares with them as before. (Their names are the SHA-256
-    # of their bytes, which nothing rewrites: kit.core.calibration and kit.core.power refuse a file whose name is
-    # not, as their own tests show.)
+    # of their bytes, which nothing rewrites: kit.core.noise.calibration and kit.core.noise.power refuse a file whose
+    # name is not, as their own tests show.)
     files = committed_records()
     assert len(files) >= 40
     for f in files:

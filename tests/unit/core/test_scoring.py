@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from kit.core.records import Observation
-from kit.core.scoring import bound_for, score_prompt
+from kit.core.records.records import Observation
+from kit.core.verdict.scoring import bound_for, score_prompt
 
 L = math.log
 GOLDEN = ((5, L(0.6)), (7, L(0.3)), (9, L(0.1)))

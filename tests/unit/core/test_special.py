@@ -15,9 +15,9 @@ import math
 
 import pytest
 
-from kit.core import special
-from kit.core.drift import t_quantile_two_sided, t_two_sided_p
-from kit.core.falsefailure import binomial_cdf, upper_bound
+from kit.core.noise import special
+from kit.core.noise.drift import t_quantile_two_sided, t_two_sided_p
+from kit.core.noise.falsefailure import binomial_cdf, upper_bound
 
 scipy_special = pytest.importorskip("scipy.special")
 stats = pytest.importorskip("scipy.stats")

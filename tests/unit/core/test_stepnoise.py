@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from kit.core.calibration import FORMAT, FORMAT_DECODE, CalibrationRecord, Sample, load_record, rederived
-from kit.core.decode import compare_continuation
+from kit.core.noise.calibration import FORMAT, FORMAT_DECODE, CalibrationRecord, Sample, load_record, rederived
+from kit.core.verdict.decode import compare_continuation
 from kit.core.errors import BadInput
-from kit.core.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
-from kit.core.records import Continuation
-from kit.core.stepnoise import steps_uncovered
+from kit.core.records.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
+from kit.core.records.records import Continuation
+from kit.core.noise.stepnoise import steps_uncovered
 
 pytestmark = pytest.mark.unit
 

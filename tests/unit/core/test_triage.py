@@ -1,4 +1,4 @@
-"""Every rule of kit.core.triage, from constructed case results: the class and the exact evidence. An error is
+"""Every rule of kit.core.verdict.triage, from constructed case results: the class and the exact evidence. An error is
 classed by its kind; the text rules are tried on records without one (written before kinds existed) only."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import json
 import pytest
 
 from kit.core import outcomes
-from kit.core.records import CaseResult
-from kit.core.triage import (BORROWED_BOUNDS, CASE_ERROR, CLASSES, INFRASTRUCTURE, NEAR_TIE, NUMERIC, RULES, Triage,
-                             classify)
+from kit.core.records.records import CaseResult
+from kit.core.verdict.triage import (BORROWED_BOUNDS, CASE_ERROR, CLASSES, INFRASTRUCTURE, NEAR_TIE, NUMERIC, RULES,
+                                     Triage, classify)
 
 BOUND = "p1: max probability error 0.2 > bound 0.075 (bucket 8)"
 WINNER = ("p2: winner changed outside a near-tie: golden top token 5 leads backend greedy token 9 by 0.031 > "
@@ -199,8 +199,8 @@ def test_a_record_without_triage_still_loads():
 
 
 def test_a_record_without_an_error_kind_still_loads_checks_and_triages_as_before(tmp_path):
-    from kit.core.resultcheck import check_case_result
-    from kit.core.results import load_case_result
+    from kit.core.records.resultcheck import check_case_result
+    from kit.core.records.results import load_case_result
 
     d = error("cell 3 raised VllmServerError: vllm serve was not healthy within 1 s (log x)").to_dict()
     del d["error_kind"]
@@ -214,8 +214,8 @@ def test_a_record_without_an_error_kind_still_loads_checks_and_triages_as_before
 
 
 def test_an_error_kind_round_trips_and_is_checked_as_a_string():
-    from kit.core.recordcheck import Wrong
-    from kit.core.resultcheck import check_case_result
+    from kit.core.records.recordcheck import Wrong
+    from kit.core.records.resultcheck import check_case_result
 
     r = error("x", kind=outcomes.KERNEL_DIED)
     assert CaseResult.from_dict(r.to_dict()).error_kind == outcomes.KERNEL_DIED

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kit.core.records import CaseResult, PromptScore, RepeatSpread
-from kit.core.triage import NEAR_TIE, NUMERIC, classify
+from kit.core.records.records import CaseResult, PromptScore, RepeatSpread
+from kit.core.verdict.triage import NEAR_TIE, NUMERIC, classify
 from kit.core.verdict import WINNER_GAP_FACTOR, Failure, Kind, failures_of, legacy, rules
 
 pytestmark = pytest.mark.unit
@@ -127,7 +127,8 @@ def test_a_failure_survives_a_record_round_trip_and_a_record_pairs_each_line_wit
     result = CaseResult("c", "hf", "failed", failures=[f.text for f in failures], typed_failures=failures)
     back = CaseResult.from_dict(result.to_dict())
     assert back.typed_failures[0] == failures[0]
-    # JSON has no infinity (kit.core.jsonio.json_safe): the value is null, and the words, made from the note, hold.
+    # JSON has no infinity (kit.core.records.jsonio.json_safe): the value is null, and the words, made from the note,
+    # hold.
     assert back.typed_failures[1].value is None and back.typed_failures[1].text == failures[1].text
     assert [(f.kind, f.text) for f in failures_of(back)] == [(f.kind, f.text) for f in failures]
     assert Failure.from_dict({"kind": "a-kind-of-a-newer-kit"}) is None

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pytest
 
 from kit.core.errors import BadInput
-from kit.core.vocabcoverage import CLASSES, classify, load_token_vocab, shown, token_vocab, vocab_coverage
+from kit.core.noise.vocabcoverage import CLASSES, classify, load_token_vocab, shown, token_vocab, vocab_coverage
 from support import parity_kit
 
 # Byte-level BPE spells bytes it cannot print with stand-ins: "Ġ" is a space, "Ċ" a newline, "Ā" byte 0;

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kit.cli import main
-from kit.core import paths
+from kit.core.records import paths
 from kit.core.errors import BadInput
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from kit.core import paths
-from kit.core.calibration import DRIFT_ALPHA
+from kit.core.records import paths
+from kit.core.noise.calibration import DRIFT_ALPHA
 from kit.core.errors import BadInput
-from kit.descriptor.falsefailure import plan_statement
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve
 from kit.gate.report import false_failure_lines, false_failure_part
@@ -32,7 +31,7 @@ def test_the_embedded_descriptor_keeps_the_alpha_its_records_were_reviewed_with(
 
 
 def test_the_embedded_plan_states_its_rate_in_one_line():
-    stated = plan_statement(resolve(load_descriptor(paths.EMBEDDED_DESCRIPTOR)))
+    stated = resolve(load_descriptor(paths.EMBEDDED_DESCRIPTOR)).false_failure_statement()
     assert stated["statement"] == (
         "false-failure rate: at most 0.6 % for the gate (drift tests: 0.1 % for each of 6 cases, Bonferroni; the "
         "default); per-prompt bounds: measured, 0 failures in 25 leave-one-out variants")
@@ -48,7 +47,7 @@ def test_a_stated_rate_sets_every_drift_cases_alpha_and_a_subset_keeps_it(tmp_pa
     assert alphas(desc, ["hf-bf16"]) == {"hf-bf16": pytest.approx(0.02 / 6)}
     plan = resolve(desc, only=["hf-bf16"])
     assert plan.false_failure.per_case == pytest.approx(0.02 / 6) and plan.false_failure.stated
-    assert plan_statement(plan)["statement"].startswith(
+    assert plan.false_failure_statement()["statement"].startswith(
         "false-failure rate: at most 2 % for the gate (drift tests: 0.33 % for each of 6 cases, Bonferroni); "
         "per-prompt bounds: measured, 0 failures in 6 leave-one-out variants")
 

@@ -3,8 +3,8 @@ record measured on that class (listed, or the head of its lineage), never on ano
 
 from __future__ import annotations
 
-from kit.core import paths
-from kit.core.calibration import measured_on
+from kit.core.records import paths
+from kit.core.noise.calibration import measured_on
 from kit.descriptor.load import load_descriptor
 
 # The x86-64 levels a laptop or CI runner of the embedded default has: AVX2 only, and AVX-512.

@@ -8,11 +8,11 @@ import os
 
 import pytest
 
-from kit.core import paths
+from kit.core.records import paths
 from kit.core.errors import BadInput
-from kit.core.fixture import load_fixture
-from kit.core.jsonio import canonical_bytes
-from kit.core.modeldigest import model_digest
+from kit.core.records.fixture import load_fixture
+from kit.core.records.jsonio import canonical_bytes
+from kit.core.model.modeldigest import model_digest
 from support import copy_model, parity_kit, write_descriptor
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from kit.core.records import PASSED, CaseResult
+from kit.core.records.records import PASSED, CaseResult
 from kit.descriptor.baselines import Baselines
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.descriptor.plan import resolve

@@ -36,7 +36,7 @@ def test_another_source_model_gets_its_own_copies(embedded, tmp_path):
 
 
 def test_the_default_cache_is_outside_the_repository_unless_named(monkeypatch, tmp_path):
-    from kit.core import paths
+    from kit.core.records import paths
 
     monkeypatch.delenv(CACHE_ENV, raising=False)
     assert paths.DATA_ROOT not in default_cache_dir().parents

@@ -194,7 +194,7 @@ def test_mlp_noise_has_the_named_relative_size(source, clean):
 
 
 def test_embedding_swap_swaps_two_rows_the_fixture_uses(source, clean, embedded):
-    from kit.core.fixture import load_fixture
+    from kit.core.records.fixture import load_fixture
 
     a, b = SWAPPED_TOKENS
     e, e2 = clean.tensors["model.embed_tokens.weight"], faulted(fault("embedding_swap"), 1.0, source).tensors[

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import shutil
 
-from kit.core import faultcopy
-from kit.core.modeldigest import model_digest
-from kit.core.paths import display
+from kit.core.model import faultcopy
+from kit.core.model.modeldigest import model_digest
+from kit.core.records.paths import display
 from kit.faults.cache import faulted_copy
 from kit.faults.catalogue import CATALOGUE, fault
 from kit.faults.checkpoint import load_checkpoint, write_checkpoint

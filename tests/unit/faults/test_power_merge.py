@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from kit.cli import main
-from kit.core import paths
+from kit.core.records import paths
 from kit.core.errors import BadInput
-from kit.core.power import PowerRecord, load_power, merged
+from kit.core.noise.power import PowerRecord, load_power, merged
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kit.core.power import FaultedSample, Trial, summarize
+from kit.core.noise.power import FaultedSample, Trial, summarize
 from kit.faults import ladder as ladder_module
 from kit.faults import power
 from kit.faults.catalogue import BY_NAME
@@ -125,7 +125,7 @@ def test_bracket_and_midpoint():
 def test_reuse_takes_a_record_of_the_case_against_the_record_it_uses(tmp_path):
     import tomllib
 
-    from kit.core import paths
+    from kit.core.records import paths
     from kit.core.errors import BadInput
     from kit.descriptor.load import load_descriptor
     from kit.descriptor.plan import resolve

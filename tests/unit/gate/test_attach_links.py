@@ -8,8 +8,8 @@ import json
 import zipfile
 
 from kit.cli import main
-from kit.core import rundir
-from kit.core.records import PASSED, CaseResult
+from kit.core.records import rundir
+from kit.core.records.records import PASSED, CaseResult
 
 
 def finished_run(run_dir):
@@ -59,6 +59,6 @@ def test_a_zip_already_there_is_never_written_over(tmp_path, capsys):
                    "written over (remove it, or attach into another folder)\n")
     assert (tmp_path / "attach" / "run.zip").read_bytes() == first
     assert [p.name for p in (tmp_path / "attach").iterdir()] == ["run.zip"]  # no temporary file left
-    from kit.core.jsonio import FILE_MODE
+    from kit.core.records.jsonio import FILE_MODE
 
     assert (tmp_path / "attach" / "run.zip").stat().st_mode & 0o777 == FILE_MODE  # readable as the umask says

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kit.core import contract
+from kit.core.records import contract
 from kit.core.errors import BadInput
 from kit.descriptor.load import load_descriptor
 from kit.gate import executor

@@ -10,9 +10,9 @@ import pytest
 
 from kit import __version__
 from kit.cli import main
-from kit.core import rundir
-from kit.core.jsonio import write_json
-from kit.core.results import read_run, save_case_result
+from kit.core.records import rundir
+from kit.core.records.jsonio import write_json
+from kit.core.records.results import read_run, save_case_result
 from kit.gate import report
 from support.records import failed_case, passed_case
 

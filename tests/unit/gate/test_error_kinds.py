@@ -8,8 +8,8 @@ import pytest
 import ray.exceptions
 
 from kit.core import outcomes
-from kit.core.records import ERROR, TIMEOUT
-from kit.core.triage import CASE_ERROR, INFRASTRUCTURE, classify
+from kit.core.records.records import ERROR, TIMEOUT
+from kit.core.verdict.triage import CASE_ERROR, INFRASTRUCTURE, classify
 from kit.descriptor.load import load_descriptor
 from kit.gate import executor, ray_executor
 from kit.run.notebook import NotebookOutcome

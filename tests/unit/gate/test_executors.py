@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from kit.core.errors import BadInput
-from kit.core.records import ERROR, FAILED, CaseResult
-from kit.core.results import now_iso, save_case_result
+from kit.core.records.records import ERROR, FAILED, CaseResult
+from kit.core.records.results import now_iso, save_case_result
 from kit.descriptor.load import load_descriptor
 from kit.gate import executor, ray_task
 from kit.run.notebook import NotebookOutcome

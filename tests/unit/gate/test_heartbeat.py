@@ -8,7 +8,7 @@ import pytest
 from rich.console import Console
 
 from kit.core.errors import BadInput
-from kit.core.progress import BucketDone, ProgressWriter, progress_path
+from kit.core.records.progress import BucketDone, ProgressWriter, progress_path
 from kit.gate.heartbeat import HEARTBEAT_ENV, Heartbeat, heartbeat_interval
 from kit.gate.session import ci_heartbeat
 from kit.run import output

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from kit.core.records import ERROR, TIMEOUT, CaseResult
+from kit.core.records.records import ERROR, TIMEOUT, CaseResult
 from kit.gate.junit import junit_xml
 from support.records import failed_case, passed_case
 
@@ -92,7 +92,7 @@ def test_a_passed_case_has_only_its_largest_error():
 
 
 def test_a_case_without_a_baseline_is_skipped_with_its_own_type_never_failed_or_errored():
-    from kit.core.records import NO_BASELINE
+    from kit.core.records.records import NO_BASELINE
 
     why = "no baseline for this runtime: goldens.exact holds no exact golden made on torch-cpu x"
     results = {"ok": passed_case("ok"), "exact": CaseResult(case="exact", backend="hf", status=NO_BASELINE,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kit.core import contract
+from kit.core.records import contract
 from kit.core.errors import BadInput
 from kit.descriptor.load import load_descriptor
 from kit.gate import executor
@@ -64,8 +64,8 @@ def test_a_case_kernel_sees_only_its_gpus_and_its_result_names_them(tmp_path, em
 
 
 def test_the_summarys_provenance_names_the_nodes_gpus_and_each_cases():
-    from kit.core.records import CaseResult
-    from kit.core.results import RunView
+    from kit.core.records.records import CaseResult
+    from kit.core.records.results import RunView
     from kit.views.audit import provenance_table
 
     h200 = {"index": 1, "uuid": "GPU-bbbb2222", "name": "NVIDIA H200"}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kit.core import contract, rundir
-from kit.core.modeldigest import DigestCache, check_model_digest
+from kit.core.records import contract, rundir
+from kit.core.model.modeldigest import DigestCache, check_model_digest
 from kit.descriptor.load import load_descriptor
 from kit.gate import executor
 from kit.run import compilecache
@@ -25,7 +25,7 @@ def test_prepare_run_saves_the_digests_and_each_kernel_is_told_where(tmp_path, e
         cache_path = run.run_dir / rundir.MODEL_DIGESTS
         saved = DigestCache.load(cache_path)
         assert {Path(p).name for p in saved.entries} >= {"model.safetensors", "config.json", "tokenizer.json"}
-        monkeypatch.setattr("kit.core.modeldigest.hash_file", no_read)  # a kernel's check then reads nothing
+        monkeypatch.setattr("kit.core.model.modeldigest.hash_file", no_read)  # a kernel's check then reads nothing
         assert check_model_digest(embedded.model, run.inputs.model_digest, "case checkpoint", saved) \
             == embedded.doc["model"]["digest"]
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import dataclasses
 from types import SimpleNamespace
 
-from kit.core.coverage import Expected
-from kit.core.fixture import load_fixture
-from kit.core.records import FAILED, PASSED, CaseResult, PromptScore
-from kit.core.results import gate_verdict, load_case_result, save_case_result, status_counts
-from kit.core.spec import CaseSpec
+from kit.core.verdict.coverage import Expected
+from kit.core.records.fixture import load_fixture
+from kit.core.records.records import FAILED, PASSED, CaseResult, PromptScore
+from kit.core.records.results import gate_verdict, load_case_result, save_case_result, status_counts
+from kit.core.records.spec import CaseSpec
 from kit.gate import executor, report
 
 DIGEST = "a" * 64

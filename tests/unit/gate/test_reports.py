@@ -15,12 +15,12 @@ import zipfile
 import pytest
 
 from kit.cli import main
-from kit.core import contract, rundir
+from kit.core.records import contract, rundir
 from kit.core.errors import BadInput
-from kit.core.records import ERROR, FAILED, PASSED, CaseResult, Observation, PromptScore
-from kit.core.results import save_case_result
-from kit.core.scoring import score_prompt
-from kit.core.verdict.failure import failures_of
+from kit.core.records.records import ERROR, FAILED, PASSED, CaseResult, Observation, PromptScore
+from kit.core.records.results import save_case_result
+from kit.core.verdict.scoring import score_prompt
+from kit.core.verdict import failures_of
 from kit.gate import report
 from kit.gate.junit import junit_xml, write_junit_from_disk, xml_text
 from kit.gate.session import case_line

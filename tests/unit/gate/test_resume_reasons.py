@@ -9,9 +9,9 @@ import dataclasses
 import nbformat
 import pytest
 
-from kit.core.coverage import Expected
-from kit.core.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
-from kit.core.results import save_case_result
+from kit.core.verdict.coverage import Expected
+from kit.core.records.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
+from kit.core.records.results import save_case_result
 from kit.descriptor.load import load_descriptor
 from kit.gate import resume
 

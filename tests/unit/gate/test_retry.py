@@ -9,8 +9,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from kit.core.errors import BadInput
-from kit.core.records import CaseResult, PromptScore
-from kit.core.results import save_case_result
+from kit.core.records.records import CaseResult, PromptScore
+from kit.core.records.results import save_case_result
 from kit.descriptor.load import load_descriptor
 from kit.gate import executor, junit, run as gate
 from support import write_descriptor
@@ -75,7 +75,7 @@ def test_an_infrastructure_failure_runs_again_once_and_its_pass_stands(tmp_path,
     suite = ET.parse(tmp_path / "junit.xml").getroot()
     props = {p.get("name"): p.get("value") for p in suite.iter("property")}
     assert props == {"attempt1": f"error: {evidence}"}
-    from kit.core.results import read_run
+    from kit.core.records.results import read_run
     from kit.views.summary import case_table, failure_lines
 
     view = read_run(run.run_dir)

@@ -15,10 +15,10 @@ import pytest
 
 from kit.cli import main
 from kit.control.run import build_notebooks
-from kit.core import rundir
+from kit.core.records import rundir
 from kit.core.exitcodes import ExitCode
-from kit.core.records import CaseResult, PromptScore
-from kit.core.results import save_case_result
+from kit.core.records.records import CaseResult, PromptScore
+from kit.core.records.results import save_case_result
 from kit.gate import executor
 from kit.history.command import gather, render
 from kit.run import notebook

@@ -13,7 +13,7 @@ import pytest
 from kit.gate import report, trend
 from kit.gate.trend import Stepped
 from kit.views.audit import gate_reason
-from kit.core.results import read_run
+from kit.core.records.results import read_run
 from support.history import BOUNDS, START, case_result, gate_run
 
 pytestmark = pytest.mark.unit

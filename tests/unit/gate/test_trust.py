@@ -13,14 +13,14 @@ import pytest
 
 from kit import cli
 from kit.case.runner import BackendMismatch, observe_by_bucket
-from kit.core import paths
-from kit.core.coverage import Expected, coverage_problem, prompt_mismatch
+from kit.core.records import paths
+from kit.core.verdict.coverage import Expected, coverage_problem, prompt_mismatch
 from kit.core.errors import BadInput
 from kit.core.exitcodes import ExitCode
-from kit.core.fixture import Prompt, load_fixture
-from kit.core.progress import ProgressWriter
-from kit.core.records import ERROR, FAILED, PASSED, CaseResult, Observation, PromptScore
-from kit.core.results import save_case_result
+from kit.core.records.fixture import Prompt, load_fixture
+from kit.core.records.progress import ProgressWriter
+from kit.core.records.records import ERROR, FAILED, PASSED, CaseResult, Observation, PromptScore
+from kit.core.records.results import save_case_result
 from kit.descriptor.load import load_descriptor
 from kit.gate import executor, resume
 from support import trusted, write_descriptor
@@ -198,7 +198,7 @@ def test_an_unexpected_exception_is_an_internal_error(monkeypatch, capsys):
     def bug(args):
         raise KeyError("oops")
 
-    monkeypatch.setattr(cli, "_backends", bug)
+    monkeypatch.setattr(cli.tools, "_backends", bug)
     monkeypatch.setattr(cli, "_parser", _with_func(cli._parser, bug))
     assert cli.main(["backends"]) == ExitCode.INTERNAL == 70
     err = capsys.readouterr().err

@@ -5,10 +5,10 @@ retried, never an infrastructure error that a retry could turn into a pass."""
 from __future__ import annotations
 
 import dataclasses
-from kit.core import contract
-from kit.core.records import ERROR, FAILED, CaseResult
-from kit.core.results import save_case_result
-from kit.core.triage import NUMERIC, classify
+from kit.core.records import contract
+from kit.core.records.records import ERROR, FAILED, CaseResult
+from kit.core.records.results import save_case_result
+from kit.core.verdict.triage import NUMERIC, classify
 from kit.descriptor.load import load_descriptor
 from kit.gate import executor, retry
 from kit.run.notebook import NotebookOutcome

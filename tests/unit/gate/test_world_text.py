@@ -9,8 +9,8 @@ import hashlib
 import json
 import re
 
-from kit.core.records import ERROR, FAILED, CaseResult, PromptScore
-from kit.core.text import printable
+from kit.core.records.records import ERROR, FAILED, CaseResult, PromptScore
+from kit.core.records.text import printable
 from kit.gate import report
 from kit.gate.session import case_line
 from support import copy_model, parity_kit

@@ -11,9 +11,9 @@ import shutil
 import pytest
 
 from kit.cli import main
-from kit.core import rundir
+from kit.core.records import rundir
 from kit.core.exitcodes import ExitCode
-from kit.core.jsonio import write_json
+from kit.core.records.jsonio import write_json
 from kit.history import index as history_index
 from kit.history import queries
 from kit.history.command import gather, markdown

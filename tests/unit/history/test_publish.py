@@ -9,7 +9,7 @@ import json
 import pytest
 
 from kit.cli import main
-from kit.core import rundir
+from kit.core.records import rundir
 from kit.core.errors import BadInput
 from kit.gate.run import publish_finished
 from kit.history.publish import PUBLISH_ENV, publications, publish, publish_run, run_files

@@ -1,5 +1,5 @@
-"""The history reads run directories through the one reader (kit.core.rundir): a manifest naming a case outside the
-run is refused in one line, a run behind a link or below a stray manifest is found once, and the index is a cache
+"""The history reads run directories through the one reader (kit.core.records.rundir): a manifest naming a case outside
+the run is refused in one line, a run behind a link or below a stray manifest is found once, and the index is a cache
 that a damaged file never stops (issue 37, "Four readers of a run directory")."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import logging
 
 import pytest
 
-from kit.core import rundir
-from kit.core.jsonio import write_json
+from kit.core.records import rundir
+from kit.core.records.jsonio import write_json
 from kit.history import index as history_index
 from kit.history.rows import SKIPPED, read_location
 from kit.history.store import open_store

@@ -12,7 +12,7 @@ import importlib
 
 import pytest
 
-from kit.core import rundir
+from kit.core.records import rundir
 from kit.core.errors import BadInput
 from kit.history.publish import publish
 from kit.history.store import STORAGE_OPTIONS_ENV, open_store, storage_options

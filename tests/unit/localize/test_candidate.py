@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from kit.cli import main
-from kit.core.fixture import load_fixture
+from kit.core.records.fixture import load_fixture
 from kit.descriptor.load import load_descriptor
 from kit.localize.candidate import check_candidate
 

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from kit.core.contract import FAKE_GPUS_ENV
+from kit.core.records.contract import FAKE_GPUS_ENV
 from kit.core.errors import BadInput
 from kit.run import devices
 from kit.run.devices import DevicePool, Gpu, Inventory, Slots, Unavailable, WaitStopped

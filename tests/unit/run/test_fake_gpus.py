@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kit.core.contract import FAKE_GPUS_ENV
+from kit.core.records.contract import FAKE_GPUS_ENV
 from kit.core.errors import BadInput
 from kit.run import devices
 

@@ -14,7 +14,7 @@ from jupyter_server.services.contents.largefilemanager import AsyncLargeFileMana
 from traitlets.config.loader import KVArgParseConfigLoader
 
 from kit.cli import main
-from kit.core import paths, rundir
+from kit.core.records import paths, rundir
 from kit.run.labcheckpoints import OutsideCheckpoints, checkpoint_root
 
 pytestmark = pytest.mark.unit

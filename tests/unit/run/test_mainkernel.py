@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 
-from kit.core import paths
+from kit.core.records import paths
 from kit.run import mainkernel
 from support import ROOT
 
@@ -51,7 +51,7 @@ def test_a_registered_main_kernel_wins(fresh, monkeypatch):
 
 
 def _data_root_of(site: Path) -> list[str]:
-    code = "import kit.core.paths as p; print(p.DATA_ROOT); print(p.CHECKOUT)"
+    code = "import kit.core.records.paths as p; print(p.DATA_ROOT); print(p.CHECKOUT)"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(site)!r}); {code}"],
                          cwd=site, env=env, capture_output=True, text=True, check=True)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kit.core.records import CaseResult, PromptScore
-from kit.core.results import RunView
+from kit.core.records.records import CaseResult, PromptScore
+from kit.core.records.results import RunView
 from kit.views.summary import bounds_note, case_table, styled_case_table
 
 pytestmark = pytest.mark.unit

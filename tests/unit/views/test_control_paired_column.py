@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kit.core.diagnosis import diagnose
-from kit.core.records import PASSED, CaseResult
-from kit.core.results import RunView
+from kit.core.verdict.diagnosis import diagnose
+from kit.core.records.records import PASSED, CaseResult
+from kit.core.records.results import RunView
 from kit.views.control import ControlView, comparison_table, styled_comparison_table
 from support.records import prompt_score
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kit.core.decode import case_headroom, failed_prompts, worst_decode_step, worst_step
-from kit.core.records import FAILED, PASSED, CaseResult
-from kit.core.results import RunView
+from kit.core.verdict.decode import case_headroom, failed_prompts, worst_decode_step, worst_step
+from kit.core.records.records import FAILED, PASSED, CaseResult
+from kit.core.records.results import RunView
 from kit.views.audit import gate_reason
 from kit.views.plots import headroom_rows
 from kit.views.summary import case_table, decode_frame

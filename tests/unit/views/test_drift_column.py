@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kit.core.records import CaseResult
-from kit.core.results import RunView
+from kit.core.records.records import CaseResult
+from kit.core.records.results import RunView
 from kit.views.summary import case_table
 
 pytestmark = pytest.mark.unit

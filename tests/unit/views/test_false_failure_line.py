@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kit.core.results import RunView
+from kit.core.records.results import RunView
 from kit.views.summary import false_failure_line
 
 

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from kit.cli import main
-from kit.core import rundir
-from kit.core.localize import localize, points
+from kit.core.records import rundir
+from kit.core.noise.localize import localize, points
 
 METRIC_VALUES = {"rel_l2_all": 0.0, "rel_l2_last": 0.0, "max_abs_all": 0.0, "max_abs_last": 0.0}
 

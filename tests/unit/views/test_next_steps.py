@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from kit.core.nextsteps import (BORROWED_KIND, CASE_ERROR, INCONCLUSIVE_KIND, INFRASTRUCTURE, MISSING, NEAR_TIE,
-                                NO_BASELINE_KIND, NUMERIC, kind_of, next_steps, one_command)
-from kit.core.records import (BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult)
-from kit.core.results import RunView
+from kit.core.verdict.nextsteps import (BORROWED_KIND, CASE_ERROR, INCONCLUSIVE_KIND, INFRASTRUCTURE, MISSING,
+                                        NEAR_TIE, NO_BASELINE_KIND, NUMERIC, kind_of, next_steps, one_command)
+from kit.core.records.records import (BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult)
+from kit.core.records.results import RunView
 from kit.gate.report import evidence_markdown
 from kit.views.audit import run_banner
 from support.records import prompt_score

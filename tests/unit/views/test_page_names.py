@@ -8,8 +8,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from kit.core import paths
-from kit.core.results import RunView
+from kit.core.records import paths
+from kit.core.records.results import RunView
 from kit.run.notebook import TITLE_SCRAP, render_html
 from kit.views.audit import page_command, page_path, page_title, provenance_table
 

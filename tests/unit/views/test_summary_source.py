@@ -6,8 +6,8 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from kit.core import contract, rundir
-from kit.core.jsonio import write_json
+from kit.core.records import contract, rundir
+from kit.core.records.jsonio import write_json
 from kit.views.summary import load_run
 from support.history import case_result
 

@@ -1,0 +1,8 @@
+"""`python -m kit.cli`: the `parity-kit` command, as a module (kit's own runs of it, a checkout without the
+console script)."""
+
+import sys
+
+from kit.cli import main
+
+sys.exit(main())

@@ -1,0 +1,96 @@
+"""What a calibration record's lineage entry claims, re-derived from the records themselves.
+
+A new record reaches the gate as two files, the record and its entry, so the entry's word is what a reviewer of
+a pin PR would otherwise take: its bounds, and how far they moved from the record it supersedes. Neither is
+taken on its word here. The bounds an entry states must be its record's own (re-derived from the record's
+samples when it is loaded), and a record whose bounds are looser than its parent's by more than the parent's own
+margin (the parent's bound less its largest clean error, per bucket) is refused, unless the command that made
+it said so with ``--accept-looser REASON``: loosening is allowed, never silent.
+
+Stdlib only, like every record format of kit.core.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from kit.core.noise.calibration import CalibrationRecord
+from kit.core.baselines.lineage import BoundMove, LineageEntry
+
+ACCEPT_LOOSER = "--accept-looser"  # the flag of `parity-kit baseline make` that lets a record loosen its bounds
+
+
+@dataclass(frozen=True)
+class Movement(BoundMove):
+    """One bucket's bound, from the parent record to its successor, with the parent's own margin."""
+
+    margin: float = 0.0  # the parent's bound less its largest clean error in the bucket
+
+    @property
+    def beyond_margin(self) -> bool:
+        """Looser than the parent's bound by more than the parent's own margin."""
+        return self.after > self.before + self.margin + 1e-12
+
+
+def movements(parent: CalibrationRecord, head: CalibrationRecord) -> list[Movement]:
+    """Each bucket both records bound, in the parent's order."""
+    out = []
+    for bucket, stats in parent.buckets.items():
+        if bucket in head.buckets:
+            before = float(stats["bound"])
+            out.append(Movement(bucket, before, float(head.buckets[bucket]["bound"]),
+                                before - float(stats["largest"])))
+    return out
+
+
+def movement_text(moves: Sequence[Movement]) -> str:
+    """The buckets that moved, as ratios ("bucket 256 0.015 -> 0.061 (4.07x)"); "bounds unchanged" when none did."""
+    moved = [m.text for m in moves if m.after != m.before]
+    return "; ".join(moved) if moved else "bounds unchanged"
+
+
+def bounds_claim(entry: LineageEntry, record: CalibrationRecord) -> str | None:
+    """What is wrong with the bounds ``entry`` states for ``record`` (None: they are the record's own)."""
+    stated, own = dict(entry.bounds), record.bounds
+    if set(stated) == set(own) and all(math.isclose(stated[b], own[b], rel_tol=1e-12) for b in own):
+        return None
+    return f"states bounds {_shown(stated)}, but its record's own, from its samples, are {_shown(own)}"
+
+
+def accepted_looser(entry: LineageEntry) -> str | None:
+    """The reason the command that made ``entry`` gave with ``--accept-looser`` (None: it gave none, or gave
+    something that is no reason: ``reason_problem``)."""
+    command = list(entry.command)
+    for i, word in enumerate(command):
+        given = command[i + 1] if word == ACCEPT_LOOSER and i + 1 < len(command) else (
+            word.split("=", 1)[1] if word.startswith(ACCEPT_LOOSER + "=") else None)
+        if given is not None and reason_problem(given) is None:
+            return given
+    return None
+
+
+def reason_problem(reason: str) -> str | None:
+    """Why ``reason`` (given with --reason, --accept-looser, --accept-flips) is no reason, or None: a reason is
+    words, not nothing, and not the next flag of the command line (``--accept-looser --case x``)."""
+    stripped = reason.strip()
+    if not stripped:
+        return "empty"
+    if stripped.startswith("-"):
+        return f"{stripped!r} is a flag, not a reason"
+    if not any(c.isalpha() for c in stripped):
+        return f"{stripped!r} says nothing in words"
+    return None
+
+
+def loosening(moves: Sequence[Movement]) -> str | None:
+    """The buckets loosened beyond the parent's margin, in words (None: none)."""
+    beyond = [m for m in moves if m.beyond_margin]
+    if not beyond:
+        return None
+    return "; ".join(f"{m.text}, beyond its parent's margin of {m.margin:.2g}" for m in beyond)
+
+
+def _shown(bounds: Mapping[str, float]) -> str:
+    return "{" + ", ".join(f"{b}: {v:g}" for b, v in bounds.items()) + "}"

@@ -1,0 +1,100 @@
+"""What a run's reader does next: each case that did not pass, the kind of thing that happened to it, and the one
+command that moves it on.
+
+A verdict alone ("failed", "incomplete") sends a reader to the bottom of the page for the why and to the docs for
+the what-now. The kinds a reader acts on differ: a **numeric** failure is a question for a control (is it the
+candidate, or a stale golden?), **no baseline** is a baseline to make on this machine, **infrastructure** is a run
+to resume, **borrowed bounds** is this machine's own record to measure, **inconclusive** is power to measure. Each
+comes from typed fields of the case result (its status, its triage class, its remedy), never from its words, so
+the summary's first screen and evidence.md say the same thing. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from kit.core.verdict import triage
+from kit.core.records.records import BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult
+
+NUMERIC, NEAR_TIE, NO_BASELINE_KIND, INFRASTRUCTURE = "numeric", "near-tie", "no baseline", "infrastructure"
+CASE_ERROR, BORROWED_KIND, INCONCLUSIVE_KIND, MISSING = "case error", "borrowed bounds", "inconclusive", "missing"
+# The order a reader meets them in: what blocks a pin first.
+ORDER = (NUMERIC, NEAR_TIE, CASE_ERROR, INFRASTRUCTURE, MISSING, BORROWED_KIND, INCONCLUSIVE_KIND, NO_BASELINE_KIND)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One case that did not pass: what kind of thing happened, in a few words why, and the command to run next."""
+
+    case: str
+    kind: str  # one of ORDER
+    why: str
+    command: str | None
+
+
+def kind_of(result: CaseResult | None) -> str | None:
+    """The kind a reader acts on for a case result; None for a passed case."""
+    if result is None:
+        return MISSING
+    if result.status == PASSED:
+        return None
+    classed = (result.triage or {}).get("class")
+    if result.status == FAILED:
+        return NEAR_TIE if classed == triage.NEAR_TIE else NUMERIC
+    if result.status in (ERROR, TIMEOUT):
+        return INFRASTRUCTURE if classed == triage.INFRASTRUCTURE or result.status == TIMEOUT else CASE_ERROR
+    return {NO_BASELINE: NO_BASELINE_KIND, BORROWED: BORROWED_KIND, INCONCLUSIVE: INCONCLUSIVE_KIND}.get(result.status,
+                                                                                                        CASE_ERROR)
+
+
+def next_steps(expected: Sequence[str], results: Mapping[str, CaseResult], descriptor: str,
+               run_dir: str) -> list[Step]:
+    """One step per case of ``expected`` that did not pass, in ORDER, then the cases' own order; ``descriptor`` and
+    ``run_dir`` as the commands should name them."""
+    steps = []
+    for name in expected:
+        r = results.get(name)
+        kind = kind_of(r)
+        if kind is None:
+            continue
+        steps.append(Step(name, kind, _why(kind, r), _command(kind, name, r, descriptor, run_dir)))
+    return sorted(steps, key=lambda s: ORDER.index(s.kind))
+
+
+def _why(kind: str, r: CaseResult | None) -> str:
+    if r is None:
+        return "no result was recorded"
+    if kind in (NUMERIC, NEAR_TIE):
+        failed = sum(1 for p in r.prompts if not p.passed)
+        decode = sum(1 for d in r.decode if not d.passed)
+        said = [f"{failed} of {len(r.prompts)} prompts outside their bounds" if failed else "",
+                f"{decode} decode continuation(s) failed" if decode else "",
+                "its drift test failed" if r.drift and not r.drift.get("passed") else ""]
+        return "; ".join(s for s in said if s) or "failed as a whole (its repeats or its coverage)"
+    if kind == INFRASTRUCTURE:
+        return f"{r.status}: {(r.triage or {}).get('evidence') or r.error or ''}".rstrip(": ")
+    return r.error or r.status
+
+
+def _command(kind: str, case: str, r: CaseResult | None, descriptor: str, run_dir: str) -> str | None:
+    quoted = shlex.quote(descriptor) if descriptor else "DESCRIPTOR"
+    if kind in (NUMERIC, NEAR_TIE):
+        # Whose fault is it: the same command against today's pin tells a regression from a stale golden.
+        return f"parity-kit control {quoted} --case {shlex.quote(case)}"
+    if kind in (INFRASTRUCTURE, MISSING):
+        return f"parity-kit gate {quoted} --resume {shlex.quote(run_dir)}"
+    if kind == INCONCLUSIVE_KIND:
+        return f"parity-kit power {quoted} --case {shlex.quote(case)}"
+    return r.remedy if r is not None else None
+
+
+def one_command(steps: Sequence[Step], descriptor: str) -> str | None:
+    """Where several cases lack a baseline here, the one `baseline make` that makes them all (its --case-less
+    form makes every missing record of the descriptor); None where there are fewer than two."""
+    missing = [s for s in steps if s.kind in (NO_BASELINE_KIND, BORROWED_KIND) and s.command
+               and s.command.startswith("parity-kit baseline make ")]
+    if len(missing) < 2:
+        return None
+    return f"parity-kit baseline make {shlex.quote(descriptor) if descriptor else 'DESCRIPTOR'} --reason \"...\""
