@@ -196,7 +196,7 @@ PATHS_NOTE = ("Files are named relative to the repository (its checkout, or the 
 
 
 def page_path(path: str | Path, run_dir: Path | None) -> str:
-    """A file as the page names it: relative to the repository (kit.core.paths.DATA_ROOT) where it is inside it,
+    """A file as the page names it: relative to the repository (kit.core.records.paths.DATA_ROOT) where it is inside it,
     else to the run's folder (``..`` where it is outside that too), never a machine's absolute path; the manifest
     keeps the path as the run was given it."""
     where = Path(os.path.abspath(path))  # not resolved: a link is named as it was given
