@@ -342,13 +342,12 @@ def render_html(notebook: Path) -> Path:
     """The executed notebook as HTML beside it, without the code: what a reader opens (every command's report),
     titled by the notebook's ``page_title`` scrap where it glued one."""
     import nbformat
-    import scrapbook as sb
 
     exporter = html_exporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
     node = nbformat.read(str(notebook), as_version=4)
-    title = sb.models.Notebook(node).scraps.get(TITLE_SCRAP)
-    if title is not None and isinstance(title.data, str):
-        node.metadata["title"] = title.data
+    title = glued_text(node, TITLE_SCRAP)
+    if title is not None:
+        node.metadata["title"] = title
     for cell in node.cells:  # scraps are data, not a view: left in, each leaves an empty output area on the page
         cell.outputs = [o for o in cell.get("outputs", []) if not _scrap(o)]
     # The parameters' cells show nothing without their code, yet each took a cell's padding above the verdict.
@@ -361,6 +360,24 @@ def render_html(notebook: Path) -> Path:
 
 
 PARAMETER_TAGS = {"parameters", "injected-parameters"}  # papermill's tags: the defaults, and what it was given
+
+
+# How scrapbook 0.5 stores a string it glued: a display output of this mimetype, its payload's "data" the string.
+TEXT_SCRAP = "application/scrapbook.scrap.text+json"
+
+
+def glued_text(node, name: str) -> str | None:
+    """The last string scrap ``name`` glued in the notebook ``node``, read from its outputs directly.
+
+    Rendering must not need scrapbook: a node that installs only the notebook stack (nbconvert, nbformat) renders
+    every report, and the title is the one scrap the page itself shows."""
+    found = None
+    for cell in node.cells:
+        for output in cell.get("outputs", []):
+            payload = (output.get("data") or {}).get(TEXT_SCRAP)
+            if isinstance(payload, dict) and payload.get("name") == name and isinstance(payload.get("data"), str):
+                found = payload["data"]
+    return found
 
 
 def _scrap(output: dict) -> bool:

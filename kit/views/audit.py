@@ -309,7 +309,7 @@ def glue_title(name: str | None, verdict: str | None, kind: str) -> str:
     from kit.run.notebook import TITLE_SCRAP
 
     title = page_title(name, verdict, kind)
-    sb.glue(TITLE_SCRAP, title)
+    sb.glue(TITLE_SCRAP, title, encoder="text")  # the form kit.run.notebook.glued_text reads
     return title
 
 
