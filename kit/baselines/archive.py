@@ -26,13 +26,14 @@ from typing import Any, Iterator, Mapping, Sequence
 from kit.baselines.marks import BadMark, read_mark
 from kit.core.model import faultcopy
 from kit.core.records import rundir
+from kit.core.records.store import GATE, UNLISTED, local_store, walk
 from kit.core.noise.calibration import CalibrationRecord, distinct, measured_on
 from kit.core.verdict.diagnosis import REGRESSION
 from kit.core.errors import BadInput
 from kit.core.records.paths import display
 from kit.core.records.recordcheck import mapping, text
 from kit.core.records.records import PASSED, CaseResult, DecodeScore, PromptScore
-from kit.core.records.results import GATE_PASSED, read_case_result, read_manifest, recorded_result
+from kit.core.records.results import GATE_PASSED, RunDir
 from kit.core.records.resultcheck import read_shaped
 from kit.core.verdict import Kind, failures_of
 
@@ -135,7 +136,7 @@ def read_archive(roots: Sequence[str | Path], case: str, superseded: Calibration
     """The observations of ``case`` in the gate runs and controls under ``roots`` (each a folder of runs, or a
     run or control directory itself), then the distinct samples of ``superseded``, the record a new one replaces.
     A root that is no folder is refused; a run that cannot be read is collected in ``unreadable``, and each folder
-    the walk did not look into (kit.core.records.rundir.walk) in ``skipped``, both said in a line each."""
+    the walk did not look into (kit.core.records.store.walk) in ``skipped``, both said in a line each."""
     found: list[ArchivedObservation] = []
     unreadable: list[Unreadable] = []
     skipped: list[Unreadable] = []
@@ -168,24 +169,24 @@ def read_archive(roots: Sequence[str | Path], case: str, superseded: Calibration
 
 def _runs(root: Path, unreadable: list[Unreadable],
           skipped: list[Unreadable]) -> Iterator[tuple[Path, str, tuple[str, str] | None]]:
-    """Each run directory under ``root`` (kit.core.records.rundir.walk): ``(run_dir, kind, what its control says of
+    """Each run directory under ``root`` (kit.core.records.store.walk): ``(run_dir, kind, what its control says of
     it)``. A control stands for its two runs; a folder that cannot be listed is unreadable, one not looked into
     skipped."""
-    walked = rundir.walk(rundir.LocalTree(root))
+    walked = walk(local_store(root))
     for s in walked.skipped:
-        (unreadable if s.kind == rundir.UNLISTED else skipped).append(Unreadable(display(root / s.location), s.why))
+        (unreadable if s.kind == UNLISTED else skipped).append(Unreadable(display(root / s.location), s.why))
     for found in walked.found:
         folder = root / found.location if found.location else root
-        if found.kind == rundir.GATE:
+        if found.kind == GATE:
             yield folder, GATE_RUN, None
             continue
         try:
-            yield from control_runs(folder)
+            yield from control_sources(folder)
         except BadInput as exc:
             unreadable.append(Unreadable(display(folder), str(exc)))
 
 
-def control_runs(control_dir: Path) -> list[tuple[Path, str, tuple[str, str] | None]]:
+def control_sources(control_dir: Path) -> list[tuple[Path, str, tuple[str, str] | None]]:
     """A control's current and candidate run directories, from its own record; the candidate is known bad when the
     control's diagnosis found a regression in it."""
     current, candidate = rundir.control_run_dirs(control_dir)
@@ -202,26 +203,18 @@ def read_observation(run_dir: Path, case: str, kind: str = GATE_RUN,
                      told: tuple[str, str] | None = None) -> ArchivedObservation | None:
     """The observation of ``case`` in the gate run ``run_dir`` (None when the run does not list the case); a
     damaged manifest, case result, result.json or bad mark is refused in one line naming the file."""
-    manifest = read_manifest(run_dir / rundir.MANIFEST)
+    run = RunDir.local(run_dir)
+    manifest = run.manifest()
     if case not in manifest["cases"]:
         return None
     mark = read_mark(run_dir)
-    verdict = run_verdict(run_dir)
-    path = recorded_result(run_dir, case)
-    result = read_case_result(path, case, manifest.get("kit_version")) if path is not None else None
+    verdict = run.recorded_verdict()
+    result = run.case_result(case, manifest.get("kit_version"))
     known, why = judged(kind, manifest, result, mark, told, verdict)
-    if result is None or path is None:
-        missing = rundir.case_file(run_dir / rundir.CASES, case)
-        return ArchivedObservation(display(missing), kind, known, why, case, None, None, None, None, MISSING, None)
-    return from_result(result, display(path), kind, known, why)
-
-
-def run_verdict(run_dir: Path) -> str | None:
-    """The gate verdict the run recorded in result.json; None when it wrote none (it was stopped)."""
-    path = run_dir / rundir.RESULT
-    if not path.is_file():
-        return None
-    return read_shaped(path, "run result", lambda d: text(mapping(d, "").get("verdict"), "verdict"))
+    where = run.where(run.case_name(case))
+    if result is None:
+        return ArchivedObservation(where, kind, known, why, case, None, None, None, None, MISSING, None)
+    return from_result(result, where, kind, known, why)
 
 
 def judged(kind: str, manifest: Mapping[str, Any], result: CaseResult | None, mark: BadMark | None,

@@ -210,7 +210,8 @@ def _render_evidence(work_dir: Path) -> None:
     """The evidence notebook and its HTML, for the pull request; a failure to render loses nothing (the record
     and evidence.md are written) and is said in one line."""
     out = work_dir / EVIDENCE_NOTEBOOK.name.replace("baseline", "evidence")
-    built = run_and_render(EVIDENCE_NOTEBOOK, out, {"work_dir": str(work_dir)}, 300, work_dir / "evidence.kernel.log")
+    built = run_and_render(EVIDENCE_NOTEBOOK, out, {"work_dir": str(work_dir)}, 300,
+                           rundir.kernel_log(work_dir, "evidence"))
     if built.error:
         log.error(f"evidence notebook not rendered in full: {built.error}; the record is {work_dir / RECORD}")
 

@@ -21,7 +21,7 @@ from typing import Sequence
 
 from kit import __version__
 from kit.bisect.inputs import BisectInputs, State
-from kit.core.records import paths
+from kit.core.records import paths, rundir
 from kit.core.records.jsonio import read_json
 from kit.core.records.results import now_iso
 from kit.descriptor.load import derive, load_descriptor
@@ -139,7 +139,7 @@ def probe(inp: BisectInputs, state: State, case: str, prompts: list[str] | None,
     params = {"manifest": str(manifest), "descriptor": str(inp.descriptor), "current": inp.current,
               "backend": inp.backend, "case": case, "bucket": None, "step_dir": str(qdir), "parity_case": False}
     outcome = run_notebook(QUALIFY_NOTEBOOK, qnb, params, paths.MAIN_KERNEL, qualify_timeout_s,
-                           step_dir / "qualify.kernel.log")
+                           rundir.kernel_log(step_dir, "qualify"))
     rec.paths["qualify_notebook"] = str(qnb)
     if not (qdir / qualify.RECORD).is_file():
         what = "timed out" if outcome.timed_out else outcome.error

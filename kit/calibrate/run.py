@@ -299,7 +299,7 @@ def measure_variants(plan: Plan, spec: CaseSpec, variants: list[dict], run_dir: 
         outcome = run_notebook(CALIBRATE_NOTEBOOK, run_dir / f"{name}.ipynb",
                                {"spec": spec.to_dict(), "variants": group, "samples_path": str(samples_path),
                                 "descriptor": str(plan.path), "case": spec.name},
-                               spec.kernel, spec.timeout_s * len(group), run_dir / f"{name}.kernel.log",
+                               spec.kernel, spec.timeout_s * len(group), rundir.kernel_log(run_dir, name),
                                env=env, imports=backend.warm_imports)
         if outcome.error or outcome.killed_by:
             why, raised = outcome.error or f"killed ({outcome.killed_by})", outcome.raised

@@ -144,11 +144,6 @@ def is_control_dir(path: str | Path) -> bool:
     return (Path(path) / rundir.CONTROL).is_file()
 
 
-def control_runs(control_dir: str | Path) -> tuple[Path, Path]:
-    """The current and candidate run directories of a control directory (kit.core.records.rundir reads its record)."""
-    return rundir.control_run_dirs(control_dir)
-
-
 def build_notebooks(control_dir: Path) -> Rendered:
     """The control notebook and the summary with its page, and one logged line if anything failed, naming it and
     how to build it later: the diagnosis and both runs are on disk by now, and no failure here may change them or
@@ -164,4 +159,4 @@ def build_control_notebook(control_dir: Path, kernel: str = paths.MAIN_KERNEL, t
     """The executed control notebook (no HTML of its own: the summary covers the control); a failure is its one
     line, never an exception."""
     return run_and_render(CONTROL_NOTEBOOK, control_dir / rundir.CONTROL_NOTEBOOK, {"control_dir": str(control_dir)},
-                          timeout_s, control_dir / "control.kernel.log", kernel, html=False)
+                          timeout_s, rundir.kernel_log(control_dir, "control"), kernel, html=False)

@@ -339,7 +339,7 @@ def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = No
            **registry.get(spec.backend).environment(spec.options)}
     outcome = run_notebook(spec.notebook, notebook, contract.case_parameters(spec.to_dict(), str(result_path)),
                            spec.kernel, _time_left(spec.timeout_s, clock_from),
-                           rundir.case_file(cases_dir, spec.name, rundir.KERNEL_LOG),
+                           rundir.kernel_log(cases_dir, spec.name),
                            log_prefix=str(cases_dir / spec.name),
                            env={**env, **(devices.kernel_env(gpus) if gpus else {})},
                            imports=registry.get(spec.backend).warm_imports)

@@ -256,7 +256,7 @@ def build_summary(run_dir: Path, kernel: str = paths.MAIN_KERNEL, timeout_s: flo
     owe_summary(run_dir, "it was stopped while its summary was being built")
     try:
         built = run_and_render(SUMMARY_NOTEBOOK, run_dir / rundir.SUMMARY_NOTEBOOK, {"run_dir": str(run_dir)},
-                               timeout_s, run_dir / "summary.kernel.log", kernel)
+                               timeout_s, rundir.kernel_log(run_dir, "summary"), kernel)
     except Exception:  # a failure is said by its caller; only a stop leaves the mark
         (run_dir / rundir.SUMMARY_PENDING).unlink(missing_ok=True)
         raise
@@ -373,7 +373,7 @@ def markdown_report(run_dir: str | Path) -> str:
     run_dir = Path(run_dir)
     evidence = read_text_input(run_dir / rundir.EVIDENCE) if (run_dir / rundir.EVIDENCE).is_file() else ""
     if (run_dir / rundir.CONTROL).is_file():
-        views = [read_run(folder) for folder in control_runs(run_dir)]
+        views = [read_run(folder) for folder in rundir.control_run_dirs(run_dir)]
     else:
         views = [read_run(run_dir)]
     parts = [evidence.rstrip()]
@@ -395,11 +395,6 @@ def read_text_input(path: Path) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadInput(f"{paths.display(path)} is not UTF-8 (byte {exc.start})") from None
-
-
-def control_runs(control_dir: Path) -> list[Path]:
-    """The run directories of a control, today's pin first, as its control.json names them (kit.core.records.rundir)."""
-    return list(rundir.control_run_dirs(control_dir))
 
 
 def figure_links(view_dir: Path, base: Path) -> list[str]:

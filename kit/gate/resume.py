@@ -34,9 +34,8 @@ from kit import __version__
 from kit.core.records import rundir
 from kit.core.verdict.coverage import Expected, coverage_problem, rejudged
 from kit.core.errors import BadInput
-from kit.core.records.jsonio import read_json_input
 from kit.core.records.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
-from kit.core.records.results import load_case_result
+from kit.core.records.results import RunDir, load_case_result
 from kit.core.records.spec import CaseSpec
 from kit.descriptor.plan import Outline
 
@@ -59,7 +58,7 @@ def earlier_manifest(run_dir: Path, desc_name: str) -> dict:
     """The manifest of the run being resumed, refused unless it is a gate run of this descriptor."""
     if not (run_dir / rundir.MANIFEST).is_file():
         raise BadInput(f"--resume {run_dir}: not a gate run directory (it has no manifest.json)")
-    earlier = read_json_input(run_dir / rundir.MANIFEST, f"--resume {run_dir}: its {rundir.MANIFEST}")
+    earlier = RunDir.local(run_dir).manifest_doc(f"--resume {run_dir}: its {rundir.MANIFEST}")
     if not isinstance(earlier, dict):
         raise BadInput(f"--resume {run_dir}: its {rundir.MANIFEST} is not a JSON object")
     if earlier.get("name") != desc_name:

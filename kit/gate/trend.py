@@ -55,7 +55,7 @@ def steps_completed(run_dir: Path, name: str) -> list[Stepped]:
         return []
     from kit.history import index, queries
     from kit.history.steps import flag_rows
-    from kit.history.store import open_store
+    from kit.core.records.store import open_store
 
     try:
         with index.reading(open_store(str(run_dir.resolve().parent))) as (_, con):

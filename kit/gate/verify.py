@@ -32,11 +32,11 @@ from kit.core.baselines.baselinekind import CALIBRATION, GoldenKind, of_case
 from kit.core.noise.calibration import first_difference
 from kit.core.errors import BadInput
 from kit.core.records.fixture import load_fixture
-from kit.core.records.jsonio import read_input_bytes, read_json_input, sha256_file
+from kit.core.records.jsonio import sha256_file
 from kit.core.records.paths import display
 from kit.core.records.recordcheck import Wrong, listing, mapping, text
 from kit.core.records.records import CaseResult
-from kit.core.records.results import RunView, gate_verdict, read_run
+from kit.core.records.results import RunDir, RunView, gate_verdict, read_run
 from kit.descriptor.host import RecordedHost, recorded_hardware
 from kit.descriptor.load import LoadedDescriptor, for_host, load_descriptor
 from kit.descriptor.plan import Plan, outline, resolve
@@ -205,10 +205,7 @@ def _check_quotes(run_dir: Path, root: str | None, given: str | None, out: Verif
 
 def _read(run_dir: Path, name: str) -> bytes | None:
     """The bytes of a file of the run (None: absent); a link that leads out of it is refused."""
-    path = run_dir / name
-    if not path.is_file():
-        return None
-    return read_input_bytes(rundir.inside(path, run_dir, name), name)
+    return RunDir.local(run_dir).read_bytes(name)
 
 
 def _descriptor(manifest: dict, given: str | Path | None, source: str) -> LoadedDescriptor:
@@ -352,20 +349,15 @@ def _baseline_problems(rows: Any, plan: Plan) -> list[str]:
 
 def _check_result(run_dir: Path, verdict: str, statuses: dict[str, CaseResult], out: Verified) -> None:
     """result.json's verdict and each case's status there, against the cases judged again."""
-    path = run_dir / rundir.RESULT
-    if not path.is_file():
+    recorded = RunDir.local(run_dir).recorded()
+    if recorded is None:
         out.problems.append(f"{rundir.RESULT}: missing: the verdict the run stated cannot be compared")
         return
-    doc = read_json_input(rundir.inside(path, run_dir, "result"), rundir.RESULT)
-    doc = doc if isinstance(doc, dict) else {}
-    if doc.get("verdict") != verdict:
-        out.problems.append(f"{rundir.RESULT}: states the verdict {said(doc.get('verdict'))}, the cases give "
+    if recorded.verdict != verdict:
+        out.problems.append(f"{rundir.RESULT}: states the verdict {said(recorded.verdict)}, the cases give "
                             f"{verdict}")
-    stated = doc.get("cases")
-    cases: dict = stated if isinstance(stated, dict) else {}
     for name, result in statuses.items():
-        entry = cases.get(name)
-        status = entry.get("status") if isinstance(entry, dict) else None
+        status = recorded.statuses.get(name)
         if status != result.status:
             out.problems.append(f"{rundir.RESULT}: cases.{name}.status is {said(status)}, the case gives "
                                 f"{result.status}")

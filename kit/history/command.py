@@ -23,7 +23,7 @@ from kit.core.records.jsonio import write_json
 from kit.history import index as history_index
 from kit.history import queries
 from kit.history.steps import flag_rows
-from kit.history.store import open_store
+from kit.core.records.store import open_store
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ def render(history: History, out: str | Path | None = None) -> History:
     params = {"runs": history.store, "index": str(history.index), "descriptor": sel.name,
               "cases": list(sel.cases), "since": sel.since.isoformat() if sel.since else None}
     notebook = out_dir / RENDERED
-    built = run_and_render(NOTEBOOK, notebook, params, NOTEBOOK_TIMEOUT_S, out_dir / "history.kernel.log")
+    built = run_and_render(NOTEBOOK, notebook, params, NOTEBOOK_TIMEOUT_S, rundir.kernel_log(out_dir, "history"))
     history.out_dir = out_dir
     history.notebook_error = built.error
     if built.error:  # history.json is written; the same command builds the page again

@@ -27,7 +27,7 @@ from typing import Any, Iterable, Iterator, Sequence
 from kit.core.records import rundir
 from kit.core.errors import BadInput
 from kit.history.rows import BucketRow, CaseRow, Line, Read, RunRow, read_location
-from kit.history.store import Store
+from kit.core.records.store import Store
 
 log = logging.getLogger(__name__)
 

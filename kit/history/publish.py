@@ -26,7 +26,7 @@ from kit.core.errors import BadInput
 from kit.core.records.jsonio import read_json, write_json
 from kit.core.records.paths import leads_out
 from kit.core.records.results import now_iso
-from kit.history.store import RUN_MARKERS, Store, open_store
+from kit.core.records.store import RUN_MARKERS, Store, open_store
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,6 @@ import datetime as _dt
 import logging
 import math
 import posixpath
-import re
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -24,15 +23,14 @@ from kit.core.verdict.decode import StepMargin, worst_step
 from kit.core.errors import BadInput
 from kit.core.records.records import CASE_STATUSES, CaseResult
 from kit.core.records.recordcheck import Wrong, listing, mapping, text
-from kit.core.records.resultcheck import check_manifest, written_by
-from kit.core.records.results import gate_verdict
-from kit.history.store import Store
+from kit.core.records.resultcheck import written_by
+from kit.core.records.results import RunDir, gate_verdict
+from kit.core.records.store import Store
 from kit.core.records.records import EXACT
 
 log = logging.getLogger(__name__)
 
 GATE_RUN, CONTROL_CURRENT, CONTROL_CANDIDATE = "gate run", "control current", "control candidate"
-_VERDICT_AT_END = re.compile(rb'"verdict":"([a-z-]+)"}\s*$')
 # What a line about a run says: it (or a part of it) could not be read, or its recorded verdict was not trusted.
 SKIPPED, VERDICT = "skipped", "verdict"
 # What a bucket row measures: the first token of its prompts, or the worst step of their continuations (a decode
@@ -144,22 +142,21 @@ def _control(store: Store, location: str) -> tuple[str, str]:
 
 
 def _read_run(store: Store, location: str, run: str, kind: str, out: Read) -> None:
-    manifest_rel = posixpath.join(run, rundir.MANIFEST)
-    manifest = store.read_json(manifest_rel)
-    version = manifest.get("kit_version") if isinstance(manifest, dict) else None
+    reader = RunDir(store, run)
     try:
-        check_manifest(manifest)
-    except Wrong as wrong:
-        raise BadInput(f"{store.where(manifest_rel)}: {wrong.text}{written_by(version)}; run left out") from None
+        manifest = reader.manifest()
+    except BadInput as exc:
+        raise BadInput(f"{exc}; run left out") from None
+    version = manifest.get("kit_version")
     release = (manifest.get("release") or {}).get("name")
     started = _when(manifest.get("started_at"))
     results: dict[str, CaseResult] = {}
     for case in manifest["cases"]:
-        rel = rundir.case_member(run, case)
-        if not store.exists(rel):
-            continue  # stopped before it finished: missing, as the verdict counts it
+        rel = reader.rel(reader.case_name(case))
         try:
-            doc = store.read_json(rel)
+            doc = reader.case_doc(case)
+            if doc is None:
+                continue  # stopped before it finished: missing, as the verdict counts it
             row, buckets = case_rows(run, case, doc, release, started)
         except BadInput as exc:
             out.lines.append(Line(location, SKIPPED, f"{exc}; case left out"))
@@ -173,27 +170,14 @@ def _read_run(store: Store, location: str, run: str, kind: str, out: Read) -> No
         out.cases.append(row)
         out.buckets += buckets
     verdict = gate_verdict(manifest["cases"], results)
-    recorded = _recorded_verdict(store, run)
+    stated = reader.recorded()
+    recorded = stated.verdict if stated is not None else None
     if recorded is not None and recorded != verdict:
-        out.lines.append(Line(location, VERDICT, f"{store.where(posixpath.join(run, rundir.RESULT))}: says "
+        out.lines.append(Line(location, VERDICT, f"{reader.where(rundir.RESULT)}: says "
                                                  f"{recorded}, its case files say {verdict}; the case files are "
                                                  "trusted"))
     out.runs.append(RunRow(run, location, kind, manifest["name"], manifest.get("descriptor_sha256"), release,
                            started, verdict, recorded, version))
-
-
-def _recorded_verdict(store: Store, run: str) -> str | None:
-    """What result.json says the verdict was. The file repeats every case result (most of a run's bytes), and
-    its canonical JSON sorts ``verdict`` last, so its tail says it; anything else is parsed whole."""
-    rel = posixpath.join(run, rundir.RESULT)
-    if not store.exists(rel):
-        return None
-    tail = _VERDICT_AT_END.search(store.read_tail(rel, 256))
-    if tail:
-        return tail.group(1).decode("ascii")
-    doc = store.read_json(rel)
-    verdict = doc.get("verdict") if isinstance(doc, dict) else None
-    return verdict if isinstance(verdict, str) else None
 
 
 def case_rows(run: str, case: str, doc: Any, release: str | None,

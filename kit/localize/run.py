@@ -149,7 +149,7 @@ def localize_case(descriptor: str | Path, case: str, prompt_ids: Sequence[str] |
     if notebook:
         # A view of localize.json, written above: what fails in it is one line, never an exception.
         error = run_and_render(LOCALIZE_NOTEBOOK, out_dir / "localize.ipynb", {"localize_json": str(out_dir / RESULT)},
-                               300, out_dir / "localize.kernel.log", html=False).error
+                               300, rundir.kernel_log(out_dir, "localize"), html=False).error
     return LocalizeRun(out_dir, verdict, error)
 
 

@@ -101,7 +101,7 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
         "fork_repo": str(inputs.repo), "upstream_ref": upstream_ref, "base": inputs.base, "tip": inputs.tip,
         "fork": inputs.fork, "build_command": list(build_command) if build_command else None,
         "branch": branch, "step_dir": str(run_dir / "build"), "store": str(store)}
-    error = _step(BUILD_NOTEBOOK, run_dir / "build.ipynb", params, build_timeout_s, run_dir / "build.kernel.log")
+    error = _step(BUILD_NOTEBOOK, run_dir / "build.ipynb", params, build_timeout_s, rundir.kernel_log(run_dir, "build"))
     timings["build"] = time.perf_counter() - t0
     if not (run_dir / "build" / build.RECORD).is_file():
         return _finish(run_dir, record, INCOMPLETE, f"the build notebook did not finish: {error}; partial "
@@ -120,7 +120,7 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
     params = {"manifest": built.manifest, "descriptor": str(desc.path), "current": current, "backend": backend,
               "case": qualify_case, "bucket": qualify_bucket, "step_dir": str(run_dir / "qualify")}
     error = _step(QUALIFY_NOTEBOOK, run_dir / "qualify.ipynb", params, qualify_timeout_s,
-                  run_dir / "qualify.kernel.log")
+                  rundir.kernel_log(run_dir, "qualify"))
     timings["qualify"] = time.perf_counter() - t0
     if not (run_dir / "qualify" / qualify.RECORD).is_file():
         return _finish(run_dir, record, INCOMPLETE, f"the qualify notebook did not finish: {error}; partial "

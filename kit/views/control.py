@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from kit.control.run import control_runs, is_control_dir
+from kit.control.run import is_control_dir
 from kit.core.records import contract, rundir
 from kit.core.verdict.diagnosis import HEADLINES, Diagnosis, diagnose
 from kit.core.records.results import RunView
@@ -31,7 +31,7 @@ class ControlView:
 
 def load_control(control_dir: str | Path) -> ControlView:
     """Both runs from their case notebooks' scraps, diagnosed here, so every number has one source."""
-    current, candidate = (load_run(p) for p in control_runs(control_dir))
+    current, candidate = (load_run(p) for p in rundir.control_run_dirs(control_dir))
     return ControlView(Path(control_dir), current, candidate, diagnose(current, candidate))
 
 

@@ -66,13 +66,19 @@ def read_checked(path: Path, check: Callable[[Any], None], version: str | None =
                  version_key: str | None = None) -> Any:
     """``path``'s JSON once ``check`` has held it whole, or one line naming the file and the first value it lacks;
     with the kit version that wrote it when another did (``version``, or the document's own ``version_key``)."""
-    doc = read_json_input(path, display(path))
+    return checked(read_json_input(path, display(path)), display(path), check, version, version_key)
+
+
+def checked(doc: Any, where: str, check: Callable[[Any], None], version: str | None = None,
+            version_key: str | None = None) -> Any:
+    """``doc`` (read from ``where``) once ``check`` has held it whole, or one line naming ``where`` and the first
+    value it lacks, with the kit version that wrote it as ``read_checked`` says it."""
     try:
         check(doc)
     except Wrong as wrong:
         if version_key is not None:
             version = doc.get(version_key) if isinstance(doc, dict) else None
-        raise BadInput(f"{display(path)}: {wrong.text}{written_by(version)}") from None
+        raise BadInput(f"{where}: {wrong.text}{written_by(version)}") from None
     return doc
 
 

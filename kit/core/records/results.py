@@ -1,18 +1,28 @@
-"""Case results on disk and the gate verdict derived from them."""
+"""Case results on disk, the gate verdict derived from them, and the one reader of a run directory.
+
+``RunDir`` reads a gate run's manifest, its result.json and its case files, wherever the run is kept (a folder
+here or a bucket prefix: kit.core.records.store). Every command that reads a run back (verify, the summary, the
+baselines archive, the history, control, JUnit) reads it here, so a damaged or hostile file is refused one way,
+a link that leads out of the run is refused by one rule, and the messages name the file the same way.
+"""
 
 from __future__ import annotations
 
 import datetime as _dt
 import math
+import posixpath
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from kit.core.records import rundir
+from kit.core.errors import BadInput
 from kit.core.exitcodes import ExitCode
-from kit.core.records.jsonio import read_json, write_json
+from kit.core.records.jsonio import parse_json_input, read_json, write_json
 from kit.core.records.records import BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult
-from kit.core.records.resultcheck import check_case_result, check_manifest, read_checked
+from kit.core.records.recordcheck import Wrong, mapping, text
+from kit.core.records.resultcheck import check_case_result, check_manifest, checked
+from kit.core.records.store import Store, local_store
 
 GATE_PASSED, GATE_FAILED, GATE_INCOMPLETE = "passed", "failed", "incomplete"
 GATE_NO_BASELINE = "no-baseline"  # every case that ran passed, and some exact case had nothing to judge it by
@@ -133,35 +143,110 @@ class RunView:
         return (self.manifest.get("release") or {}).get("name")
 
 
+@dataclass(frozen=True)
+class Recorded:
+    """What a run's result.json states: the verdict, and each case's status as the gate recorded it (a stopped
+    run writes none). A reader compares them with what the case files give (verify, the history)."""
+
+    verdict: str | None
+    statuses: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """One gate run directory, read through a Store: ``location`` is its folder below the store's root (``""``:
+    the root is the run). Each accessor reads one of its files, checked whole, and refuses a damaged one in one
+    line naming it; every path is kept inside the store (a case name or a link that leads out is refused)."""
+
+    store: Store
+    location: str = ""
+
+    @classmethod
+    def local(cls, run_dir: str | Path) -> RunDir:
+        """The run directory ``run_dir`` on this machine, its own root (nothing outside it is read)."""
+        return cls(local_store(run_dir))
+
+    def rel(self, name: str) -> str:
+        """``name`` (a file of the run: ``result.json``, ``cases/x.json``) relative to the store's root."""
+        return posixpath.join(self.location, name) if self.location else name
+
+    def where(self, name: str) -> str:
+        """A file of the run as messages name it."""
+        return self.store.where(self.rel(name))
+
+    def has(self, name: str) -> bool:
+        """Whether the run holds the file ``name`` (a link out of the run is refused, not answered)."""
+        return self.store.exists(self.rel(name))
+
+    def read_bytes(self, name: str) -> bytes | None:
+        """The bytes of the run's file ``name``; None when it has none."""
+        return self.store.read_bytes(self.rel(name)) if self.has(name) else None
+
+    def read_json(self, name: str) -> Any:
+        """The run's JSON file ``name``, refused in one line naming it when it is not JSON."""
+        return self.store.read_json(self.rel(name))
+
+    def manifest_doc(self, where: str | None = None) -> Any:
+        """The run's manifest as written, unchecked, for a reader that checks what it takes (``where``: how to
+        name it in a message, the file's name when not given)."""
+        return parse_json_input(self.store.read_bytes(self.rel(rundir.MANIFEST)), where or self.where(rundir.MANIFEST))
+
+    def manifest(self) -> dict:
+        """The run's manifest, checked for what its readers take from it."""
+        return checked(self.read_json(rundir.MANIFEST), self.where(rundir.MANIFEST), check_manifest,
+                       version_key="kit_version")
+
+    def recorded(self) -> Recorded | None:
+        """What the run's result.json states; None when it wrote none (it was stopped). A value that is not a
+        verdict or not a table of cases is kept as None or empty: the caller says what it differs from."""
+        if not self.has(rundir.RESULT):
+            return None
+        doc = self.read_json(rundir.RESULT)
+        doc = doc if isinstance(doc, dict) else {}
+        verdict, cases = doc.get("verdict"), doc.get("cases")
+        statuses = {name: entry.get("status") if isinstance(entry, dict) else None
+                    for name, entry in (cases.items() if isinstance(cases, dict) else ())}
+        return Recorded(verdict if isinstance(verdict, str) else None, statuses)
+
+    def recorded_verdict(self) -> str | None:
+        """The verdict the run's result.json states, refused in one line when it states none; None when the run
+        wrote no result.json."""
+        if not self.has(rundir.RESULT):
+            return None
+        try:
+            return text(mapping(self.read_json(rundir.RESULT), "").get("verdict"), "verdict")
+        except Wrong as wrong:
+            raise BadInput(f"{self.where(rundir.RESULT)}: malformed run result: {wrong.text}") from None
+
+    def case_name(self, case: str) -> str:
+        """``cases/<case>.json`` of the run; a case name that leads out of cases/ is refused."""
+        return posixpath.join(rundir.CASES, posixpath.basename(rundir.case_member("", case)))
+
+    def case_doc(self, case: str) -> Any | None:
+        """The JSON of ``case``'s result file as recorded, unchecked (a reader that takes only a few fields checks
+        those); None when the case wrote none."""
+        name = self.case_name(case)
+        return self.read_json(name) if self.has(name) else None
+
+    def case_result(self, case: str, kit_version: str | None = None) -> CaseResult | None:
+        """``case``'s result, checked whole (``kit_version``: the version the manifest names, for the message);
+        None when the case wrote none (it was stopped before it finished)."""
+        doc = self.case_doc(case)
+        if doc is None:
+            return None
+        return CaseResult.from_dict(checked(doc, self.where(self.case_name(case)),
+                                            lambda d: check_case_result(d, case), kit_version))
+
+
 def read_run(run_dir: str | Path) -> RunView:
     """A run from the case results the executor wrote (no notebook parsing). A record that is damaged, or
     that an older kit wrote without what this one reads, is refused in one line naming its file and key."""
     run_dir = Path(run_dir)
-    manifest = read_manifest(run_dir / rundir.MANIFEST)
+    run = RunDir.local(run_dir)
+    manifest = run.manifest()
     results = {}
     for name in manifest["cases"]:
-        path = recorded_result(run_dir, name)
-        if path is not None:
-            results[name] = read_case_result(path, name, manifest.get("kit_version"))
+        result = run.case_result(name, manifest.get("kit_version"))
+        if result is not None:
+            results[name] = result
     return RunView(run_dir, manifest, results, {name: "executor" for name in results})
-
-
-def recorded_result(run_dir: Path, case: str) -> Path | None:
-    """The file of the result the executor recorded for ``case`` (``cases/<case>.json``), None when there is none
-    yet; a name or a link that leads out of ``run_dir`` is refused (kit.core.records.rundir)."""
-    path = rundir.case_file(run_dir / rundir.CASES, case)
-    if not path.is_file():
-        return None
-    rundir.inside(path, run_dir, "case result")
-    return path
-
-
-def read_manifest(path: Path) -> dict:
-    """A gate run's manifest, checked for what its readers take from it."""
-    return read_checked(path, check_manifest, version_key="kit_version")
-
-
-def read_case_result(path: Path, case: str, kit_version: str | None = None) -> CaseResult:
-    """The result of ``case`` in ``path``, checked whole before any of it is used (``kit_version``: the
-    version the run's manifest names, for the message when it is not this kit's)."""
-    return CaseResult.from_dict(read_checked(path, lambda doc: check_case_result(doc, case), kit_version))

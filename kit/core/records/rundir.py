@@ -1,29 +1,27 @@
 """A run directory in one place: the names of its files (docs/architecture.md, Data formats), the paths to them,
-the walk that finds run directories under a root, and a control's record of its two runs.
+the rule that keeps a path inside its run, and a control's record of its two runs.
 
 Gate runs, control directories and refresh directories are read back by results, the summary, the history, the
 baselines archive and control; every reader and writer takes the names and paths from here, so that one rule keeps
 every path inside its root. A run directory is input from the world (copied by hand, published, edited): a case
 name in a manifest is used as a file name, so ``../../../x`` or an absolute name would read or write outside the
 run; a link may lead out of the folder of runs or back into itself. Each of these is refused here in one line
-naming what and where, and a walk says what it did not look into and why, instead of skipping it in silence.
+naming what and where.
 
-Stdlib only: kernels import kit.core. A store that is not a local folder (kit.history.store) walks through the
-same ``walk`` by offering the three methods of ``Tree``.
+Stdlib only: kernels import kit.core. A folder of runs is walked by kit.core.records.store, the one way the kit reads
+a folder of runs, here or in a bucket.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import posixpath
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Mapping, Sequence
 
 from kit.core.errors import BadInput
-from kit.core.records.jsonio import read_input_bytes, read_json_input
+from kit.core.records.jsonio import read_json_input
 from kit.core.records.paths import display, separator_or_control
 from kit.core.records.recordcheck import Wrong, mapping, text
 
@@ -74,22 +72,9 @@ def control_run_names(doc: Any) -> tuple[str, str]:
     return names[0], names[1]
 
 
-# What a walk does not look into below a run directory: the run's own folders, which hold no runs.
-RUN_FOLDERS = (CASES, FIGURES)
-# Hidden folders that are known to hold no run: the history's index, version control, Jupyter's checkpoints.
-NOT_RUNS = {".history": "the history's index", ".git": "version control", ".ipynb_checkpoints": "Jupyter's checkpoints"}
-# How deep below a root run directories are looked for (runs/<refresh>/<control>/<release> is three down, a bisect's
-# steps four); a folder deeper still is named in the walk's skipped lines, not looked into.
-MAX_DEPTH = 8
-# What a walk found: a gate run's folder, or a control's (which stands for its two runs).
-GATE, CONTROL_DIR = "gate run", "control"
 # The record that makes a folder a run directory of each kind, in the order a folder is recognised (a control's
-# record before any manifest, as in ``walk``); the names are those commands and notebooks use for the kinds.
+# record before any manifest, as in kit.core.records.store's ``walk``); the names are those commands and notebooks use for the kinds.
 RECORDS = {"control": CONTROL, "gate": MANIFEST, "refresh": REFRESH, "localize": LOCALIZE, "bisect": BISECT}
-# Why a walk did not look into a folder: hidden, too deep, a link out of the root, a second name of a folder
-# already walked (a loop), or a folder that could not be listed.
-HIDDEN, DEEP, OUTSIDE, AGAIN, UNLISTED = "hidden", "deep", "outside", "again", "unlisted"
-
 
 def kind_of(folder: str | Path) -> str | None:
     """Which kind of run directory ``folder`` is (a key of ``RECORDS``), by the record it holds; None for none."""
@@ -146,6 +131,12 @@ def case_file(cases_dir: str | Path, case: str, suffix: str = CASE_RESULT) -> Pa
     return Path(cases_dir) / f"{safe_name(case, str(cases_dir))}{suffix}"
 
 
+def kernel_log(folder: str | Path, name: str) -> Path:
+    """``<folder>/<name>.kernel.log``: where what a notebook's kernel (a case's, a summary's, a command's) and its
+    engine printed is kept. Every such log is named here, so that the files a run leaves are found by one rule."""
+    return case_file(folder, name, KERNEL_LOG)
+
+
 def attempt_notebook(cases_dir: str | Path, case: str, attempt: int) -> Path:
     """``cases/<case>.attempt<n>.ipynb``: the partial notebook of a Ray task's attempt whose worker was lost."""
     return case_file(cases_dir, case, f".attempt{attempt}{CASE_NOTEBOOK}")
@@ -166,9 +157,16 @@ def inside(path: str | Path, root: str | Path, what: str = "file") -> Path:
     """``path`` once its links are resolved, refused in one line when that leads out of ``root`` (also resolved):
     a run's files are its own, and a link to elsewhere makes a reader read something else as the run's."""
     real, top = Path(os.path.realpath(path)), Path(os.path.realpath(root))
-    if real != top and not real.is_relative_to(top):
+    if leads_out(real, top):
         raise BadInput(f"{display(path)}: a link leading out of {display(root)} (to {real}); the {what} is refused")
     return real
+
+
+def leads_out(real: str | Path, top: str | Path) -> bool:
+    """Whether the resolved path ``real`` lies outside the resolved folder ``top``: the one test of containment
+    (``inside`` for a file, the walk for a folder a link leads to)."""
+    real, top = Path(real), Path(top)
+    return real != top and not real.is_relative_to(top)
 
 
 def member(root: str | Path, relative: str) -> Path:
@@ -192,145 +190,6 @@ def control_run_dirs(control_dir: str | Path) -> tuple[Path, Path]:
     except Wrong as wrong:
         raise BadInput(f"{display(path)}: malformed control record: {wrong.text}") from None
     return member(control_dir, current), member(control_dir, candidate)
-
-
-class Tree(Protocol):
-    """What a walk needs of a store of runs (a local folder, kit.history.store's fsspec store): paths are
-    relative to its root, POSIX-separated, ``""`` the root itself."""
-
-    def entries(self, relative: str) -> list[tuple[str, bool]]:
-        """The names directly under ``relative``, each with whether it is a folder, sorted by name."""
-
-    def real(self, relative: str) -> str | None:
-        """Where ``relative`` really is once links are resolved; None for a store without links (an object store)."""
-
-    def read_bytes(self, relative: str) -> bytes:
-        """A file's bytes; BadInput when it cannot be read."""
-
-
-@dataclass(frozen=True)
-class LocalTree:
-    """A folder of runs on this machine as a Tree."""
-
-    root: Path
-
-    def entries(self, relative: str) -> list[tuple[str, bool]]:
-        """The names under ``relative`` with whether each is a folder (a link not followed), sorted: what the
-        walk looks into."""
-        with os.scandir(self.root / relative if relative else self.root) as it:
-            return sorted((e.name, _is_dir(e)) for e in it)
-
-    def real(self, relative: str) -> str | None:
-        """Where ``relative`` really is, links resolved: how the walk counts each folder once and finds a
-        link leading out."""
-        return os.path.realpath(self.root / relative if relative else self.root)
-
-    def read_bytes(self, relative: str) -> bytes:
-        """A file of the tree, kept inside its root (a link out is refused), read with a one-line refusal for
-        what cannot be."""
-        path = member(self.root, relative)
-        return read_input_bytes(path, display(path))
-
-
-def _is_dir(entry: os.DirEntry) -> bool:
-    try:
-        return entry.is_dir()  # follows a link: where it leads is the walk's to judge
-    except OSError:
-        return False
-
-
-@dataclass(frozen=True)
-class Found:
-    """A run directory a walk found: its folder relative to the root and whether it is a gate run or a control."""
-
-    location: str
-    kind: str
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """A folder a walk did not look into, and why, in one line."""
-
-    location: str
-    why: str
-    kind: str  # HIDDEN, DEEP, OUTSIDE, AGAIN or UNLISTED
-
-    @property
-    def text(self) -> str:
-        """What the walk passed over and why, in one line for the reader of its output."""
-        return f"{self.location or '.'}: {self.why}"
-
-
-@dataclass
-class Walk:
-    """What a walk found under a root, and each folder it did not look into."""
-
-    found: list[Found] = field(default_factory=list)
-    skipped: list[Skipped] = field(default_factory=list)
-
-
-def walk(tree: Tree, max_depth: int = MAX_DEPTH) -> Walk:
-    """Every gate run and control directory under ``tree``'s root, in name order. A run directory does not hide
-    the folders below it (a stray manifest.json at a root is one run, not the end of the walk): only its own
-    cases/ and figures/ and a control's two runs are not looked into again. A link is followed while it stays
-    inside the root, and each folder is counted once however many names lead to it (a loop ends there); a link
-    leading out, a hidden folder and a folder deeper than ``max_depth`` are each one skipped line."""
-    out = Walk()
-    top = tree.real("")
-    _visit(tree, "", max_depth, top, set(), out)
-    return out
-
-
-def _visit(tree: Tree, relative: str, left: int, top: str | None, seen: set[str], out: Walk) -> None:
-    """Walk ``relative`` (``left``: how many folders deeper the walk may still go)."""
-    real = tree.real(relative)
-    if real is not None and top is not None:
-        if real != top and not real.startswith(top.rstrip(os.sep) + os.sep):
-            out.skipped.append(Skipped(relative, f"a link leading out of the root (to {real}): not followed", OUTSIDE))
-            return
-        if real in seen:
-            out.skipped.append(Skipped(relative, f"a second name of a folder already walked ({real}): counted once",
-                                       AGAIN))
-            return
-        seen.add(real)
-    try:
-        entries = tree.entries(relative)
-    except (OSError, BadInput) as exc:
-        out.skipped.append(Skipped(relative, f"cannot be listed: {getattr(exc, 'strerror', None) or exc}",
-                                   UNLISTED))
-        return
-    names = {name for name, _ in entries}
-    own: set[str] = set()
-    if CONTROL in names:
-        out.found.append(Found(relative, CONTROL_DIR))
-        own = set(_control_names(tree, relative))
-    elif MANIFEST in names:
-        out.found.append(Found(relative, GATE))
-    if own or MANIFEST in names:
-        own |= set(RUN_FOLDERS)
-    for name, is_dir in entries:
-        if not is_dir or name in own:
-            continue
-        child = posixpath.join(relative, name) if relative else name
-        if name.startswith("."):
-            if name in NOT_RUNS:
-                continue
-            out.skipped.append(Skipped(child, "a hidden folder: not looked into (name it as a root to read it)",
-                                       HIDDEN))
-        elif left < 1:
-            out.skipped.append(Skipped(child, f"more than {MAX_DEPTH} folders below the root: not looked into "
-                                              "(name a folder nearer it as a root)", DEEP))
-        else:
-            _visit(tree, child, left - 1, top, seen, out)
-
-
-def _control_names(tree: Tree, relative: str) -> tuple[str, ...]:
-    """A control's two run folders, not walked again as gate runs of their own; none when its record cannot be
-    read (its reader says why, and its runs are then found as gate runs)."""
-    try:
-        return control_run_names(json.loads(tree.read_bytes(posixpath.join(relative, CONTROL))))
-    except (BadInput, Wrong, ValueError, OSError):
-        return ()
 
 
 def sealed_files(run_dir: str | Path, cases: Sequence[str]) -> dict[str, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kit.core.records import rundir
 from kit.history.publish import publications
-from kit.history.store import open_store
+from kit.core.records.store import open_store
 from support import parity_kit
 
 

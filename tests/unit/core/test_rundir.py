@@ -10,6 +10,8 @@ from kit.core.errors import BadInput
 from kit.core.records.jsonio import write_json
 from kit.core.records.recordcheck import Wrong
 from kit.core.records.resultcheck import check_manifest
+from kit.core.records import store
+from kit.core.records.store import local_store
 
 pytestmark = pytest.mark.unit
 
@@ -20,7 +22,7 @@ def run(folder):
 
 
 def found(root) -> list[str]:
-    return [f.location for f in rundir.walk(rundir.LocalTree(root)).found]
+    return [f.location for f in store.walk(local_store(root)).found]
 
 
 @pytest.mark.parametrize("name", ["../../../x", "/etc/passwd", "a/b", "..", ".", "", "a\\b", "x\ny"])
@@ -55,9 +57,9 @@ def test_a_run_behind_a_link_inside_the_root_is_found_once_and_a_loop_ends(tmp_p
     run(tmp_path / "real" / "r1")
     (tmp_path / "alias").symlink_to(tmp_path / "real", target_is_directory=True)
     (tmp_path / "real" / "loop").symlink_to(tmp_path, target_is_directory=True)
-    walked = rundir.walk(rundir.LocalTree(tmp_path))
+    walked = store.walk(local_store(tmp_path))
     assert [f.location for f in walked.found] == ["alias/r1"]
-    assert {s.kind for s in walked.skipped} == {rundir.AGAIN}
+    assert {s.kind for s in walked.skipped} == {store.AGAIN}
 
 
 def test_a_link_leading_out_of_the_root_is_said_not_followed(tmp_path):
@@ -65,9 +67,9 @@ def test_a_link_leading_out_of_the_root_is_said_not_followed(tmp_path):
     root = tmp_path / "runs"
     root.mkdir()
     (root / "out").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
-    walked = rundir.walk(rundir.LocalTree(root))
+    walked = store.walk(local_store(root))
     assert walked.found == []
-    assert [(s.location, s.kind) for s in walked.skipped] == [("out", rundir.OUTSIDE)]
+    assert [(s.location, s.kind) for s in walked.skipped] == [("out", store.OUTSIDE)]
     assert "a link leading out of the root" in walked.skipped[0].text
 
 
@@ -77,10 +79,10 @@ def test_hidden_and_deep_folders_are_said_not_looked_into(tmp_path):
     deep = tmp_path.joinpath(*"abcdefghij")
     run(deep)
     run(tmp_path.joinpath(*"abcdefg"))  # seven folders down: found
-    walked = rundir.walk(rundir.LocalTree(tmp_path))
+    walked = store.walk(local_store(tmp_path))
     assert [f.location for f in walked.found] == ["a/b/c/d/e/f/g"]
     assert [(s.location, s.kind) for s in walked.skipped] == [
-        (".trash", rundir.HIDDEN), ("a/b/c/d/e/f/g/h/i", rundir.DEEP)]
+        (".trash", store.HIDDEN), ("a/b/c/d/e/f/g/h/i", store.DEEP)]
 
 
 def test_a_control_stands_for_its_two_runs(tmp_path):
@@ -88,8 +90,8 @@ def test_a_control_stands_for_its_two_runs(tmp_path):
         run(tmp_path / "c" / side)
     write_json(tmp_path / "c" / rundir.CONTROL, {"current": "1.0", "candidate": "1.1",
                                                  "runs": {"1.0": "current", "1.1": "candidate"}})
-    walked = rundir.walk(rundir.LocalTree(tmp_path))
-    assert [(f.location, f.kind) for f in walked.found] == [("c", rundir.CONTROL_DIR)]
+    walked = store.walk(local_store(tmp_path))
+    assert [(f.location, f.kind) for f in walked.found] == [("c", store.CONTROL_DIR)]
     assert rundir.control_run_dirs(tmp_path / "c") == (tmp_path / "c" / "current", tmp_path / "c" / "candidate")
 
 

@@ -117,7 +117,7 @@ def test_evidence_that_is_not_utf8_is_named(tmp_path, capsys, monkeypatch):
     ('{"current": "current", "candidate": "candidate", "runs": {"current": "current"}}',
      "ci/control.json: malformed control record: runs.candidate: expected a non-empty string, got None"),
     ('{"current": "current", "candidate": "candidate", "runs": {"current": "current", "candidate": "gone"}}',
-     "ci/gone/manifest.json cannot be read: No such file or directory"),
+     "ci/gone/manifest.json: no such file"),
 ])
 def test_a_damaged_control_is_one_line_naming_the_file(tmp_path, capsys, monkeypatch, doc, message):
     monkeypatch.chdir(tmp_path)

@@ -18,7 +18,7 @@ from kit.history import index as history_index
 from kit.history import queries
 from kit.history.command import gather, markdown
 from kit.history.rows import CONTROL_CANDIDATE, CONTROL_CURRENT, GATE_RUN, SKIPPED, VERDICT, read_location
-from kit.history.store import open_store
+from kit.core.records.store import open_store
 from support.history import BOUNDS, RECORD, START, case_result, control, gate_run, series
 
 pytestmark = pytest.mark.unit

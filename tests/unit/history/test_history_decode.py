@@ -7,7 +7,7 @@ import pytest
 
 from kit.history.command import gather, markdown
 from kit.history.rows import DECODE, FIRST_TOKEN, read_location
-from kit.history.store import open_store
+from kit.core.records.store import open_store
 from support.history import STEP_BOUNDS, decode_series
 
 pytestmark = pytest.mark.unit

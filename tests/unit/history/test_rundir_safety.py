@@ -12,7 +12,7 @@ from kit.core.records import rundir
 from kit.core.records.jsonio import write_json
 from kit.history import index as history_index
 from kit.history.rows import SKIPPED, read_location
-from kit.history.store import open_store
+from kit.core.records.store import open_store
 from support.history import case_result, gate_run
 
 pytestmark = pytest.mark.unit

@@ -15,7 +15,7 @@ import pytest
 from kit.core.records import rundir
 from kit.core.errors import BadInput
 from kit.history.publish import publish
-from kit.history.store import STORAGE_OPTIONS_ENV, open_store, storage_options
+from kit.core.records.store import STORAGE_OPTIONS_ENV, open_store, storage_options
 from support.rundirs import control_dir, gate_run
 
 

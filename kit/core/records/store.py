@@ -9,6 +9,11 @@ bucket into one line (BadInput) that names the URL and what is wrong, never a bo
 An S3 store is opened with the standard AWS settings (AWS_ENDPOINT_URL for an S3-compatible server,
 AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE, AWS_REGION), plus the fsspec storage options in
 $PARITY_KIT_STORAGE_OPTIONS (a JSON object) where one is set; docs/history-store.md.
+
+A folder on this machine is read through the same Store with a filesystem of the standard library's
+(``LocalFS``): every reader of a run directory (verify, the baselines archive, the history) reads it one way
+whether it is here or in a bucket, and none of them needs fsspec for a local folder. Stdlib only at import:
+kernels import kit.core, and fsspec is imported when a remote store is opened.
 """
 
 from __future__ import annotations
@@ -18,12 +23,16 @@ import json
 import logging
 import os
 import posixpath
-from dataclasses import dataclass
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterator
 
 from kit.core.records import rundir
 from kit.core.errors import BadInput
 from kit.core.records.jsonio import parse_json_input
+from kit.core.records.paths import display
+from kit.core.records.recordcheck import Wrong
 
 log = logging.getLogger(__name__)
 
@@ -103,12 +112,6 @@ class Store:
                     raise
                 raise BadInput(f"{self.where(relative)}: no such file") from None
 
-    def read_tail(self, relative: str, size: int) -> bytes:
-        """The last ``size`` bytes of a file (all of it when shorter), without fetching the rest."""
-        with self.errors(relative, "be read"):
-            total = int(self.fs.size(self.path(relative)))
-            return bytes(self.fs.cat_file(self.path(relative), start=max(0, total - size)))
-
     def read_json(self, relative: str) -> Any:
         """A JSON file of the store, refused in one line naming it when it is not JSON."""
         return parse_json_input(self.read_bytes(relative), self.where(relative))
@@ -175,19 +178,186 @@ class Store:
             log.warning(f"{self.where(skipped.location)}: {skipped.why}")
         yield from (f.location for f in found.found)
 
-    def walk(self) -> rundir.Walk:
+    def walk(self) -> Walk:
         """The run directories under the root and the folders not looked into (kit.core.records.rundir.walk). A prefix
         nothing was published under yet has none (refused where the bucket or, for a folder store, the folder
         does not exist)."""
         self.probe()
         if self.is_local or self.exists(""):
-            return rundir.walk(self)
-        return rundir.Walk()
+            return walk(self)
+        return Walk()
+
+
+# What a walk does not look into below a run directory: the run's own folders, which hold no runs.
+RUN_FOLDERS = (rundir.CASES, rundir.FIGURES)
+# Hidden folders that are known to hold no run: the history's index, version control, Jupyter's checkpoints.
+NOT_RUNS = {".history": "the history's index", ".git": "version control", ".ipynb_checkpoints": "Jupyter's checkpoints"}
+# How deep below a root run directories are looked for (runs/<refresh>/<control>/<release> is three down, a bisect's
+# steps four); a folder deeper still is named in the walk's skipped lines, not looked into.
+MAX_DEPTH = 8
+# What a walk found: a gate run's folder, or a control's (which stands for its two runs).
+GATE, CONTROL_DIR = "gate run", "control"
+# Why a walk did not look into a folder: hidden, too deep, a link out of the root, a second name of a folder
+# already walked (a loop), or a folder that could not be listed.
+HIDDEN, DEEP, OUTSIDE, AGAIN, UNLISTED = "hidden", "deep", "outside", "again", "unlisted"
+
+@dataclass(frozen=True)
+class Found:
+    """A run directory a walk found: its folder relative to the root and whether it is a gate run or a control."""
+
+    location: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A folder a walk did not look into, and why, in one line."""
+
+    location: str
+    why: str
+    kind: str  # HIDDEN, DEEP, OUTSIDE, AGAIN or UNLISTED
+
+    @property
+    def text(self) -> str:
+        """What the walk passed over and why, in one line for the reader of its output."""
+        return f"{self.location or '.'}: {self.why}"
+
+
+@dataclass
+class Walk:
+    """What a walk found under a root, and each folder it did not look into."""
+
+    found: list[Found] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+def walk(tree: Store, max_depth: int = MAX_DEPTH) -> Walk:
+    """Every gate run and control directory under ``tree``'s root, in name order. A run directory does not hide
+    the folders below it (a stray manifest.json at a root is one run, not the end of the walk): only its own
+    cases/ and figures/ and a control's two runs are not looked into again. A link is followed while it stays
+    inside the root, and each folder is counted once however many names lead to it (a loop ends there); a link
+    leading out, a hidden folder and a folder deeper than ``max_depth`` are each one skipped line."""
+    out = Walk()
+    top = tree.real("")
+    _visit(tree, "", max_depth, top, set(), out)
+    return out
+
+
+def _visit(tree: Store, relative: str, left: int, top: str | None, seen: set[str], out: Walk) -> None:
+    """Walk ``relative`` (``left``: how many folders deeper the walk may still go)."""
+    real = tree.real(relative)
+    if real is not None and top is not None:
+        if rundir.leads_out(real, top):
+            out.skipped.append(Skipped(relative, f"a link leading out of the root (to {real}): not followed", OUTSIDE))
+            return
+        if real in seen:
+            out.skipped.append(Skipped(relative, f"a second name of a folder already walked ({real}): counted once",
+                                       AGAIN))
+            return
+        seen.add(real)
+    try:
+        entries = tree.entries(relative)
+    except (OSError, BadInput) as exc:
+        out.skipped.append(Skipped(relative, f"cannot be listed: {getattr(exc, 'strerror', None) or exc}",
+                                   UNLISTED))
+        return
+    names = {name for name, _ in entries}
+    own: set[str] = set()
+    if rundir.CONTROL in names:
+        out.found.append(Found(relative, CONTROL_DIR))
+        own = set(_control_names(tree, relative))
+    elif rundir.MANIFEST in names:
+        out.found.append(Found(relative, GATE))
+    if own or rundir.MANIFEST in names:
+        own |= set(RUN_FOLDERS)
+    for name, is_dir in entries:
+        if not is_dir or name in own:
+            continue
+        child = posixpath.join(relative, name) if relative else name
+        if name.startswith("."):
+            if name in NOT_RUNS:
+                continue
+            out.skipped.append(Skipped(child, "a hidden folder: not looked into (name it as a root to read it)",
+                                       HIDDEN))
+        elif left < 1:
+            out.skipped.append(Skipped(child, f"more than {MAX_DEPTH} folders below the root: not looked into "
+                                              "(name a folder nearer it as a root)", DEEP))
+        else:
+            _visit(tree, child, left - 1, top, seen, out)
+
+
+def _control_names(tree: Store, relative: str) -> tuple[str, ...]:
+    """A control's two run folders, not walked again as gate runs of their own; none when its record cannot be
+    read (its reader says why, and its runs are then found as gate runs)."""
+    try:
+        return rundir.control_run_names(json.loads(tree.read_bytes(posixpath.join(relative, rundir.CONTROL))))
+    except (BadInput, Wrong, ValueError, OSError):
+        return ()
+
+
+class LocalFS:
+    """A folder of this machine as the part of an fsspec filesystem a Store uses, from the standard library:
+    links are followed (where one leads is the Store's to judge, ``Store.path``), and each listing says what
+    fsspec's local filesystem says (name, size, type, mtime), so that a store's stamps do not depend on which
+    of the two read it."""
+
+    protocol = ("file", "local")
+    local_file = True
+
+    def exists(self, path: str) -> bool:
+        """Whether ``path`` exists (a link that leads nowhere does not)."""
+        return os.path.exists(path)
+
+    def isdir(self, path: str) -> bool:
+        """Whether ``path`` is a folder, links followed."""
+        return os.path.isdir(path)
+
+    def size(self, path: str) -> int:
+        """The size of the file at ``path`` in bytes."""
+        return os.stat(path).st_size
+
+    def cat_file(self, path: str, start: int | None = None) -> bytes:
+        """The bytes of the file at ``path``, from ``start`` when given."""
+        with open(path, "rb") as f:
+            if start:
+                f.seek(start)
+            return f.read()
+
+    def ls(self, path: str, detail: bool = True) -> list[Any]:
+        """The entries of the folder ``path`` (the file itself for a file), as fsspec lists them."""
+        names = [path] if os.path.isfile(path) else [os.path.join(path, n) for n in sorted(os.listdir(path))]
+        if not detail:
+            return names
+        return [self._info(name) for name in names]
+
+    @staticmethod
+    def _info(name: str) -> dict[str, Any]:
+        try:
+            st = os.stat(name)
+        except OSError:  # a link that leads nowhere: listed, as fsspec does, as what it is
+            st = os.lstat(name)
+        kind = "directory" if os.path.isdir(name) else "file" if os.path.isfile(name) else "other"
+        return {"name": name, "size": st.st_size, "type": kind, "mtime": st.st_mtime}
+
+    def makedirs(self, path: str, exist_ok: bool = False) -> None:
+        """Make the folder ``path`` and those above it."""
+        os.makedirs(path, exist_ok=exist_ok)
+
+    def put_file(self, source: str, path: str) -> None:
+        """Copy the local file ``source`` to ``path``."""
+        shutil.copyfile(source, path)
+
+
+def local_store(root: str | Path) -> Store:
+    """The folder ``root`` of this machine as a Store (no fsspec), named in messages as ``display`` names it."""
+    return Store(display(root), LocalFS(), os.path.abspath(root))
 
 
 def open_store(url: str) -> Store:
-    """The store at ``url`` (a local path or any URL fsspec knows); one line when it cannot be opened. Nothing
+    """The store at ``url`` (a local path, or any URL fsspec knows); one line when it cannot be opened. Nothing
     is requested from the store here: ``Store.probe`` asks it whether it can be used."""
+    if "://" not in url:
+        return Store(url, LocalFS(), os.path.abspath(url))
     import fsspec
 
     options = storage_options(url)
