@@ -57,7 +57,7 @@ from kit.descriptor.plan import Plan, resolve
 from kit.gate.executor import check_run
 from kit.gate.session import gate_once
 from kit.goldens.make import flag_keywords, make_golden_apart
-from kit.run import runlock
+from kit.run import lifecycle
 from kit.run.notebook import run_and_render
 from kit.run.output import MARKUP, NOTICE
 
@@ -159,8 +159,8 @@ def make_baselines(descriptor: str | Path, only: Sequence[str] | None = None, re
     # The archive is read before anything is made: a run that cannot be read is bad input, not a late refusal.
     archived = {r.case: _archive(roots, r.case, skip_unreadable) for r in targets if r.kind.backtested}
     work_dir = _resumed(Path(resume), plan) if resume is not None else _begin(
-        paths.claim_empty_dir(out or rundir.new_run_dir("baseline", plan.name), "--out", "baseline make"), plan)
-    with runlock.acquire(work_dir, command, what="baseline make"):
+        lifecycle.claim(out or rundir.new_run_dir("baseline", plan.name), "--out", "baseline make", command), plan)
+    with lifecycle.owned(work_dir, command, "baseline make"):
         planned = len({(r.kind, r.case if r.kind is not EXACT_GOLDEN else plan.outline.cases[r.case].golden)
                        for r in targets if r.kind is not POWER}) + len(powered) + 1  # and the evidence gate
         making = Making(desc, plan, work_dir, command, steps.StepClock(work_dir, planned), families)

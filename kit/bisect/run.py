@@ -33,7 +33,7 @@ from kit.core.records.results import now_iso
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import outline
 from kit.refresh import qualify
-from kit.run import output, runlock
+from kit.run import lifecycle, output
 from kit.run.output import MARKUP, NOTICE
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ def start(case: str, *, refresh_dir: str | Path | None = None, descriptor: str |
               "command": list(command or ["parity-kit", "bisect"]), "kit_version": __version__,
               "started_at": now_iso(), "failing_prompts": None, "steps": [], "verdict": INCOMPLETE,
               "reason": "not finished", "exit_code": int(ExitCode.INCOMPLETE), "first_bad": None}
-    with runlock.acquire(run_dir, command, what=LOCK_WHAT):
+    with lifecycle.owned(run_dir, command, LOCK_WHAT):
         if (run_dir / RECORD).exists():  # another bisect claimed the folder between the check and the lock
             raise BadInput(f"bisect directory {paths.display(run_dir)} was claimed by another bisect; choose "
                            "another --out")
@@ -106,9 +106,7 @@ def start(case: str, *, refresh_dir: str | Path | None = None, descriptor: str |
 
 def _claim(folder: Path, command: Sequence[str] | None) -> Path:
     """A fresh bisect directory; one a bisect is running in is refused naming that bisect, not only as full."""
-    if (folder / runlock.LOCK_NAME).exists():
-        runlock.acquire(folder, command, what=LOCK_WHAT).release()
-    return paths.claim_empty_dir(folder, "bisect directory", "bisect")
+    return lifecycle.claim(folder, "bisect directory", LOCK_WHAT, command)
 
 
 def resume(run_dir: str | Path) -> tuple[Path, dict]:
@@ -144,7 +142,9 @@ def run_bisect(run_dir: Path, record: dict, max_steps: int | None = None) -> Bis
     output.ensure()
     if max_steps is not None and max_steps < 1:
         raise BadInput(f"--max-steps {max_steps}: a bisect step count is at least 1")
-    with runlock.acquire(run_dir, what=LOCK_WHAT):
+    # No finish of its own to record: bisect.json says "not finished" until the search ends, so a stopped bisect
+    # reads as one to resume.
+    with lifecycle.owned(run_dir, None, LOCK_WHAT):
         if _unfinished(run_dir) != record:  # it moved on after it was read, and before the lock was ours
             raise BadInput(f"{paths.display(run_dir / RECORD)} changed since it was read (another bisect ran in "
                            f"the folder); run parity-kit bisect --resume {run_dir} again")

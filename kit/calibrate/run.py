@@ -36,10 +36,9 @@ from kit.core.baselines.runtime import accelerator, hardware, numeric_fingerprin
 from kit.core.records.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.descriptor.plan import Outline, Plan, outline, resolve
-from kit.run import output, runlock
+from kit.run import lifecycle, output
 from kit.run.notebook import run_notebook
 from kit.run.output import MARKUP, NOTICE
-from kit.run.stopping import on_signals
 
 log = logging.getLogger(__name__)
 
@@ -130,18 +129,23 @@ def calibrate(descriptor: str | Path, only: Sequence[str] | None = None, out: st
     command = reproducing_command(command or ["parity-kit", "calibrate", str(descriptor)])
     index = resumed_index(plan, Path(resume), [specs[n] for n in names]) if resume is not None else None
     run_dir = Path(resume) if resume is not None else _new_run_dir(plan, out)
-    with runlock.acquire(run_dir, command, what="calibration"):
-        index = begin_index(run_dir, plan, [specs[n] for n in names], command, index)
-        paths.make_dir(to, "--to")
-        done = []
-        with on_signals():
-            for name in names:
-                done.append(calibrate_case(plan, specs[name], run_dir, to, command))
-        index["finished_at"] = now_iso()
+    done: list[CaseCalibration] = []
+
+    def finish(outcome: str) -> None:
+        """The index with each case measured so far and how the calibration ended (a stopped one too)."""
+        if index is None:
+            return
+        index.update({"finished_at": now_iso(), "outcome": outcome})
         for c in done:
             index["cases"][c.case].update({"record": str(c.path) if c.path else None, "error": c.error,
                                            "notebook": str(c.notebook) if c.notebook else None})
         write_json(run_dir / INDEX, index)
+
+    with lifecycle.owned(run_dir, command, "calibration", finish):
+        index = begin_index(run_dir, plan, [specs[n] for n in names], command, index)
+        paths.make_dir(to, "--to")
+        for name in names:
+            done.append(calibrate_case(plan, specs[name], run_dir, to, command))
     return done
 
 
@@ -155,11 +159,8 @@ def measured_as(spec: CaseSpec) -> dict:
 
 
 def _new_run_dir(plan: Plan, out: str | Path | None) -> Path:
-    run_dir = Path(out) if out else default_dir(plan)
-    paths.check_dir_target(run_dir, "--out")
-    if run_dir.exists() and any(run_dir.iterdir()):
-        raise BadInput(f"--out {paths.display(run_dir)} is not empty (use --resume to continue a calibration)")
-    return paths.make_dir(run_dir, "--out")
+    return lifecycle.claim(Path(out) if out else default_dir(plan), "--out", "calibration",
+                           hint="use --resume to continue a calibration")
 
 
 def resumed_index(plan: Plan, run_dir: Path, specs: Sequence[CaseSpec]) -> dict:

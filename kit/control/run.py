@@ -31,10 +31,9 @@ from kit.gate.junit import write_junit, written_when_interrupted
 from kit.gate.run import publish_finished
 from kit.gate.session import GateSession
 from kit.history.publish import check_target
-from kit.run import output
+from kit.run import lifecycle, output
 from kit.run.notebook import Rendered, run_and_render
 from kit.run.output import MARKUP, NOTICE
-from kit.run.stopping import on_signals
 
 log = logging.getLogger(__name__)
 
@@ -88,10 +87,10 @@ def _run_control(descriptor: str | Path | LoadedDescriptor, out: str | Path | No
     for name in (current, candidate):
         stated.release(name)  # an unknown release is refused before anything is created
     command = list(command or ["parity-kit", "control", str(desc.path if desc is descriptor else descriptor)])
-    with on_signals():  # SIGTERM, SIGHUP and SIGINT (even if inherited as ignored) stop both runs cleanly
+    with lifecycle.ending():  # SIGTERM, SIGHUP and SIGINT (even if inherited as ignored) stop both runs cleanly
         # Both releases' preflights first: a refusal leaves no directory behind to block the corrected retry.
         checked = {name: check_run(desc, only, release=name) for name in (current, candidate)}
-        control_dir = paths.claim_empty_dir(out or default_control_dir(desc), "control directory", "control run")
+        control_dir = lifecycle.claim(out or default_control_dir(desc), "control directory", "control run", command)
         log.log(NOTICE, f"control [bold]{desc.name}[/]: today's pin [bold]{current}[/] against "
                         f"candidate [bold]{candidate}[/] -> {control_dir}", extra=MARKUP)
         started = now_iso()

@@ -43,9 +43,8 @@ from kit.descriptor.plan import outline, resolve
 from kit.faults.catalogue import BY_NAME, Fault
 from kit.faults.effect import FLOAT32_CASE, EmbeddedCases, embedded_cases
 from kit.faults.ladder import EFFECTS_FILE, Ladder
-from kit.run import output, runlock
+from kit.run import lifecycle, output
 from kit.run.output import MARKUP, NOTICE
-from kit.run.stopping import on_signals
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +116,7 @@ def measure(descriptor: str | Path, cases: Sequence[str] | None = None, families
     to = Path(to)
     command = reproducing_command(command or ["parity-kit", "power", str(descriptor)])
     done = []
-    with runlock.acquire(run_dir, command, what="power measurement"), on_signals():
+    with lifecycle.owned(run_dir, command, "power measurement"):
         paths.make_dir(to, "--to")
         for name in names:
             # Judged at the drift rate the record was reviewed with (as the descriptor re-derives it on loading),
@@ -194,10 +193,8 @@ def _write(record: PowerRecord, to: Path) -> CasePower:
 
 
 def _new_dir(name: str, out: str | Path | None) -> Path:
-    run_dir = Path(out) if out else rundir.new_run_dir("power", name)
-    if run_dir.exists() and any(run_dir.iterdir()):
-        raise BadInput(f"--out {paths.display(run_dir)} is not empty (use --resume to continue a measurement)")
-    return paths.make_dir(run_dir, "--out")
+    return lifecycle.claim(Path(out) if out else rundir.new_run_dir("power", name), "--out", "power measurement",
+                           hint="use --resume to continue a measurement")
 
 
 def measure_case(plan, clean_spec: CaseSpec, judged: CaseSpec, reference: dict, families: dict[str, tuple[str, ...]],

@@ -52,7 +52,7 @@ from kit.descriptor.plan import Plan, outline, resolve
 from kit.gate import resume
 from kit.gate.executors import DEFAULT, Executor, GateRun, Share, executors
 from kit.gate.preflight import Inputs, check_inputs
-from kit.run import compilecache, devices, runlock
+from kit.run import compilecache, devices, lifecycle, runlock
 from kit.run.devices import DevicePool, Gpu, Inventory, Request, Slots, Unavailable, WaitStopped
 from kit.run.notebook import describe_failure, run_notebook, stop_all, stopping
 from kit.core.records.records import EXACT
@@ -208,19 +208,16 @@ def custom_notebooks(specs: Sequence[CaseSpec]) -> dict[str, dict]:
 
 def _claim(plan: Plan, run_dir: Path, specs: list[CaseSpec], inputs: Inputs,
            command: Sequence[str] | None) -> GateRun:
-    refusal = BadInput(f"run directory {run_dir} exists and is not empty; a gate run never writes over "
-                       "an earlier one (choose another --out, or --resume it)")
-    if run_dir.exists() and any(run_dir.iterdir()):
-        if (run_dir / runlock.LOCK_NAME).exists():
-            runlock.acquire(run_dir, command).release()  # a live holder gets named rather than this refusal
-        raise refusal
-    paths.make_dir(run_dir, "run directory")
+    claim = lambda: lifecycle.claim(run_dir, "run directory", "gate run", command,  # noqa: E731
+                                    "choose another --out, or --resume it")
+    claim()
     lock = runlock.acquire(run_dir, command)
     try:  # creating cases/ is the atomic claim: of two runs started at once, one gets it
         (run_dir / "cases").mkdir()
     except FileExistsError:
         lock.release()
-        raise refusal from None
+        claim()  # the other run's files are there now: refused as any full folder is
+        raise
     return GateRun(run_dir.resolve(), plan, specs, inputs, lock=lock)
 
 

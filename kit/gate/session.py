@@ -44,11 +44,10 @@ from kit.gate.executors import GateRun
 from kit.gate.executors import DEFAULT, Share
 from kit.gate.heartbeat import Heartbeat, heartbeat_interval
 from kit.gate.retry import retry_infrastructure
-from kit.run import output
+from kit.run import lifecycle, output
 from kit.run.devices import DevicePool
 from kit.run.notebook import Rendered, stop_all
 from kit.run.output import MARKUP, NOTICE
-from kit.run.stopping import on_signals
 
 log = logging.getLogger(__name__)
 
@@ -69,21 +68,26 @@ class GateSession:
 
     def __enter__(self) -> "GateSession":
         self._signals = contextlib.ExitStack()
-        self._signals.enter_context(on_signals())  # SIGTERM, SIGHUP and SIGINT stop the runs cleanly
+        # SIGTERM, SIGHUP and SIGINT stop the runs cleanly; a stopped session records what its runs can still write
+        self._signals.enter_context(lifecycle.ending(self._ended))
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         try:
-            if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
-                finish_interrupted(self.unfinished, self.command)
+            if self._signals is not None:
+                self._signals.__exit__(exc_type, exc, tb)
+                self._signals = None
         finally:
             for run in self.runs:
                 if run.lock is not None:
                     run.lock.release()  # the OS drops it anyway if this process dies first
-            if self._signals is not None:
-                self._signals.close()
-                self._signals = None
+
+    def _ended(self, outcome: str) -> None:
+        """How the session ended: a stopped one gives every run not yet finished what a stopped run can still write
+        quickly; one left by an error leaves its runs as they are."""
+        if outcome == lifecycle.STOPPED:
+            finish_interrupted(self.unfinished, self.command)
 
     @property
     def unfinished(self) -> list[GateRun]:

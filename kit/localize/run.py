@@ -31,6 +31,7 @@ from kit.core.records.spec import CaseSpec, on_model
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.descriptor.plan import outline, resolve
 from kit.localize.candidate import check_candidate
+from kit.run import lifecycle
 from kit.run.notebook import run_and_render
 
 LOCALIZE_NOTEBOOK = paths.NOTEBOOKS / "localize.ipynb"
@@ -114,9 +115,7 @@ def localize_case(descriptor: str | Path, case: str, prompt_ids: Sequence[str] |
     if model is not None:
         check_candidate(spec, Path(model), _prompts(spec, prompt_ids))
     out = Path(out or default_dir(case))
-    paths.check_dir_target(out, "--out")  # refused before anything runs; created once there is a verdict
-    if out.exists() and any(out.iterdir()):
-        raise BadInput(f"--out {out} exists and is not empty; a localize never writes over an earlier one")
+    lifecycle.claimable(out, "--out", "localize", command)  # refused before anything runs; claimed with a verdict
     candidate_model = str(Path(model).resolve()) if model else spec.model_path
     candidate_spec = on_model(spec, candidate_model) if model else spec
     t0 = time.perf_counter()
@@ -129,27 +128,29 @@ def localize_case(descriptor: str | Path, case: str, prompt_ids: Sequence[str] |
     first = earliest(found.localizations)
     verdict = verdict_line(first.first.point if first and first.first else None, k)
     scores = {s.id: s for s in result.prompts}
-    out_dir = paths.claim_empty_dir(out, "--out", "localize")
-    write_json(out_dir / RESULT, {
-        "format": "parity-kit-localize/1", "descriptor": str(desc.path), "case": spec.name, "backend": spec.backend,
-        "options": dict(spec.options), "model": candidate_model, "case_model": spec.model_path,
-        "same_model": found.same_model, "command": list(command or []), "finished_at": now_iso(),
-        "k": k, "floor": FLOOR,
-        "reference": f"{registry.REFERENCE} float32 (the golden's settings) on the case's own model",
-        "reference_options": reference_options(spec),
-        "clean": "the case's own settings on the case's own model",
-        "prompts": [{"id": i, "max_probability_error": scores[i].max_probability_error, "bound": scores[i].bound,
-                     "failures": scores[i].failures} for i in ids],
-        "verdict": verdict, "first_divergent": first.to_dict()["first_divergent"] if first else None,
-        "first_prompt": first.prompt_id if first else None,
-        "localizations": [loc.to_dict() for loc in found.localizations],
-        "seconds": {"case": round(case_s, 3), **found.seconds, "total": round(time.perf_counter() - t_start, 3)},
-    })
-    error = None
-    if notebook:
-        # A view of localize.json, written above: what fails in it is one line, never an exception.
-        error = run_and_render(LOCALIZE_NOTEBOOK, out_dir / "localize.ipynb", {"localize_json": str(out_dir / RESULT)},
-                               300, rundir.kernel_log(out_dir, "localize"), html=False).error
+    out_dir = lifecycle.claim(out, "--out", "localize", command)
+    with lifecycle.owned(out_dir, command, "localize"):
+        write_json(out_dir / RESULT, {
+            "format": "parity-kit-localize/1", "descriptor": str(desc.path), "case": spec.name, "backend": spec.backend,
+            "options": dict(spec.options), "model": candidate_model, "case_model": spec.model_path,
+            "same_model": found.same_model, "command": list(command or []), "finished_at": now_iso(),
+            "k": k, "floor": FLOOR,
+            "reference": f"{registry.REFERENCE} float32 (the golden's settings) on the case's own model",
+            "reference_options": reference_options(spec),
+            "clean": "the case's own settings on the case's own model",
+            "prompts": [{"id": i, "max_probability_error": scores[i].max_probability_error, "bound": scores[i].bound,
+                         "failures": scores[i].failures} for i in ids],
+            "verdict": verdict, "first_divergent": first.to_dict()["first_divergent"] if first else None,
+            "first_prompt": first.prompt_id if first else None,
+            "localizations": [loc.to_dict() for loc in found.localizations],
+            "seconds": {"case": round(case_s, 3), **found.seconds, "total": round(time.perf_counter() - t_start, 3)},
+        })
+        error = None
+        if notebook:
+            # A view of localize.json, written above: what fails in it is one line, never an exception.
+            error = run_and_render(LOCALIZE_NOTEBOOK, out_dir / "localize.ipynb",
+                                   {"localize_json": str(out_dir / RESULT)}, 300,
+                                   rundir.kernel_log(out_dir, "localize"), html=False).error
     return LocalizeRun(out_dir, verdict, error)
 
 

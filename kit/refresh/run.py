@@ -34,7 +34,7 @@ from kit.descriptor.load import derive, load_descriptor
 from kit.descriptor.plan import resolve
 from kit.gate import report
 from kit.refresh import build, qualify
-from kit.run import output
+from kit.run import lifecycle, output
 from kit.run.notebook import run_notebook
 from kit.run.output import MARKUP, NOTICE
 
@@ -81,7 +81,7 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
     resolve(desc, only)
     qualify.pick_case(desc, qualify.pick_backend(desc, current, backend), qualify_case, qualify_bucket)
     inputs = build.resolve_inputs(fork_repo, upstream_ref, base, tip, fork)
-    run_dir = paths.claim_empty_dir(out or default_refresh_dir(desc.name), "refresh directory", "refresh")
+    run_dir = lifecycle.claim(out or default_refresh_dir(desc.name), "refresh directory", "refresh", command)
     store = Path(store).resolve() if store else (run_dir.parent / "releases").resolve()
     command = list(command or ["parity-kit", "refresh", str(descriptor)])
     started = now_iso()
@@ -94,61 +94,71 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
                     f"({inputs.base[:12]}..{inputs.tip[:12]}) onto {escape(upstream_ref)} ({inputs.upstream[:12]}) "
                     f"-> {escape(str(run_dir))}", extra=MARKUP)
 
-    # 1. build
-    log.log(NOTICE, f"[bold][1/4] build[/]: replaying the overlay on {escape(branch)}, building wheels", extra=MARKUP)
-    t0 = time.perf_counter()
-    params: dict[str, object] = {
-        "fork_repo": str(inputs.repo), "upstream_ref": upstream_ref, "base": inputs.base, "tip": inputs.tip,
-        "fork": inputs.fork, "build_command": list(build_command) if build_command else None,
-        "branch": branch, "step_dir": str(run_dir / "build"), "store": str(store)}
-    error = _step(BUILD_NOTEBOOK, run_dir / "build.ipynb", params, build_timeout_s, rundir.kernel_log(run_dir, "build"))
-    timings["build"] = time.perf_counter() - t0
-    if not (run_dir / "build" / build.RECORD).is_file():
-        return _finish(run_dir, record, INCOMPLETE, f"the build notebook did not finish: {error}; partial "
-                       f"notebook {run_dir / 'build.ipynb'}", DIAGNOSIS_EXIT_CODES[INCOMPLETE], [])
-    built = build.load_outcome(run_dir / "build")
-    style = "green" if built.built else "red"
-    log.log(NOTICE, f"  [{style}]{built.status}[/]: {escape(built.reason)} ({timings['build']:.1f} s)",
-            extra=MARKUP)
-    if not built.built:
-        return _finish(run_dir, record, BUILD_STOPPED, f"build {built.status}: {built.reason}", EXIT_BUILD,
-                       _conflict_steps(built))
+    def stopped(outcome: str) -> None:
+        """A refresh stopped (or failed) before its verdict still leaves its record, saying so."""
+        if outcome != lifecycle.FINISHED and "finished_at" not in record:
+            record.update(verdict=INCOMPLETE, reason=f"the refresh {outcome} before it finished", next_steps=[],
+                          exit_code=DIAGNOSIS_EXIT_CODES[INCOMPLETE], finished_at=now_iso())
+            write_json(run_dir / rundir.REFRESH, record)
 
-    # 2. qualify
-    log.log(NOTICE, f"[bold][2/4] qualify[/]: {built.tag}: verify, install, import, one parity case", extra=MARKUP)
-    t0 = time.perf_counter()
-    params = {"manifest": built.manifest, "descriptor": str(desc.path), "current": current, "backend": backend,
-              "case": qualify_case, "bucket": qualify_bucket, "step_dir": str(run_dir / "qualify")}
-    error = _step(QUALIFY_NOTEBOOK, run_dir / "qualify.ipynb", params, qualify_timeout_s,
-                  rundir.kernel_log(run_dir, "qualify"))
-    timings["qualify"] = time.perf_counter() - t0
-    if not (run_dir / "qualify" / qualify.RECORD).is_file():
-        return _finish(run_dir, record, INCOMPLETE, f"the qualify notebook did not finish: {error}; partial "
-                       f"notebook {run_dir / 'qualify.ipynb'}", DIAGNOSIS_EXIT_CODES[INCOMPLETE], [])
-    q = qualify.load_outcome(run_dir / "qualify")
-    style = "green" if q.qualified else "red"
-    log.log(NOTICE, f"  [{style}]{'qualified' if q.qualified else 'not qualified'}[/]: {escape(q.reason)} "
-                    f"({timings['qualify']:.1f} s)", extra=MARKUP)
-    if not q.qualified:
-        return _finish(run_dir, record, NOT_QUALIFIED, f"qualification of {built.tag} failed: {q.reason}",
-                       EXIT_NOT_QUALIFIED, [])
+    with lifecycle.owned(run_dir, command, "refresh", stopped):
+        # 1. build
+        log.log(NOTICE, f"[bold][1/4] build[/]: replaying the overlay on {escape(branch)}, building wheels",
+                extra=MARKUP)
+        t0 = time.perf_counter()
+        params: dict[str, object] = {
+            "fork_repo": str(inputs.repo), "upstream_ref": upstream_ref, "base": inputs.base, "tip": inputs.tip,
+            "fork": inputs.fork, "build_command": list(build_command) if build_command else None,
+            "branch": branch, "step_dir": str(run_dir / "build"), "store": str(store)}
+        error = _step(BUILD_NOTEBOOK, run_dir / "build.ipynb", params, build_timeout_s,
+                      rundir.kernel_log(run_dir, "build"))
+        timings["build"] = time.perf_counter() - t0
+        if not (run_dir / "build" / build.RECORD).is_file():
+            return _finish(run_dir, record, INCOMPLETE, f"the build notebook did not finish: {error}; partial "
+                           f"notebook {run_dir / 'build.ipynb'}", DIAGNOSIS_EXIT_CODES[INCOMPLETE], [])
+        built = build.load_outcome(run_dir / "build")
+        style = "green" if built.built else "red"
+        log.log(NOTICE, f"  [{style}]{built.status}[/]: {escape(built.reason)} ({timings['build']:.1f} s)",
+                extra=MARKUP)
+        if not built.built:
+            return _finish(run_dir, record, BUILD_STOPPED, f"build {built.status}: {built.reason}", EXIT_BUILD,
+                           _conflict_steps(built))
 
-    # 3. control: today's pin against the release just built, in the kernel qualification registered
-    log.log(NOTICE, f"[bold][3/4] control[/]: {current} against {built.tag}", extra=MARKUP)
-    t0 = time.perf_counter()
-    manifest = read_json(built.manifest)
-    manifest["_path"] = built.manifest
-    backend, release = qualify.candidate_release(desc, current, backend, manifest, q.kernel)
-    qualify.use_jupyter_path(q.jupyter_path)
-    control = run_control(derive(desc, {built.tag: release}), out=run_dir / "control", jobs=jobs, only=only,
-                          current=current, candidate=built.tag, command=command, summary=False)
-    notebook = build_control_notebook(control.control_dir)
-    if notebook.error:  # the control's diagnosis is on disk; the refresh's summary is built again below
-        log.error(report.summary_failure(control.control_dir, notebook.error))
-    timings["control"] = time.perf_counter() - t0
-    d = control.diagnosis
-    next_steps = _publish_steps(built, run_dir, desc.path, current, backend, q) if d.verdict == QUALIFIED else []
-    return _finish(run_dir, record, d.verdict, d.reason, d.exit_code, next_steps)
+        # 2. qualify
+        log.log(NOTICE, f"[bold][2/4] qualify[/]: {built.tag}: verify, install, import, one parity case", extra=MARKUP)
+        t0 = time.perf_counter()
+        params = {"manifest": built.manifest, "descriptor": str(desc.path), "current": current, "backend": backend,
+                  "case": qualify_case, "bucket": qualify_bucket, "step_dir": str(run_dir / "qualify")}
+        error = _step(QUALIFY_NOTEBOOK, run_dir / "qualify.ipynb", params, qualify_timeout_s,
+                      rundir.kernel_log(run_dir, "qualify"))
+        timings["qualify"] = time.perf_counter() - t0
+        if not (run_dir / "qualify" / qualify.RECORD).is_file():
+            return _finish(run_dir, record, INCOMPLETE, f"the qualify notebook did not finish: {error}; partial "
+                           f"notebook {run_dir / 'qualify.ipynb'}", DIAGNOSIS_EXIT_CODES[INCOMPLETE], [])
+        q = qualify.load_outcome(run_dir / "qualify")
+        style = "green" if q.qualified else "red"
+        log.log(NOTICE, f"  [{style}]{'qualified' if q.qualified else 'not qualified'}[/]: {escape(q.reason)} "
+                        f"({timings['qualify']:.1f} s)", extra=MARKUP)
+        if not q.qualified:
+            return _finish(run_dir, record, NOT_QUALIFIED, f"qualification of {built.tag} failed: {q.reason}",
+                           EXIT_NOT_QUALIFIED, [])
+
+        # 3. control: today's pin against the release just built, in the kernel qualification registered
+        log.log(NOTICE, f"[bold][3/4] control[/]: {current} against {built.tag}", extra=MARKUP)
+        t0 = time.perf_counter()
+        manifest = read_json(built.manifest)
+        manifest["_path"] = built.manifest
+        backend, release = qualify.candidate_release(desc, current, backend, manifest, q.kernel)
+        qualify.use_jupyter_path(q.jupyter_path)
+        control = run_control(derive(desc, {built.tag: release}), out=run_dir / "control", jobs=jobs, only=only,
+                              current=current, candidate=built.tag, command=command, summary=False)
+        notebook = build_control_notebook(control.control_dir)
+        if notebook.error:  # the control's diagnosis is on disk; the refresh's summary is built again below
+            log.error(report.summary_failure(control.control_dir, notebook.error))
+        timings["control"] = time.perf_counter() - t0
+        d = control.diagnosis
+        next_steps = _publish_steps(built, run_dir, desc.path, current, backend, q) if d.verdict == QUALIFIED else []
+        return _finish(run_dir, record, d.verdict, d.reason, d.exit_code, next_steps)
 
 
 def _step(notebook: Path, out: Path, params: dict, timeout_s: float, log: Path) -> str | None:

@@ -87,18 +87,26 @@ def descriptor_path(given: str | Path | None = None) -> Path:
                    f"(embedded: {', '.join(embedded) or 'none'})")
 
 
-def claim_empty_dir(path: str | Path, directory: str, run: str) -> Path:
-    """Create ``path`` for a new ``run``, refusing one that already holds anything:
-    an earlier run's artifacts are never written over."""
+def claim_empty_dir(path: str | Path, directory: str, run: str, hint: str = "choose another --out") -> Path:
+    """Create ``path`` for a new ``run``, refusing one that already holds anything: an earlier run's artifacts are
+    never written over (``hint``: what the refusal tells the user to do instead). The one emptiness test of the
+    kit (kit.run.lifecycle.claim names a live holder first)."""
+    path = Path(path)
+    check_dir_target(path, directory)
+    refuse_full(path, directory, run, hint)
+    make_dir(path, directory)
+    return path.resolve()
+
+
+def refuse_full(path: str | Path, directory: str, run: str, hint: str = "choose another --out") -> None:
+    """Refuse ``path`` in one line when it holds anything (``claim_empty_dir``'s test, for a command that claims
+    its folder only once it has something to write and refuses a full one before it starts)."""
     from kit.core.errors import BadInput
 
     path = Path(path)
-    check_dir_target(path, directory)
     if path.exists() and any(path.iterdir()):
         raise BadInput(f"{directory} {path} exists and is not empty; a {run} never writes over an "
-                       "earlier one (choose another --out)")
-    make_dir(path, directory)
-    return path.resolve()
+                       f"earlier one ({hint})")
 
 
 def check_dir_target(path: str | Path, what: str) -> None:

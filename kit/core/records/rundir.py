@@ -73,7 +73,8 @@ def control_run_names(doc: Any) -> tuple[str, str]:
 
 
 # The record that makes a folder a run directory of each kind, in the order a folder is recognised (a control's
-# record before any manifest, as in kit.core.records.store's ``walk``); the names are those commands and notebooks use for the kinds.
+# record before any manifest, as in kit.core.records.store's ``walk``); the names are those commands and notebooks
+# use for the kinds.
 RECORDS = {"control": CONTROL, "gate": MANIFEST, "refresh": REFRESH, "localize": LOCALIZE, "bisect": BISECT}
 
 def kind_of(folder: str | Path) -> str | None:

@@ -1,0 +1,73 @@
+"""The lifecycle of a command that owns a folder, written once: claim it, lock it, turn signals into a stop,
+and record how the command ended, also when it was stopped.
+
+Gate, calibrate, power, localize, bisect and refresh each own a folder. Each claimed it its own way before (an
+emptiness test of its own beside ``paths.claim_empty_dir``, a lock or none, signals or none), so a stop left some
+folders saying nothing of it. Here a fresh folder is claimed by one rule (``claim``: one a live command holds is
+refused naming that command, one that holds anything else is refused as full), and ``owned`` holds it for the
+command's duration: locked (kit.run.runlock), SIGINT/SIGTERM/SIGHUP turned into ``Stopped`` (kit.run.stopping),
+and the command's ``finish`` called with how it ended (``FINISHED``, ``STOPPED`` or ``FAILED``) before the lock
+is let go, so the record a stopped command leaves says that it stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+from kit.core.records import paths
+from kit.run import runlock
+from kit.run.stopping import on_signals
+
+# How a command that owns a folder ended: what ``finish`` is told.
+FINISHED, STOPPED, FAILED = "finished", "stopped", "failed"
+
+
+def claim(folder: str | Path, named: str, what: str, command: Sequence[str] | None = None,
+          hint: str = "choose another --out") -> Path:
+    """``folder`` created for a new ``what`` (``named``: how messages name it, ``--out`` or ``run directory``),
+    refused in one line when it holds anything: naming the command that holds it when one does, else saying that
+    an earlier run is never written over (``hint``: what to do instead)."""
+    claimable(folder, named, what, command, hint)
+    return paths.claim_empty_dir(folder, named, what, hint)
+
+
+def claimable(folder: str | Path, named: str, what: str, command: Sequence[str] | None = None,
+              hint: str = "choose another --out") -> None:
+    """Refuse now, writing nothing, a folder that ``claim`` would refuse: for a command that claims its folder
+    only once it has something to write in it, so that a full one is refused before anything runs."""
+    folder = Path(folder)
+    paths.check_dir_target(folder, named)
+    if (folder / runlock.LOCK_NAME).exists():
+        runlock.acquire(folder, command, what=what).release()  # a live holder is named, not only found full
+    paths.refuse_full(folder, named, what, hint)
+
+
+@contextlib.contextmanager
+def ending(finish: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Signals turned into ``Stopped`` for the duration, and ``finish`` told how the block ended (``FINISHED``,
+    ``STOPPED`` or ``FAILED``) while they still are; a stop or an error goes on up once it is recorded. For a
+    command that holds several folders (a gate session's runs), each locked on its own."""
+    with on_signals():
+        try:
+            yield
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM/SIGHUP as Stopped
+            if finish is not None:
+                finish(STOPPED)
+            raise
+        except BaseException:
+            if finish is not None:
+                finish(FAILED)
+            raise
+        if finish is not None:
+            finish(FINISHED)
+
+
+@contextlib.contextmanager
+def owned(folder: Path, command: Sequence[str] | None, what: str,
+          finish: Callable[[str], None] | None = None) -> Iterator[Path]:
+    """``folder`` held for one command (claimed before, by ``claim``, or resumed): locked, and the command's end
+    recorded by ``finish`` (``ending``) before the lock is released."""
+    with runlock.acquire(folder, command, what=what), ending(finish):
+        yield folder
