@@ -10,7 +10,7 @@ nothing of the executor. Nothing is overwritten: the earlier attempt's files mov
 
 This is the one place a case is run again after it ended. The Ray executor's restart of a task whose worker
 died happens before the case has ended, and by this rule: it restarts only a case that judged nothing, never
-one whose lost attempt wrote a failed verdict (kit.gate.ray_executor says how); its attempts stay in the
+one whose lost attempt wrote a failed verdict (kit.gate.executors.ray_executor says how); its attempts stay in the
 case's files, which a retry here moves with the attempt.
 """
 

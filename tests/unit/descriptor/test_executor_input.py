@@ -54,7 +54,7 @@ def test_resources_and_retries_resolve_per_case(tmp_path, embedded):
                                             defaults={**embedded.doc["defaults"], "retries": 2}))
     assert (desc.retries("a"), desc.retries("b")) == (2, 0)
     assert desc.resources("a").nodes == 1 and desc.resources("a").num_gpus == 0
-    from kit.gate.ray_executor import bundle, task_resources
+    from kit.gate.executors.ray_executor import bundle, task_resources
 
     b = desc.resources("b")
     assert task_resources(b) == {"num_cpus": 1.0, "num_gpus": 1, "accelerator_type": "H100",

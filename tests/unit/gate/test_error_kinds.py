@@ -11,7 +11,8 @@ from kit.core import outcomes
 from kit.core.records.records import ERROR, TIMEOUT
 from kit.core.verdict.triage import CASE_ERROR, INFRASTRUCTURE, classify
 from kit.descriptor.load import load_descriptor
-from kit.gate import executor, ray_executor
+from kit.gate import executor
+from kit.gate.executors import ray_executor
 from kit.run.notebook import NotebookOutcome
 
 NOT_STARTED = "cell 3 raised EngineDidNotStart: llama-server: model load aborted (see llama.log)"

@@ -14,7 +14,8 @@ from kit.core.errors import BadInput
 from kit.core.records.records import ERROR, FAILED, CaseResult
 from kit.core.records.results import now_iso, save_case_result
 from kit.descriptor.load import load_descriptor
-from kit.gate import executor, ray_task
+from kit.gate import executor
+from kit.gate.executors import ray_task
 from kit.run.notebook import NotebookOutcome
 from kit.gate.executors import DEFAULT, Executor, Executors, UnknownExecutor, executors
 from support import ROOT
@@ -42,7 +43,7 @@ def test_a_name_is_registered_once_and_a_lazy_entry_must_be_the_executor_it_name
     registry = Executors()
     registry.register("local", "kit.gate.executor:LocalExecutor")
     with pytest.raises(ValueError, match="already registered as 'local'"):
-        registry.register("local", "kit.gate.ray_executor:RayExecutor")
+        registry.register("local", "kit.gate.executors.ray_executor:RayExecutor")
     registry.register("other", "kit.gate.executor:LocalExecutor")
     with pytest.raises(TypeError, match="not an Executor named 'other'"):
         registry.get("other")

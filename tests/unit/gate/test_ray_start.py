@@ -8,7 +8,7 @@ import ray
 from kit.cli import main
 from kit.core.errors import Unrunnable
 from kit.core.exitcodes import ExitCode
-from kit.gate import ray_executor
+from kit.gate.executors import ray_executor
 
 SLOW_NODE = ("The current node timed out during startup. This could happen because some of the raylet failed to "
              "startup or the GCS has become overloaded.")

@@ -121,7 +121,7 @@ def test_a_zip_bomb_duplicates_and_odd_files_are_refused_before_anything_is_extr
 
 
 def test_the_limit_on_what_a_zip_extracts_holds_for_the_sum_and_as_it_inflates(tmp_path, capsys, monkeypatch):
-    from kit.gate import runzip
+    from kit.gate.verify import runzip
 
     path = a_zip(tmp_path / "big.zip", {"run/manifest.json": b"{}", "run/cases/x.json": b"x" * 5000})
     monkeypatch.setattr(runzip, "MAX_EXTRACTED", 4000)

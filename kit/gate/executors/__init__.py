@@ -108,7 +108,7 @@ def _imported(name: str, target: str) -> type[Executor]:
 
 executors = Executors()
 executors.register("local", "kit.gate.executor:LocalExecutor")
-executors.register("ray", "kit.gate.ray_executor:RayExecutor")
+executors.register("ray", "kit.gate.executors.ray_executor:RayExecutor")
 
 
 @dataclass

@@ -26,7 +26,7 @@ placement group). Ray restarts a task only when its worker died
 (``retry_exceptions=False``: a notebook that failed returned its result), which
 kit.core.verdict.triage classes infrastructure, and a restart never runs again a case
 whose lost attempt had written a failed verdict
-(``kit.gate.ray_task.verdict_before_restart``). Its attempts are kept in the
+(``kit.gate.executors.ray_task.verdict_before_restart``). Its attempts are kept in the
 case's files (``<case>.attempts.jsonl``, ``<case>.attemptN.ipynb``, a note
 ``attempt N`` on the result); a case still lost after them is retried by
 kit.gate.retry like any infrastructure failure, which moves those files to
@@ -66,7 +66,7 @@ from kit.descriptor.schema import Resources
 from kit.gate.executor import record
 from kit.gate.executors import GateRun
 from kit.gate.executors import Executor, Share
-from kit.gate.ray_task import attempts, case_task
+from kit.gate.executors.ray_task import attempts, case_task
 from kit.run.notebook import describe_failure
 from kit.run.output import MARKUP, NOTICE
 
@@ -84,7 +84,8 @@ RAY_STARTS = 3  # tries to start a Ray for the run whose node does not come up i
 
 # ---------------------------------------------------------------- the task, in a Ray worker
 
-# case_task and the record of its attempts live in kit.gate.ray_task, which a worker imports quickly (see there why).
+# case_task and the record of its attempts live in kit.gate.executors.ray_task, which a worker imports quickly
+# (see there why).
 
 
 # ---------------------------------------------------------------- Ray for the run

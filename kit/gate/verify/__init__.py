@@ -12,11 +12,11 @@ about how it was judged is taken from it:
 - the resolution: the descriptor (its digest the manifest's) resolved for the hardware the run recorded
   (kit.descriptor.host), the manifest's release, kernels, fixture, model and the digest of every baseline it
   records held to it;
-- each case judged again from its observations alone (kit.gate.rederive), and the run's verdict from those cases,
+- each case judged again from its observations alone (kit.gate.verify.rederive), and the run's verdict from those cases,
   which result.json must state.
 
 The answer is "verified: <verdict>" with the root digest, or one line per problem naming the file and the field.
-A zip is opened in a fresh temporary folder (kit.gate.runzip) and removed after.
+A zip is opened in a fresh temporary folder (kit.gate.verify.runzip) and removed after.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from kit.core.records.results import RunDir, RunView, gate_verdict, read_run
 from kit.descriptor.host import RecordedHost, recorded_hardware
 from kit.descriptor.load import LoadedDescriptor, for_host, load_descriptor
 from kit.descriptor.plan import Plan, outline, resolve
-from kit.gate.rederive import Rederive, said
-from kit.gate.runzip import extract_run
+from kit.gate.verify.rederive import Rederive, said
+from kit.gate.verify.runzip import extract_run
 
 # How evidence.md quotes the root digest (kit.gate.report.evidence_markdown).
 QUOTED_ROOT = re.compile(r"^Root digest: `([^`]*)`", re.MULTILINE)
@@ -123,7 +123,7 @@ def verify_run(run_dir: Path, source: str, descriptor: str | Path | None = None,
 
 
 def _judge_again(run_dir: Path, view: RunView, plan: Plan, host: RecordedHost, out: Verified) -> dict[str, CaseResult]:
-    """Every case of the plan judged again (kit.gate.rederive), its problems added to ``out``; each case's result
+    """Every case of the plan judged again (kit.gate.verify.rederive), its problems added to ``out``; each case's result
     as judged again, where it could be."""
     again = Rederive(run_dir, host)
     statuses: dict[str, CaseResult] = {}
