@@ -105,17 +105,13 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
         # 1. build
         log.log(NOTICE, f"[bold][1/4] build[/]: replaying the overlay on {escape(branch)}, building wheels",
                 extra=MARKUP)
-        t0 = time.perf_counter()
         params: dict[str, object] = {
             "fork_repo": str(inputs.repo), "upstream_ref": upstream_ref, "base": inputs.base, "tip": inputs.tip,
             "fork": inputs.fork, "build_command": list(build_command) if build_command else None,
             "branch": branch, "step_dir": str(run_dir / "build"), "store": str(store)}
-        error = _step(BUILD_NOTEBOOK, run_dir / "build.ipynb", params, build_timeout_s,
-                      rundir.kernel_log(run_dir, "build"))
-        timings["build"] = time.perf_counter() - t0
+        error = _step(BUILD_NOTEBOOK, run_dir, "build", params, build_timeout_s, timings)
         if not (run_dir / "build" / build.RECORD).is_file():
-            return _finish(run_dir, record, INCOMPLETE, f"the build notebook did not finish: {error}; partial "
-                           f"notebook {run_dir / 'build.ipynb'}", DIAGNOSIS_EXIT_CODES[INCOMPLETE], [])
+            return _unfinished(run_dir, record, "build", error)
         built = build.load_outcome(run_dir / "build")
         style = "green" if built.built else "red"
         log.log(NOTICE, f"  [{style}]{built.status}[/]: {escape(built.reason)} ({timings['build']:.1f} s)",
@@ -126,15 +122,11 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
 
         # 2. qualify
         log.log(NOTICE, f"[bold][2/4] qualify[/]: {built.tag}: verify, install, import, one parity case", extra=MARKUP)
-        t0 = time.perf_counter()
         params = {"manifest": built.manifest, "descriptor": str(desc.path), "current": current, "backend": backend,
                   "case": qualify_case, "bucket": qualify_bucket, "step_dir": str(run_dir / "qualify")}
-        error = _step(QUALIFY_NOTEBOOK, run_dir / "qualify.ipynb", params, qualify_timeout_s,
-                      rundir.kernel_log(run_dir, "qualify"))
-        timings["qualify"] = time.perf_counter() - t0
+        error = _step(QUALIFY_NOTEBOOK, run_dir, "qualify", params, qualify_timeout_s, timings)
         if not (run_dir / "qualify" / qualify.RECORD).is_file():
-            return _finish(run_dir, record, INCOMPLETE, f"the qualify notebook did not finish: {error}; partial "
-                           f"notebook {run_dir / 'qualify.ipynb'}", DIAGNOSIS_EXIT_CODES[INCOMPLETE], [])
+            return _unfinished(run_dir, record, "qualify", error)
         q = qualify.load_outcome(run_dir / "qualify")
         style = "green" if q.qualified else "red"
         log.log(NOTICE, f"  [{style}]{'qualified' if q.qualified else 'not qualified'}[/]: {escape(q.reason)} "
@@ -161,11 +153,23 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
         return _finish(run_dir, record, d.verdict, d.reason, d.exit_code, next_steps)
 
 
-def _step(notebook: Path, out: Path, params: dict, timeout_s: float, log: Path) -> str | None:
-    outcome = run_notebook(notebook, out, params, paths.MAIN_KERNEL, timeout_s, log)
+def _step(notebook: Path, run_dir: Path, name: str, params: dict, timeout_s: float,
+          timings: dict[str, float]) -> str | None:
+    """Run the refresh's step ``name`` (``<name>.ipynb`` and its kernel log in ``run_dir``), its seconds kept in
+    ``timings``; what went wrong, or None."""
+    t0 = time.perf_counter()
+    outcome = run_notebook(notebook, run_dir / f"{name}.ipynb", params, paths.MAIN_KERNEL, timeout_s,
+                           rundir.kernel_log(run_dir, name))
+    timings[name] = time.perf_counter() - t0
     if outcome.timed_out:
         return f"timed out after {timeout_s:g} s"
     return outcome.error
+
+
+def _unfinished(run_dir: Path, record: dict, name: str, error: str | None) -> RefreshRun:
+    """The refresh ended incomplete because step ``name``'s notebook wrote no record."""
+    return _finish(run_dir, record, INCOMPLETE, f"the {name} notebook did not finish: {error}; partial "
+                   f"notebook {run_dir / f'{name}.ipynb'}", DIAGNOSIS_EXIT_CODES[INCOMPLETE], [])
 
 
 def _finish(run_dir: Path, record: dict, verdict: str, reason: str, code: int,
