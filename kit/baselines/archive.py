@@ -65,6 +65,9 @@ class PromptFigures:
     error: float
     shift: float | None
     failures: tuple[str, ...] = ()
+    # A decode check's error at each step compared (NaN: unscorable), what a replay judges step by step under a
+    # record's step bounds; None for a first token, and for a result written before results kept its steps.
+    steps: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -269,7 +272,8 @@ def from_result(result: CaseResult, source: str, kind: str, known: str, why: str
     prompt and no drift test gave."""
     prompts = tuple(PromptFigures(p.id, p.bucket, _number(p.max_probability_error), _shift(p.top_probability_shift),
                                   _kept(p)) for p in result.prompts)
-    decode = tuple(PromptFigures(d.id, d.bucket, _number(d.max_probability_error), None, _kept(d))
+    decode = tuple(PromptFigures(d.id, d.bucket, _number(d.max_probability_error), None, _kept(d),
+                                 tuple(map(_number, d.step_errors)) if d.step_errors else None)
                    for d in result.decode)
     drift = result.drift.get("failures") if isinstance(result.drift, dict) else None
     accounted = {f for p in result.prompts for f in p.failures} | {f for d in result.decode for f in d.failures} | set(
@@ -319,10 +323,15 @@ def record_samples(record: CalibrationRecord) -> list[ArchivedObservation]:
 
 
 def _kept(score: PromptScore | DecodeScore) -> tuple[str, ...]:
-    """The failures of a prompt (or decode check) that no bound decides: every bound's is left out, since a replay
-    judges the recorded error under its own bounds. One the executor found re-judging a notebook's verdict stays:
-    it records that the notebook disagreed with its own numbers, which no bound undoes."""
-    return tuple(f.text for f in failures_of(score) if f.kind is not Kind.OVER_BOUND or f.rejudged)
+    """The failures of a prompt (or decode check) that its recorded error does not decide: every bound's is left
+    out, and every unscorable answer's (a NaN error), since a replay judges the recorded error again by the
+    verdict's rule (kit.core.verdict.rules.judged_error), which fails both. One the executor found re-judging a
+    notebook's verdict stays: it records that the notebook disagreed with its own numbers, which no bound undoes."""
+    return tuple(f.text for f in failures_of(score) if f.kind not in _JUDGED_AGAIN or f.rejudged)
+
+
+# What a replay re-derives from a recorded error, so it is not kept as recorded.
+_JUDGED_AGAIN = frozenset({Kind.OVER_BOUND, Kind.NON_FINITE})
 
 
 def _number(value: float | None) -> float:
