@@ -31,7 +31,7 @@ from kit.core.verdict.diagnosis import REGRESSION
 from kit.core.errors import BadInput
 from kit.core.records.paths import display
 from kit.core.records.recordcheck import mapping, text
-from kit.core.records.records import PASSED, CaseResult, DecodeScore, PromptScore
+from kit.core.records.records import DRIFT_TURNED_OFF, PASSED, CaseResult, DecodeScore, PromptScore
 from kit.core.records.results import GATE_PASSED, read_case_result, read_manifest, recorded_result
 from kit.core.records.resultcheck import read_shaped
 from kit.core.verdict import Kind, failures_of
@@ -46,9 +46,6 @@ KINDS = (GATE_RUN, CONTROL_CANDIDATE, CONTROL_CURRENT, CALIBRATION_SAMPLE)
 BAD, GOOD, UNKNOWN = "bad", "good", "unknown"
 # The status of a case a run lists but holds no result of (stopped before it finished).
 MISSING = "missing"
-# How a case result says its drift test was turned off in the descriptor (kit.case.runner writes it); a case that
-# turned it off ran on the class of hardware its record measured, or the kernel would have refused the record.
-DRIFT_TURNED_OFF = "turned off"
 
 _RUN_WORDS = {GATE_RUN: "gate run", CONTROL_CANDIDATE: "candidate run of a control",
               CONTROL_CURRENT: "current-pin run of a control"}
@@ -90,6 +87,10 @@ class ArchivedObservation:
     decode: tuple[PromptFigures, ...] = ()  # shift None: a decode check follows none
     other_failures: tuple[str, ...] = ()  # the case's failures of no prompt and no drift test (exact repeats)
     drift_skipped: str | None = None  # why the run itself left its drift test out, as it recorded
+    # which of the reasons that was (kit.core.records.records.DRIFT_TURNED_OFF, DRIFT_OTHER_HARDWARE): what a replay
+    # decides by. A case that turned its test off ran on the class of hardware its record measured, or the kernel
+    # would have refused the record.
+    drift_off: str | None = None
 
     @property
     def errors(self) -> dict[str, float]:
@@ -282,7 +283,8 @@ def from_result(result: CaseResult, source: str, kind: str, known: str, why: str
         source=source, kind=kind, known=known, why=why, case=result.case, backend=result.backend,
         fixture_sha256=result.fixture_sha256, golden_sha256=result.golden_sha256, model_digest=result.model_digest,
         status=result.status, hardware=ran_on(result), prompts=prompts, decode=decode,
-        other_failures=tuple(f for f in result.failures if f not in accounted), drift_skipped=result.drift_skipped)
+        other_failures=tuple(f for f in result.failures if f not in accounted), drift_skipped=result.drift_skipped,
+        drift_off=result.drift_left_out)
 
 
 def ran_on(result: CaseResult) -> str | None:
@@ -290,7 +292,7 @@ def ran_on(result: CaseResult) -> str | None:
     the case ran that record's drift test (the kernel runs it only on the same class, or turned off), else the
     one model of the GPUs the executor gave it (nvidia-smi's name, as accelerator() gives it); None otherwise."""
     source = result.bound_source or {}
-    ran_drift = result.drift is not None or (result.drift_skipped or "").startswith(DRIFT_TURNED_OFF)
+    ran_drift = result.drift is not None or result.drift_left_out == DRIFT_TURNED_OFF
     runtime = source.get("measured_on")
     if source.get("kind") == "calibrated" and ran_drift and isinstance(runtime, dict):
         name = measured_on({"fingerprint": {"runtime": runtime}})

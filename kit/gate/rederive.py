@@ -54,8 +54,8 @@ LOCAL_NESTED_KEYS = {"calibration": ("path",), "reference": ("model_path",), "po
 # What a result records of its judgement, compared field by field with the judgement again. The rest of a result
 # (times, the engine's release and details, notes, triage) is the run's account of itself, not its verdict.
 VERDICT_FIELDS = ("status", "golden_kind", "golden_sha256", "fixture_sha256", "model_digest", "bound",
-                  "bucket_bounds", "bound_source", "drift", "drift_skipped", "failures", "typed_failures", "prompts",
-                  "decode", "repeat_spread", "detectable")
+                  "bucket_bounds", "bound_source", "drift", "drift_skipped", "drift_off", "failures", "typed_failures",
+                  "prompts", "decode", "repeat_spread", "detectable")
 BY_ID = ("prompts", "decode", "repeat_spread")  # lists of records compared by their ``id``
 
 

@@ -222,3 +222,28 @@ def test_a_decode_check_recorded_without_its_steps_cannot_be_replayed_per_step(t
     # Without step bounds every step is judged by its bucket's bound, and the largest error decides as well.
     status, _ = replay(obs, record(OLD))
     assert status == "failed"  # 0.02 over the bucket's 0.016
+
+
+@pytest.mark.parametrize("drift_off, drift_skipped", [
+    ("turned-off", "the descriptor said no"),  # the typed field decides, whatever the words
+    (None, "turned off: drift = false"),  # LEGACY: a result written before drift_off, read by its kit's words
+])
+def test_a_case_that_turned_its_drift_test_off_is_replayed_without_it(tmp_path, drift_off, drift_skipped):
+    old = record(OLD)
+    ran = dataclasses.replace(case_result(DRIFTED, old), drift=None, drift_skipped=drift_skipped, drift_off=drift_off,
+                              status="passed", failures=[])
+    write_run(tmp_path / "runs" / "off", ran)
+    (obs,) = read_archive([tmp_path / "runs"], CASE).observations
+    assert obs.drift_off == "turned-off" and obs.hardware == HERE
+    assert drift_left_out(obs, old) == f"drift left out: the case's drift test was {drift_skipped}"
+    assert replay(obs, old) == ("passed", [])  # the drift test, which would fail DRIFTED, is left out
+
+
+def test_a_typed_other_hardware_reason_is_not_read_as_turned_off(tmp_path):
+    old = record(OLD)
+    ran = dataclasses.replace(case_result(OLD[1], old), drift=None, drift_skipped="turned off, as it happens",
+                              drift_off="other-hardware")
+    write_run(tmp_path / "runs" / "elsewhere", ran)
+    (obs,) = read_archive([tmp_path / "runs"], CASE).observations
+    assert obs.drift_off == "other-hardware"
+    assert not (drift_left_out(obs, old) or "").startswith("drift left out: the case's drift test was")
