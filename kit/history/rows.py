@@ -14,7 +14,6 @@ import datetime as _dt
 import logging
 import math
 import posixpath
-import re
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -32,7 +31,6 @@ from kit.core.records.records import EXACT
 log = logging.getLogger(__name__)
 
 GATE_RUN, CONTROL_CURRENT, CONTROL_CANDIDATE = "gate run", "control current", "control candidate"
-_VERDICT_AT_END = re.compile(rb'"verdict":"([a-z-]+)"}\s*$')
 # What a line about a run says: it (or a part of it) could not be read, or its recorded verdict was not trusted.
 SKIPPED, VERDICT = "skipped", "verdict"
 # What a bucket row measures: the first token of its prompts, or the worst step of their continuations (a decode
@@ -183,14 +181,11 @@ def _read_run(store: Store, location: str, run: str, kind: str, out: Read) -> No
 
 
 def _recorded_verdict(store: Store, run: str) -> str | None:
-    """What result.json says the verdict was. The file repeats every case result (most of a run's bytes), and
-    its canonical JSON sorts ``verdict`` last, so its tail says it; anything else is parsed whole."""
+    """What result.json says the verdict was: its ``verdict`` field, read as the record it is (never searched
+    for in its bytes); None when the run wrote no result.json, or one without a verdict."""
     rel = posixpath.join(run, rundir.RESULT)
     if not store.exists(rel):
         return None
-    tail = _VERDICT_AT_END.search(store.read_tail(rel, 256))
-    if tail:
-        return tail.group(1).decode("ascii")
     doc = store.read_json(rel)
     verdict = doc.get("verdict") if isinstance(doc, dict) else None
     return verdict if isinstance(verdict, str) else None
