@@ -39,8 +39,8 @@ from kit.core.verdict.failure import WINNER_GAP_FACTOR, Failure, Kind, divergenc
 Top = Sequence[tuple[int, float]]
 
 __all__ = ["WINNER_GAP_FACTOR", "Divergence", "bound_for", "decode_short", "divergence", "drift", "exact", "judged_error",
-           "missing_tokens", "near_tie", "non_finite", "over_bound", "past", "recorded", "repeat", "step_bound",
-           "winner"]
+           "margin", "missing_tokens", "near_tie", "non_finite", "over_bound", "past", "ratio", "recorded", "repeat",
+           "step_bound", "winner"]
 
 
 def bound_for(bucket: int, bound: float | None, bucket_bounds: Mapping[str, float]) -> float | None:
@@ -70,6 +70,18 @@ def past(max_err: float, bound: float) -> bool:
     is past its bound (the gate, power's trials, the backtest, borrowed bounds, the history, the summary) asks
     here, so a change to the rule reaches all of them."""
     return max_err > bound
+
+
+def margin(max_err: float, bound: float) -> float:
+    """How far an error is inside its bound, in probability: bound - error, negative past it (NaN for an unscorable
+    error). What a reader shows as a token's margin (the summary's, the history's headroom)."""
+    return bound - max_err
+
+
+def ratio(max_err: float, bound: float) -> float:
+    """An error in units of its bound (1 at the bound, over 1 past it); an unscorable NaN is infinitely past it,
+    as the gate fails it. How readers compare errors judged under different bounds (decode steps, buckets)."""
+    return max_err / bound if not math.isnan(max_err) else math.inf
 
 
 def over_bound(prompt: str, bucket: int, max_err: float, bound: float | None, *, step: int | None = None,
