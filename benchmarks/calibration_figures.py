@@ -12,7 +12,7 @@ import statistics
 import sys
 
 from kit.core.records import paths
-from kit.core.noise.calibration import distinct, load_record
+from kit.core.noise.calibration import bucket_bounds, distinct, load_record, prompt_ranges
 from kit.core.noise.falsefailure import left_out_headroom
 from kit.core.noise.drift import MIN_RELATIVE_ERROR, MIN_RELATIVE_SHIFT, interval, sample_means
 from kit.descriptor.load import load_descriptor
@@ -56,12 +56,32 @@ def figures(name: str, record) -> None:
           f"or outside mean shift {low_s:+.4g} .. {high_s:+.4g}")
     print(f"bounds, each variant left out: it reaches at most {bucket_headroom(record):.2f} of the bound "
           "the others give")
+    widening(record, unique)
     loo = record.drift.get("leave_one_out") or []
     if loo:
         print("each variant against the others: " + ", ".join(
             f"{x['variant']} {'passes' if x['passed'] else 'FAILS'} "
             + (f"(p {x['p_value']:.2g})" if x["p_value"] is not None else "(by the range rule)") for x in loo))
 
+
+def widening(record, unique) -> None:
+    """Which clean variant widens each bucket's bound: the bound the rule gives without it (all of a variant's
+    distinct samples left out), beside the tightest fixed bound every clean sample passes (the bucket's largest
+    error) and the variant that holds that largest error. A variant whose removal tightens a bound a lot is
+    one a candidate engine must be able to differ by, or the bound gives away power."""
+    buckets = {pid: p["bucket"] for pid, p in record.prompts.items()}
+    dtype = record.noise_class["dtype"]
+    variants = sorted({s.variant for s in unique})
+    without = {v: bucket_bounds(prompt_ranges(rest, buckets), len(rest), dtype, record.rule["name"])
+               for v in variants if len(rest := [s for s in unique if s.variant != v]) >= 2}
+    print("\n| bucket | bound | tightest fixed bound the clean samples pass (variant, prompt) | "
+          + " | ".join(f"without {v}" for v in without) + " |")
+    print("| ---: | ---: | ---: | " + " | ".join("---:" for _ in without) + " |")
+    for bucket, b in sorted(record.buckets.items(), key=lambda kv: int(kv[0])):
+        worst = max(((s.errors[pid], s.variant, pid) for s in unique for pid, k in buckets.items()
+                     if str(k) == bucket))
+        print(f"| {bucket} | {b['bound']:g} | {worst[0]:.3g} ({worst[1]}, {worst[2]}) | "
+              + " | ".join(f"{w[bucket]['bound']:g}" for w in without.values()) + " |")
 
 
 def steps(record) -> None:
