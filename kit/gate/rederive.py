@@ -282,6 +282,7 @@ def differences(shown: str, recorded: CaseResult, derived: CaseResult) -> list[s
     """One line per field of ``VERDICT_FIELDS`` where the recorded result is not the one judged again, naming the
     first place it differs (``prompts.chat-03.passed``)."""
     was, again = recorded.to_dict(), derived.to_dict()
+    was["drift_off"] = recorded.drift_left_out  # a result written before drift_off: read from its words
     out = []
     for name in VERDICT_FIELDS:
         differs = first_difference(_comparable(name, was.get(name)), _comparable(name, again.get(name)), name)
