@@ -46,3 +46,14 @@ def test_a_changed_bound_rule_moves_the_power_figures_and_the_backtest_together(
     # The rule made twice as strict: every error over half its bound fails. Both readers follow it at once.
     monkeypatch.setattr(rules, "past", lambda err, bound: err > bound / 2)
     assert _figures(rec, tmp_path / "stricter") == (0.05, ("bound", "decode"), "failed")
+
+
+def test_a_decode_steps_over_and_a_borrowed_bounds_judgment_follow_the_rule(monkeypatch):
+    from kit.core.verdict import borrowed
+    from kit.core.verdict.decode import StepMargin
+
+    step = StepMargin("a", 128, 2, 0.01, 0.016)
+    assert not step.over and borrowed._within_factor(0.02, 0.016) and not borrowed._within_factor(0.01, 0.016)
+    monkeypatch.setattr(rules, "past", lambda err, bound: err > bound / 2)
+    # Past half its bound: over it now, and within the factor of the (halved) bound that borrowed bounds forgive.
+    assert step.over and borrowed._within_factor(0.01, 0.016) and not borrowed._within_factor(0.03, 0.016)
