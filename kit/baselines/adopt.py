@@ -32,19 +32,19 @@ def first_entry(descriptor: str, lineage: Path, kind: BaselineKind, case: str, b
         raise BadInput(f"{paths.display(baseline)}: a {kind} keeps no lineage")
     if kind is POWER:  # its chain is the class of hardware of the calibration record it was measured against
         power = PowerRecord.from_dict(read_power(baseline), baseline)
-        return LineageEntry(descriptor, kind.name, case, sha256_file(baseline), os.path.relpath(baseline, lineage),
+        return LineageEntry(descriptor, kind, case, sha256_file(baseline), os.path.relpath(baseline, lineage),
                             power.measured_on, None, reason or FIRST_REASON, tuple(reproducing_command(power.command)),
                             power.created_at)
     if not isinstance(kind, GoldenKind):  # a calibration record: the one other kind a lineage keeps
         record: CalibrationRecord = load_record(baseline)
-        return LineageEntry(descriptor, kind.name, case, record.sha256, os.path.relpath(baseline, lineage),
+        return LineageEntry(descriptor, kind, case, record.sha256, os.path.relpath(baseline, lineage),
                             measured_on({"fingerprint": record.fingerprint}) or "not recorded", None,
                             reason or FIRST_REASON, tuple(reproducing_command(record.command)), record.created_at,
                             dict(record.bounds))
     golden = load_golden(baseline)
     prov = golden.provenance
     runtime = golden_runtime(prov) if kind.per_runtime else "any"
-    return LineageEntry(descriptor, kind.name, case, golden.sha256, os.path.relpath(baseline, lineage),
+    return LineageEntry(descriptor, kind, case, golden.sha256, os.path.relpath(baseline, lineage),
                         runtime or str(prov.get("hardware") or "not recorded"), None, reason or FIRST_REASON,
                         tuple(str(prov.get("command", "not recorded")).split()), str(prov.get("created_at", "")))
 

@@ -31,7 +31,7 @@ from kit.core.verdict.diagnosis import REGRESSION
 from kit.core.errors import BadInput
 from kit.core.records.paths import display
 from kit.core.records.recordcheck import mapping, text
-from kit.core.records.records import DRIFT_TURNED_OFF, PASSED, CaseResult, DecodeScore, PromptScore
+from kit.core.records.records import DRIFT_TURNED_OFF, PASSED, BoundKind, CaseResult, DecodeScore, PromptScore
 from kit.core.records.results import GATE_PASSED, read_case_result, read_manifest, recorded_result
 from kit.core.records.resultcheck import read_shaped
 from kit.core.verdict import Kind, failures_of
@@ -294,7 +294,7 @@ def ran_on(result: CaseResult) -> str | None:
     source = result.bound_source or {}
     ran_drift = result.drift is not None or result.drift_left_out == DRIFT_TURNED_OFF
     runtime = source.get("measured_on")
-    if source.get("kind") == "calibrated" and ran_drift and isinstance(runtime, dict):
+    if result.bound_kind is BoundKind.CALIBRATED and ran_drift and isinstance(runtime, dict):
         name = measured_on({"fingerprint": {"runtime": runtime}})
         if isinstance(name, str) and name:
             return name

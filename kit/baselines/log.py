@@ -12,6 +12,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Sequence
 
+from kit.core.baselines.baselinekind import BaselineKind
 from kit.core.baselines.lineage import LineageEntry, bound_changes, bound_moves, chain, heads
 from kit.core.baselines.lineageclaims import accepted_looser
 
@@ -20,7 +21,7 @@ from kit.core.baselines.lineageclaims import accepted_looser
 class Chain:
     """One case's baselines of one kind on one runtime, oldest first."""
 
-    kind: str
+    kind: BaselineKind
     case: str
     runtime: str
     steps: tuple[LineageEntry, ...]
@@ -28,14 +29,15 @@ class Chain:
     def to_dict(self) -> dict:
         """The chain as `baseline log --json` prints it: each entry with its digest, and how the bounds moved
         along it."""
-        return {"kind": self.kind, "case": self.case, "runtime": self.runtime,
+        return {"kind": self.kind.name, "case": self.case, "runtime": self.runtime,
                 "bounds_moved": bound_moves(self.steps).text,
                 "steps": [{**s.to_dict(), "sha256": s.sha256} for s in self.steps]}
 
 
 def chains(entries: Sequence[LineageEntry], cases: Sequence[str] | None = None) -> list[Chain]:
     """Every chain of ``entries`` (of ``cases`` only, when given), sorted by case, kind and runtime."""
-    keys = sorted({(e.case, e.kind) for e in entries if cases is None or e.case in cases})
+    keys = sorted({(e.case, e.kind) for e in entries if cases is None or e.case in cases},
+                  key=lambda k: (k[0], k[1].name))
     out = []
     for case, kind in keys:
         for runtime, head in sorted(heads(entries, kind, case).items()):

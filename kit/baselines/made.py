@@ -16,7 +16,7 @@ from kit.descriptor.load import LoadedDescriptor
 from kit.descriptor.plan import Plan
 
 
-@dataclass
+@dataclass(frozen=True)
 class Made:
     """One baseline made for this runtime, where it waits until blessed, and what it would supersede."""
 

@@ -28,7 +28,7 @@ import logging
 import os
 import shlex
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -74,7 +74,7 @@ GATE = "gate"  # the evidence gate's run directory (a resumed make continues it)
 __all__ = ["MAKERS", "Made", "MakeOutcome", "make_baselines", "with_made"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class MakeOutcome:
     work_dir: Path | None
     before: list[BaselineRow]
@@ -167,19 +167,20 @@ def make_baselines(descriptor: str | Path, only: Sequence[str] | None = None, re
         log.log(NOTICE, _plan_line(targets, powered, families, len(plan.outline.cases), work_dir), extra=MARKUP)
         for kind, maker in MAKERS.items():
             making.made += maker(making, [r for r in targets if r.kind is kind])
-        outcome = MakeOutcome(work_dir, before, making.made, power=_power_text(families, powered))
-        outcome.refusals += [f"{m.case}: {m.error}" for m in making.made if m.error]
+        making.made = [_backtested(m, archived, roots, plan) for m in making.made]
+        refusals = [f"{m.case}: {m.error}" for m in making.made if m.error]
         for m in making.made:
-            if m.kind.backtested and m.staged is not None:
-                m.backtest = _backtest(m, archived[m.case], roots, _drift_alpha(plan, m.case))
-                outcome.refusals += _judge_backtest(m.backtest, accept_flips)
-            outcome.refusals += _judge_moves(m, accept_looser)
+            refusals += _judge_backtest(m.backtest, accept_flips) if m.backtest is not None else []
+            refusals += _judge_moves(m, accept_looser)
+        outcome = MakeOutcome(work_dir, before, making.made, power=_power_text(families, powered), refusals=refusals)
         if not outcome.refusals:
-            _evidence_gate(making, jobs, outcome)
+            outcome = _evidence_gate(making, jobs, outcome)
         if outcome.blessed:
-            outcome.written = _place(plan, folders, making.made, reason, command, accept_flips, outcome.gate_verdict)
+            outcome = replace(outcome, written=_place(plan, folders, making.made, reason, command, accept_flips,
+                                                      outcome.gate_verdict))
         times = making.clock.times()
-        outcome.times, outcome.calls = steps.totals(times), max((t.call for t in times), default=making.clock.call)
+        outcome = replace(outcome, times=steps.totals(times),
+                          calls=max((t.call for t in times), default=making.clock.call))
         write_json(work_dir / RECORD, outcome.to_dict())
         atomic_write_bytes(work_dir / EVIDENCE, evidence_markdown(outcome).encode("utf-8"))
     _render_evidence(work_dir)
@@ -387,12 +388,27 @@ def _drift_alpha(plan: Plan, case: str) -> float | None:
     return plan.false_failure.per_case if case in plan.false_failure.cases else None
 
 
-def _judge_moves(m: Made, accept_looser: str | None) -> list[str]:
-    """How far a new record's bounds moved from the record it supersedes (kept in ``m.moves`` for the evidence),
-    and the refusal of a loosening beyond that record's margin that no ``accept_looser`` reason covers."""
+def _backtested(m: Made, archived: Mapping[str, Any], roots: Sequence[Path], plan: Plan) -> Made:
+    """A staged baseline with what the evidence shows of it: a backtested kind's replay over the archive, and
+    how far a new record's bounds moved from the record it supersedes."""
+    if m.staged is None:
+        return m
+    if m.kind.backtested:
+        m = replace(m, backtest=_backtest(m, archived[m.case], roots, _drift_alpha(plan, m.case)))
+    return with_moves(m)
+
+
+def with_moves(m: Made) -> Made:
+    """A new calibration record with how far its bounds moved from the record it supersedes (``moves``, for the
+    evidence and ``_judge_moves``); any other baseline as it is."""
     if m.kind is not CALIBRATION or m.staged is None or m.superseded is None:
-        return []
-    m.moves = movements(load_record(m.superseded), load_record(m.staged))
+        return m
+    return replace(m, moves=movements(load_record(m.superseded), load_record(m.staged)))
+
+
+def _judge_moves(m: Made, accept_looser: str | None) -> list[str]:
+    """The refusal of a new record whose bounds loosen beyond the margin of the record it supersedes (``m.moves``,
+    ``_backtested``) that no ``accept_looser`` reason covers."""
     too_loose = loosening(m.moves)
     if too_loose and accept_looser is None:
         return [f"{m.case}: the new record loosens {too_loose}: find why its noise grew, or bless it with "
@@ -409,12 +425,12 @@ def _judge_backtest(bt: Backtest, accept_flips: str | None) -> list[str]:
     return refusals
 
 
-def _evidence_gate(making: Making, jobs: int | None, outcome: MakeOutcome) -> None:
+def _evidence_gate(making: Making, jobs: int | None, outcome: MakeOutcome) -> MakeOutcome:
     """Every case of the descriptor against the new baselines, every backend on its own engine: the pinned
     environment must pass with them, and a second backend on the same golden agree. A case this make was not asked
-    to make that has no baseline here stands as such (``outcome.not_judged``) and refuses nothing; any other case
-    that did not pass refuses the bless. A resumed make continues the gate an earlier call began: its finished
-    cases whose inputs are unchanged are kept (kit.gate.resume)."""
+    to make that has no baseline here stands as such (``not_judged`` of the outcome it returns) and refuses
+    nothing; any other case that did not pass refuses the bless. A resumed make continues the gate an earlier call
+    began: its finished cases whose inputs are unchanged are kept (kit.gate.resume)."""
     checked = with_made(making.desc, making.made)
     names = list(making.plan.outline.cases)
     backends = sorted({c.backend for c in making.plan.outline.cases.values()})
@@ -427,20 +443,20 @@ def _evidence_gate(making: Making, jobs: int | None, outcome: MakeOutcome) -> No
            f"baselines{' (continued)' if earlier else ''}"
     with making.clock.step("evidence gate", "", what):
         run = gate_once(checked, None if earlier else gate_dir, None, None, making.command, jobs, resume=earlier)
-    outcome.gate_dir, outcome.gate_verdict = run.run_dir, run.verdict
     asked = set(making.plan.cases)
-    failing = []
+    failing, not_judged = [], {}
     for name in names:
         result = run.results.get(name)
         if result is not None and result.status == PASSED:
             continue
         if result is not None and result.status == NO_BASELINE and name not in asked:
-            outcome.not_judged[name] = result.error or "no baseline here"
+            not_judged[name] = result.error or "no baseline here"
             continue
         failing.append(name)
-    if failing:
-        outcome.refusals.append(f"evidence gate {run.verdict} with the new baselines ({', '.join(failing)}): "
-                                f"see {paths.display(run.run_dir)}")
+    refused = [f"evidence gate {run.verdict} with the new baselines ({', '.join(failing)}): "
+               f"see {paths.display(run.run_dir)}"] if failing else []
+    return replace(outcome, gate_dir=run.run_dir, gate_verdict=run.verdict, refusals=[*outcome.refusals, *refused],
+                   not_judged={**outcome.not_judged, **not_judged})
 
 
 def with_made(desc: LoadedDescriptor, made: Sequence[Made]) -> LoadedDescriptor:
@@ -466,13 +482,13 @@ def _place(plan: Plan, folders: Mapping[str, Path], made: Sequence[Made], reason
             paths.make_dir(folders[m.kind.name], f"{m.kind} folder")
             shutil.copyfile(m.staged, target)
             written.append(target)
-        parent = heads(entries, m.kind.name, m.case).get(normal_runtime(m.runtime))
+        parent = heads(entries, m.kind, m.case).get(normal_runtime(m.runtime))
         if parent is None and m.superseded is not None:
             parent = first_entry(plan.name, folders["lineage"], m.kind, m.case, m.superseded)
             written.append(write_entry(folders["lineage"], parent))
         bt = m.backtest
         entry = LineageEntry(
-            descriptor=plan.name, kind=m.kind.name, case=m.case, baseline=sha256_file(target),
+            descriptor=plan.name, kind=m.kind, case=m.case, baseline=sha256_file(target),
             file=os.path.relpath(target, folders["lineage"]), runtime=normal_runtime(m.runtime),
             supersedes=parent.sha256 if parent else None, reason=reason.strip(), command=tuple(m.command or command),
             created_at=now_iso(), bounds=m.bounds,

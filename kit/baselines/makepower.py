@@ -120,7 +120,7 @@ def estimate(making: Making, name: str, scored: int, variants: int, n_families: 
     """About how long the case's power takes: each family's faulted calibrations, each as long as the clean
     calibration this make timed for the case (``scored`` of its ``variants``: on a CPU a second launch is not
     scored again); None where this make did not calibrate the case. The float32 effects come on top."""
-    clean = [t.wall_s for t in making.clock.times() if t.step == CALIBRATION.name and t.subject == name and t.finished]
+    clean = making.clock.finished(CALIBRATION.name, name)  # the label make.py's calibration step is timed under
     return TRIALS_PER_FAMILY * n_families * clean[-1] * scored / variants if clean and variants else None
 
 

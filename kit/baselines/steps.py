@@ -144,6 +144,11 @@ class StepClock:
         """Every step time kept in the working directory, by every call, in the order they ended."""
         return read_times(self.work_dir)
 
+    def finished(self, step: str, subject: str) -> list[float]:
+        """The wall times of every finished run of one step for one subject, oldest first: a step is named by its
+        label, the words ``step`` wrote to the steps file."""
+        return [t.wall_s for t in self.times() if t.step == step and t.subject == subject and t.finished]
+
 
 def read_times(work_dir: Path) -> list[StepTime]:
     """The step times a working directory keeps (none before its first step ends)."""

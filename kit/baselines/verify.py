@@ -28,7 +28,7 @@ def backtest_problems(entries: Sequence[LineageEntry], lineage: Path, archives: 
     problems = []
     roots = [Path(a) for a in archives]
     shown = ", ".join(display(r) for r in roots)
-    for entry in (e for e in entries if e.kind == CALIBRATION.name):
+    for entry in (e for e in entries if e.kind is CALIBRATION):
         where = f"lineage entry {display(entry.path or lineage)}"
         try:
             record = load_record((lineage / entry.file).resolve())

@@ -33,7 +33,7 @@ GOOD, BAD, BUILD_FAILED, NOT_QUALIFIED, ERROR = "good", "bad", "build-failed", "
 CONFLICT = "conflict"  # upstream scope: the overlay does not apply onto the state's commit
 
 
-@dataclass
+@dataclass(frozen=True)
 class StepRecord:
     """A finished probe. ``bad`` is None when the probe reached no verdict (the case errored): such a
     step is recorded but not counted, and a resumed bisect probes that state again."""
@@ -113,9 +113,8 @@ def probe(inp: BisectInputs, state: State, case: str, prompts: list[str] | None,
                      paths={"step": str(step_dir)})
 
     def done(verdict: str, reason: str, bad: bool | None) -> StepRecord:
-        rec.verdict, rec.reason, rec.bad = verdict, reason, bad
-        rec.wall_s, rec.finished_at = time.perf_counter() - t0, now_iso()
-        return rec
+        return dataclasses.replace(rec, verdict=verdict, reason=reason, bad=bad, wall_s=time.perf_counter() - t0,
+                                   finished_at=now_iso())
 
     if not state.built_from:  # an upstream commit: the overlay replayed onto it first
         replayed = overlay.replay(inp.repo, [overlay.Commit(*c) for c in inp.overlay], state.commit,
@@ -126,8 +125,9 @@ def probe(inp: BisectInputs, state: State, case: str, prompts: list[str] | None,
             return done(CONFLICT, f"overlay commit {c['sha'][:12]} \"{c['subject']}\" does not apply onto "
                                   f"{state.commit[:12]}: conflict in {', '.join(c['files']) or 'no file listed'}", True)
         state = dataclasses.replace(state, built_from=replayed.tip)
-        rec.built_from = replayed.tip
-    manifest, rec.cached_build, why, where = build_state(inp, state, step_dir / "build", template)
+        rec = dataclasses.replace(rec, built_from=replayed.tip)
+    manifest, cached, why, where = build_state(inp, state, step_dir / "build", template)
+    rec = dataclasses.replace(rec, cached_build=cached)
     rec.paths.update(where)
     if manifest is None:
         return done(BUILD_FAILED, why, True)  # a state that cannot be built cannot pass parity
@@ -164,8 +164,8 @@ def probe(inp: BisectInputs, state: State, case: str, prompts: list[str] | None,
     if result is None or result.status not in ("passed", "failed"):
         why = (result.error if result is not None else None) or f"the case run ended {verdict}"
         return done(ERROR, f"{case} did not finish at {state.built_from[:12]}: {why}", None)
-    rec.prompts_run = len(result.prompts)
-    rec.failing_prompts = [p.id for p in result.prompts if not p.passed]
+    rec = dataclasses.replace(rec, prompts_run=len(result.prompts),
+                              failing_prompts=[p.id for p in result.prompts if not p.passed])
     if result.status == "passed":
         return done(GOOD, f"{case} passes on {rec.prompts_run} prompt(s)", False)
     n_bad = len(rec.failing_prompts)

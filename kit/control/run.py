@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 CONTROL_NOTEBOOK = paths.NOTEBOOKS / rundir.CONTROL_NOTEBOOK
 
 
-@dataclass
+@dataclass(frozen=True)
 class ControlRun:
     control_dir: Path
     current: GateRun

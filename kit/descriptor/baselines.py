@@ -114,13 +114,12 @@ class Baselines:
         (a head is the baseline its runtime uses now; a runtime's first baseline is a chain of one). A head's
         file must hold the bytes its entry names."""
         entries = self.lineage()
-        kind = baseline.name  # what an entry records
-        if not any(e.kind == kind and e.case == case for e in entries):
+        if not any(e.kind is baseline and e.case == case for e in entries):
             return listed
         folder = self.lineage_folder()
         assert folder is not None  # entries come from it
-        current = heads(entries, kind, case)
-        superseded = {e.baseline for e in entries if e.kind == kind and e.case == case} - {
+        current = heads(entries, baseline, case)
+        superseded = {e.baseline for e in entries if e.kind is baseline and e.case == case} - {
             h.baseline for h in current.values()}
         digests = {f: self._sha256(f) for f in listed}
         kept = [f for f in listed if digests[f] not in superseded]
@@ -263,7 +262,7 @@ class Baselines:
         could not say what it could detect, and `baseline make` measures it."""
         where = f"{self.desc.where('cases', name, 'power')}: cases.{name}.power"
         listed = {r.sha256: r for r in self.calibration_records(name, c)}
-        superseded = {e.baseline for e in self.lineage() if e.kind == CALIBRATION.name and e.case == name}
+        superseded = {e.baseline for e in self.lineage() if e.kind is CALIBRATION and e.case == name}
         loaded, files = [], self.power_files(name, c)  # a lineage head's problem names its entry already
         try:
             for path in files:
@@ -334,7 +333,7 @@ class Baselines:
     def _check_claims(self, name: str, record: CalibrationRecord, where: str) -> None:
         """Refuse, in one line naming the entry, a lineage entry of ``record`` whose claims do not re-derive
         (``entry_problem``)."""
-        for entry in [e for e in self.lineage() if e.kind == CALIBRATION.name and e.case == name
+        for entry in [e for e in self.lineage() if e.kind is CALIBRATION and e.case == name
                       and e.baseline == record.sha256]:
             problem = self.entry_problem(entry, record)
             if problem:
@@ -353,7 +352,7 @@ class Baselines:
         if record is None:
             if (problem := self._file_problem(entry)) is not None:
                 return problem
-            if entry.kind != CALIBRATION.name:
+            if entry.kind is not CALIBRATION:
                 return None
             try:
                 record = load_record(path)
@@ -419,7 +418,7 @@ class Baselines:
         """What of a power record's entry does not re-derive: the record, judged by its evidence against the
         calibration record it names (one the case lists or keeps in its lineage), and the runtime the entry states,
         which is that record's class of hardware. None for an entry of another kind, or one whose claims hold."""
-        if entry.kind != POWER.name:
+        if entry.kind is not POWER:
             return None
         folder = self.lineage_folder()
         assert folder is not None  # entries come from it
@@ -443,7 +442,7 @@ class Baselines:
         """The calibration record of ``case`` with this digest, kept in the lineage or listed by the case."""
         folder = self.lineage_folder()
         assert folder is not None  # called for the lineage's entries
-        entry = next((e for e in self.lineage() if e.kind == CALIBRATION.name and e.case == case
+        entry = next((e for e in self.lineage() if e.kind is CALIBRATION and e.case == case
                       and e.baseline == sha256), None)
         if entry is not None:
             return load_record((folder / entry.file).resolve())

@@ -16,7 +16,7 @@ from typing import Sequence
 
 from kit.backends import registry
 from kit.core.records import paths
-from kit.core.baselines.baselinekind import CALIBRATION, POWER, InKernelReference, judged_by, of_golden
+from kit.core.baselines.baselinekind import CALIBRATION, POWER, InKernelReference, judged_by, lacked, of_golden
 from kit.core.verdict.decode import check_continuations_fit, check_decode_golden
 from kit.core.errors import BadInput
 from kit.core.records.fixture import Fixture, Prompt, load_fixture
@@ -162,7 +162,7 @@ def check_inputs(plan: Plan) -> Inputs:
                 "; this installation has no embedded notebooks: reinstall parity-kit from a complete wheel")
             raise BadInput(f"{where}: case {spec.name}: notebook {spec.notebook} does not exist{hint}")
         check_case_notebook(spec, where)  # the parameters the gate injects, and its option parameters
-        if spec.no_baseline and spec.no_baseline.kind not in (CALIBRATION.name, POWER.name):
+        if lacked(spec) not in (None, CALIBRATION, POWER):
             continue  # no golden holds here: recorded as its own outcome when the run starts, nothing to check
         # A case without a record (or a power record) of this host's hardware is checked all the same: every record
         # it lists must fit it wherever it runs, and its golden must fit the fixture.

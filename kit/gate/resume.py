@@ -13,7 +13,7 @@ A resumed run's verdict covers every case of its directory. ``--case`` picks the
 cases that may run again; every other case of the directory keeps what it had: a
 result that still holds is reused, an earlier error or timeout stays one (the
 verdict stays incomplete), an earlier failure stays one until the case itself is
-run again (README, "Ray, resume and the run lock"), and a case with no result that
+run again (docs/gate.md, "Resume"), and a case with no result that
 holds counts as missing, its earlier files set aside like a rerun case's, so that
 no reader of the folder shows a verdict the run does not count. So a resume can
 never drop a failed case out of the verdict, nor call a recorded failure missing.

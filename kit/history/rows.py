@@ -22,7 +22,7 @@ from kit.core.records import rundir
 from kit.core.verdict import rules
 from kit.core.verdict.decode import StepMargin, worst_step
 from kit.core.errors import BadInput
-from kit.core.records.records import CASE_STATUSES, CaseResult
+from kit.core.records.records import CASE_STATUSES, BoundKind, CaseResult
 from kit.core.records.recordcheck import Wrong, listing, mapping, text
 from kit.core.records.resultcheck import check_manifest, written_by
 from kit.core.records.results import gate_verdict
@@ -63,7 +63,7 @@ class CaseRow:
     case: str
     status: str
     backend: str
-    bound_kind: str  # calibrated, hand-set or exact
+    bound_kind: str  # a BoundKind's word: calibrated, hand-set or exact
     max_error: float | None  # None: an unscorable prompt, or no prompts
     mean_error: float | None
     drift_value: float | None  # the drift test's mean error, and the upper end of its interval
@@ -210,7 +210,7 @@ def case_rows(run: str, case: str, doc: Any, release: str | None,
     triage = _table(d.get("triage"))  # read tolerantly: a triage is a field a newer kit adds to case results
     row = CaseRow(
         run=run, case=case, status=status, backend=text(d.get("backend"), "backend"),
-        bound_kind=bound_kind(source, d.get("golden_kind")),
+        bound_kind=BoundKind.of(source, d.get("golden_kind")).value,
         max_error=_largest(errors),
         mean_error=_mean(errors), drift_value=_drift_error(drift).get("value"),
         drift_limit=_drift_error(drift).get("high"), drift_p=_finite(drift.get("p_value")),
@@ -228,14 +228,6 @@ def _baseline_golden(d: Mapping[str, Any], case: str) -> str | None:
     if isinstance(path, str) and posixpath.basename(path.replace("\\", "/")) == f"{case}.reference.json":
         return None
     return _text(d.get("golden_sha256"))
-
-
-def bound_kind(source: Mapping[str, Any], golden_kind: Any) -> str:
-    """Where a case's bounds came from, as its result records it (an older result: from its golden's kind)."""
-    kind = source.get("kind")
-    if isinstance(kind, str) and kind:
-        return kind
-    return "exact" if golden_kind == EXACT else "hand-set"
 
 
 def bucket_rows(run: str, case: str, d: Mapping[str, Any], prompts: Sequence[Mapping[str, Any]]) -> list[BucketRow]:

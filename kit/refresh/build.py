@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -56,7 +56,7 @@ def resolve_inputs(fork_repo: str | Path, upstream_ref: str, base: str | None = 
     return BuildInputs(repo, name, upstream_ref, upstream, base_sha, tip_sha)
 
 
-@dataclass
+@dataclass(frozen=True)
 class BuildOutcome:
     status: str
     reason: str
@@ -105,23 +105,24 @@ def build_release(fork_repo: str | Path, upstream_ref: str, step_dir: str | Path
     if replay.conflict:
         c = replay.conflict
         files = ", ".join(c["files"]) or "no file listed"
-        outcome.status = CONFLICT
-        outcome.reason = (f"overlay commit {c['sha'][:12]} \"{c['subject']}\" does not apply onto upstream "
+        outcome = replace(outcome, status=CONFLICT, reason=(
+                          f"overlay commit {c['sha'][:12]} \"{c['subject']}\" does not apply onto upstream "
                           f"{inp.upstream_ref} ({inp.upstream[:12]}): conflict in {files}; "
-                          f"{len(replay.applied)} of {len(commits)} commits applied on {branch}")
+                          f"{len(replay.applied)} of {len(commits)} commits applied on {branch}"))
         return _record(step_dir, outcome)
 
     diff_path = step_dir / "range-diff.txt"
     diff_path.write_text(overlay.range_diff(inp.repo, inp.base, inp.tip, inp.upstream, replay.tip))
-    outcome.range_diff = str(diff_path)
+    outcome = replace(outcome, range_diff=str(diff_path))
 
     day = today or _dt.datetime.now(_dt.timezone.utc).date()
-    outcome.tag = release.release_tag(inp.fork, day, replay.tip)
-    outcome.version = release.release_version(inp.fork, day, replay.tip)
+    outcome = replace(outcome, tag=release.release_tag(inp.fork, day, replay.tip),
+                      version=release.release_version(inp.fork, day, replay.tip))
     earlier = release.existing_release(store, outcome.tag)
     if earlier or overlay.tag_exists(inp.repo, outcome.tag):
         where = f"its manifest is {earlier}" if earlier else f"git tag {outcome.tag} exists in {inp.repo}"
-        outcome.status, outcome.reason = EXISTS, f"release {outcome.tag} exists ({where}); it is never overwritten"
+        outcome = replace(outcome, status=EXISTS,
+                          reason=f"release {outcome.tag} exists ({where}); it is never overwritten")
         return _record(step_dir, outcome)
 
     t1 = time.perf_counter()
@@ -130,15 +131,15 @@ def build_release(fork_repo: str | Path, upstream_ref: str, step_dir: str | Path
     out = wheels.run_build(replay.worktree, build_command or wheels.DEFAULT_BUILD_COMMAND, built_dir, log,
                            outcome.version)
     timings["build"] = time.perf_counter() - t1
-    outcome.build_log, outcome.build_command = str(log), out.command
+    outcome = replace(outcome, build_log=str(log), build_command=out.command)
     found = sorted(built_dir.glob("*.whl"))
     if out.returncode != 0 or not found:
         why = f"exited {out.returncode}" if out.returncode else "wrote no wheel"
-        outcome.status = BUILD_FAILED
-        outcome.reason = f"the wheel build {why}: {' '.join(out.command)} (log {log}): {_telling_line(out.log_tail)}"
+        outcome = replace(outcome, status=BUILD_FAILED, reason=f"the wheel build {why}: {' '.join(out.command)} "
+                                                               f"(log {log}): {_telling_line(out.log_tail)}")
         return _record(step_dir, outcome)
 
-    outcome.wheels = [wheels.describe(w) for w in found]
+    outcome = replace(outcome, wheels=[wheels.describe(w) for w in found])
     doc = {
         "kind": "release", "tag": outcome.tag, "version": outcome.version, "fork": inp.fork,
         "fork_repo": str(inp.repo), "branch": branch, "source_commit": replay.tip, "base_commit": inp.upstream,
@@ -147,11 +148,11 @@ def build_release(fork_repo: str | Path, upstream_ref: str, step_dir: str | Path
         "wheels": outcome.wheels, "build_command": out.command, "kit_version": __version__,
         "created_at": now_iso(),
     }
-    outcome.manifest = str(release.write_release(store, outcome.tag, doc, found))
-    outcome.status = BUILT
+    outcome = replace(outcome, manifest=str(release.write_release(store, outcome.tag, doc, found)), status=BUILT)
     dropped = f", {len(replay.dropped)} already upstream" if replay.dropped else ""
-    outcome.reason = (f"{len(replay.applied)} overlay commits replayed onto {inp.upstream_ref} "
-                      f"({moved} upstream commits newer){dropped}; {len(found)} wheel(s) built as {outcome.tag}")
+    outcome = replace(outcome, reason=f"{len(replay.applied)} overlay commits replayed onto {inp.upstream_ref} "
+                                      f"({moved} upstream commits newer){dropped}; {len(found)} wheel(s) built as "
+                                      f"{outcome.tag}")
     timings["total"] = time.perf_counter() - t0
     return _record(step_dir, outcome)
 

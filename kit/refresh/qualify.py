@@ -25,7 +25,7 @@ import subprocess
 import sys
 import sysconfig
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from kit.backends import registry
@@ -44,7 +44,7 @@ RECORD = "qualify.json"
 MAIN_ENV_PTH = "_parity_kit_main_env.pth"
 
 
-@dataclass
+@dataclass(frozen=True)
 class QualifyOutcome:
     qualified: bool
     reason: str
@@ -128,56 +128,58 @@ def qualify_release(manifest_path: str | Path, descriptor: str | Path | None, st
     t0 = time.perf_counter()
 
     def check(step: str, ok: bool, detail: str) -> bool:
+        nonlocal out
         out.checks.append({"step": step, "ok": ok, "detail": detail})
         if not ok and not out.reason:
-            out.reason = f"{step}: {detail}"
+            out = replace(out, reason=f"{step}: {detail}")
         return ok
 
     source = release.wheel_dir(manifest)
     problems = wheels.verify(source, manifest["wheels"])
-    out.wheels = [{"file": w["file"], "sha256": w["sha256"], "architecture": w.get("architecture", ""),
-                   "verified": not any(w["file"] in p for p in problems)} for w in manifest["wheels"]]
+    out = replace(out, wheels=[{"file": w["file"], "sha256": w["sha256"], "architecture": w.get("architecture", ""),
+                   "verified": not any(w["file"] in p for p in problems)} for w in manifest["wheels"]])
     if not check("verify", not problems, "; ".join(problems) or
                  f"{len(manifest['wheels'])} wheel(s) match their manifest digests"):
         return _record(step_dir, out, t0)
 
     venv = step_dir / "venv"
-    out.venv = str(venv)
+    out = replace(out, venv=str(venv))
     try:
         python = make_layered_venv(venv)
         out.timings_s["venv"] = time.perf_counter() - t0
         install(python, [source / w["file"] for w in manifest["wheels"]], step_dir / "install.log")
         check("install", True, f"installed into {venv} with pip --no-deps --no-index")
-        out.jupyter_path = register_kernel(python, venv, kernel)
+        out = replace(out, jupyter_path=register_kernel(python, venv, kernel))
         check("kernel", True, f"kernel {kernel} registered under {out.jupyter_path}")
     except StepFailed as exc:
         check(exc.step, False, str(exc))
         return _record(step_dir, out, t0)
-    out.kernel = kernel
+    out = replace(out, kernel=kernel)
     out.timings_s["install"] = time.perf_counter() - t0 - out.timings_s["venv"]
 
     modules = sorted({m for w in manifest["wheels"] for m in wheels.top_level_modules(source / w["file"])})
-    out.imports, problem = import_smoke(python, venv, modules)
+    imports, problem = import_smoke(python, venv, modules)
+    out = replace(out, imports=imports)
     if not check("import", problem is None, problem or f"imported {', '.join(modules)} from the release's bytes"):
         return _record(step_dir, out, t0)
 
     if not parity_case:
-        out.qualified = True
-        out.reason = (f"{len(manifest['wheels'])} wheel(s) verified, installed and imported in kernel {kernel}; "
-                      "no parity case (the caller runs its own)")
+        out = replace(out, qualified=True,
+                      reason=f"{len(manifest['wheels'])} wheel(s) verified, installed and imported in kernel {kernel}; "
+                             "no parity case (the caller runs its own)")
         return _record(step_dir, out, t0)
     t1 = time.perf_counter()
     derived = derive(desc, {manifest["tag"]: candidate}, {case_name: {"buckets": [case_bucket]}})
     use_jupyter_path(out.jupyter_path)
     verdict, run_dir, error = _run_case(derived, manifest["tag"], case_name, step_dir / "case")
     out.timings_s["case"] = time.perf_counter() - t1
-    out.case = {"name": case_name, "backend": backend, "bucket": case_bucket, "verdict": verdict,
-                "run_dir": str(run_dir), "error": error}
+    out = replace(out, case={"name": case_name, "backend": backend, "bucket": case_bucket, "verdict": verdict,
+                             "run_dir": str(run_dir), "error": error})
     if check("parity case", verdict == "passed",
              f"{case_name} on bucket {case_bucket} in kernel {kernel}: {verdict}" + (f" ({error})" if error else "")):
-        out.qualified = True
-        out.reason = (f"{len(manifest['wheels'])} wheel(s) verified, installed and imported; "
-                      f"{case_name} (bucket {case_bucket}) passed in kernel {kernel}")
+        out = replace(out, qualified=True,
+                      reason=f"{len(manifest['wheels'])} wheel(s) verified, installed and imported; "
+                             f"{case_name} (bucket {case_bucket}) passed in kernel {kernel}")
     return _record(step_dir, out, t0)
 
 

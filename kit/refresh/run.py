@@ -46,7 +46,7 @@ EXIT_BUILD, EXIT_NOT_QUALIFIED = ExitCode.BUILD_STOPPED, ExitCode.NOT_QUALIFIED
 BUILD_STOPPED, NOT_QUALIFIED, INCOMPLETE = "build-stopped", "qualification-failed", "incomplete"
 
 
-@dataclass
+@dataclass(frozen=True)
 class RefreshRun:
     run_dir: Path
     verdict: str

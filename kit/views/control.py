@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -16,7 +16,7 @@ from kit.views.summary import load_run
 DIAGNOSIS_SCRAP = contract.DIAGNOSIS_SCRAP
 
 
-@dataclass
+@dataclass(frozen=True)
 class ControlView:
     control_dir: Path
     current: RunView
@@ -46,7 +46,7 @@ def load_control_section(path: str | Path) -> ControlView | None:
     if executed.is_file():
         scraps = sb.read_notebook(str(executed)).scraps
         if DIAGNOSIS_SCRAP in scraps:
-            view.diagnosis = Diagnosis.from_dict(scraps[DIAGNOSIS_SCRAP].data)
+            view = replace(view, diagnosis=Diagnosis.from_dict(scraps[DIAGNOSIS_SCRAP].data))
     return view
 
 

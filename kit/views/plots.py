@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from kit.core.records.records import BoundKind
 from kit.core.verdict.decode import worst_decode_step
 
 FLOOR = 1e-9  # bit-exact cases have error 0; keep them visible on a log axis
@@ -195,7 +196,7 @@ def headroom(results: dict, title: str = "headroom: each case's largest error / 
     if not rows:
         ax.text(0.5, 0.5, "no case with a bound", ha="center", va="center", transform=ax.transAxes)
         return fig
-    colors = {"calibrated": "tab:blue", "hand-set": "tab:orange"}
+    colors = {BoundKind.CALIBRATED: "tab:blue", BoundKind.HAND_SET: "tab:orange"}
     finite = [r[1] for r in rows if math.isfinite(r[1])]
     right = max(1.1, max(finite, default=1.0) * 1.05)
     for i, (_name, value, kind) in enumerate(rows):
@@ -214,12 +215,12 @@ def headroom(results: dict, title: str = "headroom: each case's largest error / 
     return fig
 
 
-def headroom_rows(results: dict) -> list[tuple[str, float, str]]:
+def headroom_rows(results: dict) -> list[tuple[str, float, BoundKind]]:
     """The headroom figure's bars: (label, error / bound, where the bound came from) per case with a bound, and
     per decode case a "<case> decode" bar of its worst step."""
     rows = []
     for name, r in results.items():
-        kind = (r.bound_source or {}).get("kind", "hand-set")
+        kind = r.bound_kind
         if r.headroom is not None:
             rows.append((name, r.headroom, kind))
         step = worst_decode_step(r)

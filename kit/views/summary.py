@@ -17,7 +17,7 @@ import pandas as pd
 
 from kit.core.noise.power import measured_elsewhere
 from kit.core.records import contract, paths, rundir
-from kit.core.records.records import EXACT, FAILED, PASSED, CaseResult, severity
+from kit.core.records.records import EXACT, FAILED, PASSED, BoundKind, CaseResult, severity
 from kit.core.records.results import RunView, read_run
 from kit.core.verdict import rules
 from kit.core.verdict.decode import StepMargin, case_headroom, failed_prompts, step_bound, worst_steps
@@ -201,9 +201,9 @@ def calibration_table(view: RunView) -> pd.DataFrame:
     rows = []
     for name in view.expected:
         r = view.results.get(name)
-        src = r.bound_source if r is not None else {}
-        if not src or src.get("kind") != "calibrated":
+        if r is None or r.bound_kind is not BoundKind.CALIBRATED:
             continue
+        src = r.bound_source
         for bucket, cal in src.get("buckets", {}).items():
             errors = [p.max_probability_error for p in r.prompts if str(p.bucket) == bucket]
             run = max(errors) if errors else None
@@ -334,24 +334,20 @@ def status_css(status: str) -> str:
     return "" if status == PASSED else f"color: {BANNER_COLORS.get(status, BANNER_COLORS[FAILED])}; font-weight: 600"
 
 
-def bound_kind(r: CaseResult) -> str:
-    """Where a case's bounds came from: calibrated, hand-set or exact (an exact golden, bit for bit)."""
-    return str((r.bound_source or {}).get("kind") or ("exact" if r.golden_kind == EXACT else "hand-set"))
-
-
 def judged_by(r: CaseResult | None) -> str | None:
     """What a case was judged by, in a word or two: its bounds' source (calibrated, hand-set), or an exact golden."""
     if r is None:
         return None
-    kind = bound_kind(r)
-    return "exact golden" if kind == "exact" else kind
+    kind = r.bound_kind
+    return "exact golden" if kind is BoundKind.EXACT else kind.value
 
 
 def bounds_note(view: RunView) -> str:
     """Below the case table, each case's bounds in full (their span, and the record and rule that set them): HTML,
     every piece of text escaped."""
-    said = [f"<code>{html.escape(name)}</code> {html.escape(bounds_text(view.results[name]))}"
-            for name in view.expected if name in view.results and bound_kind(view.results[name]) != "exact"]
+    ran = [(name, view.results[name]) for name in view.expected if name in view.results]
+    said = [f"<code>{html.escape(name)}</code> {html.escape(bounds_text(r))}" for name, r in ran
+            if r.bound_kind is not BoundKind.EXACT]
     return ('<p style="color:#57606a;font-size:0.9em;margin:4px 0 12px 0">Bounds: ' + "; ".join(said) + "</p>"
             if said else "")
 

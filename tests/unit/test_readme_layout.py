@@ -1,10 +1,10 @@
-"""README.md's `## Layout` section stays true to the code: its import-order sentence is the layers contract of
-.importlinter, layer for layer, and its layout block names every package under kit/ and no other. Every module
+"""The `## Layout` section of docs/layout.md stays true to the code: its import-order sentence is the layers contract
+of .importlinter, layer for layer, and its layout block names every package under kit/ and no other. Every module
 path (`kit/...`) and dotted name (`kit.x.y`, a module or a name a module defines) that README.md and the pages of
 docs/ give exists.
 
-.importlinter is what the unit tier enforces (tests/unit/test_import_rules.py); the README is what a reader
-trusts. Packages move and layers are added, and a README nobody checks keeps the old picture; so the expected
+.importlinter is what the unit tier enforces (tests/unit/test_import_rules.py); the docs are what a reader
+trusts. Packages move and layers are added, and a page nobody checks keeps the old picture; so the expected
 sentence is generated from the contract, and a failure shows it, ready to paste. Names are checked by reading the
 sources (ast), not by importing them: a backend's runtime imports its engine.
 """
@@ -41,15 +41,18 @@ def expected_sentence(layers: list[list[str]]) -> str:
     return PREFIX + "`" + " > ".join(" | ".join(layer) for layer in layers) + "`"
 
 
-def layout_section(readme: str) -> str:
-    match = re.search(r"^## Layout\n(.*?)(?=^## )", readme, re.S | re.M)
-    assert match, "README.md has no `## Layout` section followed by another section"
+LAYOUT = "docs/layout.md"
+
+
+def layout_section(page: str) -> str:
+    match = re.search(r"^## Layout\n(.*?)(?=^## )", page, re.S | re.M)
+    assert match, f"{LAYOUT} has no `## Layout` section followed by another section"
     return match.group(1)
 
 
-def layout_problems(readme: str, importlinter: str, packages: set[str]) -> list[str]:
-    """What README's Layout section says that .importlinter and kit/ do not: one line each."""
-    section = layout_section(readme)
+def layout_problems(page: str, importlinter: str, packages: set[str]) -> list[str]:
+    """What the Layout section of ``page`` says that .importlinter and kit/ do not: one line each."""
+    section = layout_section(page)
     problems = []
     expected = expected_sentence(contract_layers(importlinter))
     found = re.search(re.escape(PREFIX) + r"`[^`]*`", section)
@@ -67,9 +70,9 @@ def kit_packages(kit: Path) -> set[str]:
     return {p.parent.name for p in kit.glob("*/__init__.py")}
 
 
-def test_the_readme_layout_matches_the_import_contract_and_the_packages():
-    readme, importlinter = (ROOT / "README.md").read_text(), (ROOT / ".importlinter").read_text()
-    assert layout_problems(readme, importlinter, kit_packages(ROOT / "kit")) == []
+def test_the_layout_page_matches_the_import_contract_and_the_packages():
+    page, importlinter = (ROOT / LAYOUT).read_text(), (ROOT / ".importlinter").read_text()
+    assert layout_problems(page, importlinter, kit_packages(ROOT / "kit")) == []
 
 
 def test_the_contract_is_read_layer_for_layer():
@@ -81,16 +84,16 @@ def test_the_contract_is_read_layer_for_layer():
 def test_a_stale_layout_is_found():
     importlinter = ("[importlinter]\nroot_package = kit\n\n[importlinter:contract:layers]\nname = x\ntype = layers\n"
                     "layers =\n    kit.cli\n    # a comment\n    kit.goldens | kit.refresh\n    kit.core\n")
-    readme = ("# kit\n\n## Layout\n\n```\nkit/core/    formats\nkit/gate/    the gate\n```\n\n"
-              "Imports run one way, `cli > {refresh, goldens} >\ncore`, and more.\n\n## Next\n")
-    assert layout_problems(readme, importlinter, {"core", "goldens", "refresh"}) == [
+    page = ("# kit\n\n## Layout\n\n```\nkit/core/    formats\nkit/gate/    the gate\n```\n\n"
+            "Imports run one way, `cli > {refresh, goldens} >\ncore`, and more.\n\n## Next\n")
+    assert layout_problems(page, importlinter, {"core", "goldens", "refresh"}) == [
         "the import order reads 'Imports run one way, `cli > {refresh, goldens} > core`'; .importlinter's layers "
         "say 'Imports run one way, `cli > goldens | refresh > core`'",
         "kit/goldens/ is a package the layout block does not name",
         "kit/refresh/ is a package the layout block does not name",
         "the layout block names kit/gate/, which is no package",
     ]
-    fixed = readme.replace("`cli > {refresh, goldens} >\ncore`", "`cli > goldens | refresh >\n    core`").replace(
+    fixed = page.replace("`cli > {refresh, goldens} >\ncore`", "`cli > goldens | refresh >\n    core`").replace(
         "kit/gate/    the gate", "kit/goldens/ kit/refresh/   the commands")
     assert layout_problems(fixed, importlinter, {"core", "goldens", "refresh"}) == []
 

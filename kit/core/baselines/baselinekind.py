@@ -131,7 +131,7 @@ class GoldenKind(BaselineKind):
     def stand(self, spec: CaseSpec, lineage: LineageText, made_at: str | None = None) -> BaselineRow:
         """How a case's golden stands on this host: missing (with the command that makes one) where the plan
         found none for its runtime, else the golden it uses, when and where it was made and its lineage."""
-        if spec.no_baseline and spec.no_baseline.kind in (self.name, ""):
+        if spec.no_baseline and lacked(spec) is self:
             return BaselineRow(spec.name, self, MISSING, spec.no_baseline.reason, made_on=None,
                                remedy=spec.no_baseline.command or None)
         golden = load_golden(spec.golden_path)
@@ -283,7 +283,7 @@ class PowerRecord(BaselineKind):
         limit."""
         power = spec.power or {}
         remedy = f"parity-kit baseline make --case {spec.name} --reason \"...\""
-        if spec.no_baseline and spec.no_baseline.kind == self.name:
+        if spec.no_baseline and lacked(spec) is self:
             return BaselineRow(spec.name, self, MISSING, spec.no_baseline.reason, remedy=spec.no_baseline.command)
         if not power.get("same_class"):
             measured = f" (listed: measured on {power['measured_on']})" if power.get("measured_on") else ""
@@ -363,6 +363,15 @@ def of_golden(golden_kind: str) -> GoldenKind:
 def judged_by(spec: CaseSpec) -> BaselineKind:
     """What a case's observations are compared with: its in-kernel reference, or its golden."""
     return IN_KERNEL_REFERENCE if spec.reference is not None else of_golden(spec.golden_kind)
+
+
+def lacked(spec: CaseSpec) -> BaselineKind | None:
+    """The kind of baseline a case lacks on this host (its ``no_baseline``, which names it as a spec carries it
+    across processes); None when it lacks none. A spec written before that reason was typed names no kind: what
+    it lacked was its golden."""
+    if spec.no_baseline is None:
+        return None
+    return kind_named(spec.no_baseline.kind) if spec.no_baseline.kind else judged_by(spec)
 
 
 def of_case(spec: CaseSpec) -> list[BaselineKind]:

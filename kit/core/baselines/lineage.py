@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from kit.core.baselines.baselinekind import LINEAGE_KINDS
+from kit.core.baselines.baselinekind import LINEAGE_KINDS, BaselineKind
 from kit.core.errors import BadInput
 from kit.core.records.jsonio import ContentAddressed, canonical_bytes, parse_json_input, read_input_bytes, sha256_bytes
 from kit.core.records.recordcheck import Wrong, formatted, listing, mapping, text
 
 FORMAT = "parity-kit-lineage/1"
-KINDS = tuple(k.name for k in LINEAGE_KINDS)  # each kind's one spelling (kit.core.baselines.baselinekind)
+KINDS = tuple(k.name for k in LINEAGE_KINDS)  # each kind's one spelling, as an entry's file holds it
+_BY_NAME = {k.name: k for k in LINEAGE_KINDS}
 KEYS = ("format", "descriptor", "kind", "case", "baseline", "file", "runtime", "supersedes", "reason", "command",
         "created_at", "bounds", "backtest")
 FIRST_REASON = "made before baselines kept a lineage"
@@ -42,7 +43,7 @@ class LineageEntry(ContentAddressed):
     for a baseline made before backtests)."""
 
     descriptor: str  # the name of the descriptor whose case it is: a lineage folder may serve several
-    kind: str
+    kind: BaselineKind  # one of LINEAGE_KINDS; its name only in the entry's file
     case: str
     baseline: str  # the SHA-256 of the baseline's file
     file: str  # the baseline's file name, as its folder holds it
@@ -55,16 +56,21 @@ class LineageEntry(ContentAddressed):
     backtest: Mapping[str, Any] | None = None
     path: Path | None = field(default=None, compare=False)
 
+    def __post_init__(self) -> None:
+        # A name in its place would compare unequal to every kind and the entry would belong to no chain.
+        if self.kind not in LINEAGE_KINDS:
+            raise TypeError(f"a lineage entry's kind is one of {', '.join(KINDS)} as a BaselineKind, not {self.kind!r}")
+
     def to_dict(self) -> dict:
         """The entry as its file holds it (format parity-kit-lineage/1): these keys are what its name hashes."""
-        return {"format": FORMAT, "descriptor": self.descriptor, "kind": self.kind, "case": self.case,
+        return {"format": FORMAT, "descriptor": self.descriptor, "kind": self.kind.name, "case": self.case,
                 "baseline": self.baseline,
                 "file": self.file, "runtime": self.runtime, "supersedes": self.supersedes, "reason": self.reason,
                 "command": list(self.command), "created_at": self.created_at, "bounds": dict(self.bounds),
                 "backtest": dict(self.backtest) if self.backtest is not None else None}
 
     @property
-    def key(self) -> tuple[str, str, str, str]:
+    def key(self) -> tuple[str, BaselineKind, str, str]:
         """The chain it belongs to: its descriptor, kind, case and runtime (``normal_runtime``)."""
         return (self.descriptor, self.kind, self.case, normal_runtime(self.runtime))
 
@@ -80,8 +86,7 @@ def entry_from_dict(doc: Any, shown: str) -> LineageEntry:
     """An entry from its JSON, every key checked; one line naming the file and the key otherwise."""
     try:
         d = formatted(doc, KEYS, FORMAT)
-        if d["kind"] not in KINDS:
-            raise Wrong("kind", f"expected one of {', '.join(KINDS)}", d["kind"])
+        kind = _lineage_kind(d["kind"])
         baseline = text(d["baseline"], "baseline")
         if len(baseline) != 64 or any(c not in "0123456789abcdef" for c in baseline):
             raise Wrong("baseline", "expected a SHA-256 (64 hex digits)", baseline)
@@ -98,13 +103,21 @@ def entry_from_dict(doc: Any, shown: str) -> LineageEntry:
         backtest = d["backtest"]
         if backtest is not None:
             mapping(backtest, "backtest")
-        return LineageEntry(descriptor=text(d["descriptor"], "descriptor"), kind=d["kind"],
+        return LineageEntry(descriptor=text(d["descriptor"], "descriptor"), kind=kind,
                             case=text(d["case"], "case"), baseline=baseline,
                             file=text(d["file"], "file"), runtime=text(d["runtime"], "runtime"), supersedes=parent,
                             reason=d["reason"], command=tuple(command), created_at=text(d["created_at"], "created_at"),
                             bounds={str(k): float(v) for k, v in bounds.items()}, backtest=backtest)
     except Wrong as exc:
         raise BadInput(f"{shown}: malformed lineage entry: {exc.text}") from None
+
+
+def _lineage_kind(name: Any) -> BaselineKind:
+    """The kind an entry's file names, in its one spelling (no entry was ever written in another)."""
+    kind = _BY_NAME.get(name) if isinstance(name, str) else None
+    if kind is None:
+        raise Wrong("kind", f"expected one of {', '.join(KINDS)}", name)
+    return kind
 
 
 def load_entry(path: str | Path) -> LineageEntry:
@@ -180,8 +193,8 @@ def check_chains(entries: Sequence[LineageEntry], where: str) -> None:
                            f"baselines ({shown}); each new one supersedes the one before")
 
 
-def _group(entries: Iterable[LineageEntry]) -> dict[tuple[str, str, str, str], list[LineageEntry]]:
-    groups: dict[tuple[str, str, str, str], list[LineageEntry]] = {}
+def _group(entries: Iterable[LineageEntry]) -> dict[tuple[str, BaselineKind, str, str], list[LineageEntry]]:
+    groups: dict[tuple[str, BaselineKind, str, str], list[LineageEntry]] = {}
     for e in entries:
         groups.setdefault(e.key, []).append(e)
     return groups
@@ -192,11 +205,11 @@ def _heads(group: Sequence[LineageEntry]) -> list[LineageEntry]:
     return [e for e in group if e.sha256 not in parents]
 
 
-def heads(entries: Sequence[LineageEntry], kind: str, case: str) -> dict[str, LineageEntry]:
+def heads(entries: Sequence[LineageEntry], kind: BaselineKind, case: str) -> dict[str, LineageEntry]:
     """Per runtime, the baseline of ``kind`` that ``case`` uses now (the head of its chain); ``entries`` are one
     descriptor's (``of_descriptor``)."""
     return {key[3]: _heads(group)[0] for key, group in _group(entries).items()
-            if key[1] == kind and key[2] == case}
+            if key[1] is kind and key[2] == case}
 
 
 def of_descriptor(entries: Sequence[LineageEntry], name: str) -> list[LineageEntry]:

@@ -60,7 +60,7 @@ def t_quantile_two_sided(p: float, df: int) -> float:
     return special.t_two_sided_quantile(p, df)
 
 
-@dataclass
+@dataclass(frozen=True)
 class DriftStatistic:
     test: str  # "error" or "shift"
     value: float  # the run's mean over its prompts
@@ -80,7 +80,7 @@ class DriftStatistic:
         return not (low <= self.value <= self.high)
 
 
-@dataclass
+@dataclass(frozen=True)
 class DriftResult:
     """The drift test of one case: its statistics, the smallest p-value (Bonferroni-adjusted), the verdict."""
 

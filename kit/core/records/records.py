@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from enum import StrEnum
+from typing import Any, Mapping
 
 from kit.core.records.jsonio import json_safe
 from kit.core.verdict.failure import Failure
@@ -32,6 +33,25 @@ GOLDEN_KINDS = (SEMANTIC, EXACT)
 # Why a calibrated case left its drift test out (``drift_off``): the descriptor turned it off, or its record measured
 # another class of hardware. Readers ask this field, never the words of ``drift_skipped``.
 DRIFT_TURNED_OFF, DRIFT_OTHER_HARDWARE = "turned-off", "other-hardware"
+
+
+class BoundKind(StrEnum):
+    """Where a case's bounds came from, as its result's ``bound_source["kind"]`` spells it: a calibration record's
+    measurement, the descriptor's hand-set bound, or none at all (an exact golden, compared bit for bit). Every
+    reader compares a member, never the word; the words are the ones results have always held."""
+
+    CALIBRATED = "calibrated"
+    HAND_SET = "hand-set"
+    EXACT = "exact"
+
+    @classmethod
+    def of(cls, source: Mapping[str, Any] | None, golden_kind: Any) -> BoundKind:
+        """The kind a result's ``bound_source`` records. A result written before it recorded one (or naming one
+        this kit does not know) had bounds by its golden's kind: none for an exact golden, else set by hand."""
+        recorded = (source or {}).get("kind")
+        if isinstance(recorded, str) and recorded in cls._value2member_map_:
+            return cls(recorded)
+        return cls.EXACT if golden_kind == EXACT else cls.HAND_SET
 
 
 @dataclass(frozen=True)
@@ -227,8 +247,8 @@ class CaseResult:
     golden_path: str | None = None
     bound: float | None = None
     bucket_bounds: dict[str, float] = field(default_factory=dict)
-    # Where the bounds came from: {"kind": "hand-set"}, or {"kind": "calibrated", "record": sha256,
-    # "rule": ..., "noise": ..., "fingerprint": the runtime the noise was measured on}.
+    # Where the bounds came from, "kind" a BoundKind's word: {"kind": "hand-set"}, or {"kind": "calibrated",
+    # "record": sha256, "rule": ..., "noise": ..., "fingerprint": the runtime the noise was measured on}.
     bound_source: dict[str, Any] = field(default_factory=dict)
     # The drift test over all prompts (kit.core.noise.drift.DriftResult as a dict); None when not run.
     drift: dict[str, Any] | None = None
@@ -324,16 +344,21 @@ class CaseResult:
         return max(ratios, default=None)
 
     @property
+    def bound_kind(self) -> BoundKind:
+        """Where the bounds came from (``BoundKind.of`` its ``bound_source``)."""
+        return BoundKind.of(self.bound_source, self.golden_kind)
+
+    @property
     def bound_text(self) -> str:
         """Where the bounds came from, in a few words: hand-set, or the record and rule that set them."""
         src = self.bound_source or {}
-        kind = src.get("kind") or ("exact" if self.golden_kind == EXACT else "hand-set")
-        if kind == "exact":
+        kind = self.bound_kind
+        if kind is BoundKind.EXACT:
             return "exact golden"
         bounds = [b for b in self.bucket_bounds.values()] or ([self.bound] if self.bound is not None else [])
         span = ((f"{min(bounds):g}" if min(bounds) == max(bounds) else f"{min(bounds):g}-{max(bounds):g}")
                 if bounds else "none")
-        if kind == "calibrated":
+        if kind is BoundKind.CALIBRATED:
             return f"{span}, calibrated: record {str(src.get('record'))[:12]}, rule {src.get('rule')}"
         return f"{span}, hand-set"
 
@@ -353,7 +378,7 @@ class CaseResult:
             return f"not run ({self.drift_skipped})"
         if self.status in (ERROR, TIMEOUT):
             return f"not run (case {self.status})"
-        if (self.bound_source or {}).get("kind") == "calibrated":
+        if self.bound_kind is BoundKind.CALIBRATED:
             return "not run"
         return "not run (no calibration)" if self.golden_kind == SEMANTIC else "—"
 

@@ -103,7 +103,7 @@ def error_parts(r: CaseResult) -> list[str]:
     return parts
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunView:
     """A finished gate run read back from its directory: manifest and case results."""
 

@@ -16,6 +16,7 @@ regression).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Sequence, TypeGuard
@@ -35,11 +36,13 @@ QUALIFIED, REGRESSION, BLOCKER, BOTH_BROKEN, INCOMPLETE = (
 # before the candidate's own failures can be judged against it.
 DIAGNOSIS_EXIT_CODES = {QUALIFIED: ExitCode.PASSED, REGRESSION: ExitCode.FAILED, INCOMPLETE: ExitCode.INCOMPLETE,
                         BLOCKER: ExitCode.BLOCKER, BOTH_BROKEN: ExitCode.BLOCKER}
+# What set a case's noise floor (``CaseComparison.noise_source``), as control.json spells it.
+CALIBRATION_NOISE, REPEATS = "calibration", "repeats"
 HEADLINES = {QUALIFIED: "qualified", REGRESSION: "regression in the candidate",
              BLOCKER: "baseline blocker", BOTH_BROKEN: "both broken", INCOMPLETE: "incomplete"}
 
 
-@dataclass
+@dataclass(frozen=True)
 class CaseComparison:
     """One case under both releases, side by side."""
 
@@ -52,7 +55,7 @@ class CaseComparison:
     bound: float | None
     noise_floor: float
     same_metrics: bool | None  # None when either side has no metrics to compare
-    # What set noise_floor: "repeats" (this run's spread), "calibration" (the record's), or "" (none: bit for bit).
+    # What set noise_floor: REPEATS (this run's spread), CALIBRATION_NOISE (the record's), or "" (none: bit for bit).
     noise_source: str = ""
     control_failed: list[str] = field(default_factory=list)
     candidate_failed: list[str] = field(default_factory=list)
@@ -94,7 +97,7 @@ class CaseComparison:
         return cls(**kw)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Diagnosis:
     verdict: str
     reason: str
@@ -163,8 +166,8 @@ def diagnose(control: RunView, candidate: RunView) -> Diagnosis:
     control_failed = [r.case for r in rows if r.control_status == FAILED]
     candidate_failed = [r.case for r in rows if r.candidate_status == FAILED]
     d = Diagnosis("", "", current_name, candidate_name, rows, control_failed, candidate_failed, incomplete)
-    d.verdict, d.reason = _verdict(d)
-    return d
+    verdict, reason = _verdict(d)  # judged from the rows alone: the verdict and reason are not among them
+    return dataclasses.replace(d, verdict=verdict, reason=reason)
 
 
 def compare_case(name: str, control: CaseResult | None, candidate: CaseResult | None) -> CaseComparison:
@@ -173,7 +176,7 @@ def compare_case(name: str, control: CaseResult | None, candidate: CaseResult | 
     repeats = max(_noise_floor(control), _noise_floor(candidate))
     calibrated = max(_calibrated(control), _calibrated(candidate))
     noise = max(repeats, calibrated)
-    source = "" if noise == 0 else "calibration" if calibrated >= repeats else "repeats"
+    source = "" if noise == 0 else CALIBRATION_NOISE if calibrated >= repeats else REPEATS
     same = None
     paired = None
     if control is not None and candidate is not None and control.prompts and candidate.prompts:
@@ -274,7 +277,7 @@ def sameness(d: Diagnosis) -> str:
     worst = max(rows, key=lambda r: r.noise_floor, default=None)
     if worst is None or not worst.noise_floor:
         return "identical metrics"
-    how = "calibrated" if worst.noise_source == "calibration" else "measured"
+    how = "calibrated" if worst.noise_source == CALIBRATION_NOISE else "measured"
     return f"metrics equal within the {how} noise ({worst.noise_floor:.3g})"
 
 

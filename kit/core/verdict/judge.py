@@ -21,7 +21,7 @@ from kit.core.baselines.golden import Step
 from kit.core.records.records import FAILED, PASSED, Continuation, DecodeScore, Observation, PromptScore, RepeatSpread
 from kit.core.verdict.scoring import repeat_spread, score_prompt
 from kit.core.records.spec import CaseSpec
-from kit.core.records.records import DRIFT_OTHER_HARDWARE, DRIFT_TURNED_OFF, EXACT
+from kit.core.records.records import DRIFT_OTHER_HARDWARE, DRIFT_TURNED_OFF, EXACT, BoundKind
 from kit.core.verdict import rules
 from kit.core.verdict.failure import Failure, texts
 
@@ -94,12 +94,13 @@ def drift_decision(spec: CaseSpec, skipped: DriftLeftOut | None) -> str | None:
 def bound_source(spec: CaseSpec, exact: bool) -> dict:
     """Where the case's bounds came from, for every reader of its result."""
     if exact:
-        return {"kind": "exact"}
+        return {"kind": BoundKind.EXACT.value}
     cal = spec.calibration
     if cal is None:
-        return {"kind": "hand-set"}
-    return {"kind": "calibrated", "record": cal["sha256"], "path": cal.get("path"), "rule": cal["rule"],
-            "noise": cal["noise"], "noise_class": cal["noise_class"], "buckets": cal.get("buckets", {}),
+        return {"kind": BoundKind.HAND_SET.value}
+    return {"kind": BoundKind.CALIBRATED.value, "record": cal["sha256"], "path": cal.get("path"),
+            "rule": cal["rule"], "noise": cal["noise"], "noise_class": cal["noise_class"],
+            "buckets": cal.get("buckets", {}),
             "measured_on": cal["fingerprint"].get("runtime", {}), "release": cal["fingerprint"].get("release", {}),
             **({"step_bounds": cal["step_bounds"]} if cal.get("step_bounds") else {})}
 

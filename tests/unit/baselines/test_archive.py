@@ -265,6 +265,7 @@ def test_baseline_verify_backtests_each_record_again_and_names_a_known_bad_run_i
 
     from kit.baselines.verify import backtest_problems
     from kit.core.records.jsonio import atomic_write_bytes
+    from kit.core.baselines.baselinekind import CALIBRATION
     from kit.core.baselines.lineage import LineageEntry
 
     old = record(OLD)
@@ -276,7 +277,7 @@ def test_baseline_verify_backtests_each_record_again_and_names_a_known_bad_run_i
     entries = []
     for name, r in (("tight", old), ("loose", record([*OLD, {"a": 0.05, "b": 0.012, "c": 0.014}]))):
         path = atomic_write_bytes(tmp_path / "calibrations" / f"{r.sha256}.json", canonical_bytes(r.to_dict()))
-        entries.append(LineageEntry("test", "calibration", CASE, r.sha256, os.path.relpath(path, lineage), HERE,
+        entries.append(LineageEntry("test", CALIBRATION, CASE, r.sha256, os.path.relpath(path, lineage), HERE,
                                     None, name, ("parity-kit",), "2026-12-05", dict(r.bounds), {"replayed": 2,
                                                                                                "flips": 0}))
     assert backtest_problems(entries[:1], lineage, [runs]) == []

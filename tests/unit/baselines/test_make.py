@@ -109,8 +109,7 @@ def test_the_evidence_gate_judges_every_case_and_only_an_unmade_case_not_asked_f
 
     monkeypatch.setattr(make, "gate_once", gate_once)
     making = make.Making(desc, plan, tmp_path, ["parity-kit", "baseline", "make"], StepClock(tmp_path, 1), None)
-    outcome = make.MakeOutcome(tmp_path, [], [])
-    make._evidence_gate(making, None, outcome)
+    outcome = make._evidence_gate(making, None, make.MakeOutcome(tmp_path, [], []))
     assert asked == [(None, tmp_path / "gate", None, ["checkpoint", "hf-bf16", "vllm-pp1"])]  # every case
     if refused:
         assert outcome.refusals == [f"evidence gate whatever the gate said with the new baselines "

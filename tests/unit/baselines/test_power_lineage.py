@@ -41,7 +41,7 @@ def power_entry(power: Path, lineage: Path, supersedes: str | None = None, **mor
     """The entry `baseline make` writes for a power record it blessed: its runtime the class of hardware of the
     calibration record it was measured against."""
     doc = read_power(power)
-    fields = dict(descriptor="test", kind="power", case="hf-bf16", baseline=power.stem,
+    fields = dict(descriptor="test", kind=POWER, case="hf-bf16", baseline=power.stem,
                   file=os.path.relpath(power, lineage), runtime=doc["measured_on"], supersedes=supersedes,
                   reason="a new class", command=("parity-kit", "baseline", "make"), created_at=doc["created_at"],
                   backtest={"evidence_gate": "passed"})
@@ -85,7 +85,7 @@ def test_a_power_record_reaches_the_case_through_its_lineage_and_supersedes_the_
     listed, _ = with_power_lineage(tmp_path, embedded, listed_power=[first], limit=50)
     spec = load_descriptor(listed).case_specs(["hf-bf16"])[0]
     assert spec.power["path"] == str(again)  # no "both measured against one record": the first is superseded
-    assert [e.kind for e in load_folder(lineage)] == ["power", "power"]
+    assert [e.kind for e in load_folder(lineage)] == [POWER, POWER]
 
 
 def test_a_power_head_measured_against_a_record_never_listed_is_refused_and_a_superseded_ones_left_out(
@@ -144,6 +144,6 @@ def test_a_listed_power_record_gets_a_first_entry_of_its_class(tmp_path, embedde
     power = embedded_power(embedded)
     entry = first_entry("tiny-cpu", tmp_path, POWER, "hf-bf16", power)
     doc = read_power(power)
-    assert (entry.kind, entry.runtime, entry.baseline, entry.supersedes) == ("power", doc["measured_on"],
+    assert (entry.kind, entry.runtime, entry.baseline, entry.supersedes) == (POWER, doc["measured_on"],
                                                                            power.stem, None)
     assert entry.reason == "made before baselines kept a lineage" and entry.bounds == {}

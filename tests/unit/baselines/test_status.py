@@ -111,7 +111,7 @@ def lineage_descriptor(tmp_path, embedded, listed: Path) -> Path:
 
 def entry_for(record: Path, lineage: Path, supersedes: str | None = None, **more) -> LineageEntry:
     r = load_record(record)
-    fields = dict(descriptor="test", kind="calibration", case="hf-bf16", baseline=r.sha256,
+    fields = dict(descriptor="test", kind=CALIBRATION, case="hf-bf16", baseline=r.sha256,
                   file=os.path.relpath(record, lineage),
                   runtime=r.fingerprint["runtime"]["accelerator"]["name"], supersedes=supersedes, reason="test",
                   command=("parity-kit", "calibrate"), created_at=r.created_at, bounds=r.bounds)
@@ -349,12 +349,12 @@ def test_baseline_verify_re_derives_every_entry_and_log_refuses_a_forged_chain(t
 
 
 def test_baseline_make_refuses_a_looser_record_unless_a_reason_is_given(tmp_path, embedded):
-    from kit.baselines.make import Made, _judge_moves
+    from kit.baselines.make import Made, _judge_moves, with_moves
 
     old = record_elsewhere(embedded, tmp_path / "calibrations", accelerator("cpu")["name"])
     same, looser = _remade(old, tmp_path / "same"), _remade(old, tmp_path / "looser", 0.03)
-    assert _judge_moves(Made(CALIBRATION, "hf-bf16", "here", same, old), None) == []
-    made = Made(CALIBRATION, "hf-bf16", "here", looser, old)
+    assert _judge_moves(with_moves(Made(CALIBRATION, "hf-bf16", "here", same, old)), None) == []
+    made = with_moves(Made(CALIBRATION, "hf-bf16", "here", looser, old))
     (refusal,) = _judge_moves(made, None)
     assert refusal.startswith("hf-bf16: the new record loosens bucket ") and "beyond its parent's margin" in refusal
     assert refusal.endswith("find why its noise grew, or bless it with --accept-looser REASON")

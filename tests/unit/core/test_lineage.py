@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from kit.core.baselines.baselinekind import CALIBRATION, EXACT_GOLDEN, POWER, SEMANTIC_GOLDEN
 from kit.core.errors import BadInput
 from kit.core.baselines.lineage import (LineageEntry, bound_moves, chain, check_chains, entry_of, heads, load_entry,
                                         load_folder, write_entry)
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.unit
 
 def entry(baseline: str, supersedes: str | None = None, bounds: dict | None = None, runtime: str = "cpu (x86-64-v3)",
           case: str = "hf-bf16", reason: str = "new CPU class") -> LineageEntry:
-    return LineageEntry("tiny-cpu", "calibration", case, baseline * 64, f"../calibrations/{baseline * 64}.json",
+    return LineageEntry("tiny-cpu", CALIBRATION, case, baseline * 64, f"../calibrations/{baseline * 64}.json",
                         runtime, supersedes, reason, ("parity-kit", "baseline", "make"), "2026-12-02T10:00:00+00:00",
                         bounds or {"128": 0.016})
 
@@ -56,6 +57,39 @@ def test_an_entry_with_an_empty_reason_or_a_bad_bound_is_refused_by_its_key(tmp_
         with pytest.raises(BadInput, match=re.escape(f"{path}: malformed lineage entry: {said}")):
             load_entry(path)
         path.unlink()
+
+
+def _written(tmp_path, doc: dict):
+    """An entry's file as any kit writes it: canonical JSON named by its digest."""
+    import hashlib
+
+    data = (json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+    path = tmp_path / f"{hashlib.sha256(data).hexdigest()}.json"
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize("name, kind", [("calibration", CALIBRATION), ("exact-golden", EXACT_GOLDEN),
+                                        ("semantic-golden", SEMANTIC_GOLDEN), ("power", POWER)])
+def test_an_entry_written_with_its_kinds_name_reads_as_that_kind_and_keeps_its_digest(tmp_path, name, kind):
+    # The file a kit that kept kinds as strings wrote: its kind is the one object, written back byte for byte.
+    doc = {"format": "parity-kit-lineage/1", "descriptor": "tiny-cpu", "kind": name, "case": "hf-bf16",
+           "baseline": "a" * 64, "file": "../x.json", "runtime": "cpu (x86-64-v3)", "supersedes": None,
+           "reason": "new CPU class", "command": ["parity-kit"], "created_at": "2026-12-02T10:00:00+00:00",
+           "bounds": {}, "backtest": None}
+    path = _written(tmp_path, doc)
+    read = load_entry(path)
+    assert read.kind is kind and read.to_dict() == doc and path.name == f"{read.sha256}.json"
+
+
+def test_an_entry_of_another_spelling_or_a_kind_by_name_is_refused(tmp_path):
+    # "exact golden" is a status row's old spelling: an entry in it would hash to another name, so none is read.
+    path = _written(tmp_path, {**entry("a").to_dict(), "kind": "exact golden"})
+    with pytest.raises(BadInput, match=re.escape(f"{path}: malformed lineage entry: kind: expected one of "
+                                                 "calibration, exact-golden, semantic-golden, power")):
+        load_entry(path)
+    with pytest.raises(TypeError, match="a lineage entry's kind is one of .* as a BaselineKind, not 'calibration'"):
+        LineageEntry(**{**entry("a").__dict__, "kind": "calibration"})
 
 
 def test_a_chain_with_a_missing_parent_a_loop_or_two_heads_is_refused():
@@ -98,7 +132,7 @@ def test_a_case_of_another_descriptor_in_the_same_folder_is_another_chain(tmp_pa
     here, there = entry("a"), LineageEntry(**{**entry("b").__dict__, "descriptor": "gpu-h200-64"})
     check_chains([here, there], "here")  # two firsts, but of two descriptors: no two heads
     assert of_descriptor([here, there], "gpu-h200-64") == [there]
-    assert heads(of_descriptor([here, there], "tiny-cpu"), "calibration", "hf-bf16") == {"cpu (x86-64-v3)": here}
+    assert heads(of_descriptor([here, there], "tiny-cpu"), CALIBRATION, "hf-bf16") == {"cpu (x86-64-v3)": here}
 
 
 def test_heads_chains_and_how_the_bounds_moved():
@@ -108,7 +142,7 @@ def test_heads_chains_and_how_the_bounds_moved():
     elsewhere = entry("d", runtime="cpu (x86-64-v4)")
     entries = [mixed, first, elsewhere, wider]
     check_chains(entries, "here")
-    assert heads(entries, "calibration", "hf-bf16") == {"cpu (x86-64-v3)": mixed, "cpu (x86-64-v4)": elsewhere}
+    assert heads(entries, CALIBRATION, "hf-bf16") == {"cpu (x86-64-v3)": mixed, "cpu (x86-64-v4)": elsewhere}
     assert chain(entries, mixed) == [first, wider, mixed]
     moves = bound_moves(chain(entries, mixed))
     assert (moves.moves, moves.wider, moves.tighter) == (2, 2, 1)

@@ -121,7 +121,7 @@ def test_a_failed_case_is_reused_as_failed_with_or_without_case(tmp_path, spec):
 
 
 def test_a_failed_case_whose_release_changed_stays_failed_unless_selected(tmp_path, spec):
-    """Not selected by --case, a recorded failure is kept as the failure it is (README: a failed case stays failed
+    """Not selected by --case, a recorded failure is kept as the failure it is (docs/gate.md: a failed case stays failed
     until it is itself rerun and passes), never reported missing; its files stay where they are."""
     old = earlier(tmp_path, spec, status=FAILED)
     p = plan(tmp_path, spec, then="release-then", selected=["checkpoint"])
