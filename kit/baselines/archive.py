@@ -31,7 +31,7 @@ from kit.core.verdict.diagnosis import REGRESSION
 from kit.core.errors import BadInput
 from kit.core.records.paths import display
 from kit.core.records.recordcheck import mapping, text
-from kit.core.records.records import DRIFT_TURNED_OFF, PASSED, BoundKind, CaseResult, DecodeScore, PromptScore
+from kit.core.records.records import PASSED, BoundKind, DriftOff, CaseResult, DecodeScore, PromptScore
 from kit.core.records.results import GATE_PASSED, read_case_result, read_manifest, recorded_result
 from kit.core.records.resultcheck import read_shaped
 from kit.core.verdict import Kind, failures_of
@@ -87,10 +87,9 @@ class ArchivedObservation:
     decode: tuple[PromptFigures, ...] = ()  # shift None: a decode check follows none
     other_failures: tuple[str, ...] = ()  # the case's failures of no prompt and no drift test (exact repeats)
     drift_skipped: str | None = None  # why the run itself left its drift test out, as it recorded
-    # which of the reasons that was (kit.core.records.records.DRIFT_TURNED_OFF, DRIFT_OTHER_HARDWARE): what a replay
-    # decides by. A case that turned its test off ran on the class of hardware its record measured, or the kernel
-    # would have refused the record.
-    drift_off: str | None = None
+    # which of the reasons that was: what a replay decides by. A case that turned its test off ran on the class of
+    # hardware its record measured, or the kernel would have refused the record.
+    drift_off: DriftOff | None = None
 
     @property
     def errors(self) -> dict[str, float]:
@@ -292,7 +291,7 @@ def ran_on(result: CaseResult) -> str | None:
     the case ran that record's drift test (the kernel runs it only on the same class, or turned off), else the
     one model of the GPUs the executor gave it (nvidia-smi's name, as accelerator() gives it); None otherwise."""
     source = result.bound_source or {}
-    ran_drift = result.drift is not None or result.drift_left_out == DRIFT_TURNED_OFF
+    ran_drift = result.drift is not None or result.drift_left_out is DriftOff.TURNED_OFF
     runtime = source.get("measured_on")
     if result.bound_kind is BoundKind.CALIBRATED and ran_drift and isinstance(runtime, dict):
         name = measured_on({"fingerprint": {"runtime": runtime}})

@@ -33,7 +33,7 @@ from kit.baselines.archive import BAD, GOOD, Archive, ArchivedObservation, Promp
 from kit.core.noise.calibration import CalibrationRecord, measured_on, uncovered
 from kit.core.noise.drift import drift_of
 from kit.core.errors import BadInput
-from kit.core.records.records import DRIFT_TURNED_OFF, FAILED, PASSED
+from kit.core.records.records import FAILED, PASSED, DriftOff
 from kit.core.verdict import rules
 from kit.core.verdict.failure import Failure
 
@@ -236,7 +236,7 @@ def drift_left_out(obs: ArchivedObservation, record: CalibrationRecord) -> str |
     """Why the drift test does not judge ``obs`` under ``record`` (None: it does). As in the gate: only on the
     class of hardware the record measured its noise on (a record that names none holds everywhere), never where
     the case turned it off; and a run that does not say where it ran is not taken to be on the same class."""
-    if obs.drift_off == DRIFT_TURNED_OFF:
+    if obs.drift_off is DriftOff.TURNED_OFF:
         return f"drift left out: the case's drift test was {obs.drift_skipped}"
     measured = measured_on({"fingerprint": record.fingerprint})
     if measured is None:

@@ -21,7 +21,7 @@ from kit.core.baselines.golden import Step
 from kit.core.records.records import FAILED, PASSED, Continuation, DecodeScore, Observation, PromptScore, RepeatSpread
 from kit.core.verdict.scoring import repeat_spread, score_prompt
 from kit.core.records.spec import CaseSpec
-from kit.core.records.records import DRIFT_OTHER_HARDWARE, DRIFT_TURNED_OFF, EXACT, BoundKind
+from kit.core.records.records import EXACT, BoundKind, DriftOff
 from kit.core.verdict import rules
 from kit.core.verdict.failure import Failure, texts
 
@@ -31,10 +31,10 @@ DRIFT_RAN = "ran"
 
 @dataclass(frozen=True)
 class DriftLeftOut:
-    """Why a calibrated case's drift test does not run here: ``kind`` (DRIFT_TURNED_OFF, DRIFT_OTHER_HARDWARE),
-    what a reader decides by, and ``why``, its words for a person."""
+    """Why a calibrated case's drift test does not run here: ``kind``, what a reader decides by, and ``why``, its
+    words for a person."""
 
-    kind: str
+    kind: DriftOff
     why: str
 
 
@@ -81,9 +81,9 @@ def drift_skipped(spec: CaseSpec, other_hardware: bool) -> DriftLeftOut | None:
     if spec.calibration is None:
         return None
     if other_hardware:
-        return DriftLeftOut(DRIFT_OTHER_HARDWARE,
+        return DriftLeftOut(DriftOff.OTHER_HARDWARE,
                             f"calibration measured on other hardware, {measured_on(spec.calibration)}")
-    return None if spec.drift else DriftLeftOut(DRIFT_TURNED_OFF, "turned off: drift = false")
+    return None if spec.drift else DriftLeftOut(DriftOff.TURNED_OFF, "turned off: drift = false")
 
 
 def drift_decision(spec: CaseSpec, skipped: DriftLeftOut | None) -> str | None:
