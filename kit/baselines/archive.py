@@ -32,7 +32,7 @@ from kit.core.verdict.diagnosis import REGRESSION
 from kit.core.errors import BadInput
 from kit.core.records.paths import display
 from kit.core.records.recordcheck import mapping, text
-from kit.core.records.records import PASSED, BoundKind, CaseResult, DecodeScore, PromptScore
+from kit.core.records.records import PASSED, BoundKind, DriftOff, CaseResult, DecodeScore, PromptScore
 from kit.core.records.results import GATE_PASSED, RunDir
 from kit.core.records.resultcheck import read_shaped
 from kit.core.verdict import Kind, failures_of
@@ -47,9 +47,6 @@ KINDS = (GATE_RUN, CONTROL_CANDIDATE, CONTROL_CURRENT, CALIBRATION_SAMPLE)
 BAD, GOOD, UNKNOWN = "bad", "good", "unknown"
 # The status of a case a run lists but holds no result of (stopped before it finished).
 MISSING = "missing"
-# How a case result says its drift test was turned off in the descriptor (kit.case.runner writes it); a case that
-# turned it off ran on the class of hardware its record measured, or the kernel would have refused the record.
-DRIFT_TURNED_OFF = "turned off"
 
 _RUN_WORDS = {GATE_RUN: "gate run", CONTROL_CANDIDATE: "candidate run of a control",
               CONTROL_CURRENT: "current-pin run of a control"}
@@ -66,6 +63,9 @@ class PromptFigures:
     error: float
     shift: float | None
     failures: tuple[str, ...] = ()
+    # A decode check's error at each step compared (NaN: unscorable), what a replay judges step by step under a
+    # record's step bounds; None for a first token, and for a result written before results kept its steps.
+    steps: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,9 @@ class ArchivedObservation:
     decode: tuple[PromptFigures, ...] = ()  # shift None: a decode check follows none
     other_failures: tuple[str, ...] = ()  # the case's failures of no prompt and no drift test (exact repeats)
     drift_skipped: str | None = None  # why the run itself left its drift test out, as it recorded
+    # which of the reasons that was: what a replay decides by. A case that turned its test off ran on the class of
+    # hardware its record measured, or the kernel would have refused the record.
+    drift_off: DriftOff | None = None
 
     @property
     def errors(self) -> dict[str, float]:
@@ -262,7 +265,8 @@ def from_result(result: CaseResult, source: str, kind: str, known: str, why: str
     prompt and no drift test gave."""
     prompts = tuple(PromptFigures(p.id, p.bucket, _number(p.max_probability_error), _shift(p.top_probability_shift),
                                   _kept(p)) for p in result.prompts)
-    decode = tuple(PromptFigures(d.id, d.bucket, _number(d.max_probability_error), None, _kept(d))
+    decode = tuple(PromptFigures(d.id, d.bucket, _number(d.max_probability_error), None, _kept(d),
+                                 tuple(map(_number, d.step_errors)) if d.step_errors else None)
                    for d in result.decode)
     drift = result.drift.get("failures") if isinstance(result.drift, dict) else None
     accounted = {f for p in result.prompts for f in p.failures} | {f for d in result.decode for f in d.failures} | set(
@@ -271,7 +275,8 @@ def from_result(result: CaseResult, source: str, kind: str, known: str, why: str
         source=source, kind=kind, known=known, why=why, case=result.case, backend=result.backend,
         fixture_sha256=result.fixture_sha256, golden_sha256=result.golden_sha256, model_digest=result.model_digest,
         status=result.status, hardware=ran_on(result), prompts=prompts, decode=decode,
-        other_failures=tuple(f for f in result.failures if f not in accounted), drift_skipped=result.drift_skipped)
+        other_failures=tuple(f for f in result.failures if f not in accounted), drift_skipped=result.drift_skipped,
+        drift_off=result.drift_left_out)
 
 
 def ran_on(result: CaseResult) -> str | None:
@@ -279,7 +284,7 @@ def ran_on(result: CaseResult) -> str | None:
     the case ran that record's drift test (the kernel runs it only on the same class, or turned off), else the
     one model of the GPUs the executor gave it (nvidia-smi's name, as accelerator() gives it); None otherwise."""
     source = result.bound_source or {}
-    ran_drift = result.drift is not None or (result.drift_skipped or "").startswith(DRIFT_TURNED_OFF)
+    ran_drift = result.drift is not None or result.drift_left_out is DriftOff.TURNED_OFF
     runtime = source.get("measured_on")
     if result.bound_kind is BoundKind.CALIBRATED and ran_drift and isinstance(runtime, dict):
         name = measured_on({"fingerprint": {"runtime": runtime}})
@@ -312,10 +317,15 @@ def record_samples(record: CalibrationRecord) -> list[ArchivedObservation]:
 
 
 def _kept(score: PromptScore | DecodeScore) -> tuple[str, ...]:
-    """The failures of a prompt (or decode check) that no bound decides: every bound's is left out, since a replay
-    judges the recorded error under its own bounds. One the executor found re-judging a notebook's verdict stays:
-    it records that the notebook disagreed with its own numbers, which no bound undoes."""
-    return tuple(f.text for f in failures_of(score) if f.kind is not Kind.OVER_BOUND or f.rejudged)
+    """The failures of a prompt (or decode check) that its recorded error does not decide: every bound's is left
+    out, and every unscorable answer's (a NaN error), since a replay judges the recorded error again by the
+    verdict's rule (kit.core.verdict.rules.judged_error), which fails both. One the executor found re-judging a
+    notebook's verdict stays: it records that the notebook disagreed with its own numbers, which no bound undoes."""
+    return tuple(f.text for f in failures_of(score) if f.kind not in _JUDGED_AGAIN or f.rejudged)
+
+
+# What a replay re-derives from a recorded error, so it is not kept as recorded.
+_JUDGED_AGAIN = frozenset({Kind.OVER_BOUND, Kind.NON_FINITE})
 
 
 def _number(value: float | None) -> float:

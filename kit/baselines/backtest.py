@@ -7,8 +7,11 @@ again under it, from the numbers that run recorded, with no engine running:
 
 - the failures no bound decides stay as they were recorded (a missing token, a winner change, a non-finite
   logprob, a refused decode divergence, a repeat that was not exact);
-- each prompt's (and each decode check's) recorded error meets its bucket's new bound, by the verdict's bound
-  rule (kit.core.verdict.rules.over_bound), in its words;
+- each prompt's recorded error meets its bucket's new bound, and each decode step's recorded error its step's new
+  bound (the record's bound for that step, else the bucket's), by the rule the gate judges them by
+  (kit.core.verdict.rules.judged_error), in its words; a decode check recorded before results kept each step's
+  error cannot be replayed step by step under a record with step bounds, and is skipped as such
+  (``SkipKind.NO_STEP_ERRORS``); under one without, its largest error is what every step is judged by;
 - the drift test (kit.core.noise.drift) runs against the new record's clean samples only where the run computed on the
   class of hardware the record measured its noise on, as the gate runs it; elsewhere it is left out, and said so.
 
@@ -20,21 +23,30 @@ reason; a run that could not be read is counted, and refuses unless the caller c
 
 from __future__ import annotations
 
+import enum
 import logging
 import math
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Mapping
 
-from kit.baselines.archive import BAD, DRIFT_TURNED_OFF, GOOD, Archive, ArchivedObservation, Unreadable
+from kit.baselines.archive import BAD, GOOD, Archive, ArchivedObservation, PromptFigures, Unreadable
 from kit.core.noise.calibration import CalibrationRecord, measured_on, uncovered
 from kit.core.noise.drift import drift_of
 from kit.core.errors import BadInput
-from kit.core.records.records import FAILED, PASSED
-from kit.core.verdict.rules import bound_for, over_bound
+from kit.core.records.records import FAILED, PASSED, DriftOff
+from kit.core.verdict import rules
+from kit.core.verdict.failure import Failure
 
 log = logging.getLogger(__name__)
 
 PASSES = "passes"  # a flip's first failure when there is none
+
+
+class SkipKind(enum.Enum):
+    """Why the record cannot judge an observation, as a reader asks it (never from the reason's words)."""
+
+    NOT_COMPARABLE = "not comparable"  # nothing judged when it ran, or other case, inputs, backend or prompts
+    NO_STEP_ERRORS = "cannot replay per step"  # a decode check recorded before results kept each step's error
 
 
 @dataclass(frozen=True)
@@ -43,10 +55,11 @@ class Skipped:
 
     source: str
     reason: str
+    kind: SkipKind = SkipKind.NOT_COMPARABLE
 
     def to_dict(self) -> dict:
         """A run the backtest passed over and why, as its record lists it."""
-        return {"source": self.source, "reason": self.reason}
+        return {"source": self.source, "reason": self.reason, "kind": self.kind.value}
 
 
 @dataclass(frozen=True)
@@ -133,9 +146,9 @@ def backtest(record: CalibrationRecord, observations: Archive | Iterable[Archive
     if alpha is not None:
         reference["drift"] = {**reference["drift"], "alpha": alpha}
     for obs in found:
-        reason = _not_comparable(obs, record, reference)
-        if reason is not None:
-            skipped.append(Skipped(obs.source, reason))
+        skip = _unjudgeable(obs, record, reference)
+        if skip is not None:
+            skipped.append(skip)
             continue
         replayed += 1
         status, failures = _replay(obs, record, reference)
@@ -158,30 +171,54 @@ def replay(observation: ArchivedObservation, record: CalibrationRecord) -> tuple
     """The status ``observation`` would get under ``record``, and its failures in the order the gate gives them
     (per prompt, then decode checks, then the drift test, then the rest). One it cannot judge is refused."""
     reference = record.reference()
-    reason = _not_comparable(observation, record, reference)
-    if reason is not None:
-        raise BadInput(f"{observation.source}: cannot be judged by record {record.sha256[:12]}: {reason}")
+    skip = _unjudgeable(observation, record, reference)
+    if skip is not None:
+        raise BadInput(f"{observation.source}: cannot be judged by record {record.sha256[:12]}: {skip.reason}")
     return _replay(observation, record, reference)
 
 
+def _unjudgeable(obs: ArchivedObservation, record: CalibrationRecord, reference: dict) -> Skipped | None:
+    """Why ``record`` cannot judge ``obs``, typed (None: it can)."""
+    reason = _not_comparable(obs, record, reference)
+    if reason is not None:
+        return Skipped(obs.source, reason)
+    unstepped = [d.id for d in obs.decode if d.steps is None]
+    if unstepped and reference.get("step_bounds"):
+        return Skipped(obs.source, f"cannot replay per step: the result keeps only the largest decode error of "
+                                   f"{', '.join(unstepped[:3])}{', ...' if len(unstepped) > 3 else ''}, and the "
+                                   "record bounds each decode step", SkipKind.NO_STEP_ERRORS)
+    return None
+
+
 def _replay(obs: ArchivedObservation, record: CalibrationRecord, reference: dict) -> tuple[str, list[str]]:
-    bounds = reference["bounds"]
+    bounds, step_bounds = reference["bounds"], reference.get("step_bounds")
     failures: list[str] = []
     for p in obs.prompts:
         failures += p.failures
-        over = over_bound(p.id, p.bucket, p.error, bound_for(p.bucket, None, bounds))
-        if over is not None:
-            failures.append(over.text)
+        failures += _texts([rules.judged_error(p.id, p.bucket, p.error, rules.bound_for(p.bucket, None, bounds))])
     for d in obs.decode:
         failures += d.failures
-        # The largest error over the steps compared: which step, the record does not say.
-        over = over_bound(d.id, d.bucket, d.error, bound_for(d.bucket, None, bounds), decode=True)
-        if over is not None:
-            failures.append(over.text)
+        failures += _texts(_decode_judged(d, rules.bound_for(d.bucket, None, bounds), step_bounds))
     if drift_left_out(obs, record) is None:
         failures += _drift_failures(obs, reference)
     failures += obs.other_failures
     return (FAILED if failures else PASSED), failures
+
+
+def _decode_judged(d: PromptFigures, bucket_bound: float | None,
+                   step_bounds: Mapping[str, float] | None) -> list[Failure | None]:
+    """A decode check's steps judged as the gate judges them (kit.core.verdict.decode): step n under the record's
+    bound for step n, else the bucket's. A check recorded without its steps is judged by its largest error under
+    the bucket's bound, which is the same verdict where the record bounds no step (``_unjudgeable`` skips it
+    where it does)."""
+    if d.steps is None:
+        return [rules.judged_error(d.id, d.bucket, d.error, bucket_bound, decode=True)]
+    return [rules.judged_error(d.id, d.bucket, e, rules.step_bound(n, bucket_bound, step_bounds), step=n, decode=True)
+            for n, e in enumerate(d.steps, start=1)]
+
+
+def _texts(judged: Iterable[Failure | None]) -> list[str]:
+    return [f.text for f in judged if f is not None]
 
 
 def _drift_failures(obs: ArchivedObservation, reference: dict) -> list[str]:
@@ -199,7 +236,7 @@ def drift_left_out(obs: ArchivedObservation, record: CalibrationRecord) -> str |
     """Why the drift test does not judge ``obs`` under ``record`` (None: it does). As in the gate: only on the
     class of hardware the record measured its noise on (a record that names none holds everywhere), never where
     the case turned it off; and a run that does not say where it ran is not taken to be on the same class."""
-    if (obs.drift_skipped or "").startswith(DRIFT_TURNED_OFF):
+    if obs.drift_off is DriftOff.TURNED_OFF:
         return f"drift left out: the case's drift test was {obs.drift_skipped}"
     measured = measured_on({"fingerprint": record.fingerprint})
     if measured is None:

@@ -409,7 +409,7 @@ def checked(result: CaseResult, spec: CaseSpec, expected: Expected | None,
         judged = judged_by_hardware(judged, spec, here)
         return judged_by_power(judged, getattr(spec, "power", None), getattr(spec, "detectable_limit", None),
                                f"cases.{spec.name}.detectable_limit")
-    return CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error=problem,
+    return CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error=problem.text,
                       error_kind=outcomes.CASE_ERROR, started_at=result.started_at, notes=result.notes)
 
 

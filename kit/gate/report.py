@@ -153,7 +153,7 @@ def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: fl
         names = ", ".join(md(n, code=True) for n in manifest["reused"])
         lines.append(f"Reused from an earlier run into this directory, inputs unchanged: {names}.")
     if manifest.get("kept"):  # resumed with --case: the cases it did not run still count
-        lines += [f"Not run again (not selected by --case): {md(n, code=True)}: {md(why.split('; ', 1)[-1])}."
+        lines += [f"Not run again: {md(n, code=True)}: {md(why)}."  # its reason names --case itself
                   for n, why in manifest["kept"].items()]
     if manifest.get("notebooks"):  # code from the descriptor, not the kit's notebooks: name it by digest
         lines += [f"Custom notebook of {md(n, code=True)}: {md(nb['path'], code=True)} (sha256 "

@@ -154,8 +154,8 @@ def _assess(cases_dir: Path, spec: CaseSpec, fixture: str, golden: str, fp_now: 
     if fp_now is None or fp_now != fp_then:
         return old, f"the release in kernel {spec.kernel!r} changed (or was not recorded)"
     problem = coverage_problem(old, expected) if expected is not None else None
-    if problem:
-        return old, f"its earlier result does not hold: {problem}"
+    if problem is not None:
+        return old, f"its earlier result does not hold: {problem.text}"
     if expected is not None and rejudged(old, expected) is not old:  # a verdict written past the executor
         return old, "its earlier result does not hold: it says passed over prompts its own numbers fail"
     return old, None

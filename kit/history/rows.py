@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from kit.core.records import rundir
+from kit.core.verdict import rules
 from kit.core.verdict.decode import StepMargin, worst_step
 from kit.core.errors import BadInput
 from kit.core.records.records import CASE_STATUSES, BoundKind, CaseResult
@@ -232,12 +233,12 @@ def bucket_rows(run: str, case: str, d: Mapping[str, Any], prompts: Sequence[Map
     table = _table(d.get("bucket_bounds"))
     rows = []
     for bucket, errors in sorted(by_bucket.items()):
-        bound = _finite(table.get(str(bucket), bounds[bucket])) if d.get("golden_kind") != EXACT else None
+        bound = _finite(rules.bound_for(bucket, bounds[bucket], table)) if d.get("golden_kind") != EXACT else None
         largest = _largest(errors)
         rows.append(BucketRow(
             run=run, case=case, bucket=bucket, prompts=len(errors), max_error=largest, mean_error=_mean(errors),
-            bound=bound, headroom=bound - largest if bound is not None and largest is not None else None,
-            ratio=largest / bound if bound and largest is not None else None))
+            bound=bound, headroom=rules.margin(largest, bound) if bound is not None and largest is not None else None,
+            ratio=rules.ratio(largest, bound) if bound and largest is not None else None))
     return rows
 
 
@@ -256,7 +257,7 @@ def decode_rows(run: str, case: str, d: Mapping[str, Any]) -> list[BucketRow]:
             raise Wrong(f"decode[{i}].bucket", "expected a whole number", bucket)
         errors = [_step_error(e, f"decode[{i}].step_errors[{n}]")
                   for n, e in enumerate(listing(s.get("step_errors") or [], f"decode[{i}].step_errors"))]
-        bucket_bound = _finite(table.get(str(bucket), bound))
+        bucket_bound = _finite(rules.bound_for(bucket, bound, table))
         by_bucket.setdefault(bucket, []).append(worst_step(str(s.get("id")), bucket, errors, bucket_bound, steps))
     rows = []
     for bucket, found in sorted(by_bucket.items()):

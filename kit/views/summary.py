@@ -19,6 +19,7 @@ from kit.core.noise.power import measured_elsewhere
 from kit.core.records import contract, paths, rundir
 from kit.core.records.records import EXACT, FAILED, PASSED, BoundKind, CaseResult, severity
 from kit.core.records.results import RunView, read_run
+from kit.core.verdict import rules
 from kit.core.verdict.decode import StepMargin, case_headroom, failed_prompts, step_bound, worst_steps
 from kit.core.verdict.rules import bound_for
 
@@ -76,7 +77,7 @@ class Worst:
     @property
     def margin(self) -> float | None:
         """bound - error, in probability: negative past the bound."""
-        return self.bound - self.error if self.bound is not None and self.error is not None else None
+        return rules.margin(self.error, self.bound) if self.bound is not None and self.error is not None else None
 
 
 def worst_shown(r: CaseResult) -> Worst:

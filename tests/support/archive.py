@@ -11,7 +11,7 @@ from kit.core.records import rundir
 from kit.core.noise.calibration import CalibrationRecord, Sample, measured_on
 from kit.core.noise.drift import drift_test
 from kit.core.records.jsonio import write_json
-from kit.core.records.records import FAILED, PASSED, CaseResult, Observation
+from kit.core.records.records import FAILED, PASSED, CaseResult, DriftOff, Observation
 from kit.core.verdict.scoring import bound_for, score_prompt
 
 CASE = "hf-bf16"
@@ -62,6 +62,7 @@ def case_result(errors: dict[str, float], judge: CalibrationRecord, *, ran_on: s
             "measured_on": judge.fingerprint.get("runtime", {})},
         drift=drift.to_dict() if drift else None,
         drift_skipped=None if same else f"calibration measured on other hardware, {measured_on(reference)}",
+        drift_off=None if same else DriftOff.OTHER_HARDWARE,
         fixture_sha256=FIXTURE, golden_sha256=golden, model_digest=model, prompts=scores, failures=failures,
         devices=[{"index": 0, "uuid": "GPU-0", "name": ran_on}])
 

@@ -28,6 +28,8 @@ from kit.core.errors import BadInput
 from kit.core.records.jsonio import ContentAddressed, canonical_bytes, parse_json_input, read_input_bytes, sha256_bytes
 from kit.core.records.records import INCONCLUSIVE, PASSED, CaseResult
 from kit.core.baselines.runtime import numeric_fingerprint
+from kit.core.verdict import rules
+from kit.core.verdict.failure import Failure
 
 FORMAT = "parity-kit-power/1"
 # "Can detect" means caught in at least four of five healthy ways of running the faulty engine (the usual
@@ -99,12 +101,13 @@ class Trial:
 
 
 def caught_by(sample: FaultedSample, reference: Mapping[str, Any]) -> tuple[str, ...]:
-    """The gate's tests that fail this faulted sample under the calibration ``reference`` (empty: it passes)."""
+    """The gate's tests that fail this faulted sample under the calibration ``reference`` (empty: it passes). Each
+    prompt's and each decode step's error is judged by the verdict's rule (kit.core.verdict.rules.judged_error,
+    the one the gate and the backtest judge by), so a change to that rule moves the detectable effects with it."""
     from kit.core.noise.drift import drift_of
 
-    bounds, buckets = reference["bounds"], reference["prompt_buckets"]
     tests = []
-    if any(not _finite(e) or e > bounds[str(buckets[p])] for p, e in sample.errors.items() if p in buckets):
+    if _bound_failures(sample.errors, reference):
         tests.append(BOUND)
     if sample.failed_prompts:
         tests.append(PROMPT_TEST)
@@ -112,22 +115,28 @@ def caught_by(sample: FaultedSample, reference: Mapping[str, Any]) -> tuple[str,
     errors = {p: e for p, e in sample.errors.items() if p in shifts and _finite(e)}
     if errors and not drift_of(errors, shifts, reference).passed:
         tests.append(DRIFT)
-    if sample.steps is not None and (sample.decode_failed or _step_over(sample.steps, reference)):
+    if sample.steps is not None and (sample.decode_failed or _step_failures(sample.steps, reference)):
         tests.append(DECODE)
     return tuple(tests)
 
 
-def _step_over(steps: Mapping[str, Sequence[float]], reference: Mapping[str, Any]) -> bool:
-    """A decode step over its bound, as the gate judges one (kit.core.verdict.decode): step n under the record's bound
-    for step n, else under the prompt's bucket's."""
-    step_bounds, bounds, buckets = reference.get("step_bounds") or {}, reference["bounds"], reference["prompt_buckets"]
-    for pid, errors in steps.items():
-        if pid not in buckets:
-            continue
-        bucket_bound = bounds[str(buckets[pid])]
-        if any(not _finite(e) or e > step_bounds.get(str(n), bucket_bound) for n, e in enumerate(errors, start=1)):
-            return True
-    return False
+def _bound_failures(errors: Mapping[str, float], reference: Mapping[str, Any]) -> list[Failure]:
+    """The first-token failures of a faulted sample's errors, each under its bucket's bound."""
+    bounds, buckets = reference["bounds"], reference["prompt_buckets"]
+    judged = (rules.judged_error(p, buckets[p], e, rules.bound_for(buckets[p], None, bounds))
+              for p, e in errors.items() if p in buckets)
+    return [f for f in judged if f is not None]
+
+
+def _step_failures(steps: Mapping[str, Sequence[float]], reference: Mapping[str, Any]) -> list[Failure]:
+    """The decode steps that fail, as the gate judges one (kit.core.verdict.decode): step n under the record's
+    bound for step n, else under the prompt's bucket's (kit.core.verdict.rules.step_bound)."""
+    step_bounds, bounds, buckets = reference.get("step_bounds"), reference["bounds"], reference["prompt_buckets"]
+    judged = (rules.judged_error(pid, buckets[pid], e,
+                                 rules.step_bound(n, rules.bound_for(buckets[pid], None, bounds), step_bounds),
+                                 step=n, decode=True)
+              for pid, errors in steps.items() if pid in buckets for n, e in enumerate(errors, start=1))
+    return [f for f in judged if f is not None]
 
 
 def caught_fraction(trial: Trial, reference: Mapping[str, Any]) -> float:

@@ -30,6 +30,13 @@ CASE_STATUSES = (PASSED, FAILED, ERROR, TIMEOUT, NO_BASELINE, INCONCLUSIVE, BORR
 # under a bound) or exact (one runtime's own output, compared bit for bit). Every comparison with a kind uses these.
 SEMANTIC, EXACT = "semantic", "exact"
 GOLDEN_KINDS = (SEMANTIC, EXACT)
+class DriftOff(StrEnum):
+    """Why a calibrated case left its drift test out, as its result's ``drift_off`` spells it: the descriptor
+    turned it off, or its record measured another class of hardware. Readers compare a member (a result read from
+    JSON holds the word, which equals its member), never the words of ``drift_skipped``."""
+
+    TURNED_OFF = "turned-off"
+    OTHER_HARDWARE = "other-hardware"
 
 
 class BoundKind(StrEnum):
@@ -249,8 +256,10 @@ class CaseResult:
     bound_source: dict[str, Any] = field(default_factory=dict)
     # The drift test over all prompts (kit.core.noise.drift.DriftResult as a dict); None when not run.
     drift: dict[str, Any] | None = None
-    # Why a calibrated case did not run its drift test (turned off, or noise measured on other hardware).
+    # Why a calibrated case did not run its drift test (turned off, or noise measured on other hardware), in words,
+    # and which of the two (None: it ran, or the case has no calibration).
     drift_skipped: str | None = None
+    drift_off: DriftOff | None = None
     options: dict[str, Any] = field(default_factory=dict)
     release: dict[str, Any] = field(default_factory=dict)
     # How the backend computed this case (attention per bucket, repeat spread, ...): facts a
@@ -408,6 +417,15 @@ class CaseResult:
         """How many prompts the case scored, passed and failed: the figures of its row in every report."""
         return {"prompts": len(self.prompts), "passed": sum(p.passed for p in self.prompts),
                 "failed": sum(not p.passed for p in self.prompts)}
+
+    @property
+    def drift_left_out(self) -> DriftOff | None:
+        """Why the case left its drift test out (``drift_off``); None when it ran it, or had none to run.
+        LEGACY READING: a result written before results carried ``drift_off`` is answered by the words its kit
+        then wrote in ``drift_skipped`` (frozen with that kit's wording)."""
+        if self.drift_off is not None or not self.drift_skipped:
+            return None if self.drift_off is None else DriftOff(self.drift_off)
+        return DriftOff.TURNED_OFF if self.drift_skipped.startswith("turned off") else DriftOff.OTHER_HARDWARE
 
     def to_dict(self) -> dict:
         """JSON-ready: non-finite metrics (a NaN-poisoned prompt) become None."""

@@ -27,6 +27,7 @@ import math
 from typing import Mapping
 
 from kit.core.records.records import BORROWED, FAILED, CaseResult, DecodeScore, PromptScore
+from kit.core.verdict import rules
 from kit.core.verdict.rules import bound_for, near_tie, step_bound
 
 # The largest ratio between two classes' bounds of one case among the committed records is 2.7 (vllm-pp1-decode,
@@ -73,7 +74,7 @@ def _prompt_explained(p: PromptScore) -> bool:
         return False
     if near_tie(p.winner_gap, err) is False:
         return False
-    return bound < err <= CROSS_CLASS_FACTOR * bound
+    return _within_factor(err, bound)
 
 
 def _decode_explained(d: DecodeScore, step_bounds: Mapping[str, float], bucket_bound: float | None) -> bool:
@@ -84,13 +85,18 @@ def _decode_explained(d: DecodeScore, step_bounds: Mapping[str, float], bucket_b
     over = 0
     for n, err in enumerate(d.step_errors, start=1):
         bound = step_bound(n, bucket_bound, step_bounds)
-        if not (_finite(err) and bound and _finite(bound)) or err > CROSS_CLASS_FACTOR * bound:
+        if not (_finite(err) and bound and _finite(bound)) or rules.past(err, CROSS_CLASS_FACTOR * bound):
             return False
-        over += err > bound
+        over += rules.past(err, bound)
     diverged = d.diverged_at is not None and not d.accepted
     if diverged and near_tie(d.gap, d.step_errors[-1]) is not True:
         return False  # outside a near-tie (or not recorded): the step's bound does not explain it
     return len(d.failures) == over + diverged
+
+
+def _within_factor(err: float, bound: float) -> bool:
+    """Past ``bound`` by the bound rule (kit.core.verdict.rules.past), and not past CROSS_CLASS_FACTOR x it."""
+    return rules.past(err, bound) and not rules.past(err, CROSS_CLASS_FACTOR * bound)
 
 
 def _finite(x: object) -> bool:

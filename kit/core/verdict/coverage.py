@@ -10,6 +10,7 @@ import it, Levanter's kernel included.
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
@@ -68,30 +69,56 @@ def prompt_mismatch(expected: Sequence[str], got: Iterable[str]) -> str | None:
     return "; ".join(parts) or None
 
 
-def coverage_problem(result: CaseResult, expected: Expected) -> str | None:
-    """One line saying why ``result`` is not a verdict on what was asked, or None when it is.
+class Uncovered(enum.Enum):
+    """What a result fails to cover of what was asked: what a reader decides by, never the problem's words."""
+
+    CASE = "another case"
+    BACKEND = "another backend"
+    PROMPTS = "other prompts"
+    INPUTS = "other inputs"
+    PASSED_WITH_FAILURES = "passed with failures"
+    FAILED_WITHOUT_FAILURE = "failed without a failure"
+
+
+@dataclass(frozen=True)
+class CoverageProblem:
+    """Why a result is not a verdict on what was asked: its ``kind``, and ``text``, one line for a person."""
+
+    kind: Uncovered
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def coverage_problem(result: CaseResult, expected: Expected) -> CoverageProblem | None:
+    """Why ``result`` is not a verdict on what was asked (a typed problem), or None when it is.
 
     Only a verdict (passed, failed) is held to this; an error or timeout claims nothing."""
     if result.status not in (PASSED, FAILED):
         return None
     where = f"case {expected.case}"
     if result.case != expected.case:
-        return f"{where}: result is for case {result.case!r}"
+        return CoverageProblem(Uncovered.CASE, f"{where}: result is for case {result.case!r}")
     if result.backend != expected.backend:
-        return f"{where}: result is from backend {result.backend!r}, not {expected.backend!r}"
+        return CoverageProblem(Uncovered.BACKEND,
+                               f"{where}: result is from backend {result.backend!r}, not {expected.backend!r}")
     got = [p.id for p in result.prompts]
     wrong = prompt_mismatch(expected.prompt_ids, got)
     if wrong:
         covered = len(set(got) & set(expected.prompt_ids))
-        return f"{where}: result covers {covered} of {len(expected.prompt_ids)} prompts; {wrong}"
+        return CoverageProblem(Uncovered.PROMPTS, f"{where}: result covers {covered} of {len(expected.prompt_ids)} "
+                                                  f"prompts; {wrong}")
     if result.inputs_digest != expected.inputs_digest:
-        return (f"{where}: result was computed for other inputs (inputs digest {str(result.inputs_digest)[:12]}, "
-                f"expected {expected.inputs_digest[:12]})")
+        return CoverageProblem(Uncovered.INPUTS, f"{where}: result was computed for other inputs (inputs digest "
+                                                 f"{str(result.inputs_digest)[:12]}, expected "
+                                                 f"{expected.inputs_digest[:12]})")
     failed = [p.id for p in result.prompts if not p.passed]
     if result.status == PASSED and (failed or result.failures):
-        return f"{where}: result says passed but lists failures ({some(failed) or result.failures[0]})"
+        return CoverageProblem(Uncovered.PASSED_WITH_FAILURES, f"{where}: result says passed but lists failures "
+                                                               f"({some(failed) or result.failures[0]})")
     if result.status == FAILED and not (failed or result.failures):
-        return f"{where}: result says failed but lists no failure"
+        return CoverageProblem(Uncovered.FAILED_WITHOUT_FAILURE, f"{where}: result says failed but lists no failure")
     return None
 
 

@@ -91,17 +91,17 @@ class StepMargin:
     def ratio(self) -> float:
         """error / bound, 1 at the bound; an unscorable step is infinitely past it (as kit.core.records.records.severity
         says of an unscorable prompt)."""
-        return self.error / self.bound if math.isfinite(self.error) else math.inf
+        return rules.ratio(self.error, self.bound) if math.isfinite(self.error) else math.inf
 
     @property
     def margin(self) -> float:
         """bound - error, in probability: negative past the bound (NaN for an unscorable step)."""
-        return self.bound - self.error
+        return rules.margin(self.error, self.bound)
 
     @property
     def over(self) -> bool:
-        """Past its bound (or unscorable): the step fails the decode check on its error alone."""
-        return self.ratio > 1.0
+        """Past its bound (or unscorable): the step fails the decode check on its error alone, by the bound rule."""
+        return not math.isfinite(self.error) or rules.past(self.error, self.bound)
 
 
 def worst_step(prompt: str, bucket: int, step_errors: Sequence[float | None], bound: float | None,

@@ -142,7 +142,7 @@ def _over_bound(f: Failure) -> str:
 
 
 def _non_finite(f: Failure) -> str:
-    if f.rejudged:
+    if f.rejudged or f.backend_token is None:  # judged from a recorded error, no backend's answer at hand
         return f"no finite max probability error ({f.note})"
     return f"non-finite logprob {f.note} for token {f.backend_token} from the backend"
 

@@ -21,12 +21,21 @@ from kit.core.baselines.golden import Step
 from kit.core.records.records import FAILED, PASSED, Continuation, DecodeScore, Observation, PromptScore, RepeatSpread
 from kit.core.verdict.scoring import repeat_spread, score_prompt
 from kit.core.records.spec import CaseSpec
-from kit.core.records.records import EXACT, BoundKind
+from kit.core.records.records import EXACT, BoundKind, DriftOff
 from kit.core.verdict import rules
 from kit.core.verdict.failure import Failure, texts
 
 # Whether the drift test ran, by the kernel's decision (a reason it was left out otherwise).
 DRIFT_RAN = "ran"
+
+
+@dataclass(frozen=True)
+class DriftLeftOut:
+    """Why a calibrated case's drift test does not run here: ``kind``, what a reader decides by, and ``why``, its
+    words for a person."""
+
+    kind: DriftOff
+    why: str
 
 
 @dataclass(frozen=True)
@@ -53,30 +62,33 @@ class Judged:
         """Whether any rule failed the case: the kernel and `verify` both take the case's status from this."""
         return bool(self.failures)
 
-    def result_fields(self, spec: CaseSpec, golden_kind: str, drift_skipped: str | None) -> dict[str, Any]:
+    def result_fields(self, spec: CaseSpec, golden_kind: str, drift_skipped: DriftLeftOut | None) -> dict[str, Any]:
         """The fields of the case's result (kit.core.records.records.CaseResult) that follow from this judgement of
         ``spec`` against a golden of ``golden_kind``: what the kernel records and `parity-kit verify` derives
         again. Everything else of a result (times, the engine's release and details) is the run's."""
         return dict(status=FAILED if self.failed else PASSED, golden_kind=golden_kind, bound=spec.bound,
                     bucket_bounds=dict(spec.bucket_bounds), bound_source=bound_source(spec, golden_kind == EXACT),
-                    drift=self.drift.to_dict() if self.drift else None, drift_skipped=drift_skipped,
+                    drift=self.drift.to_dict() if self.drift else None,
+                    drift_skipped=drift_skipped.why if drift_skipped else None,
+                    drift_off=drift_skipped.kind if drift_skipped else None,
                     prompts=self.scores, repeat_spread=self.spreads, failures=texts(self.failures),
                     typed_failures=self.failures, decode=self.decoded)
 
 
-def drift_skipped(spec: CaseSpec, other_hardware: bool) -> str | None:
+def drift_skipped(spec: CaseSpec, other_hardware: bool) -> DriftLeftOut | None:
     """Why a calibrated case's drift test does not run here (None: it runs, or the case has no calibration):
     its record measured other hardware (``other_hardware``, which only the case's host knows), or it is off."""
     if spec.calibration is None:
         return None
     if other_hardware:
-        return f"calibration measured on other hardware, {measured_on(spec.calibration)}"
-    return None if spec.drift else "turned off: drift = false"
+        return DriftLeftOut(DriftOff.OTHER_HARDWARE,
+                            f"calibration measured on other hardware, {measured_on(spec.calibration)}")
+    return None if spec.drift else DriftLeftOut(DriftOff.TURNED_OFF, "turned off: drift = false")
 
 
-def drift_decision(spec: CaseSpec, skipped: str | None) -> str | None:
+def drift_decision(spec: CaseSpec, skipped: DriftLeftOut | None) -> str | None:
     """What ``judge`` takes as ``drift``: DRIFT_RAN where a calibrated case's drift test runs, else why not."""
-    return DRIFT_RAN if spec.calibration is not None and skipped is None else skipped
+    return DRIFT_RAN if spec.calibration is not None and skipped is None else skipped.why if skipped else None
 
 
 def bound_source(spec: CaseSpec, exact: bool) -> dict:

@@ -39,7 +39,8 @@ from kit.core.verdict.failure import WINNER_GAP_FACTOR, Failure, Kind, divergenc
 Top = Sequence[tuple[int, float]]
 
 __all__ = ["WINNER_GAP_FACTOR", "Divergence", "bound_for", "decode_short", "divergence", "drift", "exact",
-           "missing_tokens", "near_tie", "non_finite", "over_bound", "recorded", "repeat", "step_bound", "winner"]
+           "judged_error", "margin", "missing_tokens", "near_tie", "non_finite", "over_bound", "past", "ratio",
+           "recorded", "repeat", "step_bound", "winner"]
 
 
 def bound_for(bucket: int, bound: float | None, bucket_bounds: Mapping[str, float]) -> float | None:
@@ -63,12 +64,43 @@ def near_tie(gap: object, max_err: object) -> bool | None:
     return gap <= WINNER_GAP_FACTOR * max_err  # type: ignore[operator]
 
 
+def past(max_err: float, bound: float) -> bool:
+    """The bound rule itself: whether an error ``max_err`` fails its ``bound`` (strictly above it). False for an
+    unscorable NaN, which fails on plausibility instead (``non_finite``). Every reader that asks whether an error
+    is past its bound (the gate, power's trials, the backtest, borrowed bounds, the history, the summary) asks
+    here, so a change to the rule reaches all of them."""
+    return max_err > bound
+
+
+def margin(max_err: float, bound: float) -> float:
+    """How far an error is inside its bound, in probability: bound - error, negative past it (NaN for an unscorable
+    error). What a reader shows as a token's margin (the summary's, the history's headroom)."""
+    return bound - max_err
+
+
+def ratio(max_err: float, bound: float) -> float:
+    """An error in units of its bound (1 at the bound, over 1 past it); an unscorable NaN is infinitely past it,
+    as the gate fails it. How readers compare errors judged under different bounds (decode steps, buckets)."""
+    return max_err / bound if not math.isnan(max_err) else math.inf
+
+
 def over_bound(prompt: str, bucket: int, max_err: float, bound: float | None, *, step: int | None = None,
                decode: bool = False) -> Failure | None:
     """An error above its bound; None within it, without a bound, or for an unscorable NaN."""
-    if bound is None or not max_err > bound:
+    if bound is None or not past(max_err, bound):
         return None
     return Failure(Kind.OVER_BOUND, prompt, bucket, step, max_err, bound, decode=decode)
+
+
+def judged_error(prompt: str, bucket: int, max_err: float, bound: float | None, *, step: int | None = None,
+                 decode: bool = False) -> Failure | None:
+    """A recorded error (a prompt's first token, or decode step ``step``) judged as the gate judges the prompt or
+    step that gave it: a NaN is an unscorable answer, which the gate fails on plausibility (``non_finite``: the
+    failure is that rule's kind); any other error by the bound rule (``over_bound``). What judges a prompt or step
+    from its figures alone, with no engine's answer at hand: power's faulted samples and the backtest's replay."""
+    if isinstance(max_err, float) and math.isnan(max_err):
+        return Failure(Kind.NON_FINITE, prompt, bucket, step, max_err, decode=decode, note=f"{max_err}")
+    return over_bound(prompt, bucket, max_err, bound, step=step, decode=decode)
 
 
 def non_finite(prompt: str, bucket: int, backend: Top) -> Failure | None:

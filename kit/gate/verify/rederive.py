@@ -54,8 +54,8 @@ LOCAL_NESTED_KEYS = {"calibration": ("path",), "reference": ("model_path",), "po
 # What a result records of its judgement, compared field by field with the judgement again. The rest of a result
 # (times, the engine's release and details, notes, triage) is the run's account of itself, not its verdict.
 VERDICT_FIELDS = ("status", "golden_kind", "golden_sha256", "fixture_sha256", "model_digest", "bound",
-                  "bucket_bounds", "bound_source", "drift", "drift_skipped", "failures", "typed_failures", "prompts",
-                  "decode", "repeat_spread", "detectable")
+                  "bucket_bounds", "bound_source", "drift", "drift_skipped", "drift_off", "failures", "typed_failures",
+                  "prompts", "decode", "repeat_spread", "detectable")
 BY_ID = ("prompts", "decode", "repeat_spread")  # lists of records compared by their ``id``
 
 
@@ -282,6 +282,7 @@ def differences(shown: str, recorded: CaseResult, derived: CaseResult) -> list[s
     """One line per field of ``VERDICT_FIELDS`` where the recorded result is not the one judged again, naming the
     first place it differs (``prompts.chat-03.passed``)."""
     was, again = recorded.to_dict(), derived.to_dict()
+    was["drift_off"] = recorded.drift_left_out  # a result written before drift_off: read from its words
     out = []
     for name in VERDICT_FIELDS:
         differs = first_difference(_comparable(name, was.get(name)), _comparable(name, again.get(name)), name)

@@ -208,6 +208,7 @@ def test_noise_measured_on_other_hardware_is_no_baseline_unless_accepted(embedde
                                                                        "accept": ["hardware"]}))
     assert accepted.status == "passed" and accepted.drift is None
     assert accepted.drift_skipped == "calibration measured on other hardware, cpu (x86-64-v9)"
+    assert accepted.drift_off == "other-hardware"
     assert accepted.bucket_bounds == cal["bounds"]
     assert any(n.startswith("calibration measured on cpu (x86-64-v9), this case runs on cpu (") and
                n.endswith("its bounds apply; its drift test does not, since the mean error itself moves with the "
@@ -217,5 +218,5 @@ def test_noise_measured_on_other_hardware_is_no_baseline_unless_accepted(embedde
 
     here = {**cal["fingerprint"], "runtime": {**cal["fingerprint"]["runtime"], "accelerator": accelerator("cpu")}}
     off = run_case(dataclasses.replace(spec, buckets=[128], drift=False, calibration={**cal, "fingerprint": here}))
-    assert off.drift is None and off.drift_skipped == "turned off: drift = false"
+    assert off.drift is None and off.drift_skipped == "turned off: drift = false" and off.drift_off == "turned-off"
     assert off.drift_text == "not run (turned off: drift = false)"

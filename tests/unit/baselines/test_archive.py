@@ -284,3 +284,16 @@ def test_baseline_verify_backtests_each_record_again_and_names_a_known_bad_run_i
     (problem,) = backtest_problems(entries[1:], lineage, [runs])
     assert problem == (f"lineage entry {display(lineage)}: backtest over {display(runs)}: {result_file(marked)}: "
                        "known bad (marked bad: a miscompiled attention kernel), would pass under its record")
+
+
+def test_a_decode_check_keeps_each_steps_error_and_an_older_one_says_it_kept_none():
+    from kit.baselines.archive import from_result
+    from kit.core.records.records import DecodeScore
+
+    ran = case_result({"a": 0.01, "b": 0.01, "c": 0.01}, record([{"a": 0.01, "b": 0.01, "c": 0.01}] * 6))
+    stepped = DecodeScore("a", 128, 3, 3, True, float("nan"), step_errors=[0.01, None, 0.02])  # None: JSON's NaN
+    older = DecodeScore("b", 128, 3, 3, True, 0.02)
+    obs = from_result(dataclasses.replace(ran, decode=[stepped, older]), "x", GATE_RUN, GOOD, "a passed gate run")
+    (a, b) = obs.decode
+    assert a.steps[0] == 0.01 and a.steps[2] == 0.02 and a.steps[1] != a.steps[1]  # the NaN kept as NaN
+    assert b.steps is None

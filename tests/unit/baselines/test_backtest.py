@@ -7,8 +7,9 @@ from __future__ import annotations
 import dataclasses
 import pytest
 
-from kit.baselines.archive import read_archive
-from kit.baselines.backtest import Skipped, backtest, drift_left_out, replay
+from kit.baselines.archive import PromptFigures, read_archive
+from kit.baselines.backtest import Skipped, SkipKind, backtest, drift_left_out, replay
+from kit.core.verdict import rules
 from kit.core.records import rundir
 from kit.core.errors import BadInput
 from kit.core.records.jsonio import canonical_bytes
@@ -177,3 +178,72 @@ def test_the_drift_test_is_replayed_at_the_alpha_the_descriptor_gives_the_case(t
     # A gate's rate split over very many drift cases leaves each a far smaller alpha, a far wider interval.
     (flip,) = backtest(old, archive, alpha=1e-12).flips
     assert (flip.source, flip.was, flip.now) == (result_file(drifted), "failed", "passed")
+
+
+def _stepped(rec, bounds):
+    """``rec`` with a decode section bounding each step (step n: ``bounds[n - 1]``)."""
+    return dataclasses.replace(rec, decode={"steps": len(bounds), "per_step": {
+        str(n): {"bound": b} for n, b in enumerate(bounds, start=1)}})
+
+
+def _decoding(tmp_path, steps):
+    """The observation of a clean run, its prompt ``a`` continued with ``steps``' errors (None: kept none)."""
+    old = record(OLD)
+    write_run(tmp_path / "runs" / "clean", case_result(OLD[1], old))
+    (obs,) = read_archive([tmp_path / "runs"], CASE).observations
+    a = next(p for p in obs.prompts if p.id == "a")
+    largest = max(steps) if steps else 0.02
+    return dataclasses.replace(obs, decode=(PromptFigures("a", a.bucket, largest, None, (), steps),)), a.bucket
+
+
+def test_a_decode_check_is_replayed_step_by_step_under_the_records_step_bounds(tmp_path):
+    obs, bucket = _decoding(tmp_path, (0.01, 0.02, 0.015))
+    assert obs.status == "passed"
+    # Step 2's 0.02 is over the bucket's bound (0.016) but within its own step's: it passes, as the gate passes it.
+    assert replay(obs, _stepped(record(OLD), [0.012, 0.025, 0.03])) == ("passed", [])
+    # Under a step bound it crosses, the failure names that step and that step's bound, not the bucket's.
+    status, failures = replay(obs, _stepped(record(OLD), [0.012, 0.018, 0.03]))
+    assert (status, failures) == ("failed", [rules.over_bound("a", bucket, 0.02, 0.018, step=2, decode=True).text])
+    # A NaN step is an unscorable answer: it fails on plausibility, as the gate fails it.
+    nan_obs = dataclasses.replace(obs, decode=(dataclasses.replace(obs.decode[0], steps=(0.01, float("nan"))),))
+    status, failures = replay(nan_obs, _stepped(record(OLD), [0.012, 0.025]))
+    assert status == "failed" and len(failures) == 1 and "no finite max probability error" in failures[0]
+
+
+def test_a_decode_check_recorded_without_its_steps_cannot_be_replayed_per_step(tmp_path):
+    obs, _ = _decoding(tmp_path, None)
+    stepped = _stepped(record(OLD), [0.012, 0.025, 0.03])
+    result = backtest(stepped, [obs])
+    (skip,) = result.skipped
+    assert (skip.kind, result.replayed, result.flips) == (SkipKind.NO_STEP_ERRORS, 0, ())
+    assert skip.to_dict()["kind"] == "cannot replay per step"
+    with pytest.raises(BadInput, match="cannot replay per step"):
+        replay(obs, stepped)
+    # Without step bounds every step is judged by its bucket's bound, and the largest error decides as well.
+    status, _ = replay(obs, record(OLD))
+    assert status == "failed"  # 0.02 over the bucket's 0.016
+
+
+@pytest.mark.parametrize("drift_off, drift_skipped", [
+    ("turned-off", "the descriptor said no"),  # the typed field decides, whatever the words
+    (None, "turned off: drift = false"),  # LEGACY: a result written before drift_off, read by its kit's words
+])
+def test_a_case_that_turned_its_drift_test_off_is_replayed_without_it(tmp_path, drift_off, drift_skipped):
+    old = record(OLD)
+    ran = dataclasses.replace(case_result(DRIFTED, old), drift=None, drift_skipped=drift_skipped, drift_off=drift_off,
+                              status="passed", failures=[])
+    write_run(tmp_path / "runs" / "off", ran)
+    (obs,) = read_archive([tmp_path / "runs"], CASE).observations
+    assert obs.drift_off == "turned-off" and obs.hardware == HERE
+    assert drift_left_out(obs, old) == f"drift left out: the case's drift test was {drift_skipped}"
+    assert replay(obs, old) == ("passed", [])  # the drift test, which would fail DRIFTED, is left out
+
+
+def test_a_typed_other_hardware_reason_is_not_read_as_turned_off(tmp_path):
+    old = record(OLD)
+    ran = dataclasses.replace(case_result(OLD[1], old), drift=None, drift_skipped="turned off, as it happens",
+                              drift_off="other-hardware")
+    write_run(tmp_path / "runs" / "elsewhere", ran)
+    (obs,) = read_archive([tmp_path / "runs"], CASE).observations
+    assert obs.drift_off == "other-hardware"
+    assert not (drift_left_out(obs, old) or "").startswith("drift left out: the case's drift test was")

@@ -14,7 +14,7 @@ import pytest
 from kit import cli
 from kit.case.runner import BackendMismatch, observe_by_bucket
 from kit.core.records import paths
-from kit.core.verdict.coverage import Expected, coverage_problem, prompt_mismatch
+from kit.core.verdict.coverage import Expected, Uncovered, coverage_problem, prompt_mismatch
 from kit.core.errors import BadInput
 from kit.core.exitcodes import ExitCode
 from kit.core.records.fixture import Prompt, load_fixture
@@ -50,34 +50,40 @@ def asked(all_ids) -> Expected:
     return Expected("hf-bf16", "hf", all_ids, DIGEST)
 
 
+def _said(problem):
+    """A coverage problem as (its kind, its line)."""
+    return (problem.kind, problem.text)
+
+
 def test_a_passed_result_over_no_prompts_is_not_a_verdict(asked):
-    assert coverage_problem(result([]), asked) == (
+    assert _said(coverage_problem(result([]), asked)) == (Uncovered.PROMPTS,
         "case hf-bf16: result covers 0 of 64 prompts; missing chat-sharegpt-00, chat-sharegpt-01, "
         "chat-sharegpt-02, ... (+61)")
 
 
 def test_half_the_prompts_extra_ones_and_repeats_are_named(asked, all_ids):
     half = all_ids[:32]
-    assert coverage_problem(result(half), asked) == (
+    assert _said(coverage_problem(result(half), asked)) == (Uncovered.PROMPTS,
         f"case hf-bf16: result covers 32 of 64 prompts; missing {all_ids[32]}, {all_ids[33]}, {all_ids[34]}, ... (+29)")
-    assert coverage_problem(result([*all_ids, "made-up-00", all_ids[0]]), asked) == (
+    assert _said(coverage_problem(result([*all_ids, "made-up-00", all_ids[0]]), asked)) == (Uncovered.PROMPTS,
         "case hf-bf16: result covers 64 of 64 prompts; extra made-up-00; more than once chat-sharegpt-00")
 
 
 def test_a_result_for_other_inputs_another_case_or_backend_is_refused(asked, all_ids):
-    assert coverage_problem(result(all_ids, digest="b" * 64), asked) == (
+    assert _said(coverage_problem(result(all_ids, digest="b" * 64), asked)) == (Uncovered.INPUTS,
         "case hf-bf16: result was computed for other inputs (inputs digest bbbbbbbbbbbb, expected aaaaaaaaaaaa)")
-    assert coverage_problem(result(all_ids, case="checkpoint"), asked) == (
+    assert _said(coverage_problem(result(all_ids, case="checkpoint"), asked)) == (Uncovered.CASE,
         "case hf-bf16: result is for case 'checkpoint'")
-    assert coverage_problem(result(all_ids, backend="vllm"), asked) == (
+    assert _said(coverage_problem(result(all_ids, backend="vllm"), asked)) == (Uncovered.BACKEND,
         "case hf-bf16: result is from backend 'vllm', not 'hf'")
 
 
 def test_a_status_must_agree_with_its_prompts(asked, all_ids):
     failing = result(all_ids)
     failing.prompts[1] = score(all_ids[1], passed=False)
-    assert coverage_problem(failing, asked) == f"case hf-bf16: result says passed but lists failures ({all_ids[1]})"
-    assert coverage_problem(result(all_ids, status=FAILED), asked) == (
+    assert _said(coverage_problem(failing, asked)) == (
+        Uncovered.PASSED_WITH_FAILURES, f"case hf-bf16: result says passed but lists failures ({all_ids[1]})")
+    assert _said(coverage_problem(result(all_ids, status=FAILED), asked)) == (Uncovered.FAILED_WITHOUT_FAILURE,
         "case hf-bf16: result says failed but lists no failure")
     failing = dataclasses.replace(failing, status=FAILED)
     assert coverage_problem(failing, asked) is None

@@ -86,6 +86,15 @@ def test_a_verdict_that_disagrees_with_the_case_files_trusts_the_case_files(tmp_
     assert line.kind == VERDICT and "says failed" in line.text and "trusted" in line.text
 
 
+def test_the_recorded_verdict_is_read_as_a_field_wherever_the_file_puts_it(tmp_path):
+    run = gate_run(tmp_path, "r", {"c": case_result("c", {128: [0.01]})}, verdict="failed")
+    doc = json.loads((run / rundir.RESULT).read_text())
+    # Written by hand, its verdict first and indented: no tail of its bytes says it, its field does.
+    (run / rundir.RESULT).write_text(json.dumps({"verdict": doc.pop("verdict"), **doc}, indent=2) + "\n\n")
+    [row] = read_location(open_store(str(tmp_path)), "r").runs
+    assert row.recorded_verdict == "failed"
+
+
 def test_the_index_reads_only_what_changed(tmp_path):
     runs = series(tmp_path, [0.010, 0.011, 0.012])
     store = open_store(str(tmp_path))
