@@ -183,7 +183,7 @@ def reference_golden(spec: CaseSpec, fixture, prompts: list[Prompt], out: str | 
                       [f"parity-kit case {spec.name} (reference: {ref['model']})"],
                       registry.get(spec.backend).runtime_key(ref["options"]))
     data = canonical_bytes(reference_document(fixture, digest, spec.top_n, observed, prov))
-    path = Path(out) if out else Path(f"{spec.name}.reference.json")
+    path = Path(out) if out else Path(f"{spec.name}{rundir.CASE_REFERENCE}")
     if out:
         atomic_write_bytes(path, data)
     return Golden(path, sha256_bytes(data), EXACT, fixture.sha256, digest, spec.top_n, prov,
@@ -350,7 +350,7 @@ def notebook_case(spec: dict | None, descriptor: str | None, case: str, result_p
     ``result_target``), and print the verdict for the log."""
     resolved = resolve_spec(spec, descriptor, case, **option_overrides)
     result_path = result_target(result_path, resolved.name)
-    reference_out = str(Path(result_path).with_suffix(".reference.json")) if result_path else None
+    reference_out = str(Path(result_path).with_suffix(rundir.CASE_REFERENCE)) if result_path else None
     evidence_out = str(Path(result_path).with_suffix(rundir.CASE_EVIDENCE)) if result_path else None
     result = run_case(resolved, reference_out, evidence_out)
     save(result, result_path)

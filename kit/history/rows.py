@@ -214,7 +214,7 @@ def _baseline_golden(d: Mapping[str, Any], case: str) -> str | None:
     """The digest of the golden a case stood on; None for a reference its own kernel computed in the run
     (``cases/<case>.reference.json``): made anew every run, so its digest changing is no change of baseline."""
     path = d.get("golden_path")
-    if isinstance(path, str) and posixpath.basename(path.replace("\\", "/")) == f"{case}.reference.json":
+    if isinstance(path, str) and posixpath.basename(path.replace("\\", "/")) == f"{case}{rundir.CASE_REFERENCE}":
         return None
     return _text(d.get("golden_sha256"))
 
