@@ -95,9 +95,10 @@ def _run_control(descriptor: str | Path | LoadedDescriptor, out: str | Path | No
                         f"candidate [bold]{candidate}[/] -> {control_dir}", extra=MARKUP)
         started = now_iso()
         with GateSession(command, jobs) as session:  # both runs side by side; a stop finishes both as stopped
-            runs = [session.start(pre, control_dir / name, None, name) for name, pre in checked.items()]
+            for name, pre in checked.items():
+                session.start(pre, control_dir / name, None, name)
             session.execute()
-            session.finish(summary=False)
+            runs = session.finish(summary=False)
         return finish_control(checked[current].plan, control_dir, runs, command, started, summary)
 
 

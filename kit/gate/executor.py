@@ -50,7 +50,7 @@ from kit.descriptor.load import LoadedDescriptor, packaged_notebook
 from kit.descriptor.standing import plan_rows
 from kit.descriptor.plan import Plan, outline, resolve
 from kit.gate import resume
-from kit.gate.executors import DEFAULT, Executor, GateRun, Share, executors
+from kit.gate.executors import DEFAULT, Executor, GateRun, RunProgress, Share, executors
 from kit.gate.preflight import Inputs, check_inputs
 from kit.run import compilecache, devices, lifecycle, runlock
 from kit.run.devices import DevicePool, Gpu, Inventory, Request, Slots, Unavailable, WaitStopped
@@ -142,22 +142,22 @@ def claim_run(checked: Checked, out: str | Path | None = None, resume_dir: str |
         run = _resume(plan, Path(resume_dir), specs, inputs, fingerprints, command, selected)
     else:
         run = _claim(plan, Path(out) if out else default_run_dir(plan), specs, inputs, command)
-    run.fingerprints, run.executor, run.release, run.gpus = fingerprints, checked.executor, release, checked.gpus
-    run.infrastructure_retries = plan.infrastructure_retries
-    run.expected = expectations(specs, inputs)
-    run.custom_notebooks = custom_notebooks(specs)
     inputs.digests.save(run.run_dir / rundir.MODEL_DIGESTS)  # the kernels' model checks read it
-    for spec in specs:
-        if spec.no_baseline:
-            run.results[spec.name] = saved(no_baseline_result(spec), rundir.case_file(run.cases_dir, spec.name))
-    return run
+    unjudged = {spec.name: saved(no_baseline_result(spec), rundir.case_file(run.cases_dir, spec.name))
+                for spec in specs if spec.no_baseline}
+    return dataclasses.replace(
+        run, fingerprints=fingerprints, executor=checked.executor, release=release, gpus=checked.gpus,
+        infrastructure_retries=plan.infrastructure_retries, expected=expectations(specs, inputs),
+        custom_notebooks=custom_notebooks(specs), results={**run.results, **unjudged})
 
 
 def open_run(source: LoadedDescriptor | Checked, out: str | Path | None, only: Sequence[str] | None = None,
              release: str | None = None, command: Sequence[str] = (), executor: str = DEFAULT,
-             resume_dir: str | Path | None = None) -> GateRun:
+             resume_dir: str | Path | None = None, infra_retries: int | None = None) -> GateRun:
     """A run begun: its descriptor checked (``prepare_run``; a ``Checked`` plan's preflight is already done, by
-    its executor), its directory claimed and locked, and its manifest's start written, with the time it started."""
+    its executor), its directory claimed and locked, and its manifest's start written, with the time it started,
+    the baselines its cases stand on and the hardware they were resolved for. ``infra_retries`` overrides the
+    descriptor's [defaults] infrastructure_retries."""
     if isinstance(source, Checked):
         if executor != source.executor.name:  # a caller's mistake, not the user's: the check was that executor's
             raise ValueError(f"a plan checked by executor {source.executor.name!r} cannot be run by {executor!r}")
@@ -166,7 +166,9 @@ def open_run(source: LoadedDescriptor | Checked, out: str | Path | None, only: S
     else:
         run = prepare_run(source, out, only, resume_dir=resume_dir, command=command, executor=executor,
                           release=release)
-    run.started_at = now_iso()
+    retries = run.infrastructure_retries if infra_retries is None else infra_retries
+    run = dataclasses.replace(run, started_at=now_iso(), baselines=_baselines(run), hardware=_hardware(run),
+                              infrastructure_retries=retries)
     write_manifest(run, command)
     return run
 
@@ -301,14 +303,14 @@ def manifest(run: GateRun, command: Sequence[str]) -> dict:
 
 
 def _baselines(run: GateRun) -> list[dict]:
-    if run.baselines is None:
-        run.baselines = [row.to_dict() for row in plan_rows(run.plan)]
+    if run.baselines is None:  # a run not begun by open_run (a test's): worked out for this manifest
+        return [row.to_dict() for row in plan_rows(run.plan)]
     return run.baselines
 
 
 def _hardware(run: GateRun) -> dict[str, dict]:
     if run.hardware is None:
-        run.hardware = hardware_record(run.specs, Host())
+        return hardware_record(run.specs, Host())
     return run.hardware
 
 
@@ -445,14 +447,14 @@ def saved(result: CaseResult, path: Path) -> CaseResult:
     return dataclasses.replace(result, status=ERROR, error=joined, error_kind=outcomes.EXECUTOR)
 
 
-def run_cases(run: GateRun, jobs: int | None = None,
+def run_cases(progress: RunProgress, jobs: int | None = None,
               on_start: Callable[[CaseSpec], None] | None = None,
               on_done: Callable[[CaseSpec, CaseResult], None] | None = None,
               pool: DevicePool | None = None, cores: int | None = None) -> None:
-    """Every pending case, side by side: at most ``jobs`` at once when given; otherwise the cases that
-    ask for GPUs as many as the free GPUs allow, the others at most ``cores`` (default: this machine's).
-    ``pool`` holds the node's GPUs; runs executed together share one."""
-    pending = run.pending
+    """Every pending case, side by side, each recorded in ``progress`` as it ends: at most ``jobs`` at once when
+    given; otherwise the cases that ask for GPUs as many as the free GPUs allow, the others at most ``cores``
+    (default: this machine's). ``pool`` holds the node's GPUs; runs executed together share one."""
+    run, pending = progress.run, progress.pending
     if not pending:
         return
     pool = pool or DevicePool(run.gpus)
@@ -471,7 +473,7 @@ def run_cases(run: GateRun, jobs: int | None = None,
                 spec, result = futures[fut], fut.result()
                 if result is None:  # the run was stopped before the case started
                     continue
-                run.results[spec.name] = result
+                progress.results[spec.name] = result
                 if on_done:
                     on_done(spec, result)
         except KeyboardInterrupt:
@@ -480,7 +482,7 @@ def run_cases(run: GateRun, jobs: int | None = None,
             stop_all()  # the running cases then end as errors, their partial notebooks kept; waiting ones never start
             for fut, spec in futures.items():  # their kernels are dead: each ends now, recorded
                 if not fut.cancelled() and (ended := fut.result()) is not None:
-                    run.results[spec.name] = ended
+                    progress.results[spec.name] = ended
             raise
 
 
@@ -495,11 +497,11 @@ class LocalExecutor(Executor):
         has); the node's GPUs where a case asks for some."""
         return check_local_resources(plan)
 
-    def run_cases(self, run: GateRun, on_start: Callable[[CaseSpec], None] | None = None,
+    def run_cases(self, progress: RunProgress, on_start: Callable[[CaseSpec], None] | None = None,
                   on_done: Callable[[CaseSpec, CaseResult], None] | None = None, share: Share | None = None) -> None:
         """Run the pending cases on this machine, side by side within the session's share of cases, cores and GPUs."""
         share = share or Share()
-        run_cases(run, share.jobs, on_start, on_done, share.pool, share.cores)
+        run_cases(progress, share.jobs, on_start, on_done, share.pool, share.cores)
 
 
 def gpus_asked(run: GateRun, spec: CaseSpec) -> int:

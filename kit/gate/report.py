@@ -7,7 +7,7 @@ import math
 import re
 import shlex
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from kit.core.records import paths, rundir
 from kit.core.errors import BadInput
@@ -68,7 +68,7 @@ def _md_backticked(text: str) -> str:
 
 
 def result_document(name: str, verdict: str, counts: dict, duration_s: float,
-                    expected: Sequence[str], results: dict[str, CaseResult]) -> dict:
+                    expected: Sequence[str], results: Mapping[str, CaseResult]) -> dict:
     """result.json's document: the run's verdict and counts, every case's result, and the cases that left none."""
     return {
         "name": name, "verdict": verdict, "counts": counts, "duration_s": duration_s,
@@ -83,7 +83,7 @@ def write_result(run_dir: Path, doc: dict) -> Path:
 
 
 def write_gate_result(run_dir: Path, manifest: dict, verdict: str, counts: dict, duration_s: float,
-                      expected: Sequence[str], results: dict[str, CaseResult]) -> Path:
+                      expected: Sequence[str], results: Mapping[str, CaseResult]) -> Path:
     """A gate run's result.json: its verdict, counts and case results, and the false-failure rate its manifest
     states."""
     return write_result(run_dir, {**result_document(manifest["name"], verdict, counts, duration_s, expected, results),
@@ -91,7 +91,7 @@ def write_gate_result(run_dir: Path, manifest: dict, verdict: str, counts: dict,
 
 
 def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: float,
-                      results: dict[str, CaseResult], trend: str | None = None, run_dir: Path | None = None) -> str:
+                      results: Mapping[str, CaseResult], trend: str | None = None, run_dir: Path | None = None) -> str:
     """A paragraph fit for an issue comment: verdict, counts, what to do next, the worst case, digests, command."""
     lines = [f"**Parity gate {md(manifest['name'], code=True)}: {verdict}.** {counts_sentence(counts, duration_s)}.",
              ""]
@@ -167,7 +167,7 @@ def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: fl
     return "\n".join([*lines, ""])
 
 
-def next_steps_markdown(manifest: dict, results: dict[str, CaseResult], run_dir: Path | None) -> list[str]:
+def next_steps_markdown(manifest: dict, results: Mapping[str, CaseResult], run_dir: Path | None) -> list[str]:
     """What did not pass, of which kind, and the command that moves each on (kit.core.verdict.nextsteps); nothing for a
     passed run."""
     descriptor = paths.display(manifest.get("descriptor") or "DESCRIPTOR")
@@ -242,7 +242,7 @@ def write_evidence(run_dir: Path, text: str) -> Path:
 
 
 def write_gate_evidence(run_dir: Path, manifest: dict, verdict: str, counts: dict, duration_s: float,
-                        results: dict[str, CaseResult], trend: str | None = None) -> Path:
+                        results: Mapping[str, CaseResult], trend: str | None = None) -> Path:
     """A gate run's evidence.md (``evidence_markdown``)."""
     return write_evidence(run_dir, evidence_markdown(manifest, verdict, counts, duration_s, results, trend, run_dir))
 

@@ -6,7 +6,11 @@ refresh's qualification) runs it through ``GateSession``:
     with GateSession(command, jobs) as session:
         run = session.start(descriptor_or_checked, out, only, release)  # claim and lock the run directory,
         session.execute()                                                # write the manifest's start; every case
-        session.finish(summary=False)                                    # manifest end, result.json, evidence
+        [run] = session.finish(summary=False)                            # manifest end, result.json, evidence
+
+A run is a frozen record (``GateRun``): ``start`` gives the run as it started, ``finish`` the runs as they
+finished, with their results. While the cases run, what they add is collected in each run's ``RunProgress``,
+which the session holds, so that a stopped session finishes each run with every result recorded so far.
 
 A session may hold several runs (a control's two releases): they execute side by side, sharing the cores and
 handing the node's GPUs to one case at a time. Leaving the session, however it is left, releases every run's
@@ -40,8 +44,7 @@ from kit.core.records.text import printable
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.gate import report, trend
 from kit.gate.executor import Checked, open_run, write_manifest
-from kit.gate.executors import GateRun
-from kit.gate.executors import DEFAULT, Share
+from kit.gate.executors import DEFAULT, GateRun, RunProgress, Share
 from kit.gate.heartbeat import Heartbeat, heartbeat_interval
 from kit.gate.retry import retry_infrastructure
 from kit.run import lifecycle, output
@@ -62,8 +65,8 @@ class GateSession:
     def __init__(self, command: Sequence[str], jobs: int | None = None) -> None:
         self.command = list(command)
         self.jobs = jobs
-        self.runs: list[GateRun] = []
-        self._finished: set[int] = set()  # id() of each run whose finish completed
+        self.progress: list[RunProgress] = []  # per run started, what running has added to it so far
+        self._finished: set[int] = set()  # id() of each run's progress whose finish completed
         self._signals: contextlib.ExitStack | None = None
 
     def __enter__(self) -> "GateSession":
@@ -90,9 +93,14 @@ class GateSession:
             finish_interrupted(self.unfinished, self.command)
 
     @property
-    def unfinished(self) -> list[GateRun]:
-        """The session's runs not yet finished: what an interrupted session still has to record."""
-        return [run for run in self.runs if id(run) not in self._finished]
+    def runs(self) -> list[GateRun]:
+        """The session's runs, as they started."""
+        return [progress.run for progress in self.progress]
+
+    @property
+    def unfinished(self) -> list[RunProgress]:
+        """The progress of the session's runs not yet finished: what an interrupted session still has to record."""
+        return [progress for progress in self.progress if id(progress) not in self._finished]
 
     def start(self, source: Source, out: str | Path | None, only: Sequence[str] | None = None,
               release: str | None = None, executor: str = DEFAULT, resume: str | Path | None = None,
@@ -100,21 +108,24 @@ class GateSession:
         """One more run: its descriptor (a path, or one loaded) resolved and checked, or its plan's preflight
         already done (``Checked``); its run directory claimed and locked, its manifest's start written
         (``start_gate``). ``infra_retries`` overrides the descriptor's [defaults] infrastructure_retries."""
-        run = start_gate(source, out, only, release, self.command, executor, resume)
-        self.runs.append(run)
-        if infra_retries is not None:
-            run.infrastructure_retries = infra_retries
+        run = start_gate(source, out, only, release, self.command, executor, resume, infra_retries)
+        self.progress.append(RunProgress(run))
         return run
 
     def execute(self) -> None:
         """Every case of every run started, side by side (``execute_gates``)."""
-        execute_gates(self.runs, self.jobs)
+        execute_gates(self.progress, self.jobs)
 
-    def finish(self, summary: bool = True, with_trend: bool = True) -> None:
-        """Each run's manifest end, result.json, evidence.md and (with ``summary``) its summary (``finish_gate``)."""
-        for run in self.unfinished:
+    def finish(self, summary: bool = True, with_trend: bool = True) -> list[GateRun]:
+        """Each unfinished run's manifest end, result.json, evidence.md and (with ``summary``) its summary
+        (``finish_gate``); the runs it finished, as they finished, in the order they started."""
+        done = []
+        for progress in self.unfinished:
+            run = progress.finished()
             finish_gate(run, self.command, summary, with_trend)
-            self._finished.add(id(run))
+            self._finished.add(id(progress))
+            done.append(run)
+        return done
 
 
 def gate_once(source: Source, out: str | Path | None, only: Sequence[str] | None,
@@ -124,9 +135,9 @@ def gate_once(source: Source, out: str | Path | None, only: Sequence[str] | None
     """One gate run's whole lifecycle in a session of its own: the finished run (its verdict, its results).
     ``source``, ``executor``, ``resume`` and ``infra_retries`` as ``GateSession.start`` takes them."""
     with GateSession(command, jobs) as session:
-        run = session.start(source, out, only, release, executor, resume, infra_retries)
+        session.start(source, out, only, release, executor, resume, infra_retries)
         session.execute()
-        session.finish(summary=summary)
+        [run] = session.finish(summary=summary)
     return run
 
 
@@ -136,13 +147,13 @@ STATUS_STYLE = {PASSED: "green", FAILED: "red", ERROR: "magenta", TIMEOUT: "yell
 
 def start_gate(source: Source, out: str | Path | None, only: Sequence[str] | None,
                release: str | None, command: Sequence[str], executor: str = DEFAULT,
-               resume: str | Path | None = None) -> GateRun:
+               resume: str | Path | None = None, infra_retries: int | None = None) -> GateRun:
     """Load, resolve and check a descriptor (or take a plan whose preflight is done: ``Checked``), claim and
     lock the run directory, write the manifest's start (``open_run``). ``GateSession.start`` is its one caller:
     the session releases ``run.lock`` when it is left, the run finished, failed or stopped."""
     if isinstance(source, (str, Path)):
         source = load_descriptor(source)
-    run = open_run(source, out, only, release, command, executor, resume)
+    run = open_run(source, out, only, release, command, executor, resume, infra_retries)
     against = f" against release [bold]{release}[/]" if release else ""
     on = f" (executor {run.executor.name})" if run.executor.name != DEFAULT else ""
     log.info(f"gate [bold]{run.plan.name}[/]{against}: {len(run.specs)} cases -> {run.run_dir}{on}", extra=MARKUP)
@@ -155,7 +166,7 @@ def start_gate(source: Source, out: str | Path | None, only: Sequence[str] | Non
     return run
 
 
-def execute_gates(runs: Sequence[GateRun], jobs: int | None) -> None:
+def execute_gates(runs: Sequence[RunProgress], jobs: int | None) -> None:
     """Every case of every run, the runs side by side with the cores (or ``jobs``) shared between them
     and the node's GPUs handed to one case at a time, whichever run it belongs to; then every case classed
     (kit.core.verdict.triage), and those the job failed run again (kit.gate.retry)."""
@@ -163,25 +174,27 @@ def execute_gates(runs: Sequence[GateRun], jobs: int | None) -> None:
     retry_infrastructure(runs, lambda again: _execute(again, jobs))
 
 
-def _execute(runs: Sequence[GateRun], jobs: int | None) -> None:
+def _execute(runs: Sequence[RunProgress], jobs: int | None) -> None:
     import os
 
     share = Share(jobs=max(1, jobs // len(runs)) if jobs else None, cores=max(1, (os.cpu_count() or 1) // len(runs)),
-                  pool=DevicePool(next((r.gpus for r in runs if r.gpus is not None), None)))
+                  pool=DevicePool(next((p.run.gpus for p in runs if p.run.gpus is not None), None)))
     label = (lambda run, name: f"{run.release}/{name}") if len(runs) > 1 else (lambda run, name: name)
     running: list[str] = []
     lock = threading.Lock()
     console = output.console()  # the progress bar shares it with the log lines, which go above the bar
     beat = ci_heartbeat(console)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True, disable=not console.is_terminal) as progress, \
+                  console=console, transient=True, disable=not console.is_terminal) as bar, \
             (beat or contextlib.nullcontext()):
-        task = progress.add_task("cases", total=sum(len(r.pending) for r in runs))
+        task = bar.add_task("cases", total=sum(len(r.pending) for r in runs))
 
         def show() -> None:
-            progress.update(task, description=f"running {', '.join(running)}" if running else "cases")
+            bar.update(task, description=f"running {', '.join(running)}" if running else "cases")
 
-        def one(run: GateRun) -> None:
+        def one(progress: RunProgress) -> None:
+            run = progress.run
+
             def started(spec: CaseSpec) -> None:
                 with lock:
                     running.append(label(run, spec.name))
@@ -192,7 +205,7 @@ def _execute(runs: Sequence[GateRun], jobs: int | None) -> None:
             def done(spec: CaseSpec, result: CaseResult) -> None:
                 with lock:
                     running.remove(label(run, spec.name))
-                    progress.update(task, advance=1)
+                    bar.update(task, advance=1)
                     show()
                     if beat:
                         beat.finish(label(run, spec.name))
@@ -200,15 +213,15 @@ def _execute(runs: Sequence[GateRun], jobs: int | None) -> None:
 
             t0 = time.perf_counter()
             try:
-                run.executor.run_cases(run, started, done, share)
+                run.executor.run_cases(progress, started, done, share)
             finally:  # an interrupted run still says how long it ran (a retry's time adds to the first round's)
-                run.duration_s += time.perf_counter() - t0
-                run.finished_at = now_iso()
+                progress.duration_s += time.perf_counter() - t0
+                progress.finished_at = now_iso()
 
         if len(runs) == 1:
             one(runs[0])
             return
-        threads = [threading.Thread(target=one, args=(run,), name=f"gate-{run.release}") for run in runs]
+        threads = [threading.Thread(target=one, args=(p,), name=f"gate-{p.run.release}") for p in runs]
         for t in threads:
             t.start()
         try:
@@ -263,13 +276,14 @@ def build_summary(run_dir: Path) -> Rendered:
     return built
 
 
-def finish_interrupted(runs: Sequence[GateRun], command: Sequence[str]) -> None:
+def finish_interrupted(runs: Sequence[RunProgress], command: Sequence[str]) -> None:
     """What a stopped run can still write quickly: each run's manifest end, result.json and evidence.md
     (its interrupted cases recorded as errors, its unstarted ones missing). No summary: that starts a
     kernel, and a CI runner that sent SIGTERM kills the job for good a few seconds later."""
-    for run in runs:
-        if not run.finished_at:  # stopped before its cases ran
-            run.finished_at = now_iso()
+    for progress in runs:
+        if not progress.finished_at:  # stopped before its cases ran
+            progress.finished_at = now_iso()
+        run = progress.finished()
         try:
             finish_gate(run, command, summary=False, with_trend=False)
             if not (run.run_dir / rundir.SUMMARY_PENDING).exists():  # else stopped in the summary, as it says

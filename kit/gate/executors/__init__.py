@@ -11,17 +11,19 @@ gives one, and an unknown name is one line naming the known ones. A built-in exe
 the dotted path of its class and imported only when asked for, so that naming the executors (the CLI's
 choices) imports neither executor's module, and Ray, optional, only when its executor runs.
 
-A gate run (``GateRun``) is what an executor is handed and fills in, and it holds the executor that runs it: the
-two are defined here together, so that neither module of an executor is needed to name either.
+A gate run (``GateRun``, frozen) holds the executor that runs it, and what an executor is handed and fills in
+is the run's progress (``RunProgress``): the three are defined here together, so that neither module of an
+executor is needed to name any of them.
 """
 
 from __future__ import annotations
 
 import abc
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, ClassVar
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Callable, ClassVar, Mapping
 
 from kit.core.errors import BadInput
 from kit.core.records.results import gate_verdict, status_counts
@@ -59,12 +61,12 @@ class Executor(abc.ABC):
         written; return the node's GPUs where this executor hands them to cases itself, else None."""
 
     @abc.abstractmethod
-    def run_cases(self, run: GateRun, on_start: Callable[[CaseSpec], None] | None = None,
+    def run_cases(self, progress: RunProgress, on_start: Callable[[CaseSpec], None] | None = None,
                   on_done: Callable[[CaseSpec, CaseResult], None] | None = None, share: Share | None = None) -> None:
-        """Run every pending case of ``run`` (``run.pending``), each to a result in ``run.results`` and its file
-        in the run directory; ``on_start`` and ``on_done`` are called once per case, a start before its end. An
-        interruption (KeyboardInterrupt) stops the running cases, records each, and propagates. ``share``: what
-        this run shares with the session's other runs (None: nothing)."""
+        """Run every pending case of a run (``progress.pending``), each to its file in the run directory and then
+        its result in ``progress.results``; ``on_start`` and ``on_done`` are called once per case, a start before
+        its end. An interruption (KeyboardInterrupt) stops the running cases, records each, and propagates.
+        ``share``: what this run shares with the session's other runs (None: nothing)."""
 
 
 class UnknownExecutor(BadInput):
@@ -111,17 +113,27 @@ executors.register("local", "kit.gate.executor:LocalExecutor")
 executors.register("ray", "kit.gate.executors.ray_executor:RayExecutor")
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class GateRun:
-    """One gate run in progress: its plan, cases and checked inputs, the executor that runs it, and what running
-    adds (each case's result, the times, what a resume reused or kept, the retries)."""
+    """One gate run: its plan, cases and checked inputs, the executor that runs it, and what running gave (each
+    case's result, the times, what a resume reused or kept, the retries). Frozen: a run is built once when its
+    directory is claimed (``kit.gate.executor.claim_run``), once more when it starts, and once more when it
+    finishes (``RunProgress.finished``), each a new record made with ``dataclasses.replace``.
+
+    What changes while the cases run lives apart, in the run's ``RunProgress``: an accumulator, not a stream of
+    replaced runs, because an interruption (Ctrl-C, SIGTERM) must still find every result recorded so far, and
+    an exception unwinding through an executor returns nothing. The session holds the accumulator, the
+    executor writes each case's result into it as the case ends (its file is already written by then), and
+    the finish, interrupted or not, freezes it into the run it records. Equality is identity: two runs are the
+    same run only if they are the same record."""
 
     run_dir: Path
     plan: Plan  # the descriptor resolved for this run: the executor reads nothing else of it
     specs: list[CaseSpec]
     inputs: Inputs
     release: str | None = None
-    results: dict[str, CaseResult] = field(default_factory=dict)
+    # Claimed: the results known before any case runs (reused, kept, no baseline); finished: every case's.
+    results: Mapping[str, CaseResult] = field(default_factory=dict)
     started_at: str = ""
     finished_at: str = ""
     duration_s: float = 0.0
@@ -142,19 +154,16 @@ class GateRun:
     baselines: list[dict] | None = None
     # The hardware each case was resolved for (kit.descriptor.host), asked once, when the run starts.
     hardware: dict[str, dict] | None = None
-    # How often a case classed infrastructure runs again (kit.gate.retry), and what that did: case -> the
-    # evidence of the attempt that was retried; while a retry runs, ``only`` narrows the run to those cases.
+    # How often a case classed infrastructure runs again (kit.gate.retry), and the cases that did: case -> the
+    # evidence of the attempt that was retried.
     infrastructure_retries: int = 1
     retried: dict[str, str] = field(default_factory=dict)
-    only: set[str] | None = None
-    pending_attempts: dict[str, list[dict]] = field(default_factory=dict)
 
     @property
     def pending(self) -> list[CaseSpec]:
         """The cases this run executes: all of them, less those a resume reused or kept and those with no
         baseline for this runtime (recorded as such when the run is prepared)."""
-        return [s for s in self.specs if s.name not in self.reused and s.name not in self.kept and not s.no_baseline
-                and (self.only is None or s.name in self.only)]
+        return [s for s in self.specs if s.name not in self.reused and s.name not in self.kept and not s.no_baseline]
 
     @property
     def verdict(self) -> str:
@@ -171,3 +180,32 @@ class GateRun:
     def cases_dir(self) -> Path:
         """The folder of the run's case files (results, notebooks, logs, evidence)."""
         return self.run_dir / "cases"
+
+
+@dataclass(eq=False)
+class RunProgress:
+    """What running adds to one gate run, collected while its cases run: the one mutable part of a run (see
+    ``GateRun`` for why it is apart). The executor records each case's result here as the case ends;
+    kit.gate.retry classes them, sets retried ones aside and narrows the next round (``only``); the session adds
+    the time. ``finished`` freezes it, whenever the run ends, into the run its records are written from."""
+
+    run: GateRun  # the run as it started
+    results: dict[str, CaseResult] = field(init=False)  # from the run's own (reused, kept, no baseline) on
+    retried: dict[str, str] = field(default_factory=dict)  # case -> the evidence of the attempt retried
+    placements: dict[str, dict] = field(default_factory=dict)  # case -> where the Ray executor placed it
+    duration_s: float = 0.0
+    finished_at: str = ""
+    only: set[str] | None = None  # while a retry runs: the cases it runs again
+
+    def __post_init__(self) -> None:
+        self.results = dict(self.run.results)
+
+    @property
+    def pending(self) -> list[CaseSpec]:
+        """The cases an executor runs now: the run's pending ones, narrowed to ``only`` while a retry runs."""
+        return [s for s in self.run.pending if self.only is None or s.name in self.only]
+
+    def finished(self) -> GateRun:
+        """The run with what running gave it, frozen (its results a read-only mapping)."""
+        return replace(self.run, results=MappingProxyType(dict(self.results)), retried=dict(self.retried),
+                       placements=dict(self.placements), duration_s=self.duration_s, finished_at=self.finished_at)

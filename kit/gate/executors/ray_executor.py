@@ -64,7 +64,7 @@ from kit.core.records.spec import CaseSpec
 from kit.descriptor.plan import Plan
 from kit.descriptor.schema import Resources
 from kit.gate.executor import record
-from kit.gate.executors import GateRun
+from kit.gate.executors import GateRun, RunProgress
 from kit.gate.executors import Executor, Share
 from kit.gate.executors.ray_task import attempts, case_task
 from kit.run.notebook import describe_failure
@@ -231,11 +231,11 @@ class RayExecutor(Executor):
         as its own error while the others run."""
         return None
 
-    def run_cases(self, run: GateRun, on_start: Callable[[CaseSpec], None] | None = None,
+    def run_cases(self, progress: RunProgress, on_start: Callable[[CaseSpec], None] | None = None,
                   on_done: Callable[[CaseSpec, CaseResult], None] | None = None, share: Share | None = None) -> None:
         """Run the pending cases on Ray, each placed by its own resources rather than by the session's share
         of this machine."""
-        run_cases_ray(run, on_start, on_done)  # Ray places each case by its resources, not by the session's share
+        run_cases_ray(progress, on_start, on_done)  # Ray places each case by its resources, not by the session's share
 
 
 @dataclass
@@ -252,14 +252,14 @@ class _Submitted:
     gave_up_waiting: bool = False  # cancelled before it ever started: its resources never came
 
 
-def run_cases_ray(run: GateRun, on_start: Callable[[CaseSpec], None] | None = None,
+def run_cases_ray(progress: RunProgress, on_start: Callable[[CaseSpec], None] | None = None,
                   on_done: Callable[[CaseSpec, CaseResult], None] | None = None,
                   num_cpus: int | None = None) -> None:
     """Run the pending cases as Ray tasks, each placed by its resources, on the cluster at $RAY_ADDRESS or a Ray
-    started for the run; each case's result recorded as it ends."""
+    started for the run; each case's result recorded in ``progress`` as it ends."""
     import ray
 
-    specs = run.pending
+    run, specs = progress.run, progress.pending
     if not specs:
         return
     with ray_session(num_cpus) as where:
@@ -277,7 +277,7 @@ def run_cases_ray(run: GateRun, on_start: Callable[[CaseSpec], None] | None = No
 
         def finish(spec: CaseSpec, result: CaseResult) -> None:
             start(spec)  # progress reports pair each end with a start, also for a case that never ran
-            run.results[spec.name] = result
+            progress.results[spec.name] = result
             if on_done:
                 on_done(spec, result)
 
@@ -299,7 +299,7 @@ def run_cases_ray(run: GateRun, on_start: Callable[[CaseSpec], None] | None = No
                 continue
             live[ref] = sub
         try:
-            _drive(ray, run, live, start, finish)
+            _drive(ray, progress, live, start, finish)
         except KeyboardInterrupt:
             for ref in live:
                 ray.cancel(ref)  # each task then kills its kernel and saves its partial notebook
@@ -334,7 +334,8 @@ def _submit(ray, remote, run: GateRun, spec: CaseSpec, res: Resources, retries: 
     return ref, _Submitted(spec, retries, group, res)
 
 
-def _drive(ray, run: GateRun, live: dict, start, finish) -> None:
+def _drive(ray, progress: RunProgress, live: dict, start, finish) -> None:
+    run = progress.run
     cases = run.cases_dir
     grace = float(os.environ.get(GRACE_ENV, GRACE_S))
     while live:
@@ -342,7 +343,7 @@ def _drive(ray, run: GateRun, live: dict, start, finish) -> None:
         for ref in ready:
             sub = live.pop(ref)
             if sub.group is not None:
-                run.placements[sub.spec.name] = _placement(ray, sub.group)
+                progress.placements[sub.spec.name] = _placement(ray, sub.group)
                 ray.util.remove_placement_group(sub.group)
                 sub.group = None
             finish(sub.spec, _outcome(ray, ref, sub, cases, run.expected.get(sub.spec.name)))

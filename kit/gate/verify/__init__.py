@@ -21,9 +21,10 @@ A zip is opened in a fresh temporary folder (kit.gate.verify.runzip) and removed
 
 from __future__ import annotations
 
+import functools
 import re
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -48,9 +49,10 @@ QUOTED_ROOT = re.compile(r"^Root digest: `([^`]*)`", re.MULTILINE)
 SUMMARIES = (rundir.SUMMARY_HTML, rundir.SUMMARY_NOTEBOOK)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Verified:
-    """What verifying a run found: the verdict re-derived, the root digest worked out again, every problem."""
+    """What verifying a run found: the verdict re-derived, the root digest worked out again, every problem. Built
+    once, when the checks are done: each check adds its problems to a list of ``verify_run``'s own."""
 
     source: str
     verdict: str | None = None
@@ -58,7 +60,7 @@ class Verified:
     judged: int = 0
     files: int = 0
     descriptor: str | None = None
-    problems: list[str] = field(default_factory=list)
+    problems: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -97,43 +99,45 @@ def verify_run(run_dir: Path, source: str, descriptor: str | Path | None = None,
         raise BadInput(f"{source}: its manifest seals no files (a run of an earlier kit, or one that never finished): "
                        "nothing to verify it against")
     check_shape(view.manifest, f"{source}/{rundir.MANIFEST}")
-    out = Verified(source)
-    _check_seal(run_dir, view, sealed, out)
-    _check_quotes(run_dir, out.root, root, out)
+    problems: list[str] = []
+    files, digest = _check_seal(run_dir, view, sealed, problems)
+    _check_quotes(run_dir, digest, root, problems)
     desc = _descriptor(view.manifest, descriptor, source)
-    out.descriptor = display(desc.path)
+    found = functools.partial(Verified, source, root=digest, files=files, descriptor=display(desc.path))
     stated = view.manifest.get("descriptor_sha256")
     if sha256_file(desc.path) != stated:
-        out.problems.append(f"{rundir.MANIFEST}: descriptor_sha256 is {said(stated)}, {out.descriptor}'s is "
-                            f"{sha256_file(desc.path)}: the run was not made with this descriptor")
-        return out
-    cases = _check_cases(run_dir, view, desc, out)
+        problems.append(f"{rundir.MANIFEST}: descriptor_sha256 is {said(stated)}, {display(desc.path)}'s is "
+                        f"{sha256_file(desc.path)}: the run was not made with this descriptor")
+        return found(problems=tuple(problems))
+    cases = _check_cases(run_dir, view, desc, problems)
     try:
         host = recorded_hardware(view.manifest.get("hardware"), cases)
     except Wrong as wrong:
         raise BadInput(f"{source}/{rundir.MANIFEST}: {wrong.text}") from None
-    plan = _plan(desc, host, cases, view.manifest, out)
+    plan = _plan(desc, host, cases, view.manifest, problems)
     if plan is None:
-        return out
-    _check_plan(view.manifest, plan, host, out)
-    statuses = _judge_again(run_dir, view, plan, host, out)
-    out.verdict = gate_verdict(view.expected, statuses)
-    _check_result(run_dir, out.verdict, statuses, out)
-    return out
+        return found(problems=tuple(problems))
+    _check_plan(view.manifest, plan, host, problems)
+    statuses, judged = _judge_again(run_dir, view, plan, host, problems)
+    verdict = gate_verdict(view.expected, statuses)
+    _check_result(run_dir, verdict, statuses, problems)
+    return found(verdict=verdict, judged=judged, problems=tuple(problems))
 
 
-def _judge_again(run_dir: Path, view: RunView, plan: Plan, host: RecordedHost, out: Verified) -> dict[str, CaseResult]:
-    """Every case of the plan judged again (kit.gate.verify.rederive), its problems added to ``out``; each case's result
-    as judged again, where it could be."""
+def _judge_again(run_dir: Path, view: RunView, plan: Plan, host: RecordedHost,
+                 problems: list[str]) -> tuple[dict[str, CaseResult], int]:
+    """Every case of the plan judged again (kit.gate.verify.rederive), its problems added to ``problems``; each case's
+    result as judged again, where it could be, and how many cases were judged."""
     again = Rederive(run_dir, host)
     statuses: dict[str, CaseResult] = {}
+    judged = 0
     for name, case in plan.cases.items():
         found = again.case(case.spec, view.results.get(name))
-        out.problems += found.problems
-        out.judged += found.judged
+        problems += found.problems
+        judged += found.judged
         if found.result is not None:
             statuses[name] = found.result
-    return statuses
+    return statuses, judged
 
 
 def check_shape(manifest: dict, shown: str) -> None:
@@ -163,44 +167,45 @@ def check_shape(manifest: dict, shown: str) -> None:
         raise BadInput(f"{shown}: {wrong.text}") from None
 
 
-def _check_seal(run_dir: Path, view: RunView, sealed: dict, out: Verified) -> None:
-    """Every sealed file against its digest, the manifest's own included, and the root digest worked out again."""
+def _check_seal(run_dir: Path, view: RunView, sealed: dict, problems: list[str]) -> tuple[int, str]:
+    """Every sealed file against its digest, the manifest's own included, and the root digest worked out again:
+    how many files the run holds, and that root digest."""
     now = {**rundir.sealed_files(run_dir, _names(view.expected)),
            rundir.MANIFEST: rundir.manifest_digest(view.manifest)}
     if rundir.MANIFEST not in sealed:
-        out.problems.append(f"{rundir.MANIFEST}: files: seals no digest of the manifest itself (a run of an earlier "
-                            "kit): what it names of the run could be changed unseen")
+        problems.append(f"{rundir.MANIFEST}: files: seals no digest of the manifest itself (a run of an earlier "
+                        "kit): what it names of the run could be changed unseen")
     for rel, digest in sorted(sealed.items()):
         if rel not in now:
-            out.problems.append(f"{rel}: sealed by the manifest, missing here")
+            problems.append(f"{rel}: sealed by the manifest, missing here")
         elif now[rel] != digest:
             what = "its content less its seal" if rel == rundir.MANIFEST else "its"
-            out.problems.append(f"{rel}: {what} SHA-256 is {now[rel][:12]}, the manifest sealed {str(digest)[:12]}: "
-                                "changed since the run")
-    out.problems += [f"{rel}: not sealed by the manifest (added since the run)"
-                     for rel in sorted(now.keys() - sealed.keys() - {rundir.MANIFEST})]
-    out.files = len(now)
-    out.root = rundir.root_digest({str(k): str(v) for k, v in sealed.items()})
-    if view.manifest.get("root_sha256") != out.root:
-        out.problems.append(f"{rundir.MANIFEST}: its root digest {said(view.manifest.get('root_sha256'))} is not its "
-                            f"sealed files' ({out.root})")
+            problems.append(f"{rel}: {what} SHA-256 is {now[rel][:12]}, the manifest sealed {str(digest)[:12]}: "
+                            "changed since the run")
+    problems += [f"{rel}: not sealed by the manifest (added since the run)"
+                 for rel in sorted(now.keys() - sealed.keys() - {rundir.MANIFEST})]
+    root = rundir.root_digest({str(k): str(v) for k, v in sealed.items()})
+    if view.manifest.get("root_sha256") != root:
+        problems.append(f"{rundir.MANIFEST}: its root digest {said(view.manifest.get('root_sha256'))} is not its "
+                        f"sealed files' ({root})")
+    return len(now), root
 
 
-def _check_quotes(run_dir: Path, root: str | None, given: str | None, out: Verified) -> None:
+def _check_quotes(run_dir: Path, root: str | None, given: str | None, problems: list[str]) -> None:
     """The root digest as evidence.md and the summary quote it, and as the reader was given it (``given``)."""
     evidence = _read(run_dir, rundir.EVIDENCE)
     quoted = QUOTED_ROOT.findall(evidence.decode("utf-8", "replace") if evidence is not None else "")
     if evidence is None:
-        out.problems.append(f"{rundir.EVIDENCE}: missing: the root digest it quotes cannot be compared")
+        problems.append(f"{rundir.EVIDENCE}: missing: the root digest it quotes cannot be compared")
     elif set(quoted) != {root}:
-        out.problems.append(f"{rundir.EVIDENCE}: quotes the root digest {', '.join(quoted) or 'nowhere'}; the run's "
-                            f"is {root}")
+        problems.append(f"{rundir.EVIDENCE}: quotes the root digest {', '.join(quoted) or 'nowhere'}; the run's "
+                        f"is {root}")
     for name in SUMMARIES:
         data = _read(run_dir, name)
         if data is not None and (root is None or root.encode() not in data):
-            out.problems.append(f"{name}: does not quote the run's root digest {root}")
+            problems.append(f"{name}: does not quote the run's root digest {root}")
     if given is not None and given != root:
-        out.problems.append(f"--root {given}: the run's root digest is {root}: this is not the run that was reported")
+        problems.append(f"--root {given}: the run's root digest is {root}: this is not the run that was reported")
 
 
 def _read(run_dir: Path, name: str) -> bytes | None:
@@ -227,7 +232,7 @@ def _names(value: Any) -> list[str]:
     return list(dict.fromkeys(value))
 
 
-def _check_cases(run_dir: Path, view: RunView, desc: LoadedDescriptor, out: Verified) -> list[str]:
+def _check_cases(run_dir: Path, view: RunView, desc: LoadedDescriptor, problems: list[str]) -> list[str]:
     """The manifest's cases against the descriptor's and the run's commands' ``--case``, and against what else in
     the run names cases; the cases to judge (the manifest's that the descriptor defines)."""
     m = view.manifest
@@ -238,22 +243,22 @@ def _check_cases(run_dir: Path, view: RunView, desc: LoadedDescriptor, out: Veri
     wanted = [n for n in defined if asked is None or n in asked]
     shown = " ".join(map(str, m.get("command") or [])) or "none"
     for name in dict.fromkeys(n for n in listed if listed.count(n) > 1):
-        out.problems.append(f"{rundir.MANIFEST}: cases: lists {name} {listed.count(name)} times")
+        problems.append(f"{rundir.MANIFEST}: cases: lists {name} {listed.count(name)} times")
     for name in wanted:
         if name not in listed:
-            out.problems.append(f"{rundir.MANIFEST}: cases: lacks {name}, which the descriptor defines and the run's "
-                                f"command ({shown}) does not leave out")
+            problems.append(f"{rundir.MANIFEST}: cases: lacks {name}, which the descriptor defines and the run's "
+                            f"command ({shown}) does not leave out")
     for name in _names(listed):
         if name not in wanted:
             why = "the descriptor does not define" if name not in defined else "the run's command does not select"
-            out.problems.append(f"{rundir.MANIFEST}: cases: lists {name}, which {why}")
+            problems.append(f"{rundir.MANIFEST}: cases: lists {name}, which {why}")
     cases = [n for n in _names(listed) if n in defined]
     named = {"kernels": set(m["kernels"]), "baselines": {r["case"] for r in m["baselines"]}}
     for key, names in named.items():
         for name in sorted(map(str, names - set(listed))):
-            out.problems.append(f"{rundir.MANIFEST}: {key}: names case {name}, which its cases do not list")
-    out.problems += [f"{rundir.CASES}/{f}: a file of no case the manifest lists"
-                     for f in stray_files(run_dir / rundir.CASES, listed)]
+            problems.append(f"{rundir.MANIFEST}: {key}: names case {name}, which its cases do not list")
+    problems += [f"{rundir.CASES}/{f}: a file of no case the manifest lists"
+                 for f in stray_files(run_dir / rundir.CASES, listed)]
     return cases
 
 
@@ -285,21 +290,22 @@ def stray_files(cases_dir: Path, listed: Sequence[str]) -> list[str]:
     return found
 
 
-def _plan(desc: LoadedDescriptor, host: RecordedHost, cases: list[str], manifest: dict, out: Verified) -> Plan | None:
+def _plan(desc: LoadedDescriptor, host: RecordedHost, cases: list[str], manifest: dict,
+          problems: list[str]) -> Plan | None:
     """The descriptor resolved for the recorded hardware and release; None (with the problem) when it does not
     resolve."""
     release = (manifest.get("release") or {}).get("name")
     if not cases:
-        out.problems.append(f"{rundir.MANIFEST}: cases: none the descriptor defines: nothing to judge")
+        problems.append(f"{rundir.MANIFEST}: cases: none the descriptor defines: nothing to judge")
         return None
     try:
         return resolve(for_host(desc, host), cases, release)
     except BadInput as exc:
-        out.problems.append(f"{out.descriptor}: does not resolve the run's cases on the hardware it recorded: {exc}")
+        problems.append(f"{display(desc.path)}: does not resolve the run's cases on the hardware it recorded: {exc}")
         return None
 
 
-def _check_plan(manifest: dict, plan: Plan, host: RecordedHost, out: Verified) -> None:
+def _check_plan(manifest: dict, plan: Plan, host: RecordedHost, problems: list[str]) -> None:
     """What the manifest states of the run's inputs, held to the plan: release, kernels, fixture, model, the digest
     of every baseline each case stands on, and one device's hardware alike for every case that computes on it."""
     stated = {"release": manifest.get("release"), "fixture_sha256": manifest.get("fixture_sha256"),
@@ -311,17 +317,17 @@ def _check_plan(manifest: dict, plan: Plan, host: RecordedHost, out: Verified) -
     for key in stated:
         differs = first_difference(stated[key], derived[key], key)
         if differs:
-            out.problems.append(f"{rundir.MANIFEST}: {differs[0]} is {said(differs[1])}; the descriptor gives "
-                                f"{said(differs[2])}")
-    out.problems += _baseline_problems(manifest.get("baselines"), plan)
+            problems.append(f"{rundir.MANIFEST}: {differs[0]} is {said(differs[1])}; the descriptor gives "
+                            f"{said(differs[2])}")
+    problems += _baseline_problems(manifest.get("baselines"), plan)
     devices: dict[str, tuple[str, dict]] = {}
     for name, case in plan.cases.items():
         device = str(case.spec.options.get("device", "cpu"))
         seen = devices.setdefault(device, (name, host.accelerator(name, case.spec.options)))
         if seen[1] != host.accelerator(name, case.spec.options):
-            out.problems.append(f"{rundir.MANIFEST}: hardware.{name}.accelerator is "
-                                f"{said(host.accelerator(name, case.spec.options))}; case {seen[0]} on the same "
-                                f"device ({device}) recorded {said(seen[1])}")
+            problems.append(f"{rundir.MANIFEST}: hardware.{name}.accelerator is "
+                            f"{said(host.accelerator(name, case.spec.options))}; case {seen[0]} on the same "
+                            f"device ({device}) recorded {said(seen[1])}")
 
 
 def _baseline_problems(rows: Any, plan: Plan) -> list[str]:
@@ -347,17 +353,17 @@ def _baseline_problems(rows: Any, plan: Plan) -> list[str]:
     return problems
 
 
-def _check_result(run_dir: Path, verdict: str, statuses: dict[str, CaseResult], out: Verified) -> None:
+def _check_result(run_dir: Path, verdict: str, statuses: dict[str, CaseResult], problems: list[str]) -> None:
     """result.json's verdict and each case's status there, against the cases judged again."""
     recorded = RunDir.local(run_dir).recorded()
     if recorded is None:
-        out.problems.append(f"{rundir.RESULT}: missing: the verdict the run stated cannot be compared")
+        problems.append(f"{rundir.RESULT}: missing: the verdict the run stated cannot be compared")
         return
     if recorded.verdict != verdict:
-        out.problems.append(f"{rundir.RESULT}: states the verdict {said(recorded.verdict)}, the cases give "
-                            f"{verdict}")
+        problems.append(f"{rundir.RESULT}: states the verdict {said(recorded.verdict)}, the cases give "
+                        f"{verdict}")
     for name, result in statuses.items():
         status = recorded.statuses.get(name)
         if status != result.status:
-            out.problems.append(f"{rundir.RESULT}: cases.{name}.status is {said(status)}, the case gives "
-                                f"{result.status}")
+            problems.append(f"{rundir.RESULT}: cases.{name}.status is {said(status)}, the case gives "
+                            f"{result.status}")

@@ -22,6 +22,7 @@ from kit.descriptor.baselines import Baselines
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.descriptor.plan import resolve
 from kit.gate import executor
+from kit.gate.executors import RunProgress
 from support import ROOT, write_descriptor
 
 pytestmark = pytest.mark.unit
@@ -110,7 +111,9 @@ def test_a_plan_resolved_once_serves_preflight_and_executor_without_the_descript
             return CaseResult(case=spec.name, backend=spec.backend, status=PASSED)
 
         monkeypatch.setattr(executor, "execute_guarded", execute)
-        executor.run_cases(run)
+        progress = RunProgress(run)
+        executor.run_cases(progress)
+        run = progress.finished()
         doc = executor.write_manifest(run, ["test"])
     finally:
         assert run.lock is not None

@@ -5,6 +5,7 @@ error leaves the runs as they are; several runs execute side by side. No kernels
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 
@@ -47,11 +48,30 @@ def test_start_claims_and_locks_the_run_directory_and_writes_the_manifests_start
         assert locked(run.run_dir)
         assert manifest(run.run_dir)["started_at"] and not (run.run_dir / "result.json").exists()
         session.execute()
-        session.finish(summary=False)
+        [finished] = session.finish(summary=False)
         assert session.unfinished == []
-    assert not locked(run.run_dir)
+    assert not locked(run.run_dir) and finished.run_dir == run.run_dir
+    run = finished
     assert run.verdict == "passed" and json.loads((run.run_dir / "result.json").read_text())["verdict"] == "passed"
     assert manifest(run.run_dir)["command"] == COMMAND
+
+
+def test_a_run_is_frozen_and_the_finish_gives_a_new_one_with_what_running_added(tmp_path, desc):
+    """A GateRun is a record: what the cases add is collected apart (RunProgress) and frozen into the run the
+    finish returns; the run the start gave stays as it started."""
+    with GateSession(COMMAND, jobs=1) as session:
+        run = session.start(desc, tmp_path / "run")
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            run.finished_at = "2026-01-01T00:00:00+00:00"  # type: ignore[misc]
+        session.execute()
+        [finished] = session.finish(summary=False)
+    assert finished is not run and finished.lock is run.lock and finished.started_at == run.started_at
+    assert dict(run.results) == {} and run.finished_at == "" and run.verdict != "passed"
+    assert set(finished.results) == {"hf-bf16"} and finished.finished_at and finished.verdict == "passed"
+    with pytest.raises(TypeError):  # the finished results are read-only too, not only the field holding them
+        finished.results["hf-bf16"] = finished.results["hf-bf16"]  # type: ignore[index]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        finished.results = {}  # type: ignore[misc]
 
 
 def test_an_error_releases_the_lock_and_leaves_the_run_unfinished(tmp_path, desc):
@@ -117,8 +137,9 @@ def test_several_runs_execute_side_by_side_and_each_finishes(tmp_path, desc):
         runs = [session.start(desc, tmp_path / side) for side in ("current", "candidate")]
         assert all(locked(r.run_dir) for r in runs)
         session.execute()
-        session.finish(summary=False)
-    for run in runs:
+        finished = session.finish(summary=False)
+    assert [r.run_dir for r in finished] == [r.run_dir for r in runs]
+    for run in finished:
         assert not locked(run.run_dir)
         assert run.verdict == "passed" and set(run.results) == {"hf-bf16"}
         assert json.loads((run.run_dir / "result.json").read_text())["verdict"] == "passed"

@@ -43,8 +43,7 @@ def test_a_failed_verdict_then_a_dead_kernel_stays_failed_numeric_and_is_not_ret
     triage = classify(result)
     assert triage.kind == NUMERIC
     result = dataclasses.replace(result, triage=triage.to_dict())
-    run = type("Run", (), {"results": {"hf-bf16": result}, "infrastructure_retries": 1})()
-    assert retry.due(run, ["hf-bf16"]) == []
+    assert retry.due({"hf-bf16": result}, 1, ["hf-bf16"]) == []
 
 
 def test_a_failed_verdict_then_a_timeout_stays_failed(tmp_path, embedded, monkeypatch):

@@ -3,6 +3,7 @@ folder (a zip member named to lead out, or a link, is refused before anything is
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import stat
 import struct
@@ -11,6 +12,7 @@ import zipfile
 import pytest
 
 from kit.cli import main
+from kit.gate.verify import Verified
 
 
 def refused(capsys, path) -> str:
@@ -137,3 +139,11 @@ def test_the_limit_on_what_a_zip_extracts_holds_for_the_sum_and_as_it_inflates(t
     lying.write_bytes(bytes(data))
     said = refused(capsys, lying)
     assert said.startswith(f"{lying}: ")
+
+
+def test_what_verify_found_is_a_frozen_record():
+    """Every check adds to verify_run's own list of problems; the answer is built once, from all of them."""
+    found = Verified("run", problems=("a", "b"))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        found.verdict = "passed"  # type: ignore[misc]
+    assert not found.ok and found.lines() == ["not verified: run: 2 problem(s)", "  a", "  b"]
