@@ -142,28 +142,30 @@ if [ -n "${BASELINE:-}" ]; then
 fi
 
 # MAKE="args": `baseline make` of the descriptor with those arguments (e.g. `--case hf-bf16 --case jax-bf16 --reason
-# "..."`), resumable across calls of a few minutes: its working directory goes to OUT_DIR/baseline-make.tgz, and
-# MAKE_RESUME=DIR (a folder holding an earlier call's baseline-make.tgz) continues it (`--resume`: finished samples
-# and staged goldens are reused). MAKE_TIMEOUT (default 480) stops it in time to save its state; the records, power
-# records and lineage entries it blessed go to OUT_DIR/lineage.tgz.
-if [ -n "${MAKE:-}" ]; then
-  step "baseline make ${MAKE}"
-  started=$SECONDS
-  mkdir -p /tmp/kit-make
-  if [ -n "${MAKE_RESUME:-}" ] && [ -d /tmp/kit-make/work ]; then
-    where=(--resume /tmp/kit-make/work)  # a node kept between calls still has it
-  elif [ -n "${MAKE_RESUME:-}" ] && [ -f "$MAKE_RESUME/baseline-make.tgz" ]; then
-    tar xzf "$MAKE_RESUME/baseline-make.tgz" -C /tmp/kit-make
-    where=(--resume /tmp/kit-make/work)
+# "..."`); DEEPEN="args": `baseline deepen` likewise (e.g. `--case jax-bf16 --launches 3 --reason "..."`). Each is
+# resumable across calls of a few minutes: its working directory goes to OUT_DIR/baseline-<make|deepen>.tgz, and
+# MAKE_RESUME=DIR (a folder holding an earlier call's tgz) continues it (`--resume`: finished samples and staged
+# baselines are reused). MAKE_TIMEOUT (default 480) stops it in time to save its state; the records, power records and
+# lineage entries it blessed go to OUT_DIR/lineage.tgz.
+baseline_step() {  # $1: make or deepen; $2: its arguments
+  step "baseline $1 $2"
+  local started=$SECONDS work=/tmp/kit-$1/work where
+  mkdir -p "/tmp/kit-$1"
+  if [ -n "${MAKE_RESUME:-}" ] && [ -d "$work" ]; then
+    where=(--resume "$work")  # a node kept between calls still has it
+  elif [ -n "${MAKE_RESUME:-}" ] && [ -f "$MAKE_RESUME/baseline-$1.tgz" ]; then
+    tar xzf "$MAKE_RESUME/baseline-$1.tgz" -C "/tmp/kit-$1"
+    where=(--resume "$work")
   else
-    where=(--out /tmp/kit-make/work)
+    where=(--out "$work")
   fi
-  # shellcheck disable=SC2086
-  eval "timeout -s INT ${MAKE_TIMEOUT:-480} $PY -m kit.cli baseline make $DESCRIPTOR $MAKE ${where[*]}"
-  echo "baseline make exit code $?, $((SECONDS - started)) s"
-  tar czf "$OUT_DIR/baseline-make.tgz" -C /tmp/kit-make work
+  eval "timeout -s INT ${MAKE_TIMEOUT:-480} $PY -m kit.cli baseline $1 $DESCRIPTOR $2 ${where[*]}"
+  echo "baseline $1 exit code $?, $((SECONDS - started)) s"
+  tar czf "$OUT_DIR/baseline-$1.tgz" -C "/tmp/kit-$1" work
   tar czf "$OUT_DIR/lineage.tgz" baselines calibrations
-fi
+}
+[ -n "${MAKE:-}" ] && baseline_step make "$MAKE"
+[ -n "${DEEPEN:-}" ] && baseline_step deepen "$DEEPEN"
 
 if [ "${BENCH:-1}" != 0 ]; then
 step "benchmark: scoring speed and memory per bucket"

@@ -170,6 +170,17 @@ def read_archive(roots: Sequence[str | Path], case: str, superseded: Calibration
     return Archive(case, tuple(found), tuple(unreadable), tuple(skipped))
 
 
+def runs_under(root: Path) -> tuple[list[tuple[Path, str, tuple[str, str] | None]], list[Unreadable],
+                                     list[Unreadable]]:
+    """Every run directory under ``root`` as the archive finds them (``(run_dir, kind, what its control says of
+    it)``, a control standing for its two runs), with the folders that could not be read and those not looked
+    into: for a reader that takes runs of one kind (`baseline deepen`'s control runs of the pin)."""
+    unreadable: list[Unreadable] = []
+    skipped: list[Unreadable] = []
+    found = list(_runs(root, unreadable, skipped))
+    return found, unreadable, skipped
+
+
 def _runs(root: Path, unreadable: list[Unreadable],
           skipped: list[Unreadable]) -> Iterator[tuple[Path, str, tuple[str, str] | None]]:
     """Each run directory under ``root`` (kit.core.records.store.walk): ``(run_dir, kind, what its control says of

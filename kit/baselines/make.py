@@ -167,23 +167,49 @@ def make_baselines(descriptor: str | Path, only: Sequence[str] | None = None, re
         log.log(NOTICE, _plan_line(targets, powered, families, len(plan.outline.cases), work_dir), extra=MARKUP)
         for kind, maker in MAKERS.items():
             making.made += maker(making, [r for r in targets if r.kind is kind])
-        making.made = [_backtested(m, archived, roots, plan) for m in making.made]
-        refusals = [f"{m.case}: {m.error}" for m in making.made if m.error]
-        for m in making.made:
-            refusals += _judge_backtest(m.backtest, accept_flips) if m.backtest is not None else []
-            refusals += _judge_moves(m, accept_looser)
-        outcome = MakeOutcome(work_dir, before, making.made, power=_power_text(families, powered), refusals=refusals)
-        if not outcome.refusals:
-            outcome = _evidence_gate(making, jobs, outcome)
-        if outcome.blessed:
-            outcome = replace(outcome, written=_place(plan, folders, making.made, reason, command, accept_flips,
-                                                      outcome.gate_verdict))
-        times = making.clock.times()
-        outcome = replace(outcome, times=steps.totals(times),
-                          calls=max((t.call for t in times), default=making.clock.call))
-        write_json(work_dir / RECORD, outcome.to_dict())
-        atomic_write_bytes(work_dir / EVIDENCE, evidence_markdown(outcome).encode("utf-8"))
+        outcome = bless(making, Blessing(before, archived, roots, reason, accept_flips, accept_looser, jobs,
+                                         _power_text(families, powered)), folders)
     _render_evidence(work_dir)
+    return outcome
+
+
+@dataclass(frozen=True)
+class Blessing:
+    """What judges the baselines a make staged, besides the making itself: the standing before, the archive and its
+    roots for the backtest, the reason and the acceptances given, the evidence gate's jobs, what of power was
+    measured (in words), and which cases the evidence gate runs (None: every case of the descriptor)."""
+
+    before: list[BaselineRow]
+    archived: Mapping[str, Archive]
+    roots: Sequence[Path]
+    reason: str
+    accept_flips: str | None = None
+    accept_looser: str | None = None
+    jobs: int | None = None
+    power: str = ""
+    gate_cases: Sequence[str] | None = None
+
+
+def bless(making: Making, b: Blessing, folders: Mapping[str, Path]) -> MakeOutcome:
+    """The staged baselines judged (backtest, bound moves, evidence gate) and, on that evidence, placed with their
+    lineage; the outcome written to the working directory (``baseline.json``, ``evidence.md``) whatever it is."""
+    plan, work_dir = making.plan, making.work_dir
+    making.made = [_backtested(m, b.archived, b.roots, plan) for m in making.made]
+    refusals = [f"{m.case}: {m.error}" for m in making.made if m.error]
+    for m in making.made:
+        refusals += _judge_backtest(m.backtest, b.accept_flips) if m.backtest is not None else []
+        refusals += _judge_moves(m, b.accept_looser)
+    outcome = MakeOutcome(work_dir, b.before, making.made, power=b.power, refusals=refusals)
+    if not outcome.refusals:
+        outcome = _evidence_gate(making, b.jobs, outcome, b.gate_cases)
+    if outcome.blessed:
+        outcome = replace(outcome, written=_place(plan, folders, making.made, b.reason, making.command,
+                                                  b.accept_flips, outcome.gate_verdict))
+    times = making.clock.times()
+    outcome = replace(outcome, times=steps.totals(times),
+                      calls=max((t.call for t in times), default=making.clock.call))
+    write_json(work_dir / RECORD, outcome.to_dict())
+    atomic_write_bytes(work_dir / EVIDENCE, evidence_markdown(outcome).encode("utf-8"))
     return outcome
 
 
@@ -426,14 +452,16 @@ def _judge_backtest(bt: Backtest, accept_flips: str | None) -> list[str]:
     return refusals
 
 
-def _evidence_gate(making: Making, jobs: int | None, outcome: MakeOutcome) -> MakeOutcome:
+def _evidence_gate(making: Making, jobs: int | None, outcome: MakeOutcome,
+                   cases: Sequence[str] | None = None) -> MakeOutcome:
     """Every case of the descriptor against the new baselines, every backend on its own engine: the pinned
     environment must pass with them, and a second backend on the same golden agree. A case this make was not asked
     to make that has no baseline here stands as such (``not_judged`` of the outcome it returns) and refuses
     nothing; any other case that did not pass refuses the bless. A resumed make continues the gate an earlier call
-    began: its finished cases whose inputs are unchanged are kept (kit.gate.resume)."""
+    began: its finished cases whose inputs are unchanged are kept (kit.gate.resume). ``cases`` limits the gate to
+    those (a deepened record changes no other case's baselines); None: every case."""
     checked = with_made(making.desc, making.made)
-    names = list(making.plan.outline.cases)
+    names = list(cases) if cases is not None else list(making.plan.outline.cases)
     backends = sorted({c.backend for c in making.plan.outline.cases.values()})
     gate_dir = making.work_dir / GATE
     earlier = gate_dir if (gate_dir / rundir.MANIFEST).is_file() else None
@@ -443,7 +471,7 @@ def _evidence_gate(making: Making, jobs: int | None, outcome: MakeOutcome) -> Ma
     what = f"evidence gate: {len(names)} cases on {len(backends)} backend(s) ({', '.join(backends)}) against the new " \
            f"baselines{' (continued)' if earlier else ''}"
     with making.clock.step("evidence gate", "", what):
-        run = gate_once(checked, None if earlier else gate_dir, None, None, making.command, jobs, resume=earlier)
+        run = gate_once(checked, None if earlier else gate_dir, cases, None, making.command, jobs, resume=earlier)
     asked = set(making.plan.cases)
     failing, not_judged = [], {}
     for name in names:

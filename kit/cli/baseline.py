@@ -1,4 +1,4 @@
-"""`parity-kit baseline status|make|log|verify|adopt|mark-bad`: the baselines each case stands on here, made,
+"""`parity-kit baseline status|make|deepen|log|verify|adopt|mark-bad`: the baselines each case stands on here, made,
 blessed with their lineage and traced."""
 
 from __future__ import annotations
@@ -62,6 +62,37 @@ def _add_baseline(sub) -> None:
                                                         "samples and evidence gate cases are reused")
     mk.set_defaults(func=_baseline_make)
 
+    dp = bl.add_parser("deepen", help="add clean samples to each case's calibration record of this host's class: "
+                                      "further launches of its clean variants here, and passed control runs of the "
+                                      "pin from a history; the deeper record is backtested, checked with a gate of "
+                                      "the deepened cases and placed with its lineage",
+                       epilog=exits("deepened and blessed", ExitCode.FAILED))
+    dp.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR), help=desc_help)
+    dp.add_argument("--case", action="append", dest="cases", default=[],
+                    help="this case only (repeatable; default: every case with a record of this host's class)")
+    dp.add_argument("--reason", required=True, help="why the records are deepened (kept in their lineage)")
+    dp.add_argument("--launches", type=int, default=1, metavar="N",
+                    help="rounds of further launches here, each a launch of every clean variant (default 1; 0: "
+                         "only the control runs of --history)")
+    dp.add_argument("--history", action="append", default=[], metavar="DIR",
+                    help="a folder of runs whose passed, verified control runs of the pin (same card, runtime, "
+                         "release and inputs) are taken as samples (repeatable)")
+    dp.add_argument("--archive", action="append", default=[],
+                    help="a folder of run directories to backtest over (repeatable; default: runs/)")
+    dp.add_argument("--accept-flips", metavar="REASON",
+                    help="bless even though known-good runs would now fail (listed), for this reason")
+    dp.add_argument("--accept-looser", metavar="REASON",
+                    help="bless a deeper record whose bounds are looser than the one it supersedes beyond that one's "
+                         "margin, for this reason (kept in its lineage)")
+    dp.add_argument("--skip-unreadable", action="store_true",
+                    help="backtest without the archived runs that cannot be read (each is named)")
+    dp.add_argument("--jobs", type=jobs, help="cases of the evidence gate run side by side")
+    where = dp.add_mutually_exclusive_group()
+    where.add_argument("--out", help="working directory (default: runs/baseline-<descriptor>-<time>)")
+    where.add_argument("--resume", metavar="DIR", help="continue an interrupted deepen in DIR: every sample it "
+                                                        "finished is reused")
+    dp.set_defaults(func=_baseline_deepen)
+
     lg = bl.add_parser("log", help="each case's chain of baselines, oldest first: why, by which command, "
                                    "the backtest, how the bounds moved", epilog=exits("printed"))
     lg.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR), help=desc_help)
@@ -112,6 +143,26 @@ def _baseline_make(args) -> int:
     outcome = make_baselines(args.descriptor, args.cases, args.reason, args.again, args.accept_flips, args.archive,
                              args.skip_unreadable, args.jobs, args.out, typed if "baseline" in typed else None,
                              args.resume, args.accept_looser, args.power_families, args.no_power)
+    return _made_lines(outcome)
+
+
+def _baseline_deepen(args) -> int:
+    from pathlib import Path
+
+    from kit.baselines.deepen import DeepenRequest, deepen
+
+    typed = ["parity-kit", *(a for a in sys.argv[1:] if a not in ("-q", "--quiet", "-v", "--verbose"))]
+    outcome = deepen(DeepenRequest(
+        args.descriptor, args.reason, tuple(args.cases), args.launches, tuple(map(Path, args.history)),
+        tuple(map(Path, args.archive)), args.skip_unreadable, args.accept_flips, args.accept_looser, args.jobs,
+        Path(args.out) if args.out else None, Path(args.resume) if args.resume else None,
+        tuple(typed) if "deepen" in typed else ()))
+    return _made_lines(outcome)
+
+
+def _made_lines(outcome) -> int:
+    """What a make or a deepen prints at its end: every refusal, where the evidence is, each file written; its exit
+    code."""
     for line in outcome.refusals:
         print(f"refused: {line}")
     if outcome.work_dir is not None:
