@@ -198,7 +198,7 @@ def _same_release(record: CalibrationRecord, entries: Sequence[dict], case: str)
     """Every new sample measured on the release the record measured: a record deepened with another pin's samples
     would mix two engines' noise (the runtime, inputs and hardware are held to it by the record's build)."""
     for e in entries:
-        key = release_change(record.fingerprint["release"], e["release"])
+        key = release_change(record.fingerprint["release"], e["release"], record.options)
         if key is not None:
             raise BadInput(f"case {case}: a new sample was measured on another release ({key} "
                            f"{e['release'].get(key)!r}, the record's {record.fingerprint['release'].get(key)!r}): "
@@ -206,11 +206,12 @@ def _same_release(record: CalibrationRecord, entries: Sequence[dict], case: str)
                            "makes a record of the new one")
 
 
-def release_change(recorded: dict, now: dict) -> str | None:
-    """The first key of a release (engine and library versions, device, dtype) both name with different values;
-    None when none does. A key only one of them names was added to what a kit records after the other was written
-    (a record of an earlier kit lacks it), which says nothing of the engine."""
-    return next((k for k in sorted(set(recorded) & set(now)) if recorded[k] != now[k]), None)
+def release_change(recorded: dict, now: dict, options: dict) -> str | None:
+    """The first key of a release (engine and library versions, device name) both name with different values; None
+    when none does. A key only one of them names was added to what a kit records after the other was written (a
+    record of an earlier kit lacks it), which says nothing of the engine; one that is also a case option (attention,
+    dtype) is how the variant was set, which its overrides decide and the options compare."""
+    return next((k for k in sorted(set(recorded) & set(now) - set(options)) if recorded[k] != now[k]), None)
 
 
 def history_samples(record: CalibrationRecord, spec: CaseSpec, roots: Sequence[Path]) -> list[HistorySample]:
@@ -280,7 +281,7 @@ def _not_a_sample(record: CalibrationRecord, result: CaseResult) -> str | None:
     measured = (result.bound_source or {}).get("measured_on")
     if numeric_fingerprint(measured) != numeric_fingerprint(record.fingerprint["runtime"]):
         return f"judged under a record of another runtime ({measured_on({'fingerprint': {'runtime': measured}})})"
-    if (key := release_change(record.fingerprint["release"], result.release)) is not None:
+    if (key := release_change(record.fingerprint["release"], result.release, record.options)) is not None:
         return f"another release of the engine ({key} {result.release.get(key)!r})"
     if dict(result.options) != dict(record.options):
         changed = next(k for k in sorted(set(result.options) | set(record.options))
