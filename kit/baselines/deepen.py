@@ -116,11 +116,12 @@ def deepen(request: DeepenRequest) -> MakeOutcome:
                         command), plan)
     with lifecycle.owned(work_dir, command, "baseline deepen"):
         making = Making(desc, plan, work_dir, command, steps.StepClock(work_dir, len(targets) + 1), None)
+        history = ", ".join(map(paths.display, request.history))
         log.log(NOTICE, f"baseline deepen in {paths.display(work_dir)}: {', '.join(targets)}; "
                         f"{request.launches} round(s) of launches"
-                        f"{', control runs of the pin from ' + ', '.join(map(paths.display, request.history)) if request.history else ''}"
-                        f"; then the backtest and an evidence gate of the deepened cases (resume an interrupted "
-                        f"deepen with --resume {paths.display(work_dir)})", extra=MARKUP)
+                        f"{', control runs of the pin from ' + history if history else ''}; then the backtest and an "
+                        f"evidence gate of the deepened cases (resume an interrupted deepen with --resume "
+                        f"{paths.display(work_dir)})", extra=MARKUP)
         measuring = resolve(desc, targets, resolve_calibration=False)  # as measured: no bounds
         for case, superseded in targets.items():
             making.made.append(_deepen_case(making, measuring.case(case).spec, superseded, request))
@@ -139,8 +140,8 @@ def _targets(plan: Plan, rows: Sequence, asked: Sequence[str]) -> dict[str, Path
     own = {r.case: Path(r.file) for r in rows if r.kind is CALIBRATION and r.standing == MATCH and r.file}
     for case in asked:
         if case not in own:
-            raise BadInput(f"case {case}: no calibration record of this host's class to deepen; "
-                           f"`parity-kit baseline make {paths.display(plan.path)} --case {case} --reason ...` makes one")
+            raise BadInput(f"case {case}: no calibration record of this host's class to deepen; `parity-kit "
+                           f"baseline make {paths.display(plan.path)} --case {case} --reason ...` makes one")
     targets = {c: own[c] for c in asked} if asked else own
     if not targets:
         raise BadInput(f"{paths.display(plan.path)}: no case has a calibration record of this host's class to deepen")
@@ -173,7 +174,7 @@ def _deepen_case(making: Making, spec: CaseSpec, superseded: Path, request: Deep
             return Made(CALIBRATION, spec.name, runtime, None, superseded,
                         f"{why}; {len(entries)} of {len(variants)} further samples kept (resume with --resume "
                         f"{paths.display(making.work_dir)})")
-    taken = history_samples(record, spec, request.history)
+    taken = history_samples(record, spec, request.history, making.plan.path)
     old = [{"inputs": record.inputs, "runtime": record.fingerprint["runtime"], "release": record.fingerprint["release"],
             "sample": s.to_dict()} for s in record.samples]
     _same_release(record, [*entries, *(h.entry for h in taken)], spec.name)
@@ -214,9 +215,11 @@ def release_change(recorded: dict, now: dict, options: dict) -> str | None:
     return next((k for k in sorted(set(recorded) & set(now) - set(options)) if recorded[k] != now[k]), None)
 
 
-def history_samples(record: CalibrationRecord, spec: CaseSpec, roots: Sequence[Path]) -> list[HistorySample]:
-    """The passed control runs of the pin under ``roots`` that are clean samples of ``record`` (see the module), in
-    the order found, each run once; every run looked at and left out is said in a line at info level, why."""
+def history_samples(record: CalibrationRecord, spec: CaseSpec, roots: Sequence[Path],
+                    descriptor: Path) -> list[HistorySample]:
+    """The passed control runs of the pin under ``roots`` that are clean samples of ``record`` (see the module), each
+    verified against ``descriptor`` (the one being deepened, never one a run names), in the order found, each run
+    once; every run looked at and left out is said in a line at info level, why."""
     from kit.gate.verify import verify  # the re-derivation of a run: imported where a history is given only
 
     out: list[HistorySample] = []
@@ -228,7 +231,7 @@ def history_samples(record: CalibrationRecord, spec: CaseSpec, roots: Sequence[P
         for run_dir, kind, _ in found:
             if kind != CONTROL_CURRENT:
                 continue
-            why, taken = _control_sample(record, spec, run_dir, verify)
+            why, taken = _control_sample(record, spec, run_dir, lambda d: verify(d, descriptor))
             if taken is None:
                 log.info(f"deepen {spec.name}: {paths.display(run_dir)} not taken: {why}")
                 continue
