@@ -183,10 +183,15 @@ def _deepen_case(making: Making, spec: CaseSpec, superseded: Path, request: Deep
     deeper = build_record(spec, [*record.variants, *added], [*old, *entries, *(h.entry for h in taken)],
                           making.command)
     gained = deeper.drift["distinct_samples"] - record.drift["distinct_samples"]
+    if not entries and not taken:
+        return Made(CALIBRATION, spec.name, runtime, None, superseded,
+                    "nothing to deepen it with: no further launch was asked for and the history holds no passed "
+                    "control run of the pin that is a sample of this record (run with -v to see why each was left)")
     if gained <= 0:
         return Made(CALIBRATION, spec.name, runtime, None, superseded,
-                    f"no new distinct sample ({len(entries)} further launches, {len(taken)} control runs, each a "
-                    "bit-identical repeat of one the record holds): nothing to deepen it with")
+                    f"no new distinct sample: the {len(entries)} further launch(es) and {len(taken)} control run(s) "
+                    "each repeat one the record holds bit for bit (a deterministic engine here: its record is as "
+                    "deep as its variants make it)")
     staged = write_record(deeper, paths.make_dir(making.work_dir / "calibrations", "calibrations directory"))
     log.log(NOTICE, f"deepen {spec.name}: {record.drift['distinct_samples']} -> {deeper.drift['distinct_samples']} "
                     f"distinct samples ({len(entries)} launched here, {len(taken)} control runs); bounds "
@@ -258,7 +263,7 @@ def _control_sample(record: CalibrationRecord, spec: CaseSpec, run_dir: Path,
     result = run.case_result(spec.name, run.manifest().get("kit_version"))
     if result is None:
         return "the run holds no result of the case", None
-    problem = _not_a_sample(record, result)
+    problem = _not_a_sample(record, dict(spec.options), result)
     if problem is not None:
         return problem, None
     sample = sample_of(f"{HISTORY_VARIANT} {verified.root[:12]}", 1, result).to_dict()
@@ -270,10 +275,11 @@ def _control_sample(record: CalibrationRecord, spec: CaseSpec, run_dir: Path,
     return "", HistorySample(entry, verified.root, paths.display(run_dir))
 
 
-def _not_a_sample(record: CalibrationRecord, result: CaseResult) -> str | None:
-    """Why a passed case result is no clean sample of ``record``: a status other than passed, bounds not its own
-    class's (borrowed, hand-set), no drift test run, another class of hardware, runtime, release, options or inputs,
-    or a prompt the record measures that it lacks."""
+def _not_a_sample(record: CalibrationRecord, options: dict, result: CaseResult) -> str | None:
+    """Why a passed case result is no clean sample of ``record`` for the case set with ``options`` now (the launches
+    measured here are of the case so set, and so is the deeper record): a status other than passed, bounds not its
+    own class's (borrowed, hand-set), no drift test run, another class of hardware, runtime, release, options or
+    inputs, or a prompt the record measures that it lacks."""
     if result.status != PASSED:
         return f"the case {result.status}"
     if result.bound_kind is not BoundKind.CALIBRATED:
@@ -286,9 +292,8 @@ def _not_a_sample(record: CalibrationRecord, result: CaseResult) -> str | None:
         return f"judged under a record of another runtime ({measured_on({'fingerprint': {'runtime': measured}})})"
     if (key := release_change(record.fingerprint["release"], result.release, record.options)) is not None:
         return f"another release of the engine ({key} {result.release.get(key)!r})"
-    if dict(result.options) != dict(record.options):
-        changed = next(k for k in sorted(set(result.options) | set(record.options))
-                       if result.options.get(k) != record.options.get(k))
+    if dict(result.options) != dict(options):
+        changed = next(k for k in sorted(set(result.options) | set(options)) if result.options.get(k) != options.get(k))
         return f"the case was set otherwise ({changed})"
     inputs = {"fixture_sha256": result.fixture_sha256, "golden_sha256": result.golden_sha256,
               "model_digest": result.model_digest}
