@@ -290,7 +290,7 @@ def _not_a_sample(record: CalibrationRecord, options: dict, result: CaseResult) 
     measured = (result.bound_source or {}).get("measured_on")
     if numeric_fingerprint(measured) != numeric_fingerprint(record.fingerprint["runtime"]):
         return f"judged under a record of another runtime ({measured_on({'fingerprint': {'runtime': measured}})})"
-    if (key := release_change(record.fingerprint["release"], result.release, record.options)) is not None:
+    if (key := release_change(record.fingerprint.get("release") or {}, result.release, record.options)) is not None:
         return f"another release of the engine ({key} {result.release.get(key)!r})"
     if dict(result.options) != dict(options):
         changed = next(k for k in sorted(set(result.options) | set(options)) if result.options.get(k) != options.get(k))

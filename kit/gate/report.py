@@ -13,6 +13,7 @@ from kit.core.records import paths, rundir
 from kit.core.errors import BadInput
 from kit.core.records.jsonio import atomic_write_bytes, read_input_bytes, write_json
 from kit.core.verdict.nextsteps import next_steps, one_command
+from kit.core.noise.drift import record_depth
 from kit.core.noise.power import family_lines, headline
 from kit.core.records.records import (BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult,
                                       severity)
@@ -159,12 +160,25 @@ def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: fl
         lines += [f"Custom notebook of {md(n, code=True)}: {md(nb['path'], code=True)} (sha256 "
                   f"{md(nb['sha256'], code=True)})." for n, nb in manifest["notebooks"].items()]
     lines += false_failure_lines(manifest)
+    lines += depth_lines(manifest, results)
     lines += ["", _digests_line(manifest),
               reproduce_line(manifest.get("command") or ["parity-kit", "gate"])]
     if manifest.get("root_sha256"):  # what `parity-kit verify` checks a copy of the run against
         lines.append(f"Root digest: {md(manifest['root_sha256'], code=True)} (`parity-kit verify` re-judges every "
                      "case of a copy of this run, or its zip, with no engine).")
     return "\n".join([*lines, ""])
+
+
+def depth_lines(manifest: dict, results: Mapping[str, CaseResult]) -> list[str]:
+    """How deep each calibrated case's record is (kit.core.noise.drift.record_depth), and a warning for each record too
+    thin for its bounds to have settled, with the command that deepens it."""
+    descriptor = paths.display(manifest.get("descriptor") or "DESCRIPTOR")
+    depths = {name: d for name in manifest["cases"] if name in results
+              for d in [record_depth(results[name].drift)] if d is not None}
+    if not depths:
+        return []
+    lines = ["Record depth: " + "; ".join(f"{md(n, code=True)} {md(d.text())}" for n, d in depths.items()) + "."]
+    return lines + [f"Thin record: {md(line)}." for n, d in depths.items() if (line := d.thin(n, descriptor))]
 
 
 def next_steps_markdown(manifest: dict, results: Mapping[str, CaseResult], run_dir: Path | None) -> list[str]:

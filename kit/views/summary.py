@@ -15,6 +15,8 @@ from typing import Mapping
 
 import pandas as pd
 
+from kit.core.noise.drift import record_depth
+from kit.core.noise.rule import SETTLES_FROM
 from kit.core.noise.power import measured_elsewhere
 from kit.core.records import contract, paths, rundir
 from kit.core.records.records import EXACT, FAILED, PASSED, BoundKind, CaseResult, severity
@@ -170,6 +172,28 @@ def drift_table(view: RunView) -> pd.DataFrame:
                          "low": s["low"], "high": s["high"], "p_value": s["p_value"],
                          "verdict": "within" if inside else "drifted"})
     return pd.DataFrame(rows).set_index(["case", "test"]) if rows else pd.DataFrame()
+
+
+def depth_table(view: RunView) -> pd.DataFrame:
+    """Per case that ran its drift test: how deep its record is (distinct clean samples, the test's degrees of
+    freedom), the smallest rise of its mean error the test fails, and whether the record's bounds have settled."""
+    rows = []
+    for name in view.expected:
+        r = view.results.get(name)
+        depth = record_depth(r.drift) if r is not None else None
+        if depth is not None:
+            rows.append({"case": name, "distinct_samples": depth.samples, "degrees_of_freedom": depth.dof,
+                         "detects_mean_rise": depth.detects_rise, "settled": "yes" if depth.settled else "no"})
+    return pd.DataFrame(rows).set_index("case") if rows else pd.DataFrame()
+
+
+def depth_note(view: RunView) -> str:
+    """On the first screen, a line for each case whose record is too thin for its bounds to have settled: HTML,
+    every piece of text escaped."""
+    descriptor = paths.display(view.manifest.get("descriptor") or "DESCRIPTOR")
+    said = [d.thin(name, descriptor) for name in view.expected if name in view.results
+            for d in [record_depth(view.results[name].drift)] if d is not None]
+    return "".join(f'<p style="color:#9a6700;margin:4px 0">&#9888; {html.escape(line)}</p>' for line in said if line)
 
 
 def decode_frame(result: CaseResult) -> pd.DataFrame:
@@ -408,6 +432,9 @@ def show_run(view: RunView, save_figures: bool = True) -> None:
     display(HTML(audit.run_banner(view)))
     display(styled_case_table(view))
     display(HTML(bounds_note(view)))
+    thin = depth_note(view)
+    if thin:
+        display(HTML(thin))
     stated = false_failure_line(view)
     if stated:
         display(HTML(f"<p>{html.escape(stated)}</p>"))
@@ -437,6 +464,13 @@ def show_run(view: RunView, save_figures: bool = True) -> None:
                      "variants</h4>"))
         display(power.style.format({"magnitude": "{:g}", "float32_effect": "{:.3g}", "x_clean_error": "{:.2g}",
                                     "not_caught_at": "{:g}", "case_detects_from": "{:.2g}"}, na_rep="—",
+                                   escape="html"))
+    depth = depth_table(view)
+    if not depth.empty:
+        display(HTML(f"<h4>Record depth: each calibrated case's clean samples, its drift test's degrees of freedom and "
+                     f"the smallest rise of its mean error that test fails (bounds settle from {SETTLES_FROM} "
+                     "samples)</h4>"))
+        display(depth.style.format({"degrees_of_freedom": "{:.0f}", "detects_mean_rise": "{:+.1%}"}, na_rep="—",
                                    escape="html"))
     drift = drift_table(view)
     if not drift.empty:

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Mapping, Sequence, TypeGuard
 
 from kit.core.noise import special
-from kit.core.noise.rule import spread_factor
+from kit.core.noise.rule import SETTLES_FROM, spread_factor
 from kit.core.records.records import PromptScore
 from kit.core.verdict import rules
 from kit.core.verdict.failure import Failure
@@ -109,6 +109,52 @@ class DriftResult:
                    statistics=[DriftStatistic(**s) for s in d["statistics"]], passed=d["passed"],
                    p_value=d["p_value"], failures=list(d.get("failures", [])),
                    typed_failures=[f for f in map(Failure.from_dict, d.get("typed_failures") or []) if f is not None])
+
+
+@dataclass(frozen=True)
+class RecordDepth:
+    """How deep the record a case's drift test ran against is: its distinct clean samples, the test's degrees of
+    freedom (None for two samples, where the range rule stands in), and the smallest rise of the case's mean error
+    over the clean mean that fails the test (relative; None where the clean mean is 0)."""
+
+    samples: int
+    dof: int | None
+    detects_rise: float | None
+
+    @property
+    def settled(self) -> bool:
+        """Whether the record holds enough distinct samples for its bounds to have settled (rule.SETTLES_FROM)."""
+        return self.samples >= SETTLES_FROM
+
+    def text(self) -> str:
+        """"10 distinct samples, 9 degrees of freedom, the drift test fails a mean error 6.1 % above the clean"."""
+        dof = f"{self.dof} degrees of freedom" if self.dof is not None else "the range rule (two samples)"
+        rise = f", the drift test fails a mean error {100 * self.detects_rise:.2g} % above the clean" \
+            if self.detects_rise is not None else ""
+        return f"{self.samples} distinct samples, {dof}{rise}"
+
+    def thin(self, case: str, descriptor: str) -> str | None:
+        """The line a summary's first screen and the evidence give a record too thin for its bounds to have settled
+        (and the command that deepens it); None for a settled one."""
+        if self.settled:
+            return None
+        return (f"{case}: its record holds {self.samples} distinct samples, and bounds settle from {SETTLES_FROM}: "
+                f"its bounds are wider and its drift test weaker than its noise needs ({self.text()}); `parity-kit "
+                f"baseline deepen {descriptor} --case {case} --reason \"...\"` adds clean launches")
+
+
+def record_depth(drift: Mapping | None) -> RecordDepth | None:
+    """The depth of the record a case's recorded drift test (``DriftResult.to_dict()``) ran against; None where the
+    test did not run."""
+    if not drift:
+        return None
+    error = next((s for s in drift.get("statistics") or [] if s.get("test") == "error"), None)
+    if error is None:
+        return None
+    n = int(error["samples"])
+    reference, high = error.get("reference"), error.get("high")
+    rise = high / reference - 1 if _finite(reference) and _finite(high) and reference > 0 else None
+    return RecordDepth(n, n - 1 if n > 2 else None, rise)
 
 
 def sample_means(samples: Sequence[Mapping], prompts: Sequence[str]) -> dict[str, list[float]]:

@@ -18,6 +18,13 @@ import math
 # if ten samples had been taken (a confidence margin for the number of samples).
 _D2 = {2: 1.128, 3: 1.693, 4: 2.059, 5: 2.326, 6: 2.534, 7: 2.704, 8: 2.847, 9: 2.970, 10: 3.078}
 
+# How many distinct clean samples a record needs before more samples stop moving its bounds: from every subset of k
+# samples of a record, the median bound per bucket comes within 5 % of the bound all of them give from k = 7 or 8
+# (jax-bf16 on an H100 80GB, 10 distinct samples), 6 or 7 (hf-bf16 on an H200, 7); below 5 samples, clean samples the
+# subset had not seen fail its bounds (benchmarks/bound_by_samples.py, docs/calibration.md "Records that deepen").
+# A record thinner than this is said to be so wherever its case's bounds are shown.
+SETTLES_FROM = 8
+
 RULE_NAME = "largest-plus-margin/3"
 RULE_TEXT = ("per bucket: largest error + max(spread x d2(10)/d2(n), 0.1 x largest error, 5 x the dtype's "
              "resolution), rounded up to two significant digits; spread is the largest per-prompt range across "

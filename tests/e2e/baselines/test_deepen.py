@@ -96,8 +96,8 @@ def test_a_failed_control_and_a_candidate_are_never_samples_and_nothing_to_add_i
     env = add_kernel(tmp_path / "jupyter", "broken-pin", BROKEN_SILU)
     # Today's pin broken: the control's current run fails, its candidate passes. Neither may deepen the record.
     desc = descriptor_on(tmp_path, embedded, record)
-    doc = desc.read_text().replace(
-        '[releases.current.backends.hf]\nkernel = "parity-kit"', '[releases.current.backends.hf]\nkernel = "broken-pin"')
+    pinned = '[releases.current.backends.hf]\nkernel = "{}"'
+    doc = desc.read_text().replace(pinned.format("parity-kit"), pinned.format("broken-pin"))
     assert doc != desc.read_text()
     desc.write_text(doc)
     hist = tmp_path / "history"

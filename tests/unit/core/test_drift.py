@@ -150,3 +150,28 @@ def test_the_false_failure_rate_stays_alpha_split_over_four_sides():
     assert error.high == interval(means["error"], 1e-3 / 2 * (1 - LOW_SHARE), False, minimum)[1]
     assert error.low == interval(means["error"], 1e-3 / 2 * LOW_SHARE, True, minimum)[0]
     assert (shift.low, shift.high) == interval(means["shift"], 1e-3 / 4, True, 0.1 * error.reference)
+
+
+def test_a_records_depth_is_read_from_the_drift_test_it_ran_and_a_thin_one_says_so():
+    from kit.core.noise.drift import record_depth
+    from kit.core.noise.rule import SETTLES_FROM
+
+    errors, shifts = noise(99)
+    scores = [PromptScore(id=p, bucket=128, n_tokens=10, passed=True, bound=0.1, max_probability_error=errors[p],
+                          top_probability_l1_error=errors[p], kl_shared=0.0, first_rank_agreement=True,
+                          golden_top_token=1, golden_top_probability=0.5, backend_top_token=1,
+                          backend_top_probability=0.5, winner_gap=0.0, top_probability_shift=shifts[p])
+              for p in PROMPTS]
+    thin = record_depth(drift_test(scores, reference(3)).to_dict())
+    deep = record_depth(drift_test(scores, reference(SETTLES_FROM)).to_dict())
+    assert (thin.samples, thin.dof, deep.samples, deep.dof) == (3, 2, SETTLES_FROM, SETTLES_FROM - 1)
+    # More samples: a narrower interval, so a smaller rise of the mean error fails the test.
+    assert 0 < deep.detects_rise < thin.detects_rise
+    assert deep.thin("c", "d.toml") is None
+    assert thin.thin("c", "d.toml") == (
+        f"c: its record holds 3 distinct samples, and bounds settle from {SETTLES_FROM}: its bounds are wider and its "
+        f"drift test weaker than its noise needs ({thin.text()}); `parity-kit baseline deepen d.toml --case c "
+        "--reason \"...\"` adds clean launches")
+    two = record_depth(drift_test(scores, reference(2)).to_dict())
+    assert two.dof is None and "the range rule (two samples)" in two.text()
+    assert record_depth(None) is None
