@@ -31,13 +31,18 @@ ELSEWHERE_RUNTIME = "torch-cpu x86_64 aten=avx512 onednn=avx512_core_amx mkl=Gen
 
 
 def record_elsewhere(embedded, folder: Path, name: str = ELSEWHERE_CPU) -> Path:
-    """The embedded hf-bf16 record of this host's class, as if measured on another class of CPU (it loads:
-    written canonically under its own digest, its figures its samples')."""
+    """The embedded hf-bf16 record its listed power record was measured against, as if measured on the class of
+    CPU ``name`` (it loads: written canonically under its own digest, its figures its samples'). The record copied
+    is the power record's, whichever class this host is, so that a power record relabelled onto the copy
+    (support.power_against) re-derives its figures under the bounds it was measured under."""
+    from kit.core.noise.power import read_power
     from kit.core.records.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
 
+    case = embedded.doc["cases"]["hf-bf16"]
     here = embedded.descriptor.parent
-    own = next(p for p in ((here / f).resolve() for f in embedded.doc["cases"]["hf-bf16"]["calibration"])
-               if load_record(p).fingerprint["runtime"]["accelerator"]["name"] == accelerator("cpu")["name"])
+    measured_against = read_power((here / case["power"][0]).resolve())["record_sha256"]
+    own = next(p for p in ((here / f).resolve() for f in case["calibration"])
+               if load_record(p).sha256 == measured_against)
     doc = json.loads(own.read_text())
     doc["fingerprint"]["runtime"]["accelerator"] = {"name": name, "driver": ""}
     data = canonical_bytes(doc)
