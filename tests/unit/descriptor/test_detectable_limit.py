@@ -83,7 +83,8 @@ def test_a_limit_without_a_power_record_for_the_record_in_use_is_no_baseline_wit
     assert rows["power"]["standing"] == "missing" and rows["power"]["remedy"] == missing.command
 
 
-def test_a_power_record_of_a_calibration_record_the_case_never_listed_is_refused_in_one_line(tmp_path, capsys):
+def test_a_power_record_of_a_calibration_record_the_case_never_listed_is_refused_in_one_line(tmp_path, capsys,
+                                                                                             host_class):
     # Levanter's record on hf-bf16: its figures are another case's, which `check` used to pass and leave unused.
     # The record levanter lists, not the one this host's class makes it use: on a host of no class it has records
     # for, the case may use none.
