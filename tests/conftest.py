@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from kit.core.baselines.runtime import HOST_CLASS_ENV
 from support import Embedded, load_embedded
+from support.hostclass import HostClass, host_classes
 
 # Markers by folder and file: `-m "not e2e"` is the unit tier; the engine markers let a machine
 # without an engine's environment leave its tests out knowingly.
@@ -29,6 +31,13 @@ LONGEST_FIRST = ("test_ray_executor.py", "test_ray_cluster.py", "test_catalogue.
                  "test_resume_lock.py", "test_audit.py", "test_wheel.py")
 
 
+def pytest_generate_tests(metafunc):
+    # A test whose outcome follows the host's class of CPU runs as every class the repository holds records for,
+    # and as one it holds none for (support.hostclass): found when collected, so a new class needs no edit here.
+    if "host_class" in metafunc.fixturenames:
+        metafunc.parametrize("host_class", host_classes(), indirect=True, ids=str)
+
+
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)) if "e2e" in item.path.parts else len(rank))
@@ -45,3 +54,11 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def embedded() -> Embedded:
     return load_embedded()
+
+
+@pytest.fixture
+def host_class(request, monkeypatch) -> HostClass:
+    """This test's host as one class of CPU (kit.core.baselines.runtime.host_cpu), for the kit in this process and
+    every command it starts; a test asking for it runs once per class (``pytest_generate_tests``)."""
+    monkeypatch.setenv(HOST_CLASS_ENV, request.param.value)
+    return request.param

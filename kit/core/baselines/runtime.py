@@ -9,8 +9,10 @@ below name (docs/exact-baselines.md). Stdlib only: it runs in every case kernel.
 
 from __future__ import annotations
 
+import os
 import platform
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,23 +55,77 @@ def cpuinfo_fields(text: str) -> tuple[str | None, set[str] | None]:
 
 
 def _cpuinfo() -> tuple[str | None, set[str] | None]:
-    try:
-        return cpuinfo_fields(Path("/proc/cpuinfo").read_text())
-    except OSError:
-        return None, None
+    cpu = host_cpu()
+    flags = cpu.fields.get("flags")
+    return cpu.fields.get("model name"), (set(flags.split()) if flags is not None else None)
 
 
 def host_isa_level() -> str:
     """This host's instruction-set level (the highest x86-64 level whose flags /proc/cpuinfo lists, or the
     machine's own name elsewhere): part of the runtime key of an exact result."""
-    return isa_level(_cpuinfo()[1], platform.machine())
+    return isa_level(_cpuinfo()[1], host_cpu().machine)
 
 
 def hardware() -> str:
     """This host's runtime fingerprint, e.g. ``AMD EPYC (Linux x86_64, x86-64-v3)``; deterministic."""
+    cpu = host_cpu()
     model, flags = _cpuinfo()
-    cpu = model or platform.processor() or platform.machine()
-    return f"{cpu} ({platform.system()} {platform.machine()}, {isa_level(flags, platform.machine())})"
+    level = isa_level(flags, cpu.machine)
+    return f"{model or cpu.processor or cpu.machine} ({platform.system()} {cpu.machine}, {level})"
+
+
+# --- Which CPU this host is ---------------------------------------------------------------------------------------
+# Every question above and below about the host's CPU (its machine, /proc/cpuinfo's fields, its caches) is asked
+# of ``host_cpu``, so that a test can make the host any class of CPU the repository holds baselines for, or one it
+# holds none for, by setting one variable: which calibration record, golden and power record a case stands on is
+# chosen by the class, while the numbers computed are this CPU's own (a kernel's code is picked by the real CPU).
+HOST_CLASS_ENV = "PARITY_KIT_HOST_CLASS"  # for tests: "x86-64-v3:amd", "x86-64-v4:intel:amx", "aarch64" ...
+# The vendors a forced class may name, as /proc/cpuinfo names them and a model name the kit's records carry.
+CLASS_VENDORS = {"amd": ("AuthenticAMD", "AMD EPYC"), "intel": ("GenuineIntel", "Intel(R) Xeon(R) Processor")}
+# Features a forced class may add by one word: AMX is what oneDNN's widest kernels need (``onednn_isa``).
+CLASS_FEATURES = {"amx": frozenset({"amx_tile", "amx_bf16", "amx_int8", "avx512_bf16", "avx512_vnni"})}
+
+
+@dataclass(frozen=True)
+class HostCpu:
+    """The host's CPU as the kit reads it: the machine's name, the first CPU's fields of /proc/cpuinfo, the
+    processor name the platform gives where /proc/cpuinfo names no model, and its caches (``_cache_sizes``)."""
+
+    machine: str
+    fields: dict[str, str] = field(default_factory=dict)
+    processor: str = ""
+    caches: tuple[str, ...] = ()
+
+
+def host_cpu() -> HostCpu:
+    """This host's CPU; for tests, the class ``$PARITY_KIT_HOST_CLASS`` names in its place (``forced_cpu``). The
+    one place the kit asks which CPU it runs on."""
+    forced = os.environ.get(HOST_CLASS_ENV, "").strip()
+    if forced:
+        return forced_cpu(forced)
+    return HostCpu(platform.machine(), _cpuinfo_map(), platform.processor(), tuple(_cache_sizes()))
+
+
+def forced_cpu(value: str) -> HostCpu:
+    """The CPU of a class named ``LEVEL[:VENDOR[:FEATURE...]]``: an x86-64 level (``x86-64-v3``) with every flag up
+    to it, a vendor (``amd``, ``intel``) and features (``amx``, or a flag as /proc/cpuinfo spells it); or another
+    machine's name alone (``aarch64``), which has no x86-64 level. BadInput names the variable for anything else."""
+    from kit.core.errors import BadInput
+
+    level, *rest = [w.strip().lower() for w in value.split(":")]
+    levels = [name for name, _ in X86_LEVELS]
+    if level not in levels:
+        if rest or not re.fullmatch(r"[a-z][a-z0-9_]*", level) or level in X86_MACHINES:
+            raise BadInput(f"${HOST_CLASS_ENV}={value!r}: expected an x86-64 level ({', '.join(levels)}) with a vendor "
+                           f"({', '.join(CLASS_VENDORS)}) and features, or another machine's name (aarch64)")
+        return HostCpu(level, {}, level)
+    if not rest or rest[0] not in CLASS_VENDORS:
+        raise BadInput(f"${HOST_CLASS_ENV}={value!r}: name the vendor after the level ({', '.join(CLASS_VENDORS)})")
+    vendor, model = CLASS_VENDORS[rest[0]]
+    flags = set().union(*(more for _, more in X86_LEVELS[:levels.index(level) + 1]))
+    for feature in rest[1:]:
+        flags |= CLASS_FEATURES.get(feature, {feature})
+    return HostCpu("x86_64", {"vendor_id": vendor, "model name": model, "flags": " ".join(sorted(flags))}, model)
 
 
 # --- What decides the bits of an exact result ------------------------------------------------------------------
@@ -119,14 +175,7 @@ def onednn_isa(flags: set[str] | frozenset[str] | None, environ=None) -> str:
 
 
 def _vendor() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "vendor_id":
-                return value.strip()
-    except OSError:
-        pass
-    return "unknown"
+    return host_cpu().fields.get("vendor_id", "unknown")
 
 
 def cpu_identity() -> str:
@@ -136,17 +185,18 @@ def cpu_identity() -> str:
     Intel Xeon than on an AMD EPYC (docs/exact-baselines.md), so a float32 result is known to hold only here."""
     import hashlib
 
-    fields = _cpuinfo_map()
+    cpu = host_cpu()
+    fields = cpu.fields
     flags = " ".join(sorted(fields.get("flags", "").split()))
     features = hashlib.sha256(flags.encode()).hexdigest()[:12]
-    caches = ",".join(_cache_sizes()) or "unknown"
+    caches = ",".join(cpu.caches) or "unknown"
     return (f"cpu={fields.get('vendor_id', 'unknown')} {fields.get('model name', 'unknown')} "
             f"family={fields.get('cpu family', '?')} model={fields.get('model', '?')} "
             f"stepping={fields.get('stepping', '?')} features={features} caches={caches}")
 
 
 def _cpuinfo_map() -> dict[str, str]:
-    """The first CPU's fields of /proc/cpuinfo, by name (empty where it cannot be read)."""
+    """The first CPU's fields of /proc/cpuinfo, by name (empty where it cannot be read); ask ``host_cpu``."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
@@ -183,7 +233,7 @@ def torch_cpu_runtime(environ=None, flags: set[str] | frozenset[str] | None = No
     import os
 
     environ = os.environ if environ is None else environ
-    machine = (machine or platform.machine()).lower()
+    machine = (machine or host_cpu().machine).lower()
     model, found = _cpuinfo()
     flags = found if flags is None else flags
     mkl = str(environ.get("MKL_CBWR", "")).split(",")[0].upper() or f"{_vendor()} {model or 'unknown'}"
@@ -197,9 +247,10 @@ def xla_cpu_runtime() -> str:
     with a digest of its full feature list: two hosts of one x86-64 level but other features differ."""
     import hashlib
 
+    cpu = host_cpu()
     model, flags = _cpuinfo()
     digest = hashlib.sha256(" ".join(sorted(flags or ())).encode()).hexdigest()[:12]
-    return f"xla-cpu {platform.machine().lower()} {model or platform.processor() or 'unknown'} features={digest}"
+    return f"xla-cpu {cpu.machine.lower()} {model or cpu.processor or 'unknown'} features={digest}"
 
 
 def host_runtime_of(options: dict | None = None) -> str:

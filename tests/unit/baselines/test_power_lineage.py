@@ -61,7 +61,7 @@ def with_power_lineage(tmp_path: Path, embedded, listed_power: list[Path] | None
 
 
 def test_a_power_record_reaches_the_case_through_its_lineage_and_supersedes_the_listed_one_of_its_class(
-        tmp_path, embedded):
+        tmp_path, embedded, host_class):
     lineage = tmp_path / "lineage"
     record = record_elsewhere(embedded, tmp_path / "calibrations", accelerator("cpu")["name"])
     first = power_against(embedded_power(embedded), record, tmp_path / "power")
@@ -89,7 +89,7 @@ def test_a_power_record_reaches_the_case_through_its_lineage_and_supersedes_the_
 
 
 def test_a_power_head_measured_against_a_record_never_listed_is_refused_and_a_superseded_ones_left_out(
-        tmp_path, embedded):
+        tmp_path, embedded, host_class):
     lineage = tmp_path / "lineage"
     desc, record = with_power_lineage(tmp_path, embedded)
     elsewhere = record_elsewhere(embedded, tmp_path / "calibrations", ELSEWHERE_CPU)

@@ -13,6 +13,7 @@ from kit.core.baselines.runtime import accelerator
 from kit.descriptor.host import CaseHardware, Host, RecordedHost, hardware_record, recorded_hardware
 from kit.descriptor.load import for_host, load_descriptor
 from kit.descriptor.plan import resolve
+from support.hostclass import recorded_classes
 
 pytestmark = pytest.mark.unit
 
@@ -21,8 +22,9 @@ def _class_of(path) -> str:
     return load_record(path).fingerprint["runtime"]["accelerator"]["name"]
 
 
-@pytest.mark.parametrize("level", ["x86-64-v3", "x86-64-v4"])
-def test_each_recorded_class_gets_its_own_record_and_runtime_its_own_golden_or_none(embedded, level):
+@pytest.mark.parametrize("level", sorted(recorded_classes()[0]))
+def test_each_recorded_class_gets_its_own_record_and_runtime_its_own_golden_or_none(embedded, level, host_class):
+    # Whichever class the resolving host is (host_class), the run's recorded class decides.
     desc = load_descriptor(embedded.descriptor)
     records = {_class_of(p): load_record(p).sha256 for p in
                ((embedded.descriptor.parent / f).resolve() for f in embedded.doc["cases"]["hf-bf16"]["calibration"])}
