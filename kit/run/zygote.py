@@ -49,18 +49,21 @@ Standard library only, and run as a script: it must start in any kernel's enviro
 
 from __future__ import annotations
 
+import builtins
 import errno
 import fcntl
 import importlib
+import importlib.util
 import json
 import os
-import runpy
+import re
 import select
 import signal
 import socket
 import struct
 import sys
 import time
+import types
 from dataclasses import dataclass, field
 
 HEADER = struct.Struct(">Q")
@@ -72,6 +75,12 @@ KERNEL_MODULE = "ipykernel_launcher"
 NAMESPACES = ("net", "mnt", "pid", "user", "ipc", "uts", "cgroup")
 PROC = "/proc"
 PR_SET_PDEATHSIG = 1  # prctl(2)
+# What confines a process beyond its namespaces and control groups, as /proc/PID/status shows it: the capabilities
+# it has and may ever gain (hexadecimal sets), whether execve may grant more, and its seccomp mode.
+CAPABILITY_SETS = ("CapEff", "CapBnd")
+CONFINEMENT_FIELDS = (*CAPABILITY_SETS, "NoNewPrivs", "Seccomp")
+READY = b" ready\n"  # written after the pid in the lock file once the first imports are done
+_LIMIT_LINE = re.compile(r"^(Max [a-z ]+?)\s{2,}(\S+)\s+(\S+)", re.MULTILINE)
 
 
 def main(argv: list[str]) -> int:
@@ -102,6 +111,8 @@ def main(argv: list[str]) -> int:
             print(f"warm kernel: {name} not imported first: {type(exc).__name__}: {exc}", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
+    # Its imports are done: from now on it answers at once, so an asker may give up on it within seconds.
+    os.pwrite(lock, f"{os.getpid()}".encode() + READY, 0)
     request = Server(listener, address, idle_s, request_s, lock).serve()
     if request is None:
         return 0
@@ -147,13 +158,19 @@ class Pending:
     deadline: float
     head: bytes = b""
     fds: list[int] = field(default_factory=list)
-    body: bytearray = field(default_factory=bytearray)
+    body: bytearray = field(default_factory=bytearray)  # allocated whole once the header gives its size
+    got: int = 0  # bytes of the body read so far
     size: int | None = None
+
+    def clear(self) -> None:
+        """Zero the buffer that held the request (its environment: a kernel's secrets), as far as Python allows:
+        the strings decoded from it are freed, not wiped."""
+        self.body[:] = bytes(len(self.body))
 
     def drop(self) -> None:
         """Close the connection and any file descriptors it passed: its request will not be served."""
-        for fd in self.fds:
-            os.close(fd)
+        self.clear()
+        close_all(self.fds)
         self.fds = []
         self.conn.close()
 
@@ -215,10 +232,17 @@ class Server:
         if accepting:
             watched += [self.listener, *(p.conn for p in self.pending.values())]
         soonest = min((p.deadline for p in self.pending.values()), default=time.monotonic() + 1.0)
+        # poll(2), not select(2): select fails outright on a descriptor numbered past 1023.
+        poller, by_fd = select.poll(), {}
+        for w in watched:
+            fd = w if isinstance(w, int) else w.fileno()
+            by_fd[fd] = w
+            poller.register(fd, select.POLLIN)
         try:
-            return select.select(watched, [], [], max(0.0, min(1.0, soonest - time.monotonic())))[0]
+            events = poller.poll(max(0.0, min(1.0, soonest - time.monotonic())) * 1000)
         except InterruptedError:
             return []
+        return [by_fd[fd] for fd, _ in events if fd in by_fd]
 
     def withdraw(self) -> None:
         """Take no more connections, and remove the socket's path, the lock file and the log, unless another warm
@@ -327,9 +351,9 @@ class Server:
         self.listener.close()
         p.conn.close()
         for other in self.pending.values():
+            other.clear()
             other.conn.close()
-            for fd in other.fds:
-                os.close(fd)
+            close_all(other.fds)
         for conn in self.children.values():
             if conn is not None:
                 conn.close()
@@ -417,22 +441,40 @@ def kill_group(pid: int) -> None:
 
 
 def own_context() -> dict:
-    """What a client must share with this process: its user, namespaces and control groups."""
+    """What a client must share with this process: its user, namespaces and control groups, and no narrower
+    confinement than its own."""
     return {"uid": os.getuid(), **proc_context("self")}
 
 
 def proc_context(pid: str, proc: str = PROC) -> dict:
-    """A process's namespaces and control groups, as /proc shows them; OSError where it cannot be read."""
+    """A process's namespaces, control groups and confinement, as /proc shows them; OSError where they cannot be
+    read."""
     with open(os.path.join(proc, pid, "cgroup")) as f:
         cgroup = f.read()
     return {"ns": {n: os.readlink(os.path.join(proc, pid, "ns", n)) for n in NAMESPACES
                    if os.path.lexists(os.path.join(proc, "self", "ns", n))},
-            "cgroup": cgroup}
+            "cgroup": cgroup, **confinement(pid, proc)}
+
+
+def confinement(pid: str, proc: str = PROC) -> dict:
+    """What confines a process: its capability sets, no_new_privs and seccomp mode (/proc/PID/status, as integers)
+    and its resource limits (/proc/PID/limits: the soft and hard limit by name, None for unlimited). A forked
+    kernel has its warm process's, not its asker's. OSError where they cannot be read."""
+    with open(os.path.join(proc, pid, "status")) as f:
+        status = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+    with open(os.path.join(proc, pid, "limits")) as f:
+        limits = {name.strip(): [None if v == "unlimited" else int(v) for v in (soft, hard)]
+                  for name, soft, hard in _LIMIT_LINE.findall(f.read())}
+    fields = {}
+    for name in CONFINEMENT_FIELDS:
+        value = status.get(name, "0").strip()
+        fields[name] = int(value, 16) if name in CAPABILITY_SETS else int(value or 0)
+    return {"status": fields, "limits": limits}
 
 
 def peer_problem(conn: socket.socket, own: dict, proc: str = PROC) -> str | None:
-    """Why the process at the other end of ``conn`` may not be served (None when it may): another user, or
-    another namespace or control group than this process's."""
+    """Why the process at the other end of ``conn`` may not be served (None when it may): another user, another
+    namespace or control group than this process's, or a narrower confinement."""
     pid, uid, _ = PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, PEERCRED.size))
     return credentials_problem(pid, uid, own, proc)
 
@@ -445,51 +487,105 @@ def credentials_problem(pid: int, uid: int, own: dict, proc: str = PROC) -> str 
         return "a client outside this process's pid namespace"
     try:
         theirs = proc_context(str(pid), proc)
-    except OSError as exc:
-        return f"client {pid} cannot be read ({exc.strerror or exc})"
+    except (OSError, ValueError) as exc:
+        return f"client {pid} cannot be read ({getattr(exc, 'strerror', None) or exc})"
     other = [n for n, link in own["ns"].items() if theirs["ns"].get(n) != link]
     if other:
         return f"client {pid} is in another {', '.join(other)} namespace"
     if theirs["cgroup"] != own["cgroup"]:
         return f"client {pid} is in another control group"
+    narrower = confinement_problem(theirs, own)
+    return f"client {pid} {narrower}" if narrower else None
+
+
+def confinement_problem(theirs: dict, own: dict) -> str | None:
+    """How a client is confined more narrowly than this process (None when it is not): a kernel forked here would
+    have what its asker lacks. A client confined less narrowly is served: its kernel has this process's
+    confinement, as the warm key (kit.run.warmkernels.context) makes it its own."""
+    mine, its = own["status"], theirs["status"]
+    for name in CAPABILITY_SETS:
+        lacking = mine[name] & ~its[name]
+        if lacking:
+            return f"lacks capabilities this process has ({name} {lacking:#x})"
+    if its["NoNewPrivs"] and not mine["NoNewPrivs"]:
+        return "runs with no_new_privs, this process without"
+    if its["Seccomp"] > mine["Seccomp"]:
+        return f"runs under seccomp mode {its['Seccomp']}, this process under {mine['Seccomp']}"
+    for name, limit in own["limits"].items():
+        their_limit = theirs["limits"].get(name, limit)
+        if any(lower(t, m) for t, m in zip(their_limit, limit)):
+            return (f"has a lower limit of {name[4:].lower()} ({shown(their_limit)}, this process "
+                    f"{shown(limit)})")
     return None
+
+
+def shown(limit: list) -> str:
+    """A soft and hard limit as ``soft/hard``."""
+    return "/".join("unlimited" if v is None else str(v) for v in limit)
+
+
+def lower(theirs: int | None, mine: int | None) -> bool:
+    """Whether a client's resource limit is below this process's (None: unlimited)."""
+    return theirs is not None and (mine is None or theirs < mine)
 
 
 def receive(p: Pending) -> dict | None:
     """Read what has come of ``p``'s request: the request once whole, None while some is still to come. Raises
-    EOFError when the client closed first, ValueError for what is no request."""
+    EOFError when the client closed first, ValueError for what is no request.
+
+    Descriptors are taken only with the read that makes the header whole, and only the three a request needs:
+    any that come with a part of a header are closed at once and the connection refused (a client sending its
+    header a byte at a time, descriptors with each, once pushed this process past 1023 open descriptors). The
+    kernel itself drops any sent beyond three, or with the body, which is read without room for them."""
     try:
         if p.size is None:
             head, fds, flags, _ = socket.recv_fds(p.conn, HEADER.size - len(p.head), STREAMS)
-            p.fds += fds
+            p.head += head
+            if not head or len(p.head) < HEADER.size or flags & socket.MSG_CTRUNC or len(fds) != STREAMS:
+                close_all(fds)
             if not head:
                 raise EOFError()
+            if fds and len(p.head) < HEADER.size:
+                raise ValueError("descriptors before a whole header")
             if flags & socket.MSG_CTRUNC:
                 raise ValueError(f"more than {STREAMS} descriptors")
-            p.head += head
             if len(p.head) < HEADER.size:
                 return None
-            if len(p.fds) != STREAMS:
-                raise ValueError(f"{len(p.fds)} descriptors, not {STREAMS}")
-            (p.size,) = HEADER.unpack(p.head)
-            if p.size > MAX_REQUEST:
-                raise ValueError(f"a request of {p.size} bytes")
-        while len(p.body) < p.size:
-            chunk = p.conn.recv(min(p.size - len(p.body), 1 << 16))
-            if not chunk:
+            if len(fds) != STREAMS:
+                raise ValueError(f"{len(fds)} descriptors, not {STREAMS}")
+            p.fds = fds
+            (size,) = HEADER.unpack(p.head)
+            if size > MAX_REQUEST:
+                raise ValueError(f"a request of {size} bytes")
+            p.size, p.body = size, bytearray(size)
+        view = memoryview(p.body)
+        while p.got < p.size:
+            n = p.conn.recv_into(view[p.got:], min(p.size - p.got, 1 << 16))
+            if not n:
                 raise EOFError()
-            p.body += chunk
+            p.got += n
     except (BlockingIOError, InterruptedError):
         return None
     except (ConnectionResetError, BrokenPipeError):
         raise EOFError() from None
     try:
-        request = json.loads(bytes(p.body))
+        request = json.loads(p.body)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise ValueError(f"a request that is not JSON ({type(exc).__name__})") from None
+    finally:
+        p.clear()
     if not isinstance(request, dict):
         raise ValueError("a request that is not a JSON object")
     return request
+
+
+def close_all(fds: list[int]) -> None:
+    """Close descriptors received but not taken."""
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def request_problem(request: dict) -> str | None:
@@ -523,19 +619,35 @@ def gone(conn: socket.socket) -> str | None:
 
 def become_kernel(request: dict) -> int:
     """In the child: what ``python -m module *args`` would have been, with the request's streams, folder and
-    environment."""
+    environment, save one thing: the module is found where this warm process finds it (its interpreter, its
+    ``sys.path``), before the child enters the request's folder. ``-m`` looks in the current folder first, and a
+    request's folder is any the asker names: one holding a planted ``ipykernel_launcher.py`` would have it run."""
     os.setsid()
     for target, fd in enumerate(request["fds"]):
         os.dup2(fd, target)
         if fd > 2:
             os.close(fd)
+    spec = importlib.util.find_spec(request["module"])
+    if spec is None or spec.loader is None or spec.origin is None:
+        raise ModuleNotFoundError(f"No module named {request['module']}")
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    sys.argv = [sys.executable, *request["args"]]
-    sys.path.insert(0, os.getcwd())  # what -m puts first
-    runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+    sys.path.insert(0, os.getcwd())  # what -m puts first, once the module is found: the kernel's own imports see it
+    run_as_main(spec, request["args"])
     return 0
+
+
+def run_as_main(spec, args: list[str]) -> None:
+    """Run the module ``spec`` found as ``__main__``, as ``python -m`` does (runpy's own entry resolves the name
+    again, on the path as it is then)."""
+    code = spec.loader.get_code(spec.name)
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__spec__=spec, __file__=spec.origin, __cached__=spec.cached, __loader__=spec.loader,
+                         __package__=spec.parent, __builtins__=builtins)
+    sys.modules["__main__"] = main
+    sys.argv = [spec.origin, *args]
+    exec(code, main.__dict__)
 
 
 if __name__ == "__main__":
