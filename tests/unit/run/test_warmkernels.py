@@ -744,7 +744,7 @@ def test_what_a_warm_process_keeps(name, kept):
 
 IMPOSTOR = """
 import fcntl, os, sys, time
-f = open(sys.argv[1], "w"); f.write(f"{os.getpid()} ready\\n"); f.flush()
+f = open(sys.argv[1], "w"); f.write(f"{os.getpid()}\\n"); f.flush()
 fcntl.flock(f, fcntl.LOCK_EX)
 print("held", flush=True)
 time.sleep(120)
