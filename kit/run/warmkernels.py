@@ -9,8 +9,9 @@ A kernel is forked only where that gives the very kernel a cold start would:
   environment: compared whole, less the variables named in ``PER_CASE``, which each case sets for itself and
   which are read only when a case runs. Whatever a library reads once, when it loads (the kernels an hf case
   pins, the threads of OpenMP, the visible GPUs, the temporary folder), makes two warm processes different;
-- and in the same context (``context``): the same user, namespaces, control groups, CPUs, limits and umask, and
-  the same source of the kit's own modules, which it imported when it started.
+- and in the same context (``context``): the same user, namespaces, control groups, CPUs, capabilities,
+  no_new_privs, seccomp mode, limits and umask, and the same source of the kit's own modules, which it imported
+  when it started.
 
 Anything else starts cold, and so does a kernel whose warm process failed (with a warning saying so, once).
 
@@ -21,10 +22,14 @@ key's digest; the first process to miss it starts it, under a lock, and it exits
 It is alive while it holds the ``flock`` of its lock file; a file nobody holds is a dead one's, whatever pid it
 names, and is removed, never signalled. At most ``MAX_WARM`` run at once for a user: a new key asks the least
 recently used one to leave (it takes no more requests and exits once its kernels have ended), by a signal sent
-only to the pid the kernel shows holding that lock. The warm process starts without the variables that look like
-secrets (tokens, keys, passwords: ``secret_looking``), so none outlives the command that started it in a process
-of its own; each kernel gets them with the rest of its request's environment.
-``PARITY_KIT_WARM_KERNELS=0`` turns forking off.
+only to the pid the kernel shows holding that lock, and only when its command line shows a warm process of the
+kit for that lock's socket. The warm process keeps of its starter's environment only what kernels read as they load
+(``kept``: an allowlist, less names that look like secrets), so nothing else outlives the command that started it
+in a process of its own; each kernel gets everything with its request's environment. Confinement (capabilities,
+no_new_privs, seccomp, resource limits) is part of the key, and a warm process refuses a client confined more
+narrowly than itself. An asker never waits on a stopped or wedged warm process: its connect gives up after
+``CONNECT_TIMEOUT_S``, and its answer after ``READY_ANSWER_S`` once the warm process says its imports are done;
+the kernel then starts cold. ``PARITY_KIT_WARM_KERNELS=0`` turns forking off.
 """
 
 from __future__ import annotations

@@ -6,23 +6,27 @@ every gate and every test, starts a fresh one. A forked child shares its parent'
 forked from a process that has done those imports starts at once and still runs in a process of its own, as
 the kit's timeouts, kills and guards need.
 
-kit.run.warmkernels starts this script with the kernel's own interpreter and environment (less the variables
-each case sets for itself, which are read only when a case runs, and less anything that looks like a secret,
-which each kernel gets from its own request), detached in a session of its own, with a listening Unix socket at
-the file descriptor its first argument names, bound at the path its second names. Its third is how many seconds
-it may stay idle, its fourth how many seconds a client has to send its whole request; the rest are the modules
-to import first. The process that detaches it returns only once this one holds its lock (below), so whoever
-started it can tell it from a dead one at once.
+kit.run.warmkernels starts this script with the kernel's own interpreter and what kernels read of its environment
+as they load (an allowlist, less the variables each case sets for itself and anything that looks like a secret:
+each kernel gets its whole environment from its own request), detached in a session of its own, with a listening
+Unix socket at the file descriptor its first argument names, bound at the path its second names. Its third is
+how many seconds it may stay idle, its fourth how many seconds a client has to send its whole request; the rest
+are the modules to import first. The process that detaches it returns only once this one holds its lock (below),
+so whoever started it can tell it from a dead one at once.
 
 It serves only its own: whoever reaches its socket can have a kernel run with its imports, in its context. The
 folder it listens in is its user's alone, and on accept it checks the client's credentials as the kernel gives
 them (``SO_PEERCRED``): the same user, and the same namespaces and control groups as its own, so a process of the
 same user confined more narrowly (another network namespace, a container sharing the folder) gets nothing run
-outside it. It runs nothing but a kernel: ``ipykernel_launcher -f FILE``. Then, for each connection:
+outside it; nor does one with fewer privileges than its own (fewer capabilities, no_new_privs, seccomp, a lower
+resource limit), whose kernel would have more than its asker. It runs nothing but a kernel:
+``ipykernel_launcher -f FILE``, found on its own path, never in the request's folder. Then, for each connection:
 
 - it receives one message of 8 bytes (the length of what follows, big-endian) carrying three file descriptors
   (the kernel's stdin, stdout and stderr), then that many bytes of JSON: ``module``, ``args``, ``env`` and
-  ``cwd``. Every connection is read as its bytes come, beside the others: a client that sends nothing (or half a
+  ``cwd``. Descriptors that come before the header is whole are closed at once and the connection refused; the
+  buffer that held the request is zeroed once it is read; it waits with poll(2), which has no limit of 1023.
+  Every connection is read as its bytes come, beside the others: a client that sends nothing (or half a
   request) holds no one up, and is dropped once it has had its seconds;
 - a request whose client has gone by the time it is read whole is dropped unserved: its asker (a gate that gave
   up waiting) will never see the kernel, which would run on with its environment;
@@ -36,7 +40,8 @@ outside it. It runs nothing but a kernel: ``ipykernel_launcher -f FILE``. Then, 
   the process that started it goes (ipykernel watches its parent), and a forked one's parent is this process. And
   a kernel dies with this process (``die_with``), should it be killed.
 
-It holds an exclusive ``flock`` on its lock file (``<digest>.lock``, which also names its pid) for its whole life,
+It holds an exclusive ``flock`` on its lock file (``<digest>.lock``, which also names its pid, and says ``ready``
+once its first imports are done, so an asker may give up on one that then does not answer) for its whole life,
 and no child keeps it: the lock, not a pid in a file, is what says it is alive, and which pid holds it is read
 from the kernel (kit.run.warmkernels.holder) before any signal is sent. Once it has had no kernel and no request
 for its idle time, or on SIGTERM (a starter making room for another key), it removes its socket's path, its lock
