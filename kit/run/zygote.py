@@ -109,6 +109,9 @@ def main(argv: list[str]) -> int:
         os.close(ready)
     if lock is None:
         return 1
+    # What a client is compared with is this process as it was started, before its imports: a library that raises
+    # its own limits when it loads (open files) does the same in a cold kernel.
+    own = own_context()
     for name in argv[4:]:
         try:
             importlib.import_module(name)
@@ -118,7 +121,7 @@ def main(argv: list[str]) -> int:
     sys.stderr.flush()
     # Its imports are done: from now on it answers at once, so an asker may give up on it within seconds.
     os.pwrite(lock, f"{os.getpid()}".encode() + READY, 0)
-    request = Server(listener, address, idle_s, request_s, lock).serve()
+    request = Server(listener, address, idle_s, request_s, lock, own).serve()
     if request is None:
         return 0
     return become_kernel(request)
@@ -183,9 +186,10 @@ class Pending:
 class Server:
     """The loop: accept, read every request as it comes, fork, answer, reap."""
 
-    def __init__(self, listener: socket.socket, address: str, idle_s: float, request_s: float, lock: int):
+    def __init__(self, listener: socket.socket, address: str, idle_s: float, request_s: float, lock: int,
+                 own: dict):
         self.listener, self.address, self.idle_s, self.request_s, self.lock = listener, address, idle_s, request_s, lock
-        self.own = own_context()
+        self.own = own
         self.pending: dict[int, Pending] = {}
         self.children: dict[int, socket.socket | None] = {}  # pid -> its asker's connection (None once gone)
         self.ours: int | None = None  # the socket's inode: its path is removed only while it is still this one
