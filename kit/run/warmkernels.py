@@ -9,8 +9,9 @@ A kernel is forked only where that gives the very kernel a cold start would:
   environment: compared whole, less the variables named in ``PER_CASE``, which each case sets for itself and
   which are read only when a case runs. Whatever a library reads once, when it loads (the kernels an hf case
   pins, the threads of OpenMP, the visible GPUs, the temporary folder), makes two warm processes different;
-- and in the same context (``context``): the same user, namespaces, control groups, CPUs, limits and umask, and
-  the same source of the kit's own modules, which it imported when it started.
+- and in the same context (``context``): the same user, namespaces, control groups, CPUs, capabilities,
+  no_new_privs, seccomp mode, limits and umask, and the same source of the kit's own modules, which it imported
+  when it started.
 
 Anything else starts cold, and so does a kernel whose warm process failed (with a warning saying so, once).
 
@@ -21,10 +22,14 @@ key's digest; the first process to miss it starts it, under a lock, and it exits
 It is alive while it holds the ``flock`` of its lock file; a file nobody holds is a dead one's, whatever pid it
 names, and is removed, never signalled. At most ``MAX_WARM`` run at once for a user: a new key asks the least
 recently used one to leave (it takes no more requests and exits once its kernels have ended), by a signal sent
-only to the pid the kernel shows holding that lock. The warm process starts without the variables that look like
-secrets (tokens, keys, passwords: ``secret_looking``), so none outlives the command that started it in a process
-of its own; each kernel gets them with the rest of its request's environment.
-``PARITY_KIT_WARM_KERNELS=0`` turns forking off.
+only to the pid the kernel shows holding that lock, and only when its command line shows a warm process of the
+kit for that lock's socket. The warm process keeps of its starter's environment only what kernels read as they load
+(``kept``: an allowlist, less names that look like secrets), so nothing else outlives the command that started it
+in a process of its own; each kernel gets everything with its request's environment. Confinement (capabilities,
+no_new_privs, seccomp, resource limits) is part of the key, and a warm process refuses a client confined more
+narrowly than itself. An asker never waits on a stopped or wedged warm process: its connect gives up after
+``CONNECT_TIMEOUT_S``, and its answer after ``READY_ANSWER_S`` once the warm process says its imports are done;
+the kernel then starts cold. ``PARITY_KIT_WARM_KERNELS=0`` turns forking off.
 """
 
 from __future__ import annotations
@@ -43,12 +48,14 @@ import stat
 import subprocess
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterator, Mapping, Sequence
 
 from kit.core.records.jsonio import read_umask
 from kit.core.records.contract import LOG_PREFIX_ENV, MODEL_DIGEST_CACHE_ENV, RESULT_PATH_ENV
+from kit.run import zygote
 
 log = logging.getLogger(__name__)
 
@@ -74,12 +81,31 @@ IDLE_S = 90.0  # a warm process unused this long exits
 REQUEST_TIMEOUT_S = 5.0
 MAX_WARM = 4  # warm processes at once per user (each holds what it imported: about half a GiB with torch)
 ANSWER_TIMEOUT_S = 300.0  # a warm process's first answer waits for its imports (tens of seconds on a loaded host)
+# A warm process whose imports are done answers at once, and one stopped (SIGSTOP) or wedged never answers: an
+# asker gives up on it after these, and starts its kernel cold.
+CONNECT_TIMEOUT_S = 3.0
+READY_ANSWER_S = 5.0
+POLL_S = 0.25  # how often an asker waiting for a warm process's imports looks whether it is stopped
 SOCKET_PATH_MAX = 107  # bytes of an AF_UNIX socket's path on Linux, less its terminating NUL
 DIGEST_CHARS = 24
 NAMESPACES = ("net", "mnt", "pid", "user", "ipc", "uts", "cgroup")
 START_LOCK = "start.lock"
-# The words of a variable's name (split at "_") that make it look like a secret: a warm process outlives the command
-# that started it, so it starts without them; each kernel gets them in its request's environment.
+# What a warm process keeps of its starter's environment: what a kernel, Python and the libraries it imports read
+# when they load (the kernels an hf case pins, OpenMP's threads, the visible GPUs, JAX's and XLA's settings, the
+# temporary folder). Everything else (a database's address, a package index's credentials, a CI job's token) goes
+# only to each kernel, in its request; the warm process outlives the command that started it.
+KEPT_NAMES = frozenset({"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "TZ", "TMPDIR",
+                        "TEMP", "TMP", "VIRTUAL_ENV", "GLIBC_TUNABLES"})
+KEPT_PREFIXES = (
+    "LC_", "PYTHON", "JUPYTER", "JPY_", "IPYTHON", "XDG_", "CONDA", "LD_", "MALLOC_", "MPL",  # the process's own
+    SPEC_ENV_PREFIX,  # the kit's own
+    "OMP_", "KMP_", "GOMP_", "MKL_", "OPENBLAS_", "GOTO", "BLIS_", "NUMEXPR_", "NUMBA_", "ATEN_", "ONEDNN_", "DNNL_",
+    "TORCH", "PYTORCH_", "CUDA_", "CUBLAS", "CUDNN_", "NVIDIA_", "NCCL_", "TRITON_", "ROCM_", "HIP_", "HSA_",
+    "JAX_", "XLA_", "TF_", "TPU_", "LIBTPU", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TOKENIZERS_", "SAFETENSORS_",
+    "VLLM_", "LEVANTER_", "EQX_", "HALIAX_", "PAPERMILL", "SCRAPBOOK",  # the libraries the kit's kernels import
+)
+# The words of a variable's name (split at "_") that make it look like a secret: even a kept one (HF_TOKEN) is left
+# to each kernel's request.
 SECRET_WORDS = frozenset({"TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASS", "CREDENTIAL",
                           "CREDENTIALS", "KEY", "KEYS", "APIKEY", "AUTH", "COOKIE", "PRIVATE"})
 SECRET_ENDINGS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "APIKEY")  # PGPASSWORD, HFTOKEN
@@ -109,6 +135,12 @@ def secret_looking(name: str) -> bool:
     return any(w in SECRET_WORDS or w.endswith(SECRET_ENDINGS) for w in words) or (len(words) > 1 and "PWD" in words)
 
 
+def kept(name: str) -> bool:
+    """Whether a warm process keeps a variable of its starter's environment: one of ``KEPT_NAMES`` or
+    ``KEPT_PREFIXES`` whose name does not look like a secret."""
+    return (name in KEPT_NAMES or name.startswith(KEPT_PREFIXES)) and not secret_looking(name)
+
+
 def interpreter(cmd: Sequence[str], spec_env: Mapping[str, str] | None) -> tuple[str, ...] | None:
     """The interpreter and its options, where ``cmd`` (formatted) is the plain ipykernel launch of a spec that
     sets no environment beyond the kit's own variables; None for any other command."""
@@ -136,6 +168,9 @@ def context() -> dict:
                      for p in kit_root.rglob("*.py"))
     return {
         "uid": os.getuid(), "gid": os.getgid(), "groups": sorted(os.getgroups()),
+        # capabilities, no_new_privs and seccomp: a kernel forked has its warm process's, so a gate confined more
+        # narrowly starts a warm process of its own (the warm process refuses it besides: zygote.confinement).
+        "confinement": zygote.confinement("self")["status"],
         "namespaces": [read(f"ns:{n}") for n in NAMESPACES], "cgroup": read("/proc/self/cgroup"),
         "cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [],
         "limits": [resource.getrlimit(getattr(resource, r)) for r in dir(resource) if r.startswith("RLIMIT_")],
@@ -152,11 +187,11 @@ class Key:
 
     @classmethod
     def of(cls, python: Sequence[str], env: Mapping[str, str], imports: Sequence[str]) -> "Key":
-        """The key of a warm process: the interpreter, the environment cases share (less what each sets and
-        anything that looks like a secret) and the imports, so that only a kernel that would import the same
-        things the same way is forked from it."""
+        """The key of a warm process: the interpreter, the environment it keeps (``kept``) less what each case
+        sets, and the imports, so that only a kernel that would import the same things the same way is forked
+        from it."""
         shared = tuple(sorted((k, v) for k, v in env.items()
-                              if k not in PER_CASE and not k.startswith(PER_CASE_PREFIXES) and not secret_looking(k)))
+                              if kept(k) and k not in PER_CASE and not k.startswith(PER_CASE_PREFIXES)))
         return cls(tuple(python), shared, tuple(dict.fromkeys([*COMMON_IMPORTS, *imports])),
                    json.dumps(context(), sort_keys=True))
 
@@ -274,19 +309,20 @@ def locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def connect(key: Key) -> socket.socket:
-    """A connection to the warm process of ``key``, started now when none listens; OSError saying why not."""
+def connect(key: Key) -> tuple[socket.socket, Path]:
+    """A connection to the warm process of ``key``, started now when none listens, and its socket's path; OSError
+    saying why not (TimeoutError for one that takes no connection: stopped, or wedged with its backlog full)."""
     where = folder()
     address = where / f"{key.digest}.sock"
     conn = _try_connect(address)
     if conn is not None:
         with contextlib.suppress(OSError):
             os.utime(address.with_suffix(".lock"))  # used now: the last to be asked to leave
-        return conn
+        return conn, address
     with locked(where / START_LOCK):
         conn = _try_connect(address)
         if conn is not None:
-            return conn
+            return conn, address
         others = sorted((w for w in running(where, tidy=True) if w.lock != address.with_suffix(".lock")),
                         key=lambda w: w.used)
         for warm in others[:max(0, len(others) - MAX_WARM + 1)]:
@@ -295,7 +331,7 @@ def connect(key: Key) -> socket.socket:
     conn = _try_connect(address)
     if conn is None:
         raise OSError(f"the warm process just started does not listen at {address}")
-    return conn
+    return conn, address
 
 
 @dataclass(frozen=True)
@@ -338,15 +374,18 @@ def running(where: Path, tidy: bool = False) -> list[Warm]:
 
 
 def holder(lock: Path) -> int | None:
-    """The pid of the process that holds ``lock``'s flock, as the kernel shows it: the pid the file names, only if
-    that process has the very file open with a flock on it (/proc/PID/fd and fdinfo). None otherwise: a stale
-    file, a reused pid and a planted one prove nothing."""
+    """The pid of the warm process that holds ``lock``'s flock, as the kernel shows it: the pid the file names,
+    only if that process has the very file open with a flock on it (/proc/PID/fd and fdinfo) and is a warm process
+    of the kit serving that lock's socket (its command line: ``warm_process``). None otherwise: a stale file, a
+    reused pid, a planted one, and another process that locked the file prove nothing, and are never signalled."""
     try:
         st = lock.stat(follow_symlinks=False)
         with open(lock, "rb") as f:
-            claimed = int(f.read(32).strip())  # a pid and a newline; never more is read
+            claimed = int(f.read(32).split()[0])  # a pid, and " ready" once its imports are done; never more is read
         entries = os.listdir(f"/proc/{claimed}/fd")
-    except (OSError, ValueError):
+    except (OSError, ValueError, IndexError):
+        return None
+    if not warm_process(claimed, lock.with_suffix(".sock")):
         return None
     for entry in entries:
         try:
@@ -359,6 +398,40 @@ def holder(lock: Path) -> int | None:
         except OSError:
             continue
     return None
+
+
+def warm_process(pid: int, address: Path) -> bool:
+    """Whether ``pid`` runs the kit's warm process (``zygote.py``) for the socket at ``address``, as its command
+    line (/proc/PID/cmdline) shows: ``start`` gives both."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read(1 << 16).split(b"\0")
+    except OSError:
+        return False
+    script = next((i for i, a in enumerate(argv) if os.path.basename(a) == ZYGOTE.name.encode()), None)
+    return script is not None and os.fsencode(str(address)) in argv[script + 1:]
+
+
+def ready(lock: Path) -> bool:
+    """Whether the warm process of ``lock`` has done its first imports (it then says so after its pid)."""
+    try:
+        with open(lock, "rb") as f:
+            return f.read(32).rstrip(b"\n").endswith(zygote.READY.rstrip(b"\n"))
+    except OSError:
+        return False
+
+
+def stopped(lock: Path) -> bool:
+    """Whether the warm process of ``lock`` is stopped (SIGSTOP, a debugger): it will not answer until continued."""
+    pid = holder(lock)
+    if pid is None:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rpartition(b")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state in (b"T", b"t")
 
 
 def ask_to_leave(warm: Warm) -> None:
@@ -379,16 +452,31 @@ def ask_to_leave(warm: Warm) -> None:
         os.close(pidfd)
 
 
-def _try_connect(address: Path) -> socket.socket | None:
+def _try_connect(address: Path, timeout: float | None = None) -> socket.socket | None:
+    """A connection to the socket at ``address``, None where none listens. A warm process that takes none (it is
+    stopped, or wedged, with its backlog full: a Unix socket's connect then waits for it for ever) raises
+    TimeoutError after ``timeout`` (``CONNECT_TIMEOUT_S``)."""
+    timeout = CONNECT_TIMEOUT_S if timeout is None else timeout
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        conn.connect(str(address))
-    except (FileNotFoundError, ConnectionRefusedError):
-        conn.close()
-        return None
-    except OSError:
-        conn.close()
-        raise
+    conn.setblocking(False)  # a full backlog answers EAGAIN at once instead of blocking
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn.connect(str(address))
+            break
+        except (FileNotFoundError, ConnectionRefusedError):
+            conn.close()
+            return None
+        except (BlockingIOError, InterruptedError):
+            if time.monotonic() >= deadline:
+                conn.close()
+                raise TimeoutError(f"the warm process at {address} took no connection in {timeout:g} s "
+                                   "(stopped or wedged)") from None
+            time.sleep(0.05)
+        except OSError:
+            conn.close()
+            raise
+    conn.setblocking(True)
     return conn
 
 
@@ -404,7 +492,9 @@ def start(key: Key, address: Path) -> None:
         os.chmod(address, 0o600)
         listener.listen(64)
         log_path = address.with_suffix(".log")
-        with open(log_path, "ab") as errors:
+        # Never through a link planted in its place: the log is appended to, by a process that outlives this one.
+        with os.fdopen(os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                               0o600), "ab") as errors:
             starter = subprocess.Popen(
                 [*key.python, str(ZYGOTE), "--detach", str(listener.fileno()), str(address), str(IDLE_S),
                  str(REQUEST_TIMEOUT_S), *key.imports], pass_fds=[listener.fileno()], env=dict(key.env),
@@ -419,48 +509,72 @@ def start(key: Key, address: Path) -> None:
 
 def fork(key: Key, cmd: Sequence[str], env: Mapping[str, str], cwd: str, stdout: IO,
          stderr: IO) -> ForkedKernel:
-    """A kernel forked by the warm process of ``key`` with ``cmd``'s module and arguments; OSError saying why not.
-    A warm process that was just leaving is asked once more, started anew."""
+    """A kernel forked by the warm process of ``key`` with ``cmd``'s module and arguments; OSError saying why not
+    (TimeoutError for a warm process that is stopped or wedged). A warm process that was just leaving is asked once
+    more, started anew."""
     at = list(cmd).index("-m")
-    payload = json.dumps({"module": cmd[at + 1], "args": list(cmd[at + 2:]), "env": dict(env), "cwd": cwd}).encode()
-    for attempt in (1, 2):
-        conn = connect(key)
-        stdin = os.open(os.devnull, os.O_RDONLY)
-        try:
-            conn.settimeout(ANSWER_TIMEOUT_S)
-            with contextlib.suppress(ConnectionResetError, BrokenPipeError):  # refused at once: its answer is there
-                socket.send_fds(conn, [len(payload).to_bytes(8, "big")], [stdin, stdout.fileno(), stderr.fileno()])
-                conn.sendall(payload)
-            answer = _read_line(conn)
-        except ConnectionResetError:
-            answer = None
-        except OSError:
-            conn.close()
-            raise
-        finally:
-            os.close(stdin)
-        if answer is None:
-            conn.close()
-            if attempt == 2:
-                raise OSError("the warm process closed the connection without an answer")
-            continue
-        word, _, value = answer.partition(" ")
-        if word == "refused":
-            conn.close()
-            raise OSError(f"the warm process refused the request: {value}")
-        if word != "pid" or not value.strip().isdigit():
-            conn.close()
-            raise OSError(f"the warm process answered {answer!r}")
-        conn.settimeout(None)
-        return ForkedKernel(int(value), conn, cmd)
+    payload = bytearray(json.dumps({"module": cmd[at + 1], "args": list(cmd[at + 2:]), "env": dict(env),
+                                    "cwd": cwd}).encode())
+    try:
+        for attempt in (1, 2):
+            conn, address = connect(key)
+            answer = _ask(conn, address.with_suffix(".lock"), payload, [stdout.fileno(), stderr.fileno()])
+            if answer is None:
+                conn.close()
+                if attempt == 2:
+                    raise OSError("the warm process closed the connection without an answer")
+                continue
+            word, _, value = answer.partition(" ")
+            if word == "refused":
+                conn.close()
+                raise OSError(f"the warm process refused the request: {value}")
+            if word != "pid" or not value.strip().isdigit():
+                conn.close()
+                raise OSError(f"the warm process answered {answer!r}")
+            conn.settimeout(None)
+            return ForkedKernel(int(value), conn, cmd)
+    finally:
+        payload[:] = bytes(len(payload))  # it held the kernel's environment, secrets included
     raise AssertionError("unreachable")
 
 
-def _read_line(conn: socket.socket) -> str | None:
-    """One line of the warm process's answer; None when it closed the connection before a whole one."""
-    data = b""
+def _ask(conn: socket.socket, lock: Path, payload: bytearray, streams: list[int]) -> str | None:
+    """Send a request on ``conn`` and read the first line of its answer (None when the warm process closed the
+    connection first); closes ``conn`` and raises OSError where it cannot."""
+    stdin = os.open(os.devnull, os.O_RDONLY)
+    try:
+        conn.settimeout(CONNECT_TIMEOUT_S)  # a request is small: a warm process's socket buffer takes it whole
+        with contextlib.suppress(ConnectionResetError, BrokenPipeError):  # refused at once: its answer is there
+            socket.send_fds(conn, [len(payload).to_bytes(8, "big")], [stdin, *streams])
+            conn.sendall(payload)
+        return _read_line(conn, lock)
+    except ConnectionResetError:
+        return None
+    except OSError:
+        conn.close()
+        raise
+    finally:
+        os.close(stdin)
+
+
+def _read_line(conn: socket.socket, lock: Path) -> str | None:
+    """One line of the warm process's answer; None when it closed the connection before a whole one. A warm
+    process still importing has ``ANSWER_TIMEOUT_S``, unless it is stopped; once its imports are done, it answers
+    within ``READY_ANSWER_S`` or is taken for stopped or wedged (TimeoutError)."""
+    data, now = b"", time.monotonic()
+    deadline, imported = now + ANSWER_TIMEOUT_S, False
     while not data.endswith(b"\n"):
-        chunk = conn.recv(1)
+        now = time.monotonic()
+        if not imported and ready(lock):
+            imported, deadline = True, min(deadline, now + READY_ANSWER_S)
+        if now >= deadline or (not imported and stopped(lock)):
+            raise TimeoutError(f"the warm process of {lock.name} gave no answer "
+                               f"{'in time' if now >= deadline else 'and is stopped'} (stopped or wedged)")
+        conn.settimeout(min(POLL_S, deadline - now))
+        try:
+            chunk = conn.recv(1)  # one byte at a time: what follows the line is the kernel's exit, read elsewhere
+        except TimeoutError:
+            continue
         if not chunk:
             return None
         data += chunk

@@ -6,23 +6,27 @@ every gate and every test, starts a fresh one. A forked child shares its parent'
 forked from a process that has done those imports starts at once and still runs in a process of its own, as
 the kit's timeouts, kills and guards need.
 
-kit.run.warmkernels starts this script with the kernel's own interpreter and environment (less the variables
-each case sets for itself, which are read only when a case runs, and less anything that looks like a secret,
-which each kernel gets from its own request), detached in a session of its own, with a listening Unix socket at
-the file descriptor its first argument names, bound at the path its second names. Its third is how many seconds
-it may stay idle, its fourth how many seconds a client has to send its whole request; the rest are the modules
-to import first. The process that detaches it returns only once this one holds its lock (below), so whoever
-started it can tell it from a dead one at once.
+kit.run.warmkernels starts this script with the kernel's own interpreter and what kernels read of its environment
+as they load (an allowlist, less the variables each case sets for itself and anything that looks like a secret:
+each kernel gets its whole environment from its own request), detached in a session of its own, with a listening
+Unix socket at the file descriptor its first argument names, bound at the path its second names. Its third is
+how many seconds it may stay idle, its fourth how many seconds a client has to send its whole request; the rest
+are the modules to import first. The process that detaches it returns only once this one holds its lock (below),
+so whoever started it can tell it from a dead one at once.
 
 It serves only its own: whoever reaches its socket can have a kernel run with its imports, in its context. The
 folder it listens in is its user's alone, and on accept it checks the client's credentials as the kernel gives
 them (``SO_PEERCRED``): the same user, and the same namespaces and control groups as its own, so a process of the
 same user confined more narrowly (another network namespace, a container sharing the folder) gets nothing run
-outside it. It runs nothing but a kernel: ``ipykernel_launcher -f FILE``. Then, for each connection:
+outside it; nor does one with fewer privileges than its own (fewer capabilities, no_new_privs, seccomp, a lower
+resource limit), whose kernel would have more than its asker. It runs nothing but a kernel:
+``ipykernel_launcher -f FILE``, found on its own path, never in the request's folder. Then, for each connection:
 
 - it receives one message of 8 bytes (the length of what follows, big-endian) carrying three file descriptors
   (the kernel's stdin, stdout and stderr), then that many bytes of JSON: ``module``, ``args``, ``env`` and
-  ``cwd``. Every connection is read as its bytes come, beside the others: a client that sends nothing (or half a
+  ``cwd``. Descriptors that come before the header is whole are closed at once and the connection refused; the
+  buffer that held the request is zeroed once it is read; it waits with poll(2), which has no limit of 1023.
+  Every connection is read as its bytes come, beside the others: a client that sends nothing (or half a
   request) holds no one up, and is dropped once it has had its seconds;
 - a request whose client has gone by the time it is read whole is dropped unserved: its asker (a gate that gave
   up waiting) will never see the kernel, which would run on with its environment;
@@ -36,7 +40,8 @@ outside it. It runs nothing but a kernel: ``ipykernel_launcher -f FILE``. Then, 
   the process that started it goes (ipykernel watches its parent), and a forked one's parent is this process. And
   a kernel dies with this process (``die_with``), should it be killed.
 
-It holds an exclusive ``flock`` on its lock file (``<digest>.lock``, which also names its pid) for its whole life,
+It holds an exclusive ``flock`` on its lock file (``<digest>.lock``, which also names its pid, and says ``ready``
+once its first imports are done, so an asker may give up on one that then does not answer) for its whole life,
 and no child keeps it: the lock, not a pid in a file, is what says it is alive, and which pid holds it is read
 from the kernel (kit.run.warmkernels.holder) before any signal is sent. Once it has had no kernel and no request
 for its idle time, or on SIGTERM (a starter making room for another key), it removes its socket's path, its lock
@@ -49,18 +54,21 @@ Standard library only, and run as a script: it must start in any kernel's enviro
 
 from __future__ import annotations
 
+import builtins
 import errno
 import fcntl
 import importlib
+import importlib.util
 import json
 import os
-import runpy
+import re
 import select
 import signal
 import socket
 import struct
 import sys
 import time
+import types
 from dataclasses import dataclass, field
 
 HEADER = struct.Struct(">Q")
@@ -72,6 +80,12 @@ KERNEL_MODULE = "ipykernel_launcher"
 NAMESPACES = ("net", "mnt", "pid", "user", "ipc", "uts", "cgroup")
 PROC = "/proc"
 PR_SET_PDEATHSIG = 1  # prctl(2)
+# What confines a process beyond its namespaces and control groups, as /proc/PID/status shows it: the capabilities
+# it has and may ever gain (hexadecimal sets), whether execve may grant more, and its seccomp mode.
+CAPABILITY_SETS = ("CapEff", "CapBnd")
+CONFINEMENT_FIELDS = (*CAPABILITY_SETS, "NoNewPrivs", "Seccomp")
+READY = b" ready\n"  # written after the pid in the lock file once the first imports are done
+_LIMIT_LINE = re.compile(r"^(Max [a-z ]+?)\s{2,}(\S+)\s+(\S+)", re.MULTILINE)
 
 
 def main(argv: list[str]) -> int:
@@ -95,6 +109,9 @@ def main(argv: list[str]) -> int:
         os.close(ready)
     if lock is None:
         return 1
+    # What a client is compared with is this process as it was started, before its imports: a library that raises
+    # its own limits when it loads (open files) does the same in a cold kernel.
+    own = own_context()
     for name in argv[4:]:
         try:
             importlib.import_module(name)
@@ -102,7 +119,9 @@ def main(argv: list[str]) -> int:
             print(f"warm kernel: {name} not imported first: {type(exc).__name__}: {exc}", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
-    request = Server(listener, address, idle_s, request_s, lock).serve()
+    # Its imports are done: from now on it answers at once, so an asker may give up on it within seconds.
+    os.pwrite(lock, f"{os.getpid()}".encode() + READY, 0)
+    request = Server(listener, address, idle_s, request_s, lock, own).serve()
     if request is None:
         return 0
     return become_kernel(request)
@@ -147,13 +166,19 @@ class Pending:
     deadline: float
     head: bytes = b""
     fds: list[int] = field(default_factory=list)
-    body: bytearray = field(default_factory=bytearray)
+    body: bytearray = field(default_factory=bytearray)  # allocated whole once the header gives its size
+    got: int = 0  # bytes of the body read so far
     size: int | None = None
+
+    def clear(self) -> None:
+        """Zero the buffer that held the request (its environment: a kernel's secrets), as far as Python allows:
+        the strings decoded from it are freed, not wiped."""
+        self.body[:] = bytes(len(self.body))
 
     def drop(self) -> None:
         """Close the connection and any file descriptors it passed: its request will not be served."""
-        for fd in self.fds:
-            os.close(fd)
+        self.clear()
+        close_all(self.fds)
         self.fds = []
         self.conn.close()
 
@@ -161,9 +186,10 @@ class Pending:
 class Server:
     """The loop: accept, read every request as it comes, fork, answer, reap."""
 
-    def __init__(self, listener: socket.socket, address: str, idle_s: float, request_s: float, lock: int):
+    def __init__(self, listener: socket.socket, address: str, idle_s: float, request_s: float, lock: int,
+                 own: dict):
         self.listener, self.address, self.idle_s, self.request_s, self.lock = listener, address, idle_s, request_s, lock
-        self.own = own_context()
+        self.own = own
         self.pending: dict[int, Pending] = {}
         self.children: dict[int, socket.socket | None] = {}  # pid -> its asker's connection (None once gone)
         self.ours: int | None = None  # the socket's inode: its path is removed only while it is still this one
@@ -215,10 +241,17 @@ class Server:
         if accepting:
             watched += [self.listener, *(p.conn for p in self.pending.values())]
         soonest = min((p.deadline for p in self.pending.values()), default=time.monotonic() + 1.0)
+        # poll(2), not select(2): select fails outright on a descriptor numbered past 1023.
+        poller, by_fd = select.poll(), {}
+        for w in watched:
+            fd = w if isinstance(w, int) else w.fileno()
+            by_fd[fd] = w
+            poller.register(fd, select.POLLIN)
         try:
-            return select.select(watched, [], [], max(0.0, min(1.0, soonest - time.monotonic())))[0]
+            events = poller.poll(max(0.0, min(1.0, soonest - time.monotonic())) * 1000)
         except InterruptedError:
             return []
+        return [by_fd[fd] for fd, _ in events if fd in by_fd]
 
     def withdraw(self) -> None:
         """Take no more connections, and remove the socket's path, the lock file and the log, unless another warm
@@ -327,9 +360,9 @@ class Server:
         self.listener.close()
         p.conn.close()
         for other in self.pending.values():
+            other.clear()
             other.conn.close()
-            for fd in other.fds:
-                os.close(fd)
+            close_all(other.fds)
         for conn in self.children.values():
             if conn is not None:
                 conn.close()
@@ -417,22 +450,40 @@ def kill_group(pid: int) -> None:
 
 
 def own_context() -> dict:
-    """What a client must share with this process: its user, namespaces and control groups."""
+    """What a client must share with this process: its user, namespaces and control groups, and no narrower
+    confinement than its own."""
     return {"uid": os.getuid(), **proc_context("self")}
 
 
 def proc_context(pid: str, proc: str = PROC) -> dict:
-    """A process's namespaces and control groups, as /proc shows them; OSError where it cannot be read."""
+    """A process's namespaces, control groups and confinement, as /proc shows them; OSError where they cannot be
+    read."""
     with open(os.path.join(proc, pid, "cgroup")) as f:
         cgroup = f.read()
     return {"ns": {n: os.readlink(os.path.join(proc, pid, "ns", n)) for n in NAMESPACES
                    if os.path.lexists(os.path.join(proc, "self", "ns", n))},
-            "cgroup": cgroup}
+            "cgroup": cgroup, **confinement(pid, proc)}
+
+
+def confinement(pid: str, proc: str = PROC) -> dict:
+    """What confines a process: its capability sets, no_new_privs and seccomp mode (/proc/PID/status, as integers)
+    and its resource limits (/proc/PID/limits: the soft and hard limit by name, None for unlimited). A forked
+    kernel has its warm process's, not its asker's. OSError where they cannot be read."""
+    with open(os.path.join(proc, pid, "status")) as f:
+        status = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+    with open(os.path.join(proc, pid, "limits")) as f:
+        limits = {name.strip(): [None if v == "unlimited" else int(v) for v in (soft, hard)]
+                  for name, soft, hard in _LIMIT_LINE.findall(f.read())}
+    fields = {}
+    for name in CONFINEMENT_FIELDS:
+        value = status.get(name, "0").strip()
+        fields[name] = int(value, 16) if name in CAPABILITY_SETS else int(value or 0)
+    return {"status": fields, "limits": limits}
 
 
 def peer_problem(conn: socket.socket, own: dict, proc: str = PROC) -> str | None:
-    """Why the process at the other end of ``conn`` may not be served (None when it may): another user, or
-    another namespace or control group than this process's."""
+    """Why the process at the other end of ``conn`` may not be served (None when it may): another user, another
+    namespace or control group than this process's, or a narrower confinement."""
     pid, uid, _ = PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, PEERCRED.size))
     return credentials_problem(pid, uid, own, proc)
 
@@ -445,51 +496,105 @@ def credentials_problem(pid: int, uid: int, own: dict, proc: str = PROC) -> str 
         return "a client outside this process's pid namespace"
     try:
         theirs = proc_context(str(pid), proc)
-    except OSError as exc:
-        return f"client {pid} cannot be read ({exc.strerror or exc})"
+    except (OSError, ValueError) as exc:
+        return f"client {pid} cannot be read ({getattr(exc, 'strerror', None) or exc})"
     other = [n for n, link in own["ns"].items() if theirs["ns"].get(n) != link]
     if other:
         return f"client {pid} is in another {', '.join(other)} namespace"
     if theirs["cgroup"] != own["cgroup"]:
         return f"client {pid} is in another control group"
+    narrower = confinement_problem(theirs, own)
+    return f"client {pid} {narrower}" if narrower else None
+
+
+def confinement_problem(theirs: dict, own: dict) -> str | None:
+    """How a client is confined more narrowly than this process (None when it is not): a kernel forked here would
+    have what its asker lacks. A client confined less narrowly is served: its kernel has this process's
+    confinement, as the warm key (kit.run.warmkernels.context) makes it its own."""
+    mine, its = own["status"], theirs["status"]
+    for name in CAPABILITY_SETS:
+        lacking = mine[name] & ~its[name]
+        if lacking:
+            return f"lacks capabilities this process has ({name} {lacking:#x})"
+    if its["NoNewPrivs"] and not mine["NoNewPrivs"]:
+        return "runs with no_new_privs, this process without"
+    if its["Seccomp"] > mine["Seccomp"]:
+        return f"runs under seccomp mode {its['Seccomp']}, this process under {mine['Seccomp']}"
+    for name, limit in own["limits"].items():
+        their_limit = theirs["limits"].get(name, limit)
+        if any(lower(t, m) for t, m in zip(their_limit, limit)):
+            return (f"has a lower limit of {name[4:].lower()} ({shown(their_limit)}, this process "
+                    f"{shown(limit)})")
     return None
+
+
+def shown(limit: list) -> str:
+    """A soft and hard limit as ``soft/hard``."""
+    return "/".join("unlimited" if v is None else str(v) for v in limit)
+
+
+def lower(theirs: int | None, mine: int | None) -> bool:
+    """Whether a client's resource limit is below this process's (None: unlimited)."""
+    return theirs is not None and (mine is None or theirs < mine)
 
 
 def receive(p: Pending) -> dict | None:
     """Read what has come of ``p``'s request: the request once whole, None while some is still to come. Raises
-    EOFError when the client closed first, ValueError for what is no request."""
+    EOFError when the client closed first, ValueError for what is no request.
+
+    Descriptors are taken only with the read that makes the header whole, and only the three a request needs:
+    any that come with a part of a header are closed at once and the connection refused (a client sending its
+    header a byte at a time, descriptors with each, once pushed this process past 1023 open descriptors). The
+    kernel itself drops any sent beyond three, or with the body, which is read without room for them."""
     try:
         if p.size is None:
             head, fds, flags, _ = socket.recv_fds(p.conn, HEADER.size - len(p.head), STREAMS)
-            p.fds += fds
+            p.head += head
+            if not head or len(p.head) < HEADER.size or flags & socket.MSG_CTRUNC or len(fds) != STREAMS:
+                close_all(fds)
             if not head:
                 raise EOFError()
+            if fds and len(p.head) < HEADER.size:
+                raise ValueError("descriptors before a whole header")
             if flags & socket.MSG_CTRUNC:
                 raise ValueError(f"more than {STREAMS} descriptors")
-            p.head += head
             if len(p.head) < HEADER.size:
                 return None
-            if len(p.fds) != STREAMS:
-                raise ValueError(f"{len(p.fds)} descriptors, not {STREAMS}")
-            (p.size,) = HEADER.unpack(p.head)
-            if p.size > MAX_REQUEST:
-                raise ValueError(f"a request of {p.size} bytes")
-        while len(p.body) < p.size:
-            chunk = p.conn.recv(min(p.size - len(p.body), 1 << 16))
-            if not chunk:
+            if len(fds) != STREAMS:
+                raise ValueError(f"{len(fds)} descriptors, not {STREAMS}")
+            p.fds = fds
+            (size,) = HEADER.unpack(p.head)
+            if size > MAX_REQUEST:
+                raise ValueError(f"a request of {size} bytes")
+            p.size, p.body = size, bytearray(size)
+        view = memoryview(p.body)
+        while p.got < p.size:
+            n = p.conn.recv_into(view[p.got:], min(p.size - p.got, 1 << 16))
+            if not n:
                 raise EOFError()
-            p.body += chunk
+            p.got += n
     except (BlockingIOError, InterruptedError):
         return None
     except (ConnectionResetError, BrokenPipeError):
         raise EOFError() from None
     try:
-        request = json.loads(bytes(p.body))
+        request = json.loads(p.body)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise ValueError(f"a request that is not JSON ({type(exc).__name__})") from None
+    finally:
+        p.clear()
     if not isinstance(request, dict):
         raise ValueError("a request that is not a JSON object")
     return request
+
+
+def close_all(fds: list[int]) -> None:
+    """Close descriptors received but not taken."""
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def request_problem(request: dict) -> str | None:
@@ -523,19 +628,35 @@ def gone(conn: socket.socket) -> str | None:
 
 def become_kernel(request: dict) -> int:
     """In the child: what ``python -m module *args`` would have been, with the request's streams, folder and
-    environment."""
+    environment, save one thing: the module is found where this warm process finds it (its interpreter, its
+    ``sys.path``), before the child enters the request's folder. ``-m`` looks in the current folder first, and a
+    request's folder is any the asker names: one holding a planted ``ipykernel_launcher.py`` would have it run."""
     os.setsid()
     for target, fd in enumerate(request["fds"]):
         os.dup2(fd, target)
         if fd > 2:
             os.close(fd)
+    spec = importlib.util.find_spec(request["module"])
+    if spec is None or spec.loader is None or spec.origin is None:
+        raise ModuleNotFoundError(f"No module named {request['module']}")
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    sys.argv = [sys.executable, *request["args"]]
-    sys.path.insert(0, os.getcwd())  # what -m puts first
-    runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+    sys.path.insert(0, os.getcwd())  # what -m puts first, once the module is found: the kernel's own imports see it
+    run_as_main(spec, request["args"])
     return 0
+
+
+def run_as_main(spec, args: list[str]) -> None:
+    """Run the module ``spec`` found as ``__main__``, as ``python -m`` does (runpy's own entry resolves the name
+    again, on the path as it is then)."""
+    code = spec.loader.get_code(spec.name)
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__spec__=spec, __file__=spec.origin, __cached__=spec.cached, __loader__=spec.loader,
+                         __package__=spec.parent, __builtins__=builtins)
+    sys.modules["__main__"] = main
+    sys.argv = [spec.origin, *args]
+    exec(code, main.__dict__)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,8 @@ ALLOWED: dict[tuple[str, str], str] = {
         "clause is that line less its prompt, for display, deciding nothing",
     ("kit.run.warmkernels", "holder"):
         "an external format: the kernel's /proc/<pid>/fdinfo, which says whether a file lock is held",
+    ("kit.run.zygote", "confinement"):
+        "an external format: the kernel's /proc/<pid>/limits, a process's resource limits as a table",
 }
 
 
