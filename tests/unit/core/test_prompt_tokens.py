@@ -84,7 +84,7 @@ def test_a_golden_whose_probabilities_sum_past_one_is_refused_by_verify_naming_t
                                            (0.05, True), (1.85, True)])
 def test_a_top_list_may_sum_past_one_by_rounding_only(over, refused):
     k = 20
-    probs = [(1 + over) * 0.5 ** (i + 1) / (1 - 0.5 ** k) for i in range(k)]  # a geometric top list, summing to 1 + over
+    probs = [(1 + over) * 0.5 ** (i + 1) / (1 - 0.5 ** k) for i in range(k)]  # geometric, summing to 1 + over
     top = [(i, math.log(p)) for i, p in enumerate(probs)]
     assert (top_list_problem(top, k) is not None) == refused
 
