@@ -29,8 +29,8 @@ from kit.descriptor.baselines import Baselines
 from kit.descriptor.code_settings import warn_code_settings
 from kit.descriptor.falsefailure import descriptor_budget
 from kit.descriptor.host import Host
-from kit.descriptor.schema import (CASE_NAME, CaseBase, CustomNotebook, Descriptor, ModelRef, Release, Resources,
-                                   case_golden_kind, case_schemas, golden_kind, options_schema)
+from kit.descriptor.schema import (CASE_NAME, MAX_NAME, CaseBase, CustomNotebook, Descriptor, ModelRef, Release,
+                                   Resources, case_golden_kind, case_schemas, golden_kind, options_schema)
 
 
 class LoadedDescriptor:
@@ -343,6 +343,10 @@ def _validate(path: Path, shown: str, text: str, raw: dict) -> LoadedDescriptor:
         loc = ("cases", name)
         if not CASE_NAME.match(name):
             raise BadInput(f"{shown}:{_locate(text, loc)}: case name {name!r} must match {CASE_NAME.pattern}")
+        if len(name) > MAX_NAME:
+            raise BadInput(f"{shown}:{_locate(text, loc)}: case name {name[:24]}... is {len(name)} characters long, "
+                           f"more than {MAX_NAME}: the files a run keeps of a case are named after it, and a file "
+                           "system allows 255 bytes a name")
         backend = entry.get("backend")
         if backend not in case_schemas():
             raise BadInput(f"{shown}:{_locate(text, (*loc, 'backend'))}: cases.{name}.backend: "

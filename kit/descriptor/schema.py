@@ -21,6 +21,12 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 CASE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+# A case's name, and a descriptor's, is part of every file and folder name the kit derives from it: a run's
+# cases/<case>.attempts.jsonl and the temporary .<case>.attempts.jsonl.<8 random>.tmp it is written through,
+# cases/superseded/<case>.<n>.kernel.log, localize-<case>-<time>-<4 hex>, parity-kit-vllm-<case>-<8 random>. A file
+# system allows 255 bytes a name (the names are ASCII); the longest of these adds about 40 to the case's, so 100
+# keeps every one of them within it, with room (tests/unit/descriptor/test_name_length.py makes each one).
+MAX_NAME = 100
 # A [goldens] entry is named after its kind ("semantic", "exact") or ends in it ("decode-semantic"),
 # so that a reader of a case knows how it is judged without opening the golden.
 GOLDEN_NAME = r"^(semantic|exact|[a-z0-9][a-z0-9._-]*-(semantic|exact))$"
@@ -274,7 +280,7 @@ class Baselines(_Strict):
 
 
 class Descriptor(_Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
+    name: str = Field(pattern=r"^[A-Za-z0-9._-]+$", max_length=MAX_NAME)
     description: str = ""
     model: ModelRef
     fixture: FixtureRef

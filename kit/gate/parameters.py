@@ -104,10 +104,11 @@ def _parameters(path: Path, at: str) -> dict[str, str]:
 def _assigned(source: str) -> set[str]:
     """The names a cell binds in the notebook's namespace: by assignment, a ``for`` or ``with`` target, an import,
     a ``def`` or ``class``, a walrus, ``del``, also inside ``if``, ``for``, ``while``, ``with`` and ``try`` blocks
-    (not inside functions and classes, whose names are their own). None for a cell Python cannot parse (IPython's
-    magics); what ``exec`` or ``globals()`` bind is not seen."""
+    (not inside functions and classes, whose names are their own). The cell is read as IPython runs it (``_python``):
+    ``spec = !ls`` and ``spec = %env X`` bind ``spec``, and so does the code a ``%time`` or ``%%capture`` runs. None
+    for a cell Python cannot parse even so; what ``exec`` or ``globals()`` bind is not seen."""
     try:
-        tree = ast.parse(source)
+        tree = ast.parse(_python(source))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return set()
     names: set[str] = set()
@@ -125,7 +126,42 @@ def _assigned(source: str) -> set[str]:
                 names.add(node.id)  # an assignment's, a for's or a with's target, a walrus, a del
             elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
                 names.add(node.name)
+            elif isinstance(node, ast.Call):
+                names |= _magic_binds(node)
             pending.extend(ast.iter_child_nodes(node))
+    return names
+
+
+# The magics that run code of the cell in the notebook's namespace (their argument, or the cell's body): what that
+# code binds, the cell binds. ``%timeit`` is not among them: it runs its code inside a function of its own.
+_RUNS_CODE = {"run_line_magic": {"time"}, "run_cell_magic": {"time", "capture"}}
+
+
+def _python(source: str) -> str:
+    """A cell as IPython turns it into Python before running it (``!cmd`` a call of ``system``, ``x = !cmd`` of
+    ``getoutput``, ``%magic`` of ``run_line_magic``, ``%%magic`` of ``run_cell_magic``); as written if IPython
+    cannot read it."""
+    from IPython.core.inputtransformer2 import TransformerManager  # the kernel's own reader: a gate's, not a case's
+
+    try:
+        return TransformerManager().transform_cell(source)
+    except Exception:  # its transformers raise whatever their tokenizer meets; the cell is then parsed as written
+        return source
+
+
+def _magic_binds(call: ast.Call) -> set[str]:
+    """What a magic call binds: the names the code it runs binds (``_RUNS_CODE``), and ``%%capture``'s variable."""
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and func.attr in _RUNS_CODE and len(call.args) >= 2
+            and isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Name)
+            and func.value.func.id == "get_ipython"):
+        return set()
+    words = [a.value if isinstance(a, ast.Constant) and isinstance(a.value, str) else None for a in call.args]
+    if words[0] not in _RUNS_CODE[func.attr]:
+        return set()
+    names = _assigned(words[-1]) if words[-1] is not None else set()
+    if words[0] == "capture" and words[1] is not None:  # %%capture [--no-stdout ...] [name]: the name is bound
+        names |= {w for w in words[1].split() if not w.startswith("-")}
     return names
 
 

@@ -204,9 +204,13 @@ def _t_rows(rows: np.ndarray, min_segment: int) -> np.ndarray:
 
 
 def _standardised(x: np.ndarray) -> np.ndarray:
-    centred = x - x.mean()
+    """``x`` centred and scaled to unit spread. It is divided by its largest magnitude first: the square of a value
+    above about 1e154 overflows and of one below about 1e-154 underflows, which made the statistic NaN (read as a
+    significant step, the wrong way); the t statistic does not depend on the scale."""
+    scaled = x / np.max(np.abs(x))
+    centred = scaled - scaled.mean()
     spread = np.sqrt(np.mean(centred * centred))
-    return centred / spread
+    return centred / spread if spread > 0 else centred
 
 
 def _scan(x: np.ndarray, min_segment: int) -> tuple[float, int, float]:

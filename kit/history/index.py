@@ -196,7 +196,11 @@ def update(store: Store, path: Path | None = None, rebuild: bool = False) -> Upd
 def _locations(store: Store) -> list[str]:
     """The run locations of ``store``; one line naming it when it cannot be reached."""
     try:
-        return list(store.run_dirs())
+        found = store.walk()
+        if not found.found:  # one line, not one for each folder passed over (a root named by mistake has hundreds)
+            raise BadInput(f"{store.url}: holds no run directory: {found.said()}; expected a folder of runs (the "
+                           "runs/ a gate writes, or a store runs were published to)")
+        return list(store.run_dirs(found))
     except BadInput:
         raise
     except FileNotFoundError:

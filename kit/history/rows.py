@@ -193,7 +193,8 @@ def case_rows(run: str, case: str, doc: Any, release: str | None,
     if d.get("case") != case:
         raise Wrong("case", f"expected {case!r}, the case its file is named after", d.get("case"))
     prompts = [mapping(p, f"prompts[{i}]") for i, p in enumerate(listing(d.get("prompts", []), "prompts"))]
-    errors = [_finite(p.get("max_probability_error")) for p in prompts]
+    errors = [_error(p.get("max_probability_error"), f"prompts[{i}].max_probability_error")
+              for i, p in enumerate(prompts)]
     source, drift = _table(d.get("bound_source")), _table(d.get("drift"))
     record = source.get("record")
     triage = _table(d.get("triage"))  # read tolerantly: a triage is a field a newer kit adds to case results
@@ -228,12 +229,15 @@ def bucket_rows(run: str, case: str, d: Mapping[str, Any], prompts: Sequence[Map
         bucket = p.get("bucket")
         if not isinstance(bucket, int):
             raise Wrong(f"prompts[{i}].bucket", "expected a whole number", bucket)
-        by_bucket.setdefault(bucket, []).append(_finite(p.get("max_probability_error")))
+        by_bucket.setdefault(bucket, []).append(_error(p.get("max_probability_error"),
+                                                       f"prompts[{i}].max_probability_error"))
         bounds.setdefault(bucket, p.get("bound"))
     table = _table(d.get("bucket_bounds"))
     rows = []
     for bucket, errors in sorted(by_bucket.items()):
         bound = _finite(rules.bound_for(bucket, bounds[bucket], table)) if d.get("golden_kind") != EXACT else None
+        if bound is not None and not 0 < bound <= 1:
+            raise Wrong(f"bucket {bucket}'s bound", "expected a probability difference above 0 and at most 1", bound)
         largest = _largest(errors)
         rows.append(BucketRow(
             run=run, case=case, bucket=bucket, prompts=len(errors), max_error=largest, mean_error=_mean(errors),
@@ -279,6 +283,7 @@ def _step_error(value: Any, where: str) -> float:
         return math.nan
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise Wrong(where, "expected a number or null", value)
+    _error(value, where)  # a finite error is a probability difference
     return float(value)
 
 
@@ -303,6 +308,17 @@ def _when(value: Any) -> _dt.datetime | None:
 
 def _finite(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def _error(value: Any, where: str) -> float | None:
+    """A recorded probability error: None where it is no finite number (a prompt that could not be scored), Wrong
+    where no probability difference can be it (below 0, above 1). Such a value was not written by a gate; one of
+    1e308 would also overflow the sums made of a run's errors, and one bad run of a shared store would stop every
+    reader of its history."""
+    found = _finite(value)
+    if found is not None and not 0 <= found <= 1:
+        raise Wrong(where, "expected a probability difference between 0 and 1", value)
+    return found
 
 
 def _table(value: Any) -> Mapping[str, Any]:

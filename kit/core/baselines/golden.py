@@ -251,7 +251,18 @@ def top_list_problem(top: Sequence[tuple[int, float]], top_k: int) -> str | None
         if rank > 1 and logprob > top[rank - 2][1]:
             return (f"logprobs are not in descending order: token {token} (rank {rank}) has {logprob!r}, "
                     f"above rank {rank - 1}'s {top[rank - 2][1]!r}")
+    mass = math.fsum(math.exp(logprob) for _, logprob in top)
+    if mass > 1 + mass_slack(len(top)):
+        return (f"its top-{len(top)} probabilities (exp of the logprobs) sum to {mass:.6g}, more than 1: "
+                "no model's distribution gives that")
     return None
+
+
+def mass_slack(k: int) -> float:
+    """How far above 1 a top list's probabilities may sum from rounding alone. Logprobs rounded to bfloat16 (a
+    relative 2^-8 each, the coarsest an engine reports) move the sum by at most 2^-8 x sum(p |log p|), which is at
+    most 2^-8 x log k for k tokens (the entropy's bound); float32's own rounding adds under 1e-6."""
+    return 2.0 ** -8 * max(1.0, math.log(k)) + 1e-6
 
 
 def check_golden_contents(golden: Golden) -> None:

@@ -14,8 +14,9 @@ Stirling-series remainders (``_delta``) taken apart from the large terms that ca
 scipy (tests/unit/core/test_special.py), down to results of 1e-300: the t tail within 1e-12 relative at any degrees
 of freedom (from 20,000 on by Hill's expansion, see ``t_two_sided``); the incomplete beta, binomial tail and
 Clopper-Pearson bound within 1e-12 for counts up to 1,000 and 1e-10 up to 10^6. Beyond, their error grows as the
-count times 1e-16 (an x near 1 rounded as a float, in a fraction of that many terms). Standard library only: it
-runs in the kernel.
+count times 1e-16 (an x near 1 rounded as a float, in a fraction of that many terms). The t quantile is the tail's
+inverse below p = 1/2 and the central probability's, I_{1-x}(1/2, v/2), above it, so that near p = 1 (t near 0) it
+too keeps its relative precision. Standard library only: it runs in the kernel.
 """
 
 from __future__ import annotations
@@ -148,59 +149,77 @@ def _betainc(a: float, b: float, at: _Point) -> float:
 
 def t_two_sided(t: float, df: float) -> float:
     """P(|T| >= |t|) for Student's t with ``df`` degrees of freedom, exact down to the smallest float. From
-    ``LARGE_DF`` degrees of freedom on, Hill's expansion (``_t_large_df``) instead: there x = df / (df + t^2) lies
+    ``LARGE_DF`` degrees of freedom on, Hill's expansion (``_hill_z``) instead: there x = df / (df + t^2) lies
     so near 1 that its rounding, times df / 2 in the continued fraction, costs more than the expansion's error."""
+    return _t_tail(t, df, central=False)
+
+
+def t_central(t: float, df: float) -> float:
+    """P(|T| < |t|), the complement of ``t_two_sided``, computed as itself: near t = 0 it is tiny, and one minus
+    the tail (near 1) would keep none of its digits."""
+    return _t_tail(t, df, central=True)
+
+
+def _t_tail(t: float, df: float, central: bool) -> float:
+    """P(|T| >= |t|), or with ``central`` P(|T| < |t|): I_x(df/2, 1/2) at x = df / (df + t^2), or I_{1-x}(1/2, df/2),
+    each evaluated where it is small, so each keeps its relative precision."""
     if not df > 0:
         raise ValueError(f"expected df > 0, got {df}")
     if math.isnan(t):
         return math.nan
     if df >= LARGE_DF:
-        return _t_large_df(abs(t), df)
+        z = _hill_z(abs(t), df)
+        return math.erf(z / math.sqrt(2)) if central else math.erfc(z / math.sqrt(2))
     r = abs(t) / math.sqrt(df)
-    if math.isinf(r):
-        return 0.0
+    if math.isinf(r) or r == 0:
+        return float(math.isinf(r) == central)
     if r > 1e150:  # x = 1 / (1 + r^2) underflows; then I_x(a, 1/2) = x^a / (a B(a, 1/2)) to within a part in x
         a = df / 2
-        return math.exp(-2 * a * math.log(r) - (math.lgamma(a) + math.lgamma(0.5) - math.lgamma(a + 0.5))) / a
-    if r == 0:
-        return 1.0
+        tail = math.exp(-2 * a * math.log(r) - (math.lgamma(a) + math.lgamma(0.5) - math.lgamma(a + 0.5))) / a
+        return 1 - tail if central else tail
     # x = df / (df + t^2) = 1 / (1 + r^2) and 1 - x, with their logarithms from log1p, neither rounded through the
     # other; and no square of a t that would overflow
     if r > 1:
         s2 = (1 / r) ** 2
-        at = _Point(s2 / (1 + s2), 1 / (1 + s2), math.log(s2) - math.log1p(s2), -math.log1p(s2), None)
-    else:
+        at = _Point(s2 / (1 + s2), 1 / (1 + s2), -2 * math.log(r) - math.log1p(s2), -math.log1p(s2), None)
+    else:  # log r^2 as 2 log r: r^2 underflows for t below 1e-162, where the central probability is still a number
         r2 = r * r
-        at = _Point(1 / (1 + r2), r2 / (1 + r2), -math.log1p(r2), math.log(r2) - math.log1p(r2), None)
-    return _betainc(df / 2, 0.5, at)
+        at = _Point(1 / (1 + r2), r2 / (1 + r2), -math.log1p(r2), 2 * math.log(r) - math.log1p(r2), None)
+    return _betainc(0.5, df / 2, at.swapped()) if central else _betainc(df / 2, 0.5, at)
 
 
-def _t_large_df(t: float, df: float) -> float:
-    """P(|T| >= t) for large df by Hill's normalizing expansion (G. W. Hill, "Algorithm 395: Student's
-    t-distribution", Communications of the ACM 13(10), 1970): z from df and log1p(t^2 / df), then the normal tail
-    erfc(z / sqrt 2). Within 1e-12 of scipy's from 10^4 degrees of freedom on (tests/unit/core/test_special.py)."""
+def _hill_z(t: float, df: float) -> float:
+    """The normal deviate z of Hill's expansion (G. W. Hill, "Algorithm 395: Student's t-distribution",
+    Communications of the ACM 13(10), 1970) from df and log1p(t^2 / df): P(|T| >= t) is erfc(z / sqrt 2), within
+    1e-12 of scipy's from 10^4 degrees of freedom on (tests/unit/core/test_special.py)."""
     if math.isinf(t):
-        return 0.0
+        return math.inf
     a = df - 0.5
     b = 48 * a * a
     y = a * math.log1p(t * t / df)
-    z = (((((-0.4 * y - 3.3) * y - 24) * y - 85.5) / (0.8 * y * y + 100 + b) + y + 3) / b + 1) * math.sqrt(y)
-    return math.erfc(z / math.sqrt(2))
+    return (((((-0.4 * y - 3.3) * y - 24) * y - 85.5) / (0.8 * y * y + 100 + b) + y + 3) / b + 1) * math.sqrt(y)
 
 
 def t_two_sided_quantile(p: float, df: float) -> float:
     """The t >= 0 with P(|T| >= t) = p: bisection on log t, which reaches the float's precision for any p in (0, 1]
-    (t from 0 to about 1e300)."""
+    (t from 0 to about 1e300). Above p = 1/2 the central probability P(|T| < t) is matched to 1 - p instead (exact
+    there): near p = 1, t is near 0 and the tail near 1 is known only to 1e-16 absolute, which at p = 1 - 2^-40 cost
+    t four of its digits."""
     if not 0 < p <= 1:
         if p <= 0:
             return math.inf
         raise ValueError(f"expected 0 < p <= 1, got {p}")
     if p == 1:
         return 0.0
-    lo, hi = -700.0, 700.0  # log t
+    central = p > 0.5
+
+    def below(t: float) -> bool:  # whether the quantile lies above t
+        return t_central(t, df) < 1 - p if central else t_two_sided(t, df) > p
+
+    lo, hi = -745.0, 709.0  # log t: from the smallest float to the largest
     for _ in range(200):
         mid = (lo + hi) / 2
-        if t_two_sided(math.exp(mid), df) > p:
+        if below(math.exp(mid)):
             lo = mid
         else:
             hi = mid

@@ -24,6 +24,7 @@ import logging
 import os
 import posixpath
 import shutil
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -170,10 +171,11 @@ class Store:
             return None
         return os.path.realpath(posixpath.join(self.root, relative) if relative else self.root)
 
-    def run_dirs(self) -> Iterator[str]:
+    def run_dirs(self, walked: Walk | None = None) -> Iterator[str]:
         """Each run directory under the root, relative to it, in name order (which is the order they ran:
-        run directories are named by their start time); each folder the walk did not look into is logged."""
-        found = self.walk()
+        run directories are named by their start time); each folder the walk did not look into is logged.
+        ``walked``: the root's walk, where the caller has made it already."""
+        found = walked if walked is not None else self.walk()
         for skipped in found.skipped:
             log.warning(f"{self.where(skipped.location)}: {skipped.why}")
         yield from (f.location for f in found.found)
@@ -223,12 +225,27 @@ class Skipped:
         return f"{self.location or '.'}: {self.why}"
 
 
+# How a walk's skipped folders are counted in the one line that says a root holds no run.
+_SKIPPED_WORDS = {HIDDEN: "hidden", DEEP: "too deep", OUTSIDE: "linked out of the root", AGAIN: "a second name",
+                  UNLISTED: "could not be listed"}
+
+
 @dataclass
 class Walk:
     """What a walk found under a root, and each folder it did not look into."""
 
     found: list[Found] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    folders: int = 0  # how many folders were listed
+
+    def said(self) -> str:
+        """What the walk saw, in a few words: the folders it listed, none holding a run's record, and how many it
+        passed over and why."""
+        line = f"{self.folders} folder(s) looked into, none holding {rundir.MANIFEST} or {rundir.CONTROL}"
+        counts = Counter(s.kind for s in self.skipped)
+        if counts:
+            line += f" ({', '.join(f'{n} {_SKIPPED_WORDS[kind]}' for kind, n in counts.most_common())}: passed over)"
+        return line
 
 
 def walk(tree: Store, max_depth: int = MAX_DEPTH) -> Walk:
@@ -261,6 +278,7 @@ def _visit(tree: Store, relative: str, left: int, top: str | None, seen: set[str
         out.skipped.append(Skipped(relative, f"cannot be listed: {getattr(exc, 'strerror', None) or exc}",
                                    UNLISTED))
         return
+    out.folders += 1
     names = {name for name, _ in entries}
     own: set[str] = set()
     if rundir.CONTROL in names:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from kit.core.noise.calibration import CalibrationRecord, Sample, load_record, mismatch
-from kit.core.noise.rule import bound_rule, round_up, spread_factor
+from kit.core.noise.rule import bound_rule, d2, round_up, spread_factor
 from kit.core.errors import BadInput
 from kit.core.records.jsonio import atomic_write_bytes as write_bytes
 
@@ -48,7 +50,7 @@ def test_round_up_keeps_two_significant_digits_and_only_rounds_up():
 
 def test_spread_counts_as_if_ten_samples_were_taken():
     assert spread_factor(10) == spread_factor(40) == 1.0
-    assert spread_factor(3) == pytest.approx(3.078 / 1.693)
+    assert spread_factor(3) == pytest.approx(d2(10) / (3 / math.sqrt(math.pi)), rel=1e-14)  # d2(3) = 3 / sqrt(pi)
     assert spread_factor(2) > spread_factor(5) > spread_factor(9) > 1.0
 
 

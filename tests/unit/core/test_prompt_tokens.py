@@ -6,10 +6,12 @@ IndexError (exit 70); `golden verify --model` passed a golden that the gate then
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 
 import pytest
 
+from kit.core.baselines.golden import top_list_problem
 from kit.core.records.fixture import fixture_document, load_fixture
 from kit.core.records.jsonio import canonical_bytes, sha256_bytes, write_canonical
 from support import parity_kit
@@ -61,6 +63,30 @@ def test_a_golden_naming_a_token_outside_the_vocabulary_is_refused_by_verify(tmp
     assert one_line(parity_kit(*verify, "--model", embedded.model)) == (
         f"golden {golden}: case {case['id']}: token id 768 is outside the vocabulary of model {embedded.model} "
         f"(768 tokens, vocab_size in {embedded.model}/config.json)")
+
+
+def test_a_golden_whose_probabilities_sum_past_one_is_refused_by_verify_naming_the_prompt(tmp_path, embedded):
+    doc = json.loads(embedded.goldens["semantic"].read_text())
+    case = doc["cases"][3]
+    top = case["top_logprobs"]
+    for i, entry in enumerate(top):  # three tokens each near certain: no distribution gives that
+        entry["logprob"] = -0.05 - 0.01 * i if i < 3 else min(entry["logprob"], -0.08)
+    mass = math.fsum(math.exp(e["logprob"]) for e in top)
+    golden = tmp_path / "mass.json"
+    golden.write_bytes(canonical_bytes(doc))
+    assert one_line(parity_kit("golden", "verify", golden, "--fixture", embedded.fixture)) == (
+        f"golden {golden}: case {case['id']}: its top-{len(top)} probabilities (exp of the logprobs) sum to "
+        f"{mass:.6g}, more than 1: no model's distribution gives that")
+    assert mass > 2.8
+
+
+@pytest.mark.parametrize("over, refused", [(0.0, False), (1e-3, False), (2.0 ** -8 * math.log(20) * 0.9, False),
+                                           (0.05, True), (1.85, True)])
+def test_a_top_list_may_sum_past_one_by_rounding_only(over, refused):
+    k = 20
+    probs = [(1 + over) * 0.5 ** (i + 1) / (1 - 0.5 ** k) for i in range(k)]  # geometric, summing to 1 + over
+    top = [(i, math.log(p)) for i, p in enumerate(probs)]
+    assert (top_list_problem(top, k) is not None) == refused
 
 
 @pytest.mark.parametrize("edit, says", [

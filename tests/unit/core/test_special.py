@@ -62,6 +62,25 @@ def test_the_t_quantile_is_scipys_for_p_down_to_1e_300(df):
     assert t_quantile_two_sided(1, df) == 0.0
 
 
+@pytest.mark.parametrize("df", DFS)
+def test_the_t_quantile_keeps_its_precision_near_p_1(df):
+    # p = 1 - 2^-k: 1 - p is exact, and so is scipy's argument 1/2 + (1 - p)/2. The reference is the definition,
+    # P(|T| < t) = I_y(1/2, df/2) at y = t^2 / (df + t^2), inverted by scipy's betaincinv; scipy's t.ppf is no
+    # reference there, as it loses digits near 1/2 itself (1.5e-4 relative at df 4, p = 1 - 2^-20).
+    for k in (2, 5, 10, 20, 30, 40, 52):
+        d = 2.0 ** -k
+        got = t_quantile_two_sided(1 - d, df)
+        y = float(scipy_special.betaincinv(0.5, df / 2, d))
+        assert got == pytest.approx(math.sqrt(df * y / (1 - y)), rel=1e-12, abs=0), k
+        if df == 1:  # Cauchy's, in closed form: P(|T| < t) = 2 atan(t) / pi
+            assert got == pytest.approx(math.tan(math.pi * d / 2), rel=1e-13, abs=0), k
+        if df == 2:  # P(|T| < t) = t / sqrt(2 + t^2)
+            assert got == pytest.approx(d * math.sqrt(2 / (1 - d * d)), rel=1e-13, abs=0), k
+    for k in (20, 52):  # and the central probability gives 1 - p back
+        central = special.t_central(t_quantile_two_sided(1 - 2.0 ** -k, df), df)
+        assert central == pytest.approx(2.0 ** -k, rel=1e-13, abs=0)
+
+
 @pytest.mark.parametrize("n", TRIALS)
 def test_the_clopper_pearson_bound_is_scipys_at_every_count(n):
     for k in failure_counts(n):

@@ -119,3 +119,22 @@ def test_a_name_a_later_cell_only_uses_or_binds_in_its_own_scope_passes(tmp_path
     case = {**embedded.doc["cases"]["hf-bf16"], "notebook": trusted(nb)}
     proc = parity_kit("check", write_descriptor(tmp_path, embedded, cases={"hf-bf16": case}))
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("later, name", [
+    ("!echo hi\nspec = None", "spec"), ("result_path = !echo mine.json", "result_path"),
+    ("%pwd\nspec = {}", "spec"), ("spec = %time 1 + 1", "spec"), ("%time result_path = 'x'", "result_path"),
+    ("%%capture spec\nprint(1)", "spec"), ("%%time\nif True:\n    result_path = !echo x", "result_path"),
+])
+def test_a_later_cell_in_ipython_syntax_is_read_as_ipython_runs_it(tmp_path, embedded, later, name):
+    nb = notebook(tmp_path / "mine.ipynb", PLAIN, later)
+    assert f"code cell 2 assigns `{name}` after the `parameters` cell" in refused(tmp_path, embedded, nb)
+
+
+def test_magics_that_only_use_an_injected_name_pass(tmp_path, embedded):
+    # %timeit runs its code in a function of its own; %%capture's variable here is another name
+    nb = notebook(tmp_path / "mine.ipynb", PLAIN, "!echo {result_path}\nx = !ls\n%timeit spec = 1",
+                  "%%capture out\nprint(spec)", "y = %time len(spec)")
+    case = {**embedded.doc["cases"]["hf-bf16"], "notebook": trusted(nb)}
+    proc = parity_kit("check", write_descriptor(tmp_path, embedded, cases={"hf-bf16": case}))
+    assert proc.returncode == 0, proc.stderr

@@ -151,3 +151,27 @@ def test_bad_arguments_are_refused():
         find_step([1.0] * 10, false_alarm=0.0)
     with pytest.raises(ValueError):
         find_step([1.0] * 10, min_segment=0)
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-200, 1e-160, 1e160, 1e200, 1e300])
+@pytest.mark.parametrize("sign", [1, -1])
+def test_huge_and_tiny_values_give_the_answer_of_the_same_series_at_unit_scale(scale, sign):
+    rng = np.random.default_rng(5)
+    unit = sign * np.r_[np.full(12, 1.0), np.full(5, 1.1)] + rng.normal(0.0, 0.01, 17)
+    at_unit, scaled = examine(list(unit)).step, examine(list(unit * scale)).step
+    assert at_unit is not None and scaled is not None
+    assert (scaled.index, scaled.direction, scaled.p_value) == (at_unit.index, at_unit.direction, at_unit.p_value)
+    assert scaled.direction == ("up" if sign > 0 else "down") and scaled.index == 12
+    assert scaled.statistic == pytest.approx(at_unit.statistic, rel=1e-12)
+    assert scaled.before == pytest.approx(at_unit.before * scale, rel=1e-12, abs=0)
+
+
+def test_the_statistic_is_the_two_sample_t_of_the_split_as_scipy_computes_it():
+    stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(9)
+    unit = np.r_[np.full(12, 1.0), np.full(5, 1.1)] + rng.normal(0.0, 0.01, 17)
+    for scale in (1.0, 1e-300, 1e300):
+        step = examine(list(unit * scale)).step
+        # scipy's t of the unit series (its own sums of squares overflow at 1e300, as the change-point test's did)
+        expected = stats.ttest_ind(unit[step.index:], unit[:step.index]).statistic
+        assert step.statistic == pytest.approx(abs(expected), rel=1e-10)

@@ -265,3 +265,53 @@ def test_a_reference_computed_in_the_run_is_no_baseline_change(tmp_path):
         doc["golden_path"] = f"/somewhere/run{i}/cases/native.reference.json"
         gate_run(tmp_path, f"tiny-cpu-{i}", {"native": doc}, started=at)
     assert [c for c in gather(str(tmp_path)).changes if c["case"] == "native"] == []
+
+
+@pytest.mark.parametrize("edit", [
+    lambda doc: [p.update(max_probability_error=1e308) for p in doc["prompts"]],
+    lambda doc: doc["prompts"][1].update(max_probability_error=-0.5),
+    lambda doc: doc["bucket_bounds"].update({"128": 1e308}),
+])
+def test_a_run_whose_errors_no_gate_writes_is_one_line_and_the_others_are_shown(tmp_path, capsys, edit):
+    series(tmp_path, [0.010, 0.012, 0.011])
+    at = START + dt.timedelta(hours=5)
+    doc = case_result("hf-bf16", {128: [0.01, 0.01], 256: [0.01]}, started=at)
+    edit(doc)
+    bad = gate_run(tmp_path, "bad", {"hf-bf16": doc}, started=at)
+    assert main(["history", "--runs", str(tmp_path), "--json"]) == ExitCode.PASSED
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["runs"] == 4 and {r["runs"] for r in shown["headroom"] if r["bucket"] == 128} == {3}
+    [line] = [line["text"] for line in shown["lines"] if line["kind"] == "skipped"]
+    assert str(bad / rundir.CASES / "hf-bf16.json") in line and "case left out" in line and "\n" not in line
+    assert "expected a probability difference" in line
+
+
+def test_a_decode_step_error_no_gate_writes_is_one_line(tmp_path):
+    from support.history import decode_series
+
+    runs = decode_series(tmp_path, [0.002, 0.003, 0.002])
+    path = runs[1] / rundir.CASES / "hf-bf16-decode.json"
+    doc = json.loads(path.read_text())
+    doc["decode"][0]["step_errors"][2] = 1e308
+    write_json(path, doc)
+    history = gather(str(tmp_path))
+    assert history.runs == 3
+    [line] = [line["text"] for line in history.lines if line["kind"] == "skipped"]
+    assert "decode[0].step_errors[2]: expected a probability difference between 0 and 1, got 1e+308" in line
+
+
+def test_a_folder_holding_no_run_is_one_line_saying_what_was_found(tmp_path, capsys):
+    root = tmp_path / "home"
+    for n in range(30):  # a folder of other things, some of which the walk passes over
+        (root / f"project-{n}" / "src").mkdir(parents=True)
+        (root / f"project-{n}" / ".git").mkdir()
+        (root / f"project-{n}" / ".cache").mkdir()
+        os.symlink(tmp_path, root / f"project-{n}" / "out")
+    assert main(["history", "--runs", str(root), "--markdown"]) == ExitCode.BAD_INPUT
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    [line] = captured.err.splitlines()
+    assert line.startswith(f"parity-kit: bad input: {root}: holds no run directory: 61 folder(s) looked into, "
+                           "none holding manifest.json or control.json (30 hidden, 30 linked out of the root: "
+                           "passed over); expected a folder of runs")
+    assert not (root / ".history").exists()
