@@ -306,7 +306,7 @@ def install_backend_plugin(site: Path, backend: str, package: str, files: dict[s
 # not be.
 ECHO_PLUGIN = {
     "__init__.py": '''
-from kit.backends.base import BackendInfo
+from kit.api import BackendInfo
 
 BACKEND = BackendInfo(name="echo", summary="replays the golden (a test plugin)", runtime="echo_backend.runtime",
                       options="echo_backend.options:EchoOptions", makes_goldens=True,
@@ -315,7 +315,7 @@ BACKEND = BackendInfo(name="echo", summary="replays the golden (a test plugin)",
     "options.py": '''
 from pydantic import Field
 
-from kit.backends.options import BackendOptions
+from kit.api import BackendOptions
 
 
 class EchoOptions(BackendOptions):
@@ -325,7 +325,7 @@ class EchoOptions(BackendOptions):
 import json
 import math
 
-from kit.core.records.records import Observation
+from kit.api import Observation
 
 
 class Echo:
