@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from kit.backends.registry import REFERENCE
 from kit.baselines.made import Made, Making
 from kit.calibrate.run import variants_for
 from kit.core.records import paths
@@ -94,7 +95,7 @@ def float32_case(desc: LoadedDescriptor) -> str | None:
     """The hf case whose settings measure a fault's effect: ``checkpoint`` where the descriptor has it (the embedded
     descriptor's), else its first uncalibrated hf case in float32 or float64 (a GPU descriptor's ``hf-f32``)."""
     stated = outline(desc)
-    hf = [n for n, c in stated.cases.items() if c.backend == "hf" and not c.calibrated]
+    hf = [n for n, c in stated.cases.items() if c.backend == REFERENCE and not c.calibrated]
     if FLOAT32_CASE in hf:
         return FLOAT32_CASE
     specs = resolve(desc, hf).cases if hf else {}

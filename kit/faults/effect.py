@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from kit.backends.registry import REFERENCE
 from kit.case.runner import run_case
 from kit.core.records import paths
 from kit.core.errors import BadInput
@@ -52,9 +53,10 @@ def embedded_cases(descriptor: str | Path = paths.EMBEDDED_DESCRIPTOR,
     specs = {name: case.spec for name, case in plan.cases.items()}
     semantic = plan.goldens[SEMANTIC].files[0]  # a semantic entry names one file
     checkpoint = specs.pop(float32_case)
-    if checkpoint.backend != "hf" or checkpoint.options.get("dtype", "float32") not in ("float32", PORTABLE_DTYPE):
-        raise BadInput(f"case {float32_case} of {descriptor} is no hf float32 or float64 case: a fault's effect is "
-                       "what hf computes at the goldens' precision")
+    precise = checkpoint.options.get("dtype", "float32") in ("float32", PORTABLE_DTYPE)
+    if checkpoint.backend != REFERENCE or not precise:  # the reference backend: the one the goldens are made by
+        raise BadInput(f"case {float32_case} of {descriptor} is no {REFERENCE} float32 or float64 case: a fault's "
+                       f"effect is what {REFERENCE} computes at the goldens' precision")
     # The golden maker's path at its precision, on a CPU computed in float64 and rounded to float32 (an effect is
     # then one number on every host, kit.core.baselines.portable); on a GPU in float32, where float64 attention over
     # long prompts would hold every [seq, seq] score. The kernels a case pins are no part of a fault's effect.
