@@ -13,7 +13,7 @@ from kit.core.records import paths, rundir
 from kit.core.errors import BadInput
 from kit.core.records.jsonio import atomic_write_bytes, read_input_bytes, write_json
 from kit.core.verdict.nextsteps import next_steps, one_command
-from kit.core.noise.drift import record_depth
+from kit.core.noise.calibration import depth_of
 from kit.core.noise.power import family_lines, headline
 from kit.core.records.records import (BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult,
                                       severity)
@@ -170,11 +170,11 @@ def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: fl
 
 
 def depth_lines(manifest: dict, results: Mapping[str, CaseResult]) -> list[str]:
-    """How deep each calibrated case's record is (kit.core.noise.drift.record_depth), and a warning for each record too
-    thin for its bounds to have settled, with the command that deepens it."""
+    """How deep each calibrated case's record is (kit.core.noise.calibration.depth_of), and a warning for each record
+    too thin for its bounds to have settled, with the command that deepens it."""
     descriptor = paths.display(manifest.get("descriptor") or "DESCRIPTOR")
     depths = {name: d for name in manifest["cases"] if name in results
-              for d in [record_depth(results[name].drift)] if d is not None}
+              for d in [depth_of(results[name])] if d is not None}
     if not depths:
         return []
     lines = ["Record depth: " + "; ".join(f"{md(n, code=True)} {md(d.text())}" for n, d in depths.items()) + "."]

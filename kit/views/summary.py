@@ -15,7 +15,7 @@ from typing import Mapping
 
 import pandas as pd
 
-from kit.core.noise.drift import record_depth
+from kit.core.noise.calibration import depth_of
 from kit.core.noise.rule import SETTLES_FROM
 from kit.core.noise.power import measured_elsewhere
 from kit.core.records import contract, paths, rundir
@@ -180,7 +180,7 @@ def depth_table(view: RunView) -> pd.DataFrame:
     rows = []
     for name in view.expected:
         r = view.results.get(name)
-        depth = record_depth(r.drift) if r is not None else None
+        depth = depth_of(r) if r is not None else None
         if depth is not None:
             rows.append({"case": name, "distinct_samples": depth.samples, "degrees_of_freedom": depth.dof,
                          "detects_mean_rise": depth.detects_rise, "settled": "yes" if depth.settled else "no"})
@@ -192,7 +192,7 @@ def depth_note(view: RunView) -> str:
     every piece of text escaped."""
     descriptor = paths.display(view.manifest.get("descriptor") or "DESCRIPTOR")
     said = [d.thin(name, descriptor) for name in view.expected if name in view.results
-            for d in [record_depth(view.results[name].drift)] if d is not None]
+            for d in [depth_of(view.results[name])] if d is not None]
     return "".join(f'<p style="color:#9a6700;margin:4px 0">&#9888; {html.escape(line)}</p>' for line in said if line)
 
 

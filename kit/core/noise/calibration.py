@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from kit.core.errors import BadInput
 from kit.core.records.jsonio import ContentAddressed, canonical_bytes, parse_json_input, read_input_bytes, sha256_bytes
 from kit.core.records.recordcheck import Wrong, check_record
-from kit.core.noise.drift import drift_of
+from kit.core.noise.drift import RecordDepth, drift_of, record_depth
 from kit.core.noise.rule import RULE_NAME, RULE_TEXT, RULES, bound_rule, resolution
 from kit.core.noise.stepnoise import distinct_steps, step_bounds, step_section, steps_uncovered
 
 if TYPE_CHECKING:
+    from kit.core.records.records import CaseResult
     from kit.core.records.spec import CaseSpec
 
 FORMAT = "parity-kit-calibration/1"
@@ -212,6 +213,31 @@ class CalibrationRecord(ContentAddressed):
                    variants=list(d["variants"]), samples=[Sample.from_dict(s) for s in d["samples"]],
                    created_at=d["created_at"], prompts=dict(d["prompts"]), buckets=dict(d["buckets"]),
                    drift=dict(d["drift"]), rule=dict(d["rule"]), path=path, decode=dict(d.get("decode") or {}))
+
+
+def launches_repeat(record: CalibrationRecord) -> bool:
+    """Whether the engine a record measured repeats itself across launches: some variant measured in two or more
+    launches gave bit-identical samples in every one (a deterministic engine, as on CPU). Such a record is as deep
+    as its variants make it: further launches add nothing (kit.baselines.deepen)."""
+    by_variant: dict[str, list[Sample]] = {}
+    for s in record.samples:
+        by_variant.setdefault(s.variant, []).append(s)
+    return any(len({s.launch for s in group}) > 1 and len({s.key() for s in group}) == 1
+               for group in by_variant.values())
+
+
+def depth_of(result: CaseResult) -> RecordDepth | None:
+    """How deep the record a case's drift test ran against is (drift.record_depth), and whether its engine repeats
+    itself across launches, read from the record where the case result names a file that is still there (a record
+    that cannot be read is taken to vary: it is called thin by its count alone)."""
+    depth = record_depth(result.drift)
+    path = (result.bound_source or {}).get("path")
+    if depth is None or not isinstance(path, str) or not Path(path).is_file():
+        return depth
+    try:
+        return dataclasses.replace(depth, repeats=launches_repeat(load_record(path)))
+    except BadInput:
+        return depth
 
 
 def noise_class(options: Mapping[str, Any]) -> dict[str, str]:

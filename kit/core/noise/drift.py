@@ -120,6 +120,9 @@ class RecordDepth:
     samples: int
     dof: int | None
     detects_rise: float | None
+    # The engine repeats itself across launches (calibration.launches_repeat): more launches add nothing, so a record
+    # below the settling point is as deep as its variants make it and is not called thin.
+    repeats: bool = False
 
     @property
     def settled(self) -> bool:
@@ -136,7 +139,7 @@ class RecordDepth:
     def thin(self, case: str, descriptor: str) -> str | None:
         """The line a summary's first screen and the evidence give a record too thin for its bounds to have settled
         (and the command that deepens it); None for a settled one."""
-        if self.settled:
+        if self.settled or self.repeats:
             return None
         return (f"{case}: its record holds {self.samples} distinct samples, and bounds settle from {SETTLES_FROM}: "
                 f"its bounds are wider and its drift test weaker than its noise needs ({self.text()}); `parity-kit "

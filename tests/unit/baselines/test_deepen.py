@@ -80,3 +80,26 @@ def test_a_release_is_compared_by_the_engines_versions_not_by_settings_or_keys_o
     assert release_change(recorded, {**recorded, "attention": "chunked"}, {"attention": "auto"}) is None
     assert release_change(recorded, {**recorded, "cpu_capability": "AVX512"}, {}) is None
     assert release_change(recorded, {**recorded, "transformers": "5.18"}, {}) == "transformers"
+
+
+def test_a_record_whose_launches_repeat_bit_for_bit_is_as_deep_as_its_variants_and_never_called_thin(tmp_path):
+    from kit.calibrate.run import write_record
+    from kit.core.noise.calibration import depth_of, launches_repeat
+    from support.archive import sample
+
+    varying = record(CLEAN)  # three variants of one launch each: nothing says whether launches repeat
+    repeated = dataclasses.replace(varying, samples=[*varying.samples,
+                                                     dataclasses.replace(varying.samples[0], launch=2)])
+    other = dataclasses.replace(sample("v0", {"a": 0.02, "b": 0.01, "c": 0.02}), launch=2)
+    launched = dataclasses.replace(varying, samples=[*varying.samples, other])
+    assert (launches_repeat(varying), launches_repeat(repeated), launches_repeat(launched)) == (False, True, False)
+    for rec, thin in ((varying, True), (repeated, False)):
+        path = write_record(rec, tmp_path / f"{thin}")
+        result = case_result({"a": 0.012, "b": 0.011, "c": 0.022}, rec)
+        result = dataclasses.replace(result, bound_source={**result.bound_source, "path": str(path)})
+        depth = depth_of(result)
+        assert depth is not None and depth.samples == 3 and depth.repeats is (not thin)
+        assert (depth.thin("hf-bf16", "d.toml") is not None) is thin
+    # A record file no longer there: the depth by its count alone.
+    gone = dataclasses.replace(result, bound_source={**result.bound_source, "path": str(tmp_path / "gone.json")})
+    assert depth_of(gone).repeats is False
