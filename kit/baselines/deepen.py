@@ -122,7 +122,7 @@ def deepen(request: DeepenRequest) -> MakeOutcome:
                         f"{', control runs of the pin from ' + history if history else ''}; then the backtest and an "
                         f"evidence gate of the deepened cases (resume an interrupted deepen with --resume "
                         f"{paths.display(work_dir)})", extra=MARKUP)
-        measuring = resolve(desc, targets, resolve_calibration=False)  # as measured: no bounds
+        measuring = resolve(desc, list(targets), resolve_calibration=False)  # as measured: no bounds
         for case, superseded in targets.items():
             making.made.append(_deepen_case(making, measuring.case(case).spec, superseded, request))
         outcome = bless(making, Blessing(before, archived, roots, request.reason, request.accept_flips,
