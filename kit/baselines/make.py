@@ -46,8 +46,9 @@ from kit.core.noise.calibration import CalibrationRecord, hardware_change, load_
 from kit.core.errors import BadInput
 from kit.core.baselines.golden import load_golden
 from kit.core.records.jsonio import atomic_write_bytes, read_json, sha256_file, write_json
-from kit.core.baselines.lineage import LineageEntry, heads, normal_runtime, write_entry
-from kit.core.baselines.lineageclaims import ACCEPT_LOOSER, loosening, movement_text, movements, reason_problem
+from kit.core.baselines.lineage import LineageEntry, chain, heads, normal_runtime, write_entry
+from kit.core.baselines.lineageclaims import (ACCEPT_LOOSER, agreed, loosening, movement_text, movements,
+                                              reason_problem)
 from kit.core.noise.power import headline
 from kit.core.records.records import EXACT, NO_BASELINE, PASSED
 from kit.core.records.results import now_iso
@@ -396,24 +397,43 @@ def _backtested(m: Made, archived: Mapping[str, Any], roots: Sequence[Path], pla
         return m
     if m.kind.backtested:
         m = replace(m, backtest=_backtest(m, archived[m.case], roots, _drift_alpha(plan, m.case)))
-    return with_moves(m)
+    folders = plan.outline.baseline_folders
+    return with_moves(m, plan.outline.lineage, folders["lineage"] if folders else None)
 
 
-def with_moves(m: Made) -> Made:
+def with_moves(m: Made, entries: Sequence[LineageEntry] = (), lineage: Path | None = None) -> Made:
     """A new calibration record with how far its bounds moved from the record it supersedes (``moves``, for the
-    evidence and ``_judge_moves``); any other baseline as it is."""
+    evidence and ``_judge_moves``), and from the record its chain last agreed on when that is another (``drift``:
+    ``entries`` are the descriptor's lineage, kept in the folder ``lineage``); any other baseline as it is."""
     if m.kind is not CALIBRATION or m.staged is None or m.superseded is None:
         return m
-    return replace(m, moves=movements(load_record(m.superseded), load_record(m.staged)))
+    new = load_record(m.staged)
+    m = replace(m, moves=movements(load_record(m.superseded), new))
+    parent = heads(entries, CALIBRATION, m.case).get(normal_runtime(m.runtime))
+    if parent is None or lineage is None:
+        return m
+    first = agreed(chain(entries, parent))
+    if first is parent:
+        return m
+    path = (lineage / first.file).resolve()
+    return replace(m, drift=movements(load_record(path), new), agreed=path)
 
 
 def _judge_moves(m: Made, accept_looser: str | None) -> list[str]:
     """The refusal of a new record whose bounds loosen beyond the margin of the record it supersedes (``m.moves``,
-    ``_backtested``) that no ``accept_looser`` reason covers."""
+    ``_backtested``), or beyond that of the record its chain last agreed on (``m.drift``), that no
+    ``accept_looser`` reason covers."""
+    if accept_looser is not None:
+        return []
     too_loose = loosening(m.moves)
-    if too_loose and accept_looser is None:
+    if too_loose:
         return [f"{m.case}: the new record loosens {too_loose}: find why its noise grew, or bless it with "
                 f"{ACCEPT_LOOSER} REASON"]
+    drifted = loosening(m.drift, f"{paths.display(m.agreed)}'s") if m.agreed is not None else None
+    if drifted:
+        return [f"{m.case}: the new record loosens, in steps each within its parent's margin, {drifted} (its "
+                f"chain's first record, or the latest whose entry accepted looser bounds): find why its noise grew, "
+                f"or bless it with {ACCEPT_LOOSER} REASON"]
     return []
 
 

@@ -144,13 +144,15 @@ def _baseline_log(args) -> int:
 
 
 def _baseline_verify(args) -> int:
-    from kit.baselines.verify import backtest_problems
+    from kit.baselines.verify import backtest_problems, preflight_problems
     from kit.descriptor.baselines import lineage_problems
     from kit.descriptor.load import load_descriptor
     from kit.descriptor.plan import outline
 
     loaded = load_descriptor(args.descriptor)
     entries, problems = lineage_problems(loaded)
+    # The gate's own checks, once each entry's claims hold: what status and check refuse is refused here too.
+    problems = problems or preflight_problems(loaded)
     stated = outline(loaded)
     if args.archive and stated.baseline_folders is not None:
         problems += backtest_problems(stated.lineage, stated.baseline_folders["lineage"], args.archive)
@@ -160,7 +162,8 @@ def _baseline_verify(args) -> int:
         return ExitCode.BAD_INPUT
     again = f"; each record backtested again over {', '.join(args.archive)}" if args.archive else ""
     print(f"verified: {entries} lineage entries (each file's digest; each record's bounds, and how far they moved "
-          f"from its parent's, re-derived from its samples{again})")
+          f"from its parent's and from its chain's agreed record's, re-derived from its samples; every baseline in "
+          f"use held to its case by the gate's preflight{again})")
     return ExitCode.PASSED
 
 
