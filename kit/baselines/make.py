@@ -38,6 +38,7 @@ from kit.baselines.adopt import first_entry
 from kit.baselines.archive import Archive, read_archive
 from kit.baselines.backtest import Backtest, backtest
 from kit.baselines.made import Made, Making
+from kit.baselines.signed import sign_entry
 from kit.descriptor.standing import FALLBACK, MATCH, MISSING, BaselineRow, plan_rows
 from kit.calibrate.run import calibrate_case, reproducing_command, variants_for
 from kit.core.records import paths, rundir
@@ -120,12 +121,13 @@ def make_baselines(descriptor: str | Path, only: Sequence[str] | None = None, re
                    skip_unreadable: bool = False, jobs: int | None = None, out: str | Path | None = None,
                    command: Sequence[str] | None = None, resume: str | Path | None = None,
                    accept_looser: str | None = None, power_families: Sequence[str] | None = None,
-                   no_power: bool = False) -> MakeOutcome:
+                   no_power: bool = False, signer=None) -> MakeOutcome:
     """Make what this runtime lacks among the cases ``only`` (None: all), or with ``again`` remake what it has;
     bless it on the evidence above. A record looser than the one it supersedes beyond that one's margin is
     refused unless ``accept_looser`` gives the reason (kept in its lineage entry's command). Power records are
     measured over ``power_families`` (power's ``--family``; every family by default), or not at all with
-    ``no_power``. Bad input (no reason, no [baselines] table, an archive that cannot be read without
+    ``no_power``. With ``signer`` (kit.run.signing.load_signer), each lineage entry written is signed
+    (kit.baselines.signed). Bad input (no reason, no [baselines] table, an archive that cannot be read without
     ``skip_unreadable``, a case of the descriptor its evidence gate could not run) is refused before anything is
     made, and nothing is written."""
     if (problem := reason_problem(reason)) is not None:
@@ -178,7 +180,7 @@ def make_baselines(descriptor: str | Path, only: Sequence[str] | None = None, re
             outcome = _evidence_gate(making, jobs, outcome)
         if outcome.blessed:
             outcome = replace(outcome, written=_place(plan, folders, making.made, reason, command, accept_flips,
-                                                      outcome.gate_verdict))
+                                                      outcome.gate_verdict, signer))
         times = making.clock.times()
         outcome = replace(outcome, times=steps.totals(times),
                           calls=max((t.call for t in times), default=making.clock.call))
@@ -490,10 +492,11 @@ def with_made(desc: LoadedDescriptor, made: Sequence[Made]) -> LoadedDescriptor:
 
 
 def _place(plan: Plan, folders: Mapping[str, Path], made: Sequence[Made], reason: str,
-           command: list[str], accept_flips: str | None, gate_verdict: str | None) -> list[Path]:
+           command: list[str], accept_flips: str | None, gate_verdict: str | None, signer=None) -> list[Path]:
     """Copy each blessed baseline into its folder (named by content: never over another) and write its lineage
     entry, superseding the current head of its runtime (the listed baseline, given a first entry of its own
-    when it had none). A power record's runtime is the class of hardware of the record it was measured against."""
+    when it had none), signed by ``signer`` where one is given. A power record's runtime is the class of hardware
+    of the record it was measured against."""
     written = []
     entries = list(plan.outline.lineage)
     for m in made:
@@ -507,6 +510,8 @@ def _place(plan: Plan, folders: Mapping[str, Path], made: Sequence[Made], reason
         if parent is None and m.superseded is not None:
             parent = first_entry(plan.name, folders["lineage"], m.kind, m.case, m.superseded)
             written.append(write_entry(folders["lineage"], parent))
+            if signer is not None:
+                written.append(sign_entry(folders["lineage"], parent, signer))
         bt = m.backtest
         entry = LineageEntry(
             descriptor=plan.name, kind=m.kind, case=m.case, baseline=sha256_file(target),
@@ -518,6 +523,8 @@ def _place(plan: Plan, folders: Mapping[str, Path], made: Sequence[Made], reason
                 "unreadable": len(bt.unreadable), "accepted": accept_flips if bt.needs_acceptance else None,
                 "evidence_gate": gate_verdict})
         written.append(write_entry(folders["lineage"], entry))
+        if signer is not None:
+            written.append(sign_entry(folders["lineage"], entry, signer))
         log.log(NOTICE, f"{m.case}: {m.kind} for {m.runtime} blessed -> {paths.display(target)}", extra=MARKUP)
     return written
 

@@ -55,6 +55,9 @@ def _add_baseline(sub) -> None:
                          "default: every family)")
     mk.add_argument("--no-power", action="store_true",
                     help="make no power records (the evidence says so; a case held to a detectable_limit needs one)")
+    mk.add_argument("--sign", metavar="KEYFILE",
+                    help="sign each lineage entry written with this ed25519 private key (PEM), as `gate --sign` "
+                         "signs a run (default: $PARITY_KIT_SIGNING_KEY; docs/verify.md)")
     where = mk.add_mutually_exclusive_group()
     where.add_argument("--out", help="working directory (default: runs/baseline-<descriptor>-<time>)")
     where.add_argument("--resume", metavar="DIR", help="continue an interrupted make of this descriptor in DIR: its "
@@ -106,12 +109,14 @@ def _baseline_status(args) -> int:
 
 def _baseline_make(args) -> int:
     from kit.baselines.make import make_baselines
+    from kit.run.signing import load_signer
 
+    signer = load_signer(args.sign)  # a key that cannot sign is refused before anything is made
     # The command as typed, less the verbosity flags (they change no baseline).
     typed = ["parity-kit", *(a for a in sys.argv[1:] if a not in ("-q", "--quiet", "-v", "--verbose"))]
     outcome = make_baselines(args.descriptor, args.cases, args.reason, args.again, args.accept_flips, args.archive,
                              args.skip_unreadable, args.jobs, args.out, typed if "baseline" in typed else None,
-                             args.resume, args.accept_looser, args.power_families, args.no_power)
+                             args.resume, args.accept_looser, args.power_families, args.no_power, signer)
     for line in outcome.refusals:
         print(f"refused: {line}")
     if outcome.work_dir is not None:
@@ -144,8 +149,10 @@ def _baseline_log(args) -> int:
 
 
 def _baseline_verify(args) -> int:
+    from kit.baselines.signed import signature_check
     from kit.baselines.verify import backtest_problems, preflight_problems
-    from kit.descriptor.baselines import lineage_problems
+    from kit.descriptor.baselines import lineage_problems, tree_root
+    from kit.run.signing import TRUSTED_KEYS
     from kit.descriptor.load import load_descriptor
     from kit.descriptor.plan import outline
 
@@ -154,6 +161,11 @@ def _baseline_verify(args) -> int:
     # The gate's own checks, once each entry's claims hold: what status and check refuse is refused here too.
     problems = problems or preflight_problems(loaded)
     stated = outline(loaded)
+    signed = "none signed"
+    if stated.baseline_folders is not None:
+        signed, unsigned = signature_check(stated.baseline_folders["lineage"], stated.lineage,
+                                           tree_root(loaded.path) / TRUSTED_KEYS)
+        problems += unsigned
     if args.archive and stated.baseline_folders is not None:
         problems += backtest_problems(stated.lineage, stated.baseline_folders["lineage"], args.archive)
     for line in problems:
@@ -163,7 +175,7 @@ def _baseline_verify(args) -> int:
     again = f"; each record backtested again over {', '.join(args.archive)}" if args.archive else ""
     print(f"verified: {entries} lineage entries (each file's digest; each record's bounds, and how far they moved "
           f"from its parent's and from its chain's agreed record's, re-derived from its samples; every baseline in "
-          f"use held to its case by the gate's preflight{again})")
+          f"use held to its case by the gate's preflight{again}); {signed}")
     return ExitCode.PASSED
 
 
