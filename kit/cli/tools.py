@@ -25,7 +25,8 @@ def _add_backends(sub) -> None:
 
 
 def _add_key(sub) -> None:
-    k = sub.add_parser("key", help="make a keypair that signs runs (`gate --sign`) and lineage entries")
+    k = sub.add_parser("key", help="make a keypair that signs runs (`gate --sign`) and lineage entries",
+                       epilog=exits("done"))
     ks = k.add_subparsers(dest="key_command", required=True, metavar="COMMAND")
     g = ks.add_parser("generate", help="write an ed25519 private key to DIR/NAME.pem and print its trusted-keys entry",
                       description="Writes a new ed25519 private key (PEM, readable by its owner only) and prints\n"

@@ -14,7 +14,6 @@ The envelope is plain JSON as the DSSE spec writes it (payload in base64, each s
 
 from __future__ import annotations
 
-import base64
 import binascii
 import json
 import os
@@ -235,8 +234,3 @@ def subject_digests(stated: Mapping[str, Any]) -> dict[str, str]:
         if isinstance(s, dict) and isinstance(s.get("digest"), dict) and isinstance(s["digest"].get("sha256"), str):
             out[str(s.get("name"))] = s["digest"]["sha256"]
     return out
-
-
-def decoded(envelope: Mapping[str, Any]) -> dict:
-    """The Statement an envelope the kit wrote carries (not verified: for showing it)."""
-    return json.loads(base64.b64decode(envelope["payload"]))
