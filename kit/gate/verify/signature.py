@@ -50,9 +50,9 @@ def judge(run_dir: Path, root: str | None, verdict: str | None, descriptor: Path
     path = run_dir / rundir.ATTESTATION
     keys_file = policy.keys_file(descriptor)
     if not path.is_file():
-        problems = (f"{rundir.ATTESTATION}: missing: the run is unsigned, and --require-signed asks for a signature "
-                    f"by a key of {keys_file}",) if policy.require_signed else ()
-        return Signed("unsigned", problems)
+        missing = (f"{rundir.ATTESTATION}: missing: the run is unsigned, and --require-signed asks for a signature "
+                   f"by a key of {keys_file}")
+        return Signed("unsigned", (missing,) if policy.require_signed else ())
     opened = signing.open_envelope(path, signing.read_trusted(keys_file))
     if opened.problem is not None:
         return Signed("signature refused", (opened.problem,))
