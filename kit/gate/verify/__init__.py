@@ -72,14 +72,14 @@ class Verified:
         return not self.problems
 
     def lines(self) -> list[str]:
-        """What `verify` prints: one line when verified, else a line per problem under a count."""
-        said = [f"signature: {self.signed}"] if self.signed is not None else []
+        """What `verify` prints: when verified, one line and who signed the run; else a line per problem (what is
+        wrong with its signature among them) under a count."""
         if self.ok:
+            said = [f"signature: {self.signed}"] if self.signed is not None else []
             return [f"verified: {self.verdict} ({self.source}: {self.judged} cases judged again from their evidence "
                     f"against {self.descriptor}, {self.files} files match their digests; root digest {self.root})",
                     *said]
-        return [f"not verified: {self.source}: {len(self.problems)} problem(s)", *(f"  {p}" for p in self.problems),
-                *said]
+        return [f"not verified: {self.source}: {len(self.problems)} problem(s)", *(f"  {p}" for p in self.problems)]
 
 
 def verify(path: str | Path, descriptor: str | Path | None = None, root: str | None = None,
