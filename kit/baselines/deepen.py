@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from kit.baselines import steps
 from kit.baselines.archive import CONTROL_CURRENT, runs_under
@@ -74,6 +74,7 @@ class DeepenRequest:
     out: Path | None = None
     resume: Path | None = None
     command: tuple[str, ...] = ()
+    signer: Any = None  # signs each lineage entry written (kit.run.signing.load_signer); None: unsigned
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,7 @@ def deepen(request: DeepenRequest) -> MakeOutcome:
                                          request.accept_looser, request.jobs,
                                          "not measured: a deepened record keeps the power record measured against "
                                          "the record it supersedes until `baseline make` measures one against it",
-                                         list(targets)), folders)
+                                         list(targets), request.signer), folders)
     _render_evidence(work_dir)
     return outcome
 

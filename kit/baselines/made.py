@@ -30,6 +30,10 @@ class Made:
     bounds: dict[str, float] = field(default_factory=dict)
     command: list[str] = field(default_factory=list)
     moves: list[Movement] = field(default_factory=list)  # each bucket's bound against the record it supersedes
+    # Each bucket's bound against the record its chain last agreed on (the first, or the last accepted looser), when
+    # that is not the one it supersedes, and that record: small steps add up, and are judged against it.
+    drift: list[Movement] = field(default_factory=list)
+    agreed: Path | None = None
     reused: bool = False  # staged by an earlier call of this make (--resume), not made again
 
 

@@ -38,6 +38,7 @@ from kit.baselines.adopt import first_entry
 from kit.baselines.archive import Archive, read_archive
 from kit.baselines.backtest import Backtest, backtest
 from kit.baselines.made import Made, Making
+from kit.baselines.signed import sign_entry
 from kit.descriptor.standing import FALLBACK, MATCH, MISSING, BaselineRow, plan_rows
 from kit.calibrate.run import calibrate_case, reproducing_command, variants_for
 from kit.core.records import paths, rundir
@@ -46,8 +47,9 @@ from kit.core.noise.calibration import CalibrationRecord, hardware_change, load_
 from kit.core.errors import BadInput
 from kit.core.baselines.golden import load_golden
 from kit.core.records.jsonio import atomic_write_bytes, read_json, sha256_file, write_json
-from kit.core.baselines.lineage import LineageEntry, heads, normal_runtime, write_entry
-from kit.core.baselines.lineageclaims import ACCEPT_LOOSER, loosening, movement_text, movements, reason_problem
+from kit.core.baselines.lineage import LineageEntry, chain, heads, normal_runtime, write_entry
+from kit.core.baselines.lineageclaims import (ACCEPT_LOOSER, agreed, loosening, movement_text, movements,
+                                              reason_problem)
 from kit.core.noise.power import headline
 from kit.core.records.records import EXACT, NO_BASELINE, PASSED
 from kit.core.records.results import now_iso
@@ -119,12 +121,13 @@ def make_baselines(descriptor: str | Path, only: Sequence[str] | None = None, re
                    skip_unreadable: bool = False, jobs: int | None = None, out: str | Path | None = None,
                    command: Sequence[str] | None = None, resume: str | Path | None = None,
                    accept_looser: str | None = None, power_families: Sequence[str] | None = None,
-                   no_power: bool = False) -> MakeOutcome:
+                   no_power: bool = False, signer=None) -> MakeOutcome:
     """Make what this runtime lacks among the cases ``only`` (None: all), or with ``again`` remake what it has;
     bless it on the evidence above. A record looser than the one it supersedes beyond that one's margin is
     refused unless ``accept_looser`` gives the reason (kept in its lineage entry's command). Power records are
     measured over ``power_families`` (power's ``--family``; every family by default), or not at all with
-    ``no_power``. Bad input (no reason, no [baselines] table, an archive that cannot be read without
+    ``no_power``. With ``signer`` (kit.run.signing.load_signer), each lineage entry written is signed
+    (kit.baselines.signed). Bad input (no reason, no [baselines] table, an archive that cannot be read without
     ``skip_unreadable``, a case of the descriptor its evidence gate could not run) is refused before anything is
     made, and nothing is written."""
     if (problem := reason_problem(reason)) is not None:
@@ -168,7 +171,7 @@ def make_baselines(descriptor: str | Path, only: Sequence[str] | None = None, re
         for kind, maker in MAKERS.items():
             making.made += maker(making, [r for r in targets if r.kind is kind])
         outcome = bless(making, Blessing(before, archived, roots, reason, accept_flips, accept_looser, jobs,
-                                         _power_text(families, powered)), folders)
+                                         _power_text(families, powered), signer=signer), folders)
     _render_evidence(work_dir)
     return outcome
 
@@ -188,6 +191,7 @@ class Blessing:
     jobs: int | None = None
     power: str = ""
     gate_cases: Sequence[str] | None = None
+    signer: Any = None  # signs each lineage entry written (kit.run.signing.load_signer); None: unsigned
 
 
 def bless(making: Making, b: Blessing, folders: Mapping[str, Path]) -> MakeOutcome:
@@ -204,7 +208,7 @@ def bless(making: Making, b: Blessing, folders: Mapping[str, Path]) -> MakeOutco
         outcome = _evidence_gate(making, b.jobs, outcome, b.gate_cases)
     if outcome.blessed:
         outcome = replace(outcome, written=_place(plan, folders, making.made, b.reason, making.command,
-                                                  b.accept_flips, outcome.gate_verdict))
+                                                  b.accept_flips, outcome.gate_verdict, b.signer))
     times = making.clock.times()
     outcome = replace(outcome, times=steps.totals(times),
                       calls=max((t.call for t in times), default=making.clock.call))
@@ -422,24 +426,43 @@ def _backtested(m: Made, archived: Mapping[str, Any], roots: Sequence[Path], pla
         return m
     if m.kind.backtested:
         m = replace(m, backtest=_backtest(m, archived[m.case], roots, _drift_alpha(plan, m.case)))
-    return with_moves(m)
+    folders = plan.outline.baseline_folders
+    return with_moves(m, plan.outline.lineage, folders["lineage"] if folders else None)
 
 
-def with_moves(m: Made) -> Made:
+def with_moves(m: Made, entries: Sequence[LineageEntry] = (), lineage: Path | None = None) -> Made:
     """A new calibration record with how far its bounds moved from the record it supersedes (``moves``, for the
-    evidence and ``_judge_moves``); any other baseline as it is."""
+    evidence and ``_judge_moves``), and from the record its chain last agreed on when that is another (``drift``:
+    ``entries`` are the descriptor's lineage, kept in the folder ``lineage``); any other baseline as it is."""
     if m.kind is not CALIBRATION or m.staged is None or m.superseded is None:
         return m
-    return replace(m, moves=movements(load_record(m.superseded), load_record(m.staged)))
+    new = load_record(m.staged)
+    m = replace(m, moves=movements(load_record(m.superseded), new))
+    parent = heads(entries, CALIBRATION, m.case).get(normal_runtime(m.runtime))
+    if parent is None or lineage is None:
+        return m
+    first = agreed(chain(entries, parent))
+    if first is parent:
+        return m
+    path = (lineage / first.file).resolve()
+    return replace(m, drift=movements(load_record(path), new), agreed=path)
 
 
 def _judge_moves(m: Made, accept_looser: str | None) -> list[str]:
     """The refusal of a new record whose bounds loosen beyond the margin of the record it supersedes (``m.moves``,
-    ``_backtested``) that no ``accept_looser`` reason covers."""
+    ``_backtested``), or beyond that of the record its chain last agreed on (``m.drift``), that no
+    ``accept_looser`` reason covers."""
+    if accept_looser is not None:
+        return []
     too_loose = loosening(m.moves)
-    if too_loose and accept_looser is None:
+    if too_loose:
         return [f"{m.case}: the new record loosens {too_loose}: find why its noise grew, or bless it with "
                 f"{ACCEPT_LOOSER} REASON"]
+    drifted = loosening(m.drift, f"{paths.display(m.agreed)}'s") if m.agreed is not None else None
+    if drifted:
+        return [f"{m.case}: the new record loosens, in steps each within its parent's margin, {drifted} (its "
+                f"chain's first record, or the latest whose entry accepted looser bounds): find why its noise grew, "
+                f"or bless it with {ACCEPT_LOOSER} REASON"]
     return []
 
 
@@ -498,10 +521,11 @@ def with_made(desc: LoadedDescriptor, made: Sequence[Made]) -> LoadedDescriptor:
 
 
 def _place(plan: Plan, folders: Mapping[str, Path], made: Sequence[Made], reason: str,
-           command: list[str], accept_flips: str | None, gate_verdict: str | None) -> list[Path]:
+           command: list[str], accept_flips: str | None, gate_verdict: str | None, signer=None) -> list[Path]:
     """Copy each blessed baseline into its folder (named by content: never over another) and write its lineage
     entry, superseding the current head of its runtime (the listed baseline, given a first entry of its own
-    when it had none). A power record's runtime is the class of hardware of the record it was measured against."""
+    when it had none), signed by ``signer`` where one is given. A power record's runtime is the class of hardware
+    of the record it was measured against."""
     written = []
     entries = list(plan.outline.lineage)
     for m in made:
@@ -515,6 +539,8 @@ def _place(plan: Plan, folders: Mapping[str, Path], made: Sequence[Made], reason
         if parent is None and m.superseded is not None:
             parent = first_entry(plan.name, folders["lineage"], m.kind, m.case, m.superseded)
             written.append(write_entry(folders["lineage"], parent))
+            if signer is not None:
+                written.append(sign_entry(folders["lineage"], parent, signer))
         bt = m.backtest
         entry = LineageEntry(
             descriptor=plan.name, kind=m.kind, case=m.case, baseline=sha256_file(target),
@@ -526,6 +552,8 @@ def _place(plan: Plan, folders: Mapping[str, Path], made: Sequence[Made], reason
                 "unreadable": len(bt.unreadable), "accepted": accept_flips if bt.needs_acceptance else None,
                 "evidence_gate": gate_verdict})
         written.append(write_entry(folders["lineage"], entry))
+        if signer is not None:
+            written.append(sign_entry(folders["lineage"], entry, signer))
         log.log(NOTICE, f"{m.case}: {m.kind} for {m.runtime} blessed -> {paths.display(target)}", extra=MARKUP)
     return written
 

@@ -5,6 +5,10 @@ the machine that made it could read. What a reviewer can check is what that back
 archive given here, no known-bad run may pass under the record, and a known-good run it would now fail must have
 been accepted, with a reason, when the record was made. The other claims of an entry (its file, its bounds, how far
 they moved) are re-derived without an archive (kit.descriptor.baselines).
+
+A lineage whose every entry re-derives can still name baselines the gate would refuse (a record of another case at
+the head of a chain): what `baseline status` and `check` refuse, `baseline verify` refuses too, by running the
+very checks they run (the plan's resolution and the gate's preflight of its inputs), never copies of them.
 """
 
 from __future__ import annotations
@@ -19,6 +23,20 @@ from kit.core.noise.calibration import load_record
 from kit.core.errors import BadInput
 from kit.core.baselines.lineage import LineageEntry
 from kit.core.records.paths import display
+from kit.descriptor.load import LoadedDescriptor
+from kit.descriptor.plan import resolve
+from kit.gate.preflight import check_inputs
+
+
+def preflight_problems(desc: LoadedDescriptor) -> list[str]:
+    """The line `baseline status` or `check` would refuse ``desc`` with (none when both pass): the lineage's
+    heads resolved into the cases' baselines as the gate resolves them, and every record a case then lists
+    held to the case's inputs by the gate's own preflight."""
+    try:
+        check_inputs(resolve(desc))
+    except BadInput as exc:
+        return [str(exc)]
+    return []
 
 
 def backtest_problems(entries: Sequence[LineageEntry], lineage: Path, archives: Sequence[str | Path]) -> list[str]:

@@ -29,8 +29,8 @@ refusals answer without loading torch.
 GROUPS = (gate, control, history, fork, fixture, golden, report, calibrate, baseline, tools)
 # Every command, in the order `parity-kit --help` lists them.
 ORDER = ("gate", "control", "publish", "refresh", "bisect", "fixture", "golden", "verify", "report", "lab", "kernels",
-         "spec", "calibrate", "power", "fault", "localize", "digest", "check", "schema", "backends", "baseline",
-         "history")
+         "spec", "calibrate", "power", "fault", "localize", "digest", "check", "schema", "backends", "key",
+         "baseline", "history")
 
 
 def main(argv: list[str] | None = None) -> int:

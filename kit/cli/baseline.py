@@ -40,16 +40,7 @@ def _add_baseline(sub) -> None:
     mk.add_argument("--reason", required=True, help="why the baselines are made (kept in their lineage)")
     mk.add_argument("--again", action="store_true",
                     help="also remake the baselines this runtime has (the new ones supersede them)")
-    mk.add_argument("--archive", action="append", default=[],
-                    help="a folder of run directories to backtest over (repeatable; default: runs/)")
-    mk.add_argument("--accept-flips", metavar="REASON",
-                    help="bless even though known-good runs would now fail (listed), for this reason")
-    mk.add_argument("--accept-looser", metavar="REASON",
-                    help="bless a record whose bounds are looser than the one it supersedes beyond that one's margin, "
-                         "for this reason (kept in its lineage)")
-    mk.add_argument("--skip-unreadable", action="store_true",
-                    help="backtest without the archived runs that cannot be read (each is named)")
-    mk.add_argument("--jobs", type=jobs, help="cases of the evidence gate run side by side")
+    _judging(mk)
     mk.add_argument("--power-family", action="append", dest="power_families", metavar="NAME[=FAULT]",
                     help="measure power records over this fault family only (repeatable; as `power --family`; "
                          "default: every family)")
@@ -77,16 +68,7 @@ def _add_baseline(sub) -> None:
     dp.add_argument("--history", action="append", default=[], metavar="DIR",
                     help="a folder of runs whose passed, verified control runs of the pin (same card, runtime, "
                          "release and inputs) are taken as samples (repeatable)")
-    dp.add_argument("--archive", action="append", default=[],
-                    help="a folder of run directories to backtest over (repeatable; default: runs/)")
-    dp.add_argument("--accept-flips", metavar="REASON",
-                    help="bless even though known-good runs would now fail (listed), for this reason")
-    dp.add_argument("--accept-looser", metavar="REASON",
-                    help="bless a deeper record whose bounds are looser than the one it supersedes beyond that one's "
-                         "margin, for this reason (kept in its lineage)")
-    dp.add_argument("--skip-unreadable", action="store_true",
-                    help="backtest without the archived runs that cannot be read (each is named)")
-    dp.add_argument("--jobs", type=jobs, help="cases of the evidence gate run side by side")
+    _judging(dp)
     where = dp.add_mutually_exclusive_group()
     where.add_argument("--out", help="working directory (default: runs/baseline-<descriptor>-<time>)")
     where.add_argument("--resume", metavar="DIR", help="continue an interrupted deepen in DIR: every sample it "
@@ -122,6 +104,23 @@ def _add_baseline(sub) -> None:
     mark.set_defaults(func=_baseline_mark_bad)
 
 
+def _judging(parser) -> None:
+    """The options of how a new baseline is judged and placed, which `baseline make` and `baseline deepen` share."""
+    parser.add_argument("--archive", action="append", default=[],
+                        help="a folder of run directories to backtest over (repeatable; default: runs/)")
+    parser.add_argument("--accept-flips", metavar="REASON",
+                        help="bless even though known-good runs would now fail (listed), for this reason")
+    parser.add_argument("--accept-looser", metavar="REASON",
+                        help="bless a record whose bounds are looser than the one it supersedes (or its chain's "
+                             "agreed one) beyond that one's margin, for this reason (kept in its lineage)")
+    parser.add_argument("--skip-unreadable", action="store_true",
+                        help="backtest without the archived runs that cannot be read (each is named)")
+    parser.add_argument("--jobs", type=jobs, help="cases of the evidence gate run side by side")
+    parser.add_argument("--sign", metavar="KEYFILE",
+                        help="sign each lineage entry written with this ed25519 private key (PEM), as `gate --sign` "
+                             "signs a run (default: $PARITY_KIT_SIGNING_KEY; docs/verify.md)")
+
+
 def _baseline_status(args) -> int:
     from kit.descriptor.baselines import refuse_unverified
     from kit.descriptor.standing import MISSING, plan_rows, table_markdown
@@ -137,12 +136,14 @@ def _baseline_status(args) -> int:
 
 def _baseline_make(args) -> int:
     from kit.baselines.make import make_baselines
+    from kit.run.signing import load_signer
 
+    signer = load_signer(args.sign)  # a key that cannot sign is refused before anything is made
     # The command as typed, less the verbosity flags (they change no baseline).
     typed = ["parity-kit", *(a for a in sys.argv[1:] if a not in ("-q", "--quiet", "-v", "--verbose"))]
     outcome = make_baselines(args.descriptor, args.cases, args.reason, args.again, args.accept_flips, args.archive,
                              args.skip_unreadable, args.jobs, args.out, typed if "baseline" in typed else None,
-                             args.resume, args.accept_looser, args.power_families, args.no_power)
+                             args.resume, args.accept_looser, args.power_families, args.no_power, signer)
     return _made_lines(outcome)
 
 
@@ -150,13 +151,15 @@ def _baseline_deepen(args) -> int:
     from pathlib import Path
 
     from kit.baselines.deepen import DeepenRequest, deepen
+    from kit.run.signing import load_signer
 
+    signer = load_signer(args.sign)  # a key that cannot sign is refused before anything is measured
     typed = ["parity-kit", *(a for a in sys.argv[1:] if a not in ("-q", "--quiet", "-v", "--verbose"))]
     outcome = deepen(DeepenRequest(
         args.descriptor, args.reason, tuple(args.cases), args.launches, tuple(map(Path, args.history)),
         tuple(map(Path, args.archive)), args.skip_unreadable, args.accept_flips, args.accept_looser, args.jobs,
         Path(args.out) if args.out else None, Path(args.resume) if args.resume else None,
-        tuple(typed) if "deepen" in typed else ()))
+        tuple(typed) if "deepen" in typed else (), signer))
     return _made_lines(outcome)
 
 
@@ -195,14 +198,23 @@ def _baseline_log(args) -> int:
 
 
 def _baseline_verify(args) -> int:
-    from kit.baselines.verify import backtest_problems
-    from kit.descriptor.baselines import lineage_problems
+    from kit.baselines.signed import signature_check
+    from kit.baselines.verify import backtest_problems, preflight_problems
+    from kit.descriptor.baselines import lineage_problems, tree_root
+    from kit.run.signing import TRUSTED_KEYS
     from kit.descriptor.load import load_descriptor
     from kit.descriptor.plan import outline
 
     loaded = load_descriptor(args.descriptor)
     entries, problems = lineage_problems(loaded)
+    # The gate's own checks, once each entry's claims hold: what status and check refuse is refused here too.
+    problems = problems or preflight_problems(loaded)
     stated = outline(loaded)
+    signed = "none signed"
+    if stated.baseline_folders is not None:
+        signed, unsigned = signature_check(stated.baseline_folders["lineage"], stated.lineage,
+                                           tree_root(loaded.path) / TRUSTED_KEYS)
+        problems += unsigned
     if args.archive and stated.baseline_folders is not None:
         problems += backtest_problems(stated.lineage, stated.baseline_folders["lineage"], args.archive)
     for line in problems:
@@ -211,7 +223,8 @@ def _baseline_verify(args) -> int:
         return ExitCode.BAD_INPUT
     again = f"; each record backtested again over {', '.join(args.archive)}" if args.archive else ""
     print(f"verified: {entries} lineage entries (each file's digest; each record's bounds, and how far they moved "
-          f"from its parent's, re-derived from its samples{again})")
+          f"from its parent's and from its chain's agreed record's, re-derived from its samples; every baseline in "
+          f"use held to its case by the gate's preflight{again}); {signed}")
     return ExitCode.PASSED
 
 

@@ -51,6 +51,10 @@ def _add_gate(sub) -> None:
                    help="run a case that failed for a reason of the job (its kernel died, its engine never "
                         "answered, a timeout, a lost worker) again up to N times; numeric failures never "
                         "(default: the descriptor's [defaults] infrastructure_retries, 1)")
+    g.add_argument("--sign", metavar="KEYFILE",
+                   help="sign the finished run's root digest with this ed25519 private key (PEM): an in-toto "
+                        "Statement in a DSSE envelope, written as attestation.dsse.json in the run directory "
+                        "(default: $PARITY_KIT_SIGNING_KEY, a key file's path or the PEM itself; docs/verify.md)")
     g.set_defaults(func=_gate)
 
 
@@ -94,13 +98,16 @@ def _add_spec(sub) -> None:
 
 def _gate(args) -> int:
     from kit.gate.run import run_gate
+    from kit.run.signing import load_signer
 
+    signer = load_signer(args.sign)  # a key that cannot sign is refused before anything runs
     if args.resume and args.out and Path(args.out).resolve() != Path(args.resume).resolve():
         raise BadInput(f"--out {args.out} and --resume {args.resume}: a resumed run writes into the directory "
                        "it resumes")
     run = run_gate(args.descriptor, out=args.out, jobs=args.jobs, only=args.cases, command=command_line("gate"),
                    summary=not args.no_summary, release=args.release, executor=args.executor, resume=args.resume,
-                   junit=args.junit, publish=publish_target(args.publish), infra_retries=args.infra_retries)
+                   junit=args.junit, publish=publish_target(args.publish), infra_retries=args.infra_retries,
+                   signer=signer)
     print(run.run_dir)  # stdout carries only the run directory, for scripts: RUN=$(parity-kit gate ...)
     return GATE_EXIT_CODES[run.verdict]
 

@@ -21,6 +21,10 @@ def _add_verify(sub) -> None:
                     "goldens and records judge it (default: the one its manifest names, where that is here)")
     vr.add_argument("--root", metavar="SHA256", help="the root digest quoted where the run was first reported (a CI "
                     "log, an issue): a copy with another is refused")
+    vr.add_argument("--require-signed", action="store_true", help="refuse a run that no trusted key signed "
+                    "(unsigned, or signed by a key the trusted keys do not list)")
+    vr.add_argument("--trusted-keys", metavar="TOML", help="the keys whose signatures count (default: "
+                    "trusted-keys.toml at the top of the repository that holds the run's descriptor)")
     vr.set_defaults(func=_verify)
 
 
@@ -51,8 +55,10 @@ def _add_lab(sub) -> None:
 
 def _verify(args) -> int:
     from kit.gate.verify import verify
+    from kit.gate.verify.signature import Policy
 
-    found = verify(args.run, args.descriptor, args.root)
+    policy = Policy(Path(args.trusted_keys) if args.trusted_keys else None, args.require_signed)
+    found = verify(args.run, args.descriptor, args.root, policy)
     print("\n".join(found.lines()))
     return ExitCode.PASSED if found.ok else ExitCode.FAILED
 

@@ -21,9 +21,9 @@ from kit.core.noise.calibration import (CalibrationRecord, hardware_change, load
 from kit.core.errors import BadInput
 from kit.core.baselines.golden import load_golden
 from kit.core.records.jsonio import sha256_file
-from kit.core.baselines.lineage import LineageEntry, heads, load_folder, normal_runtime, of_descriptor
-from kit.core.baselines.lineageclaims import (ACCEPT_LOOSER, accepted_looser, bounds_claim, loosening, movement_text,
-                                              movements)
+from kit.core.baselines.lineage import LineageEntry, chain, heads, load_folder, normal_runtime, of_descriptor
+from kit.core.baselines.lineageclaims import (ACCEPT_LOOSER, accepted_looser, agreed, bounds_claim, class_claim,
+                                              loosening, movement_text, movements)
 from kit.core.noise.power import detectable_of, load_power, named_calibration, read_power
 from kit.core.records.records import NoBaseline
 from kit.core.noise.falsefailure import Budget
@@ -342,9 +342,10 @@ class Baselines:
     def entry_problem(self, entry: LineageEntry, record: CalibrationRecord | None = None) -> str | None:
         """What of a lineage entry's claims does not re-derive, in one line naming it (None: all do). Every entry:
         its file is there and holds the bytes it names. A calibration record's too: the bounds it states are the
-        record's own, and the record does not loosen its parent's bounds beyond the parent's margin unless the
-        command that made it gave a reason (kit.core.baselines.lineageclaims). ``record``: the entry's, already
-        loaded."""
+        record's own, its chain is of the class of hardware the record measured, and the record loosens neither its
+        parent's bounds beyond the parent's margin nor, in steps, those its chain last agreed on beyond theirs,
+        unless the command that made it gave a reason (kit.core.baselines.lineageclaims). ``record``: the entry's,
+        already loaded."""
         folder = self.lineage_folder()
         assert folder is not None  # entries come from it
         shown = f"lineage entry {paths.display(entry.path or folder)}"
@@ -358,7 +359,7 @@ class Baselines:
                 record = load_record(path)
             except BadInput as exc:
                 return f"{shown}: {exc}"
-        claim = bounds_claim(entry, record)
+        claim = bounds_claim(entry, record) or class_claim(entry, record)
         if claim:
             return f"{shown} {claim}"
         parent = next((e for e in self.lineage() if e.sha256 == entry.supersedes), None)
@@ -372,10 +373,36 @@ class Baselines:
             too_loose = loosening(movements(load_record(parent_path), record))
         except BadInput as exc:
             return f"{shown} supersedes a record that does not load: {exc}"
-        if too_loose and accepted_looser(entry) is None:
+        if accepted_looser(entry) is not None:
+            return None
+        if too_loose:
             return (f"{shown} loosens {too_loose}, and the command that made it gave no reason for that "
                     f"({ACCEPT_LOOSER} REASON)")
-        return None
+        return self._drift_problem(entry, record, parent, shown)
+
+    def _drift_problem(self, entry: LineageEntry, record: CalibrationRecord, parent: LineageEntry,
+                       shown: str) -> str | None:
+        """A record within its parent's margin that, over the steps of its chain, loosens the bounds the chain last
+        agreed on (``agreed``) beyond their margin, with no reason given by the entry that crosses it; None when it
+        does not (or the agreed record is its parent, judged already)."""
+        first = agreed(chain(self.lineage(), parent))
+        if first is parent:
+            return None
+        folder = self.lineage_folder()
+        assert folder is not None  # entries come from it
+        path = (folder / first.file).resolve()
+        if not path.is_file():
+            return (f"{shown} is in a chain whose agreed record {paths.display(path)} is gone: how far its bounds "
+                    "moved cannot be judged")
+        try:
+            drifted = loosening(movements(load_record(path), record), f"{paths.display(path)}'s")
+        except BadInput as exc:
+            return f"{shown} is in a chain whose agreed record does not load: {exc}"
+        if drifted is None:
+            return None
+        return (f"{shown} loosens, in steps each within its parent's margin, {drifted} (its chain's first record, or "
+                f"the latest whose entry accepted looser bounds), and no entry on the way gave a reason "
+                f"({ACCEPT_LOOSER} REASON)")
 
     def _new_chain_problem(self, entry: LineageEntry, record: CalibrationRecord, shown: str) -> str | None:
         """A record that starts a chain for a class of hardware the case already had a record of (one the descriptor

@@ -453,7 +453,8 @@ def compact_case_table(view) -> str:
 
 def attach_zip(run_dir: str | Path, out_dir: str | Path) -> Path:
     """One zip to attach to an issue or PR: summary HTML and figures, executed notebooks, results,
-    evidence, and what each case was judged from (so that `parity-kit verify` judges the zip again)."""
+    evidence, what each case was judged from (so that `parity-kit verify` judges the zip again), and the run's
+    signature where it has one (kit.gate.attest)."""
     import zipfile
 
     import os
@@ -504,7 +505,7 @@ def attachable(run_dir: str | Path) -> list[Path]:
     run_dir = Path(run_dir).resolve()
     wanted = [p for p in sorted(run_dir.rglob("*")) if p.is_file() and (
         p.suffix in (".ipynb", ".html") or p.name in (rundir.RESULT, rundir.EVIDENCE, rundir.MANIFEST,
-                                                       rundir.CONTROL, rundir.DIAGNOSIS)
+                                                       rundir.CONTROL, rundir.DIAGNOSIS, rundir.ATTESTATION)
         or (p.parent.name == rundir.FIGURES and p.suffix in (".png", ".svg"))
         # What `parity-kit verify` judges a zip from: each case's result, evidence and reference.
         or (p.parent.name == rundir.CASES and p.name.endswith(rundir.SEALED)))]

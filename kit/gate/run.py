@@ -1,5 +1,5 @@
-"""`parity-kit gate`: one gate run end to end, in a gate session (kit.gate.session), with its JUnit XML and
-its publication.
+"""`parity-kit gate`: one gate run end to end, in a gate session (kit.gate.session), with its JUnit XML, its
+signature and its publication.
 
 The lifecycle itself (claim, manifest, execution, interruption, finish) is the session's: a control runs two
 gate runs side by side in one session, and every other command that checks something with a gate runs one.
@@ -15,6 +15,7 @@ from typing import Sequence
 from rich.markup import escape
 
 from kit.core.records.text import printable
+from kit.gate.attest import sign_run
 from kit.gate.executors import GateRun
 from kit.gate.executors import DEFAULT
 from kit.gate.junit import write_junit, written_when_interrupted
@@ -30,11 +31,13 @@ def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | 
              only: Sequence[str] | None = None, command: Sequence[str] | None = None,
              summary: bool = True, release: str | None = None,
              executor: str = DEFAULT, resume: str | Path | None = None, junit: str | Path | None = None,
-             publish: str | None = None, infra_retries: int | None = None) -> GateRun:
+             publish: str | None = None, infra_retries: int | None = None, signer=None) -> GateRun:
     """One gate run end to end; with ``junit``, its JUnit XML too (written from the run directory's results
     if the run is interrupted, and refused before anything runs if the path cannot be written); with ``publish``,
     the finished run copied to that store (refused before anything runs if the store cannot be used);
-    ``infra_retries`` overrides the descriptor's [defaults] infrastructure_retries."""
+    ``infra_retries`` overrides the descriptor's [defaults] infrastructure_retries; with ``signer``
+    (kit.run.signing.load_signer), the finished run's root digest signed (kit.gate.attest) before it is
+    published."""
     output.ensure()
     command = list(command or sys.argv)
     if publish:
@@ -43,6 +46,8 @@ def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | 
         run = gate_once(descriptor, out, only, release, command, jobs, summary, executor, resume, infra_retries)
     if junit:
         write_junit(junit, [(run.plan.name, [s.name for s in run.specs], run.results, run.duration_s)])
+    if signer is not None:
+        sign_run(run.run_dir, signer)
     publish_finished(run.run_dir, publish)
     return run
 

@@ -5,7 +5,12 @@ a pin PR would otherwise take: its bounds, and how far they moved from the recor
 taken on its word here. The bounds an entry states must be its record's own (re-derived from the record's
 samples when it is loaded), and a record whose bounds are looser than its parent's by more than the parent's own
 margin (the parent's bound less its largest clean error, per bucket) is refused, unless the command that made
-it said so with ``--accept-looser REASON``: loosening is allowed, never silent.
+it said so with ``--accept-looser REASON``: loosening is allowed, never silent. Nor is it allowed in steps: a record
+is also held to the record its chain's bounds were last agreed on (the chain's first, or the latest one whose
+command accepted looser bounds), so six records each loosening within its parent's margin cannot take a bound four
+times wider without one of them saying why. And a record heads only a chain of the class of hardware it measured:
+as the head of another class's chain, every host of that class would use bounds it never measured, without the
+drift test of its own class.
 
 Stdlib only, like every record format of kit.core.
 """
@@ -16,8 +21,8 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from kit.core.noise.calibration import CalibrationRecord
-from kit.core.baselines.lineage import BoundMove, LineageEntry
+from kit.core.noise.calibration import CalibrationRecord, measured_on
+from kit.core.baselines.lineage import BoundMove, LineageEntry, normal_runtime
 
 ACCEPT_LOOSER = "--accept-looser"  # the flag of `parity-kit baseline make` that lets a record loosen its bounds
 
@@ -84,12 +89,32 @@ def reason_problem(reason: str) -> str | None:
     return None
 
 
-def loosening(moves: Sequence[Movement]) -> str | None:
-    """The buckets loosened beyond the parent's margin, in words (None: none)."""
+def loosening(moves: Sequence[Movement], whose: str = "its parent's") -> str | None:
+    """The buckets loosened beyond the margin of the record the moves start from (``whose``), in words (None:
+    none)."""
     beyond = [m for m in moves if m.beyond_margin]
     if not beyond:
         return None
-    return "; ".join(f"{m.text}, beyond its parent's margin of {m.margin:.2g}" for m in beyond)
+    return "; ".join(f"{m.text}, beyond {whose} margin of {m.margin:.2g}" for m in beyond)
+
+
+def agreed(chain: Sequence[LineageEntry]) -> LineageEntry:
+    """Of a chain (oldest first, up to a new record's parent), the entry whose bounds the new record is held to
+    beside its parent's: the latest whose command accepted looser bounds with a reason (a reviewer read why), else
+    the chain's first. A loosening beyond its margin needs a reason in the entry that crosses it, however small
+    each step to it was."""
+    return next((e for e in reversed(chain) if accepted_looser(e) is not None), chain[0])
+
+
+def class_claim(entry: LineageEntry, record: CalibrationRecord) -> str | None:
+    """What is wrong with the class of hardware ``entry`` keys its chain by, for ``record`` (None: the class the
+    record measured its noise on, or a record that names none)."""
+    measured = measured_on({"fingerprint": record.fingerprint})
+    if measured is None or normal_runtime(measured) == normal_runtime(entry.runtime):
+        return None
+    return (f"puts its record in the chain of {normal_runtime(entry.runtime)}, but the record measured its noise on "
+            f"{measured}: a record heads only a chain of the class it measured (every host of "
+            f"{normal_runtime(entry.runtime)} would use bounds measured elsewhere, without its drift test)")
 
 
 def _shown(bounds: Mapping[str, float]) -> str:

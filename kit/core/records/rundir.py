@@ -48,6 +48,8 @@ LOCK = ".lock"
 TREND = "trend.json"              # gate run: the steps up in a case's error this run completed (kit.gate.trend)
 BAD_MARK = "bad.json"             # gate run: a person's mark that the run is known bad, and why (kit.baselines.marks)
 PUBLISHED = "published.json"     # run or control: where and when it was copied to a store, or why not
+# gate run: a DSSE envelope signing its root digest (kit.gate.attest); outside the seal, since it signs the seal
+ATTESTATION = "attestation.dsse.json"
 
 
 def new_run_dir(kind: str, name: str, root: str = "runs") -> Path:

@@ -13,7 +13,9 @@ about how it was judged is taken from it:
   (kit.descriptor.host), the manifest's release, kernels, fixture, model and the digest of every baseline it
   records held to it;
 - each case judged again from its observations alone (kit.gate.verify.rederive), and the run's verdict from those cases,
-  which result.json must state.
+  which result.json must state;
+- the signature, where the run has one: by a trusted key, over this root digest and verdict
+  (kit.gate.verify.signature).
 
 The answer is "verified: <verdict>" with the root digest, or one line per problem naming the file and the field.
 A zip is opened in a fresh temporary folder (kit.gate.verify.runzip) and removed after.
@@ -43,6 +45,7 @@ from kit.descriptor.load import LoadedDescriptor, for_host, load_descriptor
 from kit.descriptor.plan import Plan, outline, resolve
 from kit.gate.verify.rederive import Rederive, said
 from kit.gate.verify.runzip import extract_run
+from kit.gate.verify.signature import UNSIGNED_OK, Policy, judge
 
 # How evidence.md quotes the root digest (kit.gate.report.evidence_markdown).
 QUOTED_ROOT = re.compile(r"^Root digest: `([^`]*)`", re.MULTILINE)
@@ -61,6 +64,7 @@ class Verified:
     files: int = 0
     descriptor: str | None = None
     problems: tuple[str, ...] = ()
+    signed: str | None = None  # who signed the run, in words (kit.gate.verify.signature); None: not judged
 
     @property
     def ok(self) -> bool:
@@ -68,27 +72,33 @@ class Verified:
         return not self.problems
 
     def lines(self) -> list[str]:
-        """What `verify` prints: one line when verified, else a line per problem under a count."""
+        """What `verify` prints: when verified, one line and who signed the run; else a line per problem (what is
+        wrong with its signature among them) under a count."""
         if self.ok:
+            said = [f"signature: {self.signed}"] if self.signed is not None else []
             return [f"verified: {self.verdict} ({self.source}: {self.judged} cases judged again from their evidence "
-                    f"against {self.descriptor}, {self.files} files match their digests; root digest {self.root})"]
+                    f"against {self.descriptor}, {self.files} files match their digests; root digest {self.root})",
+                    *said]
         return [f"not verified: {self.source}: {len(self.problems)} problem(s)", *(f"  {p}" for p in self.problems)]
 
 
-def verify(path: str | Path, descriptor: str | Path | None = None, root: str | None = None) -> Verified:
+def verify(path: str | Path, descriptor: str | Path | None = None, root: str | None = None,
+           signatures: Policy = UNSIGNED_OK) -> Verified:
     """Verify the run directory or run zip at ``path`` (see the module) against ``descriptor`` (None: the one
-    its manifest names, where that is here), and its root digest against ``root`` when given. Bad input (not a
-    run, a damaged zip, a run whose manifest seals nothing, no descriptor) is one line, BadInput."""
+    its manifest names, where that is here), its root digest against ``root`` when given, and its signature by
+    ``signatures``. Bad input (not a run, a damaged zip, a run whose manifest seals nothing, no descriptor) is one
+    line, BadInput."""
     path = Path(path)
     if path.is_file():
         with tempfile.TemporaryDirectory(prefix="parity-kit-verify-") as tmp:
-            return verify_run(extract_run(path, Path(tmp)), display(path), descriptor, root)
+            return verify_run(extract_run(path, Path(tmp)), display(path), descriptor, root, signatures)
     if not path.is_dir():
         raise BadInput(f"{display(path)}: no such run directory or zip")
-    return verify_run(path, display(path), descriptor, root)
+    return verify_run(path, display(path), descriptor, root, signatures)
 
 
-def verify_run(run_dir: Path, source: str, descriptor: str | Path | None = None, root: str | None = None) -> Verified:
+def verify_run(run_dir: Path, source: str, descriptor: str | Path | None = None, root: str | None = None,
+               signatures: Policy = UNSIGNED_OK) -> Verified:
     """Verify the gate run in ``run_dir`` (``source``: how to name it)."""
     if rundir.kind_of(run_dir) != "gate":
         raise BadInput(f"{source}: not a gate run (no {rundir.MANIFEST}); verify a run directory or its zip")
@@ -121,7 +131,8 @@ def verify_run(run_dir: Path, source: str, descriptor: str | Path | None = None,
     statuses, judged = _judge_again(run_dir, view, plan, host, problems)
     verdict = gate_verdict(view.expected, statuses)
     _check_result(run_dir, verdict, statuses, problems)
-    return found(verdict=verdict, judged=judged, problems=tuple(problems))
+    signed = judge(run_dir, digest, verdict, desc.path, signatures)
+    return found(verdict=verdict, judged=judged, problems=(*problems, *signed.problems), signed=signed.said)
 
 
 def _judge_again(run_dir: Path, view: RunView, plan: Plan, host: RecordedHost,

@@ -127,7 +127,8 @@ def test_a_run_and_its_zip_are_verified_with_the_verdict_and_root_digest_it_reco
     assert manifest["files"][rundir.MANIFEST] == rundir.manifest_digest(manifest)
     code, lines = verified(capsys, gate_run)
     assert code == 0 and lines == [f"verified: failed ({gate_run}: 4 cases judged again from their evidence against "
-                                   f"{manifest['descriptor']}, 10 files match their digests; root digest {root})"]
+                                   f"{manifest['descriptor']}, 10 files match their digests; root digest {root})",
+                                   "signature: unsigned"]
     assert f"Root digest: `{root}`" in (gate_run / rundir.EVIDENCE).read_text()
     # A reviewer's zip and checkout: the files the run names are in other folders, and hold the same bytes.
     zipped = attach_zip(gate_run, tmp_path / "attach")
