@@ -18,9 +18,12 @@ def _add_verify(sub) -> None:
                         epilog=exits("verified", ExitCode.FAILED))
     vr.add_argument("run", help="a gate run directory, or the zip `parity-kit report --attach` made of one")
     vr.add_argument("--descriptor", metavar="TOML", help="the repository's copy of the run's descriptor, whose "
-                    "goldens and records judge it (default: the one its manifest names, where that is here)")
+                    "goldens and records judge it (default: the one its manifest names, by its path inside the "
+                    "repository verify runs from; never one from the run)")
     vr.add_argument("--root", metavar="SHA256", help="the root digest quoted where the run was first reported (a CI "
                     "log, an issue): a copy with another is refused")
+    vr.add_argument("--require-all", action="store_true", help="refuse a run of only some of the descriptor's cases "
+                    "(its command's --case): by default it verifies, saying which it left out")
     vr.set_defaults(func=_verify)
 
 
@@ -52,7 +55,7 @@ def _add_lab(sub) -> None:
 def _verify(args) -> int:
     from kit.gate.verify import verify
 
-    found = verify(args.run, args.descriptor, args.root)
+    found = verify(args.run, args.descriptor, args.root, args.require_all)
     print("\n".join(found.lines()))
     return ExitCode.PASSED if found.ok else ExitCode.FAILED
 
