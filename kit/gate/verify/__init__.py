@@ -42,7 +42,7 @@ from kit.core.records.results import RunDir, RunView, gate_verdict, read_run
 from kit.descriptor.host import RecordedHost, recorded_hardware
 from kit.descriptor.load import LoadedDescriptor, for_host, load_descriptor
 from kit.descriptor.plan import Plan, outline, resolve
-from kit.gate.verify.claims import BoundHost, Claim, bind
+from kit.gate.verify.claims import Claim, bind
 from kit.gate.verify.readable import check_readable
 from kit.gate.verify.rederive import Rederive, said
 from kit.gate.verify.runzip import extract_run
