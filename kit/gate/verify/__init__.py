@@ -9,11 +9,17 @@ about how it was judged is taken from it:
   and the summary quote, and the one given with ``--root`` (quoted where the run was first reported);
 - the cases: the manifest's are the descriptor's (or those the run's commands selected with ``--case``), each
   once; no other case left files in the run, and the manifest's kernels and baselines name the same cases;
-- the resolution: the descriptor (its digest the manifest's) resolved for the hardware the run recorded
-  (kit.descriptor.host), the manifest's release, kernels, fixture, model and the digest of every baseline it
-  records held to it;
+- the resolution: the repository's descriptor (its digest the manifest's; never one from the run) resolved for the
+  hardware each case's own result records (kit.gate.verify.claims), the manifest's release, kernels, fixture,
+  model and the digest of every baseline it records held to it;
 - each case judged again from its observations alone (kit.gate.verify.rederive), and the run's verdict from those cases,
-  which result.json must state.
+  which result.json must state;
+- what people read: evidence.md and result.json written again from the verdict and the sealed results, the
+  summary's title and banners (kit.gate.verify.readable).
+
+Nothing of the run is read before every entry of it is held to being a bounded regular file or folder
+(kit.gate.verify.safeio), and every name from it is printed escaped. A run of some of the descriptor's cases says
+which its command left out (and is refused with ``require_all``).
 
 The answer is "verified: <verdict>" with the root digest, or one line per problem naming the file and the field.
 A zip is opened in a fresh temporary folder (kit.gate.verify.runzip) and removed after.
@@ -304,15 +310,15 @@ def judged_for(plan: Plan, claims: dict[str, Claim], statuses: dict[str, CaseRes
     """Per case, what the verified line says of how it was judged: the class or card, where its bounds came from,
     and whether its drift test ran."""
     out = []
-    for name, case in plan.cases.items():
+    for name in plan.cases:
         claim = claims.get(name)
         result = statuses.get(name)
         where = f"{claim.name} ({claim.facts or 'its result records no runtime'})" if claim else "?"
-        out.append(f"{name}: judged for {where}; {_bounds(case.spec, claim, result)}; {_drift(result)}")
+        out.append(f"{name}: judged for {where}; {_bounds(claim, result)}; {_drift(result)}")
     return out
 
 
-def _bounds(spec: Any, claim: Claim | None, result: CaseResult | None) -> str:
+def _bounds(claim: Claim | None, result: CaseResult | None) -> str:
     if result is None:
         return "no result"
     source = result.bound_source or {}
