@@ -24,6 +24,7 @@ from typing import Any, Mapping, Sequence
 
 from kit.core.noise.calibration import first_difference
 from kit.core.records import rundir
+from kit.core.records.jsonio import json_safe
 from kit.core.records.records import CaseResult
 from kit.core.records.results import status_counts
 from kit.gate.report import evidence_markdown, false_failure_part, result_document
@@ -81,8 +82,9 @@ def _result_problems(recorded: dict, again: dict) -> list[str]:
     for name, doc in again["cases"].items():
         was = cases.get(name)
         was = {k: v for k, v in was.items() if k != "status"} if isinstance(was, dict) else was
-        differs = first_difference(json.loads(json.dumps(was)), json.loads(json.dumps(
-            {k: v for k, v in doc.items() if k != "status"})), f"cases.{name}")
+        # As write_json writes it: tuples as lists, a NaN or an infinity as null.
+        differs = first_difference(was, json.loads(json.dumps(json_safe(
+            {k: v for k, v in doc.items() if k != "status"}))), f"cases.{name}")
         if differs:
             out.append(f"{rundir.RESULT}: {differs[0]} is {said(differs[1])}; its sealed result "
                        f"({rundir.CASES}/{name}{rundir.CASE_RESULT}) gives {said(differs[2])}")
