@@ -48,7 +48,7 @@ from kit.core.records.results import RunDir, RunView, gate_verdict, read_run
 from kit.descriptor.host import RecordedHost, recorded_hardware
 from kit.descriptor.load import LoadedDescriptor, for_host, load_descriptor
 from kit.descriptor.plan import Plan, outline, resolve
-from kit.gate.verify.claims import Claim, bind
+from kit.gate.verify.claims import BoundHost, Claim, bind, facts_of
 from kit.gate.verify.readable import check_readable
 from kit.gate.verify.rederive import Rederive, said
 from kit.gate.verify.runzip import extract_run
@@ -154,10 +154,7 @@ def verify_run(run_dir: Path, source: str, descriptor: str | Path | None = None,
         recorded = recorded_hardware(view.manifest.get("hardware"), cases)
     except Wrong as wrong:
         raise BadInput(f"{source}/{rundir.MANIFEST}: {wrong.text}") from None
-    host, bound = bind(recorded, _case_options(desc, cases), view.results)
-    problems += bound
-    plan = _plan(desc, host, cases, view.manifest, problems)
-    problems += host.problems
+    plan, host = _bound_plan(desc, recorded, cases, view, problems)
     if plan is None:
         return found(problems=tuple(problems))
     _check_plan(view.manifest, plan, host, problems)
@@ -301,9 +298,25 @@ def _outside(stated: Path, repo: Path, run: Path) -> str:
     return f"outside this repository ({repo})" if not _within(stated, repo) else "not in this repository"
 
 
-def _case_options(desc: LoadedDescriptor, cases: Sequence[str]) -> dict[str, dict]:
-    """Each case's backend options as the descriptor states them: what the hardware it is judged for is held to."""
-    return {n: desc.cases[n].backend_options() for n in cases if n in desc.cases}
+def _bound_plan(desc: LoadedDescriptor, recorded: RecordedHost, cases: list[str], view: RunView,
+                problems: list[str]) -> tuple[Plan | None, BoundHost]:
+    """The descriptor resolved for the hardware each case's result binds it to (kit.gate.verify.claims), and that
+    hardware: resolved first for the classes claimed (their runtime keys held to the results' facts), which gives
+    each case's options; then, where the facts refute a claim, again for the class they give."""
+    claimed = BoundHost(recorded.cases, {}, {n: facts_of(view.results.get(n)) for n in cases})
+    tried: list[str] = []
+    plan = _plan(desc, claimed, cases, view.manifest, tried)
+    if plan is None:
+        problems += tried + claimed.problems
+        return None, claimed
+    host, bound = bind(recorded, {n: c.spec.options for n, c in plan.cases.items()}, view.results)
+    problems += bound
+    if host.cases == claimed.cases:
+        problems += tried + claimed.problems
+        return plan, host
+    plan = _plan(desc, host, cases, view.manifest, problems)
+    problems += host.problems
+    return plan, host
 
 
 def judged_for(plan: Plan, claims: dict[str, Claim], statuses: dict[str, CaseResult]) -> list[str]:
