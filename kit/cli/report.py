@@ -18,13 +18,16 @@ def _add_verify(sub) -> None:
                         epilog=exits("verified", ExitCode.FAILED))
     vr.add_argument("run", help="a gate run directory, or the zip `parity-kit report --attach` made of one")
     vr.add_argument("--descriptor", metavar="TOML", help="the repository's copy of the run's descriptor, whose "
-                    "goldens and records judge it (default: the one its manifest names, where that is here)")
+                    "goldens and records judge it (default: the one its manifest names, by its path inside the "
+                    "repository verify runs from; never one from the run)")
     vr.add_argument("--root", metavar="SHA256", help="the root digest quoted where the run was first reported (a CI "
                     "log, an issue): a copy with another is refused")
     vr.add_argument("--require-signed", action="store_true", help="refuse a run that no trusted key signed "
                     "(unsigned, or signed by a key the trusted keys do not list)")
     vr.add_argument("--trusted-keys", metavar="TOML", help="the keys whose signatures count (default: "
                     "trusted-keys.toml at the top of the repository that holds the run's descriptor)")
+    vr.add_argument("--require-all", action="store_true", help="refuse a run of only some of the descriptor's cases "
+                    "(its command's --case): by default it verifies, saying which it left out")
     vr.set_defaults(func=_verify)
 
 
@@ -58,7 +61,7 @@ def _verify(args) -> int:
     from kit.gate.verify.signature import Policy
 
     policy = Policy(Path(args.trusted_keys) if args.trusted_keys else None, args.require_signed)
-    found = verify(args.run, args.descriptor, args.root, policy)
+    found = verify(args.run, args.descriptor, args.root, args.require_all, policy)
     print("\n".join(found.lines()))
     return ExitCode.PASSED if found.ok else ExitCode.FAILED
 

@@ -9,13 +9,19 @@ about how it was judged is taken from it:
   and the summary quote, and the one given with ``--root`` (quoted where the run was first reported);
 - the cases: the manifest's are the descriptor's (or those the run's commands selected with ``--case``), each
   once; no other case left files in the run, and the manifest's kernels and baselines name the same cases;
-- the resolution: the descriptor (its digest the manifest's) resolved for the hardware the run recorded
-  (kit.descriptor.host), the manifest's release, kernels, fixture, model and the digest of every baseline it
-  records held to it;
+- the resolution: the repository's descriptor (its digest the manifest's; never one from the run) resolved for the
+  hardware each case's own result records (kit.gate.verify.claims), the manifest's release, kernels, fixture,
+  model and the digest of every baseline it records held to it;
 - each case judged again from its observations alone (kit.gate.verify.rederive), and the run's verdict from those cases,
   which result.json must state;
+- what people read: evidence.md and result.json written again from the verdict and the sealed results, the
+  summary's title and banners (kit.gate.verify.readable);
 - the signature, where the run has one: by a trusted key, over this root digest and verdict
   (kit.gate.verify.signature).
+
+Nothing of the run is read before every entry of it is held to being a bounded regular file or folder
+(kit.gate.verify.safeio), and every name from it is printed escaped. A run of some of the descriptor's cases says
+which its command left out (and is refused with ``require_all``).
 
 The answer is "verified: <verdict>" with the root digest, or one line per problem naming the file and the field.
 A zip is opened in a fresh temporary folder (kit.gate.verify.runzip) and removed after.
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import re
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,8 +50,11 @@ from kit.core.records.results import RunDir, RunView, gate_verdict, read_run
 from kit.descriptor.host import RecordedHost, recorded_hardware
 from kit.descriptor.load import LoadedDescriptor, for_host, load_descriptor
 from kit.descriptor.plan import Plan, outline, resolve
+from kit.gate.verify.claims import BoundHost, Claim, bind, facts_of
+from kit.gate.verify.readable import check_readable
 from kit.gate.verify.rederive import Rederive, said
 from kit.gate.verify.runzip import extract_run
+from kit.gate.verify.safeio import check_tree, read_limited, shown
 from kit.gate.verify.signature import UNSIGNED_OK, Policy, judge
 
 # How evidence.md quotes the root digest (kit.gate.report.evidence_markdown).
@@ -65,6 +75,10 @@ class Verified:
     descriptor: str | None = None
     problems: tuple[str, ...] = ()
     signed: str | None = None  # who signed the run, in words (kit.gate.verify.signature); None: not judged
+    defined: int = 0  # the cases the descriptor defines
+    left_out: tuple[str, ...] = ()  # those the run's commands left out with --case
+    judged_for: tuple[str, ...] = ()  # per case: the hardware it was judged for, its bounds, its drift test
+    notes: tuple[str, ...] = ()  # what the reader should know of how it was verified (a descriptor named elsewhere)
 
     @property
     def ok(self) -> bool:
@@ -72,34 +86,51 @@ class Verified:
         return not self.problems
 
     def lines(self) -> list[str]:
-        """What `verify` prints: when verified, one line and who signed the run; else a line per problem (what is
-        wrong with its signature among them) under a count."""
+        """What `verify` prints: when verified, a line with the verdict, one per case saying what it was judged for
+        and who signed the run; else a line per problem (what is wrong with its signature among them) under a count;
+        every name from the run escaped (kit.gate.verify.safeio)."""
         if self.ok:
-            said = [f"signature: {self.signed}"] if self.signed is not None else []
-            return [f"verified: {self.verdict} ({self.source}: {self.judged} cases judged again from their evidence "
-                    f"against {self.descriptor}, {self.files} files match their digests; root digest {self.root})",
-                    *said]
-        return [f"not verified: {self.source}: {len(self.problems)} problem(s)", *(f"  {p}" for p in self.problems)]
+            lines = [f"verified: {self.verdict}{self.partial} ({self.source}: {self.judged} cases judged again from "
+                     f"their evidence against {self.descriptor}, {self.files} files match their digests; root "
+                     f"digest {self.root})", *(f"  {line}" for line in (*self.judged_for, *self.notes))]
+        else:
+            lines = [f"not verified: {self.source}: {len(self.problems)} problem(s)",
+                     *(f"  {p}" for p in (*self.problems, *self.notes))]
+        return [shown(line) for line in lines]
+
+    @property
+    def partial(self) -> str:
+        """", 4 of 5 cases (left out by its command: X)" for a run of some of the descriptor's cases."""
+        if not self.left_out:
+            return ""
+        return (f", {self.defined - len(self.left_out)} of {self.defined} cases (left out by its command: "
+                f"{', '.join(self.left_out)})")
 
 
 def verify(path: str | Path, descriptor: str | Path | None = None, root: str | None = None,
-           signatures: Policy = UNSIGNED_OK) -> Verified:
-    """Verify the run directory or run zip at ``path`` (see the module) against ``descriptor`` (None: the one
-    its manifest names, where that is here), its root digest against ``root`` when given, and its signature by
-    ``signatures``. Bad input (not a run, a damaged zip, a run whose manifest seals nothing, no descriptor) is one
-    line, BadInput."""
+           require_all: bool = False, signatures: Policy = UNSIGNED_OK) -> Verified:
+    """Verify the run directory or run zip at ``path`` (see the module) against ``descriptor`` (None: the
+    repository's copy of the one its manifest names), and its root digest against ``root`` when given; with
+    ``require_all``, a run of only some of the descriptor's cases is not verified; its signature is judged by
+    ``signatures``. Bad input (not a run, a damaged
+    zip, a run whose manifest seals nothing, no descriptor) is one line, BadInput, its names escaped."""
     path = Path(path)
-    if path.is_file():
-        with tempfile.TemporaryDirectory(prefix="parity-kit-verify-") as tmp:
-            return verify_run(extract_run(path, Path(tmp)), display(path), descriptor, root, signatures)
-    if not path.is_dir():
-        raise BadInput(f"{display(path)}: no such run directory or zip")
-    return verify_run(path, display(path), descriptor, root, signatures)
+    try:
+        if path.is_file() and not path.is_symlink() and stat.S_ISREG(path.stat().st_mode):
+            with tempfile.TemporaryDirectory(prefix="parity-kit-verify-") as tmp:
+                return verify_run(extract_run(path, Path(tmp)), display(path), descriptor, root, require_all,
+                                  signatures)
+        if not path.is_dir():
+            raise BadInput(f"{display(path)}: no such run directory or zip")
+        return verify_run(path, display(path), descriptor, root, require_all, signatures)
+    except BadInput as exc:
+        raise BadInput(shown(exc)) from None
 
 
 def verify_run(run_dir: Path, source: str, descriptor: str | Path | None = None, root: str | None = None,
-               signatures: Policy = UNSIGNED_OK) -> Verified:
+               require_all: bool = False, signatures: Policy = UNSIGNED_OK) -> Verified:
     """Verify the gate run in ``run_dir`` (``source``: how to name it)."""
+    check_tree(run_dir, source)  # before anything of it is read: no pipe, device or link out; every file bounded
     if rundir.kind_of(run_dir) != "gate":
         raise BadInput(f"{source}: not a gate run (no {rundir.MANIFEST}); verify a run directory or its zip")
     rundir.inside(run_dir / rundir.MANIFEST, run_dir, "manifest")
@@ -112,27 +143,35 @@ def verify_run(run_dir: Path, source: str, descriptor: str | Path | None = None,
     problems: list[str] = []
     files, digest = _check_seal(run_dir, view, sealed, problems)
     _check_quotes(run_dir, digest, root, problems)
-    desc = _descriptor(view.manifest, descriptor, source)
-    found = functools.partial(Verified, source, root=digest, files=files, descriptor=display(desc.path))
+    desc, notes = _descriptor(view.manifest, descriptor, source, run_dir)
+    found = functools.partial(Verified, source, root=digest, files=files, descriptor=display(desc.path),
+                              notes=tuple(notes))
     stated = view.manifest.get("descriptor_sha256")
     if sha256_file(desc.path) != stated:
         problems.append(f"{rundir.MANIFEST}: descriptor_sha256 is {said(stated)}, {display(desc.path)}'s is "
                         f"{sha256_file(desc.path)}: the run was not made with this descriptor")
         return found(problems=tuple(problems))
-    cases = _check_cases(run_dir, view, desc, problems)
+    cases, left_out = _check_cases(run_dir, view, desc, problems)
+    defined = len(outline(desc).cases)
+    found = functools.partial(found, defined=defined, left_out=tuple(left_out))
+    if left_out and require_all:
+        problems.append(f"{rundir.MANIFEST}: command: leaves out {', '.join(left_out)} of the descriptor's "
+                        f"{defined} cases; --require-all asks for every one")
     try:
-        host = recorded_hardware(view.manifest.get("hardware"), cases)
+        recorded = recorded_hardware(view.manifest.get("hardware"), cases)
     except Wrong as wrong:
         raise BadInput(f"{source}/{rundir.MANIFEST}: {wrong.text}") from None
-    plan = _plan(desc, host, cases, view.manifest, problems)
+    plan, host = _bound_plan(desc, recorded, cases, view, problems)
     if plan is None:
         return found(problems=tuple(problems))
     _check_plan(view.manifest, plan, host, problems)
     statuses, judged = _judge_again(run_dir, view, plan, host, problems)
     verdict = gate_verdict(view.expected, statuses)
     _check_result(run_dir, verdict, statuses, problems)
+    check_readable(run_dir, view.manifest, verdict, view.expected, view.results, problems)
     signed = judge(run_dir, digest, verdict, desc.path, signatures)
-    return found(verdict=verdict, judged=judged, problems=(*problems, *signed.problems), signed=signed.said)
+    return found(verdict=verdict, judged=judged, problems=(*problems, *signed.problems), signed=signed.said,
+                 judged_for=tuple(judged_for(plan, host.claims, statuses)))
 
 
 def _judge_again(run_dir: Path, view: RunView, plan: Plan, host: RecordedHost,
@@ -220,22 +259,110 @@ def _check_quotes(run_dir: Path, root: str | None, given: str | None, problems: 
 
 
 def _read(run_dir: Path, name: str) -> bytes | None:
-    """The bytes of a file of the run (None: absent); a link that leads out of it is refused."""
-    return RunDir.local(run_dir).read_bytes(name)
+    """The bytes of a file of the run (None: absent); a link that leads out of it, or anything but a regular file
+    within the size limit, is refused (kit.gate.verify.safeio)."""
+    return read_limited(run_dir, name)
 
 
-def _descriptor(manifest: dict, given: str | Path | None, source: str) -> LoadedDescriptor:
-    """The descriptor to resolve the run's cases with: ``given``, else the one the manifest names where it is here
-    (an embedded descriptor by its name, where the kit is installed elsewhere)."""
+def _descriptor(manifest: dict, given: str | Path | None, source: str,
+                run_dir: Path) -> tuple[LoadedDescriptor, list[str]]:
+    """The descriptor to resolve the run's cases with, and a note when the run named another: ``given``, else the
+    one the manifest names by its path inside the repository verify runs from (``repository``), else the
+    repository's descriptor of that name (an embedded descriptor by its name, where the kit is installed
+    elsewhere). Never one inside the run: a run cannot bring the yardstick it is measured with."""
     if given is not None:
-        return load_descriptor(given)
+        return load_descriptor(given), []
     named = manifest.get("descriptor")
-    if isinstance(named, str) and named:
-        for candidate in (Path(named), paths.DESCRIPTORS / Path(named).name):
-            if candidate.is_file():
-                return load_descriptor(candidate)
-    raise BadInput(f"{source}: its descriptor {said(named)} is not here: name the repository's copy with "
-                   "--descriptor")
+    if not isinstance(named, str) or not named:
+        raise BadInput(f"{source}: its manifest names no descriptor: name the repository's copy with --descriptor")
+    repo, run = repository(), run_dir.resolve()
+    stated = Path(named) if Path(named).is_absolute() else repo / named
+    if _within(stated, repo) and not _within(stated, run) and stated.is_file():
+        return load_descriptor(stated), []
+    for candidate in (repo / paths.DESCRIPTORS.name / stated.name, paths.DESCRIPTORS / stated.name):
+        if candidate.is_file() and not _within(candidate, run):
+            return load_descriptor(candidate), [
+                f"note: the run names the descriptor {named}, {_outside(stated, repo, run)}: judged against this "
+                f"repository's {display(candidate)}"]
+    raise BadInput(f"{source}: its descriptor {said(named)} is {_outside(stated, repo, run)}, and the repository "
+                   f"has no descriptor of its name: name the repository's copy with --descriptor")
+
+
+def repository() -> Path:
+    """The repository verify runs from: the nearest folder holding ``.git`` at or above the working directory,
+    else the working directory itself."""
+    here = Path.cwd().resolve()
+    return next((p for p in (here, *here.parents) if (p / ".git").exists()), here)
+
+
+def _within(path: Path, folder: Path) -> bool:
+    real = path.resolve()
+    return real == folder or folder in real.parents
+
+
+def _outside(stated: Path, repo: Path, run: Path) -> str:
+    if _within(stated, run):
+        return "inside the run itself"
+    return f"outside this repository ({repo})" if not _within(stated, repo) else "not in this repository"
+
+
+def _bound_plan(desc: LoadedDescriptor, recorded: RecordedHost, cases: list[str], view: RunView,
+                problems: list[str]) -> tuple[Plan | None, BoundHost]:
+    """The descriptor resolved for the hardware each case's result binds it to (kit.gate.verify.claims), and that
+    hardware: resolved first for the classes claimed (their runtime keys held to the results' facts), which gives
+    each case's options; then, where the facts refute a claim, again for the class they give."""
+    claimed = BoundHost(recorded.cases, {}, {n: facts_of(view.results.get(n)) for n in cases})
+    tried: list[str] = []
+    plan = _plan(desc, claimed, cases, view.manifest, tried)
+    if plan is None:
+        problems += tried + claimed.problems
+        return None, claimed
+    host, bound = bind(recorded, {n: c.spec.options for n, c in plan.cases.items()}, view.results)
+    problems += bound
+    if host.cases == claimed.cases:
+        problems += tried + claimed.problems
+        return plan, host
+    plan = _plan(desc, host, cases, view.manifest, problems)
+    problems += host.problems
+    return plan, host
+
+
+def judged_for(plan: Plan, claims: dict[str, Claim], statuses: dict[str, CaseResult]) -> list[str]:
+    """Per case, what the verified line says of how it was judged: the class or card, where its bounds came from,
+    and whether its drift test ran."""
+    out = []
+    for name in plan.cases:
+        claim = claims.get(name)
+        result = statuses.get(name)
+        where = f"{claim.name} ({claim.facts or 'its result records no runtime'})" if claim else "?"
+        out.append(f"{name}: judged for {where}; {_bounds(claim, result)}; {_drift(result)}")
+    return out
+
+
+def _bounds(claim: Claim | None, result: CaseResult | None) -> str:
+    if result is None:
+        return "no result"
+    source = result.bound_source or {}
+    kind = source.get("kind")
+    if result.golden_kind == "exact" or kind == "exact":
+        return "exact, no bounds"
+    if kind == "calibrated":
+        measured = ((source.get("measured_on") or {}).get("accelerator") or {}).get("name")
+        record = str(source.get("record") or "")[:12]
+        if claim is not None and measured not in (None, claim.name):
+            return f"bounds borrowed from {measured}'s record {record}"
+        return f"its own calibrated bounds (record {record})"
+    return f"its own {kind or 'stated'} bounds"
+
+
+def _drift(result: CaseResult | None) -> str:
+    if result is None:
+        return "no drift test"
+    if result.drift is not None:
+        return "drift test ran"
+    if result.drift_skipped:
+        return f"drift test left out ({result.drift_off or 'skipped'})"
+    return "no drift test"
 
 
 def _names(value: Any) -> list[str]:
@@ -243,9 +370,11 @@ def _names(value: Any) -> list[str]:
     return list(dict.fromkeys(value))
 
 
-def _check_cases(run_dir: Path, view: RunView, desc: LoadedDescriptor, problems: list[str]) -> list[str]:
+def _check_cases(run_dir: Path, view: RunView, desc: LoadedDescriptor,
+                 problems: list[str]) -> tuple[list[str], list[str]]:
     """The manifest's cases against the descriptor's and the run's commands' ``--case``, and against what else in
-    the run names cases; the cases to judge (the manifest's that the descriptor defines)."""
+    the run names cases; the cases to judge (the manifest's that the descriptor defines), and the descriptor's
+    that the run's commands left out."""
     m = view.manifest
     listed = view.expected
     asked = selected_cases([*(h.get("command") for h in m.get("history") or [] if isinstance(h, dict)),
@@ -270,7 +399,7 @@ def _check_cases(run_dir: Path, view: RunView, desc: LoadedDescriptor, problems:
             problems.append(f"{rundir.MANIFEST}: {key}: names case {name}, which its cases do not list")
     problems += [f"{rundir.CASES}/{f}: a file of no case the manifest lists"
                  for f in stray_files(run_dir / rundir.CASES, listed)]
-    return cases
+    return cases, [n for n in defined if n not in wanted]
 
 
 def selected_cases(commands: Sequence[Any]) -> set[str] | None:

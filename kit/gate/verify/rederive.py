@@ -37,7 +37,7 @@ from kit.core.errors import BadInput, ParityKitError
 from kit.core.records.fixture import Fixture, Prompt, load_fixture
 from kit.core.baselines.golden import (Golden, check_golden_matches_fixture, golden_continuations, golden_tops,
                                        load_golden)
-from kit.core.records.jsonio import canonical_bytes, parse_json_input, read_input_bytes
+from kit.core.records.jsonio import canonical_bytes, parse_json_input
 from kit.core.model.modelconfig import model_limits
 from kit.core.records.observations import continuation_problem, observation_problem
 from kit.core.records.recordcheck import Wrong
@@ -46,6 +46,7 @@ from kit.core.records.spec import CaseSpec
 from kit.core.verdict.judge import Scored, drift_decision, drift_skipped
 from kit.descriptor.host import Host
 from kit.gate.executor import checked, expectation, no_baseline_result
+from kit.gate.verify.safeio import read_limited
 
 # The fields of a case's spec that name places on the machine that ran it: the same case resolved on another
 # machine names other folders, and what they hold is checked by digest instead.
@@ -145,7 +146,8 @@ class Rederive:
         """The result the gate records for the observations in ``path``; None (with the problem) when they cannot
         be judged."""
         shown = self._shown(rundir.CASE_EVIDENCE, spec.name)
-        doc = parse_json_input(read_input_bytes(path, shown), shown)
+        data = read_limited(self.run_dir, path.relative_to(self.run_dir).as_posix())  # regular, bounded
+        doc = parse_json_input(data if data is not None else b"", shown)
         try:
             check_evidence(doc)
         except Wrong as wrong:  # damaged, or of a shape no kernel writes: bad input, not a verdict to judge

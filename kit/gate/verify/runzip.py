@@ -19,12 +19,13 @@ from pathlib import Path, PurePosixPath
 
 from kit.core.errors import BadInput
 from kit.core.records.paths import display
+from kit.gate.verify.safeio import MAX_FILE, MAX_RUN
 
 # A run's zip holds its notebooks, its HTML summary and figures, and its JSON records: the embedded descriptor's
 # eight cases make 38 members, 2.1 MB inflating to 7.1 MB, none more than 11 times its compressed size. The limits
 # leave room for runs of hundreds of cases and none for a zip bomb.
 MAX_MEMBERS = 10_000
-MAX_EXTRACTED = 1 << 30  # bytes, all members together
+MAX_EXTRACTED = MAX_RUN  # bytes, all members together, as a run's folder is held (kit.gate.verify.safeio)
 MAX_RATIO = 200  # a member's size over its compressed size
 RATIO_FROM = 1 << 20  # members smaller than this are not held to the ratio (a tiny repetitive file may exceed it)
 CHUNK = 1 << 20
@@ -71,6 +72,9 @@ def check_members(members: list[zipfile.ZipInfo], shown: str) -> str:
         tops.add(PurePosixPath(name).parts[0])
         _check_kind(info, shown)
         total += info.file_size
+        if info.file_size > MAX_FILE:  # read whole once extracted: held to what a run's file takes
+            raise BadInput(f"{shown}: member {info.filename!r} declares {info.file_size} bytes, more than a run's "
+                           f"file takes ({MAX_FILE}); nothing extracted")
         if info.file_size > RATIO_FROM and info.file_size > MAX_RATIO * max(info.compress_size, 1):
             raise BadInput(f"{shown}: member {info.filename!r} inflates {info.file_size} bytes from "
                            f"{info.compress_size}, more than {MAX_RATIO} times: not a run's file; nothing extracted")
@@ -123,7 +127,7 @@ def _extract(z: zipfile.ZipFile, info: zipfile.ZipInfo, into: Path, budget: list
         while chunk := member.read(CHUNK):
             written += len(chunk)
             budget[0] -= len(chunk)
-            if written > info.file_size or budget[0] < 0:
+            if written > info.file_size or written > MAX_FILE or budget[0] < 0:
                 raise BadInput(f"{shown}: member {info.filename!r} inflates past "
                                f"{'the size it declares' if written > info.file_size else f'{MAX_EXTRACTED} bytes'}; "
                                "extraction stopped")

@@ -7,8 +7,10 @@ field; malformed files are one line and exit 3; and no edit, however random, mak
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -17,8 +19,9 @@ import tomli_w
 from kit.cli import main
 from kit.core.records import rundir
 from kit.core.records.jsonio import canonical_bytes, write_json
-from kit.core.records.results import gate_verdict, read_run
-from kit.gate.report import attach_zip
+from kit.core.records.results import gate_verdict, read_run, status_counts
+from kit.gate.report import attach_zip, evidence_markdown, false_failure_part, result_document
+from kit.gate.verify import runzip
 from support import parity_kit
 
 pytestmark = pytest.mark.e2e
@@ -54,6 +57,12 @@ def gate_run(repository, tmp_path_factory):
     proc = parity_kit("gate", repository / "descriptors" / "verify.toml", "--out", run_dir)
     assert proc.returncode == 1, proc.stderr  # tight failed; the others passed
     return run_dir
+
+
+@pytest.fixture(autouse=True)
+def in_repository(repository, monkeypatch):
+    """verify runs from the repository whose descriptor judges the run (never one the run names elsewhere)."""
+    monkeypatch.chdir(repository)
 
 
 def verified(capsys, path, *more: str) -> tuple[int, list[str]]:
@@ -126,9 +135,18 @@ def test_a_run_and_its_zip_are_verified_with_the_verdict_and_root_digest_it_reco
                                                                  rundir.MANIFEST])
     assert manifest["files"][rundir.MANIFEST] == rundir.manifest_digest(manifest)
     code, lines = verified(capsys, gate_run)
-    assert code == 0 and lines == [f"verified: failed ({gate_run}: 4 cases judged again from their evidence against "
-                                   f"{manifest['descriptor']}, 10 files match their digests; root digest {root})",
-                                   "signature: unsigned"]
+    assert code == 0 and lines[0] == (f"verified: failed ({gate_run}: 4 cases judged again from their evidence "
+                                      "against descriptors/verify.toml, 10 files match their digests; root digest "
+                                      f"{root})")
+    # Each case says the hardware it was judged for, as its own result records it, its bounds and its drift test.
+    cls = manifest["hardware"]["hf-bf16"]["accelerator"]["name"]
+    assert lines[-1] == "signature: unsigned"
+    said = {line.split(":")[0].strip(): line for line in lines[1:-1]}
+    assert sorted(said) == ["checkpoint", "hf-bf16", "self-reference", "tight"], lines
+    assert all(f"judged for {cls} (device cpu, cpu_capability " in line for line in said.values()), lines
+    assert said["hf-bf16"].endswith("; drift test ran") and "its own calibrated bounds (record " in said["hf-bf16"]
+    assert said["tight"].endswith("its own hand-set bounds; no drift test")
+    assert said["checkpoint"].endswith("exact, no bounds; no drift test")
     assert f"Root digest: `{root}`" in (gate_run / rundir.EVIDENCE).read_text()
     # A reviewer's zip and checkout: the files the run names are in other folders, and hold the same bytes.
     zipped = attach_zip(gate_run, tmp_path / "attach")
@@ -280,6 +298,7 @@ def test_the_root_digest_is_compared_where_it_is_quoted_and_where_the_reader_was
         # A forgery no judging again can tell: a sealed file edited where it changes no verdict (a fabricated
         # observation judged again by the forger would be the same).
         edit(rundir.case_file(run / rundir.CASES, "tight"), lambda d: d.update(duration_s=1.0))
+        edit(run / rundir.RESULT, lambda d: d["cases"]["tight"].update(duration_s=1.0))
         root = reseal(run, quotes=careful)
     code, lines = verified(capsys, tmp_path / "run-False")  # a forger who forgot the quotes
     assert code == 1 and lines[1:] == [
@@ -366,3 +385,205 @@ def test_no_edit_of_a_runs_json_makes_verify_exit_70(gate_run, tmp_path, capsys)
         assert code in (0, 1, 3), (path, lines)
         assert code != 3 or len(lines) == 1
         shutil.rmtree(run)
+
+
+# --- The claims a run makes about itself are bound to its facts -------------------------------------------------
+
+
+def _hardware(run: Path, case: str, name: str | None = None, runtime: str | None = None) -> None:
+    """The manifest's claim of the hardware ``case`` was judged for, as a forger rewrites it."""
+    def change(m):
+        if name is not None:
+            m["hardware"][case]["accelerator"]["name"] = name
+        if runtime is not None:
+            m["hardware"][case]["runtime"] = runtime
+
+    edit(run / rundir.MANIFEST, change)
+    reseal(run)
+
+
+def _other_level(run: Path) -> str:
+    """The other CPU class the embedded descriptor lists a record of (x86-64-v3 or -v4), whichever this host is not."""
+    mine = json.loads((run / rundir.MANIFEST).read_text())["hardware"]["hf-bf16"]["accelerator"]["name"]
+    return "cpu (x86-64-v3)" if mine == "cpu (x86-64-v4)" else "cpu (x86-64-v4)"
+
+
+@pytest.mark.parametrize("claimed, said", [
+    (_other_level, "  manifest.json: hardware.hf-bf16.accelerator.name is \"cpu (x86-64-v"),
+    (lambda run: "cpu (x86-64-v2)", "  manifest.json: hardware.hf-bf16.accelerator.name is \"cpu (x86-64-v2)\"; its "
+                                    "result records device cpu, cpu_capability "),
+    (lambda run: "NVIDIA H100 80GB HBM3", "  manifest.json: hardware.hf-bf16.accelerator.name is \"NVIDIA H100 80GB "
+                                          "HBM3\", but the case's options put it on cpu: a card's records never "
+                                          "judge it"),
+], ids=["the-other-listed-class", "a-class-with-no-record", "a-card-for-a-cpu-case"])
+def test_a_class_the_cases_result_contradicts_is_refused(gate_run, tmp_path, capsys, claimed, said):
+    run = copy(gate_run, tmp_path)
+    _hardware(run, "hf-bf16", name=claimed(run))
+    code, lines = verified(capsys, run)
+    assert code == 1 and any(line.startswith(said) for line in lines), lines
+
+
+@pytest.mark.parametrize("name", ["cpu (x86-64-v3) ", "\u0441pu (x86-64-v3)", "cpu (x86-64-v3)\x1b[2K"],
+                         ids=["trailing-space", "cyrillic", "escape"])
+def test_a_class_the_kit_never_names_is_one_line(gate_run, tmp_path, capsys, name):
+    run = copy(gate_run, tmp_path)
+    _hardware(run, "hf-bf16", name=name)
+    code, lines = verified(capsys, run)
+    assert code == 3 and len(lines) == 1 and "hardware.hf-bf16.accelerator.name is " in lines[0], lines
+    assert "not a class or card the kit names" in lines[0] and "\x1b" not in lines[0]
+
+
+def test_a_runtime_key_no_host_computes_cannot_make_an_exact_case_no_baseline(gate_run, tmp_path, capsys):
+    run = copy(gate_run, tmp_path)
+    claim(run, "checkpoint", "no-baseline")
+    _hardware(run, "checkpoint", runtime="torch-cpu nowhere")
+    code, lines = verified(capsys, run)
+    assert code == 1
+    assert ("  manifest.json: hardware.checkpoint.runtime is \"torch-cpu nowhere\": a case computed in float64 has "
+            "the runtime \"portable: float64 rounded to float32\"") in lines, lines
+    assert any(line.startswith("  cases/checkpoint.json: status is no-baseline, but the descriptor resolves a golden")
+               for line in lines), lines
+
+
+# --- The descriptor is the repository's -------------------------------------------------------------------------
+
+
+def test_a_descriptor_the_run_brings_is_never_its_yardstick(repository, gate_run, tmp_path, capsys):
+    run = copy(gate_run, tmp_path)
+    inside = run / "verify.toml"  # the run's own copy (it could hold its own goldens and records beside it)
+    shutil.copy(repository / "descriptors" / "verify.toml", inside)
+    edit(run / rundir.MANIFEST, lambda m: m.update(descriptor=str(inside)))
+    reseal(run)
+    code, lines = verified(capsys, run)
+    assert code == 0 and lines[0].startswith("verified: failed (") and "against descriptors/verify.toml" in lines[0]
+    assert lines[-1] == (f"  note: the run names the descriptor {inside}, inside the run itself: judged against this "
+                         "repository's descriptors/verify.toml"), lines
+    # From a folder that is not the run's repository, nothing of the run stands in for the descriptor.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / ".git").mkdir()
+    os.chdir(elsewhere)
+    code, lines = verified(capsys, gate_run)
+    assert code == 3 and "outside this repository" in lines[0] and "--descriptor" in lines[0], lines
+
+
+# --- A run of some of the descriptor's cases says so --------------------------------------------------------------
+
+
+def test_a_run_of_some_cases_verifies_saying_which_it_left_out(gate_run, tmp_path, capsys):
+    """The forger drops the failing case everywhere, asks for each other case with --case, and writes the result,
+    evidence.md and summary the kit would write for that run: it verifies, as a run of 3 of the 4 cases."""
+    run = copy(gate_run, tmp_path)
+    kept = ["checkpoint", "hf-bf16", "self-reference"]
+    for path in (run / rundir.CASES).glob("tight.*"):
+        path.unlink()
+
+    def without_tight(m):
+        m["cases"] = kept
+        m["command"] = [*m["command"], *(w for c in kept for w in ("--case", c))]
+        for key in ("kernels", "hardware"):
+            m[key].pop("tight")
+        m["baselines"] = [r for r in m["baselines"] if r["case"] != "tight"]
+
+    edit(run / rundir.MANIFEST, without_tight)
+    reseal(run)
+    view = read_run(run)
+    counts = status_counts(kept, view.results)
+    doc = json.loads((run / rundir.RESULT).read_text())
+    write_json(run / rundir.RESULT, {**result_document(view.manifest["name"], "passed", counts, doc["duration_s"],
+                                                       kept, view.results), **false_failure_part(view.manifest)})
+    (run / rundir.EVIDENCE).write_text(evidence_markdown(view.manifest, "passed", counts, doc["duration_s"],
+                                                         view.results, None, run))
+    for name in (rundir.SUMMARY_HTML, rundir.SUMMARY_NOTEBOOK):
+        (run / name).unlink()  # as a run made with --no-summary
+    code, lines = verified(capsys, run)
+    assert code == 0 and lines[0].startswith("verified: passed, 3 of 4 cases (left out by its command: tight) ("), lines
+    code, lines = verified(capsys, run, "--require-all")
+    assert code == 1 and lines[1:] == ["  manifest.json: command: leaves out tight of the descriptor's 4 cases; "
+                                       "--require-all asks for every one"], lines
+
+
+# --- Reads that cannot hang or blow up, names that cannot paint the terminal -------------------------------------
+
+
+def _hangs_guard(seconds: int = 120):
+    """Fail instead of hanging, should a read ever block."""
+    def stop(*_):
+        raise AssertionError(f"verify still reading after {seconds} s")
+    signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+
+
+@pytest.mark.parametrize("name", [rundir.EVIDENCE, rundir.RESULT, rundir.SUMMARY_HTML, "cases/tight.json"])
+def test_a_named_pipe_in_place_of_a_file_is_refused_without_opening_it(gate_run, tmp_path, capsys, name):
+    run = copy(gate_run, tmp_path)
+    (run / name).unlink()
+    os.mkfifo(run / name)
+    _hangs_guard()
+    try:
+        code, lines = verified(capsys, run)
+    finally:
+        signal.alarm(0)
+    assert code == 3 and lines == [f"parity-kit: bad input: {run}/{name}: not a regular file (a named pipe); a run "
+                                   "holds files and folders only; nothing of it read"], lines
+
+
+def test_a_file_past_the_size_limit_is_refused_unread_in_a_folder_and_in_a_zip(gate_run, tmp_path, capsys,
+                                                                               monkeypatch):
+    run = copy(gate_run, tmp_path)
+    with open(run / rundir.EVIDENCE, "r+b") as f:
+        f.truncate(3 << 30)  # sparse: 3 GiB that take no disk
+    code, lines = verified(capsys, run)
+    assert code == 3 and lines[0].startswith(f"parity-kit: bad input: {run}/{rundir.EVIDENCE}: {3 << 30} bytes, more "
+                                             "than a run's file takes"), lines
+    monkeypatch.setattr(runzip, "MAX_FILE", 1000)  # a zip's member is held to the same limit, by its declared size
+    code, lines = verified(capsys, attach_zip(gate_run, tmp_path / "attach"))
+    assert code == 3 and "declares" in lines[0] and "more than a run's file takes (1000); nothing extracted" in lines[0]
+
+
+def test_a_link_out_of_the_run_is_refused(gate_run, tmp_path, capsys):
+    run = copy(gate_run, tmp_path)
+    (run / rundir.EVIDENCE).unlink()
+    (run / rundir.EVIDENCE).symlink_to("/dev/zero")
+    code, lines = verified(capsys, run)
+    assert code == 3 and lines == [f"parity-kit: bad input: {run}/{rundir.EVIDENCE}: a link out of the run "
+                                   "(/dev/zero); nothing of the run read"], lines
+
+
+def test_names_from_the_run_reach_the_terminal_escaped(gate_run, tmp_path, capsys):
+    run = copy(gate_run, tmp_path)
+    (run / rundir.CASES / "x\x1b[1A\x1b[2K\rverified: passed").write_text("")  # a file name the run chose
+    code, lines = verified(capsys, run)
+    assert code == 1 and not any("\x1b" in line or "\r" in line for line in lines), lines
+    assert "  cases/x\\x1b[1A\\x1b[2K\\x0dverified: passed: a file of no case the manifest lists" in lines, lines
+
+
+# --- What people read is held to the verdict ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, change, said", [
+    (rundir.EVIDENCE, lambda t: t.replace(": failed.**", ": passed.**", 1), "  evidence.md: line 1 is "),
+    (rundir.EVIDENCE, lambda t: t.replace("**failed** on 43", "**failed** on 3", 1), "  evidence.md: line "),
+    (rundir.SUMMARY_HTML, lambda t: t.replace(">FAILED</span>", ">PASSED</span>"),
+     "  summary.html: its gate banner says \"PASSED\"; the verdict judged again is failed"),
+    (rundir.SUMMARY_HTML, lambda t: t.replace(": failed — parity gate", ": passed — parity gate"),
+     "  summary.html: its title is "),
+    (rundir.SUMMARY_NOTEBOOK, lambda t: t.replace(">FAILED</span>", ">PASSED</span>"),
+     "  summary.ipynb: its gate banner says \"PASSED\""),
+], ids=["evidence-verdict", "evidence-figure", "summary-banner", "summary-title", "notebook-banner"])
+def test_what_people_read_says_the_verdict_judged_again(gate_run, tmp_path, capsys, name, change, said):
+    run = copy(gate_run, tmp_path)
+    text = (run / name).read_text()
+    assert change(text) != text  # the forgery changes something
+    (run / name).write_text(change(text))
+    code, lines = verified(capsys, run)
+    assert code == 1 and any(line.startswith(said) for line in lines), lines
+
+
+def test_the_figures_result_json_gives_the_console_and_history_are_the_sealed_results(gate_run, tmp_path, capsys):
+    run = copy(gate_run, tmp_path)
+    edit(run / rundir.RESULT, lambda d: d["cases"]["tight"].update(max_probability_error=0.0001))
+    sealed = json.loads(rundir.case_file(run / rundir.CASES, "tight").read_text())["max_probability_error"]
+    code, lines = verified(capsys, run)
+    assert code == 1 and lines[1:] == ["  result.json: cases.tight.max_probability_error is 0.0001; its sealed result "
+                                       f"(cases/tight.json) gives {sealed}"], lines
