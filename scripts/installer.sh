@@ -6,20 +6,21 @@
 # exactly what pip would. pip where uv cannot be had or fails, and where PARITY_KIT_INSTALLER=pip asks for it.
 
 # The uv release the bootstrap installs: the one the set-up was measured with.
-UV_BOOTSTRAP="uv==0.13.9"
+UV_RELEASE="uv==0.13.9"
 
-# Print the uv to install into the environment $1 with, bootstrapping one there when none is on PATH;
+# Print the uv to install into the environment $1 with: the caller's, the environment's own, one on PATH, or one
+# bootstrapped into the environment with its pip;
 # print nothing where pip is to install.
 find_uv() {
   [ "${PARITY_KIT_INSTALLER:-}" = pip ] && return 0
   if [ -n "${PARITY_KIT_UV:-}" ]; then echo "$PARITY_KIT_UV"; return 0; fi
-  if command -v uv >/dev/null 2>&1; then command -v uv; return 0; fi
   if [ -x "$1/bin/uv" ]; then echo "$1/bin/uv"; return 0; fi
-  if "$1/bin/python" -m pip install --quiet --disable-pip-version-check "$UV_BOOTSTRAP" >/dev/null 2>&1 \
+  if command -v uv >/dev/null 2>&1; then command -v uv; return 0; fi
+  if "$1/bin/python" -m pip install --quiet --disable-pip-version-check "$UV_RELEASE" >/dev/null 2>&1 \
       && [ -x "$1/bin/uv" ]; then
     echo "$1/bin/uv"
   else
-    echo "could not install $UV_BOOTSTRAP; installing with pip" >&2
+    echo "could not install $UV_RELEASE; installing with pip" >&2
   fi
 }
 
