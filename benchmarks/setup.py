@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -84,26 +85,26 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=1, help="clean clones per installer, alternating (default 1)")
     ap.add_argument("--only", choices=("pip", "uv"), help="one installer only")
-    ap.add_argument("--keep", action="store_true", help="keep the clones (their folders are printed)")
+    ap.add_argument("--keep", action="store_true", help="keep the clones and their caches (their folders are printed)")
     args = ap.parse_args()
     installers = [args.only] if args.only else ["pip", "uv"]
-    rows = [("machine", machine())]
+    print_rows([("machine", machine())])
     for n in range(args.repeats):
         for installer in installers:
             work = Path(tempfile.mkdtemp(prefix=f"parity-kit-setup-{installer}-"))
             try:
                 run = one_setup(installer, work)
+                print_rows([(f"{installer} #{n + 1}: set-up, both environments",
+                             f"{run.wall_s:.1f} s wall, {run.cpu_s:.1f} s CPU ({run.reported}); "
+                             f"load {run.load_before:.2f} before, {run.load_after:.2f} after"),
+                            (f"{installer} #{n + 1}: the same again",
+                             f"{run.again_s:.2f} s, {'nothing installed' if run.again_quiet else 'NOT quiet'}")])
+                sys.stdout.flush()  # before the clean-up: removing a clone's 8 GB takes minutes on a loaded host
             finally:
-                if not args.keep:
+                if args.keep:
+                    print(f"{installer} #{n + 1}: kept in {work}", flush=True)
+                else:
                     shutil.rmtree(work, ignore_errors=True)
-            rows += [(f"{installer} #{n + 1}: set-up, both environments",
-                      f"{run.wall_s:.1f} s wall, {run.cpu_s:.1f} s CPU ({run.reported}); "
-                      f"load {run.load_before:.2f} before, {run.load_after:.2f} after"),
-                     (f"{installer} #{n + 1}: the same again",
-                      f"{run.again_s:.2f} s, {'nothing installed' if run.again_quiet else 'NOT quiet'}")]
-            if args.keep:
-                rows.append((f"{installer} #{n + 1}: clone", str(work / "clone")))
-    print_rows(rows)
 
 
 if __name__ == "__main__":
