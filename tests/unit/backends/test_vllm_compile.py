@@ -40,3 +40,4 @@ def test_a_case_may_turn_compiling_back_on(specs):
     pp1 = specs["vllm-pp1"]
     chosen = dataclasses.replace(pp1, options={**pp1.options, "env": {"TORCH_COMPILE_DISABLE": "0"}})
     assert engine_settings(chosen, cuda=False).env["TORCH_COMPILE_DISABLE"] == "0"
+
