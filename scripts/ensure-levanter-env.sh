@@ -20,23 +20,18 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 
-quiet_pip() {
-  # pip warns once per package about index folders it cannot read; those lines are noise.
-  "$VENV/bin/python" -m pip --disable-pip-version-check "$@" 2>&1 \
-    | { grep -v "is ignored: it is neither a file nor a directory" || true; }
-  return "${PIPESTATUS[0]}"
-}
+# shellcheck source=scripts/installer.sh
+. scripts/installer.sh
 
 want="$(cat "$CONSTRAINTS" pyproject.toml scripts/ensure-levanter-env.sh | sha256sum | cut -c1-64) $("$VENV/bin/python" --version)"
 if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$want" ]; then
-  echo "installing Levanter 1.1 into $VENV (first run: one to three minutes)" >&2
+  echo "installing Levanter 1.1 into $VENV (first run: under a minute)" >&2
   start=$(date +%s)
-  # --no-compile: byte-compiling every module of ray, jax and pyarrow up front cost a third of the
-  # install's CPU time; the few modules a case imports compile on first import instead.
-  quiet_pip install --quiet --no-compile -c "$CONSTRAINTS" "${PACKAGES[@]}" || { echo "pip install failed" >&2; exit 1; }
+  uv="$(find_uv "$VENV")"
+  install_into "$VENV" "$uv" "" -c "$CONSTRAINTS" "${PACKAGES[@]}" || { echo "installing Levanter failed" >&2; exit 1; }
   # No dependencies: the kit's own (pydantic 2, transformers 5) belong to the main environment;
   # the case-side modules a notebook imports need none of them.
-  quiet_pip install --quiet --no-deps -e . || { echo "pip install of the kit failed" >&2; exit 1; }
+  install_into "$VENV" "$uv" "" --no-deps -e . || { echo "installing the kit into $VENV failed" >&2; exit 1; }
   echo "$want" > "$STAMP"
   echo "installed in $(( $(date +%s) - start )) s" >&2
 fi

