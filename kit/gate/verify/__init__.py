@@ -45,7 +45,7 @@ from kit.core.records.fixture import load_fixture
 from kit.core.records.jsonio import sha256_file
 from kit.core.records.paths import display
 from kit.core.records.recordcheck import Wrong, listing, mapping, text
-from kit.core.records.records import CaseResult
+from kit.core.records.records import BoundKind, CaseResult
 from kit.core.records.results import RunDir, RunView, gate_verdict, read_run
 from kit.descriptor.host import RecordedHost, recorded_hardware
 from kit.descriptor.load import LoadedDescriptor, for_host, load_descriptor
@@ -92,7 +92,8 @@ class Verified:
         if self.ok:
             lines = [f"verified: {self.verdict}{self.partial} ({self.source}: {self.judged} cases judged again from "
                      f"their evidence against {self.descriptor}, {self.files} files match their digests; root "
-                     f"digest {self.root})", *(f"  {line}" for line in (*self.judged_for, *self.notes))]
+                     f"digest {self.root})", *(f"  {line}" for line in (*self.judged_for, *self.notes)),
+                     *([f"signature: {self.signed}"] if self.signed is not None else [])]
         else:
             lines = [f"not verified: {self.source}: {len(self.problems)} problem(s)",
                      *(f"  {p}" for p in (*self.problems, *self.notes))]
@@ -343,16 +344,16 @@ def _bounds(claim: Claim | None, result: CaseResult | None) -> str:
     if result is None:
         return "no result"
     source = result.bound_source or {}
-    kind = source.get("kind")
-    if result.golden_kind == "exact" or kind == "exact":
+    kind = result.bound_kind
+    if kind is BoundKind.EXACT:  # an exact golden's case, whatever its result recorded
         return "exact, no bounds"
-    if kind == "calibrated":
+    if kind is BoundKind.CALIBRATED:
         measured = ((source.get("measured_on") or {}).get("accelerator") or {}).get("name")
         record = str(source.get("record") or "")[:12]
         if claim is not None and measured not in (None, claim.name):
             return f"bounds borrowed from {measured}'s record {record}"
         return f"its own calibrated bounds (record {record})"
-    return f"its own {kind or 'stated'} bounds"
+    return f"its own {kind.value} bounds"
 
 
 def _drift(result: CaseResult | None) -> str:

@@ -456,7 +456,7 @@ def test_a_descriptor_the_run_brings_is_never_its_yardstick(repository, gate_run
     reseal(run)
     code, lines = verified(capsys, run)
     assert code == 0 and lines[0].startswith("verified: failed (") and "against descriptors/verify.toml" in lines[0]
-    assert lines[-1] == (f"  note: the run names the descriptor {inside}, inside the run itself: judged against this "
+    assert lines[-2] == (f"  note: the run names the descriptor {inside}, inside the run itself: judged against this "
                          "repository's descriptors/verify.toml"), lines
     # From a folder that is not the run's repository, nothing of the run stands in for the descriptor.
     elsewhere = tmp_path / "elsewhere"
