@@ -280,21 +280,25 @@ def test_a_request_whose_client_has_gone_is_not_served(warm, tmp_path):
     assert not left.exists()
 
 
+def asker_script(env: str, then: str, first: str = "") -> str:
+    """A process that asks the warm process for a kernel (argv: the environment as JSON, the connection file, the
+    log), its environment given by the Python expression ``env``; ``first`` runs before the kit is imported (a
+    confinement), ``then`` after the kernel is forked."""
+    return (f"import json, os, sys\n{first}"
+            "from kit.run import warmkernels\n"
+            "warmkernels.COMMON_IMPORTS = ()\n"
+            "env = json.loads(sys.argv[1])\n"
+            "key = warmkernels.Key.of((sys.executable,), env, ('wave',))\n"
+            "log = open(sys.argv[3], 'ab')\n"
+            "kernel = warmkernels.fork(key, [sys.executable, '-m', 'ipykernel_launcher', '-f', sys.argv[2]],\n"
+            f"                          {env}, os.getcwd(), log, log)\n{then}")
+
+
 def test_a_kernel_whose_asker_dies_ends(warm, tmp_path):
     """A cold kernel ends when the process that started it goes (ipykernel watches its parent); a forked one's
     parent is the warm process, which ends it instead when its asker's connection closes."""
     out = tmp_path / "orphan.json"
-    script = (
-        "import json, os, sys\n"
-        "from kit.run import warmkernels\n"
-        "warmkernels.COMMON_IMPORTS = ()\n"
-        "env = json.loads(sys.argv[1])\n"
-        "key = warmkernels.Key.of((sys.executable,), env, ('wave',))\n"
-        "log = open(sys.argv[3], 'ab')\n"
-        "kernel = warmkernels.fork(key, [sys.executable, '-m', 'ipykernel_launcher', '-f', sys.argv[2]],\n"
-        "                          {**env, 'CHILD_HOW': 'sleep'}, os.getcwd(), log, log)\n"
-        "print(kernel.pid, flush=True)\n"
-        "os._exit(0)\n")
+    script = asker_script("{**env, 'CHILD_HOW': 'sleep'}", "print(kernel.pid, flush=True)\nos._exit(0)\n")
     asker = subprocess.run([sys.executable, "-c", script, json.dumps(warm), str(out), str(tmp_path / "o.log")],
                            env=warm, capture_output=True, text=True, timeout=120, cwd=str(ROOT))
     assert asker.returncode == 0, asker.stderr
@@ -569,17 +573,8 @@ def test_a_confined_gate_gets_kernels_confined_the_same_way(warm, tmp_path):
     kernels ran without it. Confinement is part of the key: such a gate starts a warm process of its own."""
     _, free, _ = forked(warm, tmp_path, "a")
     out = tmp_path / "confined.json"
-    script = (
-        "import ctypes, json, os, sys\n"
-        "assert ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0) == 0\n"
-        "from kit.run import warmkernels\n"
-        "warmkernels.COMMON_IMPORTS = ()\n"
-        "env = json.loads(sys.argv[1])\n"
-        "key = warmkernels.Key.of((sys.executable,), env, ('wave',))\n"
-        "log = open(sys.argv[3], 'ab')\n"
-        "kernel = warmkernels.fork(key, [sys.executable, '-m', 'ipykernel_launcher', '-f', sys.argv[2]],\n"
-        "                          env, os.getcwd(), log, log)\n"
-        "print(kernel.wait(60), flush=True)\n")
+    script = asker_script("env", "print(kernel.wait(60), flush=True)\n",
+                          first="import ctypes\nassert ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0) == 0\n")
     gate = subprocess.run([sys.executable, "-c", script, json.dumps(warm), str(out), str(tmp_path / "o.log")],
                           env=warm, capture_output=True, text=True, timeout=60, cwd=str(ROOT))
     assert gate.returncode == 0 and gate.stdout.strip() == "0", gate.stderr
