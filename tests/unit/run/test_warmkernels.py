@@ -90,6 +90,19 @@ def forked(env: dict, tmp_path: Path, name: str, code: int = 0, how: str = "exit
     return kernel, (json.loads(out.read_text()) if out.exists() else {}), log
 
 
+def sleeping(env: dict, tmp_path: Path, name: str) -> tuple[warmkernels.ForkedKernel, dict]:
+    """A forked kernel that keeps running (unlike ``forked``'s, which end), once it has written what it sees."""
+    out = tmp_path / f"{name}.json"
+    key = warmkernels.Key.of((sys.executable,), env, ("wave",))
+    with open(tmp_path / f"{name}.log", "ab") as stream:
+        kernel = warmkernels.fork(key, [sys.executable, "-m", "ipykernel_launcher", "-f", str(out)],
+                                  {**env, "CHILD_HOW": "sleep"}, str(tmp_path), stream, stream)
+    deadline = time.monotonic() + 30
+    while not out.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return kernel, json.loads(out.read_text())
+
+
 def test_a_deep_runtime_folder_is_passed_over_and_tmpdir_never_holds_them(monkeypatch, tmp_path):
     deep = tmp_path / ("deep" * 30)
     deep.mkdir()
@@ -502,15 +515,7 @@ def test_secret_looking_names(name, secret):
 def test_a_kernel_ends_with_its_warm_process(warm, tmp_path):
     """A warm process killed (by the out-of-memory killer, say) left its kernels running, their asker told they had
     ended (exit status unknown): a kernel of a cold start ends with its parent."""
-    out = tmp_path / "k.json"
-    key = warmkernels.Key.of((sys.executable,), warm, ("wave",))
-    with open(tmp_path / "k.log", "ab") as stream:
-        kernel = warmkernels.fork(key, [sys.executable, "-m", "ipykernel_launcher", "-f", str(out)],
-                                  {**warm, "CHILD_HOW": "sleep"}, str(tmp_path), stream, stream)
-    deadline = time.monotonic() + 30
-    while not out.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    seen = json.loads(out.read_text())
+    kernel, seen = sleeping(warm, tmp_path, "k")
     os.kill(seen["ppid"], signal.SIGKILL)
     assert kernel.wait(30) == 1  # its status went with the warm process
     deadline = time.monotonic() + 30
@@ -610,15 +615,8 @@ def test_descriptors_before_a_whole_header_are_refused_and_closed(warm, tmp_path
     1023 descriptors: select() failed and the warm process died with the kernel it ran. Now a descriptor that comes
     before the header is whole is closed at once and the connection refused."""
     monkeypatch.setattr(warmkernels, "REQUEST_TIMEOUT_S", 20.0)  # longer than this test: nothing is dropped for time
-    out = tmp_path / "running.json"
-    key = warmkernels.Key.of((sys.executable,), warm, ("wave",))
-    with open(tmp_path / "k.log", "ab") as stream:
-        kernel = warmkernels.fork(key, [sys.executable, "-m", "ipykernel_launcher", "-f", str(out)],
-                                  {**warm, "CHILD_HOW": "sleep"}, str(tmp_path), stream, stream)
-    deadline = time.monotonic() + 30
-    while not out.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    parent = json.loads(out.read_text())["ppid"]
+    kernel, seen = sleeping(warm, tmp_path, "running")
+    parent = seen["ppid"]
     before = open_descriptors(parent)
     null = os.open(os.devnull, os.O_RDONLY)
     clients, heard = [], []
