@@ -414,10 +414,16 @@ def rectangular_chunked_attention(q, k, v, precision, block=512):
     return jnp.moveaxis(blocks, 0, 1).reshape(b, s, n, d)
 
 
-FLOAT32_VARIANTS = {  # name -> (attention: "rectangular" or None for the backend's, per-program XLA options)
-    "jax-f32 before (rectangular, lax.map, Triton GEMM)": ("rectangular", {}),
-    "jax-f32 triangular, Triton GEMM": (None, {}),
-    "jax-f32 triangular, cuBLAS (the backend's)": (None, {"xla_gpu_enable_triton_gemm": False}),
+# name -> (attention: "rectangular" or None for the backend's, per-program XLA options, the dot algorithm preset of
+# every float32 matmul: None for the backend's HIGHEST, or a jax.lax.DotAlgorithmPreset name that emulates float32
+# on the tensor cores with several bfloat16 or TF32 products, whose time and agreement with hf-f32 are what is asked)
+FLOAT32_VARIANTS = {
+    "jax-f32 before (rectangular, lax.map, Triton GEMM)": ("rectangular", {}, None),
+    "jax-f32 triangular, Triton GEMM": (None, {}, None),
+    "jax-f32 triangular, cuBLAS (the backend's)": (None, {"xla_gpu_enable_triton_gemm": False}, None),
+    "jax-f32 triangular, BF16x6 dots": (None, {}, "BF16_BF16_F32_X6"),
+    "jax-f32 triangular, BF16x9 dots": (None, {}, "BF16_BF16_F32_X9"),
+    "jax-f32 triangular, TF32x3 dots": (None, {}, "TF32_TF32_F32_X3"),
 }
 
 
@@ -453,15 +459,26 @@ def bench_float32(model_dir: str, lengths: list[int], variants: list[str], repea
     shape, params = llama.load_params(model_dir, "float32", device)
     backend_attention = llama.chunked_causal_attention
     for name in variants:
-        fn_name, options = FLOAT32_VARIANTS[name]
+        fn_name, options, algorithm = FLOAT32_VARIANTS[name]
         llama.chunked_causal_attention = rectangular_chunked_attention if fn_name else backend_attention
+        if algorithm is not None and not hasattr(jax.lax.DotAlgorithmPreset, algorithm):
+            print(f"{name:<44} not in this jax ({jax.__version__})", flush=True)
+            continue
+        llama.FLOAT32_PRECISION = (llama.float32_precision if algorithm is None
+                                   else partial(getattr, jax.lax.DotAlgorithmPreset, algorithm))
         for seq in lengths:
             ids = jax.device_put(np.random.default_rng(0).integers(2, shape.vocab, (1, seq), dtype=np.int32), device)
             last = jax.device_put(np.array([seq - 1], dtype=np.int32), device)
             fn = jax.jit(partial(llama.last_logits, shape=shape, attention="chunked"),
                          compiler_options=options or None)
             t0 = time.perf_counter()
-            out = jax.block_until_ready(fn(params, ids, last))
+            try:
+                out = jax.block_until_ready(fn(params, ids, last))
+            except Exception as exc:  # an algorithm this XLA cannot lower: say so and time the rest
+                print(f"{name:<44}{seq:>7}  failed: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}",
+                      flush=True)
+                rows.append({"impl": name, "seq": seq, "error": f"{type(exc).__name__}: {exc}"[:500]})
+                continue
             first = time.perf_counter() - t0
             t = wall_time(lambda: fn(params, ids, last), 0, repeats)  # noqa: B023, F821
             probs = np.asarray(jax.nn.softmax(out[0]))
@@ -471,6 +488,7 @@ def bench_float32(model_dir: str, lengths: list[int], variants: list[str], repea
             print(f"{name:<44}{seq:>7}  first call {first:7.2f} s  warm {t:.4f} s  {row['tflops']:.1f} TFLOP/s",
                   flush=True)
     llama.chunked_causal_attention = backend_attention
+    llama.FLOAT32_PRECISION = llama.float32_precision
     del params
     gc.collect()
 
@@ -586,8 +604,8 @@ def main(argv: list[str] | None = None) -> int:
                     "contiguous before SDPA, and jax's cuDNN attention alone on [batch, heads, seq, dim] inputs")
     ap.add_argument("--float32", default="", help="only the float32 paths (jax-f32, hf-f32) at these comma-separated "
                     "lengths: first-call and warm seconds per variant (--f32-variants), f32 matmul rates")
-    ap.add_argument("--f32-variants", default=",".join(FLOAT32_VARIANTS), help="comma-separated names of "
-                    "FLOAT32_VARIANTS")
+    ap.add_argument("--f32-variants", default=";".join(FLOAT32_VARIANTS), help="semicolon-separated names of "
+                    "FLOAT32_VARIANTS (the names hold commas)")
     ap.add_argument("--score-fixture", metavar="CASE", help="only score every prompt of --fixture as this case of "
                     "descriptors/gpu-h200-64.toml would (hf-f32, hf-bf16, jax-f32, jax-bf16); --json gets its outputs")
     ap.add_argument("--fixture", help="the fixture --score-fixture scores",
@@ -601,7 +619,7 @@ def main(argv: list[str] | None = None) -> int:
         score_fixture(args.model, args.fixture, args.score_fixture, args.json, args.padding)
         return 0
     if args.float32:
-        rows = bench_float32(args.model, [int(x) for x in args.float32.split(",")], args.f32_variants.split(","),
+        rows = bench_float32(args.model, [int(x) for x in args.float32.split(",")], args.f32_variants.split(";"),
                              args.repeats)
         if args.json:
             args.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,

@@ -248,6 +248,17 @@ def attend(q, k, v, attention: str, precision):
     return jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation=attention)
 
 
+def float32_precision():
+    """The precision of every float32 matmul: HIGHEST, true float32. Held in one place so that
+    benchmarks/gpu_scoring.py can time the tensor-core algorithms that emulate float32 against it."""
+    import jax
+
+    return jax.lax.Precision.HIGHEST
+
+
+FLOAT32_PRECISION = float32_precision
+
+
 def _forward_parts(params: dict, ids, shape: LlamaShape, attention: str, tp=None):
     """What every forward over ``ids`` [batch, seq] shares: the matmul, and one decoder block as a
     function of the residual stream and one layer's weights, returning the stream after its attention
@@ -257,7 +268,7 @@ def _forward_parts(params: dict, ids, shape: LlamaShape, attention: str, tp=None
 
     dtype = params["embed"].dtype
     # Float32 means float32: without HIGHEST, a GPU may multiply float32 matrices in TF32.
-    precision = jax.lax.Precision.HIGHEST if dtype == jnp.float32 else jax.lax.Precision.DEFAULT
+    precision = FLOAT32_PRECISION() if dtype == jnp.float32 else jax.lax.Precision.DEFAULT
     mm = partial(jnp.einsum, precision=precision)
     b, s = ids.shape
     n, kv, d = shape.heads, shape.kv_heads, shape.head_dim
