@@ -19,10 +19,11 @@ gate: env
 # Two workers, one test module each at a time: most e2e time is kernels and engines starting, which
 # overlaps well on 2 cores (29 min against about 50 serially, measured in docs/figures.md).
 # --no-loadscope-reorder: the modules in the order tests/conftest.py gives them (the longest first), not
-# pytest-xdist's own (most tests first, which started the longest module last).
+# pytest-xdist's own (most tests first, which started the longest module last). Every run ends with its 30
+# slowest tests and (tests/conftest.py) its slowest modules: where the suite's time goes, on the host that ran it.
 test: env
 	@scripts/ensure-chromium.sh
-	.venv/bin/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -m "not slow" $(PYTEST_ARGS)
+	.venv/bin/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -m "not slow" --durations=30 $(PYTEST_ARGS)
 
 # The statistical checks too slow for every change: 20 clean runs of every semantic case of the embedded
 # descriptor (the vLLM ones as fresh launches) must give 0 false failures, and every fault of the catalogue

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 import pytest
 
 from kit.core.baselines.runtime import HOST_CLASS_ENV
@@ -49,6 +51,27 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.unit)
         for name in _MODULE_MARKERS.get(item.path.name, ()):
             item.add_marker(getattr(pytest.mark, name))
+
+
+# Where the suite's time goes, printed at its end by every run (CI's included), so that a slow module is seen
+# where it appears rather than found by a profiling run of its own: each module's summed set-up, call and
+# tear-down seconds. Under xdist the reports reach the controlling process, which prints the table.
+_MODULE_SECONDS: defaultdict[str, float] = defaultdict(float)
+SLOWEST_SHOWN = 15
+
+
+def pytest_runtest_logreport(report):
+    _MODULE_SECONDS[report.nodeid.split("::")[0]] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _MODULE_SECONDS:
+        return
+    terminalreporter.section(f"the {SLOWEST_SHOWN} slowest modules (seconds, set-up, call and tear-down summed)")
+    ranked = sorted(_MODULE_SECONDS.items(), key=lambda kv: -kv[1])
+    for module, seconds in ranked[:SLOWEST_SHOWN]:
+        terminalreporter.write_line(f"{seconds:8.1f}  {module}")
+    terminalreporter.write_line(f"{sum(_MODULE_SECONDS.values()):8.1f}  all {len(_MODULE_SECONDS)} modules")
 
 
 @pytest.fixture(scope="session")
