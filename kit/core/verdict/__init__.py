@@ -21,7 +21,7 @@ This package imports nothing that imports it back: kit.core.records.records uses
 ``rules`` (which reads records) is imported by name, never from here. Stdlib only: the kernel-safe core.
 """
 
-from kit.core.verdict.failure import WINNER_GAP_FACTOR, Failure, Kind
+from kit.core.rules.failure import WINNER_GAP_FACTOR, Failure, Kind
 from kit.core.verdict.legacy import failures_of
 
 __all__ = ["WINNER_GAP_FACTOR", "Failure", "Kind", "failures_of"]

@@ -1,5 +1,5 @@
 """One bound rule reaches every judgment: power's trials and the backtest's replay both judge by
-kit.core.verdict.rules, so a change to the rule there moves the detectable effect and the replayed verdict
+kit.core.rules.rules, so a change to the rule there moves the detectable effect and the replayed verdict
 together (a copy of the rule in either would leave it behind)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from kit.baselines.archive import PromptFigures, read_archive
 from kit.baselines.backtest import replay
 from kit.core.noise.power import FaultedSample, Trial, caught_by, family_power
-from kit.core.verdict import rules
+from kit.core.rules import rules
 from support.archive import CASE, case_result, record, write_run
 
 pytestmark = pytest.mark.unit
