@@ -41,7 +41,7 @@ def test_planted_violations_are_caught(tmp_path):
     shutil.copytree(ROOT / "kit", tmp_path / "kit", ignore=shutil.ignore_patterns("__pycache__", "_data"))
     shutil.copy(ROOT / ".importlinter", tmp_path / ".importlinter")
     # A core module reaching up into the gate, a command importing a sibling, a kernel-side module importing pydantic,
-    # a record reaching up into the verdict that judges it (kit.core's own layers), a package of kit.core given no layer.
+    # a record reaching up into the verdict that judges it (kit.core's own layers), a kit.core package given no layer.
     records = tmp_path / "kit" / "core" / "records" / "records.py"
     records.write_text(records.read_text() + "\nfrom kit.core.verdict import judge as _upward_in_core  # planted\n")
     (tmp_path / "kit" / "core" / "unplaced").mkdir()

@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any, Mapping
 
 from kit.core.records.jsonio import json_safe
+from kit.core.rules import rules
 from kit.core.rules.failure import Failure
 
 # A case status is one of these; the gate verdict is derived from them in kit.core.records.results.

@@ -53,36 +53,60 @@ class ScoredPrompt(Protocol):
     """What ``recorded`` reads of a prompt's score (kit.core.records.records.PromptScore, which sits above)."""
 
     @property
-    def id(self) -> str: ...
+    def id(self) -> str:
+        """The prompt's id."""
+
     @property
-    def bucket(self) -> int: ...
+    def bucket(self) -> int:
+        """Its bucket."""
+
     @property
-    def max_probability_error(self) -> float: ...
+    def max_probability_error(self) -> float:
+        """Its largest probability error (NaN: unscorable)."""
+
     @property
-    def missing_tokens(self) -> list[int]: ...
+    def missing_tokens(self) -> list[int]:
+        """The golden's tokens its top-n left out."""
+
     @property
-    def exact_match(self) -> bool | None: ...
+    def exact_match(self) -> bool | None:
+        """Whether it reproduced an exact golden (None: not compared)."""
+
     @property
-    def winner_gap(self) -> float: ...
+    def winner_gap(self) -> float:
+        """The golden's lead of its winner over the backend's greedy token."""
 
 
 class Repeats(Protocol):
     """What ``repeat`` reads of a prompt's repeats (kit.core.records.records.RepeatSpread, which sits above)."""
 
     @property
-    def id(self) -> str: ...
+    def id(self) -> str:
+        """The prompt's id."""
+
     @property
-    def runs(self) -> int: ...
+    def runs(self) -> int:
+        """How many times it was observed."""
+
     @property
-    def launches(self) -> int: ...
+    def launches(self) -> int:
+        """In how many launches."""
+
     @property
-    def max_logprob_spread(self) -> float: ...
+    def max_logprob_spread(self) -> float:
+        """The largest logprob spread."""
+
     @property
-    def max_probability_spread(self) -> float: ...
+    def max_probability_spread(self) -> float:
+        """The largest probability spread."""
+
     @property
-    def identical(self) -> bool: ...
+    def identical(self) -> bool:
+        """Whether every repeat was bit-exact."""
+
     @property
-    def difference(self) -> str | None: ...
+    def difference(self) -> str | None:
+        """The first difference, in words (None: identical)."""
 
 
 def bound_for(bucket: int, bound: float | None, bucket_bounds: Mapping[str, float]) -> float | None:
