@@ -2,7 +2,7 @@
 
 Each configuration of torch's CPU kernels this host allows (ATen's capability, oneDNN's instruction set, MKL's
 reproducibility branch, the thread count) runs the embedded model over the embedded fixture in a fresh
-interpreter (the settings are read once, when torch starts), in float32 and in float64 (kit.core.baselines.portable).
+interpreter (the settings are read once, when torch starts), in float32 and in float64 (kit.core.host.portable).
 Per configuration it prints how many prompts' reported top-k differ from the first configuration's, the largest
 difference of the float64 logprobs before rounding, and the float64 result's margin (how far its values may move before
 a float32 bit changes). docs/exact-baselines.md holds the figures.
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     dtypes = args.dtypes.split(",")
     sys.path.insert(0, str(ROOT))
-    from kit.core.baselines.runtime import _cpuinfo
+    from kit.core.host.runtime import _cpuinfo
 
     model, flags = _cpuinfo()
     print(f"CPU: {model}; configurations run in a fresh interpreter each, top {args.top_k}")

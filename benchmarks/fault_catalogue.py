@@ -32,7 +32,8 @@ from kit.case.runner import run_case  # noqa: E402
 from kit.core.records.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes  # noqa: E402
 from kit.core.model.modeldigest import model_digest  # noqa: E402
 from kit.core.records.records import CaseResult  # noqa: E402
-from kit.core.records.spec import CaseSpec, on_model  # noqa: E402
+from kit.core.model.faultcopy import on_model  # noqa: E402
+from kit.core.records.spec import CaseSpec  # noqa: E402
 from kit.faults.cache import default_cache_dir, faulted_copy  # noqa: E402
 from kit.faults.catalogue import CATALOGUE, Fault  # noqa: E402
 from kit.faults.effect import EmbeddedCases, embedded_cases, failed_by, healthy_noise, largest_error  # noqa: E402
@@ -81,7 +82,7 @@ class Memo:
 
     def key(self, spec: CaseSpec) -> str:
         d = {k: v for k, v in spec.to_dict().items() if k != "timeout_s"}
-        if d.get("calibration"):  # carried over to the faulted copy (kit.core.records.spec.on_model): key it as made
+        if d.get("calibration"):  # carried over to the faulted copy (kit.core.model.faultcopy.on_model): key it as made
             d["calibration"] = {**d["calibration"],
                                 "inputs": {**d["calibration"]["inputs"], "model_digest": self.clean_digest}}
         return sha256_bytes(canonical_bytes(d))

@@ -27,7 +27,7 @@ from timing import ROOT
 sys.path.insert(0, str(ROOT))
 
 from kit.case.interpreter import run_case_fresh  # noqa: E402
-from kit.core.baselines.runtime import accelerator  # noqa: E402
+from kit.core.host.runtime import accelerator  # noqa: E402
 from kit.core.model.modeldigest import model_digest  # noqa: E402
 from kit.core.noise.calibration import case_device  # noqa: E402
 from kit.core.records.records import CaseResult  # noqa: E402

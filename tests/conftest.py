@@ -6,7 +6,7 @@ from collections import defaultdict
 
 import pytest
 
-from kit.core.baselines.runtime import HOST_CLASS_ENV
+from kit.core.host.runtime import HOST_CLASS_ENV
 from support import Embedded, load_embedded
 from support.hostclass import HostClass, host_classes
 
@@ -81,7 +81,7 @@ def embedded() -> Embedded:
 
 @pytest.fixture
 def host_class(request, monkeypatch) -> HostClass:
-    """This test's host as one class of CPU (kit.core.baselines.runtime.host_cpu), for the kit in this process and
+    """This test's host as one class of CPU (kit.core.host.runtime.host_cpu), for the kit in this process and
     every command it starts; a test asking for it runs once per class (``pytest_generate_tests``)."""
     monkeypatch.setenv(HOST_CLASS_ENV, request.param.value)
     return request.param

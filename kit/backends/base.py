@@ -100,8 +100,8 @@ class BackendInfo:
     install: str = ""               # the command that installs what it requires
     decodes: bool = False           # its runtime implements ``decode``: cases may set ``decode = N``
     # "module:function": ``function(options) -> str``, the key of what decides the bits of this backend's
-    # results under a case's options (kit.core.baselines.runtime). An exact golden holds only where its key is equal.
-    exact_runtime: str = "kit.core.baselines.runtime:host_runtime_of"
+    # results under a case's options (kit.core.host.runtime). An exact golden holds only where its key is equal.
+    exact_runtime: str = "kit.core.host.runtime:host_runtime_of"
     # "module:function": ``function(provenance) -> str | None``, the runtime key of an exact golden of this backend
     # made before goldens recorded one, where its record says enough (None where it does not); "" for none: such
     # a golden holds on no runtime.

@@ -82,7 +82,7 @@ class ArchivedObservation:
     golden_sha256: str | None
     model_digest: str | None
     status: str  # the status the case got when it ran: passed, failed, error, timeout, no-baseline, missing
-    # the class of hardware it ran on, as kit.core.baselines.runtime.accelerator names it; None: unsaid
+    # the class of hardware it ran on, as kit.core.host.runtime.accelerator names it; None: unsaid
     hardware: str | None
     prompts: tuple[PromptFigures, ...] = ()
     decode: tuple[PromptFigures, ...] = ()  # shift None: a decode check follows none
@@ -330,7 +330,7 @@ def record_samples(record: CalibrationRecord) -> list[ArchivedObservation]:
 def _kept(score: PromptScore | DecodeScore) -> tuple[str, ...]:
     """The failures of a prompt (or decode check) that its recorded error does not decide: every bound's is left
     out, and every unscorable answer's (a NaN error), since a replay judges the recorded error again by the
-    verdict's rule (kit.core.verdict.rules.judged_error), which fails both. One the executor found re-judging a
+    verdict's rule (kit.core.rules.rules.judged_error), which fails both. One the executor found re-judging a
     notebook's verdict stays: it records that the notebook disagreed with its own numbers, which no bound undoes."""
     return tuple(f.text for f in failures_of(score) if f.kind not in _JUDGED_AGAIN or f.rejudged)
 

@@ -9,7 +9,7 @@ again under it, from the numbers that run recorded, with no engine running:
   logprob, a refused decode divergence, a repeat that was not exact);
 - each prompt's recorded error meets its bucket's new bound, and each decode step's recorded error its step's new
   bound (the record's bound for that step, else the bucket's), by the rule the gate judges them by
-  (kit.core.verdict.rules.judged_error), in its words; a decode check recorded before results kept each step's
+  (kit.core.rules.rules.judged_error), in its words; a decode check recorded before results kept each step's
   error cannot be replayed step by step under a record with step bounds, and is skipped as such
   (``SkipKind.NO_STEP_ERRORS``); under one without, its largest error is what every step is judged by;
 - the drift test (kit.core.noise.drift) runs against the new record's clean samples only where the run computed on the
@@ -34,8 +34,8 @@ from kit.core.noise.calibration import CalibrationRecord, measured_on, uncovered
 from kit.core.noise.drift import drift_of
 from kit.core.errors import BadInput
 from kit.core.records.records import FAILED, PASSED, DriftOff
-from kit.core.verdict import rules
-from kit.core.verdict.failure import Failure
+from kit.core.rules import rules
+from kit.core.rules.failure import Failure
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from kit.calibrate.run import build_record, measure_variants, variants_for, writ
 from kit.case.calibrate import sample_of
 from kit.core.baselines.baselinekind import CALIBRATION
 from kit.core.baselines.lineageclaims import ACCEPT_LOOSER, reason_problem
-from kit.core.baselines.runtime import numeric_fingerprint
+from kit.core.host.runtime import numeric_fingerprint
 from kit.core.errors import BadInput
 from kit.core.noise.calibration import CalibrationRecord, load_record, measured_on
 from kit.core.records import paths, rundir

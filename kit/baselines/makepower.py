@@ -22,7 +22,7 @@ from kit.core.records import paths
 from kit.core.baselines.baselinekind import CALIBRATION, POWER
 from kit.core.noise.calibration import CalibrationRecord, case_device, hardware_change, load_record, measured_on
 from kit.core.errors import BadInput
-from kit.core.baselines.portable import PORTABLE_DTYPE
+from kit.core.host.portable import PORTABLE_DTYPE
 from kit.core.noise.power import PowerRecord, named_calibration, read_power
 from kit.descriptor.load import LoadedDescriptor
 from kit.descriptor.plan import Plan, outline, resolve

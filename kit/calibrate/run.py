@@ -32,7 +32,7 @@ from kit.core.errors import BadInput
 from kit.core.records.fixture import load_fixture
 from kit.core.records.jsonio import atomic_write_bytes, read_json, read_json_input, write_json
 from kit.core.records.results import now_iso
-from kit.core.baselines.runtime import accelerator, hardware, numeric_fingerprint
+from kit.core.host.runtime import accelerator, hardware, numeric_fingerprint
 from kit.core.records.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.descriptor.plan import Outline, Plan, outline, resolve
@@ -316,7 +316,7 @@ def build_record(spec: CaseSpec, variants: list[dict], entries: list[dict], comm
     """The record of one case from its samples (all measured on one runtime, in one kernel)."""
     fixture = load_fixture(spec.fixture_path)
     selected = fixture.select(spec.prompt_ids, spec.buckets)
-    # Compared as this kit keys a runtime (kit.core.baselines.runtime.numeric_fingerprint): samples an earlier kit wrote
+    # Compared as this kit keys a runtime (kit.core.host.runtime.numeric_fingerprint): samples an earlier kit wrote
     # with an engine's own variables in them still make a record when those are all that differs.
     inputs, runtime = entries[0]["inputs"], numeric_fingerprint(entries[0]["runtime"])
     for e in entries[1:]:

@@ -22,7 +22,7 @@ from kit.core.noise.calibration import Sample, case_device
 from kit.core.records.recordcheck import Wrong, check_sample
 from kit.core.errors import BadInput
 from kit.core.records.records import CaseResult
-from kit.core.baselines.runtime import numerics_fingerprint
+from kit.core.host.runtime import numerics_fingerprint
 from kit.core.records.spec import CaseSpec
 
 

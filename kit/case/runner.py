@@ -17,7 +17,7 @@ from kit.backends.base import Backend, can_decode
 from kit.backends.registry import open_backend
 from kit.case import interpreter
 from kit.core.records import contract, paths, rundir
-from kit.core.records.caseevidence import CaseEvidence
+from kit.core.verdict.caseevidence import CaseEvidence
 from kit.core.verdict.judge import Scored, drift_decision, drift_skipped
 from kit.core.noise.calibration import check_case_inputs, hardware_change
 from kit.core.verdict.coverage import prompt_mismatch
@@ -78,7 +78,7 @@ def with_options(spec: CaseSpec, **overrides) -> CaseSpec:
 def run_case(spec: CaseSpec, reference_out: str | None = None, evidence_out: str | None = None) -> CaseResult:
     """Score one case and judge it. An exact case with a ``reference`` first computes its reference in this
     kernel (written to ``reference_out`` as an exact golden, when given, so the verdict's evidence stays); what
-    the verdict was judged from is written to ``evidence_out`` (kit.core.records.caseevidence), when given."""
+    the verdict was judged from is written to ``evidence_out`` (kit.core.verdict.caseevidence), when given."""
     if spec.no_baseline:
         raise BadInput(f"case {spec.name}: {spec.no_baseline.text}")
     started, t0, clock = now_iso(), time.perf_counter(), PhaseClock()

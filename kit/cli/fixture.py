@@ -41,7 +41,8 @@ def _add_digest(sub) -> None:
 
 
 def _fixture_make(args) -> int:
-    from kit.core.records.fixture import load_fixture, make_fixture, read_prompts
+    from kit.core.model.tokenizer import make_fixture
+    from kit.core.records.fixture import load_fixture, read_prompts
 
     paths.check_dir_target(args.out, "--out")
     prompts = read_prompts(args.prompts)
@@ -63,7 +64,7 @@ def _print_buckets(fixture) -> None:
 
 
 def _fixture_verify(args) -> int:
-    from kit.core.records.fixture import verify_fixture
+    from kit.core.model.tokenizer import verify_fixture
 
     fixture = verify_fixture(args.fixture, args.model)
     print(f"ok: {args.fixture}: sha256 {fixture.sha256}, {len(fixture.prompts)} prompts, tokenizer {fixture.tokenizer}")
@@ -72,7 +73,7 @@ def _fixture_verify(args) -> int:
 
 
 def _fixture_report(args) -> int:
-    from kit.core.records.fixture import verify_fixture
+    from kit.core.model.tokenizer import verify_fixture
     from kit.core.noise.vocabcoverage import fixture_coverage
     from kit.views.coverage import check_json_target, print_report, write_report_json
 

@@ -27,8 +27,8 @@ class Host:
 
     def accelerator(self, case: str, options: Mapping[str, Any]) -> dict[str, str]:
         """The accelerator a case of ``options`` computes on: ``{"name", "driver"}``
-        (kit.core.baselines.runtime.accelerator)."""
-        from kit.core.baselines.runtime import accelerator
+        (kit.core.host.runtime.accelerator)."""
+        from kit.core.host.runtime import accelerator
 
         device = case_device(options)
         if device not in self._accelerators:

@@ -21,9 +21,10 @@ from kit.backends.registry import REFERENCE
 from kit.case.runner import run_case
 from kit.core.records import paths
 from kit.core.errors import BadInput
-from kit.core.baselines.portable import PORTABLE_DTYPE
+from kit.core.host.portable import PORTABLE_DTYPE
 from kit.core.records.records import CaseResult
-from kit.core.records.spec import CaseSpec, on_model
+from kit.core.model.faultcopy import on_model
+from kit.core.records.spec import CaseSpec
 from kit.core.verdict import Kind, failures_of
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve
@@ -58,7 +59,7 @@ def embedded_cases(descriptor: str | Path = paths.EMBEDDED_DESCRIPTOR,
         raise BadInput(f"case {float32_case} of {descriptor} is no {REFERENCE} float32 or float64 case: a fault's "
                        f"effect is what {REFERENCE} computes at the goldens' precision")
     # The golden maker's path at its precision, on a CPU computed in float64 and rounded to float32 (an effect is
-    # then one number on every host, kit.core.baselines.portable); on a GPU in float32, where float64 attention over
+    # then one number on every host, kit.core.host.portable); on a GPU in float32, where float64 attention over
     # long prompts would hold every [seq, seq] score. The kernels a case pins are no part of a fault's effect.
     options = {k: v for k, v in checkpoint.options.items() if k != "cpu_kernels"}
     on_gpu = str(options.get("device", "cpu")).startswith("cuda")
@@ -85,7 +86,7 @@ def healthy_noise(clean_error: float, spec: CaseSpec) -> float:
 
 def effect_runtime(cases: EmbeddedCases | None = None) -> str:
     """The runtime an effect is measured on, as a table of effects is keyed: the key of what decides the bits
-    of the hf case that measures it (kit.core.baselines.runtime): on a CPU the portable key, the same on every host,
+    of the hf case that measures it (kit.core.host.runtime): on a CPU the portable key, the same on every host,
     since the effect is computed in float64 and rounded; on a GPU its model and driver. On one runtime an effect is one
     number; on another it moves (by about 1e-6 on the tiny model), so a table holds one entry per runtime."""
     from kit.backends import registry

@@ -36,8 +36,9 @@ from kit.core.noise.power import (DETECTION_PROBABILITY, FaultedSample, PowerRec
                                   caught_from, clean_error, family_lines, headline, load_power, merged,
                                   named_calibration, read_power)
 from kit.core.records.results import now_iso
-from kit.core.baselines.runtime import numeric_fingerprint, numerics_fingerprint
-from kit.core.records.spec import CaseSpec, on_model
+from kit.core.host.runtime import numeric_fingerprint, numerics_fingerprint
+from kit.core.model.faultcopy import on_model
+from kit.core.records.spec import CaseSpec
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import outline, resolve
 from kit.faults.catalogue import BY_NAME, Fault
@@ -98,7 +99,7 @@ def measure(descriptor: str | Path, cases: Sequence[str] | None = None, families
     against the record the host uses, resumable from ``resume``, one power record per case written to ``to``."""
     output.ensure()
     # The environment as this measurement was given it: the float32 effects run hf in this process, and a record's
-    # runtime is what was given, never what an engine set for itself (kit.core.baselines.runtime.numerics_fingerprint).
+    # runtime is what was given, never what an engine set for itself (kit.core.host.runtime.numerics_fingerprint).
     environ = dict(os.environ)
     chosen = parse_families(families)
     desc = load_descriptor(descriptor)

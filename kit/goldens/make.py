@@ -16,16 +16,17 @@ from kit.backends.base import can_decode
 from kit.core.records import paths
 from kit.core.verdict.decode import check_continuations_fit
 from kit.core.errors import BadInput, Unrunnable
-from kit.core.records.fixture import Fixture, verify_fixture
+from kit.core.model.tokenizer import verify_fixture
+from kit.core.records.fixture import Fixture
 from kit.core.baselines.golden import golden_document, golden_filename, provenance, write_golden
 from kit.core.model.modelconfig import check_prompts_fit, check_top_k_fits, model_limits
 from kit.core.model.modeldigest import model_digest
-from kit.core.baselines.runtime import runtime_slug
+from kit.core.host.runtime import runtime_slug
 from kit.core.records.spec import CaseSpec
 from kit.core.records.text import printable
 from kit.run import output
 from kit.run.stopping import describe
-from kit.core.baselines.portable import SAFE_MARGIN
+from kit.core.host.portable import SAFE_MARGIN
 from kit.core.records.records import EXACT
 
 logger = logging.getLogger(__name__)
@@ -99,7 +100,7 @@ def make_golden_document(model: str | Path, fixture_path: str | Path, kind: str,
 
 def warn_thin_margin(margin: dict | None) -> None:
     """Say so where a float64 result lies so close to a float32 rounding boundary that another host's float64
-    differences could move a bit (kit.core.baselines.portable): the golden is still written, since the chance is small
+    differences could move a bit (kit.core.host.portable): the golden is still written, since the chance is small
     and the maker cannot move the model's values, but its promise to hold everywhere is weaker than usual."""
     if margin and margin["holds_within"] < SAFE_MARGIN:
         logger.warning("a value lies %.3g from a float32 rounding boundary (or half a ranking gap), under %g: "

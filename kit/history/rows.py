@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from kit.core.records import rundir
-from kit.core.verdict import rules
+from kit.core.rules import rules
 from kit.core.verdict.decode import StepMargin, worst_step
 from kit.core.errors import BadInput
 from kit.core.records.records import CASE_STATUSES, BoundKind, CaseResult

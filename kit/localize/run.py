@@ -27,7 +27,8 @@ from kit.core.records.jsonio import write_json
 from kit.core.noise.localize import FLOOR, K, earliest, verdict_line
 from kit.core.records.records import CaseResult
 from kit.core.records.results import now_iso
-from kit.core.records.spec import CaseSpec, on_model
+from kit.core.model.faultcopy import on_model
+from kit.core.records.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.descriptor.plan import outline, resolve
 from kit.localize.candidate import check_candidate

@@ -21,9 +21,9 @@ from kit.core.noise.power import measured_elsewhere
 from kit.core.records import contract, paths, rundir
 from kit.core.records.records import EXACT, FAILED, PASSED, BoundKind, CaseResult, severity
 from kit.core.records.results import RunView, read_run
-from kit.core.verdict import rules
+from kit.core.rules import rules
 from kit.core.verdict.decode import StepMargin, case_headroom, failed_prompts, step_bound, worst_steps
-from kit.core.verdict.rules import bound_for
+from kit.core.rules.rules import bound_for
 
 CASE_SCRAP = contract.CASE_RESULT_SCRAP
 

@@ -1,6 +1,6 @@
 """The classes of CPU host the suite runs as: every class the repository holds baselines for, and one it holds none
 for. A test that asks for the ``host_class`` fixture (tests/conftest.py) runs once per class, the kit seeing the
-forced class in place of this machine's CPU ($PARITY_KIT_HOST_CLASS, kit.core.baselines.runtime.host_cpu): which
+forced class in place of this machine's CPU ($PARITY_KIT_HOST_CLASS, kit.core.host.runtime.host_cpu): which
 record, golden and power record a case stands on follows the class; the numbers any kernel computes stay this
 machine's, so only tests that resolve and judge records, never ones that compute, ask for it.
 
@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.core.baselines.runtime import CLASS_FEATURES, CLASS_VENDORS, X86_LEVELS
+from kit.core.host.runtime import CLASS_FEATURES, CLASS_VENDORS, X86_LEVELS
 
 ROOT = Path(__file__).resolve().parents[2]
 # Where the repository keeps the records that name a class of hardware.

@@ -10,7 +10,7 @@ import pytest
 pytestmark = pytest.mark.unit
 
 KIT = Path(__file__).resolve().parents[2] / "kit"
-MOST = 16  # "about 15": the records folder holds the run directory's reader and its store beside the records
+MOST = 15
 
 
 def crowded(root: Path, most: int = MOST) -> list[str]:

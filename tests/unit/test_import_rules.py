@@ -34,13 +34,18 @@ def lint(root: Path) -> subprocess.CompletedProcess:
 def test_the_package_keeps_its_import_rules():
     proc = lint(ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "Contracts: 2 kept, 0 broken." in proc.stdout
+    assert "Contracts: 3 kept, 0 broken." in proc.stdout
 
 
 def test_planted_violations_are_caught(tmp_path):
     shutil.copytree(ROOT / "kit", tmp_path / "kit", ignore=shutil.ignore_patterns("__pycache__", "_data"))
     shutil.copy(ROOT / ".importlinter", tmp_path / ".importlinter")
-    # A core module reaching up into the gate, a command importing a sibling, a kernel-side module importing pydantic.
+    # A core module reaching up into the gate, a command importing a sibling, a kernel-side module importing pydantic,
+    # a record reaching up into the verdict that judges it (kit.core's own layers), a kit.core package given no layer.
+    records = tmp_path / "kit" / "core" / "records" / "records.py"
+    records.write_text(records.read_text() + "\nfrom kit.core.verdict import judge as _upward_in_core  # planted\n")
+    (tmp_path / "kit" / "core" / "unplaced").mkdir()
+    (tmp_path / "kit" / "core" / "unplaced" / "__init__.py").write_text('"""Planted."""\n')
     scoring = tmp_path / "kit" / "core" / "verdict" / "scoring.py"
     scoring.write_text(scoring.read_text() + "\nfrom kit.gate import run as _upward  # planted\n")
     calibrate = tmp_path / "kit" / "calibrate" / "run.py"
@@ -49,8 +54,10 @@ def test_planted_violations_are_caught(tmp_path):
     runner.write_text(runner.read_text() + "\nimport pydantic as _heavy  # planted\n")
     proc = lint(tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "Contracts: 0 kept, 2 broken." in proc.stdout
+    assert "Contracts: 0 kept, 3 broken." in proc.stdout
     assert "kit.core.verdict.scoring -> kit.gate.run" in proc.stdout
+    assert "kit.core.records.records -> kit.core.verdict.judge" in proc.stdout
+    assert "- kit.core.unplaced" in proc.stdout
     assert "kit.calibrate.run -> kit.faults.effect" in proc.stdout
     assert "kit.case.runner -> pydantic" in proc.stdout
 

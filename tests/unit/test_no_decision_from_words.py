@@ -39,7 +39,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kit.core.records.records", "drift_left_out"):
         "LEGACY: a case result written before results carried drift_off says why its drift test was left out only "
         "in drift_skipped's words; its kit's wording is frozen there",
-    ("kit.core.verdict.failure", "clause"):
+    ("kit.core.rules.failure", "clause"):
         "LEGACY: a failure read from an older record's line (kit.core.verdict.legacy) has only its words; its "
         "clause is that line less its prompt, for display, deciding nothing",
     ("kit.run.warmkernels", "holder"):

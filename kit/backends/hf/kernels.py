@@ -13,8 +13,8 @@ import os
 import sys
 
 from kit.core.errors import BadInput
-from kit.core.baselines.portable import PORTABLE_DTYPE, PORTABLE_RUNTIME
-from kit.core.baselines.runtime import TORCH_AVX2_PIN, host_runtime_of, torch_cpu_runtime
+from kit.core.host.portable import PORTABLE_DTYPE, PORTABLE_RUNTIME
+from kit.core.host.runtime import TORCH_AVX2_PIN, host_runtime_of, torch_cpu_runtime
 
 NATIVE, AVX2 = "native", "avx2"
 CPU_KERNELS = (NATIVE, AVX2)
@@ -28,8 +28,8 @@ def pin_env(options: dict) -> dict[str, str]:
 
 
 def exact_runtime(options: dict) -> str:
-    """The runtime key of an hf case with ``options`` on this host (kit.core.baselines.runtime); a float64 case's holds
-    on every host (kit.core.baselines.portable)."""
+    """The runtime key of an hf case with ``options`` on this host (kit.core.host.runtime); a float64 case's holds
+    on every host (kit.core.host.portable)."""
     if options.get("dtype") == PORTABLE_DTYPE:
         return PORTABLE_RUNTIME
     if str(options.get("device", "cpu")).startswith("cuda"):

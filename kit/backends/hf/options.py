@@ -13,7 +13,7 @@ class HfOptions(BackendOptions):
     """transformers + torch; the reference that makes the goldens."""
 
     # float64: computed in float64 and reported rounded to float32, so an exact golden holds on every host
-    # (kit/core/baselines/portable.py); the others are reported as computed.
+    # (kit/core/host/portable.py); the others are reported as computed.
     dtype: Literal["float32", "bfloat16", "float16", "float64"] = "float32"
     # sdpa_repeat_kv: SDPA without torch's GQA flag, so float32 long prompts keep a memory-efficient kernel.
     attn_implementation: Literal["eager", "sdpa", "sdpa_repeat_kv"] = "sdpa"

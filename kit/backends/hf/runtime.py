@@ -25,7 +25,7 @@ from typing import Sequence
 from kit.backends.hf import attention as hf_attention
 from kit.backends.hf import kernels
 from kit.core.records.fixture import Prompt
-from kit.core.baselines.portable import PORTABLE_DTYPE, margin_of, rounded_top
+from kit.core.host.portable import PORTABLE_DTYPE, margin_of, rounded_top
 from kit.core.records.records import Continuation, Observation
 from kit.core.records.spec import CaseSpec
 
@@ -106,7 +106,7 @@ class HfBackend:
 
     @property
     def portable(self) -> bool:
-        """Computed in float64 and reported rounded to float32 (kit.core.baselines.portable)."""
+        """Computed in float64 and reported rounded to float32 (kit.core.host.portable)."""
         return self.dtype == PORTABLE_DTYPE
 
     def release(self) -> dict:
@@ -123,7 +123,7 @@ class HfBackend:
         if self.device == "cpu":  # which kernels computed it: what a float32 exact golden's bits depend on
             out["cpu_kernels"] = self.cpu_kernels
             out["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
-        # how far another host's float64 values may move (kit.core.baselines.portable)
+        # how far another host's float64 values may move (kit.core.host.portable)
         if self.portable and self._candidates:
             out["portable_margin"] = margin_of(self._candidates).to_dict()
         if self.device.startswith("cuda"):
@@ -177,7 +177,7 @@ class HfBackend:
     def _tops(self, logits, top_n: int) -> list[tuple[tuple[int, float], ...]]:
         """Each row's ``top_n`` (token, logprob) pairs, most likely first: the log-softmax in float32, or for a
         float64 case in float64, rounded to float32 and tied values ordered by token id
-        (kit.core.baselines.portable)."""
+        (kit.core.host.portable)."""
         torch = self._torch
         if not self.portable:
             logprobs = torch.log_softmax(logits.float(), dim=-1)

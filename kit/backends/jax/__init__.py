@@ -6,6 +6,6 @@ BACKEND = BackendInfo(
     name="jax", summary="a plain JAX Llama, independent of transformers",
     runtime="kit.backends.jax.runtime", options="kit.backends.jax.options:JaxOptions",
     notebook="parity_jax.ipynb", requires=("jax",), install="pip install 'parity-kit[jax]'",
-    exact_runtime="kit.core.baselines.runtime:xla_runtime_of",
+    exact_runtime="kit.core.host.runtime:xla_runtime_of",
     activations="kit.backends.jax.activations", placement="kit.backends.jax.activations:placement",
 )

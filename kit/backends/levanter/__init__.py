@@ -8,7 +8,7 @@ BACKEND = BackendInfo(
     notebook="parity_levanter.ipynb", kernel="parity-kit-levanter", makes_goldens=True,
     # Checked in the main environment only when a case runs there; its own kernel is checked by the preflight.
     requires=("levanter",), install="scripts/ensure-levanter-env.sh (its own venv and kernel)",
-    exact_runtime="kit.core.baselines.runtime:xla_runtime_of",
+    exact_runtime="kit.core.host.runtime:xla_runtime_of",
     golden_options="kit.backends.levanter.golden:golden_options",
     golden_flags="kit.backends.levanter.golden:golden_flags",
     # Read in its kernel's interpreter (its kernel is its own), with the reference on the same weights.

@@ -28,7 +28,7 @@ from kit.core.records.fixture import Fixture, Prompt
 from kit.core.records.jsonio import (NESTED_TOO_DEEP, canonical_bytes, read_input_bytes, sha256_bytes, surrogate_place,
                                      write_canonical)
 from kit.core.records.records import EXACT, GOLDEN_KINDS, Continuation, Observation
-from kit.core.baselines.runtime import hardware
+from kit.core.host.runtime import hardware
 from kit.core.records.text import lone_surrogate, printable
 
 KINDS = GOLDEN_KINDS
@@ -327,7 +327,7 @@ RuntimeOf = Callable[[dict], "str | None"]
 
 
 def choose_for_runtime(goldens: Sequence[Golden], runtime: str, runtime_of: RuntimeOf) -> Golden | None:
-    """The golden made on ``runtime`` (its key, kit.core.baselines.runtime, as ``runtime_of`` reads it from a golden's
+    """The golden made on ``runtime`` (its key, kit.core.host.runtime, as ``runtime_of`` reads it from a golden's
     provenance), else None: an exact golden never falls back to another runtime's, whose bits differ."""
     return next((g for g in goldens if runtime_of(g.provenance) == runtime), None)
 

@@ -1,4 +1,5 @@
-"""The provenance a fault copy carries: which fault, at which magnitude, into which model.
+"""The provenance a fault copy carries: which fault, at which magnitude, into which model; and a case run on a
+copy of its model (``on_model``).
 
 `parity-kit fault inject` writes a copy of a checkpoint with a fault in it. A gate run of that copy is known bad
 by construction, which a backtest of a new baseline needs to know long after the copy is gone: the copy holds
@@ -10,12 +11,15 @@ Stdlib only, like every record format of kit.core.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from kit.core.errors import BadInput
+from kit.core.model.modeldigest import model_digest
 from kit.core.records.recordcheck import Wrong, formatted, text
 from kit.core.records.resultcheck import read_shaped
+from kit.core.records.spec import CaseSpec
 
 FILE = "parity-kit-fault.json"
 FORMAT = "parity-kit-fault/1"
@@ -69,3 +73,18 @@ def describe(found: Mapping[str, Any]) -> str:
     magnitude = found.get("magnitude")
     at = f" at {magnitude:g}" if isinstance(magnitude, (int, float)) else ""
     return f"fault {found.get('fault')}{at}"
+
+
+def on_model(spec: CaseSpec, folder: str | Path, digest: str | None = None) -> CaseSpec:
+    """The case run on another copy of its model: a faulted copy, or a candidate's weights (the copy's digest
+    computed unless given).
+
+    The copy stands for the case's own model run by an engine with the fault, so a calibration record
+    measured on that model still sets the case's bounds and drift reference: the record is carried over
+    to the copy's digest, which the runner would otherwise refuse as a record made for another model."""
+    digest = digest or model_digest(folder)
+    changes: dict = {"model_path": str(folder), "model_digest": digest}
+    calibration = getattr(spec, "calibration", None)
+    if calibration is not None and calibration.get("inputs", {}).get("model_digest") == spec.model_digest:
+        changes["calibration"] = {**calibration, "inputs": {**calibration["inputs"], "model_digest": digest}}
+    return replace(spec, **changes)

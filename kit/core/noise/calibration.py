@@ -260,7 +260,7 @@ def hardware_change(reference: Mapping[str, Any], options: Mapping[str, Any],
     instruction-set level, or GPU model) than a case of these options computes on; None when the same, or
     when the record does not say. Only a process on the case's host can answer: it asks the hardware, unless
     ``here`` gives the accelerator a run recorded (what `parity-kit verify` judges a run on)."""
-    from kit.core.baselines.runtime import accelerator
+    from kit.core.host.runtime import accelerator
 
     measured = measured_on(reference)
     name = (here or accelerator(case_device(options)))["name"]
@@ -285,7 +285,7 @@ def record_for_host(records: Sequence[CalibrationRecord], options: Mapping[str, 
     hardware this host computes a case of ``options`` on (``here``: the accelerator a run recorded instead), with
     the rule that took it; ``(records[0], None)`` when no rule does (the kernel then refuses it unless the case
     accepts the change). Chosen where the descriptor is loaded, as an exact golden is chosen by runtime."""
-    from kit.core.baselines.runtime import accelerator
+    from kit.core.host.runtime import accelerator
 
     here = here or accelerator(case_device(options))
     for level in order:

@@ -37,8 +37,8 @@ from typing import Mapping, Sequence, TypeGuard
 from kit.core.noise import special
 from kit.core.noise.rule import SETTLES_FROM, spread_factor
 from kit.core.records.records import PromptScore
-from kit.core.verdict import rules
-from kit.core.verdict.failure import Failure
+from kit.core.rules import rules
+from kit.core.rules.failure import Failure
 
 # The smallest difference the tests act on, whatever the samples' spread: a mean error 5 % above the
 # calibration's, a mean shift of 10 % of its mean error, and never less than the dtype's resolution
@@ -248,7 +248,7 @@ def _p_value(value: float, values: Sequence[float], side: str) -> float | None:
 
 
 def _failure(s: DriftStatistic, prompts: int, noise_class: Mapping | None = None) -> Failure:
-    """The drift rule's failure (kit.core.verdict.rules.drift), at the end of the clean interval it crossed."""
+    """The drift rule's failure (kit.core.rules.rules.drift), at the end of the clean interval it crossed."""
     crossed = s.high if s.value > s.high else s.low
     return rules.drift(s.value, crossed, _words(s, prompts, noise_class))
 

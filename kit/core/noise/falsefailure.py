@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from kit.core.noise import special
+from kit.core.rules import rules
 from kit.core.noise.calibration import (DRIFT_ALPHA, MIN_SAMPLES, CalibrationRecord, bucket_bounds, distinct,
                                         prompt_ranges)
 
@@ -72,9 +73,9 @@ def budget(rate: float | None, drift_cases: Sequence[str]) -> Budget:
 
 
 def left_out_headroom(record: CalibrationRecord) -> list[float]:
-    """Each distinct clean sample of ``record``, left out in turn: its largest error / bound against the bounds the
-    others give by the record's rule (a ratio above 1 is a clean variant the bounds would have failed). A sample
-    whose others are too few for the rule is not tried."""
+    """Each distinct clean sample of ``record``, left out in turn: its headroom (``rules.ratio``: largest error /
+    bound) against the bounds the others give by the record's rule (a ratio above 1 is a clean variant the bounds
+    would have failed). A sample whose others are too few for the rule is not tried."""
     unique = distinct(record.samples)
     buckets = {p: v["bucket"] for p, v in record.prompts.items()}
     dtype = record.noise_class.get("dtype", "bfloat16")
@@ -84,7 +85,7 @@ def left_out_headroom(record: CalibrationRecord) -> list[float]:
         if len(others) < MIN_SAMPLES:
             continue
         bounds = bucket_bounds(prompt_ranges(others, buckets), len(others), dtype, record.rule["name"])
-        out.append(max(s.errors[p] / bounds[str(b)]["bound"] for p, b in buckets.items()))
+        out.append(max(rules.ratio(s.errors[p], bounds[str(b)]["bound"]) for p, b in buckets.items()))
     return out
 
 

@@ -27,9 +27,9 @@ from typing import Any, Mapping, Sequence
 from kit.core.errors import BadInput
 from kit.core.records.jsonio import ContentAddressed, canonical_bytes, parse_json_input, read_input_bytes, sha256_bytes
 from kit.core.records.records import INCONCLUSIVE, PASSED, CaseResult
-from kit.core.baselines.runtime import numeric_fingerprint
-from kit.core.verdict import rules
-from kit.core.verdict.failure import Failure
+from kit.core.host.runtime import numeric_fingerprint
+from kit.core.rules import rules
+from kit.core.rules.failure import Failure
 
 FORMAT = "parity-kit-power/1"
 # "Can detect" means caught in at least four of five healthy ways of running the faulty engine (the usual
@@ -102,7 +102,7 @@ class Trial:
 
 def caught_by(sample: FaultedSample, reference: Mapping[str, Any]) -> tuple[str, ...]:
     """The gate's tests that fail this faulted sample under the calibration ``reference`` (empty: it passes). Each
-    prompt's and each decode step's error is judged by the verdict's rule (kit.core.verdict.rules.judged_error,
+    prompt's and each decode step's error is judged by the verdict's rule (kit.core.rules.rules.judged_error,
     the one the gate and the backtest judge by), so a change to that rule moves the detectable effects with it."""
     from kit.core.noise.drift import drift_of
 
@@ -130,7 +130,7 @@ def _bound_failures(errors: Mapping[str, float], reference: Mapping[str, Any]) -
 
 def _step_failures(steps: Mapping[str, Sequence[float]], reference: Mapping[str, Any]) -> list[Failure]:
     """The decode steps that fail, as the gate judges one (kit.core.verdict.decode): step n under the record's
-    bound for step n, else under the prompt's bucket's (kit.core.verdict.rules.step_bound)."""
+    bound for step n, else under the prompt's bucket's (kit.core.rules.rules.step_bound)."""
     step_bounds, bounds, buckets = reference.get("step_bounds"), reference["bounds"], reference["prompt_buckets"]
     judged = (rules.judged_error(pid, buckets[pid], e,
                                  rules.step_bound(n, rules.bound_for(buckets[pid], None, bounds), step_bounds),

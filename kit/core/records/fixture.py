@@ -1,7 +1,8 @@
-"""The prompt fixture: build, canonicalize, hash, verify, bucket.
+"""The prompt fixture: its format, canonicalized, hashed, read back and verified, its buckets.
 
 A fixture is a canonical JSON file named by its own SHA-256; readers re-hash it
-and refuse a file whose bytes do not match its name.
+and refuse a file whose bytes do not match its name. Making one with a model folder's tokenizer, and checking one
+against that folder, read the folder: kit.core.model.tokenizer.
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ from typing import Iterable, Sequence
 
 from kit.core.errors import BadInput
 from kit.core.records.jsonio import (NESTED_TOO_DEEP, canonical_bytes, lone_surrogate_at, read_input_bytes,
-                                     sha256_bytes, sha256_file, surrogate_place, write_canonical)
-from kit.core.model.modelconfig import check_prompt_tokens, check_prompts_fit, hf_config, model_limits
+                                     sha256_bytes, surrogate_place)
 from kit.core.records.text import lone_surrogate, printable
 
 DEFAULT_BUCKETS = (128, 256, 512, 1024)
@@ -92,48 +92,7 @@ def fixture_document(tokenizer: str, tokenizer_digest: str, cases: Iterable[Prom
     }
 
 
-def make_fixture(
-    prompts: Sequence[dict],
-    tokenizer_dir: str | Path,
-    out_dir: str | Path,
-    buckets: Sequence[int] = DEFAULT_BUCKETS,
-) -> Path:
-    """Tokenize ``[{"id", "prompt"}]`` with the model folder's tokenizer and write
-    ``<out_dir>/<sha256>.json``. The bos token (when the tokenizer has one) is prepended,
-    because that is what every backend will be fed."""
-    from tokenizers import Tokenizer  # only fixture making needs it
-
-    tokenizer_dir = Path(tokenizer_dir)
-    tok_file = tokenizer_dir / "tokenizer.json"
-    if not tok_file.is_file():
-        raise BadInput(f"{tok_file} does not exist: the fixture needs the model folder's tokenizer.json")
-    tok = Tokenizer.from_file(str(tok_file))
-    bos = _bos_id(tokenizer_dir)
-    limits = model_limits(tokenizer_dir)
-    seen: set[str] = set()
-    cases = []
-    for i, p in enumerate(prompts):
-        if set(p) != {"id", "prompt"}:
-            raise BadInput(f"prompt #{i + 1}: expected keys id and prompt, got {sorted(p)}")
-        _check_encodable(p["id"], p["prompt"], f"prompt #{i + 1}")
-        if p["id"] in seen:
-            raise BadInput(f"prompt #{i + 1}: duplicate id {p['id']!r}")
-        seen.add(p["id"])
-        ids = tok.encode(p["prompt"], add_special_tokens=False).ids
-        if bos is not None:
-            ids = [bos, *ids]
-        if not ids:
-            raise BadInput(f"prompt #{i + 1} ({printable(p['id'])}): it encodes to no token (an empty prompt has no "
-                           "next token to score)")
-        check_prompts_fit([(p["id"], len(ids))], limits, tokenizer_dir)
-        check_prompt_tokens([(p["id"], ids)], limits, tokenizer_dir)
-        cases.append(Prompt(p["id"], bucket_for(len(ids), buckets), p["prompt"], tuple(ids)))
-    doc = fixture_document(tokenizer_dir.name, sha256_file(tok_file), cases)
-    digest = sha256_bytes(canonical_bytes(doc))
-    return write_canonical(Path(out_dir) / f"{digest}.json", doc)
-
-
-def _check_encodable(prompt_id, prompt, where: str) -> None:
+def check_encodable(prompt_id, prompt, where: str) -> None:
     """A prompt's id and text must be strings UTF-8 can write: a lone surrogate (JSON's "\\ud800") reads
     from a file, then fails every write of a fixture, result or report that names it."""
     bad = _not_a_string(prompt_id, prompt) or _lone_surrogate(prompt_id, prompt)
@@ -199,12 +158,6 @@ def read_prompts(path: str | Path) -> list[dict]:
     return prompts
 
 
-def _bos_id(tokenizer_dir: Path) -> int | None:
-    config = hf_config(tokenizer_dir)  # one that is not a JSON object is bad input naming the file
-    bos = (config or {}).get("bos_token_id")
-    return bos if isinstance(bos, int) and not isinstance(bos, bool) else None
-
-
 def load_fixture(path: str | Path) -> Fixture:
     """Read and verify: the file's SHA-256 must equal its name, and its shape must hold."""
     path = Path(path)
@@ -242,26 +195,6 @@ def load_fixture(path: str | Path) -> Fixture:
         raise BadInput(f"fixture {path} is not canonical JSON (sorted keys, compact separators, one newline)")
     if len(set(fixture.ids)) != len(fixture.ids):
         raise BadInput(f"fixture {path} has duplicate case ids")
-    return fixture
-
-
-def verify_fixture(path: str | Path, tokenizer_dir: str | Path | None = None) -> Fixture:
-    """Load (which checks the digest) and, given the model folder, check the tokenizer too, and that every token id
-    lies in the model's vocabulary."""
-    fixture = load_fixture(path)
-    if tokenizer_dir is not None:
-        check_prompt_tokens(((c.id, c.prompt_token_ids) for c in fixture.prompts), model_limits(tokenizer_dir),
-                            tokenizer_dir, f"fixture {path}: ")
-        tok_file = Path(tokenizer_dir) / "tokenizer.json"
-        if not tok_file.is_file():
-            raise BadInput(f"{tok_file} does not exist: the fixture's tokenizer is checked against the model "
-                           "folder's tokenizer.json")
-        actual = sha256_file(tok_file)
-        if actual != fixture.tokenizer_digest:
-            raise BadInput(
-                f"fixture {path} was tokenized with tokenizer {fixture.tokenizer_digest[:16]}..., "
-                f"but {tok_file} is {actual[:16]}..."
-            )
     return fixture
 
 

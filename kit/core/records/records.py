@@ -12,7 +12,8 @@ from enum import StrEnum
 from typing import Any, Mapping
 
 from kit.core.records.jsonio import json_safe
-from kit.core.verdict.failure import Failure
+from kit.core.rules import rules
+from kit.core.rules.failure import Failure
 
 # A case status is one of these; the gate verdict is derived from them in kit.core.records.results.
 PASSED, FAILED, ERROR, TIMEOUT = "passed", "failed", "error", "timeout"
@@ -342,8 +343,9 @@ class CaseResult:
 
     @property
     def headroom(self) -> float | None:
-        """The largest error / bound over the prompts: 1 is at the bound; None without bounds."""
-        ratios = [p.max_probability_error / p.bound for p in self.prompts
+        """The largest headroom over the scored prompts, each by the rule (``rules.ratio``: error / bound, 1 at the
+        bound); None without bounds."""
+        ratios = [rules.ratio(p.max_probability_error, p.bound) for p in self.prompts
                   if p.bound and _is_number(p.max_probability_error)]
         return max(ratios, default=None)
 
@@ -472,11 +474,9 @@ def read_typed(kw: dict) -> dict:
 
 
 def severity(p: PromptScore) -> float:
-    """How close to (or past) its bound a prompt is; unscorable prompts are the worst."""
-    err = p.max_probability_error
-    if not _is_number(err):
-        return float("inf")
-    return err / p.bound if p.bound else err
+    """How close to (or past) its bound a prompt is, by the rule (``rules.severity``); unscorable prompts are the
+    worst."""
+    return rules.severity(p.max_probability_error, p.bound)
 
 
 def _is_number(err: float | None) -> bool:

@@ -114,7 +114,7 @@ CASE_RESULT = ".json"              # the case's result (kit.core.records.records
 CASE_NOTEBOOK = ".ipynb"           # the executed notebook, saved after every cell
 KERNEL_LOG = ".kernel.log"         # what the case's kernel and engine printed
 ATTEMPTS = ".attempts.jsonl"       # Ray only: one line per attempt of the case's task
-# what its verdict was judged from (kit.core.records.caseevidence): `verify` judges it again
+# what its verdict was judged from (kit.core.verdict.caseevidence): `verify` judges it again
 CASE_EVIDENCE = ".evidence.json"
 CASE_FILES = (CASE_RESULT, CASE_NOTEBOOK, KERNEL_LOG, ATTEMPTS, CASE_EVIDENCE)
 # The files a finished run's verdict rests on, per case: its result, what it was judged from and its in-kernel

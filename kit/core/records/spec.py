@@ -8,12 +8,10 @@ kernel with other library versions can run it.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields, replace
-from pathlib import Path
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from kit.core.records.jsonio import canonical_bytes, sha256_bytes
-from kit.core.model.modeldigest import model_digest
 from kit.core.records.records import NoBaseline
 
 
@@ -57,7 +55,7 @@ class CaseSpec:
     # Why the case has no baseline on this host (an exact golden of its runtime, a calibration record of its class of
     # hardware), and the command that makes it; such a case does not run.
     no_baseline: NoBaseline | None = None
-    # The key of the runtime an exact case's bits depend on here (kit.core.baselines.runtime); empty for other cases.
+    # The key of the runtime an exact case's bits depend on here (kit.core.host.runtime); empty for other cases.
     runtime: str = ""
     # What the case can detect, from the power record measured against its calibration record
     # (kit.core.noise.power.detectable_of); None when none was measured.
@@ -95,18 +93,3 @@ class CaseSpec:
             if not entry[key]:
                 entry.pop(key)
         return sha256_bytes(canonical_bytes({"entry": entry, "fixture": fixture_sha256, "golden": golden_sha256}))
-
-
-def on_model(spec: CaseSpec, folder: str | Path, digest: str | None = None) -> CaseSpec:
-    """The case run on another copy of its model: a faulted copy, or a candidate's weights (the copy's digest
-    computed unless given).
-
-    The copy stands for the case's own model run by an engine with the fault, so a calibration record
-    measured on that model still sets the case's bounds and drift reference: the record is carried over
-    to the copy's digest, which the runner would otherwise refuse as a record made for another model."""
-    digest = digest or model_digest(folder)
-    changes: dict = {"model_path": str(folder), "model_digest": digest}
-    calibration = getattr(spec, "calibration", None)
-    if calibration is not None and calibration.get("inputs", {}).get("model_digest") == spec.model_digest:
-        changes["calibration"] = {**calibration, "inputs": {**calibration["inputs"], "model_digest": digest}}
-    return replace(spec, **changes)

@@ -27,8 +27,8 @@ import math
 from typing import Mapping
 
 from kit.core.records.records import BORROWED, FAILED, CaseResult, DecodeScore, PromptScore
-from kit.core.verdict import rules
-from kit.core.verdict.rules import bound_for, near_tie, step_bound
+from kit.core.rules import rules
+from kit.core.rules.rules import bound_for, near_tie, step_bound
 
 # The largest ratio between two classes' bounds of one case among the committed records is 2.7 (vllm-pp1-decode,
 # decode step 3: 0.016 on x86-64-v3 against 0.0059 on x86-64-v4); the factor leaves a little room above it.
@@ -95,7 +95,7 @@ def _decode_explained(d: DecodeScore, step_bounds: Mapping[str, float], bucket_b
 
 
 def _within_factor(err: float, bound: float) -> bool:
-    """Past ``bound`` by the bound rule (kit.core.verdict.rules.past), and not past CROSS_CLASS_FACTOR x it."""
+    """Past ``bound`` by the bound rule (kit.core.rules.rules.past), and not past CROSS_CLASS_FACTOR x it."""
     return rules.past(err, bound) and not rules.past(err, CROSS_CLASS_FACTOR * bound)
 
 

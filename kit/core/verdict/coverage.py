@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 from kit.core.records.records import FAILED, PASSED, CaseResult
-from kit.core.verdict import rules
-from kit.core.verdict.failure import texts
+from kit.core.rules import rules
+from kit.core.rules.failure import texts
 
 SHOWN = 3  # ids named in a message; the rest are counted
 
@@ -125,7 +125,7 @@ def coverage_problem(result: CaseResult, expected: Expected) -> CoverageProblem 
 def rejudged(result: CaseResult, expected: Expected) -> CaseResult:
     """``result`` judged again from its own numbers under the case's bounds: a case notebook is code, and
     one (a trusted custom notebook, a broken one) may say passed over a prompt whose recorded error is
-    above its bound. Each prompt's pass is re-derived by the first token's rules (kit.core.verdict.rules) from
+    above its bound. Each prompt's pass is re-derived by the first token's rules (kit.core.rules.rules) from
     the metrics the result records; one that fails makes the case failed, saying that the notebook's
     verdict disagreed with its own numbers. A verdict of failed is left as it is: it claims nothing."""
     if result.status != PASSED or expected.bounds is None:

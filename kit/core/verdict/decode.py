@@ -7,7 +7,7 @@ backend continue each prompt greedily for N steps through its own cache, and com
 - while the continuations agree, every step is scored like the first token
   (kit.core.verdict.scoring.score_prompt, under the case's bound for the prompt's bucket);
 - where the backend chooses another token than the golden, the divergence is accepted only inside a
-  near-tie, by the first token's rule (kit.core.verdict.rules.near_tie: the golden's winner leads the backend's
+  near-tie, by the first token's rule (kit.core.rules.rules.near_tie: the golden's winner leads the backend's
   choice by at most WINNER_GAP_FACTOR x the step's max probability error) at a step that passes its
   other tests, and the comparison of that prompt ends there (the continuations no longer share a context);
 - a divergence outside a near-tie fails, naming the prompt, the step and both tokens.
@@ -37,9 +37,9 @@ from kit.core.baselines.golden import Golden, Step
 from kit.core.model.modelconfig import ModelLimits
 from kit.core.records.records import CaseResult, Continuation, DecodeScore, Observation
 from kit.core.verdict.scoring import score_prompt
-from kit.core.verdict import rules
-from kit.core.verdict.failure import WINNER_CHANGES, Failure, Kind, texts
-from kit.core.verdict.rules import bound_for, step_bound
+from kit.core.rules import rules
+from kit.core.rules.failure import WINNER_CHANGES, Failure, Kind, texts
+from kit.core.rules.rules import bound_for, step_bound
 from kit.core.records.records import EXACT
 
 __all__ = ["StepMargin", "case_headroom", "check_continuations_fit", "check_decode_golden", "compare_continuation",
@@ -89,9 +89,9 @@ class StepMargin:
 
     @property
     def ratio(self) -> float:
-        """error / bound, 1 at the bound; an unscorable step is infinitely past it (as kit.core.records.records.severity
-        says of an unscorable prompt)."""
-        return rules.ratio(self.error, self.bound) if math.isfinite(self.error) else math.inf
+        """error / bound (``rules.ratio``: the step's headroom), 1 at the bound; an unscorable step is infinitely past
+        it (as ``rules.severity`` says of an unscorable prompt)."""
+        return rules.ratio(self.error, self.bound)
 
     @property
     def margin(self) -> float:

@@ -2,7 +2,7 @@
 
 The kernel observes (prompts scored by its engine, continuations decoded, repeats run), then judges those
 observations against the golden under the case's bounds and calibration. Only the observing needs an engine: the
-judging is this function, so a run that keeps what its cases observed (kit.core.records.caseevidence) can be judged
+judging is this function, so a run that keeps what its cases observed (kit.core.verdict.caseevidence) can be judged
 again anywhere, by anyone, and must come to the same verdict.
 
 Whether the drift test runs depends on the host (a record of other hardware leaves it out): the kernel decides it
@@ -22,8 +22,8 @@ from kit.core.records.records import FAILED, PASSED, Continuation, DecodeScore, 
 from kit.core.verdict.scoring import repeat_spread, score_prompt
 from kit.core.records.spec import CaseSpec
 from kit.core.records.records import EXACT, BoundKind, DriftOff
-from kit.core.verdict import rules
-from kit.core.verdict.failure import Failure, texts
+from kit.core.rules import rules
+from kit.core.rules.failure import Failure, texts
 
 # Whether the drift test ran, by the kernel's decision (a reason it was left out otherwise).
 DRIFT_RAN = "ran"

@@ -1,6 +1,6 @@
 """LEGACY READING: records written before failures and errors had kinds. The one place wording is read.
 
-A current record says what failed in typed fields (``typed_failures``, kit.core.verdict.failure; ``error_kind``,
+A current record says what failed in typed fields (``typed_failures``, kit.core.rules.failure; ``error_kind``,
 kit.core.outcomes). A run directory, an archive or a backtest may still hold records written before those
 existed, and they must triage, replay and report as they always did. So their lines are classed here, by the
 wording the kit used then, and nowhere else: no other module of the kit matches a failure's or an error's text
@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kit.core.verdict.failure import REJUDGED, Failure, Kind
+from kit.core.rules.failure import REJUDGED, Failure, Kind
 
 # A failure line's kind, by the wording of the kit that wrote it, tried in order (first match wins; the order of
 # the triage families these records were classed by: a bound line first, a winner change last).

@@ -9,7 +9,7 @@ The metric, defined here and nowhere else (docs/architecture.md, Diagnosis):
 
 - d_i = candidate max_probability_error_i - pin max_probability_error_i, over the prompts both sides scored
   with a finite error, in the fixture's order;
-- a prompt where either side changed its winner inside a near-tie (kit.core.verdict.rules.near_tie: the backend's
+- a prompt where either side changed its winner inside a near-tie (kit.core.rules.rules.near_tie: the backend's
   greedy token is another of the golden's tokens, led by at most WINNER_GAP_FACTOR x the prompt's max error)
   is left out and counted: its winner is the flake family's, and which side of the tie it fell on is no
   property of either release;
@@ -43,7 +43,7 @@ import numpy as np
 
 from kit.core.noise.drift import t_quantile_two_sided
 from kit.core.records.records import PromptScore
-from kit.core.verdict.rules import near_tie as within_near_tie
+from kit.core.rules.rules import near_tie as within_near_tie
 
 CONFIDENCE = 0.95
 # Two prompts give a t interval on one degree of freedom (12.7 standard errors wide) and a permutation p of

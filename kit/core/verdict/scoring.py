@@ -19,7 +19,7 @@ Repeated observations of one prompt (kit.case.runner runs them) are compared wit
 - identical                  every run returned the same token ids, in the same order, with
                              bit-identical logprobs (what ``exact_repeats`` requires)
 
-A case passes when it fails none of the verdict's rules (kit.core.verdict.rules, where each is written once):
+A case passes when it fails none of the verdict's rules (kit.core.rules.rules, where each is written once):
 every golden token is in the backend's returned top-n, the backend's greedy token lies in G, winner_gap <=
 2 * max_probability_error (a winner change only inside a near-tie), max_probability_error <= bound, and all
 logprobs are finite. An ``exact`` golden instead requires the backend's first k (token id, logprob) pairs to
@@ -32,9 +32,9 @@ import math
 from typing import Mapping, Sequence
 
 from kit.core.records.records import Observation, PromptScore, RepeatSpread
-from kit.core.verdict import rules
-from kit.core.verdict.failure import Failure, texts
-from kit.core.verdict.rules import WINNER_GAP_FACTOR, bound_for
+from kit.core.rules import rules
+from kit.core.rules.failure import Failure, texts
+from kit.core.rules.rules import WINNER_GAP_FACTOR, bound_for
 
 __all__ = ["SIDE_BY_SIDE", "WINNER_GAP_FACTOR", "bound_for", "repeat_spread", "score_prompt"]
 

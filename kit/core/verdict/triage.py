@@ -24,7 +24,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 from kit.core.outcomes import EXPLAINED, kind_of
 from kit.core.records.records import BORROWED, ERROR, FAILED, TIMEOUT, CaseResult
 from kit.core.verdict import Failure, Kind, failures_of, legacy
-from kit.core.verdict.failure import WINNER_CHANGES
+from kit.core.rules.failure import WINNER_CHANGES
 
 INFRASTRUCTURE, NEAR_TIE, NUMERIC = "infrastructure", "near-tie", "numeric"
 # An error the kit cannot pin on the job (a cell raised for a reason of its own, a result that does not cover

@@ -11,7 +11,7 @@ golden, or none. A forger who edits them re-seals the run and picks the judgemen
 - the case's options: a card's records never judge a case whose options put it on a CPU, nor a CPU class one on a GPU;
 - what the case's result records of its runtime (its backend's ``release``: the device, torch's CPU capability, the
   GPU's name; the GPUs the executor gave it): torch runs its AVX-512 kernels only on an x86-64-v4 CPU and its AVX2
-  ones, unpinned, only where there is no AVX-512 (kit.core.baselines.runtime.aten_capability); a GPU case's card is
+  ones, unpinned, only where there is no AVX-512 (kit.core.host.runtime.aten_capability); a GPU case's card is
   the one its result names; an exact case computed in float64 has the one portable runtime key, and a CPU case's
   torch key names the capability its result records.
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from kit.backends import registry
-from kit.core.baselines.portable import PORTABLE_DTYPE, PORTABLE_RUNTIME
+from kit.core.host.portable import PORTABLE_DTYPE, PORTABLE_RUNTIME
 from kit.core.errors import BadInput, ParityKitError
 from kit.core.noise.calibration import case_device
 from kit.core.records import rundir

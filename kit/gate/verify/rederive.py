@@ -31,7 +31,7 @@ from kit.case.runner import other_hardware
 from kit.core import outcomes
 from kit.core.records import rundir
 from kit.core.noise.calibration import ABSENT, first_difference
-from kit.core.records.caseevidence import FORMAT as EVIDENCE_FORMAT, CaseEvidence, check_evidence, evidence_of
+from kit.core.verdict.caseevidence import FORMAT as EVIDENCE_FORMAT, CaseEvidence, check_evidence, evidence_of
 from kit.core.verdict.coverage import prompt_mismatch
 from kit.core.errors import BadInput, ParityKitError
 from kit.core.records.fixture import Fixture, Prompt, load_fixture

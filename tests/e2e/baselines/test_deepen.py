@@ -12,7 +12,7 @@ import pytest
 
 from kit.calibrate.run import write_record
 from kit.core.baselines.lineage import load_entry
-from kit.core.baselines.runtime import accelerator
+from kit.core.host.runtime import accelerator
 from kit.core.noise.calibration import CalibrationRecord, load_record
 from kit.core.records.jsonio import sha256_file
 from support import BROKEN_SILU, add_kernel, parity_kit, releases, write_descriptor

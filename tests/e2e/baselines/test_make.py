@@ -24,7 +24,7 @@ from kit.baselines import make
 from kit.calibrate.run import CaseCalibration, write_record
 from kit.case.calibrate import finished
 from kit.core.noise.calibration import CalibrationRecord, Sample, load_record
-from kit.core.baselines.runtime import accelerator
+from kit.core.host.runtime import accelerator
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve
 from support import ROOT, golden_made_on, parity_kit, power_against, write_descriptor

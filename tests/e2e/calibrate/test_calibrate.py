@@ -214,7 +214,7 @@ def test_noise_measured_on_other_hardware_is_no_baseline_unless_accepted(embedde
                n.endswith("its bounds apply; its drift test does not, since the mean error itself moves with the "
                           "hardware") for n in accepted.notes)
     # Measured here and turned off: the drift column says so rather than "no calibration".
-    from kit.core.baselines.runtime import accelerator
+    from kit.core.host.runtime import accelerator
 
     here = {**cal["fingerprint"], "runtime": {**cal["fingerprint"]["runtime"], "accelerator": accelerator("cpu")}}
     off = run_case(dataclasses.replace(spec, buckets=[128], drift=False, calibration={**cal, "fingerprint": here}))

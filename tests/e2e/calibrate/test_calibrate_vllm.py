@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kit.core.noise.calibration import load_record
-from kit.core.baselines.runtime import numeric_fingerprint
+from kit.core.host.runtime import numeric_fingerprint
 from support import parity_kit, write_descriptor
 
 pytestmark = pytest.mark.e2e

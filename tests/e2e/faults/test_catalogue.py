@@ -20,7 +20,7 @@ from kit.case.runner import run_case
 from kit.core.model.modeldigest import model_digest
 from kit.faults.cache import copies_digest, faulted_copy
 from kit.faults.catalogue import CATALOGUE, Fault
-from kit.core.records.spec import on_model
+from kit.core.model.faultcopy import on_model
 from kit.faults.effect import (effect_runtime, embedded_cases, failed_by, healthy_noise, hf_float32_effect,
                                largest_error)
 from support.calibration import on_this_hardware

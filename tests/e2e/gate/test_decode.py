@@ -12,7 +12,7 @@ import pytest
 
 from kit.core.noise.calibration import load_record, measured_on
 from kit.core.model.modeldigest import model_digest
-from kit.core.baselines.runtime import accelerator
+from kit.core.host.runtime import accelerator
 from kit.gate.report import md
 from support import copy_model, parity_kit, trusted, write_descriptor, write_notebook
 

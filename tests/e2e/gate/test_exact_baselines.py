@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kit.core.model.modeldigest import model_digest
-from kit.core.baselines.portable import PORTABLE_RUNTIME
+from kit.core.host.portable import PORTABLE_RUNTIME
 from support import ROOT, copy_model, edit_weight, parity_kit, write_descriptor
 
 UNNAMED_CPU_GOLDEN = "44a3d799c03b-tiny-llama-1163a351b5ae-exact-cpu-avx2-pinned.json"

@@ -9,7 +9,7 @@ import pytest
 
 from kit.baselines.archive import PromptFigures, read_archive
 from kit.baselines.backtest import Skipped, SkipKind, backtest, drift_left_out, replay
-from kit.core.verdict import rules
+from kit.core.rules import rules
 from kit.core.records import rundir
 from kit.core.errors import BadInput
 from kit.core.records.jsonio import canonical_bytes

@@ -16,7 +16,7 @@ from kit.baselines.make import _judge_moves, with_moves
 from kit.core.baselines.baselinekind import CALIBRATION
 from kit.core.baselines.lineage import LineageEntry, write_entry
 from kit.core.baselines.lineageclaims import loosening, movements
-from kit.core.baselines.runtime import accelerator
+from kit.core.host.runtime import accelerator
 from kit.core.errors import BadInput
 from kit.core.noise.calibration import load_record
 from kit.core.records.paths import display

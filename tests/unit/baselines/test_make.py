@@ -17,7 +17,7 @@ from kit.core.noise.calibration import load_record
 from kit.core.errors import BadInput
 from kit.core.records.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
 from kit.core.baselines.lineage import write_entry
-from kit.core.baselines.runtime import accelerator
+from kit.core.host.runtime import accelerator
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve
 from support import parity_kit, write_descriptor

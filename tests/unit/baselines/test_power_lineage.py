@@ -21,7 +21,7 @@ from kit.core.errors import BadInput
 from kit.core.baselines.lineage import LineageEntry, load_folder, write_entry
 from kit.core.records.paths import display
 from kit.core.noise.power import read_power
-from kit.core.baselines.runtime import accelerator
+from kit.core.host.runtime import accelerator
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.standing import MATCH, MISSING, plan_rows
 from kit.descriptor.plan import resolve

@@ -15,7 +15,7 @@ from kit.baselines.make import _folders, _place
 from kit.baselines.signed import SIGNATURES, SUFFIX
 from kit.core.baselines.baselinekind import CALIBRATION
 from kit.core.baselines.lineage import load_folder
-from kit.core.baselines.runtime import accelerator
+from kit.core.host.runtime import accelerator
 from kit.core.noise.calibration import load_record
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve

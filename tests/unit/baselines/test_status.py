@@ -18,7 +18,7 @@ from kit.descriptor.standing import FALLBACK, HAND_SET, IN_KERNEL, MATCH, MISSIN
 from kit.core.noise.calibration import load_record
 from kit.core.errors import BadInput
 from kit.core.baselines.lineage import LineageEntry, write_entry
-from kit.core.baselines.runtime import accelerator
+from kit.core.host.runtime import accelerator
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve
 from kit.core.records.paths import display

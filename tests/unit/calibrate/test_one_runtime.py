@@ -1,5 +1,5 @@
 """A calibration's samples name the runtime their kernel was given, read before any engine started in it, and a
-record is made of samples that name one runtime, as this kit keys runtimes (kit.core.baselines.runtime)."""
+record is made of samples that name one runtime, as this kit keys runtimes (kit.core.host.runtime)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from kit.case import calibrate
 from kit.core.noise.calibration import Sample
 from kit.core.errors import BadInput
 from kit.core.records.records import CaseResult, PromptScore
-from kit.core.baselines.runtime import numerics_fingerprint
+from kit.core.host.runtime import numerics_fingerprint
 from kit.descriptor.load import load_descriptor
 from support import write_descriptor
 

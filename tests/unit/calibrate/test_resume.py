@@ -113,7 +113,7 @@ def test_records_folder_that_is_a_file_and_out_under_a_file_are_refused(tmp_path
 def test_samples_another_host_measured_are_not_reused_here(tmp_path, embedded):
     # Samples relabelled as another CPU class: a resume here would have written a record of both hosts' samples,
     # labelled with the first one's class.
-    from kit.core.baselines.runtime import accelerator, hardware
+    from kit.core.host.runtime import accelerator, hardware
 
     desc, run = started(tmp_path, embedded)
     sample = Sample("as-set", 1, 1, {"p": 0.01}, {"p": -0.005}).to_dict()

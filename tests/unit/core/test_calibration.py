@@ -134,7 +134,7 @@ def on(hardware: str) -> dict:
 
 def test_of_records_per_class_of_hardware_a_host_takes_its_own_else_the_first(monkeypatch):
     from kit.core.noise import calibration
-    from kit.core.baselines import runtime
+    from kit.core.host import runtime
 
     v3, v4 = record(SAMPLES, fingerprint=on("cpu (x86-64-v3)")), record(SAMPLES, fingerprint=on("cpu (x86-64-v4)"))
     monkeypatch.setattr(runtime, "host_isa_level", lambda: "x86-64-v4")
@@ -146,7 +146,7 @@ def test_of_records_per_class_of_hardware_a_host_takes_its_own_else_the_first(mo
 
 def test_a_stated_fallback_order_takes_the_finest_rule_that_holds(monkeypatch):
     from kit.core.noise import calibration
-    from kit.core.baselines import runtime
+    from kit.core.host import runtime
 
     def gpu(name: str, driver: str) -> dict:
         return {"runtime": {"hardware": name, "accelerator": {"name": name, "driver": driver}}}

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from kit.core.errors import BadInput
-from kit.core.records.fixture import bucket_for, load_fixture, make_fixture, read_prompts, verify_fixture
+from kit.core.model.tokenizer import make_fixture, verify_fixture
+from kit.core.records.fixture import bucket_for, load_fixture, read_prompts
 from kit.core.baselines.golden import check_golden_matches_fixture, diff_goldens, load_golden
 from kit.core.records.jsonio import canonical_bytes, sha256_file
 from kit.core.model.modeldigest import model_digest

@@ -1,6 +1,7 @@
-"""One bound rule reaches every judgment: power's trials and the backtest's replay both judge by
-kit.core.verdict.rules, so a change to the rule there moves the detectable effect and the replayed verdict
-together (a copy of the rule in either would leave it behind)."""
+"""One bound rule reaches every judgment and every figure: power's trials and the backtest's replay both judge by
+kit.core.rules.rules, so a change to the rule there moves the detectable effect and the replayed verdict
+together (a copy of the rule in either would leave it behind); and a case's headroom (evidence.md's column,
+result.json, the summary's figure and case table) and the worst prompt a report names are the rule's too."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from kit.baselines.archive import PromptFigures, read_archive
 from kit.baselines.backtest import replay
 from kit.core.noise.power import FaultedSample, Trial, caught_by, family_power
-from kit.core.verdict import rules
+from kit.core.rules import rules
 from support.archive import CASE, case_result, record, write_run
 
 pytestmark = pytest.mark.unit
@@ -57,3 +58,50 @@ def test_a_decode_steps_over_and_a_borrowed_bounds_judgment_follow_the_rule(monk
     monkeypatch.setattr(rules, "past", lambda err, bound: err > bound / 2)
     # Past half its bound: over it now, and within the factor of the (halved) bound that borrowed bounds forgive.
     assert step.over and borrowed._within_factor(0.01, 0.016) and not borrowed._within_factor(0.03, 0.016)
+
+
+def _score(pid: str, bucket: int, bound: float, error: float):
+    from kit.core.records.records import PromptScore
+
+    return PromptScore(id=pid, bucket=bucket, n_tokens=bucket, passed=error <= bound, bound=bound,
+                       max_probability_error=error, top_probability_l1_error=error, kl_shared=0.0,
+                       first_rank_agreement=True, golden_top_token=1, golden_top_probability=0.5,
+                       backend_top_token=1, backend_top_probability=0.5, winner_gap=0.0)
+
+
+def test_a_changed_headroom_rule_moves_the_evidence_column_the_result_and_the_summary_figure(monkeypatch):
+    from pathlib import Path
+
+    from kit.core.records.records import CaseResult
+    from kit.core.records.results import RunView
+    from kit.gate.report import compact_case_table
+    from kit.views.plots import headroom_rows
+    from kit.views.summary import case_table
+
+    result = CaseResult(case="c", backend="hf", status="passed", golden_kind="semantic",
+                        prompts=[_score("near", 128, 0.016, 0.008), _score("far", 512, 0.04, 0.004)],
+                        bucket_bounds={"128": 0.016, "512": 0.04})
+    view = RunView(Path("run"), {"cases": ["c"]}, {"c": result}, {"c": "executor"})
+
+    def headrooms():
+        """The case's headroom as evidence.md's case table, result.json, the summary's headroom figure and its case
+        table show it."""
+        (row,) = [line for line in compact_case_table(view).splitlines() if line.startswith("| `c`")]
+        return (row.split(" | ")[5], result.to_dict()["headroom"], headroom_rows({"c": result})[0][1],
+                case_table(view).loc["c"]["headroom"])
+
+    assert headrooms() == ("0.50", pytest.approx(0.5), pytest.approx(0.5), pytest.approx(0.5))
+    # The rule made twice as strict: an error counts against half its bound. Every figure follows at once.
+    monkeypatch.setattr(rules, "ratio", lambda err, bound: err / (bound / 2))
+    assert headrooms() == ("1.00", pytest.approx(1.0), pytest.approx(1.0), pytest.approx(1.0))
+
+
+def test_the_worst_prompt_a_report_names_first_follows_the_rule(monkeypatch):
+    from kit.core.records.records import CaseResult
+
+    result = CaseResult(case="c", backend="hf", status="passed", golden_kind="semantic",
+                        prompts=[_score("near", 128, 0.016, 0.008), _score("far", 512, 0.04, 0.012)])
+    assert result.worst is not None and result.worst.id == "near"  # half its bound, against 0.3 of it
+    # A rule that measured an error in absolute terms would put the larger error first.
+    monkeypatch.setattr(rules, "ratio", lambda err, bound: err)
+    assert result.worst.id == "far"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kit.core.baselines.portable import SAFE_MARGIN, margin_of, ranking_margin, rounded_top, rounding_margin
+from kit.core.host.portable import SAFE_MARGIN, margin_of, ranking_margin, rounded_top, rounding_margin
 
 
 def boundary_above(value: float) -> float:

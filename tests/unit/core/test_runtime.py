@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-import kit.core.baselines.runtime
+import kit.core.host.runtime
 from kit.backends.registry import choose_for_runtime, duplicate_runtime, golden_runtime, legacy_runtime, remake_command
 from kit.core.baselines.golden import Golden, golden_filename
-from kit.core.baselines.portable import PORTABLE_RUNTIME
-from kit.core.baselines.runtime import (TORCH_AVX2_PIN, aten_capability, cpuinfo_fields, hardware, host_isa_level,
+from kit.core.host.portable import PORTABLE_RUNTIME
+from kit.core.host.runtime import (TORCH_AVX2_PIN, aten_capability, cpuinfo_fields, hardware, host_isa_level,
                                         isa_level, onednn_isa, runtime_slug, torch_cpu_runtime, xla_cpu_runtime)
 
 V1 = {"cmov", "cx8", "fpu", "fxsr", "mmx", "syscall", "sse", "sse2"}
@@ -92,14 +92,14 @@ def test_a_float32_torch_runtime_names_its_kernels_threads_and_the_cpu_itself(mo
     assert torch_cpu_runtime(pinned, threads=2) != torch_cpu_runtime(pinned, threads=1)
     amd = {"vendor_id": "AuthenticAMD", "model name": "AMD EPYC 9R14", "cpu family": "25", "model": "17",
            "stepping": "1", "flags": "avx2 fma avx512f"}
-    monkeypatch.setattr(kit.core.baselines.runtime, "_cpuinfo_map", lambda: amd)
+    monkeypatch.setattr(kit.core.host.runtime, "_cpuinfo_map", lambda: amd)
     on_amd = torch_cpu_runtime(pinned)
     for changed in ({"vendor_id": "GenuineIntel"}, {"model name": "AMD EPYC 7R13"}, {"model": "1"},
                     {"stepping": "2"}, {"flags": "avx2 fma"}):
-        monkeypatch.setattr(kit.core.baselines.runtime, "_cpuinfo_map", lambda c=changed: {**amd, **c})
+        monkeypatch.setattr(kit.core.host.runtime, "_cpuinfo_map", lambda c=changed: {**amd, **c})
         assert torch_cpu_runtime(pinned) != on_amd, changed
-    monkeypatch.setattr(kit.core.baselines.runtime, "_cache_sizes", lambda: ["L2:2048K"])
-    monkeypatch.setattr(kit.core.baselines.runtime, "_cpuinfo_map", lambda: amd)
+    monkeypatch.setattr(kit.core.host.runtime, "_cache_sizes", lambda: ["L2:2048K"])
+    monkeypatch.setattr(kit.core.host.runtime, "_cpuinfo_map", lambda: amd)
     assert torch_cpu_runtime(pinned) != on_amd  # another cache size blocks the matmuls otherwise
     assert runtime_slug(on_amd).startswith("rt-") and runtime_slug(PORTABLE_RUNTIME) == "portable"
 
@@ -165,7 +165,7 @@ def test_remake_command_repeats_how_the_golden_was_made():
 
 
 def test_a_fingerprint_keeps_the_variables_that_change_numbers_and_no_machine_paths():
-    from kit.core.baselines.runtime import numeric_env
+    from kit.core.host.runtime import numeric_env
 
     environ = {"OMP_NUM_THREADS": "1", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false", "NVIDIA_TF32_OVERRIDE": "0",
                "TORCHINDUCTOR_CACHE_DIR": "/somewhere/cache", "CUDA_HOME": "/usr/local/cuda",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.core.baselines.runtime import launch_specific, numeric_env, numeric_fingerprint, numerics_fingerprint, scrubbed
+from kit.core.host.runtime import launch_specific, numeric_env, numeric_fingerprint, numerics_fingerprint, scrubbed
 
 pytestmark = pytest.mark.unit
 

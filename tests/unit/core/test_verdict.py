@@ -10,7 +10,8 @@ import pytest
 
 from kit.core.records.records import CaseResult, PromptScore, RepeatSpread
 from kit.core.verdict.triage import NEAR_TIE, NUMERIC, classify
-from kit.core.verdict import WINNER_GAP_FACTOR, Failure, Kind, failures_of, legacy, rules
+from kit.core.rules import rules
+from kit.core.verdict import WINNER_GAP_FACTOR, Failure, Kind, failures_of, legacy
 
 pytestmark = pytest.mark.unit
 
@@ -211,4 +212,4 @@ def test_the_near_tie_rule_is_written_once():
     copies = [str(p.relative_to(KIT.parent)) for p in sorted(KIT.rglob("*.py"))
               if "* WINNER_GAP_FACTOR" in p.read_text(encoding="utf-8") or
               "WINNER_GAP_FACTOR *" in p.read_text(encoding="utf-8")]
-    assert copies == ["kit/core/verdict/rules.py"]
+    assert copies == ["kit/core/rules/rules.py"]

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from kit.core.records.fixture import load_fixture, make_fixture
+from kit.core.model.tokenizer import make_fixture
+from kit.core.records.fixture import load_fixture
 from kit.core.records.jsonio import canonical_bytes
 from support import copy_model, parity_kit, write_descriptor
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kit.core.records.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
-from kit.core.baselines.runtime import accelerator
+from kit.core.host.runtime import accelerator
 from support import ROOT, parity_kit, write_descriptor
 
 pytestmark = pytest.mark.unit

@@ -11,7 +11,7 @@ import pytest
 
 from kit.cli import main
 from kit.core.baselines.baselinekind import CALIBRATION
-from kit.core.baselines.runtime import accelerator, hardware, torch_cpu_runtime
+from kit.core.host.runtime import accelerator, hardware, torch_cpu_runtime
 from kit.core.errors import BadInput
 from kit.core.noise.calibration import measured_on
 from kit.descriptor.load import load_descriptor

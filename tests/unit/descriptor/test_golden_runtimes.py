@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import collections
 
-import kit.core.baselines.runtime
+import kit.core.host.runtime
 from kit.backends.hf.kernels import exact_runtime
 from kit.core.records import paths
-from kit.core.baselines.portable import PORTABLE_RUNTIME
+from kit.core.host.portable import PORTABLE_RUNTIME
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve
 from support import golden_made_on, parity_kit, write_descriptor
@@ -75,7 +75,7 @@ def test_a_float32_key_names_the_cpu_so_a_golden_keyed_without_it_holds_nowhere(
     assert spec(desc).golden_path == str(here)
     intel = {"vendor_id": "GenuineIntel", "model name": "Intel(R) Xeon(R) Platinum 8480+", "cpu family": "6",
              "model": "143", "stepping": "8", "flags": "fpu avx2 fma avx512f avx512bw avx512vl avx512dq amx_tile"}
-    monkeypatch.setattr(kit.core.baselines.runtime, "_cpuinfo_map", lambda: intel)
+    monkeypatch.setattr(kit.core.host.runtime, "_cpuinfo_map", lambda: intel)
     faked = spec(desc)
     assert faked.runtime != PINNED and "cpu=GenuineIntel Intel(R) Xeon(R) Platinum 8480+ family=6" in faked.runtime
     assert faked.golden_path == "" and faked.no_baseline.text.startswith("no baseline for this runtime: ")
@@ -83,7 +83,7 @@ def test_a_float32_key_names_the_cpu_so_a_golden_keyed_without_it_holds_nowhere(
 
 def test_the_float64_case_keeps_its_golden_on_any_cpu(embedded, monkeypatch):
     intel = {"vendor_id": "GenuineIntel", "model name": "Intel(R) Xeon(R) Platinum 8480+", "flags": "avx2 fma"}
-    monkeypatch.setattr(kit.core.baselines.runtime, "_cpuinfo_map", lambda: intel)
+    monkeypatch.setattr(kit.core.host.runtime, "_cpuinfo_map", lambda: intel)
     s = load_descriptor(embedded.descriptor).case_specs(["checkpoint"])[0]
     assert s.runtime == PORTABLE_RUNTIME and s.golden_path.endswith("-exact-portable.json") and not s.no_baseline
 

@@ -9,7 +9,7 @@ import pytest
 
 from kit.core.noise.calibration import load_record
 from kit.core.records.recordcheck import Wrong
-from kit.core.baselines.runtime import accelerator
+from kit.core.host.runtime import accelerator
 from kit.descriptor.host import CaseHardware, Host, RecordedHost, hardware_record, recorded_hardware
 from kit.descriptor.load import for_host, load_descriptor
 from kit.descriptor.plan import resolve

@@ -6,7 +6,7 @@ import dataclasses
 
 from kit.core.model.modeldigest import model_digest
 from kit.core.records.records import FAILED, CaseResult
-from kit.core.records.spec import on_model
+from kit.core.model.faultcopy import on_model
 from kit.faults.cache import faulted_copy
 from kit.faults.catalogue import fault
 from kit.faults.effect import embedded_cases, failed_by

@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 from enum import Enum
 from typing import Any, Iterable, Mapping
 
-# The near-tie rule's factor (kit.core.verdict.rules.near_tie): a winner change is accepted when the golden's
+# The near-tie rule's factor (kit.core.rules.rules.near_tie): a winner change is accepted when the golden's
 # winner leads the backend's choice by at most this many times the prompt's max probability error. Here, beside
 # the words that quote it, so that the words and the rule cannot disagree.
 WINNER_GAP_FACTOR = 2.0

@@ -3,7 +3,7 @@
 Each was written where it was first needed, and copied where it was needed again: the near-tie rule lived in
 scoring, the decode check, the executor's re-judging, the paired comparison and the borrowed-bounds rule, and
 each copy treated a NaN a little differently. Here each rule is one function of numbers, returning typed
-failures (kit.core.verdict.failure) or the one decision the others ask for (``near_tie``, ``bound_for``,
+failures (kit.core.rules.failure) or the one decision the others ask for (``near_tie``, ``bound_for``,
 ``step_bound``); the modules that score (kit.core.verdict.scoring, kit.core.verdict.decode), re-judge
 (kit.core.verdict.coverage), replay (kit.baselines.backtest) and compare (kit.core.verdict.paired,
 kit.core.verdict.borrowed) call them.
@@ -23,7 +23,14 @@ The rules (docs/architecture.md, Scoring):
 - drift: the case's mean error and top-probability shift within what its clean calibration samples span
   (the test itself is kit.core.noise.drift's; its failure is made here).
 
-Stdlib only: the kernel-safe core.
+And every figure a reader derives from a bound, each one function: ``ratio`` (error / bound: a prompt's or a
+step's headroom, and a case's, the largest over its prompts), ``severity`` (what orders prompts, with or without
+a bound) and ``margin`` (bound - error, in probability). In the kit, **headroom** is error / bound: 1 at the bound,
+over 1 past it; bound - error is a **margin**.
+
+This is the lowest layer of kit.core (docs/architecture.md, Layout): the records hold their figures by calling
+these, so the rules read a record only through the fields they name (``ScoredPrompt``, ``Repeats``). Stdlib only:
+the kernel-safe core.
 """
 
 from __future__ import annotations
@@ -31,16 +38,75 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Mapping, Protocol, Sequence
 
-from kit.core.records.records import PromptScore, RepeatSpread
-from kit.core.verdict.failure import WINNER_GAP_FACTOR, Failure, Kind, divergence_why
+from kit.core.rules.failure import WINNER_GAP_FACTOR, Failure, Kind, divergence_why
 
 Top = Sequence[tuple[int, float]]
 
-__all__ = ["WINNER_GAP_FACTOR", "Divergence", "bound_for", "decode_short", "divergence", "drift", "exact",
-           "judged_error", "margin", "missing_tokens", "near_tie", "non_finite", "over_bound", "past", "ratio",
-           "recorded", "repeat", "step_bound", "winner"]
+__all__ = ["WINNER_GAP_FACTOR", "Divergence", "Repeats", "ScoredPrompt", "bound_for", "decode_short", "divergence",
+           "drift", "exact", "judged_error", "margin", "missing_tokens", "near_tie", "non_finite", "over_bound", "past",
+           "ratio", "recorded", "repeat", "severity", "step_bound", "winner"]
+
+
+class ScoredPrompt(Protocol):
+    """What ``recorded`` reads of a prompt's score (kit.core.records.records.PromptScore, which sits above)."""
+
+    @property
+    def id(self) -> str:
+        """The prompt's id."""
+
+    @property
+    def bucket(self) -> int:
+        """Its bucket."""
+
+    @property
+    def max_probability_error(self) -> float:
+        """Its largest probability error (NaN: unscorable)."""
+
+    @property
+    def missing_tokens(self) -> list[int]:
+        """The golden's tokens its top-n left out."""
+
+    @property
+    def exact_match(self) -> bool | None:
+        """Whether it reproduced an exact golden (None: not compared)."""
+
+    @property
+    def winner_gap(self) -> float:
+        """The golden's lead of its winner over the backend's greedy token."""
+
+
+class Repeats(Protocol):
+    """What ``repeat`` reads of a prompt's repeats (kit.core.records.records.RepeatSpread, which sits above)."""
+
+    @property
+    def id(self) -> str:
+        """The prompt's id."""
+
+    @property
+    def runs(self) -> int:
+        """How many times it was observed."""
+
+    @property
+    def launches(self) -> int:
+        """In how many launches."""
+
+    @property
+    def max_logprob_spread(self) -> float:
+        """The largest logprob spread."""
+
+    @property
+    def max_probability_spread(self) -> float:
+        """The largest probability spread."""
+
+    @property
+    def identical(self) -> bool:
+        """Whether every repeat was bit-exact."""
+
+    @property
+    def difference(self) -> str | None:
+        """The first difference, in words (None: identical)."""
 
 
 def bound_for(bucket: int, bound: float | None, bucket_bounds: Mapping[str, float]) -> float | None:
@@ -74,14 +140,23 @@ def past(max_err: float, bound: float) -> bool:
 
 def margin(max_err: float, bound: float) -> float:
     """How far an error is inside its bound, in probability: bound - error, negative past it (NaN for an unscorable
-    error). What a reader shows as a token's margin (the summary's, the history's headroom)."""
+    error). What a reader shows as a margin (the summary's case table, the history's bound - error)."""
     return bound - max_err
 
 
 def ratio(max_err: float, bound: float) -> float:
-    """An error in units of its bound (1 at the bound, over 1 past it); an unscorable NaN is infinitely past it,
-    as the gate fails it. How readers compare errors judged under different bounds (decode steps, buckets)."""
+    """An error in units of its bound (1 at the bound, over 1 past it): its headroom; an unscorable NaN is
+    infinitely past it, as the gate fails it. How readers compare errors judged under different bounds (decode
+    steps, buckets), and the headroom a case result, evidence.md and the summary show."""
     return max_err / bound if not math.isnan(max_err) else math.inf
+
+
+def severity(max_err: float | None, bound: float | None) -> float:
+    """How close to (or past) its bound an error is, to put the worst first: its ``ratio`` under a bound, the error
+    itself without one; an unscorable error (None, NaN) is the worst of all."""
+    if max_err is None or math.isnan(max_err):
+        return math.inf
+    return ratio(max_err, bound) if bound else max_err
 
 
 def over_bound(prompt: str, bucket: int, max_err: float, bound: float | None, *, step: int | None = None,
@@ -183,7 +258,7 @@ def divergence(prompt: str, bucket: int, step: int, golden_top: Top, backend_tok
                                                backend_token=backend_token, gap=gap, count=len(golden_top)))
 
 
-def recorded(p: PromptScore, bound: float | None, is_exact: bool) -> Failure | None:
+def recorded(p: ScoredPrompt, bound: float | None, is_exact: bool) -> Failure | None:
     """Why a prompt's recorded metrics fail it under ``bound`` (the first of the first token's rules that does),
     or None when they pass it: the executor's re-judging of a result whose notebook said passed."""
     err = p.max_probability_error
@@ -194,14 +269,14 @@ def recorded(p: PromptScore, bound: float | None, is_exact: bool) -> Failure | N
         return found(Kind.MISSING_TOKEN, golden_token=p.missing_tokens[0])
     if is_exact and p.exact_match is not True:
         return found(Kind.NOT_EXACT, note=f"{p.exact_match}")
-    if not is_exact and bound is not None and err > bound:
+    if not is_exact and bound is not None and past(err, bound):
         return found(Kind.OVER_BOUND, value=err, bound=bound)
     if near_tie(p.winner_gap, err) is False:
         return found(Kind.WINNER_CHANGE, value=err, gap=p.winner_gap)
     return None
 
 
-def repeat(r: RepeatSpread) -> Failure | None:
+def repeat(r: Repeats) -> Failure | None:
     """Repeats of a prompt that were asked to be bit-exact and are not."""
     if r.identical:
         return None

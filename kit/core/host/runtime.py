@@ -229,7 +229,7 @@ def torch_cpu_runtime(environ=None, flags: set[str] | frozenset[str] | None = No
     environment) and ``threads``: ``torch-cpu x86_64 aten=avx2 onednn=avx2 mkl=AVX2 threads=1 cpu=...``. Each
     part picks code that rounds differently; the CPU's identity is there because no pin was found to carry float32
     bits from one CPU vendor or model to another (``cpu_identity``). A float64 case needs no key of this kind
-    (kit.core.baselines.portable)."""
+    (kit.core.host.portable)."""
     import os
 
     environ = os.environ if environ is None else environ
@@ -273,7 +273,7 @@ def runtime_slug(runtime: str) -> str:
     """A short file-name tag for a runtime key: the portable one by name, others by digest."""
     import hashlib
 
-    from kit.core.baselines.portable import PORTABLE_RUNTIME
+    from kit.core.host.portable import PORTABLE_RUNTIME
 
     if runtime == PORTABLE_RUNTIME:
         return "portable"

@@ -24,7 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
-# The runtime key of a portable exact result: it holds on every host (kit.core.baselines.runtime keys the others).
+# The runtime key of a portable exact result: it holds on every host (kit.core.host.runtime keys the others).
 PORTABLE_RUNTIME = "portable: float64 rounded to float32"
 PORTABLE_DTYPE = "float64"
 # A margin under this is too close to float64's own differences between kernels (about 1e-16 of a value, 1e-15
