@@ -70,7 +70,7 @@ def measure(source: Path, count: int) -> dict[str, float]:
         t0 = time.perf_counter()
         warm = history_index.update(store)
         con = history_index.connect(warm.path, read_only=True)
-        rows = queries.headroom(con, queries.Selection("tiny-cpu"))
+        rows = queries.margins(con, queries.Selection("tiny-cpu"))
         queries.series(con, queries.Selection("tiny-cpu"))
         con.close()
         warm_s = time.perf_counter() - t0

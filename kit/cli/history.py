@@ -23,14 +23,14 @@ def _add_publish(sub) -> None:
 
 
 def _add_history(sub) -> None:
-    h = sub.add_parser("history", help="the gate over time: each case and bucket's errors, bounds and headroom "
+    h = sub.add_parser("history", help="the gate over time: each case and bucket's errors, bounds and margins "
                                        "across every run of a store, releases and baseline changes marked",
                        description="Indexes every run directory of a store (a folder, or an fsspec URL such as\n"
                                    "s3://bucket/prefix; only what changed is read again) and renders the history\n"
                                    "notebook to history.html in a new folder; --markdown and --json print the\n"
-                                   "headroom table instead, without a kernel. A run that cannot be read is a line\n"
-                                   "in the output, never a refusal; bad input (3) is a store that cannot be read or\n"
-                                   "holds no run, or a selection that matches none.",
+                                   "margin table (bound - largest error) instead, without a kernel. A run that\n"
+                                   "cannot be read is a line in the output, never a refusal; bad input (3) is a\n"
+                                   "store that cannot be read or holds no run, or a selection that matches none.",
                        epilog=epilog(ExitCode.PASSED, ExitCode.INCOMPLETE, ExitCode.BAD_INPUT, ExitCode.INTERRUPTED,
                                      meanings={ExitCode.PASSED: "shown",
                                                ExitCode.INCOMPLETE: "indexed, but the notebook did not run"}))
@@ -43,7 +43,7 @@ def _add_history(sub) -> None:
     h.add_argument("--since", metavar="DATE", help="only runs started on or after this date (ISO, UTC)")
     h.add_argument("--rebuild", action="store_true", help="rebuild the index from every run directory")
     shown = h.add_mutually_exclusive_group()
-    shown.add_argument("--markdown", action="store_true", help="print the headroom table as Markdown (no notebook)")
+    shown.add_argument("--markdown", action="store_true", help="print the margin table as Markdown (no notebook)")
     shown.add_argument("--json", action="store_true", help="print the history as JSON (no notebook)")
     shown.add_argument("--out", metavar="DIR", help="folder to render into (default: runs/history-<descriptor>-<time>)")
     h.set_defaults(func=_history)

@@ -59,7 +59,7 @@ def steps_completed(run_dir: Path, name: str) -> list[Stepped]:
 
     try:
         with index.reading(open_store(str(run_dir.resolve().parent))) as (_, con):
-            rows = flag_rows(queries.headroom(con, queries.Selection(name)))
+            rows = flag_rows(queries.margins(con, queries.Selection(name)))
     except Exception as exc:  # a history is a comment on the verdict, never a reason to lose it
         log.warning(f"the history beside {paths.display(run_dir)} could not be read ({exc}); no trend in this run's "
                     "evidence")

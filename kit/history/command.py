@@ -3,7 +3,7 @@
 It brings the index up to date (kit.history.index), selects one descriptor's runs, some cases, runs since a
 date, and answers in one of three ways: the history notebook rendered to HTML in a new folder (the plots of
 each case and bucket over time, releases and baseline changes marked), or, for CI, a Markdown table or a JSON
-document of the headroom and the lines about what could not be read, without starting a kernel.
+document of the margins (bound - error) and the lines about what could not be read, without starting a kernel.
 
 Bad input is refused in one line only where nothing can be shown (a store that cannot be reached or holds no
 run, a selection that matches no run); a run that cannot be read is a line among the results.
@@ -41,7 +41,7 @@ class History:
     index: Path
     selection: queries.Selection
     runs: int
-    headroom: list[queries.HeadroomRow]
+    margins: list[queries.MarginRow]
     changes: list[dict]
     lines: list[dict]
     indexed: history_index.Update
@@ -49,20 +49,20 @@ class History:
     notebook_error: str | None = None
 
     @property
-    def shrinking(self) -> list[queries.HeadroomRow]:
-        """The case-buckets whose headroom is going: a step up in their error, or a falling trend."""
-        return [r for r in self.headroom if r.flag or r.shrinking]
+    def shrinking(self) -> list[queries.MarginRow]:
+        """The case-buckets whose margin is going: a step up in their error, or a falling trend."""
+        return [r for r in self.margins if r.flag or r.shrinking]
 
     def to_dict(self) -> dict:
-        """The history as `history --json` prints it: the store, the selection, the runs and every headroom row."""
+        """The history as `history --json` prints it: the store, the selection, the runs and every margin row."""
         sel = self.selection
         return {"store": self.store, "index": str(self.index),
                 "selection": {"descriptor": sel.name, "cases": list(sel.cases),
                               "since": sel.since.isoformat() if sel.since else None},
-                "runs": self.runs, "headroom": [r.to_dict() for r in self.headroom],
+                "runs": self.runs, "margins": [r.to_dict() for r in self.margins],
                 "shrinking": [{"case": r.case, "check": r.check, "bucket": r.bucket} for r in self.shrinking],
                 "new_steps": [{"case": r.case, "check": r.check, "bucket": r.bucket, "flag": r.flag}
-                              for r in self.headroom if r.new_step],
+                              for r in self.margins if r.new_step],
                 "changes": self.changes, "lines": self.lines}
 
 
@@ -100,8 +100,8 @@ def gather(runs: str | None = None, descriptor: str | Path | None = None, cases:
         found = queries.count_runs(con, selection)
         if not found:
             raise BadInput(f"{url}: no run matches {describe(selection)} (of {indexed.found} run location(s))")
-        headroom = flag_rows(queries.headroom(con, selection))
-        return History(url, indexed.path, selection, found, headroom, queries.changes(con, selection),
+        margins = flag_rows(queries.margins(con, selection))
+        return History(url, indexed.path, selection, found, margins, queries.changes(con, selection),
                        queries.lines(con), indexed)
 
 
@@ -137,16 +137,16 @@ def render(history: History, out: str | Path | None = None) -> History:
 
 
 def markdown(history: History) -> str:
-    """The headroom table for a CI log or a pull request (a decode case's worst step a series of its own, "<case>
+    """The margin table for a CI log or a pull request (a decode case's worst step a series of its own, "<case>
     decode"), then every line about what was not read."""
     out = [f"## Parity history: {describe(history.selection)}", "",
-           f"{history.runs} run(s) from {history.store}; {len(history.shrinking)} case-bucket(s) losing headroom.",
-           "", "| case | bucket | runs | last largest error | bound | headroom | error / bound | trend per run "
+           f"{history.runs} run(s) from {history.store}; {len(history.shrinking)} case-bucket(s) losing margin.",
+           "", "| case | bucket | runs | last largest error | bound | margin | error / bound | trend per run "
                "| flag |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
-    for r in history.headroom:
+    for r in history.margins:
         trend = r.trend + (" (shrinking)" if r.shrinking else "")
         flag = (r.flag or "") + (" (new with the last run)" if r.new_step else "")
-        out.append(f"| {r.series} | {r.bucket} | {r.runs} | {_g(r.max_error)} | {_g(r.bound)} | {_g(r.headroom)} | "
+        out.append(f"| {r.series} | {r.bucket} | {r.runs} | {_g(r.max_error)} | {_g(r.bound)} | {_g(r.margin)} | "
                    f"{_g(r.ratio, '.2f')} | {trend} | {flag} |")
     if history.changes:
         out += ["", "Releases and baselines changed:", ""]

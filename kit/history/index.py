@@ -32,7 +32,9 @@ from kit.core.records.store import Store
 log = logging.getLogger(__name__)
 
 # A file of another format is rebuilt, not migrated: it is only a cache. 2: bucket rows say which check they measure.
-FORMAT = "parity-kit-history/2"
+# 3: a bucket's bound - error is its margin (rules.margin), the column format 2 named headroom (_renamed).
+FORMAT = "parity-kit-history/3"
+PREVIOUS = "parity-kit-history/2"
 INDEX_FOLDER = ".history"
 INDEX_FILE = "index.duckdb"
 
@@ -230,6 +232,8 @@ def signature(store: Store, location: str) -> str:
 def _prepare(con: Any, rebuild: bool) -> None:
     con.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
     stored = con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+    if not rebuild and stored is not None and stored[0] == PREVIOUS:
+        stored = (_renamed(con),)
     if rebuild or stored is None or stored[0] != FORMAT:
         for table in _COLUMNS:
             con.execute(f"DROP TABLE IF EXISTS {table}")
@@ -238,6 +242,25 @@ def _prepare(con: Any, rebuild: bool) -> None:
     for table, columns in _COLUMNS.items():
         quoted = ", ".join(f'"{name}" {kind}' for name, kind in columns)  # "case" is a keyword of SQL
         con.execute(f"CREATE TABLE IF NOT EXISTS {table} ({quoted})")
+
+
+def _renamed(con: Any) -> str:
+    """An index of the format before (PREVIOUS), its buckets' bound - error column renamed from headroom to margin;
+    the format it has now (PREVIOUS still, to be rebuilt, where it holds no such column).
+
+    Kits before this format named bound - error "headroom", which now means error / bound (rules.ratio). The
+    figure is the same, only its name changed, so an existing index keeps its rows rather than reading every run
+    of its store again (minutes for a remote store of thousands of runs)."""
+    columns = {name for (name,) in con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 'buckets'").fetchall()}
+    if "headroom" not in columns or "margin" in columns:
+        return PREVIOUS
+    con.execute("BEGIN TRANSACTION")
+    con.execute("ALTER TABLE buckets RENAME COLUMN headroom TO margin")
+    con.execute("UPDATE meta SET value = ? WHERE key = 'format'", [FORMAT])
+    con.execute("COMMIT")
+    log.info("history index: the buckets' headroom column (bound - error) renamed margin, as the kit now names it")
+    return FORMAT
 
 
 def _forget(con: Any, location: str) -> None:

@@ -1,5 +1,6 @@
 """The questions the history answers, in SQL over the index: each case and bucket's series over time, the
-releases and baseline changes on that time axis, and the headroom table with its trend.
+releases and baseline changes on that time axis, and the margin table with its trend (a bucket's margin is
+bound - largest error, ``rules.margin``: what is left before its bound).
 
 A selection (``Selection``) narrows every query the same way: one descriptor's runs (by its name, which stays
 while its file is edited; the digest changes with every edit), some cases, runs since a date. The series are
@@ -16,7 +17,7 @@ from typing import Any
 from kit.core.noise.drift import t_two_sided_p
 from kit.history.rows import DECODE, FIRST_TOKEN
 
-# Runs the trend of a bucket's headroom is fitted over, and the p-value under which a falling trend is named.
+# Runs the trend of a bucket's margin is fitted over, and the p-value under which a falling trend is named.
 TREND_RUNS = 10
 TREND_ALPHA = 0.01
 
@@ -44,9 +45,9 @@ class Selection:
 
 
 @dataclass
-class HeadroomRow:
+class MarginRow:
     """One case and bucket, of its first tokens or (``check`` DECODE) of its worst decode step against that step's
-    own bound: where its headroom stands now and where it is heading."""
+    own bound: where its margin (bound - error) stands now and where it is heading."""
 
     case: str
     bucket: int
@@ -55,10 +56,10 @@ class HeadroomRow:
     last_release: str | None
     max_error: float | None
     bound: float | None
-    headroom: float | None
-    ratio: float | None
-    least_headroom: float | None
-    slope: float | None  # headroom per run, least squares over the last TREND_RUNS runs
+    margin: float | None  # bound - error (rules.margin)
+    ratio: float | None  # error / bound (rules.ratio)
+    least_margin: float | None
+    slope: float | None  # margin per run, least squares over the last TREND_RUNS runs
     p_value: float | None  # of that slope being zero
     shrinking: bool
     flag: str | None = None  # the step a change-point test found in its error, in words
@@ -93,7 +94,7 @@ def series_name(case: str, check: str) -> str:
 
 _SERIES = """
 SELECT r.run, r.kind, r.started_at, r.release, r.name, c."case", c.status, c.golden_sha256, c.record_sha256,
-       b.bucket, b.prompts, b.max_error, b.mean_error, b.bound, b.headroom, b.ratio, b."check"
+       b.bucket, b.prompts, b.max_error, b.mean_error, b.bound, b.margin, b.ratio, b."check"
 FROM buckets b JOIN cases c ON b.run = c.run AND b."case" = c."case" JOIN runs r ON r.run = b.run
 WHERE {where}
 ORDER BY c."case", b."check" DESC, b.bucket, r.started_at NULLS FIRST, r.run
@@ -101,7 +102,7 @@ ORDER BY c."case", b."check" DESC, b.bucket, r.started_at NULLS FIRST, r.run
 
 
 def series(con: Any, sel: Selection) -> Any:
-    """Per case, check (first token, decode), bucket and run: the largest and mean error, the bound, the headroom
+    """Per case, check (first token, decode), bucket and run: the largest and mean error, the bound, the margin
     (a DataFrame)."""
     where, args = sel.where("r", "c")
     return con.execute(_SERIES.format(where=where), args).df()
@@ -150,37 +151,37 @@ def changes(con: Any, sel: Selection) -> list[dict]:
     return sorted(out, key=lambda c: (c["started_at"] or "", c["run"], c["case"] or ""))
 
 
-def headroom(con: Any, sel: Selection, trend_runs: int = TREND_RUNS) -> list[HeadroomRow]:
-    """Per case, check and bucket with a bound: the last run's headroom, the least over all runs, and the
-    least-squares slope of the headroom over the last ``trend_runs`` runs; shrinking when it falls with
+def margins(con: Any, sel: Selection, trend_runs: int = TREND_RUNS) -> list[MarginRow]:
+    """Per case, check and bucket with a bound: the last run's margin, the least over all runs, and the
+    least-squares slope of the margin over the last ``trend_runs`` runs; shrinking when it falls with
     p < TREND_ALPHA."""
     where, args = sel.where("r", "c")
     rows = con.execute(f"""
         WITH s AS (
-            SELECT c."case", b."check", b.bucket, r.run, r.release, b.max_error, b.bound, b.headroom, b.ratio,
+            SELECT c."case", b."check", b.bucket, r.run, r.release, b.max_error, b.bound, b.margin, b.ratio,
                    row_number() OVER (PARTITION BY c."case", b."check", b.bucket
                                       ORDER BY r.started_at DESC NULLS LAST, r.run DESC) AS back
             FROM buckets b JOIN cases c ON b.run = c.run AND b."case" = c."case" JOIN runs r ON r.run = b.run
             WHERE {where} AND b.bound IS NOT NULL)
         SELECT "case", "check", bucket, count(*) AS runs,
                arg_min(run, back) AS last_run, arg_min(release, back) AS last_release,
-               arg_min(max_error, back), arg_min(bound, back), arg_min(headroom, back), arg_min(ratio, back),
-               min(headroom),
-               regr_slope(headroom, -back) FILTER (WHERE back <= ?) AS slope,
-               regr_r2(headroom, -back) FILTER (WHERE back <= ?) AS r2,
-               count(headroom) FILTER (WHERE back <= ?) AS n,
+               arg_min(max_error, back), arg_min(bound, back), arg_min(margin, back), arg_min(ratio, back),
+               min(margin),
+               regr_slope(margin, -back) FILTER (WHERE back <= ?) AS slope,
+               regr_r2(margin, -back) FILTER (WHERE back <= ?) AS r2,
+               count(margin) FILTER (WHERE back <= ?) AS n,
                list(max_error ORDER BY back DESC), list(ratio ORDER BY back DESC), list(run ORDER BY back DESC),
                list(release ORDER BY back DESC)
         FROM s GROUP BY "case", "check", bucket ORDER BY "case", "check" DESC, bucket""",
                        [*args, trend_runs, trend_runs, trend_runs]).fetchall()
     out = []
-    for (case, check, bucket, runs, last_run, last_release, err, bound, room, ratio, least, slope, r2, n,
+    for (case, check, bucket, runs, last_run, last_release, err, bound, margin, ratio, least, slope, r2, n,
          errors, ratios, run_names, releases) in rows:
         slope = fitted_slope(slope, n)
         p = slope_p_value(r2, n) if slope is not None else None
         values = ratios if check == DECODE else errors
-        out.append(HeadroomRow(
-            case, bucket, runs, last_run, last_release, err, bound, room, ratio, least, slope, p,
+        out.append(MarginRow(
+            case, bucket, runs, last_run, last_release, err, bound, margin, ratio, least, slope, p,
             shrinking=bool(slope is not None and slope < 0 and p is not None and p < TREND_ALPHA), check=check,
             values=[math.nan if v is None else v for v in values], run_names=list(run_names),
             labels=[f"release {rel} / run {name}" if rel else f"run {name}" for name, rel in zip(run_names, releases)]))

@@ -89,8 +89,8 @@ class BucketRow:
     max_error: float | None
     mean_error: float | None
     bound: float | None  # None: an exact case, judged bit for bit
-    headroom: float | None  # bound - largest error
-    ratio: float | None  # largest error / bound: 1 is at the bound
+    margin: float | None  # bound - largest error (rules.margin): negative past the bound
+    ratio: float | None  # largest error / bound (rules.ratio, its headroom): 1 is at the bound
     # FIRST_TOKEN, or DECODE: then the error and bound are the bucket's worst step's (the step furthest past, or
     # nearest, its own bound), and the mean error is None (the steps have bounds of their own).
     check: str = FIRST_TOKEN
@@ -221,8 +221,8 @@ def _baseline_golden(d: Mapping[str, Any], case: str) -> str | None:
 
 
 def bucket_rows(run: str, case: str, d: Mapping[str, Any], prompts: Sequence[Mapping[str, Any]]) -> list[BucketRow]:
-    """One case's rows per bucket from its recorded prompts: their largest error, the bound and the headroom; a
-    prompt without a whole-number bucket is refused by its key."""
+    """One case's rows per bucket from its recorded prompts: their largest error, the bound, the margin and the
+    ratio; a prompt without a whole-number bucket is refused by its key."""
     by_bucket: dict[int, list[float | None]] = {}
     bounds: dict[int, Any] = {}
     for i, p in enumerate(prompts):
@@ -241,7 +241,7 @@ def bucket_rows(run: str, case: str, d: Mapping[str, Any], prompts: Sequence[Map
         largest = _largest(errors)
         rows.append(BucketRow(
             run=run, case=case, bucket=bucket, prompts=len(errors), max_error=largest, mean_error=_mean(errors),
-            bound=bound, headroom=rules.margin(largest, bound) if bound is not None and largest is not None else None,
+            bound=bound, margin=rules.margin(largest, bound) if bound is not None and largest is not None else None,
             ratio=rules.ratio(largest, bound) if bound and largest is not None else None))
     return rows
 
@@ -272,7 +272,7 @@ def decode_rows(run: str, case: str, d: Mapping[str, Any]) -> list[BucketRow]:
         scored = math.isfinite(worst.error)  # an unscorable step has no error, as an unscorable prompt has none
         rows.append(BucketRow(
             run=run, case=case, bucket=bucket, prompts=len(found), max_error=worst.error if scored else None,
-            mean_error=None, bound=worst.bound, headroom=worst.margin if scored else None,
+            mean_error=None, bound=worst.bound, margin=worst.margin if scored else None,
             ratio=worst.ratio if scored else None, check=DECODE))
     return rows
 

@@ -1,4 +1,4 @@
-"""The one place the history asks whether a case's error stepped up: the flag of the headroom table and the
+"""The one place the history asks whether a case's error stepped up: the flag of the margin table and the
 marker of the plots.
 
 A bound is crossed long after an engine's error moved: a release that takes a case from 0.068 to 0.0998 under a
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from kit.history.changepoint import completed_at_last, find_steps
-from kit.history.queries import HeadroomRow
+from kit.history.queries import MarginRow
 from kit.history.rows import DECODE
 
 # The false-alarm rate per series: a table of tens of case-bucket series should raise one by chance rarely.
@@ -52,7 +52,7 @@ def step_up(values: Sequence[float], labels: Sequence[str], measured: str = "err
     return Flag(step.index, f"{measured} {step.describe(label)}", newest is not None and newest.direction == "up")
 
 
-def flag_rows(rows: list[HeadroomRow]) -> list[HeadroomRow]:
+def flag_rows(rows: list[MarginRow]) -> list[MarginRow]:
     """``rows`` with each one's flag set from its series (largest errors; a decode series' error / bound)."""
     for row in rows:
         flag = step_up(row.values, row.labels, MEASURED.get(row.check, "error"))

@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from kit.core.records import paths
+from kit.core.rules import rules
 from kit.core.verdict.decode import failed_prompts, worst_decode_step
 from kit.core.records.fixture import load_fixture
 from kit.core.baselines.golden import load_golden
@@ -73,7 +74,8 @@ def decode_clause(r: CaseResult) -> str:
     decode check passed (or the case has none). Read from the numbers, never from the failure lines."""
     step = worst_decode_step(r)
     if step is not None and step.over:
-        said = (f"{step.error:.4g} > {step.bound:g}, margin {step.margin / step.bound:+.0%}"
+        # Its margin in units of its bound: the margin of its ratio (rules.ratio) to 1, where the bound is.
+        said = (f"{step.error:.4g} > {step.bound:g}, margin {rules.margin(step.ratio, 1.0):+.0%}"
                 if math.isfinite(step.error) else f"not scorable (bound {step.bound:g})")
         return f" (decode step {step.step} of `{step.prompt}`: {said})"
     failed = next((d for d in r.decode if not d.passed), None)

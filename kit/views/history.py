@@ -1,6 +1,6 @@
 """What the history notebook shows: each case and bucket's errors against its bound over time (a decode case's worst
 step against that step's bound too, as a series of its own), with the releases, baseline changes and steps in its
-error marked where they happened, and the table of headroom being lost.
+error marked where they happened, and the table of margins (bound - error) being lost.
 
 Read from the history's index (kit.history.index), which `parity-kit history` has brought up to date before the
 notebook runs, so the notebook only queries.
@@ -32,18 +32,18 @@ def load(index: str | Path, sel: queries.Selection) -> dict[str, Any]:
     """Everything the notebook shows, read from the index once."""
     con = history_index.connect(Path(index), read_only=True)
     try:
-        return {"series": queries.series(con, sel), "headroom": flag_rows(queries.headroom(con, sel)),
+        return {"series": queries.series(con, sel), "margins": flag_rows(queries.margins(con, sel)),
                 "changes": queries.changes(con, sel), "lines": queries.lines(con)}
     finally:
         con.close()
 
 
-def headroom_table(rows: Sequence[queries.HeadroomRow]) -> pd.DataFrame:
-    """The headroom table of the history notebook: per case and bucket, its runs, last error, bound, headroom,
+def margin_table(rows: Sequence[queries.MarginRow]) -> pd.DataFrame:
+    """The margin table of the history notebook: per case and bucket, its runs, last error, bound, margin,
     trend and flag."""
     frame = pd.DataFrame([{"case": r.series, "bucket": r.bucket, "runs": r.runs, "last largest error": r.max_error,
-                           "bound": r.bound, "headroom": r.headroom, "error / bound": r.ratio,
-                           "least headroom": r.least_headroom, "trend per run": r.trend,
+                           "bound": r.bound, "margin": r.margin, "error / bound": r.ratio,
+                           "least margin": r.least_margin, "trend per run": r.trend,
                            "trend p": "—" if r.p_value is None else f"{r.p_value:.2g}",
                            "shrinking": r.shrinking, "flag": r.flag or "", "new with the last run": r.new_step}
                           for r in rows])
@@ -103,26 +103,26 @@ def show(runs: str, index: str | Path, descriptor: str | None = None, cases: Seq
 
     sel = selection(descriptor, cases, since)
     data = load(index, sel)
-    rows: list[queries.HeadroomRow] = data["headroom"]
+    rows: list[queries.MarginRow] = data["margins"]
     display(Markdown(f"## Parity history of {descriptor or 'every descriptor'}\n\nRuns from `{runs}`; "
                      f"{data['series']['run'].nunique() if not data['series'].empty else 0} runs shown. "
                      "Vertical lines: a new release (blue), a new golden or calibration record (orange)."))
     losing = [r for r in rows if r.flag or r.shrinking]
-    display(Markdown(f"### Losing headroom ({len(losing)})"))
+    display(Markdown(f"### Losing margin ({len(losing)})"))
     if losing:
-        display(headroom_table(losing))
+        display(margin_table(losing))
     shown = data["series"][["case", "check"]].drop_duplicates() if not data["series"].empty else pd.DataFrame()
     for case, check in shown.itertuples(index=False):
         steps = {r.bucket: r.step_run for r in rows if r.case == case and r.check == check and r.step_run}
         fig = case_plot(data["series"], case, data["changes"], steps, check)
         display(fig)
         plt.close(fig)
-    display(Markdown("### Headroom of every case and bucket"))
-    display(headroom_table(rows))
+    display(Markdown("### Margin (bound - largest error) of every case and bucket"))
+    display(margin_table(rows))
     if data["changes"]:
         display(Markdown("### Releases and baselines changed"))
         display(pd.DataFrame(data["changes"]))
     display(Markdown(f"### Not read, or not trusted ({len(data['lines'])})"))
     for line in data["lines"]:
         print(f"{line['kind']}: {line['text']}")
-    return {"headroom": [r.to_dict() for r in rows], "lines": data["lines"], "changes": data["changes"]}
+    return {"margins": [r.to_dict() for r in rows], "lines": data["lines"], "changes": data["changes"]}

@@ -72,10 +72,10 @@ def budget(rate: float | None, drift_cases: Sequence[str]) -> Budget:
     return Budget(float(rate), cases, True)
 
 
-def left_out_headroom(record: CalibrationRecord) -> list[float]:
-    """Each distinct clean sample of ``record``, left out in turn: its headroom (``rules.ratio``: largest error /
-    bound) against the bounds the others give by the record's rule (a ratio above 1 is a clean variant the bounds
-    would have failed). A sample whose others are too few for the rule is not tried."""
+def left_out(record: CalibrationRecord) -> list[list[tuple[str, int, float, float]]]:
+    """Each distinct clean sample of ``record``, left out in turn: its prompts' (id, bucket, error, bound), each
+    bound the one the others give its bucket by the record's rule. A sample whose others are too few for the rule
+    is not tried."""
     unique = distinct(record.samples)
     buckets = {p: v["bucket"] for p, v in record.prompts.items()}
     dtype = record.noise_class.get("dtype", "bfloat16")
@@ -85,15 +85,19 @@ def left_out_headroom(record: CalibrationRecord) -> list[float]:
         if len(others) < MIN_SAMPLES:
             continue
         bounds = bucket_bounds(prompt_ranges(others, buckets), len(others), dtype, record.rule["name"])
-        out.append(max(rules.ratio(s.errors[p], bounds[str(b)]["bound"]) for p, b in buckets.items()))
+        out.append([(p, b, s.errors[p], bounds[str(b)]["bound"]) for p, b in buckets.items()])
     return out
 
 
 def bounds_left_out(records: Sequence[CalibrationRecord]) -> tuple[int, int]:
     """``(failed, tried)``: how many of the records' clean variants, each left out in turn, some prompt's bound
-    of the others would fail, of how many tried: the per-prompt bounds' measured false failures."""
-    ratios = [r for record in records for r in left_out_headroom(record)]
-    return sum(r > 1 for r in ratios), len(ratios)
+    of the others would fail, of how many tried: the per-prompt bounds' measured false failures. Each prompt is
+    judged as the gate judges a recorded error (``rules.judged_error``: past its bound by ``rules.past``, or
+    unscorable), so a change to the bound rule moves this figure with the verdict."""
+    tried = [sample for record in records for sample in left_out(record)]
+    failed = sum(any(rules.judged_error(p, b, err, bound) is not None for p, b, err, bound in sample)
+                 for sample in tried)
+    return failed, len(tried)
 
 
 def percent(p: float) -> str:

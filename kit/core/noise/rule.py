@@ -64,8 +64,9 @@ def spread_factor(n_distinct: int) -> float:
 def round_up(x: float, digits: int = 2) -> float:
     """``x`` rounded up to ``digits`` significant digits (0.01234 -> 0.013).
 
-    The real gate's rule rounds to one digit; at these error sizes that adds up to 100 % of headroom at
-    random (0.0110 -> 0.02), which the fault catalogue showed lets small systematic faults through."""
+    The real gate's rule rounds to one digit; at these error sizes that widens a bound by up to 100 % at random
+    (0.0110 -> 0.02), a margin (bound - error) no clean run needed, which the fault catalogue showed lets small
+    systematic faults through."""
     if x <= 0:
         return 0.0
     scale = 10 ** (math.floor(math.log10(x)) - digits + 1)

@@ -140,7 +140,7 @@ def past(max_err: float, bound: float) -> bool:
 
 def margin(max_err: float, bound: float) -> float:
     """How far an error is inside its bound, in probability: bound - error, negative past it (NaN for an unscorable
-    error). What a reader shows as a margin (the summary's case table, the history's bound - error)."""
+    error). What a reader shows as a margin (the summary's case table, the history's margin table)."""
     return bound - max_err
 
 

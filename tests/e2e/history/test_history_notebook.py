@@ -1,6 +1,6 @@
 """`parity-kit history` end to end: over a few run directories (one of them older than this kit reads, one whose
 result.json disagrees with its case files) it renders the history notebook in the main kernel to HTML in a new
-folder, with every case's plot, the headroom table and the lines about what it did not read or trust."""
+folder, with every case's plot, the margin table and the lines about what it did not read or trust."""
 
 from __future__ import annotations
 
@@ -30,11 +30,11 @@ def test_history_renders_its_notebook_over_a_store(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().endswith("history.html")
     html = (out / "history.html").read_text()
-    assert "Parity history" in html and "Losing headroom" in html and "<img" in html
+    assert "Parity history" in html and "Losing margin" in html and "<img" in html
     assert "<title>every descriptor — parity history</title>" in html
     scraps = sb.read_notebook(str(out / "history.ipynb")).scraps
-    headroom = scraps["history_headroom"].data
-    assert {(r["case"], r["bucket"]) for r in headroom} == {("hf-bf16", 128), ("hf-bf16", 256)}
+    margins = scraps["history_margins"].data
+    assert {(r["case"], r["bucket"]) for r in margins} == {("hf-bf16", 128), ("hf-bf16", 256)}
     kinds = sorted(line["kind"] for line in scraps["history_lines"].data)
     assert kinds == ["skipped", "verdict"]
     assert any(c["kind"] == "release" for c in scraps["history_changes"].data)

@@ -60,6 +60,17 @@ def test_a_decode_steps_over_and_a_borrowed_bounds_judgment_follow_the_rule(monk
     assert step.over and borrowed._within_factor(0.01, 0.016) and not borrowed._within_factor(0.03, 0.016)
 
 
+def test_the_left_out_false_failures_follow_the_bound_rule(monkeypatch):
+    from kit.core.noise.falsefailure import bounds_left_out
+
+    rec = record(CLEAN)
+    failed, tried = bounds_left_out([rec])
+    assert tried == len(CLEAN) and failed < tried
+    # Past a hundredth of its bound fails: every clean variant left out is now past some prompt's bound.
+    monkeypatch.setattr(rules, "past", lambda err, bound: err > bound / 100)
+    assert bounds_left_out([rec]) == (tried, tried)
+
+
 def _score(pid: str, bucket: int, bound: float, error: float):
     from kit.core.records.records import PromptScore
 

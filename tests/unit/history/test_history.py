@@ -39,7 +39,7 @@ def test_a_gate_run_reads_into_run_case_and_bucket_rows(tmp_path):
     assert (case.triage_class, case.triage_evidence) == ("engine", "rope")
     by_bucket = {b.bucket: b for b in read.buckets}
     assert by_bucket[128].bound == BOUNDS["128"]
-    assert by_bucket[128].headroom == pytest.approx(0.02 - 0.012)
+    assert by_bucket[128].margin == pytest.approx(0.02 - 0.012)
     assert by_bucket[256].ratio == pytest.approx(0.02 / 0.03)
     assert by_bucket[128].mean_error == pytest.approx(0.008)
 
@@ -121,6 +121,37 @@ def test_the_index_reads_only_what_changed(tmp_path):
     assert history_index.update(store, rebuild=True).read == 2
 
 
+def _as_written_before_margin(path):
+    """The index at ``path`` as a kit of the format before wrote it: bound - error in a column named headroom."""
+    con = history_index.connect(path)
+    try:
+        con.execute("ALTER TABLE buckets RENAME COLUMN margin TO headroom")
+        con.execute("UPDATE meta SET value = ? WHERE key = 'format'", [history_index.PREVIOUS])
+    finally:
+        con.close()
+
+
+def test_an_index_that_named_the_margin_headroom_is_still_read_without_reading_the_runs_again(tmp_path):
+    series(tmp_path, [0.010, 0.011, 0.012])
+    store = open_store(str(tmp_path))
+    _as_written_before_margin(history_index.update(store).path)
+    kept = history_index.update(store)
+    assert kept.read == 0  # renamed in place: its rows kept, no run read again
+    found = gather(str(tmp_path))
+    [row] = [r for r in found.margins if r.bucket == 128]
+    assert found.indexed.read == 0 and row.runs == 3
+    assert row.margin == pytest.approx(0.02 - 0.012) and row.least_margin == pytest.approx(0.02 - 0.012)
+
+
+def test_the_history_margin_is_the_rules_margin(tmp_path, monkeypatch):
+    from kit.core.rules import rules
+
+    gate_run(tmp_path, "r", {"c": case_result("c", {128: [0.012]})})
+    monkeypatch.setattr(rules, "margin", lambda err, bound: bound / 2 - err)  # a rule no copy of it would follow
+    [bucket] = read_location(open_store(str(tmp_path)), "r").buckets
+    assert bucket.margin == pytest.approx(0.01 - 0.012)
+
+
 def test_a_remote_store_keeps_its_index_in_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     path = history_index.index_path(open_store("memory://bucket/runs"))
@@ -128,17 +159,17 @@ def test_a_remote_store_keeps_its_index_in_the_cache(tmp_path, monkeypatch):
     assert history_index.index_path(open_store("memory://bucket/other")) != path
 
 
-def test_headroom_shrinking_and_changes_on_the_time_axis(tmp_path):
+def test_margin_shrinking_and_changes_on_the_time_axis(tmp_path):
     # Bucket 128's error creeps towards its bound of 0.02 run after run; a release and a record change on the way.
     errors = [0.010 + 0.0008 * i for i in range(10)]
     releases = ["2.2"] * 5 + ["2.3"] * 5
     records = [RECORD] * 7 + ["s" * 64] * 3
     series(tmp_path, errors, releases=releases, records=records)
     found = gather(str(tmp_path))
-    rows = {(r.case, r.bucket): r for r in found.headroom}
+    rows = {(r.case, r.bucket): r for r in found.margins}
     creeping = rows[("hf-bf16", 128)]
     assert creeping.runs == 10 and creeping.shrinking and creeping.slope < 0
-    assert creeping.headroom == pytest.approx(0.02 - errors[-1])
+    assert creeping.margin == pytest.approx(0.02 - errors[-1])
     assert not rows[("hf-bf16", 256)].shrinking
     kinds = [(c["kind"], c["text"].split()[0]) for c in found.changes]
     assert ("release", "release") in kinds and ("baseline", "calibration") in kinds
@@ -153,7 +184,7 @@ def test_selection_by_descriptor_case_and_date(tmp_path):
     assert gather(str(tmp_path)).runs == 5
     assert gather(str(tmp_path), "other").runs == 1
     assert gather(str(tmp_path), "tiny-cpu", since="2026-11-01T14:00:00+00:00").runs == 2
-    assert {r.case for r in gather(str(tmp_path), cases=["c"]).headroom} == {"c"}
+    assert {r.case for r in gather(str(tmp_path), cases=["c"]).margins} == {"c"}
 
 
 def test_markdown_and_json_through_the_cli(tmp_path, capsys):
@@ -164,14 +195,17 @@ def test_markdown_and_json_through_the_cli(tmp_path, capsys):
     assert "| hf-bf16 | 128 | 3 |" in out and "skipped:" in out and "old/manifest.json" in out
     assert main(["history", "--runs", str(tmp_path), "--json", "--case", "hf-bf16"]) == ExitCode.PASSED
     doc = json.loads(capsys.readouterr().out)
-    assert doc["runs"] == 3 and {r["bucket"] for r in doc["headroom"]} == {128, 256}
+    assert doc["runs"] == 3 and {r["bucket"] for r in doc["margins"]} == {128, 256}
+    [row] = [r for r in doc["margins"] if r["bucket"] == 128]
+    assert row["margin"] == pytest.approx(row["bound"] - row["max_error"]) and "least_margin" in row
+    assert "headroom" not in row and "headroom" not in doc  # headroom is error / bound in the kit, not this
     assert [line["kind"] for line in doc["lines"]] == ["skipped"]
 
 
 def test_markdown_names_the_flag_column(tmp_path):
     series(tmp_path, [0.010, 0.012])
     text = markdown(gather(str(tmp_path)))
-    assert "| flag |" in text and "losing headroom" in text
+    assert "| flag |" in text and "losing margin" in text
 
 
 @pytest.mark.parametrize("where, said", [
@@ -217,7 +251,7 @@ def test_a_step_up_is_flagged_with_its_run_and_release(tmp_path):
     # still under the bound of 0.02 (kit.history.changepoint finds the step; its own tests say how well).
     errors = [0.010 + j for j in JITTER] + [0.016 + j for j in JITTER[:4]]
     runs = series(tmp_path, errors, releases=["2.2"] * 10 + ["2.3"] * 4)
-    rows = {(r.case, r.bucket): r for r in gather(str(tmp_path)).headroom}
+    rows = {(r.case, r.bucket): r for r in gather(str(tmp_path)).margins}
     flagged = rows[("hf-bf16", 128)]
     assert flagged.flag is not None and flagged.flag.startswith("error stepped up from 0.01")
     assert flagged.flag.endswith(f"at release 2.3 / run {runs[10].name}")
@@ -229,7 +263,7 @@ def test_a_step_up_is_flagged_with_its_run_and_release(tmp_path):
 def test_the_run_that_completes_a_step_says_so(tmp_path):
     errors = [0.010 + j for j in JITTER] + [0.016 + j for j in JITTER[:3]]
     found = gather(str(series(tmp_path, errors)[0].parent))
-    flagged = next(r for r in found.headroom if r.bucket == 128)
+    flagged = next(r for r in found.margins if r.bucket == 128)
     # The third run after the step is where a step this clear becomes significant (min_segment 3).
     assert flagged.flag is not None and flagged.new_step and "(new with the last run)" in markdown(found)
     assert found.to_dict()["new_steps"] == [{"case": "hf-bf16", "check": "first-token", "bucket": 128,
@@ -239,7 +273,7 @@ def test_the_run_that_completes_a_step_says_so(tmp_path):
 def test_a_step_down_is_no_flag(tmp_path):
     errors = [0.016 + j for j in JITTER] + [0.010 + j for j in JITTER[:4]]
     series(tmp_path, errors)
-    assert all(r.flag is None for r in gather(str(tmp_path)).headroom)
+    assert all(r.flag is None for r in gather(str(tmp_path)).margins)
 
 
 def test_a_store_behind_a_url_is_read_through_fsspec_and_indexed_in_the_cache(tmp_path, monkeypatch):
@@ -280,7 +314,7 @@ def test_a_run_whose_errors_no_gate_writes_is_one_line_and_the_others_are_shown(
     bad = gate_run(tmp_path, "bad", {"hf-bf16": doc}, started=at)
     assert main(["history", "--runs", str(tmp_path), "--json"]) == ExitCode.PASSED
     shown = json.loads(capsys.readouterr().out)
-    assert shown["runs"] == 4 and {r["runs"] for r in shown["headroom"] if r["bucket"] == 128} == {3}
+    assert shown["runs"] == 4 and {r["runs"] for r in shown["margins"] if r["bucket"] == 128} == {3}
     [line] = [line["text"] for line in shown["lines"] if line["kind"] == "skipped"]
     assert str(bad / rundir.CASES / "hf-bf16.json") in line and "case left out" in line and "\n" not in line
     assert "expected a probability difference" in line

@@ -25,7 +25,7 @@ def test_a_decode_case_reads_into_a_row_of_its_worst_step_per_bucket(tmp_path):
     step = rows[(DECODE, 128)]
     # Step 3's 0.005 under its own 0.006 is the worst, not step 1's 0.004 under 0.02.
     assert (step.max_error, step.bound, step.prompts) == (0.005, STEP_BOUNDS["3"], 2)
-    assert step.ratio == pytest.approx(0.005 / 0.006) and step.headroom == pytest.approx(0.001)
+    assert step.ratio == pytest.approx(0.005 / 0.006) and step.margin == pytest.approx(0.001)
     assert step.mean_error is None
 
 
@@ -34,7 +34,7 @@ def test_a_step_creeping_toward_its_bound_is_flagged_in_the_decode_series(tmp_pa
     step_3 = [0.0025 + j for j in JITTER] + [0.0045 + j for j in JITTER[:4]]
     runs = decode_series(tmp_path, step_3)
     found = gather(str(tmp_path))
-    rows = {(r.series, r.bucket): r for r in found.headroom}
+    rows = {(r.series, r.bucket): r for r in found.margins}
     creeping = rows[("hf-bf16-decode decode", 128)]
     assert creeping.check == DECODE and creeping.runs == 14
     assert creeping.flag is not None
@@ -58,9 +58,9 @@ def test_the_history_notebook_plots_the_decode_series_apart_with_its_step_marked
     decode_series(tmp_path, step_3)
     found = gather(str(tmp_path))
     data = view.load(found.index, found.selection)
-    assert set(view.headroom_table(data["headroom"]).index) >= {("hf-bf16-decode decode", 128),
+    assert set(view.margin_table(data["margins"]).index) >= {("hf-bf16-decode decode", 128),
                                                                  ("hf-bf16-decode", 128)}
-    steps = {r.bucket: r.step_run for r in data["headroom"] if r.check == DECODE and r.step_run}
+    steps = {r.bucket: r.step_run for r in data["margins"] if r.check == DECODE and r.step_run}
     fig = view.case_plot(data["series"], "hf-bf16-decode", data["changes"], steps, DECODE)
     [ax] = fig.axes
     assert ax.get_title() == "hf-bf16-decode decode, bucket 128"  # the one bucket continued
