@@ -41,7 +41,7 @@ from kit.core.records.fixture import Prompt
 from kit.core.records.jsonio import sha256_file, write_json
 from kit.core.records.phases import with_executor_phases
 from kit.core.records.records import ERROR, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseResult
-from kit.core.noise.power import judged_by_power
+from kit.core.verdict.detectable import judged_by_power
 from kit.core.records.results import load_case_result, now_iso, save_case_result
 from kit.core.verdict.scoring import bound_for
 from kit.core.records.spec import CaseSpec

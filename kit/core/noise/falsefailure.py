@@ -30,6 +30,7 @@ from typing import Mapping, Sequence
 from kit.core.noise import special
 from kit.core.noise.calibration import (DRIFT_ALPHA, MIN_SAMPLES, CalibrationRecord, bucket_bounds, distinct,
                                         prompt_ranges)
+from kit.core.verdict import rules
 
 # Without a stated rate, each drift test keeps the 0.1 % its record was reviewed with (DRIFT_ALPHA), until the
 # gate's sum would pass 1 %: a descriptor of more than ten drift cases splits the 1 % instead.
@@ -84,7 +85,7 @@ def left_out_headroom(record: CalibrationRecord) -> list[float]:
         if len(others) < MIN_SAMPLES:
             continue
         bounds = bucket_bounds(prompt_ranges(others, buckets), len(others), dtype, record.rule["name"])
-        out.append(max(s.errors[p] / bounds[str(b)]["bound"] for p, b in buckets.items()))
+        out.append(max(rules.ratio(s.errors[p], bounds[str(b)]["bound"]) for p, b in buckets.items()))
     return out
 
 
@@ -92,7 +93,7 @@ def bounds_left_out(records: Sequence[CalibrationRecord]) -> tuple[int, int]:
     """``(failed, tried)``: how many of the records' clean variants, each left out in turn, some prompt's bound
     of the others would fail, of how many tried: the per-prompt bounds' measured false failures."""
     ratios = [r for record in records for r in left_out_headroom(record)]
-    return sum(r > 1 for r in ratios), len(ratios)
+    return sum(rules.past(r, 1.0) for r in ratios), len(ratios)
 
 
 def percent(p: float) -> str:

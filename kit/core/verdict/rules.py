@@ -39,7 +39,7 @@ from kit.core.verdict.failure import WINNER_GAP_FACTOR, Failure, Kind, divergenc
 Top = Sequence[tuple[int, float]]
 
 __all__ = ["WINNER_GAP_FACTOR", "Divergence", "bound_for", "decode_short", "divergence", "drift", "exact",
-           "judged_error", "margin", "missing_tokens", "near_tie", "non_finite", "over_bound", "past", "ratio",
+           "judged_error", "margin", "missing_tokens", "near_tie", "non_finite", "over_bound", "past", "past_limit", "ratio",
            "recorded", "repeat", "step_bound", "winner"]
 
 
@@ -70,6 +70,13 @@ def past(max_err: float, bound: float) -> bool:
     is past its bound (the gate, power's trials, the backtest, borrowed bounds, the history, the summary) asks
     here, so a change to the rule reaches all of them."""
     return max_err > bound
+
+
+def past_limit(detects_from: float, limit: float) -> bool:
+    """Power's rule: whether a case that detects faults only from ``detects_from`` x its clean error sees less than
+    its descriptor asks (``limit`` x, strictly above it), so that its pass cannot be claimed
+    (kit.core.verdict.detectable)."""
+    return detects_from > limit
 
 
 def margin(max_err: float, bound: float) -> float:
