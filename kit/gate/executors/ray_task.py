@@ -116,7 +116,7 @@ def verdict_before_restart(cases: Path, spec: CaseSpec, expected: Expected | Non
     lost = CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error_kind=outcomes.WORKER_LOST,
                       error=f"its Ray worker died on attempt {earlier}; Ray restarted the task")
     path = rundir.case_file(cases, spec.name)
-    judged = verdict_written(lost, path, started, spec, expected)
+    judged = verdict_written(lost, cases, started, spec, expected)
     if judged.status != FAILED:
         return None
     judged = dataclasses.replace(
