@@ -64,9 +64,8 @@ def _is_bound(node: ast.AST, local: set[str]) -> bool:
         return False
     if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.IfExp, ast.BoolOp, ast.Subscript, ast.Attribute,
                          ast.GeneratorExp, ast.ListComp, ast.Starred)):
-        return any(_is_bound(child, local) for child in ast.iter_child_nodes(node)
-                   if not isinstance(child, (ast.expr_context, ast.comprehension)) or isinstance(child, ast.comprehension)
-                   and _is_bound(child.iter, local))
+        return any(_is_bound(child.iter if isinstance(child, ast.comprehension) else child, local)
+                   for child in ast.iter_child_nodes(node) if not isinstance(child, ast.expr_context))
     return False
 
 

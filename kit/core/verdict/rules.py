@@ -39,8 +39,8 @@ from kit.core.verdict.failure import WINNER_GAP_FACTOR, Failure, Kind, divergenc
 Top = Sequence[tuple[int, float]]
 
 __all__ = ["WINNER_GAP_FACTOR", "Divergence", "bound_for", "decode_short", "divergence", "drift", "exact",
-           "judged_error", "margin", "missing_tokens", "near_tie", "non_finite", "over_bound", "past", "past_limit", "ratio",
-           "recorded", "repeat", "step_bound", "winner"]
+           "judged_error", "margin", "missing_tokens", "near_tie", "non_finite", "over_bound", "past", "past_limit",
+           "ratio", "recorded", "repeat", "step_bound", "winner"]
 
 
 def bound_for(bucket: int, bound: float | None, bucket_bounds: Mapping[str, float]) -> float | None:
