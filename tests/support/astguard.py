@@ -19,7 +19,8 @@ KIT = Path(__file__).resolve().parents[2] / "kit"
 def kit_modules() -> Iterator[tuple[str, str, str]]:
     """(module, path relative to kit/, source) of every module of the kit."""
     for path in sorted(KIT.rglob("*.py")):
-        module = ".".join(path.relative_to(KIT.parent).with_suffix("").parts)
+        parts = path.relative_to(KIT.parent).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         yield module, path.relative_to(KIT).as_posix(), path.read_text(encoding="utf-8")
 
 
@@ -78,12 +79,21 @@ def derived(scope: ast.AST, watched: Callable[[ast.AST, set[str]], bool]) -> set
             pairs.append((node.target, node.iter))
         elif isinstance(node, ast.withitem) and node.optional_vars is not None:
             pairs.append((node.optional_vars, node.context_expr))
+    pairs = [pair for target, value in pairs for pair in _unpacked(target, value)]
     while True:
         more = {t.id for target, value in pairs for t in _bound_names(target)
                 if t.id not in found and watched(value, found)}
         if not more:
             return found
         found |= more
+
+
+def _unpacked(target: ast.AST, value: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
+    """``a, b = x, y`` as ``a = x`` and ``b = y``; any other assignment as it is."""
+    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) and \
+            len(target.elts) == len(value.elts) and not any(isinstance(e, ast.Starred) for e in target.elts):
+        return [p for t, v in zip(target.elts, value.elts) for p in _unpacked(t, v)]
+    return [(target, value)]
 
 
 def _bound_names(target: ast.AST) -> list[ast.Name]:
