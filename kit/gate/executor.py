@@ -52,7 +52,7 @@ from kit.descriptor.plan import Plan, outline, resolve
 from kit.gate import resume
 from kit.gate.executors import DEFAULT, Executor, GateRun, RunProgress, Share, executors
 from kit.gate.preflight import Inputs, check_inputs
-from kit.run import compilecache, devices, lifecycle, runlock
+from kit.run import compilecache, devices, lifecycle
 from kit.run.devices import DevicePool, Gpu, Inventory, Request, Slots, Unavailable, WaitStopped
 from kit.run.notebook import describe_failure, run_notebook, stop_all, stopping
 from kit.core.records.records import EXACT
@@ -210,16 +210,9 @@ def custom_notebooks(specs: Sequence[CaseSpec]) -> dict[str, dict]:
 
 def _claim(plan: Plan, run_dir: Path, specs: list[CaseSpec], inputs: Inputs,
            command: Sequence[str] | None) -> GateRun:
-    claim = lambda: lifecycle.claim(run_dir, "run directory", "gate run", command,  # noqa: E731
-                                    "choose another --out, or --resume it")
-    claim()
-    lock = runlock.acquire(run_dir, command)
-    try:  # creating cases/ is the atomic claim: of two runs started at once, one gets it
-        (run_dir / "cases").mkdir()
-    except FileExistsError:
-        lock.release()
-        claim()  # the other run's files are there now: refused as any full folder is
-        raise
+    # creating cases/ is the atomic claim: of two runs started at once, one gets it
+    lock = lifecycle.claim_locked(run_dir, "run directory", "gate run", command, "choose another --out, or --resume it",
+                                  rundir.CASES)
     return GateRun(run_dir.resolve(), plan, specs, inputs, lock=lock)
 
 
@@ -227,7 +220,7 @@ def _resume(plan: Plan, run_dir: Path, specs: list[CaseSpec], inputs: Inputs,
             fingerprints: dict[str, str | None], command: Sequence[str] | None,
             selected: Sequence[str] | None = None) -> GateRun:
     resume.earlier_manifest(run_dir, plan.name)
-    lock = runlock.acquire(run_dir, command)
+    lock = lifecycle.locked(run_dir, command, "gate run")
     try:
         earlier = resume.earlier_manifest(run_dir, plan.name)  # again, now that no other run writes it
         cases_dir = run_dir / "cases"
