@@ -19,9 +19,8 @@ from kit.core.records import rundir
 from kit.core.errors import BadInput
 from kit.core.records.jsonio import canonical_bytes
 from kit.core.records.paths import display
-from kit.core.records.recordcheck import formatted, text
-from kit.core.records.resultcheck import read_shaped
-from kit.core.records.results import now_iso
+from kit.core.records.recordcheck import Wrong, formatted, text
+from kit.core.records.results import RunDir, now_iso
 
 log = logging.getLogger(__name__)
 
@@ -83,11 +82,12 @@ def _said(path: Path) -> str:
 def read_mark(run_dir: str | Path) -> BadMark | None:
     """The mark of the run in ``run_dir``, None when it has none; a damaged one is refused in one line naming the
     file and the key."""
-    path = Path(run_dir) / rundir.BAD_MARK
-    if not path.is_file():
+    run, path = RunDir.local(run_dir), Path(run_dir) / rundir.BAD_MARK
+    if not run.has(rundir.BAD_MARK):
         return None
-    def shape(doc: object) -> BadMark:
+    doc = run.read_json(rundir.BAD_MARK)
+    try:
         d = formatted(doc, KEYS, FORMAT)
         return BadMark(text(d["reason"], "reason"), text(d["marked_at"], "marked_at"), path)
-
-    return read_shaped(path, "bad mark", shape)
+    except Wrong as wrong:
+        raise BadInput(f"{display(path)}: malformed bad mark: {wrong.text}") from None

@@ -44,11 +44,13 @@ def markdown_report(folder: str | Path) -> str:
     stopped before it wrote them (a kill) is shown from its record, which holds every finished step; a record or
     text that is damaged is refused in one line naming the file."""
     from kit.bisect.record import load_record
-    from kit.gate.report import read_text_input
+    from kit.core.records.results import RunDir
+    from kit.gate.report import utf8
 
     folder = Path(folder)
-    if not (folder / rundir.SUMMARY_MARKDOWN).is_file():
+    run = RunDir.local(folder)
+    if not run.has(rundir.SUMMARY_MARKDOWN):
         return summary_markdown(load_record(folder))
-    parts = [read_text_input(folder / name).rstrip() for name in (rundir.EVIDENCE, rundir.SUMMARY_MARKDOWN)
-             if (folder / name).is_file()]
+    parts = [utf8(data, folder / name).rstrip() for name in (rundir.EVIDENCE, rundir.SUMMARY_MARKDOWN)
+             if (data := run.read_bytes(name)) is not None]
     return "\n\n".join(parts) + "\n"

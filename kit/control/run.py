@@ -91,15 +91,17 @@ def _run_control(descriptor: str | Path | LoadedDescriptor, out: str | Path | No
         # Both releases' preflights first: a refusal leaves no directory behind to block the corrected retry.
         checked = {name: check_run(desc, only, release=name) for name in (current, candidate)}
         control_dir = lifecycle.claim(out or default_control_dir(desc), "control directory", "control run", command)
-        log.log(NOTICE, f"control [bold]{desc.name}[/]: today's pin [bold]{current}[/] against "
-                        f"candidate [bold]{candidate}[/] -> {control_dir}", extra=MARKUP)
-        started = now_iso()
-        with GateSession(command, jobs) as session:  # both runs side by side; a stop finishes both as stopped
-            for name, pre in checked.items():
-                session.start(pre, control_dir / name, None, name)
-            session.execute()
-            runs = session.finish(summary=False)
-        return finish_control(checked[current].plan, control_dir, runs, command, started, summary)
+        # Held until its records are written: a second control into the folder is refused naming this one.
+        with lifecycle.locked(control_dir, command, "control run"):
+            log.log(NOTICE, f"control [bold]{desc.name}[/]: today's pin [bold]{current}[/] against "
+                            f"candidate [bold]{candidate}[/] -> {control_dir}", extra=MARKUP)
+            started = now_iso()
+            with GateSession(command, jobs) as session:  # both runs side by side; a stop finishes both as stopped
+                for name, pre in checked.items():
+                    session.start(pre, control_dir / name, None, name)
+                session.execute()
+                runs = session.finish(summary=False)
+            return finish_control(checked[current].plan, control_dir, runs, command, started, summary)
 
 
 def finish_control(plan: Plan, control_dir: Path, runs: list[GateRun], command: Sequence[str],

@@ -23,6 +23,7 @@ from kit.core.model.modelconfig import hf_config
 from kit.core.model.modeldigest import model_digest
 from kit.faults.catalogue import CATALOGUE, fault, faulted
 from kit.faults.checkpoint import write_checkpoint
+from kit.run import lifecycle
 from kit.run.output import NOTICE
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,8 @@ def inject(name: str, magnitude: float, model: str | Path, out: str | Path) -> P
     if Path(out).resolve().is_relative_to(model.resolve()):  # the copy would change the model a descriptor pins
         raise BadInput(f"--out {paths.display(Path(out))} lies inside the model folder {paths.display(model)}; "
                        "write the faulted copy elsewhere")
-    target = paths.claim_empty_dir(out, "--out", "fault injection")
+    # Claimed, not locked: the copy is a model folder, whose digest covers every file in it (a lock file too).
+    target = lifecycle.claim(out, "--out", "fault injection")
     try:
         checkpoint = faulted(f, magnitude, model)
     except (KeyError, IndexError) as exc:

@@ -41,8 +41,8 @@ from kit.core.records.fixture import Prompt
 from kit.core.records.jsonio import sha256_file, write_json
 from kit.core.records.phases import with_executor_phases
 from kit.core.records.records import ERROR, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseResult
-from kit.core.noise.power import judged_by_power
-from kit.core.records.results import load_case_result, now_iso, save_case_result
+from kit.core.verdict.detectable import judged_by_power
+from kit.core.records.results import kernel_result, now_iso, save_case_result
 from kit.core.verdict.scoring import bound_for
 from kit.core.records.spec import CaseSpec
 from kit.descriptor.host import Host, hardware_record
@@ -52,7 +52,7 @@ from kit.descriptor.plan import Plan, outline, resolve
 from kit.gate import resume
 from kit.gate.executors import DEFAULT, Executor, GateRun, RunProgress, Share, executors
 from kit.gate.preflight import Inputs, check_inputs
-from kit.run import compilecache, devices, lifecycle, runlock
+from kit.run import compilecache, devices, lifecycle
 from kit.run.devices import DevicePool, Gpu, Inventory, Request, Slots, Unavailable, WaitStopped
 from kit.run.notebook import describe_failure, run_notebook, stop_all, stopping
 from kit.core.records.records import EXACT
@@ -210,16 +210,9 @@ def custom_notebooks(specs: Sequence[CaseSpec]) -> dict[str, dict]:
 
 def _claim(plan: Plan, run_dir: Path, specs: list[CaseSpec], inputs: Inputs,
            command: Sequence[str] | None) -> GateRun:
-    claim = lambda: lifecycle.claim(run_dir, "run directory", "gate run", command,  # noqa: E731
-                                    "choose another --out, or --resume it")
-    claim()
-    lock = runlock.acquire(run_dir, command)
-    try:  # creating cases/ is the atomic claim: of two runs started at once, one gets it
-        (run_dir / "cases").mkdir()
-    except FileExistsError:
-        lock.release()
-        claim()  # the other run's files are there now: refused as any full folder is
-        raise
+    # creating cases/ is the atomic claim: of two runs started at once, one gets it
+    lock = lifecycle.claim_locked(run_dir, "run directory", "gate run", command, "choose another --out, or --resume it",
+                                  rundir.CASES)
     return GateRun(run_dir.resolve(), plan, specs, inputs, lock=lock)
 
 
@@ -227,7 +220,7 @@ def _resume(plan: Plan, run_dir: Path, specs: list[CaseSpec], inputs: Inputs,
             fingerprints: dict[str, str | None], command: Sequence[str] | None,
             selected: Sequence[str] | None = None) -> GateRun:
     resume.earlier_manifest(run_dir, plan.name)
-    lock = runlock.acquire(run_dir, command)
+    lock = lifecycle.locked(run_dir, command, "gate run")
     try:
         earlier = resume.earlier_manifest(run_dir, plan.name)  # again, now that no other run writes it
         cases_dir = run_dir / "cases"
@@ -355,8 +348,8 @@ def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = No
     elif outcome.killed_by:
         result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error_kind=outcomes.INTERRUPTED,
                             error=f"interrupted; its kernel was killed; partial notebook {shown}")
-    elif outcome.error is None and result_path.is_file():
-        result = checked(load_case_result(result_path), spec, expected)
+    elif outcome.error is None and (written := kernel_result(cases_dir, spec.name)) is not None:
+        result = checked(written, spec, expected)
     elif outcome.kind == outcomes.NO_BASELINE:  # the kernel found hardware the plan did not (kit.core.errors)
         result = CaseResult(case=spec.name, backend=spec.backend, status=NO_BASELINE, golden_kind=spec.golden_kind,
                             error=outcome.message, remedy=make_command(Path(spec.descriptor), spec.name),
@@ -366,7 +359,7 @@ def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = No
         result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR,
                             error_kind=outcome.kind or outcomes.CASE_ERROR, error=f"{error}; partial notebook {shown}")
     if result.status in (ERROR, TIMEOUT):
-        result = verdict_written(result, result_path, launched, spec, expected)
+        result = verdict_written(result, cases_dir, launched, spec, expected)
     # What the executor alone knows of the case, added to what its kernel wrote.
     result = dataclasses.replace(
         result, log_tail=outcome.log_tail, notebook=str(notebook), started_at=result.started_at or started,
@@ -376,7 +369,7 @@ def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = No
     return saved(result, result_path)
 
 
-def verdict_written(unfinished: CaseResult, result_path: Path, launched: float, spec: CaseSpec,
+def verdict_written(unfinished: CaseResult, cases_dir: Path, launched: float, spec: CaseSpec,
                     expected: Expected | None) -> CaseResult:
     """A failed verdict the case's kernel wrote in this attempt, kept whatever happened to its process afterwards:
     a numeric failure is the engine's answer, and reading it as a dead kernel would retry it until it passes. Its
@@ -384,12 +377,10 @@ def verdict_written(unfinished: CaseResult, result_path: Path, launched: float, 
     one, a pass followed by a crash) leaves ``unfinished`` as it is: a pass is only a pass when the notebook
     finished."""
     try:
-        if not result_path.is_file() or result_path.stat().st_mtime < launched - 1:
-            return unfinished
-        written = load_case_result(result_path)
+        written = kernel_result(cases_dir, spec.name, written_since=launched - 1)
     except (OSError, ParityKitError, ValueError, KeyError, TypeError):  # damaged: the executor's account stands
         return unfinished
-    if written.status != FAILED:
+    if written is None or written.status != FAILED:
         return unfinished
     judged = checked(written, spec, expected)
     if judged.status != FAILED:
@@ -537,8 +528,8 @@ def record(cases_dir: Path, result: CaseResult, expected: Expected | None = None
     path = rundir.case_file(cases_dir, result.case)
     if path.is_file():
         try:
-            done = load_case_result(path)
-        except (OSError, ValueError, TypeError):
+            done = kernel_result(cases_dir, result.case)
+        except (OSError, ParityKitError, ValueError, TypeError):
             done = None
         if done is not None and done.status in (PASSED, FAILED) and (
                 expected is None or coverage_problem(done, expected) is None):

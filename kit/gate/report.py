@@ -382,10 +382,11 @@ def markdown_report(run_dir: str | Path) -> str:
     """evidence.md plus, per run, a compact case table and the summary's figures (linked by paths
     relative to ``run_dir``, so they show once the folder is uploaded next to the comment). A damaged record
     (or one an older kit wrote without what this one reads) is refused in one line naming its file."""
-    from kit.core.records.results import read_run
+    from kit.core.records.results import RunDir, read_run
 
     run_dir = Path(run_dir)
-    evidence = read_text_input(run_dir / rundir.EVIDENCE) if (run_dir / rundir.EVIDENCE).is_file() else ""
+    written = RunDir.local(run_dir).read_bytes(rundir.EVIDENCE)
+    evidence = utf8(written, run_dir / rundir.EVIDENCE) if written is not None else ""
     if (run_dir / rundir.CONTROL).is_file():
         views = [read_run(folder) for folder in rundir.control_run_dirs(run_dir)]
     else:
@@ -404,7 +405,11 @@ def markdown_report(run_dir: str | Path) -> str:
 
 def read_text_input(path: Path) -> str:
     """A text file of a run (evidence.md) as UTF-8, or one line saying where it is not."""
-    data = read_input_bytes(path, paths.display(path))
+    return utf8(read_input_bytes(path, paths.display(path)), path)
+
+
+def utf8(data: bytes, path: Path) -> str:
+    """A text file's bytes (read from ``path``) as UTF-8, or one line saying where they are not."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

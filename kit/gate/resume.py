@@ -35,7 +35,7 @@ from kit.core.records import rundir
 from kit.core.verdict.coverage import Expected, coverage_problem, rejudged
 from kit.core.errors import BadInput
 from kit.core.records.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
-from kit.core.records.results import RunDir, load_case_result
+from kit.core.records.results import RunDir, kernel_result
 from kit.core.records.spec import CaseSpec
 from kit.descriptor.plan import Outline
 
@@ -137,13 +137,12 @@ def plan(cases_dir: Path, specs: Sequence[CaseSpec], fixture_sha256: str, golden
 def _assess(cases_dir: Path, spec: CaseSpec, fixture: str, golden: str, fp_now: str | None,
             fp_then: str | None, expected: Expected | None) -> tuple[CaseResult | None, str | None]:
     """The earlier result (None if there is none to read) and why it cannot be reused (None: it can)."""
-    path = rundir.case_file(cases_dir, spec.name)
-    if not path.is_file():
-        return None, "no earlier result"
     try:
-        old = load_case_result(path)
-    except (OSError, ValueError, TypeError, KeyError) as exc:
+        old = kernel_result(cases_dir, spec.name)
+    except (OSError, BadInput, ValueError, TypeError, KeyError) as exc:
         return None, f"its earlier result is unreadable ({type(exc).__name__})"
+    if old is None:
+        return None, "no earlier result"
     if old.status not in (PASSED, FAILED):
         return old, f"its earlier attempt ended with {old.status}"
     broken = _notebook_problem(rundir.case_file(cases_dir, spec.name, rundir.CASE_NOTEBOOK))

@@ -18,8 +18,10 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from kit.core.errors import BadInput
 from kit.core.records import paths, rundir
-from kit.core.records.jsonio import read_json, write_json
+from kit.core.records.results import RunDir
+from kit.core.records.jsonio import write_json
 
 log = logging.getLogger(__name__)
 
@@ -84,12 +86,13 @@ def write_steps(run_dir: Path, steps: list[Stepped]) -> None:
 
 def read_steps(run_dir: Path) -> list[Stepped]:
     """The steps a run recorded (none when it recorded none, or the file is not as written)."""
-    path = Path(run_dir) / rundir.TREND
-    if not path.is_file():
+    run, path = RunDir.local(run_dir), Path(run_dir) / rundir.TREND
+    if not run.has(rundir.TREND):
         return []
     try:
-        return [Stepped(str(s["case"]), int(s["bucket"]), str(s["flag"])) for s in read_json(path)["steps"]]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        steps = run.read_json(rundir.TREND)["steps"]
+        return [Stepped(str(s["case"]), int(s["bucket"]), str(s["flag"])) for s in steps]
+    except (BadInput, ValueError, KeyError, TypeError) as exc:
         log.warning(f"{paths.display(path)}: not read ({exc})")
         return []
 

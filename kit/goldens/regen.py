@@ -28,7 +28,7 @@ from kit.descriptor.plan import calibration_lists, outline
 from kit.gate.session import gate_once
 from kit.goldens.make import make_golden_document
 from kit.goldens.recalibrate import Recalibrated, place, recalibrate, stale_cases
-from kit.run import output
+from kit.run import lifecycle, output
 from kit.run.output import MARKUP, NOTICE
 from kit.core.records.records import SEMANTIC
 
@@ -83,44 +83,44 @@ def regen_golden(descriptor: str | Path, kind: str = SEMANTIC, release: str | No
         raise BadInput(f"{paths.display(stated.path)}: no case uses the {kind} golden; nothing could check a new one")
     old = load_golden(stated.goldens[kind].files[0])  # a semantic entry names one file
     command = list(command or ["parity-kit", "golden", "regen", str(descriptor)])
-    work_dir = paths.claim_empty_dir(out or rundir.new_run_dir("regen", stated.name), "regen directory",
-                                     "golden regeneration")
+    work_dir = lifecycle.claim(out or rundir.new_run_dir("regen", stated.name), "regen directory",
+                               "golden regeneration", command)
+    with lifecycle.owned(work_dir, command, "golden regeneration"):
+        log.log(NOTICE, f"making a new {kind} golden from {paths.display(stated.model.path)} "
+                        f"(hf float32, top-{old.top_k}) -> {work_dir}", extra=MARKUP)
+        # A decode golden is remade with continuations as long as the old one's, so its cases still find them.
+        doc, fixture = make_golden_document(stated.model.path, stated.fixture,
+                                            SEMANTIC, old.top_k, command, decode=old.decode_steps)
+        name = golden_filename(fixture, stated.model.path.name, doc["model_digest"], SEMANTIC,
+                               decode_steps=old.decode_steps)
+        new_path = write_golden(work_dir / name, doc)
+        new = load_golden(new_path)
+        diff = diff_goldens(old, new)
 
-    log.log(NOTICE, f"making a new {kind} golden from {paths.display(stated.model.path)} "
-                    f"(hf float32, top-{old.top_k}) -> {work_dir}", extra=MARKUP)
-    # A decode golden is remade with continuations as long as the old one's, so its cases still find them.
-    doc, fixture = make_golden_document(stated.model.path, stated.fixture,
-                                        SEMANTIC, old.top_k, command, decode=old.decode_steps)
-    name = golden_filename(fixture, stated.model.path.name, doc["model_digest"], SEMANTIC,
-                           decode_steps=old.decode_steps)
-    new_path = write_golden(work_dir / name, doc)
-    new = load_golden(new_path)
-    diff = diff_goldens(old, new)
+        checked = with_golden(desc, kind, new_path)
+        recalibrated = recalibrate(checked, stale_cases(calibration_lists(desc, cases), new.sha256), work_dir, command)
+        checked = with_records(checked, {n: r.record for n, r in recalibrated.items() if r.record is not None})
+        unmeasured = [n for n, r in recalibrated.items() if r.record is None]  # no bound to check them with
+        checking = [n for n in cases if n not in unmeasured]
+        backends: dict[str, list[str]] = {}
+        for n in unmeasured:
+            backends.setdefault(stated.cases[n].backend, []).append(n)
+        if checking:
+            log.log(NOTICE, f"checking it with {len(checking)} cases: {', '.join(checking)}", extra=MARKUP)
+            run = gate_once(checked, work_dir / "check", checking, release, command, jobs, summary=False)
+            for spec in run.specs:
+                r = run.results.get(spec.name)
+                backends.setdefault(spec.backend, [])
+                if r is None or r.status != PASSED:
+                    backends[spec.backend].append(spec.name)
 
-    checked = with_golden(desc, kind, new_path)
-    recalibrated = recalibrate(checked, stale_cases(calibration_lists(desc, cases), new.sha256), work_dir, command)
-    checked = with_records(checked, {n: r.record for n, r in recalibrated.items() if r.record is not None})
-    unmeasured = [n for n, r in recalibrated.items() if r.record is None]  # no bound to check them with
-    checking = [n for n in cases if n not in unmeasured]
-    backends: dict[str, list[str]] = {}
-    for n in unmeasured:
-        backends.setdefault(stated.cases[n].backend, []).append(n)
-    if checking:
-        log.log(NOTICE, f"checking it with {len(checking)} cases: {', '.join(checking)}", extra=MARKUP)
-        run = gate_once(checked, work_dir / "check", checking, release, command, jobs, summary=False)
-        for spec in run.specs:
-            r = run.results.get(spec.name)
-            backends.setdefault(spec.backend, [])
-            if r is None or r.status != PASSED:
-                backends[spec.backend].append(spec.name)
-
-    outcome = RegenOutcome(work_dir, new_path, old.path, diff, backends, recalibrated=recalibrated)
-    if len(outcome.agreeing) >= MIN_AGREEING_BACKENDS:
-        outcome.placed = write_golden(_beside(old.path, name), doc)
-        for measured in recalibrated.values():
-            if measured.record is not None:
-                place(measured)
-    atomic_write_bytes(work_dir / rundir.REGEN_REPORT, regen_report(outcome).encode("utf-8"))
+        outcome = RegenOutcome(work_dir, new_path, old.path, diff, backends, recalibrated=recalibrated)
+        if len(outcome.agreeing) >= MIN_AGREEING_BACKENDS:
+            outcome.placed = write_golden(_beside(old.path, name), doc)
+            for measured in recalibrated.values():
+                if measured.record is not None:
+                    place(measured)
+        atomic_write_bytes(work_dir / rundir.REGEN_REPORT, regen_report(outcome).encode("utf-8"))
     return outcome
 
 

@@ -24,6 +24,7 @@ from kit.history import index as history_index
 from kit.history import queries
 from kit.history.steps import flag_rows
 from kit.core.records.store import open_store
+from kit.run import lifecycle
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +121,8 @@ def render(history: History, out: str | Path | None = None) -> History:
     new folder (``out``, or runs/history-<descriptor>-<time>); a failed cell is kept and said in one line."""
     from kit.run.notebook import run_and_render  # Jupyter's machinery: not for --markdown and --json
 
-    out_dir = paths.claim_empty_dir(out or rundir.new_run_dir("history", history.selection.name or "all",
-                                                              str(paths.runs_root())), "--out", "history")
+    out_dir = lifecycle.claim(out or rundir.new_run_dir("history", history.selection.name or "all",
+                                                        str(paths.runs_root())), "--out", "history")
     write_json(out_dir / DOCUMENT, history.to_dict())
     sel = history.selection
     params = {"runs": history.store, "index": str(history.index), "descriptor": sel.name,

@@ -23,9 +23,9 @@ from pathlib import Path
 
 from kit.core.records import rundir
 from kit.core.errors import BadInput
-from kit.core.records.jsonio import read_json, write_json
+from kit.core.records.jsonio import write_json
 from kit.core.records.paths import leads_out
-from kit.core.records.results import now_iso
+from kit.core.records.results import RunDir, now_iso
 from kit.core.records.store import RUN_MARKERS, Store, open_store
 
 log = logging.getLogger(__name__)
@@ -132,19 +132,19 @@ def publish_run(local_dir: str | Path, url: str) -> Publication:
 
 def record(local_dir: Path, publication: Publication) -> None:
     """Add ``publication`` to the run's ``published.json``: every attempt is kept, in order."""
-    path = local_dir / rundir.PUBLISHED
+    path, run = local_dir / rundir.PUBLISHED, RunDir.local(local_dir)
     earlier: list[dict] = []
-    if path.is_file():
+    if run.has(rundir.PUBLISHED):
         try:
-            earlier = list(read_json(path).get("publications", []))
-        except (OSError, ValueError, AttributeError):
+            earlier = list(run.read_json(rundir.PUBLISHED).get("publications", []))
+        except (BadInput, ValueError, AttributeError):
             log.warning("%s: unreadable, replaced by a record of this publication alone", path)
     write_json(path, {"format": FORMAT, "publications": [*earlier, asdict(publication)]})
 
 
 def publications(local_dir: str | Path) -> list[Publication]:
     """The publications ``published.json`` records for a run, oldest first (none where it has none)."""
-    path = Path(local_dir) / rundir.PUBLISHED
-    if not path.is_file():
+    run = RunDir.local(local_dir)
+    if not run.has(rundir.PUBLISHED):
         return []
-    return [Publication(**p) for p in read_json(path).get("publications", [])]
+    return [Publication(**p) for p in run.read_json(rundir.PUBLISHED).get("publications", [])]

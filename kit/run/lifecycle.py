@@ -44,6 +44,29 @@ def claimable(folder: str | Path, named: str, what: str, command: Sequence[str] 
     paths.refuse_full(folder, named, what, hint)
 
 
+def claim_locked(folder: Path, named: str, what: str, command: Sequence[str] | None, hint: str,
+                 marker: str) -> runlock.RunLock:
+    """``folder`` claimed (``claim``) and locked for a command that holds it past this call (a gate run, whose
+    session releases the lock however it ends), the claim made atomic by creating ``marker`` inside it: of two
+    commands started at once, one creates it, and the other, finding the folder full, is refused as ``claim``
+    refuses any full one."""
+    claim(folder, named, what, command, hint)
+    lock = locked(folder, command, what)
+    try:
+        (Path(folder) / marker).mkdir()
+    except FileExistsError:
+        lock.release()
+        claim(folder, named, what, command, hint)  # the other command's files are there now: refused, naming it
+        raise
+    return lock
+
+
+def locked(folder: Path, command: Sequence[str] | None, what: str) -> runlock.RunLock:
+    """The lock of ``folder`` (claimed before, or resumed) for ``command``: refused in one line naming the live
+    command that holds it. The one way a command locks a folder it owns (``owned`` holds it for a block)."""
+    return runlock.acquire(folder, command, what=what)
+
+
 @contextlib.contextmanager
 def ending(finish: Callable[[str], None] | None = None) -> Iterator[None]:
     """Signals turned into ``Stopped`` for the duration, and ``finish`` told how the block ended (``FINISHED``,
@@ -69,5 +92,5 @@ def owned(folder: Path, command: Sequence[str] | None, what: str,
           finish: Callable[[str], None] | None = None) -> Iterator[Path]:
     """``folder`` held for one command (claimed before, by ``claim``, or resumed): locked, and the command's end
     recorded by ``finish`` (``ending``) before the lock is released."""
-    with runlock.acquire(folder, command, what=what), ending(finish):
+    with locked(folder, command, what), ending(finish):
         yield folder

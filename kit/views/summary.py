@@ -21,6 +21,7 @@ from kit.core.noise.power import measured_elsewhere
 from kit.core.records import contract, paths, rundir
 from kit.core.records.records import EXACT, FAILED, PASSED, BoundKind, CaseResult, severity
 from kit.core.records.results import RunView, read_run
+from kit.core.records.store import local_store
 from kit.core.rules import rules
 from kit.core.verdict.decode import StepMargin, case_headroom, failed_prompts, step_bound, worst_steps
 from kit.core.rules.rules import bound_for
@@ -33,11 +34,11 @@ def latest_run(runs_dir: str | Path | None = None, kind: str | None = None) -> P
     run, control or refresh. ``runs_dir`` None is the project's runs/ (kit.core.records.paths.runs_root), not one
     beside the kernel's folder: a notebook's default must not depend on where JupyterLab started its kernel."""
     runs_dir = paths.runs_root() if runs_dir is None else Path(runs_dir)
-    found = rundir.newest(runs_dir, (kind,) if kind else ("gate", "control", "refresh"))
+    found = local_store(runs_dir).newest((kind,) if kind else ("gate", "control", "refresh"))
     if found is None:
         what = f"{kind} run" if kind in ("control", "localize") else "gate run"
         raise FileNotFoundError(f"no {what} under {runs_dir}; run `parity-kit {kind or 'gate'}` first")
-    return found
+    return runs_dir / found
 
 
 def load_run(run_dir: str | Path) -> RunView:

@@ -168,7 +168,12 @@ def load_golden(path: str | Path) -> Golden:
     path = Path(path)
     if not path.is_file():
         raise BadInput(f"golden {path} does not exist")
-    data = read_input_bytes(path, f"golden {path}")
+    return golden_from_bytes(read_input_bytes(path, f"golden {path}"), path)
+
+
+def golden_from_bytes(data: bytes, path: Path) -> Golden:
+    """The golden ``data`` holds, checked as ``load_golden`` checks a file (``path``: the file it was read from,
+    named in every refusal): for a reader that reads a run's files its own way (verify's bounded reads)."""
     try:
         doc = json.loads(data)  # NaN and infinities parse here: the content check names the case holding one
         cases = {c["id"]: _top_list(c["top_logprobs"]) for c in doc["cases"]}

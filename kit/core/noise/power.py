@@ -18,7 +18,6 @@ Stdlib only: the gate's case kernel reads nothing of this, but the plan that bui
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +25,6 @@ from typing import Any, Mapping, Sequence
 
 from kit.core.errors import BadInput
 from kit.core.records.jsonio import ContentAddressed, canonical_bytes, parse_json_input, read_input_bytes, sha256_bytes
-from kit.core.records.records import INCONCLUSIVE, PASSED, CaseResult
 from kit.core.host.runtime import numeric_fingerprint
 from kit.core.rules import rules
 from kit.core.rules.failure import Failure
@@ -216,40 +214,6 @@ def summarize(trials: Sequence[Trial], reference: Mapping[str, Any]) -> dict:
 def _prompts(trials: Sequence[Trial]) -> int:
     """How many prompts every faulted sample scored: the claim holds for a run of at least that many."""
     return min((len(s.errors) for t in trials for s in t.samples), default=0)
-
-
-def judged_by_power(result: CaseResult, detectable: Mapping[str, Any] | None, limit: float | None,
-                    where: str) -> CaseResult:
-    """The case's result carrying what it can detect; a passed case whose detectable effect is over ``limit``
-    (or was not measured for so few prompts) becomes inconclusive, with the reason. Failed and unfinished
-    cases keep their status: a fault seen is seen whatever the case could have missed."""
-    if not detectable:
-        return result
-    result = dataclasses.replace(result, detectable=dict(detectable))
-    if result.status != PASSED or limit is None:
-        return result
-    reason = inconclusive_reason(detectable, limit, len(result.prompts), where)
-    return dataclasses.replace(result, status=INCONCLUSIVE, error=reason) if reason else result
-
-
-def inconclusive_reason(detectable: Mapping[str, Any], limit: float, prompts: int, where: str) -> str | None:
-    """Why "passed" would claim more than the case can see, or None."""
-    worst, hardest = detectable.get("detects_from"), detectable.get("hardest")
-    if worst is None:
-        return (f"it does not detect the {hardest} family ({detectable['families'][hardest]['fault']}) at any "
-                f"magnitude tried; {where} asks for {limit:g}x the clean error")
-    if worst > limit:
-        return (f"it detects faults only from {worst:.2g}x the clean error ({hardest}: "
-                f"{detectable['families'][hardest]['fault']}), over the limit of {limit:g}x ({where})")
-    missing = unmeasured(detectable)
-    if missing:
-        return (f"its detectable effect ({worst:.2g}x) was measured for {len(FAMILY_NAMES) - len(missing)} of "
-                f"{len(FAMILY_NAMES)} fault families: it cannot say what it would see of {', '.join(missing)}")
-    measured = int(detectable.get("prompts") or 0)
-    if prompts < measured:
-        return (f"it scored {prompts} prompts and its detectable effect ({worst:.2g}x) was measured on {measured}: "
-                "with fewer prompts it may see less")
-    return None
 
 
 @dataclass(frozen=True)

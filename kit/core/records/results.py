@@ -9,7 +9,9 @@ a link that leads out of the run is refused by one rule, and the messages name t
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import math
+import os
 import posixpath
 from dataclasses import dataclass
 from pathlib import Path
@@ -218,9 +220,10 @@ class RunDir:
         except Wrong as wrong:
             raise BadInput(f"{self.where(rundir.RESULT)}: malformed run result: {wrong.text}") from None
 
-    def case_name(self, case: str) -> str:
-        """``cases/<case>.json`` of the run; a case name that leads out of cases/ is refused."""
-        return posixpath.join(rundir.CASES, posixpath.basename(rundir.case_member("", case)))
+    def case_name(self, case: str, suffix: str = rundir.CASE_RESULT) -> str:
+        """``cases/<case>.json`` of the run (``suffix``: another of the case's files, ``rundir.CASE_EVIDENCE``); a
+        case name that leads out of cases/ is refused."""
+        return posixpath.join(rundir.CASES, posixpath.basename(rundir.case_member("", case, suffix)))
 
     def case_doc(self, case: str) -> Any | None:
         """The JSON of ``case``'s result file as recorded, unchecked (a reader that takes only a few fields checks
@@ -236,6 +239,22 @@ class RunDir:
             return None
         return CaseResult.from_dict(checked(doc, self.where(self.case_name(case)),
                                             lambda d: check_case_result(d, case), kit_version))
+
+
+def kernel_result(cases_dir: str | Path, case: str, written_since: float | None = None) -> CaseResult | None:
+    """The result a kernel the executor started wrote for ``case`` into the run's ``cases_dir``, as written: the
+    executor judges it itself (its coverage, its numbers), so only its JSON and fields are read here, and a damaged
+    one raises what its reading raises (ValueError, TypeError, KeyError; BadInput where the file cannot be read),
+    for the executor to weigh. None when the case wrote none, or (``written_since``, a ``time.time()``) none since
+    then: a file an earlier attempt left is not this attempt's verdict. Read through the run's reader, rooted at
+    the cases folder the executor holds."""
+    cases = RunDir.local(cases_dir)
+    name = posixpath.basename(rundir.case_member("", case))
+    if not cases.has(name):
+        return None
+    if written_since is not None and os.stat(cases.store.path(name)).st_mtime < written_since:
+        return None
+    return CaseResult.from_dict(json.loads(cases.store.read_bytes(name).decode("utf-8")))
 
 
 def read_run(run_dir: str | Path) -> RunView:

@@ -84,12 +84,6 @@ def kind_of(folder: str | Path) -> str | None:
     return next((kind for kind, record in RECORDS.items() if (Path(folder) / record).is_file()), None)
 
 
-def newest(root: str | Path, kinds: tuple[str, ...]) -> Path | None:
-    """The most recently written run directory of one of ``kinds`` directly under ``root``, or None."""
-    marks = [p for kind in kinds for p in Path(root).glob(f"*/{RECORDS[kind]}")]
-    return max(marks, key=lambda p: p.stat().st_mtime).parent if marks else None
-
-
 def name_problem(name: object) -> str | None:
     """Why ``name`` (a case name a manifest lists) cannot be one file's name inside a run's cases/, or None. Such a
     name is joined to a path: ``../x`` or ``/x`` would read or write outside the run directory."""

@@ -180,6 +180,28 @@ class Store:
             log.warning(f"{self.where(skipped.location)}: {skipped.why}")
         yield from (f.location for f in found.found)
 
+    def newest(self, kinds: tuple[str, ...]) -> str | None:
+        """The most recently written run directory of one of ``kinds`` (keys of rundir.RECORDS) directly under the
+        root, by its record's time, relative to the root; None when there is none (nor a root). Hidden folders and
+        a folder that leads out of the root are not looked into."""
+        if not self.isdir(""):
+            return None
+        marks = []
+        for name, is_dir in self.entries(""):
+            if not is_dir or name.startswith("."):
+                continue
+            for kind in kinds:
+                record = posixpath.join(name, rundir.RECORDS[kind])
+                try:
+                    if not self.exists(record):
+                        continue
+                    with self.errors(record, "be looked up"):
+                        (info,) = self.fs.ls(self.path(record), detail=True)
+                except BadInput:  # a link out of the root: not one of its runs
+                    continue
+                marks.append((float(info.get("mtime") or 0), name))
+        return max(marks)[1] if marks else None
+
     def walk(self) -> Walk:
         """The run directories under the root and the folders not looked into (kit.core.records.rundir.walk). A prefix
         nothing was published under yet has none (refused where the bucket or, for a folder store, the folder

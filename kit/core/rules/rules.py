@@ -46,7 +46,7 @@ Top = Sequence[tuple[int, float]]
 
 __all__ = ["WINNER_GAP_FACTOR", "Divergence", "Repeats", "ScoredPrompt", "bound_for", "decode_short", "divergence",
            "drift", "exact", "judged_error", "margin", "missing_tokens", "near_tie", "non_finite", "over_bound", "past",
-           "ratio", "recorded", "repeat", "severity", "step_bound", "winner"]
+           "past_limit", "ratio", "recorded", "repeat", "severity", "step_bound", "winner"]
 
 
 class ScoredPrompt(Protocol):
@@ -136,6 +136,13 @@ def past(max_err: float, bound: float) -> bool:
     is past its bound (the gate, power's trials, the backtest, borrowed bounds, the history, the summary) asks
     here, so a change to the rule reaches all of them."""
     return max_err > bound
+
+
+def past_limit(detects_from: float, limit: float) -> bool:
+    """Power's rule: whether a case that detects faults only from ``detects_from`` x its clean error sees less than
+    its descriptor asks (``limit`` x, strictly above it), so that its pass cannot be claimed
+    (kit.core.verdict.detectable)."""
+    return detects_from > limit
 
 
 def margin(max_err: float, bound: float) -> float:

@@ -116,7 +116,7 @@ def verdict_before_restart(cases: Path, spec: CaseSpec, expected: Expected | Non
     lost = CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error_kind=outcomes.WORKER_LOST,
                       error=f"its Ray worker died on attempt {earlier}; Ray restarted the task")
     path = rundir.case_file(cases, spec.name)
-    judged = verdict_written(lost, path, started, spec, expected)
+    judged = verdict_written(lost, cases, started, spec, expected)
     if judged.status != FAILED:
         return None
     judged = dataclasses.replace(
@@ -128,12 +128,17 @@ def verdict_before_restart(cases: Path, spec: CaseSpec, expected: Expected | Non
 
 def attempts(cases: Path, name: str) -> list[dict]:
     """The attempts Ray made of a case's task so far, as ``start_attempt`` recorded them."""
-    from kit.core.records import rundir
 
-    log = rundir.case_file(cases, name, rundir.ATTEMPTS)
-    if not log.is_file():
-        return []
-    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    return [json.loads(line) for line in _attempt_lines(cases, name) if line.strip()]
+
+
+def _attempt_lines(cases: Path, name: str) -> list[str]:
+    """The lines of the case's attempts log (none before its first attempt), read through the run's reader."""
+    from kit.core.records import rundir
+    from kit.core.records.results import RunDir
+
+    data = RunDir.local(cases).read_bytes(rundir.case_file(cases, name, rundir.ATTEMPTS).name)
+    return data.decode("utf-8").splitlines() if data is not None else []
 
 
 def start_attempt(cases: Path, name: str) -> dict:
@@ -143,7 +148,7 @@ def start_attempt(cases: Path, name: str) -> dict:
     from kit.core.records import rundir
 
     log = rundir.case_file(cases, name, rundir.ATTEMPTS)
-    n = 1 + (len(log.read_text().splitlines()) if log.is_file() else 0)
+    n = 1 + len(_attempt_lines(cases, name))
     notebook = rundir.case_file(cases, name, rundir.CASE_NOTEBOOK)
     if n > 1 and notebook.is_file():
         os.replace(notebook, rundir.attempt_notebook(cases, name, n - 1))

@@ -36,12 +36,13 @@ from kit.core.verdict.coverage import prompt_mismatch
 from kit.core.errors import BadInput, ParityKitError
 from kit.core.records.fixture import Fixture, Prompt, load_fixture
 from kit.core.baselines.golden import (Golden, check_golden_matches_fixture, golden_continuations, golden_tops,
-                                       load_golden)
+                                       golden_from_bytes, load_golden)
 from kit.core.records.jsonio import canonical_bytes, parse_json_input
 from kit.core.model.modelconfig import model_limits
 from kit.core.records.observations import continuation_problem, observation_problem
 from kit.core.records.recordcheck import Wrong
 from kit.core.records.records import ERROR, EXACT, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseResult, Observation
+from kit.core.records.results import RunDir
 from kit.core.records.spec import CaseSpec
 from kit.core.verdict.judge import Scored, drift_decision, drift_skipped
 from kit.descriptor.host import Host
@@ -79,6 +80,7 @@ class Rederive:
 
     def __init__(self, run_dir: Path, host: Host) -> None:
         self.run_dir, self.host = run_dir, host
+        self.run = RunDir.local(run_dir)
         self._fixtures: dict[str, Fixture] = {}
         self._goldens: dict[str, Golden] = {}
 
@@ -115,7 +117,7 @@ class Rederive:
         out.result = derived
         return out
 
-    def _no_baseline(self, spec: CaseSpec, recorded: CaseResult | None, evidence: Path | None,
+    def _no_baseline(self, spec: CaseSpec, recorded: CaseResult | None, evidence: str | None,
                      out: CaseCheck) -> CaseCheck:
         """A case the descriptor resolves no golden for on the recorded runtime: no verdict, no evidence."""
         if recorded is not None and recorded.status != NO_BASELINE:
@@ -141,12 +143,12 @@ class Rederive:
                             "failed verdict its kernel wrote stands whatever ended the case")
         return problems
 
-    def _rederived(self, spec: CaseSpec, recorded: CaseResult | None, path: Path,
+    def _rederived(self, spec: CaseSpec, recorded: CaseResult | None, name: str,
                    out: CaseCheck) -> CaseResult | None:
-        """The result the gate records for the observations in ``path``; None (with the problem) when they cannot
-        be judged."""
+        """The result the gate records for the observations in the run's file ``name``; None (with the problem)
+        when they cannot be judged."""
         shown = self._shown(rundir.CASE_EVIDENCE, spec.name)
-        data = read_limited(self.run_dir, path.relative_to(self.run_dir).as_posix())  # regular, bounded
+        data = read_limited(self.run_dir, name)  # regular, bounded
         doc = parse_json_input(data if data is not None else b"", shown)
         try:
             check_evidence(doc)
@@ -159,7 +161,7 @@ class Rederive:
         except Disagrees as exc:
             out.problems.append(str(exc))
             return None
-        given = evidence_of(doc, path)
+        given = evidence_of(doc, self.run_dir / name)
         problem = observed_problem(spec, prompts, given)
         here = self.host.accelerator(spec.name, spec.options)
         try:
@@ -205,12 +207,13 @@ class Rederive:
                 check_golden_matches_fixture(golden, fixture)
                 self._goldens[spec.golden_path] = golden
             return self._goldens[spec.golden_path]
-        path = self._path(rundir.CASE_REFERENCE, spec.name)
+        name = self._path(rundir.CASE_REFERENCE, spec.name)
         shown = self._shown(rundir.CASE_REFERENCE, spec.name)
-        if path is None:
+        if name is None:
             raise Disagrees(f"{self._shown(rundir.CASE_EVIDENCE, spec.name)}: judged against its in-kernel reference, "
                             f"which is not in the run ({shown})")
-        golden = load_golden(path)
+        data = read_limited(self.run_dir, name)  # regular, bounded, as the evidence is
+        golden = golden_from_bytes(data if data is not None else b"", self.run_dir / name)
         wanted = {"kind": EXACT, "fixture_sha256": fixture.sha256, "model_digest": spec.reference["model_digest"],
                   "top_k": spec.top_n}
         for key, value in wanted.items():
@@ -223,13 +226,11 @@ class Rederive:
             raise Disagrees(f"{shown}: prompts: {missing}")
         return golden
 
-    def _path(self, suffix: str, case: str) -> Path | None:
-        """The case's file of ``suffix`` in the run (None: absent); a link that leads out of the run is refused."""
-        path = rundir.case_file(self.run_dir / rundir.CASES, case, suffix)
-        if not path.is_file():
-            return None
-        rundir.inside(path, self.run_dir, "case file")
-        return path
+    def _path(self, suffix: str, case: str) -> str | None:
+        """The case's file of ``suffix``, by its name in the run (None: absent), as the run's reader finds it: a
+        case name or a link that leads out of the run is refused."""
+        name = self.run.case_name(case, suffix)
+        return name if self.run.has(name) else None
 
     @staticmethod
     def _shown(suffix: str, case: str) -> str:

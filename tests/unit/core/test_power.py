@@ -10,8 +10,9 @@ from kit.core.noise.calibration import CalibrationRecord, Sample
 from kit.core.errors import BadInput
 from kit.core.exitcodes import ExitCode
 from kit.core.records.jsonio import canonical_bytes, sha256_bytes
-from kit.core.noise.power import (FaultedSample, PowerRecord, Trial, caught_by, family_power, headline,
-                                  judged_by_power, load_power, summarize)
+from kit.core.noise.power import (FaultedSample, PowerRecord, Trial, caught_by, family_power, headline, load_power,
+                                  summarize)
+from kit.core.verdict.detectable import judged_by_power
 from kit.core.records.records import FAILED, INCONCLUSIVE, PASSED, CaseResult
 from kit.core.records.results import GATE_EXIT_CODES, GATE_INCONCLUSIVE, gate_verdict
 from tests.support.records import passed_case, prompt_score

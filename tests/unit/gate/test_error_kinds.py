@@ -9,6 +9,7 @@ import ray.exceptions
 
 from kit.core import outcomes
 from kit.core.records.records import ERROR, TIMEOUT
+from kit.core.records.results import load_case_result
 from kit.core.verdict.triage import CASE_ERROR, INFRASTRUCTURE, classify
 from kit.descriptor.load import load_descriptor
 from kit.gate import executor
@@ -44,7 +45,7 @@ def test_a_dead_kernel_is_carried_and_saved(monkeypatch, case):
     result = executed(monkeypatch, case, NotebookOutcome("the kernel died mid-case", None, "bye",
                                                          kind=outcomes.KERNEL_DIED))
     assert result.error_kind == outcomes.KERNEL_DIED
-    saved = executor.load_case_result(case[1] / "hf-bf16.json")
+    saved = load_case_result(case[1] / "hf-bf16.json")
     assert saved.error_kind == outcomes.KERNEL_DIED
     assert classify(saved).evidence.startswith("infrastructure: the kernel died: the kernel died mid-case")
 

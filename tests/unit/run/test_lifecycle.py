@@ -27,7 +27,8 @@ KIT = Path(__file__).resolve().parents[3] / "kit"
 # Each command that owns a folder, by the module its entry is in.
 COMMANDS = {"gate": "gate/session.py", "gate's claim": "gate/executor.py", "calibrate": "calibrate/run.py",
             "power": "faults/power.py", "localize": "localize/run.py", "bisect": "bisect/run.py",
-            "refresh": "refresh/run.py", "control": "control/run.py", "baseline make": "baselines/make.py"}
+            "refresh": "refresh/run.py", "control": "control/run.py", "baseline make": "baselines/make.py",
+            "golden regen": "goldens/regen.py", "fault inject": "faults/inject.py", "history": "history/command.py"}
 # What only the lifecycle (and the modules it is built on) may call: a claim, a signal handler's install.
 BY_HAND = {"on_signals", "claim_empty_dir"}
 
@@ -52,7 +53,7 @@ def _empty_tests(source: str) -> list[int]:
 @pytest.mark.parametrize("command, module", COMMANDS.items())
 def test_each_command_that_owns_a_folder_enters_the_lifecycle(command, module):
     source = (KIT / module).read_text(encoding="utf-8")
-    used = {name for name, _ in _calls(source)} & {"claim", "claimable", "owned", "ending"}
+    used = {name for name, _ in _calls(source)} & {"claim", "claimable", "claim_locked", "locked", "owned", "ending"}
     assert used, f"{command} ({module}) does not enter kit.run.lifecycle"
     assert [f"{module}:{line}: {name}" for name, line in _calls(source) if name in BY_HAND] == []
     assert [f"{module}:{line}" for line in _empty_tests(source)] == []
