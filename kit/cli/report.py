@@ -57,7 +57,7 @@ def _add_lab(sub) -> None:
 
 
 def _verify(args) -> int:
-    from kit.gate.verify import verify
+    from kit.gate.verify.runcheck import verify
     from kit.gate.verify.signature import Policy
 
     policy = Policy(Path(args.trusted_keys) if args.trusted_keys else None, args.require_signed)

@@ -50,7 +50,7 @@ from kit.descriptor.load import LoadedDescriptor, packaged_notebook
 from kit.descriptor.standing import plan_rows
 from kit.descriptor.plan import Plan, outline, resolve
 from kit.gate import resume
-from kit.gate.executors import DEFAULT, Executor, GateRun, RunProgress, Share, executors
+from kit.gate.executors.interface import DEFAULT, Executor, GateRun, RunProgress, Share, executors
 from kit.gate.preflight import Inputs, check_inputs
 from kit.run import compilecache, devices, lifecycle, runlock
 from kit.run.devices import DevicePool, Gpu, Inventory, Request, Slots, Unavailable, WaitStopped

@@ -44,7 +44,7 @@ from kit.core.records.text import printable
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.gate import report, trend
 from kit.gate.executor import Checked, open_run, write_manifest
-from kit.gate.executors import DEFAULT, GateRun, RunProgress, Share
+from kit.gate.executors.interface import DEFAULT, GateRun, RunProgress, Share
 from kit.gate.heartbeat import Heartbeat, heartbeat_interval
 from kit.gate.retry import retry_infrastructure
 from kit.run import lifecycle, output

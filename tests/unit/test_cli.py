@@ -12,8 +12,8 @@ import jsonschema
 import pytest
 
 from kit.backends import registry
-import kit.cli
-from kit.cli import _parser
+from kit.cli import entry
+from kit.cli.entry import _parser
 from kit.core.exitcodes import ExitCode
 from support import ROOT, parity_kit, write_descriptor
 
@@ -154,7 +154,7 @@ def test_python_dash_m_is_the_command(module):
 def test_every_command_of_every_group_is_listed_once_in_the_order_help_shows():
     """A group module adds its commands; the entry adds them in its ORDER. A command a group adds but ORDER leaves
     out would silently vanish from the CLI, and one listed twice or by no group would fail every start."""
-    added = [name for group in kit.cli.GROUPS for name in group.COMMANDS]
-    assert sorted(added) == sorted(kit.cli.ORDER) and len(set(added)) == len(added)
+    added = [name for group in entry.GROUPS for name in group.COMMANDS]
+    assert sorted(added) == sorted(entry.ORDER) and len(set(added)) == len(added)
     shown = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
-    assert tuple(shown.choices) == kit.cli.ORDER
+    assert tuple(shown.choices) == entry.ORDER
