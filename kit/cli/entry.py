@@ -1,8 +1,10 @@
 """The `parity-kit` command: parse, call one command, map its outcome to an exit code.
 
-Each command group is a module of this package that adds its commands' parsers and holds their handlers
-(``gate``, ``control``, ``baseline``, ``golden``, ``calibrate``, ``fixture``, ``report``, ``history``, ``fork``,
-``tools``; what they share is ``common``). A handler imports what it needs when it runs, so `--help` and bad-input
+Each command is a module of this package named for it that adds its parser and holds its handler, beside the
+commands that belong with it (``gate`` with ``check``, ``kernels`` and ``spec``; ``calibrate`` with ``power`` and
+``fault``; ``fixture`` with ``digest``; ``history`` with ``publish``; ``refresh`` with ``bisect``; ``report`` with
+``lab``), and ``tools`` holds the small ones that read the kit itself (``schema``, ``backends``, ``key``); what they
+share is ``common``. A handler imports what it needs when it runs, so `--help` and bad-input
 refusals answer without loading torch; it returns the command's exit code, and writes no file itself.
 """
 
@@ -12,7 +14,8 @@ import os
 import sys
 
 from kit import __version__
-from kit.cli import baseline, calibrate, control, fixture, fork, gate, golden, history, report, tools
+from kit.cli import (baseline, calibrate, control, fixture, gate, golden, history, localize, refresh, report, tools,
+                     verify)
 from kit.cli.common import Parser
 from kit.core.errors import BadInput, Unrunnable
 from kit.core.exitcodes import ExitCode, epilog
@@ -26,7 +29,7 @@ DESCRIPTION = """The `parity-kit` command.
 Subcommands import what they need when they run, so `--help` and bad-input
 refusals answer without loading torch.
 """
-GROUPS = (gate, control, history, fork, fixture, golden, report, calibrate, baseline, tools)
+GROUPS = (gate, control, history, refresh, localize, fixture, golden, verify, report, calibrate, baseline, tools)
 # Every command, in the order `parity-kit --help` lists them.
 ORDER = ("gate", "control", "publish", "refresh", "bisect", "fixture", "golden", "verify", "report", "lab", "kernels",
          "spec", "calibrate", "power", "fault", "localize", "digest", "check", "schema", "backends", "key",

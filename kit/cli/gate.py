@@ -158,5 +158,5 @@ def _spec(args) -> int:
     return 0
 
 
-# The commands this module adds to the parser, by name (kit.cli adds them in the order --help lists them).
+# The commands this module adds to the parser, by name (kit.cli.entry adds them in the order --help lists them).
 COMMANDS = {"gate": _add_gate, "check": _add_check, "kernels": _add_kernels, "spec": _add_spec}

@@ -77,5 +77,5 @@ def _backends(args) -> int:
     return ExitCode.PASSED
 
 
-# The commands this module adds to the parser, by name (kit.cli adds them in the order --help lists them).
+# The commands this module adds to the parser, by name (kit.cli.entry adds them in the order --help lists them).
 COMMANDS = {"schema": _add_schema, "backends": _add_backends, "key": _add_key}
