@@ -248,14 +248,10 @@ def drift_left_out(obs: ArchivedObservation, record: CalibrationRecord) -> str |
     return None
 
 
-def not_comparable(obs: ArchivedObservation, record: CalibrationRecord) -> str | None:
-    """Why ``record`` cannot judge ``obs`` (None: it can): nothing was judged when it ran, another case, fixture,
-    golden or backend, or prompts the record has no bound for. The model may differ: a fault copy's runs are what
-    a backtest is for."""
-    return _not_comparable(obs, record, record.reference())
-
-
 def _not_comparable(obs: ArchivedObservation, record: CalibrationRecord, reference: dict) -> str | None:
+    """Why ``record`` (its bounds ``reference``) cannot judge ``obs`` (None: it can): nothing was judged when it
+    ran, another case, fixture, golden or backend, or prompts the record has no bound for. The model may differ: a
+    fault copy's runs are what a backtest is for."""
     if obs.status not in (PASSED, FAILED):
         return f"status {obs.status} when it ran: nothing was judged, so nothing to replay"
     if obs.case != record.case:

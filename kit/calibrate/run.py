@@ -30,7 +30,7 @@ from kit.core.baselines.baselinekind import of_golden
 from kit.core.noise.calibration import MIN_SAMPLES, CalibrationRecord, Sample, case_device, noise_class, record_filename
 from kit.core.errors import BadInput
 from kit.core.records.fixture import load_fixture
-from kit.core.records.jsonio import atomic_write_bytes, read_json, read_json_input, write_json
+from kit.core.records.jsonio import atomic_write_bytes, read_json_input, write_json
 from kit.core.records.results import now_iso
 from kit.core.baselines.runtime import accelerator, hardware, numeric_fingerprint
 from kit.core.records.spec import CaseSpec
@@ -361,6 +361,3 @@ def write_record(record: CalibrationRecord, to: Path) -> Path:
     return path
 
 
-def load_index(run_dir: str | Path) -> dict:
-    """A calibration directory's index: which samples are finished, what a resumed calibration reuses."""
-    return read_json(Path(run_dir) / INDEX)

@@ -135,11 +135,6 @@ def range_diff(repo: Path, base: str, tip: str, new_base: str, new_tip: str) -> 
     return git(repo, "range-diff", "--no-color", f"{base}..{tip}", f"{new_base}..{new_tip}").stdout
 
 
-def is_clean(worktree: Path) -> bool:
-    """Whether the worktree has no change git sees: a replay starts only from a clean one."""
-    return git(worktree, "status", "--porcelain").stdout.strip() == ""
-
-
 def _is_empty_pick(worktree: Path) -> bool:
     """A cherry-pick that stopped with nothing to commit: the change is already upstream."""
     in_progress = git(worktree, "rev-parse", "--verify", "--quiet", "CHERRY_PICK_HEAD", check=False).returncode == 0
