@@ -43,12 +43,12 @@ def markdown_report(folder: str | Path) -> str:
     """A bisect directory for an issue comment: its evidence line and summary, as the bisect wrote them. A bisect
     stopped before it wrote them (a kill) is shown from its record, which holds every finished step; a record or
     text that is damaged is refused in one line naming the file."""
-    from kit.bisect.record import load_record
+    from kit.bisect.record import load_bisect_record
     from kit.gate.report import read_text_input
 
     folder = Path(folder)
     if not (folder / rundir.SUMMARY_MARKDOWN).is_file():
-        return summary_markdown(load_record(folder))
+        return summary_markdown(load_bisect_record(folder))
     parts = [read_text_input(folder / name).rstrip() for name in (rundir.EVIDENCE, rundir.SUMMARY_MARKDOWN)
              if (folder / name).is_file()]
     return "\n\n".join(parts) + "\n"

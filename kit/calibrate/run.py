@@ -58,7 +58,7 @@ class CaseCalibration:
     notebook: Path | None = None
 
 
-def default_dir(plan: Plan) -> Path:
+def calibration_dir(plan: Plan) -> Path:
     """Where a calibration of ``plan`` goes when no --out is given: a new folder under runs/."""
     return rundir.new_run_dir("calibrate", plan.name)
 
@@ -159,7 +159,7 @@ def measured_as(spec: CaseSpec) -> dict:
 
 
 def _new_run_dir(plan: Plan, out: str | Path | None) -> Path:
-    return lifecycle.claim(Path(out) if out else default_dir(plan), "--out", "calibration",
+    return lifecycle.claim(Path(out) if out else calibration_dir(plan), "--out", "calibration",
                            hint="use --resume to continue a calibration")
 
 

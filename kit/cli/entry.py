@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"parity-kit: cannot run: {printable(str(exc))}", file=sys.stderr)
         return ExitCode.INCOMPLETE
     except KeyboardInterrupt as exc:
-        print(f"parity-kit: {stopping.describe(exc)}", file=sys.stderr)
+        print(f"parity-kit: {stopping.stop_words(exc)}", file=sys.stderr)
         return stopping.exit_code(exc)
     except BrokenPipeError:  # the reader of stdout left early (`| head`): end quietly, as Unix filters do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush must not raise again

@@ -107,11 +107,12 @@ def _bisect(args) -> int:
     else:
         if not args.case:
             raise BadInput("bisect needs --case: the case that fails at the tip")
-        run_dir, record = bisect.start(args.case, refresh_dir=args.refresh_dir, descriptor=args.descriptor,
-                                       fork_repo=args.fork_repo, base=args.base, tip=args.tip, fork=args.fork,
-                                       store=args.releases, current=args.current, backend=args.backend,
-                                       build_command=shlex.split(args.build_command) if args.build_command else None,
-                                       out=args.out, command=command_line("bisect"), upstream=args.upstream)
+        run_dir, record = bisect.start_bisect(args.case, refresh_dir=args.refresh_dir, descriptor=args.descriptor,
+                                              fork_repo=args.fork_repo, base=args.base, tip=args.tip, fork=args.fork,
+                                              store=args.releases, current=args.current, backend=args.backend,
+                                              build_command=(shlex.split(args.build_command)
+                                                             if args.build_command else None),
+                                              out=args.out, command=command_line("bisect"), upstream=args.upstream)
     run = bisect.run_bisect(run_dir, record, args.max_steps)
     print(run.run_dir)
     return run.exit_code

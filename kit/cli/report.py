@@ -42,7 +42,7 @@ def _report(args) -> int:
     run_dir = Path(args.run_dir)
     if not (args.markdown or args.attach or args.summary):
         raise BadInput("report: say what to write: --markdown, --attach DIR, --summary, or several")
-    kind = rundir.kind_of(run_dir)
+    kind = rundir.run_kind_of(run_dir)
     other = kind if kind in ("localize", "bisect") else None
     if other:  # a localize or bisect directory: Markdown of its own, no zip (the folder is the attachment)
         if args.attach or args.summary:
@@ -79,13 +79,13 @@ def _report(args) -> int:
 def _build_summary(run_dir: Path):
     """The summary of a gate run, control or refresh directory built again, as the gate builds it (a line says
     whatever failed)."""
-    if rundir.kind_of(run_dir) == "control":
+    if rundir.run_kind_of(run_dir) == "control":
         from kit.control.run import build_notebooks
 
         return build_notebooks(run_dir)
-    from kit.gate.session import build_summary
+    from kit.gate.session import summary_or_line
 
-    return build_summary(run_dir)
+    return summary_or_line(run_dir)
 
 
 def _lab(args) -> int:

@@ -65,7 +65,7 @@ def _backends(args) -> int:
     from kit.gate.preflight import installed_kernels
 
     kernels = installed_kernels()
-    for row in registry.describe():
+    for row in registry.backend_rows():
         goldens = "makes goldens" if row["makes_goldens"] else "makes no goldens"
         if row["kernel"] != paths.MAIN_KERNEL:  # its own environment: what counts is whether its kernel is there
             ready = row["kernel"] in kernels

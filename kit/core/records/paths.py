@@ -172,7 +172,7 @@ def make_dir(path: str | Path, what: str) -> Path:
     return Path(path)
 
 
-def leads_out(path: Path, root: Path) -> Path | None:
+def real_outside(path: Path, root: Path) -> Path | None:
     """Where ``path`` really is, when a link takes it outside ``root`` (a resolved folder); None when it stays
     inside. A run's copies (a zip to attach, a published run) carry only the run's own files."""
     target = path.resolve()

@@ -54,8 +54,8 @@ from kit.gate.verify.claims import BoundHost, Claim, bind, facts_of
 from kit.gate.verify.readable import check_readable
 from kit.gate.verify.rederive import Rederive, said
 from kit.gate.verify.runzip import extract_run
-from kit.gate.verify.safeio import check_tree, read_limited, shown
-from kit.gate.verify.signature import UNSIGNED_OK, Policy, judge
+from kit.gate.verify.safeio import check_tree, escaped, read_limited
+from kit.gate.verify.signature import UNSIGNED_OK, Policy, judge_signature
 
 # How evidence.md quotes the root digest (kit.gate.report.evidence_markdown).
 QUOTED_ROOT = re.compile(r"^Root digest: `([^`]*)`", re.MULTILINE)
@@ -97,7 +97,7 @@ class Verified:
         else:
             lines = [f"not verified: {self.source}: {len(self.problems)} problem(s)",
                      *(f"  {p}" for p in (*self.problems, *self.notes))]
-        return [shown(line) for line in lines]
+        return [escaped(line) for line in lines]
 
     @property
     def partial(self) -> str:
@@ -125,14 +125,14 @@ def verify(path: str | Path, descriptor: str | Path | None = None, root: str | N
             raise BadInput(f"{display(path)}: no such run directory or zip")
         return verify_run(path, display(path), descriptor, root, require_all, signatures)
     except BadInput as exc:
-        raise BadInput(shown(exc)) from None
+        raise BadInput(escaped(exc)) from None
 
 
 def verify_run(run_dir: Path, source: str, descriptor: str | Path | None = None, root: str | None = None,
                require_all: bool = False, signatures: Policy = UNSIGNED_OK) -> Verified:
     """Verify the gate run in ``run_dir`` (``source``: how to name it)."""
     check_tree(run_dir, source)  # before anything of it is read: no pipe, device or link out; every file bounded
-    if rundir.kind_of(run_dir) != "gate":
+    if rundir.run_kind_of(run_dir) != "gate":
         raise BadInput(f"{source}: not a gate run (no {rundir.MANIFEST}); verify a run directory or its zip")
     rundir.inside(run_dir / rundir.MANIFEST, run_dir, "manifest")
     view = read_run(run_dir)  # the one reader: a damaged manifest or case result is one line
@@ -170,7 +170,7 @@ def verify_run(run_dir: Path, source: str, descriptor: str | Path | None = None,
     verdict = gate_verdict(view.expected, statuses)
     _check_result(run_dir, verdict, statuses, problems)
     check_readable(run_dir, view.manifest, verdict, view.expected, view.results, problems)
-    signed = judge(run_dir, digest, verdict, desc.path, signatures)
+    signed = judge_signature(run_dir, digest, verdict, desc.path, signatures)
     return found(verdict=verdict, judged=judged, problems=(*problems, *signed.problems), signed=signed.said,
                  judged_for=tuple(judged_for(plan, host.claims, statuses)))
 
