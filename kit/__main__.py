@@ -2,6 +2,6 @@
 
 import sys
 
-from kit.cli import main
+from kit.cli.entry import main
 
 sys.exit(main())

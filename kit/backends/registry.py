@@ -152,7 +152,7 @@ def remake_command(golden, model: str, fixture: str, out: str, options: dict | N
     return command_line(golden, model, fixture, out, flags, None if name == REFERENCE else name)
 
 
-def describe(infos: Iterable[BackendInfo] | None = None) -> list[dict]:
+def backend_rows(infos: Iterable[BackendInfo] | None = None) -> list[dict]:
     """One row per backend, for `parity-kit backends`."""
     return [{"name": i.name, "summary": i.summary, "kernel": i.kernel, "notebook": i.notebook,
              "makes_goldens": i.makes_goldens, "installed": not missing_requirements(i), "install": i.install}

@@ -239,7 +239,7 @@ def judged(kind: str, manifest: Mapping[str, Any], result: CaseResult | None, ma
         return BAD, f"marked bad: {mark.reason}"
     fault = fault_of(manifest, result.model_digest if result else None)
     if fault is not None:
-        return BAD, f"a gate run of a fault-catalogue copy ({faultcopy.describe(fault)})"
+        return BAD, f"a gate run of a fault-catalogue copy ({faultcopy.fault_words(fault)})"
     if told is not None:
         return told
     words = _RUN_WORDS[kind]

@@ -50,7 +50,7 @@ class SkipKind(enum.Enum):
 
 
 @dataclass(frozen=True)
-class Skipped:
+class NotReplayed:
     """An observation the record cannot judge, and why."""
 
     source: str
@@ -92,7 +92,7 @@ class Backtest:
     case: str
     replayed: int
     flips: tuple[Flip, ...]
-    skipped: tuple[Skipped, ...] = ()
+    skipped: tuple[NotReplayed, ...] = ()
     unreadable: tuple[Unreadable, ...] = ()
     skip_unreadable: bool = False
     drift_left_out: int = 0  # replayed observations judged without the drift test (other or unknown hardware)
@@ -140,7 +140,7 @@ def backtest(record: CalibrationRecord, observations: Archive | Iterable[Archive
     else:
         found, unreadable = tuple(observations), ()
     flips: list[Flip] = []
-    skipped: list[Skipped] = []
+    skipped: list[NotReplayed] = []
     replayed = left_out = 0
     reference = record.reference()  # once: it serializes the whole record to name it
     if alpha is not None:
@@ -177,14 +177,14 @@ def replay(observation: ArchivedObservation, record: CalibrationRecord) -> tuple
     return _replay(observation, record, reference)
 
 
-def _unjudgeable(obs: ArchivedObservation, record: CalibrationRecord, reference: dict) -> Skipped | None:
+def _unjudgeable(obs: ArchivedObservation, record: CalibrationRecord, reference: dict) -> NotReplayed | None:
     """Why ``record`` cannot judge ``obs``, typed (None: it can)."""
     reason = _not_comparable(obs, record, reference)
     if reason is not None:
-        return Skipped(obs.source, reason)
+        return NotReplayed(obs.source, reason)
     unstepped = [d.id for d in obs.decode if d.steps is None]
     if unstepped and reference.get("step_bounds"):
-        return Skipped(obs.source, f"cannot replay per step: the result keeps only the largest decode error of "
+        return NotReplayed(obs.source, f"cannot replay per step: the result keeps only the largest decode error of "
                                    f"{', '.join(unstepped[:3])}{', ...' if len(unstepped) > 3 else ''}, and the "
                                    "record bounds each decode step", SkipKind.NO_STEP_ERRORS)
     return None
@@ -248,14 +248,10 @@ def drift_left_out(obs: ArchivedObservation, record: CalibrationRecord) -> str |
     return None
 
 
-def not_comparable(obs: ArchivedObservation, record: CalibrationRecord) -> str | None:
-    """Why ``record`` cannot judge ``obs`` (None: it can): nothing was judged when it ran, another case, fixture,
-    golden or backend, or prompts the record has no bound for. The model may differ: a fault copy's runs are what
-    a backtest is for."""
-    return _not_comparable(obs, record, record.reference())
-
-
 def _not_comparable(obs: ArchivedObservation, record: CalibrationRecord, reference: dict) -> str | None:
+    """Why ``record`` (its bounds ``reference``) cannot judge ``obs`` (None: it can): nothing was judged when it
+    ran, another case, fixture, golden or backend, or prompts the record has no bound for. The model may differ: a
+    fault copy's runs are what a backtest is for."""
     if obs.status not in (PASSED, FAILED):
         return f"status {obs.status} when it ran: nothing was judged, so nothing to replay"
     if obs.case != record.case:

@@ -226,7 +226,7 @@ def history_samples(record: CalibrationRecord, spec: CaseSpec, roots: Sequence[P
     """The passed control runs of the pin under ``roots`` that are clean samples of ``record`` (see the module), each
     verified against ``descriptor`` (the one being deepened, never one a run names), in the order found, each run
     once; every run looked at and left out is said in a line at info level, why."""
-    from kit.gate.verify import verify  # the re-derivation of a run: imported where a history is given only
+    from kit.gate.verify.runcheck import verify  # the re-derivation of a run: imported where a history is given only
 
     out: list[HistorySample] = []
     seen: set[str] = set()

@@ -585,5 +585,6 @@ def evidence_markdown(o: MakeOutcome) -> str:
         lines += [f"  - {case}: not judged here, not asked for: {why}" for case, why in o.not_judged.items()]
     lines += ["", *[f"- refused: {r}" for r in o.refusals]] if o.refusals else []
     if o.times:
-        lines += ["", f"### Time ({o.calls} call{'s' if o.calls != 1 else ''})", "", *steps.markdown(o.times, o.calls)]
+        lines += ["", f"### Time ({o.calls} call{'s' if o.calls != 1 else ''})", "",
+                  *steps.steps_markdown(o.times, o.calls)]
     return "\n".join(lines) + "\n"

@@ -26,7 +26,7 @@ PREDICATE_TYPE = "urn:parity-kit:lineage-entry:v1"
 
 def sign_entry(lineage: Path, entry: LineageEntry, signer) -> Path:
     """Sign the entry ``entry`` kept in the folder ``lineage``: its envelope, written beside it."""
-    stated = signing.statement([(f"{entry.sha256}.json", entry.sha256), (entry.file, entry.baseline)],
+    stated = signing.intoto_statement([(f"{entry.sha256}.json", entry.sha256), (entry.file, entry.baseline)],
                                PREDICATE_TYPE,
                                {"descriptor": entry.descriptor, "kind": entry.kind.name, "case": entry.case,
                                 "runtime": entry.runtime, "reason": entry.reason,

@@ -177,7 +177,7 @@ def totals(times: Sequence[StepTime]) -> list[StepTotal]:
             for (step, subject), ts in order.items()]
 
 
-def markdown(rows: Sequence[StepTotal], calls: int) -> list[str]:
+def steps_markdown(rows: Sequence[StepTotal], calls: int) -> list[str]:
     """The steps as evidence.md shows them: each step's time over every call, and the total over ``calls``."""
     if not rows:
         return []

@@ -98,7 +98,7 @@ def from_refresh(refresh_dir: str | Path, store: str | Path | None = None) -> Bi
     states = [State(0, replay["new_base"], replay["new_base"], f"{inp['upstream_ref']} without the overlay")]
     states += [State(i, a["from"], a["to"], a["subject"]) for i, a in enumerate(replay["applied"], 1)]
     for s in states:  # the replay branch may have been deleted since
-        overlay.resolve(repo, s.built_from, f"replayed commit of {s.subject!r}")
+        overlay.resolve_commit(repo, s.built_from, f"replayed commit of {s.subject!r}")
     return BisectInputs(repo, inp["fork"], Path(record["descriptor"]),
                         f"upstream {inp['upstream_ref']} ({replay['new_base'][:12]}) without the overlay",
                         tuple(states), Path(store or record["store"]).resolve(), folder.resolve(),
@@ -110,8 +110,8 @@ def from_fork(descriptor: str | Path, fork_repo: str | Path, base: str, tip: str
               backend: str | None = None, default_store: Path | None = None) -> BisectInputs:
     """The states of a fork's own history from ``base`` to ``tip`` (default: HEAD)."""
     repo = overlay.check_repo(fork_repo)
-    base_sha = overlay.resolve(repo, base, "base")
-    tip_sha = overlay.resolve(repo, tip or "HEAD", "fork tip")
+    base_sha = overlay.resolve_commit(repo, base, "base")
+    tip_sha = overlay.resolve_commit(repo, tip or "HEAD", "fork tip")
     commits = overlay.overlay_commits(repo, base_sha, tip_sha)
     if not commits:
         raise BadInput(f"no commits between base {base_sha[:12]} and tip {tip_sha[:12]} in {repo}; nothing to bisect")

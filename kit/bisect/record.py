@@ -25,17 +25,17 @@ REQUIRED = ("name", "case", "inputs", "steps", "verdict", "reason")
 INPUTS = ("repo", "fork", "descriptor", "base_label", "states", "store")
 
 
-def load_record(folder: str | Path) -> dict:
+def load_bisect_record(folder: str | Path) -> dict:
     """``folder``'s bisect.json, checked whole, or one line naming the file and what is wrong in it."""
     path = Path(folder) / rundir.BISECT
-    doc = read_checked(path, check_record, version_key="kit_version")
+    doc = read_checked(path, check_bisect_record, version_key="kit_version")
     doc.setdefault("failing_prompts", None)
     # A step an older kit wrote without a later field reads with that field's default, as a new step starts.
     doc["steps"] = [{**StepRecord(**known_fields(StepRecord, s)).to_dict(), **s} for s in doc["steps"]]
     return doc
 
 
-def check_record(doc: Any) -> None:
+def check_bisect_record(doc: Any) -> None:
     """Raises Wrong at the first value of ``doc`` that a bisect record cannot hold."""
     mapping(doc, "")
     _require(doc, "", REQUIRED)

@@ -23,7 +23,7 @@ from rich.markup import escape
 from kit import __version__
 from kit.bisect import search, step
 from kit.bisect.inputs import BisectInputs, State, from_fork, from_refresh, from_upstream
-from kit.bisect.record import load_record
+from kit.bisect.record import load_bisect_record
 from kit.bisect.summary import summary_markdown
 from kit.core.records import paths, rundir
 from kit.core.errors import BadInput
@@ -60,11 +60,11 @@ def default_bisect_dir(name: str) -> Path:
     return rundir.new_run_dir("bisect", name)
 
 
-def start(case: str, *, refresh_dir: str | Path | None = None, descriptor: str | Path | None = None,
-          fork_repo: str | Path | None = None, base: str | None = None, tip: str | None = None,
-          fork: str | None = None, store: str | Path | None = None, current: str = "current",
-          backend: str | None = None, build_command: Sequence[str] | None = None, out: str | Path | None = None,
-          command: Sequence[str] | None = None, upstream: bool = False) -> tuple[Path, dict]:
+def start_bisect(case: str, *, refresh_dir: str | Path | None = None, descriptor: str | Path | None = None,
+                 fork_repo: str | Path | None = None, base: str | None = None, tip: str | None = None,
+                 fork: str | None = None, store: str | Path | None = None, current: str = "current",
+                 backend: str | None = None, build_command: Sequence[str] | None = None, out: str | Path | None = None,
+                 command: Sequence[str] | None = None, upstream: bool = False) -> tuple[Path, dict]:
     """Check the inputs, claim the bisect directory and write its first record. ``upstream``: search the
     refresh's upstream range (the overlay replayed onto each commit) instead of its overlay."""
     if upstream and not refresh_dir:
@@ -118,7 +118,7 @@ def resume(run_dir: str | Path) -> tuple[Path, dict]:
 
 
 def _unfinished(folder: Path) -> dict:
-    record = load_record(folder)
+    record = load_bisect_record(folder)
     if record["verdict"] != INCOMPLETE:
         raise BadInput(f"bisect {paths.display(folder)} is finished ({record['verdict']}: {record['reason']}); "
                        "nothing to resume")
@@ -127,7 +127,7 @@ def _unfinished(folder: Path) -> dict:
 
 def read_record(run_dir: str | Path) -> dict:
     """A bisect directory's record (bisect.json), checked: what `--resume`, the summary and `report` read."""
-    return load_record(run_dir)
+    return load_bisect_record(run_dir)
 
 
 def run_bisect(run_dir: Path, record: dict, max_steps: int | None = None) -> BisectRun:

@@ -98,7 +98,7 @@ def build_state(inp: BisectInputs, state: State, step_dir: Path, template: Seque
            "upstream_ref": inp.base_label,
            "overlay": ([{"sha": c[0], "subject": c[1]} for c in inp.overlay] if inp.scope == "upstream"
                        else [s.to_dict() for s in inp.states[1:state.index + 1]]),
-           "made_by": "bisect", "wheels": [wheels.describe(w) for w in found], "build_command": out.command,
+           "made_by": "bisect", "wheels": [wheels.wheel_line(w) for w in found], "build_command": out.command,
            "kit_version": __version__, "created_at": now_iso()}
     manifest = release.write_release(inp.store, tag, doc, found)
     return manifest, False, f"{len(found)} wheel(s) built as {tag} in {out.duration_s:.1f} s", where
@@ -117,8 +117,8 @@ def probe(inp: BisectInputs, state: State, case: str, prompts: list[str] | None,
                                    finished_at=now_iso())
 
     if not state.built_from:  # an upstream commit: the overlay replayed onto it first
-        replayed = overlay.replay(inp.repo, [overlay.Commit(*c) for c in inp.overlay], state.commit,
-                                  step_dir / "replay", branch=None)
+        replayed = overlay.replay_overlay(inp.repo, [overlay.Commit(*c) for c in inp.overlay], state.commit,
+                                          step_dir / "replay", branch=None)
         rec.paths["replay"] = str(replayed.worktree)
         if replayed.conflict:
             c = replayed.conflict
@@ -144,7 +144,7 @@ def probe(inp: BisectInputs, state: State, case: str, prompts: list[str] | None,
     if not (qdir / qualify.RECORD).is_file():
         what = "timed out" if outcome.timed_out else outcome.error
         return done(ERROR, f"the qualify notebook did not finish: {what}", None)
-    q = qualify.load_outcome(qdir)
+    q = qualify.load_qualify(qdir)
     rec.timings_s["qualify"] = time.perf_counter() - t1
     # Qualification here stops short of its own parity case: the case below, on the failing prompts,
     # is this probe's parity check.

@@ -43,14 +43,14 @@ def markdown_report(folder: str | Path) -> str:
     """A bisect directory for an issue comment: its evidence line and summary, as the bisect wrote them. A bisect
     stopped before it wrote them (a kill) is shown from its record, which holds every finished step; a record or
     text that is damaged is refused in one line naming the file."""
-    from kit.bisect.record import load_record
+    from kit.bisect.record import load_bisect_record
     from kit.core.records.results import RunDir
     from kit.gate.report import utf8
 
     folder = Path(folder)
     run = RunDir.local(folder)
     if not run.has(rundir.SUMMARY_MARKDOWN):
-        return summary_markdown(load_record(folder))
+        return summary_markdown(load_bisect_record(folder))
     parts = [utf8(data, folder / name).rstrip() for name in (rundir.EVIDENCE, rundir.SUMMARY_MARKDOWN)
              if (data := run.read_bytes(name)) is not None]
     return "\n\n".join(parts) + "\n"

@@ -30,7 +30,7 @@ from kit.core.baselines.baselinekind import of_golden
 from kit.core.noise.calibration import MIN_SAMPLES, CalibrationRecord, Sample, case_device, noise_class, record_filename
 from kit.core.errors import BadInput
 from kit.core.records.fixture import load_fixture
-from kit.core.records.jsonio import atomic_write_bytes, read_json, read_json_input, write_json
+from kit.core.records.jsonio import atomic_write_bytes, read_json_input, write_json
 from kit.core.records.results import now_iso
 from kit.core.host.runtime import accelerator, hardware, numeric_fingerprint
 from kit.core.records.spec import CaseSpec
@@ -58,7 +58,7 @@ class CaseCalibration:
     notebook: Path | None = None
 
 
-def default_dir(plan: Plan) -> Path:
+def calibration_dir(plan: Plan) -> Path:
     """Where a calibration of ``plan`` goes when no --out is given: a new folder under runs/."""
     return rundir.new_run_dir("calibrate", plan.name)
 
@@ -159,7 +159,7 @@ def measured_as(spec: CaseSpec) -> dict:
 
 
 def _new_run_dir(plan: Plan, out: str | Path | None) -> Path:
-    return lifecycle.claim(Path(out) if out else default_dir(plan), "--out", "calibration",
+    return lifecycle.claim(Path(out) if out else calibration_dir(plan), "--out", "calibration",
                            hint="use --resume to continue a calibration")
 
 
@@ -361,6 +361,3 @@ def write_record(record: CalibrationRecord, to: Path) -> Path:
     return path
 
 
-def load_index(run_dir: str | Path) -> dict:
-    """A calibration directory's index: which samples are finished, what a resumed calibration reuses."""
-    return read_json(Path(run_dir) / INDEX)

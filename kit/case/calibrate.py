@@ -99,7 +99,7 @@ def append(samples_path: str | Path, entry: dict) -> None:
         os.fsync(f.fileno())
 
 
-def calibrate_case(spec: CaseSpec, variants: list[dict], samples_path: str | Path) -> list[dict]:
+def variant_samples(spec: CaseSpec, variants: list[dict], samples_path: str | Path) -> list[dict]:
     """Every variant's sample (those in ``samples_path`` reused), in variant order.
 
     A variant is ``{"name", "overrides", "launch"}``; one engine launch each."""
@@ -159,7 +159,7 @@ def notebook_calibration(spec: dict | None, variants: list[dict] | None, descrip
     if samples_path is None:
         samples_path = fresh_samples_path(resolved.name)
         print(f"samples of case {resolved.name} go to {samples_path} (set samples_path to continue that file)")
-    return calibrate_case(resolved, variants, samples_path)
+    return variant_samples(resolved, variants, samples_path)
 
 
 def fresh_samples_path(case: str) -> Path:

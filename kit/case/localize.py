@@ -21,7 +21,7 @@ from kit.case import interpreter
 from kit.core.records import paths
 from kit.core.errors import BadInput
 from kit.core.records.fixture import Prompt
-from kit.core.noise.localize import FLOOR, K, Localization, differences, localize
+from kit.core.noise.localize import FLOOR, K, Localization, point_metrics, localize
 from kit.core.records.spec import CaseSpec
 
 
@@ -45,14 +45,14 @@ def reference_spec(spec: CaseSpec) -> CaseSpec:
                                options=reference_options(spec))
 
 
-def localizable() -> list[str]:
+def localizable_here() -> list[str]:
     """The backends whose activations can be read, in the registry's order."""
     return registry.localizable()
 
 
 def backends_text() -> str:
     """The backends that can be localized, as a sentence says them: "hf, jax or levanter"."""
-    names = localizable()
+    names = localizable_here()
     return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else "".join(names)
 
 
@@ -138,8 +138,8 @@ def curves(spec: CaseSpec, candidate_model: str | Path, prompts: Sequence[Prompt
     out = []
     for prompt, ref, cln, cand in zip(prompts, reference, clean, candidate):
         pts = [p for p, _ in ref]
-        loc = localize(prompt.id, pts, [differences(c, r) for (_, c), (_, r) in zip(cand, ref)],
-                       [differences(c, r) for (_, c), (_, r) in zip(cln, ref)], k=k, floor=floor)
+        loc = localize(prompt.id, pts, [point_metrics(c, r) for (_, c), (_, r) in zip(cand, ref)],
+                       [point_metrics(c, r) for (_, c), (_, r) in zip(cln, ref)], k=k, floor=floor)
         if same:
             loc = dataclasses.replace(loc, notes=["the candidate is the case's own model, so its curve is the "
                                                   "clean run's: no point can leave the noise (give --model)"])

@@ -3,6 +3,6 @@ console script)."""
 
 import sys
 
-from kit.cli import main
+from kit.cli.entry import main
 
 sys.exit(main())

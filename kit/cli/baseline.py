@@ -246,5 +246,5 @@ def _baseline_mark_bad(args) -> int:
     return ExitCode.PASSED
 
 
-# The commands this module adds to the parser, by name (kit.cli adds them in the order --help lists them).
+# The commands this module adds to the parser, by name (kit.cli.entry adds them in the order --help lists them).
 COMMANDS = {"baseline": _add_baseline}

@@ -137,5 +137,5 @@ def _fault_inject(args) -> int:
     return 0
 
 
-# The commands this module adds to the parser, by name (kit.cli adds them in the order --help lists them).
+# The commands this module adds to the parser, by name (kit.cli.entry adds them in the order --help lists them).
 COMMANDS = {"calibrate": _add_calibrate, "power": _add_power, "fault": _add_fault}

@@ -39,5 +39,5 @@ def _control(args) -> int:
     return run.diagnosis.exit_code
 
 
-# The commands this module adds to the parser, by name (kit.cli adds them in the order --help lists them).
+# The commands this module adds to the parser, by name (kit.cli.entry adds them in the order --help lists them).
 COMMANDS = {"control": _add_control}

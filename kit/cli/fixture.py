@@ -101,5 +101,5 @@ def _digest(args) -> int:
     return 0
 
 
-# The commands this module adds to the parser, by name (kit.cli adds them in the order --help lists them).
+# The commands this module adds to the parser, by name (kit.cli.entry adds them in the order --help lists them).
 COMMANDS = {"fixture": _add_fixture, "digest": _add_digest}

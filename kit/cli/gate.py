@@ -11,7 +11,7 @@ from kit.core.errors import BadInput
 from kit.core.exitcodes import epilog, ExitCode
 from kit.core.records import paths
 from kit.core.records.results import GATE_EXIT_CODES
-from kit.gate.executors import DEFAULT as DEFAULT_EXECUTOR, executors
+from kit.gate.executors.interface import DEFAULT as DEFAULT_EXECUTOR, executors
 from kit.gate.heartbeat import DEFAULT_HEARTBEAT_S, HEARTBEAT_ENV
 from kit.run import output
 
@@ -158,5 +158,5 @@ def _spec(args) -> int:
     return 0
 
 
-# The commands this module adds to the parser, by name (kit.cli adds them in the order --help lists them).
+# The commands this module adds to the parser, by name (kit.cli.entry adds them in the order --help lists them).
 COMMANDS = {"gate": _add_gate, "check": _add_check, "kernels": _add_kernels, "spec": _add_spec}

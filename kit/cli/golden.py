@@ -144,5 +144,5 @@ def _golden_diff(args) -> int:
     return 0
 
 
-# The commands this module adds to the parser, by name (kit.cli adds them in the order --help lists them).
+# The commands this module adds to the parser, by name (kit.cli.entry adds them in the order --help lists them).
 COMMANDS = {"golden": _add_golden}

@@ -78,5 +78,5 @@ def _history(args) -> int:
     return ExitCode.INCOMPLETE if found.notebook_error else ExitCode.PASSED
 
 
-# The commands this module adds to the parser, by name (kit.cli adds them in the order --help lists them).
+# The commands this module adds to the parser, by name (kit.cli.entry adds them in the order --help lists them).
 COMMANDS = {"publish": _add_publish, "history": _add_history}

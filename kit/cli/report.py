@@ -1,5 +1,4 @@
-"""A finished run read again: `verify` (judged again from its evidence, with no engine), `report` (Markdown, a zip,
-its summary rebuilt) and `lab` (JupyterLab on it)."""
+"""A finished run for people: `report` (Markdown, a zip, its summary rebuilt) and `lab` (JupyterLab on it)."""
 
 from __future__ import annotations
 
@@ -10,25 +9,6 @@ from kit.cli.common import exits
 from kit.core.errors import BadInput
 from kit.core.exitcodes import epilog, ExitCode
 from kit.core.records import paths, rundir
-
-
-def _add_verify(sub) -> None:
-    vr = sub.add_parser("verify", help="a finished gate run, or its --attach zip, judged again with no engine: every "
-                                       "case from the evidence it kept, every file against the digest the run sealed",
-                        epilog=exits("verified", ExitCode.FAILED))
-    vr.add_argument("run", help="a gate run directory, or the zip `parity-kit report --attach` made of one")
-    vr.add_argument("--descriptor", metavar="TOML", help="the repository's copy of the run's descriptor, whose "
-                    "goldens and records judge it (default: the one its manifest names, by its path inside the "
-                    "repository verify runs from; never one from the run)")
-    vr.add_argument("--root", metavar="SHA256", help="the root digest quoted where the run was first reported (a CI "
-                    "log, an issue): a copy with another is refused")
-    vr.add_argument("--require-signed", action="store_true", help="refuse a run that no trusted key signed "
-                    "(unsigned, or signed by a key the trusted keys do not list)")
-    vr.add_argument("--trusted-keys", metavar="TOML", help="the keys whose signatures count (default: "
-                    "trusted-keys.toml at the top of the repository that holds the run's descriptor)")
-    vr.add_argument("--require-all", action="store_true", help="refuse a run of only some of the descriptor's cases "
-                    "(its command's --case): by default it verifies, saying which it left out")
-    vr.set_defaults(func=_verify)
 
 
 def _add_report(sub) -> None:
@@ -56,23 +36,13 @@ def _add_lab(sub) -> None:
     lab.set_defaults(func=_lab)
 
 
-def _verify(args) -> int:
-    from kit.gate.verify import verify
-    from kit.gate.verify.signature import Policy
-
-    policy = Policy(Path(args.trusted_keys) if args.trusted_keys else None, args.require_signed)
-    found = verify(args.run, args.descriptor, args.root, args.require_all, policy)
-    print("\n".join(found.lines()))
-    return ExitCode.PASSED if found.ok else ExitCode.FAILED
-
-
 def _report(args) -> int:
     from kit.gate import report
 
     run_dir = Path(args.run_dir)
     if not (args.markdown or args.attach or args.summary):
         raise BadInput("report: say what to write: --markdown, --attach DIR, --summary, or several")
-    kind = rundir.kind_of(run_dir)
+    kind = rundir.run_kind_of(run_dir)
     other = kind if kind in ("localize", "bisect") else None
     if other:  # a localize or bisect directory: Markdown of its own, no zip (the folder is the attachment)
         if args.attach or args.summary:
@@ -109,13 +79,13 @@ def _report(args) -> int:
 def _build_summary(run_dir: Path):
     """The summary of a gate run, control or refresh directory built again, as the gate builds it (a line says
     whatever failed)."""
-    if rundir.kind_of(run_dir) == "control":
+    if rundir.run_kind_of(run_dir) == "control":
         from kit.control.run import build_notebooks
 
         return build_notebooks(run_dir)
-    from kit.gate.session import build_summary
+    from kit.gate.session import summary_or_line
 
-    return build_summary(run_dir)
+    return summary_or_line(run_dir)
 
 
 def _lab(args) -> int:
@@ -149,5 +119,5 @@ def _lab(args) -> int:
     os.execv(cmd[0], cmd)
 
 
-# The commands this module adds to the parser, by name (kit.cli adds them in the order --help lists them).
-COMMANDS = {"verify": _add_verify, "report": _add_report, "lab": _add_lab}
+# The commands this module adds to the parser, by name (kit.cli.entry adds them in the order --help lists them).
+COMMANDS = {"report": _add_report, "lab": _add_lab}

@@ -65,7 +65,7 @@ def _backends(args) -> int:
     from kit.gate.preflight import installed_kernels
 
     kernels = installed_kernels()
-    for row in registry.describe():
+    for row in registry.backend_rows():
         goldens = "makes goldens" if row["makes_goldens"] else "makes no goldens"
         if row["kernel"] != paths.MAIN_KERNEL:  # its own environment: what counts is whether its kernel is there
             ready = row["kernel"] in kernels
@@ -77,5 +77,5 @@ def _backends(args) -> int:
     return ExitCode.PASSED
 
 
-# The commands this module adds to the parser, by name (kit.cli adds them in the order --help lists them).
+# The commands this module adds to the parser, by name (kit.cli.entry adds them in the order --help lists them).
 COMMANDS = {"schema": _add_schema, "backends": _add_backends, "key": _add_key}

@@ -26,7 +26,7 @@ from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.descriptor.plan import Plan, outline
 from kit.gate import report
 from kit.gate.executor import check_run
-from kit.gate.executors import GateRun
+from kit.gate.executors.interface import GateRun
 from kit.gate.junit import write_junit, written_when_interrupted
 from kit.gate.run import publish_finished
 from kit.gate.session import GateSession

@@ -31,31 +31,31 @@ NO_BASELINE = "no-baseline"
 
 
 @dataclass(frozen=True)
-class Kind:
+class ErrorKind:
     name: str
     infrastructure: bool  # the job failed the case, not the engine's numbers: worth running again
     words: str  # what a reader is told (triage's evidence)
 
 
-KINDS: dict[str, Kind] = {k.name: k for k in (
-    Kind(ENGINE_DID_NOT_START, True, "the engine failed to start"),
-    Kind(ENGINE_STOPPED_ANSWERING, True, "the engine stopped answering"),
-    Kind(KERNEL_DIED, True, "the kernel died"),
-    Kind(TIMEOUT, True, "timeout"),
-    Kind(OUT_OF_MEMORY, True, "out of memory"),
-    Kind(WORKER_LOST, True, "lost worker"),
-    Kind(INTERRUPTED, True, "the run was interrupted"),
-    Kind(EXECUTOR, True, "the executor could not start or record the case"),
-    Kind(CASE_ERROR, False, "case error"),
-    Kind(BAD_INPUT, False, "bad input"),
-    Kind(NO_BASELINE, False, "no baseline for this hardware"),
+KINDS: dict[str, ErrorKind] = {k.name: k for k in (
+    ErrorKind(ENGINE_DID_NOT_START, True, "the engine failed to start"),
+    ErrorKind(ENGINE_STOPPED_ANSWERING, True, "the engine stopped answering"),
+    ErrorKind(KERNEL_DIED, True, "the kernel died"),
+    ErrorKind(TIMEOUT, True, "timeout"),
+    ErrorKind(OUT_OF_MEMORY, True, "out of memory"),
+    ErrorKind(WORKER_LOST, True, "lost worker"),
+    ErrorKind(INTERRUPTED, True, "the run was interrupted"),
+    ErrorKind(EXECUTOR, True, "the executor could not start or record the case"),
+    ErrorKind(CASE_ERROR, False, "case error"),
+    ErrorKind(BAD_INPUT, False, "bad input"),
+    ErrorKind(NO_BASELINE, False, "no baseline for this hardware"),
 )}
 # Kinds that explain an error in full: the rule of cases erroring together (kit.core.verdict.triage) does not count
 # them.
 EXPLAINED = frozenset({BAD_INPUT, NO_BASELINE})
 
 
-def kind_of(name: str | None) -> Kind | None:
+def kind_of(name: str | None) -> ErrorKind | None:
     """The kind a record names; None for a record without one (written before kinds existed) or with one this kit
     does not know (written by a newer kit)."""
     return KINDS.get(name) if isinstance(name, str) else None

@@ -264,7 +264,7 @@ class Fallback(_Strict):
         return order
 
 
-class Baselines(_Strict):
+class BaselinesTable(_Strict):
     """Where a descriptor's baselines keep their lineage, and where `parity-kit baseline make` writes new ones
     (each relative to the descriptor). The lineage's heads are the baselines in use: a new one reaches the gate
     as two new files, itself and its lineage entry, without an edit of the descriptor (kit.core.baselines.lineage)."""
@@ -290,7 +290,7 @@ class Descriptor(_Strict):
     defaults: Defaults = Defaults()
     releases: dict[str, Release] = Field(default_factory=dict)
     cases: dict[str, dict[str, Any]] = Field(min_length=1)
-    baselines: Baselines | None = None
+    baselines: BaselinesTable | None = None
 
     @field_validator("goldens")
     @classmethod

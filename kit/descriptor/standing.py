@@ -22,12 +22,12 @@ from kit.descriptor.plan import Plan
 
 # The standings and the row are the baseline kinds' (kit.core.baselines.baselinekind); named here too, where callers
 # meet them.
-__all__ = ["FALLBACK", "HAND_SET", "IN_KERNEL", "MATCH", "MISSING", "BaselineRow", "case_rows", "gaps",
+__all__ = ["FALLBACK", "HAND_SET", "IN_KERNEL", "MATCH", "MISSING", "BaselineRow", "baseline_rows", "gaps",
            "plan_rows", "table_markdown"]
 
 
-def case_rows(spec: CaseSpec, entries: Sequence[LineageEntry] = (),
-              records: Sequence[CalibrationRecord] = ()) -> list[BaselineRow]:
+def baseline_rows(spec: CaseSpec, entries: Sequence[LineageEntry] = (),
+                  records: Sequence[CalibrationRecord] = ()) -> list[BaselineRow]:
     """The baselines one resolved case uses on this host (a GPU case's hardware is asked of nvidia-smi);
     ``records``: the records it lists, to say when the chosen one was made."""
     lineage: LineageText = lambda sha256: _lineage_text(entries, sha256)  # noqa: E731
@@ -39,7 +39,7 @@ def case_rows(spec: CaseSpec, entries: Sequence[LineageEntry] = (),
 def plan_rows(plan: Plan, entries: Sequence[LineageEntry] | None = None) -> list[BaselineRow]:
     """Every selected case's rows; ``entries``: the lineage to date them by (default: the plan's own)."""
     entries = plan.outline.lineage if entries is None else entries
-    return [row for case in plan.cases.values() for row in case_rows(case.spec, entries, case.records)]
+    return [row for case in plan.cases.values() for row in baseline_rows(case.spec, entries, case.records)]
 
 
 def _lineage_text(entries: Sequence[LineageEntry], sha256: str | None) -> str | None:

@@ -74,7 +74,7 @@ def inject(name: str, magnitude: float, model: str | Path, out: str | Path) -> P
     write_checkpoint(checkpoint, model, target)
     # Written last, over the source's own provenance that write_checkpoint copied with the other files.
     atomic_write_bytes(target / faultcopy.FILE, canonical_bytes(
-        faultcopy.provenance(f.name, magnitude, f.unit, source_digest, source_fault)))
+        faultcopy.fault_provenance(f.name, magnitude, f.unit, source_digest, source_fault)))
     # A descriptor pins each model's digest: the line a user needs to name the copy in [models].
     log.log(NOTICE, f"fault {name} at {magnitude:g} ({f.unit}) injected into a copy of {model}: "
                     f"digest = \"{model_digest(target)}\"")

@@ -222,8 +222,9 @@ def measure_case(plan, clean_spec: CaseSpec, judged: CaseSpec, reference: dict, 
         for family, faults in families.items():
             for name in faults:
                 try:
-                    trials += search(plan, family, BY_NAME[name], clean_spec, reference, noise, effects, run_dir,
-                                     steps_down, refine, known.trials if known is not None else ())
+                    trials += search_magnitudes(plan, family, BY_NAME[name], clean_spec, reference, noise, effects,
+                                                run_dir, steps_down, refine,
+                                                known.trials if known is not None else ())
                 except _Refused as exc:
                     log.warning(f"power {judged.name}: {family}: the backend cannot load {exc}; next fault")
                     continue
@@ -248,9 +249,9 @@ class _Refused(ParityKitError):
     """The case's backend refused the faulted checkpoint (a config it cannot express): no measurement."""
 
 
-def search(plan, family: str, fault: Fault, clean_spec: CaseSpec, reference: dict, noise: float, effects,
-           run_dir: Path, steps_down: int = STEPS_DOWN, refine: int = REFINE,
-           known: Sequence[Trial] = ()) -> list[Trial]:
+def search_magnitudes(plan, family: str, fault: Fault, clean_spec: CaseSpec, reference: dict, noise: float, effects,
+                      run_dir: Path, steps_down: int = STEPS_DOWN, refine: int = REFINE,
+                      known: Sequence[Trial] = ()) -> list[Trial]:
     """The family's trials: from the first magnitude whose float32 effect reaches the clean error, down while
     caught (at most ``steps_down``), else up until caught; then, where a magnitude missed lies directly under the
     lowest caught, ``refine`` geometric midpoints between them, each between the highest miss and the lowest catch

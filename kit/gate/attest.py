@@ -51,7 +51,7 @@ def sign_run(run_dir: Path, signer) -> Path:
         "hardware": manifest.get("hardware"),
         "signed_at": now_iso(),
     }
-    stated = signing.statement([(run_dir.resolve().name, root)], PREDICATE_TYPE, predicate)
+    stated = signing.intoto_statement([(run_dir.resolve().name, root)], PREDICATE_TYPE, predicate)
     target = signing.write_envelope(run_dir / rundir.ATTESTATION, signing.sign(stated, signer))
     log.info(f"signed {display(run_dir)}: root digest {root} (key {signer.public_key.keyid[:16]})")
     return target

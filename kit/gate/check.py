@@ -14,7 +14,7 @@ from kit.core.records import paths
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import Plan
 from kit.gate.executor import check_run
-from kit.gate.executors import DEFAULT
+from kit.gate.executors.interface import DEFAULT
 from kit.gate.preflight import Inputs, installed_kernels
 from kit.run.devices import Inventory
 

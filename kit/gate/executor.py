@@ -50,7 +50,7 @@ from kit.descriptor.load import LoadedDescriptor, packaged_notebook
 from kit.descriptor.standing import plan_rows
 from kit.descriptor.plan import Plan, outline, resolve
 from kit.gate import resume
-from kit.gate.executors import DEFAULT, Executor, GateRun, RunProgress, Share, executors
+from kit.gate.executors.interface import DEFAULT, Executor, GateRun, RunProgress, Share, executors
 from kit.gate.preflight import Inputs, check_inputs
 from kit.run import compilecache, devices, lifecycle
 from kit.run.devices import DevicePool, Gpu, Inventory, Request, Slots, Unavailable, WaitStopped
@@ -325,7 +325,7 @@ def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = No
     result_path = rundir.case_file(cases_dir, spec.name)
     started, t0, launched = now_iso(), time.perf_counter(), time.time()
     env = {contract.MODEL_DIGEST_CACHE_ENV: str(cases_dir.parent / rundir.MODEL_DIGESTS),
-           contract.RESULT_PATH_ENV: str(result_path), **compilecache.kernel_env(),
+           contract.RESULT_PATH_ENV: str(result_path), **compilecache.cache_env(),
            # What the backend's libraries read once, when they load (an hf case's pinned kernels), must be in place
            # before the kernel imports anything.
            **registry.get(spec.backend).environment(spec.options)}
@@ -333,7 +333,7 @@ def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = No
                            spec.kernel, _time_left(spec.timeout_s, clock_from),
                            rundir.kernel_log(cases_dir, spec.name),
                            log_prefix=str(cases_dir / spec.name),
-                           env={**env, **(devices.kernel_env(gpus) if gpus else {})},
+                           env={**env, **(devices.gpu_env(gpus) if gpus else {})},
                            imports=registry.get(spec.backend).warm_imports)
     duration = time.perf_counter() - t0
     shown = paths.display(notebook)
@@ -349,7 +349,7 @@ def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = No
         result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error_kind=outcomes.INTERRUPTED,
                             error=f"interrupted; its kernel was killed; partial notebook {shown}")
     elif outcome.error is None and (written := kernel_result(cases_dir, spec.name)) is not None:
-        result = checked(written, spec, expected)
+        result = judged_again(written, spec, expected)
     elif outcome.kind == outcomes.NO_BASELINE:  # the kernel found hardware the plan did not (kit.core.errors)
         result = CaseResult(case=spec.name, backend=spec.backend, status=NO_BASELINE, golden_kind=spec.golden_kind,
                             error=outcome.message, remedy=make_command(Path(spec.descriptor), spec.name),
@@ -382,7 +382,7 @@ def verdict_written(unfinished: CaseResult, cases_dir: Path, launched: float, sp
         return unfinished
     if written is None or written.status != FAILED:
         return unfinished
-    judged = checked(written, spec, expected)
+    judged = judged_again(written, spec, expected)
     if judged.status != FAILED:
         return unfinished  # a verdict that does not cover the case claims nothing
     after = (f"after it wrote its verdict, the case ended with {unfinished.status}: {unfinished.error}; "
@@ -390,7 +390,7 @@ def verdict_written(unfinished: CaseResult, cases_dir: Path, launched: float, sp
     return dataclasses.replace(judged, notes=[*judged.notes, after])
 
 
-def checked(result: CaseResult, spec: CaseSpec, expected: Expected | None,
+def judged_again(result: CaseResult, spec: CaseSpec, expected: Expected | None,
             here: Mapping[str, str] | None = None) -> CaseResult:
     """The notebook's result, judged again from its own numbers under the case's bounds, or an error saying
     what it does not cover (the notebook is code: it may write a verdict on fewer prompts, on another case's

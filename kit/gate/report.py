@@ -553,6 +553,6 @@ def check_inside(path: Path, run_dir: Path) -> None:
     zip that silently lacks the file."""
     from kit.core.errors import BadInput
 
-    if (target := paths.leads_out(path, run_dir)) is not None:
+    if (target := paths.real_outside(path, run_dir)) is not None:
         raise BadInput(f"{path} leads through a link to {target}, outside the run directory {run_dir}; "
                        "a zip carries only the run's own files (replace the link with the file, or remove it)")

@@ -41,7 +41,7 @@ from kit.descriptor.plan import Outline
 
 
 @dataclass
-class Plan:
+class ResumePlan:
     reused: dict[str, CaseResult] = field(default_factory=dict)
     rerun: dict[str, str] = field(default_factory=dict)  # case -> why it runs again
     kept: dict[str, str] = field(default_factory=dict)  # not selected: case -> why it neither runs nor is reused
@@ -104,12 +104,12 @@ def release_fingerprint(kernel: str) -> str | None:
 def plan(cases_dir: Path, specs: Sequence[CaseSpec], fixture_sha256: str, golden_sha256: dict[str, str],
          fingerprints_now: dict[str, str | None], fingerprints_then: dict[str, str | None],
          expected: dict[str, Expected] | None = None, notebooks_then: dict[str, str] | None = None,
-         notebooks_now: dict[str, str] | None = None, selected: Sequence[str] | None = None) -> Plan:
+         notebooks_now: dict[str, str] | None = None, selected: Sequence[str] | None = None) -> ResumePlan:
     """``golden_sha256`` maps each golden file the cases use to its digest: the file, not the entry's kind,
     since two exact entries (or one entry on two runtimes) name different files. ``notebooks_*`` are the
     digests of custom case notebooks (then: the earlier manifest's); ``selected`` the cases that may run
     again (None: all)."""
-    out = Plan()
+    out = ResumePlan()
     for spec in specs:
         if spec.no_baseline:  # nothing ran, nothing to reuse: recorded again when the run is prepared
             continue

@@ -26,7 +26,7 @@ from kit.core.records.records import CaseResult
 from kit.core.verdict.triage import INFRASTRUCTURE, classify
 from kit.gate import resume
 from kit.gate.executor import saved
-from kit.gate.executors import RunProgress
+from kit.gate.executors.interface import RunProgress
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from rich.markup import escape
 
 from kit.core.records.text import printable
 from kit.gate.attest import sign_run
-from kit.gate.executors import GateRun
-from kit.gate.executors import DEFAULT
+from kit.gate.executors.interface import GateRun
+from kit.gate.executors.interface import DEFAULT
 from kit.gate.junit import write_junit, written_when_interrupted
 from kit.gate.session import gate_once
 from kit.history.publish import check_target, publish_run

@@ -44,7 +44,7 @@ from kit.core.records.text import printable
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.gate import report, trend
 from kit.gate.executor import Checked, open_run, write_manifest
-from kit.gate.executors import DEFAULT, GateRun, RunProgress, Share
+from kit.gate.executors.interface import DEFAULT, GateRun, RunProgress, Share
 from kit.gate.heartbeat import Heartbeat, heartbeat_interval
 from kit.gate.retry import retry_infrastructure
 from kit.run import lifecycle, output
@@ -251,7 +251,7 @@ def finish_gate(run: GateRun, command: Sequence[str], summary: bool = True, with
     if said:
         log.log(NOTICE, f"[yellow]{escape(said)}[/]", extra=MARKUP)
     report.write_gate_evidence(run.run_dir, finished, run.verdict, run.counts, run.duration_s, run.results, said)
-    page = build_summary(run.run_dir).html if summary else None
+    page = summary_or_line(run.run_dir).html if summary else None
     for line in triage_lines(run):
         log.info(line, extra=MARKUP)
     style = "green" if run.verdict == PASSED else "red"
@@ -266,7 +266,7 @@ def finish_gate(run: GateRun, command: Sequence[str], summary: bool = True, with
         run.lock.release()  # finished: another run may resume this directory now
 
 
-def build_summary(run_dir: Path) -> Rendered:
+def summary_or_line(run_dir: Path) -> Rendered:
     """The run's summary and its page, and one logged line if anything failed, saying what and how to build it
     later: the verdict and every case result are on disk by now, and the summary is a view of them that must not
     change them, nor the exit code."""

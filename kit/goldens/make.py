@@ -25,7 +25,7 @@ from kit.core.host.runtime import runtime_slug
 from kit.core.records.spec import CaseSpec
 from kit.core.records.text import printable
 from kit.run import output
-from kit.run.stopping import describe
+from kit.run.stopping import stop_words
 from kit.core.host.portable import SAFE_MARGIN
 from kit.core.records.records import EXACT
 
@@ -191,7 +191,7 @@ def _make_in_child(send, log_path: str, args: tuple, keywords: dict[str, Any]) -
     except Unrunnable as exc:
         answer = None, f"parity-kit: cannot run: {printable(str(exc))}"
     except KeyboardInterrupt as exc:
-        answer = None, f"parity-kit: {describe(exc)}"
+        answer = None, f"parity-kit: {stop_words(exc)}"
     except Exception as exc:
         traceback.print_exc()
         answer = None, printable(f"parity-kit: internal error: {type(exc).__name__}: {exc}".splitlines()[0])

@@ -57,7 +57,7 @@ Direction = Literal["up", "down"]
 
 
 @dataclass(frozen=True)
-class Step:
+class SeriesStep:
     """The most likely single step of a series, significant at ``false_alarm``.
 
     ``index`` is the position (in the series as given, NaNs counted) of the first point after the step;
@@ -88,13 +88,13 @@ class Step:
 class Finding:
     """The outcome of one test: the step, or None and the reason in one line."""
 
-    step: Step | None
+    step: SeriesStep | None
     reason: str
 
 
 def find_step(
     values: Sequence[float], *, false_alarm: float = 0.01, min_segment: int = 3, ranks: bool = False
-) -> Step | None:
+) -> SeriesStep | None:
     """The most likely single step in ``values`` if significant at ``false_alarm`` per series, else None.
 
     ``examine`` gives the same answer with the reason when there is no step.
@@ -124,7 +124,7 @@ def examine(
     p, threshold = _permutation_p(scores, min_segment, stat, false_alarm)
     if p > false_alarm:
         return Finding(None, f"no step: p = {p:.3g} > {false_alarm:g} (max |t| {stat:.3g}){note}")
-    step = Step(
+    step = SeriesStep(
         index=int(finite[split]),
         before=float(np.median(x[:split])),
         after=float(np.median(x[split:])),
@@ -141,13 +141,13 @@ def examine(
 
 def find_steps(
     values: Sequence[float], *, false_alarm: float = 0.01, min_segment: int = 3, ranks: bool = False
-) -> list[Step]:
+) -> list[SeriesStep]:
     """Every step, oldest first: a step, then the next one in the points after it, and so on.
 
     Each step is tested at ``false_alarm`` on the points after the previous one, so a history table can
     show a second step that the one-step test of the whole series would hide behind the first.
     """
-    steps: list[Step] = []
+    steps: list[SeriesStep] = []
     start = 0
     while True:
         found = find_step(values[start:], false_alarm=false_alarm, min_segment=min_segment, ranks=ranks)
@@ -160,7 +160,7 @@ def find_steps(
 
 def completed_at_last(
     values: Sequence[float], *, false_alarm: float = 0.01, min_segment: int = 3, ranks: bool = False
-) -> Step | None:
+) -> SeriesStep | None:
     """The step the newest point completes: found with it, not found without it, else None.
 
     For online use after each run: a step at run 10 is announced at the first run that makes it

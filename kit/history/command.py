@@ -100,13 +100,13 @@ def gather(runs: str | None = None, descriptor: str | Path | None = None, cases:
     with history_index.reading(store, rebuild) as (indexed, con):
         found = queries.count_runs(con, selection)
         if not found:
-            raise BadInput(f"{url}: no run matches {describe(selection)} (of {indexed.found} run location(s))")
+            raise BadInput(f"{url}: no run matches {selection_words(selection)} (of {indexed.found} run location(s))")
         margins = flag_rows(queries.margins(con, selection))
         return History(url, indexed.path, selection, found, margins, queries.changes(con, selection),
                        queries.lines(con), indexed)
 
 
-def describe(sel: queries.Selection) -> str:
+def selection_words(sel: queries.Selection) -> str:
     """The selection in words (descriptor, cases, since), for the lines that say what matched or that nothing did."""
     parts = [f"descriptor {sel.name}" if sel.name else "any descriptor"]
     if sel.cases:
@@ -140,7 +140,7 @@ def render(history: History, out: str | Path | None = None) -> History:
 def markdown(history: History) -> str:
     """The margin table for a CI log or a pull request (a decode case's worst step a series of its own, "<case>
     decode"), then every line about what was not read."""
-    out = [f"## Parity history: {describe(history.selection)}", "",
+    out = [f"## Parity history: {selection_words(history.selection)}", "",
            f"{history.runs} run(s) from {history.store}; {len(history.shrinking)} case-bucket(s) losing margin.",
            "", "| case | bucket | runs | last largest error | bound | margin | error / bound | trend per run "
                "| flag |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]

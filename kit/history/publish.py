@@ -24,7 +24,7 @@ from pathlib import Path
 from kit.core.records import rundir
 from kit.core.errors import BadInput
 from kit.core.records.jsonio import write_json
-from kit.core.records.paths import leads_out
+from kit.core.records.paths import real_outside
 from kit.core.records.results import RunDir, now_iso
 from kit.core.records.store import RUN_MARKERS, Store, open_store
 
@@ -71,7 +71,7 @@ def run_files(local_dir: Path) -> list[str]:
             continue
         if not path.is_file():
             continue
-        if (target := leads_out(path, root)) is not None:
+        if (target := real_outside(path, root)) is not None:
             raise BadInput(f"{path}: a link that leads out of the run ({target}); a published run carries "
                            "only its own files")
         files.append(path.relative_to(root).as_posix())
@@ -126,11 +126,11 @@ def publish_run(local_dir: str | Path, url: str) -> Publication:
         done = Publication(destination, at, count)
     except BadInput as exc:
         done = Publication(destination, at, 0, str(exc))
-    record(local, done)
+    record_publication(local, done)
     return done
 
 
-def record(local_dir: Path, publication: Publication) -> None:
+def record_publication(local_dir: Path, publication: Publication) -> None:
     """Add ``publication`` to the run's ``published.json``: every attempt is kept, in order."""
     path, run = local_dir / rundir.PUBLISHED, RunDir.local(local_dir)
     earlier: list[dict] = []

@@ -108,15 +108,6 @@ def series(con: Any, sel: Selection) -> Any:
     return con.execute(_SERIES.format(where=where), args).df()
 
 
-def case_series(con: Any, sel: Selection) -> Any:
-    """Per case and run: its status, errors, drift statistic and what it stood on (a DataFrame)."""
-    where, args = sel.where("r", "c")
-    return con.execute(f"""
-        SELECT r.run, r.kind, r.started_at, r.release, c.* EXCLUDE (run, release, started_at)
-        FROM cases c JOIN runs r ON r.run = c.run WHERE {where}
-        ORDER BY c."case", r.started_at NULLS FIRST, r.run""", args).df()
-
-
 def changes(con: Any, sel: Selection) -> list[dict]:
     """The points of the time axis where something a reader should see changed: a release (the first run of
     each; ``case`` None, since it is every case's), a case's golden or calibration record (the first run of

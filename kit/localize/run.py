@@ -19,7 +19,7 @@ from typing import Sequence
 
 from kit.backends import registry
 from kit.case.interpreter import kernel_python, run_case_fresh
-from kit.case.localize import backends_text, curves, in_own_kernel, localizable, reference_options, refusal
+from kit.case.localize import backends_text, curves, in_own_kernel, localizable_here, reference_options, refusal
 from kit.case.runner import run_case as run_here
 from kit.core.records import paths, rundir
 from kit.core.errors import BadInput
@@ -47,7 +47,7 @@ class LocalizeRun:
     notebook_error: str | None
 
 
-def default_dir(case: str) -> Path:
+def localize_dir(case: str) -> Path:
     """Where a localize of ``case`` goes when no --out is given: a new folder under runs/."""
     return rundir.new_run_dir("localize", case)
 
@@ -58,7 +58,7 @@ def case_spec(desc: LoadedDescriptor, case: str) -> CaseSpec:
     if case not in stated.cases:
         raise BadInput(stated.no_case(case))
     spec = resolve(desc, [case]).cases[case].spec
-    able_backends = localizable()
+    able_backends = localizable_here()
     if spec.backend not in able_backends:
         dtype = spec.options.get("dtype")
         able = [s for s in resolve(desc).specs if s.backend in able_backends]
@@ -115,7 +115,7 @@ def localize_case(descriptor: str | Path, case: str, prompt_ids: Sequence[str] |
     spec = case_spec(desc, case)
     if model is not None:
         check_candidate(spec, Path(model), _prompts(spec, prompt_ids))
-    out = Path(out or default_dir(case))
+    out = Path(out or localize_dir(case))
     lifecycle.claimable(out, "--out", "localize", command)  # refused before anything runs; claimed with a verdict
     candidate_model = str(Path(model).resolve()) if model else spec.model_path
     candidate_spec = on_model(spec, candidate_model) if model else spec

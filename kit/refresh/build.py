@@ -45,10 +45,10 @@ def resolve_inputs(fork_repo: str | Path, upstream_ref: str, base: str | None = 
     """What a refresh builds, every ref resolved to its commit: the fork's tip, the new upstream and the old base
     (by default where the tip meets it); a ref that is not a commit is refused in one line."""
     repo = overlay.check_repo(fork_repo)
-    upstream = overlay.resolve(repo, upstream_ref, "upstream ref")
-    tip_sha = overlay.resolve(repo, tip or "HEAD", "fork tip")
+    upstream = overlay.resolve_commit(repo, upstream_ref, "upstream ref")
+    tip_sha = overlay.resolve_commit(repo, tip or "HEAD", "fork tip")
     if base:
-        base_sha = overlay.resolve(repo, base, "old upstream base")
+        base_sha = overlay.resolve_commit(repo, base, "old upstream base")
     else:
         base_sha = overlay.default_base(repo, tip_sha, upstream)
     name = fork or repo.name
@@ -97,7 +97,7 @@ def build_release(fork_repo: str | Path, upstream_ref: str, step_dir: str | Path
     inp = resolve_inputs(fork_repo, upstream_ref, base, tip, fork)
     commits = overlay.overlay_commits(inp.repo, inp.base, inp.tip)
     moved = overlay.count_commits(inp.repo, inp.base, inp.upstream)
-    replay = overlay.replay(inp.repo, commits, inp.upstream, step_dir / branch, branch)
+    replay = overlay.replay_overlay(inp.repo, commits, inp.upstream, step_dir / branch, branch)
     timings["replay"] = time.perf_counter() - t0
     outcome = BuildOutcome("", "", inp.to_dict(), [{"sha": c.sha, "subject": c.subject} for c in commits],
                            moved, replay.to_dict(), timings_s=timings)
@@ -139,7 +139,7 @@ def build_release(fork_repo: str | Path, upstream_ref: str, step_dir: str | Path
                                                                f"(log {log}): {_telling_line(out.log_tail)}")
         return _record(step_dir, outcome)
 
-    outcome = replace(outcome, wheels=[wheels.describe(w) for w in found])
+    outcome = replace(outcome, wheels=[wheels.wheel_line(w) for w in found])
     doc = {
         "kind": "release", "tag": outcome.tag, "version": outcome.version, "fork": inp.fork,
         "fork_repo": str(inp.repo), "branch": branch, "source_commit": replay.tip, "base_commit": inp.upstream,
@@ -157,7 +157,7 @@ def build_release(fork_repo: str | Path, upstream_ref: str, step_dir: str | Path
     return _record(step_dir, outcome)
 
 
-def load_outcome(step_dir: str | Path) -> BuildOutcome:
+def load_build(step_dir: str | Path) -> BuildOutcome:
     """A build step's recorded outcome, read back from its folder."""
     return BuildOutcome(**read_json(Path(step_dir) / RECORD))
 

@@ -65,7 +65,7 @@ def check_repo(repo: str | Path) -> Path:
     return path.resolve()
 
 
-def resolve(repo: Path, ref: str, what: str) -> str:
+def resolve_commit(repo: Path, ref: str, what: str) -> str:
     """The commit ``ref`` names in ``repo``; one that names no commit is refused in one line saying what it was
     meant to be."""
     proc = git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
@@ -99,8 +99,8 @@ def tag_exists(repo: Path, tag: str) -> bool:
     return git(repo, "rev-parse", "--verify", "--quiet", f"refs/tags/{tag}", check=False).returncode == 0
 
 
-def replay(repo: Path, commits: list[Commit], new_base: str, worktree: Path,
-           branch: str | None = REPLAY_BRANCH) -> Replay:
+def replay_overlay(repo: Path, commits: list[Commit], new_base: str, worktree: Path,
+                   branch: str | None = REPLAY_BRANCH) -> Replay:
     """Cherry-pick ``commits`` one by one onto ``new_base`` on ``branch``, in a new worktree (with no
     branch, on a detached HEAD: a bisect's trial replays leave no branch behind)."""
     if branch is None:
@@ -133,11 +133,6 @@ def replay(repo: Path, commits: list[Commit], new_base: str, worktree: Path,
 def range_diff(repo: Path, base: str, tip: str, new_base: str, new_tip: str) -> str:
     """How each overlay commit changed on its way onto the new base (``git range-diff``)."""
     return git(repo, "range-diff", "--no-color", f"{base}..{tip}", f"{new_base}..{new_tip}").stdout
-
-
-def is_clean(worktree: Path) -> bool:
-    """Whether the worktree has no change git sees: a replay starts only from a clean one."""
-    return git(worktree, "status", "--porcelain").stdout.strip() == ""
 
 
 def _is_empty_pick(worktree: Path) -> bool:

@@ -135,7 +135,7 @@ def qualify_release(manifest_path: str | Path, descriptor: str | Path | None, st
         return ok
 
     source = release.wheel_dir(manifest)
-    problems = wheels.verify(source, manifest["wheels"])
+    problems = wheels.verify_wheels(source, manifest["wheels"])
     out = replace(out, wheels=[{"file": w["file"], "sha256": w["sha256"], "architecture": w.get("architecture", ""),
                    "verified": not any(w["file"] in p for p in problems)} for w in manifest["wheels"]])
     if not check("verify", not problems, "; ".join(problems) or
@@ -284,7 +284,7 @@ def host_hardware() -> dict:
     return info
 
 
-def load_outcome(step_dir: str | Path) -> QualifyOutcome:
+def load_qualify(step_dir: str | Path) -> QualifyOutcome:
     """A qualify step's recorded outcome, read back from its folder."""
     return QualifyOutcome(**read_json(Path(step_dir) / RECORD))
 

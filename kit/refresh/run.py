@@ -112,7 +112,7 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
         error = _step(BUILD_NOTEBOOK, run_dir, "build", params, build_timeout_s, timings)
         if not (run_dir / "build" / build.RECORD).is_file():
             return _unfinished(run_dir, record, "build", error)
-        built = build.load_outcome(run_dir / "build")
+        built = build.load_build(run_dir / "build")
         style = "green" if built.built else "red"
         log.log(NOTICE, f"  [{style}]{built.status}[/]: {escape(built.reason)} ({timings['build']:.1f} s)",
                 extra=MARKUP)
@@ -127,7 +127,7 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
         error = _step(QUALIFY_NOTEBOOK, run_dir, "qualify", params, qualify_timeout_s, timings)
         if not (run_dir / "qualify" / qualify.RECORD).is_file():
             return _unfinished(run_dir, record, "qualify", error)
-        q = qualify.load_outcome(run_dir / "qualify")
+        q = qualify.load_qualify(run_dir / "qualify")
         style = "green" if q.qualified else "red"
         log.log(NOTICE, f"  [{style}]{'qualified' if q.qualified else 'not qualified'}[/]: {escape(q.reason)} "
                         f"({timings['qualify']:.1f} s)", extra=MARKUP)

@@ -58,7 +58,7 @@ def run_build(source: Path, template: Sequence[str], wheel_dir: Path, log_path: 
     return BuildOutput(command, code, tail, time.perf_counter() - t0)
 
 
-def describe(path: Path) -> dict:
+def wheel_line(path: Path) -> dict:
     """A wheel as the release manifest lists it: file, distribution, version, architecture, SHA-256."""
     try:
         name, version, _, tags = parse_wheel_filename(path.name)
@@ -94,7 +94,7 @@ def top_level_modules(path: Path) -> list[str]:
     return sorted(found)
 
 
-def verify(wheel_dir: Path, listed: Sequence[dict]) -> list[str]:
+def verify_wheels(wheel_dir: Path, listed: Sequence[dict]) -> list[str]:
     """One line per wheel whose bytes are missing or differ from what the manifest recorded."""
     problems = []
     for entry in listed:

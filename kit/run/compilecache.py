@@ -34,7 +34,7 @@ def cache_root(environ: Mapping[str, str] | None = None) -> Path | None:
     return Path(base) / "parity-kit" / "compile"
 
 
-def kernel_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+def cache_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The variables a case kernel gets so that its compiled programs persist (empty when caching is off)."""
     environ = os.environ if environ is None else environ
     root = cache_root(environ)

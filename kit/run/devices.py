@@ -188,7 +188,7 @@ def check_fits(case: str, wanted: int, inventory: Inventory, where: str) -> None
                        f"{inventory.describe()}")
 
 
-def kernel_env(gpus: Sequence[Gpu]) -> dict[str, str]:
+def gpu_env(gpus: Sequence[Gpu]) -> dict[str, str]:
     """The environment that shows a case's kernel its GPUs and no others. CUDA counts GPUs fastest
     first unless told to count them in PCI order as nvidia-smi does; JAX's own device filter indexes
     into what CUDA shows, so an inherited one is reset to all of them."""

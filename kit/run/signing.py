@@ -150,7 +150,7 @@ def generate(name: str, out: Path) -> tuple[Path, TrustedKey]:
     return target, TrustedKey(name, signer.public_key.keyid, public_hex(signer))
 
 
-def statement(subjects: Sequence[tuple[str, str]], predicate_type: str, predicate: Mapping[str, Any]) -> dict:
+def intoto_statement(subjects: Sequence[tuple[str, str]], predicate_type: str, predicate: Mapping[str, Any]) -> dict:
     """An in-toto Statement v1: each subject by name and SHA-256, and what is said of them."""
     return {"_type": STATEMENT_TYPE,
             "subject": [{"name": name, "digest": {"sha256": digest}} for name, digest in subjects],

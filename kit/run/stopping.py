@@ -45,7 +45,7 @@ def exit_code(exc: KeyboardInterrupt) -> int:
     return exc.exit_code if isinstance(exc, Stopped) else ExitCode.INTERRUPTED
 
 
-def describe(exc: KeyboardInterrupt) -> str:
+def stop_words(exc: KeyboardInterrupt) -> str:
     """What the CLI says when it stops: 'interrupted' for Ctrl-C, else the signal's name."""
     if isinstance(exc, Stopped) and exc.signum != signal.SIGINT:
         return f"stopped by {signal.Signals(exc.signum).name}"

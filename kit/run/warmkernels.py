@@ -309,7 +309,7 @@ def locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def connect(key: Key) -> tuple[socket.socket, Path]:
+def connect_warm(key: Key) -> tuple[socket.socket, Path]:
     """A connection to the warm process of ``key``, started now when none listens, and its socket's path; OSError
     saying why not (TimeoutError for one that takes no connection: stopped, or wedged with its backlog full)."""
     where = folder()
@@ -327,7 +327,7 @@ def connect(key: Key) -> tuple[socket.socket, Path]:
                         key=lambda w: w.used)
         for warm in others[:max(0, len(others) - MAX_WARM + 1)]:
             ask_to_leave(warm)  # the least recently used leaves
-        start(key, address)
+        start_warm(key, address)
     conn = _try_connect(address)
     if conn is None:
         raise OSError(f"the warm process just started does not listen at {address}")
@@ -362,7 +362,7 @@ def running(where: Path, tidy: bool = False) -> list[Warm]:
             try:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except BlockingIOError:
-                found.append(Warm(lock, holder(lock), st.st_mtime))
+                found.append(Warm(lock, warm_holder(lock), st.st_mtime))
                 continue
             if tidy:
                 for suffix in (".sock", ".lock", ".log"):
@@ -373,7 +373,7 @@ def running(where: Path, tidy: bool = False) -> list[Warm]:
     return found
 
 
-def holder(lock: Path) -> int | None:
+def warm_holder(lock: Path) -> int | None:
     """The pid of the warm process that holds ``lock``'s flock, as the kernel shows it: the pid the file names,
     only if that process has the very file open with a flock on it (/proc/PID/fd and fdinfo) and is a warm process
     of the kit serving that lock's socket (its command line: ``warm_process``). None otherwise: a stale file, a
@@ -423,7 +423,7 @@ def ready(lock: Path) -> bool:
 
 def stopped(lock: Path) -> bool:
     """Whether the warm process of ``lock`` is stopped (SIGSTOP, a debugger): it will not answer until continued."""
-    pid = holder(lock)
+    pid = warm_holder(lock)
     if pid is None:
         return False
     try:
@@ -444,7 +444,7 @@ def ask_to_leave(warm: Warm) -> None:
     except (OSError, AttributeError):
         return
     try:
-        if holder(warm.lock) == warm.pid:
+        if warm_holder(warm.lock) == warm.pid:
             signal.pidfd_send_signal(pidfd, signal.SIGTERM)
     except OSError:
         pass
@@ -480,7 +480,7 @@ def _try_connect(address: Path, timeout: float | None = None) -> socket.socket |
     return conn
 
 
-def start(key: Key, address: Path) -> None:
+def start_warm(key: Key, address: Path) -> None:
     """Start the warm process of ``key`` listening at ``address`` (a stale path there is replaced). Its socket is
     its user's alone (0600) before it listens: a socket's mode follows the umask at bind, and only a chmod of its
     path changes it (an fchmod of its descriptor does not, on Linux)."""
@@ -517,7 +517,7 @@ def fork(key: Key, cmd: Sequence[str], env: Mapping[str, str], cwd: str, stdout:
                                     "cwd": cwd}).encode())
     try:
         for attempt in (1, 2):
-            conn, address = connect(key)
+            conn, address = connect_warm(key)
             answer = _ask(conn, address.with_suffix(".lock"), payload, [stdout.fileno(), stderr.fileno()])
             if answer is None:
                 conn.close()

@@ -43,7 +43,7 @@ resource limit), whose kernel would have more than its asker. It runs nothing bu
 It holds an exclusive ``flock`` on its lock file (``<digest>.lock``, which also names its pid, and says ``ready``
 once its first imports are done, so an asker may give up on one that then does not answer) for its whole life,
 and no child keeps it: the lock, not a pid in a file, is what says it is alive, and which pid holds it is read
-from the kernel (kit.run.warmkernels.holder) before any signal is sent. Once it has had no kernel and no request
+from the kernel (kit.run.warmkernels.warm_holder) before any signal is sent. Once it has had no kernel and no request
 for its idle time, or on SIGTERM (a starter making room for another key), it removes its socket's path, its lock
 file and its log and takes no more connections; it exits once its last kernel has ended, never before: ipykernel
 shuts a kernel down when its parent goes. It is single-threaded: a fork copies only the forking thread, so it
@@ -523,12 +523,12 @@ def confinement_problem(theirs: dict, own: dict) -> str | None:
     for name, limit in own["limits"].items():
         their_limit = theirs["limits"].get(name, limit)
         if any(lower(t, m) for t, m in zip(their_limit, limit)):
-            return (f"has a lower limit of {name[4:].lower()} ({shown(their_limit)}, this process "
-                    f"{shown(limit)})")
+            return (f"has a lower limit of {name[4:].lower()} ({limit_text(their_limit)}, this process "
+                    f"{limit_text(limit)})")
     return None
 
 
-def shown(limit: list) -> str:
+def limit_text(limit: list) -> str:
     """A soft and hard limit as ``soft/hard``."""
     return "/".join("unlimited" if v is None else str(v) for v in limit)
 

@@ -24,7 +24,7 @@ from kit.core.records.fixture import load_fixture
 from kit.core.baselines.golden import load_golden
 from kit.core.records.records import (BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult,
                                       PromptScore, severity)
-from kit.core.verdict.nextsteps import Step, next_steps, one_command
+from kit.core.verdict.nextsteps import NextStep, next_steps, one_command
 from kit.core.records.results import RunView, counts_sentence
 from kit.gate.trend import read_steps
 
@@ -315,7 +315,7 @@ def glue_title(name: str | None, verdict: str | None, kind: str) -> str:
     return title
 
 
-def run_steps(view: RunView) -> tuple[list[Step], str | None]:
+def run_steps(view: RunView) -> tuple[list[NextStep], str | None]:
     """The run's next steps, with its descriptor and directory as a reader's commands name them, and the one
     `baseline make` that covers several missing baselines (None where it is not needed)."""
     descriptor = paths.display(view.manifest.get("descriptor") or "DESCRIPTOR")

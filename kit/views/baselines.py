@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from kit.core.baselines.baselinekind import CALIBRATION, kind_named
+from kit.core.baselines.baselinekind import CALIBRATION, baseline_kind_named
 from kit.core.noise.calibration import load_record
 from kit.core.records.jsonio import read_json
 
@@ -53,9 +53,9 @@ def bounds_frame(doc: dict) -> pd.DataFrame:
     runtime's, or the one it fell back to), where that record can still be read."""
     rows = []
     # Read by kind, not by spelling: a record written before the kinds had one spelling reads the same.
-    used = {r["case"]: r.get("file") for r in doc["before"] if kind_named(r["kind"]) is CALIBRATION}
+    used = {r["case"]: r.get("file") for r in doc["before"] if baseline_kind_named(r["kind"]) is CALIBRATION}
     for m in doc["made"]:
-        if kind_named(m["kind"]) is not CALIBRATION or not m.get("bounds"):
+        if baseline_kind_named(m["kind"]) is not CALIBRATION or not m.get("bounds"):
             continue
         old = {}
         if used.get(m["case"]) and Path(used[m["case"]]).is_file():

@@ -91,7 +91,7 @@ def markdown_report(folder: str | Path) -> str:
     from kit.gate.report import md
 
     folder = Path(folder)
-    doc = read_checked(folder / rundir.LOCALIZE)
+    doc = read_localize(folder / rundir.LOCALIZE)
     lines = [f"## Localize `{md(doc['case'])}` ({md(doc['backend'])}): **{md(doc['verdict'])}**", "",
              f"Candidate {md(doc['model'], code=True)}; reference {md(doc['reference'])}; noise: "
              f"{md(doc['clean'])}; a point leaves the noise above {doc['k']:g} x it.", ""]
@@ -113,7 +113,7 @@ def _ratio(ratio: float | None) -> str:
     return "inf" if ratio is None else f"{ratio:.3g}"
 
 
-def read_checked(path: Path) -> dict:
+def read_localize(path: Path) -> dict:
     """A localize.json as the report reads it, or one line naming the file and the first key it lacks (a damaged
     file, or one an older kit wrote)."""
     return resultcheck.read_checked(path, check_localize)

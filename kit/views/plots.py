@@ -184,7 +184,7 @@ def calibration_samples(entries: list[dict], title: str = "max probability error
     return fig
 
 
-def headroom(results: dict, title: str = "headroom: each case's largest error / its bound"):
+def headroom_bars(results: dict, title: str = "headroom: each case's largest error / its bound"):
     """One bar per case with a bound, the line at 1 where a prompt fails; the bar says where the
     bound came from (calibrated or hand-set), so a wide hand-set bound shows as the blind spot it is.
     A decode case has a second bar, "<case> decode": its worst step against that step's own bound

@@ -83,7 +83,7 @@ class RefreshView:
     def control_dir(self) -> Path | None:
         """The refresh's control directory, where its third step ran one (None before)."""
         path = self.run_dir / "control"
-        return path if rundir.kind_of(path) == "control" else None
+        return path if rundir.run_kind_of(path) == "control" else None
 
 
 def load_refresh_section(path: str | Path) -> RefreshView | None:
@@ -93,8 +93,8 @@ def load_refresh_section(path: str | Path) -> RefreshView | None:
     path = Path(path)
     if not (path / REFRESH_RECORD).is_file():
         return None
-    b = build.load_outcome(path / "build") if (path / "build" / build.RECORD).is_file() else None
-    q = qualify.load_outcome(path / "qualify") if (path / "qualify" / qualify.RECORD).is_file() else None
+    b = build.load_build(path / "build") if (path / "build" / build.RECORD).is_file() else None
+    q = qualify.load_qualify(path / "qualify") if (path / "qualify" / qualify.RECORD).is_file() else None
     return RefreshView(path, read_json(path / REFRESH_RECORD), b, q)
 
 

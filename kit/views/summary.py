@@ -319,7 +319,7 @@ def styled_case_table(view: RunView):
         table["step"] = [None if pd.isna(p) else "first token" if pd.isna(n) else f"decode {int(n)}"
                          for p, n in zip(table["worst_prompt"], table["step"])]
     if "bound_from" in table:
-        table["bound_from"] = [judged_by(view.results.get(str(c))) for c in table.index]
+        table["bound_from"] = [judged_by_words(view.results.get(str(c))) for c in table.index]
     if "drift" in table:  # "passed, p = 0.19" may break after its comma only
         table["drift"] = [d.replace(" = ", "\u00a0=\u00a0") if isinstance(d, str) else d for d in table["drift"]]
     if "attempts" in table and "attempts" not in empty:  # a case run again says so beside how it ended
@@ -359,7 +359,7 @@ def status_css(status: str) -> str:
     return "" if status == PASSED else f"color: {BANNER_COLORS.get(status, BANNER_COLORS[FAILED])}; font-weight: 600"
 
 
-def judged_by(r: CaseResult | None) -> str | None:
+def judged_by_words(r: CaseResult | None) -> str | None:
     """What a case was judged by, in a word or two: its bounds' source (calibrated, hand-set), or an exact golden."""
     if r is None:
         return None
@@ -441,7 +441,7 @@ def show_run(view: RunView, save_figures: bool = True) -> None:
         display(HTML(f"<p>{html.escape(stated)}</p>"))
     coverage.show_run_coverage(view.manifest)  # what the verdict cannot see: tokens and positions no prompt reaches
     prompts = prompt_frame(view.results)
-    figures = {plots.HEADROOM: plots.headroom(view.results),
+    figures = {plots.HEADROOM: plots.headroom_bars(view.results),
                plots.BY_BUCKET: plots.error_by_bucket(prompts),
                plots.VS_LENGTH: plots.error_vs_length(prompts, title="max probability error per prompt")}
     if any(r.detectable for r in view.results.values()):

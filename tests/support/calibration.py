@@ -16,10 +16,10 @@ from kit.core.records.spec import CaseSpec
 def measure_in_process(spec: CaseSpec, samples_path: str | Path, command: Sequence[str] = ("in-process",)
                        ) -> CalibrationRecord:
     """A record of ``spec`` measured in this process (no kernel, no file under calibrations/)."""
-    from kit.case.calibrate import calibrate_case
+    from kit.case.calibrate import variant_samples
 
     variants = variants_for(spec)
-    entries = calibrate_case(spec, variants, samples_path)
+    entries = variant_samples(spec, variants, samples_path)
     return build_record(spec, variants, entries, list(command))
 
 

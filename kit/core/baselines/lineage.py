@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from kit.core.baselines.baselinekind import LINEAGE_KINDS, BaselineKind
 from kit.core.errors import BadInput
-from kit.core.records.jsonio import ContentAddressed, canonical_bytes, parse_json_input, read_input_bytes, sha256_bytes
+from kit.core.records.jsonio import ContentAddressed, read_addressed, sha256_bytes
 from kit.core.records.recordcheck import Wrong, formatted, listing, mapping, text
 
 FORMAT = "parity-kit-lineage/1"
@@ -124,15 +124,8 @@ def load_entry(path: str | Path) -> LineageEntry:
     """An entry from its file: canonical bytes whose SHA-256 is the file's name, then every key checked."""
     path = Path(path)
     shown = str(path)
-    data = read_input_bytes(path, f"lineage entry {shown}")
-    doc = parse_json_input(data, f"lineage entry {shown}")
-    if canonical_bytes(doc) != data:
-        raise BadInput(f"{shown}: not canonical JSON: the lineage entry was edited; an entry is written once by "
-                       "`parity-kit baseline make` and never changed")
-    digest = sha256_bytes(data)
-    if digest != path.stem:
-        raise BadInput(f"{shown}: name is not the entry's SHA-256 ({digest}): the entry was changed after it was "
-                       "written")
+    doc = read_addressed(path, "lineage entry", "entry",
+                         "an entry is written once by `parity-kit baseline make` and never changed")
     entry = entry_from_dict(doc, shown)
     return LineageEntry(**{**entry.__dict__, "path": path})
 

@@ -26,8 +26,8 @@ FORMAT = "parity-kit-fault/1"
 KEYS = ("format", "fault", "magnitude", "unit", "source_model_digest", "source_fault")
 
 
-def provenance(fault: str, magnitude: float, unit: str, source_digest: str,
-               source_fault: Mapping[str, Any] | None) -> dict:
+def fault_provenance(fault: str, magnitude: float, unit: str, source_digest: str,
+                     source_fault: Mapping[str, Any] | None) -> dict:
     """The file's document: ``source_fault`` is the source's own provenance when it was a fault copy too."""
     return {"format": FORMAT, "fault": fault, "magnitude": magnitude, "unit": unit,
             "source_model_digest": source_digest, "source_fault": dict(source_fault) if source_fault else None}
@@ -66,7 +66,7 @@ def model_faults(folders: Iterable[tuple[str | Path, str]]) -> dict[str, dict]:
     return out
 
 
-def describe(found: Mapping[str, Any]) -> str:
+def fault_words(found: Mapping[str, Any]) -> str:
     """A fault copy's provenance in a few words: "fault rope_base at 0.05"."""
     if "unreadable" in found:
         return f"its fault provenance unreadable: {found['unreadable']}"

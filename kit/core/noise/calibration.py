@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from kit.core.errors import BadInput
-from kit.core.records.jsonio import ContentAddressed, canonical_bytes, parse_json_input, read_input_bytes, sha256_bytes
+from kit.core.records.jsonio import ContentAddressed, read_addressed
 from kit.core.records.recordcheck import Wrong, check_record
 from kit.core.noise.drift import RecordDepth, drift_of, record_depth
 from kit.core.noise.rule import RULE_NAME, RULE_TEXT, RULES, bound_rule, resolution
@@ -314,18 +314,10 @@ def load_record(path: str | Path) -> CalibrationRecord:
     shown = str(path)
     if not path.is_file():
         raise BadInput(f"calibration record {shown} does not exist")
-    data = read_input_bytes(path, f"calibration record {shown}")
-    doc = parse_json_input(data, f"calibration record {shown}")
+    doc = read_addressed(path, "calibration record", "record", "calibrate again instead of editing it")
     if not isinstance(doc, dict) or doc.get("format") not in FORMATS:
         raise BadInput(f"{shown}: not a calibration record of format {' or '.join(FORMATS)} "
                        f"(format {doc.get('format') if isinstance(doc, dict) else None!r})")
-    if canonical_bytes(doc) != data:
-        raise BadInput(f"{shown}: not canonical JSON (sorted keys, no spaces, one trailing newline, as calibrate "
-                       "writes a record): the record was edited; calibrate again instead of editing it")
-    digest = sha256_bytes(data)
-    if digest != path.stem:
-        raise BadInput(f"{shown}: name is not the record's SHA-256 ({digest}): the record was changed "
-                       "after it was made; calibrate again instead of editing it")
     try:
         check_record(doc, {name: text for name, (text, _) in RULES.items()},
                      decode=doc["format"] == FORMAT_DECODE)

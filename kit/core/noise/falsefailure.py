@@ -121,12 +121,6 @@ def statement(b: Budget, left_out: tuple[int, int] | None = None) -> str:
     return text
 
 
-def binomial_cdf(k: int, n: int, p: float) -> float:
-    """P(X <= k) for X ~ Binomial(n, p), at any n (kit.core.noise.special: a sum of terms overflowed from about a
-    thousand trials)."""
-    return special.binomial_cdf(k, n, p)
-
-
 def upper_bound(failures: int, trials: int, confidence: float = 0.95) -> float:
     """The one-sided Clopper-Pearson upper bound of a rate seen ``failures`` times in ``trials``: the p at which
     seeing so few has probability 1 - confidence (0 of 20 at 95 %: 1 - 0.05 ** (1/20) = 13.9 %). Exact, not an

@@ -61,7 +61,7 @@ def stream(embedded, after_attention, after_mlp) -> list[tuple[Point, "object"]]
     return out
 
 
-def differences(candidate, reference) -> dict[str, float]:
+def point_metrics(candidate, reference) -> dict[str, float]:
     """The four metrics of one point: ``candidate`` and ``reference`` are [positions, hidden] arrays."""
     import numpy as np
 
@@ -125,8 +125,8 @@ class Localization:
                 "verdict": self.verdict, "points": [r.to_dict() for r in self.results], "notes": list(self.notes)}
 
 
-def judge(point: Point, candidate: Mapping[str, float], clean: Mapping[str, float], k: float = K,
-          floor: float = FLOOR, metric: str = METRIC) -> PointResult:
+def leaves_noise(point: Point, candidate: Mapping[str, float], clean: Mapping[str, float], k: float = K,
+                 floor: float = FLOOR, metric: str = METRIC) -> PointResult:
     """Whether the candidate's difference at ``point`` is above ``k`` x the clean run's (and the floor)."""
     c, noise = candidate[metric], clean[metric]
     threshold = max(k * noise, floor)
@@ -142,7 +142,7 @@ def localize(prompt_id: str, curve_points: Sequence[Point], candidate: Sequence[
         raise ValueError(f"{len(curve_points)} points, {len(candidate)} candidate and {len(clean)} clean differences")
     if k < 1:
         raise ValueError(f"k = {k}: a candidate within the clean run's own difference cannot have left the noise")
-    judged = [judge(p, c, n, k, floor, metric) for p, c, n in zip(curve_points, candidate, clean)]
+    judged = [leaves_noise(p, c, n, k, floor, metric) for p, c, n in zip(curve_points, candidate, clean)]
     return Localization(prompt_id, judged, k, floor, metric)
 
 

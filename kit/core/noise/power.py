@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from kit.core.errors import BadInput
-from kit.core.records.jsonio import ContentAddressed, canonical_bytes, parse_json_input, read_input_bytes, sha256_bytes
+from kit.core.records.jsonio import ContentAddressed, canonical_bytes, read_addressed
 from kit.core.host.runtime import numeric_fingerprint
 from kit.core.rules import rules
 from kit.core.rules.failure import Failure
@@ -308,7 +308,8 @@ def _short(value: Any) -> str:
 def read_power(path: str | Path) -> Any:
     """A power record's document as written, unjudged: what a reader needs to find the calibration record it
     names before ``load_power`` judges it (pass the document on, so the file is read once)."""
-    return parse_json_input(read_input_bytes(Path(path), "power record"), f"power record {path}")
+    return read_addressed(path, "power record", "power record",
+                          "measure it again with `parity-kit power` instead of editing it")
 
 
 def named_calibration(doc: Any, shown: str) -> str:
@@ -337,8 +338,8 @@ def load_power(path: str | Path, reference: Mapping[str, Any], doc: Any = None) 
         record = PowerRecord.from_dict(doc, path)
     except (KeyError, TypeError, ValueError) as exc:
         raise BadInput(f"{shown}: not a power record this kit can read ({type(exc).__name__}: {exc})") from None
-    if sha256_bytes(record.canonical()) != path.stem:
-        raise BadInput(f"{shown}: its content is not what its name (its SHA-256) says: edited after it was written")
+    if record.canonical() != canonical_bytes(doc):  # its bytes are its name's (read_addressed); a key it lacks
+        raise BadInput(f"{shown}: holds what a power record does not: its content is not what its name says")
     if record.record_sha256 != reference["sha256"]:
         raise BadInput(f"{shown}: measured against calibration record {record.record_sha256[:12]}, not "
                        f"{reference['sha256'][:12]}")

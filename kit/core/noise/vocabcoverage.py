@@ -130,7 +130,7 @@ def load_token_vocab(model_dir: str | Path) -> TokenVocab | None:
         raise BadInput(f"tokenizer {path} is not a tokenizer.json the kit reads: {type(exc).__name__}: {exc}") from None
 
 
-def classify(piece: bytes | None, special: bool = False) -> str:
+def token_class(piece: bytes | None, special: bool = False) -> str:
     """The class (a key of ``CLASSES``) of a token that stands for ``piece``; None means no token."""
     if special:
         return "special"
@@ -322,7 +322,7 @@ def fixture_coverage(fixture, model_dir: str | Path | None = None) -> VocabCover
 def _classes(vocab: TokenVocab, vocab_size: int, counts: Mapping[int, int]) -> tuple[ClassCoverage, ...]:
     members: dict[str, list[int]] = {name: [] for name in CLASSES}
     for i in range(vocab_size):
-        members[classify(vocab.pieces.get(i), i in vocab.special)].append(i)
+        members[token_class(vocab.pieces.get(i), i in vocab.special)].append(i)
     return tuple(
         ClassCoverage(name, CLASSES[name], len(ids), sum(1 for i in ids if i in counts),
                       sum(counts.get(i, 0) for i in ids),

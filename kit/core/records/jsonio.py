@@ -175,6 +175,26 @@ def parse_json_input(data: bytes, what: str) -> Any:
         raise BadInput(f"{what} is not valid JSON: {NESTED_TOO_DEEP}") from None
 
 
+
+def read_addressed(path: str | os.PathLike, what: str, noun: str, remedy: str) -> Any:
+    """The document of a file named by its own SHA-256 (a ContentAddressed record: calibration record, power
+    record, lineage entry), read once: its bytes must be canonical JSON and hash to its name (as given: a link's
+    own name, not its target's), so the name pins the bytes. Anything else is one line naming the file, saying the
+    ``noun`` was edited and what to do instead (``remedy``); ``what`` names the file where it cannot be read."""
+    from kit.core.errors import BadInput
+
+    path, shown = Path(path), str(path)
+    data = read_input_bytes(path, f"{what} {shown}")
+    doc = parse_json_input(data, f"{what} {shown}")
+    if canonical_bytes(doc) != data:
+        raise BadInput(f"{shown}: not canonical JSON (sorted keys, no spaces, one trailing newline, as the kit writes "
+                       f"a {noun}): the {noun} was edited; {remedy}")
+    digest = sha256_bytes(data)
+    if digest != path.stem:
+        raise BadInput(f"{shown}: name is not the {noun}'s SHA-256 ({digest}): the {noun} was changed after it was "
+                       f"made; {remedy}")
+    return doc
+
 # A backslash escape in JSON text: \uXXXX with its code, or any other escape, consumed whole so that the "u"
 # after an escaped backslash ("\\u...") is read as the text it is.
 _ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)", re.DOTALL)

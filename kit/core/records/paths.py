@@ -45,11 +45,6 @@ def require_embedded_data() -> None:
                        "reinstall it from a wheel built with `python -m build` (or pass a descriptor and notebooks)")
 
 
-def backend_notebook(backend: str) -> Path:
-    """The packaged notebook a backend's cases run by default (notebooks/parity_<backend>.ipynb)."""
-    return NOTEBOOKS / f"parity_{backend}.ipynb"
-
-
 # Set by `parity-kit lab` for the kernels of the JupyterLab it starts: the folder it serves. A wheel install has
 # no checkout whose runs/ a notebook could look in, and JupyterLab starts each kernel in its notebook's folder.
 LAB_ROOT_ENV = "PARITY_KIT_LAB_ROOT"
@@ -177,7 +172,7 @@ def make_dir(path: str | Path, what: str) -> Path:
     return Path(path)
 
 
-def leads_out(path: Path, root: Path) -> Path | None:
+def real_outside(path: Path, root: Path) -> Path | None:
     """Where ``path`` really is, when a link takes it outside ``root`` (a resolved folder); None when it stays
     inside. A run's copies (a zip to attach, a published run) carry only the run's own files."""
     target = path.resolve()

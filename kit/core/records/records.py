@@ -98,11 +98,6 @@ class Observation:
     top_logprobs: tuple[tuple[int, float], ...]
     n_tokens: int
 
-    @property
-    def greedy_token(self) -> int:
-        """The backend's most likely token: what it would emit at this position."""
-        return self.top_logprobs[0][0]
-
     def to_dict(self) -> dict:
         """The observation as case results and evidence files hold it, under the key (``case_id``) files have
         always used."""

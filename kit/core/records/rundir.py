@@ -79,7 +79,7 @@ def control_run_names(doc: Any) -> tuple[str, str]:
 # use for the kinds.
 RECORDS = {"control": CONTROL, "gate": MANIFEST, "refresh": REFRESH, "localize": LOCALIZE, "bisect": BISECT}
 
-def kind_of(folder: str | Path) -> str | None:
+def run_kind_of(folder: str | Path) -> str | None:
     """Which kind of run directory ``folder`` is (a key of ``RECORDS``), by the record it holds; None for none."""
     return next((kind for kind, record in RECORDS.items() if (Path(folder) / record).is_file()), None)
 

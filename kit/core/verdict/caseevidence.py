@@ -17,9 +17,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from kit.core.errors import BadInput
 from kit.core.baselines.golden import Step
-from kit.core.records.jsonio import atomic_write_bytes, canonical_bytes, parse_json_input, read_input_bytes
+from kit.core.records.jsonio import atomic_write_bytes, canonical_bytes
 from kit.core.records.recordcheck import Wrong, formatted, listing, mapping, text
 from kit.core.records.records import Continuation, Observation, pairs_from_json, pairs_to_json
 from kit.core.records.spec import CaseSpec
@@ -64,19 +63,6 @@ class CaseEvidence:
     def save(self, path: str | Path) -> Path:
         """Write the evidence atomically as canonical JSON, so a run's seal covers exact bytes."""
         return atomic_write_bytes(path, canonical_bytes(self.to_dict()))
-
-
-def load_evidence(path: str | Path, shown: str | None = None) -> CaseEvidence:
-    """A case's evidence from its file, its every value checked for its shape first (``check_evidence``); one
-    line naming the file (as ``shown``) and the first value that is not what evidence holds there."""
-    path = Path(path)
-    shown = shown or str(path)
-    doc = parse_json_input(read_input_bytes(path, f"case evidence {shown}"), f"case evidence {shown}")
-    try:
-        check_evidence(doc)
-    except Wrong as wrong:
-        raise BadInput(f"{shown}: not the evidence of a case ({FORMAT}): {wrong.text}") from None
-    return evidence_of(doc, path)
 
 
 def check_evidence(doc: Any) -> None:

@@ -25,7 +25,7 @@ ORDER = (NUMERIC, NEAR_TIE, CASE_ERROR, INFRASTRUCTURE, MISSING, BORROWED_KIND, 
 
 
 @dataclass(frozen=True)
-class Step:
+class NextStep:
     """One case that did not pass: what kind of thing happened, in a few words why, and the command to run next."""
 
     case: str
@@ -34,7 +34,7 @@ class Step:
     command: str | None
 
 
-def kind_of(result: CaseResult | None) -> str | None:
+def next_kind_of(result: CaseResult | None) -> str | None:
     """The kind a reader acts on for a case result; None for a passed case."""
     if result is None:
         return MISSING
@@ -50,16 +50,16 @@ def kind_of(result: CaseResult | None) -> str | None:
 
 
 def next_steps(expected: Sequence[str], results: Mapping[str, CaseResult], descriptor: str,
-               run_dir: str) -> list[Step]:
+               run_dir: str) -> list[NextStep]:
     """One step per case of ``expected`` that did not pass, in ORDER, then the cases' own order; ``descriptor`` and
     ``run_dir`` as the commands should name them."""
     steps = []
     for name in expected:
         r = results.get(name)
-        kind = kind_of(r)
+        kind = next_kind_of(r)
         if kind is None:
             continue
-        steps.append(Step(name, kind, _why(kind, r), _command(kind, name, r, descriptor, run_dir)))
+        steps.append(NextStep(name, kind, _why(kind, r), _command(kind, name, r, descriptor, run_dir)))
     return sorted(steps, key=lambda s: ORDER.index(s.kind))
 
 
@@ -90,7 +90,7 @@ def _command(kind: str, case: str, r: CaseResult | None, descriptor: str, run_di
     return r.remedy if r is not None else None
 
 
-def one_command(steps: Sequence[Step], descriptor: str) -> str | None:
+def one_command(steps: Sequence[NextStep], descriptor: str) -> str | None:
     """Where several cases lack a baseline here, the one `baseline make` that makes them all (its --case-less
     form makes every missing record of the descriptor); None where there are fewer than two."""
     missing = [s for s in steps if s.kind in (NO_BASELINE_KIND, BORROWED_KIND) and s.command

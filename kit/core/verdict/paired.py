@@ -124,7 +124,7 @@ class PairedResult:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
-def near_tie(p: PromptScore) -> bool:
+def changed_in_near_tie(p: PromptScore) -> bool:
     """Whether the prompt's winner changed inside a near-tie (the verdict's accepted winner change)."""
     return not p.first_rank_agreement and within_near_tie(p.winner_gap, p.max_probability_error) is True
 
@@ -139,7 +139,7 @@ def differences(pin: Sequence[PromptScore], candidate: Sequence[PromptScore]) ->
         b = theirs.get(a.id)
         if b is None or not (_finite(a.max_probability_error) and _finite(b.max_probability_error)):
             unpaired += 1
-        elif near_tie(a) or near_tie(b):
+        elif changed_in_near_tie(a) or changed_in_near_tie(b):
             ties += 1
         else:
             d.append(b.max_probability_error - a.max_probability_error)

@@ -64,8 +64,8 @@ from kit.core.records.spec import CaseSpec
 from kit.descriptor.plan import Plan
 from kit.descriptor.schema import Resources
 from kit.gate.executor import record
-from kit.gate.executors import GateRun, RunProgress
-from kit.gate.executors import Executor, Share
+from kit.gate.executors.interface import GateRun, RunProgress
+from kit.gate.executors.interface import Executor, Share
 from kit.gate.executors.ray_task import attempts, case_task
 from kit.run.notebook import describe_failure
 from kit.run.output import MARKUP, NOTICE

@@ -10,7 +10,7 @@ one per prompt of the case, its decoded steps and its repeats, each held to bein
 holds them. The evidence must then be, field for field, what the kernel writes for those observations; the first
 field that is not is a line naming it. The observations are judged by the kernel's judge (kit.core.verdict.judge)
 into the fields of a result (``Judged.result_fields``), and the executor's own rules decide its status
-(kit.gate.executor.checked: coverage, the re-judging of recorded numbers, borrowed bounds, what the case can
+(kit.gate.executor.judged_again: coverage, the re-judging of recorded numbers, borrowed bounds, what the case can
 detect). The result the run recorded must be that result, field for field: its status, its failures, every
 prompt's and decoded prompt's numbers, its drift test and repeats.
 
@@ -46,7 +46,7 @@ from kit.core.records.results import RunDir
 from kit.core.records.spec import CaseSpec
 from kit.core.verdict.judge import Scored, drift_decision, drift_skipped
 from kit.descriptor.host import Host
-from kit.gate.executor import checked, expectation, no_baseline_result
+from kit.gate.executor import expectation, judged_again, no_baseline_result
 from kit.gate.verify.safeio import read_limited
 
 # The fields of a case's spec that name places on the machine that ran it: the same case resolved on another
@@ -113,7 +113,7 @@ class Rederive:
             return out
         if derived is not None:
             out.judged = True
-            out.problems += differences(shown, recorded, derived)
+            out.problems += verdict_differences(shown, recorded, derived)
         out.result = derived
         return out
 
@@ -191,7 +191,7 @@ class Rederive:
             golden_sha256=golden.sha256, fixture_sha256=fixture.sha256, model_digest=spec.model_digest, error=None,
             error_kind=None, detectable=None)
         # The inputs digest names the run's own folders; what it stands for is held by digest here instead.
-        return checked(kernel, spec, expectation(spec, prompts, str(kernel.inputs_digest)), here)
+        return judged_again(kernel, spec, expectation(spec, prompts, str(kernel.inputs_digest)), here)
 
     def _fixture(self, spec: CaseSpec) -> Fixture:
         if spec.fixture_path not in self._fixtures:
@@ -281,7 +281,7 @@ def _same(obs: Observation) -> bytes:
     return canonical_bytes(obs.to_dict())
 
 
-def differences(shown: str, recorded: CaseResult, derived: CaseResult) -> list[str]:
+def verdict_differences(shown: str, recorded: CaseResult, derived: CaseResult) -> list[str]:
     """One line per field of ``VERDICT_FIELDS`` where the recorded result is not the one judged again, naming the
     first place it differs (``prompts.chat-03.passed``)."""
     was, again = recorded.to_dict(), derived.to_dict()

@@ -27,7 +27,7 @@ MAX_RUN = 1 << 30  # bytes, all files together (a zip's members are held to the 
 MAX_ENTRIES = 100_000
 
 
-def shown(text: object) -> str:
+def escaped(text: object) -> str:
     """Text from a run as a line may print it: every character that acts on the terminal written as its escape."""
     return printable(str(text))
 
@@ -44,20 +44,20 @@ def check_tree(run_dir: Path, source: str) -> int:
             for entry in it:
                 entries += 1
                 if entries > MAX_ENTRIES:
-                    raise BadInput(f"{shown(source)}: more than {MAX_ENTRIES} files: not a run; nothing of it read")
-                rel = shown(Path(entry.path).relative_to(run_dir).as_posix())
-                st = _kind_of(Path(entry.path), root, f"{shown(source)}/{rel}")
+                    raise BadInput(f"{escaped(source)}: more than {MAX_ENTRIES} files: not a run; nothing of it read")
+                rel = escaped(Path(entry.path).relative_to(run_dir).as_posix())
+                st = _kind_of(Path(entry.path), root, f"{escaped(source)}/{rel}")
                 if stat.S_ISDIR(st.st_mode):
                     if not entry.is_symlink():
                         stack.append(Path(entry.path))
                     continue
                 if st.st_size > MAX_FILE:
-                    raise BadInput(f"{shown(source)}/{rel}: {st.st_size} bytes, more than a run's file takes "
+                    raise BadInput(f"{escaped(source)}/{rel}: {st.st_size} bytes, more than a run's file takes "
                                    f"({MAX_FILE}); nothing of the run read")
                 total += st.st_size
                 if total > MAX_RUN:
-                    raise BadInput(f"{shown(source)}: its files take more than {MAX_RUN} bytes (a run takes a few MB); "
-                                   "nothing of it read")
+                    raise BadInput(f"{escaped(source)}: its files take more than {MAX_RUN} bytes (a run takes a few "
+                                   "MB); nothing of it read")
     return total
 
 
@@ -67,7 +67,7 @@ def _kind_of(path: Path, root: Path, where: str) -> os.stat_result:
     if stat.S_ISLNK(st.st_mode):
         target = path.resolve()
         if target != root and root not in target.parents:
-            raise BadInput(f"{where}: a link out of the run ({shown(os.readlink(path))}); nothing of the run read")
+            raise BadInput(f"{where}: a link out of the run ({escaped(os.readlink(path))}); nothing of the run read")
         st = os.stat(path)
     if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
         raise BadInput(f"{where}: not a regular file ({_what(st.st_mode)}); a run holds files and folders only; "
@@ -92,18 +92,18 @@ def read_limited(run_dir: Path, rel: str, limit: int = MAX_FILE) -> bytes | None
     real = path.resolve()
     root = run_dir.resolve()
     if root not in real.parents:
-        raise BadInput(f"{shown(rel)}: a link out of the run; not read")
+        raise BadInput(f"{escaped(rel)}: a link out of the run; not read")
     try:
         fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     except OSError as exc:
-        raise BadInput(f"{shown(rel)}: cannot be opened ({exc.strerror})") from None
+        raise BadInput(f"{escaped(rel)}: cannot be opened ({exc.strerror})") from None
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
-            raise BadInput(f"{shown(rel)}: not a regular file ({_what(st.st_mode)}); not read")
+            raise BadInput(f"{escaped(rel)}: not a regular file ({_what(st.st_mode)}); not read")
         if st.st_size > limit:
-            raise BadInput(f"{shown(rel)}: {st.st_size} bytes, more than a run's file takes ({limit}); not read")
+            raise BadInput(f"{escaped(rel)}: {st.st_size} bytes, more than a run's file takes ({limit}); not read")
         data = f.read(limit + 1)
     if len(data) > limit:
-        raise BadInput(f"{shown(rel)}: grew past {limit} bytes while read; not read")
+        raise BadInput(f"{escaped(rel)}: grew past {limit} bytes while read; not read")
     return data

@@ -45,7 +45,7 @@ class Signed:
     problems: tuple[str, ...] = ()
 
 
-def judge(run_dir: Path, root: str | None, verdict: str | None, descriptor: Path, policy: Policy) -> Signed:
+def judge_signature(run_dir: Path, root: str | None, verdict: str | None, descriptor: Path, policy: Policy) -> Signed:
     """The signature of the run in ``run_dir``, whose root digest and verdict verify worked out again."""
     path = run_dir / rundir.ATTESTATION
     keys_file = policy.keys_file(descriptor)

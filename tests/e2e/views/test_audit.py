@@ -285,7 +285,7 @@ def test_example_ci_workflow_uses_real_commands():
 
     import yaml
 
-    from kit.cli import _parser
+    from kit.cli.entry import _parser
 
     flow = yaml.safe_load((ROOT / "examples" / "parity-gate.yml").read_text())
     script = "\n".join(step.get("run", "") for step in flow["jobs"]["gate"]["steps"]).replace("\\\n", " ")

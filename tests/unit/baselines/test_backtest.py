@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from kit.baselines.archive import PromptFigures, read_archive
-from kit.baselines.backtest import Skipped, SkipKind, backtest, drift_left_out, replay
+from kit.baselines.backtest import NotReplayed, SkipKind, backtest, drift_left_out, replay
 from kit.core.rules import rules
 from kit.core.records import rundir
 from kit.core.errors import BadInput
@@ -108,8 +108,8 @@ def test_a_run_of_another_golden_is_skipped_with_its_reason(tmp_path):
     other = write_run(tmp_path / "other", case_result(OLD[1], record(OLD, golden="h" * 64), golden="h" * 64))
     result = backtest(old, read_archive([tmp_path], CASE))
     assert result.replayed == 0 and result.flips == ()
-    assert result.skipped == (Skipped(result_file(other), f"another golden: the run used {'h' * 12}, the record was "
-                                                          f"made for {GOLDEN[:12]}"),)
+    assert result.skipped == (NotReplayed(result_file(other), f"another golden: the run used {'h' * 12}, the record "
+                                                              f"was made for {GOLDEN[:12]}"),)
     with pytest.raises(BadInput, match=r"cannot be judged by record \w{12}: another golden"):
         replay(read_archive([tmp_path], CASE).observations[0], old)
 
@@ -118,8 +118,8 @@ def test_what_was_never_judged_is_skipped(tmp_path):
     run = write_run(tmp_path / "run", case_result(OLD[1], record(OLD)))
     (run / rundir.CASES / f"{CASE}.json").unlink()
     result = backtest(record(OLD), read_archive([run], CASE))
-    assert result.skipped == (Skipped(result_file(run), "status missing when it ran: nothing was judged, so nothing "
-                                                        "to replay"),)
+    assert result.skipped == (NotReplayed(result_file(run), "status missing when it ran: nothing was judged, so "
+                                                            "nothing to replay"),)
 
 
 def test_drift_judges_only_runs_on_the_hardware_the_record_measured(tmp_path):

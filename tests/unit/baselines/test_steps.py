@@ -36,7 +36,7 @@ def test_step_times_add_up_over_calls_a_stop_and_a_kill_included(tmp_path, monke
     by = {t.step: t for t in steps.totals(times)}
     assert (by["power"].calls, by["power"].finished, by["power"].estimate_s) == (3, True, 120)
     assert by["power"].wall_s == round(sum(t.wall_s for t in times if t.step == "power"), 1)
-    table = steps.markdown(steps.totals(times), calls=3)
+    table = steps.steps_markdown(steps.totals(times), calls=3)
     assert table[0] == "| step | for | wall time | calls | estimate |"
     assert table[-1].startswith("| **total** | | **") and table[-1].endswith(" | 3 | |")
     assert "| power | hf-bf16 | 42 s | 3 | 2 min 00 s |" in table

@@ -27,7 +27,7 @@ def fake_refresh(tmp_path, fork):
     """A refresh directory as far as a bisect reads it: the record and the build step's replay."""
     commits = overlay.overlay_commits(fork.repo, fork.old_base, fork.tip)
     upstream = git(fork.repo, "rev-parse", "upstream")
-    replay = overlay.replay(fork.repo, commits, upstream, tmp_path / "worktree")
+    replay = overlay.replay_overlay(fork.repo, commits, upstream, tmp_path / "worktree")
     folder = tmp_path / "refresh"
     (folder / "build").mkdir(parents=True)
     (folder / "refresh.json").write_text(json.dumps({"kind": "refresh", "descriptor": str(EMBEDDED_DESCRIPTOR),
@@ -80,7 +80,7 @@ def test_bad_input_is_refused_in_one_line_before_any_directory(tmp_path):
 
     def refused(message, case="hf-bf16", **kwargs):
         with pytest.raises(BadInput) as exc:
-            run.start(case, out=out, **kwargs)
+            run.start_bisect(case, out=out, **kwargs)
         assert str(exc.value) == message
         assert not out.exists()
 

@@ -51,7 +51,7 @@ def test_what_an_engine_sets_in_its_process_is_not_the_runtime_of_the_samples(tm
     monkeypatch.setattr(calibrate, "run_case", engine)
     variants = [{"name": "as-set", "overrides": {}}, {"name": "sdpa", "overrides": {"attention": "sdpa"}},
                 {"name": "as-set", "overrides": {}, "launch": 2}]
-    entries = calibrate.calibrate_case(spec, variants, tmp_path / "small.samples.jsonl")
+    entries = calibrate.variant_samples(spec, variants, tmp_path / "small.samples.jsonl")
     assert len(launches) == 3 and os.environ["OMP_NUM_THREADS"] == "3"
     assert [e["runtime"] for e in entries] == [given] * 3
     assert calibrate.finished(tmp_path / "small.samples.jsonl", "small") == entries

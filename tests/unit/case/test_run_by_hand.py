@@ -148,7 +148,7 @@ def test_a_calibration_by_hand_measures_into_a_fresh_folder_of_its_cases_own(els
     monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
     measured = []
     monkeypatch.setattr(calibrate, "resolve_spec", lambda spec, descriptor, case: SimpleNamespace(name=case))
-    monkeypatch.setattr(calibrate, "calibrate_case", lambda spec, variants, path: measured.append(Path(path)) or [])
+    monkeypatch.setattr(calibrate, "variant_samples", lambda spec, variants, path: measured.append(Path(path)) or [])
     for case in ("hf-bf16", "hf-bf16", "hf-f32"):
         calibrate.notebook_calibration(None, [], "tiny-cpu", case, None)
     assert [p.name for p in measured] == ["hf-bf16.samples.jsonl", "hf-bf16.samples.jsonl", "hf-f32.samples.jsonl"]

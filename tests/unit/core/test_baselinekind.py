@@ -15,7 +15,8 @@ from kit.baselines.make import MAKERS
 from kit.core.records import paths
 from kit.core.baselines.baselinekind import (CALIBRATION, EXACT_GOLDEN, HAND_SET, HAND_SET_BOUND, IN_KERNEL,
                                              IN_KERNEL_REFERENCE, KINDS, MATCH, POWER, SEMANTIC_GOLDEN, BaselineRow,
-                                             NotBacktested, NotMakeable, UnknownBaselineKind, kind_named, of_golden)
+                                             NotBacktested, NotMakeable, UnknownBaselineKind, baseline_kind_named,
+                                             of_golden)
 from kit.core.errors import BadInput
 from kit.core.baselines.golden import load_golden
 from kit.core.baselines.lineage import KINDS as LINEAGE_KINDS
@@ -34,13 +35,14 @@ def test_each_kind_has_one_name_that_round_trips_and_its_earlier_spelling_reads(
     names = [k.name for k in KINDS]
     assert names == ["exact-golden", "semantic-golden", "calibration", "bound", "power", "reference"]
     for kind in KINDS:
-        assert kind_named(kind.name) is kind and str(kind) == kind.name
+        assert baseline_kind_named(kind.name) is kind and str(kind) == kind.name
         # A copy or a pickle (a row sent to another process) is the same kind again: kinds compare by identity.
         assert copy.deepcopy(kind) is kind and pickle.loads(pickle.dumps(kind)) is kind
     # What status rows, manifests and baseline.json wrote before the kinds had one spelling.
-    assert kind_named("exact golden") is EXACT_GOLDEN and kind_named("semantic golden") is SEMANTIC_GOLDEN
+    assert baseline_kind_named("exact golden") is EXACT_GOLDEN
+    assert baseline_kind_named("semantic golden") is SEMANTIC_GOLDEN
     row = BaselineRow("c", EXACT_GOLDEN, MATCH, "a rule")
-    assert row.to_dict()["kind"] == "exact-golden" and kind_named(row.to_dict()["kind"]) is EXACT_GOLDEN
+    assert row.to_dict()["kind"] == "exact-golden" and baseline_kind_named(row.to_dict()["kind"]) is EXACT_GOLDEN
     # A lineage entry names its kind in the same spelling, and only the kinds a lineage keeps.
     assert LINEAGE_KINDS == ("calibration", "exact-golden", "semantic-golden", "power")
     assert of_golden("exact") is EXACT_GOLDEN and of_golden("semantic") is SEMANTIC_GOLDEN
@@ -49,7 +51,7 @@ def test_each_kind_has_one_name_that_round_trips_and_its_earlier_spelling_reads(
 @pytest.mark.parametrize("name", ["golden", "exact_golden", "", None, 3])
 def test_an_unknown_kind_is_one_clear_refusal(name):
     with pytest.raises(UnknownBaselineKind) as caught:
-        kind_named(name)
+        baseline_kind_named(name)
     assert isinstance(caught.value, BadInput)  # bad input: exit 3, one line
     assert str(caught.value) == (f"unknown baseline kind {name!r} (known: exact-golden, semantic-golden, calibration, "
                                  "bound, power, reference)")

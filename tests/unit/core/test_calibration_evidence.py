@@ -138,7 +138,7 @@ def test_bytes_that_are_not_canonical_are_refused_even_under_their_own_digest(tm
     data = (json.dumps(record().to_dict(), indent=1, sort_keys=True) + "\n").encode()
     path = atomic_write_bytes(tmp_path / f"{sha256_bytes(data)}.json", data)
     assert refusal(path) == (f"{path}: not canonical JSON (sorted keys, no spaces, one trailing newline, as "
-                             "calibrate writes a record): the record was edited; calibrate again instead of editing it")
+                             "the kit writes a record): the record was edited; calibrate again instead of editing it")
 
 
 def test_a_link_is_named_by_itself_not_by_its_target(tmp_path):

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from kit.core.noise.localize import (FLOOR, K, Localization, Point, differences, earliest, judge, localize, points,
-                                     verdict_line)
+from kit.core.noise.localize import (FLOOR, K, Localization, Point, earliest, leaves_noise, localize, point_metrics,
+                                     points, verdict_line)
 
 
 def curve(*values: float) -> list[dict[str, float]]:
@@ -28,13 +28,13 @@ def test_differences_of_a_known_change():
     ref = np.array([[3.0, 4.0], [0.0, 5.0]])  # norms: 5 per row, sqrt(50) in all
     cand = ref.copy()
     cand[1, 1] = 6.0  # only the last position moves, by 1
-    d = differences(cand, ref)
+    d = point_metrics(cand, ref)
     assert d["max_abs_all"] == 1.0 and d["max_abs_last"] == 1.0
     assert d["rel_l2_last"] == pytest.approx(1 / 5)
     assert d["rel_l2_all"] == pytest.approx(1 / math.sqrt(50))
-    assert differences(ref, ref) == {"rel_l2_all": 0.0, "rel_l2_last": 0.0, "max_abs_all": 0.0, "max_abs_last": 0.0}
+    assert point_metrics(ref, ref) == {"rel_l2_all": 0.0, "rel_l2_last": 0.0, "max_abs_all": 0.0, "max_abs_last": 0.0}
     with pytest.raises(ValueError, match="shapes"):
-        differences(ref[:1], ref)
+        point_metrics(ref[:1], ref)
 
 
 def test_a_curve_that_grows_like_its_noise_names_nothing():
@@ -89,8 +89,8 @@ def test_k_below_one_is_refused_and_lengths_must_match():
 def test_judge_uses_only_the_deciding_metric():
     cand = {"rel_l2_all": 1e-3, "rel_l2_last": 1.0, "max_abs_all": 9.0, "max_abs_last": 9.0}
     clean = {"rel_l2_all": 1e-3, "rel_l2_last": 1e-3, "max_abs_all": 1e-3, "max_abs_last": 1e-3}
-    assert not judge(Point(0, "mlp"), cand, clean).diverged
-    assert judge(Point(0, "mlp"), cand, clean, metric="rel_l2_last").diverged
+    assert not leaves_noise(Point(0, "mlp"), cand, clean).diverged
+    assert leaves_noise(Point(0, "mlp"), cand, clean, metric="rel_l2_last").diverged
 
 
 def test_earliest_takes_the_prompt_that_leaves_the_noise_first():

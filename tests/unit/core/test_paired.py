@@ -99,7 +99,8 @@ def test_near_ties_on_either_side_are_left_out_and_counted():
     assert (r.paired, r.near_ties, r.unpaired) == (3, 2, 0)
     assert paired.differences(pin, candidate)[0] == pytest.approx([0.01, 0.01, 0.01])
     assert r.text.endswith("3 prompts paired, 2 near-ties left out)")
-    assert paired.near_tie(pin[0]) and not paired.near_tie(candidate[1]) and not paired.near_tie(pin[1])
+    changed = paired.changed_in_near_tie
+    assert changed(pin[0]) and not changed(candidate[1]) and not changed(pin[1])
 
 
 def test_prompts_scored_on_one_side_or_not_finite_are_unpaired():

@@ -137,7 +137,7 @@ def test_an_edited_power_record_and_one_of_another_record_are_refused(tmp_path, 
     doc = json.loads(path.read_bytes())
     doc["trials"][0]["magnitude"] = 0.001
     path.write_bytes(canonical_bytes(doc))
-    with pytest.raises(BadInput, match="its content is not what its name"):
+    with pytest.raises(BadInput, match="name is not the power record.s SHA-256"):
         load_power(path, record.reference())
     _, path = _written(tmp_path, record, [_trial(0.02, 0.03, 5)])
     with pytest.raises(BadInput, match=f"measured against calibration record {record.sha256[:12]}, not 000000000000"):

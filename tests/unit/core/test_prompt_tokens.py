@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from kit.core.baselines.golden import top_list_problem
+from kit.core.baselines.golden import golden_top_list_problem
 from kit.core.records.fixture import fixture_document, load_fixture
 from kit.core.records.jsonio import canonical_bytes, sha256_bytes, write_canonical
 from support import parity_kit
@@ -86,7 +86,7 @@ def test_a_top_list_may_sum_past_one_by_rounding_only(over, refused):
     k = 20
     probs = [(1 + over) * 0.5 ** (i + 1) / (1 - 0.5 ** k) for i in range(k)]  # geometric, summing to 1 + over
     top = [(i, math.log(p)) for i, p in enumerate(probs)]
-    assert (top_list_problem(top, k) is not None) == refused
+    assert (golden_top_list_problem(top, k) is not None) == refused
 
 
 @pytest.mark.parametrize("edit, says", [

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pytest
 
 from kit.core.errors import BadInput
-from kit.core.noise.vocabcoverage import CLASSES, classify, load_token_vocab, shown, token_vocab, vocab_coverage
+from kit.core.noise.vocabcoverage import CLASSES, token_class, load_token_vocab, shown, token_vocab, vocab_coverage
 from support import parity_kit
 
 # Byte-level BPE spells bytes it cannot print with stand-ins: "Ġ" is a space, "Ċ" a newline, "Ā" byte 0;
@@ -104,12 +104,12 @@ def test_without_vocabulary_only_the_fixture_counts():
     (b"a b", "code"), (" über".encode(), "non-ascii"), ("東京".encode(), "non-ascii"), ("🙂".encode(), "non-ascii"),
 ])
 def test_classify(piece, cls):
-    assert classify(piece) == cls
+    assert token_class(piece) == cls
 
 
 def test_classify_special_and_missing():
-    assert classify(b"<|eos|>", special=True) == "special"
-    assert classify(None) == "unassigned"
+    assert token_class(b"<|eos|>", special=True) == "special"
+    assert token_class(None) == "unassigned"
     assert shown(b"\xc3") == "'\\xc3'" and shown(b" the") == "' the'"
 
 
@@ -120,7 +120,7 @@ def test_sentencepiece_wordpiece_and_unigram_spellings():
         "decoder": {"type": "Sequence", "decoders": [{"type": "Replace"}, {"type": "ByteFallback"}]},
         "added_tokens": [{"id": 0, "content": "<unk>", "special": True}]})
     assert sp.pieces == {0: b"<unk>", 1: b"\n", 2: b"\xc3", 3: b" the", 4: b" ", 5: b" 1"}
-    assert [classify(sp.pieces[i], i in sp.special) for i in range(6)] == [
+    assert [token_class(sp.pieces[i], i in sp.special) for i in range(6)] == [
         "special", "whitespace", "byte", "ascii-word", "whitespace", "digits"]
     wp = token_vocab({"model": {"type": "WordPiece", "continuing_subword_prefix": "##",
                                 "vocab": {"[CLS]": 0, "run": 1, "##ning": 2, "##": 3}}})

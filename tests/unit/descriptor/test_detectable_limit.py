@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import tomllib
@@ -101,8 +102,9 @@ def test_a_power_record_of_a_calibration_record_the_case_never_listed_is_refused
 
 
 def test_a_power_record_that_is_not_one_is_one_line_naming_it(tmp_path):
-    bogus = tmp_path / "bogus.json"
-    bogus.write_text('{"record_sha256": 7}')
+    data = b'{"record_sha256":7}\n'  # named by its digest, as a power record is: only what it holds is wrong
+    bogus = tmp_path / f"{hashlib.sha256(data).hexdigest()}.json"
+    bogus.write_bytes(data)
     desc = _copy(tmp_path, lambda t: _in_case("hf-bf16", f'power = ["{bogus}"]')(_without_power(t, "hf-bf16")))
     with pytest.raises(BadInput) as exc:
         resolve(load_descriptor(desc), ["hf-bf16"])

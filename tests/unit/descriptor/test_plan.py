@@ -22,7 +22,7 @@ from kit.descriptor.baselines import Baselines
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.descriptor.plan import resolve
 from kit.gate import executor
-from kit.gate.executors import RunProgress
+from kit.gate.executors.interface import RunProgress
 from support import ROOT, write_descriptor
 
 pytestmark = pytest.mark.unit

@@ -39,7 +39,7 @@ def test_inject_writes_the_copy_the_catalogue_measures(embedded, tmp_path):
     assert copied == sorted([p.name for p in reference.iterdir()] + [faultcopy.FILE])
     assert all((tmp_path / "copy" / name).read_bytes() == (reference / name).read_bytes()
                for name in copied if name != faultcopy.FILE)
-    assert faultcopy.read_provenance(tmp_path / "copy") == faultcopy.provenance(
+    assert faultcopy.read_provenance(tmp_path / "copy") == faultcopy.fault_provenance(
         "rope_base", 0.05, fault("rope_base").unit, model_digest(embedded.model), None)
     digest = model_digest(tmp_path / "copy")
     assert digest not in (model_digest(reference), model_digest(embedded.model))
@@ -47,7 +47,7 @@ def test_inject_writes_the_copy_the_catalogue_measures(embedded, tmp_path):
     # A copy of that copy names both faults.
     twice = parity_kit("fault", "inject", "logit_scale", "0.1", "--model", tmp_path / "copy", "--out", tmp_path / "2")
     assert twice.returncode == 0, twice.stderr
-    assert faultcopy.read_provenance(tmp_path / "2") == faultcopy.provenance(
+    assert faultcopy.read_provenance(tmp_path / "2") == faultcopy.fault_provenance(
         "logit_scale", 0.1, fault("logit_scale").unit, digest, faultcopy.read_provenance(tmp_path / "copy"))
     # Never over anything: the same folder again is refused, and left as it was.
     again = parity_kit("fault", "inject", "logit_scale", "0.1", "--model", embedded.model, "--out", tmp_path / "copy")

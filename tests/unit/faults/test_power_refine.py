@@ -47,7 +47,7 @@ def fake(monkeypatch, tmp_path):
 
 
 def search(tmp_path, noise, **kw):
-    return power.search(None, "position", BY_NAME["rope_base"], SPEC, REFERENCE, noise, None, tmp_path, **kw)
+    return power.search_magnitudes(None, "position", BY_NAME["rope_base"], SPEC, REFERENCE, noise, None, tmp_path, **kw)
 
 
 def figure(trials):

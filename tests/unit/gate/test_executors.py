@@ -17,7 +17,7 @@ from kit.descriptor.load import load_descriptor
 from kit.gate import executor
 from kit.gate.executors import ray_task
 from kit.run.notebook import NotebookOutcome
-from kit.gate.executors import DEFAULT, Executor, Executors, UnknownExecutor, executors
+from kit.gate.executors.interface import DEFAULT, Executor, Executors, UnknownExecutor, executors
 from support import ROOT
 from support.records import written_by_kernel
 
@@ -50,7 +50,7 @@ def test_a_name_is_registered_once_and_a_lazy_entry_must_be_the_executor_it_name
 
 
 def test_naming_and_checking_with_the_executors_imports_no_ray():
-    code = ("import sys\nfrom kit.gate.executors import executors\nimport kit.cli\n"
+    code = ("import sys\nfrom kit.gate.executors.interface import executors\nimport kit.cli\n"
             "for name in executors.names():\n    executors.get(name)\n"
             "assert 'ray' not in sys.modules, sorted(m for m in sys.modules if m.startswith('ray'))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -36,7 +36,7 @@ def asked(bounds: dict, exact: bool = False) -> Expected:
 
 def test_a_passed_verdict_over_a_prompt_beyond_its_bound_is_failed_saying_the_numbers_disagree(tmp_path):
     result = passed(score("chat-00", 0.0217), score("chat-01", 0.004))
-    out = executor.checked(result, SPEC, asked({"chat-00": 0.015, "chat-01": 0.015}))
+    out = executor.judged_again(result, SPEC, asked({"chat-00": 0.015, "chat-01": 0.015}))
     line = ("chat-00: max probability error 0.0217 > bound 0.015; the notebook said passed: its verdict disagreed "
             "with its own numbers")
     assert out.status == FAILED and out.failures == [line]
@@ -52,7 +52,7 @@ def test_a_passed_verdict_over_a_prompt_beyond_its_bound_is_failed_saying_the_nu
 
 def test_the_case_bound_counts_not_the_one_the_notebook_recorded():
     # The notebook wrote a looser bound beside the error; the case's own (by the fixture's bucket) judges.
-    out = executor.checked(passed(score("chat-00", 0.0217, bound=0.05)), SPEC, asked({"chat-00": 0.015}))
+    out = executor.judged_again(passed(score("chat-00", 0.0217, bound=0.05)), SPEC, asked({"chat-00": 0.015}))
     assert out.status == FAILED and out.prompts[0].bound == 0.015
 
 
@@ -62,23 +62,24 @@ def test_other_numbers_a_pass_cannot_have_are_failed_too():
         "missing": score("p", 0.001, missing_tokens=[17]),
         "winner": score("p", 0.001, winner_gap=0.5),
     }
-    said = {name: executor.checked(passed(s), SPEC, asked({"p": 0.015})).failures for name, s in cases.items()}
+    said = {name: executor.judged_again(passed(s), SPEC, asked({"p": 0.015})).failures for name, s in cases.items()}
     tail = "; the notebook said passed: its verdict disagreed with its own numbers"
     assert said == {"nan": [f"p: no finite max probability error (nan){tail}"],
                     "missing": [f"p: golden token 17 is missing from the backend's top list{tail}"],
                     "winner": [f"p: winner changed outside a near-tie: gap 0.5 > 2 x max error 0.001{tail}"]}
-    exact = executor.checked(passed(score("p", 0.0, bound=None, exact_match=False)), SPEC, asked({"p": None}, True))
+    exact = executor.judged_again(passed(score("p", 0.0, bound=None, exact_match=False)), SPEC,
+                                  asked({"p": None}, True))
     assert exact.failures == [f"p: not bit-exact against the exact golden (exact_match False){tail}"]
 
 
 def test_a_verdict_its_numbers_support_is_kept_as_it_is():
     result = passed(score("chat-00", 0.0149), score("chat-01", 0.0))
-    assert executor.checked(result, SPEC, asked({"chat-00": 0.015, "chat-01": 0.015})) is result
+    assert executor.judged_again(result, SPEC, asked({"chat-00": 0.015, "chat-01": 0.015})) is result
     failing = passed(score("chat-00", 0.0217))
     failing = dataclasses.replace(failing, status=FAILED,
                                   prompts=[dataclasses.replace(failing.prompts[0], passed=False)],
                                   failures=["chat-00: max probability error 0.0217 > bound 0.015 (bucket 128)"])
-    assert executor.checked(failing, SPEC, asked({"chat-00": 0.015})) is failing
+    assert executor.judged_again(failing, SPEC, asked({"chat-00": 0.015})) is failing
 
 
 def test_each_prompt_is_held_to_the_bound_of_the_bucket_the_fixture_gives_it(embedded):
@@ -98,8 +99,8 @@ def test_each_prompt_is_held_to_the_bound_of_the_bucket_the_fixture_gives_it(emb
     # A notebook that files the long prompt under bucket 128 still meets the 1024 bucket's bound.
     scores = [score(p.id, 0.02 if p.id == long.id else 0.001, bound=0.075, bucket=128) for p in
               fixture.select(None, [128, 1024])]
-    out = executor.checked(CaseResult(case="custom", backend="hf", status=PASSED, inputs_digest=expected.inputs_digest,
-                                      prompts=scores), spec, expected)
+    out = executor.judged_again(CaseResult(case="custom", backend="hf", status=PASSED,
+                                           inputs_digest=expected.inputs_digest, prompts=scores), spec, expected)
     assert out.status == FAILED and [p.id for p in out.prompts if not p.passed] == [long.id]
 
 

@@ -17,7 +17,7 @@ from kit.core.records import rundir
 from kit.core.records.jsonio import read_json, write_json
 from kit.gate.attest import PREDICATE_TYPE, sign_run
 from kit.gate.report import attach_zip
-from kit.gate.verify.signature import Policy, judge
+from kit.gate.verify.signature import Policy, judge_signature
 from kit.run import signing
 from support.rundirs import gate_run
 
@@ -47,8 +47,8 @@ def root_of(run_dir: Path) -> str:
 
 
 def judged(run_dir: Path, keys: Path, require: bool = False):
-    return judge(run_dir, rundir.root_digest(read_json(run_dir / rundir.MANIFEST)["files"]), "passed",
-                 run_dir / "tiny.toml", Policy(keys, require))
+    return judge_signature(run_dir, rundir.root_digest(read_json(run_dir / rundir.MANIFEST)["files"]), "passed",
+                           run_dir / "tiny.toml", Policy(keys, require))
 
 
 def test_the_envelope_is_an_in_toto_statement_of_the_root_digest_in_dsse(tmp_path):
@@ -129,7 +129,7 @@ def test_a_signed_verdict_other_than_the_cases_is_refused(tmp_path):
     run_dir = sealed_run(tmp_path / "run")
     pem, key = keypair(tmp_path, "ci")
     sign_run(run_dir, signing.load_signer(str(pem)))
-    found = judge(run_dir, root_of(run_dir), "failed", run_dir / "tiny.toml", Policy(trusted(tmp_path, key)))
+    found = judge_signature(run_dir, root_of(run_dir), "failed", run_dir / "tiny.toml", Policy(trusted(tmp_path, key)))
     assert found.problems == (f"{rundir.ATTESTATION}: signs the verdict 'passed'; the cases give failed",)
 
 

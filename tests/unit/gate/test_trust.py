@@ -12,6 +12,7 @@ import nbformat
 import pytest
 
 from kit import cli
+from kit.cli import entry
 from kit.case.runner import BackendMismatch, observe_by_bucket
 from kit.core.records import paths
 from kit.core.verdict.coverage import Expected, Uncovered, coverage_problem, prompt_mismatch
@@ -205,8 +206,8 @@ def test_an_unexpected_exception_is_an_internal_error(monkeypatch, capsys):
         raise KeyError("oops")
 
     monkeypatch.setattr(cli.tools, "_backends", bug)
-    monkeypatch.setattr(cli, "_parser", _with_func(cli._parser, bug))
-    assert cli.main(["backends"]) == ExitCode.INTERNAL == 70
+    monkeypatch.setattr(entry, "_parser", _with_func(entry._parser, bug))
+    assert entry.main(["backends"]) == ExitCode.INTERNAL == 70
     err = capsys.readouterr().err
     assert err.startswith("Traceback (most recent call last):")
     assert err.splitlines()[-1] == "parity-kit: internal error: KeyError: 'oops'"

@@ -12,7 +12,7 @@ import zipfile
 import pytest
 
 from kit.cli import main
-from kit.gate.verify import Verified
+from kit.gate.verify.runcheck import Verified
 
 
 def refused(capsys, path) -> str:

@@ -88,7 +88,7 @@ def test_more_gpus_than_the_node_has_is_refused_naming_both():
 
 
 def test_a_kernel_sees_only_its_gpus_counted_as_nvidia_smi_counts_them():
-    env = devices.kernel_env([Gpu(3, "GPU-d", "Fake"), Gpu(5, "GPU-f", "Fake")])
+    env = devices.gpu_env([Gpu(3, "GPU-d", "Fake"), Gpu(5, "GPU-f", "Fake")])
     assert env == {"CUDA_VISIBLE_DEVICES": "3,5", "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "JAX_CUDA_VISIBLE_DEVICES": "all"}
 
 

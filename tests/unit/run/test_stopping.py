@@ -19,7 +19,7 @@ from kit.run import notebook, stopping
 def test_a_signal_in_scope_is_stopped_with_its_exit_code(signum, code, said):
     with pytest.raises(stopping.Stopped) as caught, stopping.on_signals():
         os.kill(os.getpid(), signum)
-    assert (stopping.exit_code(caught.value), stopping.describe(caught.value)) == (code, said)
+    assert (stopping.exit_code(caught.value), stopping.stop_words(caught.value)) == (code, said)
     assert isinstance(caught.value, KeyboardInterrupt)  # every Ctrl-C cleanup path runs for it too
 
 

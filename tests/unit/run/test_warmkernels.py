@@ -434,7 +434,7 @@ def test_planted_and_stale_lock_files_are_never_signalled(warm, tmp_path, monkey
         os.utime(held, (1, 1))
         with open(held) as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
-            assert warmkernels.holder(held) is None
+            assert warmkernels.warm_holder(held) is None
             _, first, _ = forked(warm, tmp_path, "a")
             _, second, _ = forked({**warm, "OMP_NUM_THREADS": "2"}, tmp_path, "b")
             assert [p.poll() for p in bystanders] == [None] * 4  # nobody was signalled
@@ -753,7 +753,7 @@ def test_a_lock_held_by_a_process_not_a_warm_one_is_never_signalled(warm, tmp_pa
     try:
         assert impostor.stdout.readline().strip() == "held"
         os.utime(lock, (1, 1))  # the least recently used of all
-        assert warmkernels.holder(lock) is None
+        assert warmkernels.warm_holder(lock) is None
         forked(warm, tmp_path, "a")
         time.sleep(0.5)
         assert impostor.poll() is None  # not signalled

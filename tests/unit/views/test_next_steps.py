@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kit.core.verdict.nextsteps import (BORROWED_KIND, CASE_ERROR, INCONCLUSIVE_KIND, INFRASTRUCTURE, MISSING,
-                                        NEAR_TIE, NO_BASELINE_KIND, NUMERIC, kind_of, next_steps, one_command)
+                                        NEAR_TIE, NO_BASELINE_KIND, NUMERIC, next_kind_of, next_steps, one_command)
 from kit.core.records.records import (BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult)
 from kit.core.records.results import RunView
 from kit.gate.report import evidence_markdown
@@ -45,7 +45,7 @@ ORDER = [*RESULTS, "absent"]
 
 
 def test_every_kind_a_reader_acts_on_comes_from_typed_fields():
-    assert {name: kind_of(RESULTS.get(name)) for name in ORDER} == {
+    assert {name: next_kind_of(RESULTS.get(name)) for name in ORDER} == {
         "numeric": NUMERIC, "tie": NEAR_TIE, "timeout": INFRASTRUCTURE, "bug": CASE_ERROR,
         "no-record": NO_BASELINE_KIND, "no-record-2": NO_BASELINE_KIND, "borrowed": BORROWED_KIND,
         "weak": INCONCLUSIVE_KIND, "fine": None, "absent": MISSING}

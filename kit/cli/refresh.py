@@ -1,10 +1,7 @@
-"""A fork's new release and where a failure comes from: `refresh` (replay onto upstream, build, qualify, control),
-`bisect` (the first overlay or upstream commit that fails) and `localize` (the first layer where a candidate leaves
-the noise)."""
+"""A fork's new release: `refresh` (replay onto upstream, build, qualify, control) and `bisect`, built on refresh's
+build and qualify (the first overlay or upstream commit that fails)."""
 
 from __future__ import annotations
-
-import sys
 
 from kit.cli.common import command_line, jobs
 from kit.core.errors import BadInput
@@ -79,41 +76,6 @@ def _add_bisect(sub) -> None:
     b.set_defaults(func=_bisect)
 
 
-def _add_localize(sub) -> None:
-    lo = sub.add_parser("localize", help="name the first layer and sublayer where a failing case's candidate "
-                        "leaves the noise",
-                        description="Runs the case on the candidate (--model, else the case's own model) and takes\n"
-                                    "its failing prompts (or --prompt, refused if it passes). Each goes through the\n"
-                                    "float32 reference, a clean run of the case's settings and the candidate;\n"
-                                    "their residual streams are compared after the embeddings and after each\n"
-                                    "block's attention and MLP. The first point above k x the clean run's\n"
-                                    "difference is named. Writes localize.json and localize.ipynb; stdout carries\n"
-                                    "the verdict line, then the directory. Backends that expose per-layer\n"
-                                    f"activations: {_localizable()}.",
-                        epilog=epilog(ExitCode.PASSED, ExitCode.INCOMPLETE, ExitCode.BAD_INPUT, ExitCode.INTERRUPTED,
-                                      meanings={ExitCode.PASSED: "localized (the verdict may be that no point "
-                                                                 "leaves the noise)",
-                                                ExitCode.INCOMPLETE: "localized, but the notebook did not run"}))
-    lo.add_argument("descriptor", help="descriptor TOML")
-    lo.add_argument("case", help="the failing case's name")
-    lo.add_argument("--prompt", action="append", dest="prompts", help="localize this prompt (repeatable; default: "
-                    "the case's worst failing prompts)")
-    lo.add_argument("--model", help="the candidate's model folder (default: the case's own model)")
-    lo.add_argument("--out", help="localize directory to create (default: runs/localize-<case>-<time>-<id>)")
-    lo.set_defaults(func=_localize)
-
-
-def _localizable() -> str:
-    """`localize --help`'s backends: those registered with per-layer activations to read (the reference alone
-    where the registry cannot be read, as for golden make's choices)."""
-    from kit.backends import registry
-
-    try:
-        return ", ".join(registry.localizable())
-    except BadInput:
-        return registry.REFERENCE
-
-
 def _refresh(args) -> int:
     import shlex
 
@@ -145,28 +107,16 @@ def _bisect(args) -> int:
     else:
         if not args.case:
             raise BadInput("bisect needs --case: the case that fails at the tip")
-        run_dir, record = bisect.start(args.case, refresh_dir=args.refresh_dir, descriptor=args.descriptor,
-                                       fork_repo=args.fork_repo, base=args.base, tip=args.tip, fork=args.fork,
-                                       store=args.releases, current=args.current, backend=args.backend,
-                                       build_command=shlex.split(args.build_command) if args.build_command else None,
-                                       out=args.out, command=command_line("bisect"), upstream=args.upstream)
+        run_dir, record = bisect.start_bisect(args.case, refresh_dir=args.refresh_dir, descriptor=args.descriptor,
+                                              fork_repo=args.fork_repo, base=args.base, tip=args.tip, fork=args.fork,
+                                              store=args.releases, current=args.current, backend=args.backend,
+                                              build_command=(shlex.split(args.build_command)
+                                                             if args.build_command else None),
+                                              out=args.out, command=command_line("bisect"), upstream=args.upstream)
     run = bisect.run_bisect(run_dir, record, args.max_steps)
     print(run.run_dir)
     return run.exit_code
 
 
-def _localize(args) -> int:
-    from kit.localize.run import localize_case
-
-    run = localize_case(args.descriptor, args.case, args.prompts, model=args.model, out=args.out,
-                        command=command_line("localize"))
-    print(run.verdict)
-    print(run.out)
-    if run.notebook_error:
-        print(f"parity-kit: {run.notebook_error}", file=sys.stderr)
-        return ExitCode.INCOMPLETE
-    return ExitCode.PASSED
-
-
-# The commands this module adds to the parser, by name (kit.cli adds them in the order --help lists them).
-COMMANDS = {"refresh": _add_refresh, "bisect": _add_bisect, "localize": _add_localize}
+# The commands this module adds to the parser, by name (kit.cli.entry adds them in the order --help lists them).
+COMMANDS = {"refresh": _add_refresh, "bisect": _add_bisect}
