@@ -25,7 +25,7 @@ from kit.core.records.text import printable
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.descriptor.plan import Plan, outline
 from kit.gate import report
-from kit.gate.executor import check_run
+from kit.gate.executor import RunRequest, check_run
 from kit.gate.executors import GateRun
 from kit.gate.junit import write_junit, written_when_interrupted
 from kit.gate.run import publish_finished
@@ -96,7 +96,7 @@ def _run_control(descriptor: str | Path | LoadedDescriptor, out: str | Path | No
         started = now_iso()
         with GateSession(command, jobs) as session:  # both runs side by side; a stop finishes both as stopped
             for name, pre in checked.items():
-                session.start(pre, control_dir / name, None, name)
+                session.start(RunRequest(pre, control_dir / name, None, name))
             session.execute()
             runs = session.finish(summary=False)
         return finish_control(checked[current].plan, control_dir, runs, command, started, summary)

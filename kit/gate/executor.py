@@ -151,21 +151,38 @@ def claim_run(checked: Checked, out: str | Path | None = None, resume_dir: str |
         custom_notebooks=custom_notebooks(specs), results={**run.results, **unjudged})
 
 
-def open_run(source: LoadedDescriptor | Checked, out: str | Path | None, only: Sequence[str] | None = None,
-             release: str | None = None, command: Sequence[str] = (), executor: str = DEFAULT,
-             resume_dir: str | Path | None = None, infra_retries: int | None = None) -> GateRun:
+@dataclass(frozen=True)
+class RunRequest:
+    """One gate run asked for, as every command that runs a gate asks it: what it runs (a descriptor's path, the
+    descriptor loaded, or a plan whose preflight is done, ``Checked``), its run directory (``out``; None: a new
+    one under runs/), the cases (``only``; None: all), the release, the executor, an earlier run directory to
+    resume, and ``infra_retries`` (None: the descriptor's [defaults] infrastructure_retries)."""
+
+    source: str | Path | LoadedDescriptor | Checked  # a path is loaded once, by the session
+    out: str | Path | None = None
+    only: Sequence[str] | None = None
+    release: str | None = None
+    executor: str = DEFAULT
+    resume: str | Path | None = None
+    infra_retries: int | None = None
+
+
+def open_run(request: RunRequest, command: Sequence[str] = ()) -> GateRun:
     """A run begun: its descriptor checked (``prepare_run``; a ``Checked`` plan's preflight is already done, by
     its executor), its directory claimed and locked, and its manifest's start written, with the time it started,
-    the baselines its cases stand on and the hardware they were resolved for. ``infra_retries`` overrides the
-    descriptor's [defaults] infrastructure_retries."""
+    the baselines its cases stand on and the hardware they were resolved for. ``request.source`` is loaded
+    already (the session loads a path once)."""
+    source, out, release, executor = request.source, request.out, request.release, request.executor
+    assert isinstance(source, (LoadedDescriptor, Checked)), "the session loads a descriptor's path"
     if isinstance(source, Checked):
         if executor != source.executor.name:  # a caller's mistake, not the user's: the check was that executor's
             raise ValueError(f"a plan checked by executor {source.executor.name!r} cannot be run by {executor!r}")
         paths.check_dir_target(Path(out) if out else default_run_dir(source.plan), "run directory")
         run = claim_run(source, out, command=command, release=release)
     else:
-        run = prepare_run(source, out, only, resume_dir=resume_dir, command=command, executor=executor,
+        run = prepare_run(source, out, request.only, resume_dir=request.resume, command=command, executor=executor,
                           release=release)
+    infra_retries = request.infra_retries
     retries = run.infrastructure_retries if infra_retries is None else infra_retries
     run = dataclasses.replace(run, started_at=now_iso(), baselines=_baselines(run), hardware=_hardware(run),
                               infrastructure_retries=retries)

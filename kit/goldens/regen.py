@@ -25,6 +25,7 @@ from kit.core.records.jsonio import atomic_write_bytes
 from kit.core.records.records import PASSED
 from kit.descriptor.load import golden_kind, load_descriptor, with_golden, with_records
 from kit.descriptor.plan import calibration_lists, outline
+from kit.gate.executor import RunRequest
 from kit.gate.session import gate_once
 from kit.goldens.make import make_golden_document
 from kit.goldens.recalibrate import Recalibrated, place, recalibrate, stale_cases
@@ -107,7 +108,7 @@ def regen_golden(descriptor: str | Path, kind: str = SEMANTIC, release: str | No
         backends.setdefault(stated.cases[n].backend, []).append(n)
     if checking:
         log.log(NOTICE, f"checking it with {len(checking)} cases: {', '.join(checking)}", extra=MARKUP)
-        run = gate_once(checked, work_dir / "check", checking, release, command, jobs, summary=False)
+        run = gate_once(RunRequest(checked, work_dir / "check", checking, release), command, jobs, summary=False)
         for spec in run.specs:
             r = run.results.get(spec.name)
             backends.setdefault(spec.backend, [])
