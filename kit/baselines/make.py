@@ -56,7 +56,7 @@ from kit.core.records.results import now_iso
 from kit.core.records.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, load_descriptor, with_baselines
 from kit.descriptor.plan import Plan, resolve
-from kit.gate.executor import RunRequest, check_run
+from kit.gate.executor import RunRequest, check_plan, check_run
 from kit.gate.session import gate_once
 from kit.goldens.make import flag_keywords, make_golden_apart
 from kit.run import lifecycle
@@ -181,7 +181,10 @@ def make_baselines(request: MakeRequest) -> MakeOutcome:
         return MakeOutcome(None, before, [])
     # The evidence gate runs every case of the descriptor: one it could not start is bad input now, not a refusal
     # after the measurements.
-    check_run(desc)
+    if set(plan.cases) == set(desc.cases):  # the plan asked for is the whole descriptor's: not resolved again
+        check_plan(plan)
+    else:
+        check_run(desc)
     roots = [Path(a) for a in r.archives] or ([paths.runs_root()] if paths.runs_root().is_dir() else [])
     # The archive is read before anything is made: a run that cannot be read is bad input, not a late refusal.
     archived = {row.case: _archive(roots, row.case, r.skip_unreadable) for row in targets if row.kind.backtested}

@@ -250,10 +250,10 @@ def _resume(plan: Plan, run_dir: Path, specs: list[CaseSpec], inputs: Inputs,
         cases_dir = run_dir / "cases"
         cases_dir.mkdir(exist_ok=True)
         goldens = {str(g.path): g.sha256 for g in inputs.goldens.values()}
-        kept = resume.plan(cases_dir, specs, inputs.fixture.sha256, goldens, fingerprints,
-                           earlier.get("kernel_fingerprints") or {}, expectations(specs, inputs),
-                           {n: c["sha256"] for n, c in (earlier.get("notebooks") or {}).items()},
-                           {n: c["sha256"] for n, c in custom_notebooks(specs).items()}, selected)
+        kept = resume.plan(resume.ResumeInputs(
+            cases_dir, specs, inputs.fixture.sha256, goldens, fingerprints, earlier.get("kernel_fingerprints") or {},
+            expectations(specs, inputs), {n: c["sha256"] for n, c in (earlier.get("notebooks") or {}).items()},
+            {n: c["sha256"] for n, c in custom_notebooks(specs).items()}, selected))
         for name in kept.superseded:
             resume.set_aside(cases_dir, name)
     except BaseException:

@@ -172,7 +172,8 @@ def _execute(runs: Sequence[RunProgress], jobs: int | None) -> None:
 
     share = Share(jobs=max(1, jobs // len(runs)) if jobs else None, cores=max(1, (os.cpu_count() or 1) // len(runs)),
                   pool=DevicePool(next((p.run.gpus for p in runs if p.run.gpus is not None), None)))
-    label = (lambda run, name: f"{run.release}/{name}") if len(runs) > 1 else (lambda run, name: name)
+    # A case's label names its run's release where several runs share the console.
+    label = (lambda release, name: f"{release}/{name}") if len(runs) > 1 else (lambda release, name: name)
     running: list[str] = []
     lock = threading.Lock()
     console = output.console()  # the progress bar shares it with the log lines, which go above the bar
@@ -190,19 +191,19 @@ def _execute(runs: Sequence[RunProgress], jobs: int | None) -> None:
 
             def started(spec: CaseSpec) -> None:
                 with lock:
-                    running.append(label(run, spec.name))
+                    running.append(label(run.release, spec.name))
                     show()
                     if beat:  # the executor's log prefix for the case is cases/<case>
-                        beat.start(label(run, spec.name), progress_path(run.cases_dir / spec.name))
+                        beat.start(label(run.release, spec.name), progress_path(run.cases_dir / spec.name))
 
             def done(spec: CaseSpec, result: CaseResult) -> None:
                 with lock:
-                    running.remove(label(run, spec.name))
+                    running.remove(label(run.release, spec.name))
                     bar.update(task, advance=1)
                     show()
                     if beat:
-                        beat.finish(label(run, spec.name))
-                    log.info(case_line(result, label(run, spec.name)), extra=MARKUP)
+                        beat.finish(label(run.release, spec.name))
+                    log.info(case_line(result, label(run.release, spec.name)), extra=MARKUP)
 
             t0 = time.perf_counter()
             try:
