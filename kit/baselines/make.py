@@ -181,7 +181,7 @@ def make_baselines(request: MakeRequest) -> MakeOutcome:
         return MakeOutcome(None, before, [])
     # The evidence gate runs every case of the descriptor: one it could not start is bad input now, not a refusal
     # after the measurements.
-    if set(plan.cases) == set(desc.cases):  # the plan asked for is the whole descriptor's: not resolved again
+    if set(plan.cases) == set(plan.outline.cases):  # the plan asked for is the whole descriptor's: not resolved again
         check_plan(plan)
     else:
         check_run(desc)

@@ -48,7 +48,7 @@ from kit.core.records.spec import CaseSpec
 from kit.descriptor.host import Host, hardware_record
 from kit.descriptor.load import LoadedDescriptor, packaged_notebook
 from kit.descriptor.standing import plan_rows
-from kit.descriptor.plan import Plan, outline, resolve
+from kit.descriptor.plan import CasePlan, Plan, outline, resolve
 from kit.gate import resume
 from kit.gate.executors import DEFAULT, Executor, GateRun, RunProgress, Share, executors
 from kit.gate.preflight import Inputs, check_inputs
@@ -275,7 +275,8 @@ def manifest(run: GateRun, command: Sequence[str]) -> dict:
         "descriptor_sha256": run.plan.sha256,
         "cases": [s.name for s in run.specs],
         "kernels": {s.name: s.kernel for s in run.specs},
-        "release": _release_identity(run),
+        # The named release's builds, per backend, as the descriptor states them.
+        "release": run.plan.release.identity() if run.release is not None and run.plan.release is not None else None,
         "fixture": str(run.inputs.fixture.path),
         "fixture_sha256": run.inputs.fixture.sha256,
         "model": str(run.plan.model.path),
@@ -307,10 +308,10 @@ def manifest(run: GateRun, command: Sequence[str]) -> dict:
         "history": run.history,
         "placements": run.placements,
         "gpus": run.gpus.to_dict() if run.gpus is not None else None,  # what the node offered the cases
-        "baselines": _baselines(run),
+        "baselines": run.baselines if run.baselines is not None else _baselines(run),
         # Per case, the hardware its baselines were chosen for (kit.descriptor.host): what `parity-kit verify`
         # resolves the descriptor for again.
-        "hardware": _hardware(run),
+        "hardware": run.hardware if run.hardware is not None else _hardware(run),
         # The gate's stated false-failure rate, its split over the drift cases and the bounds' measured rate.
         "false_failure_rate": run.plan.false_failure_statement(),
     }
@@ -320,22 +321,14 @@ def manifest(run: GateRun, command: Sequence[str]) -> dict:
 
 
 def _baselines(run: GateRun) -> list[dict]:
-    if run.baselines is None:  # a run not begun by open_run (a test's): worked out for this manifest
-        return [row.to_dict() for row in plan_rows(run.plan)]
-    return run.baselines
+    """The baselines the run's cases stand on: worked out once, as the run begins (``open_run``), or for a run
+    not begun by it (a test's) for its manifest."""
+    return [row.to_dict() for row in plan_rows(run.plan)]
 
 
 def _hardware(run: GateRun) -> dict[str, dict]:
-    if run.hardware is None:
-        return hardware_record(run.specs, Host())
-    return run.hardware
-
-
-def _release_identity(run: GateRun) -> dict | None:
-    """The named release's builds, per backend, as the descriptor states them."""
-    if run.release is None or run.plan.release is None:
-        return None
-    return run.plan.release.identity()
+    """The hardware the run's cases were resolved for, as ``_baselines`` is worked out."""
+    return hardware_record(run.specs, Host())
 
 
 def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = None,
@@ -475,13 +468,14 @@ def run_cases(progress: RunProgress, jobs: int | None = None,
     if not pending:
         return
     pool = pool or DevicePool(run.gpus)
+    asked = {s.name: gpus_asked(run.plan.cases[s.name]) for s in pending}
     if jobs:
         slots = dict.fromkeys((s.name for s in pending), Slots(max(1, jobs)))
     else:
         gpu_slots, cpu_slots = Slots(None), Slots(max(1, cores or os.cpu_count() or 1))
-        slots = {s.name: gpu_slots if gpus_asked(run, s) else cpu_slots for s in pending}
+        slots = {s.name: gpu_slots if asked[s.name] else cpu_slots for s in pending}
     # Queued in the run's order before any case waits: the cases start in that order as room comes.
-    requests = {s.name: pool.request(s.name, gpus_asked(run, s), slots[s.name]) for s in pending}
+    requests = {s.name: pool.request(s.name, asked[s.name], slots[s.name]) for s in pending}
     with ThreadPoolExecutor(max_workers=len(pending)) as threads:  # each case waits for its turn in its thread
         futures = {threads.submit(execute_scheduled, spec, run, pool, requests[spec.name], on_start): spec
                    for spec in pending}
@@ -521,10 +515,9 @@ class LocalExecutor(Executor):
         run_cases(progress, share.jobs, on_start, on_done, share.pool, share.cores)
 
 
-def gpus_asked(run: GateRun, spec: CaseSpec) -> int:
+def gpus_asked(case: CasePlan) -> int:
     """How many whole GPUs a case asks for (a fraction of one refused where the local executor cannot give it)."""
-    case = run.plan.cases[spec.name]
-    return devices.whole_gpus(case.resources.num_gpus, spec.name, case.where.resources)
+    return devices.whole_gpus(case.resources.num_gpus, case.name, case.where.resources)
 
 
 def execute_scheduled(spec: CaseSpec, run: GateRun, pool: DevicePool, req: Request,
