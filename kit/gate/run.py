@@ -36,7 +36,7 @@ class GateRequest:
     publish it to (``publish``), a signer of its root digest (``signer``: kit.run.signing.load_signer)."""
 
     run: RunRequest
-    command: Sequence[str] = ()
+    command: Sequence[str] | None = None
     jobs: int | None = None
     summary: bool = True
     junit: str | Path | None = None
