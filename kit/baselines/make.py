@@ -56,7 +56,7 @@ from kit.core.records.results import now_iso
 from kit.core.records.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, load_descriptor, with_baselines
 from kit.descriptor.plan import Plan, resolve
-from kit.gate.executor import check_run
+from kit.gate.executor import RunRequest, check_plan, check_run
 from kit.gate.session import gate_once
 from kit.goldens.make import flag_keywords, make_golden_apart
 from kit.run import lifecycle
@@ -73,7 +73,7 @@ EVIDENCE_NOTEBOOK = paths.NOTEBOOKS / "baseline.ipynb"
 GOLDEN_LOG = "golden-make.log"  # what each golden's maker printed
 GATE = "gate"  # the evidence gate's run directory (a resumed make continues it)
 
-__all__ = ["MAKERS", "Made", "MakeOutcome", "make_baselines", "with_made"]
+__all__ = ["MAKERS", "Made", "MakeOutcome", "MakeRequest", "make_baselines", "with_made"]
 
 
 @dataclass(frozen=True)
@@ -116,12 +116,33 @@ def _shown(path: Path | None) -> str | None:
     return paths.display(path) if path is not None else None
 
 
-def make_baselines(descriptor: str | Path, only: Sequence[str] | None = None, reason: str = "",
-                   again: bool = False, accept_flips: str | None = None, archives: Sequence[str | Path] = (),
-                   skip_unreadable: bool = False, jobs: int | None = None, out: str | Path | None = None,
-                   command: Sequence[str] | None = None, resume: str | Path | None = None,
-                   accept_looser: str | None = None, power_families: Sequence[str] | None = None,
-                   no_power: bool = False, signer=None) -> MakeOutcome:
+@dataclass(frozen=True)
+class MakeRequest:
+    """`parity-kit baseline make` as asked: the descriptor; the cases ``only`` (None: all); the reason each baseline
+    keeps; ``again``: remake what this runtime has too; the reasons given to accept flipped runs and looser bounds;
+    the archives to backtest over and whether to skip what cannot be read; the evidence gate's ``jobs``; the working
+    directory (``out``) or one to ``resume``; the command the records keep (None: this make's own); the fault
+    families of power records (None: all) or ``no_power``; and a ``signer`` of each lineage entry (None:
+    unsigned)."""
+
+    descriptor: str | Path
+    only: Sequence[str] | None = None
+    reason: str = ""
+    again: bool = False
+    accept_flips: str | None = None
+    archives: Sequence[str | Path] = ()
+    skip_unreadable: bool = False
+    jobs: int | None = None
+    out: str | Path | None = None
+    command: Sequence[str] | None = None
+    resume: str | Path | None = None
+    accept_looser: str | None = None
+    power_families: Sequence[str] | None = None
+    no_power: bool = False
+    signer: Any = None  # kit.run.signing.load_signer
+
+
+def make_baselines(request: MakeRequest) -> MakeOutcome:
     """Make what this runtime lacks among the cases ``only`` (None: all), or with ``again`` remake what it has;
     bless it on the evidence above. A record looser than the one it supersedes beyond that one's margin is
     refused unless ``accept_looser`` gives the reason (kept in its lineage entry's command). Power records are
@@ -129,7 +150,9 @@ def make_baselines(descriptor: str | Path, only: Sequence[str] | None = None, re
     ``no_power``. With ``signer`` (kit.run.signing.load_signer), each lineage entry written is signed
     (kit.baselines.signed). Bad input (no reason, no [baselines] table, an archive that cannot be read without
     ``skip_unreadable``, a case of the descriptor its evidence gate could not run) is refused before anything is
-    made, and nothing is written."""
+    made, and nothing is written. The descriptor is loaded here, once: what follows reads the plan."""
+    r = request
+    descriptor, reason, accept_flips, accept_looser = r.descriptor, r.reason, r.accept_flips, r.accept_looser
     if (problem := reason_problem(reason)) is not None:
         raise BadInput(f"--reason: {problem}; a baseline keeps why it was made (\"new CPU class in CI\", "
                        "\"torch 2.14\")")
@@ -137,17 +160,18 @@ def make_baselines(descriptor: str | Path, only: Sequence[str] | None = None, re
         raise BadInput(f"--accept-flips: {problem}; accepting a known-good run's new failure needs its reason")
     if accept_looser is not None and (problem := reason_problem(accept_looser)) is not None:
         raise BadInput(f"{ACCEPT_LOOSER}: {problem}; accepting looser bounds needs its reason, in words")
-    families = makepower.families(power_families, no_power)
+    families = makepower.families(r.power_families, r.no_power)
     desc = load_descriptor(descriptor)
     # As a record keeps a command: what remakes it, without the scratch folder it was made in.
-    command = reproducing_command(command or ["parity-kit", "baseline", "make", str(descriptor), "--reason", reason,
+    command = reproducing_command(r.command or ["parity-kit", "baseline", "make", str(descriptor), "--reason", reason,
                                               *([ACCEPT_LOOSER, accept_looser] if accept_looser else [])])
-    plan = resolve(desc, only)
+    plan = resolve(desc, r.only)
     folders = _folders(plan)
     before = plan_rows(plan)
-    targets = [r for r in before if r.standing in (MISSING, FALLBACK) or (again and r.standing == MATCH)]
-    targets = [r for r in targets if r.kind.makeable]
-    remade = {r.case for r in targets if r.kind is CALIBRATION}
+    targets = [row for row in before
+               if row.standing in (MISSING, FALLBACK) or (r.again and row.standing == MATCH)]
+    targets = [row for row in targets if row.kind.makeable]
+    remade = {row.case for row in targets if row.kind is CALIBRATION}
     powered = [n for n in plan.cases if makepower.needs_power(plan, n, n in remade)]
     if families is None:
         makepower.refuse_limit_without_power(plan, targets)
@@ -157,21 +181,24 @@ def make_baselines(descriptor: str | Path, only: Sequence[str] | None = None, re
         return MakeOutcome(None, before, [])
     # The evidence gate runs every case of the descriptor: one it could not start is bad input now, not a refusal
     # after the measurements.
-    check_run(desc)
-    roots = [Path(a) for a in archives] or ([paths.runs_root()] if paths.runs_root().is_dir() else [])
+    if set(plan.cases) == set(plan.outline.cases):  # the plan asked for is the whole descriptor's: not resolved again
+        check_plan(plan)
+    else:
+        check_run(desc)
+    roots = [Path(a) for a in r.archives] or ([paths.runs_root()] if paths.runs_root().is_dir() else [])
     # The archive is read before anything is made: a run that cannot be read is bad input, not a late refusal.
-    archived = {r.case: _archive(roots, r.case, skip_unreadable) for r in targets if r.kind.backtested}
-    work_dir = _resumed(Path(resume), plan) if resume is not None else _begin(
-        lifecycle.claim(out or rundir.new_run_dir("baseline", plan.name), "--out", "baseline make", command), plan)
+    archived = {row.case: _archive(roots, row.case, r.skip_unreadable) for row in targets if row.kind.backtested}
+    work_dir = _resumed(Path(r.resume), plan) if r.resume is not None else _begin(
+        lifecycle.claim(r.out or rundir.new_run_dir("baseline", plan.name), "--out", "baseline make", command), plan)
     with lifecycle.owned(work_dir, command, "baseline make"):
-        planned = len({(r.kind, r.case if r.kind is not EXACT_GOLDEN else plan.outline.cases[r.case].golden)
-                       for r in targets if r.kind is not POWER}) + len(powered) + 1  # and the evidence gate
+        planned = len({(row.kind, row.case if row.kind is not EXACT_GOLDEN else plan.outline.cases[row.case].golden)
+                       for row in targets if row.kind is not POWER}) + len(powered) + 1  # and the evidence gate
         making = Making(desc, plan, work_dir, command, steps.StepClock(work_dir, planned), families)
         log.log(NOTICE, _plan_line(targets, powered, families, len(plan.outline.cases), work_dir), extra=MARKUP)
         for kind, maker in MAKERS.items():
-            making.made += maker(making, [r for r in targets if r.kind is kind])
-        outcome = bless(making, Blessing(before, archived, roots, reason, accept_flips, accept_looser, jobs,
-                                         _power_text(families, powered), signer=signer), folders)
+            making.made += maker(making, [row for row in targets if row.kind is kind])
+        outcome = bless(making, Blessing(before, archived, roots, reason, accept_flips, accept_looser, r.jobs,
+                                         _power_text(families, powered), signer=r.signer), folders)
     _render_evidence(work_dir)
     return outcome
 
@@ -494,7 +521,7 @@ def _evidence_gate(making: Making, jobs: int | None, outcome: MakeOutcome,
     what = f"evidence gate: {len(names)} cases on {len(backends)} backend(s) ({', '.join(backends)}) against the new " \
            f"baselines{' (continued)' if earlier else ''}"
     with making.clock.step("evidence gate", "", what):
-        run = gate_once(checked, None if earlier else gate_dir, cases, None, making.command, jobs, resume=earlier)
+        run = gate_once(RunRequest(checked, None if earlier else gate_dir, cases, resume=earlier), making.command, jobs)
     asked = set(making.plan.cases)
     failing, not_judged = [], {}
     for name in names:

@@ -28,7 +28,7 @@ from kit.descriptor.load import LoadedDescriptor
 from kit.descriptor.plan import Plan, outline, resolve
 from kit.descriptor.standing import BaselineRow
 from kit.faults.effect import FLOAT32_CASE, embedded_cases
-from kit.faults.power import FAMILIES, measure_case, parse_families
+from kit.faults.power import FAMILIES, CasePowerRequest, measure_case, parse_families
 
 POWER_DIR = "power"  # power's run directory: faulted samples and float32 effects, reused by --resume
 STAGED = "power-records"  # the records made, until the bless places them
@@ -163,9 +163,9 @@ def make_power(making: Making, rows: Sequence[BaselineRow]) -> list[Made]:
         with making.clock.step(POWER.name, name, what,
                                estimate(making, name, len(scored), len(variants), len(making.families))):
             if effects is None:  # each fault's float32 effect, on the float32 case's settings
-                effects = embedded_cases(desc.path, tuple(names), float32)
-            done = measure_case(clean, spec, spec, record.reference(), dict(making.families), effects, run_dir, to,
-                                making.command)
+                effects = embedded_cases(desc.path, tuple(names), float32, loaded=desc)
+            done = measure_case(CasePowerRequest(clean, spec, spec, record.reference(), dict(making.families), effects,
+                                                 run_dir, to, making.command))
         made.append(Made(POWER, name, runtime, done.path, superseded, done.error, command=making.command))
     return made
 

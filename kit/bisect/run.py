@@ -60,13 +60,36 @@ def default_bisect_dir(name: str) -> Path:
     return rundir.new_run_dir("bisect", name)
 
 
-def start_bisect(case: str, *, refresh_dir: str | Path | None = None, descriptor: str | Path | None = None,
-                 fork_repo: str | Path | None = None, base: str | None = None, tip: str | None = None,
-                 fork: str | None = None, store: str | Path | None = None, current: str = "current",
-                 backend: str | None = None, build_command: Sequence[str] | None = None, out: str | Path | None = None,
-                 command: Sequence[str] | None = None, upstream: bool = False) -> tuple[Path, dict]:
+@dataclass(frozen=True)
+class BisectRequest:
+    """`parity-kit bisect` as asked: the case to bisect on, and where its range comes from: a refresh directory (its
+    overlay, or with ``upstream`` its upstream range), or a fork's repository with its base and tip; the release
+    store, today's pin (``current``), the backend, the build command, the bisect directory (``out``) and the command
+    its record keeps."""
+
+    case: str
+    refresh_dir: str | Path | None = None
+    descriptor: str | Path | None = None
+    fork_repo: str | Path | None = None
+    base: str | None = None
+    tip: str | None = None
+    fork: str | None = None
+    store: str | Path | None = None
+    current: str = "current"
+    backend: str | None = None
+    build_command: Sequence[str] | None = None
+    out: str | Path | None = None
+    command: Sequence[str] | None = None
+    upstream: bool = False
+
+
+def start_bisect(request: BisectRequest) -> tuple[Path, dict]:
     """Check the inputs, claim the bisect directory and write its first record. ``upstream``: search the
     refresh's upstream range (the overlay replayed onto each commit) instead of its overlay."""
+    case, refresh_dir, descriptor, fork_repo = request.case, request.refresh_dir, request.descriptor, request.fork_repo
+    base, tip, fork, store, current = request.base, request.tip, request.fork, request.store, request.current
+    backend, build_command, out, command = request.backend, request.build_command, request.out, request.command
+    upstream = request.upstream
     if upstream and not refresh_dir:
         raise BadInput("bisect --upstream needs a refresh directory: the range is its old base..new upstream")
     if refresh_dir and fork_repo:

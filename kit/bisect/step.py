@@ -173,8 +173,9 @@ def probe(inp: BisectInputs, state: State, case: str, prompts: list[str] | None,
 
 
 def _run_case(desc, release_name: str, case: str, out: Path):
+    from kit.gate.executor import RunRequest
     from kit.gate.session import gate_once
 
     command = ["parity-kit", "gate", str(desc.path), "--release", release_name, "--case", case]
-    run = gate_once(desc, out, [case], release_name, command, jobs=1, summary=False)
+    run = gate_once(RunRequest(desc, out, [case], release_name), command, jobs=1, summary=False)
     return run.verdict, run.run_dir, run.results.get(case)

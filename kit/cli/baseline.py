@@ -135,15 +135,16 @@ def _baseline_status(args) -> int:
 
 
 def _baseline_make(args) -> int:
-    from kit.baselines.make import make_baselines
+    from kit.baselines.make import MakeRequest, make_baselines
     from kit.run.signing import load_signer
 
     signer = load_signer(args.sign)  # a key that cannot sign is refused before anything is made
     # The command as typed, less the verbosity flags (they change no baseline).
     typed = ["parity-kit", *(a for a in sys.argv[1:] if a not in ("-q", "--quiet", "-v", "--verbose"))]
-    outcome = make_baselines(args.descriptor, args.cases, args.reason, args.again, args.accept_flips, args.archive,
-                             args.skip_unreadable, args.jobs, args.out, typed if "baseline" in typed else None,
-                             args.resume, args.accept_looser, args.power_families, args.no_power, signer)
+    outcome = make_baselines(MakeRequest(
+        args.descriptor, args.cases, args.reason, args.again, args.accept_flips, args.archive, args.skip_unreadable,
+        args.jobs, args.out, typed if "baseline" in typed else None, args.resume, args.accept_looser,
+        args.power_families, args.no_power, signer))
     return _made_lines(outcome)
 
 

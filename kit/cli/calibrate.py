@@ -106,16 +106,16 @@ def _calibrate(args) -> int:
 
 
 def _power(args) -> int:
-    from kit.faults.power import measure, merge
+    from kit.faults.power import PowerRequest, measure, merge
 
     if args.merge:
         if len(args.cases or []) != 1:
             raise BadInput("power --merge: name the case the records are of, once (--case NAME)")
         print(merge(args.descriptor, args.cases[0], args.merge, to=args.to, command=command_line("power")).path)
         return ExitCode.PASSED
-    done = measure(args.descriptor, args.cases, args.families, out=args.out, resume=args.resume, to=args.to,
-                   float32_case=args.float32_case, command=command_line("power"), steps_down=args.steps_down,
-                   refine=args.refine, reuse=args.reuse)
+    done = measure(PowerRequest(args.descriptor, args.cases, args.families, out=args.out, resume=args.resume,
+                                to=args.to, float32_case=args.float32_case, command=command_line("power"),
+                                steps_down=args.steps_down, refine=args.refine, reuse=args.reuse))
     for c in done:
         print(c.path if c.path else f"{c.case}: error: {c.error}")
     return ExitCode.INCOMPLETE if any(c.error for c in done) else ExitCode.PASSED

@@ -30,11 +30,12 @@ def _add_control(sub) -> None:
 
 
 def _control(args) -> int:
-    from kit.control.run import run_control
+    from kit.control.run import ControlRequest, run_control
 
-    run = run_control(args.descriptor, out=args.out, jobs=args.jobs, only=args.cases, current=args.current,
-                      candidate=args.candidate, command=command_line("control"), summary=not args.no_summary,
-                      junit=args.junit, publish=publish_target(args.publish))
+    run = run_control(ControlRequest(args.descriptor, out=args.out, jobs=args.jobs, only=args.cases,
+                                     current=args.current, candidate=args.candidate, command=command_line("control"),
+                                     summary=not args.no_summary, junit=args.junit,
+                                     publish=publish_target(args.publish)))
     print(run.control_dir)
     return run.diagnosis.exit_code
 

@@ -97,17 +97,18 @@ def _add_spec(sub) -> None:
 
 
 def _gate(args) -> int:
-    from kit.gate.run import run_gate
+    from kit.gate.executor import RunRequest
+    from kit.gate.run import GateRequest, run_gate
     from kit.run.signing import load_signer
 
     signer = load_signer(args.sign)  # a key that cannot sign is refused before anything runs
     if args.resume and args.out and Path(args.out).resolve() != Path(args.resume).resolve():
         raise BadInput(f"--out {args.out} and --resume {args.resume}: a resumed run writes into the directory "
                        "it resumes")
-    run = run_gate(args.descriptor, out=args.out, jobs=args.jobs, only=args.cases, command=command_line("gate"),
-                   summary=not args.no_summary, release=args.release, executor=args.executor, resume=args.resume,
-                   junit=args.junit, publish=publish_target(args.publish), infra_retries=args.infra_retries,
-                   signer=signer)
+    run = run_gate(GateRequest(RunRequest(args.descriptor, args.out, args.cases, args.release, args.executor,
+                                          args.resume, args.infra_retries),
+                               command_line("gate"), args.jobs, not args.no_summary, args.junit,
+                               publish_target(args.publish), signer))
     print(run.run_dir)  # stdout carries only the run directory, for scripts: RUN=$(parity-kit gate ...)
     return GATE_EXIT_CODES[run.verdict]
 

@@ -88,12 +88,12 @@ def _golden_makers() -> tuple[str, list[str]]:
 
 
 def _golden_make(args) -> int:
-    from kit.goldens.make import make_golden
+    from kit.goldens.make import GoldenRequest, make_golden
 
-    print(make_golden(args.out, args.model, args.fixture, args.kind, args.top_k, ["parity-kit", *sys.argv[1:]],
-                      args.dtype, args.attn_implementation, backend=args.backend, checkpoint=args.checkpoint,
-                      device=args.device, batch_size=args.batch_size, decode=args.decode,
-                      cpu_kernels=args.cpu_kernels))
+    print(make_golden(args.out, GoldenRequest(
+        args.model, args.fixture, args.kind, args.top_k, ["parity-kit", *sys.argv[1:]], args.dtype,
+        args.attn_implementation, backend=args.backend, checkpoint=args.checkpoint, device=args.device,
+        batch_size=args.batch_size, decode=args.decode, cpu_kernels=args.cpu_kernels)))
     return 0
 
 

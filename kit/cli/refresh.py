@@ -79,14 +79,14 @@ def _add_bisect(sub) -> None:
 def _refresh(args) -> int:
     import shlex
 
-    from kit.refresh.run import run_refresh
+    from kit.refresh.run import RefreshRequest, run_refresh
 
-    run = run_refresh(args.descriptor, args.fork_repo, args.upstream_ref, base=args.base, tip=args.tip,
+    run = run_refresh(RefreshRequest(args.descriptor, args.fork_repo, args.upstream_ref, base=args.base, tip=args.tip,
                       fork=args.fork, out=args.out, store=args.releases, current=args.current,
                       backend=args.backend, only=args.cases, qualify_case=args.qualify_case,
                       qualify_bucket=args.qualify_bucket,
                       build_command=shlex.split(args.build_command) if args.build_command else None,
-                      branch=args.branch, jobs=args.jobs, command=command_line("refresh"))
+                      branch=args.branch, jobs=args.jobs, command=command_line("refresh")))
     print(run.run_dir)
     return run.exit_code
 
@@ -107,12 +107,11 @@ def _bisect(args) -> int:
     else:
         if not args.case:
             raise BadInput("bisect needs --case: the case that fails at the tip")
-        run_dir, record = bisect.start_bisect(args.case, refresh_dir=args.refresh_dir, descriptor=args.descriptor,
-                                              fork_repo=args.fork_repo, base=args.base, tip=args.tip, fork=args.fork,
-                                              store=args.releases, current=args.current, backend=args.backend,
-                                              build_command=(shlex.split(args.build_command)
-                                                             if args.build_command else None),
-                                              out=args.out, command=command_line("bisect"), upstream=args.upstream)
+        run_dir, record = bisect.start_bisect(bisect.BisectRequest(
+            args.case, refresh_dir=args.refresh_dir, descriptor=args.descriptor, fork_repo=args.fork_repo,
+            base=args.base, tip=args.tip, fork=args.fork, store=args.releases, current=args.current,
+            backend=args.backend, build_command=shlex.split(args.build_command) if args.build_command else None,
+            out=args.out, command=command_line("bisect"), upstream=args.upstream))
     run = bisect.run_bisect(run_dir, record, args.max_steps)
     print(run.run_dir)
     return run.exit_code

@@ -25,7 +25,7 @@ from kit.core.records.text import printable
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.descriptor.plan import Plan, outline
 from kit.gate import report
-from kit.gate.executor import check_run
+from kit.gate.executor import RunRequest, check_run
 from kit.gate.executors.interface import GateRun
 from kit.gate.junit import write_junit, written_when_interrupted
 from kit.gate.run import publish_finished
@@ -53,13 +53,32 @@ def default_control_dir(desc: LoadedDescriptor) -> Path:
     return rundir.new_run_dir("control", desc.name)
 
 
-def run_control(descriptor: str | Path | LoadedDescriptor, out: str | Path | None = None, jobs: int | None = None,
-                only: Sequence[str] | None = None, current: str = "current", candidate: str = "candidate",
-                command: Sequence[str] | None = None, summary: bool = True,
-                junit: str | Path | None = None, publish: str | None = None) -> ControlRun:
+@dataclass(frozen=True)
+class ControlRequest:
+    """`parity-kit control` as asked: the descriptor (a path, or loaded), the control directory (``out``), the cases
+    at once (``jobs``) and the cases (``only``), the two releases compared (``current``, ``candidate``), the command
+    the manifests record, whether to build the summaries, and the finished control's JUnit XML (``junit``) and store
+    to publish it to (``publish``)."""
+
+    descriptor: str | Path | LoadedDescriptor
+    out: str | Path | None = None
+    jobs: int | None = None
+    only: Sequence[str] | None = None
+    current: str = "current"
+    candidate: str = "candidate"
+    command: Sequence[str] | None = None
+    summary: bool = True
+    junit: str | Path | None = None
+    publish: str | None = None
+
+
+def run_control(request: ControlRequest) -> ControlRun:
     """Both gate runs and the diagnosis; with ``junit``, their JUnit XML too, one testsuite per release (written
     from the run directories if the control is interrupted, and refused before anything runs if the path cannot
     be written); with ``publish``, the finished control directory, both runs in it, copied to that store."""
+    descriptor, out, jobs, only, current = request.descriptor, request.out, request.jobs, request.only, request.current
+    candidate, command, summary, junit = request.candidate, request.command, request.summary, request.junit
+    publish = request.publish
     for flag, name in (("--current", current), ("--candidate", candidate)):
         # Each release's run is the folder <control>/<release>: a name that is not plain would put it elsewhere.
         paths.check_plain_name(name, f"{flag}: release")
@@ -98,7 +117,7 @@ def _run_control(descriptor: str | Path | LoadedDescriptor, out: str | Path | No
             started = now_iso()
             with GateSession(command, jobs) as session:  # both runs side by side; a stop finishes both as stopped
                 for name, pre in checked.items():
-                    session.start(pre, control_dir / name, None, name)
+                    session.start(RunRequest(pre, control_dir / name, None, name))
                 session.execute()
                 runs = session.finish(summary=False)
             return finish_control(checked[current].plan, control_dir, runs, command, started, summary)

@@ -72,6 +72,7 @@ class Baselines:
         self._records: dict[tuple[str, tuple[str, ...]], list[CalibrationRecord]] = {}  # a case's list, read once
         self._lineage: list[LineageEntry] | None = None
         self._digests: dict[tuple[Path, int, int], str] = {}  # a file's SHA-256, by its path, time and size
+        self._root: Path | None = None
 
     def golden_files(self, name: str) -> list[Path]:
         """Every file a [goldens] entry names, resolved: one, or for an exact entry one per runtime, the
@@ -87,10 +88,10 @@ class Baselines:
         """The folder the lineage's baselines and `baseline make`'s folders stay inside: ``[baselines] root``, else
         the repository that holds the descriptor (the nearest folder above it with ``.git``), else the descriptor's
         parent folder (the layout the kit's own descriptors use: descriptors/ beside calibrations/)."""
-        stated = self.desc.doc.baselines.root if self.desc.doc.baselines else None
-        if stated is not None:
-            return self.desc.resolve(stated)
-        return tree_root(self.desc.path)
+        if self._root is None:  # looked up once: the lineage's checks and the plan's outline all ask
+            stated = self.desc.doc.baselines.root if self.desc.doc.baselines else None
+            self._root = self.desc.resolve(stated) if stated is not None else tree_root(self.desc.path)
+        return self._root
 
     def lineage_folder(self) -> Path | None:
         """The folder of the descriptor's lineage entries (``[baselines] lineage``); None: it keeps none."""

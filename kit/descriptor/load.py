@@ -71,7 +71,13 @@ class LoadedDescriptor:
         """``file:line`` of a key, for messages about values that parsed but are wrong."""
         if self._lines is None:
             self._lines = _key_lines(self.text)
-        return f"{paths.display(self.path)}:{_line_of(self._lines, loc)}"
+        return f"{self.shown}:{_line_of(self._lines, loc)}"
+
+    @functools.cached_property
+    def shown(self) -> str:
+        """The descriptor's path as messages show it, worked out once: a plan names a place for each key of each
+        case (``where``), and asks for it a dozen times per case."""
+        return paths.display(self.path)
 
     def release(self, name: str) -> Release:
         """The [releases.NAME] table a run targets; an unknown name is refused in one line naming those the

@@ -26,7 +26,7 @@ from kit.core.records.records import CaseResult
 from kit.core.model.faultcopy import on_model
 from kit.core.records.spec import CaseSpec
 from kit.core.verdict import Kind, failures_of
-from kit.descriptor.load import load_descriptor
+from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.descriptor.plan import resolve
 from kit.core.records.records import SEMANTIC
 
@@ -47,10 +47,12 @@ class EmbeddedCases:
 
 
 def embedded_cases(descriptor: str | Path = paths.EMBEDDED_DESCRIPTOR,
-                   names: tuple[str, ...] = ("hf-bf16", "vllm-pp1"), float32_case: str = FLOAT32_CASE) -> EmbeddedCases:
+                   names: tuple[str, ...] = ("hf-bf16", "vllm-pp1"), float32_case: str = FLOAT32_CASE,
+                   loaded: LoadedDescriptor | None = None) -> EmbeddedCases:
     """The descriptor's ``names`` as it resolves them, and ``float32_case`` (an hf case in float32: the embedded
-    descriptor's ``checkpoint``, a GPU descriptor's ``hf-f32``) set up to measure a fault's effect."""
-    plan = resolve(load_descriptor(descriptor), [float32_case, *[n for n in names if n != float32_case]])
+    descriptor's ``checkpoint``, a GPU descriptor's ``hf-f32``) set up to measure a fault's effect. A command that
+    has loaded ``descriptor`` already passes it (``loaded``): it is read once per command."""
+    plan = resolve(loaded or load_descriptor(descriptor), [float32_case, *[n for n in names if n != float32_case]])
     specs = {name: case.spec for name, case in plan.cases.items()}
     semantic = plan.goldens[SEMANTIC].files[0]  # a semantic entry names one file
     checkpoint = specs.pop(float32_case)

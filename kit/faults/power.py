@@ -25,7 +25,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from kit.calibrate.run import measure_variants, reproducing_command, variants_for
 from kit.core.records import paths, rundir
@@ -90,13 +90,31 @@ def parse_families(given: Sequence[str] | None, flag: str = "--family") -> dict[
     return out
 
 
-def measure(descriptor: str | Path, cases: Sequence[str] | None = None, families: Sequence[str] | None = None,
-            out: str | Path | None = None, resume: str | Path | None = None, to: str | Path = "calibrations/power",
-            float32_case: str = FLOAT32_CASE, command: Sequence[str] | None = None,
-            steps_down: int = STEPS_DOWN, refine: int = REFINE,
-            reuse: Sequence[str | Path] = ()) -> list[CasePower]:
+@dataclass(frozen=True)
+class PowerRequest:
+    """`parity-kit power` as asked: the descriptor, its cases (None: every calibrated case) and fault families
+    (None: all), the run directory (``out``) or one to ``resume``, the folder records go to (``to``), the float32
+    case, the command records keep, the search's depth and refinement, and earlier records whose trials are reused."""
+
+    descriptor: str | Path
+    cases: Sequence[str] | None = None
+    families: Sequence[str] | None = None
+    out: str | Path | None = None
+    resume: str | Path | None = None
+    to: str | Path = "calibrations/power"
+    float32_case: str = FLOAT32_CASE
+    command: Sequence[str] | None = None
+    steps_down: int = STEPS_DOWN
+    refine: int = REFINE
+    reuse: Sequence[str | Path] = ()
+
+
+def measure(request: PowerRequest) -> list[CasePower]:
     """Measure the power of the descriptor's calibrated cases (or ``cases``): each fault family's ladder tried
     against the record the host uses, resumable from ``resume``, one power record per case written to ``to``."""
+    descriptor, cases, families, out = request.descriptor, request.cases, request.families, request.out
+    resume, to, float32_case, command = request.resume, request.to, request.float32_case, request.command
+    steps_down, refine, reuse = request.steps_down, request.refine, request.reuse
     output.ensure()
     # The environment as this measurement was given it: the float32 effects run hf in this process, and a record's
     # runtime is what was given, never what an engine set for itself (kit.core.host.runtime.numerics_fingerprint).
@@ -112,7 +130,7 @@ def measure(descriptor: str | Path, cases: Sequence[str] | None = None, families
                            "effect is measured against one (parity-kit calibrate first)")
     known = reused(judged, names, reuse)
     clean = resolve(desc, names, resolve_calibration=False)
-    effects = embedded_cases(descriptor, tuple(names), float32_case)
+    effects = embedded_cases(descriptor, tuple(names), float32_case, loaded=desc)
     run_dir = Path(resume) if resume else _new_dir(judged.name, out)
     to = Path(to)
     command = reproducing_command(command or ["parity-kit", "power", str(descriptor)])
@@ -124,9 +142,9 @@ def measure(descriptor: str | Path, cases: Sequence[str] | None = None, families
             # whatever share of the gate's false-failure rate this descriptor gives the case.
             used = judged.cases[name].spec.calibration or {}
             own = {r.sha256: r for r in judged.cases[name].records}[used["sha256"]]
-            done.append(measure_case(judged, clean.cases[name].spec, judged.cases[name].spec, own.reference(),
-                                     chosen, effects, run_dir, to, command, steps_down, refine, known.get(name),
-                                     environ))
+            done.append(measure_case(CasePowerRequest(
+                judged, clean.cases[name].spec, judged.cases[name].spec, own.reference(), chosen, effects, run_dir,
+                to, command, steps_down, refine, known.get(name), environ)))
     return done
 
 
@@ -198,12 +216,35 @@ def _new_dir(name: str, out: str | Path | None) -> Path:
                            hint="use --resume to continue a measurement")
 
 
-def measure_case(plan, clean_spec: CaseSpec, judged: CaseSpec, reference: dict, families: dict[str, tuple[str, ...]],
-                 effects, run_dir: Path, to: Path, command: list[str], steps_down: int = STEPS_DOWN,
-                 refine: int = REFINE, known: PowerRecord | None = None,
-                 environ: dict[str, str] | None = None) -> CasePower:
+@dataclass(frozen=True)
+class CasePowerRequest:
+    """One case's power measurement asked for: the plan its clean variants run in, the clean case and the case as
+    the gate judges it, its calibration record (``reference``), the fault families, the float32 effects, the run
+    directory, the folder the record goes to (``to``), the command it keeps, the search's depth and refinement, an
+    earlier record whose trials it reuses (``known``) and the environment it was given (``environ``)."""
+
+    plan: Any
+    clean_spec: CaseSpec
+    judged: CaseSpec
+    reference: dict
+    families: dict[str, tuple[str, ...]]
+    effects: Any
+    run_dir: Path
+    to: Path
+    command: list[str]
+    steps_down: int = STEPS_DOWN
+    refine: int = REFINE
+    known: PowerRecord | None = None
+    environ: dict[str, str] | None = None
+
+
+def measure_case(request: CasePowerRequest) -> CasePower:
     """One case's power record: refused where its record measured other hardware or an earlier record another
     runtime; otherwise each family's ladder climbed, its samples judged, the record written."""
+    plan, clean_spec, judged, reference = request.plan, request.clean_spec, request.judged, request.reference
+    families, effects, run_dir, to = request.families, request.effects, request.run_dir, request.to
+    command, steps_down, refine, known = request.command, request.steps_down, request.refine, request.known
+    environ = request.environ
     change = hardware_change(reference, judged.options)
     if change:
         return CasePower(judged.name, None, None, f"its record measured noise on {change[0]}, this host is "
@@ -218,13 +259,12 @@ def measure_case(plan, clean_spec: CaseSpec, judged: CaseSpec, reference: dict, 
             f"(clean error {noise:.3g})", extra=MARKUP)
     trials: list[Trial] = []
     measured: dict[str, str] = {}
+    climb = Climb(plan, clean_spec, reference, noise, effects, run_dir, steps_down, refine)
     try:
         for family, faults in families.items():
             for name in faults:
                 try:
-                    trials += search_magnitudes(plan, family, BY_NAME[name], clean_spec, reference, noise, effects,
-                                                run_dir, steps_down, refine,
-                                                known.trials if known is not None else ())
+                    trials += search_magnitudes(climb, family, BY_NAME[name], known.trials if known is not None else ())
                 except _Refused as exc:
                     log.warning(f"power {judged.name}: {family}: the backend cannot load {exc}; next fault")
                     continue
@@ -249,9 +289,23 @@ class _Refused(ParityKitError):
     """The case's backend refused the faulted checkpoint (a config it cannot express): no measurement."""
 
 
-def search_magnitudes(plan, family: str, fault: Fault, clean_spec: CaseSpec, reference: dict, noise: float, effects,
-                      run_dir: Path, steps_down: int = STEPS_DOWN, refine: int = REFINE,
-                      known: Sequence[Trial] = ()) -> list[Trial]:
+@dataclass(frozen=True)
+class Climb:
+    """What each fault family's ladder of one case is climbed with: the plan its clean variants run in, the clean
+    case, the calibration record judged against (``reference``) and its clean error (``noise``), the float32
+    effects, the run directory, and how far the search goes down (``steps_down``) and how finely it refines."""
+
+    plan: Any
+    clean_spec: CaseSpec
+    reference: dict
+    noise: float
+    effects: Any
+    run_dir: Path
+    steps_down: int = STEPS_DOWN
+    refine: int = REFINE
+
+
+def search_magnitudes(climb: Climb, family: str, fault: Fault, known: Sequence[Trial] = ()) -> list[Trial]:
     """The family's trials: from the first magnitude whose float32 effect reaches the clean error, down while
     caught (at most ``steps_down``), else up until caught; then, where a magnitude missed lies directly under the
     lowest caught, ``refine`` geometric midpoints between them, each between the highest miss and the lowest catch
@@ -260,6 +314,9 @@ def search_magnitudes(plan, family: str, fault: Fault, clean_spec: CaseSpec, ref
     magnitudes join the ladder, their effects the run's effects file) and kept in this record. Faulted copies are
     written when first needed, into the run directory, and removed when the family is done: a 1B model's copy is
     gigabytes."""
+    plan, clean_spec, reference, noise, effects = climb.plan, climb.clean_spec, climb.reference, climb.noise, \
+        climb.effects
+    run_dir, steps_down, refine = climb.run_dir, climb.steps_down, climb.refine
     ladder = Ladder(fault, clean_spec.model_path, on_prompts_of(effects, clean_spec), run_dir / "faulted" / fault.name,
                     run_dir / EFFECTS_FILE)
     # Under this measurement's family name, which --family NAME=FAULT may give otherwise than the earlier record.

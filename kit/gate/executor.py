@@ -48,7 +48,7 @@ from kit.core.records.spec import CaseSpec
 from kit.descriptor.host import Host, hardware_record
 from kit.descriptor.load import LoadedDescriptor, packaged_notebook
 from kit.descriptor.standing import plan_rows
-from kit.descriptor.plan import Plan, outline, resolve
+from kit.descriptor.plan import CasePlan, Plan, outline, resolve
 from kit.gate import resume
 from kit.gate.executors.interface import DEFAULT, Executor, GateRun, RunProgress, Share, executors
 from kit.gate.preflight import Inputs, check_inputs
@@ -151,21 +151,38 @@ def claim_run(checked: Checked, out: str | Path | None = None, resume_dir: str |
         custom_notebooks=custom_notebooks(specs), results={**run.results, **unjudged})
 
 
-def open_run(source: LoadedDescriptor | Checked, out: str | Path | None, only: Sequence[str] | None = None,
-             release: str | None = None, command: Sequence[str] = (), executor: str = DEFAULT,
-             resume_dir: str | Path | None = None, infra_retries: int | None = None) -> GateRun:
+@dataclass(frozen=True)
+class RunRequest:
+    """One gate run asked for, as every command that runs a gate asks it: what it runs (a descriptor's path, the
+    descriptor loaded, or a plan whose preflight is done, ``Checked``), its run directory (``out``; None: a new
+    one under runs/), the cases (``only``; None: all), the release, the executor, an earlier run directory to
+    resume, and ``infra_retries`` (None: the descriptor's [defaults] infrastructure_retries)."""
+
+    source: str | Path | LoadedDescriptor | Checked  # a path is loaded once, by the session
+    out: str | Path | None = None
+    only: Sequence[str] | None = None
+    release: str | None = None
+    executor: str = DEFAULT
+    resume: str | Path | None = None
+    infra_retries: int | None = None
+
+
+def open_run(request: RunRequest, command: Sequence[str] = ()) -> GateRun:
     """A run begun: its descriptor checked (``prepare_run``; a ``Checked`` plan's preflight is already done, by
     its executor), its directory claimed and locked, and its manifest's start written, with the time it started,
-    the baselines its cases stand on and the hardware they were resolved for. ``infra_retries`` overrides the
-    descriptor's [defaults] infrastructure_retries."""
+    the baselines its cases stand on and the hardware they were resolved for. ``request.source`` is loaded
+    already (the session loads a path once)."""
+    source, out, release, executor = request.source, request.out, request.release, request.executor
+    assert isinstance(source, (LoadedDescriptor, Checked)), "the session loads a descriptor's path"
     if isinstance(source, Checked):
         if executor != source.executor.name:  # a caller's mistake, not the user's: the check was that executor's
             raise ValueError(f"a plan checked by executor {source.executor.name!r} cannot be run by {executor!r}")
         paths.check_dir_target(Path(out) if out else default_run_dir(source.plan), "run directory")
         run = claim_run(source, out, command=command, release=release)
     else:
-        run = prepare_run(source, out, only, resume_dir=resume_dir, command=command, executor=executor,
+        run = prepare_run(source, out, request.only, resume_dir=request.resume, command=command, executor=executor,
                           release=release)
+    infra_retries = request.infra_retries
     retries = run.infrastructure_retries if infra_retries is None else infra_retries
     run = dataclasses.replace(run, started_at=now_iso(), baselines=_baselines(run), hardware=_hardware(run),
                               infrastructure_retries=retries)
@@ -226,10 +243,10 @@ def _resume(plan: Plan, run_dir: Path, specs: list[CaseSpec], inputs: Inputs,
         cases_dir = run_dir / "cases"
         cases_dir.mkdir(exist_ok=True)
         goldens = {str(g.path): g.sha256 for g in inputs.goldens.values()}
-        kept = resume.plan(cases_dir, specs, inputs.fixture.sha256, goldens, fingerprints,
-                           earlier.get("kernel_fingerprints") or {}, expectations(specs, inputs),
-                           {n: c["sha256"] for n, c in (earlier.get("notebooks") or {}).items()},
-                           {n: c["sha256"] for n, c in custom_notebooks(specs).items()}, selected)
+        kept = resume.plan(resume.ResumeInputs(
+            cases_dir, specs, inputs.fixture.sha256, goldens, fingerprints, earlier.get("kernel_fingerprints") or {},
+            expectations(specs, inputs), {n: c["sha256"] for n, c in (earlier.get("notebooks") or {}).items()},
+            {n: c["sha256"] for n, c in custom_notebooks(specs).items()}, selected))
         for name in kept.superseded:
             resume.set_aside(cases_dir, name)
     except BaseException:
@@ -251,7 +268,8 @@ def manifest(run: GateRun, command: Sequence[str]) -> dict:
         "descriptor_sha256": run.plan.sha256,
         "cases": [s.name for s in run.specs],
         "kernels": {s.name: s.kernel for s in run.specs},
-        "release": _release_identity(run),
+        # The named release's builds, per backend, as the descriptor states them.
+        "release": run.plan.release.identity() if run.release is not None and run.plan.release is not None else None,
         "fixture": str(run.inputs.fixture.path),
         "fixture_sha256": run.inputs.fixture.sha256,
         "model": str(run.plan.model.path),
@@ -283,10 +301,10 @@ def manifest(run: GateRun, command: Sequence[str]) -> dict:
         "history": run.history,
         "placements": run.placements,
         "gpus": run.gpus.to_dict() if run.gpus is not None else None,  # what the node offered the cases
-        "baselines": _baselines(run),
+        "baselines": run.baselines if run.baselines is not None else _baselines(run),
         # Per case, the hardware its baselines were chosen for (kit.descriptor.host): what `parity-kit verify`
         # resolves the descriptor for again.
-        "hardware": _hardware(run),
+        "hardware": run.hardware if run.hardware is not None else _hardware(run),
         # The gate's stated false-failure rate, its split over the drift cases and the bounds' measured rate.
         "false_failure_rate": run.plan.false_failure_statement(),
     }
@@ -296,22 +314,14 @@ def manifest(run: GateRun, command: Sequence[str]) -> dict:
 
 
 def _baselines(run: GateRun) -> list[dict]:
-    if run.baselines is None:  # a run not begun by open_run (a test's): worked out for this manifest
-        return [row.to_dict() for row in plan_rows(run.plan)]
-    return run.baselines
+    """The baselines the run's cases stand on: worked out once, as the run begins (``open_run``), or for a run
+    not begun by it (a test's) for its manifest."""
+    return [row.to_dict() for row in plan_rows(run.plan)]
 
 
 def _hardware(run: GateRun) -> dict[str, dict]:
-    if run.hardware is None:
-        return hardware_record(run.specs, Host())
-    return run.hardware
-
-
-def _release_identity(run: GateRun) -> dict | None:
-    """The named release's builds, per backend, as the descriptor states them."""
-    if run.release is None or run.plan.release is None:
-        return None
-    return run.plan.release.identity()
+    """The hardware the run's cases were resolved for, as ``_baselines`` is worked out."""
+    return hardware_record(run.specs, Host())
 
 
 def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = None,
@@ -449,13 +459,14 @@ def run_cases(progress: RunProgress, jobs: int | None = None,
     if not pending:
         return
     pool = pool or DevicePool(run.gpus)
+    asked = {s.name: gpus_asked(run.plan.cases[s.name]) for s in pending}
     if jobs:
         slots = dict.fromkeys((s.name for s in pending), Slots(max(1, jobs)))
     else:
         gpu_slots, cpu_slots = Slots(None), Slots(max(1, cores or os.cpu_count() or 1))
-        slots = {s.name: gpu_slots if gpus_asked(run, s) else cpu_slots for s in pending}
+        slots = {s.name: gpu_slots if asked[s.name] else cpu_slots for s in pending}
     # Queued in the run's order before any case waits: the cases start in that order as room comes.
-    requests = {s.name: pool.request(s.name, gpus_asked(run, s), slots[s.name]) for s in pending}
+    requests = {s.name: pool.request(s.name, asked[s.name], slots[s.name]) for s in pending}
     with ThreadPoolExecutor(max_workers=len(pending)) as threads:  # each case waits for its turn in its thread
         futures = {threads.submit(execute_scheduled, spec, run, pool, requests[spec.name], on_start): spec
                    for spec in pending}
@@ -495,10 +506,9 @@ class LocalExecutor(Executor):
         run_cases(progress, share.jobs, on_start, on_done, share.pool, share.cores)
 
 
-def gpus_asked(run: GateRun, spec: CaseSpec) -> int:
+def gpus_asked(case: CasePlan) -> int:
     """How many whole GPUs a case asks for (a fraction of one refused where the local executor cannot give it)."""
-    case = run.plan.cases[spec.name]
-    return devices.whole_gpus(case.resources.num_gpus, spec.name, case.where.resources)
+    return devices.whole_gpus(case.resources.num_gpus, case.name, case.where.resources)
 
 
 def execute_scheduled(spec: CaseSpec, run: GateRun, pool: DevicePool, req: Request,

@@ -101,14 +101,33 @@ def release_fingerprint(kernel: str) -> str | None:
     return h.hexdigest()
 
 
-def plan(cases_dir: Path, specs: Sequence[CaseSpec], fixture_sha256: str, golden_sha256: dict[str, str],
-         fingerprints_now: dict[str, str | None], fingerprints_then: dict[str, str | None],
-         expected: dict[str, Expected] | None = None, notebooks_then: dict[str, str] | None = None,
-         notebooks_now: dict[str, str] | None = None, selected: Sequence[str] | None = None) -> ResumePlan:
+@dataclass(frozen=True)
+class ResumeInputs:
+    """What a resumed run's cases are weighed with: the earlier run's cases folder, the cases now, the fixture's and
+    each golden file's digest, the kernels' fingerprints now and then, what each verdict must cover (``expected``),
+    the custom notebooks' digests then and now, and the cases that may run again (``selected``; None: all)."""
+
+    cases_dir: Path
+    specs: Sequence[CaseSpec]
+    fixture_sha256: str
+    golden_sha256: dict[str, str]
+    fingerprints_now: dict[str, str | None]
+    fingerprints_then: dict[str, str | None]
+    expected: dict[str, Expected] | None = None
+    notebooks_then: dict[str, str] | None = None
+    notebooks_now: dict[str, str] | None = None
+    selected: Sequence[str] | None = None
+
+
+def plan(request: ResumeInputs) -> ResumePlan:
     """``golden_sha256`` maps each golden file the cases use to its digest: the file, not the entry's kind,
     since two exact entries (or one entry on two runtimes) name different files. ``notebooks_*`` are the
     digests of custom case notebooks (then: the earlier manifest's); ``selected`` the cases that may run
     again (None: all)."""
+    cases_dir, specs, fixture_sha256 = request.cases_dir, request.specs, request.fixture_sha256
+    golden_sha256, fingerprints_now = request.golden_sha256, request.fingerprints_now
+    fingerprints_then, expected, notebooks_then = request.fingerprints_then, request.expected, request.notebooks_then
+    notebooks_now, selected = request.notebooks_now, request.selected
     out = ResumePlan()
     for spec in specs:
         if spec.no_baseline:  # nothing ran, nothing to reuse: recorded again when the run is prepared

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import logging
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from rich.markup import escape
 
 from kit.core.records.text import printable
 from kit.gate.attest import sign_run
+from kit.gate.executor import RunRequest
 from kit.gate.executors.interface import GateRun
-from kit.gate.executors.interface import DEFAULT
 from kit.gate.junit import write_junit, written_when_interrupted
 from kit.gate.session import gate_once
 from kit.history.publish import check_target, publish_run
@@ -27,27 +28,38 @@ from kit.run.output import MARKUP, NOTICE
 log = logging.getLogger(__name__)
 
 
-def run_gate(descriptor: str | Path, out: str | Path | None = None, jobs: int | None = None,
-             only: Sequence[str] | None = None, command: Sequence[str] | None = None,
-             summary: bool = True, release: str | None = None,
-             executor: str = DEFAULT, resume: str | Path | None = None, junit: str | Path | None = None,
-             publish: str | None = None, infra_retries: int | None = None, signer=None) -> GateRun:
+@dataclass(frozen=True)
+class GateRequest:
+    """`parity-kit gate` as asked: the run (``run``: its descriptor, folder, cases, release, executor, resume and
+    retries), the command its manifest records (empty: this process's arguments), the cases at once (``jobs``),
+    whether to build the summary, and what to do with the finished run: its JUnit XML (``junit``), a store to
+    publish it to (``publish``), a signer of its root digest (``signer``: kit.run.signing.load_signer)."""
+
+    run: RunRequest
+    command: Sequence[str] | None = None
+    jobs: int | None = None
+    summary: bool = True
+    junit: str | Path | None = None
+    publish: str | None = None
+    signer: Any = None
+
+
+def run_gate(request: GateRequest) -> GateRun:
     """One gate run end to end; with ``junit``, its JUnit XML too (written from the run directory's results
     if the run is interrupted, and refused before anything runs if the path cannot be written); with ``publish``,
-    the finished run copied to that store (refused before anything runs if the store cannot be used);
-    ``infra_retries`` overrides the descriptor's [defaults] infrastructure_retries; with ``signer``
-    (kit.run.signing.load_signer), the finished run's root digest signed (kit.gate.attest) before it is
-    published."""
+    the finished run copied to that store (refused before anything runs if the store cannot be used); with
+    ``signer``, the finished run's root digest signed (kit.gate.attest) before it is published."""
     output.ensure()
-    command = list(command or sys.argv)
+    command = list(request.command or sys.argv)
+    junit, publish = request.junit, request.publish
     if publish:
         check_target(publish)
-    with written_when_interrupted(junit, [resume or out]):
-        run = gate_once(descriptor, out, only, release, command, jobs, summary, executor, resume, infra_retries)
+    with written_when_interrupted(junit, [request.run.resume or request.run.out]):
+        run = gate_once(request.run, command, request.jobs, request.summary)
     if junit:
         write_junit(junit, [(run.plan.name, [s.name for s in run.specs], run.results, run.duration_s)])
-    if signer is not None:
-        sign_run(run.run_dir, signer)
+    if request.signer is not None:
+        sign_run(run.run_dir, request.signer)
     publish_finished(run.run_dir, publish)
     return run
 

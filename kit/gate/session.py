@@ -4,7 +4,7 @@ Every command that runs a gate (``gate``, ``control``, ``baseline make``, ``gold
 refresh's qualification) runs it through ``GateSession``:
 
     with GateSession(command, jobs) as session:
-        run = session.start(descriptor_or_checked, out, only, release)  # claim and lock the run directory,
+        run = session.start(RunRequest(source, out, only, release))  # claim and lock the run directory,
         session.execute()                                                # write the manifest's start; every case
         [run] = session.finish(summary=False)                            # manifest end, result.json, evidence
 
@@ -23,6 +23,7 @@ quickly (``finish_interrupted``); left by an error, the runs are left as they ar
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
@@ -41,9 +42,9 @@ from kit.core.records.records import BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_B
 from kit.core.records.results import counts_sentence, error_parts, now_iso
 from kit.core.records.spec import CaseSpec
 from kit.core.records.text import printable
-from kit.descriptor.load import LoadedDescriptor, load_descriptor
+from kit.descriptor.load import load_descriptor
 from kit.gate import report, trend
-from kit.gate.executor import Checked, open_run, write_manifest
+from kit.gate.executor import RunRequest, open_run, write_manifest
 from kit.gate.executors.interface import DEFAULT, GateRun, RunProgress, Share
 from kit.gate.heartbeat import Heartbeat, heartbeat_interval
 from kit.gate.retry import retry_infrastructure
@@ -54,8 +55,6 @@ from kit.run.output import MARKUP, NOTICE
 
 log = logging.getLogger(__name__)
 
-# What a run starts from: a descriptor's path, a loaded descriptor, or a plan whose preflight is done.
-Source = str | Path | LoadedDescriptor | Checked
 
 
 class GateSession:
@@ -102,13 +101,11 @@ class GateSession:
         """The progress of the session's runs not yet finished: what an interrupted session still has to record."""
         return [progress for progress in self.progress if id(progress) not in self._finished]
 
-    def start(self, source: Source, out: str | Path | None, only: Sequence[str] | None = None,
-              release: str | None = None, executor: str = DEFAULT, resume: str | Path | None = None,
-              infra_retries: int | None = None) -> GateRun:
+    def start(self, request: RunRequest) -> GateRun:
         """One more run: its descriptor (a path, or one loaded) resolved and checked, or its plan's preflight
         already done (``Checked``); its run directory claimed and locked, its manifest's start written
-        (``start_gate``). ``infra_retries`` overrides the descriptor's [defaults] infrastructure_retries."""
-        run = start_gate(source, out, only, release, self.command, executor, resume, infra_retries)
+        (``start_gate``)."""
+        run = start_gate(request, self.command)
         self.progress.append(RunProgress(run))
         return run
 
@@ -128,14 +125,11 @@ class GateSession:
         return done
 
 
-def gate_once(source: Source, out: str | Path | None, only: Sequence[str] | None,
-              release: str | None, command: Sequence[str], jobs: int | None = None,
-              summary: bool = True, executor: str = DEFAULT, resume: str | Path | None = None,
-              infra_retries: int | None = None) -> GateRun:
-    """One gate run's whole lifecycle in a session of its own: the finished run (its verdict, its results).
-    ``source``, ``executor``, ``resume`` and ``infra_retries`` as ``GateSession.start`` takes them."""
+def gate_once(request: RunRequest, command: Sequence[str], jobs: int | None = None,
+              summary: bool = True) -> GateRun:
+    """One gate run's whole lifecycle in a session of its own: the finished run (its verdict, its results)."""
     with GateSession(command, jobs) as session:
-        session.start(source, out, only, release, executor, resume, infra_retries)
+        session.start(request)
         session.execute()
         [run] = session.finish(summary=summary)
     return run
@@ -145,15 +139,14 @@ STATUS_STYLE = {PASSED: "green", FAILED: "red", ERROR: "magenta", TIMEOUT: "yell
                 INCONCLUSIVE: "yellow", BORROWED: "yellow"}
 
 
-def start_gate(source: Source, out: str | Path | None, only: Sequence[str] | None,
-               release: str | None, command: Sequence[str], executor: str = DEFAULT,
-               resume: str | Path | None = None, infra_retries: int | None = None) -> GateRun:
+def start_gate(request: RunRequest, command: Sequence[str]) -> GateRun:
     """Load, resolve and check a descriptor (or take a plan whose preflight is done: ``Checked``), claim and
     lock the run directory, write the manifest's start (``open_run``). ``GateSession.start`` is its one caller:
     the session releases ``run.lock`` when it is left, the run finished, failed or stopped."""
-    if isinstance(source, (str, Path)):
-        source = load_descriptor(source)
-    run = open_run(source, out, only, release, command, executor, resume, infra_retries)
+    if isinstance(request.source, (str, Path)):  # the one place a gate reads its descriptor by its path
+        request = dataclasses.replace(request, source=load_descriptor(request.source))
+    run = open_run(request, command)
+    release = request.release
     against = f" against release [bold]{release}[/]" if release else ""
     on = f" (executor {run.executor.name})" if run.executor.name != DEFAULT else ""
     log.info(f"gate [bold]{run.plan.name}[/]{against}: {len(run.specs)} cases -> {run.run_dir}{on}", extra=MARKUP)
@@ -179,7 +172,8 @@ def _execute(runs: Sequence[RunProgress], jobs: int | None) -> None:
 
     share = Share(jobs=max(1, jobs // len(runs)) if jobs else None, cores=max(1, (os.cpu_count() or 1) // len(runs)),
                   pool=DevicePool(next((p.run.gpus for p in runs if p.run.gpus is not None), None)))
-    label = (lambda run, name: f"{run.release}/{name}") if len(runs) > 1 else (lambda run, name: name)
+    # A case's label names its run's release where several runs share the console.
+    label = (lambda release, name: f"{release}/{name}") if len(runs) > 1 else (lambda release, name: name)
     running: list[str] = []
     lock = threading.Lock()
     console = output.console()  # the progress bar shares it with the log lines, which go above the bar
@@ -197,19 +191,19 @@ def _execute(runs: Sequence[RunProgress], jobs: int | None) -> None:
 
             def started(spec: CaseSpec) -> None:
                 with lock:
-                    running.append(label(run, spec.name))
+                    running.append(label(run.release, spec.name))
                     show()
                     if beat:  # the executor's log prefix for the case is cases/<case>
-                        beat.start(label(run, spec.name), progress_path(run.cases_dir / spec.name))
+                        beat.start(label(run.release, spec.name), progress_path(run.cases_dir / spec.name))
 
             def done(spec: CaseSpec, result: CaseResult) -> None:
                 with lock:
-                    running.remove(label(run, spec.name))
+                    running.remove(label(run.release, spec.name))
                     bar.update(task, advance=1)
                     show()
                     if beat:
-                        beat.finish(label(run, spec.name))
-                    log.info(case_line(result, label(run, spec.name)), extra=MARKUP)
+                        beat.finish(label(run.release, spec.name))
+                    log.info(case_line(result, label(run.release, spec.name)), extra=MARKUP)
 
             t0 = time.perf_counter()
             try:

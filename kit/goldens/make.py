@@ -38,34 +38,52 @@ FLAG_KEYWORDS = {"--backend": "backend", "--dtype": "dtype", "--attn-implementat
 WHOLE_NUMBERS = ("batch_size", "decode")
 
 
-def make_golden(out: str | Path, model: str | Path, fixture_path: str | Path, kind: str, top_k: int,
-                command: Sequence[str], dtype: str = "float32", attn_implementation: str = "sdpa",
-                backend: str = registry.REFERENCE, checkpoint: str = "hf", device: str = "cpu", batch_size: int = 1,
-                decode: int = 0, cpu_kernels: str = "native") -> Path:
+@dataclass(frozen=True)
+class GoldenRequest:
+    """A golden asked for: the model and the fixture it scores, its kind and top-k, the command its provenance
+    keeps, and how to score (the options of `parity-kit golden make`: dtype, attention, backend, checkpoint format,
+    device, batch size, decode steps, CPU kernels)."""
+
+    model: str | Path
+    fixture_path: str | Path
+    kind: str
+    top_k: int
+    command: Sequence[str]
+    dtype: str = "float32"
+    attn_implementation: str = "sdpa"
+    backend: str = registry.REFERENCE
+    checkpoint: str = "hf"
+    device: str = "cpu"
+    batch_size: int = 1
+    decode: int = 0
+    cpu_kernels: str = "native"
+
+
+def make_golden(out: str | Path, asked: GoldenRequest) -> Path:
     """`parity-kit golden make`: the golden written into the folder ``out`` under the name that says what it is
     (never over an existing one). A folder that cannot take it, or a negative ``decode``, is refused before the
     fixture is scored, not after."""
     paths.check_dir_target(out, "--out")
-    if decode < 0:
-        raise BadInput(f"--decode {decode}: a continuation is 0 (none) or more steps")
-    doc, fixture = make_golden_document(model, fixture_path, kind, top_k, command, dtype, attn_implementation,
-                                        backend=backend, checkpoint=checkpoint, device=device,
-                                        batch_size=batch_size, decode=decode, cpu_kernels=cpu_kernels)
+    if asked.decode < 0:
+        raise BadInput(f"--decode {asked.decode}: a continuation is 0 (none) or more steps")
+    doc, fixture = make_golden_document(asked)
+    kind, model, decode = asked.kind, asked.model, asked.decode
     # An exact golden holds on one runtime: its name says which, beside those made on others.
     runtime = runtime_slug(doc["provenance"].get("runtime", "")) if kind == EXACT else None
     name = golden_filename(fixture, Path(model).resolve().name, doc["model_digest"], kind, runtime, decode)
     return write_golden(Path(out) / name, doc)
 
 
-def make_golden_document(model: str | Path, fixture_path: str | Path, kind: str, top_k: int,
-                         command: Sequence[str], dtype: str = "float32", attn_implementation: str = "sdpa",
-                         backend: str = registry.REFERENCE, checkpoint: str = "hf", device: str = "cpu",
-                         batch_size: int = 1, decode: int = 0, cpu_kernels: str = "native") -> tuple[dict, Fixture]:
+def make_golden_document(asked: GoldenRequest) -> tuple[dict, Fixture]:
     """The golden document and the fixture it was made for (the fixture is verified first).
     The reference makes the semantic goldens; a native backend (levanter) makes its own exact golden, each
     through its own runtime with the options it takes from these (its ``golden_options``). With ``decode``
     the backend also continues every prompt that many greedy steps through its own decode path: a format-2
     golden whose continuations decode checks compare with."""
+    model, fixture_path, kind, top_k = asked.model, asked.fixture_path, asked.kind, asked.top_k
+    command, dtype, attn_implementation = asked.command, asked.dtype, asked.attn_implementation
+    backend, checkpoint, device, batch_size = asked.backend, asked.checkpoint, asked.device, asked.batch_size
+    decode, cpu_kernels = asked.decode, asked.cpu_kernels
     info = registry.get(backend)
     options = info.golden_case_options(request(dtype, attn_implementation, checkpoint, device, batch_size,
                                                cpu_kernels))
@@ -185,7 +203,8 @@ def _make_in_child(send, log_path: str, args: tuple, keywords: dict[str, Any]) -
     os.close(fd)
     output.setup(output.QUIET)
     try:
-        answer: tuple[str | None, str | None] = (str(make_golden(*args, **keywords)), None)
+        answer: tuple[str | None, str | None] = (str(make_golden(args[0], GoldenRequest(*args[1:], **keywords))),
+                                                  None)
     except BadInput as exc:
         answer = None, f"parity-kit: bad input: {printable(str(exc))}"
     except Unrunnable as exc:

@@ -25,8 +25,9 @@ from kit.core.records.jsonio import atomic_write_bytes
 from kit.core.records.records import PASSED
 from kit.descriptor.load import golden_kind, load_descriptor, with_golden, with_records
 from kit.descriptor.plan import calibration_lists, outline
+from kit.gate.executor import RunRequest
 from kit.gate.session import gate_once
-from kit.goldens.make import make_golden_document
+from kit.goldens.make import GoldenRequest, make_golden_document
 from kit.goldens.recalibrate import Recalibrated, place, recalibrate, stale_cases
 from kit.run import lifecycle, output
 from kit.run.output import MARKUP, NOTICE
@@ -89,8 +90,8 @@ def regen_golden(descriptor: str | Path, kind: str = SEMANTIC, release: str | No
         log.log(NOTICE, f"making a new {kind} golden from {paths.display(stated.model.path)} "
                         f"(hf float32, top-{old.top_k}) -> {work_dir}", extra=MARKUP)
         # A decode golden is remade with continuations as long as the old one's, so its cases still find them.
-        doc, fixture = make_golden_document(stated.model.path, stated.fixture,
-                                            SEMANTIC, old.top_k, command, decode=old.decode_steps)
+        doc, fixture = make_golden_document(GoldenRequest(stated.model.path, stated.fixture, SEMANTIC, old.top_k,
+                                                          command, decode=old.decode_steps))
         name = golden_filename(fixture, stated.model.path.name, doc["model_digest"], SEMANTIC,
                                decode_steps=old.decode_steps)
         new_path = write_golden(work_dir / name, doc)
@@ -107,7 +108,7 @@ def regen_golden(descriptor: str | Path, kind: str = SEMANTIC, release: str | No
             backends.setdefault(stated.cases[n].backend, []).append(n)
         if checking:
             log.log(NOTICE, f"checking it with {len(checking)} cases: {', '.join(checking)}", extra=MARKUP)
-            run = gate_once(checked, work_dir / "check", checking, release, command, jobs, summary=False)
+            run = gate_once(RunRequest(checked, work_dir / "check", checking, release), command, jobs, summary=False)
             for spec in run.specs:
                 r = run.results.get(spec.name)
                 backends.setdefault(spec.backend, [])

@@ -83,12 +83,30 @@ class BuildOutcome:
         return asdict(self)
 
 
-def build_release(fork_repo: str | Path, upstream_ref: str, step_dir: str | Path | None, store: str | Path | None,
-                  base: str | None = None, tip: str | None = None, fork: str | None = None,
-                  build_command: Sequence[str] | None = None, branch: str = overlay.REPLAY_BRANCH,
-                  today: _dt.date | None = None) -> BuildOutcome:
+@dataclass(frozen=True)
+class BuildRequest:
+    """A release to build: the fork's repository, the upstream ref its overlay is replayed onto, the step's folder
+    (None: a fresh build folder under runs/) and the release store (None: runs/releases), the overlay's base, tip
+    and fork, the build command, the replay branch, and the day the release is named for (None: today)."""
+
+    fork_repo: str | Path
+    upstream_ref: str
+    step_dir: str | Path | None
+    store: str | Path | None
+    base: str | None = None
+    tip: str | None = None
+    fork: str | None = None
+    build_command: Sequence[str] | None = None
+    branch: str = overlay.REPLAY_BRANCH
+    today: _dt.date | None = None
+
+
+def build_release(request: BuildRequest) -> BuildOutcome:
     """The release built (``step_dir`` None: a fresh ``build-<time>`` folder; ``store`` None: ``releases/``, both
     under the project's runs/, as `parity-kit refresh` puts them; never the folder a notebook's kernel runs in)."""
+    fork_repo, upstream_ref, step_dir, store = request.fork_repo, request.upstream_ref, request.step_dir, request.store
+    base, tip, fork, build_command = request.base, request.tip, request.fork, request.build_command
+    branch, today = request.branch, request.today
     step_dir = Path(step_dir or rundir.new_run_dir("build", "", str(paths.runs_root()))).resolve()
     store = Path(store or paths.runs_root() / "releases").resolve()
     step_dir.mkdir(parents=True, exist_ok=True)

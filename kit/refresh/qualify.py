@@ -311,10 +311,11 @@ def pick_case(desc: LoadedDescriptor, backend: str, case: str | None, bucket: in
 
 
 def _run_case(desc: LoadedDescriptor, release: str, case: str, out: Path):
+    from kit.gate.executor import RunRequest
     from kit.gate.session import gate_once
 
     command = ["parity-kit", "gate", str(desc.path), "--release", release, "--case", case]
-    run = gate_once(desc, out, [case], release, command, jobs=1, summary=False)
+    run = gate_once(RunRequest(desc, out, [case], release), command, jobs=1, summary=False)
     result = run.results.get(case)
     error = result.error if result is not None and result.error else None
     return run.verdict, run.run_dir, error

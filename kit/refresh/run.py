@@ -24,7 +24,7 @@ from typing import Sequence
 from rich.markup import escape
 
 from kit import __version__
-from kit.control.run import build_control_notebook, run_control
+from kit.control.run import ControlRequest, build_control_notebook, run_control
 from kit.core.records import paths, rundir
 from kit.core.verdict.diagnosis import DIAGNOSIS_EXIT_CODES, QUALIFIED
 from kit.core.exitcodes import ExitCode
@@ -60,14 +60,34 @@ def default_refresh_dir(name: str) -> Path:
     return rundir.new_run_dir("refresh", name)
 
 
-def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str, *, base: str | None = None,
-                tip: str | None = None, fork: str | None = None, out: str | Path | None = None,
-                store: str | Path | None = None, current: str = "current", backend: str | None = None,
-                only: Sequence[str] | None = None, qualify_case: str | None = None,
-                qualify_bucket: int | None = None, build_command: Sequence[str] | None = None,
-                branch: str = build.overlay.REPLAY_BRANCH, jobs: int | None = None,
-                build_timeout_s: float = 3600, qualify_timeout_s: float = 1800,
-                command: Sequence[str] | None = None) -> RefreshRun:
+@dataclass(frozen=True)
+class RefreshRequest:
+    """`parity-kit refresh` as asked: the descriptor, the fork's repository and the upstream ref to replay its
+    overlay onto, and the options of its build, qualification and control (as `parity-kit refresh --help` words
+    them)."""
+
+    descriptor: str | Path
+    fork_repo: str | Path
+    upstream_ref: str
+    base: str | None = None
+    tip: str | None = None
+    fork: str | None = None
+    out: str | Path | None = None
+    store: str | Path | None = None
+    current: str = "current"
+    backend: str | None = None
+    only: Sequence[str] | None = None
+    qualify_case: str | None = None
+    qualify_bucket: int | None = None
+    build_command: Sequence[str] | None = None
+    branch: str = build.overlay.REPLAY_BRANCH
+    jobs: int | None = None
+    build_timeout_s: float = 3600
+    qualify_timeout_s: float = 1800
+    command: Sequence[str] | None = None
+
+
+def run_refresh(request: RefreshRequest) -> RefreshRun:
     """Replay the fork's overlay onto ``upstream_ref`` and build its wheels, qualify them (verify, install,
     import, one parity case in a fresh kernel), then run the control of today's pin (``current``) against the
     release just built, each step a notebook kept in the refresh directory. Whatever a later step would refuse
@@ -75,6 +95,12 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
     refresh (a conflict, a failed qualification, a notebook that did not finish) ends it there, with its own
     verdict and the commands a person runs next. The control's diagnosis has the last word: a release that
     built and qualified is still not qualified when the control says otherwise."""
+    descriptor, fork_repo, upstream_ref = request.descriptor, request.fork_repo, request.upstream_ref
+    base, tip, fork, out, store = request.base, request.tip, request.fork, request.out, request.store
+    current, backend, only, qualify_case = request.current, request.backend, request.only, request.qualify_case
+    qualify_bucket, build_command, branch = request.qualify_bucket, request.build_command, request.branch
+    jobs, build_timeout_s, qualify_timeout_s = request.jobs, request.build_timeout_s, request.qualify_timeout_s
+    command = request.command
     output.ensure()
     desc = load_descriptor(descriptor)
     # Whatever the later steps would refuse is refused now, before a build that may take an hour.
@@ -142,8 +168,9 @@ def run_refresh(descriptor: str | Path, fork_repo: str | Path, upstream_ref: str
         manifest["_path"] = built.manifest
         backend, release = qualify.candidate_release(desc, current, backend, manifest, q.kernel)
         qualify.use_jupyter_path(q.jupyter_path)
-        control = run_control(derive(desc, {built.tag: release}), out=run_dir / "control", jobs=jobs, only=only,
-                              current=current, candidate=built.tag, command=command, summary=False)
+        control = run_control(ControlRequest(derive(desc, {built.tag: release}), out=run_dir / "control", jobs=jobs,
+                                             only=only, current=current, candidate=built.tag, command=command,
+                                             summary=False))
         notebook = build_control_notebook(control.control_dir)
         if notebook.error:  # the control's diagnosis is on disk; the refresh's summary is built again below
             log.error(report.summary_failure(control.control_dir, notebook.error))

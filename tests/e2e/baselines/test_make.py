@@ -21,6 +21,7 @@ import pytest
 import tomli_w
 
 from kit.baselines import make
+from kit.baselines.make import MakeRequest
 from kit.calibrate.run import CaseCalibration, write_record
 from kit.case.calibrate import finished
 from kit.core.noise.calibration import CalibrationRecord, Sample, load_record
@@ -211,8 +212,8 @@ def test_a_bless_that_would_pass_a_known_fault_of_the_catalogue_is_refused(tmp_p
 
     monkeypatch.setattr(make, "calibrate_case", calibrate_broken)
     before = files(tmp_path / "calibrations")
-    outcome = make.make_baselines(desc, ["hf-bf16"], reason="torch 2.14", again=True,
-                                  archives=[tmp_path / "runs"], out=tmp_path / "work")
+    outcome = make.make_baselines(MakeRequest(desc, ["hf-bf16"], reason="torch 2.14", again=True,
+                                  archives=[tmp_path / "runs"], out=tmp_path / "work"))
     assert not outcome.blessed and outcome.written == [] and outcome.gate_verdict is None
     source = f"{tmp_path / 'runs' / 'faulted'}"
     assert any(line.startswith("hf-bf16: backtest: ") and source in line and "known bad (a gate run of a "

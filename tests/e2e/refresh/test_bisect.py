@@ -124,7 +124,7 @@ def test_bisect_over_the_upstream_range_names_the_upstream_commit(tmp_path, embe
            "PYTHONPATH": os.pathsep.join(filter(None, [str(plugin), os.environ.get("PYTHONPATH")]))}
     # The refresh's build step, as the refresh runs it, and its record: what a bisect reads of a refresh.
     refresh = tmp_path / "refresh"
-    built = build.build_release(fork.repo, "upstream", refresh / "build", tmp_path / "releases")
+    built = build.build_release(build.BuildRequest(fork.repo, "upstream", refresh / "build", tmp_path / "releases"))
     assert built.status == "built", built.reason
     (refresh / "refresh.json").write_text(json.dumps({"kind": "refresh", "descriptor": str(desc), "current": "current",
                                                       "store": str(tmp_path / "releases")}))

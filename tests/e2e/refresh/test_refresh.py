@@ -49,7 +49,8 @@ TOY_PIN = {"current": {"description": "today's pin",
 def test_clean_replay_writes_a_manifest_whose_hashes_match_the_wheels(tmp_path):
     fork = make_fork(tmp_path)
     store = tmp_path / "releases"
-    out = build.build_release(fork.repo, fork.new_upstream, tmp_path / "run" / "build", store, today=DAY)
+    out = build.build_release(build.BuildRequest(
+        fork.repo, fork.new_upstream, tmp_path / "run" / "build", store, today=DAY))
     assert out.status == "built", out.reason
     main_next = git(fork.repo, "rev-parse", "main-next")
     upstream = git(fork.repo, "rev-parse", "upstream")
@@ -79,7 +80,8 @@ def test_clean_replay_writes_a_manifest_whose_hashes_match_the_wheels(tmp_path):
     before = Path(out.manifest).read_bytes()
     git(fork.repo, "worktree", "remove", "--force", out.replay["worktree"])
     git(fork.repo, "branch", "-D", "main-next")
-    again = build.build_release(fork.repo, fork.new_upstream, tmp_path / "run2" / "build", store, today=DAY)
+    again = build.build_release(build.BuildRequest(
+        fork.repo, fork.new_upstream, tmp_path / "run2" / "build", store, today=DAY))
     assert again.status == "exists" and again.tag == out.tag
     assert again.reason == (f"release {out.tag} exists (its manifest is {out.manifest}); it is never overwritten")
     assert Path(out.manifest).read_bytes() == before
@@ -90,13 +92,15 @@ def test_clean_replay_writes_a_manifest_whose_hashes_match_the_wheels(tmp_path):
     git(fork.repo, "worktree", "remove", "--force", again.replay["worktree"])
     git(fork.repo, "branch", "-D", "main-next")
     git(fork.repo, "tag", out.tag, main_next)
-    third = build.build_release(fork.repo, fork.new_upstream, tmp_path / "run3" / "build", store, today=DAY)
+    third = build.build_release(build.BuildRequest(
+        fork.repo, fork.new_upstream, tmp_path / "run3" / "build", store, today=DAY))
     assert third.status == "exists" and f"git tag {out.tag} exists" in third.reason
 
 
 def test_changed_wheel_fails_qualification_naming_both_digests(tmp_path, embedded):
     fork = make_fork(tmp_path)
-    out = build.build_release(fork.repo, fork.new_upstream, tmp_path / "build", tmp_path / "releases", today=DAY)
+    out = build.build_release(build.BuildRequest(
+        fork.repo, fork.new_upstream, tmp_path / "build", tmp_path / "releases", today=DAY))
     wheel = Path(out.manifest).parent / "wheels" / out.wheels[0]["file"]
     wheel.write_bytes(wheel.read_bytes() + b"\0")  # one byte more after the manifest was written
     q = qualify.qualify_release(out.manifest, embedded.descriptor, tmp_path / "qualify", backend="hf")

@@ -14,7 +14,7 @@ from kit.case.localize import backends_text, in_own_kernel, reference_options, r
 from kit.cli import main
 from kit.core.errors import BadInput
 from kit.descriptor.load import load_descriptor
-from kit.goldens.make import make_golden_document, request
+from kit.goldens.make import GoldenRequest, make_golden_document, request
 from kit.refresh.qualify import pick_backend
 from support import write_descriptor
 
@@ -34,7 +34,7 @@ def test_each_golden_maker_takes_the_command_line_options_that_apply_to_it():
 
 def test_a_backend_that_makes_no_goldens_is_refused_before_anything_runs(embedded):
     with pytest.raises(BadInput) as refused:
-        make_golden_document(embedded.model, "no/such/fixture.json", "semantic", 25, [], backend="vllm")
+        make_golden_document(GoldenRequest(embedded.model, "no/such/fixture.json", "semantic", 25, [], backend="vllm"))
     assert str(refused.value) == "backend vllm makes no goldens"
 
 

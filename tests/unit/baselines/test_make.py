@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from kit.baselines import make
+from kit.baselines.make import MakeRequest
 from kit.core.noise.calibration import load_record
 from kit.core.errors import BadInput
 from kit.core.records.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
@@ -39,11 +40,11 @@ def missing_record(tmp_path, embedded) -> Path:
 def test_an_empty_reason_or_no_lineage_folder_is_refused_before_anything(tmp_path, embedded):
     desc = missing_record(tmp_path, embedded)
     with pytest.raises(BadInput, match=re.escape("--reason: empty; a baseline keeps why it was made")):
-        make.make_baselines(desc, reason="  ", out=tmp_path / "work")
+        make.make_baselines(MakeRequest(desc, reason="  ", out=tmp_path / "work"))
     bare = write_descriptor(tmp_path / "bare", embedded, cases={"hf-bf16": hf_case(embedded, [str(
         record_elsewhere(embedded, tmp_path / "cal2"))], accept_noise_changes=[])})
     with pytest.raises(BadInput, match=r"no \[baselines\] table; `baseline make` writes a lineage entry"):
-        make.make_baselines(bare, reason="new host", out=tmp_path / "work")
+        make.make_baselines(MakeRequest(bare, reason="new host", out=tmp_path / "work"))
     assert not (tmp_path / "work").exists()
     proc = parity_kit("baseline", "make", str(desc), "--reason", "", "--out", str(tmp_path / "work"))
     assert proc.returncode == 3 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
@@ -57,7 +58,7 @@ def test_an_archive_run_that_cannot_be_read_is_bad_input_unless_skipped(tmp_path
     (broken / "manifest.json").write_text(json.dumps({"name": "test", "cases": ["hf-bf16"]}))
     (broken / "cases" / "hf-bf16.json").write_text('{"case": "hf-bf16", "status": "pass')  # cut off
     with pytest.raises(BadInput) as refused:
-        make.make_baselines(desc, reason="new host", archives=[tmp_path / "runs"], out=tmp_path / "work")
+        make.make_baselines(MakeRequest(desc, reason="new host", archives=[tmp_path / "runs"], out=tmp_path / "work"))
     line = str(refused.value)
     assert "\n" not in line and str(broken) in line and "cannot be read for the backtest of hf-bf16" in line
     assert line.endswith("give --skip-unreadable to backtest without it")
@@ -68,14 +69,14 @@ def test_an_archive_run_that_cannot_be_read_is_bad_input_unless_skipped(tmp_path
 
     monkeypatch.setattr(make, "calibrate_case", stop)
     with pytest.raises(RuntimeError, match="calibrating"):
-        make.make_baselines(desc, reason="new host", archives=[tmp_path / "runs"], skip_unreadable=True,
-                            out=tmp_path / "work")
+        make.make_baselines(MakeRequest(desc, reason="new host", archives=[tmp_path / "runs"], skip_unreadable=True,
+                            out=tmp_path / "work"))
 
 
 def test_nothing_missing_means_nothing_made(tmp_path, embedded):
     desc = write_descriptor(tmp_path, embedded, cases={"checkpoint": embedded.doc["cases"]["checkpoint"]},
                             baselines={"lineage": str(tmp_path / "lineage")})
-    outcome = make.make_baselines(desc, reason="nothing to do", out=tmp_path / "work")
+    outcome = make.make_baselines(MakeRequest(desc, reason="nothing to do", out=tmp_path / "work"))
     assert outcome.made == [] and outcome.work_dir is None and not outcome.blessed
     assert not (tmp_path / "work").exists()
 
@@ -103,8 +104,8 @@ def test_the_evidence_gate_judges_every_case_and_only_an_unmade_case_not_asked_f
         run_dir, verdict = tmp_path / "gate", "whatever the gate said"
         results = {n: CaseResult(case=n, backend="hf", status=s, error=f"{n} {s}") for n, s in statuses.items()}
 
-    def gate_once(checked, out, only, release, command, jobs, resume=None):
-        asked.append((only, out, resume, sorted(checked.cases)))
+    def gate_once(request, command, jobs):
+        asked.append((request.only, request.out, request.resume, sorted(request.source.cases)))
         return Run()
 
     monkeypatch.setattr(make, "gate_once", gate_once)
@@ -149,19 +150,19 @@ def test_resume_continues_only_an_interrupted_make_of_the_same_descriptor(tmp_pa
 
     monkeypatch.setattr(make, "calibrate_case", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        make.make_baselines(desc, reason="new host", out=tmp_path / "work")
+        make.make_baselines(MakeRequest(desc, reason="new host", out=tmp_path / "work"))
     assert json.loads((tmp_path / "work" / make.MAKING).read_text())["format"] == make.MAKING_FORMAT
     with pytest.raises(KeyboardInterrupt):
-        make.make_baselines(desc, reason="new host", resume=tmp_path / "work")
+        make.make_baselines(MakeRequest(desc, reason="new host", resume=tmp_path / "work"))
     assert seen == [tmp_path / "work" / "calibrate"] * 2  # the same samples file: finished variants are kept
 
     with pytest.raises(BadInput, match=re.escape(f"--resume {tmp_path / 'runs'}: not a working directory of "
                                                  "`parity-kit baseline make` (no making.json in it)")):
         (tmp_path / "runs").mkdir()
-        make.make_baselines(desc, reason="new host", resume=tmp_path / "runs")
+        make.make_baselines(MakeRequest(desc, reason="new host", resume=tmp_path / "runs"))
     desc.write_text(desc.read_text() + "\n# edited since\n")
     with pytest.raises(BadInput, match="start afresh"):
-        make.make_baselines(desc, reason="new host", resume=tmp_path / "work")
+        make.make_baselines(MakeRequest(desc, reason="new host", resume=tmp_path / "work"))
 
 
 def test_an_installed_packages_own_descriptor_is_not_written_into(embedded, monkeypatch, tmp_path):
@@ -170,7 +171,7 @@ def test_an_installed_packages_own_descriptor_is_not_written_into(embedded, monk
     monkeypatch.setattr(paths, "CHECKOUT", None)  # as a wheel install sees it: the data root is the package's
     monkeypatch.setattr(paths, "DATA_ROOT", embedded.descriptor.parent.parent)
     with pytest.raises(BadInput, match="is the installed package's own descriptor; copy it with its data folders"):
-        make.make_baselines(embedded.descriptor, reason="new host", out=tmp_path / "work")
+        make.make_baselines(MakeRequest(embedded.descriptor, reason="new host", out=tmp_path / "work"))
     assert not (tmp_path / "work").exists()
 
 
@@ -182,12 +183,12 @@ def test_power_options_that_cannot_be_met_are_refused_before_anything(tmp_path, 
     # Its limit is judged by a power record against the record this make would make: without power, never blessed.
     with pytest.raises(BadInput, match=re.escape("--no-power: case hf-bf16 is held to a detectable_limit of 3x, "
                                                  "which only a power record measured against its record here judges")):
-        make.make_baselines(limited, reason="new host", no_power=True, out=tmp_path / "work")
+        make.make_baselines(MakeRequest(limited, reason="new host", no_power=True, out=tmp_path / "work"))
     with pytest.raises(BadInput, match=r"^--power-family nope: no such family or fault"):
-        make.make_baselines(limited, reason="new host", power_families=["nope"], out=tmp_path / "work")
+        make.make_baselines(MakeRequest(limited, reason="new host", power_families=["nope"], out=tmp_path / "work"))
     with pytest.raises(BadInput, match=r"--no-power with --power-family"):
-        make.make_baselines(limited, reason="new host", power_families=["output"], no_power=True,
-                            out=tmp_path / "work")
+        make.make_baselines(MakeRequest(limited, reason="new host", power_families=["output"], no_power=True,
+                            out=tmp_path / "work"))
     assert not (tmp_path / "work").exists() and not (tmp_path / "lineage").exists()
 
 
@@ -216,8 +217,8 @@ def test_a_resumed_make_continues_the_evidence_gate_an_earlier_call_began(tmp_pa
         run_dir, verdict = work / "gate", "passed"
         results = {"checkpoint": CaseResult(case="checkpoint", backend="hf", status="passed")}
 
-    def gate_once(checked, out, only, release, command, jobs, resume=None):
-        calls.append((out, resume))
+    def gate_once(request, command, jobs):
+        calls.append((request.out, request.resume))
         return Run()
 
     monkeypatch.setattr(make, "gate_once", gate_once)

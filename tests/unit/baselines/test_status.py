@@ -255,7 +255,7 @@ def test_a_lineage_head_outside_the_descriptors_tree_is_refused(tmp_path, embedd
 
 def test_baseline_make_never_writes_outside_the_descriptors_tree(tmp_path, embedded):
     # A descriptor at a repository's root: the default ../calibrations is outside the repository.
-    from kit.baselines.make import _folders, make_baselines
+    from kit.baselines.make import MakeRequest, _folders, make_baselines
 
     repo = tmp_path / "repo"
     (repo / ".git").mkdir(parents=True)
@@ -263,7 +263,7 @@ def test_baseline_make_never_writes_outside_the_descriptors_tree(tmp_path, embed
     case = hf_case(embedded, [str(record)], accept_noise_changes=[])
     desc = write_descriptor(repo, embedded, cases={"hf-bf16": case}, baselines={"lineage": str(repo / "lineage")})
     with pytest.raises(BadInput) as refused:
-        make_baselines(desc, reason="new host")
+        make_baselines(MakeRequest(desc, reason="new host"))
     assert str(refused.value) == (f"{display(desc)}: [baselines] puts exact-golden files in "
                                   f"{display(tmp_path / 'goldens')}, outside {display(repo)}; name a folder "
                                   "inside the descriptor's tree (or set [baselines] root)")
@@ -401,13 +401,13 @@ def test_a_reason_is_words_not_a_flag(tmp_path, embedded, given):
     desc, head = _new_chain(tmp_path, embedded, command=command)
     (problem,) = load_descriptor(desc).baselines.verify_lineage()
     assert problem.startswith(f"lineage entry {display(head)} starts a new chain")
-    from kit.baselines.make import make_baselines
+    from kit.baselines.make import MakeRequest, make_baselines
 
     with pytest.raises(BadInput) as refused:
-        make_baselines(desc, reason="new CPU class", accept_looser=given.split("=", 1)[-1])
+        make_baselines(MakeRequest(desc, reason="new CPU class", accept_looser=given.split("=", 1)[-1]))
     assert str(refused.value).startswith("--accept-looser: ")
     with pytest.raises(BadInput) as refused:
-        make_baselines(desc, reason=given.split("=", 1)[-1])
+        make_baselines(MakeRequest(desc, reason=given.split("=", 1)[-1]))
     assert str(refused.value).startswith("--reason: ")
 
 

@@ -80,7 +80,7 @@ def test_bad_input_is_refused_in_one_line_before_any_directory(tmp_path):
 
     def refused(message, case="hf-bf16", **kwargs):
         with pytest.raises(BadInput) as exc:
-            run.start_bisect(case, out=out, **kwargs)
+            run.start_bisect(run.BisectRequest(case, out=out, **kwargs))
         assert str(exc.value) == message
         assert not out.exists()
 

@@ -153,8 +153,8 @@ def test_a_started_bisect_runs_under_its_lock_on_the_record_it_wrote(tmp_path, m
     for key, value in GIT_ENV.items():
         monkeypatch.setenv(key, value)
     fork = make_fork(tmp_path / "fork")
-    folder, doc = run.start_bisect("hf-bf16", out=tmp_path / "bisect", fork_repo=fork.repo, base=fork.old_base,
-                                   backend="hf")
+    folder, doc = run.start_bisect(run.BisectRequest("hf-bf16", out=tmp_path / "bisect", fork_repo=fork.repo,
+                                              base=fork.old_base, backend="hf"))
     tip = doc["inputs"]["states"][-1]
 
     def probe(inp, state, case, prompts, step_dir, template):

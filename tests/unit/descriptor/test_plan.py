@@ -120,7 +120,7 @@ def test_a_plan_resolved_once_serves_preflight_and_executor_without_the_descript
         run.lock.release()
     assert seen == ["hf-bf16"] and run.results["hf-bf16"].status == PASSED
     assert doc["name"] == plan.name and doc["descriptor_sha256"] == plan.sha256
-    assert doc["model"] == str(plan.model.path) and executor.gpus_asked(run, plan.specs[0]) == 0
+    assert doc["model"] == str(plan.model.path) and executor.gpus_asked(plan.cases[plan.specs[0].name]) == 0
 
 
 # What reading the document looks like: its `.doc`, or a descriptor's cases, locations and resolution methods (a

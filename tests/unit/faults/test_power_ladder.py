@@ -138,8 +138,8 @@ def test_the_search_does_not_try_a_magnitude_again_under_another_name(rounded, m
     # Caught from a real offset of 0.02 on: the copies of 0.005 and 0.01 (both 1.0078) are missed alike.
     monkeypatch.setattr(power, "caught_fraction", lambda t, reference: float(t.magnitude >= 0.02))
     spec = SimpleNamespace(name="case", model_path="model-a")
-    trials = power.search_magnitudes(None, "normalization", BY_NAME["norm_offset"], spec, {}, BF16_STEP / 2, None,
-                                     tmp_path, steps_down=0)
+    trials = power.search_magnitudes(power.Climb(None, spec, {}, BF16_STEP / 2, None, tmp_path, steps_down=0),
+                                     "normalization", BY_NAME["norm_offset"])
     assert tried == [0.005, 0.02]  # 0.01 is 0.005's model: its outcome is known, not paid for again
     assert [t.magnitude for t in trials] == [0.005, 0.02]
 

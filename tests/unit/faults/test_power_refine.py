@@ -46,8 +46,9 @@ def fake(monkeypatch, tmp_path):
     return state
 
 
-def search(tmp_path, noise, **kw):
-    return power.search_magnitudes(None, "position", BY_NAME["rope_base"], SPEC, REFERENCE, noise, None, tmp_path, **kw)
+def search(tmp_path, noise, known=(), **kw):
+    return power.search_magnitudes(power.Climb(None, SPEC, REFERENCE, noise, None, tmp_path, **kw), "position",
+                        BY_NAME["rope_base"], known)
 
 
 def figure(trials):

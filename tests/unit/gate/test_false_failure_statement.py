@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from kit.gate import run as gate
+from kit.gate.executor import RunRequest
 from support import cases_pass_without_kernels, write_descriptor
 
 
@@ -13,7 +14,8 @@ def test_a_gate_run_states_its_rate_in_manifest_result_and_evidence(tmp_path, em
     cases_pass_without_kernels(monkeypatch)
     desc = write_descriptor(tmp_path, embedded, cases={"hf-bf16": embedded.doc["cases"]["hf-bf16"]},
                             defaults={**embedded.doc.get("defaults", {}), "false_failure_rate": 0.01})
-    run = gate.run_gate(desc, out=tmp_path / "run", jobs=1, summary=False, command=["parity-kit", "gate"])
+    run = gate.run_gate(gate.GateRequest(RunRequest(desc, tmp_path / "run"), ["parity-kit", "gate"], jobs=1,
+                                         summary=False))
     line = ("false-failure rate: at most 1 % for the gate (drift tests: 1 % for each of 1 case, Bonferroni); "
             "per-prompt bounds: measured, 0 failures in 6 leave-one-out variants")
     manifest = json.loads((run.run_dir / "manifest.json").read_text())

@@ -37,8 +37,8 @@ def earlier(cases_dir, spec, *, status=PASSED, fixture=FIXTURE, golden=GOLDEN, m
 
 
 def plan(cases_dir, spec, then=KERNEL, now=KERNEL, **kw):
-    return resume.plan(cases_dir, [spec], FIXTURE, {spec.golden_path: GOLDEN}, {spec.kernel: now},
-                       {spec.kernel: then}, **kw)
+    return resume.plan(resume.ResumeInputs(cases_dir, [spec], FIXTURE, {spec.golden_path: GOLDEN}, {spec.kernel: now},
+                       {spec.kernel: then}, **kw))
 
 
 def why(cases_dir, spec, **kw) -> str:

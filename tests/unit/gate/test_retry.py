@@ -13,6 +13,7 @@ from kit.core.records.records import CaseResult, PromptScore
 from kit.core.records.results import save_case_result
 from kit.descriptor.load import load_descriptor
 from kit.gate import executor, junit, run as gate
+from kit.gate.executor import RunRequest
 from support import write_descriptor
 
 BOUND = "p1: max probability error 0.2 > bound 0.075 (bucket 8)"
@@ -42,8 +43,8 @@ def gate_run(tmp_path, embedded, outcomes, monkeypatch, retries: int | None = No
     desc = write_descriptor(tmp_path, embedded, cases=cases,
                             defaults={**embedded.doc.get("defaults", {}), **(defaults or {})})
     calls = fake(monkeypatch, outcomes)
-    run = gate.run_gate(desc, out=tmp_path / "run", jobs=1, summary=False, command=["parity-kit", "gate"],
-                        junit=tmp_path / "junit.xml", infra_retries=retries)
+    run = gate.run_gate(gate.GateRequest(RunRequest(desc, tmp_path / "run", infra_retries=retries),
+                                         ["parity-kit", "gate"], jobs=1, summary=False, junit=tmp_path / "junit.xml"))
     return run, calls
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from kit.core.errors import BadInput
 from kit.descriptor.load import load_descriptor
+from kit.gate.executor import RunRequest
 from kit.gate.session import GateSession, gate_once
 from kit.run import runlock
 from kit.run.stopping import Stopped
@@ -43,7 +44,7 @@ def manifest(run_dir) -> dict:
 
 def test_start_claims_and_locks_the_run_directory_and_writes_the_manifests_start(tmp_path, desc):
     with GateSession(COMMAND, jobs=1) as session:
-        run = session.start(desc, tmp_path / "run")
+        run = session.start(RunRequest(desc, tmp_path / "run"))
         assert session.runs == [run] and run.run_dir == (tmp_path / "run").resolve()
         assert locked(run.run_dir)
         assert manifest(run.run_dir)["started_at"] and not (run.run_dir / "result.json").exists()
@@ -60,7 +61,7 @@ def test_a_run_is_frozen_and_the_finish_gives_a_new_one_with_what_running_added(
     """A GateRun is a record: what the cases add is collected apart (RunProgress) and frozen into the run the
     finish returns; the run the start gave stays as it started."""
     with GateSession(COMMAND, jobs=1) as session:
-        run = session.start(desc, tmp_path / "run")
+        run = session.start(RunRequest(desc, tmp_path / "run"))
         with pytest.raises(dataclasses.FrozenInstanceError):
             run.finished_at = "2026-01-01T00:00:00+00:00"  # type: ignore[misc]
         session.execute()
@@ -77,7 +78,7 @@ def test_a_run_is_frozen_and_the_finish_gives_a_new_one_with_what_running_added(
 def test_an_error_releases_the_lock_and_leaves_the_run_unfinished(tmp_path, desc):
     with pytest.raises(RuntimeError, match="a bug"):
         with GateSession(COMMAND, jobs=1) as session:
-            run = session.start(desc, tmp_path / "run")
+            run = session.start(RunRequest(desc, tmp_path / "run"))
             session.execute()
             raise RuntimeError("a bug")
     assert not locked(run.run_dir)
@@ -88,7 +89,7 @@ def test_an_error_releases_the_lock_and_leaves_the_run_unfinished(tmp_path, desc
 def test_an_interruption_writes_the_interrupted_finish_and_releases_the_lock(tmp_path, desc, stop):
     with pytest.raises(KeyboardInterrupt):
         with GateSession(COMMAND, jobs=1) as session:
-            run = session.start(desc, tmp_path / "run")
+            run = session.start(RunRequest(desc, tmp_path / "run"))
             session.execute()
             raise stop
     assert not locked(run.run_dir)
@@ -101,7 +102,7 @@ def test_an_interruption_writes_the_interrupted_finish_and_releases_the_lock(tmp
 def test_an_interruption_before_any_case_ran_still_finishes_the_run(tmp_path, desc):
     with pytest.raises(KeyboardInterrupt):
         with GateSession(COMMAND, jobs=1) as session:
-            run = session.start(desc, tmp_path / "run")
+            run = session.start(RunRequest(desc, tmp_path / "run"))
             raise KeyboardInterrupt
     assert not locked(run.run_dir)
     assert manifest(run.run_dir)["finished_at"] and (run.run_dir / "result.json").is_file()
@@ -111,11 +112,11 @@ def test_an_interruption_before_any_case_ran_still_finishes_the_run(tmp_path, de
 def test_an_interruption_rewrites_no_run_already_finished(tmp_path, desc):
     with pytest.raises(KeyboardInterrupt):
         with GateSession(COMMAND, jobs=1) as session:
-            first = session.start(desc, tmp_path / "a")
+            first = session.start(RunRequest(desc, tmp_path / "a"))
             session.execute()
             session.finish(summary=False)
             written = (first.run_dir / "result.json").read_text()
-            second = session.start(desc, tmp_path / "b")
+            second = session.start(RunRequest(desc, tmp_path / "b"))
             raise KeyboardInterrupt
     assert (first.run_dir / "result.json").read_text() == written
     assert (second.run_dir / "result.json").is_file()
@@ -127,14 +128,14 @@ def test_a_refused_start_releases_the_runs_already_started(tmp_path, desc):
     (tmp_path / "taken" / "stray").write_text("not a run")
     with pytest.raises(BadInput):
         with GateSession(COMMAND, jobs=1) as session:
-            run = session.start(desc, tmp_path / "run")
-            session.start(desc, tmp_path / "taken")
+            run = session.start(RunRequest(desc, tmp_path / "run"))
+            session.start(RunRequest(desc, tmp_path / "taken"))
     assert session.runs == [run] and not locked(run.run_dir)
 
 
 def test_several_runs_execute_side_by_side_and_each_finishes(tmp_path, desc):
     with GateSession(COMMAND, jobs=2) as session:
-        runs = [session.start(desc, tmp_path / side) for side in ("current", "candidate")]
+        runs = [session.start(RunRequest(desc, tmp_path / side)) for side in ("current", "candidate")]
         assert all(locked(r.run_dir) for r in runs)
         session.execute()
         finished = session.finish(summary=False)
@@ -146,7 +147,7 @@ def test_several_runs_execute_side_by_side_and_each_finishes(tmp_path, desc):
 
 
 def test_gate_once_is_the_whole_lifecycle_of_one_run(tmp_path, desc):
-    run = gate_once(desc, tmp_path / "run", None, None, COMMAND, jobs=1, summary=False)
+    run = gate_once(RunRequest(desc, tmp_path / "run"), COMMAND, jobs=1, summary=False)
     assert run.verdict == "passed" and not locked(run.run_dir)
     assert manifest(run.run_dir)["finished_at"] and (run.run_dir / "evidence.md").is_file()
 
@@ -155,5 +156,5 @@ def test_signal_handlers_are_restored_when_the_session_is_left(tmp_path, desc):
     before = signal.getsignal(signal.SIGTERM)
     with GateSession(COMMAND, jobs=1) as session:
         assert signal.getsignal(signal.SIGTERM) is not before
-        session.start(desc, tmp_path / "run")
+        session.start(RunRequest(desc, tmp_path / "run"))
     assert signal.getsignal(signal.SIGTERM) is before

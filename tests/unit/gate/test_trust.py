@@ -156,7 +156,7 @@ def test_resume_reruns_a_case_whose_notebook_is_truncated(tmp_path, embedded, mo
     case_files(tmp_path, specs[0], notebook="truncated")
     case_files(tmp_path, specs[1])
     goldens = {s.golden_path: "g" for s in specs}
-    plan = resume.plan(tmp_path, specs, "f", goldens, {"parity-kit": "k"}, {"parity-kit": "k"})
+    plan = resume.plan(resume.ResumeInputs(tmp_path, specs, "f", goldens, {"parity-kit": "k"}, {"parity-kit": "k"}))
     assert list(plan.reused) == ["hf-bf16"]
     assert plan.rerun == {"checkpoint": "its earlier notebook is unreadable (NotJSONError)"}
 
@@ -168,7 +168,8 @@ def test_resume_with_case_keeps_the_others(tmp_path, embedded, monkeypatch):
     case_files(tmp_path, specs[1], notebook="truncated")
     case_files(tmp_path, specs[2], status=FAILED)
     goldens = {s.golden_path: "g" for s in specs}
-    plan = resume.plan(tmp_path, specs, "f", goldens, {"parity-kit": "k"}, {"parity-kit": "k"}, selected=["vllm-pp1"])
+    plan = resume.plan(resume.ResumeInputs(tmp_path, specs, "f", goldens, {"parity-kit": "k"}, {"parity-kit": "k"},
+                                           selected=["vllm-pp1"]))
     assert plan.rerun == {} and list(plan.reused) == ["vllm-pp1"]
     assert plan.kept == {"checkpoint": "not selected by --case; its earlier attempt ended with error",
                          "hf-bf16": "not selected by --case; its earlier notebook is unreadable (NotJSONError): "
