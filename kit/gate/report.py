@@ -16,7 +16,7 @@ from kit.core.verdict.nextsteps import next_steps, one_command
 from kit.core.noise.calibration import depth_of
 from kit.core.noise.power import family_lines, headline
 from kit.core.records.records import (BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult,
-                                      severity)
+                                      prompt_severity)
 from kit.core.records.results import counts_sentence
 from kit.core.verdict import failures_of
 from kit.core.records.text import printable
@@ -349,7 +349,7 @@ def _worst_per_backend(label: str, view) -> list[str]:
     failed = [r for r in view.results.values() if r.status == FAILED and r.worst is not None]
     lines = []
     for backend in dict.fromkeys(r.backend for r in failed):
-        r = max((r for r in failed if r.backend == backend), key=lambda r: severity(r.worst))
+        r = max((r for r in failed if r.backend == backend), key=lambda r: prompt_severity(r.worst))
         w = r.worst
         bound = f"bound {w.bound:g}" if w.bound is not None else "exact golden"
         err = w.max_probability_error

@@ -298,7 +298,7 @@ def base_problem(base: str) -> str | None:
 
 
 @contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
+def holding(path: Path) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` for the block: one process at a time starts a warm process or reads its
     state."""
     with open(path, "a") as handle:
@@ -319,7 +319,7 @@ def connect_warm(key: Key) -> tuple[socket.socket, Path]:
         with contextlib.suppress(OSError):
             os.utime(address.with_suffix(".lock"))  # used now: the last to be asked to leave
         return conn, address
-    with locked(where / START_LOCK):
+    with holding(where / START_LOCK):
         conn = _try_connect(address)
         if conn is not None:
             return conn, address

@@ -23,7 +23,7 @@ from kit.core.verdict.decode import failed_prompts, worst_decode_step
 from kit.core.records.fixture import load_fixture
 from kit.core.baselines.golden import load_golden
 from kit.core.records.records import (BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult,
-                                      PromptScore, severity)
+                                      PromptScore, prompt_severity)
 from kit.core.verdict.nextsteps import NextStep, next_steps, one_command
 from kit.core.records.results import RunView, counts_sentence
 from kit.gate.trend import read_steps
@@ -128,7 +128,7 @@ class Decoder:
 def worst_prompts(view: RunView, limit: int = 5) -> list[tuple[str, PromptScore]]:
     """The prompts furthest past (or closest to) their bounds, failing ones first, over every case."""
     pool = [(name, p) for name, r in view.results.items() for p in r.prompts]
-    return sorted(pool, key=lambda item: (not item[1].passed, severity(item[1])), reverse=True)[:limit]
+    return sorted(pool, key=lambda item: (not item[1].passed, prompt_severity(item[1])), reverse=True)[:limit]
 
 
 def worst_prompt_table(view: RunView, limit: int = 5, top: int = 5) -> pd.DataFrame:

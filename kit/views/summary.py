@@ -19,7 +19,7 @@ from kit.core.noise.calibration import depth_of
 from kit.core.noise.rule import SETTLES_FROM
 from kit.core.noise.power import measured_elsewhere
 from kit.core.records import contract, paths, rundir
-from kit.core.records.records import EXACT, FAILED, PASSED, BoundKind, CaseResult, severity
+from kit.core.records.records import EXACT, FAILED, PASSED, BoundKind, CaseResult, prompt_severity
 from kit.core.records.results import RunView, read_run
 from kit.core.records.store import local_store
 from kit.core.rules import rules
@@ -138,7 +138,7 @@ def worst_step_shown(r: CaseResult) -> StepMargin | None:
         return None
     failing, ratio, step = max(steps, key=lambda t: t[:2])
     worst = r.worst
-    if worst is not None and (not worst.passed, severity(worst)) >= (failing, ratio):
+    if worst is not None and (not worst.passed, prompt_severity(worst)) >= (failing, ratio):
         return None
     return step
 

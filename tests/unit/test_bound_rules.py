@@ -35,7 +35,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kit.core.model.modelconfig", "check_prompt_tokens"): "the model's vocabulary size, not a bound",
     ("kit.core.model.modelconfig", "check_top_k_fits"): "the model's vocabulary size, not a bound",
     ("kit.core.verdict.decode", "check_continuations_fit"): "the model's context length, not a bound",
-    ("kit.core.noise.localize", "judge"):
+    ("kit.core.noise.localize", "leaves_noise"):
         "localize's own test (k x the clean run's difference at a point), which no calibration bound decides",
     ("kit.views.localize", "curve"): "localize's threshold drawn on a log axis (a floor under it), deciding nothing",
     ("kit.core.baselines.lineage", "entry_from_dict"): "a lineage entry's bounds checked positive, not an error",

@@ -46,7 +46,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kit.refresh.qualify", "qualify_release"):
         "a refresh step's folder: inside the refresh folder lifecycle.owned holds, or, run alone from its notebook, "
         "a qualify-<time> folder of its own (exist_ok: the notebook may be run again in it)",
-    ("kit.run.warmkernels", "locked"): "a warm kernel's lock on its own file, not a command's folder",
+    ("kit.run.warmkernels", "holding"): "a warm kernel's lock on its own file, not a command's folder",
     ("kit.run.warmkernels", "running"): "a warm kernel's lock on its own file, not a command's folder",
     ("kit.run.zygote", "hold_lock"): "a kernel zygote's lock on its own file, not a command's folder",
 }

@@ -60,7 +60,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kit.core.baselines.lineageclaims", "reason_problem"):
         "a person's reason (--reason, --accept-looser) checked not to be the next flag, not the kit's words",
     ("kit.gate.parameters", "_magic_binds"): "an external format: a notebook cell's IPython magic and its arguments",
-    ("kit.gate.verify", "selected_cases"): "an external format: the command line a run recorded, its --case words",
+    ("kit.gate.verify.runcheck", "selected_cases"):
+        "an external format: the command line a run recorded, its --case words",
     ("kit.run.warmkernels", "secret_looking"): "an external format: the words of an environment variable's name",
 }
 

@@ -325,7 +325,7 @@ class CaseResult:
             return None
         failing = [p for p in self.prompts if not p.passed]
         pool = failing or self.prompts
-        return max(pool, key=severity)
+        return max(pool, key=prompt_severity)
 
     @property
     def max_probability_error(self) -> float | None:
@@ -468,7 +468,7 @@ def read_typed(kw: dict) -> dict:
     return kw
 
 
-def severity(p: PromptScore) -> float:
+def prompt_severity(p: PromptScore) -> float:
     """How close to (or past) its bound a prompt is, by the rule (``rules.severity``); unscorable prompts are the
     worst."""
     return rules.severity(p.max_probability_error, p.bound)

@@ -36,6 +36,7 @@ def test_a_control_folder_is_locked_while_the_control_runs(monkeypatch, embedded
     monkeypatch.setattr(control, "check_run", lambda desc, only, release: None)
     monkeypatch.setattr(control, "GateSession", Session)
     with pytest.raises(Stop):
-        control.run_control(embedded.descriptor, out=out, command=["parity-kit", "control", "x"])
+        control.run_control(control.ControlRequest(embedded.descriptor, out=out,
+                                                   command=["parity-kit", "control", "x"]))
     assert "parity-kit control x" in seen["refusal"] and "\n" not in seen["refusal"]
     lifecycle.locked(out, None, "control run").release()  # let go once the control ended

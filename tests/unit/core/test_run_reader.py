@@ -40,7 +40,8 @@ RUN_PATHS = {"case_file", "case_member", "attempt_notebook", "case_files_present
 # (module, function): why it may touch a run's file other than through the reader. Listing a folder's names is
 # not reading a record; each entry says what it does with the files.
 ALLOWED: dict[tuple[str, str], str] = {
-    ("kit.gate.verify", "stray_files"): "verify lists cases/ for files no listed case left: names, not records",
+    ("kit.gate.verify.runcheck", "stray_files"):
+        "verify lists cases/ for files no listed case left: names, not records",
     ("kit.gate.verify.readable", "_evidence_problems"):
         "verify reads a run anyone may have built through its bounded, non-blocking reads (kit.gate.verify.safeio), "
         "found through the reader",
