@@ -27,7 +27,9 @@ test: env
 
 # The statistical checks too slow for every change: 20 clean runs of every semantic case of the embedded
 # descriptor (the vLLM ones as fresh launches) must give 0 false failures, and every fault of the catalogue
-# fails vllm-pp1 at 3 x the noise: 41 minutes on 2 cores (docs/calibration.md).
+# fails vllm-pp1 at 3 x the noise: 41 minutes on 2 cores (docs/calibration.md). Also the long runs whose property
+# `make test` keeps with fewer cases: the clean variants' further launches and levanter-unpadded, and the
+# embedded gate's other four cases on Ray (docs/figures.md, The suite under 15 minutes).
 test-slow: env
 	.venv/bin/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -m slow $(PYTEST_ARGS)
 

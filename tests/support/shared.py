@@ -72,14 +72,18 @@ def embedded_gate_run(tmp_path_factory) -> tuple[Path, Command]:
     return folder / "run", Command.read(folder)
 
 
+STALE_MODEL = "old-model"  # beside the stale golden's folder: the older build it was made from
+
+
 def stale_semantic_golden(tmp_path_factory, embedded) -> tuple[Path, Command]:
     """A semantic golden made from an older build of the model (its output layer x1.5): same fixture, other
-    numbers. Made once per session: the control and golden-regen modules only read it (regen places its
-    successor beside a copy). Returns the folder `golden make` wrote into and what the command returned."""
+    numbers. Made once per session: the gate, control and golden-regen modules only read it (regen places its
+    successor beside a copy). Returns the folder `golden make` wrote into and what the command returned; the
+    older model is ``STALE_MODEL`` beside that folder."""
     from support import copy_model, edit_weight, parity_kit
 
     def make(folder: Path) -> None:
-        old = copy_model(embedded, folder / "old-model")
+        old = copy_model(embedded, folder / STALE_MODEL)
         edit_weight(old, "lm_head.weight", lambda w: w * 1.5)
         Command.saved(parity_kit("golden", "make", "--model", old, "--fixture", embedded.fixture, "--kind",
                                  "semantic", "--out", folder / "goldens"), folder)
