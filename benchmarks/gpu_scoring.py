@@ -469,20 +469,28 @@ def bench_float32(model_dir: str, lengths: list[int], variants: list[str], repea
         for seq in lengths:
             ids = jax.device_put(np.random.default_rng(0).integers(2, shape.vocab, (1, seq), dtype=np.int32), device)
             last = jax.device_put(np.array([seq - 1], dtype=np.int32), device)
-            fn = jax.jit(partial(llama.last_logits, shape=shape, attention="chunked"),
-                         compiler_options=options or None)
-            t0 = time.perf_counter()
-            try:
-                out = jax.block_until_ready(fn(params, ids, last))
-            except Exception as exc:  # an algorithm this XLA cannot lower: say so and time the rest
-                print(f"{name:<44}{seq:>7}  failed: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}",
-                      flush=True)
-                rows.append({"impl": name, "seq": seq, "error": f"{type(exc).__name__}: {exc}"[:500]})
+            # The backend's own choice at each length: the unrolled blocks, or the looped ones where those would not
+            # fit the device (kit.backends.jax.runtime); out of memory here is retried looped, as the backend would.
+            for attention in ("chunked", llama.LOOPED):
+                fn = jax.jit(partial(llama.last_logits, shape=shape, attention=attention),
+                             compiler_options=options or None)
+                t0 = time.perf_counter()
+                try:
+                    out = jax.block_until_ready(fn(params, ids, last))
+                    error = None
+                    break
+                except Exception as exc:  # an algorithm this XLA cannot lower, or memory: say so and go on
+                    error = f"{type(exc).__name__}: {exc}"
+                    if "RESOURCE_EXHAUSTED" not in error or fn_name:
+                        break
+            if error is not None:
+                print(f"{name:<44}{seq:>7}  failed: {error.splitlines()[0][:160]}", flush=True)
+                rows.append({"impl": name, "seq": seq, "error": error[:500]})
                 continue
             first = time.perf_counter() - t0
             t = wall_time(lambda: fn(params, ids, last), 0, repeats)  # noqa: B023, F821
             probs = np.asarray(jax.nn.softmax(out[0]))
-            row = {"impl": name, "seq": seq, "first_s": first, "seconds": t,
+            row = {"impl": name, "seq": seq, "attention": attention, "first_s": first, "seconds": t,
                    "tflops": model_flops(cfg, seq, 1) / t / 1e12, "probs": probs}
             rows.append(row)
             print(f"{name:<44}{seq:>7}  first call {first:7.2f} s  warm {t:.4f} s  {row['tflops']:.1f} TFLOP/s",
