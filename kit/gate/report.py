@@ -34,6 +34,9 @@ _NOTIFIES = re.compile(r"@(?=\w)|#(?=\d)")
 _NEWLINES = re.compile(r"\r\n|[\r\n\u2028\u2029]")
 
 
+# How evidence.md labels the run's root digest; kit.gate.verify finds the quoted digest by the same label.
+ROOT_DIGEST_LABEL = "Root digest: "
+
 def md(text: object, code: bool = False) -> str:
     """Text from the world (prompt ids, case names, messages, release names, commit subjects) as
     Markdown shows it literally, on one line, in prose, a list or a table cell alike: it mentions
@@ -164,8 +167,8 @@ def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: fl
     lines += ["", _digests_line(manifest),
               reproduce_line(manifest.get("command") or ["parity-kit", "gate"])]
     if manifest.get("root_sha256"):  # what `parity-kit verify` checks a copy of the run against
-        lines.append(f"Root digest: {md(manifest['root_sha256'], code=True)} (`parity-kit verify` re-judges every "
-                     "case of a copy of this run, or its zip, with no engine).")
+        lines.append(f"{ROOT_DIGEST_LABEL}{md(manifest['root_sha256'], code=True)} (`parity-kit verify` re-judges "
+                     "every case of a copy of this run, or its zip, with no engine).")
     return "\n".join([*lines, ""])
 
 

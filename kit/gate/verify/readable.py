@@ -27,7 +27,7 @@ from kit.core.records import rundir
 from kit.core.records.jsonio import json_safe
 from kit.core.records.records import CaseResult
 from kit.core.records.results import status_counts
-from kit.gate.report import evidence_markdown, false_failure_part, result_document
+from kit.gate.report import ROOT_DIGEST_LABEL, evidence_markdown, false_failure_part, result_document
 from kit.gate.trend import evidence_line, read_steps
 from kit.gate.verify.rederive import said
 from kit.gate.verify.safeio import read_limited
@@ -36,7 +36,6 @@ from kit.gate.verify.safeio import read_limited
 # any text matches there.
 RUN_DIR = "RUN-DIR-OF-THE-RUN"
 DESCRIPTOR = "DESCRIPTOR-OF-THE-RUN"
-QUOTED_ROOT_LINE = "Root digest: "
 LISTED = re.compile(r", | · |goldens ")  # the pieces of the digests line (kit.gate.report)
 BANNER = re.compile(r'Gate (?:[^<]|</?code>){1,400}?: <span style=\\?"color:#[0-9a-fA-F]{6}\\?">([^<]*)</span>')
 TITLE = re.compile(r"<title>([^<]*)</title>")
@@ -101,8 +100,8 @@ def _evidence_problems(run_dir: Path, manifest: Mapping[str, Any], verdict: str,
     trend = evidence_line(read_steps(run_dir), verdict == "passed")
     again = evidence_markdown({**manifest, "descriptor": DESCRIPTOR}, verdict, counts, duration, results, trend,
                               Path(RUN_DIR))
-    wanted = [line for line in again.splitlines() if not line.startswith(QUOTED_ROOT_LINE)]
-    found = [line for line in data.decode("utf-8", "replace").splitlines() if not line.startswith(QUOTED_ROOT_LINE)]
+    wanted = [line for line in again.splitlines() if not line.startswith(ROOT_DIGEST_LABEL)]
+    found = [line for line in data.decode("utf-8", "replace").splitlines() if not line.startswith(ROOT_DIGEST_LABEL)]
     for n, (want, got) in enumerate(zip(wanted, found), 1):
         if not _same_line(want, got):
             return [f"{rundir.EVIDENCE}: line {n} is {said(got)}; the verdict and results judged again give "

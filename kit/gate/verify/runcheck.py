@@ -50,6 +50,7 @@ from kit.core.records.results import RunDir, RunView, gate_verdict, read_run
 from kit.descriptor.host import RecordedHost, recorded_hardware
 from kit.descriptor.load import LoadedDescriptor, for_host, load_descriptor
 from kit.descriptor.plan import Plan, outline, resolve
+from kit.gate.report import ROOT_DIGEST_LABEL
 from kit.gate.verify.claims import BoundHost, Claim, bind, facts_of
 from kit.gate.verify.readable import check_readable
 from kit.gate.verify.rederive import Rederive, said
@@ -57,8 +58,8 @@ from kit.gate.verify.runzip import extract_run
 from kit.gate.verify.safeio import check_tree, escaped, read_limited
 from kit.gate.verify.signature import UNSIGNED_OK, Policy, judge_signature
 
-# How evidence.md quotes the root digest (kit.gate.report.evidence_markdown).
-QUOTED_ROOT = re.compile(r"^Root digest: `([^`]*)`", re.MULTILINE)
+# How evidence.md quotes the root digest (kit.gate.report.evidence_markdown, by its label).
+QUOTED_ROOT = re.compile("^" + re.escape(ROOT_DIGEST_LABEL) + r"`([^`]*)`", re.MULTILINE)
 SUMMARIES = (rundir.SUMMARY_HTML, rundir.SUMMARY_NOTEBOOK)
 
 
