@@ -23,7 +23,7 @@ import ast
 
 import pytest
 
-from support.astguard import derived, kit_modules, name_of, own_nodes, scopes, words
+from support.astguard import derived, kit_modules, name_of, own_nodes, scopes, with_nothing_allowed, words
 
 pytestmark = pytest.mark.unit
 
@@ -117,12 +117,7 @@ def test_every_folder_is_claimed_through_the_lifecycle():
 
 
 def test_every_allowed_maker_still_makes_its_folder():
-    kept = dict(ALLOWED)
-    ALLOWED.clear()
-    try:
-        used = {(m, f) for m, f, _, _ in _kit_findings()}
-    finally:
-        ALLOWED.update(kept)
+    used = {(m, f) for m, f, _, _ in with_nothing_allowed(ALLOWED, _kit_findings)}
     assert set(ALLOWED) <= used, f"allowed but no longer making a folder: {sorted(set(ALLOWED) - used)}"
 
 

@@ -25,7 +25,7 @@ import ast
 
 import pytest
 
-from support.astguard import derived, kit_modules, own_nodes, scopes
+from support.astguard import derived, kit_modules, own_nodes, scopes, with_nothing_allowed
 
 pytestmark = pytest.mark.unit
 
@@ -220,12 +220,7 @@ def test_every_allowed_reader_still_exists():
 
 
 def _kit_findings_unfiltered() -> list[tuple[str, str, int, str]]:
-    kept = dict(ALLOWED)
-    ALLOWED.clear()
-    try:
-        return _kit_findings()
-    finally:
-        ALLOWED.update(kept)
+    return with_nothing_allowed(ALLOWED, _kit_findings)
 
 
 @pytest.mark.parametrize("planted, what", [

@@ -17,7 +17,7 @@ from kit.core.records.jsonio import write_json
 from kit.core.records.records import FAILED, PASSED, CaseResult
 from kit.core.records.results import RunDir
 from kit.core.records.store import open_store
-from support.astguard import derived, docstrings, kit_modules, own_nodes, scopes
+from support.astguard import derived, docstrings, kit_modules, own_nodes, scopes, with_nothing_allowed
 
 pytestmark = pytest.mark.unit
 
@@ -135,14 +135,9 @@ def test_no_module_outside_the_reader_reads_a_run_or_names_a_kernel_log():
 
 
 def test_every_allowed_reader_still_reads_a_run():
-    kept = dict(ALLOWED)
-    ALLOWED.clear()
-    try:
-        found = _kit_offences()
-    finally:
-        ALLOWED.update(kept)
+    found = with_nothing_allowed(ALLOWED, _kit_offences)
     modules = {m: rel for m, rel, _ in kit_modules()}
-    gone = [(m, f) for m, f in kept if not any(o.startswith(f"kit/{modules.get(m)}:") for o in found)]
+    gone = [(m, f) for m, f in ALLOWED if not any(o.startswith(f"kit/{modules.get(m)}:") for o in found)]
     assert gone == [], f"allowed but no longer reading a run's file: {gone}"
 
 
