@@ -78,7 +78,7 @@ class Baselines:
         """Every file a [goldens] entry names, resolved: one, or for an exact entry one per runtime, the
         lineage's current goldens of the entry in place of those they supersede."""
         files = self.desc.doc.goldens[name]
-        listed = [self.desc.resolve(f) for f in ([files] if isinstance(files, str) else files)]
+        listed = [self.desc.resolve(f) for f in _listed(files)]
         kind = of_golden(golden_kind(name))
         if not kind.per_runtime:
             return listed
@@ -96,6 +96,12 @@ class Baselines:
     def lineage_folder(self) -> Path | None:
         """The folder of the descriptor's lineage entries (``[baselines] lineage``); None: it keeps none."""
         return self.desc.resolve(self.desc.doc.baselines.lineage) if self.desc.doc.baselines else None
+
+    def _entry_file(self, entry: LineageEntry) -> tuple[str, Path]:
+        """How a refusal names a lineage entry, and the file it names, resolved."""
+        folder = self.lineage_folder()
+        assert folder is not None  # entries come from it
+        return f"lineage entry {paths.display(entry.path or folder)}", (folder / entry.file).resolve()
 
     def lineage(self) -> list[LineageEntry]:
         """The lineage entries of this descriptor's cases in its folder (the folder may serve several
@@ -117,8 +123,6 @@ class Baselines:
         entries = self.lineage()
         if not any(e.kind is baseline and e.case == case for e in entries):
             return listed
-        folder = self.lineage_folder()
-        assert folder is not None  # entries come from it
         current = heads(entries, baseline, case)
         superseded = {e.baseline for e in entries if e.kind is baseline and e.case == case} - {
             h.baseline for h in current.values()}
@@ -128,11 +132,11 @@ class Baselines:
         added = []
         root = self.tree_root()
         for head in current.values():
-            path = (folder / head.file).resolve()
+            shown, path = self._entry_file(head)
             if head.baseline not in kept_digests and not path.is_relative_to(root):
                 # A baseline the descriptor does not list reaches the gate through its entry alone: a diff of the
                 # tree must show it.
-                raise BadInput(f"{where}: lineage entry {paths.display(head.path or folder)} names "
+                raise BadInput(f"{where}: {shown} names "
                                f"{paths.display(path)}, outside {paths.display(root)}; a lineage entry names a "
                                "baseline inside the descriptor's tree (set [baselines] root to widen it)")
             problem = self._file_problem(head)
@@ -155,9 +159,7 @@ class Baselines:
     def _file_problem(self, entry: LineageEntry) -> str | None:
         """Why the file a lineage entry names is not what the entry says (missing, or other bytes than it names),
         in one line naming both; None when it is."""
-        folder = self.lineage_folder()
-        assert folder is not None  # entries come from it
-        shown, path = f"lineage entry {paths.display(entry.path or folder)}", (folder / entry.file).resolve()
+        shown, path = self._entry_file(entry)
         if not path.is_file():
             return f"{shown} names {paths.display(path)}, which does not exist"
         if (digest := self._sha256(path)) != entry.baseline:
@@ -248,9 +250,8 @@ class Baselines:
     def power_files(self, name: str, c: CaseBase) -> list[Path]:
         """Every power record a case uses: those it lists, the lineage's current ones of the case in place of those
         they supersede (a chain per class of hardware, as a calibration record's), heads first."""
-        files = [c.power] if isinstance(c.power, str) else list(c.power or [])
         where = f"{self.desc.where('cases', name, 'power')}: cases.{name}.power"
-        return self.with_lineage(POWER, name, [self.desc.resolve_name(f) for f in files], where)
+        return self.with_lineage(POWER, name, [self.desc.resolve_name(f) for f in _listed(c.power)], where)
 
     def power(self, name: str, c: CaseBase,
               calibration: Mapping[str, Any]) -> tuple[dict | None, float | None, NoBaseline | None]:
@@ -309,7 +310,7 @@ class Baselines:
         """Every record a case lists, each loaded (and so judged by its evidence), no two of one class of
         hardware, read once; the plan keeps them for the preflight, which holds each to the case whichever this host
         chooses."""
-        files = [c.calibration] if isinstance(c.calibration, str) else list(c.calibration or [])
+        files = _listed(c.calibration)
         known = self._records.get((name, tuple(files)))
         if known is not None:
             return list(known)
@@ -347,10 +348,7 @@ class Baselines:
         parent's bounds beyond the parent's margin nor, in steps, those its chain last agreed on beyond theirs,
         unless the command that made it gave a reason (kit.core.baselines.lineageclaims). ``record``: the entry's,
         already loaded."""
-        folder = self.lineage_folder()
-        assert folder is not None  # entries come from it
-        shown = f"lineage entry {paths.display(entry.path or folder)}"
-        path = (folder / entry.file).resolve()
+        shown, path = self._entry_file(entry)
         if record is None:
             if (problem := self._file_problem(entry)) is not None:
                 return problem
@@ -366,7 +364,7 @@ class Baselines:
         parent = next((e for e in self.lineage() if e.sha256 == entry.supersedes), None)
         if parent is None:
             return self._new_chain_problem(entry, record, shown)
-        parent_path = (folder / parent.file).resolve()
+        parent_path = self._entry_file(parent)[1]
         if not parent_path.is_file():
             return (f"{shown} supersedes the record {paths.display(parent_path)}, which is gone: how its bounds "
                     "moved cannot be judged")
@@ -389,9 +387,7 @@ class Baselines:
         first = agreed(chain(self.lineage(), parent))
         if first is parent:
             return None
-        folder = self.lineage_folder()
-        assert folder is not None  # entries come from it
-        path = (folder / first.file).resolve()
+        path = self._entry_file(first)[1]
         if not path.is_file():
             return (f"{shown} is in a chain whose agreed record {paths.display(path)} is gone: how far its bounds "
                     "moved cannot be judged")
@@ -424,9 +420,8 @@ class Baselines:
         case = self.desc.cases.get(entry.case)
         if case is None or not case.calibration:
             return None
-        files = [case.calibration] if isinstance(case.calibration, str) else list(case.calibration)
         chained = {e.baseline for e in self.lineage() if e.key == entry.key}
-        for f in files:
+        for f in _listed(case.calibration):
             path = self.desc.resolve_name(f)
             try:
                 listed = load_record(path)
@@ -448,9 +443,7 @@ class Baselines:
         which is that record's class of hardware. None for an entry of another kind, or one whose claims hold."""
         if entry.kind is not POWER:
             return None
-        folder = self.lineage_folder()
-        assert folder is not None  # entries come from it
-        shown, path = f"lineage entry {paths.display(entry.path or folder)}", (folder / entry.file).resolve()
+        shown, path = self._entry_file(entry)
         try:
             stated = read_power(path)
             named = named_calibration(stated, paths.display(path))
@@ -468,16 +461,19 @@ class Baselines:
 
     def _calibration_named(self, case: str, sha256: str) -> CalibrationRecord | None:
         """The calibration record of ``case`` with this digest, kept in the lineage or listed by the case."""
-        folder = self.lineage_folder()
-        assert folder is not None  # called for the lineage's entries
         entry = next((e for e in self.lineage() if e.kind is CALIBRATION and e.case == case
                       and e.baseline == sha256), None)
         if entry is not None:
-            return load_record((folder / entry.file).resolve())
+            return load_record(self._entry_file(entry)[1])
         c = self.desc.cases.get(case)
         if c is None or c.calibration is None:
             return None
         return next((r for r in self.calibration_records(case, c) if r.sha256 == sha256), None)
+
+
+def _listed(files: str | list[str] | None) -> list[str]:
+    """The files a case's key lists: one, several, or none."""
+    return [files] if isinstance(files, str) else list(files or [])
 
 
 def make_command(descriptor: Path, case: str | None = None) -> str:

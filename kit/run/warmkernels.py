@@ -88,7 +88,6 @@ READY_ANSWER_S = 5.0
 POLL_S = 0.25  # how often an asker waiting for a warm process's imports looks whether it is stopped
 SOCKET_PATH_MAX = 107  # bytes of an AF_UNIX socket's path on Linux, less its terminating NUL
 DIGEST_CHARS = 24
-NAMESPACES = ("net", "mnt", "pid", "user", "ipc", "uts", "cgroup")
 START_LOCK = "start.lock"
 # What a warm process keeps of its starter's environment: what a kernel, Python and the libraries it imports read
 # when they load (the kernels an hf case pins, OpenMP's threads, the visible GPUs, JAX's and XLA's settings, the
@@ -171,7 +170,7 @@ def context() -> dict:
         # capabilities, no_new_privs and seccomp: a kernel forked has its warm process's, so a gate confined more
         # narrowly starts a warm process of its own (the warm process refuses it besides: zygote.confinement).
         "confinement": zygote.confinement("self")["status"],
-        "namespaces": [read(f"ns:{n}") for n in NAMESPACES], "cgroup": read("/proc/self/cgroup"),
+        "namespaces": [read(f"ns:{n}") for n in zygote.NAMESPACES], "cgroup": read("/proc/self/cgroup"),
         "cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [],
         "limits": [resource.getrlimit(getattr(resource, r)) for r in dir(resource) if r.startswith("RLIMIT_")],
         "umask": read_umask(), "kit": hashlib.sha256(json.dumps(sources).encode()).hexdigest(),

@@ -17,7 +17,6 @@ from kit.core.host.portable import PORTABLE_DTYPE, PORTABLE_RUNTIME
 from kit.core.host.runtime import TORCH_AVX2_PIN, host_runtime_of, torch_cpu_runtime
 
 NATIVE, AVX2 = "native", "avx2"
-CPU_KERNELS = (NATIVE, AVX2)
 
 
 def pin_env(options: dict) -> dict[str, str]:

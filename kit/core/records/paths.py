@@ -11,8 +11,6 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-DATA_FOLDERS = ("notebooks", "descriptors", "fixtures", "goldens", "calibrations", "baselines")
-
 
 def _data_root() -> Path:
     packaged = Path(str(resources.files("kit") / "_data"))

@@ -344,24 +344,14 @@ class LocalFS:
     protocol = ("file", "local")
     local_file = True
 
-    def exists(self, path: str) -> bool:
-        """Whether ``path`` exists (a link that leads nowhere does not)."""
-        return os.path.exists(path)
+    # fsspec's names for what the standard library does already (a link that leads nowhere does not exist).
+    exists, isdir, makedirs = staticmethod(os.path.exists), staticmethod(os.path.isdir), staticmethod(os.makedirs)
+    put_file = staticmethod(shutil.copyfile)  # (source, path): a local file copied into the store
 
-    def isdir(self, path: str) -> bool:
-        """Whether ``path`` is a folder, links followed."""
-        return os.path.isdir(path)
-
-    def size(self, path: str) -> int:
-        """The size of the file at ``path`` in bytes."""
-        return os.stat(path).st_size
-
-    def cat_file(self, path: str, start: int | None = None) -> bytes:
-        """The bytes of the file at ``path``, from ``start`` when given."""
-        with open(path, "rb") as f:
-            if start:
-                f.seek(start)
-            return f.read()
+    @staticmethod
+    def cat_file(path: str) -> bytes:
+        """The bytes of the file at ``path``."""
+        return Path(path).read_bytes()
 
     def ls(self, path: str, detail: bool = True) -> list[Any]:
         """The entries of the folder ``path`` (the file itself for a file), as fsspec lists them."""
@@ -378,14 +368,6 @@ class LocalFS:
             st = os.lstat(name)
         kind = "directory" if os.path.isdir(name) else "file" if os.path.isfile(name) else "other"
         return {"name": name, "size": st.st_size, "type": kind, "mtime": st.st_mtime}
-
-    def makedirs(self, path: str, exist_ok: bool = False) -> None:
-        """Make the folder ``path`` and those above it."""
-        os.makedirs(path, exist_ok=exist_ok)
-
-    def put_file(self, source: str, path: str) -> None:
-        """Copy the local file ``source`` to ``path``."""
-        shutil.copyfile(source, path)
 
 
 def local_store(root: str | Path) -> Store:
