@@ -449,8 +449,8 @@ def saved(result: CaseResult, path: Path) -> CaseResult:
 
 
 def run_cases(progress: RunProgress, jobs: int | None = None,
-              on_start: Callable[[CaseSpec], None] | None = None,
-              on_done: Callable[[CaseSpec, CaseResult], None] | None = None,
+              on_start: Callable[[str], None] | None = None,
+              on_done: Callable[[str, CaseResult], None] | None = None,
               pool: DevicePool | None = None, cores: int | None = None) -> None:
     """Every pending case, side by side, each recorded in ``progress`` as it ends: at most ``jobs`` at once when
     given; otherwise the cases that ask for GPUs as many as the free GPUs allow, the others at most ``cores``
@@ -477,7 +477,7 @@ def run_cases(progress: RunProgress, jobs: int | None = None,
                     continue
                 progress.results[spec.name] = result
                 if on_done:
-                    on_done(spec, result)
+                    on_done(spec.name, result)
         except KeyboardInterrupt:
             for fut in futures:
                 fut.cancel()
@@ -499,8 +499,8 @@ class LocalExecutor(Executor):
         has); the node's GPUs where a case asks for some."""
         return check_local_resources(plan)
 
-    def run_cases(self, progress: RunProgress, on_start: Callable[[CaseSpec], None] | None = None,
-                  on_done: Callable[[CaseSpec, CaseResult], None] | None = None, share: Share | None = None) -> None:
+    def run_cases(self, progress: RunProgress, on_start: Callable[[str], None] | None = None,
+                  on_done: Callable[[str, CaseResult], None] | None = None, share: Share | None = None) -> None:
         """Run the pending cases on this machine, side by side within the session's share of cases, cores and GPUs."""
         share = share or Share()
         run_cases(progress, share.jobs, on_start, on_done, share.pool, share.cores)
@@ -512,7 +512,7 @@ def gpus_asked(case: CasePlan) -> int:
 
 
 def execute_scheduled(spec: CaseSpec, run: GateRun, pool: DevicePool, req: Request,
-                      on_start: Callable[[CaseSpec], None] | None) -> CaseResult | None:
+                      on_start: Callable[[str], None] | None) -> CaseResult | None:
     """The case once its GPUs and slot are free, holding them until it ends; None if the run was stopped
     while it waited. A case whose GPUs will not come ends as an error naming why."""
     try:
@@ -521,7 +521,7 @@ def execute_scheduled(spec: CaseSpec, run: GateRun, pool: DevicePool, req: Reque
         return None
     except Unavailable as exc:
         if on_start:
-            on_start(spec)  # progress reports pair each end with a start
+            on_start(spec.name)  # progress reports pair each end with a start
         result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error=f"cannot start: {exc}",
                             error_kind=outcomes.EXECUTOR, finished_at=now_iso(), bound=spec.bound,
                             golden_kind=spec.golden_kind)
@@ -554,14 +554,14 @@ def _time_left(timeout_s: float, clock_from: float | None) -> float:
     return timeout_s if clock_from is None else max(timeout_s - (time.monotonic() - clock_from), 1.0)
 
 
-def execute_guarded(spec: CaseSpec, cases_dir: Path, on_start: Callable[[CaseSpec], None] | None,
+def execute_guarded(spec: CaseSpec, cases_dir: Path, on_start: Callable[[str], None] | None,
                     expected: Expected | None = None, gpus: Sequence[Gpu] = (),
                     clock_from: float | None = None) -> CaseResult:
     """A case executed so that nothing it raises costs the other cases theirs: a bug in the executor ends this
     case as an executor error, its traceback logged."""
     try:
         if on_start:
-            on_start(spec)
+            on_start(spec.name)
         return execute_case(spec, cases_dir, expected, gpus, clock_from)
     except Exception as exc:  # a bug here must not cost the other cases their results
         log.error(traceback.format_exc().rstrip("\n"))  # the traceback alone, as print_exc writes it

@@ -40,7 +40,6 @@ from kit.core.noise.power import headline
 from kit.core.records.progress import progress_path
 from kit.core.records.records import BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult
 from kit.core.records.results import counts_sentence, error_parts, now_iso
-from kit.core.records.spec import CaseSpec
 from kit.core.records.text import printable
 from kit.descriptor.load import load_descriptor
 from kit.gate import report, trend
@@ -189,21 +188,21 @@ def _execute(runs: Sequence[RunProgress], jobs: int | None) -> None:
         def one(progress: RunProgress) -> None:
             run = progress.run
 
-            def started(spec: CaseSpec) -> None:
+            def started(name: str) -> None:
                 with lock:
-                    running.append(label(run.release, spec.name))
+                    running.append(label(run.release, name))
                     show()
                     if beat:  # the executor's log prefix for the case is cases/<case>
-                        beat.start(label(run.release, spec.name), progress_path(run.cases_dir / spec.name))
+                        beat.start(label(run.release, name), progress_path(run.cases_dir / name))
 
-            def done(spec: CaseSpec, result: CaseResult) -> None:
+            def done(name: str, result: CaseResult) -> None:
                 with lock:
-                    running.remove(label(run.release, spec.name))
+                    running.remove(label(run.release, name))
                     bar.update(task, advance=1)
                     show()
                     if beat:
-                        beat.finish(label(run.release, spec.name))
-                    log.info(case_line(result, label(run.release, spec.name)), extra=MARKUP)
+                        beat.finish(label(run.release, name))
+                    log.info(case_line(result, label(run.release, name)), extra=MARKUP)
 
             t0 = time.perf_counter()
             try:
