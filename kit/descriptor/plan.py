@@ -24,7 +24,6 @@ from kit.core.baselines.lineage import LineageEntry
 from kit.core.noise.calibration import CalibrationRecord
 from kit.core.errors import BadInput
 from kit.core.noise.falsefailure import Budget, bounds_left_out, statement
-from kit.core.records.jsonio import sha256_file
 from kit.core.records.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor
 from kit.descriptor.schema import Resources, case_golden_kind, golden_kind
@@ -103,7 +102,7 @@ class Outline:
 
     path: Path
     name: str
-    sha256: str  # of the descriptor's file, as resolved
+    sha256: str  # of the bytes the descriptor was loaded from (the file as it was read)
     fixture: Path
     model: ModelPin
     models: Mapping[str, ModelPin]
@@ -243,7 +242,7 @@ def outline(desc: LoadedDescriptor) -> Outline:
     """The descriptor's outline: every case and entry, as stated, with their locations."""
     doc = desc.doc
     return Outline(
-        path=desc.path, name=desc.name, sha256=sha256_file(desc.path), fixture=desc.resolve(doc.fixture.path),
+        path=desc.path, name=desc.name, sha256=desc.sha256, fixture=desc.resolve(doc.fixture.path),
         model=ModelPin(desc.resolve(doc.model.path), doc.model.digest, desc.where("model", "digest")),
         models=_frozen((n, ModelPin(desc.resolve(m.path), m.digest, desc.where("models", n, "digest")))
                        for n, m in doc.models.items()),
