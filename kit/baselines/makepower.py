@@ -67,9 +67,9 @@ def own_record(case: CasePlan) -> CalibrationRecord | None:
 
 
 def needs_power(case: CasePlan, remade: bool) -> bool:
-    """Whether this make measures a power record for the case (its plan: all these read of the run's): it keeps one,
-    and its calibration record is made anew here (``remade``) or the record of this class it has has none measured
-    against it."""
+    """Whether this make measures a power record for the case (``case``: its plan, all that this asks of the run's):
+    it keeps one, and its calibration record is made anew here (``remade``) or the record of this class it has has
+    none measured against it."""
     if not keeps_power(case):
         return False
     if remade:
