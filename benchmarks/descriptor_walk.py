@@ -229,14 +229,31 @@ def one_case_copy(folder: Path, case: str) -> Path:
     return out
 
 
-def main() -> int:
-    from kit.core.records import paths
+COMMANDS = ("gate", "make")
 
+
+def command(name: str) -> str:
+    """One command to walk, checked by name: a ``choices`` on a ``nargs="*"`` positional would check its list
+    default against the choices as one value, and refuse the command line that names none."""
+    if name not in COMMANDS:
+        raise argparse.ArgumentTypeError(f"invalid choice: {name!r} (choose from {', '.join(COMMANDS)})")
+    return name
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line: the commands to walk (default: every one), the case, the JSON file."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("commands", nargs="*", choices=["gate", "make"], default=["gate", "make"])
+    ap.add_argument("commands", nargs="*", type=command, default=list(COMMANDS), metavar="{gate,make}",
+                    help="the commands to walk (default: both)")
     ap.add_argument("--case", default="checkpoint", help="the one case each command runs (default: checkpoint)")
     ap.add_argument("--json", type=Path, help="write the figures here as JSON")
-    args = ap.parse_args()
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from kit.core.records import paths
+
+    args = parse_args(argv)
     walks = []
     with tempfile.TemporaryDirectory(prefix="descriptor-walk-") as tmp:
         work = Path(tmp)

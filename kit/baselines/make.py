@@ -172,7 +172,7 @@ def make_baselines(request: MakeRequest) -> MakeOutcome:
                if row.standing in (MISSING, FALLBACK) or (r.again and row.standing == MATCH)]
     targets = [row for row in targets if row.kind.makeable]
     remade = {row.case for row in targets if row.kind is CALIBRATION}
-    powered = [n for n in plan.cases if makepower.needs_power(plan, n, n in remade)]
+    powered = [n for n, case in plan.cases.items() if makepower.needs_power(case, n in remade)]
     if families is None:
         makepower.refuse_limit_without_power(plan, targets)
         powered = []

@@ -25,7 +25,7 @@ from kit.core.errors import BadInput
 from kit.core.host.portable import PORTABLE_DTYPE
 from kit.core.noise.power import PowerRecord, named_calibration, read_power
 from kit.descriptor.load import LoadedDescriptor
-from kit.descriptor.plan import Plan, outline, resolve
+from kit.descriptor.plan import CasePlan, Plan, outline, resolve
 from kit.descriptor.standing import BaselineRow
 from kit.faults.effect import FLOAT32_CASE, embedded_cases
 from kit.faults.power import FAMILIES, CasePowerRequest, measure_case, parse_families
@@ -46,37 +46,36 @@ def families(given: Sequence[str] | None, no_power: bool) -> Mapping[str, tuple[
     return parse_families(given, "--power-family") if given else dict(FAMILIES)
 
 
-def keeps_power(plan: Plan, name: str) -> bool:
+def keeps_power(case: CasePlan) -> bool:
     """Whether a calibrated case keeps a power record: it lists some, its lineage has some, or it is held to a
     detectable limit, which only a power record can judge."""
-    case = plan.case(name)
     return case.spec.calibration is not None and (bool(case.power_files) or case.spec.detectable_limit is not None)
 
 
-def has_power_against(plan: Plan, name: str, record_sha256: str) -> bool:
+def has_power_against(case: CasePlan, record_sha256: str) -> bool:
     """Whether a power record of the case (listed, or a lineage head) was measured against this calibration record."""
-    return any(named_calibration(read_power(f), paths.display(f)) == record_sha256 for f in plan.case(name).power_files)
+    return any(named_calibration(read_power(f), paths.display(f)) == record_sha256 for f in case.power_files)
 
 
-def own_record(plan: Plan, name: str) -> CalibrationRecord | None:
+def own_record(case: CasePlan) -> CalibrationRecord | None:
     """The case's record of this host's class of hardware, as the descriptor and its lineage resolve it; None when
     it has none (it falls back to another class's, or has no baseline here)."""
-    case = plan.case(name)
     cal = case.spec.calibration
     if cal is None or hardware_change(cal, case.spec.options) is not None:
         return None
     return next((r for r in case.records if r.sha256 == cal["sha256"]), None)
 
 
-def needs_power(plan: Plan, name: str, remade: bool) -> bool:
-    """Whether this make measures a power record for the case: it keeps one, and its calibration record is made
-    anew here (``remade``) or the record of this class it has has none measured against it."""
-    if not keeps_power(plan, name):
+def needs_power(case: CasePlan, remade: bool) -> bool:
+    """Whether this make measures a power record for the case (``case``: its plan, all that this asks of the run's):
+    it keeps one, and its calibration record is made anew here (``remade``) or the record of this class it has has
+    none measured against it."""
+    if not keeps_power(case):
         return False
     if remade:
         return True
-    record = own_record(plan, name)
-    return record is not None and not has_power_against(plan, name, record.sha256)
+    record = own_record(case)
+    return record is not None and not has_power_against(case, record.sha256)
 
 
 def refuse_limit_without_power(plan: Plan, rows: Sequence[BaselineRow]) -> None:
@@ -85,7 +84,7 @@ def refuse_limit_without_power(plan: Plan, rows: Sequence[BaselineRow]) -> None:
     remade = {r.case for r in rows if r.kind is CALIBRATION}
     for name, case in plan.cases.items():
         limit = case.spec.detectable_limit
-        if limit is not None and needs_power(plan, name, name in remade):
+        if limit is not None and needs_power(case, name in remade):
             raise BadInput(f"--no-power: case {name} is held to a detectable_limit of {limit:g}x, which only a power "
                            "record measured against its record here judges; leave --no-power out, or make the "
                            "other cases with --case")
@@ -132,7 +131,7 @@ def make_power(making: Making, rows: Sequence[BaselineRow]) -> list[Made]:
     if making.families is None:
         return []
     desc, plan = making.desc, making.plan
-    names = [n for n in plan.cases if needs_power(plan, n, making.made_of(CALIBRATION, n) is not None)]
+    names = [n for n, case in plan.cases.items() if needs_power(case, making.made_of(CALIBRATION, n) is not None)]
     if not names:
         return []
     float32 = float32_case(desc)
@@ -143,7 +142,8 @@ def make_power(making: Making, rows: Sequence[BaselineRow]) -> list[Made]:
     made = []
     for name in names:
         staged_record = making.made_of(CALIBRATION, name)
-        record = load_record(staged_record.staged) if staged_record and staged_record.staged else own_record(plan, name)
+        made_record = staged_record.staged if staged_record else None  # the calibration record this make staged
+        record = load_record(made_record) if made_record else own_record(plan.case(name))
         assert record is not None  # needs_power found one
         runtime = measured_on({"fingerprint": record.fingerprint}) or "this host"
         superseded = in_use_of_class(plan, name, runtime)

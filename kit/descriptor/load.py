@@ -18,7 +18,7 @@ from kit.core.records import paths
 from kit.core.baselines.baselinekind import of_golden
 from kit.core.noise.calibration import load_record, measured_on
 from kit.core.errors import BadInput
-from kit.core.records.jsonio import read_input_bytes
+from kit.core.records.jsonio import read_input_bytes, sha256_bytes
 from kit.core.noise.power import named_calibration, read_power
 from kit.core.records.spec import CaseSpec
 from kit.core.records.text import printable
@@ -72,6 +72,12 @@ class LoadedDescriptor:
         if self._lines is None:
             self._lines = _key_lines(self.text)
         return f"{self.shown}:{_line_of(self._lines, loc)}"
+
+    @functools.cached_property
+    def sha256(self) -> str:
+        """The digest of the bytes the descriptor was read from (its text, UTF-8 as the file holds it): what
+        decided a run is what was validated, and the file is not read a second time to say so."""
+        return sha256_bytes(self.text.encode("utf-8"))
 
     @functools.cached_property
     def shown(self) -> str:

@@ -24,7 +24,6 @@ from kit.core.baselines.lineage import LineageEntry
 from kit.core.noise.calibration import CalibrationRecord
 from kit.core.errors import BadInput
 from kit.core.noise.falsefailure import Budget, bounds_left_out, statement
-from kit.core.records.jsonio import sha256_file
 from kit.core.records.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor
 from kit.descriptor.schema import Resources, case_golden_kind, golden_kind
@@ -103,7 +102,7 @@ class Outline:
 
     path: Path
     name: str
-    sha256: str  # of the descriptor's file, as resolved
+    sha256: str  # of the bytes the descriptor was loaded from (the file as it was read)
     fixture: Path
     model: ModelPin
     models: Mapping[str, ModelPin]
@@ -243,7 +242,7 @@ def outline(desc: LoadedDescriptor) -> Outline:
     """The descriptor's outline: every case and entry, as stated, with their locations."""
     doc = desc.doc
     return Outline(
-        path=desc.path, name=desc.name, sha256=sha256_file(desc.path), fixture=desc.resolve(doc.fixture.path),
+        path=desc.path, name=desc.name, sha256=desc.sha256, fixture=desc.resolve(doc.fixture.path),
         model=ModelPin(desc.resolve(doc.model.path), doc.model.digest, desc.where("model", "digest")),
         models=_frozen((n, ModelPin(desc.resolve(m.path), m.digest, desc.where("models", n, "digest")))
                        for n, m in doc.models.items()),
@@ -254,7 +253,7 @@ def outline(desc: LoadedDescriptor) -> Outline:
                                                 for b, built in r.backends.items()),
                                         desc.where("releases", n)))
                          for n, r in doc.releases.items()),
-        cases=_frozen((n, _case_outline(desc, n)) for n in desc.cases), lineage=tuple(desc.baselines.lineage()),
+        cases=_case_outlines(desc), lineage=tuple(desc.baselines.lineage()),
         baseline_folders=_baseline_folders(desc),
         tree_root=desc.baselines.tree_root() if desc.doc.baselines else None)
 
@@ -271,14 +270,19 @@ def _baseline_folders(desc: LoadedDescriptor) -> Mapping[str, Path] | None:
     return _frozen([("lineage", desc.resolve(b.lineage)), *folders.items()])
 
 
-def _case_outline(desc: LoadedDescriptor, name: str) -> CaseOutline:
-    c = desc.cases[name]
-    at = lambda *key: desc.where("cases", name, *key)  # noqa: E731
-    where = CaseWhere(case=at(), backend=at("backend"), golden=at("golden"), resources=at("resources"),
-                      repeat_prompts=at("repeat_prompts"), decode=at("decode"), reference=at("reference"),
-                      model_digest=desc.model_where(c), calibration=desc.calibration_where(name))
-    return CaseOutline(name=name, backend=c.backend, golden=c.golden, golden_kind=case_golden_kind(c),
-                       model=c.model, calibrated=c.calibration is not None, kernel=desc.kernel(name), where=where)
+def _case_outlines(desc: LoadedDescriptor) -> Mapping[str, CaseOutline]:
+    """Every case of the descriptor as it states it, with its locations: the descriptor handed over once for all
+    of them, not once per case."""
+    outlines = {}
+    for name, c in desc.cases.items():
+        at = lambda *key, name=name: desc.where("cases", name, *key)  # noqa: E731
+        where = CaseWhere(case=at(), backend=at("backend"), golden=at("golden"), resources=at("resources"),
+                          repeat_prompts=at("repeat_prompts"), decode=at("decode"), reference=at("reference"),
+                          model_digest=desc.model_where(c), calibration=desc.calibration_where(name))
+        outlines[name] = CaseOutline(name=name, backend=c.backend, golden=c.golden, golden_kind=case_golden_kind(c),
+                                     model=c.model, calibrated=c.calibration is not None, kernel=desc.kernel(name),
+                                     where=where)
+    return _frozen(outlines.items())
 
 
 def resolve(desc: LoadedDescriptor, only: Sequence[str] | None = None, release: str | None = None,

@@ -184,7 +184,7 @@ def open_run(request: RunRequest, command: Sequence[str] = ()) -> GateRun:
                           release=release)
     infra_retries = request.infra_retries
     retries = run.infrastructure_retries if infra_retries is None else infra_retries
-    run = dataclasses.replace(run, started_at=now_iso(), baselines=_baselines(run), hardware=_hardware(run),
+    run = dataclasses.replace(run, started_at=now_iso(), baselines=_baselines(run.plan), hardware=_hardware(run.specs),
                               infrastructure_retries=retries)
     write_manifest(run, command)
     return run
@@ -301,10 +301,10 @@ def manifest(run: GateRun, command: Sequence[str]) -> dict:
         "history": run.history,
         "placements": run.placements,
         "gpus": run.gpus.to_dict() if run.gpus is not None else None,  # what the node offered the cases
-        "baselines": run.baselines if run.baselines is not None else _baselines(run),
+        "baselines": run.baselines if run.baselines is not None else _baselines(run.plan),
         # Per case, the hardware its baselines were chosen for (kit.descriptor.host): what `parity-kit verify`
         # resolves the descriptor for again.
-        "hardware": run.hardware if run.hardware is not None else _hardware(run),
+        "hardware": run.hardware if run.hardware is not None else _hardware(run.specs),
         # The gate's stated false-failure rate, its split over the drift cases and the bounds' measured rate.
         "false_failure_rate": run.plan.false_failure_statement(),
     }
@@ -313,15 +313,15 @@ def manifest(run: GateRun, command: Sequence[str]) -> dict:
     return rundir.sealed(run.run_dir, doc) if run.finished_at else {**doc, "files": None, "root_sha256": None}
 
 
-def _baselines(run: GateRun) -> list[dict]:
-    """The baselines the run's cases stand on: worked out once, as the run begins (``open_run``), or for a run
-    not begun by it (a test's) for its manifest."""
-    return [row.to_dict() for row in plan_rows(run.plan)]
+def _baselines(plan: Plan) -> list[dict]:
+    """The baselines a run's cases stand on (its ``plan``): worked out once, as the run begins (``open_run``), or for
+    a run not begun by it (a test's) for its manifest."""
+    return [row.to_dict() for row in plan_rows(plan)]
 
 
-def _hardware(run: GateRun) -> dict[str, dict]:
-    """The hardware the run's cases were resolved for, as ``_baselines`` is worked out."""
-    return hardware_record(run.specs, Host())
+def _hardware(specs: Sequence[CaseSpec]) -> dict[str, dict]:
+    """The hardware a run's cases (``specs``) were resolved for, as ``_baselines`` is worked out."""
+    return hardware_record(specs, Host())
 
 
 def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = None,
@@ -449,8 +449,8 @@ def saved(result: CaseResult, path: Path) -> CaseResult:
 
 
 def run_cases(progress: RunProgress, jobs: int | None = None,
-              on_start: Callable[[CaseSpec], None] | None = None,
-              on_done: Callable[[CaseSpec, CaseResult], None] | None = None,
+              on_start: Callable[[str], None] | None = None,
+              on_done: Callable[[str, CaseResult], None] | None = None,
               pool: DevicePool | None = None, cores: int | None = None) -> None:
     """Every pending case, side by side, each recorded in ``progress`` as it ends: at most ``jobs`` at once when
     given; otherwise the cases that ask for GPUs as many as the free GPUs allow, the others at most ``cores``
@@ -468,7 +468,9 @@ def run_cases(progress: RunProgress, jobs: int | None = None,
     # Queued in the run's order before any case waits: the cases start in that order as room comes.
     requests = {s.name: pool.request(s.name, asked[s.name], slots[s.name]) for s in pending}
     with ThreadPoolExecutor(max_workers=len(pending)) as threads:  # each case waits for its turn in its thread
-        futures = {threads.submit(execute_scheduled, spec, run, pool, requests[spec.name], on_start): spec
+        futures = {threads.submit(execute_scheduled, spec, Scheduled(run.cases_dir, run.expected.get(spec.name),
+                                                                     run.plan.cases[spec.name].resources.max_wait_s),
+                                  pool, requests[spec.name], on_start): spec
                    for spec in pending}
         try:
             for fut in as_completed(futures):
@@ -477,7 +479,7 @@ def run_cases(progress: RunProgress, jobs: int | None = None,
                     continue
                 progress.results[spec.name] = result
                 if on_done:
-                    on_done(spec, result)
+                    on_done(spec.name, result)
         except KeyboardInterrupt:
             for fut in futures:
                 fut.cancel()
@@ -499,8 +501,8 @@ class LocalExecutor(Executor):
         has); the node's GPUs where a case asks for some."""
         return check_local_resources(plan)
 
-    def run_cases(self, progress: RunProgress, on_start: Callable[[CaseSpec], None] | None = None,
-                  on_done: Callable[[CaseSpec, CaseResult], None] | None = None, share: Share | None = None) -> None:
+    def run_cases(self, progress: RunProgress, on_start: Callable[[str], None] | None = None,
+                  on_done: Callable[[str, CaseResult], None] | None = None, share: Share | None = None) -> None:
         """Run the pending cases on this machine, side by side within the session's share of cases, cores and GPUs."""
         share = share or Share()
         run_cases(progress, share.jobs, on_start, on_done, share.pool, share.cores)
@@ -511,23 +513,33 @@ def gpus_asked(case: CasePlan) -> int:
     return devices.whole_gpus(case.resources.num_gpus, case.name, case.where.resources)
 
 
-def execute_scheduled(spec: CaseSpec, run: GateRun, pool: DevicePool, req: Request,
-                      on_start: Callable[[CaseSpec], None] | None) -> CaseResult | None:
+@dataclass(frozen=True)
+class Scheduled:
+    """What a scheduled case reads of its run, taken from the run's plan when it is queued: the folder of its files,
+    what its verdict must cover, and how long it may wait for its GPUs."""
+
+    cases_dir: Path
+    expected: Expected | None
+    max_wait_s: float | None
+
+
+def execute_scheduled(spec: CaseSpec, at: Scheduled, pool: DevicePool, req: Request,
+                      on_start: Callable[[str], None] | None) -> CaseResult | None:
     """The case once its GPUs and slot are free, holding them until it ends; None if the run was stopped
     while it waited. A case whose GPUs will not come ends as an error naming why."""
     try:
-        gpus = pool.wait(req, stopping, run.plan.cases[spec.name].resources.max_wait_s)
+        gpus = pool.wait(req, stopping, at.max_wait_s)
     except WaitStopped:
         return None
     except Unavailable as exc:
         if on_start:
-            on_start(spec)  # progress reports pair each end with a start
+            on_start(spec.name)  # progress reports pair each end with a start
         result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error=f"cannot start: {exc}",
                             error_kind=outcomes.EXECUTOR, finished_at=now_iso(), bound=spec.bound,
                             golden_kind=spec.golden_kind)
-        return saved(result, rundir.case_file(run.cases_dir, spec.name))
+        return saved(result, rundir.case_file(at.cases_dir, spec.name))
     try:
-        return execute_guarded(spec, run.cases_dir, on_start, run.expected.get(spec.name), gpus)
+        return execute_guarded(spec, at.cases_dir, on_start, at.expected, gpus)
     finally:
         pool.release(req)
 
@@ -554,14 +566,14 @@ def _time_left(timeout_s: float, clock_from: float | None) -> float:
     return timeout_s if clock_from is None else max(timeout_s - (time.monotonic() - clock_from), 1.0)
 
 
-def execute_guarded(spec: CaseSpec, cases_dir: Path, on_start: Callable[[CaseSpec], None] | None,
+def execute_guarded(spec: CaseSpec, cases_dir: Path, on_start: Callable[[str], None] | None,
                     expected: Expected | None = None, gpus: Sequence[Gpu] = (),
                     clock_from: float | None = None) -> CaseResult:
     """A case executed so that nothing it raises costs the other cases theirs: a bug in the executor ends this
     case as an executor error, its traceback logged."""
     try:
         if on_start:
-            on_start(spec)
+            on_start(spec.name)
         return execute_case(spec, cases_dir, expected, gpus, clock_from)
     except Exception as exc:  # a bug here must not cost the other cases their results
         log.error(traceback.format_exc().rstrip("\n"))  # the traceback alone, as print_exc writes it

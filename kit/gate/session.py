@@ -29,7 +29,7 @@ import threading
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -40,7 +40,6 @@ from kit.core.noise.power import headline
 from kit.core.records.progress import progress_path
 from kit.core.records.records import BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult
 from kit.core.records.results import counts_sentence, error_parts, now_iso
-from kit.core.records.spec import CaseSpec
 from kit.core.records.text import printable
 from kit.descriptor.load import load_descriptor
 from kit.gate import report, trend
@@ -189,21 +188,21 @@ def _execute(runs: Sequence[RunProgress], jobs: int | None) -> None:
         def one(progress: RunProgress) -> None:
             run = progress.run
 
-            def started(spec: CaseSpec) -> None:
+            def started(name: str) -> None:
                 with lock:
-                    running.append(label(run.release, spec.name))
+                    running.append(label(run.release, name))
                     show()
                     if beat:  # the executor's log prefix for the case is cases/<case>
-                        beat.start(label(run.release, spec.name), progress_path(run.cases_dir / spec.name))
+                        beat.start(label(run.release, name), progress_path(run.cases_dir / name))
 
-            def done(spec: CaseSpec, result: CaseResult) -> None:
+            def done(name: str, result: CaseResult) -> None:
                 with lock:
-                    running.remove(label(run.release, spec.name))
+                    running.remove(label(run.release, name))
                     bar.update(task, advance=1)
                     show()
                     if beat:
-                        beat.finish(label(run.release, spec.name))
-                    log.info(case_line(result, label(run.release, spec.name)), extra=MARKUP)
+                        beat.finish(label(run.release, name))
+                    log.info(case_line(result, label(run.release, name)), extra=MARKUP)
 
             t0 = time.perf_counter()
             try:
@@ -246,7 +245,7 @@ def finish_gate(run: GateRun, command: Sequence[str], summary: bool = True, with
         log.log(NOTICE, f"[yellow]{escape(said)}[/]", extra=MARKUP)
     report.write_gate_evidence(run.run_dir, finished, run.verdict, run.counts, run.duration_s, run.results, said)
     page = summary_or_line(run.run_dir).html if summary else None
-    for line in triage_lines(run):
+    for line in triage_lines([s.name for s in run.specs], run.results):
         log.info(line, extra=MARKUP)
     style = "green" if run.verdict == PASSED else "red"
     sentence = counts_sentence(run.counts, run.duration_s)
@@ -287,15 +286,16 @@ def finish_interrupted(runs: Sequence[RunProgress], command: Sequence[str]) -> N
                          extra=MARKUP)
 
 
-def triage_lines(run: GateRun) -> list[str]:
-    """One console line per case that did not pass: its class and the evidence (kit.core.verdict.triage)."""
+def triage_lines(cases: Sequence[str], results: Mapping[str, CaseResult]) -> list[str]:
+    """One console line per case of ``cases`` (in their order) that did not pass: its class and the evidence
+    (kit.core.verdict.triage)."""
     lines = []
-    for spec in run.specs:
-        r = run.results.get(spec.name)
+    for name in cases:
+        r = results.get(name)
         if r is None or not r.triage:
             continue
         again = f" (attempt {len(r.attempts) + 1})" if r.attempts else ""
-        lines.append(f"  triage {escape(spec.name)}{again}: {escape(printable(r.triage.get('evidence', '')))}")
+        lines.append(f"  triage {escape(name)}{again}: {escape(printable(r.triage.get('evidence', '')))}")
     return lines
 
 

@@ -61,11 +61,12 @@ class Executor(abc.ABC):
         written; return the node's GPUs where this executor hands them to cases itself, else None."""
 
     @abc.abstractmethod
-    def run_cases(self, progress: RunProgress, on_start: Callable[[CaseSpec], None] | None = None,
-                  on_done: Callable[[CaseSpec, CaseResult], None] | None = None, share: Share | None = None) -> None:
+    def run_cases(self, progress: RunProgress, on_start: Callable[[str], None] | None = None,
+                  on_done: Callable[[str, CaseResult], None] | None = None, share: Share | None = None) -> None:
         """Run every pending case of a run (``progress.pending``), each to its file in the run directory and then
         its result in ``progress.results``; ``on_start`` and ``on_done`` are called once per case, a start before
-        its end. An interruption (KeyboardInterrupt) stops the running cases, records each, and propagates.
+        its end, with the case's name (all that a report of progress reads of it: the spec stays the executor's).
+        An interruption (KeyboardInterrupt) stops the running cases, records each, and propagates.
         ``share``: what this run shares with the session's other runs (None: nothing)."""
 
 

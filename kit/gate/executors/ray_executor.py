@@ -231,8 +231,8 @@ class RayExecutor(Executor):
         as its own error while the others run."""
         return None
 
-    def run_cases(self, progress: RunProgress, on_start: Callable[[CaseSpec], None] | None = None,
-                  on_done: Callable[[CaseSpec, CaseResult], None] | None = None, share: Share | None = None) -> None:
+    def run_cases(self, progress: RunProgress, on_start: Callable[[str], None] | None = None,
+                  on_done: Callable[[str, CaseResult], None] | None = None, share: Share | None = None) -> None:
         """Run the pending cases on Ray, each placed by its own resources rather than by the session's share
         of this machine."""
         run_cases_ray(progress, on_start, on_done)  # Ray places each case by its resources, not by the session's share
@@ -252,8 +252,8 @@ class _Submitted:
     gave_up_waiting: bool = False  # cancelled before it ever started: its resources never came
 
 
-def run_cases_ray(progress: RunProgress, on_start: Callable[[CaseSpec], None] | None = None,
-                  on_done: Callable[[CaseSpec, CaseResult], None] | None = None,
+def run_cases_ray(progress: RunProgress, on_start: Callable[[str], None] | None = None,
+                  on_done: Callable[[str, CaseResult], None] | None = None,
                   num_cpus: int | None = None) -> None:
     """Run the pending cases as Ray tasks, each placed by its resources, on the cluster at $RAY_ADDRESS or a Ray
     started for the run; each case's result recorded in ``progress`` as it ends."""
@@ -272,14 +272,14 @@ def run_cases_ray(progress: RunProgress, on_start: Callable[[CaseSpec], None] | 
 
         def start(spec: CaseSpec) -> None:
             if spec.name not in started and on_start:
-                on_start(spec)
+                on_start(spec.name)
             started.add(spec.name)
 
         def finish(spec: CaseSpec, result: CaseResult) -> None:
             start(spec)  # progress reports pair each end with a start, also for a case that never ran
             progress.results[spec.name] = result
             if on_done:
-                on_done(spec, result)
+                on_done(spec.name, result)
 
         for spec in specs:
             case = run.plan.cases[spec.name]

@@ -112,13 +112,15 @@ def test_a_plan_resolved_once_serves_preflight_and_executor_without_the_descript
 
         monkeypatch.setattr(executor, "execute_guarded", execute)
         progress = RunProgress(run)
-        executor.run_cases(progress)
+        ended = []  # what a progress report is told of each case: its name and its result
+        executor.run_cases(progress, on_done=lambda name, result: ended.append((name, result.status)))
         run = progress.finished()
         doc = executor.write_manifest(run, ["test"])
     finally:
         assert run.lock is not None
         run.lock.release()
     assert seen == ["hf-bf16"] and run.results["hf-bf16"].status == PASSED
+    assert ended == [("hf-bf16", PASSED)]
     assert doc["name"] == plan.name and doc["descriptor_sha256"] == plan.sha256
     assert doc["model"] == str(plan.model.path) and executor.gpus_asked(plan.cases[plan.specs[0].name]) == 0
 

@@ -78,3 +78,15 @@ def test_baseline_make_reads_its_descriptor_once_and_resolves_each_descriptor_it
     assert counted["read"] == {str(desc.resolve()): 1}
     # The descriptor as read, and as the evidence gate sees it with the made golden in place: once each.
     assert sorted(counted["resolved"].values()) == [1, 1]
+
+
+def test_the_plan_digests_the_bytes_it_was_loaded_from_without_reading_the_file_again(tmp_path, embedded):
+    import hashlib
+
+    from kit.descriptor.plan import resolve
+
+    path = one_case(tmp_path, embedded)
+    loaded_bytes = path.read_bytes()
+    desc = load.load_descriptor(path)
+    path.write_bytes(loaded_bytes + b"\n# edited after it was loaded\n")  # a second read would digest this
+    assert resolve(desc, ["checkpoint"]).sha256 == hashlib.sha256(loaded_bytes).hexdigest()
