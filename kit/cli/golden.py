@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from kit.backends.hf.attention import AttnImplementation
 from kit.backends.hf.kernels import CpuKernels
 from kit.backends.levanter.runtime import CheckpointFormat
 from kit.cli.common import exits, jobs
@@ -37,7 +38,8 @@ def _add_golden(sub) -> None:
                     help="the dtype the backend scores in (default float32); hf float64 reports its logprobs "
                          "rounded to float32, so an exact golden made so holds on every host "
                          "(docs/exact-baselines.md)")
-    gm.add_argument("--attn-implementation", default="sdpa", choices=["sdpa", "eager", "sdpa_repeat_kv"],
+    gm.add_argument("--attn-implementation", default=AttnImplementation.SDPA.value,
+                    choices=[a.value for a in AttnImplementation],
                     help="hf: the attention implementation (default sdpa)")
     gm.add_argument("--device", default="cpu", help="torch device: cpu (default), cuda, cuda:N")
     gm.add_argument("--cpu-kernels", default=CpuKernels.NATIVE.value, choices=[k.value for k in CpuKernels],

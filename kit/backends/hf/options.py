@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from kit.backends.hf.attention import AttnImplementation
 from kit.backends.hf.kernels import CpuKernels
 from kit.backends.hf.runtime import PaddingSide, SdpaBackend
 from kit.backends.options import BackendOptions, Choice
@@ -18,7 +19,7 @@ class HfOptions(BackendOptions):
     # (kit/core/host/portable.py); the others are reported as computed.
     dtype: Literal["float32", "bfloat16", "float16", "float64"] = "float32"
     # sdpa_repeat_kv: SDPA without torch's GQA flag, so float32 long prompts keep a memory-efficient kernel.
-    attn_implementation: Literal["eager", "sdpa", "sdpa_repeat_kv"] = "sdpa"
+    attn_implementation: Choice[AttnImplementation] = AttnImplementation.SDPA
     device: str = Field(default="cpu", pattern=r"^(cpu|cuda(:[0-9]+)?)$")
     threads: int = Field(default=1, ge=1)
     # Prompts of one bucket scored together, padded to the longest; 1 scores each prompt alone.

@@ -89,7 +89,8 @@ def plan_batches(prompts: Sequence[Prompt], batch_size: int) -> list[list[int]]:
 class HfBackend:
     name = "hf"
 
-    def __init__(self, model_path: str, dtype: str = "float32", attn_implementation: str = "sdpa",
+    def __init__(self, model_path: str, dtype: str = "float32",
+                 attn_implementation: str = hf_attention.AttnImplementation.SDPA,
                  device: str = "cpu", threads: int = 1, batch_size: int = 1, padding_side: str = PaddingSide.RIGHT,
                  sdpa_backend: str = SdpaBackend.AUTO, compile: bool = False,
                  cpu_kernels: str = kernels.CpuKernels.NATIVE):
@@ -251,7 +252,8 @@ class HfBackend:
         return ids.to(to), mask.to(to), positions.to(to), last.to(to)
 
     def _sdpa_context(self):
-        if self.sdpa_backend == SdpaBackend.AUTO or self.attn_implementation not in ("sdpa", hf_attention.NAME):
+        sdpa = (hf_attention.AttnImplementation.SDPA, hf_attention.AttnImplementation.SDPA_REPEAT_KV)
+        if self.sdpa_backend == SdpaBackend.AUTO or self.attn_implementation not in sdpa:
             return contextlib.nullcontext()
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
