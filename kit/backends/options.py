@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Annotated, Any, Mapping, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+
+E = TypeVar("E", bound=StrEnum)
+# An option whose value is one of a StrEnum's words (docs/architecture.md, "Enumerations: one style"): the enum the
+# backend's runtime checks against, so the schema lists no words of its own. Lax where the model is strict: strict
+# pydantic takes only the member itself, never the word a descriptor holds.
+Choice = Annotated[E, Field(strict=False)]
 
 
 class BackendOptions(BaseModel):
     """A backend's case options: the keys a descriptor case may set beyond the common ones.
     Their defaults are stated here and nowhere else: the resolved case carries every option."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)  # no NaN, no infinity
+    # No NaN, no infinity. A Choice holds its word, not the member, as the options resolved and sent to a kernel
+    # always have (its default too, hence validated).
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False, use_enum_values=True,
+                              validate_default=True)
 
     def code_settings(self) -> list[tuple[str, str]]:
         """The options that make the engine load code beyond the kit's own, as (key, what it loads):

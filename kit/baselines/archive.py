@@ -32,24 +32,22 @@ from kit.core.verdict.diagnosis import REGRESSION
 from kit.core.errors import BadInput
 from kit.core.records.paths import display
 from kit.core.records.recordcheck import mapping, text
-from kit.core.records.records import PASSED, BoundKind, DriftOff, CaseResult, DecodeScore, PromptScore
+from kit.core.records.rundir import RunRole
+from kit.core.records.records import BoundKind, DriftOff, CaseResult, DecodeScore, PromptScore, Status
 from kit.core.records.results import GATE_PASSED, RunDir
 from kit.core.records.resultcheck import read_shaped
 from kit.core.verdict import Kind, failures_of
 
 log = logging.getLogger(__name__)
 
-# What an observation is.
-GATE_RUN, CONTROL_CANDIDATE, CONTROL_CURRENT, CALIBRATION_SAMPLE = (
-    "gate run", "control candidate", "control current", "calibration sample")
-KINDS = (GATE_RUN, CONTROL_CANDIDATE, CONTROL_CURRENT, CALIBRATION_SAMPLE)
+
 # What is known of its verdict.
 BAD, GOOD, UNKNOWN = "bad", "good", "unknown"
 # The status of a case a run lists but holds no result of (stopped before it finished).
 MISSING = "missing"
 
-_RUN_WORDS = {GATE_RUN: "gate run", CONTROL_CANDIDATE: "candidate run of a control",
-              CONTROL_CURRENT: "current-pin run of a control"}
+_RUN_WORDS: dict[str, str] = {RunRole.GATE_RUN: "gate run", RunRole.CONTROL_CANDIDATE: "candidate run of a control",
+              RunRole.CONTROL_CURRENT: "current-pin run of a control"}
 
 
 @dataclass(frozen=True)
@@ -73,7 +71,7 @@ class ArchivedObservation:
     """One case as one run (or one calibration sample) recorded it, with what is known of its verdict."""
 
     source: str  # the file it was read from, for messages (a sample: its record and its variant)
-    kind: str  # one of KINDS
+    kind: str  # a RunRole's word
     known: str  # BAD, GOOD or UNKNOWN
     why: str  # how that is known ("marked bad: ...", "a passed gate run", ...)
     case: str
@@ -150,7 +148,7 @@ def read_archive(roots: Sequence[str | Path], case: str, superseded: Calibration
         for run_dir, kind, told in _runs(root, unreadable, skipped):
             # Roots that overlap name a run twice; one named as a root itself is still its control's side.
             earlier = runs.get(run_dir.resolve())
-            if earlier is None or (earlier[1] == GATE_RUN and kind != GATE_RUN):
+            if earlier is None or (earlier[1] == RunRole.GATE_RUN and kind != RunRole.GATE_RUN):
                 runs[run_dir.resolve()] = (run_dir, kind, told)
     for run_dir, kind, told in runs.values():
         try:
@@ -192,7 +190,7 @@ def _runs(root: Path, unreadable: list[Unreadable],
     for found in walked.found:
         folder = root / found.location if found.location else root
         if found.kind == GATE:
-            yield folder, GATE_RUN, None
+            yield folder, RunRole.GATE_RUN, None
             continue
         try:
             yield from control_sources(folder)
@@ -210,10 +208,10 @@ def control_sources(control_dir: Path) -> list[tuple[Path, str, tuple[str, str] 
                            lambda d: text(mapping(d, "").get("verdict"), "verdict"))
     told = (BAD, f"the candidate of a control that found a regression ({display(control_dir)})") \
         if verdict == REGRESSION else None
-    return [(current, CONTROL_CURRENT, None), (candidate, CONTROL_CANDIDATE, told)]
+    return [(current, RunRole.CONTROL_CURRENT, None), (candidate, RunRole.CONTROL_CANDIDATE, told)]
 
 
-def read_observation(run_dir: Path, case: str, kind: str = GATE_RUN,
+def read_observation(run_dir: Path, case: str, kind: str = RunRole.GATE_RUN,
                      told: tuple[str, str] | None = None) -> ArchivedObservation | None:
     """The observation of ``case`` in the gate run ``run_dir`` (None when the run does not list the case); a
     damaged manifest, case result, result.json or bad mark is refused in one line naming the file."""
@@ -319,11 +317,12 @@ def record_samples(record: CalibrationRecord) -> list[ArchivedObservation]:
         prompts = tuple(PromptFigures(pid, buckets[pid], s.errors[pid], s.shifts.get(pid))
                         for pid in sorted(s.errors) if pid in buckets)
         out.append(ArchivedObservation(
-            source=f"{where} sample {s.variant} (launch {s.launch}, repeat {s.repeat})", kind=CALIBRATION_SAMPLE,
+            source=f"{where} sample {s.variant} (launch {s.launch}, repeat {s.repeat})",
+                                       kind=RunRole.CALIBRATION_SAMPLE,
             known=GOOD, why=f"a clean calibration sample of record {record.sha256[:12]}", case=record.case,
             backend=record.backend, fixture_sha256=record.inputs.get("fixture_sha256"),
             golden_sha256=record.inputs.get("golden_sha256"), model_digest=record.inputs.get("model_digest"),
-            status=PASSED, hardware=hardware, prompts=prompts))
+            status=Status.PASSED, hardware=hardware, prompts=prompts))
     return out
 
 

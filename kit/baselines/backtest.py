@@ -33,7 +33,7 @@ from kit.baselines.archive import BAD, GOOD, Archive, ArchivedObservation, Promp
 from kit.core.noise.calibration import CalibrationRecord, measured_on, uncovered
 from kit.core.noise.drift import drift_of
 from kit.core.errors import BadInput
-from kit.core.records.records import FAILED, PASSED, DriftOff
+from kit.core.records.records import DriftOff, Status
 from kit.core.rules import rules
 from kit.core.rules.failure import Failure
 
@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 PASSES = "passes"  # a flip's first failure when there is none
 
 
-class SkipKind(enum.Enum):
+class SkipKind(enum.StrEnum):
     """Why the record cannot judge an observation, as a reader asks it (never from the reason's words)."""
 
     NOT_COMPARABLE = "not comparable"  # nothing judged when it ran, or other case, inputs, backend or prompts
@@ -100,13 +100,13 @@ class Backtest:
     @property
     def refusals(self) -> list[Flip]:
         """Known-bad runs the record would pass: each refuses the bless."""
-        return [f for f in self.flips if f.known == BAD and f.now == PASSED]
+        return [f for f in self.flips if f.known == BAD and f.now == Status.PASSED]
 
     @property
     def needs_acceptance(self) -> list[Flip]:
         """Known-good observations the record would fail: each must be accepted by a person, or the record is not
         blessed."""
-        return [f for f in self.flips if f.known == GOOD and f.now == FAILED]
+        return [f for f in self.flips if f.known == GOOD and f.now == Status.FAILED]
 
     @property
     def failure_messages(self) -> list[str]:
@@ -156,7 +156,7 @@ def backtest(record: CalibrationRecord, observations: Archive | Iterable[Archive
         left_out += drift is not None
         # A known-bad run the record passes is listed whatever it got when it ran: a run that passed a bound too
         # loose to see its fault is no evidence for a record that would pass it too.
-        if status != obs.status or (obs.known == BAD and status == PASSED):
+        if status != obs.status or (obs.known == BAD and status == Status.PASSED):
             flips.append(Flip(obs.source, obs.kind, obs.known, obs.why, obs.status, status,
                               failures[0] if failures else PASSES, drift))
     result = Backtest(record.sha256, record.case, replayed, tuple(flips), tuple(skipped), tuple(unreadable),
@@ -202,7 +202,7 @@ def _replay(obs: ArchivedObservation, record: CalibrationRecord, reference: dict
     if drift_left_out(obs, record) is None:
         failures += _drift_failures(obs, reference)
     failures += obs.other_failures
-    return (FAILED if failures else PASSED), failures
+    return (Status.FAILED if failures else Status.PASSED), failures
 
 
 def _decode_judged(d: PromptFigures, bucket_bound: float | None,
@@ -252,7 +252,7 @@ def _not_comparable(obs: ArchivedObservation, record: CalibrationRecord, referen
     """Why ``record`` (its bounds ``reference``) cannot judge ``obs`` (None: it can): nothing was judged when it
     ran, another case, fixture, golden or backend, or prompts the record has no bound for. The model may differ: a
     fault copy's runs are what a backtest is for."""
-    if obs.status not in (PASSED, FAILED):
+    if obs.status not in (Status.PASSED, Status.FAILED):
         return f"status {obs.status} when it ran: nothing was judged, so nothing to replay"
     if obs.case != record.case:
         return f"another case: {obs.case}, the record calibrates {record.case}"

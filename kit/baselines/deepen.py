@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from kit.baselines import steps
-from kit.baselines.archive import CONTROL_CURRENT, runs_under
+from kit.baselines.archive import runs_under
 from kit.baselines.made import Made, Making
 from kit.baselines.make import (Blessing, MakeOutcome, _archive, _begin, _folders, _render_evidence, _resumed,
                                 bless)
@@ -39,7 +39,7 @@ from kit.core.host.runtime import numeric_fingerprint
 from kit.core.errors import BadInput
 from kit.core.noise.calibration import CalibrationRecord, load_record, measured_on
 from kit.core.records import paths, rundir
-from kit.core.records.records import PASSED, BoundKind, CaseResult
+from kit.core.records.records import BoundKind, CaseResult, Status
 from kit.core.records.results import GATE_PASSED, RunDir
 from kit.core.records.spec import CaseSpec
 from kit.descriptor.load import load_descriptor
@@ -235,7 +235,7 @@ def history_samples(record: CalibrationRecord, spec: CaseSpec, roots: Sequence[P
         for u in [*unreadable, *skipped]:
             log.info(f"deepen {spec.name}: {u.source} not read: {u.reason}")
         for run_dir, kind, _ in found:
-            if kind != CONTROL_CURRENT:
+            if kind != rundir.RunRole.CONTROL_CURRENT:
                 continue
             why, taken = _control_sample(record, spec, run_dir, lambda d: verify(d, descriptor))
             if taken is None:
@@ -281,7 +281,7 @@ def _not_a_sample(record: CalibrationRecord, options: dict, result: CaseResult) 
     measured here are of the case so set, and so is the deeper record): a status other than passed, bounds not its
     own class's (borrowed, hand-set), no drift test run, another class of hardware, runtime, release, options or
     inputs, or a prompt the record measures that it lacks."""
-    if result.status != PASSED:
+    if result.status != Status.PASSED:
         return f"the case {result.status}"
     if result.bound_kind is not BoundKind.CALIBRATED:
         return f"the case was judged on {result.bound_kind} bounds, not a calibration record"

@@ -51,7 +51,7 @@ from kit.core.baselines.lineage import LineageEntry, chain, heads, normal_runtim
 from kit.core.baselines.lineageclaims import (ACCEPT_LOOSER, agreed, loosening, movement_text, movements,
                                               reason_problem)
 from kit.core.noise.power import headline
-from kit.core.records.records import EXACT, NO_BASELINE, PASSED
+from kit.core.records.records import GoldenMode, Status
 from kit.core.records.results import now_iso
 from kit.core.records.spec import CaseSpec
 from kit.descriptor.load import LoadedDescriptor, load_descriptor, with_baselines
@@ -333,7 +333,7 @@ def _make_goldens(making: Making, rows: Sequence[BaselineRow]) -> list[Made]:
         flags = info.remake_flags(first.provenance, spec.options)
         argv = ["golden", "make", *(["--backend", info.name] if info.name != registry.REFERENCE else []),
                 "--model", paths.display(spec.model_path), "--fixture", paths.display(spec.fixture_path),
-                "--kind", EXACT, "--top-k", str(first.top_k), *flags, "--out", str(work_dir / "goldens")]
+                "--kind", GoldenMode.EXACT, "--top-k", str(first.top_k), *flags, "--out", str(work_dir / "goldens")]
         if info.kernel != paths.MAIN_KERNEL:
             made.append(Made(EXACT_GOLDEN, entry, spec.runtime, None,
                              error=f"its golden is made in {info.name}'s own environment: run `parity-kit "
@@ -349,7 +349,7 @@ def _make_goldens(making: Making, rows: Sequence[BaselineRow]) -> list[Made]:
             with making.clock.step(EXACT_GOLDEN.name, entry, what):
                 # `golden make` called as a function, in a process of its own (make_golden_apart says why)
                 golden = make_golden_apart(work_dir / "goldens", paths.display(spec.model_path),
-                                           paths.display(spec.fixture_path), EXACT, first.top_k,
+                                           paths.display(spec.fixture_path), GoldenMode.EXACT, first.top_k,
                                            ["parity-kit", "-q", *argv], work_dir / GOLDEN_LOG, backend=info.name,
                                            **flag_keywords(flags))
             staged = golden.path if golden.path is not None and golden.path.is_file() else None
@@ -526,9 +526,9 @@ def _evidence_gate(making: Making, jobs: int | None, outcome: MakeOutcome,
     failing, not_judged = [], {}
     for name in names:
         result = run.results.get(name)
-        if result is not None and result.status == PASSED:
+        if result is not None and result.status == Status.PASSED:
             continue
-        if result is not None and result.status == NO_BASELINE and name not in asked:
+        if result is not None and result.status == Status.NO_BASELINE and name not in asked:
             not_judged[name] = result.error or "no baseline here"
             continue
         failing.append(name)

@@ -23,6 +23,7 @@ from kit import __version__
 from kit.bisect.inputs import BisectInputs, State
 from kit.core.records import paths, rundir
 from kit.core.records.jsonio import read_json
+from kit.core.records.records import Status
 from kit.core.records.results import now_iso
 from kit.descriptor.load import derive, load_descriptor
 from kit.refresh import build, overlay, qualify, release, wheels
@@ -161,7 +162,7 @@ def probe(inp: BisectInputs, state: State, case: str, prompts: list[str] | None,
     verdict, run_dir, result = _run_case(derived, doc["tag"], case, step_dir / "case")
     rec.timings_s["case"] = time.perf_counter() - t2
     rec.paths["case_run"] = str(run_dir)
-    if result is None or result.status not in ("passed", "failed"):
+    if result is None or result.status not in (Status.PASSED, Status.FAILED):
         why = (result.error if result is not None else None) or f"the case run ended {verdict}"
         return done(ERROR, f"{case} did not finish at {state.built_from[:12]}: {why}", None)
     rec = dataclasses.replace(rec, prompts_run=len(result.prompts),

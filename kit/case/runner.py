@@ -35,7 +35,7 @@ from kit.core.records.progress import BucketDone, ProgressWriter
 from kit.core.records.records import CaseResult, Continuation, Observation
 from kit.core.records.results import now_iso, save_case_result
 from kit.core.records.spec import CaseSpec
-from kit.core.records.records import EXACT
+from kit.core.records.records import GoldenMode
 
 
 def resolve_spec(spec: dict | None, descriptor: str | None, case: str, **option_overrides) -> CaseSpec:
@@ -135,7 +135,7 @@ def run_case(spec: CaseSpec, reference_out: str | None = None, evidence_out: str
     clock.mark("engine close, relaunches")
     check_distributions(spec, prompts, [*observations, *(o for r in runs.values() for o in r)], continuations)
 
-    exact = golden.kind == EXACT
+    exact = golden.kind == GoldenMode.EXACT
     if spec.calibration is not None:
         problem = check_case_inputs(spec.calibration, spec, fixture_sha256=fixture.sha256,
                                     golden_sha256=golden.sha256, model_digest=model_digest,
@@ -186,7 +186,7 @@ def reference_golden(spec: CaseSpec, fixture, prompts: list[Prompt], out: str | 
     path = Path(out) if out else Path(f"{spec.name}{rundir.CASE_REFERENCE}")
     if out:
         atomic_write_bytes(path, data)
-    return Golden(path, sha256_bytes(data), EXACT, fixture.sha256, digest, spec.top_n, prov,
+    return Golden(path, sha256_bytes(data), GoldenMode.EXACT, fixture.sha256, digest, spec.top_n, prov,
                   {o.prompt_id: tuple(o.top_logprobs[: spec.top_n]) for o in observed})
 
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import sys
 
+from kit.backends.hf.attention import AttnImplementation
+from kit.backends.hf.kernels import CpuKernels
+from kit.backends.levanter.runtime import CheckpointFormat
 from kit.cli.common import exits, jobs
 from kit.core.errors import BadInput
 from kit.core.exitcodes import epilog, ExitCode
 from kit.core.records import paths
-from kit.core.records.records import GOLDEN_KINDS, SEMANTIC
+from kit.core.records.records import GoldenMode
 from kit.core.records.text import printable
 
 
@@ -25,20 +28,21 @@ def _add_golden(sub) -> None:
     gm.add_argument("--backend", default=reference, choices=makers,
                     help=f"a backend that can make goldens (default: {reference}); levanter runs in its own "
                          "environment: its parity-kit, e.g. .venv-levanter/bin/parity-kit golden make ...")
-    gm.add_argument("--checkpoint", default="hf", choices=["hf", "native"],
+    gm.add_argument("--checkpoint", default=CheckpointFormat.HF.value, choices=[c.value for c in CheckpointFormat],
                     help="levanter: an HF export or a native tensorstore checkpoint (default: hf)")
     gm.add_argument("--fixture", required=True, help="fixture JSON whose prompts the golden scores")
-    gm.add_argument("--kind", choices=GOLDEN_KINDS, required=True,
+    gm.add_argument("--kind", choices=[g.value for g in GoldenMode], required=True,
                     help="semantic: judged within a bound; exact: bit for bit, on this runtime only")
     gm.add_argument("--top-k", type=int, default=25, help="golden tokens kept per prompt (default 25)")
     gm.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16", "float64"],
                     help="the dtype the backend scores in (default float32); hf float64 reports its logprobs "
                          "rounded to float32, so an exact golden made so holds on every host "
                          "(docs/exact-baselines.md)")
-    gm.add_argument("--attn-implementation", default="sdpa", choices=["sdpa", "eager", "sdpa_repeat_kv"],
+    gm.add_argument("--attn-implementation", default=AttnImplementation.SDPA.value,
+                    choices=[a.value for a in AttnImplementation],
                     help="hf: the attention implementation (default sdpa)")
     gm.add_argument("--device", default="cpu", help="torch device: cpu (default), cuda, cuda:N")
-    gm.add_argument("--cpu-kernels", default="native", choices=["native", "avx2"],
+    gm.add_argument("--cpu-kernels", default=CpuKernels.NATIVE.value, choices=[k.value for k in CpuKernels],
                     help="hf on a CPU: native (default) runs the widest kernels this CPU has; avx2 pins torch's, "
                          "oneDNN's and MKL's to their AVX2 code, so an exact golden holds on every AVX2 host")
     gm.add_argument("--batch-size", type=int, default=1, help="same-bucket prompts scored together (default 1)")
@@ -69,7 +73,7 @@ def _add_golden(sub) -> None:
                                                ExitCode.FAILED: "refused: fewer than two backends agree with it"}))
     gr.add_argument("descriptor", nargs="?", default=str(paths.EMBEDDED_DESCRIPTOR),
                     help="descriptor TOML whose golden to replace (default: the embedded tiny-cpu descriptor)")
-    gr.add_argument("--kind", default=SEMANTIC, metavar="GOLDEN",
+    gr.add_argument("--kind", default=GoldenMode.SEMANTIC.value, metavar="GOLDEN",
                     help="the [goldens] entry to replace (default: semantic); semantic goldens only")
     gr.add_argument("--release", help="check against this release's kernels (default: the cases' own)")
     gr.add_argument("--out", help="work directory (default: runs/regen-<name>-<time>-<id>)")

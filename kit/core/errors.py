@@ -36,7 +36,7 @@ class NoBaselineHere(ParityKitError):
     record lists, on a node whose GPUs differ from the one the descriptor was resolved on): the case ends with the
     status no-baseline, as it would have had the plan known, never as an error."""
 
-    kind: ClassVar[str] = outcomes.NO_BASELINE
+    kind: ClassVar[str] = outcomes.Outcome.NO_BASELINE
 
 
 class Unrunnable(ParityKitError):
@@ -55,25 +55,25 @@ class EngineFault(ParityKitError, RuntimeError):
 class EngineDidNotStart(EngineFault):
     """The engine (a server, an engine process) exited, or never became ready, before it answered anything."""
 
-    kind = outcomes.ENGINE_DID_NOT_START
+    kind = outcomes.Outcome.ENGINE_DID_NOT_START
 
 
 class EngineStoppedAnswering(EngineFault):
     """The engine started, then its connection was refused, reset or closed mid-case."""
 
-    kind = outcomes.ENGINE_STOPPED_ANSWERING
+    kind = outcomes.Outcome.ENGINE_STOPPED_ANSWERING
 
 
 TYPED: tuple[type[EngineFault], ...] = (EngineDidNotStart, EngineStoppedAnswering)
 # The class names of an out-of-memory error: Python's own, torch's (torch.OutOfMemoryError, and
 # torch.cuda.OutOfMemoryError, the same class), Ray's.
 MEMORY_ERRORS = ("MemoryError", "OutOfMemoryError")
-_BY_NAME = {**{cls.__name__: cls.kind for cls in TYPED}, **dict.fromkeys(MEMORY_ERRORS, outcomes.OUT_OF_MEMORY),
-            BadInput.__name__: outcomes.BAD_INPUT, NoBaselineHere.__name__: outcomes.NO_BASELINE}
+_BY_NAME = {**{cls.__name__: cls.kind for cls in TYPED}, **dict.fromkeys(MEMORY_ERRORS, outcomes.Outcome.OUT_OF_MEMORY),
+            BadInput.__name__: outcomes.Outcome.BAD_INPUT, NoBaselineHere.__name__: outcomes.Outcome.NO_BASELINE}
 
 
 def kind_named(class_name: str | None) -> str:
     """The kind of an exception known only by its class name (what a kernel reports of a cell's exception), plain
     or qualified (``torch.OutOfMemoryError``); CASE_ERROR for every other class."""
     name = class_name or ""
-    return _BY_NAME.get(name) or _BY_NAME.get(name.rsplit(".", 1)[-1]) or outcomes.CASE_ERROR
+    return _BY_NAME.get(name) or _BY_NAME.get(name.rsplit(".", 1)[-1]) or outcomes.Outcome.CASE_ERROR

@@ -5,57 +5,63 @@ DeadKernelError, a backend raises kit.core.errors.EngineDidNotStart) and the kin
 (``CaseResult.error_kind``). Triage then reads the kind, not the error's wording: a new backend whose engine fails
 to start is infrastructure because it raised the typed exception, whatever its message says.
 
-A kind is a plain string, so that a kernel of another environment writes and reads it as it does every other
-field of a record. Stdlib only: the kernel-safe core.
+A kind is a member of ``Outcome``, a StrEnum: a plain string, so that a kernel of another environment writes and
+reads it as it does every other field of a record. Stdlib only: the kernel-safe core.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
-ENGINE_DID_NOT_START = "engine-did-not-start"
-ENGINE_STOPPED_ANSWERING = "engine-stopped-answering"
-KERNEL_DIED = "kernel-died"
-TIMEOUT = "timeout"
-OUT_OF_MEMORY = "out-of-memory"
-WORKER_LOST = "worker-lost"
-INTERRUPTED = "interrupted"
-EXECUTOR = "executor"  # the executor could not start the case or record its result
-CASE_ERROR = "case-error"  # the case raised for a reason of its own: a bug, an answer of the wrong shape
-# The case refused what it was given (kit.core.errors.BadInput raised in a cell: a record of another GPU, a missing
-# file): the same refusal whatever else failed beside it, so never a sign of the job.
-BAD_INPUT = "bad-input"
-# No baseline for the hardware the case's kernel found itself on (kit.core.errors.NoBaselineHere): a verdict of its
-# own (status no-baseline), never the job's and never an error.
-NO_BASELINE = "no-baseline"
+class Outcome(StrEnum):
+    """The kind of error a case ended with, as its result's ``error_kind`` spells it."""
+
+    ENGINE_DID_NOT_START = "engine-did-not-start"
+    ENGINE_STOPPED_ANSWERING = "engine-stopped-answering"
+    KERNEL_DIED = "kernel-died"
+    TIMEOUT = "timeout"
+    OUT_OF_MEMORY = "out-of-memory"
+    WORKER_LOST = "worker-lost"
+    INTERRUPTED = "interrupted"
+    EXECUTOR = "executor"  # the executor could not start the case or record its result
+    CASE_ERROR = "case-error"  # the case raised for a reason of its own: a bug, an answer of the wrong shape
+    # The case refused what it was given (kit.core.errors.BadInput raised in a cell: a record of another GPU, a
+    # missing file): the same refusal whatever else failed beside it, so never a sign of the job.
+    BAD_INPUT = "bad-input"
+    # No baseline for the hardware the case's kernel found itself on (kit.core.errors.NoBaselineHere): a verdict of
+    # its own (status no-baseline), never the job's and never an error.
+    NO_BASELINE = "no-baseline"
 
 
 @dataclass(frozen=True)
 class ErrorKind:
-    name: str
+    name: Outcome
     infrastructure: bool  # the job failed the case, not the engine's numbers: worth running again
     words: str  # what a reader is told (triage's evidence)
 
 
-KINDS: dict[str, ErrorKind] = {k.name: k for k in (
-    ErrorKind(ENGINE_DID_NOT_START, True, "the engine failed to start"),
-    ErrorKind(ENGINE_STOPPED_ANSWERING, True, "the engine stopped answering"),
-    ErrorKind(KERNEL_DIED, True, "the kernel died"),
-    ErrorKind(TIMEOUT, True, "timeout"),
-    ErrorKind(OUT_OF_MEMORY, True, "out of memory"),
-    ErrorKind(WORKER_LOST, True, "lost worker"),
-    ErrorKind(INTERRUPTED, True, "the run was interrupted"),
-    ErrorKind(EXECUTOR, True, "the executor could not start or record the case"),
-    ErrorKind(CASE_ERROR, False, "case error"),
-    ErrorKind(BAD_INPUT, False, "bad input"),
-    ErrorKind(NO_BASELINE, False, "no baseline for this hardware"),
+KINDS: dict[Outcome, ErrorKind] = {k.name: k for k in (
+    ErrorKind(Outcome.ENGINE_DID_NOT_START, True, "the engine failed to start"),
+    ErrorKind(Outcome.ENGINE_STOPPED_ANSWERING, True, "the engine stopped answering"),
+    ErrorKind(Outcome.KERNEL_DIED, True, "the kernel died"),
+    ErrorKind(Outcome.TIMEOUT, True, "timeout"),
+    ErrorKind(Outcome.OUT_OF_MEMORY, True, "out of memory"),
+    ErrorKind(Outcome.WORKER_LOST, True, "lost worker"),
+    ErrorKind(Outcome.INTERRUPTED, True, "the run was interrupted"),
+    ErrorKind(Outcome.EXECUTOR, True, "the executor could not start or record the case"),
+    ErrorKind(Outcome.CASE_ERROR, False, "case error"),
+    ErrorKind(Outcome.BAD_INPUT, False, "bad input"),
+    ErrorKind(Outcome.NO_BASELINE, False, "no baseline for this hardware"),
 )}
 # Kinds that explain an error in full: the rule of cases erroring together (kit.core.verdict.triage) does not count
 # them.
-EXPLAINED = frozenset({BAD_INPUT, NO_BASELINE})
+EXPLAINED = frozenset({Outcome.BAD_INPUT, Outcome.NO_BASELINE})
 
 
 def kind_of(name: str | None) -> ErrorKind | None:
     """The kind a record names; None for a record without one (written before kinds existed) or with one this kit
     does not know (written by a newer kit)."""
-    return KINDS.get(name) if isinstance(name, str) else None
+    if not isinstance(name, str) or name not in Outcome._value2member_map_:
+        return None
+    return KINDS[Outcome(name)]

@@ -16,7 +16,8 @@ from typing import Any, Mapping, Protocol
 from kit.backends import registry
 from kit.core.records import paths
 from kit.core.baselines.baselinekind import CALIBRATION, EXACT_GOLDEN, POWER, BaselineKind, of_golden
-from kit.core.noise.calibration import (CalibrationRecord, hardware_change, load_record, measured_on, record_for_host,
+from kit.core.noise.calibration import (CalibrationRecord, FallbackRule, hardware_change, load_record, measured_on,
+                                        record_for_host,
                                         same_class)
 from kit.core.errors import BadInput
 from kit.core.baselines.golden import load_golden
@@ -222,7 +223,7 @@ class Baselines:
         record, rule = record_for_host(records, c.backend_options(), order,
                                        self.desc.host.accelerator(name, c.backend_options()))
         accept = list(c.accept_noise_changes)
-        if rule == "device" and "hardware" not in accept:  # the descriptor's own order takes other hardware
+        if rule == FallbackRule.DEVICE and "hardware" not in accept:  # the descriptor's own order takes other hardware
             accept.append("hardware")
         reference = record.reference()
         if c.drift:  # the drift test's alpha is the gate's rate split over the descriptor's drift cases
@@ -301,9 +302,9 @@ class Baselines:
         ``[baselines.fallback] calibration`` (default: the same hardware only), with ``device`` added by the
         case's ``accept_noise_changes = ["hardware"]``."""
         stated = self.desc.doc.baselines
-        order: list[str] = list(stated.fallback.calibration) if stated else ["hardware"]
-        if "hardware" in c.accept_noise_changes and "device" not in order:
-            order.append("device")
+        order: list[str] = list(stated.fallback.calibration) if stated else [FallbackRule.HARDWARE.value]
+        if "hardware" in c.accept_noise_changes and FallbackRule.DEVICE not in order:
+            order.append(FallbackRule.DEVICE.value)
         return order
 
     def calibration_records(self, name: str, c: CaseBase) -> list[CalibrationRecord]:

@@ -23,7 +23,7 @@ from kit.core.noise.power import named_calibration, read_power
 from kit.core.records.spec import CaseSpec
 from kit.core.records.text import printable
 from kit.core.noise.falsefailure import Budget
-from kit.core.records.records import EXACT
+from kit.core.records.records import GoldenMode
 from kit.descriptor import nesting
 from kit.descriptor.baselines import Baselines
 from kit.descriptor.code_settings import warn_code_settings
@@ -394,7 +394,8 @@ def _check_reference(shown: str, text: str, doc: Descriptor, name: str, entry: d
     if case.bound is not None or case.bucket_bounds or case.calibration:
         raise BadInput(f"{where}: a reference is compared bit for bit; the case can have no bound or calibration")
     try:
-        case_schemas()[case.backend].model_validate({**entry, **ref.options, "reference": None, "golden": EXACT})
+        case_schemas()[case.backend].model_validate({**entry, **ref.options, "reference": None,
+                                                     "golden": GoldenMode.EXACT})
     except ValidationError as exc:
         raise BadInput(_format_error(shown, text, exc, (*loc, "reference"), case_schemas()[case.backend])) from None
 

@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Mapping
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from kit.backends import registry
+from kit.backends.options import Choice
+from kit.core.noise.calibration import FallbackRule
 from kit.core.noise.falsefailure import MAX_RATE
-from kit.core.records.records import EXACT
+from kit.core.records.records import GoldenMode
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -40,7 +42,7 @@ def golden_kind(name: str) -> str:
 
 def case_golden_kind(case) -> str:
     """How a case is judged: its golden entry's kind, or ``exact`` for an in-kernel reference."""
-    return EXACT if case.golden is None else golden_kind(case.golden)
+    return GoldenMode.EXACT if case.golden is None else golden_kind(case.golden)
 
 
 class _Strict(BaseModel):
@@ -242,9 +244,6 @@ class Release(_Strict):
     backends: dict[str, BackendRelease] = Field(min_length=1)
 
 
-FallbackRule = Literal["driver", "hardware", "device"]
-
-
 class Fallback(_Strict):
     """Per kind of baseline, the order of rules by which one made elsewhere may stand in on this host, finest
     first. A calibration record: ``driver`` (the same accelerator and driver), ``hardware`` (the same CPU
@@ -252,7 +251,10 @@ class Fallback(_Strict):
     its drift test does not). An exact golden holds on the runtime that made it and on no other: ``runtime``
     is its only rule. A case's ``accept_noise_changes = ["hardware"]`` adds ``device`` to its own order."""
 
-    calibration: list[FallbackRule] = Field(default_factory=lambda: list[FallbackRule](["hardware"]), min_length=1)
+    # The rules' words, not their members, as the resolved calibration reference records them (a Choice).
+    model_config = ConfigDict(use_enum_values=True, validate_default=True)
+
+    calibration: list[Choice[FallbackRule]] = Field(default_factory=lambda: [FallbackRule.HARDWARE], min_length=1)
     exact: list[str] = Field(default_factory=lambda: ["runtime"])
 
     @field_validator("exact")

@@ -28,7 +28,7 @@ from kit.core.records.spec import CaseSpec
 from kit.core.verdict import Kind, failures_of
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.descriptor.plan import resolve
-from kit.core.records.records import SEMANTIC
+from kit.core.records.records import GoldenMode
 
 FLOAT32_CASE = "checkpoint"  # hf in float32: the settings the goldens were made with
 EFFECT_CASE = "hf-float32-effect"
@@ -54,7 +54,7 @@ def embedded_cases(descriptor: str | Path = paths.EMBEDDED_DESCRIPTOR,
     has loaded ``descriptor`` already passes it (``loaded``): it is read once per command."""
     plan = resolve(loaded or load_descriptor(descriptor), [float32_case, *[n for n in names if n != float32_case]])
     specs = {name: case.spec for name, case in plan.cases.items()}
-    semantic = plan.goldens[SEMANTIC].files[0]  # a semantic entry names one file
+    semantic = plan.goldens[GoldenMode.SEMANTIC].files[0]  # a semantic entry names one file
     checkpoint = specs.pop(float32_case)
     precise = checkpoint.options.get("dtype", "float32") in ("float32", PORTABLE_DTYPE)
     if checkpoint.backend != REFERENCE or not precise:  # the reference backend: the one the goldens are made by
@@ -66,7 +66,8 @@ def embedded_cases(descriptor: str | Path = paths.EMBEDDED_DESCRIPTOR,
     options = {k: v for k, v in checkpoint.options.items() if k != "cpu_kernels"}
     on_gpu = str(options.get("device", "cpu")).startswith("cuda")
     options["dtype"] = "float32" if on_gpu else PORTABLE_DTYPE
-    float32 = dataclasses.replace(checkpoint, name=EFFECT_CASE, golden_path=str(semantic), golden_kind=SEMANTIC,
+    float32 = dataclasses.replace(checkpoint, name=EFFECT_CASE, golden_path=str(semantic),
+                                  golden_kind=GoldenMode.SEMANTIC,
                                   bound=None, bucket_bounds={}, options=options, runtime="", no_baseline=None)
     return EmbeddedCases(float32, specs)
 

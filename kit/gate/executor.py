@@ -40,7 +40,7 @@ from kit.core.errors import BadInput, ParityKitError
 from kit.core.records.fixture import Prompt
 from kit.core.records.jsonio import sha256_file, write_json
 from kit.core.records.phases import with_executor_phases
-from kit.core.records.records import ERROR, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseResult
+from kit.core.records.records import CaseResult, Status
 from kit.core.verdict.detectable import judged_by_power
 from kit.core.records.results import kernel_result, now_iso, save_case_result
 from kit.core.verdict.scoring import bound_for
@@ -55,7 +55,7 @@ from kit.gate.preflight import Inputs, check_inputs
 from kit.run import compilecache, devices, lifecycle
 from kit.run.devices import DevicePool, Gpu, Inventory, Request, Slots, Unavailable, WaitStopped
 from kit.run.notebook import describe_failure, run_notebook, stop_all, stopping
-from kit.core.records.records import EXACT
+from kit.core.records.records import GoldenMode
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +196,7 @@ def no_baseline_result(spec: CaseSpec) -> CaseResult:
     now, missing = now_iso(), spec.no_baseline
     assert missing is not None  # only such a case is recorded so
     notes = [f"runtime: {spec.runtime}"] if spec.runtime else []
-    return CaseResult(case=spec.name, backend=spec.backend, status=NO_BASELINE, golden_kind=spec.golden_kind,
+    return CaseResult(case=spec.name, backend=spec.backend, status=Status.NO_BASELINE, golden_kind=spec.golden_kind,
                       error=missing.text, remedy=missing.command, options=dict(spec.options), started_at=now,
                       finished_at=now, duration_s=0.0, notes=notes)
 
@@ -215,7 +215,7 @@ def expectation(spec: CaseSpec, prompts: Sequence[Prompt], inputs_digest: str) -
     each prompt is held to by the bucket the fixture gives it."""
     return Expected(spec.name, spec.backend, tuple(p.id for p in prompts), inputs_digest,
                     {p.id: bound_for(p.bucket, spec.bound, spec.bucket_bounds) for p in prompts},
-                    exact=spec.golden_kind == EXACT)
+                    exact=spec.golden_kind == GoldenMode.EXACT)
 
 
 def custom_notebooks(specs: Sequence[CaseSpec]) -> dict[str, dict]:
@@ -349,26 +349,31 @@ def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = No
     shown = paths.display(notebook)
 
     if outcome.timed_out:
-        result = CaseResult(case=spec.name, backend=spec.backend, status=TIMEOUT, error_kind=outcomes.TIMEOUT,
+        result = CaseResult(case=spec.name, backend=spec.backend, status=Status.TIMEOUT,
+                            error_kind=outcomes.Outcome.TIMEOUT,
                             error=f"exceeded its timeout of {spec.timeout_s:g} s; its kernel was killed; "
                                   f"partial notebook {shown}")
     elif outcome.killed_by and not outcome.started:
-        result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error_kind=outcomes.INTERRUPTED,
+        result = CaseResult(case=spec.name, backend=spec.backend, status=Status.ERROR,
+                            error_kind=outcomes.Outcome.INTERRUPTED,
                             error="interrupted before its kernel started")
     elif outcome.killed_by:
-        result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error_kind=outcomes.INTERRUPTED,
+        result = CaseResult(case=spec.name, backend=spec.backend, status=Status.ERROR,
+                            error_kind=outcomes.Outcome.INTERRUPTED,
                             error=f"interrupted; its kernel was killed; partial notebook {shown}")
     elif outcome.error is None and (written := kernel_result(cases_dir, spec.name)) is not None:
         result = judged_again(written, spec, expected)
-    elif outcome.kind == outcomes.NO_BASELINE:  # the kernel found hardware the plan did not (kit.core.errors)
-        result = CaseResult(case=spec.name, backend=spec.backend, status=NO_BASELINE, golden_kind=spec.golden_kind,
+    elif outcome.kind == outcomes.Outcome.NO_BASELINE:  # the kernel found hardware the plan did not (kit.core.errors)
+        result = CaseResult(case=spec.name, backend=spec.backend, status=Status.NO_BASELINE,
+                            golden_kind=spec.golden_kind,
                             error=outcome.message, remedy=make_command(Path(spec.descriptor), spec.name),
                             options=dict(spec.options))
     else:
         error = outcome.error or "the notebook finished without writing its case result"
-        result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR,
-                            error_kind=outcome.kind or outcomes.CASE_ERROR, error=f"{error}; partial notebook {shown}")
-    if result.status in (ERROR, TIMEOUT):
+        result = CaseResult(case=spec.name, backend=spec.backend, status=Status.ERROR,
+                            error_kind=outcome.kind or outcomes.Outcome.CASE_ERROR,
+                            error=f"{error}; partial notebook {shown}")
+    if result.status in (Status.ERROR, Status.TIMEOUT):
         result = verdict_written(result, cases_dir, launched, spec, expected)
     # What the executor alone knows of the case, added to what its kernel wrote.
     result = dataclasses.replace(
@@ -390,10 +395,10 @@ def verdict_written(unfinished: CaseResult, cases_dir: Path, launched: float, sp
         written = kernel_result(cases_dir, spec.name, written_since=launched - 1)
     except (OSError, ParityKitError, ValueError, KeyError, TypeError):  # damaged: the executor's account stands
         return unfinished
-    if written is None or written.status != FAILED:
+    if written is None or written.status != Status.FAILED:
         return unfinished
     judged = judged_again(written, spec, expected)
-    if judged.status != FAILED:
+    if judged.status != Status.FAILED:
         return unfinished  # a verdict that does not cover the case claims nothing
     after = (f"after it wrote its verdict, the case ended with {unfinished.status}: {unfinished.error}; "
              "the verdict stands")
@@ -412,8 +417,8 @@ def judged_again(result: CaseResult, spec: CaseSpec, expected: Expected | None,
         judged = judged_by_hardware(judged, spec, here)
         return judged_by_power(judged, getattr(spec, "power", None), getattr(spec, "detectable_limit", None),
                                f"cases.{spec.name}.detectable_limit")
-    return CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error=problem.text,
-                      error_kind=outcomes.CASE_ERROR, started_at=result.started_at, notes=result.notes)
+    return CaseResult(case=spec.name, backend=spec.backend, status=Status.ERROR, error=problem.text,
+                      error_kind=outcomes.Outcome.CASE_ERROR, started_at=result.started_at, notes=result.notes)
 
 
 def judged_by_hardware(result: CaseResult, spec: CaseSpec, here: Mapping[str, str] | None = None) -> CaseResult:
@@ -421,7 +426,7 @@ def judged_by_hardware(result: CaseResult, spec: CaseSpec, here: Mapping[str, st
     kit.core.verdict.borrowed: asked here, on the case's host, since only it knows what it computes on (``here``: the
     accelerator a run recorded for it instead)."""
     calibration = getattr(spec, "calibration", None)
-    if result.status != FAILED or not calibration:
+    if result.status != Status.FAILED or not calibration:
         return result
     change = hardware_change(calibration, spec.options, here)
     if change is None:
@@ -445,7 +450,7 @@ def saved(result: CaseResult, path: Path) -> CaseResult:
         path.unlink(missing_ok=True)  # e.g. the kernel's own verdict, which this run no longer vouches for
     log.error(f"parity-kit: case {result.case}: {error}")
     joined = error if result.error is None else f"{result.error}; {error}"
-    return dataclasses.replace(result, status=ERROR, error=joined, error_kind=outcomes.EXECUTOR)
+    return dataclasses.replace(result, status=Status.ERROR, error=joined, error_kind=outcomes.Outcome.EXECUTOR)
 
 
 def run_cases(progress: RunProgress, jobs: int | None = None,
@@ -534,8 +539,8 @@ def execute_scheduled(spec: CaseSpec, at: Scheduled, pool: DevicePool, req: Requ
     except Unavailable as exc:
         if on_start:
             on_start(spec.name)  # progress reports pair each end with a start
-        result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error=f"cannot start: {exc}",
-                            error_kind=outcomes.EXECUTOR, finished_at=now_iso(), bound=spec.bound,
+        result = CaseResult(case=spec.name, backend=spec.backend, status=Status.ERROR, error=f"cannot start: {exc}",
+                            error_kind=outcomes.Outcome.EXECUTOR, finished_at=now_iso(), bound=spec.bound,
                             golden_kind=spec.golden_kind)
         return saved(result, rundir.case_file(at.cases_dir, spec.name))
     try:
@@ -553,7 +558,7 @@ def record(cases_dir: Path, result: CaseResult, expected: Expected | None = None
             done = kernel_result(cases_dir, result.case)
         except (OSError, ParityKitError, ValueError, TypeError):
             done = None
-        if done is not None and done.status in (PASSED, FAILED) and (
+        if done is not None and done.status in (Status.PASSED, Status.FAILED) and (
                 expected is None or coverage_problem(done, expected) is None):
             again = rejudged(done, expected) if expected is not None else done
             return done if again is done else saved(again, path)
@@ -577,7 +582,8 @@ def execute_guarded(spec: CaseSpec, cases_dir: Path, on_start: Callable[[str], N
         return execute_case(spec, cases_dir, expected, gpus, clock_from)
     except Exception as exc:  # a bug here must not cost the other cases their results
         log.error(traceback.format_exc().rstrip("\n"))  # the traceback alone, as print_exc writes it
-        result = CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error_kind=outcomes.EXECUTOR,
+        result = CaseResult(case=spec.name, backend=spec.backend, status=Status.ERROR,
+                            error_kind=outcomes.Outcome.EXECUTOR,
                             error=f"executor failed: {describe_failure(exc)}")
         return saved(result, rundir.case_file(cases_dir, spec.name))
 

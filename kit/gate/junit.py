@@ -21,7 +21,7 @@ from kit.core.records import rundir
 from kit.core.errors import BadInput
 from kit.core.records.jsonio import atomic_write_bytes
 from kit.core.noise.power import headline
-from kit.core.records.records import BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, TIMEOUT, CaseResult
+from kit.core.records.records import CaseResult, Status
 from kit.core.records.results import error_parts, read_run
 
 Suite = tuple[str, Sequence[str], Mapping[str, CaseResult], float]  # name, expected cases, results, duration
@@ -51,24 +51,24 @@ def _suite(root: ET.Element, suite: str, expected: Sequence[str], results: Mappi
         if r is None:
             counts["errors"] += 1
             ET.SubElement(case, "error", message=f"{name}: missing (no result was recorded)", type="missing")
-        elif r.status == FAILED:
+        elif r.status == Status.FAILED:
             counts["failures"] += 1
             messages = r.failure_messages
             node = ET.SubElement(case, "failure", message=messages[0] if messages else "failed", type="parity")
             node.text = "\n".join([*_triage_line(r), *messages])
-        elif r.status in (ERROR, TIMEOUT):
+        elif r.status in (Status.ERROR, Status.TIMEOUT):
             counts["errors"] += 1
             node = ET.SubElement(case, "error", message=r.failure_messages[0], type=r.status)
             node.text = "\n".join([*_triage_line(r), r.log_tail or ""])
-        elif r.status == NO_BASELINE:  # not judged: skipped, with its own type, never a failure or an error
+        elif r.status == Status.NO_BASELINE:  # not judged: skipped, with its own type, never a failure or an error
             counts["skipped"] += 1
-            ET.SubElement(case, "skipped", message=r.failure_messages[0], type=NO_BASELINE)
-        elif r.status == INCONCLUSIVE:  # within its bounds but unable to see what was asked: neither passed nor failed
+            ET.SubElement(case, "skipped", message=r.failure_messages[0], type=Status.NO_BASELINE)
+        elif r.status == Status.INCONCLUSIVE:  # within its bounds, unable to see what was asked: not passed, not failed
             counts["skipped"] += 1
-            ET.SubElement(case, "skipped", message=r.failure_messages[0], type=INCONCLUSIVE)
-        elif r.status == BORROWED:  # over bounds of another class of hardware by what classes differ: not judged here
+            ET.SubElement(case, "skipped", message=r.failure_messages[0], type=Status.INCONCLUSIVE)
+        elif r.status == Status.BORROWED:  # over another class of hardware's bounds by what classes differ: not judged
             counts["skipped"] += 1
-            node = ET.SubElement(case, "skipped", message=r.failure_messages[0], type=BORROWED)
+            node = ET.SubElement(case, "skipped", message=r.failure_messages[0], type=Status.BORROWED)
             node.text = "\n".join([*_triage_line(r), *(f"{r.case}: {line}" for line in r.failures)])
         if r is not None and (r.triage or r.attempts):
             _triage_properties(case, r)

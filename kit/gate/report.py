@@ -15,8 +15,7 @@ from kit.core.records.jsonio import atomic_write_bytes, read_input_bytes, write_
 from kit.core.verdict.nextsteps import next_steps, one_command
 from kit.core.noise.calibration import depth_of
 from kit.core.noise.power import family_lines, headline
-from kit.core.records.records import (BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult,
-                                      prompt_severity)
+from kit.core.records.records import CaseResult, Status, prompt_severity
 from kit.core.records.results import counts_sentence
 from kit.core.verdict import failures_of
 from kit.core.records.text import printable
@@ -107,26 +106,26 @@ def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: fl
             why = "not run again, and no earlier result of it holds" if name in (manifest.get("kept") or {}) \
                 else "no result was recorded"
             lines.append(f"- {md(name, code=True)}: missing ({why})")
-        elif r.status in (ERROR, TIMEOUT):
+        elif r.status in (Status.ERROR, Status.TIMEOUT):
             lines.append(f"- {md(name, code=True)} ({md(r.backend)}): **{r.status}**: {md(r.error)}")
-        elif r.status == NO_BASELINE:
+        elif r.status == Status.NO_BASELINE:
             lines.append(f"- {md(name, code=True)} ({md(r.backend)}): **no baseline**, not judged: {md(r.error)}")
-        elif r.status == INCONCLUSIVE:
+        elif r.status == Status.INCONCLUSIVE:
             lines.append(f"- {md(name, code=True)} ({md(r.backend)}): **inconclusive**, within its bounds but "
                          f"{md(r.error)}")
-        elif r.status == BORROWED:
+        elif r.status == Status.BORROWED:
             lines.append(f"- {md(name, code=True)} ({md(r.backend)}): **failed under borrowed bounds**: {md(r.error)}")
             lines += [f"  - {md(line)}" for line in r.failures[:5]]
-        elif r.status == FAILED and not r.counts()["failed"] and any(not d.passed for d in r.decode):
+        elif r.status == Status.FAILED and not r.counts()["failed"] and any(not d.passed for d in r.decode):
             lines.append(f"- {md(name, code=True)} ({md(r.backend)}): **failed** its decode check; every one of its "
                          f"{r.counts()['prompts']} prompts passes on the first token")
-        elif r.status == FAILED:
+        elif r.status == Status.FAILED:
             w = r.worst
             assert w is not None  # a failed verdict covers the case's prompts (kit.core.verdict.coverage)
             lines.append(f"- {md(name, code=True)} ({md(r.backend)}): **failed** on {r.counts()['failed']} of "
                          f"{r.counts()['prompts']} prompts; worst {md(w.id, code=True)} (bucket {w.bucket}): "
                          f"{md(_worst_reason(w))}")
-        if r is not None and r.decode and r.status == FAILED:
+        if r is not None and r.decode and r.status == Status.FAILED:
             lines.append(f"  - decode: {md(r.decode_text)}" + _decode_failure(r))
         if r is not None and r.triage:
             lines.append(f"  - triage: {md(r.triage.get('evidence', ''))}")
@@ -134,12 +133,12 @@ def evidence_markdown(manifest: dict, verdict: str, counts: dict, duration_s: fl
             lines += [f"  - attempt {a.get('attempt')} was retried: {md(a.get('status'))}, "
                       f"{md((a.get('triage') or {}).get('evidence') or a.get('error'))}; its files in "
                       f"{md(', '.join(a.get('files') or []) or 'none', code=True)}" for a in r.attempts]
-        if r is not None and r.status != PASSED:
+        if r is not None and r.status != Status.PASSED:
             lines += [f"  - note: {md(note)}" for note in r.notes]
-        if r is not None and r.detectable and r.status in (PASSED, INCONCLUSIVE):
+        if r is not None and r.detectable and r.status in (Status.PASSED, Status.INCONCLUSIVE):
             lines.append(f"  - {md(name, code=True)} {md(headline(r.detectable))}: "
                          f"{md('; '.join(family_lines(r.detectable)))}")
-    if all(name in results and results[name].status == PASSED for name in manifest["cases"]):
+    if all(name in results and results[name].status == Status.PASSED for name in manifest["cases"]):
         worst = max((r for r in results.values() if r.prompts), default=None,
                     key=lambda r: r.max_probability_error or 0)
         if worst is not None:
@@ -349,7 +348,7 @@ def control_evidence(control: dict, diagnosis, views: Sequence) -> str:
 def _worst_per_backend(label: str, view) -> list[str]:
     if view is None:
         return []
-    failed = [r for r in view.results.values() if r.status == FAILED and r.worst is not None]
+    failed = [r for r in view.results.values() if r.status == Status.FAILED and r.worst is not None]
     lines = []
     for backend in dict.fromkeys(r.backend for r in failed):
         r = max((r for r in failed if r.backend == backend), key=lambda r: prompt_severity(r.worst))
@@ -453,7 +452,7 @@ def compact_case_table(view) -> str:
         w = r.worst
         worst = md(w.id, code=True) if w is not None and (not w.passed or err) else "—"
         failed = f"{r.counts()['failed']}/{r.counts()['prompts']}" if r.prompts else "—"
-        mark = {PASSED: "✅ passed", FAILED: "❌ failed"}.get(r.status, f"⚠️ {r.status}")
+        mark = {Status.PASSED: "✅ passed", Status.FAILED: "❌ failed"}.get(r.status, f"⚠️ {r.status}")
         lines.append(f"| {md(name, code=True)} | {md(r.backend)} | {mark} | {err_text} | {bound} | {room} | "
                      f"{md(r.drift_text)} | {failed} | {worst} |")
     return "\n".join(lines)

@@ -34,7 +34,7 @@ from kit import __version__
 from kit.core.records import rundir
 from kit.core.verdict.coverage import Expected, coverage_problem, rejudged
 from kit.core.errors import BadInput
-from kit.core.records.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
+from kit.core.records.records import CaseResult, Status
 from kit.core.records.results import RunDir, kernel_result
 from kit.core.records.spec import CaseSpec
 from kit.descriptor.plan import Outline
@@ -142,10 +142,10 @@ def plan(request: ResumeInputs) -> ResumePlan:
             out.reused[spec.name] = old
         elif selected is None or spec.name in selected:
             out.rerun[spec.name] = reason
-        elif old is not None and old.status in (ERROR, TIMEOUT):
+        elif old is not None and old.status in (Status.ERROR, Status.TIMEOUT):
             out.kept[spec.name] = f"not selected by --case; {reason}"
             out.kept_results[spec.name] = old
-        elif old is not None and old.status == FAILED and old.case == spec.name:
+        elif old is not None and old.status == Status.FAILED and old.case == spec.name:
             out.kept[spec.name] = f"not selected by --case; {reason}: its recorded failure stands until it runs again"
             out.kept_results[spec.name] = old
         else:
@@ -162,7 +162,7 @@ def _assess(cases_dir: Path, spec: CaseSpec, fixture: str, golden: str, fp_now: 
         return None, f"its earlier result is unreadable ({type(exc).__name__})"
     if old is None:
         return None, "no earlier result"
-    if old.status not in (PASSED, FAILED):
+    if old.status not in (Status.PASSED, Status.FAILED):
         return old, f"its earlier attempt ended with {old.status}"
     broken = _notebook_problem(rundir.case_file(cases_dir, spec.name, rundir.CASE_NOTEBOOK))
     if broken:

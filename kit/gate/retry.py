@@ -23,7 +23,7 @@ from typing import Callable, Mapping, Sequence
 
 from kit.core.records import rundir
 from kit.core.records.records import CaseResult
-from kit.core.verdict.triage import INFRASTRUCTURE, classify
+from kit.core.verdict.triage import TriageClass, classify
 from kit.gate import resume
 from kit.gate.executor import saved
 from kit.gate.executors.interface import RunProgress
@@ -53,7 +53,7 @@ def due(results: Mapping[str, CaseResult], retries: int, ran: Sequence[str]) -> 
     out = []
     for name in ran:
         result = results.get(name)
-        if result is None or (result.triage or {}).get("class") != INFRASTRUCTURE:
+        if result is None or (result.triage or {}).get("class") != TriageClass.INFRASTRUCTURE:
             continue
         if len(result.attempts) < retries:
             out.append(name)

@@ -38,7 +38,7 @@ from kit.core.records import rundir
 from kit.core.verdict.decode import failed_prompts
 from kit.core.noise.power import headline
 from kit.core.records.progress import progress_path
-from kit.core.records.records import BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult
+from kit.core.records.records import CaseResult, Status
 from kit.core.records.results import counts_sentence, error_parts, now_iso
 from kit.core.records.text import printable
 from kit.descriptor.load import load_descriptor
@@ -134,8 +134,9 @@ def gate_once(request: RunRequest, command: Sequence[str], jobs: int | None = No
     return run
 
 
-STATUS_STYLE = {PASSED: "green", FAILED: "red", ERROR: "magenta", TIMEOUT: "yellow", NO_BASELINE: "cyan",
-                INCONCLUSIVE: "yellow", BORROWED: "yellow"}
+STATUS_STYLE: dict[str, str] = {Status.PASSED: "green", Status.FAILED: "red", Status.ERROR: "magenta",
+                                 Status.TIMEOUT: "yellow", Status.NO_BASELINE: "cyan", Status.INCONCLUSIVE: "yellow",
+                                 Status.BORROWED: "yellow"}
 
 
 def start_gate(request: RunRequest, command: Sequence[str]) -> GateRun:
@@ -240,14 +241,14 @@ def finish_gate(run: GateRun, command: Sequence[str], summary: bool = True, with
     finished = write_manifest(run, command)
     report.write_gate_result(run.run_dir, finished, run.verdict, run.counts, run.duration_s,
                              [s.name for s in run.specs], run.results)
-    said = trend.record_steps(run.run_dir, run.plan.name, run.verdict == PASSED, read_history=with_trend)
+    said = trend.record_steps(run.run_dir, run.plan.name, run.verdict == Status.PASSED, read_history=with_trend)
     if said:
         log.log(NOTICE, f"[yellow]{escape(said)}[/]", extra=MARKUP)
     report.write_gate_evidence(run.run_dir, finished, run.verdict, run.counts, run.duration_s, run.results, said)
     page = summary_or_line(run.run_dir).html if summary else None
     for line in triage_lines([s.name for s in run.specs], run.results):
         log.info(line, extra=MARKUP)
-    style = "green" if run.verdict == PASSED else "red"
+    style = "green" if run.verdict == Status.PASSED else "red"
     sentence = counts_sentence(run.counts, run.duration_s)
     if run.retried:
         sentence += f" ({len(run.retried)} retried after an infrastructure failure: {', '.join(run.retried)})"
@@ -304,7 +305,7 @@ def case_line(r: CaseResult, label: str | None = None) -> str:
     it took."""
     style = STATUS_STYLE.get(r.status, "white")
     dur = f"{r.duration_s:.1f} s" if r.duration_s is not None else ""
-    if r.status in (ERROR, TIMEOUT, NO_BASELINE, INCONCLUSIVE, BORROWED):
+    if r.status in (Status.ERROR, Status.TIMEOUT, Status.NO_BASELINE, Status.INCONCLUSIVE, Status.BORROWED):
         detail = escape(printable(str(r.error)))  # it may name a prompt: text from the world, not markup
     else:
         detail = f"{len(failed_prompts(r))}/{r.counts()['prompts']} prompts failed"  # a decode step's failure too

@@ -27,7 +27,7 @@ from kit.core.records.text import printable
 from kit.run import output
 from kit.run.stopping import stop_words
 from kit.core.host.portable import SAFE_MARGIN
-from kit.core.records.records import EXACT
+from kit.core.records.records import GoldenMode
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ def make_golden(out: str | Path, asked: GoldenRequest) -> Path:
     doc, fixture = make_golden_document(asked)
     kind, model, decode = asked.kind, asked.model, asked.decode
     # An exact golden holds on one runtime: its name says which, beside those made on others.
-    runtime = runtime_slug(doc["provenance"].get("runtime", "")) if kind == EXACT else None
+    runtime = runtime_slug(doc["provenance"].get("runtime", "")) if kind == GoldenMode.EXACT else None
     name = golden_filename(fixture, Path(model).resolve().name, doc["model_digest"], kind, runtime, decode)
     return write_golden(Path(out) / name, doc)
 
@@ -110,7 +110,7 @@ def make_golden_document(asked: GoldenRequest) -> tuple[dict, Fixture]:
     finally:
         engine.close()
     # What decided the bits, computed where they were made: an exact golden holds only where this key is equal.
-    runtime = info.runtime_key(options) if kind == EXACT else None
+    runtime = info.runtime_key(options) if kind == GoldenMode.EXACT else None
     warn_thin_margin(release.get("portable_margin"))
     prov = provenance(backend, release, dtype, attention, list(command), runtime)
     return golden_document(kind, fixture, digest, top_k, observations, prov, continuations, decode), fixture

@@ -22,7 +22,7 @@ from kit.core.records import paths, rundir
 from kit.core.errors import BadInput
 from kit.core.baselines.golden import PromptDiff, diff_goldens, golden_filename, load_golden, write_golden
 from kit.core.records.jsonio import atomic_write_bytes
-from kit.core.records.records import PASSED
+from kit.core.records.records import Status
 from kit.descriptor.load import golden_kind, load_descriptor, with_golden, with_records
 from kit.descriptor.plan import calibration_lists, outline
 from kit.gate.executor import RunRequest
@@ -31,7 +31,7 @@ from kit.goldens.make import GoldenRequest, make_golden_document
 from kit.goldens.recalibrate import Recalibrated, place, recalibrate, stale_cases
 from kit.run import lifecycle, output
 from kit.run.output import MARKUP, NOTICE
-from kit.core.records.records import SEMANTIC
+from kit.core.records.records import GoldenMode
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class RegenOutcome:
         return self.placed is not None
 
 
-def regen_golden(descriptor: str | Path, kind: str = SEMANTIC, release: str | None = None,
+def regen_golden(descriptor: str | Path, kind: str = GoldenMode.SEMANTIC, release: str | None = None,
                  out: str | Path | None = None, jobs: int | None = None,
                  command: Sequence[str] | None = None) -> RegenOutcome:
     """Remake a stale semantic golden with the reference backend, diff it with the old one, and run the
@@ -73,7 +73,7 @@ def regen_golden(descriptor: str | Path, kind: str = SEMANTIC, release: str | No
     output.ensure()
     desc = load_descriptor(descriptor)
     stated = outline(desc)
-    if golden_kind(kind) != SEMANTIC:
+    if golden_kind(kind) != GoldenMode.SEMANTIC:
         raise BadInput(f"golden regen makes semantic goldens only: an exact golden ({kind}) belongs to one "
                        "native backend and runtime; remake it there with `parity-kit golden make --kind exact`")
     if kind not in stated.goldens:
@@ -90,9 +90,10 @@ def regen_golden(descriptor: str | Path, kind: str = SEMANTIC, release: str | No
         log.log(NOTICE, f"making a new {kind} golden from {paths.display(stated.model.path)} "
                         f"(hf float32, top-{old.top_k}) -> {work_dir}", extra=MARKUP)
         # A decode golden is remade with continuations as long as the old one's, so its cases still find them.
-        doc, fixture = make_golden_document(GoldenRequest(stated.model.path, stated.fixture, SEMANTIC, old.top_k,
+        doc, fixture = make_golden_document(GoldenRequest(stated.model.path, stated.fixture, GoldenMode.SEMANTIC,
+                                                          old.top_k,
                                                           command, decode=old.decode_steps))
-        name = golden_filename(fixture, stated.model.path.name, doc["model_digest"], SEMANTIC,
+        name = golden_filename(fixture, stated.model.path.name, doc["model_digest"], GoldenMode.SEMANTIC,
                                decode_steps=old.decode_steps)
         new_path = write_golden(work_dir / name, doc)
         new = load_golden(new_path)
@@ -112,7 +113,7 @@ def regen_golden(descriptor: str | Path, kind: str = SEMANTIC, release: str | No
             for spec in run.specs:
                 r = run.results.get(spec.name)
                 backends.setdefault(spec.backend, [])
-                if r is None or r.status != PASSED:
+                if r is None or r.status != Status.PASSED:
                     backends[spec.backend].append(spec.name)
 
         outcome = RegenOutcome(work_dir, new_path, old.path, diff, backends, recalibrated=recalibrated)

@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Literal, Sequence
+from enum import StrEnum
+from typing import Sequence
 
 import numpy as np
 
@@ -53,7 +54,11 @@ _BATCH_CELLS = 500_000
 # both segments constant while they differ).
 _VAR_FLOOR = 1e-12
 
-Direction = Literal["up", "down"]
+class Direction(StrEnum):
+    """Which way a series stepped, as a step's ``direction`` (and its description) spells it."""
+
+    UP = "up"
+    DOWN = "down"
 
 
 @dataclass(frozen=True)
@@ -128,7 +133,7 @@ def examine(
         index=int(finite[split]),
         before=float(np.median(x[:split])),
         after=float(np.median(x[split:])),
-        direction="up" if signed > 0 else "down",
+        direction=Direction.UP if signed > 0 else Direction.DOWN,
         statistic=stat,
         threshold=threshold,
         p_value=p,

@@ -22,16 +22,15 @@ from kit.core.records import rundir
 from kit.core.rules import rules
 from kit.core.verdict.decode import StepMargin, worst_step
 from kit.core.errors import BadInput
-from kit.core.records.records import CASE_STATUSES, BoundKind, CaseResult
+from kit.core.records.records import BoundKind, CaseResult, Status
 from kit.core.records.recordcheck import Wrong, listing, mapping, text
 from kit.core.records.resultcheck import written_by
 from kit.core.records.results import RunDir, gate_verdict
 from kit.core.records.store import Store
-from kit.core.records.records import EXACT
+from kit.core.records.records import GoldenMode
 
 log = logging.getLogger(__name__)
 
-GATE_RUN, CONTROL_CURRENT, CONTROL_CANDIDATE = "gate run", "control current", "control candidate"
 # What a line about a run says: it (or a part of it) could not be read, or its recorded verdict was not trusted.
 SKIPPED, VERDICT = "skipped", "verdict"
 # What a bucket row measures: the first token of its prompts, or the worst step of their continuations (a decode
@@ -45,7 +44,7 @@ class RunRow:
 
     run: str  # its folder, relative to the store's root
     location: str  # the folder the store found (the control directory for a control's two runs)
-    kind: str  # GATE_RUN, CONTROL_CURRENT or CONTROL_CANDIDATE
+    kind: str  # a rundir.RunRole: a gate run or one side of a control
     name: str  # the descriptor's name
     descriptor_sha256: str | None
     release: str | None
@@ -125,10 +124,10 @@ def read_location(store: Store, location: str) -> Read:
     try:
         if store.exists(posixpath.join(location, rundir.CONTROL)):
             current, candidate = _control(store, location)
-            _read_run(store, location, posixpath.join(location, current), CONTROL_CURRENT, out)
-            _read_run(store, location, posixpath.join(location, candidate), CONTROL_CANDIDATE, out)
+            _read_run(store, location, posixpath.join(location, current), rundir.RunRole.CONTROL_CURRENT, out)
+            _read_run(store, location, posixpath.join(location, candidate), rundir.RunRole.CONTROL_CANDIDATE, out)
         else:
-            _read_run(store, location, location, GATE_RUN, out)
+            _read_run(store, location, location, rundir.RunRole.GATE_RUN, out)
     except BadInput as exc:
         out.lines.append(Line(location, SKIPPED, str(exc)))
     return out
@@ -188,8 +187,8 @@ def case_rows(run: str, case: str, doc: Any, release: str | None,
     ten times the parse, and a store holds thousands."""
     d = mapping(doc, "")
     status = text(d.get("status"), "status")
-    if status not in CASE_STATUSES:
-        raise Wrong("status", f"expected one of {', '.join(CASE_STATUSES)}", status)
+    if status not in tuple(Status):
+        raise Wrong("status", f"expected one of {', '.join(Status)}", status)
     if d.get("case") != case:
         raise Wrong("case", f"expected {case!r}, the case its file is named after", d.get("case"))
     prompts = [mapping(p, f"prompts[{i}]") for i, p in enumerate(listing(d.get("prompts", []), "prompts"))]
@@ -235,7 +234,8 @@ def bucket_rows(run: str, case: str, d: Mapping[str, Any], prompts: Sequence[Map
     table = _table(d.get("bucket_bounds"))
     rows = []
     for bucket, errors in sorted(by_bucket.items()):
-        bound = _finite(rules.bound_for(bucket, bounds[bucket], table)) if d.get("golden_kind") != EXACT else None
+        bound = _finite(rules.bound_for(bucket, bounds[bucket],
+                                        table)) if d.get("golden_kind") != GoldenMode.EXACT else None
         if bound is not None and not 0 < bound <= 1:
             raise Wrong(f"bucket {bucket}'s bound", "expected a probability difference above 0 and at most 1", bound)
         largest = _largest(errors)
@@ -249,7 +249,7 @@ def bucket_rows(run: str, case: str, d: Mapping[str, Any], prompts: Sequence[Map
 def decode_rows(run: str, case: str, d: Mapping[str, Any]) -> list[BucketRow]:
     """Per bucket of a decode case, its worst step against that step's own bound, as a series of its own: a step
     creeping toward its bound is flagged as a first token's error would be. None for an exact case (no bounds)."""
-    if d.get("golden_kind") == EXACT:
+    if d.get("golden_kind") == GoldenMode.EXACT:
         return []
     bound, table = _finite(d.get("bound")), _table(d.get("bucket_bounds"))
     steps = {n: b for n, b in _table(_table(d.get("bound_source")).get("step_bounds")).items() if _finite(b)}

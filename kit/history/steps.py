@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from kit.history.changepoint import completed_at_last, find_steps
+from kit.history.changepoint import Direction, completed_at_last, find_steps
 from kit.history.queries import MarginRow
 from kit.history.rows import DECODE
 
@@ -43,13 +43,14 @@ def step_up(values: Sequence[float], labels: Sequence[str], measured: str = "err
     (each point's "release R / run X") and ``measured`` (what the values are); None when there is none."""
     if sum(1 for v in values if not math.isnan(v)) < 2:
         return None
-    ups = [s for s in find_steps(list(values), false_alarm=FALSE_ALARM) if s.direction == "up"]
+    ups = [s for s in find_steps(list(values), false_alarm=FALSE_ALARM) if s.direction == Direction.UP]
     if not ups:
         return None
     step = ups[-1]
     label = labels[step.index] if 0 <= step.index < len(labels) else None
     newest = completed_at_last(list(values), false_alarm=FALSE_ALARM)
-    return Flag(step.index, f"{measured} {step.describe(label)}", newest is not None and newest.direction == "up")
+    return Flag(step.index, f"{measured} {step.describe(label)}", newest is not None
+                and newest.direction == Direction.UP)
 
 
 def flag_rows(rows: list[MarginRow]) -> list[MarginRow]:

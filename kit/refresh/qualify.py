@@ -33,7 +33,7 @@ from kit.core.errors import BadInput, ParityKitError
 from kit.core.records.jsonio import read_json, write_json
 from kit.core.records import paths, rundir
 from kit.core.records.paths import display
-from kit.core.records.records import SEMANTIC
+from kit.core.records.records import GoldenMode
 from kit.descriptor.load import LoadedDescriptor, derive, load_descriptor
 from kit.descriptor.plan import Outline, outline, resolve
 from kit.descriptor.schema import case_golden_kind
@@ -299,7 +299,7 @@ def pick_case(desc: LoadedDescriptor, backend: str, case: str | None, bucket: in
         raise BadInput(f"{display(desc.path)}: no {backend} case named {case!r} (cases: {', '.join(names)})")
     # A tolerance-bound case by preference: exact goldens hold only on the hardware that made them,
     # and qualification runs on the target hardware.
-    semantic = [n for n in names if case_golden_kind(stated.cases[n]) == SEMANTIC]
+    semantic = [n for n in names if case_golden_kind(stated.cases[n]) == GoldenMode.SEMANTIC]
     name = case or next(iter(semantic or names), None)
     if name is None:
         raise BadInput(f"{display(desc.path)}: no case runs the {backend} backend")

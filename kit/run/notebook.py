@@ -181,7 +181,7 @@ def run_notebook(notebook: str | Path, output: Path, parameters: dict, kernel_na
     with _live_lock:  # checked under the lock that stop_all sweeps with: no kernel slips past it
         if _stopping.is_set():
             return NotebookOutcome("the run was stopped before its kernel started", "interrupt", None, False,
-                                   outcomes.INTERRUPTED)
+                                   outcomes.Outcome.INTERRUPTED)
         _live.add(handle)
     if timer:
         timer.daemon = True
@@ -251,7 +251,7 @@ def describe_failure(exc: BaseException) -> str:
 
 
 # What the kit's own kill of a kernel (KernelHandle.kill's reason) makes of the case.
-KILLED_BY = {"timeout": outcomes.TIMEOUT, "interrupt": outcomes.INTERRUPTED}
+KILLED_BY = {"timeout": outcomes.Outcome.TIMEOUT, "interrupt": outcomes.Outcome.INTERRUPTED}
 # How a kernel ended that was killed by SIGKILL it did not get from the kit: as its own process (a negative
 # signal number) or through a shell in front of it (128 + the signal).
 SIGKILLED = (-signal.SIGKILL, 128 + signal.SIGKILL)
@@ -266,10 +266,10 @@ def failure_kind(exc: BaseException, exit_code: int | None = None) -> str:
     if isinstance(exc, pm.PapermillExecutionError):
         return kind_named(exc.ename)
     if exit_code is not None or isinstance(exc, DeadKernelError):
-        return outcomes.KERNEL_DIED
+        return outcomes.Outcome.KERNEL_DIED
     if isinstance(exc, CellTimeoutError):
-        return outcomes.TIMEOUT
-    return outcomes.CASE_ERROR
+        return outcomes.Outcome.TIMEOUT
+    return outcomes.Outcome.CASE_ERROR
 
 
 def exit_words(exit_code: int | None) -> str:

@@ -22,8 +22,7 @@ from kit.core.rules import rules
 from kit.core.verdict.decode import failed_prompts, worst_decode_step
 from kit.core.records.fixture import load_fixture
 from kit.core.baselines.golden import load_golden
-from kit.core.records.records import (BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult,
-                                      PromptScore, prompt_severity)
+from kit.core.records.records import CaseResult, PromptScore, Status, prompt_severity
 from kit.core.verdict.nextsteps import NextStep, next_steps, one_command
 from kit.core.records.results import RunView, counts_sentence
 from kit.gate.trend import read_steps
@@ -35,9 +34,10 @@ BANNER_COLORS = {"passed": "#1a7f37", "qualified": "#1a7f37", "failed": "#cf222e
 
 def gate_reason(view: RunView) -> str:
     """The gate's verdict in one sentence, naming the cases that decide it."""
-    failed = [n for n in view.expected if n in view.results and view.results[n].status == FAILED]
-    unfinished = [n for n in view.expected if n not in view.results or view.results[n].status in (ERROR, TIMEOUT)]
-    if view.verdict == PASSED:
+    failed = [n for n in view.expected if n in view.results and view.results[n].status == Status.FAILED]
+    unfinished = [n for n in view.expected if n not in view.results or view.results[n].status in (Status.ERROR,
+                                                                                                  Status.TIMEOUT)]
+    if view.verdict == Status.PASSED:
         steps = read_steps(view.run_dir)
         but = ", but " + "; ".join(s.sentence for s in steps) if steps else ""
         return f"all {len(view.expected)} cases are within their bounds{but}"
@@ -48,22 +48,22 @@ def gate_reason(view: RunView) -> str:
             parts.append(f"`{name}` fails {len(failed_prompts(r))} of {r.counts()['prompts']} prompts"
                          + decode_clause(r))
         return "; ".join(parts)
-    borrowed = [n for n in view.expected if n in view.results and view.results[n].status == BORROWED]
+    borrowed = [n for n in view.expected if n in view.results and view.results[n].status == Status.BORROWED]
     if borrowed and not unfinished:  # over bounds this host did not measure, by no more than classes differ
         return "no case failed its own bounds, but " + "; ".join(
             f"`{n}` {view.results[n].error}" for n in borrowed)
-    inconclusive = [n for n in view.expected if n in view.results and view.results[n].status == INCONCLUSIVE]
+    inconclusive = [n for n in view.expected if n in view.results and view.results[n].status == Status.INCONCLUSIVE]
     if inconclusive and not unfinished:  # nothing failed or is missing, but "passed" would claim too much
         return "every case is within its bounds, but " + "; ".join(
             f"`{n}` is inconclusive: {view.results[n].error}" for n in inconclusive)
     if not unfinished:  # nothing failed or is missing: the rest passed, some exact case could not be judged
-        unjudged = [n for n in view.expected if view.results[n].status == NO_BASELINE]
+        unjudged = [n for n in view.expected if view.results[n].status == Status.NO_BASELINE]
         return ("every case that ran is within its bounds; no baseline for this runtime: "
                 + ", ".join(f"`{n}`" for n in unjudged))
     words = []
     for name in unfinished:
         r = view.results.get(name)
-        how = "is missing" if r is None else "timed out" if r.status == TIMEOUT else "errored"
+        how = "is missing" if r is None else "timed out" if r.status == Status.TIMEOUT else "errored"
         words.append(f"`{name}` {how}")
     return "the gate did not finish: " + "; ".join(words)
 

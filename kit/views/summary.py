@@ -19,7 +19,7 @@ from kit.core.noise.calibration import depth_of
 from kit.core.noise.rule import SETTLES_FROM
 from kit.core.noise.power import measured_elsewhere
 from kit.core.records import contract, paths, rundir
-from kit.core.records.records import EXACT, FAILED, PASSED, BoundKind, CaseResult, prompt_severity
+from kit.core.records.records import BoundKind, CaseResult, GoldenMode, Status, prompt_severity
 from kit.core.records.results import RunView, read_run
 from kit.core.records.store import local_store
 from kit.core.rules import rules
@@ -150,7 +150,7 @@ def refused_divergences(r: CaseResult) -> list[StepMargin]:
     found = []
     for d in r.decode:
         n = d.diverged_at
-        if d.passed or n is None or d.accepted or r.golden_kind == EXACT:
+        if d.passed or n is None or d.accepted or r.golden_kind == GoldenMode.EXACT:
             continue
         bound = step_bound(n, bound_for(d.bucket, r.bound, r.bucket_bounds), step_bounds)
         err = d.step_errors[n - 1] if len(d.step_errors) >= n else None
@@ -356,7 +356,8 @@ def status_css(status: str) -> str:
     """A status cell's style: none for a pass, else bold in the colour its verdict's banner takes."""
     from kit.views.audit import BANNER_COLORS
 
-    return "" if status == PASSED else f"color: {BANNER_COLORS.get(status, BANNER_COLORS[FAILED])}; font-weight: 600"
+    color = BANNER_COLORS.get(status, BANNER_COLORS[Status.FAILED])
+    return "" if status == Status.PASSED else f"color: {color}; font-weight: 600"
 
 
 def judged_by_words(r: CaseResult | None) -> str | None:

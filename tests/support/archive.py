@@ -11,7 +11,7 @@ from kit.core.records import rundir
 from kit.core.noise.calibration import CalibrationRecord, Sample, measured_on
 from kit.core.noise.drift import drift_test
 from kit.core.records.jsonio import write_json
-from kit.core.records.records import FAILED, PASSED, CaseResult, DriftOff, Observation
+from kit.core.records.records import CaseResult, DriftOff, Observation, Status
 from kit.core.verdict.scoring import bound_for, score_prompt
 
 CASE = "hf-bf16"
@@ -56,7 +56,7 @@ def case_result(errors: dict[str, float], judge: CalibrationRecord, *, ran_on: s
     drift = drift_test(scores, reference) if same else None
     failures += drift.failures if drift else []
     return CaseResult(
-        case=CASE, backend="hf", status=FAILED if failures else PASSED, golden_kind="semantic",
+        case=CASE, backend="hf", status=Status.FAILED if failures else Status.PASSED, golden_kind="semantic",
         bucket_bounds=dict(judge.bounds), bound_source={
             "kind": "calibrated", "record": judge.sha256, "rule": judge.rule["name"], "noise": judge.noise,
             "measured_on": judge.fingerprint.get("runtime", {})},

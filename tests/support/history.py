@@ -10,7 +10,7 @@ from typing import Mapping
 
 from kit.core.records import rundir
 from kit.core.records.jsonio import write_json
-from kit.core.records.records import PASSED, CaseResult, DecodeScore, PromptScore
+from kit.core.records.records import CaseResult, DecodeScore, PromptScore, Status
 from kit.core.records.results import gate_verdict
 
 BOUNDS = {"128": 0.02, "256": 0.03}
@@ -41,7 +41,7 @@ def case_result(case: str, errors: Mapping[int, list[float]], *, record: str | N
     source = {"kind": "calibrated", "record": record, "rule": "spread-x3",
               **({"step_bounds": dict(STEP_BOUNDS)} if decode else {})} if record else {"kind": "hand-set"}
     result = CaseResult(
-        case=case, backend="hf", status=status or ("failed" if failed else PASSED), golden_kind="semantic",
+        case=case, backend="hf", status=status or ("failed" if failed else Status.PASSED), golden_kind="semantic",
         bucket_bounds=dict(BOUNDS), bound_source=source, golden_sha256=golden, model_digest="m" * 64,
         started_at=started.isoformat(), prompts=prompts, decode=steps,
         failures=[f"{p.id}: error {p.max_probability_error} > bound {p.bound}" for p in failed],

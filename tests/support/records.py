@@ -3,7 +3,7 @@ written, without one, so a report's every branch can be reached in milliseconds.
 
 from __future__ import annotations
 
-from kit.core.records.records import FAILED, PASSED, CaseResult, DecodeScore, PromptScore
+from kit.core.records.records import CaseResult, DecodeScore, PromptScore, Status
 
 
 def prompt_score(id_: str, err: float, bound: float = 0.075, failures: list[str] | None = None,
@@ -16,7 +16,7 @@ def prompt_score(id_: str, err: float, bound: float = 0.075, failures: list[str]
 
 
 def passed_case(case: str, err: float = 0.01, duration_s: float = 1.5) -> CaseResult:
-    return CaseResult(case=case, backend="hf", status=PASSED, bound=0.075, golden_kind="semantic",
+    return CaseResult(case=case, backend="hf", status=Status.PASSED, bound=0.075, golden_kind="semantic",
                       duration_s=duration_s, prompts=[prompt_score("p-1", err)])
 
 
@@ -24,7 +24,7 @@ def failed_case(case: str, reasons: dict[str, str], duration_s: float = 2.0) -> 
     """A case that failed on each prompt of ``reasons`` (prompt id -> why), in that order."""
     failures = [f"{pid}: {why}" for pid, why in reasons.items()]
     prompts = [prompt_score(pid, 0.5, failures=[line]) for pid, line in zip(reasons, failures)]
-    return CaseResult(case=case, backend="hf", status=FAILED, bound=0.075, golden_kind="semantic",
+    return CaseResult(case=case, backend="hf", status=Status.FAILED, bound=0.075, golden_kind="semantic",
                       duration_s=duration_s, prompts=prompts, failures=failures)
 
 
@@ -45,7 +45,7 @@ def written_by_kernel(spec, expected, over: int) -> CaseResult:
         err = bound * (2.0 if n < over else 0.5)
         failures = [f"{pid}: max probability error {err:.4g} > bound {bound:g} (bucket 256)"] if n < over else []
         prompts.append(prompt_score(pid, err, bound=bound, failures=failures))
-    return CaseResult(case=spec.name, backend=spec.backend, status=FAILED if over else PASSED,
+    return CaseResult(case=spec.name, backend=spec.backend, status=Status.FAILED if over else Status.PASSED,
                       bound=spec.bound, bucket_bounds=dict(spec.bucket_bounds), golden_kind=spec.golden_kind,
                       inputs_digest=expected.inputs_digest, prompts=prompts,
                       failures=[f for p in prompts for f in p.failures])

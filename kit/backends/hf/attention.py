@@ -10,7 +10,19 @@ serve float32 at any length. The mask is transformers' own SDPA mask.
 
 from __future__ import annotations
 
-NAME = "sdpa_repeat_kv"
+from enum import StrEnum
+
+
+class AttnImplementation(StrEnum):
+    """The attention an hf case runs, as its ``attn_implementation`` option spells it: transformers' own sdpa or
+    eager, or this module's."""
+
+    SDPA = "sdpa"
+    EAGER = "eager"
+    SDPA_REPEAT_KV = "sdpa_repeat_kv"
+
+
+NAME = AttnImplementation.SDPA_REPEAT_KV.value  # the word transformers registers it under
 
 
 def sdpa_repeat_kv(module, query, key, value, attention_mask, scaling=None, dropout=0.0, is_causal=None,

@@ -11,17 +11,26 @@ from __future__ import annotations
 
 import os
 import sys
+from enum import StrEnum
 
 from kit.core.errors import BadInput
 from kit.core.host.portable import PORTABLE_DTYPE, PORTABLE_RUNTIME
 from kit.core.host.runtime import TORCH_AVX2_PIN, host_runtime_of, torch_cpu_runtime
 
-NATIVE, AVX2 = "native", "avx2"
+
+
+class CpuKernels(StrEnum):
+    """The CPU kernels an hf case computes with, as its ``cpu_kernels`` option spells it: the widest the CPU
+    offers, or torch's, oneDNN's and MKL's AVX2 code."""
+
+    NATIVE = "native"
+    AVX2 = "avx2"
 
 
 def pin_env(options: dict) -> dict[str, str]:
     """The environment variables that pin a case's kernels (none for the native ones or a GPU)."""
-    if options.get("cpu_kernels", NATIVE) == AVX2 and not str(options.get("device", "cpu")).startswith("cuda"):
+    if options.get("cpu_kernels",
+                   CpuKernels.NATIVE) == CpuKernels.AVX2 and not str(options.get("device", "cpu")).startswith("cuda"):
         return dict(TORCH_AVX2_PIN)
     return {}
 
@@ -66,6 +75,6 @@ def apply_pin(options: dict) -> None:
 
 def check_pin(options: dict, capability: str) -> None:
     """Refuse a run whose torch did not take the pin (it read its capability before the pin was set)."""
-    if pin_env(options) and capability.lower() != AVX2:
+    if pin_env(options) and capability.lower() != CpuKernels.AVX2:
         raise BadInput(f"cpu_kernels = 'avx2' is set but torch runs its {capability} kernels: the pin came too "
                        "late in this process; restart the kernel")

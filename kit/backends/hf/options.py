@@ -6,7 +6,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from kit.backends.options import BackendOptions
+from kit.backends.hf.attention import AttnImplementation
+from kit.backends.hf.kernels import CpuKernels
+from kit.backends.hf.runtime import PaddingSide, SdpaBackend
+from kit.backends.options import BackendOptions, Choice
 
 
 class HfOptions(BackendOptions):
@@ -16,21 +19,21 @@ class HfOptions(BackendOptions):
     # (kit/core/host/portable.py); the others are reported as computed.
     dtype: Literal["float32", "bfloat16", "float16", "float64"] = "float32"
     # sdpa_repeat_kv: SDPA without torch's GQA flag, so float32 long prompts keep a memory-efficient kernel.
-    attn_implementation: Literal["eager", "sdpa", "sdpa_repeat_kv"] = "sdpa"
+    attn_implementation: Choice[AttnImplementation] = AttnImplementation.SDPA
     device: str = Field(default="cpu", pattern=r"^(cpu|cuda(:[0-9]+)?)$")
     threads: int = Field(default=1, ge=1)
     # Prompts of one bucket scored together, padded to the longest; 1 scores each prompt alone.
     batch_size: int = Field(default=1, ge=1)
-    padding_side: Literal["left", "right"] = "right"
+    padding_side: Choice[PaddingSide] = PaddingSide.RIGHT
     # Which torch SDPA kernel to prefer ("auto": torch's own choice); for attn_implementation sdpa and
     # sdpa_repeat_kv.
-    sdpa_backend: Literal["auto", "flash", "cudnn", "efficient", "math"] = "auto"
+    sdpa_backend: Choice[SdpaBackend] = SdpaBackend.AUTO
     # torch.compile each decoder layer, so the elementwise work around the matmuls (norms, rotary,
     # SiLU x up) fuses; one graph serves every layer and every prompt length.
     compile: bool = False
     # "avx2": torch's, oneDNN's and MKL's CPU kernels pinned to their AVX2 code, so that an exact golden made
     # on one x86-64 host holds bit for bit on every host with AVX2 (kit/backends/hf/kernels.py).
-    cpu_kernels: Literal["native", "avx2"] = "native"
+    cpu_kernels: Choice[CpuKernels] = CpuKernels.NATIVE
 
     def implementation_variants(self) -> list[tuple[str, dict, str]]:
         """What a healthy transformers or torch release changes under the same model and precision: how

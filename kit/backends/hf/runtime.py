@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import platform
 import time
+from enum import StrEnum
 from itertools import groupby
 from typing import Sequence
 
@@ -29,11 +30,27 @@ from kit.core.host.portable import PORTABLE_DTYPE, margin_of, rounded_top
 from kit.core.records.records import Continuation, Observation
 from kit.core.records.spec import CaseSpec
 
-PADDING_SIDES = ("left", "right")
+
+class PaddingSide(StrEnum):
+    """Where a batch pads its shorter prompts, as the case's ``padding_side`` option spells it."""
+
+    LEFT = "left"
+    RIGHT = "right"
+
+
 # Candidates a float64 case keeps beyond its top-n before rounding: the cut must not fall inside a tie that the
 # rounding makes and the token-id order then decides.
 PORTABLE_SPARE = 8
-SDPA_BACKENDS = ("auto", "flash", "cudnn", "efficient", "math")
+
+
+class SdpaBackend(StrEnum):
+    """Which torch SDPA kernel to prefer, as the case's ``sdpa_backend`` option spells it (auto: torch's own)."""
+
+    AUTO = "auto"
+    FLASH = "flash"
+    CUDNN = "cudnn"
+    EFFICIENT = "efficient"
+    MATH = "math"
 
 
 def compile_layers(model, dynamic: bool | None = True) -> None:
@@ -72,18 +89,20 @@ def plan_batches(prompts: Sequence[Prompt], batch_size: int) -> list[list[int]]:
 class HfBackend:
     name = "hf"
 
-    def __init__(self, model_path: str, dtype: str = "float32", attn_implementation: str = "sdpa",
-                 device: str = "cpu", threads: int = 1, batch_size: int = 1, padding_side: str = "right",
-                 sdpa_backend: str = "auto", compile: bool = False, cpu_kernels: str = kernels.NATIVE):
+    def __init__(self, model_path: str, dtype: str = "float32",
+                 attn_implementation: str = hf_attention.AttnImplementation.SDPA,
+                 device: str = "cpu", threads: int = 1, batch_size: int = 1, padding_side: str = PaddingSide.RIGHT,
+                 sdpa_backend: str = SdpaBackend.AUTO, compile: bool = False,
+                 cpu_kernels: str = kernels.CpuKernels.NATIVE):
         kernels.apply_pin({"cpu_kernels": cpu_kernels, "device": device})
         import torch
         from transformers import AutoModelForCausalLM
         from transformers.utils import logging as hf_logging
 
-        if padding_side not in PADDING_SIDES:
-            raise ValueError(f"padding_side must be one of {PADDING_SIDES}, got {padding_side!r}")
-        if sdpa_backend not in SDPA_BACKENDS:
-            raise ValueError(f"sdpa_backend must be one of {SDPA_BACKENDS}, got {sdpa_backend!r}")
+        if padding_side not in tuple(PaddingSide):
+            raise ValueError(f"padding_side must be one of {', '.join(PaddingSide)}, got {padding_side!r}")
+        if sdpa_backend not in tuple(SdpaBackend):
+            raise ValueError(f"sdpa_backend must be one of {', '.join(SdpaBackend)}, got {sdpa_backend!r}")
         hf_logging.disable_progress_bar()  # a per-load progress bar only clutters notebooks and logs
         if attn_implementation == hf_attention.NAME:
             hf_attention.register()
@@ -221,23 +240,26 @@ class HfBackend:
         ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
         for r, prompt in enumerate(rows):
-            span = slice(width - prompt.n_tokens, width) if self.padding_side == "left" else slice(0, prompt.n_tokens)
+            span = slice(width - prompt.n_tokens,
+                         width) if self.padding_side == PaddingSide.LEFT else slice(0, prompt.n_tokens)
             ids[r, span] = torch.tensor(prompt.prompt_token_ids)
             mask[r, span] = 1
         # Positions count real tokens only; padded slots get 0 (their outputs are never read).
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        last = (torch.full((len(rows),), width - 1) if self.padding_side == "left"
+        last = (torch.full((len(rows),), width - 1) if self.padding_side == PaddingSide.LEFT
                 else torch.tensor([c.n_tokens - 1 for c in rows]))
         to = self.device
         return ids.to(to), mask.to(to), positions.to(to), last.to(to)
 
     def _sdpa_context(self):
-        if self.sdpa_backend == "auto" or self.attn_implementation not in ("sdpa", hf_attention.NAME):
+        sdpa = (hf_attention.AttnImplementation.SDPA, hf_attention.AttnImplementation.SDPA_REPEAT_KV)
+        if self.sdpa_backend == SdpaBackend.AUTO or self.attn_implementation not in sdpa:
             return contextlib.nullcontext()
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        chosen = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
-                  "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}[self.sdpa_backend]
+        chosen = {SdpaBackend.FLASH: SDPBackend.FLASH_ATTENTION, SdpaBackend.CUDNN: SDPBackend.CUDNN_ATTENTION,
+                  SdpaBackend.EFFICIENT: SDPBackend.EFFICIENT_ATTENTION,
+                  SdpaBackend.MATH: SDPBackend.MATH}[self.sdpa_backend]
         # A padded batch carries a mask, which flash refuses: the memory-efficient kernel takes
         # masks without materializing [seq, seq] scores, math is the last resort.
         fallbacks = [b for b in (SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH) if b != chosen]

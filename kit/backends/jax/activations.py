@@ -7,12 +7,13 @@ would use for the prompt's length. The prompt runs alone and unpadded, so every 
 
 from __future__ import annotations
 
+from kit.backends.jax.choices import Platform
 from kit.core.noise.localize import Point, stream
 
 
 def placement(options: dict) -> dict:
     """Where a jax case runs, said as the reference's device: its platform (a GPU is cuda to torch)."""
-    return {"device": "cuda" if options.get("platform") == "gpu" else "cpu"}
+    return {"device": "cuda" if options.get("platform") == Platform.GPU else "cpu"}
 
 
 def residual_stream(backend, token_ids) -> list[tuple[Point, "object"]]:

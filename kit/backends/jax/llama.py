@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-ATTENTIONS = ("xla", "cudnn", "chunked")
+from kit.backends.jax.choices import Attention
+
 # The chunked attention one block at a time (looped_causal_attention): chosen by the backend, not by a case, where
 # the unrolled blocks would not fit the device's memory (kit.backends.jax.runtime).
 LOOPED = "chunked-looped"
@@ -241,7 +242,7 @@ def attend(q, k, v, attention: str, precision):
     attention (its cuDNN or reference kernel)."""
     import jax
 
-    if attention == "chunked":
+    if attention == Attention.CHUNKED:
         return chunked_causal_attention(q, k, v, precision)
     if attention == LOOPED:
         return looped_causal_attention(q, k, v, precision)

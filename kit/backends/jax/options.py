@@ -9,7 +9,8 @@ from typing import Any, Literal, Mapping
 from pydantic import Field, model_validator
 
 from kit.backends.jax.sharding import tensor_parallel_problem
-from kit.backends.options import BackendOptions
+from kit.backends.jax.choices import Attention, Padding, Platform
+from kit.backends.options import BackendOptions, Choice
 
 
 class JaxOptions(BackendOptions):
@@ -18,8 +19,8 @@ class JaxOptions(BackendOptions):
     dtype: Literal["float32", "bfloat16"] = "float32"
     # "auto": cuDNN flash attention on a GPU in bfloat16, exact query-chunked attention in float32
     # on long prompts (cuDNN has no float32 kernel), XLA's reference attention otherwise.
-    attention: Literal["auto", "xla", "cudnn", "chunked"] = "auto"
-    platform: Literal["cpu", "gpu"] = "cpu"
+    attention: Choice[Attention] = Attention.AUTO
+    platform: Choice[Platform] = Platform.CPU
     # XLA may keep a fused computation's intermediate values in float32 where the program rounds them to
     # bfloat16 (its default, like torch.compile); False makes it round at every operation, like eager torch.
     excess_precision: bool = True
@@ -27,7 +28,7 @@ class JaxOptions(BackendOptions):
     # long buckets to the next quarter of the bucket (kit.backends.jax.runtime.padded_length); "auto": steps for
     # float32 on a GPU, where compiling is cheap and a forward of padding is not, the bucket otherwise (bfloat16's
     # records were measured with it).
-    padding: Literal["auto", "bucket", "steps"] = "auto"
+    padding: Choice[Padding] = Padding.AUTO
     # Split the model over this many devices by heads (kit.backends.jax.sharding says what and why); on
     # CPU the case's kernel splits the host into that many XLA devices. 1: one device, no mesh.
     tensor_parallel: int = Field(default=1, ge=1)
@@ -38,7 +39,7 @@ class JaxOptions(BackendOptions):
         # executor for fewer GPUs than it splits the model over would find too few in its kernel.
         resources = getattr(self, "resources", None)
         gpus = getattr(resources, "num_gpus", 0)
-        if self.platform == "gpu" and gpus and self.tensor_parallel > gpus:
+        if self.platform == Platform.GPU and gpus and self.tensor_parallel > gpus:
             raise ValueError(f"tensor_parallel = {self.tensor_parallel} splits the model over more GPUs than "
                              f"resources.num_gpus = {gpus:g} gives the case (ask for {self.tensor_parallel})")
         return self
@@ -61,16 +62,19 @@ class JaxOptions(BackendOptions):
         """The jax path's free choices: the attention implementation, and how much of the bfloat16
         rounding XLA's fusion skips, which another XLA release may change (on a GPU, the attention kernels
         it can run)."""
-        if self.platform == "gpu":
+        if self.platform == Platform.GPU:
             # XLA's reference attention holds every head's [seq, seq] float32 scores: it runs out of memory at
             # 32K tokens on an H200. Rounding at every operation changed no bit of the 1B model's results
             # on the H200 (docs/gpu-figures.md), so it would only repeat the case as set.
             float32 = self.dtype == "float32"  # cuDNN has no float32 kernel: "auto" is chunked there
-            effective = self.attention if self.attention != "auto" else ("chunked" if float32 else "cudnn")
-            others = [a for a in ("cudnn", "chunked") if a != effective and not (a == "cudnn" and float32)]
+            effective = self.attention if self.attention != Attention.AUTO else (Attention.CHUNKED if float32
+                                                                                else Attention.CUDNN)
+            others = [a.value for a in (Attention.CUDNN, Attention.CHUNKED)
+                      if a != effective and not (a == Attention.CUDNN and float32)]
             return [(f"attention-{a}", {"attention": a}, "another attention implementation") for a in others]
         out: list[tuple[str, dict, str]] = [(f"attention-{a}", {"attention": a}, "another attention implementation")
-                                            for a in ("xla", "chunked") if a != self.attention]
+                                            for a in (Attention.XLA.value, Attention.CHUNKED.value)
+                                            if a != self.attention]
         out.append(("rounded" if self.excess_precision else "excess-precision",
                     {"excess_precision": not self.excess_precision},
                     "XLA's fusion keeps or skips bfloat16 roundings between fused operations"))

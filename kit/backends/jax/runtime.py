@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from kit.backends.jax.choices import Attention, Padding, Platform
 from kit.core.errors import BadInput
 from kit.core.records.fixture import Prompt
 from kit.core.records.records import Observation
@@ -31,7 +32,7 @@ def float32_gpu_options(dtype: str, platform: str) -> dict:
     fixture. With cuBLAS a program compiles in 2 s or less, and the float32 result stays float32
     (another kernel, another summation order: float32 rounding). bfloat16 keeps XLA's defaults: its
     calibrated records were measured with them. Measured 2026-12-04, docs/gpu-figures.md."""
-    return {"xla_gpu_enable_triton_gemm": False} if dtype == "float32" and platform == "gpu" else {}
+    return {"xla_gpu_enable_triton_gemm": False} if dtype == "float32" and platform == Platform.GPU else {}
 
 
 STEPS_FROM = 8192  # buckets from this length up are padded in quarter steps under "steps" padding
@@ -41,9 +42,9 @@ STEPS = 4
 def choose_padding(requested: str, dtype: str, platform: str) -> str:
     """The padding a case runs with: as requested, else per decode step where float32 on a GPU needs it, per
     bucket otherwise."""
-    if requested != "auto":
+    if requested != Padding.AUTO:
         return requested
-    return "steps" if float32_gpu_options(dtype, platform) else "bucket"
+    return Padding.STEPS if float32_gpu_options(dtype, platform) else Padding.BUCKET
 
 
 def padded_length(n_tokens: int, bucket: int, padding: str) -> int:
@@ -53,7 +54,7 @@ def padded_length(n_tokens: int, bucket: int, padding: str) -> int:
     the 32K bucket costs a 32K-token forward, and in float32 on an H200 the 16K and 32K buckets were 86 % of the
     jax-f32 case's scoring (docs/gpu-figures.md). A quarter step holds at most a quarter of the bucket of padding
     for at most three more programs per bucket, each a multiple of the attention's query block."""
-    if padding != "steps" or bucket < STEPS_FROM or n_tokens >= bucket:
+    if padding != Padding.STEPS or bucket < STEPS_FROM or n_tokens >= bucket:
         return max(bucket, n_tokens)
     step = bucket // STEPS
     return -(-n_tokens // step) * step
@@ -80,30 +81,31 @@ def memory_budget(device) -> int | None:
 def choose_attention(requested: str, dtype: str, platform: str, seq: int) -> str:
     """The attention a prompt runs with: as requested, else on a GPU cuDNN for bfloat16 and float16 and the exact
     chunked one for float32, on a CPU XLA's own below LONG_PROMPT tokens and the chunked one from there."""
-    if requested != "auto":
+    if requested != Attention.AUTO:
         return requested
-    if platform == "gpu":
+    if platform == Platform.GPU:
         # cuDNN's flash attention has bfloat16/float16 kernels only; the chunked attention is
         # exact in float32 (and, at HIGHEST precision, free of TF32).
-        return "cudnn" if dtype != "float32" else "chunked"
-    return "xla" if seq < LONG_PROMPT else "chunked"
+        return Attention.CUDNN if dtype != "float32" else Attention.CHUNKED
+    return Attention.XLA if seq < LONG_PROMPT else Attention.CHUNKED
 
 
 class JaxBackend:
     name = "jax"
 
-    def __init__(self, model_path: str, dtype: str = "float32", attention: str = "auto", platform: str = "cpu",
-                 excess_precision: bool = True, tensor_parallel: int = 1, case: str = "jax", padding: str = "auto"):
+    def __init__(self, model_path: str, dtype: str = "float32", attention: str = Attention.AUTO, platform: str = "cpu",
+                 excess_precision: bool = True, tensor_parallel: int = 1, case: str = "jax",
+                 padding: str = Padding.AUTO):
         # By default jax takes 75% of a GPU's memory at start; a gate case shares its GPU with others.
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-        if platform == "cpu" and tensor_parallel > 1:
+        if platform == Platform.CPU and tensor_parallel > 1:
             split_host(tensor_parallel)
         import jax
 
-        from kit.backends.jax.llama import ATTENTIONS, load_params, shape_from_config
+        from kit.backends.jax.llama import load_params, shape_from_config
 
-        if attention != "auto" and attention not in ATTENTIONS:
-            raise ValueError(f"attention must be 'auto' or one of {ATTENTIONS}, got {attention!r}")
+        if attention not in tuple(Attention):
+            raise ValueError(f"attention must be one of {', '.join(Attention)}, got {attention!r}")
         self._jax = jax
         self.dtype, self.attention, self.platform = dtype, attention, platform
         self.excess_precision = excess_precision
@@ -142,7 +144,7 @@ class JaxBackend:
                "device": self.platform, "device_name": getattr(self.device, "device_kind", str(self.device))}
         if float32_gpu_options(self.dtype, self.platform):  # cuBLAS for every matmul (float32_gpu_options)
             out["xla_triton_gemm"] = False
-        if self.padding != "bucket":  # other programs' shapes, another summation order: the provenance says so
+        if self.padding != Padding.BUCKET:  # other programs' shapes, another summation order: the provenance says so
             out["padding"] = self.padding
         if not self.excess_precision:  # another rounding than XLA's default: the provenance must tell them apart
             out["excess_precision"] = False
@@ -187,7 +189,7 @@ class JaxBackend:
             last = np.array([prompt.n_tokens - 1], dtype=np.int32)
             where = self.device if self.tp is None else self.tp.replicated()
             ids, last = jax.device_put(ids, where), jax.device_put(last, where)
-            if attention == "chunked":
+            if attention == Attention.CHUNKED:
                 attention = self._chunked_that_fits(seq, ids, last)
             self._used[str(prompt.bucket)] = attention
             logits = self._program(seq, attention)(self.params, ids, last)
@@ -208,16 +210,16 @@ class JaxBackend:
         if seq in self._fitted:
             return self._fitted[seq]
         budget = memory_budget(self.device)
-        choice = "chunked"
+        choice: str = Attention.CHUNKED
         if budget is not None and self.tp is None:
-            compiled = self._program(seq, "chunked").lower(self.params, ids, last).compile()
+            compiled = self._program(seq, Attention.CHUNKED).lower(self.params, ids, last).compile()
             need = getattr(compiled.memory_analysis(), "temp_size_in_bytes", None)
             if need is not None:
                 self._needs[str(seq)] = int(need)
             if need is not None and need * HEADROOM > budget:
                 choice = LOOPED
             else:
-                self._compiled[(seq, "chunked")] = compiled
+                self._compiled[(seq, Attention.CHUNKED)] = compiled
         self._fitted[seq] = choice
         return choice
 

@@ -17,12 +17,13 @@ import json
 import sys
 from pathlib import Path
 
+from kit.backends.levanter.runtime import CheckpointFormat
 from kit.core.noise.localize import Point, points, stream
 
 
 def unlocalizable(options: dict) -> str | None:
     """Why a case with ``options`` cannot be localized: the reference cannot load a native checkpoint."""
-    if options.get("checkpoint") == "native":
+    if options.get("checkpoint") == CheckpointFormat.NATIVE:
         return ("reads a native Levanter checkpoint, which the hf float32 reference cannot load: localize a case of "
                 "the same weights in the HF format")
     return None

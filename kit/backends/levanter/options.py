@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import Field
 
-from kit.backends.options import BackendOptions
+from kit.backends.levanter.runtime import CheckpointFormat, LevanterAttention
+from kit.backends.options import BackendOptions, Choice
 
 
 class LevanterOptions(BackendOptions):
     """Levanter 1.1 (JAX), in its own kernel; an HF export or a native tensorstore checkpoint."""
 
-    checkpoint: Literal["hf", "native"] = "hf"
+    checkpoint: Choice[CheckpointFormat] = CheckpointFormat.HF
     # bucket (tokens, as a string key) -> attention; buckets not named follow `flash_above`
     # (reference attention through 4K tokens, flash beyond, as the real gate).
-    attention: dict[str, Literal["reference", "flash"]] = Field(default_factory=dict)
+    attention: dict[str, Choice[LevanterAttention]] = Field(default_factory=dict)
     flash_above: int = Field(default=4096, ge=0)
     flash_block_size: int = Field(default=128, ge=1)  # flash needs lengths that are multiples of it
     # Prompts padded to their bucket's length under the causal mask: XLA compiles once per bucket.

@@ -16,6 +16,7 @@ import os
 import platform
 import time
 from concurrent.futures import ThreadPoolExecutor
+from enum import StrEnum
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -24,8 +25,22 @@ from kit.core.records.fixture import Prompt
 from kit.core.records.records import Observation
 from kit.core.records.spec import CaseSpec
 
-REFERENCE, FLASH = "reference", "flash"
-ATTENTIONS = (REFERENCE, FLASH)
+
+class LevanterAttention(StrEnum):
+    """A bucket's attention implementation, as a case's ``attention`` option (bucket -> implementation) spells it."""
+
+    REFERENCE = "reference"
+    FLASH = "flash"
+
+
+class CheckpointFormat(StrEnum):
+    """A model folder's format, as a case's ``checkpoint`` option spells it: an HF export or a Levanter
+    tensorstore checkpoint."""
+
+    HF = "hf"
+    NATIVE = "native"
+
+
 # The real gate's rule: materialized attention is fine through 4K tokens; beyond, only flash fits.
 FLASH_ABOVE = 4096
 FLASH_BLOCK_SIZE = 128
@@ -38,16 +53,16 @@ def attention_for(bucket: int, overrides: Mapping[str, str] | None = None, flash
     chosen = (overrides or {}).get(str(bucket))
     if chosen is not None:
         return chosen
-    return FLASH if bucket > flash_above else REFERENCE
+    return LevanterAttention.FLASH if bucket > flash_above else LevanterAttention.REFERENCE
 
 
 def checkpoint_format(folder: str | Path) -> str:
     """``native`` for a Levanter tensorstore checkpoint, ``hf`` for an HF export."""
     root = Path(folder)
     if (root / "metadata.json").is_file() and (root / "model").is_dir():
-        return "native"
+        return CheckpointFormat.NATIVE
     if (root / "config.json").is_file():
-        return "hf"
+        return CheckpointFormat.HF
     raise BadInput(f"model folder {folder} holds neither an HF export (config.json) "
                    "nor a Levanter checkpoint (metadata.json and model/)")
 
@@ -55,21 +70,22 @@ def checkpoint_format(folder: str | Path) -> str:
 class LevanterBackend:
     name = "levanter"
 
-    def __init__(self, model_path: str, checkpoint: str = "hf", attention: Mapping[str, str] | None = None,
+    def __init__(self, model_path: str, checkpoint: str = CheckpointFormat.HF,
+                 attention: Mapping[str, str] | None = None,
                  flash_above: int = FLASH_ABOVE, flash_block_size: int = FLASH_BLOCK_SIZE,
                  pad_to_bucket: bool = True, threads: int = 1, device: str = "cpu"):
         found = checkpoint_format(model_path)
         if found != checkpoint:
             raise BadInput(f"model folder {model_path} is a {found} checkpoint, but the case asks for {checkpoint}")
-        bad = {b: a for b, a in (attention or {}).items() if a not in ATTENTIONS}
+        bad = {b: a for b, a in (attention or {}).items() if a not in tuple(LevanterAttention)}
         if bad:
-            raise BadInput(f"attention {bad}: expected one of {', '.join(ATTENTIONS)}")
+            raise BadInput(f"attention {bad}: expected one of {', '.join(LevanterAttention)}")
         _configure_xla(threads, device)
         self.model_path, self.checkpoint, self.device = str(model_path), checkpoint, device
         self.attention, self.flash_above = dict(attention or {}), flash_above
         self.flash_block_size, self.pad_to_bucket = flash_block_size, pad_to_bucket
         t0 = time.perf_counter()
-        self.model = load_native(model_path) if checkpoint == "native" else load_hf(model_path)
+        self.model = load_native(model_path) if checkpoint == CheckpointFormat.NATIVE else load_hf(model_path)
         self.load_s = time.perf_counter() - t0
         self._variants: dict[str, object] = {}  # built from the loaded weights, whatever their config says
         self._details: dict = {}
@@ -107,7 +123,7 @@ class LevanterBackend:
             if length > self.model.config.seq_len:  # the rotary tables stop there
                 raise BadInput(f"prompt {prompt.id}: length {length} exceeds the model's context "
                                f"{self.model.config.seq_len}")
-            if impl == FLASH and length % self.flash_block_size:
+            if impl == LevanterAttention.FLASH and length % self.flash_block_size:
                 raise BadInput(f"prompt {prompt.id}: flash attention needs a length that is a multiple of its block "
                                f"size {self.flash_block_size}, got {length} (bucket {prompt.bucket}); "
                                "pad to the bucket or choose reference attention for it")
@@ -149,7 +165,7 @@ class LevanterBackend:
             import jax
             from levanter.models.llama import LlamaLMHeadModel
 
-            config = dataclasses.replace(self.model.config, use_flash_attention=impl == FLASH,
+            config = dataclasses.replace(self.model.config, use_flash_attention=impl == LevanterAttention.FLASH,
                                          flash_attention_block_size=self.flash_block_size)
             shape = eqx.filter_eval_shape(LlamaLMHeadModel.init, self.model.Vocab, config, key=jax.random.PRNGKey(0))
             leaves = jax.tree_util.tree_leaves(self.model)

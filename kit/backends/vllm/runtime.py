@@ -6,7 +6,7 @@ The backend's runtime (its ``BackendInfo.runtime``): it opens the mode a case's 
 
 from __future__ import annotations
 
-from kit.backends.vllm.engine import engine_settings
+from kit.backends.vllm.engine import Mode, engine_settings
 from kit.core.records.spec import CaseSpec
 
 
@@ -14,7 +14,7 @@ def open_backend(spec: CaseSpec):
     """The backend a case runs on: vLLM's OpenAI server where its settings say ``server``, else the offline
     engine; a mode's module (and vLLM with it) is imported only when that mode is opened."""
     settings = engine_settings(spec)
-    if settings.mode == "server":
+    if settings.mode == Mode.SERVER:
         from kit.backends.vllm.server import VllmServerBackend
 
         return VllmServerBackend(spec, settings)

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from kit.core.records import paths
-from kit.core.noise.calibration import check_case_inputs, hardware_change, measured_on
+from kit.core.noise.calibration import FallbackRule, check_case_inputs, hardware_change, measured_on
 from kit.core.errors import BadInput
 from kit.core.baselines.golden import Golden, RuntimeOf, duplicate_runtime, load_golden
 from kit.core.model.modelconfig import check_prompts_fit, model_limits
@@ -222,7 +222,7 @@ class Calibration(BaselineKind):
         measured, here = change
         remedy = f"parity-kit baseline make --case {spec.name} --reason \"...\""
         fallback = cal.get("fallback") or {}
-        if fallback.get("rule") == "device":
+        if fallback.get("rule") == FallbackRule.DEVICE:
             return BaselineRow(spec.name, self, FALLBACK,
                                f"fallback order {fallback.get('order')} took it by its rule \"device\": noise "
                                f"measured on {measured}, this host is {here}; its bounds apply, its drift test does "

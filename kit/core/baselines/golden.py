@@ -27,11 +27,10 @@ from kit.core.errors import BadInput
 from kit.core.records.fixture import Fixture, Prompt
 from kit.core.records.jsonio import (NESTED_TOO_DEEP, canonical_bytes, read_input_bytes, sha256_bytes, surrogate_place,
                                      write_canonical)
-from kit.core.records.records import EXACT, GOLDEN_KINDS, Continuation, Observation
+from kit.core.records.records import Continuation, GoldenMode, Observation
 from kit.core.host.runtime import hardware
 from kit.core.records.text import lone_surrogate, printable
 
-KINDS = GOLDEN_KINDS
 FORMAT = 2  # the newest golden format this code reads and writes (1: no "format" key, no continuations)
 
 # One continuation step: the token the reference chose and its top-k there.
@@ -79,8 +78,8 @@ def golden_document(kind: str, fixture: Fixture, model_digest: str, top_k: int,
                     observations: Sequence[Observation], prov: dict,
                     continuations: Sequence[Continuation] | None = None, decode_steps: int = 0) -> dict:
     """A golden; with ``continuations`` (``decode_steps`` each) a format-2 decode golden."""
-    if kind not in KINDS:
-        raise BadInput(f"golden kind {kind!r} is not one of {', '.join(KINDS)}")
+    if kind not in tuple(GoldenMode):
+        raise BadInput(f"golden kind {kind!r} is not one of {', '.join(GoldenMode)}")
     by_id = {o.prompt_id: o for o in observations}
     missing = [i for i in fixture.ids if i not in by_id]
     if missing:
@@ -125,7 +124,7 @@ def reference_document(fixture: Fixture, model_digest: str, top_k: int, observat
         if problem:
             raise BadInput(f"reference of case {obs.prompt_id}: {problem}")
         cases.append({"id": obs.prompt_id, "top_logprobs": _entries(top)})
-    return {"kind": EXACT, "fixture_sha256": fixture.sha256, "model_digest": model_digest, "top_k": top_k,
+    return {"kind": GoldenMode.EXACT, "fixture_sha256": fixture.sha256, "model_digest": model_digest, "top_k": top_k,
             "provenance": prov, "cases": cases}
 
 
@@ -195,8 +194,8 @@ def golden_from_bytes(data: bytes, path: Path) -> Golden:
         raise BadInput(f"golden {path} is malformed: {type(exc).__name__}: {exc}") from None
     except RecursionError:
         raise BadInput(f"golden {path} is malformed: {NESTED_TOO_DEEP}") from None
-    if golden.kind not in KINDS:
-        raise BadInput(f"golden {path}: kind {golden.kind!r} is not one of {', '.join(KINDS)}")
+    if golden.kind not in tuple(GoldenMode):
+        raise BadInput(f"golden {path}: kind {golden.kind!r} is not one of {', '.join(GoldenMode)}")
     if not golden.provenance:
         raise BadInput(f"golden {path} carries no provenance; make it with `parity-kit golden make`")
     _check_ids(golden, data)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -272,10 +273,16 @@ def measured_on(reference: Mapping[str, Any]) -> str | None:
     return ((reference.get("fingerprint") or {}).get("runtime", {}).get("accelerator") or {}).get("name")
 
 
-# The rules a calibration record of other hardware may stand in by, finest first: the same accelerator and
-# driver, the same accelerator (CPU instruction-set level, or GPU model), any of the same kind of device.
-FALLBACK_LEVELS = ("driver", "hardware", "device")
-DEFAULT_FALLBACK = ("hardware",)
+class FallbackRule(StrEnum):
+    """The rules a calibration record of other hardware may stand in by, finest first, as the descriptor's
+    ``[baselines.fallback] calibration`` and a reference's ``fallback.rule`` spell them."""
+
+    DRIVER = "driver"  # the same accelerator and driver
+    HARDWARE = "hardware"  # the same accelerator (CPU instruction-set level, or GPU model)
+    DEVICE = "device"  # any of the same kind of device
+
+
+DEFAULT_FALLBACK = (FallbackRule.HARDWARE,)
 
 
 def record_for_host(records: Sequence[CalibrationRecord], options: Mapping[str, Any],
@@ -291,11 +298,12 @@ def record_for_host(records: Sequence[CalibrationRecord], options: Mapping[str, 
     for level in order:
         for r in records:
             theirs = (r.fingerprint.get("runtime", {}).get("accelerator") or {})
-            if level == "driver" and theirs.get("name") == here["name"] and theirs.get("driver") == here["driver"]:
+            same_name = theirs.get("name") == here["name"]
+            if level == FallbackRule.DRIVER and same_name and theirs.get("driver") == here["driver"]:
                 return r, level
-            if level == "hardware" and theirs.get("name") == here["name"]:
+            if level == FallbackRule.HARDWARE and same_name:
                 return r, level
-            if level == "device" and r.noise_class.get("device") == noise_class(options)["device"]:
+            if level == FallbackRule.DEVICE and r.noise_class.get("device") == noise_class(options)["device"]:
                 return r, level
     return records[0], None
 

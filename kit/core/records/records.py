@@ -15,22 +15,34 @@ from kit.core.records.jsonio import json_safe
 from kit.core.rules import rules
 from kit.core.rules.failure import Failure
 
-# A case status is one of these; the gate verdict is derived from them in kit.core.records.results.
-PASSED, FAILED, ERROR, TIMEOUT = "passed", "failed", "error", "timeout"
-# An exact case whose runtime has no golden: neither passed nor failed, since nothing could judge it.
-NO_BASELINE = "no-baseline"
-# A case within its bounds that could not have seen a fault as small as its descriptor asks (its detectable
-# effect is over the limit, or it scored fewer prompts than that effect was measured on): not passed, not failed.
-INCONCLUSIVE = "inconclusive"
-# A case that failed only under bounds measured on another class of hardware, by no more than classes differ
-# (kit.core.verdict.borrowed): this host's noise may explain it, so it is neither a pass nor a regression until
-# measured.
-BORROWED = "borrowed-bounds"
-CASE_STATUSES = (PASSED, FAILED, ERROR, TIMEOUT, NO_BASELINE, INCONCLUSIVE, BORROWED)
-# A golden's kind (``golden_kind``), as its file and the descriptor's [goldens] names spell it: semantic (compared
-# under a bound) or exact (one runtime's own output, compared bit for bit). Every comparison with a kind uses these.
-SEMANTIC, EXACT = "semantic", "exact"
-GOLDEN_KINDS = (SEMANTIC, EXACT)
+class Status(StrEnum):
+    """A case's status, as its result's ``status`` spells it; the gate verdict is derived from them in
+    kit.core.records.results."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    # An exact case whose runtime has no golden: neither passed nor failed, since nothing could judge it.
+    NO_BASELINE = "no-baseline"
+    # A case within its bounds that could not have seen a fault as small as its descriptor asks (its detectable
+    # effect is over the limit, or it scored fewer prompts than that effect was measured on): not passed, not failed.
+    INCONCLUSIVE = "inconclusive"
+    # A case that failed only under bounds measured on another class of hardware, by no more than classes differ
+    # (kit.core.verdict.borrowed): this host's noise may explain it, so it is neither a pass nor a regression until
+    # measured.
+    BORROWED = "borrowed-bounds"
+
+
+class GoldenMode(StrEnum):
+    """A golden's kind (``golden_kind``), as its file and the descriptor's [goldens] names spell it: semantic
+    (compared under a bound) or exact (one runtime's own output, compared bit for bit). Every comparison with a
+    kind uses these."""
+
+    SEMANTIC = "semantic"
+    EXACT = "exact"
+
+
 class DriftOff(StrEnum):
     """Why a calibrated case left its drift test out, as its result's ``drift_off`` spells it: the descriptor
     turned it off, or its record measured another class of hardware. Readers compare a member (a result read from
@@ -56,13 +68,13 @@ class BoundKind(StrEnum):
         recorded = (source or {}).get("kind")
         if isinstance(recorded, str) and recorded in cls._value2member_map_:
             return cls(recorded)
-        return cls.EXACT if golden_kind == EXACT else cls.HAND_SET
+        return cls.EXACT if golden_kind == GoldenMode.EXACT else cls.HAND_SET
 
 
 @dataclass(frozen=True)
 class NoBaseline:
     """Why a case has no baseline it may use on this host, and the one command that makes it. A case of this
-    kind is neither passed nor failed: nothing could judge it here (its status is NO_BASELINE)."""
+    kind is neither passed nor failed: nothing could judge it here (its status is Status.NO_BASELINE)."""
 
     kind: str  # the baseline kind that is missing (kit.core.baselines.baselinekind: "exact-golden", "calibration")
     reason: str  # in words: what the descriptor lists and what this host is
@@ -307,13 +319,13 @@ class CaseResult:
     @property
     def failure_messages(self) -> list[str]:
         """One line per reason this case did not pass."""
-        if self.status in (ERROR, TIMEOUT):
+        if self.status in (Status.ERROR, Status.TIMEOUT):
             return [f"{self.case}: {self.status}: {self.error}"]
-        if self.status == NO_BASELINE:
+        if self.status == Status.NO_BASELINE:
             return [f"{self.case}: {self.error}"]
-        if self.status == INCONCLUSIVE:
+        if self.status == Status.INCONCLUSIVE:
             return [f"{self.case}: inconclusive: {self.error}"]
-        if self.status == BORROWED:
+        if self.status == Status.BORROWED:
             return [f"{self.case}: borrowed bounds: {self.error}"]
         return [f"{self.case}: {message}" for message in self.failures]
 
@@ -377,11 +389,11 @@ class CaseResult:
         case) that it has no calibration to test against."""
         if self.drift_skipped:
             return f"not run ({self.drift_skipped})"
-        if self.status in (ERROR, TIMEOUT):
+        if self.status in (Status.ERROR, Status.TIMEOUT):
             return f"not run (case {self.status})"
         if self.bound_kind is BoundKind.CALIBRATED:
             return "not run"
-        return "not run (no calibration)" if self.golden_kind == SEMANTIC else "—"
+        return "not run (no calibration)" if self.golden_kind == GoldenMode.SEMANTIC else "—"
 
     @property
     def calibrated_noise(self) -> float | None:

@@ -24,7 +24,7 @@ from kit.core.errors import BadInput
 from kit.core.records.jsonio import read_json_input
 from kit.core.records.paths import display
 from kit.core.records.recordcheck import Wrong, listing, mapping, text
-from kit.core.records.records import CASE_STATUSES, CaseResult, DecodeScore, PromptScore, RepeatSpread
+from kit.core.records.records import CaseResult, DecodeScore, PromptScore, RepeatSpread, Status
 
 # Metrics of one prompt may be NaN (a backend's logprob was not finite), which JSON writes as null
 # (kit.core.records.jsonio.json_safe); every other number of a result (bounds, times) is a number when written.
@@ -35,8 +35,8 @@ _WORDS = {str: "a string", bool: "true or false", int: "a whole number", float: 
 def check_case_result(doc: Any, case: str) -> None:
     """Raises Wrong at the first value of ``doc`` that a result of ``case`` cannot hold."""
     check_fields(CaseResult, doc, "")
-    if doc["status"] not in CASE_STATUSES:
-        raise Wrong("status", f"expected one of {', '.join(CASE_STATUSES)}", doc["status"])
+    if doc["status"] not in tuple(Status):
+        raise Wrong("status", f"expected one of {', '.join(Status)}", doc["status"])
     if doc["case"] != case:
         raise Wrong("case", f"expected {case!r}, the case its file is named after", doc["case"])
 

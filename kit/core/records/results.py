@@ -21,7 +21,7 @@ from kit.core.records import rundir
 from kit.core.errors import BadInput
 from kit.core.exitcodes import ExitCode
 from kit.core.records.jsonio import parse_json_input, read_json, write_json
-from kit.core.records.records import BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult
+from kit.core.records.records import CaseResult, Status
 from kit.core.records.recordcheck import Wrong, mapping, text
 from kit.core.records.resultcheck import check_case_result, check_manifest, checked
 from kit.core.records.store import Store, local_store
@@ -61,27 +61,28 @@ def gate_verdict(expected: Sequence[str], results: Mapping[str, CaseResult]) -> 
     only under another class of hardware's bounds, else ``inconclusive``, else ``no-baseline`` when an exact
     case had no golden for its runtime, else ``passed``. Never ``passed`` with a missing or unjudged case."""
     statuses = [results[name].status if name in results else None for name in expected]
-    if FAILED in statuses:
+    if Status.FAILED in statuses:
         return GATE_FAILED
-    if any(s in (ERROR, TIMEOUT, None) for s in statuses) or not expected:
+    if any(s in (Status.ERROR, Status.TIMEOUT, None) for s in statuses) or not expected:
         return GATE_INCOMPLETE
     # A case that says it could not see the faults asked of it outranks one with nothing to judge it by: both
     # stop a pin, and the inconclusive one needs a better measurement, not only a golden.
     # A bound crossed under borrowed bounds outranks a case that could not see enough: something did move.
-    if BORROWED in statuses:
+    if Status.BORROWED in statuses:
         return GATE_BORROWED
-    if INCONCLUSIVE in statuses:
+    if Status.INCONCLUSIVE in statuses:
         return GATE_INCONCLUSIVE
-    if NO_BASELINE in statuses:
+    if Status.NO_BASELINE in statuses:
         return GATE_NO_BASELINE
-    assert all(s == PASSED for s in statuses)
+    assert all(s == Status.PASSED for s in statuses)
     return GATE_PASSED
 
 
 def status_counts(expected: Sequence[str], results: Mapping[str, CaseResult]) -> dict[str, int]:
     """How many of the ``expected`` cases ended with each status, a case without a result counted as missing: the
     counts every report and exit code use."""
-    counts = {PASSED: 0, FAILED: 0, ERROR: 0, TIMEOUT: 0, NO_BASELINE: 0, INCONCLUSIVE: 0, BORROWED: 0, "missing": 0}
+    counts = {Status.PASSED: 0, Status.FAILED: 0, Status.ERROR: 0, Status.TIMEOUT: 0, Status.NO_BASELINE: 0,
+              Status.INCONCLUSIVE: 0, Status.BORROWED: 0, "missing": 0}
     for name in expected:
         counts[results[name].status if name in results else "missing"] += 1
     return counts
@@ -89,9 +90,9 @@ def status_counts(expected: Sequence[str], results: Mapping[str, CaseResult]) ->
 
 def counts_sentence(counts: Mapping[str, int], duration_s: float) -> str:
     """'1 failed, 2 passed in 991 s' (zero counts left out)."""
-    words = {FAILED: "failed", ERROR: "errored", TIMEOUT: "timed out", "missing": "missing",
-             BORROWED: "failed under borrowed bounds", NO_BASELINE: "without a baseline",
-             INCONCLUSIVE: "inconclusive", PASSED: "passed"}
+    words = {Status.FAILED: "failed", Status.ERROR: "errored", Status.TIMEOUT: "timed out", "missing": "missing",
+             Status.BORROWED: "failed under borrowed bounds", Status.NO_BASELINE: "without a baseline",
+             Status.INCONCLUSIVE: "inconclusive", Status.PASSED: "passed"}
     parts = [f"{counts[k]} {word}" for k, word in words.items() if counts.get(k)]
     return f"{', '.join(parts) or 'no cases'} in {duration_s:.0f} s"
 

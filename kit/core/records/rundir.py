@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import posixpath
 import time
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -24,6 +25,17 @@ from kit.core.errors import BadInput
 from kit.core.records.jsonio import read_json_input
 from kit.core.records.paths import display, separator_or_control
 from kit.core.records.recordcheck import Wrong, mapping, text
+
+
+class RunRole(StrEnum):
+    """Which run a case result was read from, as the baselines archive's observations and the history's rows spell
+    it: a gate run, one side of a control, or (the archive's only) a calibration's clean sample."""
+
+    GATE_RUN = "gate run"
+    CONTROL_CANDIDATE = "control candidate"
+    CONTROL_CURRENT = "control current"
+    CALIBRATION_SAMPLE = "calibration sample"
+
 
 MANIFEST = "manifest.json"        # gate run: descriptor, digests, kit version, host, times
 RESULT = "result.json"            # gate run: the verdict and every case result

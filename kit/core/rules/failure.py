@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Iterable, Mapping
 
 # The near-tie rule's factor (kit.core.rules.rules.near_tie): a winner change is accepted when the golden's
@@ -26,7 +26,7 @@ WINNER_GAP_FACTOR = 2.0
 REJUDGED = "; the notebook said passed: its verdict disagreed with its own numbers"
 
 
-class Kind(str, Enum):
+class Kind(StrEnum):
     """What failed. A str, so a record of another kit version reads and writes it as plain JSON."""
 
     OVER_BOUND = "over-bound"  # max probability error above the bucket's (or decode step's) bound
@@ -103,10 +103,10 @@ class Failure:
     def from_dict(cls, d: Mapping[str, Any]) -> "Failure | None":
         """The failure a record holds; None for a kind this kit does not know (written by a newer kit): its line is
         then read as an older record's is."""
-        try:
-            kind = Kind(d.get("kind"))
-        except ValueError:
+        raw = d.get("kind")
+        if not isinstance(raw, str) or raw not in Kind._value2member_map_:
             return None
+        kind = Kind(raw)
         names = {f.name for f in fields(cls)} - {"kind", "said"}
         given = {k: v for k, v in d.items() if k in names}
         if kind is Kind.OVER_BOUND and "value" in given and given["value"] is None:

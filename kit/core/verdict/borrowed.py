@@ -26,7 +26,7 @@ import dataclasses
 import math
 from typing import Mapping
 
-from kit.core.records.records import BORROWED, FAILED, CaseResult, DecodeScore, PromptScore
+from kit.core.records.records import CaseResult, DecodeScore, PromptScore, Status
 from kit.core.rules import rules
 from kit.core.rules.rules import bound_for, near_tie, step_bound
 
@@ -41,7 +41,7 @@ def judged_under_borrowed_bounds(result: CaseResult, measured: str, here: str, c
     every failure the classes' difference could explain becomes ``borrowed-bounds`` with the reason and the
     ``command`` that measures this host (``expected_s``: about how long it takes); anything else is returned as
     it is, with a note when it failed, so that a reader knows the bounds were not this host's."""
-    if result.status != FAILED:
+    if result.status != Status.FAILED:
         return result
     where = f"bounds measured on {measured}, this host is {here}"
     if not explained(result):
@@ -52,7 +52,7 @@ def judged_under_borrowed_bounds(result: CaseResult, measured: str, here: str, c
     reason = (f"failed only under {where}: every failure is an error over its bound by at most "
               f"{CROSS_CLASS_FACTOR:g}x, as far as classes of hardware differ; not a regression until this "
               f"host is measured: `{command}`{took}")
-    return dataclasses.replace(result, status=BORROWED, error=reason, remedy=command)
+    return dataclasses.replace(result, status=Status.BORROWED, error=reason, remedy=command)
 
 
 def explained(result: CaseResult) -> bool:

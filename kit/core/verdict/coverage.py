@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from kit.core.records.records import FAILED, PASSED, CaseResult
+from kit.core.records.records import CaseResult, Status
 from kit.core.rules import rules
 from kit.core.rules.failure import texts
 
@@ -69,7 +69,7 @@ def prompt_mismatch(expected: Sequence[str], got: Iterable[str]) -> str | None:
     return "; ".join(parts) or None
 
 
-class Uncovered(enum.Enum):
+class Uncovered(enum.StrEnum):
     """What a result fails to cover of what was asked: what a reader decides by, never the problem's words."""
 
     CASE = "another case"
@@ -95,7 +95,7 @@ def coverage_problem(result: CaseResult, expected: Expected) -> CoverageProblem 
     """Why ``result`` is not a verdict on what was asked (a typed problem), or None when it is.
 
     Only a verdict (passed, failed) is held to this; an error or timeout claims nothing."""
-    if result.status not in (PASSED, FAILED):
+    if result.status not in (Status.PASSED, Status.FAILED):
         return None
     where = f"case {expected.case}"
     if result.case != expected.case:
@@ -114,10 +114,10 @@ def coverage_problem(result: CaseResult, expected: Expected) -> CoverageProblem 
                                                  f"{str(result.inputs_digest)[:12]}, expected "
                                                  f"{expected.inputs_digest[:12]})")
     failed = [p.id for p in result.prompts if not p.passed]
-    if result.status == PASSED and (failed or result.failures):
+    if result.status == Status.PASSED and (failed or result.failures):
         return CoverageProblem(Uncovered.PASSED_WITH_FAILURES, f"{where}: result says passed but lists failures "
                                                                f"({some(failed) or result.failures[0]})")
-    if result.status == FAILED and not (failed or result.failures):
+    if result.status == Status.FAILED and not (failed or result.failures):
         return CoverageProblem(Uncovered.FAILED_WITHOUT_FAILURE, f"{where}: result says failed but lists no failure")
     return None
 
@@ -128,7 +128,7 @@ def rejudged(result: CaseResult, expected: Expected) -> CaseResult:
     above its bound. Each prompt's pass is re-derived by the first token's rules (kit.core.rules.rules) from
     the metrics the result records; one that fails makes the case failed, saying that the notebook's
     verdict disagreed with its own numbers. A verdict of failed is left as it is: it claims nothing."""
-    if result.status != PASSED or expected.bounds is None:
+    if result.status != Status.PASSED or expected.bounds is None:
         return result
     prompts, found = [], []
     for p in result.prompts:
@@ -142,5 +142,6 @@ def rejudged(result: CaseResult, expected: Expected) -> CaseResult:
                                            typed_failures=[*p.typed_failures, failure]))
     if not found:
         return result
-    return dataclasses.replace(result, status=FAILED, prompts=prompts, failures=[*result.failures, *texts(found)],
+    return dataclasses.replace(result, status=Status.FAILED, prompts=prompts, failures=[*result.failures,
+                                                                                        *texts(found)],
                                typed_failures=[*result.typed_failures, *found])

@@ -40,7 +40,7 @@ from kit.core.verdict.scoring import score_prompt
 from kit.core.rules import rules
 from kit.core.rules.failure import WINNER_CHANGES, Failure, Kind, texts
 from kit.core.rules.rules import bound_for, step_bound
-from kit.core.records.records import EXACT
+from kit.core.records.records import GoldenMode
 
 __all__ = ["StepMargin", "case_headroom", "check_continuations_fit", "check_decode_golden", "compare_continuation",
            "failed_prompts", "step_bound", "worst_decode_step", "worst_step", "worst_steps"]
@@ -121,7 +121,7 @@ def worst_steps(result: CaseResult) -> dict[str, StepMargin | None]:
     judged it by; None for a prompt without one, and for every prompt of an exact case (it has no bounds)."""
     step_bounds = (result.bound_source or {}).get("step_bounds")
     return {d.id: worst_step(d.id, d.bucket, d.step_errors, bound_for(d.bucket, result.bound, result.bucket_bounds),
-                             step_bounds) if result.golden_kind != EXACT else None for d in result.decode}
+                             step_bounds) if result.golden_kind != GoldenMode.EXACT else None for d in result.decode}
 
 
 def worst_decode_step(result: CaseResult) -> StepMargin | None:

@@ -15,7 +15,7 @@ import dataclasses
 from typing import Any, Mapping
 
 from kit.core.noise.power import FAMILY_NAMES, unmeasured
-from kit.core.records.records import INCONCLUSIVE, PASSED, CaseResult
+from kit.core.records.records import CaseResult, Status
 from kit.core.rules import rules
 
 
@@ -27,10 +27,10 @@ def judged_by_power(result: CaseResult, detectable: Mapping[str, Any] | None, li
     if not detectable:
         return result
     result = dataclasses.replace(result, detectable=dict(detectable))
-    if result.status != PASSED or limit is None:
+    if result.status != Status.PASSED or limit is None:
         return result
     reason = inconclusive_reason(detectable, limit, len(result.prompts), where)
-    return dataclasses.replace(result, status=INCONCLUSIVE, error=reason) if reason else result
+    return dataclasses.replace(result, status=Status.INCONCLUSIVE, error=reason) if reason else result
 
 
 def inconclusive_reason(detectable: Mapping[str, Any], limit: float, prompts: int, where: str) -> str | None:

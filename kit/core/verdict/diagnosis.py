@@ -26,8 +26,7 @@ from kit.core.exitcodes import ExitCode
 from kit.core.verdict.paired import PairedResult
 from kit.core.verdict.paired import compare as compare_paired
 from kit.core.noise.power import clean_error
-from kit.core.records.records import (BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, TIMEOUT, CaseResult,
-                                      DecodeScore, PromptScore, known_fields)
+from kit.core.records.records import CaseResult, DecodeScore, PromptScore, Status, known_fields
 from kit.core.records.results import RunView
 
 QUALIFIED, REGRESSION, BLOCKER, BOTH_BROKEN, INCOMPLETE = (
@@ -163,8 +162,8 @@ def diagnose(control: RunView, candidate: RunView) -> Diagnosis:
 
     incomplete = [line for label, view in ((current_name, control), (candidate_name, candidate))
                   for line in _incomplete_lines(label, view)]
-    control_failed = [r.case for r in rows if r.control_status == FAILED]
-    candidate_failed = [r.case for r in rows if r.candidate_status == FAILED]
+    control_failed = [r.case for r in rows if r.control_status == Status.FAILED]
+    candidate_failed = [r.case for r in rows if r.candidate_status == Status.FAILED]
     d = Diagnosis("", "", current_name, candidate_name, rows, control_failed, candidate_failed, incomplete)
     verdict, reason = _verdict(d)  # judged from the rows alone: the verdict and reason are not among them
     return dataclasses.replace(d, verdict=verdict, reason=reason)
@@ -287,15 +286,15 @@ def _incomplete_lines(label: str, view: RunView) -> list[str]:
         r = view.results.get(name)
         if r is None:
             lines.append(f"{label}: case {name} is missing (no result was recorded)")
-        elif r.status in (ERROR, TIMEOUT):
+        elif r.status in (Status.ERROR, Status.TIMEOUT):
             where = f"partial notebook {paths.display(r.notebook)}" if r.notebook else "no notebook was kept"
-            what = "timed out" if r.status == TIMEOUT else "errored"
+            what = "timed out" if r.status == Status.TIMEOUT else "errored"
             lines.append(f"{label}: case {name} {what}; {where}")
-        elif r.status == NO_BASELINE:  # nothing judged it here, so nothing can be compared
+        elif r.status == Status.NO_BASELINE:  # nothing judged it here, so nothing can be compared
             lines.append(f"{label}: case {name}: {r.error}")
-        elif r.status == INCONCLUSIVE:  # within its bounds, but it could not have seen what was asked: no pass
+        elif r.status == Status.INCONCLUSIVE:  # within its bounds, but it could not have seen what was asked: no pass
             lines.append(f"{label}: case {name} is inconclusive: {r.error}")
-        elif r.status == BORROWED:  # judged by another class of hardware's noise: this host's is not known
+        elif r.status == Status.BORROWED:  # judged by another class of hardware's noise: this host's is not known
             lines.append(f"{label}: case {name}: {r.error}")
     return lines
 

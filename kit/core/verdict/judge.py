@@ -18,10 +18,10 @@ from kit.core.noise.calibration import measured_on
 from kit.core.verdict.decode import compare_continuation
 from kit.core.noise.drift import DriftResult, drift_test
 from kit.core.baselines.golden import Step
-from kit.core.records.records import FAILED, PASSED, Continuation, DecodeScore, Observation, PromptScore, RepeatSpread
+from kit.core.records.records import Continuation, DecodeScore, Observation, PromptScore, RepeatSpread, Status
 from kit.core.verdict.scoring import repeat_spread, score_prompt
 from kit.core.records.spec import CaseSpec
-from kit.core.records.records import EXACT, BoundKind, DriftOff
+from kit.core.records.records import BoundKind, DriftOff, GoldenMode
 from kit.core.rules import rules
 from kit.core.rules.failure import Failure, texts
 
@@ -66,8 +66,9 @@ class Judged:
         """The fields of the case's result (kit.core.records.records.CaseResult) that follow from this judgement of
         ``spec`` against a golden of ``golden_kind``: what the kernel records and `parity-kit verify` derives
         again. Everything else of a result (times, the engine's release and details) is the run's."""
-        return dict(status=FAILED if self.failed else PASSED, golden_kind=golden_kind, bound=spec.bound,
-                    bucket_bounds=dict(spec.bucket_bounds), bound_source=bound_source(spec, golden_kind == EXACT),
+        return dict(status=Status.FAILED if self.failed else Status.PASSED, golden_kind=golden_kind, bound=spec.bound,
+                    bucket_bounds=dict(spec.bucket_bounds), bound_source=bound_source(spec,
+                                                                                      golden_kind == GoldenMode.EXACT),
                     drift=self.drift.to_dict() if self.drift else None,
                     drift_skipped=drift_skipped.why if drift_skipped else None,
                     drift_off=drift_skipped.kind if drift_skipped else None,

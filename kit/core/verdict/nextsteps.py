@@ -13,15 +13,28 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Mapping, Sequence
 
 from kit.core.verdict import triage
-from kit.core.records.records import BORROWED, ERROR, FAILED, INCONCLUSIVE, NO_BASELINE, PASSED, TIMEOUT, CaseResult
+from kit.core.records.records import CaseResult, Status
 
-NUMERIC, NEAR_TIE, NO_BASELINE_KIND, INFRASTRUCTURE = "numeric", "near-tie", "no baseline", "infrastructure"
-CASE_ERROR, BORROWED_KIND, INCONCLUSIVE_KIND, MISSING = "case error", "borrowed bounds", "inconclusive", "missing"
-# The order a reader meets them in: what blocks a pin first.
-ORDER = (NUMERIC, NEAR_TIE, CASE_ERROR, INFRASTRUCTURE, MISSING, BORROWED_KIND, INCONCLUSIVE_KIND, NO_BASELINE_KIND)
+class NextKind(StrEnum):
+    """What kind of thing happened to a case that did not pass, as a next step names it; in the order a reader
+    meets them: what blocks a pin first."""
+
+    NUMERIC = "numeric"
+    NEAR_TIE = "near-tie"
+    CASE_ERROR = "case error"
+    INFRASTRUCTURE = "infrastructure"
+    MISSING = "missing"
+    BORROWED_KIND = "borrowed bounds"
+    INCONCLUSIVE_KIND = "inconclusive"
+    NO_BASELINE_KIND = "no baseline"
+
+
+ORDER: list[str] = list(NextKind)
+
 
 
 @dataclass(frozen=True)
@@ -29,7 +42,7 @@ class NextStep:
     """One case that did not pass: what kind of thing happened, in a few words why, and the command to run next."""
 
     case: str
-    kind: str  # one of ORDER
+    kind: str  # a NextKind's word
     why: str
     command: str | None
 
@@ -37,16 +50,19 @@ class NextStep:
 def next_kind_of(result: CaseResult | None) -> str | None:
     """The kind a reader acts on for a case result; None for a passed case."""
     if result is None:
-        return MISSING
-    if result.status == PASSED:
+        return NextKind.MISSING
+    if result.status == Status.PASSED:
         return None
     classed = (result.triage or {}).get("class")
-    if result.status == FAILED:
-        return NEAR_TIE if classed == triage.NEAR_TIE else NUMERIC
-    if result.status in (ERROR, TIMEOUT):
-        return INFRASTRUCTURE if classed == triage.INFRASTRUCTURE or result.status == TIMEOUT else CASE_ERROR
-    return {NO_BASELINE: NO_BASELINE_KIND, BORROWED: BORROWED_KIND, INCONCLUSIVE: INCONCLUSIVE_KIND}.get(result.status,
-                                                                                                        CASE_ERROR)
+    if result.status == Status.FAILED:
+        return NextKind.NEAR_TIE if classed == triage.TriageClass.NEAR_TIE else NextKind.NUMERIC
+    if result.status in (Status.ERROR, Status.TIMEOUT):
+        job = classed == triage.TriageClass.INFRASTRUCTURE or result.status == Status.TIMEOUT
+        return NextKind.INFRASTRUCTURE if job else NextKind.CASE_ERROR
+    unjudged: dict[str, NextKind] = {Status.NO_BASELINE: NextKind.NO_BASELINE_KIND,
+                                     Status.BORROWED: NextKind.BORROWED_KIND,
+                                     Status.INCONCLUSIVE: NextKind.INCONCLUSIVE_KIND}
+    return unjudged.get(result.status, NextKind.CASE_ERROR)
 
 
 def next_steps(expected: Sequence[str], results: Mapping[str, CaseResult], descriptor: str,
@@ -66,26 +82,26 @@ def next_steps(expected: Sequence[str], results: Mapping[str, CaseResult], descr
 def _why(kind: str, r: CaseResult | None) -> str:
     if r is None:
         return "no result was recorded"
-    if kind in (NUMERIC, NEAR_TIE):
+    if kind in (NextKind.NUMERIC, NextKind.NEAR_TIE):
         failed = sum(1 for p in r.prompts if not p.passed)
         decode = sum(1 for d in r.decode if not d.passed)
         said = [f"{failed} of {len(r.prompts)} prompts outside their bounds" if failed else "",
                 f"{decode} decode continuation(s) failed" if decode else "",
                 "its drift test failed" if r.drift and not r.drift.get("passed") else ""]
         return "; ".join(s for s in said if s) or "failed as a whole (its repeats or its coverage)"
-    if kind == INFRASTRUCTURE:
+    if kind == NextKind.INFRASTRUCTURE:
         return f"{r.status}: {(r.triage or {}).get('evidence') or r.error or ''}".rstrip(": ")
     return r.error or r.status
 
 
 def _command(kind: str, case: str, r: CaseResult | None, descriptor: str, run_dir: str) -> str | None:
     quoted = shlex.quote(descriptor) if descriptor else "DESCRIPTOR"
-    if kind in (NUMERIC, NEAR_TIE):
+    if kind in (NextKind.NUMERIC, NextKind.NEAR_TIE):
         # Whose fault is it: the same command against today's pin tells a regression from a stale golden.
         return f"parity-kit control {quoted} --case {shlex.quote(case)}"
-    if kind in (INFRASTRUCTURE, MISSING):
+    if kind in (NextKind.INFRASTRUCTURE, NextKind.MISSING):
         return f"parity-kit gate {quoted} --resume {shlex.quote(run_dir)}"
-    if kind == INCONCLUSIVE_KIND:
+    if kind == NextKind.INCONCLUSIVE_KIND:
         return f"parity-kit power {quoted} --case {shlex.quote(case)}"
     return r.remedy if r is not None else None
 
@@ -93,7 +109,7 @@ def _command(kind: str, case: str, r: CaseResult | None, descriptor: str, run_di
 def one_command(steps: Sequence[NextStep], descriptor: str) -> str | None:
     """Where several cases lack a baseline here, the one `baseline make` that makes them all (its --case-less
     form makes every missing record of the descriptor); None where there are fewer than two."""
-    missing = [s for s in steps if s.kind in (NO_BASELINE_KIND, BORROWED_KIND) and s.command
+    missing = [s for s in steps if s.kind in (NextKind.NO_BASELINE_KIND, NextKind.BORROWED_KIND) and s.command
                and s.command.startswith("parity-kit baseline make ")]
     if len(missing) < 2:
         return None

@@ -19,27 +19,34 @@ core.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Callable, Iterable, Mapping, Sequence
 
 from kit.core.outcomes import EXPLAINED, kind_of
-from kit.core.records.records import BORROWED, ERROR, FAILED, TIMEOUT, CaseResult
+from kit.core.records.records import CaseResult, Status
 from kit.core.verdict import Failure, Kind, failures_of, legacy
 from kit.core.rules.failure import WINNER_CHANGES
 
-INFRASTRUCTURE, NEAR_TIE, NUMERIC = "infrastructure", "near-tie", "numeric"
-# An error the kit cannot pin on the job (a cell raised for a reason of its own, a result that does not cover
-# the case): not retried, since it would raise again, and not a regression either, since nothing was judged.
-CASE_ERROR = "case-error"
-# A failure under bounds measured on another class of hardware, by no more than classes differ
-# (kit.core.verdict.borrowed): this host's noise may explain it, so it is neither retried nor called a regression;
-# measuring this host decides.
-BORROWED_BOUNDS = "borrowed-bounds"
-CLASSES = (INFRASTRUCTURE, NEAR_TIE, NUMERIC, CASE_ERROR, BORROWED_BOUNDS)
+
+class TriageClass(StrEnum):
+    """A triaged case's class, as its result's ``triage.kind`` spells it."""
+
+    INFRASTRUCTURE = "infrastructure"
+    NEAR_TIE = "near-tie"
+    NUMERIC = "numeric"
+    # An error the kit cannot pin on the job (a cell raised for a reason of its own, a result that does not cover
+    # the case): not retried, since it would raise again, and not a regression either, since nothing was judged.
+    CASE_ERROR = "case-error"
+    # A failure under bounds measured on another class of hardware, by no more than classes differ
+    # (kit.core.verdict.borrowed): this host's noise may explain it, so it is neither retried nor called a
+    # regression; measuring this host decides.
+    BORROWED_BOUNDS = "borrowed-bounds"
+
 
 
 @dataclass(frozen=True)
 class Triage:
-    kind: str  # one of CLASSES
+    kind: str  # a TriageClass's word
     evidence: str  # one line, starting with the class: what a reader is told
 
     def to_dict(self) -> dict:
@@ -77,73 +84,74 @@ def classify(result: CaseResult, run_results: Mapping[str, CaseResult] | Iterabl
 
 
 def _timeout(r: CaseResult, _: Sequence[CaseResult]) -> Triage | None:
-    if r.status != TIMEOUT:
+    if r.status != Status.TIMEOUT:
         return None
-    return Triage(INFRASTRUCTURE, f"infrastructure: timeout: {r.error or 'the case ran past its timeout'}")
+    return Triage(TriageClass.INFRASTRUCTURE, f"infrastructure: timeout: {r.error or 'the case ran past its timeout'}")
 
 
 def _typed(r: CaseResult, _: Sequence[CaseResult]) -> Triage | None:
     """An error whose kind is the job's. A case error (or no kind) goes on to the run-wide rule."""
     kind = kind_of(r.error_kind)
-    if r.status != ERROR or kind is None or not kind.infrastructure:
+    if r.status != Status.ERROR or kind is None or not kind.infrastructure:
         return None
-    return Triage(INFRASTRUCTURE, f"infrastructure: {kind.words}: {r.error}")
+    return Triage(TriageClass.INFRASTRUCTURE, f"infrastructure: {kind.words}: {r.error}")
 
 
 def _infrastructure_sign(r: CaseResult, _: Sequence[CaseResult]) -> Triage | None:
     """The fallback for a record written before error kinds existed: what the legacy reading finds in its error
     text, else its log tail (kit.core.verdict.legacy)."""
-    if r.status != ERROR or kind_of(r.error_kind) is not None:
+    if r.status != Status.ERROR or kind_of(r.error_kind) is not None:
         return None
     sign = legacy.infrastructure_sign(r.error, r.log_tail)
-    return None if sign is None else Triage(INFRASTRUCTURE, f"infrastructure: {sign[0]}: {sign[1]}")
+    return None if sign is None else Triage(TriageClass.INFRASTRUCTURE, f"infrastructure: {sign[0]}: {sign[1]}")
 
 
 def _correlated(r: CaseResult, run: Sequence[CaseResult]) -> Triage | None:
     """An unexplained error while cases of other backends errored too: unrelated code failing together
     points at the job (a full disk, a node going away), not at each case."""
-    if r.status != ERROR or r.error_kind in EXPLAINED:
+    if r.status != Status.ERROR or r.error_kind in EXPLAINED:
         return None
     # A case that refused its input failed for that reason alone, however many failed beside it.
-    broke = [o for o in run if o.status in (ERROR, TIMEOUT) and o.error_kind not in EXPLAINED]
+    broke = [o for o in run if o.status in (Status.ERROR, Status.TIMEOUT) and o.error_kind not in EXPLAINED]
     if not any(o.case == r.case for o in broke):
         broke.append(r)
     backends = sorted({o.backend for o in broke})
     if len(broke) < 2 or len(backends) < 2:
         return None
-    return Triage(INFRASTRUCTURE, f"infrastructure: {len(broke)} cases of backends {', '.join(backends)} errored in "
+    return Triage(TriageClass.INFRASTRUCTURE,
+                  f"infrastructure: {len(broke)} cases of backends {', '.join(backends)} errored in "
                                   f"this run together ({', '.join(sorted(o.case for o in broke))}): a job-level "
                                   f"event, not independent regressions; this one: {r.error}")
 
 
 def _case_error(r: CaseResult, _: Sequence[CaseResult]) -> Triage | None:
-    if r.status != ERROR:
+    if r.status != Status.ERROR:
         return None
-    return Triage(CASE_ERROR, f"case error: {r.error}")
+    return Triage(TriageClass.CASE_ERROR, f"case error: {r.error}")
 
 
 def _borrowed(r: CaseResult, _: Sequence[CaseResult]) -> Triage | None:
-    if r.status != BORROWED:
+    if r.status != Status.BORROWED:
         return None
-    return Triage(BORROWED_BOUNDS, f"borrowed bounds: {r.error}")
+    return Triage(TriageClass.BORROWED_BOUNDS, f"borrowed bounds: {r.error}")
 
 
 def _near_tie(r: CaseResult, _: Sequence[CaseResult]) -> Triage | None:
     """Failed on winner changes only: with no error over its bound, a flipped winner led by at most twice the
     bound, so these are the near-tie flake family, not a drifting distribution."""
     failures = failures_of(r)
-    if r.status != FAILED or not failures or _drift_failed(r):
+    if r.status != Status.FAILED or not failures or _drift_failed(r):
         return None
     if not all(f.kind in WINNER_CHANGES for f in failures):
         return None
     prompts = sorted({str(f.prompt) for f in failures})
-    return Triage(NEAR_TIE, f"near-tie: only winner changes between near-tied tokens ({len(r.failures)} on "
+    return Triage(TriageClass.NEAR_TIE, f"near-tie: only winner changes between near-tied tokens ({len(r.failures)} on "
                             f"{', '.join(prompts)}), no bound exceeded, no drift failure: the near-tie flake family; "
                             f"first: {r.failures[0]}")
 
 
 def _numeric(r: CaseResult, _: Sequence[CaseResult]) -> Triage | None:
-    if r.status != FAILED:
+    if r.status != Status.FAILED:
         return None
     counts: dict[str, int] = {}
     for f in failures_of(r):
@@ -152,10 +160,10 @@ def _numeric(r: CaseResult, _: Sequence[CaseResult]) -> Triage | None:
     if _drift_failed(r) and "drift" not in counts:
         counts["drift"] = 1
     if not counts:
-        return Triage(NUMERIC, "numeric: failed, with no failure line recorded")
+        return Triage(TriageClass.NUMERIC, "numeric: failed, with no failure line recorded")
     what = ", ".join(f"{name} ({n})" for name, n in counts.items())
     first = r.failures[0] if r.failures else "the drift test failed"
-    return Triage(NUMERIC, f"numeric: {what}; first: {first}")
+    return Triage(TriageClass.NUMERIC, f"numeric: {what}; first: {first}")
 
 
 # The rules, first match wins. The order is the argument: an explicit sign of the job beats everything an

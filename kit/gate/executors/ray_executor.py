@@ -58,7 +58,7 @@ from kit.core import outcomes
 from kit.core.records import paths, rundir
 from kit.core.verdict.coverage import Expected
 from kit.core.errors import Unrunnable
-from kit.core.records.records import ERROR, TIMEOUT, CaseResult
+from kit.core.records.records import CaseResult, Status
 from kit.core.records.results import now_iso
 from kit.core.records.spec import CaseSpec
 from kit.descriptor.plan import Plan
@@ -287,15 +287,15 @@ def run_cases_ray(progress: RunProgress, on_start: Callable[[str], None] | None 
             why = unplaceable(res, nodes)
             if why:
                 finish(spec, record(run.cases_dir, CaseResult(
-                    case=spec.name, backend=spec.backend, status=ERROR, finished_at=now_iso(),
-                    error_kind=outcomes.CASE_ERROR, error=f"cannot be placed: {why}")))
+                    case=spec.name, backend=spec.backend, status=Status.ERROR, finished_at=now_iso(),
+                    error_kind=outcomes.Outcome.CASE_ERROR, error=f"cannot be placed: {why}")))
                 continue
             try:
                 ref, sub = _submit(ray, remote, run, spec, res, retries)
             except Exception as exc:  # a refused submission is this case's error, not the gate's
                 finish(spec, record(run.cases_dir, CaseResult(
-                    case=spec.name, backend=spec.backend, status=ERROR, finished_at=now_iso(),
-                    error_kind=outcomes.CASE_ERROR, error=f"Ray refused the task: {describe_failure(exc)}")))
+                    case=spec.name, backend=spec.backend, status=Status.ERROR, finished_at=now_iso(),
+                    error_kind=outcomes.Outcome.CASE_ERROR, error=f"Ray refused the task: {describe_failure(exc)}")))
                 continue
             live[ref] = sub
         try:
@@ -376,18 +376,19 @@ def _outcome(ray, ref, sub: _Submitted, cases: Path, expected: Expected | None =
         return CaseResult.from_dict(ray.get(ref))
     except ray.exceptions.TaskCancelledError:
         if sub.gave_up_waiting:
-            return record(cases, result(notebook=None, status=ERROR, error_kind=outcomes.EXECUTOR, error=(
+            return record(cases, result(notebook=None, status=Status.ERROR, error_kind=outcomes.Outcome.EXECUTOR,
+                                        error=(
                 f"waited {sub.resources.max_wait_s:g} s for {asked(sub.resources)} and never started; "
                 "its Ray task was cancelled")))
-        return record(cases, result(status=TIMEOUT, error_kind=outcomes.TIMEOUT, error=(
+        return record(cases, result(status=Status.TIMEOUT, error_kind=outcomes.Outcome.TIMEOUT, error=(
             f"exceeded its timeout of {spec.timeout_s:g} s and did not return; its Ray task was cancelled; "
             f"partial notebook {notebook}")), expected)
     except Exception as exc:
         tries = len(attempts(cases, spec.name))
         kind = lost_kind(ray, exc)
-        died = kind in (outcomes.WORKER_LOST, outcomes.OUT_OF_MEMORY)
+        died = kind in (outcomes.Outcome.WORKER_LOST, outcomes.Outcome.OUT_OF_MEMORY)
         what = "its Ray worker died" if died else "its Ray task failed"
-        return record(cases, result(status=ERROR, error_kind=kind, error=(
+        return record(cases, result(status=Status.ERROR, error_kind=kind, error=(
             f"{what} ({type(exc).__name__}) on attempt {tries} of {1 + sub.retries}; "
             f"partial notebook {notebook}")), expected)
 
@@ -398,11 +399,11 @@ def lost_kind(ray, exc: BaseException) -> str:
     the task records itself (executor). A RayTaskError is judged by the exception it wraps."""
     cause = exc.cause if isinstance(exc, ray.exceptions.RayTaskError) and exc.cause is not None else exc
     if isinstance(cause, ray.exceptions.OutOfMemoryError):
-        return outcomes.OUT_OF_MEMORY
+        return outcomes.Outcome.OUT_OF_MEMORY
     if isinstance(cause, (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
                           ray.exceptions.ActorDiedError)):
-        return outcomes.WORKER_LOST
-    return outcomes.EXECUTOR
+        return outcomes.Outcome.WORKER_LOST
+    return outcomes.Outcome.EXECUTOR
 
 
 def _placement(ray, group) -> dict:

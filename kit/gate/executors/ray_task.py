@@ -108,16 +108,17 @@ def verdict_before_restart(cases: Path, spec: CaseSpec, expected: Expected | Non
     no failed verdict covering the case, and the case runs again."""
     from kit.core import outcomes
     from kit.core.records import rundir
-    from kit.core.records.records import ERROR, FAILED, CaseResult
+    from kit.core.records.records import CaseResult, Status
     from kit.gate.executor import saved, verdict_written
 
     earlier = attempt["attempt"] - 1
     started = _dt.datetime.fromisoformat(attempts(cases, spec.name)[earlier - 1]["started_at"]).timestamp()
-    lost = CaseResult(case=spec.name, backend=spec.backend, status=ERROR, error_kind=outcomes.WORKER_LOST,
+    lost = CaseResult(case=spec.name, backend=spec.backend, status=Status.ERROR,
+                      error_kind=outcomes.Outcome.WORKER_LOST,
                       error=f"its Ray worker died on attempt {earlier}; Ray restarted the task")
     path = rundir.case_file(cases, spec.name)
     judged = verdict_written(lost, cases, started, spec, expected)
-    if judged.status != FAILED:
+    if judged.status != Status.FAILED:
         return None
     judged = dataclasses.replace(
         judged, notebook=str(rundir.attempt_notebook(cases, spec.name, earlier)),  # start_attempt moved it

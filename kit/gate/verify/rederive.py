@@ -41,7 +41,7 @@ from kit.core.records.jsonio import canonical_bytes, parse_json_input
 from kit.core.model.modelconfig import model_limits
 from kit.core.records.observations import continuation_problem, observation_problem
 from kit.core.records.recordcheck import Wrong
-from kit.core.records.records import ERROR, EXACT, FAILED, NO_BASELINE, PASSED, TIMEOUT, CaseResult, Observation
+from kit.core.records.records import CaseResult, GoldenMode, Observation, Status
 from kit.core.records.results import RunDir
 from kit.core.records.spec import CaseSpec
 from kit.core.verdict.judge import Scored, drift_decision, drift_skipped
@@ -92,17 +92,17 @@ class Rederive:
         evidence = self._path(rundir.CASE_EVIDENCE, spec.name)
         if spec.no_baseline:
             return self._no_baseline(spec, recorded, evidence, out)
-        if recorded is not None and recorded.status == NO_BASELINE:
-            out.problems.append(f"{shown}: status is {NO_BASELINE}, but the descriptor resolves a golden for the "
-                                f"case on the hardware the run recorded ({self._where(spec)})")
+        if recorded is not None and recorded.status == Status.NO_BASELINE:
+            out.problems.append(f"{shown}: status is {Status.NO_BASELINE}, but the descriptor resolves a golden for "
+                                f"the case on the hardware the run recorded ({self._where(spec)})")
         derived = self._rederived(spec, recorded, evidence, out) if evidence is not None else None
-        if recorded is None or recorded.status == NO_BASELINE:
-            if derived is not None and derived.status == FAILED:
+        if recorded is None or recorded.status == Status.NO_BASELINE:
+            if derived is not None and derived.status == Status.FAILED:
                 out.problems.append(f"{shown}: {'missing' if recorded is None else 'no verdict'}, while its evidence "
                                     "judges the case failed")
             out.result = derived if recorded is not None else None
             return out
-        if recorded.status in (ERROR, TIMEOUT):
+        if recorded.status in (Status.ERROR, Status.TIMEOUT):
             out.problems += self._unfinished(shown, recorded, derived)
             out.result = recorded
             return out
@@ -120,7 +120,7 @@ class Rederive:
     def _no_baseline(self, spec: CaseSpec, recorded: CaseResult | None, evidence: str | None,
                      out: CaseCheck) -> CaseCheck:
         """A case the descriptor resolves no golden for on the recorded runtime: no verdict, no evidence."""
-        if recorded is not None and recorded.status != NO_BASELINE:
+        if recorded is not None and recorded.status != Status.NO_BASELINE:
             out.problems.append(f"{self._shown(rundir.CASE_RESULT, spec.name)}: status is {recorded.status}, but the "
                                 f"descriptor resolves no baseline for the case on the runtime the run recorded "
                                 f"({spec.runtime})")
@@ -135,10 +135,10 @@ class Rederive:
         """An error or a timeout holds with its kind only, and never over a failed verdict its kernel wrote."""
         kind = outcomes.kind_of(recorded.error_kind)
         problems = []
-        if kind is None or (recorded.status == TIMEOUT) != (recorded.error_kind == outcomes.TIMEOUT):
+        if kind is None or (recorded.status == Status.TIMEOUT) != (recorded.error_kind == outcomes.Outcome.TIMEOUT):
             problems.append(f"{shown}: status is {recorded.status} with error kind {recorded.error_kind!r}, which is "
                             f"not a kind of {recorded.status} (kit.core.outcomes)")
-        if derived is not None and derived.status == FAILED:
+        if derived is not None and derived.status == Status.FAILED:
             problems.append(f"{shown}: status is {recorded.status}, but its evidence judges the case failed, and a "
                             "failed verdict its kernel wrote stands whatever ended the case")
         return problems
@@ -174,7 +174,8 @@ class Rederive:
         by_id = {o.prompt_id: o for o in given.observations}
         skipped = drift_skipped(spec, elsewhere is not None)
         again = CaseEvidence(
-            spec=spec, prompts=[Scored(p.id, p.bucket, p.n_tokens) for p in prompts], exact=golden.kind == EXACT,
+            spec=spec, prompts=[Scored(p.id, p.bucket, p.n_tokens) for p in prompts],
+                             exact=golden.kind == GoldenMode.EXACT,
             golden_sha256=golden.sha256, golden_tops=golden_tops(golden, prompts),
             golden_continuations=golden_continuations(golden, prompts, spec.decode),
             observations=[by_id[p.id] for p in prompts], continuations=given.continuations, runs=given.runs,
@@ -185,7 +186,7 @@ class Rederive:
             out.problems.append(f"{shown}: {key.lstrip('.')} is {said(was)}; the descriptor and the files it names "
                                 f"give {said(derived)}")
         judged = again.judged()
-        base = recorded or CaseResult(spec.name, spec.backend, PASSED)
+        base = recorded or CaseResult(spec.name, spec.backend, Status.PASSED)
         kernel = dataclasses.replace(
             base, case=spec.name, backend=spec.backend, **judged.result_fields(spec, golden.kind, skipped),
             golden_sha256=golden.sha256, fixture_sha256=fixture.sha256, model_digest=spec.model_digest, error=None,
@@ -214,7 +215,8 @@ class Rederive:
                             f"which is not in the run ({shown})")
         data = read_limited(self.run_dir, name)  # regular, bounded, as the evidence is
         golden = golden_from_bytes(data if data is not None else b"", self.run_dir / name)
-        wanted = {"kind": EXACT, "fixture_sha256": fixture.sha256, "model_digest": spec.reference["model_digest"],
+        wanted = {"kind": GoldenMode.EXACT, "fixture_sha256": fixture.sha256,
+                  "model_digest": spec.reference["model_digest"],
                   "top_k": spec.top_n}
         for key, value in wanted.items():
             if getattr(golden, key) != value:

@@ -29,7 +29,7 @@ def test_a_server_that_exits_before_it_is_healthy_did_not_start(tmp_path):
     with pytest.raises(EngineDidNotStart, match="vllm serve exited with code 1 before it became healthy") as caught:
         server(tmp_path)._wait_healthy(5)
     assert "max_model_len is too large" in str(caught.value)  # its log tail follows
-    assert kind_named(type(caught.value).__name__) == outcomes.ENGINE_DID_NOT_START
+    assert kind_named(type(caught.value).__name__) == outcomes.Outcome.ENGINE_DID_NOT_START
 
 
 def test_a_server_that_is_not_healthy_in_time_did_not_start(tmp_path):
@@ -46,8 +46,8 @@ def test_a_server_that_is_not_healthy_in_time_did_not_start(tmp_path):
 def test_a_connection_refused_mid_case_is_an_engine_that_stopped_answering(tmp_path):
     with pytest.raises(EngineStoppedAnswering, match="/v1/completions: the server stopped answering") as caught:
         server(tmp_path)._post("/v1/completions", {})
-    assert kind_named(type(caught.value).__name__) == outcomes.ENGINE_STOPPED_ANSWERING
+    assert kind_named(type(caught.value).__name__) == outcomes.Outcome.ENGINE_STOPPED_ANSWERING
 
 
 def test_a_wrong_answer_is_the_cases_own():
-    assert kind_named(VllmServerError.__name__) == outcomes.CASE_ERROR
+    assert kind_named(VllmServerError.__name__) == outcomes.Outcome.CASE_ERROR

@@ -9,8 +9,8 @@ import shutil
 
 import pytest
 
-from kit.baselines.archive import (BAD, CALIBRATION_SAMPLE, CONTROL_CANDIDATE, CONTROL_CURRENT, GATE_RUN, GOOD,
-                                   MISSING, UNKNOWN, read_archive)
+from kit.baselines.archive import BAD, GOOD, MISSING, UNKNOWN, read_archive
+from kit.core.records.rundir import RunRole
 from kit.baselines.marks import mark_bad, read_mark
 from kit.core.model import faultcopy
 from kit.core.records import rundir
@@ -61,17 +61,20 @@ def test_each_observation_says_what_it_is_and_what_is_known_of_its_verdict(tmp_p
     archive = read_archive([runs / "passed", control / "candidate", runs], CASE)
     seen = {o.source: (o.kind, o.known, o.why, o.status) for o in archive.observations}
     assert seen == {
-        result_file(passed): (GATE_RUN, GOOD, "a passed gate run", "passed"),
-        result_file(failed): (GATE_RUN, UNKNOWN, "a failed gate run, not known bad", "failed"),
-        result_file(marked): (GATE_RUN, BAD, "marked bad: the node's GPU 3 had ECC errors that week", "passed"),
-        result_file(fault): (GATE_RUN, BAD, "a gate run of a fault-catalogue copy (fault rope_base at 0.05)", "failed"),
-        result_file(nested): (GATE_RUN, GOOD, "a passed gate run", "passed"),
-        result_file(control / "current"): (CONTROL_CURRENT, GOOD, "a passed current-pin run of a control", "passed"),
+        result_file(passed): (RunRole.GATE_RUN, GOOD, "a passed gate run", "passed"),
+        result_file(failed): (RunRole.GATE_RUN, UNKNOWN, "a failed gate run, not known bad", "failed"),
+        result_file(marked): (RunRole.GATE_RUN, BAD, "marked bad: the node's GPU 3 had ECC errors that week", "passed"),
+        result_file(fault): (RunRole.GATE_RUN, BAD, "a gate run of a fault-catalogue copy (fault rope_base at 0.05)",
+                             "failed"),
+        result_file(nested): (RunRole.GATE_RUN, GOOD, "a passed gate run", "passed"),
+        result_file(control / "current"): (RunRole.CONTROL_CURRENT, GOOD, "a passed current-pin run of a control",
+                                           "passed"),
         result_file(control / "candidate"): (
-            CONTROL_CANDIDATE, BAD, f"the candidate of a control that found a regression ({display(control)})",
+            RunRole.CONTROL_CANDIDATE, BAD, f"the candidate of a control that found a regression ({display(control)})",
             "failed"),
-        result_file(qualified / "current"): (CONTROL_CURRENT, GOOD, "a passed current-pin run of a control", "passed"),
-        result_file(qualified / "candidate"): (CONTROL_CANDIDATE, GOOD, "a passed candidate run of a control",
+        result_file(qualified / "current"): (RunRole.CONTROL_CURRENT, GOOD, "a passed current-pin run of a control",
+                                             "passed"),
+        result_file(qualified / "candidate"): (RunRole.CONTROL_CANDIDATE, GOOD, "a passed candidate run of a control",
                                                "passed"),
     }
     assert archive.unreadable == ()
@@ -109,7 +112,8 @@ def test_the_superseded_records_distinct_samples_are_known_good(tmp_path):
     old = record([*OLD, OLD[0]])  # a deterministic repeat counts once
     archive = read_archive([tmp_path], CASE, superseded=old)
     assert [(o.kind, o.known, o.why, o.status, o.hardware) for o in archive.observations] == [
-        (CALIBRATION_SAMPLE, GOOD, f"a clean calibration sample of record {old.sha256[:12]}", "passed", HERE)] * 3
+        (RunRole.CALIBRATION_SAMPLE, GOOD, f"a clean calibration sample of record {old.sha256[:12]}", "passed",
+         HERE)] * 3
     assert archive.observations[1].source == f"calibration record {old.sha256[:12]} sample v1 (launch 1, repeat 1)"
     assert archive.observations[2].errors == OLD[2]
 
@@ -293,7 +297,8 @@ def test_a_decode_check_keeps_each_steps_error_and_an_older_one_says_it_kept_non
     ran = case_result({"a": 0.01, "b": 0.01, "c": 0.01}, record([{"a": 0.01, "b": 0.01, "c": 0.01}] * 6))
     stepped = DecodeScore("a", 128, 3, 3, True, float("nan"), step_errors=[0.01, None, 0.02])  # None: JSON's NaN
     older = DecodeScore("b", 128, 3, 3, True, 0.02)
-    obs = from_result(dataclasses.replace(ran, decode=[stepped, older]), "x", GATE_RUN, GOOD, "a passed gate run")
+    obs = from_result(dataclasses.replace(ran, decode=[stepped, older]), "x", RunRole.GATE_RUN, GOOD,
+                      "a passed gate run")
     (a, b) = obs.decode
     assert a.steps[0] == 0.01 and a.steps[2] == 0.02 and a.steps[1] != a.steps[1]  # the NaN kept as NaN
     assert b.steps is None

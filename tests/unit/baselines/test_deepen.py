@@ -12,7 +12,7 @@ import pytest
 from kit.baselines.deepen import _not_a_sample, further_variants, release_change
 from kit.calibrate.run import variants_for
 from kit.core.noise.calibration import load_record
-from kit.core.records.records import FAILED, BoundKind, DriftOff
+from kit.core.records.records import BoundKind, DriftOff, Status
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve
 from support.archive import case_result, record
@@ -45,7 +45,7 @@ def test_a_passed_run_on_the_records_own_class_and_runtime_is_a_sample():
 
 
 @pytest.mark.parametrize("change,why", [
-    ({"status": FAILED}, "the case failed"),
+    ({"status": Status.FAILED}, "the case failed"),
     ({"bound_source": {"kind": "hand-set"}}, "the case was judged on hand-set bounds, not a calibration record"),
     ({"drift": None, "drift_skipped": "calibration measured on other hardware, NVIDIA A100",
       "drift_off": DriftOff.OTHER_HARDWARE},

@@ -14,10 +14,10 @@ from kit.core.verdict.borrowed import CROSS_CLASS_FACTOR, explained, judged_unde
 from kit.core.noise.calibration import load_record, measured_on
 from kit.core.verdict.decode import compare_continuation
 from kit.core.exitcodes import ExitCode
-from kit.core.records.records import BORROWED, FAILED, PASSED, CaseResult, Continuation, DecodeScore, Observation
+from kit.core.records.records import CaseResult, Continuation, DecodeScore, Observation, Status
 from kit.core.records.results import GATE_BORROWED, GATE_EXIT_CODES, GATE_FAILED, GATE_INCONCLUSIVE, gate_verdict
 from kit.core.verdict.scoring import score_prompt
-from kit.core.verdict.triage import BORROWED_BOUNDS, NUMERIC, classify
+from kit.core.verdict.triage import TriageClass, classify
 
 ROOT = Path(__file__).resolve().parents[3]
 COMMAND = "parity-kit baseline make descriptors/tiny-cpu.toml --case c --reason \"...\""
@@ -41,42 +41,42 @@ def _case(*shifts: float, bound: float = 0.01, winner: int = 5) -> CaseResult:
     prompts = [score_prompt(f"p{i}", 128, GOLDEN, _observation(s, winner if i == len(shifts) - 1 else 5), bound)
                for i, s in enumerate(shifts)]
     failures = [f for p in prompts for f in p.failures]
-    return CaseResult(case="c", backend="hf", status=FAILED if failures else PASSED, bound=bound,
+    return CaseResult(case="c", backend="hf", status=Status.FAILED if failures else Status.PASSED, bound=bound,
                       bucket_bounds={"128": bound}, prompts=prompts, failures=failures, duration_s=60.0)
 
 
 def test_a_failure_within_the_factor_is_borrowed_with_the_command_that_measures_this_host():
     result = judged_under_borrowed_bounds(_case(0.001, 0.02), V4, V3, COMMAND, 300.0)
-    assert result.status == BORROWED
+    assert result.status == Status.BORROWED
     assert result.error == (
         "failed only under bounds measured on cpu (x86-64-v4), this host is cpu (x86-64-v3): every failure is an error "
         f"over its bound by at most {CROSS_CLASS_FACTOR:g}x, as far as classes of hardware differ; not a regression "
         f"until this host is measured: `{COMMAND}` (about 5 min)")
     assert result.failures == _case(0.001, 0.02).failures  # what crossed stays on record
-    assert classify(result).kind == BORROWED_BOUNDS
+    assert classify(result).kind == TriageClass.BORROWED_BOUNDS
     assert result.failure_messages[0].startswith("c: borrowed bounds: failed only under bounds measured on")
 
 
 def test_an_error_beyond_the_factor_stays_failed_and_says_why():
     result = judged_under_borrowed_bounds(_case(0.001, 0.035), V4, V3, COMMAND)
-    assert result.status == FAILED
+    assert result.status == Status.FAILED
     assert result.notes[-1] == ("bounds measured on cpu (x86-64-v4), this host is cpu (x86-64-v3); the failure is not "
                                 f"one that the difference between classes explains (more than {CROSS_CLASS_FACTOR:g}x "
                                 "a bound, or not a bound's): it stands")
-    assert classify(result).kind == NUMERIC
+    assert classify(result).kind == TriageClass.NUMERIC
 
 
 def test_a_winner_change_outside_a_near_tie_stays_failed_whatever_the_bound():
     case = _case(0.001, 0.0, winner=7)
-    assert case.status == FAILED and not explained(case)
-    assert judged_under_borrowed_bounds(case, V4, V3, COMMAND).status == FAILED
+    assert case.status == Status.FAILED and not explained(case)
+    assert judged_under_borrowed_bounds(case, V4, V3, COMMAND).status == Status.FAILED
 
 
 def test_a_failure_of_the_case_as_a_whole_is_never_explained_by_a_bound():
     case = _case(0.001, 0.02)
     with_drift = dataclasses.replace(case, failures=[*case.failures, "drift: every prompt moved one way"])
     assert not explained(with_drift)
-    assert judged_under_borrowed_bounds(with_drift, V4, V3, COMMAND).status == FAILED
+    assert judged_under_borrowed_bounds(with_drift, V4, V3, COMMAND).status == Status.FAILED
 
 
 def test_a_passed_case_is_left_as_it_is():
@@ -90,19 +90,19 @@ def _decode(step_errors_shift: list[float], step_bounds: dict[str, float]) -> De
     return compare_continuation("p", 128, 100, golden, backend, 0.05, step_bounds)
 
 
-@pytest.mark.parametrize("shift, status", [(0.012, BORROWED), (0.05, FAILED)])
+@pytest.mark.parametrize("shift, status", [(0.012, Status.BORROWED), (0.05, Status.FAILED)])
 def test_a_decode_step_over_its_own_bound_is_judged_against_that_bound(shift, status):
     steps = {"1": 0.02, "2": 0.005, "3": 0.02}
     d = _decode([0.001, shift, 0.001], steps)
     assert not d.passed
-    case = CaseResult(case="c", backend="vllm", status=FAILED, bound=0.05, bucket_bounds={"128": 0.05},
+    case = CaseResult(case="c", backend="vllm", status=Status.FAILED, bound=0.05, bucket_bounds={"128": 0.05},
                       prompts=[score_prompt("p", 128, GOLDEN, _observation(0.001), 0.05)], decode=[d],
                       failures=list(d.failures), bound_source={"kind": "calibrated", "step_bounds": steps})
     assert judged_under_borrowed_bounds(case, V4, V3, COMMAND).status == status
 
 
 def test_the_verdict_ranks_borrowed_bounds_below_a_failure_and_above_inconclusive():
-    borrowed = dataclasses.replace(_case(0.02), status=BORROWED)
+    borrowed = dataclasses.replace(_case(0.02), status=Status.BORROWED)
     passed = _case(0.001)
     assert gate_verdict(["a", "b"], {"a": borrowed, "b": passed}) == GATE_BORROWED
     assert gate_verdict(["a", "b"], {"a": borrowed, "b": _case(0.5)}) == GATE_FAILED

@@ -4,7 +4,7 @@ not the pin's failure reproduced, and a prompt that fails only its decode check 
 from __future__ import annotations
 
 from kit.core.verdict.diagnosis import compare_case, decode_equal
-from kit.core.records.records import FAILED, CaseResult, DecodeScore, PromptScore
+from kit.core.records.records import CaseResult, DecodeScore, PromptScore, Status
 
 
 def _prompt(pid: str) -> PromptScore:
@@ -21,7 +21,7 @@ def _decode(pid: str, diverged_at: int | None, err: float, passed: bool = False)
 
 
 def _result(*decode: DecodeScore) -> CaseResult:
-    return CaseResult(case="d", backend="hf", status=FAILED, bound=0.075,
+    return CaseResult(case="d", backend="hf", status=Status.FAILED, bound=0.075,
                       prompts=[_prompt(d.id) for d in decode], decode=list(decode))
 
 

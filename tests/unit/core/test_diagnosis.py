@@ -14,7 +14,7 @@ from kit.core.noise.calibration import load_record
 from kit.core.verdict.diagnosis import BOTH_BROKEN, INCOMPLETE, QUALIFIED, REGRESSION, diagnose
 from kit.core.exitcodes import ExitCode
 from kit.core.baselines.golden import load_golden
-from kit.core.records.records import ERROR, FAILED, PASSED, CaseResult, Observation
+from kit.core.records.records import CaseResult, Observation, Status
 from kit.core.records.results import RunView
 from kit.core.records.spec import CaseSpec
 from kit.descriptor.load import load_descriptor
@@ -80,13 +80,13 @@ def view(release: str, cases: list[str], *results: CaseResult) -> RunView:
 
 def test_a_two_case_control_judges_each_case(scored):
     a, b = scored("a", PASSES), scored("b", PASSES)
-    assert (a.status, b.status) == (PASSED, PASSED)
+    assert (a.status, b.status) == (Status.PASSED, Status.PASSED)
     d = diagnose(view("current", ["a", "b"], a, b), view("candidate", ["a", "b"], a, scored("b", FAILS)))
     assert (d.verdict, d.exit_code) == (REGRESSION, ExitCode.FAILED)
     assert d.reason == ("the candidate `candidate` fails `b`, which today's pin `current` passes: "
                         "a regression in the candidate")
     assert [(r.case, r.control_status, r.candidate_status) for r in d.rows] == [
-        ("a", PASSED, PASSED), ("b", PASSED, FAILED)]
+        ("a", Status.PASSED, Status.PASSED), ("b", Status.PASSED, Status.FAILED)]
     assert d.failure_messages == ["candidate (candidate): b failed"]
     d = diagnose(view("current", ["a", "b"], a, b), view("candidate", ["a", "b"], a, b))
     assert d.verdict == QUALIFIED
@@ -99,7 +99,7 @@ def test_failures_equal_within_the_measured_noise_are_a_baseline_blocker(scored)
     # repeats of one prompt spread by 1e-2: the difference is inside the noise the candidate measured, and
     # no systematic shift.
     noisy = scored("a", FAILS, jitter=1e-2, repeats=2, wiggle=1e-4)
-    assert control.status == noisy.status == FAILED
+    assert control.status == noisy.status == Status.FAILED
     assert control.max_probability_error != noisy.max_probability_error
     noise = noisy.noise_floor
     assert noise > 1e-3
@@ -129,7 +129,7 @@ def test_failures_equal_within_the_calibrated_noise_are_a_baseline_blocker(score
     # No repeats on either side: the calibration record's measured noise is what "equal" allows.
     control = scored("a", FAILS, spec=calibrated)
     candidate = scored("a", FAILS, spec=calibrated, wiggle=1e-4)
-    assert control.status == candidate.status == FAILED and control.noise_floor is None
+    assert control.status == candidate.status == Status.FAILED and control.noise_floor is None
     noise = control.calibrated_noise
     assert noise == max(b["spread"] for b in load_record(calibrated.calibration["path"]).buckets.values())
     d = diagnose(view("current", ["a"], control), view("candidate", ["a"], candidate))
@@ -156,7 +156,7 @@ def test_both_broken_on_different_cases(scored):
 def test_errored_and_missing_cases_are_incomplete_whatever_else_failed(scored, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     notebook = tmp_path / "current" / "cases" / "a.ipynb"
-    errored = CaseResult(case="a", backend="hf", status=ERROR, notebook=str(notebook),
+    errored = CaseResult(case="a", backend="hf", status=Status.ERROR, notebook=str(notebook),
                          error="cell 3 raised RuntimeError: engine died")
     b_fails = scored("b", FAILS)
     d = diagnose(view("current", ["a", "b"], errored, b_fails), view("candidate", ["a", "b"], scored("a", PASSES)))
@@ -165,8 +165,8 @@ def test_errored_and_missing_cases_are_incomplete_whatever_else_failed(scored, t
     assert (d.verdict, d.exit_code) == (INCOMPLETE, ExitCode.INCOMPLETE)
     assert d.incomplete == lines
     assert d.reason == f"the gate did not finish: {lines[0]}; {lines[1]}"
-    assert [(r.case, r.control_status, r.candidate_status) for r in d.rows] == [("a", ERROR, PASSED),
-                                                                                ("b", FAILED, "missing")]
+    assert [(r.case, r.control_status, r.candidate_status) for r in d.rows] == [("a", Status.ERROR, Status.PASSED),
+                                                                                ("b", Status.FAILED, "missing")]
     assert d.failure_messages == [*lines, "current (control): b failed"]
     # An errored case without a notebook says so.
     errored = dataclasses.replace(errored, notebook=None)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from kit.core.verdict.diagnosis import BLOCKER, BOTH_BROKEN, REGRESSION, Diagnosis, diagnose
 from kit.core.exitcodes import ExitCode
-from kit.core.records.records import FAILED, PASSED, CaseResult, PromptScore
+from kit.core.records.records import CaseResult, PromptScore, Status
 from kit.core.records.results import RunView
 
 PIN_ERRORS = [0.30, 0.32, 0.35, 0.28, 0.40, 0.31, 0.33, 0.36]
@@ -31,7 +31,7 @@ def prompt(pid: str, err: float, bound: float = 0.075, flipped_gap: float | None
 def case(name: str, errors: list[float], **kw) -> CaseResult:
     prompts = [prompt(f"p-{i}", e) for i, e in enumerate(errors)]
     failures = [line for p in prompts for line in p.failures]
-    return CaseResult(case=name, backend="hf", status=FAILED if failures else PASSED, bound=0.075,
+    return CaseResult(case=name, backend="hf", status=Status.FAILED if failures else Status.PASSED, bound=0.075,
                       golden_kind="semantic", bound_source=dict(CALIBRATED), prompts=prompts, failures=failures, **kw)
 
 

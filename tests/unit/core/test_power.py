@@ -13,7 +13,7 @@ from kit.core.records.jsonio import canonical_bytes, sha256_bytes
 from kit.core.noise.power import (FaultedSample, PowerRecord, Trial, caught_by, family_power, headline, load_power,
                                   summarize)
 from kit.core.verdict.detectable import judged_by_power
-from kit.core.records.records import FAILED, INCONCLUSIVE, PASSED, CaseResult
+from kit.core.records.records import CaseResult, Status
 from kit.core.records.results import GATE_EXIT_CODES, GATE_INCONCLUSIVE, gate_verdict
 from tests.support.records import passed_case, prompt_score
 
@@ -151,37 +151,37 @@ DETECTABLE = {"detects_from": 2.3, "hardest": "position", "prompts": 64, "clean_
 
 
 def _passed(n: int = 64) -> CaseResult:
-    return CaseResult(case="hf-bf16", backend="hf", status=PASSED, golden_kind="semantic",
+    return CaseResult(case="hf-bf16", backend="hf", status=Status.PASSED, golden_kind="semantic",
                       prompts=[prompt_score(f"p{i}", 0.01) for i in range(n)])
 
 
 def test_a_passed_case_that_cannot_see_the_limit_asked_is_inconclusive_with_its_reason():
     r = judged_by_power(_passed(), DETECTABLE, 2.0, "cases.hf-bf16.detectable_limit")
-    assert r.status == INCONCLUSIVE and r.detectable == DETECTABLE
+    assert r.status == Status.INCONCLUSIVE and r.detectable == DETECTABLE
     assert r.failure_messages == ["hf-bf16: inconclusive: it detects faults only from 2.3x the clean error "
                                   "(position: rope_base), over the limit of 2x (cases.hf-bf16.detectable_limit)"]
-    assert judged_by_power(_passed(), DETECTABLE, 3.0, "x").status == PASSED
+    assert judged_by_power(_passed(), DETECTABLE, 3.0, "x").status == Status.PASSED
 
 
 def test_a_run_with_fewer_prompts_than_the_measurement_is_inconclusive():
     r = judged_by_power(_passed(16), DETECTABLE, 3.0, "x")
-    assert r.status == INCONCLUSIVE
+    assert r.status == Status.INCONCLUSIVE
     assert r.error == ("it scored 16 prompts and its detectable effect (2.3x) was measured on 64: with fewer "
                        "prompts it may see less")
 
 
 def test_a_failed_case_stays_failed_and_a_case_without_a_limit_only_states_its_power():
-    failed = CaseResult(case="hf-bf16", backend="hf", status=FAILED, prompts=[prompt_score("p", 0.5)])
-    assert judged_by_power(failed, DETECTABLE, 1.0, "x").status == FAILED
+    failed = CaseResult(case="hf-bf16", backend="hf", status=Status.FAILED, prompts=[prompt_score("p", 0.5)])
+    assert judged_by_power(failed, DETECTABLE, 1.0, "x").status == Status.FAILED
     r = judged_by_power(_passed(), DETECTABLE, None, "x")
-    assert r.status == PASSED and r.detectable == DETECTABLE
+    assert r.status == Status.PASSED and r.detectable == DETECTABLE
 
 
 def test_inconclusive_is_its_own_gate_verdict_and_exit_code_never_passed_failed_or_incomplete():
     results = {"a": passed_case("a"), "b": judged_by_power(_passed(), DETECTABLE, 2.0, "x")}
     assert gate_verdict(["a", "b"], results) == GATE_INCONCLUSIVE
     assert GATE_EXIT_CODES[GATE_INCONCLUSIVE] == ExitCode.INCONCLUSIVE == 8
-    failed = CaseResult(case="c", backend="hf", status=FAILED, prompts=[prompt_score("p", 0.5)])
+    failed = CaseResult(case="c", backend="hf", status=Status.FAILED, prompts=[prompt_score("p", 0.5)])
     assert gate_verdict(["a", "b", "c"], {**results, "c": failed}) == "failed"
     assert gate_verdict(["a", "b", "d"], results) == "incomplete"
 
@@ -206,10 +206,11 @@ def test_a_measurement_of_fewer_families_says_so_and_cannot_meet_a_limit():
     assert headline(two) == "detects faults from 2.3x the clean error; not measured: attention, mlp, normalization"
     assert headline(DETECTABLE) == "detects faults from 2.3x the clean error"
     r = judged_by_power(_passed(), two, 3.0, "x")
-    assert r.status == INCONCLUSIVE
+    assert r.status == Status.INCONCLUSIVE
     assert r.error == ("its detectable effect (2.3x) was measured for 2 of 5 fault families: it cannot say what it "
                        "would see of attention, mlp, normalization")
-    assert judged_by_power(_passed(), two, None, "x").status == PASSED  # no limit asked: it only states its power
+    assert judged_by_power(_passed(), two, None,
+                           "x").status == Status.PASSED  # no limit asked: it only states its power
 
 
 def test_the_default_families_are_the_ones_the_power_command_measures():

@@ -14,7 +14,7 @@ import pytest
 from kit.core.errors import BadInput
 from kit.core.records import rundir
 from kit.core.records.jsonio import write_json
-from kit.core.records.records import FAILED, PASSED, CaseResult
+from kit.core.records.records import CaseResult, Status
 from kit.core.records.results import RunDir
 from kit.core.records.store import open_store
 from support.astguard import derived, docstrings, kit_modules, own_nodes, scopes, with_nothing_allowed
@@ -211,22 +211,22 @@ def reader(request, tmp_path):
 
 
 def test_the_reader_reads_a_run_the_same_here_and_in_a_store(reader):
-    run = reader({"a": PASSED, "b": FAILED})
+    run = reader({"a": Status.PASSED, "b": Status.FAILED})
     assert run.manifest()["cases"] == ["a", "b"]
-    assert run.case_result("b", "0").status == FAILED
+    assert run.case_result("b", "0").status == Status.FAILED
     assert run.case_result("gone") is None  # a case stopped before it wrote its result
     recorded = run.recorded()
-    assert recorded.verdict == "failed" and recorded.statuses == {"a": PASSED, "b": FAILED}
+    assert recorded.verdict == "failed" and recorded.statuses == {"a": Status.PASSED, "b": Status.FAILED}
     assert run.recorded_verdict() == "failed"
 
 
 def test_a_run_that_wrote_no_result_states_no_verdict(reader):
-    run = reader({"a": PASSED}, verdict=None)
+    run = reader({"a": Status.PASSED}, verdict=None)
     assert run.recorded() is None and run.recorded_verdict() is None
 
 
 def test_a_damaged_case_result_is_one_line_naming_its_file(reader):
-    run = reader({"a": PASSED})
+    run = reader({"a": Status.PASSED})
     run.store.fs.pipe_file(run.store.path(run.rel("cases/a.json")), b'{"case": "a"}') if not run.store.is_local \
         else Path(run.store.path(run.rel("cases/a.json"))).write_text('{"case": "a"}')
     with pytest.raises(BadInput) as refused:
@@ -237,14 +237,14 @@ def test_a_damaged_case_result_is_one_line_naming_its_file(reader):
 @pytest.mark.parametrize("name", ["../x", "/etc/passwd", "a/b", ".."])
 def test_a_case_name_leading_out_of_the_run_is_refused(reader, name):
     with pytest.raises(BadInput, match="not a file name inside the run directory"):
-        reader({"a": PASSED}).case_result(name)
+        reader({"a": Status.PASSED}).case_result(name)
 
 
 def test_a_link_leading_out_of_a_local_run_is_refused(tmp_path):
     outside = tmp_path / "other"
     outside.mkdir()
-    write_json(outside / "a.json", _case("a", PASSED))
-    run = _local(tmp_path / "run", {"a": PASSED})
+    write_json(outside / "a.json", _case("a", Status.PASSED))
+    run = _local(tmp_path / "run", {"a": Status.PASSED})
     (tmp_path / "run" / "cases" / "a.json").unlink()
     (tmp_path / "run" / "cases" / "a.json").symlink_to(outside / "a.json")
     with pytest.raises(BadInput, match="a link leading out of"):

@@ -9,8 +9,7 @@ import pytest
 
 from kit.core import outcomes
 from kit.core.records.records import CaseResult
-from kit.core.verdict.triage import (BORROWED_BOUNDS, CASE_ERROR, CLASSES, INFRASTRUCTURE, NEAR_TIE, NUMERIC, RULES,
-                                     Triage, classify)
+from kit.core.verdict.triage import RULES, Triage, TriageClass, classify
 
 BOUND = "p1: max probability error 0.2 > bound 0.075 (bucket 8)"
 WINNER = ("p2: winner changed outside a near-tie: golden top token 5 leads backend greedy token 9 by 0.031 > "
@@ -36,7 +35,8 @@ def test_passed_and_no_baseline_cases_have_no_class():
 def test_a_timeout_is_infrastructure():
     r = CaseResult("c", "hf", "timeout",
                    error="exceeded its timeout of 15 s; its kernel was killed; partial notebook n")
-    assert classify(r) == Triage(INFRASTRUCTURE, "infrastructure: timeout: exceeded its timeout of 15 s; its kernel "
+    assert classify(r) == Triage(TriageClass.INFRASTRUCTURE,
+                                 "infrastructure: timeout: exceeded its timeout of 15 s; its kernel "
                                                  "was killed; partial notebook n")
 
 
@@ -54,40 +54,40 @@ def test_a_timeout_is_infrastructure():
     ("interrupted; its kernel was killed; partial notebook n", "the run was interrupted"),
 ])
 def test_an_older_record_whose_error_names_the_job_is_infrastructure(text, words):
-    assert classify(error(text)) == Triage(INFRASTRUCTURE, f"infrastructure: {words}: {text}")
+    assert classify(error(text)) == Triage(TriageClass.INFRASTRUCTURE, f"infrastructure: {words}: {text}")
 
 
 @pytest.mark.parametrize("kind, words", [
-    (outcomes.ENGINE_DID_NOT_START, "the engine failed to start"),
-    (outcomes.ENGINE_STOPPED_ANSWERING, "the engine stopped answering"),
-    (outcomes.KERNEL_DIED, "the kernel died"),
-    (outcomes.TIMEOUT, "timeout"),
-    (outcomes.OUT_OF_MEMORY, "out of memory"),
-    (outcomes.WORKER_LOST, "lost worker"),
-    (outcomes.INTERRUPTED, "the run was interrupted"),
-    (outcomes.EXECUTOR, "the executor could not start or record the case"),
+    (outcomes.Outcome.ENGINE_DID_NOT_START, "the engine failed to start"),
+    (outcomes.Outcome.ENGINE_STOPPED_ANSWERING, "the engine stopped answering"),
+    (outcomes.Outcome.KERNEL_DIED, "the kernel died"),
+    (outcomes.Outcome.TIMEOUT, "timeout"),
+    (outcomes.Outcome.OUT_OF_MEMORY, "out of memory"),
+    (outcomes.Outcome.WORKER_LOST, "lost worker"),
+    (outcomes.Outcome.INTERRUPTED, "the run was interrupted"),
+    (outcomes.Outcome.EXECUTOR, "the executor could not start or record the case"),
 ])
 def test_an_error_of_a_kind_of_the_job_is_infrastructure_whatever_its_text(kind, words):
     text = "cell 3 raised SomethingElse: nothing any rule reads"
-    assert classify(error(text, kind=kind)) == Triage(INFRASTRUCTURE, f"infrastructure: {words}: {text}")
+    assert classify(error(text, kind=kind)) == Triage(TriageClass.INFRASTRUCTURE, f"infrastructure: {words}: {text}")
 
 
 def test_a_new_backend_whose_engine_did_not_start_is_infrastructure_in_its_own_words():
     text = "cell 3 raised EngineDidNotStart: llama-server: model load aborted (see llama.log)"
-    assert classify(error(text, kind=outcomes.ENGINE_DID_NOT_START)) == Triage(
-        INFRASTRUCTURE, f"infrastructure: the engine failed to start: {text}")
-    assert classify(error(text)).kind == CASE_ERROR  # the same words, without the kind: no rule knows them
+    assert classify(error(text, kind=outcomes.Outcome.ENGINE_DID_NOT_START)) == Triage(
+        TriageClass.INFRASTRUCTURE, f"infrastructure: the engine failed to start: {text}")
+    assert classify(error(text)).kind == TriageClass.CASE_ERROR  # the same words, without the kind: no rule knows them
 
 
 def test_a_case_error_kind_is_never_read_as_text():
     text = "cell 3 raised ValueError: the prompt says: Connection refused, kernel died, out of memory"
-    r = error(text, log_tail="torch.OutOfMemoryError: CUDA out of memory", kind=outcomes.CASE_ERROR)
-    assert classify(r) == Triage(CASE_ERROR, f"case error: {text}")
+    r = error(text, log_tail="torch.OutOfMemoryError: CUDA out of memory", kind=outcomes.Outcome.CASE_ERROR)
+    assert classify(r) == Triage(TriageClass.CASE_ERROR, f"case error: {text}")
 
 
 def test_a_case_error_kind_while_other_backends_errored_is_still_a_job_level_event():
-    a = error("cell 3 raised KeyError: 'x'", "a", "hf", kind=outcomes.CASE_ERROR)
-    b = error("cell 2 raised OSError: y", "b", "vllm", kind=outcomes.CASE_ERROR)
+    a = error("cell 3 raised KeyError: 'x'", "a", "hf", kind=outcomes.Outcome.CASE_ERROR)
+    b = error("cell 2 raised OSError: y", "b", "vllm", kind=outcomes.Outcome.CASE_ERROR)
     assert classify(a, [a, b]).evidence.startswith("infrastructure: 2 cases of backends hf, vllm errored")
 
 
@@ -96,68 +96,71 @@ def test_a_refused_input_is_the_cases_own_however_many_errored_beside_it():
     # refusals are not a job-level event, not retried, and do not make the third one.
     text = ("cell 3 raised BadInput: case hf-bf16: calibration c.json measured noise on NVIDIA H200, this case runs "
             "on NVIDIA H100 80GB HBM3: calibrate here, or set accept_noise_changes = [\"hardware\"]")
-    a = error(text, "hf-bf16", "hf", kind=outcomes.BAD_INPUT)
-    b = error(text.replace("hf-bf16", "jax-bf16"), "jax-bf16", "jax", kind=outcomes.BAD_INPUT)
-    c = error("cell 3 raised JaxRuntimeError: RESOURCE_EXHAUSTED", "jax-f32", "jax", kind=outcomes.CASE_ERROR)
+    a = error(text, "hf-bf16", "hf", kind=outcomes.Outcome.BAD_INPUT)
+    b = error(text.replace("hf-bf16", "jax-bf16"), "jax-bf16", "jax", kind=outcomes.Outcome.BAD_INPUT)
+    c = error("cell 3 raised JaxRuntimeError: RESOURCE_EXHAUSTED", "jax-f32", "jax", kind=outcomes.Outcome.CASE_ERROR)
     run = [a, b, c, CaseResult("hf-f32", "hf", "passed")]
-    assert classify(a, run) == Triage(CASE_ERROR, f"case error: {text}")
-    assert classify(c, run) == Triage(CASE_ERROR, "case error: cell 3 raised JaxRuntimeError: RESOURCE_EXHAUSTED")
+    assert classify(a, run) == Triage(TriageClass.CASE_ERROR, f"case error: {text}")
+    assert classify(c, run) == Triage(TriageClass.CASE_ERROR,
+                                      "case error: cell 3 raised JaxRuntimeError: RESOURCE_EXHAUSTED")
     # Two unexplained errors of two backends stay a job-level event beside a refusal.
-    d = error("cell 2 raised OSError: y", "hf-f32", "hf", kind=outcomes.CASE_ERROR)
+    d = error("cell 2 raised OSError: y", "hf-f32", "hf", kind=outcomes.Outcome.CASE_ERROR)
     assert classify(c, [a, c, d]).evidence.startswith("infrastructure: 2 cases of backends hf, jax errored")
 
 
 def test_a_kind_this_kit_does_not_know_is_read_as_an_older_record():
     assert classify(error("the kernel died mid-case", kind="from-a-newer-kit")) == Triage(
-        INFRASTRUCTURE, "infrastructure: the kernel died: the kernel died mid-case")
+        TriageClass.INFRASTRUCTURE, "infrastructure: the kernel died: the kernel died mid-case")
 
 
 def test_the_log_tail_speaks_when_the_error_names_nothing():
     r = error("cell 3 raised RuntimeError: engine core died", log_tail="loading\n[rank0] torch.OutOfMemoryError: "
                                                                        "CUDA out of memory\nbye")
-    assert classify(r) == Triage(INFRASTRUCTURE, "infrastructure: out of memory: its log: [rank0] "
+    assert classify(r) == Triage(TriageClass.INFRASTRUCTURE, "infrastructure: out of memory: its log: [rank0] "
                                                  "torch.OutOfMemoryError: CUDA out of memory")
 
 
 def test_an_unexplained_error_alone_is_the_cases_own():
     r = error("cell 3 raised KeyError: 'layers'")
     assert classify(r, {"c": r, "d": CaseResult("d", "vllm", "passed")}) == Triage(
-        CASE_ERROR, "case error: cell 3 raised KeyError: 'layers'")
+        TriageClass.CASE_ERROR, "case error: cell 3 raised KeyError: 'layers'")
 
 
 def test_errors_of_several_backends_in_one_run_are_infrastructure():
     a, b = error("cell 3 raised KeyError: 'x'", "a", "hf"), error("cell 2 raised OSError: y", "b", "vllm")
     run = {"a": a, "b": b, "c": CaseResult("c", "jax", "passed")}
-    assert classify(a, run) == Triage(INFRASTRUCTURE, "infrastructure: 2 cases of backends hf, vllm errored in this "
+    assert classify(a, run) == Triage(TriageClass.INFRASTRUCTURE,
+                                      "infrastructure: 2 cases of backends hf, vllm errored in this "
                                                       "run together (a, b): a job-level event, not independent "
                                                       "regressions; this one: cell 3 raised KeyError: 'x'")
 
 
 def test_errors_of_one_backend_are_not_correlated():
     a, b = error("cell 3 raised KeyError: 'x'", "a", "hf"), error("cell 3 raised KeyError: 'x'", "b", "hf")
-    assert classify(a, [a, b]).kind == CASE_ERROR
+    assert classify(a, [a, b]).kind == TriageClass.CASE_ERROR
 
 
 def test_several_numeric_failures_never_become_infrastructure():
     a, b = failed(BOUND), CaseResult("b", "vllm", "failed", failures=[BOUND])
-    assert classify(a, [a, b]).kind == NUMERIC
+    assert classify(a, [a, b]).kind == TriageClass.NUMERIC
 
 
 def test_winner_changes_alone_are_the_near_tie_family():
     r = failed(WINNER, DECODE_WINNER)
-    assert classify(r) == Triage(NEAR_TIE, "near-tie: only winner changes between near-tied tokens (2 on p2, p3), no "
+    assert classify(r) == Triage(TriageClass.NEAR_TIE,
+                                 "near-tie: only winner changes between near-tied tokens (2 on p2, p3), no "
                                            "bound exceeded, no drift failure: the near-tie flake family; first: "
                                            + WINNER)
 
 
 def test_a_winner_change_with_a_bound_exceeded_is_numeric():
     assert classify(failed(WINNER, BOUND)) == Triage(
-        NUMERIC, f"numeric: winner changes (1), over the bound (1); first: {WINNER}")
+        TriageClass.NUMERIC, f"numeric: winner changes (1), over the bound (1); first: {WINNER}")
 
 
 def test_a_winner_change_with_drift_failed_is_numeric():
     r = failed(WINNER, drift={"passed": False})
-    assert classify(r) == Triage(NUMERIC, f"numeric: winner changes (1), drift (1); first: {WINNER}")
+    assert classify(r) == Triage(TriageClass.NUMERIC, f"numeric: winner changes (1), drift (1); first: {WINNER}")
 
 
 @pytest.mark.parametrize("line, family", [
@@ -171,11 +174,11 @@ def test_a_winner_change_with_drift_failed_is_numeric():
      "the golden top-20", "missing tokens"),
 ])
 def test_each_numeric_family_is_named(line, family):
-    assert classify(failed(line)) == Triage(NUMERIC, f"numeric: {family} (1); first: {line}")
+    assert classify(failed(line)) == Triage(TriageClass.NUMERIC, f"numeric: {family} (1); first: {line}")
 
 
 def test_a_failed_case_with_no_line_is_numeric_all_the_same():
-    assert classify(failed()) == Triage(NUMERIC, "numeric: failed, with no failure line recorded")
+    assert classify(failed()) == Triage(TriageClass.NUMERIC, "numeric: failed, with no failure line recorded")
 
 
 def test_evidence_is_one_line_of_bounded_length():
@@ -186,9 +189,10 @@ def test_evidence_is_one_line_of_bounded_length():
 
 def test_the_table_names_each_class_and_round_trips():
     assert len(RULES) == 8 and all(why for why, _ in RULES)
-    t = Triage(NEAR_TIE, "near-tie: x")
+    t = Triage(TriageClass.NEAR_TIE, "near-tie: x")
     assert t.to_dict() == {"class": "near-tie", "evidence": "near-tie: x"} and Triage.from_dict(t.to_dict()) == t
-    assert set(CLASSES) == {INFRASTRUCTURE, NEAR_TIE, NUMERIC, CASE_ERROR, BORROWED_BOUNDS}
+    assert set(TriageClass) == {TriageClass.INFRASTRUCTURE, TriageClass.NEAR_TIE, TriageClass.NUMERIC,
+                                TriageClass.CASE_ERROR, TriageClass.BORROWED_BOUNDS}
 
 
 def test_a_record_without_triage_still_loads():
@@ -209,7 +213,8 @@ def test_a_record_without_an_error_kind_still_loads_checks_and_triages_as_before
     path.write_text(json.dumps(d))
     r = load_case_result(path)
     assert r.error_kind is None
-    assert classify(r) == Triage(INFRASTRUCTURE, "infrastructure: the engine failed to start: cell 3 raised "
+    assert classify(r) == Triage(TriageClass.INFRASTRUCTURE,
+                                 "infrastructure: the engine failed to start: cell 3 raised "
                                                  "VllmServerError: vllm serve was not healthy within 1 s (log x)")
 
 
@@ -217,14 +222,14 @@ def test_an_error_kind_round_trips_and_is_checked_as_a_string():
     from kit.core.records.recordcheck import Wrong
     from kit.core.records.resultcheck import check_case_result
 
-    r = error("x", kind=outcomes.KERNEL_DIED)
-    assert CaseResult.from_dict(r.to_dict()).error_kind == outcomes.KERNEL_DIED
+    r = error("x", kind=outcomes.Outcome.KERNEL_DIED)
+    assert CaseResult.from_dict(r.to_dict()).error_kind == outcomes.Outcome.KERNEL_DIED
     with pytest.raises(Wrong, match="error_kind"):
         check_case_result({**r.to_dict(), "error_kind": 3}, "c")
 
 
 def test_every_kind_is_infrastructure_but_a_case_error_a_bad_input_and_no_baseline():
-    assert {k.name for k in outcomes.KINDS.values() if not k.infrastructure} == {outcomes.CASE_ERROR,
-                                                                                outcomes.BAD_INPUT,
-                                                                                outcomes.NO_BASELINE}
+    assert {k.name for k in outcomes.KINDS.values() if not k.infrastructure} == {outcomes.Outcome.CASE_ERROR,
+                                                                                outcomes.Outcome.BAD_INPUT,
+                                                                                outcomes.Outcome.NO_BASELINE}
     assert all(k.words for k in outcomes.KINDS.values())

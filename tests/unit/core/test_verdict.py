@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kit.core.records.records import CaseResult, PromptScore, RepeatSpread
-from kit.core.verdict.triage import NEAR_TIE, NUMERIC, classify
+from kit.core.verdict.triage import TriageClass, classify
 from kit.core.rules import rules
 from kit.core.verdict import WINNER_GAP_FACTOR, Failure, Kind, failures_of, legacy
 
@@ -151,10 +151,11 @@ def test_triage_reads_kinds_not_words():
     # A winner change whose words were changed (here: made up) is still a winner change: triage asks the kind.
     odd = Failure(Kind.WINNER_CHANGE, "p", 1, value=0.01, golden_token=5, backend_token=7, gap=0.3)
     r = CaseResult("c", "hf", "failed", failures=[odd.text], typed_failures=[odd])
-    assert classify(r).kind == NEAR_TIE
+    assert classify(r).kind == TriageClass.NEAR_TIE
     over = rules.over_bound("p", 1, 0.09, 0.05)
     both = CaseResult("c", "hf", "failed", failures=[odd.text, over.text], typed_failures=[odd, over])
-    assert classify(both).kind == NUMERIC and "winner changes (1), over the bound (1)" in classify(both).evidence
+    assert classify(both).kind == TriageClass.NUMERIC
+    assert "winner changes (1), over the bound (1)" in classify(both).evidence
 
 
 # What kit/ must not do to a failure's or an error's words: each pattern is how a module read them before the

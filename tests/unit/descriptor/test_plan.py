@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from kit.core.records.records import PASSED, CaseResult
+from kit.core.records.records import CaseResult, Status
 from kit.descriptor.baselines import Baselines
 from kit.descriptor.load import LoadedDescriptor, load_descriptor
 from kit.descriptor.plan import resolve
@@ -108,7 +108,7 @@ def test_a_plan_resolved_once_serves_preflight_and_executor_without_the_descript
 
         def execute(spec, cases_dir, on_start, expected=None, gpus=()):
             seen.append(spec.name)
-            return CaseResult(case=spec.name, backend=spec.backend, status=PASSED)
+            return CaseResult(case=spec.name, backend=spec.backend, status=Status.PASSED)
 
         monkeypatch.setattr(executor, "execute_guarded", execute)
         progress = RunProgress(run)
@@ -119,8 +119,8 @@ def test_a_plan_resolved_once_serves_preflight_and_executor_without_the_descript
     finally:
         assert run.lock is not None
         run.lock.release()
-    assert seen == ["hf-bf16"] and run.results["hf-bf16"].status == PASSED
-    assert ended == [("hf-bf16", PASSED)]
+    assert seen == ["hf-bf16"] and run.results["hf-bf16"].status == Status.PASSED
+    assert ended == [("hf-bf16", Status.PASSED)]
     assert doc["name"] == plan.name and doc["descriptor_sha256"] == plan.sha256
     assert doc["model"] == str(plan.model.path) and executor.gpus_asked(plan.cases[plan.specs[0].name]) == 0
 

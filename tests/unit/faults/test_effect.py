@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from kit.core.model.modeldigest import model_digest
-from kit.core.records.records import FAILED, CaseResult
+from kit.core.records.records import CaseResult, Status
 from kit.core.model.faultcopy import on_model
 from kit.faults.cache import faulted_copy
 from kit.faults.catalogue import fault
@@ -32,7 +32,7 @@ def test_a_faulted_copy_keeps_the_cases_calibration_under_its_own_digest(embedde
 
 
 def _failed(*lines: str) -> CaseResult:
-    return CaseResult(case="hf-bf16", backend="hf", status=FAILED, golden_kind="semantic", golden_path="g",
+    return CaseResult(case="hf-bf16", backend="hf", status=Status.FAILED, golden_kind="semantic", golden_path="g",
                       bound=0.075, failures=list(lines))
 
 

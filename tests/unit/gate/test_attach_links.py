@@ -9,14 +9,14 @@ import zipfile
 
 from kit.cli import main
 from kit.core.records import rundir
-from kit.core.records.records import PASSED, CaseResult
+from kit.core.records.records import CaseResult, Status
 
 
 def finished_run(run_dir):
     (run_dir / rundir.CASES).mkdir(parents=True)
     (run_dir / rundir.MANIFEST).write_text(json.dumps({"name": "tiny", "cases": ["ok"], "release": {"name": "next"},
                                                        "command": ["parity-kit", "gate", "d.toml"]}))
-    (run_dir / rundir.CASES / "ok.json").write_text(json.dumps(CaseResult("ok", "hf", PASSED).to_dict()))
+    (run_dir / rundir.CASES / "ok.json").write_text(json.dumps(CaseResult("ok", "hf", Status.PASSED).to_dict()))
     (run_dir / rundir.EVIDENCE).write_text("**Parity gate `tiny`: passed.**\n")
     (run_dir / rundir.SUMMARY_HTML).write_text("<html></html>")
     return run_dir

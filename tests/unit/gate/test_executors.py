@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from kit.core.errors import BadInput
-from kit.core.records.records import ERROR, FAILED, CaseResult
+from kit.core.records.records import CaseResult, Status
 from kit.core.records.results import now_iso, save_case_result
 from kit.descriptor.load import load_descriptor
 from kit.gate import executor
@@ -80,17 +80,17 @@ def _verdict(over: int):
 
 def test_a_ray_restart_keeps_the_failed_verdict_of_the_lost_attempt(tmp_path, embedded):
     standing, path = _restarted(tmp_path, embedded, _verdict(over=5))
-    assert standing is not None and standing["status"] == FAILED
+    assert standing is not None and standing["status"] == Status.FAILED
     assert standing["notes"][-1] == "attempt 2 on node-b did not run the case again: the verdict of attempt 1 stands"
     assert standing["notebook"].endswith("hf-bf16.attempt1.ipynb")
-    assert json.loads(path.read_text())["status"] == FAILED
+    assert json.loads(path.read_text())["status"] == Status.FAILED
 
 
 @pytest.mark.parametrize("left", ["pass", "nothing", "error"])
 def test_a_ray_restart_runs_again_a_case_that_judged_nothing(tmp_path, embedded, left):
     """A pass counts only when its notebook finished (kit.gate.executor.verdict_written); an error judged nothing."""
     written = {"pass": _verdict(over=0), "nothing": None,
-               "error": CaseResult(case="hf-bf16", backend="hf", status=ERROR, error="the kernel died")}[left]
+               "error": CaseResult(case="hf-bf16", backend="hf", status=Status.ERROR, error="the kernel died")}[left]
     standing, _ = _restarted(tmp_path, embedded, written)
     assert standing is None
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from kit.core.records.records import ERROR, TIMEOUT, CaseResult
+from kit.core.records.records import CaseResult, Status
 from kit.gate.junit import junit_xml
 from support.records import failed_case, passed_case
 
@@ -17,9 +17,9 @@ def suites() -> list:
     results = {
         "ok": passed_case("ok", err=0.0123, duration_s=1.25),
         "bad": failed_case("bad", {"p-1": "max probability error 0.5 > bound 0.075", "p-2": "first rank differs"}),
-        "dies": CaseResult(case="dies", backend="vllm", status=ERROR, error="kernel died (exit 137)",
+        "dies": CaseResult(case="dies", backend="vllm", status=Status.ERROR, error="kernel died (exit 137)",
                            duration_s=3.0, log_tail="Traceback\nMemoryError"),
-        "hangs": CaseResult(case="hangs", backend="hf", status=TIMEOUT, error="no result after 600 s",
+        "hangs": CaseResult(case="hangs", backend="hf", status=Status.TIMEOUT, error="no result after 600 s",
                             duration_s=600.0),
     }
     clean = {"ok": passed_case("ok")}
@@ -92,10 +92,10 @@ def test_a_passed_case_has_only_its_largest_error():
 
 
 def test_a_case_without_a_baseline_is_skipped_with_its_own_type_never_failed_or_errored():
-    from kit.core.records.records import NO_BASELINE
+    from kit.core.records.records import Status
 
     why = "no baseline for this runtime: goldens.exact holds no exact golden made on torch-cpu x"
-    results = {"ok": passed_case("ok"), "exact": CaseResult(case="exact", backend="hf", status=NO_BASELINE,
+    results = {"ok": passed_case("ok"), "exact": CaseResult(case="exact", backend="hf", status=Status.NO_BASELINE,
                                                             error=why)}
     root = ET.fromstring(junit_xml([("tiny", ["ok", "exact"], results, 1.0)]))
     (suite,) = root.findall("testsuite")

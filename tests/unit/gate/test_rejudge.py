@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from kit.core.verdict.coverage import Expected
 from kit.core.records.fixture import load_fixture
-from kit.core.records.records import FAILED, PASSED, CaseResult, PromptScore
+from kit.core.records.records import CaseResult, PromptScore, Status
 from kit.core.records.results import gate_verdict, load_case_result, save_case_result, status_counts
 from kit.core.records.spec import CaseSpec
 from kit.gate import executor, report
@@ -26,7 +26,7 @@ def score(pid: str, err: float, bound: float = 0.015, bucket: int = 128, **kw) -
 
 
 def passed(*prompts: PromptScore, case: str = "custom") -> CaseResult:
-    return CaseResult(case=case, backend="hf", status=PASSED, golden_kind="semantic", bound=0.015,
+    return CaseResult(case=case, backend="hf", status=Status.PASSED, golden_kind="semantic", bound=0.015,
                       inputs_digest=DIGEST, prompts=list(prompts))
 
 
@@ -39,7 +39,7 @@ def test_a_passed_verdict_over_a_prompt_beyond_its_bound_is_failed_saying_the_nu
     out = executor.judged_again(result, SPEC, asked({"chat-00": 0.015, "chat-01": 0.015}))
     line = ("chat-00: max probability error 0.0217 > bound 0.015; the notebook said passed: its verdict disagreed "
             "with its own numbers")
-    assert out.status == FAILED and out.failures == [line]
+    assert out.status == Status.FAILED and out.failures == [line]
     assert [(p.id, p.passed) for p in out.prompts] == [("chat-00", False), ("chat-01", True)]
     assert gate_verdict(["custom"], {"custom": out}) == "failed"
     manifest = {"name": "t", "cases": ["custom"], "fixture_sha256": "f" * 64, "model_digest": "m" * 64,
@@ -53,7 +53,7 @@ def test_a_passed_verdict_over_a_prompt_beyond_its_bound_is_failed_saying_the_nu
 def test_the_case_bound_counts_not_the_one_the_notebook_recorded():
     # The notebook wrote a looser bound beside the error; the case's own (by the fixture's bucket) judges.
     out = executor.judged_again(passed(score("chat-00", 0.0217, bound=0.05)), SPEC, asked({"chat-00": 0.015}))
-    assert out.status == FAILED and out.prompts[0].bound == 0.015
+    assert out.status == Status.FAILED and out.prompts[0].bound == 0.015
 
 
 def test_other_numbers_a_pass_cannot_have_are_failed_too():
@@ -76,7 +76,7 @@ def test_a_verdict_its_numbers_support_is_kept_as_it_is():
     result = passed(score("chat-00", 0.0149), score("chat-01", 0.0))
     assert executor.judged_again(result, SPEC, asked({"chat-00": 0.015, "chat-01": 0.015})) is result
     failing = passed(score("chat-00", 0.0217))
-    failing = dataclasses.replace(failing, status=FAILED,
+    failing = dataclasses.replace(failing, status=Status.FAILED,
                                   prompts=[dataclasses.replace(failing.prompts[0], passed=False)],
                                   failures=["chat-00: max probability error 0.0217 > bound 0.015 (bucket 128)"])
     assert executor.judged_again(failing, SPEC, asked({"chat-00": 0.015})) is failing
@@ -99,9 +99,9 @@ def test_each_prompt_is_held_to_the_bound_of_the_bucket_the_fixture_gives_it(emb
     # A notebook that files the long prompt under bucket 128 still meets the 1024 bucket's bound.
     scores = [score(p.id, 0.02 if p.id == long.id else 0.001, bound=0.075, bucket=128) for p in
               fixture.select(None, [128, 1024])]
-    out = executor.judged_again(CaseResult(case="custom", backend="hf", status=PASSED,
+    out = executor.judged_again(CaseResult(case="custom", backend="hf", status=Status.PASSED,
                                            inputs_digest=expected.inputs_digest, prompts=scores), spec, expected)
-    assert out.status == FAILED and [p.id for p in out.prompts if not p.passed] == [long.id]
+    assert out.status == Status.FAILED and [p.id for p in out.prompts if not p.passed] == [long.id]
 
 
 def test_a_verdict_the_kernel_wrote_past_the_executor_is_judged_when_recorded(tmp_path):
@@ -110,4 +110,4 @@ def test_a_verdict_the_kernel_wrote_past_the_executor_is_judged_when_recorded(tm
     save_case_result(passed(score("chat-00", 0.0217)), path)
     lost = CaseResult(case="custom", backend="hf", status="error", error="worker died")
     out = executor.record(tmp_path, lost, asked({"chat-00": 0.015}))
-    assert out.status == FAILED and load_case_result(path).status == FAILED
+    assert out.status == Status.FAILED and load_case_result(path).status == Status.FAILED

@@ -17,7 +17,7 @@ import pytest
 from kit.cli import main
 from kit.core.records import contract, rundir
 from kit.core.errors import BadInput
-from kit.core.records.records import ERROR, FAILED, PASSED, CaseResult, Observation, PromptScore
+from kit.core.records.records import CaseResult, Observation, PromptScore, Status
 from kit.core.records.results import save_case_result
 from kit.core.verdict.scoring import score_prompt
 from kit.core.verdict import failures_of
@@ -37,7 +37,7 @@ def prompt(id_: str, passed: bool, err: float, failures: list[str] | None = None
 
 
 def failed_case(case: str, prompt_id: str, reason: str) -> CaseResult:
-    return CaseResult(case=case, backend="hf", status=FAILED, bound=0.075, golden_kind="semantic",
+    return CaseResult(case=case, backend="hf", status=Status.FAILED, bound=0.075, golden_kind="semantic",
                       prompts=[prompt(prompt_id, False, 0.5, [f"{prompt_id}: {reason}"])],
                       failures=[f"{prompt_id}: {reason}"])
 
@@ -68,11 +68,11 @@ def test_evidence_escapes_ids_messages_and_names():
     case = "evil|case"
     results = {
         case: failed_case(case, "@octocat\n[x](y)", "max probability error 0.5 > bound 0.075 <img src=x>"),
-        "dies": CaseResult(case="dies", backend="hf", status=ERROR, error="boom @admin\n| broken | row",
+        "dies": CaseResult(case="dies", backend="hf", status=Status.ERROR, error="boom @admin\n| broken | row",
                            notes=["see ![i](u)"]),
     }
     manifest = {**MANIFEST, "cases": [case, "dies", "gone`x"], "reused": {}}
-    text = report.evidence_markdown(manifest, "failed", {FAILED: 1, ERROR: 1, "missing": 1}, 3.0, results)
+    text = report.evidence_markdown(manifest, "failed", {Status.FAILED: 1, Status.ERROR: 1, "missing": 1}, 3.0, results)
     lines = text.splitlines()
     # First what to do next (escaped alike), then each case.
     assert lines[2:6] == ["Next:", "- evil\\|case: **numeric**: parity-kit control DESCRIPTOR --case 'evil\\|case'",
@@ -89,7 +89,7 @@ def test_evidence_escapes_ids_messages_and_names():
 
 
 def test_case_table_rows_keep_their_nine_cells():
-    results = {"a|b": failed_case("a|b", "p|1\nnext", "bad"), "ok": CaseResult("ok", "hf", PASSED)}
+    results = {"a|b": failed_case("a|b", "p|1\nnext", "bad"), "ok": CaseResult("ok", "hf", Status.PASSED)}
     view = type("View", (), {"expected": ["a|b", "ok", "lost|case"], "results": results})()
     rows = report.compact_case_table(view).splitlines()[2:]
     assert [len(re.split(r"(?<!\\)\|", row)) - 2 for row in rows] == [9, 9, 9]
@@ -107,7 +107,7 @@ def test_junit_parses_with_color_codes_and_forbidden_characters():
     colored = f"{ESC}[1;31mmax probability error 0.5{ESC}[0m > bound 0.075"
     results = {
         "hf-bf16": failed_case("hf-bf16", "p-1", colored),
-        "dies": CaseResult(case="dies", backend="hf", status=ERROR, error=f"kernel died {ESC}[31m!{ESC}[0m",
+        "dies": CaseResult(case="dies", backend="hf", status=Status.ERROR, error=f"kernel died {ESC}[31m!{ESC}[0m",
                            log_tail=f"Traceback {ESC}[0;31mValueError{ESC}[0m bell\x07 lone\ud800 end\uffff {ESC}x"),
     }
     root = ET.fromstring(junit_xml([(f"tiny{ESC}", ["hf-bf16", "dies"], results, 1.0)]))
@@ -136,7 +136,7 @@ def test_interrupted_run_still_gets_its_junit(tmp_path):
     import time
 
     began = time.time()
-    fake_run(tmp_path / "run", ["done", "cut"], [CaseResult("done", "hf", PASSED)])
+    fake_run(tmp_path / "run", ["done", "cut"], [CaseResult("done", "hf", Status.PASSED)])
     out = write_junit_from_disk(tmp_path / "junit.xml", [tmp_path / "run", None], began, per_release=True)
     suite = ET.parse(out).getroot().find("testsuite")
     assert suite.get("name") == "tiny.next" and suite.get("tests") == "2" and suite.get("errors") == "1"
@@ -176,7 +176,7 @@ def test_junit_never_writes_over_a_file_the_kit_did_not_write(tmp_path, capsys, 
                                        "parity-kit; a file the kit did not write is never written over (give a new "
                                        "path, or remove it)\n")
     assert mine.read_text() == 'name = "mine"\n' and not (tmp_path / "out").exists()
-    report = write_junit(tmp_path / "junit.xml", [("tiny", ["ok"], {"ok": CaseResult("ok", "hf", PASSED)}, 1.0)])
+    report = write_junit(tmp_path / "junit.xml", [("tiny", ["ok"], {"ok": CaseResult("ok", "hf", Status.PASSED)}, 1.0)])
     assert check_junit_path(report) == report  # the kit's own report of an earlier run: the next one replaces it
     (tmp_path / "link.xml").symlink_to(report)
     with pytest.raises(BadInput, match="no JUnit report of parity-kit"):
@@ -185,7 +185,7 @@ def test_junit_never_writes_over_a_file_the_kit_did_not_write(tmp_path, capsys, 
 
 def test_markdown_report_links_figures_and_zip_holds_them(tmp_path):
     run = tmp_path / "run"
-    fake_run(run, ["ok"], [CaseResult("ok", "hf", PASSED)])
+    fake_run(run, ["ok"], [CaseResult("ok", "hf", Status.PASSED)])
     (run / rundir.EVIDENCE).write_text("**Parity gate `tiny`: passed.**\n")
     (run / rundir.SUMMARY_HTML).write_text("<html></html>")
     (run / rundir.FIGURES).mkdir()
@@ -227,7 +227,7 @@ def test_a_prompt_whose_golden_tokens_are_all_missing_is_said_so_never_max_error
     ok = score_prompt("p-ok", 128, golden, Observation("p-ok", ((5, math.log(0.61)), (6, math.log(0.29))), 10), 0.075)
     gone = score_prompt("p-gone", 128, golden, Observation("p-gone", ((7, math.log(0.6)), (8, math.log(0.3))), 10),
                         0.075)
-    result = CaseResult(case="c", backend="hf", status=FAILED, bound=0.075, golden_kind="semantic",
+    result = CaseResult(case="c", backend="hf", status=Status.FAILED, bound=0.075, golden_kind="semantic",
                         prompts=[ok, gone], failures=gone.failures, typed_failures=gone.typed_failures)
     save_case_result(result, tmp_path / "c.json")
     read = CaseResult.from_dict(json.loads((tmp_path / "c.json").read_text()))
@@ -235,7 +235,7 @@ def test_a_prompt_whose_golden_tokens_are_all_missing_is_said_so_never_max_error
     assert line.endswith("1/2 prompts failed, 1 with golden tokens missing from the backend's top list, max error "
                          "0.01 of the others") and "nan" not in line
     manifest = {**MANIFEST, "cases": ["c"], "reused": {}}
-    text = report.evidence_markdown(manifest, "failed", {FAILED: 1}, 1.0, {"c": read})
+    text = report.evidence_markdown(manifest, "failed", {Status.FAILED: 1}, 1.0, {"c": read})
     assert "- `c` (hf): **failed** on 1 of 2 prompts; worst `p-gone` (bucket 128): golden token 5 is missing" in text
     assert [f.text for f in failures_of(read.prompts[1])] == gone.failures  # "max probability error inf > ..." too
     view = type("View", (), {"expected": ["c"], "results": {"c": read}})()

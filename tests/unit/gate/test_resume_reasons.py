@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from kit.core.verdict.coverage import Expected
-from kit.core.records.records import ERROR, FAILED, PASSED, TIMEOUT, CaseResult
+from kit.core.records.records import CaseResult, Status
 from kit.core.records.results import save_case_result
 from kit.descriptor.load import load_descriptor
 from kit.gate import resume
@@ -23,7 +23,7 @@ def spec(embedded):
     return load_descriptor(embedded.descriptor).case_specs(["hf-bf16"])[0]
 
 
-def earlier(cases_dir, spec, *, status=PASSED, fixture=FIXTURE, golden=GOLDEN, made_by=None, notebook=True):
+def earlier(cases_dir, spec, *, status=Status.PASSED, fixture=FIXTURE, golden=GOLDEN, made_by=None, notebook=True):
     """What a finished earlier attempt left in cases/: its result (computed by ``made_by``, the case as it
     was then, else as it is now) and its executed notebook."""
     then = made_by or spec
@@ -64,7 +64,7 @@ def test_an_unreadable_result_is_rerun(tmp_path, spec):
     assert why(tmp_path, spec) == "its earlier result is unreadable (JSONDecodeError)"
 
 
-@pytest.mark.parametrize("status", [ERROR, TIMEOUT])
+@pytest.mark.parametrize("status", [Status.ERROR, Status.TIMEOUT])
 def test_an_error_or_timeout_is_rerun(tmp_path, spec, status):
     earlier(tmp_path, spec, status=status)
     assert why(tmp_path, spec) == f"its earlier attempt ended with {status}"
@@ -113,28 +113,29 @@ def test_a_changed_custom_notebook_is_rerun(tmp_path, spec):
 def test_a_failed_case_is_reused_as_failed_with_or_without_case(tmp_path, spec):
     """A failed verdict is a verdict: resuming reuses it (never reruns it hoping for a pass), whether or not
     --case selects it, as long as its inputs and release hold."""
-    old = earlier(tmp_path, spec, status=FAILED)
+    old = earlier(tmp_path, spec, status=Status.FAILED)
     for selected in (None, ["hf-bf16"], ["checkpoint"]):
         p = plan(tmp_path, spec, selected=selected)
         assert p.rerun == {} and p.kept == {} and list(p.reused) == ["hf-bf16"]
-        assert p.reused["hf-bf16"].status == FAILED and p.reused["hf-bf16"].inputs_digest == old.inputs_digest
+        assert p.reused["hf-bf16"].status == Status.FAILED and p.reused["hf-bf16"].inputs_digest == old.inputs_digest
 
 
 def test_a_failed_case_whose_release_changed_stays_failed_unless_selected(tmp_path, spec):
     """Not selected by --case, a recorded failure is kept as the failure it is (docs/gate.md: a failed case stays failed
     until it is itself rerun and passes), never reported missing; its files stay where they are."""
-    old = earlier(tmp_path, spec, status=FAILED)
+    old = earlier(tmp_path, spec, status=Status.FAILED)
     p = plan(tmp_path, spec, then="release-then", selected=["checkpoint"])
     assert p.reused == {} and p.rerun == {} and p.superseded == []
     assert p.kept == {"hf-bf16": "not selected by --case; the release in kernel 'parity-kit' changed (or was not "
                                  "recorded): its recorded failure stands until it runs again"}
-    assert p.kept_results["hf-bf16"].status == FAILED and p.kept_results["hf-bf16"].inputs_digest == old.inputs_digest
+    kept = p.kept_results["hf-bf16"]
+    assert kept.status == Status.FAILED and kept.inputs_digest == old.inputs_digest
 
 
 def test_a_passed_case_that_no_longer_holds_counts_missing_and_its_files_are_set_aside(tmp_path, spec):
     """A pass under another release is no pass of this run: counted missing, and its files go to superseded/ as a
     rerun case's do, so the report and summary (which read cases/) say missing too, not passed."""
-    earlier(tmp_path, spec, status=PASSED)
+    earlier(tmp_path, spec, status=Status.PASSED)
     p = plan(tmp_path, spec, then="release-then", selected=["checkpoint"])
     assert p.kept == {"hf-bf16": "not selected by --case; the release in kernel 'parity-kit' changed (or was not "
                                  "recorded): counted missing"}

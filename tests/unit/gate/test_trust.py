@@ -20,7 +20,7 @@ from kit.core.errors import BadInput
 from kit.core.exitcodes import ExitCode
 from kit.core.records.fixture import Prompt, load_fixture
 from kit.core.records.progress import ProgressWriter
-from kit.core.records.records import ERROR, FAILED, PASSED, CaseResult, Observation, PromptScore
+from kit.core.records.records import CaseResult, Observation, PromptScore, Status
 from kit.core.records.results import save_case_result
 from kit.descriptor.load import load_descriptor
 from kit.gate import executor, resume
@@ -36,7 +36,7 @@ def score(pid: str, passed: bool = True) -> PromptScore:
                        failures=[] if passed else [f"{pid}: max probability error 0.5 exceeds bound 0.1"])
 
 
-def result(ids, status=PASSED, case="hf-bf16", backend="hf", digest=DIGEST) -> CaseResult:
+def result(ids, status=Status.PASSED, case="hf-bf16", backend="hf", digest=DIGEST) -> CaseResult:
     prompts = [score(i) for i in ids]
     return CaseResult(case=case, backend=backend, status=status, inputs_digest=digest, prompts=prompts)
 
@@ -84,12 +84,12 @@ def test_a_status_must_agree_with_its_prompts(asked, all_ids):
     failing.prompts[1] = score(all_ids[1], passed=False)
     assert _said(coverage_problem(failing, asked)) == (
         Uncovered.PASSED_WITH_FAILURES, f"case hf-bf16: result says passed but lists failures ({all_ids[1]})")
-    assert _said(coverage_problem(result(all_ids, status=FAILED), asked)) == (Uncovered.FAILED_WITHOUT_FAILURE,
+    assert _said(coverage_problem(result(all_ids, status=Status.FAILED), asked)) == (Uncovered.FAILED_WITHOUT_FAILURE,
         "case hf-bf16: result says failed but lists no failure")
-    failing = dataclasses.replace(failing, status=FAILED)
+    failing = dataclasses.replace(failing, status=Status.FAILED)
     assert coverage_problem(failing, asked) is None
     assert coverage_problem(result(all_ids), asked) is None
-    assert coverage_problem(result([], status=ERROR), asked) is None  # an error claims nothing
+    assert coverage_problem(result([], status=Status.ERROR), asked) is None  # an error claims nothing
 
 
 def test_prompt_mismatch_ignores_order():
@@ -136,12 +136,12 @@ def test_a_result_that_cannot_be_written_ends_the_case_as_an_error(tmp_path, mon
 
     monkeypatch.setattr(executor, "save_case_result", full)
     out = executor.saved(result(["p0"]), path)
-    assert out.status == ERROR
+    assert out.status == Status.ERROR
     assert out.error == f"its result could not be written to {paths.display(path)}: No space left on device"
     assert not path.exists(), "no verdict stays behind for a resume to reuse"
 
 
-def case_files(cases_dir, spec, status=PASSED, notebook="whole"):
+def case_files(cases_dir, spec, status=Status.PASSED, notebook="whole"):
     save_case_result(CaseResult(case=spec.name, backend=spec.backend, status=status, inputs_digest=DIGEST), cases_dir
                      / f"{spec.name}.json")
     nb = cases_dir / f"{spec.name}.ipynb"
@@ -164,9 +164,9 @@ def test_resume_reruns_a_case_whose_notebook_is_truncated(tmp_path, embedded, mo
 def test_resume_with_case_keeps_the_others(tmp_path, embedded, monkeypatch):
     specs = load_descriptor(embedded.descriptor).case_specs(["checkpoint", "hf-bf16", "vllm-pp1"])
     monkeypatch.setattr(type(specs[0]), "inputs_digest", lambda self, f, g: DIGEST)
-    case_files(tmp_path, specs[0], status=ERROR)
+    case_files(tmp_path, specs[0], status=Status.ERROR)
     case_files(tmp_path, specs[1], notebook="truncated")
-    case_files(tmp_path, specs[2], status=FAILED)
+    case_files(tmp_path, specs[2], status=Status.FAILED)
     goldens = {s.golden_path: "g" for s in specs}
     plan = resume.plan(resume.ResumeInputs(tmp_path, specs, "f", goldens, {"parity-kit": "k"}, {"parity-kit": "k"},
                                            selected=["vllm-pp1"]))

@@ -9,7 +9,7 @@ import hashlib
 import json
 import re
 
-from kit.core.records.records import ERROR, FAILED, CaseResult, PromptScore
+from kit.core.records.records import CaseResult, PromptScore, Status
 from kit.core.records.text import printable
 from kit.gate import report
 from kit.gate.session import case_line
@@ -30,7 +30,7 @@ def failed_on(prompt_id: str) -> CaseResult:
                         top_probability_l1_error=0.2, kl_shared=0.0, first_rank_agreement=True, golden_top_token=1,
                         golden_top_probability=0.9, backend_top_token=1, backend_top_probability=0.7, winner_gap=0.0,
                         failures=[f"{prompt_id}: max probability error 0.2 > bound 0.075 (bucket 128)"])
-    return CaseResult(case="hf-bf16", backend="hf", status=FAILED, prompts=[score], failures=score.failures)
+    return CaseResult(case="hf-bf16", backend="hf", status=Status.FAILED, prompts=[score], failures=score.failures)
 
 
 def test_evidence_shows_a_hostile_prompt_id_escaped():
@@ -44,7 +44,7 @@ def test_evidence_shows_a_hostile_prompt_id_escaped():
 
 
 def test_a_case_line_shows_an_error_naming_a_hostile_prompt_escaped():
-    r = CaseResult(case="hf-bf16", backend="hf", status=ERROR,
+    r = CaseResult(case="hf-bf16", backend="hf", status=Status.ERROR,
                    error=f"cell 3 raised BackendMismatch: backend hf returned 2 observations: missing {HOSTILE}")
     line = case_line(r)
     assert case_line(dataclasses.replace(r, error="[bold]x")).endswith("\\[bold]x")  # text, not console markup

@@ -17,7 +17,8 @@ from kit.core.records.jsonio import write_json
 from kit.history import index as history_index
 from kit.history import queries
 from kit.history.command import gather, markdown
-from kit.history.rows import CONTROL_CANDIDATE, CONTROL_CURRENT, GATE_RUN, SKIPPED, VERDICT, read_location
+from kit.core.records.rundir import RunRole
+from kit.history.rows import SKIPPED, VERDICT, read_location
 from kit.core.records.store import open_store
 from support.history import BOUNDS, RECORD, START, case_result, control, gate_run, series
 
@@ -32,7 +33,7 @@ def test_a_gate_run_reads_into_run_case_and_bucket_rows(tmp_path):
     assert read.lines == []
     [run], [case] = read.runs, read.cases
     assert (run.kind, run.name, run.release, run.verdict, run.recorded_verdict) == (
-        GATE_RUN, "tiny-cpu", "2.3", "passed", "passed")
+        RunRole.GATE_RUN, "tiny-cpu", "2.3", "passed", "passed")
     assert (case.status, case.bound_kind, case.record_sha256, case.release) == ("passed", "calibrated", RECORD, "2.3")
     assert case.max_error == pytest.approx(0.02) and case.mean_error == pytest.approx(0.0115)
     assert (case.drift_value, case.drift_limit) == (0.004, 0.0045)
@@ -53,7 +54,7 @@ def test_a_case_without_triage_reads_none(tmp_path):
 def test_a_control_reads_as_its_two_runs(tmp_path):
     control(tmp_path, "control-1", {"c": case_result("c", {128: [0.01]})}, {"c": case_result("c", {128: [0.015]})})
     read = read_location(open_store(str(tmp_path)), "control-1")
-    assert {r.kind: r.release for r in read.runs} == {CONTROL_CURRENT: "pin", CONTROL_CANDIDATE: "next"}
+    assert {r.kind: r.release for r in read.runs} == {RunRole.CONTROL_CURRENT: "pin", RunRole.CONTROL_CANDIDATE: "next"}
     assert {r.run for r in read.runs} == {"control-1/pin", "control-1/next"}
 
 

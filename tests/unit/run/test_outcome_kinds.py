@@ -41,14 +41,14 @@ def live_handle() -> notebook.KernelHandle:
 
 
 @pytest.mark.parametrize("ename, kind", [
-    ("EngineDidNotStart", outcomes.ENGINE_DID_NOT_START),
-    ("EngineStoppedAnswering", outcomes.ENGINE_STOPPED_ANSWERING),
-    ("OutOfMemoryError", outcomes.OUT_OF_MEMORY),
-    ("MemoryError", outcomes.OUT_OF_MEMORY),
-    ("torch.OutOfMemoryError", outcomes.OUT_OF_MEMORY),
-    ("KeyError", outcomes.CASE_ERROR),
-    ("VllmServerError", outcomes.CASE_ERROR),  # an answer of the wrong shape: the case's own
-    ("BadInput", outcomes.BAD_INPUT),  # the case refused its input: a record of another GPU, a missing file
+    ("EngineDidNotStart", outcomes.Outcome.ENGINE_DID_NOT_START),
+    ("EngineStoppedAnswering", outcomes.Outcome.ENGINE_STOPPED_ANSWERING),
+    ("OutOfMemoryError", outcomes.Outcome.OUT_OF_MEMORY),
+    ("MemoryError", outcomes.Outcome.OUT_OF_MEMORY),
+    ("torch.OutOfMemoryError", outcomes.Outcome.OUT_OF_MEMORY),
+    ("KeyError", outcomes.Outcome.CASE_ERROR),
+    ("VllmServerError", outcomes.Outcome.CASE_ERROR),  # an answer of the wrong shape: the case's own
+    ("BadInput", outcomes.Outcome.BAD_INPUT),  # the case refused its input: a record of another GPU, a missing file
 ])
 def test_a_cell_error_has_the_kind_of_the_class_it_raised(monkeypatch, tmp_path, ename, kind):
     outcome = run_with(monkeypatch, tmp_path, raising(cell_error(ename, "Connection refused, out of memory")))
@@ -60,17 +60,18 @@ def test_the_typed_exceptions_are_found_by_their_class_name():
     for cls in (EngineDidNotStart, EngineStoppedAnswering):
         assert kind_named(cls.__name__) == cls.kind
         assert issubclass(cls, RuntimeError)
-    assert kind_named(None) == kind_named("") == outcomes.CASE_ERROR
+    assert kind_named(None) == kind_named("") == outcomes.Outcome.CASE_ERROR
 
 
 def test_a_dead_kernel_is_kernel_died(monkeypatch, tmp_path):
     outcome = run_with(monkeypatch, tmp_path, raising(DeadKernelError("Kernel died")))
-    assert (outcome.kind, outcome.error, outcome.killed_by) == (outcomes.KERNEL_DIED, "the kernel died mid-case", None)
+    assert (outcome.kind, outcome.error, outcome.killed_by) == (outcomes.Outcome.KERNEL_DIED,
+                                                                "the kernel died mid-case", None)
 
 
 def test_any_other_failure_is_a_case_error(monkeypatch, tmp_path):
     outcome = run_with(monkeypatch, tmp_path, raising(ValueError("kernel died, connection refused")))
-    assert outcome.kind == outcomes.CASE_ERROR
+    assert outcome.kind == outcomes.Outcome.CASE_ERROR
 
 
 def test_the_kill_on_a_timeout_is_a_timeout(monkeypatch, tmp_path):
@@ -79,7 +80,7 @@ def test_the_kill_on_a_timeout_is_a_timeout(monkeypatch, tmp_path):
         raise DeadKernelError("Kernel died")
 
     outcome = run_with(monkeypatch, tmp_path, hangs, timeout_s=0.05)
-    assert (outcome.killed_by, outcome.kind) == ("timeout", outcomes.TIMEOUT)
+    assert (outcome.killed_by, outcome.kind) == ("timeout", outcomes.Outcome.TIMEOUT)
 
 
 def test_an_interrupt_is_interrupted(monkeypatch, tmp_path):
@@ -88,7 +89,7 @@ def test_an_interrupt_is_interrupted(monkeypatch, tmp_path):
         raise DeadKernelError("Kernel died")
 
     outcome = run_with(monkeypatch, tmp_path, interrupted)
-    assert (outcome.killed_by, outcome.kind) == ("interrupt", outcomes.INTERRUPTED)
+    assert (outcome.killed_by, outcome.kind) == ("interrupt", outcomes.Outcome.INTERRUPTED)
 
 
 def test_a_stopped_run_starting_no_kernel_is_interrupted(tmp_path):
@@ -98,7 +99,7 @@ def test_a_stopped_run_starting_no_kernel_is_interrupted(tmp_path):
                                         tmp_path / "kernel.log")
     finally:
         notebook.allow_starts()
-    assert (outcome.started, outcome.kind) == (False, outcomes.INTERRUPTED)
+    assert (outcome.started, outcome.kind) == (False, outcomes.Outcome.INTERRUPTED)
 
 
 def ended(code: str) -> subprocess.Popen:
@@ -114,7 +115,7 @@ def test_a_kernel_killed_by_sigkill_the_kit_did_not_send_is_a_dead_kernel_naming
         raise DeadKernelError("Kernel died")
 
     outcome = run_with(monkeypatch, tmp_path, oom_killed)
-    assert outcome.kind == outcomes.KERNEL_DIED
+    assert outcome.kind == outcomes.Outcome.KERNEL_DIED
     assert outcome.error == "the kernel died mid-case (killed by SIGKILL: the out-of-memory killer, or another process)"
 
 
@@ -124,7 +125,7 @@ def test_a_kernel_that_exited_on_its_own_died_whatever_nbclient_raised(monkeypat
         raise RuntimeError("Kernel died before replying to kernel_info")
 
     outcome = run_with(monkeypatch, tmp_path, exited)
-    assert outcome.kind == outcomes.KERNEL_DIED
+    assert outcome.kind == outcomes.Outcome.KERNEL_DIED
     assert outcome.error.endswith("(its process exited with code 3)")
 
 
@@ -137,7 +138,7 @@ def test_a_kernel_papermill_shut_down_is_not_read_by_its_exit(monkeypatch, tmp_p
         raise ValueError("papermill could not write the notebook")
 
     outcome = run_with(monkeypatch, tmp_path, failed_then_shut_down)
-    assert outcome.kind == outcomes.CASE_ERROR and "SIGKILL" not in outcome.error
+    assert outcome.kind == outcomes.Outcome.CASE_ERROR and "SIGKILL" not in outcome.error
 
 
 def test_the_kernel_manager_marks_its_shutdown(tmp_path):
@@ -150,9 +151,10 @@ def test_the_kernel_manager_marks_its_shutdown(tmp_path):
 
 
 def test_the_sigkill_of_a_kernel_behind_a_shell_counts_too():
-    assert notebook.failure_kind(DeadKernelError("x"), 128 + signal.SIGKILL) == outcomes.KERNEL_DIED
+    assert notebook.failure_kind(DeadKernelError("x"), 128 + signal.SIGKILL) == outcomes.Outcome.KERNEL_DIED
     assert notebook.exit_words(128 + signal.SIGKILL) == (" (killed by SIGKILL: the out-of-memory killer, or another "
                                                          "process)")
-    assert notebook.failure_kind(DeadKernelError("x"), None) == outcomes.KERNEL_DIED
+    assert notebook.failure_kind(DeadKernelError("x"), None) == outcomes.Outcome.KERNEL_DIED
     # A cell's class decides, whatever the process did afterwards.
-    assert notebook.failure_kind(cell_error("EngineDidNotStart"), -signal.SIGKILL) == outcomes.ENGINE_DID_NOT_START
+    assert notebook.failure_kind(cell_error("EngineDidNotStart"),
+                                 -signal.SIGKILL) == outcomes.Outcome.ENGINE_DID_NOT_START

@@ -6,14 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from kit.core.verdict.diagnosis import diagnose
-from kit.core.records.records import PASSED, CaseResult
+from kit.core.records.records import CaseResult, Status
 from kit.core.records.results import RunView
 from kit.views.control import ControlView, comparison_table, styled_comparison_table
 from support.records import prompt_score
 
 
 def run(release: str, errors: list[float]) -> RunView:
-    result = CaseResult(case="hf-bf16", backend="hf", status=PASSED, bound=0.075, golden_kind="semantic",
+    result = CaseResult(case="hf-bf16", backend="hf", status=Status.PASSED, bound=0.075, golden_kind="semantic",
                         prompts=[prompt_score(f"p-{i}", e) for i, e in enumerate(errors)])
     return RunView(run_dir=None, manifest={"cases": ["hf-bf16"], "release": {"name": release}},
                    results={"hf-bf16": result}, sources={})

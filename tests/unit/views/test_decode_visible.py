@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from kit.core.verdict.decode import case_headroom, failed_prompts, worst_decode_step, worst_step
-from kit.core.records.records import FAILED, PASSED, CaseResult
+from kit.core.records.records import CaseResult, Status
 from kit.core.records.results import RunView
 from kit.views.audit import gate_reason
 from kit.views.plots import headroom_rows
@@ -34,7 +34,7 @@ def decode_case(step_errors: dict[str, list[float]], failing: dict[str, str] | N
     failing = failing or {}
     failures = [f"{pid}: decode step 3: {why}" for pid, why in failing.items()]
     return CaseResult(
-        case="vllm-pp1-decode", backend="vllm", status=status or (FAILED if failing else PASSED),
+        case="vllm-pp1-decode", backend="vllm", status=status or (Status.FAILED if failing else Status.PASSED),
         golden_kind="semantic", bucket_bounds={"128": BUCKET_BOUND},
         bound_source={"kind": "calibrated", "record": "7a62175f" * 8, "rule": "largest-plus-margin",
                       "step_bounds": dict(STEP_BOUNDS)},
@@ -149,5 +149,5 @@ def test_a_failing_first_token_stays_the_row_over_a_passing_step():
     result = decode_case({"math-03": [0.01, 0.003, 0.005, 0.003]})
     over = dataclasses.replace(result.prompts[1], max_probability_error=0.05, passed=False,
                                failures=["chat-02: max probability error 0.05 > bound 0.044"])
-    result = dataclasses.replace(result, status=FAILED, prompts=[result.prompts[0], over, *result.prompts[2:]])
+    result = dataclasses.replace(result, status=Status.FAILED, prompts=[result.prompts[0], over, *result.prompts[2:]])
     assert shown(result)[:4] == ("chat-02", None, 0.05, BUCKET_BOUND)

@@ -1,0 +1,197 @@
+"""One enumeration style: a guard over kit/'s syntax tree.
+
+Every closed set of names the kit decides on or branches on is an ``enum.StrEnum``, defined once
+(docs/architecture.md, "Enumerations: one style"). Its members are strings, so records, JSON and the kernels of
+other environments read and write the same words as before; a second spelling of the set (a group of constants
+and a tuple of them, a ``Literal`` alias, a tuple of the words beside the enum) is a list that drifts the day one
+of them gains a name. This finds, in any module of the kit:
+
+- an ``Enum`` with string members that is not a ``StrEnum`` (``class K(str, Enum)``, ``class K(Enum)``);
+- a module-level ``Literal[...]`` alias (``Direction = Literal["up", "down"]``);
+- a module-level tuple, list, set or frozenset of two or more names, each a module-level constant of that module
+  bound to a string (``PASSED, FAILED = "passed", "failed"`` then ``STATUSES = (PASSED, FAILED)``);
+- a tuple, list, set or frozenset of string literals, or a ``Literal[...]``, whose words are all the values of one
+  StrEnum of the kit: the enum's set spelled again.
+
+A tuple of words that is no closed set the kit branches on (a record format's keys, environment variables, file
+patterns) is none of these: its words are literals and no enum holds them.
+"""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from support.astguard import kit_modules, with_nothing_allowed
+
+pytestmark = pytest.mark.unit
+
+COLLECTIONS = ("frozenset", "set", "tuple")
+# (module, name): why this module-level group of constants is no closed set for a StrEnum.
+ALLOWED: dict[tuple[str, str], str] = {
+    ("kit.core.records.rundir", "CASE_FILES"): "the files a case leaves (suffixes of its name), moved together",
+    ("kit.core.records.rundir", "SEALED"): "the files of a case a manifest seals by digest",
+    ("kit.core.noise.calibration", "FORMATS"): "the record formats this kit reads, each a constant it also writes",
+}
+
+
+def _is_name(node: ast.AST, name: str) -> bool:
+    """``name`` or ``<module>.name``."""
+    return (isinstance(node, ast.Name) and node.id == name) or (isinstance(node, ast.Attribute) and node.attr == name)
+
+
+def _strings_of_literal(node: ast.AST) -> list[str] | None:
+    """The words of ``Literal["a", "b"]``; None for anything else."""
+    if not (isinstance(node, ast.Subscript) and _is_name(node.value, "Literal")):
+        return None
+    elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    return [e.value for e in elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+
+
+def _elements(node: ast.AST) -> list[ast.expr] | None:
+    """The elements of a tuple, list or set display, or of ``frozenset({...})`` / ``set((...))``; None otherwise."""
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return list(node.elts)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in COLLECTIONS and \
+            len(node.args) == 1 and not node.keywords:
+        return _elements(node.args[0])
+    return None
+
+
+def _module_assignments(tree: ast.Module) -> list[tuple[str, ast.expr, int]]:
+    """(name, value, line) of each module-level assignment of one name, ``a, b = x, y`` unpacked."""
+    out = []
+    for node in tree.body:
+        targets, value = ([node.target], node.value) if isinstance(node, ast.AnnAssign) else \
+            (node.targets, node.value) if isinstance(node, ast.Assign) else ([], None)
+        for target in targets:
+            if isinstance(target, ast.Name) and value is not None:
+                out.append((target.id, value, node.lineno))
+            elif isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and \
+                    len(target.elts) == len(value.elts):
+                out += [(t.id, v, node.lineno) for t, v in zip(target.elts, value.elts) if isinstance(t, ast.Name)]
+    return out
+
+
+def _is_str(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def str_enums(tree: ast.Module) -> dict[str, frozenset[str]]:
+    """Each StrEnum ``tree`` defines (at any depth), by name, with its members' values."""
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and any(_is_name(b, "StrEnum") for b in node.bases):
+            out[node.name] = frozenset(s.value.value for s in node.body
+                                       if isinstance(s, ast.Assign) and _is_str(s.value))
+    return out
+
+
+def _enum_spelled_again(words: list[str], enums: dict[str, frozenset[str]]) -> str | None:
+    """The StrEnum whose values ``words`` (two or more) all are; None if none."""
+    if len(words) < 2:
+        return None
+    return next((name for name, values in enums.items() if set(words) <= values), None)
+
+
+def findings(source: str, module: str, enums: dict[str, frozenset[str]]) -> list[tuple[str, str, int, str]]:
+    """(module, name, line, what) for each closed set of names spelled otherwise than one StrEnum in ``source``;
+    ``enums`` are the kit's StrEnums (name: values), whose values spelled again are found too. ``name`` is the
+    class, the module-level name, or for a set spelled again where it is used, what spells it."""
+    tree = ast.parse(source)
+    out = []
+    aliases = {id(value) for _, value, _ in _module_assignments(tree)}  # found below, as an alias
+    literal_words = {id(n.slice) for n in ast.walk(tree) if _strings_of_literal(n) is not None}  # found as a Literal
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and any(_is_name(b, "Enum") for b in node.bases) and \
+                any(isinstance(s, ast.Assign) and _is_str(s.value) for s in node.body):
+            out.append((module, node.name, node.lineno, "an Enum of strings that is not a StrEnum"))
+        elif isinstance(node, ast.Subscript) and id(node) not in aliases:
+            again = _enum_spelled_again(_strings_of_literal(node) or [], enums)
+            if again:
+                out.append((module, "Literal", node.lineno, f"a Literal of {again}'s values"))
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Set)) and id(node) not in literal_words and \
+                all(_is_str(e) for e in node.elts):
+            again = _enum_spelled_again([e.value for e in node.elts], enums)  # type: ignore[attr-defined]
+            if again:
+                out.append((module, type(node).__name__.lower(), node.lineno, f"{again}'s values listed again"))
+    assigned = _module_assignments(tree)
+    constants = {name for name, value, _ in assigned if _is_str(value)}
+    for name, value, line in assigned:
+        elements = _elements(value)
+        if _strings_of_literal(value) is not None:
+            out.append((module, name, line, "a module-level Literal alias"))
+        elif elements is not None and len(elements) >= 2 and (module, name) not in ALLOWED and \
+                all(isinstance(e, ast.Name) and e.id in constants for e in elements):
+            out.append((module, name, line, "a group of string constants"))
+    return sorted(out, key=lambda f: f[2])
+
+
+def _kit() -> list[tuple[str, str, str]]:
+    return list(kit_modules())
+
+
+def _kit_enums(modules: list[tuple[str, str, str]]) -> dict[str, frozenset[str]]:
+    enums: dict[str, frozenset[str]] = {}
+    for module, _, source in modules:
+        enums.update({f"{module}.{name}": values for name, values in str_enums(ast.parse(source)).items()})
+    return enums
+
+
+def _kit_findings() -> list[tuple[str, str, int, str]]:
+    modules = _kit()
+    enums = _kit_enums(modules)
+    return [f for module, _, source in modules for f in findings(source, module, enums)]
+
+
+def test_every_closed_set_of_names_is_one_str_enum():
+    found = _kit_findings()
+    assert found == [], "closed sets of names spelled otherwise than one StrEnum (make it one):\n" + "\n".join(
+        f"  {m}:{line}: {name}: {what}" for m, name, line, what in found)
+
+
+def test_every_allowed_group_still_exists():
+    used = {(m, n) for m, n, _, _ in with_nothing_allowed(ALLOWED, _kit_findings)}
+    assert set(ALLOWED) <= used, f"allowed but no longer a group of constants: {sorted(set(ALLOWED) - used)}"
+
+
+def test_the_kit_has_str_enums_to_compare_against():
+    enums = _kit_enums(_kit())
+    assert "kit.core.records.records.Status" in enums and "passed" in enums["kit.core.records.records.Status"]
+
+
+PLANTED_ENUM = {"kit.planted.Side": frozenset({"left", "right"})}
+
+
+@pytest.mark.parametrize("planted, name, what", [
+    ("from enum import Enum\nclass Kind(str, Enum):\n    A = 'a'\n", "Kind",
+     "an Enum of strings that is not a StrEnum"),
+    ("import enum\nclass Kind(enum.Enum):\n    A = 'a'\n    B = 'b'\n", "Kind",
+     "an Enum of strings that is not a StrEnum"),
+    ("from typing import Literal\nDirection = Literal['up', 'down']\n", "Direction", "a module-level Literal alias"),
+    ("import typing\nRule: typing.TypeAlias = typing.Literal['a', 'b']\n", "Rule", "a module-level Literal alias"),
+    ("PASSED, FAILED = 'passed', 'failed'\nSTATUSES = (PASSED, FAILED)\n", "STATUSES", "a group of string constants"),
+    ("A = 'a'\nB = 'b'\nKINDS = frozenset({A, B})\n", "KINDS", "a group of string constants"),
+    ("SIDES = ('left', 'right')\n", "tuple", "kit.planted.Side's values listed again"),
+    ("def f(p, side):\n    p.add_argument('--side', choices=['right', 'left'])\n", "list",
+     "kit.planted.Side's values listed again"),
+    ("def f(side):\n    return side in {'left', 'right'}\n", "set", "kit.planted.Side's values listed again"),
+    ("from typing import Literal\nfrom pydantic import BaseModel\n"
+     "class O(BaseModel):\n    side: Literal['right', 'left'] = 'right'\n", "Literal",
+     "a Literal of kit.planted.Side's values"),
+])
+def test_a_planted_second_spelling_is_found(planted, name, what):
+    (found,) = findings(planted, "kit.planted", PLANTED_ENUM)
+    assert (found[0], found[1], found[3]) == ("kit.planted", name, what)
+
+
+def test_a_str_enum_and_lists_that_are_no_closed_set_pass():
+    clean = ("import enum\nfrom enum import StrEnum\nfrom typing import Literal\n"
+             "class Side(StrEnum):\n    LEFT = 'left'\n    RIGHT = 'right'\n"
+             "class Code(enum.IntEnum):\n    OK = 0\n"
+             "KEYS = ('format', 'reason', 'marked_at')\n"  # a record format's keys: literals, no enum holds them
+             "SUMMARY = 'summary.html'\nFILES = (SUMMARY, other.NAME)\n"  # not every element a constant of its own
+             "LIMIT = 3\nSIZES = (LIMIT, 4)\n"
+             "def f(x: Literal['a', 'b']) -> None:\n    return None\n")  # a one-off Literal, not an alias
+    assert findings(clean, "kit.clean", {"kit.clean.Side": frozenset({"left", "right"})}) == []
