@@ -388,7 +388,15 @@ def first_difference(stated: Any, derived: Any, key: str) -> tuple[str, Any, Any
         return None
     if _numbers(stated, derived):
         return None if math.isclose(stated, derived, rel_tol=1e-9, abs_tol=1e-12) else (key, stated, derived)
-    return None if type(stated) is type(derived) and stated == derived else (key, stated, derived)
+    # Compared as JSON holds them: a StrEnum member is its word (a result judged again holds members, the one read
+    # from its file words), while a type of its own still differs (True is not 1).
+    return None if _as_json(stated) == _as_json(derived) else (key, stated, derived)
+
+
+def _as_json(value: Any) -> tuple[type, Any]:
+    if isinstance(value, str):
+        return str, str(value)
+    return type(value), value
 
 
 def _numbers(*values: Any) -> bool:

@@ -13,6 +13,7 @@ from kit.core.noise.calibration import (CalibrationRecord, Sample, first_differe
                                         same_class)
 from kit.core.noise.rule import RULE_NAME
 from kit.core.errors import BadInput
+from kit.core.records.records import Status
 from kit.core.records.jsonio import atomic_write_bytes, canonical_bytes, sha256_bytes
 from support import ROOT
 
@@ -174,3 +175,11 @@ def test_two_records_of_one_class_of_hardware_are_found():
     again = record(fingerprint=on("cpu (x86-64-v3)"), created_at="2026-12-02T00:00:00Z")
     assert same_class([v3, v4]) is None
     assert same_class([v3, v4, again]) == (v3, again)
+
+
+def test_a_word_and_its_enum_member_are_the_same_json_value_but_a_bool_is_not_a_number():
+    # A result judged again holds Status members; the one read back from its file holds words.
+    assert first_difference({"status": "passed"}, {"status": Status.PASSED}, "r") is None
+    assert first_difference({"status": "passed"}, {"status": Status.FAILED}, "r") == ("r.status", "passed",
+                                                                                      Status.FAILED)
+    assert first_difference({"passed": True}, {"passed": 1}, "r") == ("r.passed", True, 1)
