@@ -253,7 +253,7 @@ def outline(desc: LoadedDescriptor) -> Outline:
                                                 for b, built in r.backends.items()),
                                         desc.where("releases", n)))
                          for n, r in doc.releases.items()),
-        cases=_case_outlines(desc), lineage=tuple(desc.baselines.lineage()),
+        cases=_frozen((n, _case_outline(desc, n)) for n in desc.cases), lineage=tuple(desc.baselines.lineage()),
         baseline_folders=_baseline_folders(desc),
         tree_root=desc.baselines.tree_root() if desc.doc.baselines else None)
 
@@ -270,19 +270,14 @@ def _baseline_folders(desc: LoadedDescriptor) -> Mapping[str, Path] | None:
     return _frozen([("lineage", desc.resolve(b.lineage)), *folders.items()])
 
 
-def _case_outlines(desc: LoadedDescriptor) -> Mapping[str, CaseOutline]:
-    """Every case of the descriptor as it states it, with its locations: the descriptor handed over once for all
-    of them, not once per case."""
-    outlines = {}
-    for name, c in desc.cases.items():
-        at = lambda *key, name=name: desc.where("cases", name, *key)  # noqa: E731
-        where = CaseWhere(case=at(), backend=at("backend"), golden=at("golden"), resources=at("resources"),
-                          repeat_prompts=at("repeat_prompts"), decode=at("decode"), reference=at("reference"),
-                          model_digest=desc.model_where(c), calibration=desc.calibration_where(name))
-        outlines[name] = CaseOutline(name=name, backend=c.backend, golden=c.golden, golden_kind=case_golden_kind(c),
-                                     model=c.model, calibrated=c.calibration is not None, kernel=desc.kernel(name),
-                                     where=where)
-    return _frozen(outlines.items())
+def _case_outline(desc: LoadedDescriptor, name: str) -> CaseOutline:
+    c = desc.cases[name]
+    at = lambda *key: desc.where("cases", name, *key)  # noqa: E731
+    where = CaseWhere(case=at(), backend=at("backend"), golden=at("golden"), resources=at("resources"),
+                      repeat_prompts=at("repeat_prompts"), decode=at("decode"), reference=at("reference"),
+                      model_digest=desc.model_where(c), calibration=desc.calibration_where(name))
+    return CaseOutline(name=name, backend=c.backend, golden=c.golden, golden_kind=case_golden_kind(c),
+                       model=c.model, calibrated=c.calibration is not None, kernel=desc.kernel(name), where=where)
 
 
 def resolve(desc: LoadedDescriptor, only: Sequence[str] | None = None, release: str | None = None,
