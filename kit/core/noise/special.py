@@ -21,6 +21,7 @@ too keeps its relative precision. Standard library only: it runs in the kernel.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -200,6 +201,7 @@ def _hill_z(t: float, df: float) -> float:
     return (((((-0.4 * y - 3.3) * y - 24) * y - 85.5) / (0.8 * y * y + 100 + b) + y + 3) / b + 1) * math.sqrt(y)
 
 
+@functools.lru_cache(maxsize=4096)  # pure, and asked the same (p, df) hundreds of times as records are summarized
 def t_two_sided_quantile(p: float, df: float) -> float:
     """The t >= 0 with P(|T| >= t) = p: bisection on log t, which reaches the float's precision for any p in (0, 1]
     (t from 0 to about 1e300). Above p = 1/2 the central probability P(|T| < t) is matched to 1 - p instead (exact
