@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -34,15 +35,20 @@ from kit.core.records.paths import display
 from kit.core.records.recordcheck import mapping, text
 from kit.core.records.rundir import RunRole
 from kit.core.records.records import BoundKind, DriftOff, CaseResult, DecodeScore, PromptScore, Status
-from kit.core.records.results import GATE_PASSED, RunDir
+from kit.core.records.results import RunDir, Verdict
 from kit.core.records.resultcheck import read_shaped
 from kit.core.verdict import Kind, failures_of
 
 log = logging.getLogger(__name__)
 
 
-# What is known of its verdict.
-BAD, GOOD, UNKNOWN = "bad", "good", "unknown"
+class Known(StrEnum):
+    """What is known of an archived run's verdict: whether the backtest may count it for or against a new record."""
+    BAD = "bad"
+    GOOD = "good"
+    UNKNOWN = "unknown"
+
+
 # The status of a case a run lists but holds no result of (stopped before it finished).
 MISSING = "missing"
 
@@ -72,7 +78,7 @@ class ArchivedObservation:
 
     source: str  # the file it was read from, for messages (a sample: its record and its variant)
     kind: str  # a RunRole's word
-    known: str  # BAD, GOOD or UNKNOWN
+    known: Known
     why: str  # how that is known ("marked bad: ...", "a passed gate run", ...)
     case: str
     backend: str | None
@@ -141,7 +147,7 @@ def read_archive(roots: Sequence[str | Path], case: str, superseded: Calibration
     found: list[ArchivedObservation] = []
     unreadable: list[Unreadable] = []
     skipped: list[Unreadable] = []
-    runs: dict[Path, tuple[Path, str, tuple[str, str] | None]] = {}
+    runs: dict[Path, tuple[Path, str, tuple[Known, str] | None]] = {}
     for root in map(Path, roots):
         if not root.is_dir():
             raise BadInput(f"{display(root)}: no folder of runs to backtest on")
@@ -168,7 +174,7 @@ def read_archive(roots: Sequence[str | Path], case: str, superseded: Calibration
     return Archive(case, tuple(found), tuple(unreadable), tuple(skipped))
 
 
-def runs_under(root: Path) -> tuple[list[tuple[Path, str, tuple[str, str] | None]], list[Unreadable],
+def runs_under(root: Path) -> tuple[list[tuple[Path, str, tuple[Known, str] | None]], list[Unreadable],
                                      list[Unreadable]]:
     """Every run directory under ``root`` as the archive finds them (``(run_dir, kind, what its control says of
     it)``, a control standing for its two runs), with the folders that could not be read and those not looked
@@ -180,7 +186,7 @@ def runs_under(root: Path) -> tuple[list[tuple[Path, str, tuple[str, str] | None
 
 
 def _runs(root: Path, unreadable: list[Unreadable],
-          skipped: list[Unreadable]) -> Iterator[tuple[Path, str, tuple[str, str] | None]]:
+          skipped: list[Unreadable]) -> Iterator[tuple[Path, str, tuple[Known, str] | None]]:
     """Each run directory under ``root`` (kit.core.records.store.walk): ``(run_dir, kind, what its control says of
     it)``. A control stands for its two runs; a folder that cannot be listed is unreadable, one not looked into
     skipped."""
@@ -198,7 +204,7 @@ def _runs(root: Path, unreadable: list[Unreadable],
             unreadable.append(Unreadable(display(folder), str(exc)))
 
 
-def control_sources(control_dir: Path) -> list[tuple[Path, str, tuple[str, str] | None]]:
+def control_sources(control_dir: Path) -> list[tuple[Path, str, tuple[Known, str] | None]]:
     """A control's current and candidate run directories, from its own record; the candidate is known bad when the
     control's diagnosis found a regression in it."""
     current, candidate = rundir.control_run_dirs(control_dir)
@@ -206,13 +212,13 @@ def control_sources(control_dir: Path) -> list[tuple[Path, str, tuple[str, str] 
     if (control_dir / rundir.DIAGNOSIS).is_file():
         verdict = read_shaped(control_dir / rundir.DIAGNOSIS, "diagnosis",
                            lambda d: text(mapping(d, "").get("verdict"), "verdict"))
-    told = (BAD, f"the candidate of a control that found a regression ({display(control_dir)})") \
+    told = (Known.BAD, f"the candidate of a control that found a regression ({display(control_dir)})") \
         if verdict == REGRESSION else None
     return [(current, RunRole.CONTROL_CURRENT, None), (candidate, RunRole.CONTROL_CANDIDATE, told)]
 
 
 def read_observation(run_dir: Path, case: str, kind: str = RunRole.GATE_RUN,
-                     told: tuple[str, str] | None = None) -> ArchivedObservation | None:
+                     told: tuple[Known, str] | None = None) -> ArchivedObservation | None:
     """The observation of ``case`` in the gate run ``run_dir`` (None when the run does not list the case); a
     damaged manifest, case result, result.json or bad mark is refused in one line naming the file."""
     run = RunDir.local(run_dir)
@@ -230,22 +236,22 @@ def read_observation(run_dir: Path, case: str, kind: str = RunRole.GATE_RUN,
 
 
 def judged(kind: str, manifest: Mapping[str, Any], result: CaseResult | None, mark: BadMark | None,
-           told: tuple[str, str] | None, verdict: str | None) -> tuple[str, str]:
+           told: tuple[Known, str] | None, verdict: str | None) -> tuple[Known, str]:
     """What is known of a run's verdict, and how (see the module): a mark first, then a fault copy, then what its
     control said, then a passed run; anything else is unknown."""
     if mark is not None:
-        return BAD, f"marked bad: {mark.reason}"
+        return Known.BAD, f"marked bad: {mark.reason}"
     fault = fault_of(manifest, result.model_digest if result else None)
     if fault is not None:
-        return BAD, f"a gate run of a fault-catalogue copy ({faultcopy.fault_words(fault)})"
+        return Known.BAD, f"a gate run of a fault-catalogue copy ({faultcopy.fault_words(fault)})"
     if told is not None:
         return told
     words = _RUN_WORDS[kind]
-    if verdict == GATE_PASSED:
-        return GOOD, f"a passed {words}"
+    if verdict == Verdict.PASSED:
+        return Known.GOOD, f"a passed {words}"
     if verdict:
-        return UNKNOWN, f"{'an' if verdict[0] in 'aeiou' else 'a'} {verdict} {words}, not known bad"
-    return UNKNOWN, f"a {words} that recorded no verdict"
+        return Known.UNKNOWN, f"{'an' if verdict[0] in 'aeiou' else 'a'} {verdict} {words}, not known bad"
+    return Known.UNKNOWN, f"a {words} that recorded no verdict"
 
 
 def fault_of(manifest: Mapping[str, Any], digest: str | None) -> dict | None:
@@ -268,7 +274,7 @@ def fault_of(manifest: Mapping[str, Any], digest: str | None) -> dict | None:
     return found
 
 
-def from_result(result: CaseResult, source: str, kind: str, known: str, why: str) -> ArchivedObservation:
+def from_result(result: CaseResult, source: str, kind: str, known: Known, why: str) -> ArchivedObservation:
     """The figures of a case result a replay needs: per prompt and per decode check, with the failures no bound
     decides (every bound line left out: a replay says its own), and the rest of the case's failures that no
     prompt and no drift test gave."""
@@ -319,7 +325,7 @@ def record_samples(record: CalibrationRecord) -> list[ArchivedObservation]:
         out.append(ArchivedObservation(
             source=f"{where} sample {s.variant} (launch {s.launch}, repeat {s.repeat})",
                                        kind=RunRole.CALIBRATION_SAMPLE,
-            known=GOOD, why=f"a clean calibration sample of record {record.sha256[:12]}", case=record.case,
+            known=Known.GOOD, why=f"a clean calibration sample of record {record.sha256[:12]}", case=record.case,
             backend=record.backend, fixture_sha256=record.inputs.get("fixture_sha256"),
             golden_sha256=record.inputs.get("golden_sha256"), model_digest=record.inputs.get("model_digest"),
             status=Status.PASSED, hardware=hardware, prompts=prompts))

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from kit.baselines.archive import BAD, GOOD, Archive, ArchivedObservation, PromptFigures, Unreadable
+from kit.baselines.archive import Archive, Known, ArchivedObservation, PromptFigures, Unreadable
 from kit.core.noise.calibration import CalibrationRecord, measured_on, uncovered
 from kit.core.noise.drift import drift_of
 from kit.core.errors import BadInput
@@ -100,13 +100,13 @@ class Backtest:
     @property
     def refusals(self) -> list[Flip]:
         """Known-bad runs the record would pass: each refuses the bless."""
-        return [f for f in self.flips if f.known == BAD and f.now == Status.PASSED]
+        return [f for f in self.flips if f.known == Known.BAD and f.now == Status.PASSED]
 
     @property
     def needs_acceptance(self) -> list[Flip]:
         """Known-good observations the record would fail: each must be accepted by a person, or the record is not
         blessed."""
-        return [f for f in self.flips if f.known == GOOD and f.now == Status.FAILED]
+        return [f for f in self.flips if f.known == Known.GOOD and f.now == Status.FAILED]
 
     @property
     def failure_messages(self) -> list[str]:
@@ -156,7 +156,7 @@ def backtest(record: CalibrationRecord, observations: Archive | Iterable[Archive
         left_out += drift is not None
         # A known-bad run the record passes is listed whatever it got when it ran: a run that passed a bound too
         # loose to see its fault is no evidence for a record that would pass it too.
-        if status != obs.status or (obs.known == BAD and status == Status.PASSED):
+        if status != obs.status or (obs.known == Known.BAD and status == Status.PASSED):
             flips.append(Flip(obs.source, obs.kind, obs.known, obs.why, obs.status, status,
                               failures[0] if failures else PASSES, drift))
     result = Backtest(record.sha256, record.case, replayed, tuple(flips), tuple(skipped), tuple(unreadable),

@@ -40,7 +40,7 @@ from kit.core.errors import BadInput
 from kit.core.noise.calibration import CalibrationRecord, load_record, measured_on
 from kit.core.records import paths, rundir
 from kit.core.records.records import BoundKind, CaseResult, Status
-from kit.core.records.results import GATE_PASSED, RunDir
+from kit.core.records.results import RunDir, Verdict
 from kit.core.records.spec import CaseSpec
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import Plan, resolve
@@ -258,7 +258,7 @@ def _control_sample(record: CalibrationRecord, spec: CaseSpec, run_dir: Path,
         return f"cannot be verified: {exc}", None
     if not verified.ok:
         return f"not verified ({verified.problems[0]})", None
-    if verified.verdict != GATE_PASSED:
+    if verified.verdict != Verdict.PASSED:
         return f"verified {verified.verdict}, not passed", None
     run = RunDir.local(run_dir)
     result = run.case_result(spec.name, run.manifest().get("kit_version"))

@@ -197,7 +197,7 @@ def _search(run_dir: Path, record: dict, max_steps: int | None) -> BisectRun:
         rec = step.probe(inp, state, case, prompts, _step_dir(run_dir, state), record.get("build_command"))
         record["steps"].append(rec.to_dict())
         new += 1
-        style = {step.GOOD: "green", None: "yellow"}.get(rec.verdict if rec.bad is not None else None, "red")
+        style = "yellow" if rec.bad is None else "green" if rec.verdict == step.Probe.GOOD else "red"
         log.log(NOTICE, f"  [{style}]{rec.verdict}[/]: {escape(rec.reason)} ({rec.wall_s:.1f} s"
                         f"{', cached wheels' if rec.cached_build else ''})", extra=MARKUP)
         if rec.bad is None:

@@ -16,6 +16,7 @@ import subprocess
 import tarfile
 import time
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Sequence
 
@@ -30,8 +31,14 @@ from kit.refresh import build, overlay, qualify, release, wheels
 from kit.refresh.run import QUALIFY_NOTEBOOK
 from kit.run.notebook import run_notebook
 
-GOOD, BAD, BUILD_FAILED, NOT_QUALIFIED, ERROR = "good", "bad", "build-failed", "not-qualified", "error"
-CONFLICT = "conflict"  # upstream scope: the overlay does not apply onto the state's commit
+class Probe(StrEnum):
+    """What probing one state of the range found: the word its step record keeps."""
+    GOOD = "good"
+    BAD = "bad"
+    BUILD_FAILED = "build-failed"
+    NOT_QUALIFIED = "not-qualified"
+    ERROR = "error"
+    CONFLICT = "conflict"  # upstream scope: the overlay does not apply onto the state's commit
 
 
 @dataclass(frozen=True)
@@ -110,10 +117,10 @@ def probe(inp: BisectInputs, state: State, case: str, prompts: list[str] | None,
     """Build, qualify and run ``case`` (only ``prompts``, when given) at ``state``."""
     t0 = time.perf_counter()
     step_dir.mkdir(parents=True)
-    rec = StepRecord(state.index, state.commit, state.built_from, state.subject, ERROR, "", None,
+    rec = StepRecord(state.index, state.commit, state.built_from, state.subject, Probe.ERROR, "", None,
                      paths={"step": str(step_dir)})
 
-    def done(verdict: str, reason: str, bad: bool | None) -> StepRecord:
+    def done(verdict: Probe, reason: str, bad: bool | None) -> StepRecord:
         return dataclasses.replace(rec, verdict=verdict, reason=reason, bad=bad, wall_s=time.perf_counter() - t0,
                                    finished_at=now_iso())
 
@@ -123,7 +130,7 @@ def probe(inp: BisectInputs, state: State, case: str, prompts: list[str] | None,
         rec.paths["replay"] = str(replayed.worktree)
         if replayed.conflict:
             c = replayed.conflict
-            return done(CONFLICT, f"overlay commit {c['sha'][:12]} \"{c['subject']}\" does not apply onto "
+            return done(Probe.CONFLICT, f"overlay commit {c['sha'][:12]} \"{c['subject']}\" does not apply onto "
                                   f"{state.commit[:12]}: conflict in {', '.join(c['files']) or 'no file listed'}", True)
         state = dataclasses.replace(state, built_from=replayed.tip)
         rec = dataclasses.replace(rec, built_from=replayed.tip)
@@ -131,7 +138,7 @@ def probe(inp: BisectInputs, state: State, case: str, prompts: list[str] | None,
     rec = dataclasses.replace(rec, cached_build=cached)
     rec.paths.update(where)
     if manifest is None:
-        return done(BUILD_FAILED, why, True)  # a state that cannot be built cannot pass parity
+        return done(Probe.BUILD_FAILED, why, True)  # a state that cannot be built cannot pass parity
     rec.paths["manifest"] = str(manifest)
 
     t1 = time.perf_counter()
@@ -144,13 +151,13 @@ def probe(inp: BisectInputs, state: State, case: str, prompts: list[str] | None,
     rec.paths["qualify_notebook"] = str(qnb)
     if not (qdir / qualify.RECORD).is_file():
         what = "timed out" if outcome.timed_out else outcome.error
-        return done(ERROR, f"the qualify notebook did not finish: {what}", None)
+        return done(Probe.ERROR, f"the qualify notebook did not finish: {what}", None)
     q = qualify.load_qualify(qdir)
     rec.timings_s["qualify"] = time.perf_counter() - t1
     # Qualification here stops short of its own parity case: the case below, on the failing prompts,
     # is this probe's parity check.
     if not q.qualified:
-        return done(NOT_QUALIFIED, f"qualification failed: {q.reason}", True)
+        return done(Probe.NOT_QUALIFIED, f"qualification failed: {q.reason}", True)
 
     desc = load_descriptor(inp.descriptor)
     doc = read_json(manifest)
@@ -164,13 +171,13 @@ def probe(inp: BisectInputs, state: State, case: str, prompts: list[str] | None,
     rec.paths["case_run"] = str(run_dir)
     if result is None or result.status not in (Status.PASSED, Status.FAILED):
         why = (result.error if result is not None else None) or f"the case run ended {verdict}"
-        return done(ERROR, f"{case} did not finish at {state.built_from[:12]}: {why}", None)
+        return done(Probe.ERROR, f"{case} did not finish at {state.built_from[:12]}: {why}", None)
     rec = dataclasses.replace(rec, prompts_run=len(result.prompts),
                               failing_prompts=[p.id for p in result.prompts if not p.passed])
     if result.status == "passed":
-        return done(GOOD, f"{case} passes on {rec.prompts_run} prompt(s)", False)
+        return done(Probe.GOOD, f"{case} passes on {rec.prompts_run} prompt(s)", False)
     n_bad = len(rec.failing_prompts)
-    return done(BAD, f"{case} fails on {n_bad} of {rec.prompts_run} prompt(s)", True)
+    return done(Probe.BAD, f"{case} fails on {n_bad} of {rec.prompts_run} prompt(s)", True)
 
 
 def _run_case(desc, release_name: str, case: str, out: Path):

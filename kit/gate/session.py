@@ -39,7 +39,7 @@ from kit.core.verdict.decode import failed_prompts
 from kit.core.noise.power import headline
 from kit.core.records.progress import progress_path
 from kit.core.records.records import CaseResult, Status
-from kit.core.records.results import counts_sentence, error_parts, now_iso
+from kit.core.records.results import Verdict, counts_sentence, error_parts, now_iso
 from kit.core.records.text import printable
 from kit.descriptor.load import load_descriptor
 from kit.gate import report, trend
@@ -241,14 +241,14 @@ def finish_gate(run: GateRun, command: Sequence[str], summary: bool = True, with
     finished = write_manifest(run, command)
     report.write_gate_result(run.run_dir, finished, run.verdict, run.counts, run.duration_s,
                              [s.name for s in run.specs], run.results)
-    said = trend.record_steps(run.run_dir, run.plan.name, run.verdict == Status.PASSED, read_history=with_trend)
+    said = trend.record_steps(run.run_dir, run.plan.name, run.verdict == Verdict.PASSED, read_history=with_trend)
     if said:
         log.log(NOTICE, f"[yellow]{escape(said)}[/]", extra=MARKUP)
     report.write_gate_evidence(run.run_dir, finished, run.verdict, run.counts, run.duration_s, run.results, said)
     page = summary_or_line(run.run_dir).html if summary else None
     for line in triage_lines([s.name for s in run.specs], run.results):
         log.info(line, extra=MARKUP)
-    style = "green" if run.verdict == Status.PASSED else "red"
+    style = "green" if run.verdict == Verdict.PASSED else "red"
     sentence = counts_sentence(run.counts, run.duration_s)
     if run.retried:
         sentence += f" ({len(run.retried)} retried after an infrastructure failure: {', '.join(run.retried)})"

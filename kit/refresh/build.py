@@ -11,6 +11,7 @@ import datetime as _dt
 import re
 import time
 from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import Sequence
 
@@ -20,7 +21,12 @@ from kit.core.records.jsonio import read_json, write_json
 from kit.core.records.results import now_iso
 from kit.refresh import overlay, release, wheels
 
-BUILT, CONFLICT, BUILD_FAILED, EXISTS = "built", "conflict", "build-failed", "exists"
+class Built(StrEnum):
+    """How building a release ended: the word its record keeps."""
+    BUILT = "built"
+    CONFLICT = "conflict"
+    BUILD_FAILED = "build-failed"
+    EXISTS = "exists"
 RECORD = "build.json"
 
 
@@ -76,7 +82,7 @@ class BuildOutcome:
     @property
     def built(self) -> bool:
         """Whether the build produced the release's wheels."""
-        return self.status == BUILT
+        return self.status == Built.BUILT
 
     def to_dict(self) -> dict:
         """The outcome as the build step's record keeps it."""
@@ -123,7 +129,7 @@ def build_release(request: BuildRequest) -> BuildOutcome:
     if replay.conflict:
         c = replay.conflict
         files = ", ".join(c["files"]) or "no file listed"
-        outcome = replace(outcome, status=CONFLICT, reason=(
+        outcome = replace(outcome, status=Built.CONFLICT, reason=(
                           f"overlay commit {c['sha'][:12]} \"{c['subject']}\" does not apply onto upstream "
                           f"{inp.upstream_ref} ({inp.upstream[:12]}): conflict in {files}; "
                           f"{len(replay.applied)} of {len(commits)} commits applied on {branch}"))
@@ -139,7 +145,7 @@ def build_release(request: BuildRequest) -> BuildOutcome:
     earlier = release.existing_release(store, outcome.tag)
     if earlier or overlay.tag_exists(inp.repo, outcome.tag):
         where = f"its manifest is {earlier}" if earlier else f"git tag {outcome.tag} exists in {inp.repo}"
-        outcome = replace(outcome, status=EXISTS,
+        outcome = replace(outcome, status=Built.EXISTS,
                           reason=f"release {outcome.tag} exists ({where}); it is never overwritten")
         return _record(step_dir, outcome)
 
@@ -153,7 +159,7 @@ def build_release(request: BuildRequest) -> BuildOutcome:
     found = sorted(built_dir.glob("*.whl"))
     if out.returncode != 0 or not found:
         why = f"exited {out.returncode}" if out.returncode else "wrote no wheel"
-        outcome = replace(outcome, status=BUILD_FAILED, reason=f"the wheel build {why}: {' '.join(out.command)} "
+        outcome = replace(outcome, status=Built.BUILD_FAILED, reason=f"the wheel build {why}: {' '.join(out.command)} "
                                                                f"(log {log}): {_telling_line(out.log_tail)}")
         return _record(step_dir, outcome)
 
@@ -166,7 +172,7 @@ def build_release(request: BuildRequest) -> BuildOutcome:
         "wheels": outcome.wheels, "build_command": out.command, "kit_version": __version__,
         "created_at": now_iso(),
     }
-    outcome = replace(outcome, manifest=str(release.write_release(store, outcome.tag, doc, found)), status=BUILT)
+    outcome = replace(outcome, manifest=str(release.write_release(store, outcome.tag, doc, found)), status=Built.BUILT)
     dropped = f", {len(replay.dropped)} already upstream" if replay.dropped else ""
     outcome = replace(outcome, reason=f"{len(replay.applied)} overlay commits replayed onto {inp.upstream_ref} "
                                       f"({moved} upstream commits newer){dropped}; {len(found)} wheel(s) built as "

@@ -34,6 +34,7 @@ from kit.core.records.jsonio import read_json, write_json
 from kit.core.records import paths, rundir
 from kit.core.records.paths import display
 from kit.core.records.records import GoldenMode
+from kit.core.records.results import Verdict
 from kit.descriptor.load import LoadedDescriptor, derive, load_descriptor
 from kit.descriptor.plan import Outline, outline, resolve
 from kit.descriptor.schema import case_golden_kind
@@ -175,7 +176,7 @@ def qualify_release(manifest_path: str | Path, descriptor: str | Path | None, st
     out.timings_s["case"] = time.perf_counter() - t1
     out = replace(out, case={"name": case_name, "backend": backend, "bucket": case_bucket, "verdict": verdict,
                              "run_dir": str(run_dir), "error": error})
-    if check("parity case", verdict == "passed",
+    if check("parity case", verdict == Verdict.PASSED,
              f"{case_name} on bucket {case_bucket} in kernel {kernel}: {verdict}" + (f" ({error})" if error else "")):
         out = replace(out, qualified=True,
                       reason=f"{len(manifest['wheels'])} wheel(s) verified, installed and imported; "

@@ -24,7 +24,7 @@ from kit.core.records.fixture import load_fixture
 from kit.core.baselines.golden import load_golden
 from kit.core.records.records import CaseResult, PromptScore, Status, prompt_severity
 from kit.core.verdict.nextsteps import NextStep, next_steps, one_command
-from kit.core.records.results import RunView, counts_sentence
+from kit.core.records.results import RunView, Verdict, counts_sentence
 from kit.gate.trend import read_steps
 
 BANNER_COLORS = {"passed": "#1a7f37", "qualified": "#1a7f37", "failed": "#cf222e", "regression": "#cf222e",
@@ -37,7 +37,7 @@ def gate_reason(view: RunView) -> str:
     failed = [n for n in view.expected if n in view.results and view.results[n].status == Status.FAILED]
     unfinished = [n for n in view.expected if n not in view.results or view.results[n].status in (Status.ERROR,
                                                                                                   Status.TIMEOUT)]
-    if view.verdict == Status.PASSED:
+    if view.verdict == Verdict.PASSED:
         steps = read_steps(view.run_dir)
         but = ", but " + "; ".join(s.sentence for s in steps) if steps else ""
         return f"all {len(view.expected)} cases are within their bounds{but}"

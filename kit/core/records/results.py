@@ -14,6 +14,7 @@ import math
 import os
 import posixpath
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -26,17 +27,23 @@ from kit.core.records.recordcheck import Wrong, mapping, text
 from kit.core.records.resultcheck import check_case_result, check_manifest, checked
 from kit.core.records.store import Store, local_store
 
-GATE_PASSED, GATE_FAILED, GATE_INCOMPLETE = "passed", "failed", "incomplete"
-GATE_NO_BASELINE = "no-baseline"  # every case that ran passed, and some exact case had nothing to judge it by
-# Nothing failed or went missing, but some case could not have seen a fault as small as the descriptor asks.
-GATE_INCONCLUSIVE = "inconclusive"
-# Nothing failed or went missing, but some case failed under another class of hardware's bounds by no more than
-# classes differ (kit.core.verdict.borrowed): the host needs its own measurement before anything is claimed.
-GATE_BORROWED = "borrowed-bounds"
+class Verdict(StrEnum):
+    """A gate run's verdict, derived from its cases' statuses (``gate_verdict``): the word result.json keeps."""
+    PASSED = "passed"
+    FAILED = "failed"
+    INCOMPLETE = "incomplete"
+    NO_BASELINE = "no-baseline"  # every case that ran passed, and some exact case had nothing to judge it by
+    # Nothing failed or went missing, but some case could not have seen a fault as small as the descriptor asks.
+    INCONCLUSIVE = "inconclusive"
+    # Nothing failed or went missing, but some case failed under another class of hardware's bounds by no more than
+    # classes differ (kit.core.verdict.borrowed): the host needs its own measurement before anything is claimed.
+    BORROWED = "borrowed-bounds"
+
+
 # What `parity-kit gate` exits with for each gate verdict.
-GATE_EXIT_CODES = {GATE_PASSED: ExitCode.PASSED, GATE_FAILED: ExitCode.FAILED, GATE_INCOMPLETE: ExitCode.INCOMPLETE,
-                   GATE_NO_BASELINE: ExitCode.NO_BASELINE, GATE_INCONCLUSIVE: ExitCode.INCONCLUSIVE,
-                   GATE_BORROWED: ExitCode.BORROWED_BOUNDS}
+GATE_EXIT_CODES = {Verdict.PASSED: ExitCode.PASSED, Verdict.FAILED: ExitCode.FAILED,
+                   Verdict.INCOMPLETE: ExitCode.INCOMPLETE, Verdict.NO_BASELINE: ExitCode.NO_BASELINE,
+                   Verdict.INCONCLUSIVE: ExitCode.INCONCLUSIVE, Verdict.BORROWED: ExitCode.BORROWED_BOUNDS}
 
 
 def now_iso() -> str:
@@ -55,27 +62,27 @@ def load_case_result(path: str | Path) -> CaseResult:
     return CaseResult.from_dict(read_json(path))
 
 
-def gate_verdict(expected: Sequence[str], results: Mapping[str, CaseResult]) -> str:
+def gate_verdict(expected: Sequence[str], results: Mapping[str, CaseResult]) -> Verdict:
     """``failed`` when any case failed (that answer stands whatever else happened),
     else ``incomplete`` when a case errored, timed out or is missing, else ``borrowed-bounds`` when a case failed
     only under another class of hardware's bounds, else ``inconclusive``, else ``no-baseline`` when an exact
     case had no golden for its runtime, else ``passed``. Never ``passed`` with a missing or unjudged case."""
     statuses = [results[name].status if name in results else None for name in expected]
     if Status.FAILED in statuses:
-        return GATE_FAILED
+        return Verdict.FAILED
     if any(s in (Status.ERROR, Status.TIMEOUT, None) for s in statuses) or not expected:
-        return GATE_INCOMPLETE
+        return Verdict.INCOMPLETE
     # A case that says it could not see the faults asked of it outranks one with nothing to judge it by: both
     # stop a pin, and the inconclusive one needs a better measurement, not only a golden.
     # A bound crossed under borrowed bounds outranks a case that could not see enough: something did move.
     if Status.BORROWED in statuses:
-        return GATE_BORROWED
+        return Verdict.BORROWED
     if Status.INCONCLUSIVE in statuses:
-        return GATE_INCONCLUSIVE
+        return Verdict.INCONCLUSIVE
     if Status.NO_BASELINE in statuses:
-        return GATE_NO_BASELINE
+        return Verdict.NO_BASELINE
     assert all(s == Status.PASSED for s in statuses)
-    return GATE_PASSED
+    return Verdict.PASSED
 
 
 def status_counts(expected: Sequence[str], results: Mapping[str, CaseResult]) -> dict[str, int]:

@@ -26,7 +26,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Callable, ClassVar, Mapping
 
 from kit.core.errors import BadInput
-from kit.core.records.results import gate_verdict, status_counts
+from kit.core.records.results import Verdict, gate_verdict, status_counts
 
 if TYPE_CHECKING:
     from kit.core.records.records import CaseResult
@@ -167,7 +167,7 @@ class GateRun:
         return [s for s in self.specs if s.name not in self.reused and s.name not in self.kept and not s.no_baseline]
 
     @property
-    def verdict(self) -> str:
+    def verdict(self) -> Verdict:
         """The run's verdict from the results so far, every selected case counted (a case without a result as
         missing)."""
         return gate_verdict([s.name for s in self.specs], self.results)

@@ -26,6 +26,7 @@ from kit.core.noise.calibration import first_difference
 from kit.core.records import rundir
 from kit.core.records.jsonio import json_safe
 from kit.core.records.records import CaseResult
+from kit.core.records.results import Verdict
 from kit.core.records.results import status_counts
 from kit.gate.report import ROOT_DIGEST_LABEL, evidence_markdown, false_failure_part, result_document
 from kit.gate.trend import evidence_line, read_steps
@@ -97,7 +98,7 @@ def _evidence_problems(run_dir: Path, manifest: Mapping[str, Any], verdict: str,
     data = read_limited(run_dir, rundir.EVIDENCE)
     if data is None:
         return []  # said where the root digest it quotes is compared
-    trend = evidence_line(read_steps(run_dir), verdict == "passed")
+    trend = evidence_line(read_steps(run_dir), verdict == Verdict.PASSED)
     again = evidence_markdown({**manifest, "descriptor": DESCRIPTOR}, verdict, counts, duration, results, trend,
                               Path(RUN_DIR))
     wanted = [line for line in again.splitlines() if not line.startswith(ROOT_DIGEST_LABEL)]

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from kit.baselines.archive import BAD, GOOD, MISSING, UNKNOWN, read_archive
+from kit.baselines.archive import MISSING, Known, read_archive
 from kit.core.records.rundir import RunRole
 from kit.baselines.marks import mark_bad, read_mark
 from kit.core.model import faultcopy
@@ -60,22 +60,19 @@ def test_each_observation_says_what_it_is_and_what_is_known_of_its_verdict(tmp_p
     # Overlapping roots name a run once, and a control's side named as a root is still its control's.
     archive = read_archive([runs / "passed", control / "candidate", runs], CASE)
     seen = {o.source: (o.kind, o.known, o.why, o.status) for o in archive.observations}
+    gate, current, candidate = RunRole.GATE_RUN, RunRole.CONTROL_CURRENT, RunRole.CONTROL_CANDIDATE
+    good, bad, unknown = Known.GOOD, Known.BAD, Known.UNKNOWN
     assert seen == {
-        result_file(passed): (RunRole.GATE_RUN, GOOD, "a passed gate run", "passed"),
-        result_file(failed): (RunRole.GATE_RUN, UNKNOWN, "a failed gate run, not known bad", "failed"),
-        result_file(marked): (RunRole.GATE_RUN, BAD, "marked bad: the node's GPU 3 had ECC errors that week", "passed"),
-        result_file(fault): (RunRole.GATE_RUN, BAD, "a gate run of a fault-catalogue copy (fault rope_base at 0.05)",
-                             "failed"),
-        result_file(nested): (RunRole.GATE_RUN, GOOD, "a passed gate run", "passed"),
-        result_file(control / "current"): (RunRole.CONTROL_CURRENT, GOOD, "a passed current-pin run of a control",
-                                           "passed"),
+        result_file(passed): (gate, good, "a passed gate run", "passed"),
+        result_file(failed): (gate, unknown, "a failed gate run, not known bad", "failed"),
+        result_file(marked): (gate, bad, "marked bad: the node's GPU 3 had ECC errors that week", "passed"),
+        result_file(fault): (gate, bad, "a gate run of a fault-catalogue copy (fault rope_base at 0.05)", "failed"),
+        result_file(nested): (gate, good, "a passed gate run", "passed"),
+        result_file(control / "current"): (current, good, "a passed current-pin run of a control", "passed"),
         result_file(control / "candidate"): (
-            RunRole.CONTROL_CANDIDATE, BAD, f"the candidate of a control that found a regression ({display(control)})",
-            "failed"),
-        result_file(qualified / "current"): (RunRole.CONTROL_CURRENT, GOOD, "a passed current-pin run of a control",
-                                             "passed"),
-        result_file(qualified / "candidate"): (RunRole.CONTROL_CANDIDATE, GOOD, "a passed candidate run of a control",
-                                               "passed"),
+            candidate, bad, f"the candidate of a control that found a regression ({display(control)})", "failed"),
+        result_file(qualified / "current"): (current, good, "a passed current-pin run of a control", "passed"),
+        result_file(qualified / "candidate"): (candidate, good, "a passed candidate run of a control", "passed"),
     }
     assert archive.unreadable == ()
 
@@ -112,7 +109,7 @@ def test_the_superseded_records_distinct_samples_are_known_good(tmp_path):
     old = record([*OLD, OLD[0]])  # a deterministic repeat counts once
     archive = read_archive([tmp_path], CASE, superseded=old)
     assert [(o.kind, o.known, o.why, o.status, o.hardware) for o in archive.observations] == [
-        (RunRole.CALIBRATION_SAMPLE, GOOD, f"a clean calibration sample of record {old.sha256[:12]}", "passed",
+        (RunRole.CALIBRATION_SAMPLE, Known.GOOD, f"a clean calibration sample of record {old.sha256[:12]}", "passed",
          HERE)] * 3
     assert archive.observations[1].source == f"calibration record {old.sha256[:12]} sample v1 (launch 1, repeat 1)"
     assert archive.observations[2].errors == OLD[2]
@@ -189,10 +186,10 @@ def test_a_manifest_from_before_fault_records_is_answered_by_its_model_folder(tm
     run = write_run(tmp_path / "runs" / "old", case_result(FAILING, old, model=FAULTY), model=str(folder),
                     model_digest=FAULTY)
     (obs,) = read_archive([tmp_path / "runs"], CASE).observations
-    assert (obs.known, obs.why) == (BAD, "a gate run of a fault-catalogue copy (fault rope_base at 0.05)")
+    assert (obs.known, obs.why) == (Known.BAD, "a gate run of a fault-catalogue copy (fault rope_base at 0.05)")
     manifest = json.loads((run / rundir.MANIFEST).read_text())
     write_json(run / rundir.MANIFEST, {**manifest, "model_faults": {}})  # a manifest that records none: not one
-    assert read_archive([tmp_path / "runs"], CASE).observations[0].known == UNKNOWN
+    assert read_archive([tmp_path / "runs"], CASE).observations[0].known == Known.UNKNOWN
 
 
 def test_fault_copies_are_found_by_their_provenance_and_a_damaged_one_is_said(tmp_path):
@@ -235,7 +232,7 @@ def test_a_stray_manifest_at_the_root_hides_no_known_bad_run(tmp_path):
     marked = write_run(runs / "marked", case_result(FAILING, old))
     mark_bad(marked, "a fault")
     archive = read_archive([runs], CASE)
-    assert [o.known for o in archive.observations] == [BAD]
+    assert [o.known for o in archive.observations] == [Known.BAD]
     assert [u.source for u in archive.unreadable] == [display(runs)]
 
 
@@ -249,7 +246,7 @@ def test_a_known_bad_run_behind_a_link_or_deep_is_read_once_and_a_hidden_one_is_
     write_run(runs / ".trash" / "old", case_result(FAILING, old))
     with caplog.at_level("WARNING", logger="kit.baselines.archive"):
         archive = read_archive([runs], CASE)
-    assert [(o.known, o.why) for o in archive.observations] == [(BAD, "marked bad: seven folders down")]
+    assert [(o.known, o.why) for o in archive.observations] == [(Known.BAD, "marked bad: seven folders down")]
     hidden = [s for s in archive.skipped if s.source == display(runs / ".trash")]
     assert hidden and "a hidden folder: not looked into" in hidden[0].reason
     assert "a hidden folder: not looked into" in caplog.text
@@ -297,7 +294,7 @@ def test_a_decode_check_keeps_each_steps_error_and_an_older_one_says_it_kept_non
     ran = case_result({"a": 0.01, "b": 0.01, "c": 0.01}, record([{"a": 0.01, "b": 0.01, "c": 0.01}] * 6))
     stepped = DecodeScore("a", 128, 3, 3, True, float("nan"), step_errors=[0.01, None, 0.02])  # None: JSON's NaN
     older = DecodeScore("b", 128, 3, 3, True, 0.02)
-    obs = from_result(dataclasses.replace(ran, decode=[stepped, older]), "x", RunRole.GATE_RUN, GOOD,
+    obs = from_result(dataclasses.replace(ran, decode=[stepped, older]), "x", RunRole.GATE_RUN, Known.GOOD,
                       "a passed gate run")
     (a, b) = obs.decode
     assert a.steps[0] == 0.01 and a.steps[2] == 0.02 and a.steps[1] != a.steps[1]  # the NaN kept as NaN

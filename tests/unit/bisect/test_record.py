@@ -13,7 +13,7 @@ import pytest
 from kit import __version__
 from kit.bisect import run
 from kit.bisect.inputs import State
-from kit.bisect.step import BAD, StepRecord
+from kit.bisect.step import Probe, StepRecord
 from kit.cli import main
 from kit.core.records import rundir
 from kit.core.errors import BadInput
@@ -26,7 +26,7 @@ BASE, TIP = "a" * 40, "b" * 40
 def record(folder) -> dict:
     """A bisect stopped after probing its tip (bad on one prompt), as bisect.json holds it."""
     states = [State(0, BASE, BASE, "the base, without the overlay"), State(1, TIP, TIP, "fork: fast path")]
-    tip = StepRecord(1, TIP, TIP, "fork: fast path", BAD, "toy fails on 1 of 4 prompt(s)", True, ["p-7"], 4,
+    tip = StepRecord(1, TIP, TIP, "fork: fast path", Probe.BAD, "toy fails on 1 of 4 prompt(s)", True, ["p-7"], 4,
                      paths={"step": str(folder / "steps" / f"01-{TIP[:12]}")}, wall_s=3.5)
     return {"kind": "bisect", "name": "tiny", "case": "toy", "kit_version": __version__,
             "inputs": {"repo": "/src/fork", "fork": "fork", "descriptor": "/d.toml", "base_label": "base",

@@ -15,7 +15,7 @@ from kit.core.noise.calibration import load_record, measured_on
 from kit.core.verdict.decode import compare_continuation
 from kit.core.exitcodes import ExitCode
 from kit.core.records.records import CaseResult, Continuation, DecodeScore, Observation, Status
-from kit.core.records.results import GATE_BORROWED, GATE_EXIT_CODES, GATE_FAILED, GATE_INCONCLUSIVE, gate_verdict
+from kit.core.records.results import GATE_EXIT_CODES, Verdict, gate_verdict
 from kit.core.verdict.scoring import score_prompt
 from kit.core.verdict.triage import TriageClass, classify
 
@@ -104,12 +104,12 @@ def test_a_decode_step_over_its_own_bound_is_judged_against_that_bound(shift, st
 def test_the_verdict_ranks_borrowed_bounds_below_a_failure_and_above_inconclusive():
     borrowed = dataclasses.replace(_case(0.02), status=Status.BORROWED)
     passed = _case(0.001)
-    assert gate_verdict(["a", "b"], {"a": borrowed, "b": passed}) == GATE_BORROWED
-    assert gate_verdict(["a", "b"], {"a": borrowed, "b": _case(0.5)}) == GATE_FAILED
+    assert gate_verdict(["a", "b"], {"a": borrowed, "b": passed}) == Verdict.BORROWED
+    assert gate_verdict(["a", "b"], {"a": borrowed, "b": _case(0.5)}) == Verdict.FAILED
     inconclusive = dataclasses.replace(passed, status="inconclusive")
-    assert gate_verdict(["a", "b"], {"a": borrowed, "b": inconclusive}) == GATE_BORROWED
-    assert gate_verdict(["b"], {"b": inconclusive}) == GATE_INCONCLUSIVE
-    assert GATE_EXIT_CODES[GATE_BORROWED] == ExitCode.BORROWED_BOUNDS == 9
+    assert gate_verdict(["a", "b"], {"a": borrowed, "b": inconclusive}) == Verdict.BORROWED
+    assert gate_verdict(["b"], {"b": inconclusive}) == Verdict.INCONCLUSIVE
+    assert GATE_EXIT_CODES[Verdict.BORROWED] == ExitCode.BORROWED_BOUNDS == 9
 
 
 def _committed_record_pairs():

@@ -14,7 +14,7 @@ from kit.core.noise.power import (FaultedSample, PowerRecord, Trial, caught_by, 
                                   summarize)
 from kit.core.verdict.detectable import judged_by_power
 from kit.core.records.records import CaseResult, Status
-from kit.core.records.results import GATE_EXIT_CODES, GATE_INCONCLUSIVE, gate_verdict
+from kit.core.records.results import GATE_EXIT_CODES, Verdict, gate_verdict
 from tests.support.records import passed_case, prompt_score
 
 PROMPTS = [f"p{i:02d}" for i in range(16)]
@@ -179,8 +179,8 @@ def test_a_failed_case_stays_failed_and_a_case_without_a_limit_only_states_its_p
 
 def test_inconclusive_is_its_own_gate_verdict_and_exit_code_never_passed_failed_or_incomplete():
     results = {"a": passed_case("a"), "b": judged_by_power(_passed(), DETECTABLE, 2.0, "x")}
-    assert gate_verdict(["a", "b"], results) == GATE_INCONCLUSIVE
-    assert GATE_EXIT_CODES[GATE_INCONCLUSIVE] == ExitCode.INCONCLUSIVE == 8
+    assert gate_verdict(["a", "b"], results) == Verdict.INCONCLUSIVE
+    assert GATE_EXIT_CODES[Verdict.INCONCLUSIVE] == ExitCode.INCONCLUSIVE == 8
     failed = CaseResult(case="c", backend="hf", status=Status.FAILED, prompts=[prompt_score("p", 0.5)])
     assert gate_verdict(["a", "b", "c"], {**results, "c": failed}) == "failed"
     assert gate_verdict(["a", "b", "d"], results) == "incomplete"
