@@ -27,9 +27,9 @@ from typing import Any, Iterator, Mapping, Sequence
 from kit.baselines.marks import BadMark, read_mark
 from kit.core.model import faultcopy
 from kit.core.records import rundir
-from kit.core.records.store import GATE, UNLISTED, local_store, walk
+from kit.core.records.store import FolderKind, NotWalked, local_store, walk
 from kit.core.noise.calibration import CalibrationRecord, distinct, measured_on
-from kit.core.verdict.diagnosis import REGRESSION
+from kit.core.verdict.diagnosis import ControlVerdict
 from kit.core.errors import BadInput
 from kit.core.records.paths import display
 from kit.core.records.recordcheck import mapping, text
@@ -192,10 +192,10 @@ def _runs(root: Path, unreadable: list[Unreadable],
     skipped."""
     walked = walk(local_store(root))
     for s in walked.skipped:
-        (unreadable if s.kind == UNLISTED else skipped).append(Unreadable(display(root / s.location), s.why))
+        (unreadable if s.kind == NotWalked.UNLISTED else skipped).append(Unreadable(display(root / s.location), s.why))
     for found in walked.found:
         folder = root / found.location if found.location else root
-        if found.kind == GATE:
+        if found.kind == FolderKind.GATE:
             yield folder, RunRole.GATE_RUN, None
             continue
         try:
@@ -213,7 +213,7 @@ def control_sources(control_dir: Path) -> list[tuple[Path, str, tuple[Known, str
         verdict = read_shaped(control_dir / rundir.DIAGNOSIS, "diagnosis",
                            lambda d: text(mapping(d, "").get("verdict"), "verdict"))
     told = (Known.BAD, f"the candidate of a control that found a regression ({display(control_dir)})") \
-        if verdict == REGRESSION else None
+        if verdict == ControlVerdict.REGRESSION else None
     return [(current, RunRole.CONTROL_CURRENT, None), (candidate, RunRole.CONTROL_CANDIDATE, told)]
 
 

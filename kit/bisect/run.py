@@ -42,8 +42,8 @@ RECORD = rundir.BISECT
 SUMMARY, EVIDENCE = rundir.SUMMARY_MARKDOWN, rundir.EVIDENCE
 INCOMPLETE = "incomplete"
 LOCK_WHAT = "bisect"  # how the lock's refusal names the run holding the folder
-EXIT = {search.FIRST_BAD: ExitCode.FAILED, search.FAILS_AT_BASE: ExitCode.BLOCKER,
-        search.PASSES_AT_TIP: ExitCode.PASSED, INCOMPLETE: ExitCode.INCOMPLETE}
+EXIT = {search.Answer.FIRST_BAD: ExitCode.FAILED, search.Answer.FAILS_AT_BASE: ExitCode.BLOCKER,
+        search.Answer.PASSES_AT_TIP: ExitCode.PASSED, INCOMPLETE: ExitCode.INCOMPLETE}
 
 
 @dataclass
@@ -183,7 +183,7 @@ def _search(run_dir: Path, record: dict, max_steps: int | None) -> BisectRun:
                     f"(at most {search.most_probes(inp.n)} steps; {done_before} done) -> {escape(str(run_dir))}",
             extra=MARKUP)
     new = 0
-    while (c := search.next_state(inp.n, bad)).kind == search.UNFINISHED:
+    while (c := search.next_state(inp.n, bad)).kind == search.Answer.UNFINISHED:
         if max_steps is not None and new >= max_steps:
             return _finish(run_dir, record, inp, INCOMPLETE,
                            f"stopped after {new} new step(s) (--max-steps); resume with "
@@ -214,14 +214,14 @@ def _search(run_dir: Path, record: dict, max_steps: int | None) -> BisectRun:
 def _reason(c: search.Conclusion, inp: BisectInputs, case: str, record: dict) -> str:
     s = inp.states[c.index]
     if inp.scope == "upstream":
-        if c.kind == search.FAILS_AT_BASE:
+        if c.kind == search.Answer.FAILS_AT_BASE:
             return (f"no upstream commit is bad: case {case} fails with {inp.base_label} as well: the fault is "
                     "in the overlay or the pin (bisect the overlay)")
-        if c.kind == search.FIRST_BAD:
+        if c.kind == search.Answer.FIRST_BAD:
             return f"first bad upstream commit: {s.commit} {s.subject}"
-    if c.kind == search.PASSES_AT_TIP:
+    if c.kind == search.Answer.PASSES_AT_TIP:
         return f"case {case} passes at the tip {s.built_from[:12]} ({s.subject}): nothing to bisect"
-    if c.kind == search.FAILS_AT_BASE:
+    if c.kind == search.Answer.FAILS_AT_BASE:
         n = len(record["failing_prompts"] or [])
         return (f"no overlay commit is bad: case {case} fails at the base, {inp.base_label}, on the tip's "
                 f"{n} failing prompt(s): the fault is upstream or in the pin")
@@ -230,7 +230,7 @@ def _reason(c: search.Conclusion, inp: BisectInputs, case: str, record: dict) ->
 
 def _finish(run_dir: Path, record: dict, inp: BisectInputs, verdict: str, reason: str) -> BisectRun:
     first_bad = None
-    if verdict == search.FIRST_BAD:
+    if verdict == search.Answer.FIRST_BAD:
         index = search.next_state(inp.n, {s["index"]: s["bad"] for s in record["steps"]
                                           if s["bad"] is not None}).index
         first_bad = inp.states[index].to_dict()
@@ -240,7 +240,8 @@ def _finish(run_dir: Path, record: dict, inp: BisectInputs, verdict: str, reason
     write_json(run_dir / RECORD, record)
     (run_dir / EVIDENCE).write_text(evidence_markdown(record))
     (run_dir / SUMMARY).write_text(summary_markdown(read_record(run_dir)))  # the record as written, as a reader sees it
-    style = {search.FIRST_BAD: "red", search.PASSES_AT_TIP: "green"}.get(verdict, "yellow")
+    styles: dict[str, str] = {search.Answer.FIRST_BAD: "red", search.Answer.PASSES_AT_TIP: "green"}
+    style = styles.get(verdict, "yellow")
     log.log(NOTICE, f"[{style}]bisect {verdict}[/]: {escape(reason)}", extra=MARKUP)
     return BisectRun(run_dir, verdict, reason, code, first_bad)
 
@@ -248,8 +249,9 @@ def _finish(run_dir: Path, record: dict, inp: BisectInputs, verdict: str, reason
 def evidence_markdown(record: dict) -> str:
     """A paragraph for an issue comment: the answer in its first line, then how it was reached."""
     inp = record["inputs"]
-    head = {search.FIRST_BAD: record["reason"], search.FAILS_AT_BASE: f"no bad {inp.get('scope', 'overlay')} commit",
-            search.PASSES_AT_TIP: "nothing to bisect", INCOMPLETE: "bisect incomplete"}[record["verdict"]]
+    head = {search.Answer.FIRST_BAD: record["reason"],
+            search.Answer.FAILS_AT_BASE: f"no bad {inp.get('scope', 'overlay')} commit",
+            search.Answer.PASSES_AT_TIP: "nothing to bisect", INCOMPLETE: "bisect incomplete"}[record["verdict"]]
     lines = [f"# Bisect {record['name']}, case {record['case']}: {head}", "", record["reason"] + ".", "",
              f"Fork `{inp['fork']}` ({inp['repo']}): {len(inp['states']) - 1} {inp.get('scope', 'overlay')} "
              "commit(s) over "

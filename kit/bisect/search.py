@@ -13,18 +13,24 @@ record continues exactly where it stopped, without probing a finished state agai
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Callable, Mapping
 
-PASSES_AT_TIP, FAILS_AT_BASE, FIRST_BAD, UNFINISHED = "passes-at-tip", "fails-at-base", "first-bad-commit", "unfinished"
+class Answer(StrEnum):
+    """What the probes so far establish: the search's answer (the bisect record's verdict), or that it goes on."""
+    PASSES_AT_TIP = "passes-at-tip"
+    FAILS_AT_BASE = "fails-at-base"
+    FIRST_BAD = "first-bad-commit"
+    UNFINISHED = "unfinished"
 
 
 @dataclass(frozen=True)
 class Conclusion:
-    """What the probes so far establish: ``kind`` is one of the four above; ``index`` is the first bad
+    """What the probes so far establish: ``kind`` is one of the four ``Answer`` words; ``index`` is the first bad
     state (FIRST_BAD), the tip or base it is about (PASSES_AT_TIP, FAILS_AT_BASE), or the state to probe
     next (UNFINISHED)."""
 
-    kind: str
+    kind: Answer
     index: int
 
 
@@ -33,20 +39,20 @@ def next_state(n: int, bad: Mapping[int, bool]) -> Conclusion:
     if n < 1:
         raise ValueError(f"a bisect needs at least one overlay commit (states 0..{n})")
     if n not in bad:
-        return Conclusion(UNFINISHED, n)
+        return Conclusion(Answer.UNFINISHED, n)
     if not bad[n]:
-        return Conclusion(PASSES_AT_TIP, n)
+        return Conclusion(Answer.PASSES_AT_TIP, n)
     if 0 not in bad:
-        return Conclusion(UNFINISHED, 0)
+        return Conclusion(Answer.UNFINISHED, 0)
     if bad[0]:
-        return Conclusion(FAILS_AT_BASE, 0)
+        return Conclusion(Answer.FAILS_AT_BASE, 0)
     good, first_bad = 0, n
     while first_bad - good > 1:
         mid = (good + first_bad) // 2
         if mid not in bad:
-            return Conclusion(UNFINISHED, mid)
+            return Conclusion(Answer.UNFINISHED, mid)
         good, first_bad = (good, mid) if bad[mid] else (mid, first_bad)
-    return Conclusion(FIRST_BAD, first_bad)
+    return Conclusion(Answer.FIRST_BAD, first_bad)
 
 
 def search(n: int, is_bad: Callable[[int], bool],
@@ -55,7 +61,7 @@ def search(n: int, is_bad: Callable[[int], bool],
     in order (those in ``known`` are not probed again)."""
     bad = dict(known or {})
     probed = []
-    while (c := next_state(n, bad)).kind == UNFINISHED:
+    while (c := next_state(n, bad)).kind == Answer.UNFINISHED:
         probed.append(c.index)
         bad[c.index] = is_bad(c.index)
     return c, probed

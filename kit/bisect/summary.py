@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kit.bisect.search import Answer
 from kit.core.records import rundir
 
-HEADS = {"first-bad-commit": "FIRST BAD COMMIT FOUND", "fails-at-base": "NO BAD COMMIT IN THE RANGE",
-         "passes-at-tip": "NOTHING TO BISECT", "incomplete": "INCOMPLETE"}
+HEADS = {Answer.FIRST_BAD: "FIRST BAD COMMIT FOUND", Answer.FAILS_AT_BASE: "NO BAD COMMIT IN THE RANGE",
+         Answer.PASSES_AT_TIP: "NOTHING TO BISECT", "incomplete": "INCOMPLETE"}  # kit.bisect.run.INCOMPLETE
 
 
 def summary_markdown(record: dict) -> str:

@@ -17,7 +17,7 @@ from rich.markup import escape
 
 from kit import __version__
 from kit.core.records import paths, rundir
-from kit.core.verdict.diagnosis import QUALIFIED, Diagnosis, diagnose
+from kit.core.verdict.diagnosis import ControlVerdict, Diagnosis, diagnose
 from kit.core.errors import BadInput
 from kit.core.records.jsonio import write_json
 from kit.core.records.results import now_iso, read_run
@@ -135,7 +135,7 @@ def finish_control(plan: Plan, control_dir: Path, runs: list[GateRun], command: 
     page = build_notebooks(control_dir).html if summary else None
     for line in diagnosis.case_lines:  # each case's paired effect, then the verdict as the last word
         log.info(f"  {printable(line)}")
-    style = "green" if diagnosis.verdict == QUALIFIED else "red"
+    style = "green" if diagnosis.verdict == ControlVerdict.QUALIFIED else "red"
     artifact = page or control_dir / rundir.EVIDENCE
     log.log(NOTICE, f"[{style}]control {diagnosis.verdict}[/]: {escape(diagnosis.reason)} -> {escape(str(artifact))}",
             extra=MARKUP)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from kit.backends.registry import REFERENCE
@@ -33,11 +34,20 @@ from kit.core.records.records import GoldenMode
 FLOAT32_CASE = "checkpoint"  # hf in float32: the settings the goldens were made with
 EFFECT_CASE = "hf-float32-effect"
 
-# What failed a case, by its failures' kinds (kit.core.verdict).
-BOUND, WINNER, MISSING, DRIFT, OTHER = "bound", "winner", "missing", "drift", "other"
-_TESTS = {Kind.OVER_BOUND: BOUND, Kind.WINNER_CHANGE: WINNER, Kind.GREEDY_OUTSIDE_TOP: WINNER,
-          Kind.DECODE_DIVERGENCE: WINNER, Kind.DECODE_OUTSIDE_TOP: WINNER, Kind.NEAR_TIE_DIVERGENCE: WINNER,
-          Kind.MISSING_TOKEN: MISSING, Kind.DRIFT: DRIFT}
+
+class FailedTest(StrEnum):
+    """Which of the gate's tests failed a case, by its failures' kinds (kit.core.verdict): ``failed_by``'s words."""
+    BOUND = "bound"
+    WINNER = "winner"
+    MISSING = "missing"
+    DRIFT = "drift"
+    OTHER = "other"
+
+
+_TESTS = {Kind.OVER_BOUND: FailedTest.BOUND, Kind.WINNER_CHANGE: FailedTest.WINNER,
+          Kind.GREEDY_OUTSIDE_TOP: FailedTest.WINNER, Kind.DECODE_DIVERGENCE: FailedTest.WINNER,
+          Kind.DECODE_OUTSIDE_TOP: FailedTest.WINNER, Kind.NEAR_TIE_DIVERGENCE: FailedTest.WINNER,
+          Kind.MISSING_TOKEN: FailedTest.MISSING, Kind.DRIFT: FailedTest.DRIFT}
 
 
 @dataclass(frozen=True)
@@ -105,8 +115,8 @@ def hf_float32_effect(folder: str | Path, cases: EmbeddedCases | None = None, di
     return largest_error(run_case(on_model(cases.float32, folder, digest)))
 
 
-def failed_by(result: CaseResult) -> tuple[str, ...]:
+def failed_by(result: CaseResult) -> tuple[FailedTest, ...]:
     """Which tests failed the case: a prompt over its bound, a winner change, a golden token missing from
     the backend's top tokens, the drift test, other (a non-finite logprob, an exact mismatch); each once, in the
     order the case's failures first name it. A decode divergence is a winner change at a step."""
-    return tuple(dict.fromkeys(_TESTS.get(f.kind, OTHER) for f in failures_of(result)))
+    return tuple(dict.fromkeys(_TESTS.get(f.kind, FailedTest.OTHER) for f in failures_of(result)))

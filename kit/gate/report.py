@@ -300,12 +300,12 @@ def control_evidence(control: dict, diagnosis, views: Sequence) -> str:
     """evidence.md of a control run: a title a pin PR or a blocker issue can take as it is,
     the verdict in one sentence, each run's counts, the worst case per failing backend,
     what to repair first, releases, digests and the command that reproduces it all."""
-    from kit.core.verdict.diagnosis import BLOCKER, BOTH_BROKEN, HEADLINES, QUALIFIED
+    from kit.core.verdict.diagnosis import HEADLINES, ControlVerdict
 
     d = diagnosis
     named = {v.release: v for v in views}
     cur, cand = named.get(d.current), named.get(d.candidate)
-    if d.verdict == QUALIFIED:
+    if d.verdict == ControlVerdict.QUALIFIED:
         title = (f"# Qualified: {md(control['name'])} — candidate {md(d.candidate, code=True)} passes every case, "
                  "and so does the control")
     else:
@@ -328,7 +328,7 @@ def control_evidence(control: dict, diagnosis, views: Sequence) -> str:
     if d.rows:
         lines += ["", "The candidate against the pin, prompt by prompt:", ""]
         lines += [f"- {_md_backticked(line)}" for line in d.case_lines]
-    if d.verdict in (BLOCKER, BOTH_BROKEN):
+    if d.verdict in (ControlVerdict.BLOCKER, ControlVerdict.BOTH_BROKEN):
         lines += ["", _repair_first(d, cur)]
     lines += ["", "Releases:", "", "| release | backend | kernel | version | source commit | wheels |",
               "| --- | --- | --- | --- | --- | --- |"]
@@ -364,12 +364,12 @@ def _worst_per_backend(label: str, view) -> list[str]:
 
 
 def _repair_first(d, cur) -> str:
-    from kit.core.verdict.diagnosis import BLOCKER, sameness
+    from kit.core.verdict.diagnosis import ControlVerdict, sameness
 
     goldens = sorted({Path(cur.results[c].golden_path).name for c in d.control_failures
                       if cur is not None and c in cur.results and cur.results[c].golden_path})
     backends = sorted({r.backend for r in d.rows if r.case in d.control_failures and r.backend})
-    if d.verdict == BLOCKER and d.candidate_failures:
+    if d.verdict == ControlVerdict.BLOCKER and d.candidate_failures:
         head = (f"The control ({md(d.current, code=True)}) reproduced the candidate's failure with {sameness(d)}, "
                 "so the candidate is not at fault.")
     else:

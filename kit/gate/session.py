@@ -87,7 +87,7 @@ class GateSession:
     def _ended(self, outcome: str) -> None:
         """How the session ended: a stopped one gives every run not yet finished what a stopped run can still write
         quickly; one left by an error leaves its runs as they are."""
-        if outcome == lifecycle.STOPPED:
+        if outcome == lifecycle.Ended.STOPPED:
             finish_interrupted(self.unfinished, self.command)
 
     @property

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kit.core.noise.drift import t_two_sided_p
-from kit.history.rows import DECODE, FIRST_TOKEN
+from kit.history.rows import Check
 
 # Runs the trend of a bucket's margin is fitted over, and the p-value under which a falling trend is named.
 TREND_RUNS = 10
@@ -46,7 +46,7 @@ class Selection:
 
 @dataclass
 class MarginRow:
-    """One case and bucket, of its first tokens or (``check`` DECODE) of its worst decode step against that step's
+    """One case and bucket, of its first tokens or (``check`` Check.DECODE) of its worst decode step against that step's
     own bound: where its margin (bound - error) stands now and where it is heading."""
 
     case: str
@@ -65,7 +65,7 @@ class MarginRow:
     flag: str | None = None  # the step a change-point test found in its error, in words
     step_run: str | None = None  # the first run after that step
     new_step: bool = False  # the newest run is the one that made that step significant
-    check: str = FIRST_TOKEN  # or DECODE (kit.history.rows)
+    check: Check = Check.FIRST_TOKEN
     # What the change-point test reads, oldest first: its largest errors; of a decode series, its worst step's
     # error / bound (the worst step may be another step, under another bound, from run to run).
     values: list[float] = field(default_factory=list, repr=False)
@@ -89,7 +89,7 @@ class MarginRow:
 
 def series_name(case: str, check: str) -> str:
     """A series' name for a reader: the case for its first tokens, "<case> decode" for its decode steps."""
-    return f"{case} decode" if check == DECODE else case
+    return f"{case} decode" if check == Check.DECODE else case
 
 
 _SERIES = """
@@ -170,7 +170,7 @@ def margins(con: Any, sel: Selection, trend_runs: int = TREND_RUNS) -> list[Marg
          errors, ratios, run_names, releases) in rows:
         slope = fitted_slope(slope, n)
         p = slope_p_value(r2, n) if slope is not None else None
-        values = ratios if check == DECODE else errors
+        values = ratios if check == Check.DECODE else errors
         out.append(MarginRow(
             case, bucket, runs, last_run, last_release, err, bound, margin, ratio, least, slope, p,
             shrinking=bool(slope is not None and slope < 0 and p is not None and p < TREND_ALPHA), check=check,

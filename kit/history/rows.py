@@ -16,6 +16,7 @@ import math
 import posixpath
 import statistics
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Mapping, Sequence
 
 from kit.core.records import rundir
@@ -31,11 +32,18 @@ from kit.core.records.records import GoldenMode
 
 log = logging.getLogger(__name__)
 
-# What a line about a run says: it (or a part of it) could not be read, or its recorded verdict was not trusted.
-SKIPPED, VERDICT = "skipped", "verdict"
-# What a bucket row measures: the first token of its prompts, or the worst step of their continuations (a decode
-# case's second series, each step against its own bound: kit.core.verdict.decode.worst_step).
-FIRST_TOKEN, DECODE = "first-token", "decode"
+class LineKind(StrEnum):
+    """What a line about a run says: it (or a part of it) could not be read, or its recorded verdict was not
+    trusted."""
+    SKIPPED = "skipped"
+    VERDICT = "verdict"
+
+
+class Check(StrEnum):
+    """What a bucket row measures: the first token of its prompts, or the worst step of their continuations (a
+    decode case's second series, each step against its own bound: kit.core.verdict.decode.worst_step)."""
+    FIRST_TOKEN = "first-token"
+    DECODE = "decode"
 
 
 @dataclass(frozen=True)
@@ -90,9 +98,9 @@ class BucketRow:
     bound: float | None  # None: an exact case, judged bit for bit
     margin: float | None  # bound - largest error (rules.margin): negative past the bound
     ratio: float | None  # largest error / bound (rules.ratio, its headroom): 1 is at the bound
-    # FIRST_TOKEN, or DECODE: then the error and bound are the bucket's worst step's (the step furthest past, or
-    # nearest, its own bound), and the mean error is None (the steps have bounds of their own).
-    check: str = FIRST_TOKEN
+    # Check.DECODE: the error and bound are the bucket's worst step's (the step furthest past, or nearest, its own
+    # bound), and the mean error is None (the steps have bounds of their own).
+    check: Check = Check.FIRST_TOKEN
 
 
 @dataclass(frozen=True)
@@ -100,7 +108,7 @@ class Line:
     """What could not be read, or was not trusted, in one line naming its file."""
 
     location: str
-    kind: str  # SKIPPED or VERDICT
+    kind: LineKind
     text: str
 
     def to_dict(self) -> dict:
@@ -129,7 +137,7 @@ def read_location(store: Store, location: str) -> Read:
         else:
             _read_run(store, location, location, rundir.RunRole.GATE_RUN, out)
     except BadInput as exc:
-        out.lines.append(Line(location, SKIPPED, str(exc)))
+        out.lines.append(Line(location, LineKind.SKIPPED, str(exc)))
     return out
 
 
@@ -159,10 +167,10 @@ def _read_run(store: Store, location: str, run: str, kind: str, out: Read) -> No
                 continue  # stopped before it finished: missing, as the verdict counts it
             row, buckets = case_rows(run, case, doc, release, started)
         except BadInput as exc:
-            out.lines.append(Line(location, SKIPPED, f"{exc}; case left out"))
+            out.lines.append(Line(location, LineKind.SKIPPED, f"{exc}; case left out"))
             continue
         except Wrong as wrong:
-            out.lines.append(Line(location, SKIPPED,
+            out.lines.append(Line(location, LineKind.SKIPPED,
                                   f"{store.where(rel)}: {wrong.text}{written_by(version)}; case left out"))
             continue
         # What the verdict needs of a case is its status: a full CaseResult is not built (see case_rows).
@@ -173,7 +181,7 @@ def _read_run(store: Store, location: str, run: str, kind: str, out: Read) -> No
     stated = reader.recorded()
     recorded = stated.verdict if stated is not None else None
     if recorded is not None and recorded != verdict:
-        out.lines.append(Line(location, VERDICT, f"{reader.where(rundir.RESULT)}: says "
+        out.lines.append(Line(location, LineKind.VERDICT, f"{reader.where(rundir.RESULT)}: says "
                                                  f"{recorded}, its case files say {verdict}; the case files are "
                                                  "trusted"))
     out.runs.append(RunRow(run, location, kind, manifest["name"], manifest.get("descriptor_sha256"), release,
@@ -273,7 +281,7 @@ def decode_rows(run: str, case: str, d: Mapping[str, Any]) -> list[BucketRow]:
         rows.append(BucketRow(
             run=run, case=case, bucket=bucket, prompts=len(found), max_error=worst.error if scored else None,
             mean_error=None, bound=worst.bound, margin=worst.margin if scored else None,
-            ratio=worst.ratio if scored else None, check=DECODE))
+            ratio=worst.ratio if scored else None, check=Check.DECODE))
     return rows
 
 

@@ -18,7 +18,7 @@ from typing import Sequence
 
 from kit.history.changepoint import Direction, completed_at_last, find_steps
 from kit.history.queries import MarginRow
-from kit.history.rows import DECODE
+from kit.history.rows import Check
 
 # The false-alarm rate per series: a table of tens of case-bucket series should raise one by chance rarely.
 FALSE_ALARM = 0.01
@@ -35,7 +35,7 @@ class Flag:
 
 
 # What a series' values are, in its flag's words.
-MEASURED = {DECODE: "worst decode step's error / bound"}
+MEASURED = {Check.DECODE: "worst decode step's error / bound"}
 
 
 def step_up(values: Sequence[float], labels: Sequence[str], measured: str = "error") -> Flag | None:

@@ -17,6 +17,7 @@ import logging
 import shlex
 import time
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Sequence
 
@@ -26,7 +27,7 @@ from rich.markup import escape
 from kit import __version__
 from kit.control.run import ControlRequest, build_control_notebook, run_control
 from kit.core.records import paths, rundir
-from kit.core.verdict.diagnosis import DIAGNOSIS_EXIT_CODES, QUALIFIED
+from kit.core.verdict.diagnosis import DIAGNOSIS_EXIT_CODES, ControlVerdict
 from kit.core.exitcodes import ExitCode
 from kit.core.records.jsonio import read_json, write_json
 from kit.core.records.results import now_iso
@@ -43,13 +44,20 @@ log = logging.getLogger(__name__)
 BUILD_NOTEBOOK = paths.NOTEBOOKS / "build.ipynb"
 QUALIFY_NOTEBOOK = paths.NOTEBOOKS / "qualify.ipynb"
 EXIT_BUILD, EXIT_NOT_QUALIFIED = ExitCode.BUILD_STOPPED, ExitCode.NOT_QUALIFIED
-BUILD_STOPPED, NOT_QUALIFIED, INCOMPLETE = "build-stopped", "qualification-failed", "incomplete"
+
+
+class RefreshStop(StrEnum):
+    """Where a refresh stopped before its control could judge the release: its build, or its qualification. A
+    refresh's verdict is one of these or the control's (``ControlVerdict``: ``INCOMPLETE`` too where a step's
+    notebook did not finish)."""
+    BUILD_STOPPED = "build-stopped"
+    NOT_QUALIFIED = "qualification-failed"
 
 
 @dataclass(frozen=True)
 class RefreshRun:
     run_dir: Path
-    verdict: str
+    verdict: RefreshStop | ControlVerdict
     reason: str
     exit_code: int
     next_steps: list[str]
@@ -122,9 +130,10 @@ def run_refresh(request: RefreshRequest) -> RefreshRun:
 
     def stopped(outcome: str) -> None:
         """A refresh stopped (or failed) before its verdict still leaves its record, saying so."""
-        if outcome != lifecycle.FINISHED and "finished_at" not in record:
-            record.update(verdict=INCOMPLETE, reason=f"the refresh {outcome} before it finished", next_steps=[],
-                          exit_code=DIAGNOSIS_EXIT_CODES[INCOMPLETE], finished_at=now_iso())
+        if outcome != lifecycle.Ended.FINISHED and "finished_at" not in record:
+            record.update(verdict=ControlVerdict.INCOMPLETE, reason=f"the refresh {outcome} before it finished",
+                          next_steps=[], exit_code=DIAGNOSIS_EXIT_CODES[ControlVerdict.INCOMPLETE],
+                          finished_at=now_iso())
             write_json(run_dir / rundir.REFRESH, record)
 
     with lifecycle.owned(run_dir, command, "refresh", stopped):
@@ -143,8 +152,8 @@ def run_refresh(request: RefreshRequest) -> RefreshRun:
         log.log(NOTICE, f"  [{style}]{built.status}[/]: {escape(built.reason)} ({timings['build']:.1f} s)",
                 extra=MARKUP)
         if not built.built:
-            return _finish(run_dir, record, BUILD_STOPPED, f"build {built.status}: {built.reason}", EXIT_BUILD,
-                           _conflict_steps(built))
+            return _finish(run_dir, record, RefreshStop.BUILD_STOPPED, f"build {built.status}: {built.reason}",
+                           EXIT_BUILD, _conflict_steps(built))
 
         # 2. qualify
         log.log(NOTICE, f"[bold][2/4] qualify[/]: {built.tag}: verify, install, import, one parity case", extra=MARKUP)
@@ -158,7 +167,8 @@ def run_refresh(request: RefreshRequest) -> RefreshRun:
         log.log(NOTICE, f"  [{style}]{'qualified' if q.qualified else 'not qualified'}[/]: {escape(q.reason)} "
                         f"({timings['qualify']:.1f} s)", extra=MARKUP)
         if not q.qualified:
-            return _finish(run_dir, record, NOT_QUALIFIED, f"qualification of {built.tag} failed: {q.reason}",
+            return _finish(run_dir, record, RefreshStop.NOT_QUALIFIED,
+                           f"qualification of {built.tag} failed: {q.reason}",
                            EXIT_NOT_QUALIFIED, [])
 
         # 3. control: today's pin against the release just built, in the kernel qualification registered
@@ -176,7 +186,8 @@ def run_refresh(request: RefreshRequest) -> RefreshRun:
             log.error(report.summary_failure(control.control_dir, notebook.error))
         timings["control"] = time.perf_counter() - t0
         d = control.diagnosis
-        next_steps = _publish_steps(built, run_dir, desc.path, current, backend, q) if d.verdict == QUALIFIED else []
+        qualified = d.verdict == ControlVerdict.QUALIFIED
+        next_steps = _publish_steps(built, run_dir, desc.path, current, backend, q) if qualified else []
         return _finish(run_dir, record, d.verdict, d.reason, d.exit_code, next_steps)
 
 
@@ -195,11 +206,11 @@ def _step(notebook: Path, run_dir: Path, name: str, params: dict, timeout_s: flo
 
 def _unfinished(run_dir: Path, record: dict, name: str, error: str | None) -> RefreshRun:
     """The refresh ended incomplete because step ``name``'s notebook wrote no record."""
-    return _finish(run_dir, record, INCOMPLETE, f"the {name} notebook did not finish: {error}; partial "
-                   f"notebook {run_dir / f'{name}.ipynb'}", DIAGNOSIS_EXIT_CODES[INCOMPLETE], [])
+    return _finish(run_dir, record, ControlVerdict.INCOMPLETE, f"the {name} notebook did not finish: {error}; "
+                   f"partial notebook {run_dir / f'{name}.ipynb'}", DIAGNOSIS_EXIT_CODES[ControlVerdict.INCOMPLETE], [])
 
 
-def _finish(run_dir: Path, record: dict, verdict: str, reason: str, code: int,
+def _finish(run_dir: Path, record: dict, verdict: RefreshStop | ControlVerdict, reason: str, code: int,
             next_steps: list[str]) -> RefreshRun:
     record.update(verdict=verdict, reason=reason, exit_code=code, next_steps=next_steps, finished_at=now_iso())
     write_json(run_dir / rundir.REFRESH, record)
@@ -210,7 +221,7 @@ def _finish(run_dir: Path, record: dict, verdict: str, reason: str, code: int,
     built = report.build_summary(run_dir)
     if built.error:  # refresh.json and every step's record are already on disk, and stand
         log.error(report.summary_failure(run_dir, built.error))
-    style = "green" if verdict == QUALIFIED else "red"
+    style = "green" if verdict == ControlVerdict.QUALIFIED else "red"
     page = built.html or run_dir / rundir.REFRESH
     log.log(NOTICE, f"[{style}]refresh {verdict}[/]: {escape(reason)} -> {escape(str(page))}", extra=MARKUP)
     if next_steps:

@@ -6,13 +6,14 @@ emptiness test of its own beside ``paths.claim_empty_dir``, a lock or none, sign
 folders saying nothing of it. Here a fresh folder is claimed by one rule (``claim``: one a live command holds is
 refused naming that command, one that holds anything else is refused as full), and ``owned`` holds it for the
 command's duration: locked (kit.run.runlock), SIGINT/SIGTERM/SIGHUP turned into ``Stopped`` (kit.run.stopping),
-and the command's ``finish`` called with how it ended (``FINISHED``, ``STOPPED`` or ``FAILED``) before the lock
+and the command's ``finish`` called with how it ended (an ``Ended``) before the lock
 is let go, so the record a stopped command leaves says that it stopped.
 """
 
 from __future__ import annotations
 
 import contextlib
+from enum import StrEnum
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
@@ -20,8 +21,11 @@ from kit.core.records import paths
 from kit.run import runlock
 from kit.run.stopping import on_signals
 
-# How a command that owns a folder ended: what ``finish`` is told.
-FINISHED, STOPPED, FAILED = "finished", "stopped", "failed"
+class Ended(StrEnum):
+    """How a command that owns a folder ended: what ``finish`` is told (and a record may keep)."""
+    FINISHED = "finished"
+    STOPPED = "stopped"
+    FAILED = "failed"
 
 
 def claim(folder: str | Path, named: str, what: str, command: Sequence[str] | None = None,
@@ -68,28 +72,28 @@ def locked(folder: Path, command: Sequence[str] | None, what: str) -> runlock.Ru
 
 
 @contextlib.contextmanager
-def ending(finish: Callable[[str], None] | None = None) -> Iterator[None]:
-    """Signals turned into ``Stopped`` for the duration, and ``finish`` told how the block ended (``FINISHED``,
-    ``STOPPED`` or ``FAILED``) while they still are; a stop or an error goes on up once it is recorded. For a
+def ending(finish: Callable[[Ended], None] | None = None) -> Iterator[None]:
+    """Signals turned into ``Stopped`` for the duration, and ``finish`` told how the block ended (an
+    ``Ended``) while they still are; a stop or an error goes on up once it is recorded. For a
     command that holds several folders (a gate session's runs), each locked on its own."""
     with on_signals():
         try:
             yield
         except KeyboardInterrupt:  # Ctrl-C, or SIGTERM/SIGHUP as Stopped
             if finish is not None:
-                finish(STOPPED)
+                finish(Ended.STOPPED)
             raise
         except BaseException:
             if finish is not None:
-                finish(FAILED)
+                finish(Ended.FAILED)
             raise
         if finish is not None:
-            finish(FINISHED)
+            finish(Ended.FINISHED)
 
 
 @contextlib.contextmanager
 def owned(folder: Path, command: Sequence[str] | None, what: str,
-          finish: Callable[[str], None] | None = None) -> Iterator[Path]:
+          finish: Callable[[Ended], None] | None = None) -> Iterator[Path]:
     """``folder`` held for one command (claimed before, by ``claim``, or resumed): locked, and the command's end
     recorded by ``finish`` (``ending``) before the lock is released."""
     with locked(folder, command, what), ending(finish):

@@ -16,7 +16,7 @@ import pandas as pd
 
 from kit.history import index as history_index
 from kit.history import queries
-from kit.history.rows import DECODE, FIRST_TOKEN
+from kit.history.rows import Check
 from kit.history.steps import flag_rows
 
 # Marker colours: a release, a baseline (golden or calibration record), a step up in the error.
@@ -51,10 +51,10 @@ def margin_table(rows: Sequence[queries.MarginRow]) -> pd.DataFrame:
 
 
 def case_plot(series: pd.DataFrame, case: str, changes: Sequence[dict], steps: dict[int, str],
-              check: str = FIRST_TOKEN) -> Any:
+              check: Check = Check.FIRST_TOKEN) -> Any:
     """One case: per bucket, its largest and mean error and its bound over the runs' start times; releases and
     baseline changes as vertical lines, the run after a step up in the error as a red triangle. With ``check``
-    DECODE, its worst decode step's error and that step's own bound instead (no mean: each step has its bound)."""
+    Check.DECODE, its worst decode step's error and that step's own bound instead (no mean: each step has its bound)."""
     import matplotlib.pyplot as plt
 
     part = series[(series["case"] == case) & (series["check"] == check)]
@@ -64,7 +64,7 @@ def case_plot(series: pd.DataFrame, case: str, changes: Sequence[dict], steps: d
     for ax, bucket in zip(axes[0], buckets):
         b = part[part["bucket"] == bucket]
         x = pd.to_datetime(b["started_at"])
-        decode = check == DECODE
+        decode = check == Check.DECODE
         ax.plot(x, b["max_error"], marker=".", lw=1, label="worst step's error" if decode else "largest error",
                 color="#202020")
         if not decode:

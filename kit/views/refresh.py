@@ -9,6 +9,7 @@ import pandas as pd
 
 from kit.core.records import rundir
 from kit.core.records.jsonio import read_json
+from kit.core.verdict.diagnosis import ControlVerdict
 from kit.refresh.build import BuildOutcome
 from kit.refresh.qualify import QualifyOutcome
 
@@ -106,7 +107,7 @@ def show(view: RefreshView) -> None:
 
     # Commit subjects, file names and reasons come from the fork: shown escaped, as text.
     r = view.record
-    mark = "QUALIFIED" if r["verdict"] == "qualified" else f"NOT QUALIFIED ({r['verdict']})"
+    mark = "QUALIFIED" if r["verdict"] == ControlVerdict.QUALIFIED else f"NOT QUALIFIED ({r['verdict']})"
     display(HTML(banner_html(f"Refresh `{r['name']}`", r["verdict"], f"{r['reason']}.", mark=mark)))
     if view.build is not None:
         display(HTML(prose_html(build_banner(view.build))))

@@ -10,6 +10,10 @@ of them gains a name. This finds, in any module of the kit:
 - a module-level ``Literal[...]`` alias (``Direction = Literal["up", "down"]``);
 - a module-level tuple, list, set or frozenset of two or more names, each a module-level constant of that module
   bound to a string (``PASSED, FAILED = "passed", "failed"`` then ``STATUSES = (PASSED, FAILED)``);
+- a module-level assignment that binds two or more names to string literals at once (``PASSED, FAILED = "passed",
+  "failed"``, on one line or over several): written together, they are one set's words, whether or not a tuple of
+  them follows; a pair that is no set (an environment variable's name and its default number) binds more than
+  strings and is not this;
 - a tuple, list, set or frozenset of string literals, or a ``Literal[...]``, whose words are all the values of one
   StrEnum of the kit: the enum's set spelled again.
 
@@ -33,6 +37,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kit.core.records.rundir", "CASE_FILES"): "the files a case leaves (suffixes of its name), moved together",
     ("kit.core.records.rundir", "SEALED"): "the files of a case a manifest seals by digest",
     ("kit.core.noise.calibration", "FORMATS"): "the record formats this kit reads, each a constant it also writes",
+    ("kit.gate.verify.claims", "V3, V4"): "two hardware classes a CPU's kernels may leave, of an open set (every "
+                                          "x86-64 level, another machine's own name, each GPU card)",
+    ("kit.views.history", "RELEASE, BASELINE, STEP"): "the colours of the history plot's three kinds of line: "
+                                                     "values drawn, never words the kit decides on",
 }
 
 
@@ -76,6 +84,21 @@ def _module_assignments(tree: ast.Module) -> list[tuple[str, ast.expr, int]]:
 
 def _is_str(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def _strings_bound_at_once(tree: ast.Module) -> list[tuple[str, int]]:
+    """(names, line) of each module-level ``A, B = "a", "b"``: two or more names bound to string literals by one
+    unpacking, the names written ``A, B`` as the source has them."""
+    out = []
+    for node in tree.body:
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            if isinstance(target, (ast.Tuple, ast.List)) and isinstance(node.value, (ast.Tuple, ast.List)) and \
+                    len(target.elts) == len(node.value.elts) >= 2 and \
+                    all(isinstance(t, ast.Name) for t in target.elts) and all(_is_str(v) for v in node.value.elts):
+                out.append((", ".join(t.id for t in target.elts), node.lineno))  # type: ignore[attr-defined]
+    return out
 
 
 def str_enums(tree: ast.Module) -> dict[str, frozenset[str]]:
@@ -125,6 +148,8 @@ def findings(source: str, module: str, enums: dict[str, frozenset[str]]) -> list
         elif elements is not None and len(elements) >= 2 and (module, name) not in ALLOWED and \
                 all(isinstance(e, ast.Name) and e.id in constants for e in elements):
             out.append((module, name, line, "a group of string constants"))
+    out += [(module, names, line, "string constants bound at once") for names, line in _strings_bound_at_once(tree)
+            if (module, names) not in ALLOWED]
     return sorted(out, key=lambda f: f[2])
 
 
@@ -171,8 +196,12 @@ PLANTED_ENUM = {"kit.planted.Side": frozenset({"left", "right"})}
      "an Enum of strings that is not a StrEnum"),
     ("from typing import Literal\nDirection = Literal['up', 'down']\n", "Direction", "a module-level Literal alias"),
     ("import typing\nRule: typing.TypeAlias = typing.Literal['a', 'b']\n", "Rule", "a module-level Literal alias"),
-    ("PASSED, FAILED = 'passed', 'failed'\nSTATUSES = (PASSED, FAILED)\n", "STATUSES", "a group of string constants"),
+    ("PASSED = 'passed'\nFAILED = 'failed'\nSTATUSES = (PASSED, FAILED)\n", "STATUSES", "a group of string constants"),
     ("A = 'a'\nB = 'b'\nKINDS = frozenset({A, B})\n", "KINDS", "a group of string constants"),
+    ("PASSED, FAILED = 'passed', 'failed'\n", "PASSED, FAILED", "string constants bound at once"),
+    ("HIDDEN, DEEP, OUTSIDE = (\n    'hidden', 'deep',\n    'outside')\n", "HIDDEN, DEEP, OUTSIDE",
+     "string constants bound at once"),
+    ("[UP, DOWN] = ['up', 'down']\n", "UP, DOWN", "string constants bound at once"),
     ("SIDES = ('left', 'right')\n", "tuple", "kit.planted.Side's values listed again"),
     ("def f(p, side):\n    p.add_argument('--side', choices=['right', 'left'])\n", "list",
      "kit.planted.Side's values listed again"),
@@ -186,6 +215,17 @@ def test_a_planted_second_spelling_is_found(planted, name, what):
     assert (found[0], found[1], found[3]) == ("kit.planted", name, what)
 
 
+def test_constants_bound_at_once_then_listed_are_found_as_both():
+    planted = "PASSED, FAILED = 'passed', 'failed'\nSTATUSES = (PASSED, FAILED)\n"
+    assert [(name, line, what) for _, name, line, what in findings(planted, "kit.planted", PLANTED_ENUM)] == [
+        ("PASSED, FAILED", 1, "string constants bound at once"), ("STATUSES", 2, "a group of string constants")]
+
+
+def test_an_allowed_binding_at_once_passes():
+    assert findings('RELEASE, BASELINE, STEP = "#3070b0", "#d08020", "#c03030"\n', "kit.views.history", {}) == []
+    assert findings('RELEASE, BASELINE, STEP = "#3070b0", "#d08020", "#c03030"\n', "kit.planted", {}) != []
+
+
 def test_a_str_enum_and_lists_that_are_no_closed_set_pass():
     clean = ("import enum\nfrom enum import StrEnum\nfrom typing import Literal\n"
              "class Side(StrEnum):\n    LEFT = 'left'\n    RIGHT = 'right'\n"
@@ -193,5 +233,8 @@ def test_a_str_enum_and_lists_that_are_no_closed_set_pass():
              "KEYS = ('format', 'reason', 'marked_at')\n"  # a record format's keys: literals, no enum holds them
              "SUMMARY = 'summary.html'\nFILES = (SUMMARY, other.NAME)\n"  # not every element a constant of its own
              "LIMIT = 3\nSIZES = (LIMIT, 4)\n"
+             "GRACE_ENV, GRACE_S = 'PARITY_KIT_GRACE_S', 30.0\n"  # a variable's name and its default: not all strings
+             "SUMMARY, EVIDENCE = rundir.SUMMARY, rundir.EVIDENCE\n"  # names bound to another module's constants
+             "def g():\n    low, high = 'a', 'b'\n    return low + high\n"  # local names: no module-level set
              "def f(x: Literal['a', 'b']) -> None:\n    return None\n")  # a one-off Literal, not an alias
     assert findings(clean, "kit.clean", {"kit.clean.Side": frozenset({"left", "right"})}) == []

@@ -9,7 +9,7 @@ attention implementation and SDPA kernel choice, so the states are the ones its 
 from __future__ import annotations
 
 from kit.core.errors import BadInput
-from kit.core.noise.localize import ATTENTION, MLP, Point, points
+from kit.core.noise.localize import Point, Sublayer, points
 
 
 def residual_stream(backend, token_ids) -> list[tuple[Point, "object"]]:
@@ -32,9 +32,9 @@ def residual_stream(backend, token_ids) -> list[tuple[Point, "object"]]:
     hooks = [decoder.embed_tokens.register_forward_hook(lambda m, a, out: keep(points(0)[0], out))]
     for i, layer in enumerate(layers):
         hooks.append(layer.post_attention_layernorm.register_forward_pre_hook(
-            lambda m, args, i=i: keep(Point(i, ATTENTION), args[0])))
+            lambda m, args, i=i: keep(Point(i, Sublayer.ATTENTION), args[0])))
         hooks.append(layer.register_forward_hook(
-            lambda m, args, out, i=i: keep(Point(i, MLP), out[0] if isinstance(out, tuple) else out)))
+            lambda m, args, out, i=i: keep(Point(i, Sublayer.MLP), out[0] if isinstance(out, tuple) else out)))
     try:
         ids = torch.tensor([list(token_ids)], dtype=torch.long, device=backend.device)
         with torch.inference_mode(), backend._sdpa_context():

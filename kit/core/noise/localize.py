@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Mapping, Sequence
 
-EMBEDDINGS, ATTENTION, MLP = "embeddings", "attention", "mlp"
 K = 4.0  # how far above the clean run's difference a point must be to leave the noise (see above)
 # Relative L2 differences below this are float32 rounding (about 8 ulps), whatever the clean run says.
 FLOOR = 1e-6
@@ -34,30 +34,38 @@ METRIC = "rel_l2_all"
 METRICS = ("rel_l2_all", "rel_l2_last", "max_abs_all", "max_abs_last")
 
 
+class Sublayer(StrEnum):
+    """Where in the residual stream a point is: after the embeddings, or after one block's attention or MLP."""
+    EMBEDDINGS = "embeddings"
+    ATTENTION = "attention"
+    MLP = "mlp"
+
+
 @dataclass(frozen=True)
 class Point:
     """A place in the residual stream: the embeddings (layer None), or one block's attention or MLP."""
 
     layer: int | None
-    sublayer: str
+    sublayer: Sublayer
 
     @property
     def label(self) -> str:
         """The point as a reader names it: the embeddings, or a layer and its sublayer (attention, MLP)."""
-        return EMBEDDINGS if self.layer is None else f"layer {self.layer} {self.sublayer}"
+        return Sublayer.EMBEDDINGS if self.layer is None else f"layer {self.layer} {self.sublayer}"
 
 
 def points(n_layers: int) -> list[Point]:
     """Every point of a model of ``n_layers`` blocks, in the order the forward pass reaches them."""
-    return [Point(None, EMBEDDINGS)] + [Point(i, s) for i in range(n_layers) for s in (ATTENTION, MLP)]
+    return [Point(None, Sublayer.EMBEDDINGS)] + [Point(i, s) for i in range(n_layers)
+                                                 for s in (Sublayer.ATTENTION, Sublayer.MLP)]
 
 
 def stream(embedded, after_attention, after_mlp) -> list[tuple[Point, "object"]]:
     """A residual stream in forward order (as ``points`` lists them) from the embeddings [positions, hidden]
     and each layer's states after its attention and after its MLP, [layers, positions, hidden] each."""
-    out = [(Point(None, EMBEDDINGS), embedded)]
+    out = [(Point(None, Sublayer.EMBEDDINGS), embedded)]
     for i, (attention, mlp) in enumerate(zip(after_attention, after_mlp)):
-        out += [(Point(i, ATTENTION), attention), (Point(i, MLP), mlp)]
+        out += [(Point(i, Sublayer.ATTENTION), attention), (Point(i, Sublayer.MLP), mlp)]
     return out
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -33,7 +34,17 @@ FORMAT = "parity-kit-power/1"
 # "Can detect" means caught in at least four of five healthy ways of running the faulty engine (the usual
 # power of a test sized to a minimum detectable effect); a lone lucky variant does not make a fault detectable.
 DETECTION_PROBABILITY = 0.8
-BOUND, PROMPT_TEST, DRIFT, DECODE = "bound", "winner/missing", "drift", "decode"
+
+
+class Caught(StrEnum):
+    """Which of the gate's tests catch a faulted sample (``caught_by``): a prompt over its bound, a prompt's own
+    test (a winner change, a golden token missing), the drift test, a decode step."""
+    BOUND = "bound"
+    PROMPT_TEST = "winner/missing"
+    DRIFT = "drift"
+    DECODE = "decode"
+
+
 # The fault families a measurement covers by default (kit.faults.power maps each to its faults). A record of
 # fewer says which it left out: "detects from 2x" over two families says nothing of the other three.
 FAMILY_NAMES = ("position", "attention", "mlp", "normalization", "output")
@@ -98,23 +109,23 @@ class Trial:
                    tuple(FaultedSample.from_dict(s) for s in d["samples"]))
 
 
-def caught_by(sample: FaultedSample, reference: Mapping[str, Any]) -> tuple[str, ...]:
+def caught_by(sample: FaultedSample, reference: Mapping[str, Any]) -> tuple[Caught, ...]:
     """The gate's tests that fail this faulted sample under the calibration ``reference`` (empty: it passes). Each
     prompt's and each decode step's error is judged by the verdict's rule (kit.core.rules.rules.judged_error,
     the one the gate and the backtest judge by), so a change to that rule moves the detectable effects with it."""
     from kit.core.noise.drift import drift_of
 
-    tests = []
+    tests: list[Caught] = []
     if _bound_failures(sample.errors, reference):
-        tests.append(BOUND)
+        tests.append(Caught.BOUND)
     if sample.failed_prompts:
-        tests.append(PROMPT_TEST)
+        tests.append(Caught.PROMPT_TEST)
     shifts = {p: x for p, x in sample.shifts.items() if _finite(x)}
     errors = {p: e for p, e in sample.errors.items() if p in shifts and _finite(e)}
     if errors and not drift_of(errors, shifts, reference).passed:
-        tests.append(DRIFT)
+        tests.append(Caught.DRIFT)
     if sample.steps is not None and (sample.decode_failed or _step_failures(sample.steps, reference)):
-        tests.append(DECODE)
+        tests.append(Caught.DECODE)
     return tuple(tests)
 
 

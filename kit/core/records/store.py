@@ -26,6 +26,7 @@ import posixpath
 import shutil
 from collections import Counter
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -219,18 +220,30 @@ NOT_RUNS = {".history": "the history's index", ".git": "version control", ".ipyn
 # How deep below a root run directories are looked for (runs/<refresh>/<control>/<release> is three down, a bisect's
 # steps four); a folder deeper still is named in the walk's skipped lines, not looked into.
 MAX_DEPTH = 8
-# What a walk found: a gate run's folder, or a control's (which stands for its two runs).
-GATE, CONTROL_DIR = "gate run", "control"
-# Why a walk did not look into a folder: hidden, too deep, a link out of the root, a second name of a folder
-# already walked (a loop), or a folder that could not be listed.
-HIDDEN, DEEP, OUTSIDE, AGAIN, UNLISTED = "hidden", "deep", "outside", "again", "unlisted"
+
+
+class FolderKind(StrEnum):
+    """What a walk found: a gate run's folder, or a control's (which stands for its two runs)."""
+    GATE = "gate run"
+    CONTROL_DIR = "control"
+
+
+class NotWalked(StrEnum):
+    """Why a walk did not look into a folder: hidden, too deep, a link out of the root, a second name of a folder
+    already walked (a loop), or a folder that could not be listed."""
+    HIDDEN = "hidden"
+    DEEP = "deep"
+    OUTSIDE = "outside"
+    AGAIN = "again"
+    UNLISTED = "unlisted"
+
 
 @dataclass(frozen=True)
 class Found:
     """A run directory a walk found: its folder relative to the root and whether it is a gate run or a control."""
 
     location: str
-    kind: str
+    kind: FolderKind
 
 
 @dataclass(frozen=True)
@@ -239,7 +252,7 @@ class Skipped:
 
     location: str
     why: str
-    kind: str  # HIDDEN, DEEP, OUTSIDE, AGAIN or UNLISTED
+    kind: NotWalked
 
     @property
     def text(self) -> str:
@@ -248,8 +261,8 @@ class Skipped:
 
 
 # How a walk's skipped folders are counted in the one line that says a root holds no run.
-_SKIPPED_WORDS = {HIDDEN: "hidden", DEEP: "too deep", OUTSIDE: "linked out of the root", AGAIN: "a second name",
-                  UNLISTED: "could not be listed"}
+_SKIPPED_WORDS = {NotWalked.HIDDEN: "hidden", NotWalked.DEEP: "too deep", NotWalked.OUTSIDE: "linked out of the root",
+                  NotWalked.AGAIN: "a second name", NotWalked.UNLISTED: "could not be listed"}
 
 
 @dataclass
@@ -287,27 +300,28 @@ def _visit(tree: Store, relative: str, left: int, top: str | None, seen: set[str
     real = tree.real(relative)
     if real is not None and top is not None:
         if rundir.leads_out(real, top):
-            out.skipped.append(Skipped(relative, f"a link leading out of the root (to {real}): not followed", OUTSIDE))
+            out.skipped.append(Skipped(relative, f"a link leading out of the root (to {real}): not followed",
+                                       NotWalked.OUTSIDE))
             return
         if real in seen:
             out.skipped.append(Skipped(relative, f"a second name of a folder already walked ({real}): counted once",
-                                       AGAIN))
+                                       NotWalked.AGAIN))
             return
         seen.add(real)
     try:
         entries = tree.entries(relative)
     except (OSError, BadInput) as exc:
         out.skipped.append(Skipped(relative, f"cannot be listed: {getattr(exc, 'strerror', None) or exc}",
-                                   UNLISTED))
+                                   NotWalked.UNLISTED))
         return
     out.folders += 1
     names = {name for name, _ in entries}
     own: set[str] = set()
     if rundir.CONTROL in names:
-        out.found.append(Found(relative, CONTROL_DIR))
+        out.found.append(Found(relative, FolderKind.CONTROL_DIR))
         own = set(_control_names(tree, relative))
     elif rundir.MANIFEST in names:
-        out.found.append(Found(relative, GATE))
+        out.found.append(Found(relative, FolderKind.GATE))
     if own or rundir.MANIFEST in names:
         own |= set(RUN_FOLDERS)
     for name, is_dir in entries:
@@ -318,10 +332,10 @@ def _visit(tree: Store, relative: str, left: int, top: str | None, seen: set[str
             if name in NOT_RUNS:
                 continue
             out.skipped.append(Skipped(child, "a hidden folder: not looked into (name it as a root to read it)",
-                                       HIDDEN))
+                                       NotWalked.HIDDEN))
         elif left < 1:
             out.skipped.append(Skipped(child, f"more than {MAX_DEPTH} folders below the root: not looked into "
-                                              "(name a folder nearer it as a root)", DEEP))
+                                              "(name a folder nearer it as a root)", NotWalked.DEEP))
         else:
             _visit(tree, child, left - 1, top, seen, out)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Sequence, TypeGuard
 
 from kit.core.records import paths
@@ -29,16 +30,32 @@ from kit.core.noise.power import clean_error
 from kit.core.records.records import CaseResult, DecodeScore, PromptScore, Status, known_fields
 from kit.core.records.results import RunView
 
-QUALIFIED, REGRESSION, BLOCKER, BOTH_BROKEN, INCOMPLETE = (
-    "qualified", "regression", "baseline-blocker", "both-broken", "incomplete")
+
+
+class ControlVerdict(StrEnum):
+    """A control's verdict on the candidate against today's pin, as control.json (and a refresh's record) keep it."""
+    QUALIFIED = "qualified"
+    REGRESSION = "regression"
+    BLOCKER = "baseline-blocker"
+    BOTH_BROKEN = "both-broken"
+    INCOMPLETE = "incomplete"
+
+
 # Both-broken also refuses the candidate first for the baseline's sake: the pin must be repaired
 # before the candidate's own failures can be judged against it.
-DIAGNOSIS_EXIT_CODES = {QUALIFIED: ExitCode.PASSED, REGRESSION: ExitCode.FAILED, INCOMPLETE: ExitCode.INCOMPLETE,
-                        BLOCKER: ExitCode.BLOCKER, BOTH_BROKEN: ExitCode.BLOCKER}
-# What set a case's noise floor (``CaseComparison.noise_source``), as control.json spells it.
-CALIBRATION_NOISE, REPEATS = "calibration", "repeats"
-HEADLINES = {QUALIFIED: "qualified", REGRESSION: "regression in the candidate",
-             BLOCKER: "baseline blocker", BOTH_BROKEN: "both broken", INCOMPLETE: "incomplete"}
+DIAGNOSIS_EXIT_CODES = {ControlVerdict.QUALIFIED: ExitCode.PASSED, ControlVerdict.REGRESSION: ExitCode.FAILED,
+                        ControlVerdict.INCOMPLETE: ExitCode.INCOMPLETE, ControlVerdict.BLOCKER: ExitCode.BLOCKER,
+                        ControlVerdict.BOTH_BROKEN: ExitCode.BLOCKER}
+HEADLINES = {ControlVerdict.QUALIFIED: "qualified", ControlVerdict.REGRESSION: "regression in the candidate",
+             ControlVerdict.BLOCKER: "baseline blocker", ControlVerdict.BOTH_BROKEN: "both broken",
+             ControlVerdict.INCOMPLETE: "incomplete"}
+
+
+class NoiseSource(StrEnum):
+    """What set a case's noise floor (``CaseComparison.noise_source``), as control.json spells it: the calibration
+    record's noise, or this run's repeats."""
+    CALIBRATION = "calibration"
+    REPEATS = "repeats"
 
 
 @dataclass(frozen=True)
@@ -54,7 +71,8 @@ class CaseComparison:
     bound: float | None
     noise_floor: float
     same_metrics: bool | None  # None when either side has no metrics to compare
-    # What set noise_floor: REPEATS (this run's spread), CALIBRATION_NOISE (the record's), or "" (none: bit for bit).
+    # What set noise_floor: a NoiseSource (this run's spread, or the calibration record's), or "" (none: bit for
+    # bit). A str: a comparison read back from control.json holds the word.
     noise_source: str = ""
     control_failed: list[str] = field(default_factory=list)
     candidate_failed: list[str] = field(default_factory=list)
@@ -98,7 +116,7 @@ class CaseComparison:
 
 @dataclass(frozen=True)
 class Diagnosis:
-    verdict: str
+    verdict: ControlVerdict
     reason: str
     current: str
     candidate: str
@@ -115,7 +133,7 @@ class Diagnosis:
     @property
     def qualified(self) -> bool:
         """Whether the candidate may be pinned: the verdict is qualified."""
-        return self.verdict == QUALIFIED
+        return self.verdict == ControlVerdict.QUALIFIED
 
     @property
     def failure_messages(self) -> list[str]:
@@ -164,7 +182,8 @@ def diagnose(control: RunView, candidate: RunView) -> Diagnosis:
                   for line in _incomplete_lines(label, view)]
     control_failed = [r.case for r in rows if r.control_status == Status.FAILED]
     candidate_failed = [r.case for r in rows if r.candidate_status == Status.FAILED]
-    d = Diagnosis("", "", current_name, candidate_name, rows, control_failed, candidate_failed, incomplete)
+    d = Diagnosis(ControlVerdict.INCOMPLETE, "", current_name, candidate_name, rows, control_failed, candidate_failed,
+                  incomplete)
     verdict, reason = _verdict(d)  # judged from the rows alone: the verdict and reason are not among them
     return dataclasses.replace(d, verdict=verdict, reason=reason)
 
@@ -175,7 +194,7 @@ def compare_case(name: str, control: CaseResult | None, candidate: CaseResult | 
     repeats = max(_noise_floor(control), _noise_floor(candidate))
     calibrated = max(_calibrated(control), _calibrated(candidate))
     noise = max(repeats, calibrated)
-    source = "" if noise == 0 else CALIBRATION_NOISE if calibrated >= repeats else REPEATS
+    source = "" if noise == 0 else NoiseSource.CALIBRATION if calibrated >= repeats else NoiseSource.REPEATS
     same = None
     paired = None
     if control is not None and candidate is not None and control.prompts and candidate.prompts:
@@ -241,32 +260,34 @@ def _failed_prompts(result: CaseResult | None) -> list[str]:
     return failed + [d.id for d in result.decode if not d.passed and d.id not in failed]
 
 
-def _verdict(d: Diagnosis) -> tuple[str, str]:
+def _verdict(d: Diagnosis) -> tuple[ControlVerdict, str]:
     cur, cand = f"today's pin `{d.current}`", f"the candidate `{d.candidate}`"
     if d.incomplete:
-        return INCOMPLETE, f"the gate did not finish: {'; '.join(d.incomplete)}"
+        return ControlVerdict.INCOMPLETE, f"the gate did not finish: {'; '.join(d.incomplete)}"
     ctl, new = d.control_failures, d.candidate_failures
     if not ctl and not new:
-        return QUALIFIED, f"{cand} passes all {len(d.rows)} cases, and so does {cur}"
+        return ControlVerdict.QUALIFIED, f"{cand} passes all {len(d.rows)} cases, and so does {cur}"
     if not ctl:
-        return REGRESSION, (f"{cand} fails {_names(new)}, which {cur} passes: "
-                            "a regression in the candidate")
+        return ControlVerdict.REGRESSION, (f"{cand} fails {_names(new)}, which {cur} passes: "
+                                           "a regression in the candidate")
     if not new:
-        return BLOCKER, (f"{cur} fails {_names(ctl)} while {cand} passes: the control is broken, "
-                         "and the candidate alone cannot establish qualification")
+        return ControlVerdict.BLOCKER, (f"{cur} fails {_names(ctl)} while {cand} passes: the control is broken, "
+                                        "and the candidate alone cannot establish qualification")
     worse = d.worse_still
     if worse:
         both = (f"both releases fail {_names(ctl)}" if set(ctl) == set(new) else
                 f"both releases fail, differently: {cur} fails {_names(ctl)}, {cand} fails {_names(new)}")
         effects = "; ".join(f"on `{r.case}` the {r.paired_text}" for r in worse if r.paired is not None)
-        return BOTH_BROKEN, (f"{both}, and {cand} is worse still: {effects}; "
-                             "repair the baseline first, then judge the candidate")
+        return ControlVerdict.BOTH_BROKEN, (f"{both}, and {cand} is worse still: {effects}; "
+                                            "repair the baseline first, then judge the candidate")
     same = set(ctl) == set(new) and all(r.same_metrics for r in d.rows if r.case in ctl)
     if same:
-        return BLOCKER, (f"{cur} reproduces the candidate's failure of {_names(ctl)} with {sameness(d)}: "
-                         "the golden or the oracle is broken; repair it before any candidate can qualify")
-    return BOTH_BROKEN, (f"both releases fail, differently: {cur} fails {_names(ctl)}, "
-                         f"{cand} fails {_names(new)}; repair the baseline first, then judge the candidate")
+        return ControlVerdict.BLOCKER, (f"{cur} reproduces the candidate's failure of {_names(ctl)} with "
+                                        f"{sameness(d)}: the golden or the oracle is broken; "
+                                        "repair it before any candidate can qualify")
+    return ControlVerdict.BOTH_BROKEN, (f"both releases fail, differently: {cur} fails {_names(ctl)}, "
+                                        f"{cand} fails {_names(new)}; "
+                                        "repair the baseline first, then judge the candidate")
 
 
 def sameness(d: Diagnosis) -> str:
@@ -276,7 +297,7 @@ def sameness(d: Diagnosis) -> str:
     worst = max(rows, key=lambda r: r.noise_floor, default=None)
     if worst is None or not worst.noise_floor:
         return "identical metrics"
-    how = "calibrated" if worst.noise_source == CALIBRATION_NOISE else "measured"
+    how = "calibrated" if worst.noise_source == NoiseSource.CALIBRATION else "measured"
     return f"metrics equal within the {how} noise ({worst.noise_floor:.3g})"
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from kit.case import runner
 from kit.core.noise.calibration import load_record
-from kit.core.verdict.diagnosis import BOTH_BROKEN, INCOMPLETE, QUALIFIED, REGRESSION, diagnose
+from kit.core.verdict.diagnosis import ControlVerdict, diagnose
 from kit.core.exitcodes import ExitCode
 from kit.core.baselines.golden import load_golden
 from kit.core.records.records import CaseResult, Observation, Status
@@ -82,14 +82,14 @@ def test_a_two_case_control_judges_each_case(scored):
     a, b = scored("a", PASSES), scored("b", PASSES)
     assert (a.status, b.status) == (Status.PASSED, Status.PASSED)
     d = diagnose(view("current", ["a", "b"], a, b), view("candidate", ["a", "b"], a, scored("b", FAILS)))
-    assert (d.verdict, d.exit_code) == (REGRESSION, ExitCode.FAILED)
+    assert (d.verdict, d.exit_code) == (ControlVerdict.REGRESSION, ExitCode.FAILED)
     assert d.reason == ("the candidate `candidate` fails `b`, which today's pin `current` passes: "
                         "a regression in the candidate")
     assert [(r.case, r.control_status, r.candidate_status) for r in d.rows] == [
         ("a", Status.PASSED, Status.PASSED), ("b", Status.PASSED, Status.FAILED)]
     assert d.failure_messages == ["candidate (candidate): b failed"]
     d = diagnose(view("current", ["a", "b"], a, b), view("candidate", ["a", "b"], a, b))
-    assert d.verdict == QUALIFIED
+    assert d.verdict == ControlVerdict.QUALIFIED
     assert d.reason == "the candidate `candidate` passes all 2 cases, and so does today's pin `current`"
 
 
@@ -116,13 +116,13 @@ def test_failures_equal_within_the_measured_noise_are_a_baseline_blocker(scored)
     systematic = scored("a", FAILS - 1e-4, jitter=1e-2, repeats=2)
     d = diagnose(view("current", ["a"], control), view("candidate", ["a"], systematic))
     assert d.rows[0].same_metrics is True and d.rows[0].paired.worse
-    assert (d.verdict, d.exit_code) == (BOTH_BROKEN, ExitCode.BLOCKER)
+    assert (d.verdict, d.exit_code) == (ControlVerdict.BOTH_BROKEN, ExitCode.BLOCKER)
     assert d.reason.startswith("both releases fail `a`, and the candidate `candidate` is worse still: on `a` the "
                                "candidate's error is ")
     # The same difference where nothing measured a noise floor is a different failure.
     quiet = scored("a", FAILS - 1e-4)
     d = diagnose(view("current", ["a"], control), view("candidate", ["a"], quiet))
-    assert d.verdict == BOTH_BROKEN and d.rows[0].same_metrics is False
+    assert d.verdict == ControlVerdict.BOTH_BROKEN and d.rows[0].same_metrics is False
 
 
 def test_failures_equal_within_the_calibrated_noise_are_a_baseline_blocker(scored, calibrated):
@@ -146,7 +146,7 @@ def test_both_broken_on_different_cases(scored):
     a_fails, a_passes = scored("a", FAILS), scored("a", PASSES)
     b_fails, b_passes = scored("b", FAILS), scored("b", PASSES)
     d = diagnose(view("current", ["a", "b"], a_fails, b_passes), view("candidate", ["a", "b"], a_passes, b_fails))
-    assert (d.verdict, d.exit_code) == (BOTH_BROKEN, ExitCode.BLOCKER)
+    assert (d.verdict, d.exit_code) == (ControlVerdict.BOTH_BROKEN, ExitCode.BLOCKER)
     assert (d.control_failures, d.candidate_failures) == (["a"], ["b"])
     assert d.reason == ("both releases fail, differently: today's pin `current` fails `a`, the candidate `candidate` "
                         "fails `b`; repair the baseline first, then judge the candidate")
@@ -162,7 +162,7 @@ def test_errored_and_missing_cases_are_incomplete_whatever_else_failed(scored, t
     d = diagnose(view("current", ["a", "b"], errored, b_fails), view("candidate", ["a", "b"], scored("a", PASSES)))
     lines = ["current: case a errored; partial notebook current/cases/a.ipynb",
              "candidate: case b is missing (no result was recorded)"]
-    assert (d.verdict, d.exit_code) == (INCOMPLETE, ExitCode.INCOMPLETE)
+    assert (d.verdict, d.exit_code) == (ControlVerdict.INCOMPLETE, ExitCode.INCOMPLETE)
     assert d.incomplete == lines
     assert d.reason == f"the gate did not finish: {lines[0]}; {lines[1]}"
     assert [(r.case, r.control_status, r.candidate_status) for r in d.rows] == [("a", Status.ERROR, Status.PASSED),

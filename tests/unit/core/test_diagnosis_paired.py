@@ -5,7 +5,7 @@ the effect and its interval. Synthetic case results: the numbers are chosen, not
 
 from __future__ import annotations
 
-from kit.core.verdict.diagnosis import BLOCKER, BOTH_BROKEN, REGRESSION, Diagnosis, diagnose
+from kit.core.verdict.diagnosis import ControlVerdict, Diagnosis, diagnose
 from kit.core.exitcodes import ExitCode
 from kit.core.records.records import CaseResult, PromptScore, Status
 from kit.core.records.results import RunView
@@ -48,7 +48,7 @@ def test_a_candidate_worse_on_every_prompt_than_a_failing_pin_is_worse_still():
     row = d.rows[0]
     assert row.same_metrics is True  # what alone made it the pin's blocker before the paired test
     assert row.paired.worse and row.paired.paired == 8
-    assert (d.verdict, d.exit_code) == (BOTH_BROKEN, ExitCode.BLOCKER)
+    assert (d.verdict, d.exit_code) == (ControlVerdict.BOTH_BROKEN, ExitCode.BLOCKER)
     effect = ("candidate's error is 0.00117 above the pin's (95 % interval 0.00104 .. 0.00131, +0.059 x the clean "
               "error 0.02, p = 0.0078, 8 prompts paired)")
     assert row.paired_text == effect
@@ -64,7 +64,7 @@ def test_the_same_failure_is_still_the_pins_blocker_and_says_its_effect():
     d = diagnose(view("current", case("a", PIN_ERRORS)), view("candidate", case("a", moved)))
     row = d.rows[0]
     assert row.same_metrics is True and not row.paired.worse and row.paired.low < 0 < row.paired.high
-    assert (d.verdict, d.exit_code) == (BLOCKER, ExitCode.BLOCKER)
+    assert (d.verdict, d.exit_code) == (ControlVerdict.BLOCKER, ExitCode.BLOCKER)
     assert d.reason == ("today's pin `current` reproduces the candidate's failure of `a` with metrics equal within "
                         "the calibrated noise (0.01): the golden or the oracle is broken; repair it before any "
                         "candidate can qualify")
@@ -76,7 +76,7 @@ def test_the_same_failure_is_still_the_pins_blocker_and_says_its_effect():
 def test_a_candidate_better_than_a_failing_pin_is_the_same_failure():
     better = [e - 0.003 for e in PIN_ERRORS]
     d = diagnose(view("current", case("a", PIN_ERRORS)), view("candidate", case("a", better)))
-    assert d.verdict == BLOCKER and d.rows[0].paired.high < 0
+    assert d.verdict == ControlVerdict.BLOCKER and d.rows[0].paired.high < 0
     assert d.case_lines[0].startswith("`a` (failed in the pin, failed in the candidate): candidate's error is "
                                       "0.0030 below the pin's")
 
@@ -93,7 +93,7 @@ def test_every_verdict_states_each_cases_effect():
     # A regression: the pin passes, the candidate fails; its line carries the effect too.
     passing = [0.01 + 0.001 * i for i in range(6)]
     d = diagnose(view("current", case("b", passing)), view("candidate", case("b", [e + 0.2 for e in passing])))
-    assert d.verdict == REGRESSION
+    assert d.verdict == ControlVerdict.REGRESSION
     assert d.case_lines == ["`b` (passed in the pin, failed in the candidate): candidate's error is 0.20 above the "
                             "pin's (95 % interval 0.20 .. 0.20, +10 x the clean error 0.02, p = 0.031, "
                             "6 prompts paired)"]
@@ -121,7 +121,7 @@ def test_worse_still_where_the_failures_also_differ_names_both():
     passing = [0.01, 0.02, 0.03]
     d = diagnose(view("current", case("a", PIN_ERRORS), case("b", passing)),
                  view("candidate", case("a", shifted), case("b", [0.2, 0.3, 0.4])))
-    assert (d.verdict, d.exit_code) == (BOTH_BROKEN, ExitCode.BLOCKER) and d.worse_still == [d.rows[0]]
+    assert (d.verdict, d.exit_code) == (ControlVerdict.BOTH_BROKEN, ExitCode.BLOCKER) and d.worse_still == [d.rows[0]]
     assert d.reason == ("both releases fail, differently: today's pin `current` fails `a`, the candidate `candidate` "
                         f"fails `a`, `b`, and the candidate `candidate` is worse still: on `a` the "
                         f"{d.rows[0].paired_text}; repair the baseline first, then judge the candidate")

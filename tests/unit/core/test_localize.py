@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from kit.core.noise.localize import (FLOOR, K, Localization, Point, earliest, leaves_noise, localize, point_metrics,
-                                     points, verdict_line)
+from kit.core.noise.localize import (FLOOR, K, Localization, Point, Sublayer, earliest, leaves_noise, localize,
+                                     point_metrics, points, verdict_line)
 
 
 def curve(*values: float) -> list[dict[str, float]]:
@@ -48,7 +48,7 @@ def test_a_curve_that_grows_like_its_noise_names_nothing():
 def test_the_first_point_above_k_times_its_own_noise_is_named():
     # Layer 0's attention is within its noise, its MLP 5 x past it; later points follow the fault downstream.
     loc = localize("p", PTS, curve(1e-3, 2e-3, 1.5e-2, 2e-2, 2.5e-2), curve(1e-3, 2e-3, 3e-3, 4e-3, 5e-3))
-    assert loc.first.point == Point(0, "mlp")
+    assert loc.first.point == Point(0, Sublayer.MLP)
     assert loc.first.ratio == pytest.approx(5.0)
     assert loc.first.threshold == pytest.approx(K * 3e-3)
     assert loc.verdict == "first divergent: layer 0 mlp"
@@ -60,7 +60,7 @@ def test_the_threshold_is_per_point_not_one_line():
     late = localize("p", PTS, curve(1e-3, 1e-3, 1e-3, 1e-3, 8e-3), curve(1e-3, 1e-3, 1e-3, 1e-3, 4e-3))
     early = localize("p", PTS, curve(1e-3, 8e-3, 8e-3, 8e-3, 8e-3), curve(1e-3, 1e-3, 1e-3, 1e-3, 4e-3))
     assert late.first is None
-    assert early.first.point == Point(0, "attention")
+    assert early.first.point == Point(0, Sublayer.ATTENTION)
 
 
 def test_exactly_k_times_the_noise_is_still_noise():
@@ -75,7 +75,7 @@ def test_a_bit_exact_clean_run_keeps_a_floor():
     assert below.first is None
     assert below.results[0].ratio == 1.0
     above = localize("p", PTS[:3], curve(0.0, FLOOR / 2, 1e-3), curve(0.0, 0.0, 0.0))
-    assert above.first.point == Point(0, "mlp") and above.first.ratio == math.inf
+    assert above.first.point == Point(0, Sublayer.MLP) and above.first.ratio == math.inf
     assert above.to_dict()["points"][2]["ratio"] is None  # JSON has no infinity
 
 
@@ -89,8 +89,8 @@ def test_k_below_one_is_refused_and_lengths_must_match():
 def test_judge_uses_only_the_deciding_metric():
     cand = {"rel_l2_all": 1e-3, "rel_l2_last": 1.0, "max_abs_all": 9.0, "max_abs_last": 9.0}
     clean = {"rel_l2_all": 1e-3, "rel_l2_last": 1e-3, "max_abs_all": 1e-3, "max_abs_last": 1e-3}
-    assert not leaves_noise(Point(0, "mlp"), cand, clean).diverged
-    assert leaves_noise(Point(0, "mlp"), cand, clean, metric="rel_l2_last").diverged
+    assert not leaves_noise(Point(0, Sublayer.MLP), cand, clean).diverged
+    assert leaves_noise(Point(0, Sublayer.MLP), cand, clean, metric="rel_l2_last").diverged
 
 
 def test_earliest_takes_the_prompt_that_leaves_the_noise_first():

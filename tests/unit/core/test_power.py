@@ -187,7 +187,7 @@ def test_inconclusive_is_its_own_gate_verdict_and_exit_code_never_passed_failed_
 
 
 def test_a_control_with_an_inconclusive_case_never_qualifies_the_candidate(tmp_path):
-    from kit.core.verdict.diagnosis import INCOMPLETE, diagnose
+    from kit.core.verdict.diagnosis import ControlVerdict, diagnose
     from kit.core.records.results import RunView
 
     def view(name: str, results: dict) -> RunView:
@@ -196,7 +196,7 @@ def test_a_control_with_an_inconclusive_case_never_qualifies_the_candidate(tmp_p
 
     candidate = {"a": passed_case("a"), "b": judged_by_power(_passed(), DETECTABLE, 2.0, "cases.b.detectable_limit")}
     d = diagnose(view("current", {"a": passed_case("a"), "b": passed_case("b")}), view("candidate", candidate))
-    assert d.verdict == INCOMPLETE
+    assert d.verdict == ControlVerdict.INCOMPLETE
     assert "case b is inconclusive: it detects faults only from 2.3x the clean error" in d.reason
 
 

@@ -59,7 +59,7 @@ def test_a_run_behind_a_link_inside_the_root_is_found_once_and_a_loop_ends(tmp_p
     (tmp_path / "real" / "loop").symlink_to(tmp_path, target_is_directory=True)
     walked = store.walk(local_store(tmp_path))
     assert [f.location for f in walked.found] == ["alias/r1"]
-    assert {s.kind for s in walked.skipped} == {store.AGAIN}
+    assert {s.kind for s in walked.skipped} == {store.NotWalked.AGAIN}
 
 
 def test_a_link_leading_out_of_the_root_is_said_not_followed(tmp_path):
@@ -69,7 +69,7 @@ def test_a_link_leading_out_of_the_root_is_said_not_followed(tmp_path):
     (root / "out").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
     walked = store.walk(local_store(root))
     assert walked.found == []
-    assert [(s.location, s.kind) for s in walked.skipped] == [("out", store.OUTSIDE)]
+    assert [(s.location, s.kind) for s in walked.skipped] == [("out", store.NotWalked.OUTSIDE)]
     assert "a link leading out of the root" in walked.skipped[0].text
 
 
@@ -82,7 +82,7 @@ def test_hidden_and_deep_folders_are_said_not_looked_into(tmp_path):
     walked = store.walk(local_store(tmp_path))
     assert [f.location for f in walked.found] == ["a/b/c/d/e/f/g"]
     assert [(s.location, s.kind) for s in walked.skipped] == [
-        (".trash", store.HIDDEN), ("a/b/c/d/e/f/g/h/i", store.DEEP)]
+        (".trash", store.NotWalked.HIDDEN), ("a/b/c/d/e/f/g/h/i", store.NotWalked.DEEP)]
 
 
 def test_a_control_stands_for_its_two_runs(tmp_path):
@@ -91,7 +91,7 @@ def test_a_control_stands_for_its_two_runs(tmp_path):
     write_json(tmp_path / "c" / rundir.CONTROL, {"current": "1.0", "candidate": "1.1",
                                                  "runs": {"1.0": "current", "1.1": "candidate"}})
     walked = store.walk(local_store(tmp_path))
-    assert [(f.location, f.kind) for f in walked.found] == [("c", store.CONTROL_DIR)]
+    assert [(f.location, f.kind) for f in walked.found] == [("c", store.FolderKind.CONTROL_DIR)]
     assert rundir.control_run_dirs(tmp_path / "c") == (tmp_path / "c" / "current", tmp_path / "c" / "candidate")
 
 

@@ -18,7 +18,7 @@ from kit.history import index as history_index
 from kit.history import queries
 from kit.history.command import gather, markdown
 from kit.core.records.rundir import RunRole
-from kit.history.rows import SKIPPED, VERDICT, read_location
+from kit.history.rows import LineKind, read_location
 from kit.core.records.store import open_store
 from support.history import BOUNDS, RECORD, START, case_result, control, gate_run, series
 
@@ -65,7 +65,7 @@ def test_an_older_run_is_skipped_with_one_line_naming_its_file(tmp_path):
     old = read_location(store, "old")
     assert old.runs == [] and len(old.lines) == 1
     [line] = old.lines
-    assert line.kind == SKIPPED and "old/manifest.json" in line.text and "name" in line.text
+    assert line.kind == LineKind.SKIPPED and "old/manifest.json" in line.text and "name" in line.text
     assert "0.0.1" in line.text and "\n" not in line.text
     assert len(read_location(store, "new").runs) == 1
 
@@ -75,7 +75,7 @@ def test_an_unreadable_case_file_leaves_out_that_case_only(tmp_path):
     (run / rundir.CASES / "b.json").write_text("{not json")
     read = read_location(open_store(str(tmp_path)), "r")
     assert [c.case for c in read.cases] == ["a"]
-    assert any(line.kind == SKIPPED and "b.json" in line.text for line in read.lines)
+    assert any(line.kind == LineKind.SKIPPED and "b.json" in line.text for line in read.lines)
 
 
 def test_a_verdict_that_disagrees_with_the_case_files_trusts_the_case_files(tmp_path):
@@ -84,7 +84,7 @@ def test_a_verdict_that_disagrees_with_the_case_files_trusts_the_case_files(tmp_
     [run] = read.runs
     assert (run.verdict, run.recorded_verdict) == ("passed", "failed")
     [line] = read.lines
-    assert line.kind == VERDICT and "says failed" in line.text and "trusted" in line.text
+    assert line.kind == LineKind.VERDICT and "says failed" in line.text and "trusted" in line.text
 
 
 def test_the_recorded_verdict_is_read_as_a_field_wherever_the_file_puts_it(tmp_path):

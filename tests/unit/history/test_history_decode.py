@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kit.history.command import gather, markdown
-from kit.history.rows import DECODE, FIRST_TOKEN, read_location
+from kit.history.rows import Check, read_location
 from kit.core.records.store import open_store
 from support.history import STEP_BOUNDS, decode_series
 
@@ -21,8 +21,9 @@ def test_a_decode_case_reads_into_a_row_of_its_worst_step_per_bucket(tmp_path):
     [run] = [p.name for p in tmp_path.iterdir()]
     read = read_location(open_store(str(tmp_path)), run)
     rows = {(b.check, b.bucket): b for b in read.buckets}
-    assert set(rows) == {(FIRST_TOKEN, 128), (FIRST_TOKEN, 256), (DECODE, 128)}  # bucket 256 continued nothing
-    step = rows[(DECODE, 128)]
+    # bucket 256 continued nothing
+    assert set(rows) == {(Check.FIRST_TOKEN, 128), (Check.FIRST_TOKEN, 256), (Check.DECODE, 128)}
+    step = rows[(Check.DECODE, 128)]
     # Step 3's 0.005 under its own 0.006 is the worst, not step 1's 0.004 under 0.02.
     assert (step.max_error, step.bound, step.prompts) == (0.005, STEP_BOUNDS["3"], 2)
     assert step.ratio == pytest.approx(0.005 / 0.006) and step.margin == pytest.approx(0.001)
@@ -36,7 +37,7 @@ def test_a_step_creeping_toward_its_bound_is_flagged_in_the_decode_series(tmp_pa
     found = gather(str(tmp_path))
     rows = {(r.series, r.bucket): r for r in found.margins}
     creeping = rows[("hf-bf16-decode decode", 128)]
-    assert creeping.check == DECODE and creeping.runs == 14
+    assert creeping.check == Check.DECODE and creeping.runs == 14
     assert creeping.flag is not None
     assert creeping.flag.startswith("worst decode step's error / bound stepped up from 0.4")
     assert creeping.step_run == runs[10].name
@@ -45,7 +46,7 @@ def test_a_step_creeping_toward_its_bound_is_flagged_in_the_decode_series(tmp_pa
     text = markdown(found)
     assert "| hf-bf16-decode decode | 128 | 14 |" in text and "worst decode step's error / bound stepped up" in text
     assert {(r["case"], r["check"], r["bucket"]) for r in found.to_dict()["shrinking"]} >= {
-        ("hf-bf16-decode", DECODE, 128)}
+        ("hf-bf16-decode", Check.DECODE, 128)}
 
 
 def test_the_history_notebook_plots_the_decode_series_apart_with_its_step_marked(tmp_path):
@@ -60,8 +61,8 @@ def test_the_history_notebook_plots_the_decode_series_apart_with_its_step_marked
     data = view.load(found.index, found.selection)
     assert set(view.margin_table(data["margins"]).index) >= {("hf-bf16-decode decode", 128),
                                                                  ("hf-bf16-decode", 128)}
-    steps = {r.bucket: r.step_run for r in data["margins"] if r.check == DECODE and r.step_run}
-    fig = view.case_plot(data["series"], "hf-bf16-decode", data["changes"], steps, DECODE)
+    steps = {r.bucket: r.step_run for r in data["margins"] if r.check == Check.DECODE and r.step_run}
+    fig = view.case_plot(data["series"], "hf-bf16-decode", data["changes"], steps, Check.DECODE)
     [ax] = fig.axes
     assert ax.get_title() == "hf-bf16-decode decode, bucket 128"  # the one bucket continued
     assert "error stepped up" in ax.get_legend_handles_labels()[1]

@@ -82,8 +82,9 @@ def test_a_folder_a_live_command_holds_is_refused_naming_it(tmp_path):
             lifecycle.claim(folder, "--out", "power measurement")
 
 
-@pytest.mark.parametrize("raised, outcome", [(None, lifecycle.FINISHED), (KeyboardInterrupt, lifecycle.STOPPED),
-                                              (ValueError, lifecycle.FAILED)])
+@pytest.mark.parametrize("raised, outcome", [(None, lifecycle.Ended.FINISHED),
+                                              (KeyboardInterrupt, lifecycle.Ended.STOPPED),
+                                              (ValueError, lifecycle.Ended.FAILED)])
 def test_the_end_is_recorded_however_the_command_ends_and_the_lock_is_let_go(tmp_path, raised, outcome):
     folder = lifecycle.claim(tmp_path / "out", "--out", "localize")
     told = []
@@ -104,7 +105,7 @@ def test_a_sigterm_stops_the_command_and_its_end_is_recorded(tmp_path):
         with lifecycle.owned(folder, None, "refresh", told.append):
             os.kill(os.getpid(), signal.SIGTERM)
             signal.pthread_sigmask(signal.SIG_BLOCK, [])  # a call after the signal: its handler has run
-    assert told == [lifecycle.STOPPED]
+    assert told == [lifecycle.Ended.STOPPED]
 
 
 def test_an_interrupted_calibration_records_its_finish_and_the_cases_it_measured(tmp_path, embedded, monkeypatch):
@@ -122,7 +123,7 @@ def test_an_interrupted_calibration_records_its_finish_and_the_cases_it_measured
     with pytest.raises(KeyboardInterrupt):
         calibrate(desc, out=tmp_path / "cal", to=tmp_path / "records")
     index = read_json(tmp_path / "cal" / INDEX)
-    assert index["outcome"] == lifecycle.STOPPED and index["finished_at"]
+    assert index["outcome"] == lifecycle.Ended.STOPPED and index["finished_at"]
     assert index["cases"][measured[0]]["error"] == "not measured here"
     runlock.acquire(tmp_path / "cal").release()  # the lock went with the command
 
