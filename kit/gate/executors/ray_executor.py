@@ -57,9 +57,9 @@ from kit.case.placement import RAY_NAMESPACE
 from kit.core import outcomes
 from kit.core.records import paths, rundir
 from kit.core.verdict.coverage import Expected
-from kit.core.errors import Unrunnable
+from kit.core.errors import ParityKitError, Unrunnable
 from kit.core.records.records import CaseResult, Status
-from kit.core.records.results import now_iso
+from kit.core.records.results import kernel_result, now_iso
 from kit.core.records.spec import CaseSpec
 from kit.descriptor.plan import Plan
 from kit.descriptor.schema import Resources
@@ -305,11 +305,32 @@ def run_cases_ray(progress: RunProgress, on_start: Callable[[str], None] | None 
                 ray.cancel(ref)  # each task then kills its kernel and saves its partial notebook
             if live:
                 ray.wait(list(live), num_returns=len(live), timeout=FORCE_AFTER_S + 15)
+            for sub in live.values():
+                finish(sub.spec, interrupted(run.cases_dir, sub.spec))
             raise
         finally:
             for sub in live.values():
                 if sub.group is not None:
                     ray.util.remove_placement_group(sub.group)
+
+
+def interrupted(cases: Path, spec: CaseSpec) -> CaseResult:
+    """The record of a case whose task the interruption cancelled: the one its task wrote when it stopped the
+    case's kernel, or, where the task had not written it by the time the run must end (on a loaded machine
+    stopping a kernel and recording it outlasted the wait), the driver's own, so that the run never lists the
+    case as missing while its partial notebook lies in the run. Ray's shutdown then ends the kernel with the
+    rest of the run's processes."""
+    try:
+        written = kernel_result(cases, spec.name)
+    except (OSError, ParityKitError, ValueError, TypeError, KeyError):
+        written = None  # a half-written or damaged record is replaced by the driver's account
+    if written is not None:
+        return written
+    notebook = rundir.case_file(cases, spec.name, rundir.CASE_NOTEBOOK)
+    return record(cases, CaseResult(
+        case=spec.name, backend=spec.backend, status=Status.ERROR, finished_at=now_iso(), notebook=str(notebook),
+        error_kind=outcomes.Outcome.INTERRUPTED,
+        error=f"interrupted; its Ray task was cancelled; partial notebook {paths.display(notebook)}"))
 
 
 def _submit(ray, remote, run: GateRun, spec: CaseSpec, res: Resources, retries: int):
