@@ -44,7 +44,7 @@ from kit.core.records.results import RunDir, Verdict
 from kit.core.records.spec import CaseSpec
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import Plan, resolve
-from kit.descriptor.standing import MATCH, plan_rows
+from kit.descriptor.standing import Standing, plan_rows
 from kit.gate.executor import check_run
 from kit.run import lifecycle
 from kit.run.output import MARKUP, NOTICE
@@ -138,7 +138,7 @@ def deepen(request: DeepenRequest) -> MakeOutcome:
 def _targets(plan: Plan, rows: Sequence, asked: Sequence[str]) -> dict[str, Path]:
     """Case -> the record of this host's class it uses now, for every case asked (each must have one), or every
     case that has one."""
-    own = {r.case: Path(r.file) for r in rows if r.kind is CALIBRATION and r.standing == MATCH and r.file}
+    own = {r.case: Path(r.file) for r in rows if r.kind is CALIBRATION and r.standing == Standing.MATCH and r.file}
     for case in asked:
         if case not in own:
             raise BadInput(f"case {case}: no calibration record of this host's class to deepen; `parity-kit "

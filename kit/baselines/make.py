@@ -39,7 +39,7 @@ from kit.baselines.archive import Archive, read_archive
 from kit.baselines.backtest import Backtest, backtest
 from kit.baselines.made import Made, Making
 from kit.baselines.signed import sign_entry
-from kit.descriptor.standing import FALLBACK, MATCH, MISSING, BaselineRow, plan_rows
+from kit.descriptor.standing import BaselineRow, Standing, plan_rows
 from kit.calibrate.run import calibrate_case, reproducing_command, variants_for
 from kit.core.records import paths, rundir
 from kit.core.baselines.baselinekind import CALIBRATION, EXACT_GOLDEN, KINDS, POWER, BaselineKind
@@ -169,7 +169,7 @@ def make_baselines(request: MakeRequest) -> MakeOutcome:
     folders = _folders(plan)
     before = plan_rows(plan)
     targets = [row for row in before
-               if row.standing in (MISSING, FALLBACK) or (r.again and row.standing == MATCH)]
+               if row.standing in (Standing.MISSING, Standing.FALLBACK) or (r.again and row.standing == Standing.MATCH)]
     targets = [row for row in targets if row.kind.makeable]
     remade = {row.case for row in targets if row.kind is CALIBRATION}
     powered = [n for n, case in plan.cases.items() if makepower.needs_power(case, n in remade)]
@@ -339,7 +339,7 @@ def _make_goldens(making: Making, rows: Sequence[BaselineRow]) -> list[Made]:
                              error=f"its golden is made in {info.name}'s own environment: run `parity-kit "
                                    f"{shlex.join(argv)}` there"))
             continue
-        superseded = None if row.standing == MISSING else Path(spec.golden_path)
+        superseded = None if row.standing == Standing.MISSING else Path(spec.golden_path)
         what = f"exact golden of {entry} for {spec.runtime}"
         reused = _staged_golden(work_dir / "goldens", spec.runtime)  # made by an interrupted run of this make
         staged = reused
@@ -379,7 +379,7 @@ def _make_records(making: Making, rows: Sequence[BaselineRow]) -> list[Made]:
     made = []
     for row in rows:
         spec = measuring.case(row.case).spec
-        superseded = Path(row.file) if row.standing == MATCH and row.file else None
+        superseded = Path(row.file) if row.standing == Standing.MATCH and row.file else None
         what = f"calibration record of {row.case}"
         staged = _staged_record(staging, spec)
         if staged is not None:

@@ -123,7 +123,7 @@ def _judging(parser) -> None:
 
 def _baseline_status(args) -> int:
     from kit.descriptor.baselines import refuse_unverified
-    from kit.descriptor.standing import MISSING, plan_rows, table_markdown
+    from kit.descriptor.standing import Standing, plan_rows, table_markdown
     from kit.descriptor.load import load_descriptor
     from kit.descriptor.plan import resolve
 
@@ -131,7 +131,7 @@ def _baseline_status(args) -> int:
     refuse_unverified(loaded)  # the rows date and word each baseline by its lineage
     rows = plan_rows(resolve(loaded, args.cases))
     print(json.dumps([r.to_dict() for r in rows], indent=2) if args.json else table_markdown(rows))
-    return ExitCode.NO_BASELINE if any(r.standing == MISSING for r in rows) else ExitCode.PASSED
+    return ExitCode.NO_BASELINE if any(r.standing == Standing.MISSING for r in rows) else ExitCode.PASSED
 
 
 def _baseline_make(args) -> int:

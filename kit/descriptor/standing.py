@@ -13,17 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from kit.core.baselines.baselinekind import (FALLBACK, HAND_SET, IN_KERNEL, MATCH, MISSING, BaselineRow, LineageText,
-                                             of_case)
+from kit.core.baselines.baselinekind import BaselineRow, LineageText, Standing, of_case
 from kit.core.noise.calibration import CalibrationRecord
 from kit.core.baselines.lineage import LineageEntry, bound_moves, chain, entry_of
 from kit.core.records.spec import CaseSpec
 from kit.descriptor.plan import Plan
 
-# The standings and the row are the baseline kinds' (kit.core.baselines.baselinekind); named here too, where callers
+# The standing and the row are the baseline kinds' (kit.core.baselines.baselinekind); named here too, where callers
 # meet them.
-__all__ = ["FALLBACK", "HAND_SET", "IN_KERNEL", "MATCH", "MISSING", "BaselineRow", "baseline_rows", "gaps",
-           "plan_rows", "table_markdown"]
+__all__ = ["BaselineRow", "Standing", "baseline_rows", "gaps", "plan_rows", "table_markdown"]
 
 
 def baseline_rows(spec: CaseSpec, entries: Sequence[LineageEntry] = (),
@@ -62,7 +60,7 @@ def _ordinal(n: int) -> str:
 
 def gaps(rows: Sequence[BaselineRow]) -> list[BaselineRow]:
     """The rows a `baseline make` closes: missing, and fallen back (a baseline of this runtime's own is better)."""
-    return [r for r in rows if r.standing in (MISSING, FALLBACK)]
+    return [r for r in rows if r.standing in (Standing.MISSING, Standing.FALLBACK)]
 
 
 def table_markdown(rows: Sequence[BaselineRow]) -> str:

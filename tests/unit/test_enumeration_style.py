@@ -15,7 +15,12 @@ of them gains a name. This finds, in any module of the kit:
   them follows; a pair that is no set (an environment variable's name and its default number) binds more than
   strings and is not this;
 - a tuple, list, set or frozenset of string literals, or a ``Literal[...]``, whose words are all the values of one
-  StrEnum of the kit: the enum's set spelled again.
+  StrEnum of the kit: the enum's set spelled again;
+- two or more string constants of one module, bound one per line, compared (``==``, ``!=``, ``in``, ``not in``),
+  in that module or any module importing them, with one field of a class that module defines (``row.standing ==
+  MATCH`` here, ``row.standing in (MISSING, FALLBACK)`` there, ``standing`` a field of the module's own record):
+  the field's values are a closed set, spelled as loose constants. A constant compared with a name that is no
+  field of its module's classes (a file name with ``path.name``) is not this.
 
 A tuple of words that is no closed set the kit branches on (a record format's keys, environment variables, file
 patterns) is none of these: its words are literals and no enum holds them.
@@ -24,10 +29,11 @@ patterns) is none of these: its words are literals and no enum holds them.
 from __future__ import annotations
 
 import ast
+from collections import defaultdict
 
 import pytest
 
-from support.astguard import kit_modules, with_nothing_allowed
+from support.astguard import kit_modules, name_of, with_nothing_allowed
 
 pytestmark = pytest.mark.unit
 
@@ -153,6 +159,81 @@ def findings(source: str, module: str, enums: dict[str, frozenset[str]]) -> list
     return sorted(out, key=lambda f: f[2])
 
 
+def _string_constants(tree: ast.Module) -> dict[str, int]:
+    """Each module-level name bound to a string literal (alone, or unpacked beside others), with its line."""
+    return {name: line for name, value, line in _module_assignments(tree) if _is_str(value)}
+
+
+def _fields(tree: ast.Module) -> set[str]:
+    """The names annotated in the body of a class the module defines: a dataclass's or a record's fields."""
+    return {s.target.id for node in ast.walk(tree) if isinstance(node, ast.ClassDef) for s in node.body
+            if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+
+
+def _imported(tree: ast.Module, modules: set[str]) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
+    """What a module imports, anywhere in it: (local name -> (module, name) of each name taken from a module,
+    local name -> module of each module of ``modules`` it names)."""
+    names: dict[str, tuple[str, str]] = {}
+    named_modules: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                local, whole = alias.asname or alias.name, f"{node.module}.{alias.name}"
+                if whole in modules:
+                    named_modules[local] = whole
+                else:
+                    names[local] = (node.module, alias.name)
+        elif isinstance(node, ast.Import):
+            named_modules.update({a.asname: a.name for a in node.names if a.asname and a.name in modules})
+    return names, named_modules
+
+
+def compared_as_one_set(sources: list[tuple[str, str]]) -> list[tuple[str, str, int, str]]:
+    """(module, names, line, what) for each group of two or more string constants of one module that ``sources``
+    ((module, source) of every module) compare with the same field of a class that module defines: a closed set
+    written one constant per line. ``names`` in the order the module binds them, ``line`` the first's."""
+    trees = {module: ast.parse(source) for module, source in sources}
+    constants = {module: _string_constants(tree) for module, tree in trees.items()}
+    imported = {module: _imported(tree, set(trees)) for module, tree in trees.items()}
+
+    def constant(module: str | None, name: str, hops: int = 0) -> tuple[str, str] | None:
+        """(defining module, name) of the string constant ``name`` means in ``module``, through re-exports."""
+        if module in constants and name in constants[module]:
+            return module, name
+        taken = imported[module][0].get(name) if module in imported and hops < 8 else None
+        return constant(*taken, hops + 1) if taken else None
+
+    def named(module: str, node: ast.AST) -> tuple[str, str] | None:
+        if isinstance(node, ast.Name):
+            return constant(module, node.id)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            return constant(imported[module][1].get(node.value.id), node.attr)
+        return None
+
+    compared: dict[tuple[str, str], set[str]] = defaultdict(set)  # (defining module, field) -> its constants
+    for module, tree in trees.items():
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Compare):
+                continue
+            for left, op, right in zip([node.left, *node.comparators], node.ops, node.comparators):
+                if not isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)):
+                    continue
+                listed = isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (ast.Tuple, ast.List, ast.Set))
+                for subject, values in ((left, right.elts if listed else [right]), (right, [left])):
+                    field = name_of(subject)
+                    if field is None or named(module, subject):
+                        continue
+                    for found in filter(None, (named(module, v) for v in values)):
+                        compared[(found[0], field)].add(found[1])
+    out = []
+    for (module, field), names in sorted(compared.items()):
+        if len(names) >= 2 and field in _fields(trees[module]):
+            order = sorted(names, key=constants[module].__getitem__)
+            out.append((module, ", ".join(order), constants[module][order[0]],
+                        f"string constants compared with its field {field} as one set"))
+    return [f for f in out if (f[0], f[1]) not in ALLOWED]
+
+
 def _kit() -> list[tuple[str, str, str]]:
     return list(kit_modules())
 
@@ -167,7 +248,8 @@ def _kit_enums(modules: list[tuple[str, str, str]]) -> dict[str, frozenset[str]]
 def _kit_findings() -> list[tuple[str, str, int, str]]:
     modules = _kit()
     enums = _kit_enums(modules)
-    return [f for module, _, source in modules for f in findings(source, module, enums)]
+    return [f for module, _, source in modules for f in findings(source, module, enums)] + \
+        compared_as_one_set([(module, source) for module, _, source in modules])
 
 
 def test_every_closed_set_of_names_is_one_str_enum():
@@ -238,3 +320,46 @@ def test_a_str_enum_and_lists_that_are_no_closed_set_pass():
              "def g():\n    low, high = 'a', 'b'\n    return low + high\n"  # local names: no module-level set
              "def f(x: Literal['a', 'b']) -> None:\n    return None\n")  # a one-off Literal, not an alias
     assert findings(clean, "kit.clean", {"kit.clean.Side": frozenset({"left", "right"})}) == []
+
+
+# A record's field and two of its words, one constant per line, one of them compared in the module itself.
+PLANTED_ROWS = ("from dataclasses import dataclass\n"
+                "MATCH = 'matches'\n"
+                "MISSING = 'missing'  # none here\n"
+                "@dataclass\nclass Row:\n    standing: str\n"
+                "def gaps(rows):\n    return [r for r in rows if r.standing == MISSING]\n")
+
+
+@pytest.mark.parametrize("user", [
+    "from kit.planted.rows import MATCH, MISSING\ndef f(row):\n    return row.standing in (MATCH, MISSING)\n",
+    "from kit.planted import rows\ndef f(row):\n    return rows.MATCH != row.standing\n",
+    "import kit.planted.rows as rows\ndef f(row):\n    return row['standing'] == rows.MATCH\n",
+    "from kit.planted.again import MATCH\ndef f(row):\n    standing = row.standing\n    return standing == MATCH\n",
+])
+def test_constants_compared_with_one_field_of_their_module_are_found(user):
+    modules = [("kit.planted.rows", PLANTED_ROWS), ("kit.planted.again", "from kit.planted.rows import MATCH\n"),
+               ("kit.planted.use", user)]
+    assert compared_as_one_set(modules) == [
+        ("kit.planted.rows", "MATCH, MISSING", 2, "string constants compared with its field standing as one set")]
+
+
+@pytest.mark.parametrize("user", [
+    "from kit.planted.rows import MATCH\ndef f(row):\n    return row.kind == MATCH\n",  # another field
+    "from kit.planted.rows import MATCH, MISSING\ndef f():\n    return MATCH == MISSING\n",  # no field at all
+    "from kit.planted.rows import MATCH\ndef f(row):\n    return row.standing is MATCH or row.standing < MATCH\n",
+    "from kit.planted.files import RESULT\ndef f(p):\n    return p.name == RESULT\n",
+])
+def test_constants_compared_with_no_field_of_their_module_as_one_set_pass(user):
+    # File names compared with a path's name: ``name`` is a field of some class, not of the module that names them.
+    files = "RESULT = 'result.json'\nMANIFEST = 'manifest.json'\ndef f(p):\n    return p.name == MANIFEST\n"
+    record = "from dataclasses import dataclass\n@dataclass\nclass Entry:\n    name: str\n"
+    modules = [("kit.planted.rows", PLANTED_ROWS), ("kit.planted.files", files), ("kit.planted.entry", record),
+               ("kit.planted.use", user)]
+    assert compared_as_one_set(modules) == []
+
+
+def test_an_allowed_group_compared_as_one_set_passes(monkeypatch):
+    modules = [("kit.planted.rows", PLANTED_ROWS.replace("== MISSING", "in (MATCH, MISSING)"))]
+    assert [f[1] for f in compared_as_one_set(modules)] == ["MATCH, MISSING"]
+    monkeypatch.setitem(ALLOWED, ("kit.planted.rows", "MATCH, MISSING"), "two words of an open set")
+    assert compared_as_one_set(modules) == []

@@ -20,6 +20,7 @@ Stdlib only, like the rest of kit.core: the backend registry's reading of a gold
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from typing import Any, Callable, Mapping, Sequence
 
 from kit.core.records import paths
@@ -30,12 +31,16 @@ from kit.core.model.modelconfig import check_prompts_fit, model_limits
 from kit.core.model.modeldigest import DigestCache, check_model_digest
 from kit.core.records.spec import CaseSpec
 
-# How a case stands on one baseline here.
-MATCH = "matches"  # made on this runtime (or, for a semantic golden, judged within bounds on any)
-FALLBACK = "falls back"  # made elsewhere, used here by a rule the descriptor states
-MISSING = "missing"  # none this host may use: the case cannot be judged here
-HAND_SET = "hand-set"  # a bound written in the descriptor, no measurement behind it
-IN_KERNEL = "in-kernel"  # compared with its own reference in the same kernel: no file to hold
+
+class Standing(StrEnum):
+    """How a case stands on one baseline here (``BaselineRow.standing``): the word a status row, a run's manifest
+    and `baseline make`'s record keep."""
+    MATCH = "matches"  # made on this runtime (or, for a semantic golden, judged within bounds on any)
+    FALLBACK = "falls back"  # made elsewhere, used here by a rule the descriptor states
+    MISSING = "missing"  # none this host may use: the case cannot be judged here
+    HAND_SET = "hand-set"  # a bound written in the descriptor, no measurement behind it
+    IN_KERNEL = "in-kernel"  # compared with its own reference in the same kernel: no file to hold
+
 
 # Where a baseline stands in its lineage, from its digest ("first of its chain", ...); None: nothing to say.
 LineageText = Callable[[str | None], str | None]
@@ -59,7 +64,7 @@ class BaselineRow:
 
     case: str
     kind: BaselineKind
-    standing: str  # one of MATCH, FALLBACK, MISSING, HAND_SET, IN_KERNEL
+    standing: Standing
     rule: str  # why it stands so, in words
     file: str | None = None
     sha256: str | None = None
@@ -132,11 +137,11 @@ class GoldenKind(BaselineKind):
         """How a case's golden stands on this host: missing (with the command that makes one) where the plan
         found none for its runtime, else the golden it uses, when and where it was made and its lineage."""
         if spec.no_baseline and lacked(spec) is self:
-            return BaselineRow(spec.name, self, MISSING, spec.no_baseline.reason, made_on=None,
+            return BaselineRow(spec.name, self, Standing.MISSING, spec.no_baseline.reason, made_on=None,
                                remedy=spec.no_baseline.command or None)
         golden = load_golden(spec.golden_path)
         prov = golden.provenance
-        return BaselineRow(spec.name, self, MATCH, self.holds(spec), paths.display(golden.path), golden.sha256,
+        return BaselineRow(spec.name, self, Standing.MATCH, self.holds(spec), paths.display(golden.path), golden.sha256,
                            str(prov.get("runtime") or prov.get("hardware") or "not recorded"), prov.get("created_at"),
                            lineage(golden.sha256))
 
@@ -217,21 +222,21 @@ class Calibration(BaselineKind):
                      lineage=lineage(cal.get("sha256")))
         change = hardware_change(cal, spec.options)
         if change is None:
-            return BaselineRow(spec.name, self, MATCH, f"noise measured on this class of hardware ({made_on})",
+            return BaselineRow(spec.name, self, Standing.MATCH, f"noise measured on this class of hardware ({made_on})",
                                **dated)
         measured, here = change
         remedy = f"parity-kit baseline make --case {spec.name} --reason \"...\""
         fallback = cal.get("fallback") or {}
         if fallback.get("rule") == FallbackRule.DEVICE:
-            return BaselineRow(spec.name, self, FALLBACK,
+            return BaselineRow(spec.name, self, Standing.FALLBACK,
                                f"fallback order {fallback.get('order')} took it by its rule \"device\": noise "
                                f"measured on {measured}, this host is {here}; its bounds apply, its drift test does "
                                "not", **dated, remedy=remedy)
         if "hardware" in cal.get("accept", []):
-            return BaselineRow(spec.name, self, FALLBACK,
+            return BaselineRow(spec.name, self, Standing.FALLBACK,
                                f"accept_noise_changes = [\"hardware\"]: noise measured on {measured}, this host is "
                                f"{here}; its bounds apply, its drift test does not", **dated, remedy=remedy)
-        return BaselineRow(spec.name, self, MISSING,
+        return BaselineRow(spec.name, self, Standing.MISSING,
                            f"no record measured on {here} (listed: {measured}), and the case accepts no hardware "
                            "change", **dated, remedy=remedy)
 
@@ -259,7 +264,7 @@ class HandSetBound(BaselineKind):
         """A bound set by hand stands as such, with `calibrate` as its remedy: nothing measured it."""
         bounds = spec.bucket_bounds or {}
         said = f"bound = {spec.bound:g}" if spec.bound is not None else f"bucket_bounds = {dict(bounds)}"
-        return BaselineRow(spec.name, self, HAND_SET, f"{said}, set by hand in the descriptor",
+        return BaselineRow(spec.name, self, Standing.HAND_SET, f"{said}, set by hand in the descriptor",
                            remedy=f"parity-kit calibrate --case {spec.name}")
 
 
@@ -284,13 +289,15 @@ class PowerRecordKind(BaselineKind):
         power = spec.power or {}
         remedy = f"parity-kit baseline make --case {spec.name} --reason \"...\""
         if spec.no_baseline and lacked(spec) is self:
-            return BaselineRow(spec.name, self, MISSING, spec.no_baseline.reason, remedy=spec.no_baseline.command)
+            return BaselineRow(spec.name, self, Standing.MISSING, spec.no_baseline.reason,
+                               remedy=spec.no_baseline.command)
         if not power.get("same_class"):
             measured = f" (listed: measured on {power['measured_on']})" if power.get("measured_on") else ""
-            return BaselineRow(spec.name, self, MISSING, "no power record measured against the calibration record "
-                               f"this host uses{measured}, and the case is held to a detectable_limit", remedy=remedy)
+            return BaselineRow(spec.name, self, Standing.MISSING, "no power record measured against the calibration "
+                               f"record this host uses{measured}, and the case is held to a detectable_limit",
+                               remedy=remedy)
         where = paths.display(power["path"]) if power.get("path") else None
-        return BaselineRow(spec.name, self, MATCH, f"measured against the record this host uses, on "
+        return BaselineRow(spec.name, self, Standing.MATCH, f"measured against the record this host uses, on "
                            f"{power.get('measured_on')}", where, power.get("sha256"), power.get("measured_on"),
                            made_at, lineage(power.get("sha256")))
 
@@ -313,7 +320,7 @@ class InKernelReference(BaselineKind):
     def stand(self, spec: CaseSpec, lineage: LineageText, made_at: str | None = None) -> BaselineRow:
         """A reference computed in the case's own kernel stands wherever the case runs: the row names the
         model and options it is computed with."""
-        return BaselineRow(spec.name, self, IN_KERNEL,
+        return BaselineRow(spec.name, self, Standing.IN_KERNEL,
                            f"compared bit for bit with its reference ({(spec.reference or {}).get('model')}, "
                            f"{(spec.reference or {}).get('options')}) computed in the same kernel")
 

@@ -28,6 +28,7 @@ from kit.core.noise.calibration import CalibrationRecord, Sample, load_record
 from kit.core.host.runtime import accelerator
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve
+from kit.descriptor.standing import Standing
 from support import ROOT, golden_made_on, parity_kit, power_against, write_descriptor
 from support.targetsite import target_site
 
@@ -90,7 +91,7 @@ def test_on_a_host_with_no_baselines_one_resumed_make_closes_the_gap_and_the_gat
     desc = no_baselines_here(tmp_path, embedded)
     status = parity_kit("baseline", "status", str(desc), "--json")
     assert status.returncode == 7, status.stderr
-    assert {(r["case"], r["kind"]) for r in json.loads(status.stdout) if r["standing"] == "missing"} == {
+    assert {(r["case"], r["kind"]) for r in json.loads(status.stdout) if r["standing"] == Standing.MISSING} == {
         ("checkpoint", "exact-golden"), ("hf-bf16", "calibration"), ("hf-bf16-left", "calibration")}
     before = {f: files(tmp_path / f) for f in ("goldens", "calibrations", "calibrations/power")}
     (tmp_path / "runs").mkdir()
@@ -159,7 +160,8 @@ def test_on_a_host_with_no_baselines_one_resumed_make_closes_the_gap_and_the_gat
     after = parity_kit("baseline", "status", str(desc), "--json")
     assert after.returncode == 7, after.stderr  # the case it was not asked for still has none
     assert {(r["case"], r["standing"]) for r in json.loads(after.stdout)} == {
-        ("checkpoint", "matches"), ("hf-bf16", "matches"), ("hf-bf16-left", "matches"), ("hf-bf16-left", "missing")}
+        ("checkpoint", Standing.MATCH), ("hf-bf16", Standing.MATCH), ("hf-bf16-left", Standing.MATCH),
+        ("hf-bf16-left", Standing.MISSING)}
     gate = parity_kit("gate", str(desc), "--case", "checkpoint", "--case", "hf-bf16", "--out",
                       str(tmp_path / "runs" / "gate"))
     assert gate.returncode == 0, gate.stdout[-2000:] + gate.stderr[-2000:]

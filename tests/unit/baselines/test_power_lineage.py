@@ -23,7 +23,7 @@ from kit.core.records.paths import display
 from kit.core.noise.power import read_power
 from kit.core.host.runtime import accelerator
 from kit.descriptor.load import load_descriptor
-from kit.descriptor.standing import MATCH, MISSING, plan_rows
+from kit.descriptor.standing import Standing, plan_rows
 from kit.descriptor.plan import resolve
 from support import parity_kit, power_against, write_descriptor
 
@@ -71,13 +71,13 @@ def test_a_power_record_reaches_the_case_through_its_lineage_and_supersedes_the_
     assert spec.power is None and spec.no_baseline is not None and spec.no_baseline.kind == "power"
     assert spec.no_baseline.command == f"parity-kit baseline make {display(desc)} --case hf-bf16 --reason \"...\""
     row = next(r for r in plan_rows(resolve(load_descriptor(desc))) if r.kind is POWER)
-    assert row.standing == MISSING and "no power record measured against calibration record" in row.rule
+    assert row.standing == Standing.MISSING and "no power record measured against calibration record" in row.rule
 
     write_entry(lineage, power_entry(first, lineage))  # placed by a make: its file and its entry, no edit
     spec = load_descriptor(desc).case_specs(["hf-bf16"])[0]
     assert spec.no_baseline is None and spec.power["path"] == str(first) and spec.power["same_class"]
     row = next(r for r in plan_rows(resolve(load_descriptor(desc))) if r.kind is POWER)
-    assert (row.standing, row.sha256, row.lineage) == (MATCH, first.stem, "first of its chain")
+    assert (row.standing, row.sha256, row.lineage) == (Standing.MATCH, first.stem, "first of its chain")
 
     # Made again (other bytes): its entry supersedes the first, which the case then no longer uses, even listed.
     again = power_against(embedded_power(embedded), record, tmp_path / "power", created_at="2026-12-06T00:00:00+00:00")

@@ -14,7 +14,7 @@ import pytest
 from kit.backends.hf.kernels import exact_runtime
 from kit.baselines.adopt import adopt
 from kit.core.baselines.baselinekind import CALIBRATION, EXACT_GOLDEN, IN_KERNEL_REFERENCE, SEMANTIC_GOLDEN
-from kit.descriptor.standing import FALLBACK, HAND_SET, IN_KERNEL, MATCH, MISSING, gaps, plan_rows
+from kit.descriptor.standing import Standing, gaps, plan_rows
 from kit.core.noise.calibration import load_record
 from kit.core.errors import BadInput
 from kit.core.baselines.lineage import LineageEntry, write_entry
@@ -64,15 +64,15 @@ def rows_of(desc: Path, *cases: str):
 def test_the_embedded_descriptor_stands_on_baselines_of_this_host_or_says_so(embedded, host_class):
     rows = rows_of(embedded.descriptor)
     by = {(r.case, r.kind): r for r in rows}
-    assert by[("checkpoint", EXACT_GOLDEN)].standing == MATCH
-    assert by[("levanter-native", IN_KERNEL_REFERENCE)].standing == IN_KERNEL
+    assert by[("checkpoint", EXACT_GOLDEN)].standing == Standing.MATCH
+    assert by[("levanter-native", IN_KERNEL_REFERENCE)].standing == Standing.IN_KERNEL
     # The decode cases were hand-set (0.075) until their decode steps were calibrated: no case stands on a guess.
-    assert not [r for r in rows if r.standing == HAND_SET]
+    assert not [r for r in rows if r.standing == Standing.HAND_SET]
     for case in ("hf-bf16", "hf-bf16-decode", "vllm-pp1-decode"):
         cal = by[(case, CALIBRATION)]
         # This host's class of CPU has a record of its own, or the case falls back by its stated rule: never silently.
-        assert cal.standing == (MATCH if host_class.recorded else FALLBACK)
-        if cal.standing == FALLBACK:  # accept_noise_changes = ["hardware"] adds the rule "device" to its order
+        assert cal.standing == (Standing.MATCH if host_class.recorded else Standing.FALLBACK)
+        if cal.standing == Standing.FALLBACK:  # accept_noise_changes = ["hardware"] adds the rule "device" to its order
             assert cal.rule.startswith("fallback order ['hardware', 'device'] took it by its rule \"device\": noise "
                                        "measured on cpu (") and f"this host is {host_class.accelerator};" in cal.rule
         # Made before backtests (the first records), or by `baseline make` with its backtest: a chain's first.
@@ -91,23 +91,24 @@ def test_a_host_with_no_baselines_sees_each_gap_with_what_closes_it(tmp_path, em
                             cases=cases)
     by = {(r.case, r.kind): r for r in rows_of(desc)}
     exact = by[("checkpoint", EXACT_GOLDEN)]
-    assert exact.standing == MISSING
+    assert exact.standing == Standing.MISSING
     assert exact.rule.startswith(f"no baseline for this runtime: goldens.exact ({desc}:")
     assert exact.remedy and exact.remedy.startswith("parity-kit golden make ")
     here = accelerator("cpu")["name"]
     missing = by[("hf-bf16", CALIBRATION)]
-    assert (missing.standing, missing.rule) == (MISSING, f"no record measured on {here} (listed: {ELSEWHERE_CPU}), "
-                                                         "and the case accepts no hardware change")
+    assert (missing.standing, missing.rule) == (Standing.MISSING, f"no record measured on {here} (listed: "
+                                                                  f"{ELSEWHERE_CPU}), and the case accepts no hardware "
+                                                                  "change")
     fallback = by[("hf-fallback", CALIBRATION)]
-    assert fallback.standing == FALLBACK
+    assert fallback.standing == Standing.FALLBACK
     # One record or several, a case that accepts the hardware change takes another class's by the rule "device".
     assert fallback.rule == (f"fallback order ['hardware', 'device'] took it by its rule \"device\": noise measured "
                              f"on {ELSEWHERE_CPU}, this host is {here}; its bounds apply, its drift test does not")
     assert [r.case for r in gaps(list(by.values()))] == ["checkpoint", "hf-bf16", "hf-fallback"]
     proc = parity_kit("baseline", "status", str(desc), "--json")
     assert proc.returncode == 7, proc.stderr  # no baseline for this runtime, as the gate says it
-    assert {(r["case"], r["standing"]) for r in json.loads(proc.stdout)} >= {("checkpoint", MISSING),
-                                                                             ("hf-fallback", FALLBACK)}
+    assert {(r["case"], r["standing"]) for r in json.loads(proc.stdout)} >= {("checkpoint", Standing.MISSING),
+                                                                             ("hf-fallback", Standing.FALLBACK)}
 
 
 def lineage_descriptor(tmp_path, embedded, listed: Path) -> Path:
@@ -200,9 +201,10 @@ def test_every_run_names_its_baselines_in_its_manifest_and_summary(tmp_path, emb
     view = RunView(tmp_path, {"baselines": rows, "started_at": "2026-12-31T00:00:00+00:00", "cases": []}, {}, {})
     table = baseline_table(view)
     cal = table.loc[("hf-bf16", "calibration")]
-    assert cal["standing"] in (MATCH, FALLBACK) and cal["lineage"] == "first of its chain, made before backtests"
+    assert cal["standing"] in (Standing.MATCH, Standing.FALLBACK)
+    assert cal["lineage"] == "first of its chain, made before backtests"
     assert cal["age (days)"] >= 29  # the embedded records were made by 2026-12-02
-    assert table.loc[("hf-bf16-decode", "calibration")]["standing"] in (MATCH, FALLBACK)
+    assert table.loc[("hf-bf16-decode", "calibration")]["standing"] in (Standing.MATCH, Standing.FALLBACK)
 
 
 def test_a_power_record_of_a_superseded_record_is_left_out_and_of_one_never_listed_refused(tmp_path, embedded):

@@ -5,6 +5,7 @@ says so, and on every committed descriptor the kinds resolve and check as the de
 from __future__ import annotations
 
 import copy
+import json
 import pickle
 import tomllib
 
@@ -13,16 +14,15 @@ import pytest
 from kit.backends import registry
 from kit.baselines.make import MAKERS
 from kit.core.records import paths
-from kit.core.baselines.baselinekind import (CALIBRATION, EXACT_GOLDEN, HAND_SET, HAND_SET_BOUND, IN_KERNEL,
-                                             IN_KERNEL_REFERENCE, KINDS, MATCH, POWER, SEMANTIC_GOLDEN, BaselineRow,
-                                             NotBacktested, NotMakeable, UnknownBaselineKind, baseline_kind_named,
-                                             of_golden)
+from kit.core.baselines.baselinekind import (CALIBRATION, EXACT_GOLDEN, HAND_SET_BOUND, IN_KERNEL_REFERENCE, KINDS,
+                                             POWER, SEMANTIC_GOLDEN, BaselineRow, NotBacktested, NotMakeable, Standing,
+                                             UnknownBaselineKind, baseline_kind_named, of_golden)
 from kit.core.errors import BadInput
 from kit.core.baselines.golden import load_golden
 from kit.core.baselines.lineage import KINDS as LINEAGE_KINDS
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve
-from kit.descriptor.standing import plan_rows
+from kit.descriptor.standing import plan_rows, table_markdown
 from kit.gate.preflight import check_inputs
 from support import ROOT
 
@@ -41,11 +41,21 @@ def test_each_kind_has_one_name_that_round_trips_and_its_earlier_spelling_reads(
     # What status rows, manifests and baseline.json wrote before the kinds had one spelling.
     assert baseline_kind_named("exact golden") is EXACT_GOLDEN
     assert baseline_kind_named("semantic golden") is SEMANTIC_GOLDEN
-    row = BaselineRow("c", EXACT_GOLDEN, MATCH, "a rule")
+    row = BaselineRow("c", EXACT_GOLDEN, Standing.MATCH, "a rule")
     assert row.to_dict()["kind"] == "exact-golden" and baseline_kind_named(row.to_dict()["kind"]) is EXACT_GOLDEN
     # A lineage entry names its kind in the same spelling, and only the kinds a lineage keeps.
     assert LINEAGE_KINDS == ("calibration", "exact-golden", "semantic-golden", "power")
     assert of_golden("exact") is EXACT_GOLDEN and of_golden("semantic") is SEMANTIC_GOLDEN
+
+
+def test_a_standing_is_written_as_its_word():
+    # Status rows, run manifests and `baseline make`'s record keep these words: the enum writes them unchanged.
+    assert [s.value for s in Standing] == ["matches", "falls back", "missing", "hand-set", "in-kernel"]
+    row = BaselineRow("c", CALIBRATION, Standing.FALLBACK, "a rule")
+    assert json.loads(json.dumps(row.to_dict()))["standing"] == "falls back"
+    assert '"standing": "falls back"' in json.dumps(row.to_dict())
+    assert "| **falls back**: a rule |" in table_markdown([row])
+    assert Standing("missing") is Standing.MISSING  # a record's word reads back as the member
 
 
 @pytest.mark.parametrize("name", ["golden", "exact_golden", "", None, 3])
@@ -100,13 +110,13 @@ def test_every_committed_descriptor_resolves_each_kind_as_it_states(descriptor):
         spec = plan.case(row.case).spec
         if row.kind in (EXACT_GOLDEN, SEMANTIC_GOLDEN):  # the file chosen for this runtime, by its digest
             golden = load_golden(spec.golden_path)
-            assert (row.standing, row.file, row.sha256) == (MATCH, paths.display(golden.path), golden.sha256)
+            assert (row.standing, row.file, row.sha256) == (Standing.MATCH, paths.display(golden.path), golden.sha256)
         elif row.kind is CALIBRATION:  # the record chosen for this class of hardware
             assert spec.calibration is not None and row.sha256 == spec.calibration["sha256"]
         elif row.kind is HAND_SET_BOUND:
-            assert row.standing == HAND_SET and row.remedy == f"parity-kit calibrate --case {row.case}"
+            assert row.standing == Standing.HAND_SET and row.remedy == f"parity-kit calibrate --case {row.case}"
         else:
-            assert row.kind is IN_KERNEL_REFERENCE and row.standing == IN_KERNEL
+            assert row.kind is IN_KERNEL_REFERENCE and row.standing == Standing.IN_KERNEL
     # Every golden entry passes its kind's own check, each runtime's golden, not only this host's.
     for entry in plan.goldens.values():
         of_golden(entry.kind).check_listed(entry, [load_golden(f) for f in entry.files], registry.golden_runtime)

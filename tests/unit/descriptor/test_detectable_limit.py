@@ -16,6 +16,7 @@ from kit.core.errors import BadInput
 from kit.core.noise.power import read_power
 from kit.descriptor.load import load_descriptor
 from kit.descriptor.plan import resolve
+from kit.descriptor.standing import Standing
 
 EMBEDDED = paths.EMBEDDED_DESCRIPTOR
 FAMILIES = {"position", "attention", "mlp", "normalization", "output"}
@@ -81,7 +82,7 @@ def test_a_limit_without_a_power_record_for_the_record_in_use_is_no_baseline_wit
     assert "case hf-bf16: not judged here: no baseline for this hardware: " in capsys.readouterr().out
     assert main(["baseline", "status", str(desc), "--case", "hf-bf16", "--json"]) == 7
     rows = {r["kind"]: r for r in json.loads(capsys.readouterr().out)}
-    assert rows["power"]["standing"] == "missing" and rows["power"]["remedy"] == missing.command
+    assert rows["power"]["standing"] == Standing.MISSING and rows["power"]["remedy"] == missing.command
 
 
 def test_a_power_record_of_a_calibration_record_the_case_never_listed_is_refused_in_one_line(tmp_path, capsys,

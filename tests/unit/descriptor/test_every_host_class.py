@@ -15,7 +15,7 @@ from kit.core.host.runtime import accelerator, hardware, torch_cpu_runtime
 from kit.core.errors import BadInput
 from kit.core.noise.calibration import measured_on
 from kit.descriptor.load import load_descriptor
-from kit.descriptor.standing import FALLBACK, MATCH, MISSING
+from kit.descriptor.standing import Standing
 from support.hostclass import NO_RECORD_MACHINE, host_classes, recorded_classes
 
 pytestmark = pytest.mark.unit
@@ -65,6 +65,6 @@ def test_every_calibrated_case_stands_on_its_class_record_or_borrows_by_its_rule
 def test_baseline_status_and_the_lineage_answer_on_every_class(embedded, host_class, capsys):
     assert main(["baseline", "status", str(embedded.descriptor), "--json"]) == 0
     rows = [r for r in json.loads(capsys.readouterr().out) if r["kind"] == CALIBRATION.name]
-    assert rows and {r["standing"] for r in rows} == ({MATCH} if host_class.recorded else {FALLBACK})
-    assert MISSING not in {r["standing"] for r in rows}
+    assert rows and {r["standing"] for r in rows} == ({Standing.MATCH} if host_class.recorded else {Standing.FALLBACK})
+    assert Standing.MISSING not in {r["standing"] for r in rows}
     assert load_descriptor(embedded.descriptor).baselines.verify_lineage() == []
