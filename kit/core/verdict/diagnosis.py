@@ -31,7 +31,6 @@ from kit.core.records.records import CaseResult, DecodeScore, PromptScore, Statu
 from kit.core.records.results import RunView
 
 
-
 class ControlVerdict(StrEnum):
     """A control's verdict on the candidate against today's pin, as control.json (and a refresh's record) keep it."""
     QUALIFIED = "qualified"
