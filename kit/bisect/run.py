@@ -22,6 +22,7 @@ from rich.markup import escape
 
 from kit import __version__
 from kit.bisect import search, step
+from kit.bisect.search import INCOMPLETE
 from kit.bisect.inputs import BisectInputs, State, from_fork, from_refresh, from_upstream
 from kit.bisect.record import load_bisect_record
 from kit.bisect.summary import summary_markdown
@@ -40,7 +41,6 @@ log = logging.getLogger(__name__)
 
 RECORD = rundir.BISECT
 SUMMARY, EVIDENCE = rundir.SUMMARY_MARKDOWN, rundir.EVIDENCE
-INCOMPLETE = "incomplete"
 LOCK_WHAT = "bisect"  # how the lock's refusal names the run holding the folder
 EXIT = {search.Answer.FIRST_BAD: ExitCode.FAILED, search.Answer.FAILS_AT_BASE: ExitCode.BLOCKER,
         search.Answer.PASSES_AT_TIP: ExitCode.PASSED, INCOMPLETE: ExitCode.INCOMPLETE}

@@ -16,6 +16,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Callable, Mapping
 
+# The bisect record's verdict while it has no answer yet, and after a stop before one (never a search state).
+INCOMPLETE = "incomplete"
+
+
 class Answer(StrEnum):
     """What the probes so far establish: the search's answer (the bisect record's verdict), or that it goes on."""
     PASSES_AT_TIP = "passes-at-tip"

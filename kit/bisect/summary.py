@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kit.bisect.search import Answer
+from kit.bisect.search import INCOMPLETE, Answer
 from kit.core.records import rundir
 
 HEADS = {Answer.FIRST_BAD: "FIRST BAD COMMIT FOUND", Answer.FAILS_AT_BASE: "NO BAD COMMIT IN THE RANGE",
-         Answer.PASSES_AT_TIP: "NOTHING TO BISECT", "incomplete": "INCOMPLETE"}  # kit.bisect.run.INCOMPLETE
+         Answer.PASSES_AT_TIP: "NOTHING TO BISECT", INCOMPLETE: "INCOMPLETE"}
 
 
 def summary_markdown(record: dict) -> str:
