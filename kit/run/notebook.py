@@ -20,8 +20,10 @@ from __future__ import annotations
 import asyncio
 import glob
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import warnings
 from dataclasses import dataclass
@@ -79,6 +81,7 @@ class KernelHandle:
         self.killed_by: str | None = None
         self.process: subprocess.Popen | None = None  # the kernel's process, as jupyter_client launched it
         self.shut_down = False  # papermill shut the kernel down (alive at the end), which kills it itself
+        self.sockets: str | None = None  # the folder of the kernel's sockets (``private_sockets``), removed at the end
         self._guard: processes.Guard | None = None
         self._lock = threading.Lock()
 
@@ -89,6 +92,7 @@ class KernelHandle:
 
         class TrackedKernelManager(AsyncKernelManager):
             async def start_kernel(self, **kw):  # type: ignore[override]
+                handle.private_sockets(self)
                 extra = {**handle.env, **({LOG_PREFIX_ENV: handle.log_prefix} if handle.log_prefix else {})}
                 if extra:
                     kw["env"] = {**kw.get("env", os.environ), **extra}
@@ -136,15 +140,31 @@ class KernelHandle:
             return None
         return self.process.poll()
 
+    def private_sockets(self, manager: AsyncKernelManager) -> None:
+        """Have the kernel listen on sockets in a folder of this user's alone, not on TCP ports of the loopback.
+        jupyter_client picks five free ports, and the kernel binds them only later: on a busy host another process
+        (an engine, Ray, another test's kernel) was seen taking one in between, and a kernel that then failed to bind
+        its IOPub port lived on with its threads, unanswering, until the start timed out. A socket's path in a
+        private folder is no one else's to take, and no one else's to reach."""
+        if manager.transport != "tcp":
+            return
+        try:
+            self.sockets = tempfile.mkdtemp(prefix="k-", dir=warmkernels.folder())
+        except OSError:  # no private folder here (kit.run.warmkernels.folder says why): the ports, as before
+            return
+        manager.transport, manager.ip = "ipc", os.path.join(self.sockets, "kernel")
+
     def finish(self) -> None:
         """Stop whatever of the case outlived its notebook (papermill's shutdown kills the kernel's
-        process group only), then let the guard go."""
+        process group only), then let the guard go, and remove the kernel's sockets."""
         with self._lock:
             if self.pid is not None:
                 processes.stop_tree(self.session or self.pid, grace_s=LEFTOVER_GRACE_S)
             guard, self._guard = self._guard, None
         if guard is not None:
             guard.release()
+        if self.sockets is not None:
+            shutil.rmtree(self.sockets, ignore_errors=True)
 
     def log_tail(self, lines: int = 20) -> str | None:
         """The kernel log's tail, then those of the case's helper processes (a server that never got
