@@ -140,12 +140,7 @@ class BackendInfo:
 
     def environment(self, options: dict) -> dict[str, str]:
         """What a case kernel of this backend with ``options`` must start with (see ``kernel_env``)."""
-        if not self.kernel_env:
-            return {}
-        import importlib
-
-        module, _, function = self.kernel_env.partition(":")
-        return dict(getattr(importlib.import_module(module), function)(dict(options)))
+        return dict(_call(self.kernel_env, dict(options))) if self.kernel_env else {}
 
     def imports(self, options: dict) -> tuple[str, ...]:
         """What a warm process imports for a case kernel of this backend with ``options``: ``warm_imports``, then
