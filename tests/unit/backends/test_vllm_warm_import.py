@@ -4,7 +4,7 @@ import is left out wherever that cannot be shown (a GPU host, a case with an env
 
 from __future__ import annotations
 
-import dataclasses
+import os
 import subprocess
 import sys
 
@@ -54,8 +54,8 @@ def test_a_gpu_host_or_a_case_with_its_own_environment_imports_vllm_itself(specs
     monkeypatch.setattr(engine, "GPU_DEVICE_FILES", (str(tmp_path / "kfd"), str(device)))
     assert vllm.imports(specs["vllm-pp1"].options) == ("torch",)
     device.unlink()
-    own = dataclasses.replace(specs["vllm-pp1"], options={**specs["vllm-pp1"].options, "env": {"VLLM_X": "1"}})
-    assert warm_imports(own.options) == () and vllm.imports(own.options) == ("torch",)
+    own = {**specs["vllm-pp1"].options, "env": {"VLLM_X": "1"}}
+    assert warm_imports(own) == () and vllm.imports(own) == ("torch",)
     assert warm_imports(specs["vllm-pp1"].options) == (ENGINE_MODULE,)
 
 
@@ -82,6 +82,4 @@ def test_vllm_reads_the_variables_the_kit_sets_per_engine_only_when_asked():
 
 
 def _python_env() -> dict[str, str]:
-    import os
-
     return {k: v for k, v in os.environ.items() if k.startswith("PYTHON") or k in ("HOME", "TMPDIR")}
